@@ -1,0 +1,59 @@
+// The database as an Effect service: where it is (embedded or DATABASE_URL), a scoped
+// postgres.js pool, and the preflight and migrations that must pass before anything runs.
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import postgres from "postgres"
+import { DatabaseConfig } from "../config.ts"
+import { startEmbedded } from "./embedded.ts"
+import { migrate } from "./migrate.ts"
+import { preflight } from "./preflight.ts"
+
+export interface DatabaseShape {
+  readonly sql: postgres.Sql
+  /** Connection URL, for the replication connection and child tools. */
+  readonly url: string
+  readonly embedded: boolean
+}
+
+export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
+
+export const connect = (url: string, max = 10) =>
+  postgres(url, {
+    max,
+    onnotice: () => {},
+    connection: { application_name: "safety-records-service" }
+  })
+
+/** Where the database is: DATABASE_URL, or the embedded server (started if needed). */
+export const locate = Effect.fn("Database.locate")(function* () {
+  const config = yield* DatabaseConfig
+  if (Option.isSome(config.url)) {
+    return { url: Redacted.value(config.url.value), embedded: false, stop: () => Promise.resolve() }
+  }
+  const server = yield* Effect.tryPromise({
+    try: () => startEmbedded({ dataDir: config.dataDir, port: config.embeddedPort }),
+    catch: (cause) => (cause instanceof Error ? cause : new Error(String(cause)))
+  })
+  if (server.owned) yield* Effect.logInfo("embedded PostgreSQL started", { dataDir: config.dataDir })
+  return { url: server.url, embedded: true, stop: server.stop }
+})
+
+export class DatabaseError extends Error {}
+
+/** Pool, preflight and migrations; releases the pool and stops an embedded server it started. */
+export const layer = Layer.effect(
+  Database,
+  Effect.gen(function* () {
+    const config = yield* DatabaseConfig
+    const where = yield* Effect.acquireRelease(locate(), (w) =>
+      Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.embedded ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))
+    )
+    const sql = yield* Effect.acquireRelease(
+      Effect.sync(() => connect(where.url, config.poolSize)),
+      (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
+    )
+    yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
+    const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: (e) => e as Error })
+    if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
+    return { sql, url: where.url, embedded: where.embedded }
+  })
+)

