@@ -1,0 +1,61 @@
+// The 14 readable resources (spec 2.1): path and module name, the app table behind each,
+// and the filters their lists take besides paging and dates.
+
+export const RESOURCES = [
+  "incidents",
+  "observations",
+  "corrective-actions",
+  "audits",
+  "inspections",
+  "training-records",
+  "workers",
+  "job-sites",
+  "changes",
+  "permits",
+  "policies",
+  "sds",
+  "risk-assessments",
+  "subcontractors"
+] as const
+
+export type Resource = (typeof RESOURCES)[number]
+
+export interface ResourceInfo {
+  readonly resource: Resource
+  /** The app table whose rows are this resource's records. */
+  readonly table: string
+  /** List filters besides limit, cursor, createdAfter, createdBefore. */
+  readonly filters: ReadonlyArray<"name" | "status">
+  readonly description: string
+}
+
+export const RESOURCE_INFO: Readonly<Record<Resource, ResourceInfo>> = {
+  incidents: { resource: "incidents", table: "incidents", filters: [], description: "Incidents, injuries, illnesses, near misses" },
+  observations: { resource: "observations", table: "observations", filters: [], description: "Safety observations" },
+  "corrective-actions": { resource: "corrective-actions", table: "corrective_actions", filters: ["status"], description: "Corrective actions" },
+  audits: { resource: "audits", table: "audits", filters: [], description: "Site audits, each with its items and a score" },
+  inspections: { resource: "inspections", table: "inspections", filters: [], description: "Equipment inspections" },
+  "training-records": { resource: "training-records", table: "training_records", filters: [], description: "Training records" },
+  workers: { resource: "workers", table: "workers", filters: ["name"], description: "Workers on the roster" },
+  "job-sites": { resource: "job-sites", table: "job_sites", filters: ["name"], description: "Job sites" },
+  changes: { resource: "changes", table: "changes", filters: [], description: "Management of change requests" },
+  permits: { resource: "permits", table: "permits", filters: [], description: "Permits to work" },
+  policies: { resource: "policies", table: "policies", filters: [], description: "Policies, with acknowledgement counts" },
+  sds: { resource: "sds", table: "sds", filters: [], description: "Safety data sheets" },
+  "risk-assessments": { resource: "risk-assessments", table: "risk_assessments", filters: [], description: "Risk assessments" },
+  subcontractors: { resource: "subcontractors", table: "subcontractors", filters: [], description: "Subcontractors and their document status" }
+}
+
+export const isResource = (s: string): s is Resource => (RESOURCES as ReadonlyArray<string>).includes(s)
+
+export const resourceOfTable = (table: string): Resource | undefined =>
+  RESOURCES.find((r) => RESOURCE_INFO[r].table === table)
+
+/** The corrective-action status filter (spec 4.2): groups and exact values. */
+export const STATUS_FILTER: Readonly<Record<string, ReadonlyArray<string>>> = {
+  open: ["open", "in_progress"],
+  closed: ["completed", "verified"],
+  in_progress: ["in_progress"],
+  completed: ["completed"],
+  verified: ["verified"]
+}
