@@ -1,0 +1,127 @@
+// Applies a batch of decoded transactions in one database transaction: the mirror, the
+// views, the outbox and the checkpoint move together, so a crash replays the whole batch
+// or none of it. Transactions are simulated in commit order over an in-memory Store so
+// each event carries its record as it stood at its own commit.
+import type { TransactionSql } from "postgres"
+import { EVENT_RESOURCE } from "../domain/event-kinds.ts"
+import { eventsFor } from "../domain/events.ts"
+import type { Row } from "../domain/records/types.ts"
+import { RESOURCE_INFO, type Resource } from "../domain/resources.ts"
+import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
+import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
+import { prepare, project, type ProjectedView } from "../projection/project.ts"
+import { Store } from "../projection/store.ts"
+import { rowCompany } from "../projection/tables.ts"
+import { writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
+import type { Txn } from "./txn.ts"
+
+type Tx = TransactionSql<Record<string, unknown>>
+
+export interface BatchResult {
+  readonly changes: number
+  readonly events: ReadonlyArray<OutboxEvent>
+}
+
+const refKey = (r: RecordRef) => r.resource + "|" + r.id
+
+export const moduleOn = (store: Store, companyId: string, resource: Resource): boolean =>
+  store.childrenOf("company_modules", companyId).some((m) => m.data.module === resource && m.data.enabled === true)
+
+/** Everything a set of row changes makes the views depend on, loaded into the store. */
+export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: string; key: string; data: Row | null }>) => {
+  await store.loadKeys(changes.map((c) => [c.table, c.key] as const))
+  const refs = new Map<string, RecordRef>()
+  const equipment = new Set<string>()
+  const sites = new Set<string>()
+  const companies = new Set<string>()
+  const tenancy = new Set<string>()
+  const users = new Set<string>()
+  for (const c of changes) {
+    const before = store.getBase(c.table, c.key)?.data ?? null
+    const deps = dependentsOf(c.table, c.key, before, c.data)
+    for (const r of deps.records) refs.set(refKey(r), r)
+    for (const e of deps.inspectionsOfEquipment) equipment.add(e)
+    for (const s of deps.inspectionsAtSite) sites.add(s)
+    for (const row of [before, c.data]) {
+      const company = row ? rowCompany(c.table, row) : null
+      if (company) companies.add(company)
+    }
+    if (c.table === "companies") tenancy.add(c.key)
+    if (c.table === "company_modules") tenancy.add(c.key.slice(0, c.key.indexOf(":")))
+    if (c.table === "users") users.add(c.key)
+  }
+  if (sites.size > 0) {
+    await store.loadChildren("equipment", sites)
+    for (const s of sites) for (const e of store.childrenOf("equipment", s)) equipment.add(e.key)
+  }
+  if (equipment.size > 0) {
+    await store.loadChildren("inspections", equipment)
+    for (const e of equipment) for (const i of store.childrenOf("inspections", e)) refs.set(refKey({ resource: "inspections", id: i.key }), { resource: "inspections", id: i.key })
+  }
+  const seen = changes.flatMap((c) => (c.data ? [{ tbl: c.table, data: c.data }] : []))
+  await prepare(store, refs.values(), seen)
+  for (const id of [...refs.values()].map((r) => store.getBase(tableOf(r), r.id)?.companyId)) if (id) companies.add(id)
+  for (const c of tenancy) companies.add(c)
+  await store.loadKeys([...tenancy].map((id) => ["companies", id] as const))
+  await store.loadChildren("company_modules", companies)
+  return { refs: [...refs.values()], tenancy, users }
+}
+
+const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
+
+/** Simulates one transaction over the store; returns its events (seq from 0). */
+export const simulate = (store: Store, txn: Txn): OutboxEvent[] => {
+  const before = new Map<string, { table: string; key: string; data: Row | null }>()
+  for (const c of txn.changes) {
+    const id = c.table + "|" + c.key
+    if (!before.has(id)) before.set(id, { table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+    store.apply(c.table, c.key, c.data)
+  }
+  const events: OutboxEvent[] = []
+  for (const b of before.values()) {
+    const after = store.get(b.table, b.key)?.data ?? null
+    for (const kind of eventsFor(b.table, b.data, after)) {
+      const resource = EVENT_RESOURCE[kind]
+      const view = project(store, { resource, id: b.key })
+      if (!view || !moduleOn(store, view.companyId, resource)) continue
+      events.push({
+        companyId: view.companyId,
+        event: kind,
+        resource,
+        recordId: b.key,
+        commitLsn: txn.endLsn,
+        seq: events.length,
+        payload: view.body,
+        createdAt: txn.commitTime
+      })
+    }
+  }
+  return events
+}
+
+/** Final views of the given records: rewritten, or deleted when their row is gone. */
+export const finalViews = (store: Store, refs: ReadonlyArray<RecordRef>) => {
+  const views: ProjectedView[] = []
+  const gone: RecordRef[] = []
+  for (const r of refs) {
+    const v = project(store, r)
+    if (v) views.push(v)
+    else gone.push(r)
+  }
+  return { views, gone }
+}
+
+export const applyBatch = async (tx: Tx, txns: ReadonlyArray<Txn>): Promise<BatchResult> => {
+  const store = new Store(tx)
+  const changes = txns.flatMap((t) => t.changes)
+  const { refs, tenancy, users } = await loadFor(store, changes)
+  const events = txns.flatMap((t) => simulate(store, t))
+  const { upserts, deletes } = store.changes()
+  await writeMirror(tx, upserts, deletes)
+  const { views, gone } = finalViews(store, refs)
+  await writeViews(tx, views, gone)
+  if (tenancy.size > 0) await writeCompanies(tx, store, tenancy)
+  if (users.size > 0) await writeUsers(tx, store, users)
+  await writeEvents(tx, events)
+  return { changes: changes.length, events }
+}

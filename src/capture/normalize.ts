@@ -1,0 +1,24 @@
+// One normal form for app row values, whether they come from the WAL (pgoutput text via
+// pg-types) or from a snapshot read (postgres.js): what the mirror stores and shapers read.
+const NUMERIC_OIDS = new Set([20, 21, 23, 700, 701, 1700]) // int8, int2, int4, float4, float8, numeric
+
+export const normalizeValue = (value: unknown, typeOid?: number): unknown => {
+  if (value === null || value === undefined) return null
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString()
+  if (typeOid !== undefined && NUMERIC_OIDS.has(typeOid) && typeof value === "string") {
+    const n = Number(value)
+    return Number.isFinite(n) ? n : value
+  }
+  if (typeof value === "bigint") return Number(value)
+  if (Buffer.isBuffer(value)) return null // no bytea in the app's published columns
+  return value
+}
+
+export const normalizeRow = (
+  raw: Readonly<Record<string, unknown>>,
+  types: ReadonlyMap<string, number>
+): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(raw)) out[k] = normalizeValue(v, types.get(k))
+  return out
+}

@@ -1,0 +1,229 @@
+// The capture loop: leadership, publication, slot health (bootstrap or loud rebuild), then
+// the stream applied in batches. Each batch commits views, outbox and checkpoint together;
+// only then is the checkpoint acknowledged to the server.
+import type { Sql } from "postgres"
+import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { applyBatch } from "./apply.ts"
+import { bootstrap } from "./bootstrap.ts"
+import { readState, writeCheckpoint } from "./checkpoint.ts"
+import { decodeChange } from "./decode.ts"
+import { LargeTransaction } from "./large.ts"
+import { formatLsn, parseLsn, type Lsn } from "./lsn.ts"
+import { ensurePublication, slotInfo } from "./slot.ts"
+import { ReplicationStream } from "./stream.ts"
+import type { RowChange, Txn } from "./txn.ts"
+
+export interface CaptureOptions {
+  readonly url: string
+  readonly slot: string
+  readonly publication: string
+  /** Row changes applied together in one database transaction, at most. */
+  readonly batchChanges: number
+  /** A transaction with more changes than this is applied as it streams. */
+  readonly largeTransaction?: number
+  readonly heartbeatMs: number
+  readonly log: (level: "info" | "warn" | "error", message: string, fields?: Record<string, unknown>) => void
+}
+
+/** Counters the status and metrics read. */
+export class CaptureStats {
+  running = false
+  streaming = false
+  checkpoint: Lsn = 0n
+  lastAppliedAt: Date | null = null
+  lastError: string | null = null
+  changes = 0
+  batches = 0
+  readonly events = new Map<string, number>()
+  countEvents(kinds: Iterable<[string, number]>) {
+    for (const [k, n] of kinds) this.events.set(k, (this.events.get(k) ?? 0) + n)
+  }
+}
+
+/** pgoutput commit times are microseconds since the Unix epoch. */
+const commitDate = (t: unknown) => new Date(Number((t as bigint) / 1000n))
+
+const LEADER_LOCK = 7_351_009_002 // one capture process per database
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms)
+    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true })
+  })
+
+/** Runs until `signal` aborts (resolves) or the connection fails (rejects: the caller retries). */
+export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats): Promise<void> => {
+  const lock = await sql.reserve()
+  let leader = false
+  let stream: ReplicationStream | null = null
+  let heartbeat: ReturnType<typeof setInterval> | undefined
+  const onAbort = () => void stream?.close()
+  try {
+    for (;;) {
+      const [row] = await lock<{ ok: boolean }[]>`select pg_try_advisory_lock(${LEADER_LOCK}) as ok`
+      if (row?.ok) break
+      await sleep(2000, signal)
+      if (signal.aborted) return
+    }
+    leader = true
+    stats.running = true
+    await ensurePublication(sql, opts.publication)
+    let state = await readState(sql, opts.slot)
+    const slot = await slotInfo(sql, opts.slot)
+    if (!state || !slot.exists || slot.invalidation) {
+      const gap = state ? (slot.exists ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})` : `replication slot ${opts.slot} was lost`) : null
+      if (gap) {
+        opts.log("error", `${gap}: rebuilding every view from the app tables; events for changes after checkpoint ${formatLsn(state!.checkpoint)} and before the rebuild could not be derived and will not be sent`, { checkpoint: formatLsn(state!.checkpoint) })
+      }
+      const t0 = Date.now()
+      const result = await bootstrap(sql, opts.url, opts.slot, gap)
+      opts.log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
+        rows: result.rows,
+        views: result.views,
+        consistentPoint: formatLsn(result.consistentPoint),
+        ms: Date.now() - t0
+      })
+      state = await readState(sql, opts.slot)
+      if (!state) throw new Error("bootstrap left no capture state")
+    }
+    if (signal.aborted) return
+    stats.checkpoint = state.checkpoint
+    stream = new ReplicationStream(opts.url, opts.slot, opts.publication, state.checkpoint)
+    signal.addEventListener("abort", onAbort, { once: true })
+    await stream.start(state.checkpoint)
+    stats.streaming = true
+    opts.log("info", "capture streaming", { slot: opts.slot, from: formatLsn(state.checkpoint) })
+    // An idle database still moves the slot: a tiny transactional message every interval.
+    heartbeat = setInterval(() => {
+      sql`select pg_logical_emit_message(true, 'safety-records-heartbeat', '')`.catch(() => {})
+    }, opts.heartbeatMs)
+    await consume(sql, stream, state.checkpoint, opts, signal, stats)
+  } catch (e) {
+    if (signal.aborted) return
+    throw e
+  } finally {
+    clearInterval(heartbeat)
+    signal.removeEventListener("abort", onAbort)
+    stats.streaming = false
+    stats.running = false
+    await stream?.close()
+    if (leader) await lock`select pg_advisory_unlock(${LEADER_LOCK})`.catch(() => {})
+    lock.release()
+  }
+}
+
+const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats) => {
+  const large = opts.largeTransaction ?? 10_000
+  let checkpoint = start
+  let pending: Txn[] = []
+  let pendingChanges = 0
+  let current: { xid: number; changes: RowChange[] } | null = null
+
+  const flush = async () => {
+    if (pending.length === 0) return
+    const batch = pending
+    const last = batch[batch.length - 1]!
+    const result = await sql.begin(async (tx) => {
+      const r = await applyBatch(tx, batch)
+      await writeCheckpoint(tx, opts.slot, last.endLsn, last.commitTime)
+      return r
+    })
+    pending = []
+    pendingChanges = 0
+    checkpoint = last.endLsn
+    await stream.ack(checkpoint)
+    stats.checkpoint = checkpoint
+    stats.lastAppliedAt = new Date()
+    stats.changes += result.changes
+    stats.batches++
+    const tally = new Map<string, number>()
+    for (const e of result.events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+    stats.countEvents(tally)
+  }
+
+  // Streams the rest of an oversized transaction into one open database transaction.
+  const applyLarge = async (first: RowChange[]) => {
+    await flush()
+    let buffered: RowChange[] = first
+    let total = 0
+    const committed = await sql.begin(async (tx) => {
+      const big = new LargeTransaction(tx)
+      for (;;) {
+        if (buffered.length >= 1000) {
+          await big.add(buffered)
+          total += buffered.length
+          buffered = []
+        }
+        const msg = await stream.next()
+        if (msg.tag === "insert" || msg.tag === "update" || msg.tag === "delete") {
+          const c = decodeChange(msg)
+          if (c) buffered.push(c)
+        } else if (msg.tag === "commit") {
+          if (buffered.length > 0) await big.add(buffered)
+          total += buffered.length
+          const endLsn = parseLsn(msg.commitEndLsn!)
+          const commitTime = commitDate(msg.commitTime)
+          if (endLsn <= checkpoint) throw new Error("large transaction at or below the checkpoint")
+          const tally = await big.finish(endLsn, commitTime)
+          await writeCheckpoint(tx, opts.slot, endLsn, commitTime)
+          return { endLsn, tally }
+        } else if (msg.tag === "truncate") {
+          throw new Error("TRUNCATE inside a large transaction is not supported")
+        }
+      }
+    })
+    checkpoint = committed.endLsn
+    await stream.ack(checkpoint)
+    stats.checkpoint = checkpoint
+    stats.lastAppliedAt = new Date()
+    stats.changes += total
+    stats.batches++
+    stats.countEvents(committed.tally)
+  }
+
+  while (!signal.aborted) {
+    const msg: Message = await stream.next()
+    switch (msg.tag) {
+      case "begin":
+        current = { xid: msg.xid, changes: [] }
+        break
+      case "insert":
+      case "update":
+      case "delete": {
+        const c = decodeChange(msg)
+        if (c && current) {
+          current.changes.push(c)
+          if (current.changes.length > large) {
+            const first = current.changes
+            current = null
+            await applyLarge(first)
+          }
+        }
+        break
+      }
+      case "truncate": {
+        // Every mirrored row of the truncated tables goes, as deletes in this transaction.
+        await flush()
+        for (const rel of msg.relations) {
+          if (rel.schema !== "app" || !current) continue
+          const keys = await sql<{ key: string }[]>`select key from service.rows where tbl = ${rel.name}`
+          for (const { key } of keys) current.changes.push({ table: rel.name, key, data: null })
+        }
+        break
+      }
+      case "commit": {
+        const endLsn = parseLsn(msg.commitEndLsn!)
+        if (current && endLsn > checkpoint) {
+          pending.push({ xid: current.xid, endLsn, commitTime: commitDate(msg.commitTime), changes: current.changes })
+          pendingChanges += current.changes.length
+        }
+        current = null
+        // Flush when the batch is full, or when nothing else is waiting (latency over batching).
+        if (pendingChanges >= opts.batchChanges || stream.pending === 0) await flush()
+        break
+      }
+      default:
+        break
+    }
+  }
+}

@@ -1,0 +1,127 @@
+// One replication connection (a new one per connect: the library cannot resume safely),
+// with automatic acknowledgement and its timer off. Messages queue here; the reader pauses
+// the socket when the queue is long, so a huge transaction never piles up in memory.
+import { LogicalReplicationService, PgoutputPlugin } from "pg-logical-replication"
+import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { formatLsn, type Lsn } from "./lsn.ts"
+
+const HIGH_WATER = 5000
+const LOW_WATER = 1000
+
+export class ReplicationStream {
+  private readonly service: LogicalReplicationService
+  private readonly queue: Message[] = []
+  private head = 0
+  private waiter: (() => void) | null = null
+  private failure: Error | null = null
+  private paused = false
+  private acknowledged: Lsn
+  private closed = false
+  readonly slot: string
+  readonly publication: string
+
+  constructor(url: string, slot: string, publication: string, start: Lsn) {
+    this.slot = slot
+    this.publication = publication
+    this.acknowledged = start
+    this.service = new LogicalReplicationService(
+      { connectionString: url, application_name: "safety-records-capture" },
+      { acknowledge: { auto: false, timeoutSeconds: 0 }, flowControl: { enabled: false } }
+    )
+    this.service.on("data", (_lsn: string, msg: Message) => {
+      this.queue.push(msg)
+      if (!this.paused && this.queue.length - this.head > HIGH_WATER) this.setPaused(true)
+      this.wake()
+    })
+    this.service.on("heartbeat", (_lsn: string, _ts: number, shouldRespond: boolean) => {
+      // Answer with what is durably stored, never with the server's WAL end.
+      if (shouldRespond) void this.ack(this.acknowledged)
+    })
+    this.service.on("error", (e: Error) => this.fail(e))
+  }
+
+  /** Starts streaming after `start` (the stored checkpoint). Resolves once started. */
+  async start(start: Lsn): Promise<void> {
+    const plugin = new PgoutputPlugin({ protoVersion: 1, publicationNames: [this.publication], messages: true })
+    const started = new Promise<void>((resolve) => this.service.once("start", () => resolve()))
+    const ended = this.service.subscribe(plugin, this.slot, formatLsn(start)).then(
+      () => this.fail(new Error("replication stream ended")),
+      (e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e)))
+    )
+    await Promise.race([started, ended.then(() => Promise.reject(this.failure))])
+  }
+
+  private fail(e: Error) {
+    if (this.closed) return
+    this.failure ??= e
+    this.wake()
+  }
+
+  private wake() {
+    const w = this.waiter
+    this.waiter = null
+    w?.()
+  }
+
+  private setPaused(paused: boolean) {
+    this.paused = paused
+    // @ts-expect-error the library keeps its pg connection private; its socket is what we pause.
+    const stream = this.service._connection?.stream as { pause?: () => void; resume?: () => void } | undefined
+    if (paused) stream?.pause?.()
+    else stream?.resume?.()
+  }
+
+  /** Messages already received and not yet taken. */
+  get pending(): number {
+    return this.queue.length - this.head
+  }
+
+  /** The next message, waiting for one; rejects once the connection has failed. */
+  async next(): Promise<Message> {
+    for (;;) {
+      if (this.head < this.queue.length) {
+        const msg = this.queue[this.head]!
+        this.queue[this.head++] = undefined as unknown as Message
+        if (this.head > 4096 && this.head * 2 > this.queue.length) {
+          this.queue.splice(0, this.head)
+          this.head = 0
+        }
+        if (this.paused && this.pending < LOW_WATER) this.setPaused(false)
+        return msg
+      }
+      if (this.failure) throw this.failure
+      await new Promise<void>((resolve) => (this.waiter = resolve))
+    }
+  }
+
+  /** Waits up to `ms` for a message to arrive; true if one is there. */
+  async waitFor(ms: number): Promise<boolean> {
+    if (this.pending > 0 || this.failure) return true
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        this.waiter = null
+        resolve()
+      }, ms)
+      this.waiter = () => {
+        clearTimeout(t)
+        resolve()
+      }
+    })
+    return this.pending > 0 || this.failure !== null
+  }
+
+  /** Confirms everything up to `lsn` (a commit end LSN that is durably stored). */
+  async ack(lsn: Lsn): Promise<void> {
+    this.acknowledged = lsn
+    if (lsn <= 0n || this.closed) return
+    // The library reports lsn + 1; hand it lsn - 1 so the server hears exactly lsn.
+    await this.service.acknowledge(formatLsn(lsn - 1n)).catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
+  }
+
+  async close(): Promise<void> {
+    this.failure ??= new Error("replication stream closed")
+    this.closed = true
+    this.wake()
+    await this.service.destroy().catch(() => {})
+  }
+}

@@ -1,0 +1,288 @@
+// One delivery attempt: vet the address, connect to exactly the vetted IP (TLS still checks
+// the real host name), POST the signed body, and report what happened as a value.
+//
+// Trust: production trusts Node's default CAs plus NODE_EXTRA_CA_CERTS (read at process
+// start). `ca` adds certificates on top of those, for tests that make a CA at run time.
+import { createHash } from "node:crypto"
+import { getCACertificates } from "node:tls"
+import { Pool, buildConnector } from "undici"
+import {
+  parseAllowedNetworks,
+  parseAllowedNetworksOrThrow,
+  resolveAndCheck,
+  type AllowedNetworks,
+  type Lookup,
+  type ResolvedAddress
+} from "./address-guard.ts"
+import { sign } from "./signature.ts"
+
+export { parseAllowedNetworks, parseAllowedNetworksOrThrow, type AllowedNetworks, type Lookup }
+
+export const USER_AGENT = "Service-Webhooks/1"
+export const DEFAULT_TIMEOUT_MS = 10_000
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
+
+export type SendTarget = { readonly url: string; readonly secret: string }
+
+export type SendMessage = {
+  readonly deliveryId: string
+  readonly event: string
+  /** The exact bytes to POST (a string is sent as UTF-8); the signature covers these bytes. */
+  readonly body: string | Uint8Array
+}
+
+export type SendOptions = {
+  /** Parsed WEBHOOK_ALLOWED_NETWORKS; empty (the default) allows public unicast only. */
+  readonly allowed?: AllowedNetworks
+  /** One deadline for DNS, connect, TLS, headers and the bounded body read. */
+  readonly timeoutMs?: number
+  /** At most this many bytes of the answer are read; the rest is never downloaded. */
+  readonly maxResponseBytes?: number
+  /** Unix milliseconds, for the signature timestamp. */
+  readonly now?: () => number
+  readonly lookup?: Lookup
+  /** Extra trusted CA certificates (PEM), added to the defaults. Tests only; see file header. */
+  readonly ca?: string | Uint8Array | ReadonlyArray<string | Uint8Array>
+  /** Cancels the attempt (e.g. the fiber running it was interrupted). */
+  readonly signal?: AbortSignal
+}
+
+export type SendErrorKind =
+  | "invalid-url" // not an https URL with a host
+  | "refused" // private network, http://, credentials in the URL
+  | "dns" // the host does not resolve
+  | "timeout"
+  | "connection" // refused, reset, closed, unreachable
+  | "tls"
+  | "redirect" // 3xx, never followed
+  | "http" // any other non-2xx status
+  | "aborted" // the caller's signal
+  | "internal"
+
+export type SendResult = {
+  readonly ok: boolean
+  /** The receiver's status, when it answered at all. */
+  readonly status: number | null
+  /** "<kind>: <detail>" or e.g. "http 500"; null on success. */
+  readonly error: string | null
+  readonly errorKind: SendErrorKind | null
+  readonly durationMs: number
+  /** The first maxResponseBytes of the answer, cut on a UTF-8 character boundary. */
+  readonly responseSnippet: string
+  /** The vetted addresses the connection was allowed to use. */
+  readonly addresses: ReadonlyArray<string>
+}
+
+class DeadlineError extends Error {}
+
+export const send = async (target: SendTarget, message: SendMessage, options: SendOptions = {}): Promise<SendResult> => {
+  const started = performance.now()
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
+  const deadline = new AbortController()
+  const timer = setTimeout(() => deadline.abort(new DeadlineError(`no complete answer within ${timeoutMs} ms`)), timeoutMs)
+  const signal = options.signal ? AbortSignal.any([deadline.signal, options.signal]) : deadline.signal
+
+  let status: number | null = null
+  let addresses: ReadonlyArray<string> = []
+  const result = (fields: Partial<SendResult> & Pick<SendResult, "ok">): SendResult => ({
+    status,
+    error: null,
+    errorKind: null,
+    responseSnippet: "",
+    addresses,
+    ...fields,
+    durationMs: Math.round(performance.now() - started)
+  })
+  const fail = (errorKind: SendErrorKind, error: string, snippet = ""): SendResult =>
+    result({ ok: false, errorKind, error, responseSnippet: snippet })
+
+  try {
+    const checked = await resolveAndCheck(target.url, {
+      allowed: options.allowed ?? [],
+      ...(options.lookup ? { lookup: options.lookup } : {}),
+      signal
+    })
+    if (!checked.ok) return fail(checked.kind, checked.error)
+    addresses = checked.addresses.map((a) => a.address)
+
+    const body = typeof message.body === "string" ? Buffer.from(message.body, "utf8") : Buffer.from(message.body)
+    const seconds = Math.floor((options.now ?? Date.now)() / 1000)
+    const url = checked.target.url
+    const pool = poolFor(url.origin, checked.target.ipLiteral ? null : checked.target.host, checked.addresses, options.ca)
+
+    const response = await pool.request({
+      path: `${url.pathname}${url.search}`,
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "service-event": message.event,
+        "service-delivery": message.deliveryId,
+        "service-signature": sign(target.secret, seconds, body)
+      },
+      body,
+      signal,
+      // Backstops only: the deadline above is the real limit.
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs
+    })
+    status = response.statusCode
+    const snippet = utf8Prefix(await readBounded(response.body, maxBytes), maxBytes)
+
+    // The status decides: once a 2xx has arrived in time the receiver has answered; a body
+    // cut by the deadline or the byte bound only shortens the snippet.
+    if (status >= 200 && status < 300) return result({ ok: true, responseSnippet: snippet })
+    if (status >= 300 && status < 400) {
+      const location = headerText(response.headers["location"])
+      return fail("redirect", `redirect ${status}${location ? ` to ${location}` : " without a Location"} (not followed)`, snippet)
+    }
+    return fail("http", `http ${status}`, snippet)
+  } catch (err) {
+    if (deadline.signal.aborted) {
+      return fail("timeout", `timeout: ${(deadline.signal.reason as Error).message}${status === null ? "" : ` (status ${status} seen)`}`)
+    }
+    if (options.signal?.aborted) return fail("aborted", "aborted: the attempt was cancelled")
+    const [kind, text] = classifyError(err)
+    return fail(kind, text)
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE)/
+
+const classifyError = (err: unknown): [SendErrorKind, string] => {
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown }
+  const code = typeof e?.code === "string" ? e.code : ""
+  const message = typeof e?.message === "string" ? e.message : String(err)
+  const cause = e?.cause as { code?: unknown } | undefined
+  const causeCode = typeof cause?.code === "string" ? cause.code : ""
+  if (TLS_CODE.test(code) || TLS_CODE.test(causeCode) || (e as { library?: unknown }).library === "SSL routines") {
+    return ["tls", `tls: ${message} (${code || causeCode})`]
+  }
+  if (code === "UND_ERR_CONNECT_TIMEOUT" || code === "UND_ERR_HEADERS_TIMEOUT" || code === "UND_ERR_BODY_TIMEOUT") {
+    return ["timeout", `timeout: ${message}`]
+  }
+  if (code === "ECONNREFUSED") return ["connection", `connection refused: ${message}`]
+  if (code === "ECONNRESET") return ["connection", `connection reset: ${message}`]
+  if (code === "UND_ERR_SOCKET") return ["connection", `connection closed: ${message}`]
+  if (code === "EHOSTUNREACH" || code === "ENETUNREACH") return ["connection", `unreachable: ${message}`]
+  if (code === "ETIMEDOUT") return ["timeout", `timeout: ${message}`]
+  if (code.startsWith("E")) return ["connection", `connection error: ${message} (${code})`]
+  return ["internal", `internal: ${message}${code ? ` (${code})` : ""}`]
+}
+
+const headerText = (value: string | Array<string> | undefined): string => {
+  const v = Array.isArray(value) ? value[0] : value
+  // Keep log lines single-line and short whatever the receiver sent.
+  return (v ?? "").replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 300)
+}
+
+// ---------------------------------------------------------------------------------------
+// Bounded body
+
+const readBounded = async (body: AsyncIterable<Uint8Array> & { destroy(): unknown }, max: number): Promise<Buffer> => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  try {
+    for await (const chunk of body) {
+      const buf = Buffer.from(chunk)
+      chunks.push(buf)
+      size += buf.length
+      if (size >= max) break
+    }
+  } catch {
+    // Cut by the deadline or a dropped connection: keep what arrived.
+  } finally {
+    // Not draining the rest drops the connection, which is what a bound is for.
+    body.destroy()
+  }
+  return Buffer.concat(chunks, size)
+}
+
+/** The longest prefix of at most `max` bytes that does not split a UTF-8 character. */
+export const utf8Prefix = (bytes: Uint8Array, max: number): string => {
+  let end = Math.min(bytes.length, max)
+  if (end < bytes.length) {
+    // Step back over continuation bytes to the lead byte, and drop it if its character
+    // would not fit.
+    let lead = end
+    while (lead > 0 && lead > end - 4 && (bytes[lead]! & 0xc0) === 0x80) lead--
+    end = lead
+  }
+  return Buffer.from(bytes.buffer, bytes.byteOffset, end).toString("utf8")
+}
+
+// ---------------------------------------------------------------------------------------
+// Connections pinned to vetted addresses
+
+// Keep-alive pools keyed by origin AND vetted address set: a pool's sockets only ever go to
+// the addresses it was created for, so a reused connection is always to a vetted address.
+const pools = new Map<string, Pool>()
+const MAX_POOLS = 256
+const CONNECT_TIMEOUT_MS = DEFAULT_TIMEOUT_MS
+// Only failures that mean "nobody there" move on to the next vetted address.
+const NEXT_ADDRESS_CODES = new Set(["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ETIMEDOUT"])
+
+type CaInput = SendOptions["ca"]
+
+const caList = (ca: CaInput): Array<string | Uint8Array> =>
+  ca === undefined ? [] : typeof ca === "string" || ca instanceof Uint8Array ? [ca] : [...ca]
+
+const poolFor = (origin: string, servername: string | null, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
+  const extra = caList(ca)
+  const caKey = extra.length === 0 ? "" : createHash("sha256").update(extra.map((c) => Buffer.from(c).toString("base64")).join(",")).digest("hex")
+  const key = `${origin}|${addresses.map((a) => a.address).join(",")}|${caKey}`
+  const existing = pools.get(key)
+  if (existing && !existing.closed && !existing.destroyed) {
+    pools.delete(key) // refresh its place: the map is kept in least-recently-used order
+    pools.set(key, existing)
+    return existing
+  }
+  const base = buildConnector({
+    timeout: CONNECT_TIMEOUT_MS,
+    allowH2: false,
+    // Explicit, so NODE_TLS_REJECT_UNAUTHORIZED=0 can never switch verification off here.
+    rejectUnauthorized: true,
+    ...(extra.length > 0 ? { ca: [...getCACertificates("default"), ...extra.map((c) => (typeof c === "string" ? c : Buffer.from(c)))] } : {})
+  })
+  // SNI and certificate checks use the real host name; the TCP connection goes to a vetted IP.
+  const sni = servername === null ? undefined : servername.replace(/\.$/, "")
+  const connect: buildConnector.connector = (opts, callback) => {
+    const attempt = (i: number): void => {
+      base({ ...opts, hostname: addresses[i]!.address, ...(sni ? { servername: sni } : {}) }, (...args) => {
+        const [err] = args
+        const code = (err as { code?: string } | null)?.code ?? ""
+        if (err && i + 1 < addresses.length && NEXT_ADDRESS_CODES.has(code)) return attempt(i + 1)
+        callback(...args)
+      })
+    }
+    attempt(0)
+  }
+  const pool = new Pool(origin, {
+    connect,
+    connections: 8,
+    pipelining: 1,
+    allowH2: false,
+    keepAliveTimeout: 4_000,
+    keepAliveMaxTimeout: 30_000
+  })
+  pools.set(key, pool)
+  while (pools.size > MAX_POOLS) {
+    const [oldKey, oldPool] = pools.entries().next().value!
+    pools.delete(oldKey)
+    void oldPool.close().catch(() => undefined)
+  }
+  return pool
+}
+
+/** Drops every kept-alive connection (shutdown, tests). In-flight attempts fail. */
+export const closeSenderConnections = async (): Promise<void> => {
+  const all = [...pools.values()]
+  pools.clear()
+  await Promise.all(all.map((p) => p.destroy().catch(() => undefined)))
+}

@@ -1,0 +1,63 @@
+// Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t." + raw body>, keyed with the
+// whole whsec_... string. This is Stripe's scheme byte for byte, so any Stripe-compatible
+// verifier (e.g. Stripe.webhooks.constructEvent) accepts our deliveries.
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+
+export const SIGNATURE_TOLERANCE_SECONDS = 300
+
+type Body = string | Uint8Array
+
+const hmacHex = (secret: string, timestampSeconds: number, body: Body): string =>
+  createHmac("sha256", secret)
+    .update(`${timestampSeconds}.`, "utf8")
+    .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
+    .digest("hex")
+
+/** The Service-Signature header value for these exact body bytes. */
+export const sign = (secret: string, timestampSeconds: number, body: Body): string => {
+  if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
+    throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
+  }
+  return `t=${timestampSeconds},v1=${hmacHex(secret, timestampSeconds, body)}`
+}
+
+export type VerifyResult = { readonly ok: true; readonly timestamp: number } | { readonly ok: false; readonly reason: string }
+
+/**
+ * What a receiver does (spec 5, "Webhook signing secret"): recompute v1 over the raw body,
+ * compare in constant time, and accept t only within the tolerance of now (either side).
+ * Several v1 entries are allowed, as in Stripe's header, and any match is accepted.
+ */
+export const verify = (
+  header: string,
+  body: Body,
+  secret: string,
+  toleranceSeconds: number = SIGNATURE_TOLERANCE_SECONDS,
+  nowSeconds: number = Math.floor(Date.now() / 1000)
+): VerifyResult => {
+  let timestamp: number | undefined
+  const candidates: Array<string> = []
+  for (const part of header.split(",")) {
+    const eq = part.indexOf("=")
+    if (eq === -1) continue
+    const key = part.slice(0, eq).trim()
+    const value = part.slice(eq + 1).trim()
+    if (key === "t" && /^\d{1,15}$/.test(value)) timestamp = Number(value)
+    else if (key === "v1") candidates.push(value)
+  }
+  if (timestamp === undefined) return { ok: false, reason: "no timestamp (t=) in the signature header" }
+  if (candidates.length === 0) return { ok: false, reason: "no v1 signature in the signature header" }
+  if (Math.abs(nowSeconds - timestamp) > toleranceSeconds) {
+    return { ok: false, reason: `timestamp ${timestamp} is outside the ${toleranceSeconds} s tolerance` }
+  }
+  const expected = Buffer.from(hmacHex(secret, timestamp, body), "utf8")
+  // Length is public (always 64 hex digits); only equal-length values are compared.
+  const match = candidates.some((c) => {
+    const given = Buffer.from(c, "utf8")
+    return given.length === expected.length && timingSafeEqual(given, expected)
+  })
+  return match ? { ok: true, timestamp } : { ok: false, reason: "signature does not match" }
+}
+
+/** A new signing secret: whsec_ + base64 of 32 random bytes. */
+export const newSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`

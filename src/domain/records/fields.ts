@@ -1,0 +1,79 @@
+// Picking API fields out of an app row by an explicit allow-list. Shapers never spread a
+// row: a column reaches the API only if a shaper names it here, so a NEVER column that
+// slipped into a row by mistake still produces no key at all.
+import { toIsoUtcOrNull } from "../time.ts"
+import type { Row } from "./types.ts"
+
+/** How a column's value becomes JSON. */
+export type FieldKind = "text" | "timestamp" | "boolean" | "number" | "textArray" | "json"
+
+/** [app column, kind]; the API name is the column's camelCase. */
+export type FieldSpec = readonly [column: string, kind: FieldKind]
+
+export const camelCase = (column: string): string =>
+  column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+
+const fail = (column: string, kind: FieldKind, value: unknown): never => {
+  throw new TypeError(`column ${column}: expected ${kind}, got ${typeof value}`)
+}
+
+/** One column's value as the API writes it; absent (missing or null) is null. */
+export const readField = (row: Row, column: string, kind: FieldKind): unknown => {
+  const value = row[column]
+  if (value === null || value === undefined) return null
+  switch (kind) {
+    case "text":
+      // ids are uuids but always strings in the API (spec 2.6)
+      if (typeof value === "string") return value
+      if (typeof value === "number" || typeof value === "bigint") return String(value)
+      return fail(column, kind, value)
+    case "timestamp":
+      return toIsoUtcOrNull(value)
+    case "boolean":
+      if (typeof value === "boolean") return value
+      // pgoutput's text form, in case a caller did not normalise it
+      if (value === "t" || value === "true") return true
+      if (value === "f" || value === "false") return false
+      return fail(column, kind, value)
+    case "number": {
+      // numeric may arrive as a string to keep its precision; the API gives a JSON number
+      const n = typeof value === "number" ? value : typeof value === "string" && value.trim() !== "" ? Number(value) : NaN
+      return Number.isFinite(n) ? n : fail(column, kind, value)
+    }
+    case "textArray":
+      return Array.isArray(value) ? value.map(String) : fail(column, kind, value)
+    case "json":
+      // jsonb is passed through as given
+      return value
+  }
+}
+
+/** The listed columns of a row, in list order, under their camelCase names. */
+export const pickFields = (row: Row, specs: ReadonlyArray<FieldSpec>): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const [column, kind] of specs) out[camelCase(column)] = readField(row, column, kind)
+  return out
+}
+
+/** Every record ends with these, so createdAt/updatedAt come last in the output. */
+export const CREATED: ReadonlyArray<FieldSpec> = [["created_at", "timestamp"]]
+export const STAMPS: ReadonlyArray<FieldSpec> = [
+  ["created_at", "timestamp"],
+  ["updated_at", "timestamp"]
+]
+
+/** Orders rows by a numeric column, then created_at, then id, so equal positions stay stable. */
+export const byNumberThenCreatedThenId =
+  (column: string) =>
+  (a: Row, b: Row): number =>
+    Number(a[column] ?? 0) - Number(b[column] ?? 0) || byCreatedThenId(a, b)
+
+/** created_at (absent first), then id: a total order over child rows. */
+export const byCreatedThenId = (a: Row, b: Row): number => {
+  const ca = toIsoUtcOrNull(a["created_at"]) ?? ""
+  const cb = toIsoUtcOrNull(b["created_at"]) ?? ""
+  if (ca !== cb) return ca < cb ? -1 : 1
+  const ia = String(a["id"] ?? "")
+  const ib = String(b["id"] ?? "")
+  return ia < ib ? -1 : ia > ib ? 1 : 0
+}

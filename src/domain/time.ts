@@ -1,0 +1,62 @@
+// Timestamps as the API writes them: ISO 8601, UTC, exactly three fraction digits.
+// Parsed by hand rather than with Date.parse, which rejects PostgreSQL's own text form
+// ("2026-03-04 05:06:07.089123+02") and is lenient in engine-specific ways.
+
+const ISO_ISH =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?\s*(Z|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)?$/i
+
+/** Seconds east of UTC for "Z", "+02", "+0530", "-05:30", "+05:53:28" (PostgreSQL LMT offsets). */
+const offsetSeconds = (zone: string | undefined): number => {
+  if (zone === undefined || zone.toUpperCase() === "Z") return 0
+  const sign = zone.startsWith("-") ? -1 : 1
+  const digits = zone.slice(1).replaceAll(":", "")
+  const h = Number(digits.slice(0, 2))
+  const m = Number(digits.slice(2, 4) || "0")
+  const s = Number(digits.slice(4, 6) || "0")
+  if (m > 59 || s > 59) throw new TypeError(`not a time zone offset: ${zone}`)
+  return sign * (h * 3600 + m * 60 + s)
+}
+
+const parse = (text: string): Date => {
+  const m = ISO_ISH.exec(text.trim())
+  if (m === null) throw new TypeError(`not a timestamp: ${JSON.stringify(text)}`)
+  const [, y, mo, d, h = "0", mi = "0", s = "0", fraction = "", zone] = m
+  // Truncate (not round) beyond milliseconds: rounding could move a value into the next second.
+  const ms = Number((fraction + "000").slice(0, 3))
+  const date = new Date(0)
+  date.setUTCFullYear(Number(y), Number(mo) - 1, Number(d))
+  date.setUTCHours(Number(h), Number(mi), Number(s), ms)
+  // Date rolls over out-of-range parts (Feb 30 -> Mar 2); a real timestamp never needs that.
+  const exact =
+    date.getUTCFullYear() === Number(y) &&
+    date.getUTCMonth() === Number(mo) - 1 &&
+    date.getUTCDate() === Number(d) &&
+    date.getUTCHours() === Number(h) &&
+    date.getUTCMinutes() === Number(mi) &&
+    date.getUTCSeconds() === Number(s)
+  if (!exact) throw new TypeError(`not a timestamp: ${JSON.stringify(text)}`)
+  return new Date(date.getTime() - offsetSeconds(zone) * 1000)
+}
+
+/**
+ * `2026-03-04T05:06:07.089Z` from a Date or an ISO-ish string (T or space, any fraction,
+ * offset Z / ±hh / ±hh:mm / ±hhmm, or none meaning UTC). Throws on anything else.
+ */
+export const toIsoUtc = (value: Date | string): string => {
+  const date = typeof value === "string" ? parse(value) : value
+  if (!(date instanceof Date) || Number.isNaN(date.getTime())) {
+    throw new TypeError(`not a timestamp: ${String(value)}`)
+  }
+  return date.toISOString()
+}
+
+/**
+ * As toIsoUtc, but null/undefined give null, and so do PostgreSQL's "infinity" and
+ * "-infinity", which have no ISO 8601 form (read as "no bound").
+ */
+export const toIsoUtcOrNull = (value: unknown): string | null => {
+  if (value === null || value === undefined) return null
+  if (typeof value === "string" && /^[+-]?infinity$/i.test(value.trim())) return null
+  if (typeof value === "string" || value instanceof Date) return toIsoUtc(value)
+  throw new TypeError(`not a timestamp: ${typeof value}`)
+}

@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { outbox, startCapture, view, type RunningCapture } from "../support/capture.ts"
+import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
+
+describe("capture", () => {
+  let db: TestDatabase
+  let cap: RunningCapture
+  let company: { id: string; host: string }
+  beforeAll(async () => {
+    db = await freshDatabase()
+    company = await makeCompany(db.sql)
+    cap = startCapture(db)
+    await cap.settle()
+  })
+  afterAll(async () => {
+    await cap?.stop()
+    await db?.drop()
+  })
+
+  it("projects an inserted incident and fires incident.created once", async () => {
+    const id = await insertIncident(db.sql, company.id, { photos: ["NEVER-photo"] })
+    await cap.settle()
+    const v = await view(db.sql, "incidents", id)
+    expect(v?.id).toBe(id)
+    expect(v?.occurredAt).toBe("2026-03-04T05:06:07.089Z")
+    expect(JSON.stringify(v)).not.toContain("NEVER")
+    const events = (await outbox(db.sql)).filter((e) => e.record_id === id)
+    expect(events.map((e) => e.event)).toEqual(["incident.created"])
+    expect(events[0]!.data).toEqual(v)
+  })
+
+  it("two updates in one transaction close once; completed to verified fires nothing", async () => {
+    const id = await insertAction(db.sql, company.id)
+    await db.sql.begin(async (tx) => {
+      await tx`update app.corrective_actions set status = 'in_progress' where id = ${id}`
+      await tx`update app.corrective_actions set status = 'completed', completed_at = now() where id = ${id}`
+    })
+    await db.sql`update app.corrective_actions set status = 'verified' where id = ${id}`
+    await cap.settle()
+    const events = (await outbox(db.sql)).filter((e) => e.record_id === id).map((e) => e.event)
+    expect(events).toEqual(["corrective_action.created", "corrective_action.closed"])
+    expect((await view(db.sql, "corrective-actions", id))?.status).toBe("verified")
+  })
+
+  it("delete removes the view and fires nothing", async () => {
+    const id = await insertIncident(db.sql, company.id)
+    await db.sql`delete from app.incidents where id = ${id}`
+    await cap.settle()
+    expect(await view(db.sql, "incidents", id)).toBeUndefined()
+  })
+
+  it("keeps service.companies in step with the app", async () => {
+    await db.sql`update app.company_modules set enabled = false where company_id = ${company.id} and module = 'sds'`
+    await cap.settle()
+    const [c] = await db.sql<{ modules: string[]; host: string }[]>`select modules, host from service.companies where id = ${company.id}`
+    expect(c?.host).toBe(company.host)
+    expect(c?.modules).not.toContain("sds")
+    expect(c?.modules).toContain("incidents")
+  })
+})

@@ -1,0 +1,65 @@
+// Timestamp normalisation: every form capture might hand over becomes UTC with milliseconds.
+import { describe, expect, it } from "vitest"
+import { toIsoUtc, toIsoUtcOrNull } from "../../src/domain/time.ts"
+
+describe("toIsoUtc", () => {
+  it.each([
+    ["2026-03-04T05:06:07.089Z", "2026-03-04T05:06:07.089Z"],
+    ["2026-03-04T05:06:07Z", "2026-03-04T05:06:07.000Z"],
+    ["2026-03-04T05:06:07.089123+00:00", "2026-03-04T05:06:07.089Z"],
+    ["2026-03-04 05:06:07+02", "2026-03-04T03:06:07.000Z"],
+    ["2026-03-04 05:06:07.5+00", "2026-03-04T05:06:07.500Z"],
+    ["2026-03-04 05:06:07.12-05", "2026-03-04T10:06:07.120Z"],
+    ["2026-03-04T05:06:07+05:30", "2026-03-03T23:36:07.000Z"],
+    ["2026-03-04T05:06:07-0930", "2026-03-04T14:36:07.000Z"],
+    ["2026-03-04 05:06:07+05:53:28", "2026-03-03T23:12:39.000Z"],
+    // rolls over the day, month and year boundaries
+    ["2026-01-01 01:00:00+03", "2025-12-31T22:00:00.000Z"],
+    // no zone: read as UTC
+    ["2026-03-04T05:06:07.089", "2026-03-04T05:06:07.089Z"],
+    ["2026-03-04 05:06", "2026-03-04T05:06:00.000Z"],
+    ["2026-03-04", "2026-03-04T00:00:00.000Z"],
+    ["2024-02-29T12:00:00z", "2024-02-29T12:00:00.000Z"],
+    ["  2026-03-04T05:06:07Z  ", "2026-03-04T05:06:07.000Z"]
+  ])("%s -> %s", (input, expected) => {
+    expect(toIsoUtc(input)).toBe(expected)
+  })
+
+  it("truncates beyond milliseconds rather than rounding into the next second", () => {
+    expect(toIsoUtc("2026-03-04 23:59:59.999999+00")).toBe("2026-03-04T23:59:59.999Z")
+  })
+
+  it("takes a Date", () => {
+    expect(toIsoUtc(new Date(Date.UTC(2026, 2, 4, 5, 6, 7, 89)))).toBe("2026-03-04T05:06:07.089Z")
+  })
+
+  it.each([
+    "", "yesterday", "2026-3-4", "2026-02-30", "2025-02-29 00:00:00+00", "2026-03-04 24:00:00",
+    "2026-03-04 12:60:00", "2026-03-04 12:00:60", "2026-13-01", "2026-03-04T05:06:07+05:99", "04/03/2026"
+  ])("refuses %j", (input) => {
+    expect(() => toIsoUtc(input)).toThrow(TypeError)
+  })
+
+  it("refuses an invalid Date", () => {
+    expect(() => toIsoUtc(new Date("nope"))).toThrow(TypeError)
+  })
+})
+
+describe("toIsoUtcOrNull", () => {
+  it("null and undefined are null", () => {
+    expect(toIsoUtcOrNull(null)).toBeNull()
+    expect(toIsoUtcOrNull(undefined)).toBeNull()
+  })
+
+  it("PostgreSQL infinity has no ISO form: null", () => {
+    expect(toIsoUtcOrNull("infinity")).toBeNull()
+    expect(toIsoUtcOrNull("-infinity")).toBeNull()
+  })
+
+  it("normalises strings and Dates, refuses other types", () => {
+    expect(toIsoUtcOrNull("2026-03-04 05:06:07+02")).toBe("2026-03-04T03:06:07.000Z")
+    expect(toIsoUtcOrNull(new Date("2026-03-04T05:06:07.089Z"))).toBe("2026-03-04T05:06:07.089Z")
+    expect(() => toIsoUtcOrNull(1772600767089)).toThrow(TypeError)
+    expect(() => toIsoUtcOrNull({})).toThrow(TypeError)
+  })
+})

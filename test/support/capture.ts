@@ -1,0 +1,66 @@
+// Runs the real capture loop against a test database, and waits for it to catch up.
+import type { Sql } from "postgres"
+import { CaptureStats, runCapture, type CaptureOptions } from "../../src/capture/run.ts"
+import { parseLsn } from "../../src/capture/lsn.ts"
+import type { TestDatabase } from "./db.ts"
+
+export interface RunningCapture {
+  readonly stats: CaptureStats
+  readonly logs: Array<{ level: string; message: string }>
+  /** Resolves once everything committed before the call is applied. */
+  readonly settle: (timeoutMs?: number) => Promise<void>
+  readonly stop: () => Promise<void>
+  readonly done: Promise<void>
+}
+
+export const startCapture = (db: TestDatabase, options: Partial<CaptureOptions> = {}): RunningCapture => {
+  const stats = new CaptureStats()
+  const logs: Array<{ level: string; message: string }> = []
+  const ac = new AbortController()
+  const opts: CaptureOptions = {
+    url: db.url,
+    slot: `slot_${db.name}`,
+    publication: "safety_records_service",
+    batchChanges: 2000,
+    heartbeatMs: 60_000,
+    log: (level, message) => logs.push({ level, message }),
+    ...options
+  }
+  const done = runCapture(db.sql, opts, ac.signal, stats)
+  done.catch(() => {})
+  const settle = async (timeoutMs = 20_000) => {
+    const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
+    const target = parseLsn(row!.lsn)
+    const deadline = Date.now() + timeoutMs
+    let failed: unknown = null
+    done.catch((e) => (failed = e))
+    while (stats.checkpoint < target) {
+      if (failed) throw failed
+      if (Date.now() > deadline) throw new Error(`capture did not catch up (checkpoint ${stats.checkpoint}, target ${target})`)
+      await new Promise((r) => setTimeout(r, 10))
+    }
+  }
+  return {
+    stats,
+    logs,
+    settle,
+    done,
+    stop: async () => {
+      ac.abort()
+      await done.catch(() => {})
+    }
+  }
+}
+
+/** Reads a view's record, or undefined. */
+export const view = async (sql: Sql, resource: string, id: string): Promise<Record<string, unknown> | undefined> => {
+  const [row] = await sql<{ body: string }[]>`select body from service.views where resource = ${resource} and id = ${id}`
+  return row ? (JSON.parse(row.body) as Record<string, unknown>) : undefined
+}
+
+export const outbox = async (sql: Sql) =>
+  (await sql<{ event: string; record_id: string; payload: string; commit_lsn: string; seq: number }[]>`
+    select event, record_id::text, payload, commit_lsn::text, seq from service.events order by commit_lsn, seq`).map((e) => ({
+    ...e,
+    data: JSON.parse(e.payload) as Record<string, unknown>
+  }))
