@@ -4,6 +4,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
+import { CaptureLive } from "./capture/Capture.ts"
 import { HttpConfig } from "./config.ts"
 import * as Database from "./db/Database.ts"
 import { HealthRoutes } from "./http/health.ts"
@@ -22,7 +23,10 @@ const HttpLive = Layer.unwrap(
   })
 )
 
+// Built in this order (and torn down in reverse): database and migrations, demo data on a
+// first start (so it is bootstrapped, not sent as events), capture, then the HTTP server.
 export const MainLive = HttpLive.pipe(
+  Layer.provideMerge(CaptureLive),
   Layer.provideMerge(FirstStart),
   Layer.provideMerge(Database.layer),
   Layer.provide(LoggingLive)

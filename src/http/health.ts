@@ -1,4 +1,29 @@
-// Liveness: the process is up and its event loop answers. Readiness lives with capture.
+// /healthz: the process answers. /readyz: the database answers and capture is streaming
+// and not too far behind (an orchestrator should not route traffic to stale views).
+import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
+import { Capture } from "../capture/Capture.ts"
+import { captureStatus } from "../capture/status.ts"
+import { Database } from "../db/Database.ts"
 
-export const HealthRoutes = HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" }))
+const MAX_LAG_SECONDS = 60
+
+export const HealthRoutes = Layer.mergeAll(
+  HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
+  HttpRouter.add(
+    "GET",
+    "/readyz",
+    Effect.gen(function* () {
+      const db = yield* Database
+      const capture = yield* Capture
+      const status = yield* Effect.tryPromise(() => captureStatus(db.sql, capture.slot)).pipe(Effect.option)
+      const checks = {
+        database: status._tag === "Some",
+        capture: capture.stats.streaming,
+        lagSeconds: status._tag === "Some" ? status.value.lagSeconds : null
+      }
+      const ready = checks.database && checks.capture && (checks.lagSeconds ?? 0) <= MAX_LAG_SECONDS
+      return HttpServerResponse.jsonUnsafe({ status: ready ? "ready" : "not ready", ...checks, lastError: capture.stats.lastError }, { status: ready ? 200 : 503 })
+    })
+  )
+)

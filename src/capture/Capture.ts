@@ -1,0 +1,49 @@
+// Capture as an Effect service: the loop runs in a scoped fiber, restarting with backoff
+// after a failure (a new replication connection each time, resuming from the checkpoint).
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import { CaptureConfig } from "../config.ts"
+import { Database } from "../db/Database.ts"
+import { writeLog } from "../logging.ts"
+import { CaptureStats, runCapture } from "./run.ts"
+
+export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()("service/Capture") {}
+
+export const CaptureLive = Layer.effect(
+  Capture,
+  Effect.gen(function* () {
+    const db = yield* Database
+    const config = yield* CaptureConfig
+    const stats = new CaptureStats()
+    const ac = new AbortController()
+    const opts = {
+      url: db.url,
+      slot: config.slot,
+      publication: config.publication,
+      batchChanges: config.batchChanges,
+      heartbeatMs: Duration.toMillis(config.heartbeat),
+      log: writeLog
+    }
+    let running: Promise<void> = Promise.resolve()
+    const once = Effect.tryPromise({
+      try: () => (running = runCapture(db.sql, opts, ac.signal, stats)),
+      catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+    }).pipe(
+      Effect.tapError((e) =>
+        Effect.sync(() => {
+          stats.lastError = e.message
+          writeLog("warn", "capture stopped; reconnecting", { error: e.message })
+        })
+      )
+    )
+    const backoff = Schedule.min([Schedule.exponential("500 millis", 2), Schedule.spaced("30 seconds")])
+    yield* Effect.forkScoped(Effect.retry(once, backoff))
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        ac.abort()
+        await running.catch(() => {})
+        writeLog("info", "capture stopped", { checkpoint: stats.checkpoint.toString(16) })
+      })
+    )
+    return { stats, slot: config.slot }
+  })
+)
