@@ -30,24 +30,49 @@ const timestampColumns = async (tx: Tx) => {
   return m
 }
 
-/** Copies the published columns of every app row into the mirror, as the stream would. */
+/** Copies the published columns of every app row into the mirror, as the stream would.
+ *  Pages by primary key (no cursor: the same transaction writes between pages). */
 const loadMirror = async (tx: Tx) => {
   const ts = await timestampColumns(tx)
   let total = 0
   for (const table of APP_TABLES) {
     const cols = PUBLISHED_COLUMNS[table]!
     const tsCols = ts.get(table) ?? new Set<string>()
-    const query = `select json_build_object(${cols.map((c) => `'${c}', ${c}`).join(", ")}) as row from app.${table}`
-    for await (const rows of tx.unsafe<Array<{ row: Record<string, unknown> }>>(query).cursor(CHUNK)) {
+    const keyCols = table === "company_modules" ? ["company_id", "module"] : ["id"]
+    const select = `select json_build_object(${cols.map((c) => `'${c}', ${c}`).join(", ")}) as row,
+      ${keyCols.map((c, i) => `${c}::text as k${i}`).join(", ")} from app.${table}`
+    const order = `order by ${keyCols.join(", ")} limit ${CHUNK}`
+    let after: string[] | null = null
+    for (;;) {
+      const rows: Array<{ row: Record<string, unknown>; k0: string; k1?: string }> = after
+        ? await tx.unsafe(`${select} where (${keyCols.join(", ")}) > (${keyCols.map((c, i) => `$${i + 1}::${c === "module" ? "text" : "uuid"}`).join(", ")}) ${order}`, after)
+        : await tx.unsafe(`${select} ${order}`)
+      if (rows.length === 0) break
+      const last = rows[rows.length - 1]!
+      after = keyCols.length === 2 ? [last.k0, last.k1!] : [last.k0]
       const upserts: MirrorRow[] = rows.map(({ row }) => {
         for (const c of tsCols) if (typeof row[c] === "string") row[c] = new Date(row[c] as string).toISOString()
         return { tbl: table, key: rowKey(table, row), companyId: rowCompany(table, row), parentId: rowParent(table, row), data: row }
       })
       await writeMirror(tx, upserts, [])
       total += rows.length
+      if (rows.length < CHUNK) break
     }
   }
   return total
+}
+
+/** Keys of one mirror table, page by page (keyset on the primary key). */
+async function* mirrorKeys(tx: Tx, tbl: string, page: number) {
+  let after = ""
+  for (;;) {
+    const rows = await tx<Array<{ key: string }>>`
+      select key from service.rows where tbl = ${tbl} and key > ${after} order by key limit ${page}`
+    if (rows.length === 0) return
+    yield rows.map((r) => r.key)
+    after = rows[rows.length - 1]!.key
+    if (rows.length < page) return
+  }
 }
 
 /** Re-projects every view (and the tenancy tables) from the mirror, in chunks. */
@@ -55,13 +80,13 @@ export const projectAll = async (tx: Tx, onProgress?: (done: number) => void) =>
   let done = 0
   for (const resource of RESOURCES) {
     const tbl = RESOURCE_INFO[resource].table
-    for await (const rows of tx<Array<{ key: string }>>`select key from service.rows where tbl = ${tbl}`.cursor(CHUNK / 2)) {
+    for await (const keys of mirrorKeys(tx, tbl, CHUNK / 2)) {
       const store = new Store(tx)
-      const refs = rows.map((r) => ({ resource, id: r.key }))
+      const refs = keys.map((id) => ({ resource, id }))
       await prepare(store, refs)
       const { views, gone } = finalViews(store, refs)
       await writeViews(tx, views, gone)
-      done += rows.length
+      done += keys.length
       onProgress?.(done)
     }
   }
@@ -69,16 +94,14 @@ export const projectAll = async (tx: Tx, onProgress?: (done: number) => void) =>
 }
 
 const projectTenancy = async (tx: Tx) => {
-  for await (const rows of tx<Array<{ key: string }>>`select key from service.rows where tbl = 'companies'`.cursor(CHUNK)) {
+  for await (const ids of mirrorKeys(tx, "companies", CHUNK)) {
     const store = new Store(tx)
-    const ids = rows.map((r) => r.key)
     await store.loadKeys(ids.map((id) => ["companies", id] as const))
     await store.loadChildren("company_modules", ids)
     await writeCompanies(tx, store, ids)
   }
-  for await (const rows of tx<Array<{ key: string }>>`select key from service.rows where tbl = 'users'`.cursor(CHUNK)) {
+  for await (const ids of mirrorKeys(tx, "users", CHUNK)) {
     const store = new Store(tx)
-    const ids = rows.map((r) => r.key)
     await store.loadKeys(ids.map((id) => ["users", id] as const))
     await writeUsers(tx, store, ids)
   }

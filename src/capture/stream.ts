@@ -19,11 +19,16 @@ export class ReplicationStream {
   private closed = false
   readonly slot: string
   readonly publication: string
+  /** Rejects once the stream fails or is closed (start() waits on it too). */
+  private readonly failed: Promise<never>
+  private rejectFailed: (e: Error) => void = () => {}
 
   constructor(url: string, slot: string, publication: string, start: Lsn) {
     this.slot = slot
     this.publication = publication
     this.acknowledged = start
+    this.failed = new Promise<never>((_, reject) => (this.rejectFailed = reject))
+    this.failed.catch(() => {})
     this.service = new LogicalReplicationService(
       { connectionString: url, application_name: "safety-records-capture" },
       { acknowledge: { auto: false, timeoutSeconds: 0 }, flowControl: { enabled: false } }
@@ -48,12 +53,14 @@ export class ReplicationStream {
       () => this.fail(new Error("replication stream ended")),
       (e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e)))
     )
-    await Promise.race([started, ended.then(() => Promise.reject(this.failure))])
+    void ended
+    await Promise.race([started, this.failed])
   }
 
   private fail(e: Error) {
     if (this.closed) return
     this.failure ??= e
+    this.rejectFailed(this.failure)
     this.wake()
   }
 
@@ -120,6 +127,7 @@ export class ReplicationStream {
 
   async close(): Promise<void> {
     this.failure ??= new Error("replication stream closed")
+    this.rejectFailed(this.failure)
     this.closed = true
     this.wake()
     await this.service.destroy().catch(() => {})

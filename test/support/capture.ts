@@ -13,7 +13,7 @@ export interface RunningCapture {
   readonly done: Promise<void>
 }
 
-export const startCapture = (db: TestDatabase, options: Partial<CaptureOptions> = {}): RunningCapture => {
+export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> = {}): RunningCapture => {
   const stats = new CaptureStats()
   const logs: Array<{ level: string; message: string }> = []
   const ac = new AbortController()
@@ -26,17 +26,27 @@ export const startCapture = (db: TestDatabase, options: Partial<CaptureOptions> 
     log: (level, message) => logs.push({ level, message }),
     ...options
   }
-  const done = runCapture(db.sql, opts, ac.signal, stats)
-  done.catch(() => {})
+  // Like the service: a failed run (connection lost, server restarted) is retried.
+  const errors: unknown[] = []
+  const done = (async () => {
+    while (!ac.signal.aborted) {
+      try {
+        await runCapture(db.sql, opts, ac.signal, stats)
+      } catch (e) {
+        errors.push(e)
+        logs.push({ level: "retry", message: String(e) })
+        await new Promise((r) => setTimeout(r, 200))
+      }
+    }
+  })()
   const settle = async (timeoutMs = 20_000) => {
     const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
     const target = parseLsn(row!.lsn)
     const deadline = Date.now() + timeoutMs
-    let failed: unknown = null
-    done.catch((e) => (failed = e))
     while (stats.checkpoint < target) {
-      if (failed) throw failed
-      if (Date.now() > deadline) throw new Error(`capture did not catch up (checkpoint ${stats.checkpoint}, target ${target})`)
+      if (Date.now() > deadline) {
+        throw new Error(`capture did not catch up (checkpoint ${stats.checkpoint}, target ${target}); errors: ${errors.map(String).join("; ")}; logs: ${logs.map((l) => l.message).join(" | ")}; running=${stats.running} streaming=${stats.streaming}`)
+      }
       await new Promise((r) => setTimeout(r, 10))
     }
   }
