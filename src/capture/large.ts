@@ -78,7 +78,7 @@ export class LargeTransaction {
     let after = 0
     for (;;) {
       const rows = await this.tx<Array<{ seq: string; resource: string; id: string }>>`
-        select seq::text, resource, id::text from txn_affected where seq > ${after} order by seq limit ${CHUNK}`
+        select seq, resource, id::text from txn_affected where seq > ${after} order by seq limit ${CHUNK}`
       if (rows.length === 0) break
       after = Number(rows[rows.length - 1]!.seq)
       const refs: RecordRef[] = rows.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
@@ -91,7 +91,7 @@ export class LargeTransaction {
     let lastSeq = 0
     for (;;) {
       const rows = await this.tx<Array<{ seq: string; tbl: string; key: string; data: Row | null }>>`
-        select seq::text, tbl, key, data from txn_before where seq > ${lastSeq} order by seq limit ${CHUNK}`
+        select seq, tbl, key, data from txn_before where seq > ${lastSeq} order by seq limit ${CHUNK}`
       if (rows.length === 0) break
       lastSeq = Number(rows[rows.length - 1]!.seq)
       const store = new Store(this.tx)

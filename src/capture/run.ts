@@ -3,6 +3,7 @@
 // only then is the checkpoint acknowledged to the server.
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { connect } from "../db/Database.ts"
 import { applyBatch } from "./apply.ts"
 import { bootstrap } from "./bootstrap.ts"
 import { readState, writeCheckpoint } from "./checkpoint.ts"
@@ -53,7 +54,9 @@ const sleep = (ms: number, signal: AbortSignal) =>
 
 /** Runs until `signal` aborts (resolves) or the connection fails (rejects: the caller retries). */
 export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats): Promise<void> => {
-  const lock = await sql.reserve()
+  // The leader lock lives on a connection of its own (not sql.reserve(): postgres.js 3.4.9
+  // can throw an uncatchable error when a reserved connection's server goes away).
+  const lock = connect(opts.url, 1)
   let leader = false
   let stream: ReplicationStream | null = null
   let heartbeat: ReturnType<typeof setInterval> | undefined
@@ -107,8 +110,9 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
     stats.streaming = false
     stats.running = false
     await stream?.close()
-    if (leader) await lock`select pg_advisory_unlock(${LEADER_LOCK})`.catch(() => {})
-    lock.release()
+    // Ending the lock's connection releases the lock, also when its server went away.
+    void leader
+    await lock.end({ timeout: 1 }).catch(() => {})
   }
 }
 
@@ -118,6 +122,8 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
   let pending: Txn[] = []
   let pendingChanges = 0
   let current: { xid: number; changes: RowChange[] } | null = null
+  let busy = false
+  stream.idle = () => !busy && current === null && pending.length === 0 && stream.pending === 0
 
   const flush = async () => {
     if (pending.length === 0) return
@@ -182,7 +188,9 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
   }
 
   while (!signal.aborted) {
+    busy = false
     const msg: Message = await stream.next()
+    busy = true
     switch (msg.tag) {
       case "begin":
         current = { xid: msg.xid, changes: [] }

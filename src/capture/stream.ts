@@ -3,7 +3,7 @@
 // the socket when the queue is long, so a huge transaction never piles up in memory.
 import { LogicalReplicationService, PgoutputPlugin } from "pg-logical-replication"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
-import { formatLsn, type Lsn } from "./lsn.ts"
+import { formatLsn, parseLsn, type Lsn } from "./lsn.ts"
 
 const HIGH_WATER = 5000
 const LOW_WATER = 1000
@@ -23,6 +23,9 @@ export class ReplicationStream {
   private readonly failed: Promise<never>
   private rejectFailed: (e: Error) => void = () => {}
 
+  /** Set by the consumer: true when every message taken so far is applied and stored. */
+  idle: () => boolean = () => false
+
   constructor(url: string, slot: string, publication: string, start: Lsn) {
     this.slot = slot
     this.publication = publication
@@ -38,9 +41,14 @@ export class ReplicationStream {
       if (!this.paused && this.queue.length - this.head > HIGH_WATER) this.setPaused(true)
       this.wake()
     })
-    this.service.on("heartbeat", (_lsn: string, _ts: number, shouldRespond: boolean) => {
-      // Answer with what is durably stored, never with the server's WAL end.
-      if (shouldRespond) void this.ack(this.acknowledged)
+    this.service.on("heartbeat", (lsn: string, _ts: number, shouldRespond: boolean) => {
+      if (!shouldRespond) return
+      // Answer with what is durably stored. Only when nothing received is still unapplied
+      // (so everything the server has sent is applied) may the server's sent position be
+      // confirmed: without that, PostgreSQL cannot shut down, since its walsender waits
+      // for the client to confirm all it sent.
+      const sent = parseLsn(lsn)
+      void this.ack(this.idle() && sent > this.acknowledged ? sent : this.acknowledged)
     })
     this.service.on("error", (e: Error) => this.fail(e))
   }
@@ -130,6 +138,10 @@ export class ReplicationStream {
     this.rejectFailed(this.failure)
     this.closed = true
     this.wake()
-    await this.service.destroy().catch(() => {})
+    // On a dead connection pg's end() may never settle: drop the socket and move on.
+    // @ts-expect-error private pg client of the library
+    const socket = this.service._client?.connection?.stream as { destroy?: () => void } | undefined
+    await Promise.race([this.service.destroy().catch(() => {}), new Promise((r) => setTimeout(r, 2000))])
+    socket?.destroy?.()
   }
 }

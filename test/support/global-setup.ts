@@ -42,7 +42,6 @@ export async function setup(project: TestProject) {
       max_wal_senders: "64",
       max_connections: "300",
       fsync: "off",
-      synchronous_commit: "off",
       full_page_writes: "off"
     }
   })
