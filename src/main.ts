@@ -1,7 +1,7 @@
 // Composition root: configuration, database (embedded or DATABASE_URL), migrations, then
 // capture, delivery and the HTTP server; SIGINT/SIGTERM unwind them in reverse order.
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
 import { CaptureLive } from "./capture/Capture.ts"
@@ -32,4 +32,9 @@ export const MainLive = HttpLive.pipe(
   Layer.provide(LoggingLive)
 )
 
-Layer.launch(MainLive).pipe(NodeRuntime.runMain)
+// A stop asked for by SIGINT/SIGTERM that unwound cleanly is a success (exit 0).
+Layer.launch(MainLive).pipe(
+  NodeRuntime.runMain({
+    teardown: (exit, onExit) => (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit))
+  })
+)

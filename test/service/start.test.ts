@@ -1,0 +1,96 @@
+// The real `npm start` entry point as a user runs it: embedded PostgreSQL under DATA_DIR,
+// demo data on the first start, /healthz, a clean stop on SIGTERM, data intact on restart;
+// and a clear refusal of a server without logical replication.
+import { spawn, type ChildProcess } from "node:child_process"
+import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, describe, expect, it } from "vitest"
+import { startEmbedded } from "../../src/db/embedded.ts"
+import { freePort } from "../support/global-setup.ts"
+
+const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
+
+const run = (env: Record<string, string>) => {
+  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+  let output = ""
+  child.stdout!.on("data", (d) => (output += d))
+  child.stderr!.on("data", (d) => (output += d))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  return { child, exited, output: () => output }
+}
+
+const waitFor = async (url: string, ms: number) => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    try {
+      const r = await fetch(url)
+      if (r.ok) return r
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+describe("npm start", () => {
+  const dirs: string[] = []
+  const children: ChildProcess[] = []
+  const tempDir = () => {
+    const d = mkdtempSync(join(tmpdir(), "srs-start-"))
+    chmodSync(d, 0o755)
+    dirs.push(d)
+    return d
+  }
+  afterAll(() => {
+    for (const c of children) c.kill("SIGKILL")
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
+  })
+
+  it("serves /healthz and /readyz on the embedded database, stops cleanly, restarts with its data", { timeout: 120_000 }, async () => {
+    const dataDir = tempDir()
+    const env = { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await freePort()), PORT: String(await freePort()) }
+    const base = `http://127.0.0.1:${env.PORT}`
+    const first = run(env)
+    children.push(first.child)
+    const t0 = Date.now()
+    await waitFor(`${base}/healthz`, 60_000)
+    const ready = await waitFor(`${base}/readyz`, 30_000)
+    expect(await ready.json()).toMatchObject({ status: "ready", database: true, capture: true })
+    expect(first.output()).toContain("demo data loaded")
+    expect(first.output()).toContain("npm run admin -- keys create")
+    expect(Date.now() - t0).toBeLessThan(60_000)
+    expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(true)
+
+    first.child.kill("SIGTERM")
+    expect(await first.exited).toBe(0)
+    // The embedded server stopped with it: nothing left running.
+    expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(false)
+    expect(first.output()).toContain("embedded PostgreSQL stopped")
+
+    const second = run(env)
+    children.push(second.child)
+    await waitFor(`${base}/readyz`, 60_000)
+    expect(second.output()).not.toContain("demo data loaded")
+    expect(second.output()).not.toContain("initial views built")
+    second.child.kill("SIGINT")
+    expect(await second.exited).toBe(0)
+  })
+
+  it("refuses a server without logical replication, saying what to change", { timeout: 60_000 }, async () => {
+    const dir = tempDir()
+    const server = await startEmbedded({ dataDir: dir, port: await freePort(), settings: { wal_level: "replica" } })
+    try {
+      const r = run({ DATABASE_URL: server.url, PORT: String(await freePort()) })
+      children.push(r.child)
+      const code = await r.exited
+      expect(code).not.toBe(0)
+      expect(r.output()).toContain("wal_level=logical")
+      expect(r.output()).toContain("ALTER SYSTEM SET wal_level = logical")
+    } finally {
+      await server.stop()
+    }
+  })
+})
