@@ -1,0 +1,198 @@
+// Capture throughput, latency and memory, each beside its bare limit in the same run:
+//   1. a mixed workload of small transactions is committed while capture is stopped; then
+//      capture drains it (row changes/s from WAL to views and outbox), pg_recvlogical decodes
+//      the same WAL (decoding alone), and a plain batched write of the same number of changes
+//      (append-only insert + keyed upsert per change, 500 per transaction) gives the write limit;
+//   2. commit-to-outbox latency at a steady 1,000 changes/s with capture running;
+//   3. peak memory while a 20k-row and a 200k-row transaction are applied.
+// Usage: npm run bench:capture [-- --transactions 4000]
+import { spawn } from "node:child_process"
+import { randomUUID } from "node:crypto"
+import { CaptureStats, runCapture } from "../src/capture/run.ts"
+import { formatLsn, parseLsn } from "../src/capture/lsn.ts"
+import { RESOURCES } from "../src/domain/resources.ts"
+import { benchDatabase, fmt, percentile, table } from "./support.ts"
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? Number(process.argv[i + 1]) : fallback
+}
+const TRANSACTIONS = arg("transactions", 4000)
+const CHANGES_PER_TXN = 5
+const LATENCY_SECONDS = arg("latency-seconds", 10)
+
+const db = await benchDatabase()
+const { sql, url } = db
+const SLOT = "bench_capture"
+
+const [company] = await sql<{ id: string }[]>`insert into app.companies (name, host) values ('Bench', 'bench.test') returning id::text`
+const companyId = company!.id
+for (const m of RESOURCES) await sql`insert into app.company_modules (company_id, module) values (${companyId}, ${m})`
+
+// Capture, run in this process so its memory can be sampled.
+let peakRss = 0
+const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 20)
+const startCapture = () => {
+  const stats = new CaptureStats()
+  const ac = new AbortController()
+  const done = runCapture(sql, { url, slot: SLOT, publication: "safety_records_service", batchChanges: 2000, heartbeatMs: 60_000, log: () => {} }, ac.signal, stats)
+  return { stats, stop: async () => (ac.abort(), await done.catch(() => {})), done }
+}
+const marker = async () => {
+  const [r] = await sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'bench', '')::text as lsn`
+  return parseLsn(r!.lsn)
+}
+const until = async (stats: CaptureStats, target: bigint) => {
+  while (stats.checkpoint < target) await new Promise((r) => setTimeout(r, 2))
+}
+
+// Bootstrap once (empty tables) so the slot exists before the workload.
+{
+  const c = startCapture()
+  await until(c.stats, await marker())
+  await c.stop()
+}
+await sql`select pg_create_logical_replication_slot('bench_raw', 'pgoutput')`
+
+// ---- 1. the workload, written while capture is stopped ----
+const actions: string[] = []
+const statuses = ["in_progress", "completed", "open", "verified"]
+const writeTxn = async (i: number, incidentId = randomUUID()) => {
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into app.incidents (id, company_id, reference, type, title, description, occurred_at, severity, location, photos)
+      values (${incidentId}, ${companyId}, ${"INC-" + i}, 'injury', 'Slipped on stairs', 'Wet stairs near gate 3', now(), 'minor', 'Gate 3', '{never.jpg}'),
+             (${randomUUID()}, ${companyId}, ${"INC-" + i + "b"}, 'near_miss', 'Dropped tool', 'From scaffold level 2', now(), 'moderate', 'Scaffold', null)`
+    const [a] = await tx<{ id: string }[]>`
+      insert into app.corrective_actions (company_id, title, description, source, status, priority, owner)
+      values (${companyId}, 'Dry the stairs', 'Add mats', 'incident', 'open', 'high', 'Sam') returning id::text`
+    actions.push(a!.id)
+    const pick = [actions[(i * 7) % actions.length]!, actions[(i * 13 + 1) % actions.length]!]
+    if (pick[0] === pick[1]) pick[1] = a!.id
+    await tx`update app.corrective_actions set status = ${statuses[i % 4]!}, updated_at = now() where id = any(${pick}::uuid[])`
+  })
+}
+const t0 = performance.now()
+for (let i = 0; i < TRANSACTIONS; i++) await writeTxn(i)
+const writeMs = performance.now() - t0
+const end = await marker()
+const totalChanges = TRANSACTIONS * CHANGES_PER_TXN
+
+peakRss = 0
+const capture = startCapture()
+const c0 = performance.now()
+await until(capture.stats, end)
+const captureMs = performance.now() - c0
+const drainBatches = capture.stats.batches
+await capture.stop()
+const capturePeak = peakRss
+
+const endText = formatLsn(end)
+const r0 = performance.now()
+await new Promise<void>((resolve, reject) => {
+  const p = spawn("pg_recvlogical", ["-d", url, "--slot", "bench_raw", "--start", "--endpos", endText, "-o", "proto_version=1", "-o", "publication_names=safety_records_service", "-f", "/dev/null", "--no-loop"], { stdio: ["ignore", "ignore", "pipe"] })
+  let err = ""
+  p.stderr.on("data", (d) => (err += d))
+  p.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`pg_recvlogical exited ${code}: ${err}`))))
+  p.on("error", reject)
+})
+const recvMs = performance.now() - r0
+await sql`select pg_drop_replication_slot('bench_raw')`
+
+// The bare write: per change one append-only insert and one keyed upsert, 500 per transaction.
+await sql`create table public.bare_append (id bigserial primary key, k text not null, body text not null)`
+await sql`create table public.bare_keyed (k text primary key, body text not null)`
+const [sample] = await sql<{ body: string }[]>`select body from service.views where resource = 'incidents' limit 1`
+const body = sample!.body
+const b0 = performance.now()
+for (let done = 0; done < totalChanges; done += 500) {
+  const rows = Array.from({ length: Math.min(500, totalChanges - done) }, (_, j) => ({ k: `r${(done + j) % (totalChanges / 2)}`, body }))
+  const json = JSON.stringify(rows)
+  await sql.begin(async (tx) => {
+    await tx`insert into public.bare_append (k, body) select k, body from json_to_recordset(${json}::text::json) as x(k text, body text)`
+    await tx`insert into public.bare_keyed (k, body) select distinct on (k) k, body from json_to_recordset(${json}::text::json) as x(k text, body text)
+             on conflict (k) do update set body = excluded.body`
+  })
+}
+const bareMs = performance.now() - b0
+
+// ---- 2. latency at 1,000 changes/s ----
+const live = startCapture()
+await until(live.stats, await marker())
+const sent = new Map<string, number>()
+const latencies: number[] = []
+let lastLsn = "0/0"
+const listener = await sql.listen("service_events", async () => {
+  const now = performance.now()
+  const rows = await sql<{ record_id: string; lsn: string }[]>`
+    select record_id::text, commit_lsn::text as lsn from service.events
+    where event = 'incident.created' and commit_lsn > ${lastLsn}::pg_lsn order by commit_lsn`
+  for (const r of rows) {
+    const t = sent.get(r.record_id)
+    if (t !== undefined) latencies.push(now - t), sent.delete(r.record_id)
+    lastLsn = r.lsn
+  }
+})
+const perSecond = 1000 / CHANGES_PER_TXN
+const l0 = performance.now()
+for (let i = 0; i < perSecond * LATENCY_SECONDS; i++) {
+  const due = l0 + (i * 1000) / perSecond
+  const wait = due - performance.now()
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+  const id = randomUUID()
+  await writeTxn(TRANSACTIONS + i, id)
+  sent.set(id, performance.now())
+}
+const achieved = (perSecond * LATENCY_SECONDS * CHANGES_PER_TXN) / ((performance.now() - l0) / 1000)
+const deadline = Date.now() + 10_000
+while (sent.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+await listener.unlisten()
+latencies.sort((a, b) => a - b)
+
+// ---- 3. memory for a huge transaction ----
+const bigTxn = async (rows: number) => {
+  const target0 = await marker()
+  await until(live.stats, target0)
+  const rssBefore = process.memoryUsage().rss
+  peakRss = rssBefore
+  const m0 = performance.now()
+  await sql.begin(async (tx) => {
+    await tx`insert into app.observations (company_id, type, title, description, observed_at, reported_via)
+             select ${companyId}, 'unsafe_condition', 'Bulk ' || g, repeat('x', 200), now(), 'app' from generate_series(1, ${rows}) g`
+  })
+  await until(live.stats, await marker())
+  return { rows, ms: performance.now() - m0, rssBefore, peak: peakRss }
+}
+const small = await bigTxn(20_000)
+const big = await bigTxn(200_000)
+await live.stop()
+clearInterval(sampler)
+const [outbox] = await sql<{ n: number }[]>`select count(*)::int as n from service.events`
+const outboxRows = outbox!.n
+
+const mb = (b: number) => fmt(b / 1024 / 1024, 0) + " MB"
+console.log(`\nbench/capture: ${TRANSACTIONS} transactions of ${CHANGES_PER_TXN} row changes (${fmt(totalChanges)} changes), written in ${fmt(writeMs / 1000, 1)} s; drained in ${drainBatches} batches; outbox now ${fmt(outboxRows)} events\n`)
+table([
+  ["throughput", "row changes/s", "vs bare write"],
+  ["capture: WAL -> views + outbox + checkpoint", fmt(totalChanges / (captureMs / 1000)), fmt(captureMs > 0 ? bareMs / captureMs : 0, 2)],
+  ["pg_recvlogical: decoding alone", fmt(totalChanges / (recvMs / 1000)), fmt(bareMs / recvMs, 2)],
+  ["bare batched write (insert + upsert, 500/txn)", fmt(totalChanges / (bareMs / 1000)), "1.00"]
+])
+console.log("")
+table([
+  ["latency (commit -> outbox visible)", "value"],
+  ["offered load (changes/s)", fmt(achieved)],
+  ["transactions measured", fmt(latencies.length)],
+  ["p50 (ms)", fmt(percentile(latencies, 50), 1)],
+  ["p99 (ms)", fmt(percentile(latencies, 99), 1)],
+  ["max (ms)", fmt(latencies[latencies.length - 1] ?? NaN, 1)]
+])
+console.log("")
+table([
+  ["memory", "rows", "applied in", "RSS before", "peak RSS"],
+  ["capture draining the workload", fmt(totalChanges), `${fmt(captureMs / 1000, 1)} s`, "-", mb(capturePeak)],
+  ["one transaction", fmt(small.rows), `${fmt(small.ms / 1000, 1)} s`, mb(small.rssBefore), mb(small.peak)],
+  ["one transaction", fmt(big.rows), `${fmt(big.ms / 1000, 1)} s`, mb(big.rssBefore), mb(big.peak)]
+])
+await db.close()
+process.exit(0)
