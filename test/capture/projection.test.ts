@@ -100,8 +100,9 @@ describe("projection through the stream", () => {
     // Every NEVER column of every row holds a marker before and while the app keeps writing.
     for (const [table, cols] of Object.entries(NEVER_COLUMNS)) {
       for (const col of cols) {
-        const [{ type }] = (await db.sql<{ type: string }[]>`
-          select data_type as type from information_schema.columns where table_schema = 'app' and table_name = ${table} and column_name = ${col}`) as [{ type: string }]
+        const [column] = await db.sql<{ type: string }[]>`
+          select data_type as type from information_schema.columns where table_schema = 'app' and table_name = ${table} and column_name = ${col}`
+        const type = column!.type
         const marker = `NEVER-marker-${table}-${col}`
         await db.sql.unsafe(`update app.${table} set ${col} = ${type === "ARRAY" ? `array['${marker}']` : `'${marker}'`}`)
       }

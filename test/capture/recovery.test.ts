@@ -75,7 +75,8 @@ describe("slot and bootstrap", () => {
     const result = await writer
     await cap.settle(60_000)
     await cap.stop()
-    const [{ n }] = (await db.sql<{ n: number }[]>`select count(*)::int as n from service.events`) as [{ n: number }]
+    const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.events`
+    const n = row!.n
     const total = Object.values(result.events).reduce((a, b) => a + b, 0)
     // Events only for writes after the snapshot: at most what the writer did, never twice.
     expect(n).toBeLessThanOrEqual(total)
