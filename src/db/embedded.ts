@@ -122,7 +122,11 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
     stop: async () => {
       if (stopped) return
       stopped = true
-      await pg.stop()
+      // Ctrl-C in a terminal signals the whole process group, so the server may already be
+      // gone; the library would then wait forever for an exit that has happened.
+      const child = (pg as unknown as { process?: { exitCode: number | null; signalCode: string | null } }).process
+      if (!child || child.exitCode !== null || child.signalCode !== null) return
+      await Promise.race([pg.stop(), new Promise((r) => setTimeout(r, 30_000))])
     }
   }
 }
