@@ -1,0 +1,313 @@
+// Webhook delivery benchmark: rows committed in the app's tables, through capture, the
+// outbox, fan-out and the delivery engine, to a local HTTPS receiver.
+//   1. deliveries/s at saturation: a backlog of events drained by the engine;
+//   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
+//   3. the baseline: a bare undici loop posting signed bodies to the same receiver.
+// Run: npm run bench:webhooks   (BENCH_EVENTS, BENCH_RATE, BENCH_SECONDS, BENCH_INFLIGHT to change)
+import { fork } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs"
+import { cpus, tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Exit, Scope } from "effect"
+import postgres from "postgres"
+import { Pool } from "undici"
+import { parseAllowedNetworksOrThrow, type Lookup } from "../src/delivery/address-guard.ts"
+import { makeEngine, type EngineOptions } from "../src/delivery/engine.ts"
+import { parseRetryScheduleOrThrow } from "../src/delivery/schedule.ts"
+import { closeSenderConnections, USER_AGENT } from "../src/delivery/sender.ts"
+import { newSecret, sign } from "../src/delivery/signature.ts"
+import { connect } from "../src/db/Database.ts"
+import { startEmbedded } from "../src/db/embedded.ts"
+import { migrate } from "../src/db/migrate.ts"
+import { createEndpoint } from "../src/webhooks/endpoints.ts"
+import type { WebhookDeps } from "../src/webhooks/context.ts"
+import { makeCompany } from "../test/support/app.ts"
+import { startCapture } from "../test/support/capture.ts"
+import { freePort } from "../test/support/global-setup.ts"
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
+const RATE = Number(process.env.BENCH_RATE ?? 200)
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 50)
+const NAMES = ["127.0.0.1", "localhost", "receiver.test", "hooks.receiver.test", "webhook-test.local", "rebind.test"]
+
+/** CPU milliseconds used so far by a process and, with `children`, its direct children (Linux /proc). */
+const cpuOf = (root: number, children: boolean): number => {
+  let ticks = 0
+  try {
+    for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+        if (Number(pid) === root || (children && Number(f[1]) === root)) ticks += Number(f[11]) + Number(f[12])
+      } catch {
+        // gone meanwhile
+      }
+    }
+  } catch {
+    return 0
+  }
+  return ticks * 10
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const pct = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
+const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
+const log = (s: string) => process.stderr.write(s + "\n")
+
+const waitUntil = async (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) => {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`)
+    await sleep(20)
+  }
+}
+
+type RemoteReceiver = {
+  readonly pid: number
+  readonly port: number
+  readonly ca: string
+  url(path: string, host?: string): string
+  count(path: string): Promise<number>
+  latency(from: number): Promise<Array<number>>
+  close(): Promise<void>
+}
+
+/** Starts bench/webhooks-receiver.ts in a child process. */
+const startReceiver = async (): Promise<RemoteReceiver> => {
+  const child = fork(new URL("./webhooks-receiver.ts", import.meta.url), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  const ready = await new Promise<{ port: number; ca: string }>((resolve, reject) => {
+    child.once("message", (m) => resolve(m as { port: number; ca: string }))
+    child.once("exit", (code) => reject(new Error(`receiver exited with ${code}`)))
+  })
+  let next = 0
+  const waiting = new Map<number, (v: unknown) => void>()
+  child.on("message", (m: { id?: number; value?: unknown }) => {
+    if (m.id !== undefined) waiting.get(m.id)?.(m.value)
+    if (m.id !== undefined) waiting.delete(m.id)
+  })
+  const ask = <A>(cmd: object): Promise<A> =>
+    new Promise((resolve) => {
+      const id = next++
+      waiting.set(id, resolve as (v: unknown) => void)
+      child.send({ id, ...cmd })
+    })
+  return {
+    pid: child.pid!,
+    port: ready.port,
+    ca: ready.ca,
+    url: (path, host = "127.0.0.1") => `https://${host}:${ready.port}${path}`,
+    count: (path) => ask<number>({ cmd: "count", path }),
+    latency: (from) => ask<Array<number>>({ cmd: "latency", from }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        child.once("exit", () => resolve())
+        child.send({ id: -1, cmd: "close" })
+      })
+  }
+}
+
+/** The baseline: signed POSTs of a real webhook body, `inFlight` at a time, for `ms`. */
+const bareLoop = async (receiver: RemoteReceiver, body: string, inFlight: number, ms: number) => {
+  const url = new URL(receiver.url("/bare"))
+  const pool = new Pool(url.origin, { connections: inFlight, pipelining: 1, connect: { ca: receiver.ca } })
+  const secret = newSecret()
+  let sent = 0
+  let failed = 0
+  const deadline = performance.now() + ms
+  const started = performance.now()
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < deadline) {
+        const res = await pool.request({
+          path: url.pathname,
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "service-event": "incident.created",
+            "service-delivery": String(sent),
+            "service-signature": sign(secret, Math.floor(Date.now() / 1000), body)
+          },
+          body
+        })
+        await res.body.dump()
+        if (res.statusCode >= 200 && res.statusCode < 300) sent++
+        else failed++
+      }
+    })
+  )
+  const elapsed = performance.now() - started
+  await pool.close()
+  return { rate: (sent / elapsed) * 1000, sent, failed }
+}
+
+const main = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "srs-bench-"))
+  const server = await startEmbedded({ dataDir: dir, port: await freePort(), settings: { max_connections: "100" } })
+  const admin = postgres(server.url, { max: 1, onnotice: () => {} })
+  await admin.unsafe("create database bench")
+  await admin.end()
+  const url = server.url.replace(/\/postgres$/, "/bench")
+  const sql = connect(url, 10)
+  await migrate(sql)
+  // Bench database only: when each outbox row was written, to split capture from delivery.
+  await sql`alter table service.events add column bench_inserted_at timestamptz default clock_timestamp()`
+  const receiver = await startReceiver()
+  const postmaster = Number(readFileSync(join(dir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+  const cap = startCapture({ name: "bench", url, sql })
+  const scope = Effect.runSync(Scope.make())
+  try {
+    const company = await makeCompany(sql)
+    await cap.settle()
+    // The receiver's certificate names, all pointing at it: six origins, one server.
+    const lookup: Lookup = async () => [{ address: "127.0.0.1", family: 4 }]
+    const deps: WebhookDeps = { sql, secretsKey: randomBytes(32), allowed: parseAllowedNetworksOrThrow("127.0.0.0/8"), ca: receiver.ca, lookup }
+    const engineOptions: EngineOptions = {
+      sql,
+      secretsKey: deps.secretsKey,
+      allowed: deps.allowed,
+      ca: deps.ca,
+      lookup,
+      schedule: parseRetryScheduleOrThrow("15m,1h,4h,12h,1d")
+    }
+    const [settings] = await sql<{ fsync: string; synchronous_commit: string }[]>`
+      select current_setting('fsync') as fsync, current_setting('synchronous_commit') as synchronous_commit`
+
+    // 1. Saturation: a backlog is committed and captured while no engine runs, then an
+    // engine drains it. Once to one endpoint (one receiver origin: at most 8 in flight, the
+    // per-receiver bound), once to six endpoints on six host names of the same receiver.
+    const backlog = async (table: "incidents" | "corrective_actions") => {
+      log(`committing ${EVENTS} ${table}...`)
+      for (let done = 0; done < EVENTS; done += 1_000) {
+        const n = Math.min(1_000, EVENTS - done)
+        if (table === "incidents") {
+          await sql`
+            insert into app.incidents (company_id, reference, type, title, description, occurred_at, severity)
+            select ${company.id}, 'INC-' || g, 'injury', 'Slipped on wet floor ' || g, 'Worker slipped near the loading bay',
+              now() - (g || ' minutes')::interval, 'minor'
+            from generate_series(${done + 1}::int, ${done + n}::int) g`
+        } else {
+          await sql`
+            insert into app.corrective_actions (company_id, title, source, status, priority, owner)
+            select ${company.id}, 'Fix the railing ' || g, 'manual', 'open', 'high', 'Sam'
+            from generate_series(${done + 1}::int, ${done + n}::int) g`
+        }
+      }
+      await cap.settle(120_000)
+    }
+    const drain = async (paths: ReadonlyArray<string>, expected: number) => {
+      const cpu0 = process.cpuUsage()
+      const pg0 = cpuOf(postmaster, true)
+      const rc0 = cpuOf(receiver.pid, false)
+      const engineScope = Effect.runSync(Scope.make())
+      const arrived = async () => (await Promise.all(paths.map((p) => receiver.count(p)))).reduce((a, b) => a + b, 0)
+      const before = await arrived()
+      const t0 = performance.now()
+      await Effect.runPromise(Scope.provide(engineScope)(makeEngine(engineOptions)))
+      await waitUntil(async () => (await arrived()) - before >= expected, 600_000, "the backlog")
+      const ms = performance.now() - t0
+      const cpu = process.cpuUsage(cpu0)
+      if (process.env.BENCH_CPU) {
+        log(`  cpu: engine ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`)
+      }
+      await Effect.runPromise(Scope.close(engineScope, Exit.void))
+      return { rate: (expected / ms) * 1000, ms }
+    }
+
+    const one = await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] })
+    await backlog("incidents")
+    const [sample] = await sql<{ payload: string; created_at: Date }[]>`select payload, created_at from service.events limit 1`
+    const body = `{"id":"00000000-0000-4000-8000-000000000000","event":"incident.created","createdAt":"${sample!.created_at.toISOString()}","data":${sample!.payload}}`
+
+    // 3. The baseline, run while the database is idle, on the same receiver.
+    log(`bare undici loop, ${INFLIGHT} in flight...`)
+    const bare = await bareLoop(receiver, body, INFLIGHT, 5_000)
+
+    log("engine draining the backlog to one endpoint...")
+    const single = await drain(["/one"], EVENTS)
+    await sql`update service.webhook_endpoints set enabled = false where id = ${one.id}`
+
+    const paths = NAMES.map((_, i) => `/many${i}`)
+    for (const [i, name] of NAMES.entries()) {
+      await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] })
+    }
+    await backlog("corrective_actions")
+    log(`engine draining the backlog to ${NAMES.length} endpoints...`)
+    const many = await drain(paths, EVENTS * NAMES.length)
+    await sql`update service.webhook_endpoints set enabled = false`
+
+    await Effect.runPromise(Scope.provide(scope)(makeEngine(engineOptions)))
+
+    // 2. Latency: one incident per transaction at a fixed rate, commit time (the event's
+    // created_at, PostgreSQL's commit timestamp) to the receiver's arrival time.
+    await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "latency", url: receiver.url("/lat"), events: ["incident.created"] })
+    log(`committing ${RATE} incidents/s for ${SECONDS} s (after 2 s warm-up)...`)
+    const total = RATE * (SECONDS + 2)
+    const warm = RATE * 2
+    const start = performance.now() + 50
+    const inserts: Array<Promise<unknown>> = []
+    let late = 0
+    for (let i = 0; i < total; i++) {
+      const due = start + (i * 1000) / RATE
+      const wait = due - performance.now()
+      if (wait > 1) await sleep(wait)
+      else if (wait < -5) late++
+      // postgres.js queries are lazy: execute() sends it now, at its scheduled time.
+      inserts.push(
+        sql`insert into app.incidents (company_id, reference, type, title, description, occurred_at, severity)
+          values (${company.id}, ${"LAT-" + i}, 'injury', 'Latency probe', 'Probe', now(), 'minor')`.execute()
+      )
+    }
+    await Promise.all(inserts)
+    await waitUntil(async () => (await receiver.count("/lat")) >= total, 60_000, "the latency events")
+    const lat = (await receiver.latency(warm)).sort((a, b) => a - b)
+
+    // Where the time goes: commit -> delivery row (capture + fan-out) -> first attempt (claim).
+    const [split] = await sql<{ cap50: number; cap99: number; fan50: number; fan99: number; claim50: number; claim99: number }[]>`
+      select percentile_disc(0.5) within group (order by cap) as cap50, percentile_disc(0.99) within group (order by cap) as cap99,
+        percentile_disc(0.5) within group (order by f) as fan50, percentile_disc(0.99) within group (order by f) as fan99,
+        percentile_disc(0.5) within group (order by c) as claim50, percentile_disc(0.99) within group (order by c) as claim99
+      from (
+        select extract(epoch from e.bench_inserted_at - e.created_at) * 1000 as cap,
+          extract(epoch from d.created_at - e.bench_inserted_at) * 1000 as f,
+          extract(epoch from a.started_at - d.created_at) * 1000 as c
+        from service.webhook_deliveries d join service.events e on e.id = d.event_id
+        join service.webhook_attempts a on a.delivery_id = d.id and a.number = 1
+        join service.webhook_endpoints w on w.id = d.endpoint_id and w.name = 'latency'
+        where substring(e.payload::json->>'reference' from 5)::int >= ${warm}
+      ) x`
+    const lines = [
+      "",
+      `Webhook delivery benchmark (one loopback HTTPS receiver in its own process; PostgreSQL fsync=${settings!.fsync}, synchronous_commit=${settings!.synchronous_commit}; ${cpus().length} CPUs)`,
+      "",
+      "| Measure | Engine | Bare undici loop |",
+      "|---|---|---|",
+      `| deliveries/s at saturation, 1 endpoint (8 in flight) | ${fmt(single.rate)} (${fmt(EVENTS)} in ${fmt(single.ms)} ms) | ${fmt(bare.rate)} (${INFLIGHT} in flight, ${bare.failed} failed) |`,
+      `| deliveries/s at saturation, ${NAMES.length} endpoints (${NAMES.length * 8} in flight) | ${fmt(many.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(many.ms)} ms) | |`,
+      `| ratio to bare (${NAMES.length} endpoints) | ${(many.rate / bare.rate).toFixed(2)} | 1 |`,
+      `| commit to receipt at ${RATE} events/s, p50 | ${lat.length ? pct(lat, 50) : "-"} ms | |`,
+      `| commit to receipt at ${RATE} events/s, p99 | ${lat.length ? pct(lat, 99) : "-"} ms | |`,
+      `| of which commit to outbox row (capture), p50 / p99 | ${Math.round(split!.cap50)} / ${Math.round(split!.cap99)} ms | |`,
+      `| of which outbox row to delivery row (fan-out), p50 / p99 | ${Math.round(split!.fan50)} / ${Math.round(split!.fan99)} ms | |`,
+      `| of which delivery row to first attempt (claim), p50 / p99 | ${Math.round(split!.claim50)} / ${Math.round(split!.claim99)} ms | |`,
+      `| commit to receipt, max | ${lat.length ? lat.at(-1) : "-"} ms (${lat.length} events measured${late ? `, ${late} commits started late` : ""}) | |`,
+      ""
+    ]
+    process.stdout.write(lines.join("\n"))
+  } finally {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await closeSenderConnections()
+    await cap.stop()
+    await receiver.close()
+    await sql.end({ timeout: 5 })
+    await server.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exitCode = 1
+})

@@ -1,0 +1,17 @@
+// The delivery body (spec 6.2): {"id","event","createdAt","data"}. data is the outbox payload,
+// already the exact JSON text the API returns for the record, spliced in byte for byte:
+// parsing and re-serialising it could change what GET /api/v1/<resource>/<id> showed.
+
+export type BodyInput = {
+  readonly deliveryId: string
+  readonly event: string
+  /** ISO 8601 UTC with milliseconds. */
+  readonly createdAt: string
+  /** JSON text of the record. */
+  readonly payload: string
+}
+
+export const deliveryBody = (b: BodyInput): string =>
+  `{"id":${JSON.stringify(b.deliveryId)},"event":${JSON.stringify(b.event)},"createdAt":${JSON.stringify(b.createdAt)},"data":${b.payload}}`
+
+export const PING_EVENT = "ping"

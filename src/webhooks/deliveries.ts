@@ -1,0 +1,184 @@
+// The delivery log an admin sees (the last 25 of an endpoint, one delivery with its
+// attempts), Send Again (same delivery id, at once) and replay of failures since a time.
+import type { Sql } from "postgres"
+import { iso, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { badRequest, conflict, notFound } from "./errors.ts"
+
+export type DeliveryView = {
+  readonly id: string
+  readonly event: string
+  readonly eventId: string
+  readonly recordId: string
+  readonly endpointId: string | null
+  readonly subscriptionId: string | null
+  /** pending | held | succeeded | failed */
+  readonly state: string
+  readonly attempts: number
+  readonly lastStatus: number | null
+  readonly lastError: string | null
+  readonly heldReason: string | null
+  readonly createdAt: string
+  readonly lastAttemptAt: string | null
+  /** When the next attempt is due (pending only). */
+  readonly nextAttemptAt: string | null
+  readonly finishedAt: string | null
+}
+
+export type AttemptView = {
+  readonly number: number
+  readonly startedAt: string
+  readonly durationMs: number
+  readonly status: number | null
+  readonly error: string | null
+  readonly errorKind: string | null
+  readonly response: string | null
+}
+
+type Row = {
+  id: string
+  event: string
+  event_id: string
+  record_id: string
+  endpoint_id: string | null
+  subscription_id: string | null
+  company_id: string
+  state: string
+  attempts: number
+  last_status: number | null
+  last_error: string | null
+  held_reason: string | null
+  created_at: Date
+  last_attempt_at: Date | null
+  next_attempt_at: Date | null
+  leased: boolean
+  finished_at: Date | null
+}
+
+// The epoch marks "at once" (Send Again): it is due for any engine clock, real or test.
+const SELECT = `select d.id::text, d.event, d.event_id::text, e.record_id::text, d.endpoint_id::text, d.subscription_id::text,
+  d.company_id::text, d.state, d.attempts, d.last_status, d.last_error, d.held_reason, d.created_at, d.last_attempt_at,
+  case when d.next_attempt_at > 'epoch' then d.next_attempt_at end as next_attempt_at,
+  (d.leased_by is not null and d.lease_until > now()) as leased, d.finished_at
+  from service.webhook_deliveries d join service.events e on e.id = d.event_id`
+
+const view = (r: Row): DeliveryView => ({
+  id: r.id,
+  event: r.event,
+  eventId: r.event_id,
+  recordId: r.record_id,
+  endpointId: r.endpoint_id,
+  subscriptionId: r.subscription_id,
+  state: r.state,
+  attempts: r.attempts,
+  lastStatus: r.last_status,
+  lastError: r.last_error,
+  heldReason: r.held_reason,
+  createdAt: r.created_at.toISOString(),
+  lastAttemptAt: iso(r.last_attempt_at),
+  nextAttemptAt: r.state === "pending" && !r.leased ? iso(r.next_attempt_at) : null,
+  finishedAt: iso(r.finished_at)
+})
+
+export const LOG_SIZE = 25
+
+/** An endpoint's most recent deliveries (at most 25), newest first. */
+export const listEndpointDeliveries = async (
+  deps: Pick<WebhookDeps, "sql">,
+  input: { readonly endpointId: string; readonly companyId?: string | undefined; readonly limit?: number | undefined }
+): Promise<ReadonlyArray<DeliveryView>> => {
+  const endpointId = requireId(input.endpointId, "endpoint")
+  const [e] = await deps.sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`
+  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${endpointId}`)
+  const limit = Math.min(Math.max(Math.trunc(input.limit ?? LOG_SIZE), 1), LOG_SIZE)
+  const rows = await deps.sql.unsafe<Row[]>(`${SELECT} where d.endpoint_id = $1 order by d.created_at desc, d.id desc limit $2`, [endpointId, limit])
+  return rows.map(view)
+}
+
+const load = async (sql: Sql, id: string, companyId: string | undefined): Promise<Row> => {
+  const [r] = await sql.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id])
+  if (!r || (companyId !== undefined && r.company_id !== companyId.toLowerCase())) throw notFound(`no delivery ${id}`)
+  return r
+}
+
+/** One delivery with every attempt, oldest first. */
+export const getDelivery = async (
+  deps: Pick<WebhookDeps, "sql">,
+  input: { readonly id: string; readonly companyId?: string | undefined }
+): Promise<DeliveryView & { readonly attemptLog: ReadonlyArray<AttemptView> }> => {
+  const id = requireId(input.id, "delivery")
+  const r = await load(deps.sql, id, input.companyId)
+  const attempts = await deps.sql<{ number: number; started_at: Date; duration_ms: number; status: number | null; error: string | null; error_kind: string | null; response_snippet: string | null }[]>`
+    select number, started_at, duration_ms, status, error, error_kind, response_snippet
+    from service.webhook_attempts where delivery_id = ${id} order by number`
+  return {
+    ...view(r),
+    attemptLog: attempts.map((a) => ({
+      number: a.number,
+      startedAt: a.started_at.toISOString(),
+      durationMs: a.duration_ms,
+      status: a.status,
+      error: a.error,
+      errorKind: a.error_kind,
+      response: a.response_snippet
+    }))
+  }
+}
+
+/**
+ * Send Again: one attempt at once, with the same delivery id (receivers drop repeats by it).
+ * It goes even to an endpoint that is switched off: the admin asked for it.
+ */
+export const resendDelivery = async (
+  deps: Pick<WebhookDeps, "sql">,
+  actor: Actor,
+  input: { readonly id: string; readonly companyId?: string | undefined }
+): Promise<DeliveryView> => {
+  const id = requireId(input.id, "delivery")
+  const before = await load(deps.sql, id, input.companyId)
+  return deps.sql.begin(async (tx) => {
+    const r = await tx`
+      update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = true, held_reason = null,
+        finished_at = null, leased_by = null, lease_until = null
+      where id = ${id} and (leased_by is null or lease_until < now()) returning id`
+    if (r.length === 0) throw conflict(`delivery ${id} is being attempted right now; try again in a moment`)
+    await writeActivity(tx, {
+      companyId: before.company_id,
+      actor,
+      kind: "delivery.resent",
+      subjectId: id,
+      details: { endpointId: before.endpoint_id, subscriptionId: before.subscription_id, previousState: before.state, event: before.event }
+    })
+    await wakeDelivery(tx)
+    return view((await tx.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id]))[0]!)
+  })
+}
+
+/**
+ * Recovery after an outage: every failed delivery of the endpoint created since `since` is
+ * attempted again at once, each with its own id. Returns how many.
+ */
+export const replayFailed = async (
+  deps: Pick<WebhookDeps, "sql">,
+  actor: Actor,
+  input: { readonly endpointId: string; readonly since: Date; readonly companyId?: string | undefined }
+): Promise<{ readonly count: number }> => {
+  const endpointId = requireId(input.endpointId, "endpoint")
+  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime())) throw badRequest("since must be a date")
+  const [e] = await deps.sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`
+  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${endpointId}`)
+  return deps.sql.begin(async (tx) => {
+    const rows = await tx`
+      update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', finished_at = null,
+        leased_by = null, lease_until = null
+      where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`
+    await writeActivity(tx, {
+      companyId: e.company_id,
+      actor,
+      kind: "deliveries.replayed",
+      subjectId: endpointId,
+      details: { since: input.since.toISOString(), count: rows.length }
+    })
+    if (rows.length > 0) await wakeDelivery(tx)
+    return { count: rows.length }
+  })
+}

@@ -1,0 +1,213 @@
+// Admin-made webhook endpoints: create (secret shown once), update, rotate the secret,
+// delete, Turn On, list. Each change is written to the activity log in its transaction.
+import { randomUUID } from "node:crypto"
+import { endpointSecretContext } from "../delivery/channels.ts"
+import { originOf } from "../delivery/queries.ts"
+import { encryptSecret } from "../delivery/secrets.ts"
+import { newSecret } from "../delivery/signature.ts"
+import { iso, requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { badRequest, forbidden, notFound } from "./errors.ts"
+import { checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
+
+export type EndpointView = {
+  readonly id: string
+  readonly companyId: string
+  readonly name: string
+  readonly url: string
+  readonly events: ReadonlyArray<string>
+  /** false once switched off (or never turned on again). */
+  readonly enabled: boolean
+  readonly disabledReason: string | null
+  readonly disabledAt: string | null
+  /** Deliveries in a row that failed every attempt; 15 switches the endpoint off. */
+  readonly consecutiveFailures: number
+  readonly createdAt: string
+  readonly createdBy: string | null
+  readonly updatedAt: string
+  readonly secretRotatedAt: string | null
+}
+
+type Row = {
+  id: string
+  company_id: string
+  name: string
+  url: string
+  events: string[]
+  enabled: boolean
+  disabled_reason: string | null
+  disabled_at: Date | null
+  consecutive_failures: number
+  created_at: Date
+  created_by_email: string | null
+  updated_at: Date
+  secret_rotated_at: Date | null
+}
+
+const COLUMNS = `id::text, company_id::text, name, url, events, enabled, disabled_reason, disabled_at,
+  consecutive_failures, created_at, created_by_email, updated_at, secret_rotated_at`
+
+const view = (r: Row): EndpointView => ({
+  id: r.id,
+  companyId: r.company_id,
+  name: r.name,
+  url: r.url,
+  events: r.events,
+  enabled: r.enabled,
+  disabledReason: r.disabled_reason,
+  disabledAt: iso(r.disabled_at),
+  consecutiveFailures: r.consecutive_failures,
+  createdAt: r.created_at.toISOString(),
+  createdBy: r.created_by_email,
+  updatedAt: r.updated_at.toISOString(),
+  secretRotatedAt: iso(r.secret_rotated_at)
+})
+
+type Company = { id: string; tier: string; modules: string[] }
+
+const companyFor = async (deps: WebhookDeps, companyId: string): Promise<Company> => {
+  const [c] = await deps.sql<Company[]>`select id::text, tier, modules from service.companies where id = ${companyId}`
+  if (!c) throw notFound(`no company ${companyId}`)
+  if (c.tier !== "company") throw forbidden(`webhooks belong to the Company tier; this company is on the ${c.tier} tier`)
+  return c
+}
+
+/** Scoping: an admin of one company sees only its endpoints; the CLI may omit companyId. */
+type Target = { readonly id: string; readonly companyId?: string | undefined }
+
+const load = async (deps: WebhookDeps, target: Target): Promise<Row> => {
+  const id = requireId(target.id, "endpoint")
+  const [r] = await deps.sql.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [id])
+  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase())) throw notFound(`no endpoint ${id}`)
+  return r
+}
+
+export type CreateEndpointInput = {
+  readonly companyId: string
+  readonly name: string
+  readonly url: string
+  /** Event names, or "a,b". */
+  readonly events: ReadonlyArray<string> | string
+}
+
+/** Returns the signing secret once; only its encrypted form is kept. */
+export const createEndpoint = async (
+  deps: WebhookDeps,
+  actor: Actor,
+  input: CreateEndpointInput
+): Promise<{ readonly id: string; readonly secret: string; readonly endpoint: EndpointView }> => {
+  const companyId = requireCompanyId(input.companyId)
+  const name = parseName(input.name)
+  const events = parseEvents(input.events)
+  const company = await companyFor(deps, companyId)
+  requireModulesOn(events, company.modules)
+  const url = await checkUrl(deps, input.url)
+  const id = randomUUID()
+  const secret = newSecret()
+  const blob = encryptSecret(deps.secretsKey, secret, endpointSecretContext(id))
+  const row = await deps.sql.begin(async (tx) => {
+    const [r] = await tx.unsafe<Row[]>(
+      `insert into service.webhook_endpoints (id, company_id, name, url, events, secret, created_by, created_by_email)
+       values ($1, $2, $3, $4, $5, $6, $7, $8) returning ${COLUMNS}`,
+      [id, companyId, name, url, events as Array<string>, blob, actor.kind === "user" ? actor.id : null, actor.kind === "user" ? actor.email : null]
+    )
+    await writeActivity(tx, { companyId, actor, kind: "endpoint.created", subjectId: id, details: { name, url, events } })
+    return r!
+  })
+  return { id, secret, endpoint: view(row) }
+}
+
+export type UpdateEndpointInput = Target & {
+  readonly name?: string | undefined
+  readonly url?: string | undefined
+  readonly events?: ReadonlyArray<string> | string | undefined
+}
+
+export const updateEndpoint = async (deps: WebhookDeps, actor: Actor, input: UpdateEndpointInput): Promise<EndpointView> => {
+  const current = await load(deps, input)
+  if (input.name === undefined && input.url === undefined && input.events === undefined) {
+    throw badRequest("nothing to change: give a name, url or events")
+  }
+  const name = input.name === undefined ? current.name : parseName(input.name)
+  let events: ReadonlyArray<string> = current.events
+  if (input.events !== undefined) {
+    const parsed = parseEvents(input.events)
+    requireModulesOn(parsed, (await companyFor(deps, current.company_id)).modules)
+    events = parsed
+  }
+  const url = input.url === undefined ? current.url : await checkUrl(deps, input.url)
+  const changes: Record<string, unknown> = {}
+  if (name !== current.name) changes.name = name
+  if (url !== current.url) changes.url = url
+  if (events.join(",") !== current.events.join(",")) changes.events = events
+  return deps.sql.begin(async (tx) => {
+    const [r] = await tx.unsafe<Row[]>(
+      `update service.webhook_endpoints set name = $2, url = $3, events = $4, updated_at = now() where id = $1 returning ${COLUMNS}`,
+      [current.id, name, url, events as Array<string>]
+    )
+    if (!r) throw notFound(`no endpoint ${current.id}`)
+    if (url !== current.url) {
+      // Deliveries still to go follow the endpoint to its new receiver.
+      await tx.unsafe(`update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`, [r.id, url])
+    }
+    await writeActivity(tx, { companyId: r.company_id, actor, kind: "endpoint.updated", subjectId: r.id, details: changes })
+    return view(r)
+  })
+}
+
+/** A new secret signs every attempt from now on, retries of older deliveries included (spec 5.2). */
+export const rotateEndpointSecret = async (deps: WebhookDeps, actor: Actor, input: Target): Promise<{ readonly id: string; readonly secret: string }> => {
+  const current = await load(deps, input)
+  const secret = newSecret()
+  const blob = encryptSecret(deps.secretsKey, secret, endpointSecretContext(current.id))
+  await deps.sql.begin(async (tx) => {
+    const r = await tx`update service.webhook_endpoints set secret = ${blob}, secret_rotated_at = now(), updated_at = now()
+      where id = ${current.id} returning id`
+    if (r.length === 0) throw notFound(`no endpoint ${current.id}`)
+    await writeActivity(tx, { companyId: current.company_id, actor, kind: "endpoint.secret_rotated", subjectId: current.id })
+  })
+  return { id: current.id, secret }
+}
+
+/** Deletes the endpoint and its delivery log; pending deliveries go with it. */
+export const deleteEndpoint = async (deps: WebhookDeps, actor: Actor, input: Target): Promise<void> => {
+  const current = await load(deps, input)
+  await deps.sql.begin(async (tx) => {
+    const r = await tx`delete from service.webhook_endpoints where id = ${current.id} returning id`
+    if (r.length === 0) throw notFound(`no endpoint ${current.id}`)
+    await writeActivity(tx, { companyId: current.company_id, actor, kind: "endpoint.deleted", subjectId: current.id, details: { name: current.name, url: current.url } })
+  })
+}
+
+/** Turn On: the endpoint takes events again; deliveries held while it was off resume. */
+export const enableEndpoint = async (deps: WebhookDeps, actor: Actor, input: Target): Promise<EndpointView> => {
+  const current = await load(deps, input)
+  return deps.sql.begin(async (tx) => {
+    const [r] = await tx.unsafe<Row[]>(
+      `update service.webhook_endpoints set enabled = true, disabled_reason = null, disabled_at = null,
+         consecutive_failures = 0, updated_at = now() where id = $1 returning ${COLUMNS}`,
+      [current.id]
+    )
+    if (!r) throw notFound(`no endpoint ${current.id}`)
+    await writeActivity(tx, {
+      companyId: r.company_id,
+      actor,
+      kind: "endpoint.enabled",
+      subjectId: r.id,
+      details: current.enabled ? { wasOn: true } : { previousReason: current.disabled_reason }
+    })
+    await wakeDelivery(tx)
+    return view(r)
+  })
+}
+
+export const getEndpoint = async (deps: WebhookDeps, input: Target): Promise<EndpointView> => view(await load(deps, input))
+
+export const listEndpoints = async (deps: WebhookDeps, input: { readonly companyId: string }): Promise<ReadonlyArray<EndpointView>> => {
+  const companyId = requireCompanyId(input.companyId)
+  const rows = await deps.sql.unsafe<Row[]>(
+    `select ${COLUMNS} from service.webhook_endpoints where company_id = $1 order by created_at desc, id desc`,
+    [companyId]
+  )
+  return rows.map(view)
+}
+

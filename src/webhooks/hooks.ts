@@ -1,0 +1,145 @@
+// /api/v1/hooks: a key's own webhook subscriptions (spec 4.1 and its six rules, 2.4 shapes).
+// The key's rights are read from the database in the same transaction as the change, so a
+// subscription never outlives what the key could read when it was made.
+import { keySecretContext } from "../delivery/channels.ts"
+import { decryptSecret, encryptSecret } from "../delivery/secrets.ts"
+import { newSecret } from "../delivery/signature.ts"
+import { EVENT_KINDS, EVENT_RESOURCE } from "../domain/event-kinds.ts"
+import { isUuid, writeActivity, type Tx, type WebhookDeps } from "./context.ts"
+import { badRequest, conflict, forbidden, notFound } from "./errors.ts"
+import { checkUrl, parseEvent } from "./validate.ts"
+
+export const MAX_SUBSCRIPTIONS_PER_KEY = 50
+
+/** The calling key, as the API's authentication found it (CurrentKey fits this shape). */
+export type HookKey = { readonly keyId: string; readonly companyId: string }
+
+/** Spec 2.4. */
+export type HookRecord = {
+  readonly id: string
+  /** Equals the event name. */
+  readonly name: string
+  readonly url: string
+  readonly event: string
+  readonly active: boolean
+  readonly createdAt: string
+}
+
+export type CreatedHook = HookRecord & { readonly secret: string }
+
+type SubRow = { id: string; url: string; event: string; active: boolean; created_at: Date }
+
+const record = (r: SubRow): HookRecord => ({
+  id: r.id,
+  name: r.event,
+  url: r.url,
+  event: r.event,
+  active: r.active,
+  createdAt: r.created_at.toISOString()
+})
+
+type KeyRights = { webhooks: boolean; usable: boolean; readable: ReadonlyArray<string> }
+
+/** The key's webhooks permission and what it can read now (its scopes whose module is on). */
+const rights = async (tx: Tx, key: HookKey, lock: boolean): Promise<KeyRights> => {
+  if (!isUuid(key.keyId)) throw forbidden("unknown key")
+  const rows = await tx.unsafe<{ webhooks: boolean; usable: boolean; scopes: string[]; modules: string[] | null; tier: string | null; api_enabled: boolean | null; company_id: string }[]>(
+    `select k.webhooks, (k.revoked_at is null and (k.expires_at is null or k.expires_at > now())) as usable, k.scopes,
+       k.company_id::text, c.modules, c.tier, c.api_enabled
+     from service.api_keys k left join service.companies c on c.id = k.company_id
+     where k.id = $1${lock ? " for update of k" : ""}`,
+    [key.keyId]
+  )
+  const k = rows[0]
+  if (!k || k.company_id !== key.companyId.toLowerCase()) throw forbidden("unknown key")
+  if (!k.usable) throw forbidden("this key is revoked or expired")
+  if (k.tier !== "company") throw forbidden("webhooks belong to the Company tier")
+  if (k.api_enabled !== true) throw forbidden("the API is turned off for this company")
+  const modules = k.modules ?? []
+  return { webhooks: k.webhooks, usable: true, readable: k.scopes.filter((s) => modules.includes(s)) }
+}
+
+const requireWebhooks = (r: KeyRights) => {
+  if (!r.webhooks) throw forbidden("this key does not have the webhooks permission")
+}
+
+/** Events whose records the key can read, in the order of spec 6.1. */
+export const subscribableEvents = (readable: ReadonlyArray<string>): ReadonlyArray<string> =>
+  EVENT_KINDS.filter((e) => readable.includes(EVENT_RESOURCE[e]))
+
+/** The key's secret, made on its first subscription (one per key, rule 6). */
+const keySecret = async (deps: WebhookDeps, tx: Tx, keyId: string): Promise<string> => {
+  const [existing] = await tx<{ secret: Buffer }[]>`select secret from service.webhook_key_secrets where key_id = ${keyId}`
+  if (existing) return decryptSecret(deps.secretsKey, existing.secret, keySecretContext(keyId))
+  const secret = newSecret()
+  await tx`insert into service.webhook_key_secrets (key_id, secret) values (${keyId}, ${encryptSecret(deps.secretsKey, secret, keySecretContext(keyId))})`
+  return secret
+}
+
+/**
+ * POST /api/v1/hooks. `created` is false when the key already had this url and event: the
+ * existing subscription is returned (a subscriber may safely retry), with the secret, as
+ * the answer to subscribing always carries it.
+ */
+export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown): Promise<{ readonly created: boolean; readonly subscription: CreatedHook }> => {
+  requireWebhooks(await rights(deps.sql, key, false))
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest('the body must be a JSON object {"url": ..., "event": ...}')
+  const input = body as Record<string, unknown>
+  const event = parseEvent(input.event)
+  if (typeof input.url !== "string" || input.url.trim() === "") throw badRequest("url must be an https:// address")
+  const url = await checkUrl(deps, input.url)
+  return deps.sql.begin(async (tx) => {
+    // The key row lock serialises one key's subscribes, so the limit of 50 holds under races.
+    const r = await rights(tx, key, true)
+    requireWebhooks(r)
+    if (!r.readable.includes(EVENT_RESOURCE[event])) {
+      throw forbidden(`this key cannot read ${EVENT_RESOURCE[event]}, the records of ${event}`)
+    }
+    const [existing] = await tx<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
+      where key_id = ${key.keyId} and url = ${url} and event = ${event}`
+    if (existing) return { created: false, subscription: { ...record(existing), secret: await keySecret(deps, tx, key.keyId) } }
+    const [count] = await tx<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions where key_id = ${key.keyId}`
+    if (count!.n >= MAX_SUBSCRIPTIONS_PER_KEY) throw conflict(`this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`)
+    const secret = await keySecret(deps, tx, key.keyId)
+    const [row] = await tx<SubRow[]>`insert into service.webhook_subscriptions (key_id, company_id, url, event)
+      values (${key.keyId}, ${key.companyId.toLowerCase()}, ${url}, ${event}) returning id::text, url, event, active, created_at`
+    await writeActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.created", subjectId: row!.id, details: { url, event } })
+    return { created: true, subscription: { ...record(row!), secret } }
+  })
+}
+
+/** GET /api/v1/hooks: the key's subscriptions, newest first, and what it may subscribe to. */
+export const listHooks = async (
+  deps: WebhookDeps,
+  key: HookKey
+): Promise<{ readonly data: ReadonlyArray<HookRecord>; readonly events: ReadonlyArray<string> }> => {
+  const r = await rights(deps.sql, key, false)
+  requireWebhooks(r)
+  const rows = await deps.sql<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
+    where key_id = ${key.keyId} order by created_at desc, id desc`
+  return { data: rows.map(record), events: subscribableEvents(r.readable) }
+}
+
+const own = async (deps: WebhookDeps, tx: Tx, key: HookKey, id: unknown): Promise<SubRow> => {
+  if (!isUuid(id)) throw notFound("no such subscription")
+  const [row] = await tx<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
+    where id = ${id} and key_id = ${key.keyId}`
+  if (!row) throw notFound("no such subscription")
+  return row
+}
+
+/** GET /api/v1/hooks/{id}: never the secret. A foreign or missing id is 404 (rule 4). */
+export const getHook = async (deps: WebhookDeps, key: HookKey, id: unknown): Promise<HookRecord> => {
+  requireWebhooks(await rights(deps.sql, key, false))
+  return record(await own(deps, deps.sql, key, id))
+}
+
+/** DELETE /api/v1/hooks/{id} (the API answers 204). */
+export const deleteHook = async (deps: WebhookDeps, key: HookKey, id: unknown): Promise<void> => {
+  requireWebhooks(await rights(deps.sql, key, false))
+  await deps.sql.begin(async (tx) => {
+    const row = await own(deps, tx, key, id)
+    await tx`delete from service.webhook_subscriptions where id = ${row.id}`
+    await writeActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.deleted", subjectId: row.id, details: { url: row.url, event: row.event, reason: "unsubscribed" } })
+  })
+}

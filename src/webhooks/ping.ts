@@ -1,0 +1,64 @@
+// "Send test event": a signed ping to the endpoint now, with the receiver's answer shown.
+// It is not a delivery of an event, so it is not retried; the activity log keeps its result.
+import { randomUUID } from "node:crypto"
+import { deliveryBody, PING_EVENT } from "../delivery/body.ts"
+import { endpointSecretContext } from "../delivery/channels.ts"
+import { decryptSecret } from "../delivery/secrets.ts"
+import { send } from "../delivery/sender.ts"
+import { requireId, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { notFound } from "./errors.ts"
+
+export type PingResult = {
+  readonly ok: boolean
+  /** The receiver's HTTP status, when it answered. */
+  readonly status: number | null
+  readonly durationMs: number
+  /** Why it failed ("http 500", "timeout: ...", "refused: ..."); null on success. */
+  readonly error: string | null
+  /** The start of the receiver's answer. */
+  readonly response: string
+  readonly deliveryId: string
+}
+
+const SHOWN_CHARS = 500
+
+export const testEndpoint = async (
+  deps: WebhookDeps,
+  actor: Actor,
+  input: { readonly id: string; readonly companyId?: string | undefined }
+): Promise<PingResult> => {
+  const id = requireId(input.id, "endpoint")
+  const [e] = await deps.sql<{ id: string; company_id: string; name: string; url: string; secret: Buffer }[]>`
+    select id::text, company_id::text, name, url, secret from service.webhook_endpoints where id = ${id}`
+  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${id}`)
+  const secret = decryptSecret(deps.secretsKey, e.secret, endpointSecretContext(e.id))
+  const deliveryId = randomUUID()
+  const body = deliveryBody({
+    deliveryId,
+    event: PING_EVENT,
+    createdAt: new Date().toISOString(),
+    payload: JSON.stringify({ endpointId: e.id, name: e.name, message: "A test event from the Safety Records Service." })
+  })
+  const r = await send({ url: e.url, secret }, { deliveryId, event: PING_EVENT, body }, {
+    allowed: deps.allowed,
+    ...(deps.lookup ? { lookup: deps.lookup } : {}),
+    ...(deps.ca ? { ca: deps.ca } : {}),
+    ...(deps.pingTimeoutMs ? { timeoutMs: deps.pingTimeoutMs } : {})
+  })
+  const result: PingResult = {
+    ok: r.ok,
+    status: r.status,
+    durationMs: r.durationMs,
+    error: r.error,
+    response: r.responseSnippet.slice(0, SHOWN_CHARS),
+    deliveryId
+  }
+  await writeActivity(deps.sql, {
+    companyId: e.company_id,
+    actor,
+    kind: "endpoint.tested",
+    subjectId: e.id,
+    details: { ok: r.ok, status: r.status, error: r.error, durationMs: r.durationMs }
+  })
+  return result
+}

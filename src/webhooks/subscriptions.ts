@@ -1,0 +1,94 @@
+// The webhooks page's view of subscriptions keys made through the API: list, turn off or on,
+// delete (spec 3.2). Deleting drops its pending deliveries too.
+import { requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { notFound } from "./errors.ts"
+
+export type SubscriptionView = {
+  readonly id: string
+  readonly companyId: string
+  readonly keyId: string
+  readonly keyName: string | null
+  readonly url: string
+  readonly event: string
+  readonly active: boolean
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+type Row = { id: string; company_id: string; key_id: string; key_name: string | null; url: string; event: string; active: boolean; created_at: Date; updated_at: Date }
+
+const SELECT = `select s.id::text, s.company_id::text, s.key_id::text, k.name as key_name, s.url, s.event, s.active, s.created_at, s.updated_at
+  from service.webhook_subscriptions s left join service.api_keys k on k.id = s.key_id`
+
+const view = (r: Row): SubscriptionView => ({
+  id: r.id,
+  companyId: r.company_id,
+  keyId: r.key_id,
+  keyName: r.key_name,
+  url: r.url,
+  event: r.event,
+  active: r.active,
+  createdAt: r.created_at.toISOString(),
+  updatedAt: r.updated_at.toISOString()
+})
+
+export const listSubscriptions = async (
+  deps: Pick<WebhookDeps, "sql">,
+  input: { readonly companyId: string; readonly keyId?: string | undefined }
+): Promise<ReadonlyArray<SubscriptionView>> => {
+  const companyId = requireCompanyId(input.companyId)
+  const rows =
+    input.keyId === undefined
+      ? await deps.sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 order by s.created_at desc, s.id desc`, [companyId])
+      : await deps.sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 and s.key_id = $2 order by s.created_at desc, s.id desc`, [
+          companyId,
+          requireId(input.keyId, "key")
+        ])
+  return rows.map(view)
+}
+
+type Target = { readonly id: string; readonly companyId?: string | undefined }
+
+const load = async (deps: Pick<WebhookDeps, "sql">, target: Target): Promise<Row> => {
+  const id = requireId(target.id, "subscription")
+  const [r] = await deps.sql.unsafe<Row[]>(`${SELECT} where s.id = $1`, [id])
+  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase())) throw notFound(`no subscription ${id}`)
+  return r
+}
+
+const setActive = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target, active: boolean): Promise<SubscriptionView> => {
+  const current = await load(deps, target)
+  return deps.sql.begin(async (tx) => {
+    const r = await tx`update service.webhook_subscriptions set active = ${active}, updated_at = now() where id = ${current.id} returning id`
+    if (r.length === 0) throw notFound(`no subscription ${current.id}`)
+    await writeActivity(tx, {
+      companyId: current.company_id,
+      actor,
+      kind: active ? "subscription.enabled" : "subscription.disabled",
+      subjectId: current.id,
+      details: { keyId: current.key_id, url: current.url, event: current.event }
+    })
+    if (active) await wakeDelivery(tx)
+    return view((await tx.unsafe<Row[]>(`${SELECT} where s.id = $1`, [current.id]))[0]!)
+  })
+}
+
+/** Turns a subscription off: it gets nothing until turned on; its pending deliveries rest. */
+export const disableSubscription = (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target) => setActive(deps, actor, target, false)
+
+export const enableSubscription = (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target) => setActive(deps, actor, target, true)
+
+export const deleteSubscription = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target): Promise<void> => {
+  const current = await load(deps, target)
+  await deps.sql.begin(async (tx) => {
+    const r = await tx`delete from service.webhook_subscriptions where id = ${current.id} returning id`
+    if (r.length === 0) throw notFound(`no subscription ${current.id}`)
+    await writeActivity(tx, {
+      companyId: current.company_id,
+      actor,
+      kind: "subscription.deleted",
+      subjectId: current.id,
+      details: { keyId: current.key_id, url: current.url, event: current.event, reason: "deleted by an admin" }
+    })
+  })
+}

@@ -1,0 +1,55 @@
+// Input checks shared by endpoints and subscriptions: event names and receiver addresses.
+import { resolveAndCheck } from "../delivery/address-guard.ts"
+import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../domain/event-kinds.ts"
+import type { WebhookDeps } from "./context.ts"
+import { badRequest, forbidden } from "./errors.ts"
+
+const KNOWN = EVENT_KINDS.join(", ")
+
+export const parseEvent = (input: unknown): EventKind => {
+  if (typeof input !== "string" || input.trim() === "") throw badRequest(`event must be one of: ${KNOWN}`)
+  const e = input.trim()
+  if (!isEventKind(e)) throw badRequest(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`)
+  return e
+}
+
+/** A list of events (an array, or "a,b" text as the CLI takes it); duplicates dropped. */
+export const parseEvents = (input: unknown): ReadonlyArray<EventKind> => {
+  const items = typeof input === "string" ? input.split(",") : input
+  if (!Array.isArray(items)) throw badRequest("events must be a list of event names")
+  const out: Array<EventKind> = []
+  for (const item of items) {
+    if (typeof item === "string" && item.trim() === "") continue
+    const e = parseEvent(item)
+    if (!out.includes(e)) out.push(e)
+  }
+  if (out.length === 0) throw badRequest(`choose at least one event: ${KNOWN}`)
+  return out
+}
+
+/** Refuses events whose module the company has turned off (spec 1.6). */
+export const requireModulesOn = (events: ReadonlyArray<EventKind>, modules: ReadonlyArray<string>): void => {
+  const off = events.filter((e) => !modules.includes(EVENT_RESOURCE[e]))
+  if (off.length > 0) {
+    const names = [...new Set(off.map((e) => EVENT_RESOURCE[e]))].join(", ")
+    throw forbidden(`the ${names} module${off.length > 1 ? "s are" : " is"} turned off for this company (${off.join(", ")})`)
+  }
+}
+
+export const parseName = (input: unknown): string => {
+  if (typeof input !== "string" || input.trim() === "") throw badRequest("name is required")
+  const name = input.trim()
+  if (name.length > 200) throw badRequest("name is longer than 200 characters")
+  return name
+}
+
+/**
+ * Resolves the address now and refuses anything but https to public unicast (or an allowed
+ * network). Returns the normalised URL that is stored; it is checked again before each send.
+ */
+export const checkUrl = async (deps: Pick<WebhookDeps, "allowed" | "lookup">, input: unknown): Promise<string> => {
+  if (typeof input !== "string") throw badRequest("url must be an https:// address")
+  const r = await resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) })
+  if (!r.ok) throw badRequest(`url ${r.error}`)
+  return r.target.href
+}

@@ -1,0 +1,44 @@
+// A receiver that never answers holds at most its own per-origin slots: deliveries to
+// others go on at full speed while its attempts wait for their timeout.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createEndpoint } from "../../src/webhooks/endpoints.ts"
+import { insertIncident } from "../support/app.ts"
+import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
+import { ADMIN, deliveries, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
+
+let w: World
+let hung: Receiver
+beforeAll(async () => {
+  w = await startWorld()
+  hung = await startHttpsReceiver()
+  hung.reply("/hook", { hang: true })
+})
+afterAll(async () => {
+  await hung?.close()
+  await w?.close()
+})
+
+describe("isolation", () => {
+  it("a hung receiver does not delay deliveries to another", async () => {
+    const slow = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "hung", url: hung.url("/hook"), events: ["incident.created"] })
+    const fast = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "fine", url: w.receiver.url("/fine"), events: ["incident.created"] })
+    // Few slots in all, so without the per-origin bound the hung receiver would take them all.
+    const engine = await startEngine(w.deps, { timeoutMs: 10_000, leaseMs: 30_000, concurrency: 4, perOrigin: 2, shutdownGraceMs: 100 })
+    try {
+      const started = Date.now()
+      for (let i = 0; i < 12; i++) await insertIncident(w.db.sql, w.company.id)
+      await waitFor(() => w.receiver.requests.length === 12, "12 deliveries to the working receiver", 8_000)
+      const elapsed = Date.now() - started
+      expect(elapsed).toBeLessThan(6_000) // well inside the hung receiver's 10 s timeout
+      // The hung receiver holds exactly its two slots; its other deliveries wait their turn.
+      expect(hung.requests.length).toBe(2)
+      const ds = await waitFor(async () => {
+        const all = await deliveries(w.db.sql)
+        return all.filter((d) => d.endpoint_id === fast.id && d.state === "succeeded").length === 12 ? all : null
+      }, "12 recorded")
+      expect(ds.filter((d) => d.endpoint_id === slow.id && d.attempts === 0)).toHaveLength(12)
+    } finally {
+      await engine.stop()
+    }
+  })
+})

@@ -1,0 +1,271 @@
+// Failures, the retry schedule, switching an endpoint off after 15 fully failed deliveries,
+// Turn On, Send Again, secret rotation and 410 Gone — against a real HTTPS receiver.
+import { createServer } from "node:net"
+import Stripe from "stripe"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { getDelivery, resendDelivery } from "../../src/webhooks/deliveries.ts"
+import { createEndpoint, enableEndpoint, getEndpoint, rotateEndpointSecret } from "../../src/webhooks/endpoints.ts"
+import { createHook } from "../../src/webhooks/hooks.ts"
+import { insertIncident } from "../support/app.ts"
+import { startHttpsReceiver } from "../support/https-receiver.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, makeKey, sleep, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+
+const dns = dnsTable({ "gone.test": ["127.0.0.1"] })
+let w: World
+let engine: RunningEngine | undefined
+beforeAll(async () => {
+  w = await startWorld({ lookup: dns.lookup })
+})
+afterEach(async () => {
+  await engine?.stop()
+  engine = undefined
+  // Each test owns its destinations; leftovers would receive the next test's events.
+  await w.db.sql`delete from service.webhook_endpoints`
+  await w.db.sql`delete from service.webhook_subscriptions`
+})
+afterAll(async () => {
+  await w?.close()
+})
+
+const endpoint = (url: string, events: ReadonlyArray<string> = ["incident.created"]) =>
+  createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: url, url, events })
+
+const deliveryOf = async (endpointId: string) => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === endpointId)
+
+const ids = (reqs: ReadonlyArray<{ headers: Record<string, unknown> }>) => reqs.map((r) => String(r.headers["service-delivery"]))
+
+describe("each kind of failure is recorded and retried", () => {
+  it("classifies http, redirect, timeout, refused connection, reset, TLS and DNS failures", async () => {
+    const rogue = await startHttpsReceiver({ certs: "untrusted" })
+    const closedPort = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, "127.0.0.1", () => {
+        const p = (s.address() as { port: number }).port
+        s.close(() => resolve(p))
+      })
+    })
+    try {
+      w.receiver.reply("/f500", { status: 500, body: "boom" })
+      w.receiver.reply("/f302", { redirect: w.receiver.url("/target") })
+      w.receiver.reply("/fhang", { hang: true })
+      w.receiver.reply("/freset", { destroy: true })
+      w.receiver.reply("/f410", { status: 410 })
+      const cases: ReadonlyArray<readonly [string, string, RegExp, number | null]> = [
+        [w.receiver.url("/f500"), "http", /^http 500$/, 500],
+        [w.receiver.url("/f302"), "redirect", /^redirect 302 to https:\/\/127\.0\.0\.1:\d+\/target \(not followed\)$/, 302],
+        [w.receiver.url("/fhang"), "timeout", /^timeout: /, null],
+        [w.receiver.url("/freset"), "connection", /^connection/, null],
+        [`https://127.0.0.1:${closedPort}/x`, "connection", /^connection refused/, null],
+        [rogue.url("/tls"), "tls", /^tls: /, null],
+        [w.receiver.url("/dns", "gone.test"), "dns", /^dns: gone\.test does not resolve/, null],
+        // An endpoint (not a subscription) answered 410: just a failure.
+        [w.receiver.url("/f410"), "http", /^http 410$/, 410]
+      ]
+      const made: Array<{ id: string }> = []
+      for (const [url] of cases) made.push(await endpoint(url))
+      delete dns.table["gone.test"] // the name stops resolving after creation
+      engine = await startEngine(w.deps, { retrySchedule: "1h", timeoutMs: 4_000 })
+      await insertIncident(w.db.sql, w.company.id)
+      for (const [i, [, kind, error, status]] of cases.entries()) {
+        const [d] = await waitFor(async () => {
+          const ds = await deliveryOf(made[i]!.id)
+          return ds[0]?.attempts === 1 ? ds : null
+        }, `attempt for ${kind}`)
+        // One attempt so far, the next in an hour.
+        expect(d!.state).toBe("pending")
+        const [a] = await attemptsOf(w.db.sql, d!.id)
+        expect([a!.error_kind, a!.status]).toEqual([kind, status])
+        expect(a!.error).toMatch(error)
+        const full = await getDelivery(w.deps, { id: d!.id })
+        expect(Date.parse(full.nextAttemptAt!) - Date.parse(full.lastAttemptAt!)).toBeGreaterThan(3_590_000)
+        expect(full.attemptLog[0]!.error).toMatch(error)
+      }
+      expect(at(w.receiver, "/f500")).toHaveLength(1)
+      expect(at(w.receiver, "/target")).toHaveLength(0) // the redirect was never followed
+      expect(rogue.requests).toHaveLength(0)
+      const [snippet] = await w.db.sql<{ response_snippet: string }[]>`
+        select a.response_snippet from service.webhook_attempts a join service.webhook_deliveries d on d.id = a.delivery_id
+        where d.endpoint_id = ${made[0]!.id}`
+      expect(snippet!.response_snippet).toBe("boom")
+    } finally {
+      await rogue.close()
+      dns.table["gone.test"] = ["127.0.0.1"]
+    }
+  })
+})
+
+describe("the retry schedule", () => {
+  it("makes 6 attempts with the scheduled waits, then gives up", async () => {
+    w.receiver.reply("/always500", { status: 500 })
+    const e = await endpoint(w.receiver.url("/always500"))
+    engine = await startEngine(w.deps, { retrySchedule: "200ms,300ms,200ms,300ms,200ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    const [d] = await waitFor(async () => {
+      const ds = await deliveryOf(e.id)
+      return ds[0]?.state === "failed" ? ds : null
+    }, "the delivery to fail")
+    const reqs = at(w.receiver, "/always500")
+    expect(reqs).toHaveLength(6)
+    expect(new Set(ids(reqs))).toEqual(new Set([d!.id])) // one delivery id over every attempt
+    const gaps = reqs.slice(1).map((r, i) => r.arrivedAt - reqs[i]!.arrivedAt)
+    const waits = [200, 300, 200, 300, 200]
+    gaps.forEach((g, i) => expect(g).toBeGreaterThanOrEqual(waits[i]! - 10))
+    expect((await attemptsOf(w.db.sql, d!.id)).map((a) => a.number)).toEqual([1, 2, 3, 4, 5, 6])
+    expect(d!.attempts).toBe(6)
+    expect((await getEndpoint(w.deps, { id: e.id })).consecutiveFailures).toBe(1)
+    await sleep(700)
+    expect(at(w.receiver, "/always500")).toHaveLength(6) // nothing after the last attempt
+  })
+
+  it("stops at the first success", async () => {
+    let n = 0
+    const path = "/flaky"
+    w.receiver.reply(path, { status: 503 })
+    const e = await endpoint(w.receiver.url(path))
+    engine = await startEngine(w.deps, { retrySchedule: "100ms,100ms,100ms,100ms,100ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    await waitFor(() => (n = at(w.receiver, path).length) >= 2, "two failures")
+    w.receiver.reply(path, { status: 202 })
+    const [d] = await waitFor(async () => {
+      const ds = await deliveryOf(e.id)
+      return ds[0]?.state === "succeeded" ? ds : null
+    }, "success")
+    expect(d!.attempts).toBe(at(w.receiver, path).length)
+    expect(d!.attempts).toBeGreaterThanOrEqual(n + 1)
+    expect(d!.last_status).toBe(202)
+    expect((await getEndpoint(w.deps, { id: e.id })).consecutiveFailures).toBe(0)
+  })
+})
+
+describe("switching off and Turn On", () => {
+  it("switches an endpoint off after 15 deliveries in a row fail every attempt, and Turn On brings it back", async () => {
+    w.receiver.reply("/down", { status: 500, body: "still down" })
+    const e = await endpoint(w.receiver.url("/down"))
+    engine = await startEngine(w.deps, { retrySchedule: "20ms" })
+    for (let i = 0; i < 14; i++) await insertIncident(w.db.sql, w.company.id)
+    await waitFor(async () => (await getEndpoint(w.deps, { id: e.id })).consecutiveFailures === 14, "14 failures")
+    expect((await getEndpoint(w.deps, { id: e.id })).enabled).toBe(true)
+    await insertIncident(w.db.sql, w.company.id)
+    const off = await waitFor(async () => {
+      const ep = await getEndpoint(w.deps, { id: e.id })
+      return ep.enabled ? null : ep
+    }, "switch-off")
+    expect(off.consecutiveFailures).toBe(15)
+    expect(off.disabledReason).toBe("15 deliveries in a row failed every attempt; last error: http 500")
+    expect(off.disabledAt).not.toBeNull()
+    // Each of the 15 deliveries (one per incident) was attempted exactly twice.
+    const sent = ids(at(w.receiver, "/down"))
+    const ds = await deliveryOf(e.id)
+    expect(ds.map((d) => [d.state, d.attempts, sent.filter((s) => s === d.id).length])).toEqual(ds.map(() => ["failed", 2, 2]))
+    expect(sent).toHaveLength(2 * ds.length)
+    expect(ds).toHaveLength(15)
+    const [log] = await w.db.sql<{ details: { reason: string } }[]>`
+      select details from service.activity where kind = 'endpoint.switched_off' and subject_id = ${e.id}`
+    expect(log!.details.reason).toBe(off.disabledReason)
+
+    // While off, new events are not delivered to it.
+    await insertIncident(w.db.sql, w.company.id)
+    await w.cap.settle()
+    await sleep(300)
+    expect(await deliveryOf(e.id)).toHaveLength(15)
+
+    // The receiver is fixed; Turn On.
+    w.receiver.reply("/down", { status: 200 })
+    const on = await enableEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id })
+    expect([on.enabled, on.disabledReason, on.consecutiveFailures]).toEqual([true, null, 0])
+    const incident = await insertIncident(w.db.sql, w.company.id)
+    await waitFor(async () => (await deliveryOf(e.id)).some((d) => d.state === "succeeded"), "delivery after Turn On")
+    const last = at(w.receiver, "/down").at(-1)!
+    expect((JSON.parse(last.body.toString()) as { data: { id: string } }).data.id).toBe(incident)
+    const [enabled] = await w.db.sql<{ actor_email: string; details: { previousReason: string } }[]>`
+      select actor_email, details from service.activity where kind = 'endpoint.enabled' and subject_id = ${e.id}`
+    expect(enabled!.actor_email).toBe(ADMIN.kind === "user" ? ADMIN.email : "")
+    expect(enabled!.details.previousReason).toBe(off.disabledReason)
+  })
+
+  it("a success in between starts the count again", async () => {
+    w.receiver.reply("/sometimes", { status: 500 })
+    const e = await endpoint(w.receiver.url("/sometimes"))
+    engine = await startEngine(w.deps, { retrySchedule: "20ms" })
+    for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
+    await waitFor(async () => (await getEndpoint(w.deps, { id: e.id })).consecutiveFailures === 3, "3 failures")
+    w.receiver.reply("/sometimes", { status: 200 })
+    await insertIncident(w.db.sql, w.company.id)
+    await waitFor(async () => (await getEndpoint(w.deps, { id: e.id })).consecutiveFailures === 0, "the reset")
+    w.receiver.reply("/sometimes", { status: 500 })
+    await insertIncident(w.db.sql, w.company.id)
+    await waitFor(async () => (await getEndpoint(w.deps, { id: e.id })).consecutiveFailures === 1, "1 failure")
+  })
+})
+
+describe("Send Again", () => {
+  it("tries a failed delivery again at once with the same delivery id", async () => {
+    w.receiver.reply("/again", { status: 500 })
+    const e = await endpoint(w.receiver.url("/again"))
+    engine = await startEngine(w.deps, { retrySchedule: "20ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    const [d] = await waitFor(async () => {
+      const ds = await deliveryOf(e.id)
+      return ds[0]?.state === "failed" ? ds : null
+    }, "failure")
+    w.receiver.reply("/again", { status: 200 })
+    const before = at(w.receiver, "/again")
+    const resent = await resendDelivery(w.deps, ADMIN, { id: d!.id, companyId: w.company.id })
+    expect([resent.id, resent.state]).toEqual([d!.id, "pending"])
+    await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "succeeded", "the resend")
+    const after = at(w.receiver, "/again")
+    expect(after).toHaveLength(3)
+    expect(ids(after)).toEqual([d!.id, d!.id, d!.id])
+    const bodies = after.map((r) => r.body.toString())
+    expect(new Set(bodies).size).toBe(1) // the same body bytes; only the signature is fresh
+    expect(JSON.parse(bodies[0]!).id).toBe(d!.id)
+    expect(before).toHaveLength(2)
+    expect((await deliveryOf(e.id))[0]!.attempts).toBe(3)
+    // A failed Send Again does not count twice toward switching off.
+    expect((await getEndpoint(w.deps, { id: e.id })).consecutiveFailures).toBe(0)
+    const [log] = await w.db.sql`select 1 from service.activity where kind = 'delivery.resent' and subject_id = ${d!.id}`
+    expect(log).toBeDefined()
+  })
+})
+
+describe("secret rotation", () => {
+  it("signs every later attempt with the new secret at once, retries of older deliveries included", async () => {
+    w.receiver.reply("/rot", { status: 500 })
+    const e = await endpoint(w.receiver.url("/rot"))
+    engine = await startEngine(w.deps, { retrySchedule: "400ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    await waitFor(() => at(w.receiver, "/rot").length === 1, "first attempt")
+    const rotated = await rotateEndpointSecret(w.deps, ADMIN, { id: e.id })
+    expect(rotated.secret).toMatch(/^whsec_/)
+    expect(rotated.secret).not.toBe(e.secret)
+    w.receiver.reply("/rot", { status: 200 })
+    await waitFor(() => at(w.receiver, "/rot").length === 2, "the retry")
+    const [first, retry] = at(w.receiver, "/rot")
+    const sig = (r: typeof first) => String(r!.headers["service-signature"])
+    expect(() => Stripe.webhooks.constructEvent(first!.body, sig(first), e.secret)).not.toThrow()
+    expect(() => Stripe.webhooks.constructEvent(retry!.body, sig(retry), rotated.secret)).not.toThrow()
+    expect(() => Stripe.webhooks.constructEvent(retry!.body, sig(retry), e.secret)).toThrow()
+    const [log] = await w.db.sql`select 1 from service.activity where kind = 'endpoint.secret_rotated' and subject_id = ${e.id}`
+    expect(log).toBeDefined()
+  })
+})
+
+describe("410 Gone", () => {
+  it("deletes a subscription whose receiver answers 410, and sends it nothing more", async () => {
+    const keyId = await makeKey(w.db.sql, w.company.id)
+    w.receiver.reply("/gone", { status: 410 })
+    const { subscription } = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/gone"), event: "incident.created" })
+    engine = await startEngine(w.deps)
+    await insertIncident(w.db.sql, w.company.id)
+    await waitFor(async () => (await w.db.sql`select 1 from service.webhook_subscriptions where id = ${subscription.id}`).length === 0, "the deletion")
+    expect(at(w.receiver, "/gone")).toHaveLength(1) // no retry after 410
+    const [log] = await w.db.sql<{ details: { reason: string; keyId: string } }[]>`
+      select details from service.activity where kind = 'subscription.deleted' and subject_id = ${subscription.id}`
+    expect(log!.details.reason).toBe("the receiver answered 410 Gone")
+    expect(log!.details.keyId).toBe(keyId)
+    await insertIncident(w.db.sql, w.company.id)
+    await w.cap.settle()
+    await sleep(300)
+    expect(at(w.receiver, "/gone")).toHaveLength(1)
+  })
+})
+

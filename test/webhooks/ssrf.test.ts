@@ -1,0 +1,200 @@
+// No request into a private network: hostile addresses are refused when an endpoint or a
+// subscription is made and again before every delivery. A spy on tls.connect records every
+// connection and blocks any that is not to loopback, so a broken guard could never reach
+// another machine; the live receiver on 127.0.0.1 would show any loopback leak.
+import { createRequire } from "node:module"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { closeSenderConnections } from "../../src/delivery/sender.ts"
+import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import { createEndpoint } from "../../src/webhooks/endpoints.ts"
+import { WebhookError } from "../../src/webhooks/errors.ts"
+import { createHook } from "../../src/webhooks/hooks.ts"
+import { testEndpoint } from "../../src/webhooks/ping.ts"
+import { insertIncident } from "../support/app.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+
+type Connect = { host: string; port: number }
+const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")
+const realConnect = tls.connect
+const connects: Array<Connect> = []
+const blocked: Array<Connect> = []
+
+const dns = dnsTable({
+  localhost: ["127.0.0.1"],
+  "receiver.test": ["127.0.0.1"],
+  "internal.test": ["10.0.0.5"],
+  "metadata.google.internal": ["169.254.169.254"],
+  "mixed.test": ["93.184.216.34", "127.0.0.1"],
+  "v6loop.test": ["::1"],
+  "mapped.test": ["::ffff:10.0.0.1"],
+  "rebind.test": ["127.0.0.1"]
+})
+
+let w: World
+let keyId: string
+beforeAll(async () => {
+  tls.connect = ((options: { host?: string; port?: number }, ...rest: Array<unknown>) => {
+    const c = { host: String(options.host), port: Number(options.port) }
+    if (!/^127\.\d+\.\d+\.\d+$/.test(c.host)) {
+      blocked.push(c)
+      throw new Error(`test safety net: refused to connect to ${c.host}`)
+    }
+    connects.push(c)
+    return (realConnect as (...a: Array<unknown>) => unknown)(options, ...rest)
+  }) as typeof tls.connect
+  w = await startWorld({ lookup: dns.lookup })
+  keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
+})
+afterAll(async () => {
+  tls.connect = realConnect
+  await closeSenderConnections()
+  await w?.close()
+})
+beforeEach(async () => {
+  connects.length = 0
+  blocked.length = 0
+  await w.db.sql`delete from service.webhook_endpoints`
+})
+
+const failure = async (p: Promise<unknown>): Promise<WebhookError> => {
+  try {
+    await p
+  } catch (e) {
+    if (e instanceof WebhookError) return e
+    throw e
+  }
+  throw new Error("expected a WebhookError")
+}
+
+describe("at creation (production default: no allowed networks)", () => {
+  const p = () => w.receiver.port
+  // [what, url, what the refusal says]
+  const hostile: ReadonlyArray<readonly [string, () => string, RegExp]> = [
+    ["http:// to the live receiver", () => `http://127.0.0.1:${p()}/hook`, /only https/],
+    ["loopback", () => `https://127.0.0.1:${p()}/hook`, /loopback/],
+    ["decimal IPv4", () => `https://2130706433:${p()}/hook`, /127\.0\.0\.1 .*loopback/],
+    ["hex IPv4", () => `https://0x7f000001:${p()}/hook`, /loopback/],
+    ["octal IPv4", () => `https://0177.0.0.1:${p()}/hook`, /loopback/],
+    ["short IPv4", () => `https://127.1:${p()}/hook`, /loopback/],
+    ["mixed hex dotted", () => `https://0x7f.1:${p()}/hook`, /loopback/],
+    ["IPv6 loopback", () => `https://[::1]:${p()}/hook`, /loopback/],
+    ["IPv4-mapped loopback", () => `https://[::ffff:127.0.0.1]:${p()}/hook`, /loopback/],
+    ["IPv4-mapped loopback, hex", () => `https://[::ffff:7f00:1]:${p()}/hook`, /loopback/],
+    ["0.0.0.0", () => `https://0.0.0.0:${p()}/hook`, /not a public address/],
+    ["0", () => `https://0:${p()}/hook`, /not a public address/],
+    ["cloud metadata", () => "https://169.254.169.254/latest/meta-data/", /cloud metadata/],
+    ["AWS IPv6 metadata", () => "https://[fd00:ec2::254]/latest/meta-data/", /unique-local/],
+    ["IPv4-mapped metadata", () => "https://[::ffff:169.254.169.254]/", /IPv4-mapped form of 169\.254\.169\.254: cloud metadata/],
+    ["10/8", () => "https://10.0.0.1/", /private network/],
+    ["172.16/12", () => "https://172.16.5.4/", /private network/],
+    ["192.168/16", () => "https://192.168.1.1/", /private network/],
+    ["CGNAT", () => "https://100.64.0.1/", /carrier-grade NAT/],
+    ["IPv6 link-local", () => "https://[fe80::1]/", /link-local/],
+    ["IPv6 unique-local", () => "https://[fc00::1]/", /unique-local/],
+    ["multicast", () => "https://224.0.0.1/", /multicast/],
+    ["broadcast", () => "https://255.255.255.255/", /not a public address/],
+    ["reserved", () => "https://240.0.0.1/", /reserved/],
+    ["benchmarking", () => "https://198.18.0.1/", /benchmarking/],
+    ["documentation IPv6", () => "https://[2001:db8::1]/", /documentation/],
+    ["NAT64 of loopback", () => "https://[64:ff9b::7f00:1]/", /loopback/],
+    ["IPv6 unspecified", () => "https://[::]/", /unspecified/],
+    ["localhost", () => `https://localhost:${p()}/hook`, /localhost resolves to 127\.0\.0\.1 \(loopback\)/],
+    ["a name for the live receiver", () => `https://receiver.test:${p()}/hook`, /receiver\.test resolves to 127\.0\.0\.1/],
+    ["a name for a private address", () => "https://internal.test/", /internal\.test resolves to 10\.0\.0\.5 \(private network\)/],
+    ["a name for the metadata service", () => "https://metadata.google.internal/computeMetadata/v1/", /169\.254\.169\.254/],
+    ["a name with one public and one loopback address", () => "https://mixed.test/", /mixed\.test resolves to 127\.0\.0\.1/],
+    ["a name for IPv6 loopback", () => "https://v6loop.test/", /::1/],
+    ["a name for an IPv4-mapped private address", () => "https://mapped.test/", /10\.0\.0\.1/],
+    ["credentials in the URL", () => `https://user:pass@receiver.test:${p()}/hook`, /credentials/],
+    ["ftp://", () => "ftp://receiver.test/", /only https/],
+    ["file://", () => "file:///etc/passwd", /only https/],
+    ["javascript:", () => "javascript:alert(1)", /only https/],
+    ["an unresolvable name", () => "https://nowhere.test/", /does not resolve/]
+  ]
+  const strict = (): WebhookDeps => ({ ...w.deps, allowed: [] })
+
+  it(`has at least 30 hostile addresses (${hostile.length})`, () => expect(hostile.length).toBeGreaterThanOrEqual(30))
+
+  it.each(hostile)("refuses %s for an endpoint and for a subscription, reaching nothing", async (_, url, reason) => {
+    const e = await failure(createEndpoint(strict(), ADMIN, { companyId: w.company.id, name: "x", url: url(), events: ["incident.created"] }))
+    expect(e.status).toBe(400)
+    expect(e.message).toMatch(reason)
+    const s = await failure(createHook(strict(), { keyId, companyId: w.company.id }, { url: url(), event: "incident.created" }))
+    expect(s.status).toBe(400)
+    expect(s.message).toMatch(reason)
+    expect(connects).toEqual([])
+    expect(blocked).toEqual([])
+    expect(w.receiver.requests).toHaveLength(0)
+  })
+})
+
+describe("before every delivery", () => {
+  it("refuses a name that resolved to an allowed address at creation and to a private one at delivery", async () => {
+    dns.table["rebind.test"] = ["127.0.0.1"]
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "rebind", url: w.receiver.url("/rebind", "rebind.test"), events: ["incident.created"] })
+    const sub = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/rebind-sub", "rebind.test"), event: "incident.created" })
+    dns.table["rebind.test"] = ["10.0.0.7"]
+    const engine = await startEngine(w.deps, { retrySchedule: "1h" })
+    try {
+      await insertIncident(w.db.sql, w.company.id)
+      const ds = await waitFor(async () => {
+        const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id || d.subscription_id === sub.subscription.id)
+        return all.length === 2 && all.every((d) => d.attempts === 1) ? all : null
+      }, "the attempts")
+      for (const d of ds) {
+        const [a] = await attemptsOf(w.db.sql, d.id)
+        expect(a!.error_kind).toBe("refused")
+        expect(a!.error).toBe("refused: rebind.test resolves to 10.0.0.7 (private network)")
+      }
+      // The test ping is checked the same way.
+      dns.table["rebind.test"] = ["169.254.169.254"]
+      const ping = await testEndpoint(w.deps, ADMIN, { id: e.id })
+      expect(ping).toMatchObject({ ok: false, status: null, error: "refused: rebind.test resolves to 169.254.169.254 (cloud metadata)" })
+    } finally {
+      await engine.stop()
+      dns.table["rebind.test"] = ["127.0.0.1"]
+      await w.db.sql`delete from service.webhook_subscriptions`
+    }
+    expect(at(w.receiver, "/rebind")).toHaveLength(0)
+    expect(at(w.receiver, "/rebind-sub")).toHaveLength(0)
+    expect(connects).toEqual([])
+    expect(blocked).toEqual([])
+  })
+
+  it("refuses at delivery an address the running configuration does not allow", async () => {
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] })
+    const engine = await startEngine({ ...w.deps, allowed: [] }, { retrySchedule: "1h" })
+    try {
+      await insertIncident(w.db.sql, w.company.id)
+      const [d] = await waitFor(async () => {
+        const all = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === e.id && x.attempts === 1)
+        return all.length === 1 ? all : null
+      }, "the attempt")
+      expect(d!.last_error).toBe("refused: 127.0.0.1 is not a public address (loopback)")
+    } finally {
+      await engine.stop()
+    }
+    expect(at(w.receiver, "/loop")).toHaveLength(0)
+    expect(connects).toEqual([])
+  })
+
+  it("never follows a redirect, here to the metadata service", async () => {
+    w.receiver.reply("/redir", { redirect: "https://169.254.169.254/latest/meta-data/" })
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "redir", url: w.receiver.url("/redir"), events: ["incident.created"] })
+    const engine = await startEngine(w.deps, { retrySchedule: "1h" })
+    try {
+      await insertIncident(w.db.sql, w.company.id)
+      const [d] = await waitFor(async () => {
+        const all = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === e.id && x.attempts === 1)
+        return all.length === 1 ? all : null
+      }, "the attempt")
+      expect(d!.last_status).toBe(302)
+      expect(d!.last_error).toBe("redirect 302 to https://169.254.169.254/latest/meta-data/ (not followed)")
+    } finally {
+      await engine.stop()
+    }
+    expect(at(w.receiver, "/redir")).toHaveLength(1)
+    expect(connects.every((c) => c.host === "127.0.0.1")).toBe(true)
+    expect(blocked).toEqual([])
+  })
+})
