@@ -6,10 +6,12 @@ import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
 import { CaptureLive } from "./capture/Capture.ts"
 import { HttpConfig } from "./config.ts"
+import { DeliveryLive } from "./delivery/layer.ts"
 import * as Database from "./db/Database.ts"
 import { HealthRoutes } from "./http/health.ts"
 import { LoggingLive } from "./logging.ts"
 import { FirstStart } from "./seed/first-start.ts"
+import { WebhooksLive } from "./webhooks/service.ts"
 
 const Routes = Layer.mergeAll(HealthRoutes)
 
@@ -24,8 +26,11 @@ const HttpLive = Layer.unwrap(
 )
 
 // Built in this order (and torn down in reverse): database and migrations, demo data on a
-// first start (so it is bootstrapped, not sent as events), capture, then the HTTP server.
+// first start (so it is bootstrapped, not sent as events), capture, webhook delivery and
+// operations, then the HTTP server. So a stop closes HTTP first, then lets in-flight
+// deliveries finish, then stores capture's checkpoint.
 export const MainLive = HttpLive.pipe(
+  Layer.provideMerge(Layer.mergeAll(DeliveryLive, WebhooksLive)),
   Layer.provideMerge(CaptureLive),
   Layer.provideMerge(FirstStart),
   Layer.provideMerge(Database.layer),
