@@ -1,21 +1,12 @@
 // Shared bench plumbing: a throwaway embedded PostgreSQL and small statistics helpers.
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
+import { freePort } from "../test/support/net.ts"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { connect } from "../src/db/Database.ts"
 import { startEmbedded } from "../src/db/embedded.ts"
 import { migrate } from "../src/db/migrate.ts"
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer()
-    s.once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 
 /** A fresh embedded server (or BENCH_DATABASE_URL), migrated. */
 export const benchDatabase = async () => {

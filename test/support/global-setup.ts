@@ -1,27 +1,19 @@
 // One PostgreSQL for the whole run: embedded in a temporary directory on a free port, or the
 // server named by TEST_DATABASE_URL. Each test file then makes its own database on it.
 import { mkdtempSync, rmSync, chmodSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
 import { startEmbedded, type EmbeddedServer } from "../../src/db/embedded.ts"
+import { freePort } from "./net.ts"
+
+export { freePort }
 
 declare module "vitest" {
   export interface ProvidedContext {
     pgAdminUrl: string
   }
 }
-
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer()
-    s.once("error", reject)
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 
 let server: EmbeddedServer | undefined
 let dir: string | undefined
