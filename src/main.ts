@@ -4,6 +4,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { createServer } from "node:http"
+import { ApiRoutes } from "./api/index.ts"
 import { CaptureLive } from "./capture/Capture.ts"
 import { HttpConfig } from "./config.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
@@ -13,7 +14,7 @@ import { LoggingLive } from "./logging.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
 
-const Routes = Layer.mergeAll(HealthRoutes)
+const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes)
 
 const HttpLive = Layer.unwrap(
   Effect.gen(function* () {

@@ -1,0 +1,4 @@
+// The admin CLI's command groups. Each module exports one top-level command; adding a
+// group is one line here (e.g. `export { webhooks } from "./webhooks.ts"`).
+export { keys } from "./keys.ts"
+export { tokens } from "./tokens.ts"

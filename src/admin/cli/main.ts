@@ -1,0 +1,49 @@
+// The admin CLI: `npm run admin -- <command>`. Commands come from commands/index.ts.
+// stdout carries only the answer (one JSON value with --json); help asked for goes to
+// stdout too. Mistakes in the command line go to stderr with exit code 2; a refused or
+// failed operation goes to stderr with exit code 1.
+import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
+import { CliError, CliOutput, Command } from "effect/cli"
+import { AdminError } from "../errors.ts"
+import * as Commands from "./commands/index.ts"
+
+export const PROGRAM = "npm run admin --"
+
+export const AdminCommand = Command.make("admin").pipe(
+  Command.withDescription("Administer the Safety Records Service: API keys, admin tokens and more. Every command accepts --as <admin e-mail> and --json."),
+  Command.withSubcommands(Object.values(Commands))
+)
+
+/** Usage mistakes on stderr, briefly, with where to find help. */
+const Presenter = CliOutput.layerPresenter({
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Effect.gen(function* () {
+          const formatter = yield* CliOutput.Formatter
+          const path = event.commandPath.slice(1).join(" ")
+          yield* Console.error(formatter.formatErrors(event.errors).trim())
+          yield* Console.error(`\nSee: ${PROGRAM} ${path === "" ? "" : path + " "}--help`)
+        })
+      : CliOutput.defaultPresenter.present(event)
+})
+
+const Plain = CliOutput.layer(CliOutput.defaultFormatter({ colors: false }))
+
+/** Runs the CLI on these arguments; resolves to the process exit code. */
+export const runAdminCli = (args: ReadonlyArray<string>) =>
+  Command.runWith(AdminCommand, { version: "1.0.0" })(args).pipe(
+    Effect.provide(Layer.mergeAll(Presenter, Plain)),
+    Effect.exit,
+    Effect.flatMap((exit) => {
+      if (Exit.isSuccess(exit)) return Effect.succeed(0)
+      const failure = Cause.findErrorOption(exit.cause)
+      if (Option.isSome(failure)) {
+        const error = failure.value
+        if (error instanceof AdminError) return Effect.as(Console.error(`error: ${error.message}`), 1)
+        if (CliError.isCliError(error)) return Effect.succeed(2) // already presented
+        return Effect.as(Console.error(`error: ${error instanceof Error ? error.message : String(error)}`), 1)
+      }
+      if (Cause.hasInterruptsOnly(exit.cause)) return Effect.succeed(130)
+      return Effect.as(Console.error(`error: ${Cause.pretty(exit.cause)}`), 1)
+    })
+  )

@@ -1,0 +1,23 @@
+// The admin HTTP API's routes, its OpenAPI document and docs page.
+import { Layer } from "effect"
+import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { routesOf, type KnownRoute } from "../../api/fallback.ts"
+import { ADMIN_DOCS_PATH, ADMIN_OPENAPI_PATH, AdminApi } from "./definition.ts"
+import { AdminAuthLive, AdminRequestErrorsLive, AdminRootHandlers, KeysHandlers, TokensHandlers } from "./handlers.ts"
+
+export { AdminApi } from "./definition.ts"
+
+/** The admin routes; they require Database. */
+export const AdminRoutesFor = Layer.mergeAll(
+  HttpApiBuilder.layer(AdminApi, { openapiPath: ADMIN_OPENAPI_PATH }).pipe(
+    Layer.provide([AdminRootHandlers, KeysHandlers, TokensHandlers]),
+    Layer.provide([AdminAuthLive, AdminRequestErrorsLive])
+  ),
+  HttpApiScalar.layer(AdminApi, { path: ADMIN_DOCS_PATH })
+)
+
+export const adminKnownRoutes: ReadonlyArray<KnownRoute> = [
+  ...routesOf(AdminApi),
+  { method: "GET", path: ADMIN_OPENAPI_PATH },
+  { method: "GET", path: ADMIN_DOCS_PATH }
+]

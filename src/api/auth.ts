@@ -1,0 +1,78 @@
+// The middleware on every /api/v1 endpoint: the bearer key (401), the rate limit (429), the
+// company, scopes and modules (403), and the IETF RateLimit fields on every answer. The key
+// is resolved from memory when it can be (keys.ts); the statement that reads the data then
+// confirms it (key-check.ts), so this adds no database round trip to a served request.
+import { Effect, Layer, Redacted } from "effect"
+import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { isResource } from "../domain/resources.ts"
+import { CurrentKey } from "./current-key.ts"
+import { ApiKeyAuth } from "./definition.ts"
+import { errorResponse } from "./errors.ts"
+import { currentKeyOf, KeyDirectory } from "./keys.ts"
+import { RateLimiter, type RateDecision } from "./rate-limit.ts"
+import { ApiSettings } from "./settings.ts"
+import { UsageRecorder } from "./usage.ts"
+
+/** The Host header's host name, lower case, without port or trailing dot. */
+export const hostOf = (header: string | undefined): string | undefined => {
+  if (header === undefined || header === "") return undefined
+  let host = header.trim().toLowerCase()
+  if (host.startsWith("[")) {
+    const end = host.indexOf("]")
+    host = end > 0 ? host.slice(0, end + 1) : host
+  } else {
+    const colon = host.indexOf(":")
+    if (colon >= 0) host = host.slice(0, colon)
+  }
+  if (host.endsWith(".")) host = host.slice(0, -1)
+  return host === "" ? undefined : host
+}
+
+/** IETF RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers). */
+export const rateLimitPolicy = (limit: number, windowSeconds: number) => `"default";q=${limit};w=${windowSeconds}`
+export const rateLimitHeaders = (rate: RateDecision): Record<string, string> => ({
+  "ratelimit-policy": rateLimitPolicy(rate.limit, rate.windowSeconds),
+  ratelimit: `"default";r=${rate.remaining};t=${rate.reset}`
+})
+
+export const UNAUTHORIZED_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
+
+export const ApiKeyAuthLive = Layer.effect(
+  ApiKeyAuth,
+  Effect.gen(function* () {
+    const directory = yield* KeyDirectory
+    const limiter = yield* RateLimiter
+    const usage = yield* UsageRecorder
+    const settings = yield* ApiSettings
+    const policyOnly = { "ratelimit-policy": rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds) }
+
+    return ApiKeyAuth.of({
+      apiKey: (httpEffect, { credential, group }) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const host = hostOf(request.headers.host)
+          const resource = isResource(group.identifier) ? group.identifier : undefined
+          const lookup = yield* directory.resolve(Redacted.value(credential), host, resource)
+          if (lookup._tag === "Refused" && lookup.refusal.status === 401) {
+            return errorResponse(401, lookup.refusal.message, { ...policyOnly, ...UNAUTHORIZED_HEADERS })
+          }
+          const entry = lookup.entry!
+          usage.record(entry.keyId)
+          const rate = yield* limiter.take(entry.keyId)
+          const headers = rateLimitHeaders(rate)
+          if (!rate.allowed) {
+            return errorResponse(
+              429,
+              `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`,
+              { ...headers, "retry-after": String(rate.reset) }
+            )
+          }
+          if (lookup._tag === "Refused") return errorResponse(lookup.refusal.status, lookup.refusal.message, headers)
+          yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+            Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+          )
+          return yield* Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host))
+        })
+    })
+  })
+)

@@ -1,0 +1,82 @@
+// Keyset cursors: opaque to clients, tamper-evident, and bound to the list they came from.
+// A cursor carries the position of the last record of a page (its createdAt with
+// microseconds and its id) and an HMAC over that position and the list's identity
+// (company, resource and filters). A changed byte, or the same cursor on another list,
+// fails the check. Pure: the key is passed in.
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
+
+export interface CursorPosition {
+  /** created_at exactly as PostgreSQL writes it as text (microseconds and offset included). */
+  readonly createdAt: string
+  readonly id: string
+}
+
+/** What a cursor is bound to: the same values give the same binding. */
+export interface CursorBinding {
+  readonly companyId: string
+  readonly resource: string
+  readonly filters: Readonly<Record<string, string | undefined>>
+}
+
+export type CursorError = "malformed" | "tampered" | "other-list"
+
+const VERSION = "1"
+const MAC_BYTES = 16
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}(:\d{2}){0,2})$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** The signing key (a KeyObject: HMAC with a raw buffer key is several times slower). */
+export type CursorKey = KeyObject
+export const cursorKey = (secret: Uint8Array): CursorKey => createSecretKey(secret)
+
+const digests = new WeakMap<CursorKey, Map<string, string>>()
+
+/** A short, stable digest of the binding, stored in the cursor to tell "other list" from "tampered". */
+const bindingDigest = (key: CursorKey, binding: CursorBinding): string => {
+  const filters = Object.keys(binding.filters)
+    .sort()
+    .filter((k) => binding.filters[k] !== undefined)
+    .map((k) => [k, binding.filters[k]])
+  const text = JSON.stringify(["binding", binding.companyId, binding.resource, filters])
+  let cache = digests.get(key)
+  if (cache === undefined) digests.set(key, (cache = new Map()))
+  let digest = cache.get(text)
+  if (digest === undefined) {
+    digest = createHmac("sha256", key).update(text).digest("base64url").slice(0, 8)
+    if (cache.size >= 10_000) cache.clear()
+    cache.set(text, digest)
+  }
+  return digest
+}
+
+const mac = (key: CursorKey, payload: string): Buffer =>
+  createHmac("sha256", key).update(payload).digest().subarray(0, MAC_BYTES)
+
+export const encodeCursor = (key: CursorKey, binding: CursorBinding, position: CursorPosition): string => {
+  const payload = `${VERSION}|${bindingDigest(key, binding)}|${position.createdAt}|${position.id}`
+  return `${Buffer.from(payload).toString("base64url")}.${mac(key, payload).toString("base64url")}`
+}
+
+export const decodeCursor = (
+  key: CursorKey,
+  binding: CursorBinding,
+  cursor: string
+): { readonly position: CursorPosition } | { readonly error: CursorError } => {
+  const dot = cursor.indexOf(".")
+  if (dot <= 0 || cursor.length > 512 || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(cursor)) return { error: "malformed" }
+  const payload = Buffer.from(cursor.slice(0, dot), "base64url").toString("utf8")
+  const given = Buffer.from(cursor.slice(dot + 1), "base64url")
+  const expected = mac(key, payload)
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { error: "tampered" }
+  const [version, digest, createdAt, id, ...rest] = payload.split("|")
+  if (version !== VERSION || rest.length > 0 || createdAt === undefined || id === undefined) return { error: "malformed" }
+  if (!TIMESTAMP.test(createdAt) || !UUID.test(id)) return { error: "malformed" }
+  if (digest !== bindingDigest(key, binding)) return { error: "other-list" }
+  return { position: { createdAt, id } }
+}
+
+export const CURSOR_ERROR_MESSAGES: Readonly<Record<CursorError, string>> = {
+  malformed: "cursor is not a cursor this API issued; pass the nextCursor of the previous page unchanged",
+  tampered: "cursor is invalid (it was changed or issued by another server); pass the nextCursor of the previous page unchanged",
+  "other-list": "cursor belongs to another list: use it with the same resource and filters (createdAfter, createdBefore, name, status) as the page it came from"
+}

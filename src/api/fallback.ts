@@ -1,0 +1,92 @@
+// Answers for what no handler answers, in the API's error shape: an unknown path (404), a
+// method a path does not take (405 with Allow), a request that cannot be read, and an
+// unexpected failure (500). Installed as a global router middleware, so it covers every path.
+import { Cause, Effect } from "effect"
+import { HttpRouter, HttpServerError } from "effect/http"
+import { HttpApi, type HttpApiGroup } from "effect/http-api"
+import { errorResponse } from "./errors.ts"
+
+export interface KnownRoute {
+  readonly method: string
+  /** Router syntax: /api/v1/incidents/:id */
+  readonly path: string
+}
+
+/** The routes of an HttpApi, for working out which methods a path takes. */
+export const routesOf = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): ReadonlyArray<KnownRoute> => {
+  const routes: Array<KnownRoute> = []
+  HttpApi.reflect(api as unknown as HttpApi.Top, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => routes.push({ method: endpoint.method, path: endpoint.path })
+  })
+  return routes
+}
+
+const toRegExp = (path: string) =>
+  new RegExp("^" + path.split("/").map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/") + "$")
+
+/** Methods that a path takes (GET implies HEAD), in a stable order; empty for an unknown path. */
+export const allowedMethods = (routes: ReadonlyArray<{ readonly method: string; readonly re: RegExp }>, path: string) => {
+  const methods = new Set<string>()
+  for (const r of routes) if (r.re.test(path)) methods.add(r.method)
+  if (methods.has("GET")) methods.add("HEAD")
+  const order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+  return [...methods].sort((a, b) => order.indexOf(a) - order.indexOf(b))
+}
+
+const pathOf = (url: string) => {
+  const q = url.search(/[?#]/)
+  const path = q >= 0 ? url.slice(0, q) : url
+  try {
+    return decodeURI(path)
+  } catch {
+    return path
+  }
+}
+
+const isRouteNotFound = (u: unknown): u is HttpServerError.HttpServerError =>
+  HttpServerError.isHttpServerError(u) && u.reason._tag === "RouteNotFound"
+
+const STATUS_MESSAGES: Readonly<Record<number, string>> = {
+  400: "the request could not be read",
+  413: "the request body is too large",
+  415: "unsupported content type",
+  499: "client closed the request",
+  503: "the service is shutting down"
+}
+
+export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
+  const routes = known.map((r) => ({ method: r.method, re: toRegExp(r.path) }))
+  return HttpRouter.middleware(
+    (httpEffect) =>
+      Effect.catchCause(httpEffect, (cause) => {
+        const failure = cause.reasons.find((r) => r._tag === "Fail")
+        if (failure !== undefined && isRouteNotFound(failure.error)) {
+          const request = failure.error.request
+          const path = pathOf(request.url)
+          const allow = allowedMethods(routes, path)
+          if (allow.length > 0) {
+            return Effect.succeed(
+              errorResponse(405, `${request.method} is not allowed on ${path}; it takes ${allow.join(", ")}`, {
+                allow: allow.join(", ")
+              })
+            )
+          }
+          return Effect.succeed(errorResponse(404, `no such path: ${path}`))
+        }
+        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+        return Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => {
+          if (response.status < 500 && response.body._tag !== "Empty") return Effect.succeed(response)
+          const message = STATUS_MESSAGES[response.status] ?? (response.status >= 500 ? "internal error" : "request failed")
+          const answer = errorResponse(response.status, message, response.headers)
+          return response.status >= 500
+            ? Effect.as(Effect.logError("request failed", Cause.pretty(cause)), answer)
+            : Effect.succeed(answer)
+        })
+        // It handles every failure, but router middleware must keep the "unhandled" error type.
+      }) as typeof httpEffect,
+    { global: true }
+  )
+}

@@ -1,0 +1,35 @@
+// The exact check that makes remembered keys safe: every statement that serves a request
+// starts from the key's row and its company and yields a state; data is read only when
+// the state is ok. Revocation, expiry, the Host binding, the company's API and tier and
+// the module are thus decided by the database in the same round trip as the data.
+import type postgres from "postgres"
+import type { Resource } from "../domain/resources.ts"
+
+export type KeyState = "ok" | "unknown" | "revoked" | "expired" | "host" | "company" | "module"
+
+/**
+ * A relation `s` with the column `state` (and the key's and company's columns prefixed k_
+ * and c_), for the request's key, Host and resource: one row, or none if the key's row is
+ * gone (keys are revoked, never deleted, so that is "unknown").
+ */
+export const keyStateRelation = (
+  sql: postgres.Sql,
+  keyId: string,
+  host: string | undefined,
+  resource: Resource | undefined
+) => sql`(
+  select case
+           when k.revoked_at is not null then 'revoked'
+           when k.expires_at is not null and k.expires_at <= now() then 'expired'
+           when exists (select 1 from service.companies h where lower(h.host) = ${host ?? null}::text and h.id <> k.company_id) then 'host'
+           when c.id is null or not c.api_enabled or c.tier <> 'company' then 'company'
+           when ${resource ?? null}::text is not null and not (${resource ?? null}::text = any(c.modules)) then 'module'
+           else 'ok'
+         end as state,
+         k.name as k_name, k.expires_at as k_expires_at, k.webhooks as k_webhooks, k.scopes as k_scopes,
+         c.name as c_name, c.modules as c_modules
+    from service.api_keys k
+    left join service.companies c on c.id = k.company_id
+   where k.id = ${keyId}::uuid
+  offset 0 -- computed once, not once per record row
+) s`

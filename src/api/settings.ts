@@ -1,0 +1,50 @@
+// The API's own settings, their environment variables and defaults. Tests and the bench
+// build the routes with explicit values (makeApiRoutes); the service reads them from the
+// environment.
+import { Config, Context, Duration, Effect, Layer } from "effect"
+
+export interface ApiSettingsShape {
+  /** Requests admitted per key within the window (spec 8: 120 per minute). */
+  readonly rateLimit: number
+  /** The rate-limit window in seconds (60). */
+  readonly rateWindowSeconds: number
+  /** How often each process writes its keys' last use and request counts. */
+  readonly usageFlushMillis: number
+  /** Connections of the read API's own pool. */
+  readonly poolSize: number
+}
+
+export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
+  rateLimit: 120,
+  rateWindowSeconds: 60,
+  usageFlushMillis: 5_000,
+  poolSize: 10
+}
+
+export const ApiSettingsConfig = Config.all({
+  rateLimit: Config.Int("API_RATE_LIMIT").pipe(Config.withDefault(DEFAULT_API_SETTINGS.rateLimit)),
+  rateWindowSeconds: Config.Int("API_RATE_WINDOW_SECONDS").pipe(Config.withDefault(DEFAULT_API_SETTINGS.rateWindowSeconds)),
+  usageFlush: Config.Duration("API_USAGE_FLUSH").pipe(Config.withDefault(Duration.millis(DEFAULT_API_SETTINGS.usageFlushMillis))),
+  poolSize: Config.Int("API_DATABASE_POOL_SIZE").pipe(Config.withDefault(DEFAULT_API_SETTINGS.poolSize))
+})
+
+export class ApiSettings extends Context.Service<ApiSettings, ApiSettingsShape>()("service/api/ApiSettings") {
+  static readonly fromEnv = Layer.effect(
+    ApiSettings,
+    Effect.gen(function* () {
+      const c = yield* ApiSettingsConfig
+      if (c.rateLimit < 1) return yield* Effect.die(new Error("API_RATE_LIMIT must be at least 1"))
+      if (c.rateWindowSeconds < 1 || c.rateWindowSeconds > 3600) {
+        return yield* Effect.die(new Error("API_RATE_WINDOW_SECONDS must be from 1 to 3600"))
+      }
+      return {
+        rateLimit: c.rateLimit,
+        rateWindowSeconds: c.rateWindowSeconds,
+        usageFlushMillis: Duration.toMillis(c.usageFlush),
+        poolSize: c.poolSize
+      }
+    })
+  )
+  static readonly layer = (settings: Partial<ApiSettingsShape>) =>
+    Layer.succeed(ApiSettings, { ...DEFAULT_API_SETTINGS, ...settings })
+}

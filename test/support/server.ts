@@ -1,0 +1,46 @@
+// The real HTTP server with the real routes (read API, docs, admin API) on a free
+// port, against a test database. Several servers may share one database, as several
+// service processes would: each has its own connection pool and its own usage counters.
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Exit, Layer, References, Scope } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { createServer } from "node:http"
+import { makeApiRoutes, type ApiSettingsShape } from "../../src/api/index.ts"
+import { connect, Database } from "../../src/db/Database.ts"
+
+export interface TestServer {
+  readonly url: string
+  readonly port: number
+  /** Stops the server (flushing key usage, as at shutdown). */
+  readonly close: () => Promise<void>
+}
+
+export const databaseLayer = (url: string, poolSize = 10) =>
+  Layer.effect(
+    Database,
+    Effect.acquireRelease(
+      Effect.sync(() => connect(url, poolSize)),
+      (sql) => Effect.promise(() => sql.end({ timeout: 2 }))
+    ).pipe(Effect.map((sql) => ({ sql, url, embedded: false })))
+  )
+
+export const startServer = async (
+  databaseUrl: string,
+  settings: Partial<ApiSettingsShape> = {},
+  options: { readonly poolSize?: number } = {}
+): Promise<TestServer> => {
+  const ServerLive = HttpRouter.serve(makeApiRoutes(settings), { disableLogger: true }).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+    Layer.provide(databaseLayer(databaseUrl, options.poolSize)),
+    Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error"))
+  )
+  const scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(Layer.buildWithScope(ServerLive, scope))
+  const address = Context.get(context, HttpServer.HttpServer).address
+  if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    port: address.port,
+    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
