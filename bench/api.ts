@@ -28,6 +28,7 @@ import { makeApiRoutes } from "../src/api/index.ts"
 import { connect, Database } from "../src/db/Database.ts"
 import { startEmbedded } from "../src/db/embedded.ts"
 import { migrate } from "../src/db/migrate.ts"
+import { makeWebhooks, Webhooks } from "../src/webhooks/service.ts"
 import { shape, viewMeta } from "../src/domain/records/index.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
 import { freePort } from "../test/support/net.ts"
@@ -50,7 +51,10 @@ const serveService = async (url: string, port: number) => {
       Effect.map((sql) => ({ sql, url, embedded: false }))
     )
   )
+  // The webhook operations (/api/v1/hooks) are not measured here: a throwaway secrets key.
+  const WebhooksBench = Layer.effect(Webhooks, Effect.map(Database, ({ sql }) => makeWebhooks({ sql, secretsKey: randomBytes(32), allowed: [] })))
   const Server = HttpRouter.serve(makeApiRoutes({ rateLimit: 1_000_000_000 }), { disableLogger: true }).pipe(
+    Layer.provide(WebhooksBench),
     Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),
     Layer.provide(DatabaseLive),
     Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error"))

@@ -11,6 +11,7 @@ import { EVENT_KINDS } from "../domain/event-kinds.ts"
 import { RESOURCE_INFO, RESOURCES, type Resource } from "../domain/resources.ts"
 import { CurrentKey } from "./current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "./errors.ts"
+import { HooksGroup } from "./hooks.ts"
 import { BASE_QUERY, NAME_QUERY, STATUS_QUERY } from "./query.ts"
 import { RECORD_SCHEMAS } from "./records.ts"
 
@@ -160,7 +161,7 @@ export class ServiceApi extends HttpApi.make("service")
     RiskAssessmentsGroup,
     SubcontractorsGroup
   )
-  // .add(HooksGroup)   <- webhooks: POST/GET /api/v1/hooks, GET/DELETE /api/v1/hooks/{id}
+  .add(HooksGroup) // webhooks: POST/GET /api/v1/hooks, GET/DELETE /api/v1/hooks/{id}
   // .add(EventsGroup)  <- GET /api/v1/events
   .middleware(RequestErrors)
   .middleware(ApiKeyAuth)

@@ -1,6 +1,7 @@
 // Everything this part of the service serves: the read API (/api/v1/**), its OpenAPI
 // document and docs page, the admin API (/admin/v1/**), and JSON answers for unknown paths
-// and methods. Requires Database; every other service is provided here.
+// and methods. Requires Database and Webhooks (src/webhooks/service.ts: WebhooksLive in
+// src/main.ts); every other service is provided here.
 import { Layer } from "effect"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { AdminRoutesFor, adminKnownRoutes } from "../admin/http/index.ts"
@@ -8,6 +9,7 @@ import { ApiKeyAuthLive } from "./auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./definition.ts"
 import { fallbackLayer, routesOf } from "./fallback.ts"
 import { ResourceHandlers, RootHandlers } from "./handlers.ts"
+import { HooksHandlers } from "./hooks-handlers.ts"
 import { KeyDirectory } from "./keys.ts"
 import { ApiPool } from "./pool.ts"
 import { RequestErrorsLive } from "./request-errors.ts"
@@ -28,6 +30,7 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   )
   const ServiceRoutes = HttpApiBuilder.layer(ServiceApi, { openapiPath: OPENAPI_PATH }).pipe(
     Layer.provide([RootHandlers, ResourceHandlers]),
+    Layer.provide(HooksHandlers),
     Layer.provide([ApiKeyAuthLive, RequestErrorsLive])
   )
   const Docs = HttpApiScalar.layer(ServiceApi, { path: DOCS_PATH })

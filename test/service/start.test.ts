@@ -17,7 +17,13 @@ const run = (env: Record<string, string>) => {
   let output = ""
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  // A stop that takes longer than its deadline fails with what the process printed.
+  const exited = (ms = 40_000) =>
+    Promise.race([
+      exit,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${output.slice(-4000)}`)), ms))
+    ])
   return { child, exited, output: () => output }
 }
 
@@ -25,7 +31,7 @@ const waitFor = async (url: string, ms: number) => {
   const deadline = Date.now() + ms
   for (;;) {
     try {
-      const r = await fetch(url)
+      const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
       if (r.ok) return r
     } catch {
       // not up yet
@@ -65,7 +71,7 @@ describe("npm start", () => {
     expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(true)
 
     first.child.kill("SIGTERM")
-    expect(await first.exited).toBe(0)
+    expect(await first.exited()).toBe(0)
     // The embedded server stopped with it: nothing left running.
     expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(false)
     expect(first.output()).toContain("embedded PostgreSQL stopped")
@@ -76,7 +82,7 @@ describe("npm start", () => {
     expect(second.output()).not.toContain("demo data loaded")
     expect(second.output()).not.toContain("initial views built")
     second.child.kill("SIGINT")
-    expect(await second.exited).toBe(0)
+    expect(await second.exited()).toBe(0)
   })
 
   it("refuses a server without logical replication, saying what to change", { timeout: 60_000 }, async () => {
@@ -85,7 +91,7 @@ describe("npm start", () => {
     try {
       const r = run({ DATABASE_URL: server.url, PORT: String(await freePort()) })
       children.push(r.child)
-      const code = await r.exited
+      const code = await r.exited()
       expect(code).not.toBe(0)
       expect(r.output()).toContain("wal_level=logical")
       expect(r.output()).toContain("ALTER SYSTEM SET wal_level = logical")

@@ -7,6 +7,10 @@ import { HttpRouter, HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import { makeApiRoutes, type ApiSettingsShape } from "../../src/api/index.ts"
 import { connect, Database } from "../../src/db/Database.ts"
+import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
+import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
+import { randomBytes } from "node:crypto"
 
 export interface TestServer {
   readonly url: string
@@ -24,12 +28,27 @@ export const databaseLayer = (url: string, poolSize = 10) =>
     ).pipe(Effect.map((sql) => ({ sql, url, embedded: false })))
   )
 
+/** The webhook operations over the test database: a fresh secrets key, WEBHOOK_ALLOWED_NETWORKS from the environment. */
+export const webhooksTestLayer = (overrides: Partial<Omit<WebhookDeps, "sql">> = {}) =>
+  Layer.effect(
+    Webhooks,
+    Effect.map(Database, ({ sql }) =>
+      makeWebhooks({
+        sql,
+        secretsKey: randomBytes(32),
+        allowed: parseAllowedNetworksOrThrow(process.env.WEBHOOK_ALLOWED_NETWORKS ?? ""),
+        ...overrides
+      })
+    )
+  )
+
 export const startServer = async (
   databaseUrl: string,
   settings: Partial<ApiSettingsShape> = {},
-  options: { readonly poolSize?: number } = {}
+  options: { readonly poolSize?: number; readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
 ): Promise<TestServer> => {
   const ServerLive = HttpRouter.serve(makeApiRoutes(settings), { disableLogger: true }).pipe(
+    Layer.provide(webhooksTestLayer(options.webhooks)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(databaseLayer(databaseUrl, options.poolSize)),
     Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error"))

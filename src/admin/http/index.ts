@@ -4,13 +4,15 @@ import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { routesOf, type KnownRoute } from "../../api/fallback.ts"
 import { ADMIN_DOCS_PATH, ADMIN_OPENAPI_PATH, AdminApi } from "./definition.ts"
 import { AdminAuthLive, AdminRequestErrorsLive, AdminRootHandlers, KeysHandlers, TokensHandlers } from "./handlers.ts"
+import { WebhooksHandlers } from "./webhooks-handlers.ts"
 
 export { AdminApi } from "./definition.ts"
 
-/** The admin routes; they require Database. */
+/** The admin routes; they require Database and Webhooks. */
 export const AdminRoutesFor = Layer.mergeAll(
   HttpApiBuilder.layer(AdminApi, { openapiPath: ADMIN_OPENAPI_PATH }).pipe(
     Layer.provide([AdminRootHandlers, KeysHandlers, TokensHandlers]),
+    Layer.provide(WebhooksHandlers),
     Layer.provide([AdminAuthLive, AdminRequestErrorsLive])
   ),
   HttpApiScalar.layer(AdminApi, { path: ADMIN_DOCS_PATH })

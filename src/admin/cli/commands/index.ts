@@ -2,3 +2,4 @@
 // group is one line here (e.g. `export { webhooks } from "./webhooks.ts"`).
 export { keys } from "./keys.ts"
 export { tokens } from "./tokens.ts"
+export { activity, deliveries, endpoints, subscriptions } from "./webhooks.ts"

@@ -1,0 +1,85 @@
+// /api/v1/hooks: a key subscribes itself to events (spec 4.1 and its six rules, records of
+// spec 2.4). The group is declared here and added to ServiceApi in definition.ts, behind the
+// same authentication and rate limit as every other group; the handlers are in
+// hooks-handlers.ts (they need ServiceApi, which imports this file).
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { EVENT_KINDS } from "../domain/event-kinds.ts"
+import type { WebhookError } from "../webhooks/errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound } from "./errors.ts"
+
+const HOOKS_PATH = "/api/v1/hooks"
+
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })
+
+const recordFields = {
+  id: Schema.String,
+  name: Schema.String.annotate({ description: "Equals the event name" }),
+  url: Schema.String.annotate({ description: "The https:// address the events are sent to" }),
+  event: Schema.String.annotate({ description: `One of: ${EVENT_KINDS.join(", ")}` }),
+  active: Schema.Boolean,
+  createdAt: Timestamp
+}
+
+/** Spec 2.4, as GET answers it: never the secret. */
+export const HookRecord = Schema.Struct(recordFields).annotate({ identifier: "HookSubscription" })
+
+/** Spec 2.4, as subscribing answers it: with the key's signing secret. */
+export const CreatedHookRecord = Schema.Struct({
+  ...recordFields,
+  secret: Schema.String.annotate({ description: "The key's signing secret (whsec_...); every subscription of the key shares it. Returned on subscribing only." })
+}).annotate({ identifier: "HookSubscriptionWithSecret" })
+
+export const CreateHook = Schema.Struct({
+  url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
+  event: Schema.String.annotate({ description: `An event about records the key can read: ${EVENT_KINDS.join(", ")}` })
+}).annotate({ identifier: "CreateHook" })
+
+export const HookList = Schema.Struct({
+  data: Schema.Array(HookRecord).annotate({ description: "The key's subscriptions, newest first" }),
+  events: Schema.Array(Schema.String).annotate({ description: "The events the key may subscribe to: those about records it can read now" })
+}).annotate({ identifier: "HookList" })
+
+const IdParam = { id: Schema.String }
+
+export class HooksGroup extends HttpApiGroup.make("hooks")
+  .add(
+    HttpApiEndpoint.post("create", HOOKS_PATH, {
+      payload: CreateHook,
+      success: [
+        CreatedHookRecord.pipe(HttpApiSchema.status(201)),
+        CreatedHookRecord.pipe(HttpApiSchema.status(200)).annotate({ description: "The key already had this url and event: that subscription" })
+      ],
+      error: [BadRequest, Forbidden, Conflict]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "Subscribe to an event",
+        description:
+          "Needs a key with the webhooks permission. 201 with the new subscription and the key's signing secret; 200 with the existing one when the key already subscribed this url to this event. A key holds at most 50 subscriptions (409 beyond)."
+      })
+    ),
+    HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: Forbidden }).annotateMerge(
+      OpenApi.annotations({ summary: "This key's subscriptions and the events it may subscribe to" })
+    ),
+    HttpApiEndpoint.get("get", `${HOOKS_PATH}/:id`, { params: IdParam, success: HookRecord, error: [Forbidden, NotFound] }).annotateMerge(
+      OpenApi.annotations({ summary: "One subscription of this key (never the secret)" })
+    ),
+    HttpApiEndpoint.delete("delete", `${HOOKS_PATH}/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [Forbidden, NotFound] }).annotateMerge(
+      OpenApi.annotations({ summary: "Unsubscribe" })
+    )
+  )
+  .annotateMerge(OpenApi.annotations({ description: "Webhook subscriptions made by the key itself" })) {}
+
+/** A WebhookError as the API error of the same status; every body is {"error": message}. */
+export const hookErrorToHttp = (e: WebhookError): BadRequest | Forbidden | NotFound | Conflict => {
+  switch (e.status) {
+    case 403:
+      return new Forbidden({ error: e.message })
+    case 404:
+      return new NotFound({ error: e.message })
+    case 409:
+      return new Conflict({ error: e.message })
+    default:
+      return new BadRequest({ error: e.message })
+  }
+}
