@@ -11,10 +11,12 @@ import { DeliveryLive } from "./delivery/layer.ts"
 import * as Database from "./db/Database.ts"
 import { HealthRoutes } from "./http/health.ts"
 import { LoggingLive } from "./logging.ts"
+import { ObservabilityRoutes } from "./observability/http.ts"
+import { MetricsLive } from "./observability/metrics.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
 
-const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes)
+const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes)
 
 const HttpLive = Layer.unwrap(
   Effect.gen(function* () {
@@ -35,6 +37,7 @@ export const MainLive = HttpLive.pipe(
   Layer.provideMerge(CaptureLive),
   Layer.provideMerge(FirstStart),
   Layer.provideMerge(Database.layer),
+  Layer.provideMerge(MetricsLive),
   Layer.provide(LoggingLive)
 )
 

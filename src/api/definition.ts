@@ -12,6 +12,7 @@ import { RESOURCE_INFO, RESOURCES, type Resource } from "../domain/resources.ts"
 import { CurrentKey } from "./current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "./errors.ts"
 import { HooksGroup } from "./hooks.ts"
+import { EventsGroup } from "../operations/events-api.ts"
 import { BASE_QUERY, NAME_QUERY, STATUS_QUERY } from "./query.ts"
 import { RECORD_SCHEMAS } from "./records.ts"
 
@@ -162,7 +163,7 @@ export class ServiceApi extends HttpApi.make("service")
     SubcontractorsGroup
   )
   .add(HooksGroup) // webhooks: POST/GET /api/v1/hooks, GET/DELETE /api/v1/hooks/{id}
-  // .add(EventsGroup)  <- GET /api/v1/events
+  .add(EventsGroup) // GET /api/v1/events, GET /api/v1/events/{id}
   .middleware(RequestErrors)
   .middleware(ApiKeyAuth)
   .annotate(HttpApi.QueryParseOptions, { onExcessProperty: "error", errors: "first" })

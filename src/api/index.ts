@@ -10,6 +10,7 @@ import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./definition.ts"
 import { fallbackLayer, routesOf } from "./fallback.ts"
 import { ResourceHandlers, RootHandlers } from "./handlers.ts"
 import { HooksHandlers } from "./hooks-handlers.ts"
+import { EventsHandlers } from "../operations/events-handlers.ts"
 import { KeyDirectory } from "./keys.ts"
 import { ApiPool } from "./pool.ts"
 import { RequestErrorsLive } from "./request-errors.ts"
@@ -31,6 +32,7 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   const ServiceRoutes = HttpApiBuilder.layer(ServiceApi, { openapiPath: OPENAPI_PATH }).pipe(
     Layer.provide([RootHandlers, ResourceHandlers]),
     Layer.provide(HooksHandlers),
+    Layer.provide(EventsHandlers),
     Layer.provide([ApiKeyAuthLive, RequestErrorsLive])
   )
   const Docs = HttpApiScalar.layer(ServiceApi, { path: DOCS_PATH })

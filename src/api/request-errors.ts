@@ -10,6 +10,7 @@ import { errorResponse } from "./errors.ts"
 import { refusedResponse } from "./handlers.ts"
 import { KeyDirectory } from "./keys.ts"
 import { describeQueryIssue } from "./query.ts"
+import { EVENTS_PARAMS } from "../operations/events-feed.ts"
 import { Views } from "./views.ts"
 
 export const RequestErrorsLive = Layer.unwrap(
@@ -28,7 +29,7 @@ export const RequestErrorsLive = Layer.unwrap(
         }
         switch (error.kind) {
           case "Query":
-            return errorResponse(400, describeQueryIssue(error.cause.issue, resource === undefined ? [] : listParams(resource)))
+            return errorResponse(400, describeQueryIssue(error.cause.issue, resource !== undefined ? listParams(resource) : group.identifier === "events" ? EVENTS_PARAMS : []))
           case "Params":
           case "Headers":
             return errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${error.cause.message}`)

@@ -93,7 +93,8 @@ export const projectAll = async (tx: Tx, onProgress?: (done: number) => void) =>
   return done
 }
 
-const projectTenancy = async (tx: Tx) => {
+/** Rewrites service.companies and service.users from the mirror. */
+export const projectTenancy = async (tx: Tx) => {
   for await (const ids of mirrorKeys(tx, "companies", CHUNK)) {
     const store = new Store(tx)
     await store.loadKeys(ids.map((id) => ["companies", id] as const))

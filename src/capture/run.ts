@@ -44,7 +44,7 @@ export class CaptureStats {
 /** pgoutput commit times are microseconds since the Unix epoch. */
 const commitDate = (t: unknown) => new Date(Number((t as bigint) / 1000n))
 
-const LEADER_LOCK = 7_351_009_002 // one capture process per database
+export const LEADER_LOCK = 7_351_009_002 // one capture process per database
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {

@@ -66,6 +66,12 @@ export interface DeliveryEngineShape {
 
 export class DeliveryEngine extends Context.Service<DeliveryEngine, DeliveryEngineShape>()("service/DeliveryEngine") {}
 
+/** Told of every recorded attempt (metrics: the latency histogram); a no-op unless provided. */
+export type AttemptObservation = { readonly ok: boolean; readonly durationMs: number; readonly errorKind: string | null }
+export const AttemptObserver = Context.Reference<(a: AttemptObservation) => void>("service/DeliveryEngine/AttemptObserver", {
+  defaultValue: () => () => {}
+})
+
 const DAY = 86_400_000
 /**
  * An origin may hold this many rounds of its send slots, queued or sending: deep enough that
@@ -101,6 +107,7 @@ export const makeEngine = (options: EngineOptions) =>
     }
     const { sql } = options
     const owner = randomUUID()
+    const observeAttempt = yield* AttemptObserver
     const stats: EngineStats = {
       events: 0,
       created: 0,
@@ -224,6 +231,7 @@ export const makeEngine = (options: EngineOptions) =>
       // Cancelled by shutdown: not an attempt to record; the delivery is handed back.
       if (signal.aborted) return
       unsent.delete(c.id)
+      observeAttempt({ ok: result.ok, durationMs: result.durationMs, errorKind: result.errorKind })
       Queue.offerUnsafe(results, { outcome: decide(c, result, started, clock.currentTimeMillisUnsafe(), options.schedule), origin: c.origin })
     }
 

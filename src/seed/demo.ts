@@ -399,7 +399,7 @@ export const seedDemo = async (sql: Sql): Promise<SeedSummary> => {
   return sql.begin((tx) => seedInto(tx as unknown as Sql, started)) as Promise<SeedSummary>
 }
 
-const SEED_LOCK = 7_351_009_002 // arbitrary, stable: "demo seeding"
+const SEED_LOCK = 7_351_009_003 // arbitrary, stable: "demo seeding"
 
 export type SeedOnceResult =
   | { readonly seeded: true; readonly summary: SeedSummary }

@@ -3,3 +3,4 @@
 export { keys } from "./keys.ts"
 export { tokens } from "./tokens.ts"
 export { activity, deliveries, endpoints, subscriptions } from "./webhooks.ts"
+export { rebuildViewsCommand, replayCommand, statusCommand } from "../../../operations/commands.ts"

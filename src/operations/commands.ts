@@ -1,0 +1,167 @@
+// The operator's admin commands: replay, rebuild-views, status. Registered in
+// src/admin/cli/commands/index.ts; they share its flags and output conventions (stdout is
+// the answer, one JSON value with --json; progress goes to stderr on a terminal).
+import { Effect, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import { parseFilterDate, FILTER_DATE_FORMATS } from "../api/dates.ts"
+import { invalid } from "../admin/errors.ts"
+import { companyById, findAdmin, withSql } from "../admin/identity.ts"
+import { asOptional, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
+import { CaptureConfig } from "../config.ts"
+import { SYSTEM, type Actor } from "../webhooks/context.ts"
+import { progressBar } from "./progress.ts"
+import { rebuildViews } from "./rebuild.ts"
+import { replay, type ReplaySummary } from "./replay.ts"
+import { operationsStatus, type OperationsStatus, KEY_EXPIRY_WARNING_DAYS } from "./status.ts"
+
+const dateFlag = (name: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(`${description}: ${FILTER_DATE_FORMATS}`), Flag.optional)
+
+const parseDate = (flag: string, value: Option.Option<string>) => {
+  if (Option.isNone(value)) return Effect.succeed(undefined)
+  const d = parseFilterDate(value.value)
+  return d === undefined ? Effect.fail(invalid(`--${flag} must be ${FILTER_DATE_FORMATS}, not "${value.value}"`)) : Effect.succeed(new Date(d.epochMillis))
+}
+
+const replaySummaryText = (s: ReplaySummary) =>
+  [
+    `${s.dryRun ? "Dry run: would replay" : "Replayed"} to ${s.destination.kind} ${s.destination.id} (${s.destination.url})`,
+    `  events:    ${s.events.join(", ")}`,
+    `  range:     ${when(s.since)} to ${when(s.until)}${s.failedOnly ? ", only those never delivered successfully" : ""}`,
+    `  matched:   ${s.matched}`,
+    `  ${s.dryRun ? "to resend:" : "resent:   "} ${s.resent} with their original delivery ids`,
+    `  ${s.dryRun ? "to create:" : "new:      "} ${s.created} new deliveries (events this ${s.destination.kind} never had)`,
+    ...(s.failedOnly ? [`  skipped:   ${s.skippedDelivered} already delivered`] : []),
+    ...(s.skippedInFlight > 0 ? [`  in flight: ${s.skippedInFlight} being attempted right now (left alone)`] : []),
+    ...(s.destination.on
+      ? []
+      : [`  note: the ${s.destination.kind} is ${s.destination.kind === "endpoint" ? "switched off" : "turned off"}; its deliveries wait until it is turned on`])
+  ].join("\n")
+
+export const replayCommand = Command.make(
+  "replay",
+  {
+    endpoint: Flag.String("endpoint").pipe(Flag.withDescription("The endpoint's id"), Flag.optional),
+    subscription: Flag.String("subscription").pipe(Flag.withDescription("The API subscription's id"), Flag.optional),
+    since: dateFlag("since", "Events from this moment on (default: when the destination was made)"),
+    until: dateFlag("until", "Events before this moment (default: now)"),
+    event: Flag.String("event").pipe(Flag.withDescription("Only these events, separated by commas (default: all the destination takes)"), Flag.optional),
+    failed: Flag.Boolean("failed").pipe(Flag.withDescription("Only events never delivered successfully to this destination"), Flag.withDefault(false)),
+    dryRun: Flag.Boolean("dry-run").pipe(Flag.withDescription("Count what would be sent; send nothing"), Flag.withDefault(false)),
+    as: asOptional,
+    json
+  },
+  (args) =>
+    withDatabase(
+      Effect.gen(function* () {
+        const since = yield* parseDate("since", args.since)
+        const until = yield* parseDate("until", args.until)
+        const events = Option.isSome(args.event) ? args.event.value.split(",").map((e) => e.trim()).filter((e) => e !== "") : undefined
+        const bar = progressBar("replaying")
+        const summary = yield* withSql(async (sql) => {
+          let actor: Actor = SYSTEM
+          if (Option.isSome(args.as)) {
+            // --as must be an admin of the company the destination belongs to.
+            const ref = Option.getOrElse(Option.orElse(args.endpoint, () => args.subscription), () => "").trim().toLowerCase()
+            const [owner] = await sql<{ company_id: string }[]>`
+              select company_id::text from service.webhook_endpoints where id::text = ${ref}
+              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`
+            const admin = await findAdmin(sql, args.as.value, owner ? await companyById(sql, owner.company_id) : undefined)
+            actor = { kind: "user", id: admin.userId, email: admin.email }
+          }
+          return replay(
+            sql,
+            {
+              endpointId: Option.getOrUndefined(args.endpoint),
+              subscriptionId: Option.getOrUndefined(args.subscription),
+              since,
+              until,
+              events,
+              failedOnly: args.failed,
+              dryRun: args.dryRun,
+              actor
+            },
+            (p) => bar.update(p.done, p.total)
+          ).finally(bar.done)
+        })
+        yield* output(args.json, summary, () => replaySummaryText(summary))
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "Send a destination's events again after an outage. An event keeps its delivery id when this destination had one (receivers drop repeats); events it never got get new deliveries."
+  ),
+  Command.withExamples([
+    { command: "replay --endpoint 6f1c... --failed", description: "Everything the endpoint missed since it was made" },
+    { command: "replay --endpoint 6f1c... --since 2026-03-01 --until 2026-03-04 --event incident.created --dry-run --json", description: "Count first" }
+  ])
+)
+
+export const rebuildViewsCommand = Command.make("rebuild-views", { json }, (args) =>
+  withDatabase(
+    Effect.gen(function* () {
+      const bar = progressBar("rebuilding views")
+      const result = yield* withSql((sql) =>
+        rebuildViews(sql, (p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).finally(bar.done)
+      )
+      yield* output(args.json, result, () =>
+        [
+          `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
+          `  changed: ${result.changed} views differed from the mirror and were rewritten`,
+          `  removed: ${result.removed} views of records that no longer exist`,
+          `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
+        ].join("\n")
+      )
+    })
+  )
+).pipe(
+  Command.withDescription(
+    "Re-project every view from the mirror of the app tables while the service runs (one transaction: the API switches at once; capture waits meanwhile)"
+  )
+)
+
+const statusText = (s: OperationsStatus) => {
+  const c = s.capture
+  const mb = (n: number | null) => (n === null ? "-" : `${(n / 1024 / 1024).toFixed(1)} MB`)
+  const lines = [
+    `Status at ${when(s.at)}`,
+    "",
+    "Capture",
+    `  slot:        ${c.slot} ${c.slotExists ? `(${c.slotActive ? "active" : "inactive"}, WAL ${c.walStatus ?? "?"})` : "(missing)"}`,
+    `  leader:      ${c.leaderRunning ? "a capture process is running" : "no capture process is running"}`,
+    `  checkpoint:  ${c.checkpointLsn ?? "-"} (server ${c.serverLsn}); last commit applied ${when(c.lastCommitAt)}`,
+    `  lag:         ${c.lagBytes === null ? "-" : `${c.lagBytes} bytes`}, ${c.lagSeconds === null ? "-" : `${c.lagSeconds.toFixed(1)} s`}`,
+    `  retained WAL: ${mb(c.retainedWalBytes)}${c.safeWalBytes === null ? "" : ` (${mb(c.safeWalBytes)} more before the slot is lost)`}`,
+    ...(c.gapReason ? [`  GAP:         ${c.gapReason} (at ${when(c.gapAt)}): events in the gap were not derived`] : []),
+    "",
+    "Outbox",
+    `  backlog:     ${s.outbox.backlog} events not yet fanned out${s.outbox.oldestBacklogAt ? ` (oldest ${when(s.outbox.oldestBacklogAt)})` : ""}`,
+    "",
+    "Deliveries",
+    `  due now ${s.deliveries.due}, scheduled ${s.deliveries.scheduled}, in flight ${s.deliveries.inFlight}, failing (retrying) ${s.deliveries.failing}, held ${s.deliveries.held}, failed in the last 24 h ${s.deliveries.failedLast24h}`,
+    "",
+    `Endpoints switched off: ${s.endpointsSwitchedOff.length}`
+  ]
+  if (s.endpointsSwitchedOff.length > 0) {
+    lines.push(table(["ID", "NAME", "URL", "SINCE", "HELD", "WHY"], s.endpointsSwitchedOff.map((e) => [e.id, e.name, e.url, when(e.disabledAt), String(e.held), e.reason ?? "-"])))
+  }
+  lines.push("", `Keys expiring within ${KEY_EXPIRY_WARNING_DAYS} days: ${s.keysNearExpiry.length}`)
+  if (s.keysNearExpiry.length > 0) {
+    lines.push(table(["ID", "NAME", "KEY", "COMPANY", "EXPIRES", "SUBSCRIPTIONS"], s.keysNearExpiry.map((k) => [k.id, k.name, `${k.prefix}...`, k.companyId, when(k.expiresAt), String(k.subscriptions)])))
+  }
+  return lines.join("\n")
+}
+
+export const statusCommand = Command.make("status", { json }, (args) =>
+  withDatabase(
+    Effect.gen(function* () {
+      const { slot } = yield* CaptureConfig
+      const status = yield* withSql((sql) => operationsStatus(sql, slot))
+      yield* output(args.json, status, () => statusText(status))
+    })
+  )
+).pipe(
+  Command.withDescription(
+    "Capture (slot, checkpoint, lag, retained WAL, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, keys near expiry"
+  )
+)

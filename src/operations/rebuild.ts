@@ -1,0 +1,76 @@
+// rebuild-views: re-projects every view (and the tenancy tables the API reads) from the
+// mirror while the service runs. The mirror (service.rows) is the app tables' published
+// columns as of capture's checkpoint, so a view built from it is exactly what capture would
+// have written; reading the app tables directly would run ahead of the stream.
+//
+// One transaction, for two reasons:
+// - readers never see a half-rebuilt set (old and new shapes mixed on one page): until the
+//   commit they read the previous views, then all the new ones at once (MVCC);
+// - it takes the mirror in SHARE mode first. That waits for a capture batch in progress to
+//   commit, and holds the next one at its first mirror write until the rebuild commits, so
+//   no batch can write a view from a newer mirror state that the rebuild then overwrites
+//   with an older one. Capture resumes where it stopped: its changes wait in the slot.
+// The cost: capture (and so events and webhooks) pauses for the rebuild's duration.
+import type { Sql } from "postgres"
+import { projectAll, projectTenancy } from "../capture/bootstrap.ts"
+import { RESOURCE_INFO, RESOURCES } from "../domain/resources.ts"
+
+export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
+
+export interface RebuildProgress {
+  readonly phase: RebuildPhase
+  readonly done: number
+  readonly total: number
+}
+
+export interface RebuildResult {
+  /** Records re-projected. */
+  readonly views: number
+  /** Views whose stored JSON differed and was rewritten. */
+  readonly changed: number
+  /** Views of records no longer in the mirror, deleted. */
+  readonly removed: number
+  readonly companies: number
+  /** The checkpoint the rebuilt views correspond to. */
+  readonly checkpoint: string | null
+  /** How long capture had to wait for the mirror lock, at most (the whole transaction). */
+  readonly pausedCaptureMs: number
+  readonly ms: number
+}
+
+export const rebuildViews = async (sql: Sql, onProgress: (p: RebuildProgress) => void = () => {}): Promise<RebuildResult> => {
+  const started = Date.now()
+  onProgress({ phase: "waiting", done: 0, total: 0 })
+  let locked = 0
+  const result = await sql.begin(async (tx) => {
+    await tx`lock table service.rows in share mode`
+    locked = Date.now()
+    const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
+    const [counts] = await tx<{ total: number; checkpoint: string | null }[]>`
+      select (select count(*)::int from service.rows where tbl = any(${tables})) as total,
+        (select checkpoint_lsn::text from service.capture_state order by slot_name limit 1) as checkpoint`
+    const total = counts!.total
+    onProgress({ phase: "views", done: 0, total })
+    const views = await projectAll(tx, (done) => onProgress({ phase: "views", done, total }))
+    onProgress({ phase: "tenancy", done: views, total })
+    await projectTenancy(tx)
+    onProgress({ phase: "cleanup", done: views, total })
+    // Views whose record left the mirror (e.g. written by an older version that missed a delete).
+    const removed = await tx`
+      delete from service.views v
+      where not exists (
+        select 1 from unnest(${[...RESOURCES]}::text[], ${tables}::text[]) as m(resource, tbl)
+        join service.rows r on r.tbl = m.tbl and r.key = v.id::text
+        where m.resource = v.resource)`
+    await tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`
+    await tx`delete from service.users u where not exists (select 1 from service.rows r where r.tbl = 'users' and r.key = u.id::text)`
+    // Rows this transaction wrote carry its id as xmin: those are the views that differed.
+    const [changed] = await tx<{ n: number; companies: number }[]>`
+      select (select count(*)::int from service.views where xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text) as n,
+        (select count(*)::int from service.companies) as companies`
+    onProgress({ phase: "committing", done: views, total })
+    return { views, changed: changed!.n, removed: removed.count, companies: changed!.companies, checkpoint: counts!.checkpoint }
+  })
+  const ended = Date.now()
+  return { ...result, pausedCaptureMs: ended - (locked || ended), ms: ended - started }
+}
