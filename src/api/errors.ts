@@ -62,3 +62,18 @@ export const errorResponse = (
     contentType: "application/json",
     ...(headers === undefined ? {} : { headers })
   })
+
+/** A webhook operation's error as the declared HTTP error of the same status; the API and
+ *  the admin API map them the same way. */
+export const webhookErrorToHttp = (e: { readonly status: number; readonly message: string }): BadRequest | Forbidden | NotFound | Conflict => {
+  switch (e.status) {
+    case 403:
+      return new Forbidden({ error: e.message })
+    case 404:
+      return new NotFound({ error: e.message })
+    case 409:
+      return new Conflict({ error: e.message })
+    default:
+      return new BadRequest({ error: e.message })
+  }
+}

@@ -6,7 +6,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Webhooks } from "../webhooks/service.ts"
 import { CurrentKey } from "./current-key.ts"
 import { ServiceApi } from "./definition.ts"
-import { hookErrorToHttp } from "./hooks.ts"
+import { webhookErrorToHttp } from "./errors.ts"
 
 export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers) =>
   Effect.gen(function* () {
@@ -15,7 +15,7 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          const r = yield* webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload).pipe(Effect.mapError(hookErrorToHttp))
+          const r = yield* webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload).pipe(Effect.mapError(webhookErrorToHttp))
           // A repeated subscribe answers 200 with the existing subscription (201 is the schema's first success).
           if (!r.created) return HttpServerResponse.jsonUnsafe(r.subscription, { status: 200 })
           return r.subscription
@@ -24,19 +24,19 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
       .handle("list", () =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          return yield* webhooks.listHooks({ keyId: key.keyId, companyId: key.companyId }).pipe(Effect.mapError(hookErrorToHttp))
+          return yield* webhooks.listHooks({ keyId: key.keyId, companyId: key.companyId }).pipe(Effect.mapError(webhookErrorToHttp))
         })
       )
       .handle("get", ({ params }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          return yield* webhooks.getHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(hookErrorToHttp))
+          return yield* webhooks.getHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(webhookErrorToHttp))
         })
       )
       .handle("delete", ({ params }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          yield* webhooks.deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(hookErrorToHttp))
+          yield* webhooks.deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(webhookErrorToHttp))
         })
       )
   })

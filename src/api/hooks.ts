@@ -5,7 +5,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../domain/event-kinds.ts"
-import type { WebhookError } from "../webhooks/errors.ts"
 import { BadRequest, Conflict, Forbidden, NotFound } from "./errors.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
@@ -70,16 +69,3 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
   )
   .annotateMerge(OpenApi.annotations({ description: "Webhook subscriptions made by the key itself" })) {}
 
-/** A WebhookError as the API error of the same status; every body is {"error": message}. */
-export const hookErrorToHttp = (e: WebhookError): BadRequest | Forbidden | NotFound | Conflict => {
-  switch (e.status) {
-    case 403:
-      return new Forbidden({ error: e.message })
-    case 404:
-      return new NotFound({ error: e.message })
-    case 409:
-      return new Conflict({ error: e.message })
-    default:
-      return new BadRequest({ error: e.message })
-  }
-}

@@ -6,7 +6,8 @@ import type { Actor as WebhookActor } from "../../webhooks/context.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import type { Actor } from "../identity.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
-import { matchesKind, webhookErrorToHttp } from "./webhooks.ts"
+import { webhookErrorToHttp } from "../../api/errors.ts"
+import { matchesKind } from "./webhooks.ts"
 
 export const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
 

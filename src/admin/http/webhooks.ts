@@ -7,7 +7,6 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound } from "../../api/errors.ts"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
-import type { WebhookError } from "../../webhooks/errors.ts"
 
 // definition.ts's ADMIN_PREFIX (not imported: definition.ts imports this module).
 const PREFIX = "/admin/v1"
@@ -165,19 +164,6 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
   )
   .annotateMerge(OpenApi.annotations({ description: "Webhook endpoints, deliveries, API-made subscriptions and the activity log of the admin's company" })) {}
 
-/** A WebhookError as the declared HTTP error of the same status. */
-export const webhookErrorToHttp = (e: WebhookError): BadRequest | Forbidden | NotFound | Conflict => {
-  switch (e.status) {
-    case 403:
-      return new Forbidden({ error: e.message })
-    case 404:
-      return new NotFound({ error: e.message })
-    case 409:
-      return new Conflict({ error: e.message })
-    default:
-      return new BadRequest({ error: e.message })
-  }
-}
 
 /** Activity entries of one kind ("endpoint.created") or family ("endpoint"). */
 export const matchesKind = (entryKind: string, kind: string | undefined): boolean =>
