@@ -7,7 +7,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import type { Actor as WebhookActor } from "../../../webhooks/context.ts"
 import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
-import { Webhooks, WebhooksLive } from "../../../webhooks/service.ts"
+import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../identity.ts"
 import { asOptional, asRequired, company, companyOptional, json, optionalAdmin, output, table, when, withDatabase } from "../support.ts"
 
@@ -112,71 +112,60 @@ const update = Command.make(
     )
 ).pipe(Command.withDescription("Change an endpoint's name, address or events"))
 
-const rotateSecret = Command.make(
+/** A change to one endpoint: `<name> <id> --as <admin> [--company] [--json]`; `run` does the
+ *  operation as that admin, in that admin's company, and prints its answer. */
+const onEndpoint = <E, R>(
+  name: string,
+  description: string,
+  run: (w: WebhooksShape, actor: WebhookActor, ref: { id: string; companyId: string }, json: boolean) => Effect.Effect<void, E, R>
+) =>
+  Command.make(name, { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json }, (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, args.company)
+        yield* run(w, actorOf(actor), { id: args.id, companyId: actor.companyId }, args.json)
+      })
+    )
+  ).pipe(Command.withDescription(description))
+
+const rotateSecret = onEndpoint(
   "rotate-secret",
-  { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json },
-  (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const r = yield* w.rotateEndpointSecret(actorOf(actor), { id: args.id, companyId: actor.companyId })
-        yield* output(args.json, { id: r.id, secret: r.secret }, () =>
-          [`New signing secret of endpoint ${r.id}; deliveries are signed with it from now on. It is shown this once:`, "", `  ${r.secret}`, ""].join("\n")
-        )
-      })
+  "Give an endpoint a new signing secret (shown once); new deliveries use it at once",
+  (w, actor, ref, asJson) =>
+    Effect.flatMap(w.rotateEndpointSecret(actor, ref), (r) =>
+      output(asJson, { id: r.id, secret: r.secret }, () =>
+        [`New signing secret of endpoint ${r.id}; deliveries are signed with it from now on. It is shown this once:`, "", `  ${r.secret}`, ""].join("\n")
+      )
     )
-).pipe(Command.withDescription("Give an endpoint a new signing secret (shown once); new deliveries use it at once"))
+)
 
-const remove = Command.make(
-  "delete",
-  { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json },
-  (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        yield* w.deleteEndpoint(actorOf(actor), { id: args.id, companyId: actor.companyId })
-        yield* output(args.json, { id: args.id, deleted: true }, () => `Deleted webhook endpoint ${args.id}.`)
-      })
-    )
-).pipe(Command.withDescription("Delete an endpoint and its pending deliveries"))
+const remove = onEndpoint("delete", "Delete an endpoint and its pending deliveries", (w, actor, ref, asJson) =>
+  Effect.flatMap(w.deleteEndpoint(actor, ref), () => output(asJson, { id: ref.id, deleted: true }, () => `Deleted webhook endpoint ${ref.id}.`))
+)
 
-const enable = Command.make(
-  "enable",
-  { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json },
-  (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const e = yield* w.enableEndpoint(actorOf(actor), { id: args.id, companyId: actor.companyId })
-        yield* output(args.json, e, () => [`Turned on webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n"))
-      })
-    )
-).pipe(Command.withDescription("Turn On: an endpoint that was switched off receives deliveries again"))
+const enable = onEndpoint("enable", "Turn On: an endpoint that was switched off receives deliveries again", (w, actor, ref, asJson) =>
+  Effect.flatMap(w.enableEndpoint(actor, ref), (e) =>
+    output(asJson, e, () => [`Turned on webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n"))
+  )
+)
 
-const test = Command.make(
+const test = onEndpoint(
   "test",
-  { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json },
-  (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const r = yield* w.testEndpoint(actorOf(actor), { id: args.id, companyId: actor.companyId })
-        yield* output(args.json, r, () =>
-          [
-            r.ok ? `The receiver accepted the test event: HTTP ${r.status} in ${r.durationMs} ms.` : `The test event failed after ${r.durationMs} ms: ${r.error ?? `HTTP ${r.status}`}`,
-            `  status:   ${r.status ?? "-"}`,
-            `  time:     ${r.durationMs} ms`,
-            `  answer:   ${r.response === "" ? "(empty)" : r.response.replace(/\s+/g, " ").slice(0, 200)}`,
-            `  delivery: ${r.deliveryId}`
-          ].join("\n")
-        )
-      })
+  "Send a signed ping event now and show the receiver's status, time and the start of its answer",
+  (w, actor, ref, asJson) =>
+    Effect.flatMap(w.testEndpoint(actor, ref), (r) =>
+      output(asJson, r, () =>
+        [
+          r.ok ? `The receiver accepted the test event: HTTP ${r.status} in ${r.durationMs} ms.` : `The test event failed after ${r.durationMs} ms: ${r.error ?? `HTTP ${r.status}`}`,
+          `  status:   ${r.status ?? "-"}`,
+          `  time:     ${r.durationMs} ms`,
+          `  answer:   ${r.response === "" ? "(empty)" : r.response.replace(/\s+/g, " ").slice(0, 200)}`,
+          `  delivery: ${r.deliveryId}`
+        ].join("\n")
+      )
     )
-).pipe(Command.withDescription("Send a signed ping event now and show the receiver's status, time and the start of its answer"))
+)
 
 const list = Command.make(
   "list",
