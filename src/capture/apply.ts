@@ -117,11 +117,14 @@ export const applyBatch = async (tx: Tx, txns: ReadonlyArray<Txn>): Promise<Batc
   const { refs, tenancy, users } = await loadFor(store, changes)
   const events = txns.flatMap((t) => simulate(store, t))
   const { upserts, deletes } = store.changes()
-  await writeMirror(tx, upserts, deletes)
+  // The writes are independent: issued together, they run back to back on the connection
+  // while the views are shaped here, instead of waiting for each round trip in turn.
+  const writes: Promise<unknown>[] = [writeMirror(tx, upserts, deletes)]
   const { views, gone } = finalViews(store, refs)
-  await writeViews(tx, views, gone)
-  if (tenancy.size > 0) await writeCompanies(tx, store, tenancy)
-  if (users.size > 0) await writeUsers(tx, store, users)
-  await writeEvents(tx, events)
+  writes.push(writeViews(tx, views, gone))
+  if (tenancy.size > 0) writes.push(writeCompanies(tx, store, tenancy))
+  if (users.size > 0) writes.push(writeUsers(tx, store, users))
+  writes.push(writeEvents(tx, events))
+  await Promise.all(writes)
   return { changes: changes.length, events }
 }

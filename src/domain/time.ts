@@ -42,7 +42,14 @@ const parse = (text: string): Date => {
  * `2026-03-04T05:06:07.089Z` from a Date or an ISO-ish string (T or space, any fraction,
  * offset Z / ±hh / ±hh:mm / ±hhmm, or none meaning UTC). Throws on anything else.
  */
+const CANONICAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
 export const toIsoUtc = (value: Date | string): string => {
+  // Mirror values are already canonical (Date#toISOString): keep them when they round-trip.
+  if (typeof value === "string" && CANONICAL.test(value)) {
+    const t = Date.parse(value)
+    if (!Number.isNaN(t) && new Date(t).toISOString() === value) return value
+  }
   const date = typeof value === "string" ? parse(value) : value
   if (!(date instanceof Date) || Number.isNaN(date.getTime())) {
     throw new TypeError(`not a timestamp: ${String(value)}`)

@@ -42,19 +42,20 @@ export class Store {
     if (row.parentId !== null) this.children.get(k(row.tbl, row.parentId))?.add(row.key)
   }
 
-  private static toRow = (r: { tbl: string; key: string; company_id: string | null; parent_id: string | null; data: Row }): MirrorRow => ({
+  /** The mirror keeps row data as JSON text (sql/006); it is parsed only when loaded. */
+  private static toRow = (r: { tbl: string; key: string; company_id: string | null; parent_id: string | null; data: string }): MirrorRow => ({
     tbl: r.tbl,
     key: r.key,
     companyId: r.company_id,
     parentId: r.parent_id,
-    data: r.data
+    data: JSON.parse(r.data) as Row
   })
 
   /** Loads the given keys (absent ones are remembered as absent). */
   async loadKeys(keys: Iterable<readonly [string, string]>): Promise<void> {
     const want = [...keys].filter(([t, key]) => !this.base.has(k(t, key)))
     if (want.length === 0) return
-    const rows = await this.sql<{ tbl: string; key: string; company_id: string | null; parent_id: string | null; data: Row }[]>`
+    const rows = await this.sql<{ tbl: string; key: string; company_id: string | null; parent_id: string | null; data: string }[]>`
       select r.tbl, r.key, r.company_id, r.parent_id, r.data
       from json_to_recordset(${JSON.stringify(want.map(([tbl, key]) => ({ tbl, key })))}::text::json) as w(tbl text, key text)
       join service.rows r on r.tbl = w.tbl and r.key = w.key`
@@ -73,7 +74,7 @@ export class Store {
     const want = [...new Set(parents)].filter((p) => !this.children.has(k(tbl, p)))
     if (want.length === 0) return
     for (const p of want) this.children.set(k(tbl, p), new Set())
-    const rows = await this.sql<{ tbl: string; key: string; company_id: string | null; parent_id: string | null; data: Row }[]>`
+    const rows = await this.sql<{ tbl: string; key: string; company_id: string | null; parent_id: string | null; data: string }[]>`
       select tbl, key, company_id, parent_id, data from service.rows
       where tbl = ${tbl} and parent_id = any(${want}::uuid[])`
     for (const r of rows) this.remember(Store.toRow(r))

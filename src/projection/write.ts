@@ -13,11 +13,11 @@ export const writeMirror = async (tx: Tx, upserts: ReadonlyArray<MirrorRow>, del
       where r.tbl = d.tbl and r.key = d.key`
   }
   if (upserts.length > 0) {
-    const rows = upserts.map((r) => ({ tbl: r.tbl, key: r.key, company_id: r.companyId, parent_id: r.parentId, data: r.data }))
+    const rows = upserts.map((r) => ({ tbl: r.tbl, key: r.key, company_id: r.companyId, parent_id: r.parentId, data: JSON.stringify(r.data) }))
     await tx`
       insert into service.rows (tbl, key, company_id, parent_id, data)
       select tbl, key, company_id, parent_id, data
-      from json_to_recordset(${JSON.stringify(rows)}::text::json) as x(tbl text, key text, company_id uuid, parent_id uuid, data jsonb)
+      from json_to_recordset(${JSON.stringify(rows)}::text::json) as x(tbl text, key text, company_id uuid, parent_id uuid, data text)
       on conflict (tbl, key) do update
         set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`
   }

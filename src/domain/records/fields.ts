@@ -10,8 +10,17 @@ export type FieldKind = "text" | "timestamp" | "boolean" | "number" | "textArray
 /** [app column, kind]; the API name is the column's camelCase. */
 export type FieldSpec = readonly [column: string, kind: FieldKind]
 
-export const camelCase = (column: string): string =>
-  column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+const camelNames = new Map<string, string>()
+
+/** The API name of a column. Memoised: shapers ask for the same few hundred names millions of times. */
+export const camelCase = (column: string): string => {
+  let name = camelNames.get(column)
+  if (name === undefined) {
+    name = column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+    if (camelNames.size < 10_000) camelNames.set(column, name)
+  }
+  return name
+}
 
 const fail = (column: string, kind: FieldKind, value: unknown): never => {
   throw new TypeError(`column ${column}: expected ${kind}, got ${typeof value}`)
