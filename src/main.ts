@@ -3,26 +3,27 @@
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
-import { createServer } from "node:http"
+import { AdminWebRoutes } from "./admin/web/index.ts"
 import { ApiRoutes } from "./api/index.ts"
 import { CaptureLive } from "./capture/Capture.ts"
 import { HttpConfig } from "./config.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import * as Database from "./db/Database.ts"
 import { HealthRoutes } from "./http/health.ts"
+import { createServiceServer } from "./http/node-server.ts"
 import { LoggingLive } from "./logging.ts"
 import { ObservabilityRoutes } from "./observability/http.ts"
 import { MetricsLive } from "./observability/metrics.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
 
-const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes)
+const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes, AdminWebRoutes)
 
 const HttpLive = Layer.unwrap(
   Effect.gen(function* () {
     const { port, host } = yield* HttpConfig
     return HttpRouter.serve(Routes, { disableLogger: true }).pipe(
-      Layer.provide(NodeHttpServer.layer(createServer, { port, host, gracefulShutdownTimeout: "10 seconds" })),
+      Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" })),
       Layer.tap(() => Effect.logInfo("listening", { url: `http://${host}:${port}` }))
     )
   })

@@ -126,7 +126,10 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
       // gone; the library would then wait forever for an exit that has happened.
       const child = (pg as unknown as { process?: { exitCode: number | null; signalCode: string | null } }).process
       if (!child || child.exitCode !== null || child.signalCode !== null) return
-      await Promise.race([pg.stop(), new Promise((r) => setTimeout(r, 30_000))])
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([pg.stop(), new Promise((r) => (timer = setTimeout(r, 30_000)))])
+      // A pending 30 s timer would keep the process (or a test runner) alive after the stop.
+      clearTimeout(timer)
     }
   }
 }
