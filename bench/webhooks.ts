@@ -3,10 +3,12 @@
 //   1. deliveries/s at saturation: a backlog of events drained by the engine;
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
 //   3. the baseline: a bare undici loop posting signed bodies to the same receiver.
-// Run: npm run bench:webhooks   (BENCH_EVENTS, BENCH_RATE, BENCH_SECONDS, BENCH_INFLIGHT to change)
+// Run: npm run bench:webhooks   (BENCH_EVENTS, BENCH_RATE, BENCH_SECONDS, BENCH_INFLIGHT to change;
+// BENCH_CPU=1 prints CPU per process, BENCH_PROFILE=<file> writes a CPU profile of the drains)
 import { fork } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { Session } from "node:inspector/promises"
 import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Exit, Scope } from "effect"
@@ -197,7 +199,15 @@ const main = async () => {
       }
       await cap.settle(120_000)
     }
+    // BENCH_PROFILE=<file>: a CPU profile of this process while the engine drains (Chrome
+    // DevTools format), to see where a delivery's time goes.
+    const profiler = process.env.BENCH_PROFILE ? new Session() : null
     const drain = async (paths: ReadonlyArray<string>, expected: number) => {
+      if (profiler) {
+        profiler.connect()
+        await profiler.post("Profiler.enable")
+        await profiler.post("Profiler.start")
+      }
       const cpu0 = process.cpuUsage()
       const pg0 = cpuOf(postmaster, true)
       const rc0 = cpuOf(receiver.pid, false)
@@ -211,6 +221,11 @@ const main = async () => {
       const cpu = process.cpuUsage(cpu0)
       if (process.env.BENCH_CPU) {
         log(`  cpu: engine ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`)
+      }
+      if (profiler) {
+        const { profile } = await profiler.post("Profiler.stop")
+        writeFileSync(process.env.BENCH_PROFILE!, JSON.stringify(profile))
+        profiler.disconnect()
       }
       await Effect.runPromise(Scope.close(engineScope, Exit.void))
       return { rate: (expected / ms) * 1000, ms }

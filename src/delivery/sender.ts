@@ -4,7 +4,7 @@
 // Trust: production trusts Node's default CAs plus NODE_EXTRA_CA_CERTS (read at process
 // start). `ca` adds certificates on top of those, for tests that make a CA at run time.
 import { createHash } from "node:crypto"
-import { getCACertificates } from "node:tls"
+import { createSecureContext, getCACertificates, type SecureContext } from "node:tls"
 import { Pool, buildConnector } from "undici"
 import {
   parseAllowedNetworks,
@@ -233,10 +233,38 @@ type CaInput = SendOptions["ca"]
 const caList = (ca: CaInput): Array<string | Uint8Array> =>
   ca === undefined ? [] : typeof ca === "string" || ca instanceof Uint8Array ? [ca] : [...ca]
 
-const poolFor = (origin: string, servername: string | null, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
+/**
+ * Extra trusted CAs as one TLS context, made once per CA set: each tls.connect given a `ca`
+ * list would otherwise parse the default roots plus the extras again, and hashing the list
+ * for the pool key on every attempt cost more than signing the body.
+ */
+type Trust = { readonly key: string; readonly context: SecureContext | null }
+const NO_EXTRA: Trust = { key: "", context: null }
+const trustByInput = new Map<unknown, Trust>()
+const trustByKey = new Map<string, Trust>()
+
+const trustFor = (ca: CaInput): Trust => {
+  if (ca === undefined) return NO_EXTRA
+  const known = trustByInput.get(ca)
+  if (known) return known
   const extra = caList(ca)
-  const caKey = extra.length === 0 ? "" : createHash("sha256").update(extra.map((c) => Buffer.from(c).toString("base64")).join(",")).digest("hex")
-  const key = `${origin}|${addresses.map((a) => a.address).join(",")}|${caKey}`
+  let trust = NO_EXTRA
+  if (extra.length > 0) {
+    const key = createHash("sha256").update(extra.map((c) => Buffer.from(c).toString("base64")).join(",")).digest("hex")
+    trust = trustByKey.get(key) ?? {
+      key,
+      context: createSecureContext({ ca: [...getCACertificates("default"), ...extra.map((c) => (typeof c === "string" ? c : Buffer.from(c)))] })
+    }
+    trustByKey.set(key, trust)
+  }
+  if (trustByInput.size >= 64) trustByInput.clear()
+  trustByInput.set(ca, trust)
+  return trust
+}
+
+const poolFor = (origin: string, servername: string | null, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
+  const trust = trustFor(ca)
+  const key = `${origin}|${addresses.map((a) => a.address).join(",")}|${trust.key}`
   const existing = pools.get(key)
   if (existing && !existing.closed && !existing.destroyed) {
     pools.delete(key) // refresh its place: the map is kept in least-recently-used order
@@ -248,7 +276,7 @@ const poolFor = (origin: string, servername: string | null, addresses: ReadonlyA
     allowH2: false,
     // Explicit, so NODE_TLS_REJECT_UNAUTHORIZED=0 can never switch verification off here.
     rejectUnauthorized: true,
-    ...(extra.length > 0 ? { ca: [...getCACertificates("default"), ...extra.map((c) => (typeof c === "string" ? c : Buffer.from(c)))] } : {})
+    ...(trust.context ? { secureContext: trust.context } : {})
   })
   // SNI and certificate checks use the real host name; the TCP connection goes to a vetted IP.
   const sni = servername === null ? undefined : servername.replace(/\.$/, "")
