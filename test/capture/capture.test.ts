@@ -1,22 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
-import { outbox, startCapture, view, type RunningCapture } from "../support/capture.ts"
-import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
+import { describe, expect, it } from "vitest"
+import type { TestDatabase } from "../support/db.ts"
+import { outbox, useCaptureWorld, view, type CaptureWorld, type RunningCapture } from "../support/capture.ts"
+import { insertAction, insertIncident } from "../support/app.ts"
 
 describe("capture", () => {
   let db: TestDatabase
   let cap: RunningCapture
-  let company: { id: string; host: string }
-  beforeAll(async () => {
-    db = await freshDatabase()
-    company = await makeCompany(db.sql)
-    cap = startCapture(db)
-    await cap.settle()
-  })
-  afterAll(async () => {
-    await cap?.stop()
-    await db?.drop()
-  })
+  let company: CaptureWorld["company"]
+  useCaptureWorld((w) => ({ db, cap, company } = w))
 
   it("projects an inserted incident and fires incident.created once", async () => {
     const id = await insertIncident(db.sql, company.id, { photos: ["NEVER-photo"] })

@@ -1,25 +1,16 @@
 // Each event rule of app-database.md, through the real WAL stream.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
-import { outbox, startCapture, view, type RunningCapture } from "../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { describe, expect, it } from "vitest"
+import { insertAction, insertIncident } from "../support/app.ts"
+import { outbox, useCaptureWorld, view, type CaptureWorld, type RunningCapture } from "../support/capture.ts"
+import type { TestDatabase } from "../support/db.ts"
 
 describe("events from the stream", () => {
   let db: TestDatabase
   let cap: RunningCapture
-  let company: { id: string }
+  let company: CaptureWorld["company"]
   const eventsOf = async (id: string) => (await outbox(db.sql)).filter((e) => e.record_id === id).map((e) => e.event)
 
-  beforeAll(async () => {
-    db = await freshDatabase()
-    company = await makeCompany(db.sql)
-    cap = startCapture(db)
-    await cap.settle()
-  })
-  afterAll(async () => {
-    await cap?.stop()
-    await db?.drop()
-  })
+  useCaptureWorld((w) => ({ db, cap, company } = w))
 
   const equipment = async () => {
     const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'North Yard') returning id::text`

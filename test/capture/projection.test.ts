@@ -1,27 +1,18 @@
 // Views through the real stream: children and referenced rows re-project their parents,
 // privacy cases hide their fields, and no NEVER value reaches a view, the mirror or the outbox.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { NEVER_COLUMNS } from "../../src/domain/records/index.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import { simulate } from "../../src/seed/simulate.ts"
-import { insertIncident, makeCompany } from "../support/app.ts"
-import { startCapture, view, type RunningCapture } from "../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { insertIncident } from "../support/app.ts"
+import { useCaptureWorld, view, type CaptureWorld, type RunningCapture } from "../support/capture.ts"
+import type { TestDatabase } from "../support/db.ts"
 
 describe("projection through the stream", () => {
   let db: TestDatabase
   let cap: RunningCapture
-  let company: { id: string }
-  beforeAll(async () => {
-    db = await freshDatabase()
-    company = await makeCompany(db.sql)
-    cap = startCapture(db)
-    await cap.settle()
-  })
-  afterAll(async () => {
-    await cap?.stop()
-    await db?.drop()
-  })
+  let company: CaptureWorld["company"]
+  useCaptureWorld((w) => ({ db, cap, company } = w))
 
   it("an inspection shows its equipment and the site's name, and follows renames", async () => {
     const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'Harbour') returning id::text`

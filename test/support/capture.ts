@@ -2,7 +2,9 @@
 import type { Sql } from "postgres"
 import { CaptureStats, runCapture, type CaptureOptions } from "../../src/capture/run.ts"
 import { parseLsn } from "../../src/capture/lsn.ts"
-import type { TestDatabase } from "./db.ts"
+import { afterAll, beforeAll } from "vitest"
+import { makeCompany } from "./app.ts"
+import { freshDatabase, type TestDatabase } from "./db.ts"
 
 export interface RunningCapture {
   readonly stats: CaptureStats
@@ -74,3 +76,29 @@ export const outbox = async (sql: Sql) =>
     ...e,
     data: JSON.parse(e.payload) as Record<string, unknown>
   }))
+
+export interface CaptureWorld {
+  readonly db: TestDatabase
+  readonly cap: RunningCapture
+  readonly company: { id: string; host: string }
+}
+
+/**
+ * For a describe block: a fresh database with one company and capture running and caught up
+ * (beforeAll), stopped and dropped afterwards. `use` receives them once they exist.
+ */
+export const useCaptureWorld = (use: (world: CaptureWorld) => void) => {
+  let world: CaptureWorld | undefined
+  beforeAll(async () => {
+    const db = await freshDatabase()
+    const company = await makeCompany(db.sql)
+    const cap = startCapture(db)
+    world = { db, cap, company }
+    use(world)
+    await cap.settle()
+  })
+  afterAll(async () => {
+    await world?.cap.stop()
+    await world?.db.drop()
+  })
+}
