@@ -55,4 +55,12 @@ export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<Readon
   return [line(headers), ...rows.map(line)].join("\n")
 }
 
+/** A titled table, or a sentence saying there is nothing to list. */
+export const listing = (
+  items: ReadonlyArray<unknown>,
+  text: { readonly empty: string; readonly title: string },
+  headers: ReadonlyArray<string>,
+  rows: () => ReadonlyArray<ReadonlyArray<string>>
+): string => (items.length === 0 ? text.empty : [text.title, "", table(headers, rows())].join("\n"))
+
 export const when = (iso: string | null, none = "-") => (iso === null ? none : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z"))

@@ -5,7 +5,7 @@ import { RESOURCES } from "../../../domain/resources.ts"
 import { invalid } from "../../errors.ts"
 import { companyById, findAdmin, findCompany, withSql } from "../../identity.ts"
 import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, keyCompany, listKeys, MAX_ACTIVE_KEYS, parseScopes, revokeKey } from "../../keys.ts"
-import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, output, table, when, withDatabase } from "../support.ts"
+import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, listing, output, when, withDatabase } from "../support.ts"
 
 const create = Command.make(
   "create",
@@ -63,28 +63,28 @@ const list = Command.make(
         const { company } = yield* optionalAdmin(args.company, args.as)
         const keys = yield* listKeys(company.id)
         yield* output(args.json, keys, () =>
-          keys.length === 0
-            ? `${company.name} (${company.host}) has no API keys.`
-            : [
-                `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`,
-                "",
-                table(
-                  ["ID", "NAME", "KEY", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
-                  keys.map((k) => [
-                    k.id,
-                    k.name,
-                    `${k.prefix}...`,
-                    k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
-                    k.webhooks ? "yes" : "no",
-                    k.createdBy ?? "-",
-                    when(k.createdAt),
-                    when(k.expiresAt, "never"),
-                    when(k.lastUsedAt, "never"),
-                    String(k.requestCount),
-                    k.state
-                  ])
-                )
-              ].join("\n")
+          listing(
+            keys,
+            {
+              empty: `${company.name} (${company.host}) has no API keys.`,
+              title: `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`
+            },
+            ["ID", "NAME", "KEY", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
+            () =>
+              keys.map((k) => [
+                k.id,
+                k.name,
+                `${k.prefix}...`,
+                k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
+                k.webhooks ? "yes" : "no",
+                k.createdBy ?? "-",
+                when(k.createdAt),
+                when(k.expiresAt, "never"),
+                when(k.lastUsedAt, "never"),
+                String(k.requestCount),
+                k.state
+              ])
+          )
         )
       })
     )

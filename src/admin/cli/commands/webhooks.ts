@@ -9,7 +9,7 @@ import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../identity.ts"
-import { asOptional, asRequired, company, companyOptional, json, optionalAdmin, output, table, when, withDatabase } from "../support.ts"
+import { asOptional, asRequired, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
@@ -177,25 +177,22 @@ const list = Command.make(
         const { company } = yield* optionalAdmin(args.company, args.as)
         const endpoints = yield* w.listEndpoints({ companyId: company.id })
         yield* output(args.json, endpoints, () =>
-          endpoints.length === 0
-            ? `${company.name} (${company.host}) has no webhook endpoints.`
-            : [
-                `Webhook endpoints of ${company.name} (${company.host}):`,
-                "",
-                table(
-                  ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
-                  endpoints.map((e) => [
-                    e.id,
-                    e.name,
-                    e.url,
-                    e.events.join(","),
-                    e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
-                    String(e.consecutiveFailures),
-                    e.createdBy ?? "-",
-                    when(e.createdAt)
-                  ])
-                )
-              ].join("\n")
+          listing(
+            endpoints,
+            { empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` },
+            ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
+            () =>
+              endpoints.map((e) => [
+                e.id,
+                e.name,
+                e.url,
+                e.events.join(","),
+                e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
+                String(e.consecutiveFailures),
+                e.createdBy ?? "-",
+                when(e.createdAt)
+              ])
+          )
         )
       })
     )
@@ -211,25 +208,22 @@ const endpointDeliveries = Command.make(
         const companyId = yield* scopeOf(args.as, args.company)
         const rows = yield* w.listEndpointDeliveries({ endpointId: args.id, companyId })
         yield* output(args.json, rows, () =>
-          rows.length === 0
-            ? `Endpoint ${args.id} has no deliveries yet.`
-            : [
-                `The last ${LOG_SIZE} deliveries of endpoint ${args.id}, newest first:`,
-                "",
-                table(
-                  ["ID", "EVENT", "STATE", "STATUS OR ERROR", "ATTEMPTS", "CREATED", "LAST ATTEMPT", "NEXT ATTEMPT"],
-                  rows.map((d) => [
-                    d.id,
-                    d.event,
-                    d.state,
-                    d.lastError ?? (d.lastStatus === null ? (d.heldReason ?? "-") : `HTTP ${d.lastStatus}`),
-                    String(d.attempts),
-                    when(d.createdAt),
-                    when(d.lastAttemptAt),
-                    when(d.nextAttemptAt)
-                  ])
-                )
-              ].join("\n")
+          listing(
+            rows,
+            { empty: `Endpoint ${args.id} has no deliveries yet.`, title: `The last ${LOG_SIZE} deliveries of endpoint ${args.id}, newest first:` },
+            ["ID", "EVENT", "STATE", "STATUS OR ERROR", "ATTEMPTS", "CREATED", "LAST ATTEMPT", "NEXT ATTEMPT"],
+            () =>
+              rows.map((d) => [
+                d.id,
+                d.event,
+                d.state,
+                d.lastError ?? (d.lastStatus === null ? (d.heldReason ?? "-") : `HTTP ${d.lastStatus}`),
+                String(d.attempts),
+                when(d.createdAt),
+                when(d.lastAttemptAt),
+                when(d.nextAttemptAt)
+              ])
+          )
         )
       })
     )
@@ -275,16 +269,15 @@ const subscriptionsList = Command.make(
         const { company } = yield* optionalAdmin(args.company, args.as)
         const subs = yield* w.listSubscriptions({ companyId: company.id })
         yield* output(args.json, subs, () =>
-          subs.length === 0
-            ? `${company.name} (${company.host}) has no subscriptions made through the API.`
-            : [
-                `Subscriptions made through the API by keys of ${company.name} (${company.host}):`,
-                "",
-                table(
-                  ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
-                  subs.map((s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)])
-                )
-              ].join("\n")
+          listing(
+            subs,
+            {
+              empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
+              title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
+            },
+            ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
+            () => subs.map((s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)])
+          )
         )
       })
     )
