@@ -81,7 +81,15 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
   const deadline = new AbortController()
   const timer = setTimeout(() => deadline.abort(new DeadlineError(`no complete answer within ${timeoutMs} ms`)), timeoutMs)
-  const signal = options.signal ? AbortSignal.any([deadline.signal, options.signal]) : deadline.signal
+  // One signal for the attempt: the caller's cancel feeds the deadline's controller (cheaper
+  // per attempt than AbortSignal.any, which the profile showed on the hot path).
+  const cancel = options.signal
+  const onCancel = () => deadline.abort(cancel!.reason)
+  if (cancel) {
+    if (cancel.aborted) onCancel()
+    else cancel.addEventListener("abort", onCancel, { once: true })
+  }
+  const signal = deadline.signal
 
   let status: number | null = null
   let addresses: ReadonlyArray<string> = []
@@ -139,14 +147,15 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
     }
     return fail("http", `http ${status}`, snippet)
   } catch (err) {
+    if (cancel?.aborted) return fail("aborted", "aborted: the attempt was cancelled")
     if (deadline.signal.aborted) {
       return fail("timeout", `timeout: ${(deadline.signal.reason as Error).message}${status === null ? "" : ` (status ${status} seen)`}`)
     }
-    if (options.signal?.aborted) return fail("aborted", "aborted: the attempt was cancelled")
     const [kind, text] = classifyError(err)
     return fail(kind, text)
   } finally {
     clearTimeout(timer)
+    cancel?.removeEventListener("abort", onCancel)
   }
 }
 
