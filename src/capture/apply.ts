@@ -25,7 +25,7 @@ export interface BatchResult {
 const refKey = (r: RecordRef) => r.resource + "|" + r.id
 
 export const moduleOn = (store: Store, companyId: string, resource: Resource): boolean =>
-  store.childrenOf("company_modules", companyId).some((m) => m.data.module === resource && m.data.enabled === true)
+  store.someChild("company_modules", companyId, (m) => m.data.module === resource && m.data.enabled === true)
 
 /** Everything a set of row changes makes the views depend on, loaded into the store. */
 export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: string; key: string; data: Row | null }>) => {

@@ -19,6 +19,12 @@ export const normalizeRow = (
   types: ReadonlyMap<string, number>
 ): Record<string, unknown> => {
   const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(raw)) out[k] = normalizeValue(v, types.get(k))
+  // for..in over a plain decoded row: no entries array per row on capture's hot path.
+  for (const k in raw) {
+    const v = raw[k]
+    // undefined is pgoutput's "unchanged TOAST value": it must stay undefined (not null),
+    // so the store keeps the mirrored value instead of blanking it.
+    out[k] = v === undefined ? undefined : normalizeValue(v, types.get(k))
+  }
   return out
 }

@@ -42,14 +42,37 @@ const parse = (text: string): Date => {
  * `2026-03-04T05:06:07.089Z` from a Date or an ISO-ish string (T or space, any fraction,
  * offset Z / ±hh / ±hh:mm / ±hhmm, or none meaning UTC). Throws on anything else.
  */
-const CANONICAL = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+const DIGIT = (s: string, i: number) => s.charCodeAt(i) - 48
+const num = (s: string, i: number, n: number) => {
+  let v = 0
+  for (let k = i; k < i + n; k++) {
+    const d = DIGIT(s, k)
+    if (d < 0 || d > 9) return -1
+    v = v * 10 + d
+  }
+  return v
+}
+const daysIn = (y: number, m: number) => (m === 2 ? (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 29 : 28) : m === 4 || m === 6 || m === 9 || m === 11 ? 30 : 31)
+
+/**
+ * Whether `s` is already the canonical form (what Date#toISOString gives, for years 0000 to
+ * 9999) of a real instant. Mirror values always are: this check, by hand, keeps shaping from
+ * parsing every timestamp of every record again.
+ */
+const isCanonical = (s: string): boolean => {
+  if (s.length !== 24 || s[4] !== "-" || s[7] !== "-" || s[10] !== "T" || s[13] !== ":" || s[16] !== ":" || s[19] !== "." || s[23] !== "Z") return false
+  const y = num(s, 0, 4)
+  const mo = num(s, 5, 2)
+  const d = num(s, 8, 2)
+  const h = num(s, 11, 2)
+  const mi = num(s, 14, 2)
+  const se = num(s, 17, 2)
+  const ms = num(s, 20, 3)
+  return y >= 0 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysIn(y, mo) && h >= 0 && h < 24 && mi >= 0 && mi < 60 && se >= 0 && se < 60 && ms >= 0
+}
 
 export const toIsoUtc = (value: Date | string): string => {
-  // Mirror values are already canonical (Date#toISOString): keep them when they round-trip.
-  if (typeof value === "string" && CANONICAL.test(value)) {
-    const t = Date.parse(value)
-    if (!Number.isNaN(t) && new Date(t).toISOString() === value) return value
-  }
+  if (typeof value === "string" && isCanonical(value)) return value
   const date = typeof value === "string" ? parse(value) : value
   if (!(date instanceof Date) || Number.isNaN(date.getTime())) {
     throw new TypeError(`not a timestamp: ${String(value)}`)

@@ -121,6 +121,17 @@ export class Store {
     return out
   }
 
+  /** Whether a current child of a loaded parent matches, without building the list. */
+  someChild(tbl: string, parent: string, test: (row: MirrorRow) => boolean): boolean {
+    const keys = this.children.get(k(tbl, parent))
+    if (!keys) throw new Error(`projection bug: children ${tbl} of ${parent} read before they were loaded`)
+    for (const key of keys) {
+      const row = this.current.get(k(tbl, key))
+      if (row && row.parentId === parent && test(row)) return true
+    }
+    return false
+  }
+
   /** Current child count: the pre-batch count plus what this batch moved in or out. */
   childCount(tbl: string, parent: string): number {
     const base = this.baseCounts.get(k(tbl, parent))

@@ -34,6 +34,20 @@ describe("capture", () => {
     expect((await view(db.sql, "corrective-actions", id))?.status).toBe("verified")
   })
 
+  it("an update that leaves a TOASTed value unchanged keeps it in the view (pgoutput sends it as 'unchanged')", async () => {
+    // Random text does not compress, so 20 kB is stored out of line and an update that does
+    // not touch it sends no value for it.
+    const long = Array.from({ length: 20_000 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("")
+    const id = await insertIncident(db.sql, company.id, { description: long })
+    await cap.settle()
+    expect((await view(db.sql, "incidents", id))?.description).toBe(long)
+    await db.sql`update app.incidents set title = 'Renamed', updated_at = now() where id = ${id}`
+    await cap.settle()
+    const v = await view(db.sql, "incidents", id)
+    expect(v?.title).toBe("Renamed")
+    expect(v?.description).toBe(long)
+  })
+
   it("delete removes the view and fires nothing", async () => {
     const id = await insertIncident(db.sql, company.id)
     await db.sql`delete from app.incidents where id = ${id}`

@@ -65,3 +65,22 @@ describe("toIsoUtcOrNull", () => {
     expect(() => toIsoUtcOrNull({})).toThrow(TypeError)
   })
 })
+
+describe("toIsoUtc on values already canonical", () => {
+  it("gives back every canonical instant unchanged, as Date#toISOString would", () => {
+    // A spread of instants over four centuries, leap days and the last millisecond of a day.
+    const samples = [Date.UTC(2024, 1, 29, 23, 59, 59, 999), Date.UTC(2000, 1, 29), Date.UTC(1900, 0, 1), Date.UTC(9999, 11, 31, 23, 59, 59, 999)]
+    for (let t = Date.UTC(1970, 0, 1); t < Date.UTC(2370, 0, 1); t += 86_400_000 * 97 + 3_600_000 * 7 + 61_001) samples.push(t)
+    for (const t of samples) {
+      const iso = new Date(t).toISOString()
+      expect(toIsoUtc(iso)).toBe(iso)
+    }
+  })
+
+  it.each(["1900-02-29T00:00:00.000Z", "2023-02-29T00:00:00.000Z", "2026-04-31T00:00:00.000Z", "2026-00-10T00:00:00.000Z", "2026-01-10T12:00:00.00aZ"])(
+    "still refuses %j",
+    (input) => {
+      expect(() => toIsoUtc(input)).toThrow(TypeError)
+    }
+  )
+})
