@@ -2,6 +2,7 @@
 import { Layer } from "effect"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { routesOf, type KnownRoute } from "../../api/fallback.ts"
+import { ADMIN_WEB_ROUTES } from "../web/paths.ts"
 import { ADMIN_DOCS_PATH, ADMIN_OPENAPI_PATH, AdminApi } from "./definition.ts"
 import { AdminAuthLive, AdminRequestErrorsLive, AdminRootHandlers, KeysHandlers, TokensHandlers } from "./handlers.ts"
 import { WebhooksHandlers } from "./webhooks-handlers.ts"
@@ -21,5 +22,7 @@ export const AdminRoutesFor = Layer.mergeAll(
 export const adminKnownRoutes: ReadonlyArray<KnownRoute> = [
   ...routesOf(AdminApi),
   { method: "GET", path: ADMIN_OPENAPI_PATH },
-  { method: "GET", path: ADMIN_DOCS_PATH }
+  { method: "GET", path: ADMIN_DOCS_PATH },
+  // The admin pages (src/admin/web), served beside the API: 405 for other methods, metrics labels.
+  ...ADMIN_WEB_ROUTES
 ]

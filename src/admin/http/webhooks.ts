@@ -4,7 +4,7 @@
 // log. Always the admin's own company. Added to AdminApi in definition.ts; the handlers are
 // in webhooks-handlers.ts (they need AdminApi, which imports this file).
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound } from "../../api/errors.ts"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 
@@ -119,6 +119,34 @@ export const ActivityInfo = Schema.Struct({
   details: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "ActivityEntry" })
 
+/**
+ * Every kind the activity log holds; the part before the dot is its family ("endpoint").
+ * The filter takes a kind or a family; anything else could only match nothing, so it is
+ * refused (400). Keep in step with the writers: src/admin (keys, tokens), src/webhooks,
+ * src/operations/replay.ts and src/delivery/queries.ts (endpoint.switched_off).
+ */
+export const ACTIVITY_KINDS = [
+  "key.created",
+  "key.revoked",
+  "admin_token.created",
+  "admin_token.revoked",
+  "endpoint.created",
+  "endpoint.updated",
+  "endpoint.secret_rotated",
+  "endpoint.deleted",
+  "endpoint.enabled",
+  "endpoint.switched_off",
+  "endpoint.tested",
+  "subscription.created",
+  "subscription.disabled",
+  "subscription.enabled",
+  "subscription.deleted",
+  "delivery.resent",
+  "deliveries.replayed"
+] as const
+
+const ACTIVITY_FILTERS = [...new Set(ACTIVITY_KINDS.flatMap((k) => [k.slice(0, k.indexOf(".")), k]))]
+
 const IdParam = { id: Schema.String }
 const data = <S extends Schema.Top>(item: S) => Schema.Struct({ data: Schema.Array(item) })
 
@@ -157,11 +185,14 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("enableSubscription", `${PREFIX}/subscriptions/:id/enable`, { params: IdParam, success: SubscriptionInfo, error: NotFound }),
     HttpApiEndpoint.delete("deleteSubscription", `${PREFIX}/subscriptions/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: NotFound }),
     HttpApiEndpoint.get("activity", `${PREFIX}/activity`, {
-      query: { kind: Schema.optional(Schema.String).annotate({ description: "Only this kind (e.g. endpoint.created), or a family (endpoint)" }) },
+      query: { kind: Schema.optional(Schema.Literals(ACTIVITY_FILTERS)).annotate({ description: "Only this kind (e.g. endpoint.created), or a family (endpoint)" }) },
       success: data(ActivityInfo),
       error: [BadRequest]
     }).annotateMerge(OpenApi.annotations({ description: "The company's activity log, newest first: every change to an endpoint or subscription." }))
   )
+  // A field the body does not take is refused (400), never silently dropped: {"name": "x",
+  // "enabled": false} must not rename the endpoint and leave it on.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "first" })
   .annotateMerge(OpenApi.annotations({ description: "Webhook endpoints, deliveries, API-made subscriptions and the activity log of the admin's company" })) {}
 
 
