@@ -68,6 +68,11 @@ export const ApiKeyAuthLive = Layer.effect(
             )
           }
           if (lookup._tag === "Refused") return errorResponse(lookup.refusal.status, lookup.refusal.message, headers)
+          // Hooks rule 1: without the webhooks permission the answer is 403, whatever the
+          // body (checked here, before the handler reads and validates it).
+          if (group.identifier === "hooks" && !entry.webhooks) {
+            return errorResponse(403, "this key does not have the webhooks permission", headers)
+          }
           yield* HttpEffect.appendPreResponseHandler((_request, response) =>
             Effect.succeed(HttpServerResponse.setHeaders(response, headers))
           )

@@ -63,6 +63,10 @@ export const errorResponse = (
     ...(headers === undefined ? {} : { headers })
   })
 
+/** /api/v1/hooks: as webhookErrorToHttp, and 401 when the key itself is no longer good. */
+export const hookErrorToHttp = (e: { readonly status: number; readonly message: string }): Unauthorized | BadRequest | Forbidden | NotFound | Conflict =>
+  e.status === 401 ? new Unauthorized({ error: e.message }) : webhookErrorToHttp(e)
+
 /** A webhook operation's error as the declared HTTP error of the same status; the API and
  *  the admin API map them the same way. */
 export const webhookErrorToHttp = (e: { readonly status: number; readonly message: string }): BadRequest | Forbidden | NotFound | Conflict => {

@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../domain/event-kinds.ts"
-import { BadRequest, Conflict, Forbidden, NotFound } from "./errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized } from "./errors.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
 
@@ -45,25 +45,22 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
   .add(
     HttpApiEndpoint.post("create", HOOKS_PATH, {
       payload: CreateHook,
-      success: [
-        CreatedHookRecord.pipe(HttpApiSchema.status(201)),
-        CreatedHookRecord.pipe(HttpApiSchema.status(200)).annotate({ description: "The key already had this url and event: that subscription" })
-      ],
-      error: [BadRequest, Forbidden, Conflict]
+      success: CreatedHookRecord.pipe(HttpApiSchema.status(201)),
+      error: [BadRequest, Unauthorized, Forbidden, Conflict]
     }).annotateMerge(
       OpenApi.annotations({
         summary: "Subscribe to an event",
         description:
-          "Needs a key with the webhooks permission. 201 with the new subscription and the key's signing secret; 200 with the existing one when the key already subscribed this url to this event. A key holds at most 50 subscriptions (409 beyond)."
+          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions (409 beyond)."
       })
     ),
-    HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: Forbidden }).annotateMerge(
+    HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: [Unauthorized, Forbidden] }).annotateMerge(
       OpenApi.annotations({ summary: "This key's subscriptions and the events it may subscribe to" })
     ),
-    HttpApiEndpoint.get("get", `${HOOKS_PATH}/:id`, { params: IdParam, success: HookRecord, error: [Forbidden, NotFound] }).annotateMerge(
+    HttpApiEndpoint.get("get", `${HOOKS_PATH}/:id`, { params: IdParam, success: HookRecord, error: [Unauthorized, Forbidden, NotFound] }).annotateMerge(
       OpenApi.annotations({ summary: "One subscription of this key (never the secret)" })
     ),
-    HttpApiEndpoint.delete("delete", `${HOOKS_PATH}/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [Forbidden, NotFound] }).annotateMerge(
+    HttpApiEndpoint.delete("delete", `${HOOKS_PATH}/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [Unauthorized, Forbidden, NotFound] }).annotateMerge(
       OpenApi.annotations({ summary: "Unsubscribe" })
     )
   )

@@ -6,7 +6,7 @@ import { decryptSecret, encryptSecret } from "../delivery/secrets.ts"
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE } from "../domain/event-kinds.ts"
 import { isUuid, writeActivity, type Tx, type WebhookDeps } from "./context.ts"
-import { badRequest, conflict, forbidden, notFound } from "./errors.ts"
+import { badRequest, conflict, forbidden, notFound, unauthorized } from "./errors.ts"
 import { checkUrl, parseEvent } from "./validate.ts"
 
 export const MAX_SUBSCRIPTIONS_PER_KEY = 50
@@ -42,7 +42,9 @@ type KeyRights = { webhooks: boolean; usable: boolean; readable: ReadonlyArray<s
 
 /** The key's webhooks permission and what it can read now (its scopes whose module is on). */
 const rights = async (tx: Tx, key: HookKey, lock: boolean): Promise<KeyRights> => {
-  if (!isUuid(key.keyId)) throw forbidden("unknown key")
+  // The key is checked again here, not only by the API's (cached) authentication: a key
+  // revoked a moment ago gets 401 on its very next request, as on every other path.
+  if (!isUuid(key.keyId)) throw unauthorized("unknown key")
   const rows = await tx.unsafe<{ webhooks: boolean; usable: boolean; scopes: string[]; modules: string[] | null; tier: string | null; api_enabled: boolean | null; company_id: string }[]>(
     `select k.webhooks, (k.revoked_at is null and (k.expires_at is null or k.expires_at > now())) as usable, k.scopes,
        k.company_id::text, c.modules, c.tier, c.api_enabled
@@ -51,8 +53,8 @@ const rights = async (tx: Tx, key: HookKey, lock: boolean): Promise<KeyRights> =
     [key.keyId]
   )
   const k = rows[0]
-  if (!k || k.company_id !== key.companyId.toLowerCase()) throw forbidden("unknown key")
-  if (!k.usable) throw forbidden("this key is revoked or expired")
+  if (!k || k.company_id !== key.companyId.toLowerCase()) throw unauthorized("unknown key")
+  if (!k.usable) throw unauthorized("this key is revoked or expired")
   if (k.tier !== "company") throw forbidden("webhooks belong to the Company tier")
   if (k.api_enabled !== true) throw forbidden("the API is turned off for this company")
   const modules = k.modules ?? []
@@ -79,7 +81,8 @@ const keySecret = async (deps: WebhookDeps, tx: Tx, keyId: string): Promise<stri
 /**
  * POST /api/v1/hooks. `created` is false when the key already had this url and event: the
  * existing subscription is returned (a subscriber may safely retry), with the secret, as
- * the answer to subscribing always carries it.
+ * the answer to subscribing always carries it. A subscribe that succeeds leaves the
+ * subscription on (spec 3.2), so repeating it turns back on one an admin turned off.
  */
 export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown): Promise<{ readonly created: boolean; readonly subscription: CreatedHook }> => {
   requireWebhooks(await rights(deps.sql, key, false))
@@ -97,7 +100,15 @@ export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown)
     }
     const [existing] = await tx<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
       where key_id = ${key.keyId} and url = ${url} and event = ${event}`
-    if (existing) return { created: false, subscription: { ...record(existing), secret: await keySecret(deps, tx, key.keyId) } }
+    if (existing) {
+      let row: SubRow | undefined = existing
+      if (!existing.active) {
+        ;[row] = await tx<SubRow[]>`update service.webhook_subscriptions set active = true where id = ${existing.id}
+          returning id::text, url, event, active, created_at`
+        await writeActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.enabled", subjectId: existing.id, details: { url, event, reason: "subscribed again" } })
+      }
+      return { created: false, subscription: { ...record(row!), secret: await keySecret(deps, tx, key.keyId) } }
+    }
     const [count] = await tx<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions where key_id = ${key.keyId}`
     if (count!.n >= MAX_SUBSCRIPTIONS_PER_KEY) throw conflict(`this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`)
     const secret = await keySecret(deps, tx, key.keyId)

@@ -52,7 +52,7 @@ describe("/api/v1/hooks", () => {
     const paths = checker.document.paths
     expect(Object.keys(paths["/api/v1/hooks"])).toEqual(expect.arrayContaining(["post", "get"]))
     expect(Object.keys(paths["/api/v1/hooks/{id}"])).toEqual(expect.arrayContaining(["get", "delete"]))
-    expect(Object.keys(paths["/api/v1/hooks"].post.responses)).toEqual(expect.arrayContaining(["200", "201", "400", "403"]))
+    expect(Object.keys(paths["/api/v1/hooks"].post.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403"]))
   })
 
   it("403 without the webhooks permission, on every operation", async () => {
@@ -66,6 +66,31 @@ describe("/api/v1/hooks", () => {
       expect(a.status, `${method} ${path}`).toBe(403)
       expect(a.json.error).toMatch(/webhooks permission/)
     }
+    // Rule 1 comes first: a malformed body from such a key is still 403, not 400.
+    for (const body of ["{not json", { event: "incident.created" }, { url: 1, event: [] }]) {
+      const a = await call("POST", "/api/v1/hooks", plain, body)
+      expect(a.status, JSON.stringify(body)).toBe(403)
+      expect(a.json.error).toMatch(/webhooks permission/)
+    }
+  })
+
+  it("a key revoked a moment ago gets 401 on its next hooks request (not 403), on every operation", async () => {
+    const soon = await makeKey(db, acme, { webhooks: true, name: "soon revoked" })
+    const made = await call("POST", "/api/v1/hooks", soon.key, { url: HOOK_URL, event: "permit.closed" })
+    expect(made.status).toBe(201)
+    // The API has just authenticated the key, so it is in its in-memory directory.
+    expect((await call("GET", "/api/v1/hooks", soon.key)).status).toBe(200)
+    await db.sql`update service.api_keys set revoked_at = now() where id = ${soon.id}`
+    for (const [method, path, body] of [
+      ["POST", "/api/v1/hooks", { url: HOOK_URL, event: "incident.created" }],
+      ["GET", "/api/v1/hooks", undefined],
+      ["GET", `/api/v1/hooks/${made.json.id}`, undefined],
+      ["DELETE", `/api/v1/hooks/${made.json.id}`, undefined]
+    ] as const) {
+      const a = await call(method, path, soon.key, body)
+      expect(a.status, `${method} ${path}`).toBe(401)
+      expect(Object.keys(a.json)).toEqual(["error"])
+    }
   })
 
   it("401 without a key", async () => {
@@ -74,7 +99,7 @@ describe("/api/v1/hooks", () => {
     expect(Object.keys(a.json)).toEqual(["error"])
   })
 
-  it("subscribes: 201 with the 2.4 record and a whsec_ secret; repeating answers 200 with the same id", async () => {
+  it("subscribes: 201 with the 2.4 record and a whsec_ secret; repeating answers 201 with the same id", async () => {
     const a = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "incident.created" })
     expect(a.status).toBe(201)
     expect(Object.keys(a.json).sort()).toEqual(["active", "createdAt", "event", "id", "name", "secret", "url"])
@@ -83,9 +108,17 @@ describe("/api/v1/hooks", () => {
     expect(new Date(a.json.createdAt).toISOString()).toBe(a.json.createdAt)
 
     const again = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "incident.created" })
-    expect(again.status).toBe(200)
+    expect(again.status).toBe(201)
     expect(again.json.id).toBe(a.json.id)
     expect(again.json.secret).toBe(a.json.secret)
+
+    // A subscribe that succeeds leaves the subscription on (spec 3.2), also one an admin turned off.
+    await db.sql`update service.webhook_subscriptions set active = false where id = ${a.json.id}`
+    const back = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "incident.created" })
+    expect(back.status).toBe(201)
+    expect(back.json).toMatchObject({ id: a.json.id, active: true })
+    const [on] = await db.sql<{ active: boolean }[]>`select active from service.webhook_subscriptions where id = ${a.json.id}`
+    expect(on!.active).toBe(true)
 
     // one secret per key (rule 6)
     const second = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "permit.approved" })
