@@ -1,7 +1,7 @@
 // The delivery engine's SQL: fan-out, claiming under a lease, recording attempts, holding
 // and releasing deliveries whose destination is off, handing back, retention.
 // Times that drive the schedule are passed in from the engine's Clock, never now().
-import type { Sql } from "postgres"
+import type { Sql, TransactionSql } from "postgres"
 
 // Aliases: d delivery, ev event, co company, w endpoint, s subscription, k key, ks key secret.
 const JOINS = `join service.events ev on ev.id = d.event_id
@@ -12,13 +12,16 @@ const JOINS = `join service.events ev on ev.id = d.event_id
   left join service.webhook_key_secrets ks on ks.key_id = s.key_id`
 const FROM = `service.webhook_deliveries d ${JOINS}`
 
-/** Why a delivery may not go now (null: it may). Send Again (manual) overrides all but the tier. */
+/**
+ * Why a delivery may not go now (null: it may). Send Again (manual) overrides only an
+ * endpoint's switch-off (an admin may try a receiver that is back); what stops a destination
+ * from receiving (modules, keys, subscriptions, the company's API and tier) holds for it too.
+ */
 const HOLD_REASON = `case
   when co.id is null or co.tier <> 'company' then 'the company is not on the Company tier'
   when coalesce(w.secret, ks.secret) is null then 'there is no signing secret'
-  when d.manual then null
   when d.endpoint_id is not null then case
-    when not w.enabled then 'the endpoint is switched off'
+    when not w.enabled and not d.manual then 'the endpoint is switched off'
     when not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
   else case
     when not s.active then 'the subscription is turned off'
@@ -29,6 +32,12 @@ const HOLD_REASON = `case
     when not (ev.resource = any(k.scopes)) then 'the key can no longer read ' || ev.resource
     when not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
   end`
+
+/** Why the delivery could not be sent now, as the engine would decide it; null if it could. */
+export const holdReason = async (sql: Sql | TransactionSql<Record<string, unknown>>, id: string): Promise<string | null> => {
+  const [r] = await sql.unsafe<{ reason: string | null }[]>(`select ${HOLD_REASON} as reason from ${FROM} where d.id = $1`, [id])
+  return r?.reason ?? null
+}
 
 /** host[:port] of a stored (normalised, https-only) URL. */
 export const originOf = (column: string) => `substring(${column} from '^https://([^/?#]+)')`

@@ -3,6 +3,7 @@
 import type { Sql } from "postgres"
 import { iso, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
 import { badRequest, conflict, notFound } from "./errors.ts"
+import { holdReason } from "../delivery/queries.ts"
 
 export type DeliveryView = {
   readonly id: string
@@ -141,6 +142,10 @@ export const resendDelivery = async (
         finished_at = null, leased_by = null, lease_until = null
       where id = ${id} and (leased_by is null or lease_until < now()) returning id`
     if (r.length === 0) throw conflict(`delivery ${id} is being attempted right now; try again in a moment`)
+    // Send Again tries a receiver at once, even a switched-off endpoint's; it does not send
+    // what the destination may no longer receive (rolled back, so nothing changes).
+    const reason = await holdReason(tx, id)
+    if (reason !== null) throw conflict(`delivery ${id} cannot be sent again now: ${reason}`)
     await writeActivity(tx, {
       companyId: before.company_id,
       actor,

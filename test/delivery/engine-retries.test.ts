@@ -227,6 +227,49 @@ describe("Send Again", () => {
   })
 })
 
+describe("Send Again and what stops a destination", () => {
+  it("is refused (409, nothing changes) while the record's module is off, and allowed for a switched-off endpoint", async () => {
+    w.receiver.reply("/again-rules", { status: 500 })
+    const e = await endpoint(w.receiver.url("/again-rules"))
+    engine = await startEngine(w.deps, { retrySchedule: "20ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    const [d] = await waitFor(async () => {
+      const ds = await deliveryOf(e.id)
+      return ds[0]?.state === "failed" ? ds : null
+    }, "failure")
+    w.receiver.reply("/again-rules", { status: 200 })
+    const sent = at(w.receiver, "/again-rules").length
+
+    await w.db.sql`update app.company_modules set enabled = false where company_id = ${w.company.id} and module = 'incidents'`
+    let refused: { status?: number; message?: string } | null
+    try {
+      await waitFor(async () => {
+        const [c] = await w.db.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${w.company.id}`
+        return !c!.modules.includes("incidents")
+      }, "the module off in the service")
+      refused = await resendDelivery(w.deps, ADMIN, { id: d!.id, companyId: w.company.id }).then(
+        () => null,
+        (err: { status?: number; message?: string }) => err
+      )
+    } finally {
+      await w.db.sql`update app.company_modules set enabled = true where company_id = ${w.company.id} and module = 'incidents'`
+    }
+    expect(refused?.status).toBe(409)
+    expect(refused?.message).toMatch(/incidents module is turned off/)
+    expect((await deliveryOf(e.id))[0]?.state).toBe("failed")
+
+    // Module back on, endpoint switched off by an admin: Send Again still tries the receiver.
+    await waitFor(async () => {
+      const [c] = await w.db.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${w.company.id}`
+      return c!.modules.includes("incidents")
+    }, "the module on in the service")
+    await w.db.sql`update service.webhook_endpoints set enabled = false where id = ${e.id}`
+    await resendDelivery(w.deps, ADMIN, { id: d!.id, companyId: w.company.id })
+    await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "succeeded", "the resend to the switched-off endpoint")
+    expect(at(w.receiver, "/again-rules").length).toBe(sent + 1)
+  })
+})
+
 describe("secret rotation", () => {
   it("signs every later attempt with the new secret at once, retries of older deliveries included", async () => {
     w.receiver.reply("/rot", { status: 500 })
