@@ -8,6 +8,7 @@ import { eventsFor } from "../domain/events.ts"
 import type { Row } from "../domain/records/types.ts"
 import { RESOURCE_INFO, type Resource } from "../domain/resources.ts"
 import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
+import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
@@ -111,6 +112,21 @@ export const finalViews = (store: Store, refs: ReadonlyArray<RecordRef>) => {
   return { views, gone }
 }
 
+/**
+ * Incidents that are privacy cases at the end of the batch and whose stored events may still
+ * carry the withheld fields: they were not one before it, or they have events in it.
+ */
+export const newPrivacyCases = (store: Store, changes: ReadonlyArray<{ table: string; key: string }>, events: ReadonlyArray<OutboxEvent>): string[] => {
+  const ids = new Set<string>()
+  const withEvents = new Set(events.filter((e) => e.resource === "incidents").map((e) => e.recordId))
+  for (const c of changes) {
+    if (c.table !== "incidents" || ids.has(c.key)) continue
+    if (store.get("incidents", c.key)?.data.privacy_case !== true) continue
+    if (store.getBase("incidents", c.key)?.data.privacy_case !== true || withEvents.has(c.key)) ids.add(c.key)
+  }
+  return [...ids]
+}
+
 export const applyBatch = async (tx: Tx, txns: ReadonlyArray<Txn>): Promise<BatchResult> => {
   const store = new Store(tx)
   const changes = txns.flatMap((t) => t.changes)
@@ -125,6 +141,8 @@ export const applyBatch = async (tx: Tx, txns: ReadonlyArray<Txn>): Promise<Batc
   if (tenancy.size > 0) writes.push(writeCompanies(tx, store, tenancy))
   if (users.size > 0) writes.push(writeUsers(tx, store, users))
   writes.push(writeEvents(tx, events))
+  const privacy = newPrivacyCases(store, changes, events)
+  if (privacy.length > 0) writes.push(scrubPrivacyCases(tx, privacy)) // after the events above
   await Promise.all(writes)
   return { changes: changes.length, events }
 }

@@ -8,6 +8,7 @@ import { eventsFor } from "../domain/events.ts"
 import type { Row } from "../domain/records/types.ts"
 import { isResource, RESOURCE_INFO } from "../domain/resources.ts"
 import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
+import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
@@ -113,6 +114,11 @@ export class LargeTransaction {
       }
       await writeEvents(this.tx, events)
       for (const e of events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+      // Incidents this transaction made privacy cases: their earlier events lose the fields too.
+      await scrubPrivacyCases(
+        this.tx,
+        candidates.filter((r) => r.tbl === "incidents" && r.data?.privacy_case !== true && store.get("incidents", r.key)?.data.privacy_case === true).map((r) => r.key)
+      )
     }
     return tally
   }

@@ -444,8 +444,12 @@ export const recordOutcomes = async (sql: Sql, input: RecordInput): Promise<Reco
 // ---------------------------------------------------------------------------------------
 // Retention
 
-/** Deletes deliveries (with their attempts) and attempts older than `before`, in chunks. */
-export const purgeOld = async (sql: Sql, before: Date, chunk = 5_000): Promise<{ deliveries: number; attempts: number }> => {
+/**
+ * Deletes deliveries (with their attempts), attempts and outbox events older than `before`,
+ * in chunks. An event goes only once fan-out has passed it and no newer delivery (a replay)
+ * still points at it: the events feed and replays cover the same 30 days as the delivery log.
+ */
+export const purgeOld = async (sql: Sql, before: Date, chunk = 5_000): Promise<{ deliveries: number; attempts: number; events: number }> => {
   let deliveries = 0
   let attempts = 0
   for (;;) {
@@ -465,5 +469,17 @@ export const purgeOld = async (sql: Sql, before: Date, chunk = 5_000): Promise<{
     attempts += r.length
     if (r.length < chunk) break
   }
-  return { deliveries, attempts }
+  let events = 0
+  for (;;) {
+    const r = await sql`
+      delete from service.events e using (
+        select ev.id from service.events ev, service.webhook_fanout f
+        where ev.created_at < ${before} and (ev.commit_lsn, ev.seq) <= (f.commit_lsn, f.seq)
+          and not exists (select 1 from service.webhook_deliveries d where d.event_id = ev.id and d.created_at >= ${before})
+        limit ${chunk}
+      ) old where e.id = old.id returning 1`
+    events += r.length
+    if (r.length < chunk) break
+  }
+  return { deliveries, attempts, events }
 }

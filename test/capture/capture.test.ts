@@ -48,6 +48,21 @@ describe("capture", () => {
     expect(v?.description).toBe(long)
   })
 
+  it("an incident that becomes a privacy case has the withheld fields removed from its earlier events too", async () => {
+    const id = await insertIncident(db.sql, company.id, { person_name: "Pat Doe", location: "Bay 4", body_part: "hand", injury_type: "cut" })
+    await cap.settle()
+    const [created] = (await outbox(db.sql)).filter((e) => e.record_id === id)
+    expect(created!.data).toMatchObject({ personName: "Pat Doe", location: "Bay 4" })
+    const keys = Object.keys(created!.data)
+    await db.sql`update app.incidents set privacy_case = true, updated_at = now() where id = ${id}`
+    await cap.settle()
+    const [after] = (await outbox(db.sql)).filter((e) => e.record_id === id)
+    expect(after!.data).toMatchObject({ personName: null, workerId: null, location: null, description: null, bodyPart: null, injuryType: null })
+    expect(Object.keys(after!.data)).toEqual(keys) // the same shape, fields withheld in place
+    expect(after!.payload).not.toContain("Pat Doe")
+    expect((await view(db.sql, "incidents", id))?.personName).toBeNull()
+  })
+
   it("delete removes the view and fires nothing", async () => {
     const id = await insertIncident(db.sql, company.id)
     await db.sql`delete from app.incidents where id = ${id}`

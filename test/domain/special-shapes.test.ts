@@ -195,3 +195,21 @@ describe("viewMeta", () => {
     expect(() => viewMeta("workers", { id: "w", name: "x" })).toThrow(/createdAt/)
   })
 })
+
+describe("redactPrivacyCase (stored copies of an incident that became a privacy case)", () => {
+  it("withholds exactly the privacy fields, keeping every key in its place", async () => {
+    const { redactPrivacyCase, PRIVACY_CASE_FIELDS } = await import("../../src/domain/records/incidents.ts")
+    const record = { id: "i1", title: "Cut", description: "Long text", personName: "Pat", workerId: "w1", location: "Bay", bodyPart: "hand", injuryType: "cut", severity: "minor", privacyCase: false }
+    const out = JSON.parse(redactPrivacyCase(JSON.stringify(record))) as Record<string, unknown>
+    expect(Object.keys(out)).toEqual(Object.keys(record))
+    for (const f of PRIVACY_CASE_FIELDS) expect(out[f]).toBeNull()
+    expect(out).toMatchObject({ id: "i1", title: "Cut", severity: "minor" })
+  })
+
+  it("leaves an already withheld record byte for byte, and non-objects alone", async () => {
+    const { redactPrivacyCase } = await import("../../src/domain/records/incidents.ts")
+    const done = JSON.stringify({ id: "i1", personName: null, location: null })
+    expect(redactPrivacyCase(done)).toBe(done)
+    expect(redactPrivacyCase("[1,2]")).toBe("[1,2]")
+  })
+})

@@ -218,7 +218,7 @@ describe("retention", () => {
     await w.db.sql`update service.webhook_deliveries set created_at = now() - interval '31 days' where id = ${ids[0]!}`
     await w.db.sql`update service.webhook_attempts set started_at = now() - interval '31 days' where delivery_id = ${ids[1]!}`
     const r = await purgeOld(w.db.sql, new Date(Date.now() - 30 * 86_400_000))
-    expect(r).toEqual({ deliveries: 1, attempts: 1 })
+    expect(r).toEqual({ deliveries: 1, attempts: 1, events: 0 })
     const left = await w.db.sql<{ id: string; n: number }[]>`select d.id::text, (select count(*)::int from service.webhook_attempts a where a.delivery_id = d.id) as n
       from service.webhook_deliveries d where d.endpoint_id = ${e.id} order by d.id`
     expect(left.map((l) => l.id).sort()).toEqual([ids[1]!, ids[2]!].sort())
@@ -230,6 +230,39 @@ describe("retention", () => {
       await waitFor(async () => (await w.db.sql`select 1 from service.webhook_deliveries where id = ${ids[2]!}`).length === 0, "the engine's purge")
     } finally {
       await purging.stop()
+    }
+  })
+
+  it("purges outbox events older than 30 days once fan-out has passed them, keeping those a newer delivery points at", async () => {
+    const e = await create({ url: w.receiver.url("/old-events") })
+    const engine = await startEngine(w.deps)
+    try {
+      for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
+      await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3, "3 deliveries")
+    } finally {
+      await engine.stop()
+    }
+    const rows = await w.db.sql<{ id: string; event_id: string }[]>`
+      select id::text, event_id::text from service.webhook_deliveries where endpoint_id = ${e.id} order by created_at`
+    const [old, replayed, recent] = rows.map((r) => r.event_id)
+    // Two events 31 days old: one's delivery is old too, the other was replayed yesterday.
+    await w.db.sql`update service.events set created_at = now() - interval '31 days' where id = any(${[old!, replayed!]}::uuid[])`
+    await w.db.sql`update service.webhook_deliveries set created_at = now() - interval '31 days' where event_id = ${old!}`
+    // An old event fan-out has not reached yet stays, whatever its age.
+    const [ahead] = await w.db.sql<{ id: string }[]>`
+      insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)
+      values (gen_random_uuid(), ${w.company.id}, 'incident.created', 'incidents', gen_random_uuid(), 'FFFFFFFF/FFFFFFFF', 0, '{}', now() - interval '40 days')
+      returning id::text`
+    try {
+      const r = await purgeOld(w.db.sql, new Date(Date.now() - 30 * 86_400_000))
+      expect(r.events).toBe(1)
+      const left = new Set((await w.db.sql<{ id: string }[]>`select id::text from service.events`).map((x) => x.id))
+      expect(left.has(old!)).toBe(false)
+      expect(left.has(replayed!)).toBe(true)
+      expect(left.has(recent!)).toBe(true)
+      expect(left.has(ahead!.id)).toBe(true)
+    } finally {
+      await w.db.sql`delete from service.events where id = ${ahead!.id}`
     }
   })
 })

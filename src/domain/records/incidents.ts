@@ -26,6 +26,17 @@ const FIELDS: ReadonlyArray<FieldSpec> = [
 /** Withheld on a privacy case, as on an exported OSHA log (spec 1). */
 export const PRIVACY_CASE_FIELDS = ["personName", "workerId", "location", "description", "bodyPart", "injuryType"] as const
 
+/** An incident's API JSON with the privacy-case fields withheld (null), keys in place;
+ *  text that is not an incident object comes back unchanged. */
+export const redactPrivacyCase = (json: string): string => {
+  const record = JSON.parse(json) as unknown
+  if (typeof record !== "object" || record === null || Array.isArray(record)) return json
+  const r = record as Record<string, unknown>
+  if (PRIVACY_CASE_FIELDS.every((f) => r[f] === null || r[f] === undefined)) return json
+  for (const field of PRIVACY_CASE_FIELDS) if (field in r) r[field] = null
+  return JSON.stringify(r)
+}
+
 export const shapeIncident = ({ row }: ShapeInput): ApiRecord => {
   const record = { ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) }
   if (readField(row, "privacy_case", "boolean") === true) {
