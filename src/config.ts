@@ -1,6 +1,7 @@
 // Every setting, its environment variable and its default. The README's configuration
 // table mirrors this file.
 import { Config, Duration } from "effect"
+import { DEFAULT_RETRY_SCHEDULE } from "./delivery/schedule.ts"
 
 export const DatabaseConfig = Config.all({
   /** An existing PostgreSQL (wal_level=logical). Absent: the embedded one under DATA_DIR. */
@@ -29,7 +30,7 @@ export const SeedConfig = Config.all({
 })
 
 export const WebhookConfig = Config.all({
-  retrySchedule: Config.String("WEBHOOK_RETRY_SCHEDULE").pipe(Config.withDefault("15m,1h,4h,12h,1d")),
+  retrySchedule: Config.String("WEBHOOK_RETRY_SCHEDULE").pipe(Config.withDefault(DEFAULT_RETRY_SCHEDULE)),
   allowedNetworks: Config.String("WEBHOOK_ALLOWED_NETWORKS").pipe(Config.withDefault("")),
   /** base64 of 32 bytes; absent with the embedded database: generated under DATA_DIR. */
   secretsKey: Config.option(Config.Redacted("SECRETS_KEY"))
