@@ -5,6 +5,7 @@ import { endpointSecretContext } from "../delivery/channels.ts"
 import { originOf } from "../delivery/queries.ts"
 import { encryptSecret } from "../delivery/secrets.ts"
 import { newSecret } from "../delivery/signature.ts"
+import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { iso, requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
 import { badRequest, forbidden, notFound } from "./errors.ts"
 import { checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
@@ -69,6 +70,13 @@ const companyFor = async (deps: WebhookDeps, companyId: string): Promise<Company
   if (!c) throw notFound(`no company ${companyId}`)
   if (c.tier !== "company") throw forbidden(`webhooks belong to the Company tier; this company is on the ${c.tier} tier`)
   return c
+}
+
+/** The events an endpoint of the company may choose now: those of the modules it has on (spec 1.6). */
+export const offeredEvents = async (deps: WebhookDeps, input: { readonly companyId: string }): Promise<ReadonlyArray<EventKind>> => {
+  const [c] = await deps.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${input.companyId}`
+  const modules = c?.modules ?? []
+  return EVENT_KINDS.filter((e) => modules.includes(EVENT_RESOURCE[e]))
 }
 
 /** Scoping: an admin of one company sees only its endpoints; the CLI may omit companyId. */

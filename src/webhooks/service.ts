@@ -5,7 +5,7 @@ import { Database } from "../db/Database.ts"
 import { loadWebhookSettings } from "../delivery/settings.ts"
 import { listActivity, type WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
-import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
+import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
 import { WebhookError } from "./errors.ts"
 import { createHook, deleteHook, getHook, listHooks } from "./hooks.ts"
 import { testEndpoint } from "./ping.ts"
@@ -42,6 +42,7 @@ export const makeWebhooks = (deps: WebhookDeps) => {
     testEndpoint: b(testEndpoint),
     getEndpoint: b(getEndpoint),
     listEndpoints: b(listEndpoints),
+    offeredEvents: b(offeredEvents),
     // admin: deliveries
     listEndpointDeliveries: b(listEndpointDeliveries),
     getDelivery: b(getDelivery),

@@ -269,6 +269,21 @@ describe("admin pages over HTTP", () => {
     expect((await client.get("/admin/webhooks/endpoints/nope")).status).toBe(404)
   })
 
+  it("webhooks: only the events of modules that are on are offered (spec 1.6)", async () => {
+    const { client } = await signedIn()
+    const before = await client.get("/admin/webhooks")
+    expect(before.text).toContain('value="permit.approved"')
+    await db.sql`update service.companies set modules = array_remove(modules, 'permits') where id = ${acme.id}`
+    try {
+      const after = await client.get("/admin/webhooks")
+      expect(after.text).not.toContain('value="permit.approved"')
+      expect(after.text).not.toContain('value="permit.closed"')
+      expect(after.text).toContain('value="incident.created"')
+    } finally {
+      await db.sql`update service.companies set modules = array_append(modules, 'permits') where id = ${acme.id}`
+    }
+  })
+
   it("an idle or too old session, a revoked or expired token and a user no longer admin all send the browser back to sign in", async () => {
     const idle = await signedIn()
     await db.sql`update service.admin_sessions set expires_at = now() - interval '1 second' where token_id = ${idle.tokenId}`

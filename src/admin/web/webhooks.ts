@@ -35,7 +35,9 @@ type EndpointForm = { readonly name: string; readonly url: string; readonly even
 
 const EMPTY: EndpointForm = { name: "", url: "", events: [] }
 
-const endpointFields = (prefix: string, form: EndpointForm): Html => html`<label for="${prefix}-name">Name</label>
+/** The events offered: those of the modules that are on (spec 1.6), and any the endpoint
+ *  already has (marked, so an admin sees why they would be refused now). */
+const endpointFields = (prefix: string, form: EndpointForm, offered: ReadonlyArray<string>): Html => html`<label for="${prefix}-name">Name</label>
   <input type="text" id="${prefix}-name" name="name" maxlength="200" required value="${form.name}">
   <label for="${prefix}-url">Address</label>
   <input type="url" id="${prefix}-url" name="url" required value="${form.url}" placeholder="https://" aria-describedby="${prefix}-url-hint" inputmode="url" spellcheck="false">
@@ -43,8 +45,8 @@ const endpointFields = (prefix: string, form: EndpointForm): Html => html`<label
   <fieldset id="${prefix}-events">
     <legend>Events to send</legend>
     <div class="choices">
-      ${EVENT_KINDS.map(
-        (e) => html`<label for="${prefix}-event-${e}"><input type="checkbox" id="${prefix}-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <span>${EVENT_LABELS[e]} <code class="muted">${e}</code></span></label>`
+      ${EVENT_KINDS.filter((e) => offered.includes(e) || form.events.includes(e)).map(
+        (e) => html`<label for="${prefix}-event-${e}"><input type="checkbox" id="${prefix}-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <span>${EVENT_LABELS[e]} <code class="muted">${e}</code>${offered.includes(e) ? "" : html` <span class="muted">(its module is turned off)</span>`}</span></label>`
       )}
     </div>
     <button type="button" class="link" data-check-all="${prefix}-events" hidden>Tick all / none</button>
@@ -111,6 +113,7 @@ ${
 
 const webhooksPage = (
   session: Session,
+  offered: ReadonlyArray<string>,
   endpoints: ReadonlyArray<EndpointView>,
   subscriptions: ReadonlyArray<SubscriptionView>,
   options: { readonly form?: EndpointForm; readonly error?: string; readonly created?: { readonly id: string; readonly name: string; readonly secret: string } } = {}
@@ -136,7 +139,7 @@ ${endpointsTable(endpoints)}
   ${csrfField(session)}
   <h2 id="add-endpoint-title">Add an endpoint</h2>
   ${formError("add-endpoint-error", options.error)}
-  ${endpointFields("new", options.form ?? EMPTY)}
+  ${endpointFields("new", options.form ?? EMPTY, offered)}
   <div class="actions"><button type="submit" class="primary">Add endpoint</button></div>
 </form>
 ${subscriptionsSection(session, subscriptions)}`
@@ -164,6 +167,7 @@ const deliveriesTable = (session: Session, endpointId: string, deliveries: Reado
 
 const endpointPage = (
   session: Session,
+  offered: ReadonlyArray<string>,
   e: EndpointView,
   deliveries: ReadonlyArray<DeliveryView>,
   options: { readonly form?: EndpointForm; readonly error?: string; readonly secret?: string } = {}
@@ -216,7 +220,7 @@ ${deliveriesTable(session, e.id, deliveries)}
   ${csrfField(session)}
   <h2 id="edit-endpoint-title">Edit</h2>
   ${formError("edit-endpoint-error", options.error)}
-  ${endpointFields("edit", options.form ?? { name: e.name, url: e.url, events: e.events })}
+  ${endpointFields("edit", options.form ?? { name: e.name, url: e.url, events: e.events }, offered)}
   <div class="actions"><button type="submit" class="primary">Save changes</button></div>
 </form>`
   })
@@ -228,22 +232,24 @@ const notFoundPage = (message: string) => refusedPage(404, "Not found", message)
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
-const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[3] & { readonly status?: number } = {}) =>
+const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[4] & { readonly status?: number } = {}) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
     const found = yield* Effect.result(w.getEndpoint({ id, companyId: session.actor.companyId }))
     if (found._tag === "Failure") return notFoundPage(found.failure.message)
     const deliveries = yield* w.listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId }).pipe(Effect.orElseSucceed(() => []))
-    return htmlResponse(endpointPage(session, found.success, deliveries, options), { status: options.status ?? 200 })
+    const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
+    return htmlResponse(endpointPage(session, offered, found.success, deliveries, options), { status: options.status ?? 200 })
   })
 
-const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>[3] & { readonly status?: number } = {}) =>
+const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>[4] & { readonly status?: number } = {}) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
     const companyId = session.actor.companyId
     const endpoints = yield* w.listEndpoints({ companyId }).pipe(Effect.orDie)
     const subscriptions = yield* w.listSubscriptions({ companyId }).pipe(Effect.orDie)
-    return htmlResponse(webhooksPage(session, endpoints, subscriptions, options), { status: options.status ?? 200 })
+    const offered = yield* w.offeredEvents({ companyId }).pipe(Effect.orDie)
+    return htmlResponse(webhooksPage(session, offered, endpoints, subscriptions, options), { status: options.status ?? 200 })
   })
 
 /** A change whose result is a flash message on the page it redirects to. */
