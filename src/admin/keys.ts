@@ -69,7 +69,6 @@ export interface CreatedKey {
   /** The key itself: shown once, never stored. */
   readonly key: string
   readonly name: string
-  readonly prefix: string
   readonly companyId: string
   readonly scopes: ReadonlyArray<Resource>
   readonly webhooks: boolean
@@ -82,7 +81,6 @@ export type KeyState = "active" | "expired" | "revoked"
 export interface KeyInfo {
   readonly id: string
   readonly name: string
-  readonly prefix: string
   readonly scopes: ReadonlyArray<string>
   readonly webhooks: boolean
   readonly state: KeyState
@@ -99,7 +97,6 @@ interface KeyRow {
   readonly id: string
   readonly company_id: string
   readonly name: string
-  readonly prefix: string
   readonly scopes: ReadonlyArray<string>
   readonly webhooks: boolean
   readonly created_at: Date
@@ -117,7 +114,6 @@ const iso = (d: Date | null) => (d === null ? null : d.toISOString())
 const toInfo = (r: KeyRow): KeyInfo => ({
   id: r.id,
   name: r.name,
-  prefix: r.prefix,
   scopes: r.scopes,
   webhooks: r.webhooks,
   state: r.revoked_at !== null ? "revoked" : r.expired ? "expired" : "active",
@@ -131,7 +127,7 @@ const toInfo = (r: KeyRow): KeyInfo => ({
 })
 
 const KEY_COLUMNS = (sql: postgres.Sql | postgres.TransactionSql) =>
-  sql`id, company_id, name, prefix, scopes, webhooks, created_at, created_by_email, expires_at, revoked_at,
+  sql`id, company_id, name, scopes, webhooks, created_at, created_by_email, expires_at, revoked_at,
       revoked_by_email, last_used_at, request_count, (expires_at is not null and expires_at <= now()) as expired`
 
 /** Creates a key for the actor's company; refuses a 21st active key. */
@@ -157,15 +153,14 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, i
       }
       const interval = EXPIRY_INTERVAL[input.expires]
       const [row] = await tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
-        insert into service.api_keys (company_id, name, prefix, fingerprint, scopes, webhooks, expires_at, created_by, created_by_email)
-        values (${input.companyId}, ${name}, ${secret.prefix}, ${secret.fingerprint}, ${input.scopes as string[]}::text[],
+        insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks, expires_at, created_by, created_by_email)
+        values (${input.companyId}, ${name}, ${secret.fingerprint}, ${input.scopes as string[]}::text[],
                 ${input.webhooks}, ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.userId}, ${actor.email})
         returning id, created_at, expires_at`
       const created: CreatedKey = {
         id: row!.id,
         key: secret.secret,
         name,
-        prefix: secret.prefix,
         companyId: input.companyId,
         scopes: input.scopes,
         webhooks: input.webhooks,
@@ -177,7 +172,7 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, i
         actor,
         kind: "key.created",
         subjectId: created.id,
-        details: { name, prefix: secret.prefix, scopes: [...input.scopes], webhooks: input.webhooks, expiresAt: created.expiresAt }
+        details: { name, scopes: [...input.scopes], webhooks: input.webhooks, expiresAt: created.expiresAt }
       })
       return created
     })
@@ -216,7 +211,7 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: Actor, k
         actor,
         kind: "key.revoked",
         subjectId: keyId,
-        details: { name: row.name, prefix: row.prefix }
+        details: { name: row.name }
       })
       return toInfo(updated!)
     })

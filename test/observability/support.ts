@@ -80,8 +80,8 @@ export const startObservedServer = async (options: {
 export const apiKey = async (sql: Sql, companyId: string, scopes: ReadonlyArray<string>) => {
   const s = newSecret(API_KEY_PREFIX)
   const [row] = await sql<{ id: string }[]>`
-    insert into service.api_keys (company_id, name, prefix, fingerprint, scopes)
-    values (${companyId}, 'metrics test', ${s.prefix}, ${s.fingerprint}, ${scopes as string[]}) returning id::text`
+    insert into service.api_keys (company_id, name, fingerprint, scopes)
+    values (${companyId}, 'metrics test', ${s.fingerprint}, ${scopes as string[]}) returning id::text`
   return { id: row!.id, key: s.secret }
 }
 

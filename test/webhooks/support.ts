@@ -110,8 +110,8 @@ export const makeKey = async (
   options: { scopes?: ReadonlyArray<string>; webhooks?: boolean; expiresAt?: Date | null } = {}
 ): Promise<string> => {
   const [k] = await sql<{ id: string }[]>`
-    insert into service.api_keys (company_id, name, prefix, fingerprint, scopes, webhooks, expires_at)
-    values (${companyId}, 'integration', 'mk_test', ${randomBytes(32)}, ${options.scopes ?? ["incidents", "corrective-actions"]},
+    insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks, expires_at)
+    values (${companyId}, 'integration', ${randomBytes(32)}, ${options.scopes ?? ["incidents", "corrective-actions"]},
       ${options.webhooks ?? true}, ${options.expiresAt ?? null})
     returning id::text`
   return k!.id

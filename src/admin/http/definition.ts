@@ -33,7 +33,6 @@ const State = Schema.Literals(["active", "expired", "revoked"])
 export const KeyInfo = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
-  prefix: Schema.String.annotate({ description: "The key's first characters, to recognise it" }),
   scopes: Schema.Array(Schema.String).annotate({ description: "Resources the key may read" }),
   webhooks: Schema.Boolean,
   state: State,
@@ -59,7 +58,6 @@ export const CreatedKey = Schema.Struct({
   id: Schema.String,
   key: Schema.String.annotate({ description: "The key (mk_...): shown this once, never again" }),
   name: Schema.String,
-  prefix: Schema.String,
   companyId: Schema.String,
   scopes: Schema.Array(Schema.String),
   webhooks: Schema.Boolean,

@@ -64,7 +64,7 @@ const keysTable = (session: Session, keys: ReadonlyArray<KeyInfo>): Html =>
   <tbody>
   ${keys.map(
     (k) => html`<tr data-key-id="${k.id}">
-    <td data-label="Name"><strong>${k.name}</strong><br><code class="muted">${k.prefix}…</code></td>
+    <td data-label="Name"><strong>${k.name}</strong><br><code class="muted">${k.id}</code></td>
     <td data-label="Reads">${k.scopes.length === RESOURCES.length ? "all record kinds" : k.scopes.join(", ")}${k.webhooks ? html`<br><span class="muted">+ webhooks</span>` : ""}</td>
     <td data-label="State">${stateBadge(k.state)}${k.revokedAt !== null ? html`<br><span class="muted">by ${k.revokedBy ?? "?"}, ${when(k.revokedAt)}</span>` : ""}</td>
     <td data-label="Made by">${k.createdBy ?? html`<span class="muted">unknown</span>`}<br><span class="muted">${when(k.createdAt)}</span></td>

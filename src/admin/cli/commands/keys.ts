@@ -69,12 +69,11 @@ const list = Command.make(
               empty: `${company.name} (${company.host}) has no API keys.`,
               title: `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`
             },
-            ["ID", "NAME", "KEY", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
+            ["ID", "NAME", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
             () =>
               keys.map((k) => [
                 k.id,
                 k.name,
-                `${k.prefix}...`,
                 k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
                 k.webhooks ? "yes" : "no",
                 k.createdBy ?? "-",
