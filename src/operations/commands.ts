@@ -147,7 +147,7 @@ const statusText = (s: OperationsStatus) => {
   }
   lines.push("", `Keys expiring within ${KEY_EXPIRY_WARNING_DAYS} days: ${s.keysNearExpiry.length}`)
   if (s.keysNearExpiry.length > 0) {
-    lines.push(table(["ID", "NAME", "KEY", "COMPANY", "EXPIRES", "SUBSCRIPTIONS"], s.keysNearExpiry.map((k) => [k.id, k.name, `${k.prefix}...`, k.companyId, when(k.expiresAt), String(k.subscriptions)])))
+    lines.push(table(["ID", "NAME", "COMPANY", "EXPIRES", "SUBSCRIPTIONS"], s.keysNearExpiry.map((k) => [k.id, k.name, k.companyId, when(k.expiresAt), String(k.subscriptions)])))
   }
   return lines.join("\n")
 }

@@ -48,7 +48,6 @@ export interface OperationsStatus {
     readonly id: string
     readonly companyId: string
     readonly name: string
-    readonly prefix: string
     readonly expiresAt: string
     readonly webhooks: boolean
     readonly subscriptions: number
@@ -86,8 +85,8 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
       select w.id::text, w.company_id::text, w.name, w.url, w.disabled_at, w.disabled_reason,
         (select count(*)::int from service.webhook_deliveries d where d.endpoint_id = w.id and d.state = 'held') as held
       from service.webhook_endpoints w where not w.enabled order by w.disabled_at desc nulls last, w.id`,
-    sql<{ id: string; company_id: string; name: string; prefix: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]>`
-      select k.id::text, k.company_id::text, k.name, k.prefix, k.expires_at, k.webhooks,
+    sql<{ id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]>`
+      select k.id::text, k.company_id::text, k.name, k.expires_at, k.webhooks,
         (select count(*)::int from service.webhook_subscriptions s where s.key_id = k.id) as subscriptions
       from service.api_keys k
       where k.revoked_at is null and k.expires_at > now() and k.expires_at <= now() + make_interval(days => ${KEY_EXPIRY_WARNING_DAYS})
@@ -120,7 +119,6 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
       id: k.id,
       companyId: k.company_id,
       name: k.name,
-      prefix: k.prefix,
       expiresAt: k.expires_at.toISOString(),
       webhooks: k.webhooks,
       subscriptions: k.subscriptions
