@@ -22,6 +22,7 @@ const ItemResult = Schema.Literals(["pass", "fail", "na"])
 
 export const Incident = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   reference: Text,
   type: Schema.Literals(["injury", "illness", "near_miss", "property_damage", "environmental"]),
   title: Text,
@@ -48,6 +49,7 @@ export const Incident = Schema.Struct({
 
 export const Observation = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   type: Schema.Literals(["unsafe_act", "unsafe_condition", "safe_behavior", "near_miss"]),
   title: Text,
   description: Nullable(Text),
@@ -90,6 +92,7 @@ export const AuditItem = Schema.Struct({
 
 export const Audit = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   title: Text,
   template: Nullable(Text),
   jobSiteId: Nullable(Id),
@@ -132,6 +135,7 @@ export const Inspection = Schema.Struct({
 
 export const TrainingRecord = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   workerId: Nullable(Id),
   course: Text,
   provider: Nullable(Text),
@@ -143,6 +147,7 @@ export const TrainingRecord = Schema.Struct({
 
 export const Worker = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   name: Text,
   jobTitle: Nullable(Text),
   employer: Nullable(Text),
@@ -154,6 +159,7 @@ export const Worker = Schema.Struct({
 
 export const JobSite = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   name: Text,
   address: Nullable(Text),
   city: Nullable(Text),
@@ -165,6 +171,7 @@ export const JobSite = Schema.Struct({
 
 export const Change = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   title: Text,
   description: Nullable(Text),
   category: Nullable(Text),
@@ -179,6 +186,7 @@ export const Change = Schema.Struct({
 
 export const Permit = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   type: Schema.Literals(["hot_work", "confined_space", "work_at_height", "electrical", "excavation", "general"]),
   title: Text,
   description: Nullable(Text),
@@ -196,6 +204,7 @@ export const Permit = Schema.Struct({
 
 export const Policy = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   title: Text,
   version: Nullable(Text),
   status: Schema.Literals(["draft", "published", "archived"]),
@@ -208,6 +217,7 @@ export const Policy = Schema.Struct({
 
 export const Sds = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   productName: Text,
   manufacturer: Nullable(Text),
   revisionAt: Nullable(Timestamp),
@@ -228,6 +238,7 @@ export const Hazard = Schema.Struct({
 
 export const RiskAssessment = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   title: Text,
   activity: Nullable(Text),
   jobSiteId: Nullable(Id),
@@ -249,6 +260,7 @@ export const SubcontractorDocument = Schema.Struct({
 
 export const Subcontractor = Schema.Struct({
   id: Id,
+  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
   name: Text,
   trade: Nullable(Text),
   status: Schema.Literals(["active", "inactive"]),

@@ -2,6 +2,7 @@
 // in one transaction that also stores the checkpoint (the slot's consistent point). The
 // stream then resumes exactly after it: nothing committed meanwhile is lost or applied twice,
 // and no event fires for rows that already existed.
+import { markProjectionVersion } from "../projection/version.ts"
 import type { Sql, TransactionSql } from "postgres"
 import { PUBLISHED_COLUMNS } from "../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../domain/resources.ts"
@@ -128,6 +129,7 @@ export const bootstrap = async (sql: Sql, url: string, slot: string, gapReason: 
       const rows = await loadMirror(tx)
       const views = await projectAll(tx)
       await projectTenancy(tx)
+      await markProjectionVersion(tx)
       await tx`
         insert into service.capture_state (slot_name, checkpoint_lsn, bootstrapped_at, gap_at, gap_reason)
         values (${slot}, ${formatLsn(exported.consistentPoint)}::pg_lsn, now(),

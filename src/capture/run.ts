@@ -12,6 +12,9 @@ import { LargeTransaction } from "./large.ts"
 import { formatLsn, parseLsn, type Lsn } from "./lsn.ts"
 import { ensurePublication, slotInfo } from "./slot.ts"
 import { ReplicationStream } from "./stream.ts"
+// The same rebuild operators run (rebuild-views), here when the shapes' version changed.
+import { rebuildViews } from "../operations/rebuild.ts"
+import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
 import type { RowChange, Txn } from "./txn.ts"
 
 export interface CaptureOptions {
@@ -90,6 +93,13 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
       if (!state) throw new Error("bootstrap left no capture state")
     }
     if (signal.aborted) return
+    // Views stored in older shapes are rebuilt from the mirror before streaming resumes.
+    const stored = await storedProjectionVersion(sql)
+    if (stored !== PROJECTION_VERSION) {
+      const t0 = Date.now()
+      const r = await rebuildViews(sql)
+      opts.log("info", "record shapes changed: every view rebuilt from the mirror", { from: stored, to: PROJECTION_VERSION, views: r.views, changed: r.changed, ms: Date.now() - t0 })
+    }
     stats.checkpoint = state.checkpoint
     stream = new ReplicationStream(opts.url, opts.slot, opts.publication, state.checkpoint)
     signal.addEventListener("abort", onAbort, { once: true })

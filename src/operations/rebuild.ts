@@ -14,6 +14,7 @@
 import type { Sql } from "postgres"
 import { projectAll, projectTenancy } from "../capture/bootstrap.ts"
 import { RESOURCE_INFO, RESOURCES } from "../domain/resources.ts"
+import { markProjectionVersion } from "../projection/version.ts"
 
 export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
 
@@ -54,6 +55,7 @@ export const rebuildViews = async (sql: Sql, onProgress: (p: RebuildProgress) =>
     const views = await projectAll(tx, (done) => onProgress({ phase: "views", done, total }))
     onProgress({ phase: "tenancy", done: views, total })
     await projectTenancy(tx)
+    await markProjectionVersion(tx)
     onProgress({ phase: "cleanup", done: views, total })
     // Views whose record left the mirror (e.g. written by an older version that missed a delete).
     const removed = await tx`

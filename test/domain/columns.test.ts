@@ -94,10 +94,11 @@ describe("PUBLISHED_COLUMNS and NEVER_COLUMNS", () => {
 const EXTRAS: Readonly<Record<Resource, { readonly add: ReadonlyArray<string>; readonly omit: ReadonlyArray<string> }>> = {
   incidents: { add: [], omit: [] },
   observations: { add: [], omit: [] },
-  "corrective-actions": { add: [], omit: [] },
+  // spec 2.2 is exhaustive: no companyId
+  "corrective-actions": { add: [], omit: ["company_id"] },
   audits: { add: ["items"], omit: [] },
   // spec 2.3 is exhaustive: the equipment is shown as an object, and there is no via or updatedAt
-  inspections: { add: ["equipment", "items"], omit: ["equipment_id", "via", "updated_at"] },
+  inspections: { add: ["equipment", "items"], omit: ["company_id", "equipment_id", "via", "updated_at"] },
   "training-records": { add: [], omit: [] },
   workers: { add: [], omit: [] },
   "job-sites": { add: [], omit: [] },
@@ -113,7 +114,7 @@ describe("shapers against the published columns", () => {
   it.each(RESOURCES)("%s", (resource) => {
     const { add, omit } = EXTRAS[resource]
     const expected = PUBLISHED_COLUMNS[RESOURCE_INFO[resource].table]!
-      .filter((c) => c !== "company_id" && !omit.includes(c))
+      .filter((c) => !omit.includes(c))
       .map(camelCase)
       .concat(add)
     expect(Object.keys(shape(resource, FIXTURES[resource])).sort()).toEqual(expected.sort())

@@ -3,11 +3,12 @@
 import { describe, expect, it } from "vitest"
 import { shape } from "../../src/domain/records/index.ts"
 import type { Resource } from "../../src/domain/resources.ts"
-import { FIXTURES, SITE, SUB, WORKER } from "./fixtures.ts"
+import { COMPANY, FIXTURES, SITE, SUB, WORKER } from "./fixtures.ts"
 
 const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   "job-sites": {
     id: SITE,
+    companyId: COMPANY,
     name: "Riverside Tower",
     address: "12 Quay Street",
     city: "Bristol",
@@ -19,6 +20,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   workers: {
     id: WORKER,
+    companyId: COMPANY,
     name: "Dana Okafor",
     jobTitle: "Scaffolder",
     employer: "Northside Scaffolding Ltd",
@@ -30,6 +32,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   incidents: {
     id: "1f2e3d4c-5b6a-4978-8877-665544332211",
+    companyId: COMPANY,
     reference: "INC-0042",
     type: "injury",
     title: "Laceration while cutting rebar",
@@ -52,6 +55,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   observations: {
     id: "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d",
+    companyId: COMPANY,
     type: "unsafe_condition",
     title: "Missing toe board on scaffold lift 4",
     description: null,
@@ -85,6 +89,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   audits: {
     id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e",
+    companyId: COMPANY,
     title: "Weekly site audit",
     template: "Site audit v3",
     jobSiteId: SITE,
@@ -123,6 +128,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   "training-records": {
     id: "7e6d5c4b-3a29-4180-8f7e-6d5c4b3a2918",
+    companyId: COMPANY,
     workerId: WORKER,
     course: "Working at height",
     provider: "SafeSkills",
@@ -134,6 +140,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   changes: {
     id: "2b3c4d5e-6f70-4182-93a4-b5c6d7e8f901",
+    companyId: COMPANY,
     title: "Switch to battery-powered hoists",
     description: "Replace diesel hoists on the east core.",
     category: "equipment",
@@ -148,6 +155,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   permits: {
     id: "6a5b4c3d-2e1f-4a0b-9c8d-7e6f5a4b3c2d",
+    companyId: COMPANY,
     type: "hot_work",
     title: "Welding on level 3 beams",
     description: "Stick welding of beam connectors.",
@@ -165,6 +173,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   policies: {
     id: "8f7e6d5c-4b3a-4291-8a0f-9e8d7c6b5a49",
+    companyId: COMPANY,
     title: "Fall protection policy",
     version: "4.1",
     status: "published",
@@ -175,6 +184,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   sds: {
     id: "4c5d6e7f-8091-4a2b-bc3d-4e5f60718293",
+    companyId: COMPANY,
     productName: "Acetylene",
     manufacturer: "GasCo",
     revisionAt: "2025-06-30T00:00:00.000Z",
@@ -186,6 +196,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   "risk-assessments": {
     id: "9a8b7c6d-5e4f-4321-8fed-cba987654321",
+    companyId: COMPANY,
     title: "Crane lift over public footpath",
     activity: "Lifting steel beams",
     jobSiteId: SITE,
@@ -203,6 +214,7 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
   },
   subcontractors: {
     id: SUB,
+    companyId: COMPANY,
     name: "Northside Scaffolding Ltd",
     trade: "scaffolding",
     status: "active",
@@ -241,9 +253,11 @@ describe("shape", () => {
     expect(Object.keys(record["equipment"] as object)).toEqual(["id", "name", "identifier", "category", "jobSite"])
   })
 
-  it("no record carries companyId", () => {
+  it("companyId on every record but corrective actions and inspections (exactly spec 2.2 and 2.3)", () => {
     for (const resource of Object.keys(FIXTURES) as Resource[]) {
-      expect(shape(resource, FIXTURES[resource])).not.toHaveProperty("companyId")
+      const record = shape(resource, FIXTURES[resource])
+      if (resource === "corrective-actions" || resource === "inspections") expect(record).not.toHaveProperty("companyId")
+      else expect(record["companyId"]).toBe(COMPANY)
     }
   })
 
@@ -251,6 +265,7 @@ describe("shape", () => {
     const record = shape("permits", { ...FIXTURES.permits, row: { id: "p1", created_at: "2026-01-01", updated_at: "2026-01-01" } })
     expect(record).toStrictEqual({
       id: "p1",
+      companyId: null,
       type: null,
       title: null,
       description: null,

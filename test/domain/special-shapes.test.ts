@@ -2,13 +2,14 @@
 import { describe, expect, it } from "vitest"
 import { documentStatus, shape, viewMeta } from "../../src/domain/records/index.ts"
 import type { Row } from "../../src/domain/records/types.ts"
-import { FIXTURES, JOB_SITE_ROW } from "./fixtures.ts"
+import { COMPANY, FIXTURES, JOB_SITE_ROW } from "./fixtures.ts"
 
 describe("incident privacy case", () => {
   it("nulls the person, location, description, body part and injury type, and nothing else", () => {
     const input = { ...FIXTURES.incidents, row: { ...FIXTURES.incidents.row, privacy_case: true } }
     expect(shape("incidents", input)).toStrictEqual({
       id: "1f2e3d4c-5b6a-4978-8877-665544332211",
+      companyId: COMPANY,
       reference: "INC-0042",
       type: "injury",
       title: "Laceration while cutting rebar",

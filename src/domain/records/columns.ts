@@ -2,8 +2,8 @@
 // NEVER data (files, photos, signatures, voice notes, workers' phones and e-mails, QR codes,
 // anything medical: spec 1) is never replicated at all. Both lists are checked against
 // sql/001_app.sql by test/domain/columns.test.ts: every column is in exactly one of them.
-// company_id is published (capture needs it for tenancy) but is no record field: the
-// company is implied by the API key, so no shaper lists it.
+// company_id is published (capture needs it for tenancy); records show it as companyId,
+// except corrective actions and inspections (exactly spec 2.2 and 2.3).
 
 /** The NEVER columns of app-database.md, per app table (every app table has an entry). */
 export const NEVER_COLUMNS: Readonly<Record<string, ReadonlyArray<string>>> = {

@@ -5,6 +5,7 @@ import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS: ReadonlyArray<FieldSpec> = [
   ["id", "text"],
+  ["company_id", "text"],
   ["title", "text"],
   ["version", "text"],
   ["status", "text"],

@@ -6,6 +6,7 @@ import type { ApiRecord, Row, ShapeInput } from "./types.ts"
 
 const FIELDS: ReadonlyArray<FieldSpec> = [
   ["id", "text"],
+  ["company_id", "text"],
   ["name", "text"],
   ["trade", "text"],
   ["status", "text"],
