@@ -22,6 +22,7 @@ export const FirstStart = Layer.effectDiscard(
         `  API:        http://${host}:${port}/api/v1   (Host: ${summary.host} or any host)`,
         `  Make a key: npm run admin -- keys create --company ${summary.host} --name demo --read all --as ${summary.adminEmail}`,
         `  Try it:     curl -H "Authorization: Bearer mk_..." http://${host}:${port}/api/v1/incidents`,
+        `  Admin:      http://${host === "0.0.0.0" ? "localhost" : host}:${port}/admin   (sign in with a token: npm run admin -- tokens create --as ${summary.adminEmail})`,
         ""
       ].join("\n") + "\n"
     )
