@@ -1,7 +1,8 @@
 // The version of the record shapes. Bump it with any change to what a view holds (a field
 // added, renamed or reshaped): capture then rebuilds every view at its next start.
 //   1: the first shapes
-//   2: companyId on every record but corrective actions and inspections
+//   2: companyId on every record but corrective actions and inspections; a risk assessment's
+//      hazards keep only their four keys
 import type { Sql } from "postgres"
 
 export const PROJECTION_VERSION = 2

@@ -150,10 +150,26 @@ describe("policies", () => {
 })
 
 describe("risk assessment hazards", () => {
-  it("passes the JSON through as given", () => {
-    const hazards = [{ hazard: "Noise", likelihood: 4, severity: 2, controls: "Ear defenders", extra: { nested: [1, 2] } }]
-    const record = shape("risk-assessments", { ...FIXTURES["risk-assessments"], row: { ...FIXTURES["risk-assessments"].row, hazards } })
-    expect(record["hazards"]).toStrictEqual(hazards)
+  const withHazards = (hazards: unknown) =>
+    shape("risk-assessments", { ...FIXTURES["risk-assessments"], row: { ...FIXTURES["risk-assessments"].row, hazards } })
+
+  it("each entry carries exactly hazard, likelihood, severity and controls: anything else the app stores stays behind", () => {
+    const hazards = [
+      { hazard: "Noise", likelihood: 4, severity: 2, controls: "Ear defenders", photoUrl: "https://files.example/NEVER.jpg", extra: { nested: [1, 2] } },
+      { hazard: "Falls", likelihood: 2, severity: 5, controls: ["Harness", "Edge protection"] }
+    ]
+    const record = withHazards(hazards)
+    expect(record["hazards"]).toStrictEqual([
+      { hazard: "Noise", likelihood: 4, severity: 2, controls: "Ear defenders" },
+      { hazard: "Falls", likelihood: 2, severity: 5, controls: ["Harness", "Edge protection"] }
+    ])
+    expect(JSON.stringify(record)).not.toContain("NEVER")
+  })
+
+  it("missing keys are null; entries that are not objects are dropped; no array is null", () => {
+    expect(withHazards([{ hazard: "Dust" }, "text", null, [1]])["hazards"]).toStrictEqual([{ hazard: "Dust", likelihood: null, severity: null, controls: null }])
+    expect(withHazards(null)["hazards"]).toBeNull()
+    expect(withHazards({ hazard: "not an array" })["hazards"]).toBeNull()
   })
 })
 

@@ -1,4 +1,6 @@
-// Risk assessments; hazards (jsonb, an array) is passed through as given. No NEVER columns.
+// Risk assessments. No NEVER columns. hazards (jsonb) is an array of {hazard, likelihood,
+// severity, controls}: each entry is picked by that allow-list like any row, so a key the app
+// adds inside it (a photo's address, say) never leaves with the record.
 import { pickFields, STAMPS, type FieldSpec } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
@@ -12,11 +14,23 @@ const FIELDS: ReadonlyArray<FieldSpec> = [
   ["assessed_at", "timestamp"],
   ["review_at", "timestamp"],
   ["risk_level", "text"],
-  ["hazards", "json"],
   ["status", "text"]
 ]
 
-export const shapeRiskAssessment = ({ row }: ShapeInput): ApiRecord => ({
-  ...pickFields(row, FIELDS),
-  ...pickFields(row, STAMPS)
-})
+const HAZARD_KEYS = ["hazard", "likelihood", "severity", "controls"] as const
+
+/** The hazards as the API gives them: each entry with exactly the four keys (absent: null). */
+export const shapeHazards = (value: unknown): ReadonlyArray<Record<string, unknown>> | null => {
+  if (!Array.isArray(value)) return null
+  return value.flatMap((entry) => {
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) return []
+    const e = entry as Record<string, unknown>
+    return [Object.fromEntries(HAZARD_KEYS.map((k) => [k, e[k] ?? null]))]
+  })
+}
+
+export const shapeRiskAssessment = ({ row }: ShapeInput): ApiRecord => {
+  const { status, ...rest } = pickFields(row, FIELDS)
+  // hazards keeps its place in the record (after riskLevel, before status)
+  return { ...rest, hazards: shapeHazards(row["hazards"]), status, ...pickFields(row, STAMPS) }
+}
