@@ -28,6 +28,8 @@ import { makeApiRoutes } from "../src/api/index.ts"
 import { connect, Database } from "../src/db/Database.ts"
 import { startEmbedded } from "../src/db/embedded.ts"
 import { migrate } from "../src/db/migrate.ts"
+import { ObservabilityRoutes } from "../src/observability/http.ts"
+import { MetricsLive } from "../src/observability/metrics.ts"
 import { makeWebhooks, Webhooks } from "../src/webhooks/service.ts"
 import { shape, viewMeta } from "../src/domain/records/index.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
@@ -53,8 +55,11 @@ const serveService = async (url: string, port: number) => {
   )
   // The webhook operations (/api/v1/hooks) are not measured here: a throwaway secrets key.
   const WebhooksBench = Layer.effect(Webhooks, Effect.map(Database, ({ sql }) => makeWebhooks({ sql, secretsKey: randomBytes(32), allowed: [] })))
-  const Server = HttpRouter.serve(makeApiRoutes({ rateLimit: 1_000_000_000 }), { disableLogger: true }).pipe(
+  // As src/main.ts serves them: with the per-request middleware (request id, metrics) and GET /metrics.
+  const Routes = Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000_000 }), ObservabilityRoutes)
+  const Server = HttpRouter.serve(Routes, { disableLogger: true }).pipe(
     Layer.provide(WebhooksBench),
+    Layer.provide(MetricsLive),
     Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),
     Layer.provide(DatabaseLive),
     Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error"))
@@ -138,6 +143,8 @@ interface Result {
   readonly p99: number
   readonly non2xx: number
   readonly errors: number
+  /** What the errors were (error codes), when the run knows. */
+  readonly errorKinds?: ReadonlyArray<string>
 }
 
 type Autocannon = (options: Record<string, unknown>) => Promise<{
@@ -179,6 +186,7 @@ const steady = async (url: string, headers: Record<string, string>, rate: number
   const latencies: Array<number> = []
   let non2xx = 0
   let errors = 0
+  const errorKinds = new Set<string>()
   const once = () =>
     new Promise<void>((resolve) => {
       const started = process.hrtime.bigint()
@@ -190,8 +198,9 @@ const steady = async (url: string, headers: Record<string, string>, rate: number
           resolve()
         })
       })
-      req.on("error", () => {
+      req.on("error", (error: NodeJS.ErrnoException) => {
         errors++
+        errorKinds.add(error.code ?? error.message)
         resolve()
       })
       req.end()
@@ -208,14 +217,16 @@ const steady = async (url: string, headers: Record<string, string>, rate: number
   agent.destroy()
   latencies.sort((a, b) => a - b)
   const at = (q: number) => Number(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(1))
-  return { requests: latencies.length / SECONDS, p50: at(0.5), p99: at(0.99), non2xx, errors }
+  return { requests: latencies.length / SECONDS, p50: at(0.5), p99: at(0.99), non2xx, errors, errorKinds: [...errorKinds] }
 }
 
 const startChild = async (args: ReadonlyArray<string>, port: number): Promise<ChildProcess> => {
   const child = spawn(process.execPath, [SELF, ...args], { stdio: ["ignore", "inherit", "inherit"] })
   for (let i = 0; i < 200; i++) {
     try {
-      const r = await fetch(`http://127.0.0.1:${port}/`)
+      // A request that arrives between listen() and the handler being installed is never
+      // answered: give up on it and ask again.
+      const r = await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1000) })
       await r.arrayBuffer()
       return child
     } catch {
@@ -343,7 +354,10 @@ const main = async () => {
         const bareSteady = await steady(bareUrl, {}, STEADY_RATE)
         const svcSteady = await steady(svcUrl, auth, STEADY_RATE)
         for (const [label, r] of [["bare, max", bare], ["service, max", svc], ["bare, steady", bareSteady], ["service, steady", svcSteady]] as const) {
-          if (r.non2xx > 0 || r.errors > 0) lines.push(`  warning: ${label}: ${r.non2xx} non-2xx answers, ${r.errors} errors`)
+          if (r.non2xx > 0 || r.errors > 0) {
+            const kinds = r.errorKinds === undefined || r.errorKinds.length === 0 ? "" : ` (${r.errorKinds.join(", ")})`
+            lines.push(`  warning: ${label}: ${r.non2xx} non-2xx answers, ${r.errors} errors${kinds}`)
+          }
         }
         ratios.push(svc.requests / bare.requests)
         const cpuOf = (c: Cpu) => c.server + (Number.isNaN(c.postgres) ? 0 : c.postgres)

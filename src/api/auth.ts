@@ -8,7 +8,7 @@ import { isResource } from "../domain/resources.ts"
 import { CurrentKey } from "./current-key.ts"
 import { ApiKeyAuth } from "./definition.ts"
 import { errorResponse } from "./errors.ts"
-import { currentKeyOf, KeyDirectory } from "./keys.ts"
+import { currentKeyOf, KeyDirectory, type Lookup } from "./keys.ts"
 import { RateLimiter, type RateDecision } from "./rate-limit.ts"
 import { ApiSettings } from "./settings.ts"
 import { UsageRecorder } from "./usage.ts"
@@ -30,9 +30,10 @@ export const hostOf = (header: string | undefined): string | undefined => {
 
 /** IETF RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers). */
 export const rateLimitPolicy = (limit: number, windowSeconds: number) => `"default";q=${limit};w=${windowSeconds}`
+export const rateLimitField = (rate: RateDecision) => `"default";r=${rate.remaining};t=${rate.reset}`
 export const rateLimitHeaders = (rate: RateDecision): Record<string, string> => ({
   "ratelimit-policy": rateLimitPolicy(rate.limit, rate.windowSeconds),
-  ratelimit: `"default";r=${rate.remaining};t=${rate.reset}`
+  ratelimit: rateLimitField(rate)
 })
 
 export const UNAUTHORIZED_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
@@ -44,39 +45,43 @@ export const ApiKeyAuthLive = Layer.effect(
     const limiter = yield* RateLimiter
     const usage = yield* UsageRecorder
     const settings = yield* ApiSettings
-    const policyOnly = { "ratelimit-policy": rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds) }
+    const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
+    const policyOnly = { "ratelimit-policy": policy }
+
+    // Runs on every request: plain combinators rather than a generator, and nothing made
+    // per request that can be made once (the policy field, the key as handlers see it).
+    const admit = <E, R>(httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, lookup: Lookup, host: string | undefined, hooks: boolean) => {
+      if (lookup._tag === "Refused" && lookup.refusal.status === 401) {
+        return Effect.succeed(errorResponse(401, lookup.refusal.message, { ...policyOnly, ...UNAUTHORIZED_HEADERS }))
+      }
+      const entry = lookup.entry!
+      usage.record(entry.keyId)
+      return Effect.flatMap(limiter.take(entry.keyId), (rate) => {
+        const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
+        if (!rate.allowed) {
+          return Effect.succeed(
+            errorResponse(429, `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`, {
+              ...headers,
+              "retry-after": String(rate.reset)
+            })
+          )
+        }
+        if (lookup._tag === "Refused") return Effect.succeed(errorResponse(lookup.refusal.status, lookup.refusal.message, headers))
+        // Hooks rule 1: without the webhooks permission the answer is 403, whatever the body
+        // (checked here, before the handler reads and validates it).
+        if (hooks && !entry.webhooks) return Effect.succeed(errorResponse(403, "this key does not have the webhooks permission", headers))
+        return HttpEffect.withPreResponseHandler(Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host)), (_request, response) =>
+          Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+        )
+      })
+    }
 
     return ApiKeyAuth.of({
       apiKey: (httpEffect, { credential, group }) =>
-        Effect.gen(function* () {
-          const request = yield* HttpServerRequest.HttpServerRequest
+        Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const host = hostOf(request.headers.host)
           const resource = isResource(group.identifier) ? group.identifier : undefined
-          const lookup = yield* directory.resolve(Redacted.value(credential), host, resource)
-          if (lookup._tag === "Refused" && lookup.refusal.status === 401) {
-            return errorResponse(401, lookup.refusal.message, { ...policyOnly, ...UNAUTHORIZED_HEADERS })
-          }
-          const entry = lookup.entry!
-          usage.record(entry.keyId)
-          const rate = yield* limiter.take(entry.keyId)
-          const headers = rateLimitHeaders(rate)
-          if (!rate.allowed) {
-            return errorResponse(
-              429,
-              `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`,
-              { ...headers, "retry-after": String(rate.reset) }
-            )
-          }
-          if (lookup._tag === "Refused") return errorResponse(lookup.refusal.status, lookup.refusal.message, headers)
-          // Hooks rule 1: without the webhooks permission the answer is 403, whatever the
-          // body (checked here, before the handler reads and validates it).
-          if (group.identifier === "hooks" && !entry.webhooks) {
-            return errorResponse(403, "this key does not have the webhooks permission", headers)
-          }
-          yield* HttpEffect.appendPreResponseHandler((_request, response) =>
-            Effect.succeed(HttpServerResponse.setHeaders(response, headers))
-          )
-          return yield* Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host))
+          return Effect.flatMap(directory.resolve(Redacted.value(credential), host, resource), (lookup) => admit(httpEffect, lookup, host, group.identifier === "hooks"))
         })
     })
   })

@@ -1,5 +1,7 @@
-// Handlers of the read API. Records are answered from stored JSON text (Views), so the
-// handlers return prebuilt responses; GET /api/v1 is small and goes through its schema.
+// Handlers of the read API. Records are answered from stored JSON (Views), so the handlers
+// return prebuilt responses: the endpoints' schemas document them (and the tests check every
+// answer against that document), but are never run on them. GET /api/v1 is small and goes
+// through its schema.
 import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
@@ -13,7 +15,11 @@ import type { KeyState } from "./key-check.ts"
 import { KeyDirectory } from "./keys.ts"
 import { Views } from "./views.ts"
 
-const json = (body: string) => HttpServerResponse.text(body, { contentType: "application/json" })
+/** Stored JSON, as text or as the bytes PostgreSQL sent. */
+const json = (body: string | Uint8Array) =>
+  typeof body === "string"
+    ? HttpServerResponse.text(body, { contentType: "application/json" })
+    : HttpServerResponse.uint8Array(body, { contentType: "application/json" })
 
 const STATE_REFUSALS: Readonly<Record<Exclude<KeyState, "ok">, { readonly status: 401 | 403; readonly message: string }>> = {
   unknown: { status: 401, message: "unknown API key" },
@@ -76,21 +82,22 @@ const resourceHandlers = (resource: Resource) =>
       const directory = yield* KeyDirectory
       const refused = (key: CurrentKeyShape, state: Exclude<KeyState, "ok">) =>
         refusedResponse(key, resource, state).pipe(Effect.provideService(KeyDirectory, directory))
+      // The two hottest endpoints: plain combinators, no generator per request.
       return handlers
         .handle("list", ({ query }) =>
-          Effect.gen(function* () {
-            const key = yield* CurrentKey
-            const served = yield* views.list(key, resource, query)
-            return served._tag === "Body" ? json(served.body) : yield* refused(key, served.state as Exclude<KeyState, "ok">)
-          })
+          Effect.flatMap(Effect.service(CurrentKey), (key) =>
+            Effect.flatMap(views.list(key, resource, query), (served) =>
+              served._tag === "Body" ? Effect.succeed(json(served.body)) : refused(key, served.state as Exclude<KeyState, "ok">)
+            )
+          )
         )
         .handle("get", ({ params }) =>
-          Effect.gen(function* () {
-            const key = yield* CurrentKey
-            const served = yield* views.get(key, resource, params.id)
-            if (served === undefined) return yield* new NotFound({ error: `no ${resource} record with id ${params.id}` })
-            return served._tag === "Body" ? json(served.body) : yield* refused(key, served.state as Exclude<KeyState, "ok">)
-          })
+          Effect.flatMap(Effect.service(CurrentKey), (key) =>
+            Effect.flatMap(views.get(key, resource, params.id), (served) => {
+              if (served === undefined) return Effect.fail(new NotFound({ error: `no ${resource} record with id ${params.id}` }))
+              return served._tag === "Body" ? Effect.succeed(json(served.body)) : refused(key, served.state as Exclude<KeyState, "ok">)
+            })
+          )
         )
     })
   )

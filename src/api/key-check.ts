@@ -8,28 +8,37 @@ import type { Resource } from "../domain/resources.ts"
 export type KeyState = "ok" | "unknown" | "revoked" | "expired" | "host" | "company" | "module"
 
 /**
- * A relation `s` with the column `state` (and the key's and company's columns prefixed k_
- * and c_), for the request's key, Host and resource: one row, or none if the key's row is
- * gone (keys are revoked, never deleted, so that is "unknown").
+ * The check as SQL text over three SQL expressions: the key's id (uuid), the request's Host
+ * (text, null when it sent none) and the resource (text, null for endpoints of no
+ * resource). A relation `s` with the column `state` (and the key's and company's columns
+ * prefixed k_ and c_): one row, or none if the key's row is gone (keys are revoked, never
+ * deleted, so that is "unknown"). Text, so that a statement serving a batch of requests can
+ * apply it to each of its rows (views.ts).
  */
-export const keyStateRelation = (
-  sql: postgres.Sql,
-  keyId: string,
-  host: string | undefined,
-  resource: Resource | undefined
-) => sql`(
+export const keyStateSql = (keyId: string, host: string, resource: string): string => `(
   select case
            when k.revoked_at is not null then 'revoked'
            when k.expires_at is not null and k.expires_at <= now() then 'expired'
-           when exists (select 1 from service.companies h where lower(h.host) = ${host ?? null}::text and h.id <> k.company_id) then 'host'
+           when exists (select 1 from service.companies h where lower(h.host) = (${host})::text and h.id <> k.company_id) then 'host'
            when c.id is null or not c.api_enabled or c.tier <> 'company' then 'company'
-           when ${resource ?? null}::text is not null and not (${resource ?? null}::text = any(c.modules)) then 'module'
+           when (${resource})::text is not null and not ((${resource})::text = any(c.modules)) then 'module'
            else 'ok'
          end as state,
          k.name as k_name, k.expires_at as k_expires_at, k.webhooks as k_webhooks, k.scopes as k_scopes,
          c.name as c_name, c.modules as c_modules
     from service.api_keys k
     left join service.companies c on c.id = k.company_id
-   where k.id = ${keyId}::uuid
+   where k.id = (${keyId})::uuid
   offset 0 -- computed once, not once per record row
 ) s`
+
+const OF_PARAMETERS = keyStateSql("kq.key_id", "kq.host", "kq.resource")
+
+/** The relation `s` for one request's key, Host and resource, as a fragment of a tagged statement. */
+export const keyStateRelation = (
+  sql: postgres.Sql,
+  keyId: string,
+  host: string | undefined,
+  resource: Resource | undefined
+) => sql`(select ${keyId}::uuid as key_id, ${host ?? null}::text as host, ${resource ?? null}::text as resource) kq
+  cross join lateral ${sql.unsafe(OF_PARAMETERS)}`

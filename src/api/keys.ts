@@ -70,27 +70,32 @@ export const refusalFor = (
   return undefined
 }
 
-const readableCache = new WeakMap<KeyEntry, ReadonlyArray<Resource>>()
+// The key as handlers see it, made once per remembered entry and Host: a reloaded key is a
+// new entry, so nothing here outlives what it was made from.
+const currentKeys = new WeakMap<KeyEntry, Map<string | undefined, CurrentKeyShape>>()
 
 export const currentKeyOf = (entry: KeyEntry, host: string | undefined): CurrentKeyShape => {
-  const modules = entry.company?.modules ?? new Set<string>()
-  let readable = readableCache.get(entry)
-  if (readable === undefined) {
-    readable = RESOURCES.filter((r) => entry.scopes.has(r) && modules.has(r))
-    readableCache.set(entry, readable)
+  let byHost = currentKeys.get(entry)
+  if (byHost === undefined) currentKeys.set(entry, (byHost = new Map()))
+  let key = byHost.get(host)
+  if (key === undefined) {
+    const modules = entry.company?.modules ?? new Set<string>()
+    key = {
+      keyId: entry.keyId,
+      keyName: entry.keyName,
+      companyId: entry.companyId,
+      companyName: entry.company?.name ?? "",
+      expiresAt: entry.expiresAt === null ? null : new Date(entry.expiresAt).toISOString(),
+      webhooks: entry.webhooks,
+      scopes: entry.scopes,
+      modules,
+      readable: RESOURCES.filter((r) => entry.scopes.has(r) && modules.has(r)),
+      host
+    }
+    if (byHost.size >= 64) byHost.clear() // Host headers are the client's to choose
+    byHost.set(host, key)
   }
-  return {
-    keyId: entry.keyId,
-    keyName: entry.keyName,
-    companyId: entry.companyId,
-    companyName: entry.company?.name ?? "",
-    expiresAt: entry.expiresAt === null ? null : new Date(entry.expiresAt).toISOString(),
-    webhooks: entry.webhooks,
-    scopes: entry.scopes,
-    modules,
-    readable,
-    host
-  }
+  return key
 }
 
 interface KeyRow {

@@ -76,7 +76,23 @@ export class Counter extends Metric {
   /** For collectors mirroring a counter kept elsewhere (e.g. CaptureStats). */
   set(labels: Labels | undefined, value: number): void {
     const values = this.values(labels)
-    this.series.set(seriesKey(values), { values, value })
+    const key = seriesKey(values)
+    const s = this.series.get(key)
+    if (s) s.value = value
+    else this.series.set(key, { values, value })
+  }
+
+  /** One series, resolved once: for a hot path that counts the same labels again and again. */
+  labelled(labels?: Labels): { readonly inc: () => void } {
+    const values = this.values(labels)
+    const key = seriesKey(values)
+    return {
+      inc: () => {
+        const s = this.series.get(key)
+        if (s) s.value++
+        else this.series.set(key, { values, value: 1 })
+      }
+    }
   }
 
   get(labels?: Labels): number {
@@ -119,12 +135,23 @@ export class Histogram extends Metric {
 
   observe(labels: Labels | undefined, value: number): void {
     const values = this.values(labels)
+    this.record(seriesKey(values), values, value)
+  }
+
+  /** One series, resolved once: for a hot path that observes the same labels again and again. */
+  labelled(labels?: Labels): { readonly observe: (value: number) => void } {
+    const values = this.values(labels)
     const key = seriesKey(values)
+    return { observe: (value) => this.record(key, values, value) }
+  }
+
+  private record(key: string, values: string[], value: number): void {
     let s = this.series.get(key)
     if (!s) this.series.set(key, (s = { values, counts: this.buckets.map(() => 0), sum: 0, count: 0 }))
     // Buckets are stored non-cumulative; rendering accumulates them.
-    const i = this.buckets.findIndex((b) => value <= b)
-    if (i >= 0) s.counts[i]!++
+    let i = 0
+    while (i < this.buckets.length && value > this.buckets[i]!) i++
+    if (i < this.buckets.length) s.counts[i]!++
     s.sum += value
     s.count++
   }

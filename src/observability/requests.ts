@@ -5,7 +5,7 @@
 // per request. Nothing from the request's headers, query or body is logged: keys, secrets
 // and cursors stay out of the logs.
 import { randomUUID } from "node:crypto"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Metrics } from "./metrics.ts"
 
@@ -17,23 +17,68 @@ export interface RoutePattern {
 
 const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 
-/** The label for a request's route: its pattern, or "unmatched". HEAD counts as its GET route. */
+interface Segment {
+  readonly literal: Map<string, Segment>
+  param: Segment | undefined
+  /** Routes whose pattern ends here, in the order they were given. */
+  readonly routes: Array<{ readonly order: number; readonly method: string; readonly path: string; readonly literal: boolean }>
+}
+
+const segment = (): Segment => ({ literal: new Map(), param: undefined, routes: [] })
+
+/**
+ * The label for a request's route: its pattern, or "unmatched". HEAD counts as its GET
+ * route. Patterns are kept as a tree of path segments, so a request costs a walk down its
+ * own path, not a test of every route.
+ */
 export const routeMatcher = (routes: ReadonlyArray<RoutePattern>) => {
-  const compiled = routes.map((r) => ({
-    method: r.method.toUpperCase(),
-    path: r.path,
-    re: new RegExp("^" + r.path.split("/").map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/") + "/?$")
-  }))
+  const root = segment()
+  routes.forEach((r, order) => {
+    let node = root
+    for (const part of r.path.split("/").slice(1)) {
+      if (part.startsWith(":")) node = node.param ??= segment()
+      else {
+        let next = node.literal.get(part)
+        if (next === undefined) node.literal.set(part, (next = segment()))
+        node = next
+      }
+    }
+    node.routes.push({ order, method: r.method.toUpperCase(), path: r.path, literal: !r.path.includes(":") })
+  })
+  // Every route whose pattern the path matches (a parameter matches one non-empty segment).
+  const collect = (node: Segment, parts: ReadonlyArray<string>, i: number, found: Array<Segment["routes"][number]>) => {
+    if (i === parts.length) {
+      found.push(...node.routes)
+      return
+    }
+    const part = parts[i]!
+    const next = node.literal.get(part)
+    if (next !== undefined) collect(next, parts, i + 1, found)
+    if (node.param !== undefined && part !== "") collect(node.param, parts, i + 1, found)
+  }
   return (method: string, url: string): string => {
-    const q = url.search(/[?#]/)
-    const path = q >= 0 ? url.slice(0, q) : url
+    let end = url.length
+    for (let i = 0; i < url.length; i++) {
+      const c = url.charCodeAt(i)
+      if (c === 63 /* ? */ || c === 35 /* # */) {
+        end = i
+        break
+      }
+    }
+    // One trailing slash is the same route.
+    if (end > 1 && url.charCodeAt(end - 1) === 47) end--
+    const parts = url.slice(0, end).split("/")
+    if (parts[0] !== "") return "unmatched"
+    const found: Array<Segment["routes"][number]> = []
+    collect(root, parts, 1, found)
+    if (found.length === 0) return "unmatched"
+    found.sort((a, b) => a.order - b.order)
     const m = method.toUpperCase() === "HEAD" ? "GET" : method.toUpperCase()
-    // Literal segments before parameters: /api/v1/hooks wins over /api/v1/:x if both exist.
-    for (const r of compiled) if (r.method === m && r.re.test(path) && !r.path.includes(":")) return r.path
-    for (const r of compiled) if (r.method === m && r.re.test(path)) return r.path
+    // Literal patterns before parameters: /api/v1/hooks wins over /api/v1/:x if both exist.
+    for (const r of found) if (r.method === m && r.literal) return r.path
+    for (const r of found) if (r.method === m) return r.path
     // A known path with another method is still that route (its 405 is counted there).
-    for (const r of compiled) if (r.re.test(path)) return r.path
-    return "unmatched"
+    return found[0]!.path
   }
 }
 
@@ -52,23 +97,38 @@ export const requestObservability = (routes: ReadonlyArray<RoutePattern>, option
   return HttpRouter.middleware(
     Effect.gen(function* () {
       const m = yield* Metrics
+      // Every request counts into a series per method, route and status: each is resolved
+      // once, not on every request (there are a few dozen, all known routes).
+      const counts = new Map<string, { readonly inc: () => void }>()
+      const durations = new Map<string, { readonly observe: (seconds: number) => void }>()
+      const record = (method: string, route: string, status: number, seconds: number) => {
+        const key = `${method} ${route}`
+        let timed = durations.get(key)
+        if (timed === undefined) durations.set(key, (timed = m.httpSeconds.labelled({ method, route })))
+        timed.observe(seconds)
+        const countKey = `${key} ${status}`
+        let counted = counts.get(countKey)
+        if (counted === undefined) counts.set(countKey, (counted = m.httpRequests.labelled({ method, route, status: String(status) })))
+        counted.inc()
+        if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
+      }
       return (httpEffect) =>
-        Effect.gen(function* () {
-          const request = yield* HttpServerRequest.HttpServerRequest
+        Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const started = performance.now()
           const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER])
-          const route = routeOf(request.method, request.url)
-          const method = METHODS.has(request.method) ? request.method : "OTHER"
-          const exit = yield* Effect.exit(Effect.annotateLogs(httpEffect, "requestId", requestId))
-          // A failure here is answered further out (the API's fallback); its status is the one it will get.
-          const status = Exit.isSuccess(exit) ? exit.value.status : (yield* HttpServerError.causeResponse(exit.cause))[0].status
-          const seconds = (performance.now() - started) / 1000
-          m.httpRequests.inc({ method, route, status: String(status) })
-          m.httpSeconds.observe({ method, route }, seconds)
-          if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
-          yield* Effect.logDebug("request", { requestId, method, route, status, ms: Math.round(seconds * 1000) })
-          if (Exit.isSuccess(exit)) return HttpServerResponse.setHeader(exit.value, REQUEST_ID_HEADER, requestId)
-          return yield* exit
+          const done = (status: number) => {
+            const seconds = (performance.now() - started) / 1000
+            const route = routeOf(request.method, request.url)
+            const method = METHODS.has(request.method) ? request.method : "OTHER"
+            record(method, route, status, seconds)
+            return Effect.logDebug("request", { requestId, method, route, status, ms: Math.round(seconds * 1000) })
+          }
+          return Effect.matchCauseEffect(Effect.annotateLogs(httpEffect, "requestId", requestId), {
+            onSuccess: (response) => Effect.as(done(response.status), HttpServerResponse.setHeader(response, REQUEST_ID_HEADER, requestId)),
+            // A failure here is answered further out (the API's fallback); its status is the one it will get.
+            onFailure: (cause) =>
+              Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => Effect.andThen(done(response.status), Effect.failCause(cause)))
+          })
         })
     }),
     { global: true }

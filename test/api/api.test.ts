@@ -488,6 +488,50 @@ describe("read API", () => {
     })
   })
 
+  describe("requests sent at once", () => {
+    it("each request gets its own answer, whatever else is asked at the same moment", async () => {
+      // Sent at once, these are read by few statements (src/api/batch.ts): other keys,
+      // companies, resources, filters, pages and refusals must not leak into one another.
+      const revoked = await makeKey(db, acme)
+      await Effect.runPromise(
+        revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(Effect.provide(provideDb(db)))
+      )
+      const otherKey = (await makeKey(db, other)).key
+      const incidentsOnly = (await makeKey(db, acme, { scopes: ["incidents"] })).key
+      const incidents = seeded.get("incidents")!
+      const workers = seeded.get("workers")!
+      const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) => records.slice(from, to).map((r) => r.id)
+      const second = (await api.get("/api/v1/incidents?limit=5", { key })).json.nextCursor as string
+      const asks: Array<{ path: string; key: string; status: number; text?: string; ids?: ReadonlyArray<string> }> = [
+        { path: `/api/v1/incidents/${incidents[0]!.id}`, key, status: 200, text: `{"data":${incidents[0]!.body}}` },
+        { path: `/api/v1/workers/${workers[1]!.id}`, key, status: 200, text: `{"data":${workers[1]!.body}}` },
+        { path: `/api/v1/workers/${incidents[2]!.id}`, key, status: 404 },
+        { path: `/api/v1/incidents/${incidents[0]!.id}`, key: otherKey, status: 404 },
+        { path: `/api/v1/incidents/${incidents[1]!.id}`, key: revoked.key, status: 401 },
+        { path: `/api/v1/workers/${workers[0]!.id}`, key: incidentsOnly, status: 403 },
+        { path: "/api/v1/incidents?limit=5", key, status: 200, ids: page(incidents, 0, 5) },
+        { path: `/api/v1/incidents?limit=5&cursor=${second}`, key, status: 200, ids: page(incidents, 5, 10) },
+        { path: `/api/v1/incidents?createdBefore=${incidents[9]!.createdAt}`, key, status: 200, ids: page(incidents, 10, 12) },
+        { path: `/api/v1/incidents?createdAfter=${incidents[3]!.createdAt}`, key, status: 200, ids: page(incidents, 0, 3) },
+        { path: "/api/v1/workers?limit=3", key, status: 200, ids: page(workers, 0, 3) },
+        { path: "/api/v1/incidents", key: otherKey, status: 200 },
+        { path: "/api/v1/incidents", key: revoked.key, status: 401 },
+        { path: "/api/v1/workers", key: incidentsOnly, status: 403 }
+      ]
+      const all = [...asks, ...asks, ...asks]
+      const answers = await Promise.all(all.map((a) => api.get(a.path, { key: a.key })))
+      all.forEach((ask, i) => {
+        const answer = answers[i]!
+        expect(answer.status, ask.path).toBe(ask.status)
+        if (ask.text !== undefined) expect(answer.text).toBe(ask.text)
+        if (ask.ids !== undefined) expect(answer.json.data.map((r: { id: string }) => r.id), ask.path).toEqual(ask.ids)
+      })
+      const theirs = answers[all.findIndex((a) => a.key === otherKey && a.path === "/api/v1/incidents")]!
+      expect(theirs.json.data).toHaveLength(3)
+      expect(new Set(theirs.json.data.map((r: { id: string }) => r.id)).has(incidents[0]!.id)).toBe(false)
+    })
+  })
+
   describe("data that is never sent", () => {
     it("privacy cases come without the person, location, description, body part and injury type", async () => {
       const c = await createCompany(db.sql)

@@ -57,6 +57,27 @@ describe("registry", () => {
     expect(() => r.histogram("srs_h", "x", ["le"], [1])).toThrow("le is reserved")
   })
 
+  it("a labelled series counts into the same series as the labels do, also after a collector sets it", () => {
+    const r = new Registry()
+    const c = r.counter("srs_hits_total", "Hits", ["route"])
+    const h = r.histogram("srs_seconds", "Seconds", ["route"], [0.1, 1])
+    const hits = c.labelled({ route: "/a" })
+    hits.inc()
+    c.inc({ route: "/a" })
+    hits.inc()
+    expect(c.get({ route: "/a" })).toBe(3)
+    c.set({ route: "/a" }, 10)
+    hits.inc()
+    expect(c.get({ route: "/a" })).toBe(11)
+    const seconds = h.labelled({ route: "/a" })
+    seconds.observe(0.05)
+    h.observe({ route: "/a" }, 0.5)
+    seconds.observe(5)
+    expect(h.count({ route: "/a" })).toBe(3)
+    expect(r.render()).toContain('srs_seconds_bucket{route="/a",le="0.1"} 1\nsrs_seconds_bucket{route="/a",le="1"} 2\nsrs_seconds_bucket{route="/a",le="+Inf"} 3')
+    expect(() => c.labelled({ path: "/a" })).toThrow()
+  })
+
   it("runs collectors before a scrape; a failing collector does not stop it", async () => {
     const r = new Registry()
     const g = r.gauge("srs_collected", "x")
@@ -86,6 +107,27 @@ describe("request labels", () => {
     expect(route("DELETE", "/api/v1/incidents")).toBe("/api/v1/incidents")
     expect(route("GET", "/api/v1/secret-path-mk_abc")).toBe("unmatched")
     expect(route("GET", "/wp-login.php")).toBe("unmatched")
+  })
+
+  it("walks the path, not every route: literal patterns first, one trailing slash, non-empty parameters", () => {
+    const r = routeMatcher([
+      { method: "GET", path: "/api/v1/:resource" },
+      { method: "GET", path: "/api/v1/hooks" },
+      { method: "GET", path: "/api/v1/:resource/:id" },
+      { method: "POST", path: "/api/v1/hooks" },
+      { method: "DELETE", path: "/api/v1/hooks/:id" }
+    ])
+    expect(r("GET", "/api/v1/hooks")).toBe("/api/v1/hooks")
+    expect(r("GET", "/api/v1/incidents")).toBe("/api/v1/:resource")
+    expect(r("GET", "/api/v1/incidents/")).toBe("/api/v1/:resource")
+    expect(r("GET", "/api/v1/hooks/abc#x")).toBe("/api/v1/:resource/:id")
+    expect(r("DELETE", "/api/v1/hooks/abc")).toBe("/api/v1/hooks/:id")
+    expect(r("POST", "/api/v1/hooks?x=1")).toBe("/api/v1/hooks")
+    expect(r("PUT", "/api/v1/hooks")).toBe("/api/v1/:resource")
+    expect(r("GET", "/api/v1//abc")).toBe("unmatched")
+    expect(r("GET", "/api/v1/a/b/c")).toBe("unmatched")
+    expect(r("GET", "api/v1/hooks")).toBe("unmatched")
+    expect(r("GET", "/")).toBe("unmatched")
   })
 
   it("keeps a caller's plain request id and replaces anything else", () => {
