@@ -110,8 +110,14 @@ describe("replay after an outage", () => {
   it("without --failed resends delivered events with the same ids; --since/--until/--event narrow it", async () => {
     const path = "/all"
     const made = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "All", url: w.receiver.url(path), events: ["incident.created", "corrective_action.created"] })
-    const ids = await incidents(4)
-    await waitFor(() => bodiesAt(path).length >= 4, "4 deliveries")
+    // Event times are commit times to the millisecond: the fourth commits a little later so
+    // --until can fall between the third and the fourth.
+    const ids = await incidents(3)
+    await new Promise((r) => setTimeout(r, 20))
+    ids.push(...(await incidents(1)))
+    // Received is not yet recorded: wait for the engine to write the outcomes, or replay
+    // rightly counts the still-leased rows as in flight.
+    await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id && d.state === "succeeded").length === 4, "4 deliveries recorded")
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
     const [middle] = await w.db.sql<{ at: Date }[]>`select created_at as at from service.events where record_id = ${ids[2]!}`
     const until = new Date(middle!.at.getTime() + 1)
@@ -149,7 +155,8 @@ describe("replay after an outage", () => {
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
     const { subscription } = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url(path), event: "incident.created" })
     const ids = await incidents(2)
-    await waitFor(() => bodiesAt(path).length >= 2, "2 deliveries")
+    const recorded = async () => (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "succeeded").length === 2
+    await waitFor(recorded, "2 deliveries recorded")
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
     const env = { DATABASE_URL: w.db.url }
     const dry = await runCli(["replay", "--subscription", subscription.id, "--dry-run", "--json"], env)
@@ -162,6 +169,7 @@ describe("replay after an outage", () => {
     expect(r.code).toBe(0)
     expect(JSON.parse(r.stdout)).toMatchObject({ matched: 2, resent: 2, created: 0, dryRun: false })
     await waitFor(() => bodiesAt(path, before).length >= 2, "2 resent")
+    await waitFor(recorded, "2 resent deliveries recorded")
     for (const b of bodiesAt(path, before)) expect(b.id).toBe(first.get(b.data.id))
     expect(bodiesAt(path, before).map((b) => b.data.id).sort()).toEqual([...ids].sort())
     // a person gets a summary; mistakes get exit code 1 and a message
