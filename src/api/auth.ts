@@ -4,14 +4,15 @@
 // confirms it (key-check.ts), so this adds no database round trip to a served request.
 import { Effect, Layer, Redacted } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { isResource } from "../domain/resources.ts"
+import { isResource, type Resource } from "../domain/resources.ts"
 import { CurrentKey } from "./current-key.ts"
 import { ApiKeyAuth } from "./definition.ts"
 import { errorResponse } from "./errors.ts"
-import { currentKeyOf, KeyDirectory, type Lookup } from "./keys.ts"
+import { currentKeyOf, KeyDirectory, type KeyEntry, type Lookup } from "./keys.ts"
 import { RateLimiter, type RateDecision } from "./rate-limit.ts"
 import { ApiSettings } from "./settings.ts"
 import { UsageRecorder } from "./usage.ts"
+import { Views } from "./views.ts"
 
 /** The Host header's host name, lower case, without port or trailing dot. */
 export const hostOf = (header: string | undefined): string | undefined => {
@@ -38,6 +39,14 @@ export const rateLimitHeaders = (rate: RateDecision): Record<string, string> => 
 
 export const UNAUTHORIZED_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
 
+type Unusable = "revoked" | "expired" | "unknown" | "host"
+const UNUSABLE: Readonly<Record<Unusable, string>> = {
+  revoked: "this API key was revoked",
+  expired: "this API key expired",
+  unknown: "unknown API key",
+  host: "this API key belongs to another company: use it at your company's own address"
+}
+
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
   Effect.gen(function* () {
@@ -45,12 +54,32 @@ export const ApiKeyAuthLive = Layer.effect(
     const limiter = yield* RateLimiter
     const usage = yield* UsageRecorder
     const settings = yield* ApiSettings
+    const views = yield* Views
     const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
     const policyOnly = { "ratelimit-policy": policy }
 
+    // A key over its limit was resolved from memory and no statement will confirm it, so
+    // before answering 429 ask the database whether it is still a key at all: revoking one
+    // takes effect on its very next request, which gets 401 (spec 5.6), however busy it was.
+    // One statement per refused request, as a served request costs.
+    const tooMany = (entry: KeyEntry, host: string | undefined, resource: Resource | undefined, answer: HttpServerResponse.HttpServerResponse) =>
+      Effect.flatMap(views.check(currentKeyOf(entry, host), resource), (now) =>
+        now.state !== "revoked" && now.state !== "expired" && now.state !== "unknown" && now.state !== "host"
+          ? Effect.succeed(answer)
+          : Effect.map(directory.explain(entry.keyId, host, resource), (refusal) =>
+              errorResponse(401, refusal?.status === 401 ? refusal.message : UNUSABLE[now.state as Unusable], { ...policyOnly, ...UNAUTHORIZED_HEADERS })
+            )
+      )
+
     // Runs on every request: plain combinators rather than a generator, and nothing made
     // per request that can be made once (the policy field, the key as handlers see it).
-    const admit = <E, R>(httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>, lookup: Lookup, host: string | undefined, hooks: boolean) => {
+    const admit = <E, R>(
+      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+      lookup: Lookup,
+      host: string | undefined,
+      resource: Resource | undefined,
+      hooks: boolean
+    ) => {
       if (lookup._tag === "Refused" && lookup.refusal.status === 401) {
         return Effect.succeed(errorResponse(401, lookup.refusal.message, { ...policyOnly, ...UNAUTHORIZED_HEADERS }))
       }
@@ -59,7 +88,10 @@ export const ApiKeyAuthLive = Layer.effect(
       return Effect.flatMap(limiter.take(entry.keyId), (rate) => {
         const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
         if (!rate.allowed) {
-          return Effect.succeed(
+          return tooMany(
+            entry,
+            host,
+            resource,
             errorResponse(429, `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`, {
               ...headers,
               "retry-after": String(rate.reset)
@@ -81,7 +113,7 @@ export const ApiKeyAuthLive = Layer.effect(
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const host = hostOf(request.headers.host)
           const resource = isResource(group.identifier) ? group.identifier : undefined
-          return Effect.flatMap(directory.resolve(Redacted.value(credential), host, resource), (lookup) => admit(httpEffect, lookup, host, group.identifier === "hooks"))
+          return Effect.flatMap(directory.resolve(Redacted.value(credential), host, resource), (lookup) => admit(httpEffect, lookup, host, resource, group.identifier === "hooks"))
         })
     })
   })

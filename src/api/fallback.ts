@@ -2,7 +2,7 @@
 // method a path does not take (405 with Allow), a request that cannot be read, and an
 // unexpected failure (500). Installed as a global router middleware, so it covers every path.
 import { Cause, Effect } from "effect"
-import { HttpRouter, HttpServerError } from "effect/http"
+import { HttpRouter, HttpServerError, HttpServerResponse } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
 import { errorResponse } from "./errors.ts"
 
@@ -57,11 +57,27 @@ const STATUS_MESSAGES: Readonly<Record<number, string>> = {
   503: "the service is shutting down"
 }
 
+/**
+ * HttpApi answers a body of a content type an endpoint does not take with its own 415 in
+ * plain text ("Unsupported content-type: text/plain"). Every error is JSON (spec 7, issue
+ * 4), and a body that is not JSON is a bad request body (spec 7: 400, as documented).
+ */
+const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
+  if (response.status !== 415 || response.body._tag !== "Uint8Array" || !response.body.contentType.startsWith("text/plain")) return response
+  const given = /^Unsupported content-type: (.*)$/s.exec(new TextDecoder().decode(response.body.body))?.[1]
+  if (given === undefined) return response
+  return errorResponse(
+    400,
+    `invalid request body: send JSON with Content-Type: application/json${given === "" ? "" : ` (got ${given})`}`,
+    response.headers
+  )
+}
+
 export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
   const routes = known.map((r) => ({ method: r.method, re: toRegExp(r.path) }))
   return HttpRouter.middleware(
     (httpEffect) =>
-      Effect.catchCause(httpEffect, (cause) => {
+      Effect.catchCause(Effect.map(httpEffect, jsonOnly), (cause) => {
         const failure = cause.reasons.find((r) => r._tag === "Fail")
         if (failure !== undefined && isRouteNotFound(failure.error)) {
           const request = failure.error.request

@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../domain/event-kinds.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized } from "./errors.ts"
+import { BadRequest, Forbidden, NotFound, Unauthorized } from "./errors.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
 
@@ -46,12 +46,12 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
     HttpApiEndpoint.post("create", HOOKS_PATH, {
       payload: CreateHook,
       success: CreatedHookRecord.pipe(HttpApiSchema.status(201)),
-      error: [BadRequest, Unauthorized, Forbidden, Conflict]
+      error: [BadRequest, Unauthorized, Forbidden]
     }).annotateMerge(
       OpenApi.annotations({
         summary: "Subscribe to an event",
         description:
-          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions (409 beyond)."
+          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions: a 51st is refused with 400 (spec 7: a bad request body)."
       })
     ),
     HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: [Unauthorized, Forbidden] }).annotateMerge(

@@ -466,7 +466,8 @@ export const decide = (c: Claimed, r: SendResult, startedMs: number, finishedMs:
   }
   if (r.ok) return { ...common, state: "succeeded", nextAt: null, health: c.endpointId !== null ? "reset" : null, gone: false }
   const gone = c.subscriptionId !== null && r.status === 410
-  const wait = gone ? null : delayAfter(schedule, number)
+  // Send Again of a finished delivery is one attempt: failing, it is finished again.
+  const wait = gone || c.manual ? null : delayAfter(schedule, number)
   if (wait !== null) return { ...common, state: "pending", nextAt: new Date(finishedMs + wait), health: null, gone: false }
   // A Send Again that fails again was counted when the delivery first failed.
   return { ...common, state: "failed", nextAt: null, health: c.endpointId !== null && !c.manual ? "fail" : null, gone }

@@ -330,24 +330,30 @@ select r.id, r.before + 1, r.started_at, r.duration_ms, r.status, r.error, r.err
 from r join upd on upd.id = r.id
 returning delivery_id::text`
 
-/** Endpoint health: reset on success, count deliveries that failed every attempt, switch off at the threshold. */
+/**
+ * Endpoint health: the count of deliveries in a row that failed every attempt. A batch may
+ * hold failures, then a success, then failures: the endpoint is switched off if the count
+ * reached the threshold at any point (the stored count plus the failures before the first
+ * success, or the longest run after a success), and the stored count becomes the run at its end.
+ */
 const COUNTERS = `
 with c as (
-  select * from json_to_recordset($1::text::json) as x(id uuid, reset boolean, fails int, last_error text)
+  select * from json_to_recordset($1::text::json) as x(id uuid, reset boolean, lead int, peak int, fails int, last_error text)
 ), cur as materialized (
   select w.id, w.enabled as was_on,
-    case when c.reset then c.fails else w.consecutive_failures + c.fails end as n, c.last_error
+    case when c.reset then c.fails else w.consecutive_failures + c.fails end as n,
+    greatest(w.consecutive_failures + c.lead, c.peak) as hit, c.last_error
   from service.webhook_endpoints w join c on c.id = w.id
   for update of w
 ), upd as (
   update service.webhook_endpoints w set consecutive_failures = cur.n,
-    enabled = w.enabled and not (cur.was_on and cur.n >= $2),
-    disabled_at = case when cur.was_on and cur.n >= $2 then now() else w.disabled_at end,
-    disabled_reason = case when cur.was_on and cur.n >= $2
-      then cur.n || ' deliveries in a row failed every attempt; last error: ' || coalesce(cur.last_error, 'unknown')
+    enabled = w.enabled and not (cur.was_on and cur.hit >= $2),
+    disabled_at = case when cur.was_on and cur.hit >= $2 then now() else w.disabled_at end,
+    disabled_reason = case when cur.was_on and cur.hit >= $2
+      then cur.hit || ' deliveries in a row failed every attempt; last error: ' || coalesce(cur.last_error, 'unknown')
       else w.disabled_reason end
   from cur where w.id = cur.id
-  returning w.id, w.company_id, (cur.was_on and cur.n >= $2) as switched_off, w.disabled_reason
+  returning w.id, w.company_id, (cur.was_on and cur.hit >= $2) as switched_off, w.disabled_reason
 )
 insert into service.activity (company_id, kind, subject_id, details)
 select company_id, 'endpoint.switched_off', id::text, jsonb_build_object('reason', disabled_reason, 'by', 'service')
@@ -365,22 +371,32 @@ select company_id, 'subscription.deleted', id::text,
   jsonb_build_object('reason', 'the receiver answered 410 Gone', 'keyId', key_id, 'url', url, 'event', event, 'by', 'service')
 from gone returning subject_id`
 
-export type EndpointTally = { readonly id: string; readonly reset: boolean; readonly fails: number; readonly lastError: string | null }
+export type EndpointTally = {
+  readonly id: string
+  /** A success among the outcomes: the stored count does not carry on. */
+  readonly reset: boolean
+  /** Fully failed deliveries before the first success (all of them when none succeeded). */
+  readonly lead: number
+  /** The longest run of them after a success. */
+  readonly peak: number
+  /** The run at the end: after the last success, or all of them when none succeeded. */
+  readonly fails: number
+  readonly lastError: string | null
+}
 
-/**
- * Per endpoint, in completion order: whether a success reset the count, and the failures
- * after the last success (or all of them when none succeeded).
- */
+/** Per endpoint, in completion order: the runs of fully failed deliveries around successes. */
 export const tallyEndpoints = (outcomes: ReadonlyArray<Outcome>): ReadonlyArray<EndpointTally> => {
-  const byId = new Map<string, { reset: boolean; fails: number; lastError: string | null }>()
+  const byId = new Map<string, { reset: boolean; lead: number; peak: number; fails: number; lastError: string | null }>()
   for (const o of outcomes) {
     if (o.endpointId === null || o.health === null) continue
-    const t = byId.get(o.endpointId) ?? { reset: false, fails: 0, lastError: null }
+    const t = byId.get(o.endpointId) ?? { reset: false, lead: 0, peak: 0, fails: 0, lastError: null }
     if (o.health === "reset") {
       t.reset = true
       t.fails = 0
     } else {
       t.fails++
+      if (t.reset) t.peak = Math.max(t.peak, t.fails)
+      else t.lead = t.fails
       t.lastError = o.error
     }
     byId.set(o.endpointId, t)
@@ -419,16 +435,20 @@ export const recordOutcomes = async (sql: Sql, input: RecordInput): Promise<Reco
     const mine = input.outcomes.filter((o) => applied.has(o.id))
     const all = tallyEndpoints(mine)
     // Successes only: set the count to 0 where it is not 0 already (no write otherwise).
-    const resets = all.filter((t) => t.reset && t.fails === 0).map((t) => t.id)
+    const successesOnly = (t: EndpointTally) => t.reset && t.lead === 0 && t.peak === 0 && t.fails === 0
+    const resets = all.filter(successesOnly).map((t) => t.id)
     if (resets.length > 0) {
       await tx`update service.webhook_endpoints set consecutive_failures = 0 where id = any(${resets}::uuid[]) and consecutive_failures <> 0`
     }
-    const tallies = all.filter((t) => t.fails > 0)
+    const tallies = all.filter((t) => !successesOnly(t))
     let switchedOff: Array<string> = []
     if (tallies.length > 0) {
       const rows = await tx.unsafe<{ subject_id: string }[]>(
         COUNTERS,
-        [JSON.stringify(tallies.map((e) => ({ id: e.id, reset: e.reset, fails: e.fails, last_error: clean(e.lastError) }))), input.switchOffAfter],
+        [
+          JSON.stringify(tallies.map((e) => ({ id: e.id, reset: e.reset, lead: e.lead, peak: e.peak, fails: e.fails, last_error: clean(e.lastError) }))),
+          input.switchOffAfter
+        ],
         { prepare: true }
       )
       switchedOff = rows.map((r) => r.subject_id)

@@ -126,8 +126,10 @@ export const getDelivery = async (
 }
 
 /**
- * Send Again: one attempt at once, with the same delivery id (receivers drop repeats by it).
- * It goes even to an endpoint that is switched off: the admin asked for it.
+ * Send Again: an attempt at once, with the same delivery id (receivers drop repeats by it).
+ * It goes even to an endpoint that is switched off: the admin asked for it. For a finished
+ * (or held) delivery it is that one attempt (`manual`); a delivery still in its retry
+ * schedule is just tried now, and keeps the rest of its schedule if this attempt fails.
  */
 export const resendDelivery = async (
   deps: Pick<WebhookDeps, "sql">,
@@ -138,7 +140,7 @@ export const resendDelivery = async (
   const before = await load(deps.sql, id, input.companyId)
   return deps.sql.begin(async (tx) => {
     const r = await tx`
-      update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = true, held_reason = null,
+      update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = state <> 'pending', held_reason = null,
         finished_at = null, leased_by = null, lease_until = null
       where id = ${id} and (leased_by is null or lease_until < now()) returning id`
     if (r.length === 0) throw conflict(`delivery ${id} is being attempted right now; try again in a moment`)

@@ -6,7 +6,7 @@ import { decryptSecret, encryptSecret } from "../delivery/secrets.ts"
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE } from "../domain/event-kinds.ts"
 import { isUuid, writeActivity, type Tx, type WebhookDeps } from "./context.ts"
-import { badRequest, conflict, forbidden, notFound, unauthorized } from "./errors.ts"
+import { badRequest, forbidden, notFound, unauthorized } from "./errors.ts"
 import { checkUrl, parseEvent } from "./validate.ts"
 
 export const MAX_SUBSCRIPTIONS_PER_KEY = 50
@@ -110,7 +110,7 @@ export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown)
       return { created: false, subscription: { ...record(row!), secret: await keySecret(deps, tx, key.keyId) } }
     }
     const [count] = await tx<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions where key_id = ${key.keyId}`
-    if (count!.n >= MAX_SUBSCRIPTIONS_PER_KEY) throw conflict(`this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`)
+    if (count!.n >= MAX_SUBSCRIPTIONS_PER_KEY) throw badRequest(`this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`)
     const secret = await keySecret(deps, tx, key.keyId)
     const [row] = await tx<SubRow[]>`insert into service.webhook_subscriptions (key_id, company_id, url, event)
       values (${key.keyId}, ${key.companyId.toLowerCase()}, ${url}, ${event}) returning id::text, url, event, active, created_at`

@@ -102,6 +102,15 @@ describe("admin HTTP API", () => {
       expect((await call("GET", path, { token })).status).toBe(404)
     }
     expect((await call("POST", `/admin/v1/keys/${theirs}/revoke`, { token })).status).toBe(404)
+    // a body that is not JSON: 400 in the error shape too
+    const form = await request(server.url, "/admin/v1/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" },
+      body: "name=x&read=all"
+    })
+    expect(form.status).toBe(400)
+    expect(form.json).toEqual({ error: "invalid request body: send JSON with Content-Type: application/json (got application/x-www-form-urlencoded)" })
+    checker.check("POST", "/admin/v1/keys", form)
     const wrong = await request(server.url, "/admin/v1/keys", { method: "DELETE", headers: { authorization: `Bearer ${token}` } })
     expect(wrong.status).toBe(405)
     expect(wrong.headers.get("allow")).toBe("GET, HEAD, POST")

@@ -387,6 +387,26 @@ describe("read API", () => {
     })
   })
 
+  describe("request bodies", () => {
+    it.each(["text/plain", "application/x-www-form-urlencoded", "application/xml"])(
+      "a body sent as %s is a 400 in the error shape, as documented",
+      async (contentType) => {
+        const k = (await makeKey(db, other, { webhooks: true })).key
+        const a = await request(server.url, "/api/v1/hooks", {
+          key: k,
+          method: "POST",
+          headers: { "content-type": contentType },
+          body: "url=https://example.com/hook&event=incident.created"
+        })
+        expect(a.status).toBe(400)
+        expect(a.headers.get("content-type")).toMatch(/^application\/json/)
+        expect(a.json).toEqual({ error: `invalid request body: send JSON with Content-Type: application/json (got ${contentType})` })
+        expect(a.headers.get("ratelimit")).toMatch(/^"default";r=\d+;t=\d+$/)
+        checker.check("POST", "/api/v1/hooks", a)
+      }
+    )
+  })
+
   describe("scopes, modules, tier and the company's API", () => {
     it("403 outside the key's scopes", async () => {
       const k = (await makeKey(db, acme, { scopes: ["incidents"] })).key

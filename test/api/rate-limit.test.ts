@@ -4,7 +4,7 @@
 // request, flushed for the admin key list.
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { listKeys } from "../../src/admin/keys.ts"
+import { listKeys, revokeKey } from "../../src/admin/keys.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, NEVER_MARK, seedRecords, type TestCompany } from "../support/views.ts"
@@ -95,6 +95,23 @@ describe("rate limit", () => {
     const again = await request(server.url, "/api/v1/incidents", { key })
     expect(again.status).toBe(200)
     expect(remaining(again.headers.get("ratelimit"))).toBe(2)
+  })
+
+  it("a key over its limit that is revoked gets 401 on its next request, not 429", async () => {
+    const server = await start({ rateLimit: 3 })
+    const { id, key } = await makeKey(db, company)
+    for (let i = 0; i < 3; i++) expect((await request(server.url, "/api/v1/incidents", { key })).status).toBe(200)
+    expect((await request(server.url, "/api/v1/incidents", { key })).status).toBe(429)
+    await Effect.runPromise(
+      revokeKey({ userId: company.adminId, email: company.adminEmail, name: "Ada", companyId: company.id }, id).pipe(Effect.provide(provideDb(db)))
+    )
+    for (const path of ["/api/v1/incidents", "/api/v1", "/api/v1/incidents?limit=abc"]) {
+      const a = await request(server.url, path, { key })
+      expect(a.status, path).toBe(401)
+      expect(a.json).toEqual({ error: "this API key was revoked" })
+      expect(a.headers.get("retry-after")).toBeNull()
+      expect(a.headers.get("www-authenticate")).toMatch(/^Bearer/)
+    }
   })
 
   it("does not count requests without a usable key", async () => {

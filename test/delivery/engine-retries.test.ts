@@ -227,6 +227,44 @@ describe("Send Again", () => {
   })
 })
 
+describe("Send Again of a delivery that had succeeded", () => {
+  it("is one attempt: failing, it ends failed without a new schedule and does not count toward switching off", async () => {
+    w.receiver.reply("/again-ok", { status: 200 })
+    const e = await endpoint(w.receiver.url("/again-ok"))
+    engine = await startEngine(w.deps, { retrySchedule: "20ms,20ms,20ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    const [d] = await waitFor(async () => {
+      const ds = await deliveryOf(e.id)
+      return ds[0]?.state === "succeeded" ? ds : null
+    }, "success")
+    w.receiver.reply("/again-ok", { status: 500 })
+    await resendDelivery(w.deps, ADMIN, { id: d!.id, companyId: w.company.id })
+    await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "failed", "the failed resend")
+    await sleep(300) // a schedule of 20 ms waits would have tried again by now
+    expect(at(w.receiver, "/again-ok")).toHaveLength(2)
+    expect((await attemptsOf(w.db.sql, d!.id)).map((a) => a.status)).toEqual([200, 500])
+    expect((await deliveryOf(e.id))[0]).toMatchObject({ state: "failed", attempts: 2 })
+    expect((await getEndpoint(w.deps, { id: e.id })).consecutiveFailures).toBe(0)
+  })
+
+  it("a delivery still in its schedule is tried now and keeps the rest of its schedule", async () => {
+    w.receiver.reply("/again-mid", { status: 500 })
+    const e = await endpoint(w.receiver.url("/again-mid"))
+    engine = await startEngine(w.deps, { retrySchedule: "1h,20ms" })
+    await insertIncident(w.db.sql, w.company.id)
+    const [d] = await waitFor(async () => {
+      const ds = await deliveryOf(e.id)
+      return ds[0]?.attempts === 1 ? ds : null
+    }, "the first attempt")
+    expect(d!.state).toBe("pending") // next in an hour
+    await resendDelivery(w.deps, ADMIN, { id: d!.id, companyId: w.company.id })
+    // the resend (attempt 2) fails; the schedule's last wait (20 ms) brings attempt 3
+    await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "failed", "the schedule to run out")
+    expect(at(w.receiver, "/again-mid")).toHaveLength(3)
+    expect((await getEndpoint(w.deps, { id: e.id })).consecutiveFailures).toBe(1)
+  })
+})
+
 describe("Send Again and what stops a destination", () => {
   it("is refused (409, nothing changes) while the record's module is off, and allowed for a switched-off endpoint", async () => {
     w.receiver.reply("/again-rules", { status: 500 })

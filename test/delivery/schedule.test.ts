@@ -88,6 +88,15 @@ describe("what an attempt means", () => {
     expect(decide(claimed({ attempts: 3, manual: true }), result(), 0, 0, schedule)).toMatchObject({ state: "failed", health: null })
   })
 
+  it("a Send Again of a finished delivery is one attempt, however few attempts it had used", () => {
+    // A delivery that succeeded at its first attempt, sent again to a receiver now failing.
+    expect(decide(claimed({ attempts: 1, manual: true }), result(), 0, 0, schedule)).toMatchObject({ state: "failed", nextAt: null, health: null })
+    expect(decide(claimed({ attempts: 1, manual: true }), result({ ok: true, status: 200, error: null, errorKind: null }), 0, 0, schedule)).toMatchObject({
+      state: "succeeded",
+      nextAt: null
+    })
+  })
+
   it("410 from a subscription's receiver ends it at once; from an endpoint's it is a failure like any", () => {
     const sub = claimed({ endpointId: null, subscriptionId: "s1", keyId: "k1" })
     expect(decide(sub, result({ status: 410, error: "http 410" }), 0, 0, schedule)).toMatchObject({ state: "failed", gone: true, health: null })
@@ -100,8 +109,15 @@ describe("endpoint health tally", () => {
     ({ endpointId, health, error }) as Outcome
   it("counts failures after the last success, per endpoint, in completion order", () => {
     expect(tallyEndpoints([o("a", "fail", "x"), o("a", "reset"), o("a", "fail", "y"), o("a", "fail", "z"), o("b", "fail", "q"), o("c", null)])).toEqual([
-      { id: "a", reset: true, fails: 2, lastError: "z" },
-      { id: "b", reset: false, fails: 1, lastError: "q" }
+      { id: "a", reset: true, lead: 1, peak: 2, fails: 2, lastError: "z" },
+      { id: "b", reset: false, lead: 1, peak: 0, fails: 1, lastError: "q" }
+    ])
+  })
+
+  it("keeps the runs a later success would hide: before the first success, and the longest after one", () => {
+    const run = (n: number) => Array.from({ length: n }, (_, i) => o("a", "fail", `e${i}`))
+    expect(tallyEndpoints([...run(4), o("a", "reset"), ...run(15), o("a", "reset"), ...run(3), o("a", "reset")])).toEqual([
+      { id: "a", reset: true, lead: 4, peak: 15, fails: 0, lastError: "e2" }
     ])
   })
 })

@@ -144,14 +144,14 @@ describe("subscribing, reading and deleting", () => {
 })
 
 describe("rule 5: at most 50 subscriptions per key", () => {
-  it("refuses the 51st with 409, even under concurrent subscribes, but a repeat still answers", async () => {
+  it("refuses the 51st with 400, even under concurrent subscribes, but a repeat still answers", async () => {
     const k = { keyId: await makeKey(w.db.sql, w.company.id), companyId: w.company.id }
     for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_KEY - 2; i++) await hook(w.receiver.url(`/many/${i}`), "incident.created", k)
     const racing = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => hook(w.receiver.url(`/race/${i}`), "incident.created", k)))
     expect(racing.filter((r) => r.status === "fulfilled")).toHaveLength(2)
     for (const r of racing.filter((r) => r.status === "rejected")) {
       const e = (r as PromiseRejectedResult).reason as WebhookError
-      expect([e.status, e.message]).toEqual([409, "this key already holds 50 subscriptions, the most a key may hold"])
+      expect([e.status, e.message]).toEqual([400, "this key already holds 50 subscriptions, the most a key may hold"])
     }
     expect((await listHooks(w.deps, k)).data).toHaveLength(50)
     expect((await hook(w.receiver.url("/many/0"), "incident.created", k)).created).toBe(false)
