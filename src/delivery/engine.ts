@@ -9,7 +9,7 @@ import type { Sql } from "postgres"
 import { EVENTS_CHANNEL } from "../outbox/events.ts"
 import type { AllowedNetworks, Lookup } from "./address-guard.ts"
 import { deliveryBody } from "./body.ts"
-import { DELIVERIES_CHANNEL, endpointSecretContext, keySecretContext } from "./channels.ts"
+import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, endpointSecretContext, keySecretContext } from "./channels.ts"
 import { claim, fanout, handBack, nextDue, purgeOld, recordOutcomes, releaseHeld, type Claimed, type Outcome } from "./queries.ts"
 import { delayAfter, type RetrySchedule } from "./schedule.ts"
 import { decryptSecret } from "./secrets.ts"
@@ -153,12 +153,12 @@ export const makeEngine = (options: EngineOptions) =>
         const at = yield* now
         // A few new deliveries come back leased, straight to the send queues (no claim).
         const directMax = stopping ? 0 : Math.max(0, Math.min(DIRECT_MAX, maxLeased - leasedTotal))
+        const seen = generation
         const r = yield* db(() => fanout(sql, o.fanoutBatch, { now: at, directMax, leaseUntil: new Date(at.getTime() + o.leaseMs), owner }))
         stats.events += r.events
         stats.created += r.deliveries
         if (r.direct.length > 0) {
-          enqueue(r.direct, at.getTime())
-          pump()
+          admitClaimed(r.direct, at.getTime(), seen)
         }
         if (r.deliveries > r.direct.length) poke(dispatchQ)
         if (r.events < o.fanoutBatch) return
@@ -254,6 +254,32 @@ export const makeEngine = (options: EngineOptions) =>
       unsent.delete(c.id)
     }
 
+    // A destination changed (DESTINATIONS_CHANNEL): what is leased and not yet sending was
+    // read before the change, with the old address, secret or eligibility. It goes back, due
+    // at once, and the next claim reads it as the destination now stands (or holds it).
+    // A claim or fan-out that was running when the change arrived hands its rows back too.
+    let generation = 0
+    const giveBack = (items: ReadonlyArray<Claimed>) => {
+      if (items.length === 0) return
+      handBack(sql, items.map((c) => c.id), owner, new Date(clock.currentTimeMillisUnsafe()))
+        .catch(() => undefined) // unreturned leases run out, and the rows fall due again
+        .finally(() => poke(dispatchQ))
+    }
+    const destinationsChanged = () => {
+      generation++
+      const waiting: Array<Claimed> = []
+      for (const queue of queues.values()) waiting.push(...queue)
+      queues.clear()
+      waiting.forEach(release)
+      giveBack(waiting)
+    }
+    /** Claimed rows into the send queues, unless a destination changed since they were read. */
+    const admitClaimed = (claimed: ReadonlyArray<Claimed>, at: number, seen: number) => {
+      if (seen !== generation) return giveBack(claimed)
+      enqueue(claimed, at)
+      pump()
+    }
+
     /** Starts sends from the origin queues while slots are free. */
     const pump = (): void => {
       if (stopping) return
@@ -301,11 +327,11 @@ export const makeEngine = (options: EngineOptions) =>
       // Enough rows to fill what is free; one origin's share stops at its limit, and a
       // saturated origin is not scanned at all, so the next claim moves on to the others.
       const scan = Math.min(free, 256)
+      const seen = generation
       const { claimed, scanned } = yield* db(() =>
         claim(sql, { now: at, free, scan, perOrigin: maxOpenPerOrigin, saturated, busy: open, leaseUntil: new Date(at.getTime() + o.leaseMs), owner })
       )
-      enqueue(claimed, at.getTime())
-      pump()
+      admitClaimed(claimed, at.getTime(), seen)
       if (claimed.length >= free) return "full"
       return claimed.length > 0 && scanned >= scan ? "more" : "idle"
     })
@@ -394,7 +420,12 @@ export const makeEngine = (options: EngineOptions) =>
     }
     yield* Effect.acquireRelease(
       Effect.tryPromise(() =>
-        Promise.all([sql.listen(EVENTS_CHANNEL, onEvents, onEvents), sql.listen(DELIVERIES_CHANNEL, onDeliveries, onDeliveries)])
+        Promise.all([
+          sql.listen(EVENTS_CHANNEL, onEvents, onEvents),
+          sql.listen(DELIVERIES_CHANNEL, onDeliveries, onDeliveries),
+          // On (re)connect too: a change made while the listener was down is not missed.
+          sql.listen(DESTINATIONS_CHANNEL, destinationsChanged, destinationsChanged)
+        ])
       ).pipe(
         Effect.catchCause((cause) =>
           Effect.logWarning("LISTEN failed; relying on the poll", Cause.pretty(cause)).pipe(Effect.as([] as Array<{ unlisten(): Promise<void> }>))

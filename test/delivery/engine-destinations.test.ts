@@ -1,0 +1,95 @@
+// Deliveries the engine has claimed but not started wait in memory for a send slot, seconds
+// behind a slow receiver. A change to their destination made meanwhile applies to them at
+// once: a rotated secret signs them, a deleted endpoint, a revoked key or a turned-off
+// subscription gets none of them.
+import Stripe from "stripe"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { createEndpoint, deleteEndpoint, rotateEndpointSecret, updateEndpoint } from "../../src/webhooks/endpoints.ts"
+import { createHook } from "../../src/webhooks/hooks.ts"
+import { disableSubscription } from "../../src/webhooks/subscriptions.ts"
+import { insertIncident } from "../support/app.ts"
+import { ADMIN, at, deliveries, makeKey, sleep, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+
+let w: World
+let engine: RunningEngine | undefined
+beforeAll(async () => {
+  w = await startWorld()
+})
+afterEach(async () => {
+  await engine?.stop()
+  engine = undefined
+  await w.db.sql`delete from service.webhook_endpoints`
+  await w.db.sql`delete from service.webhook_subscriptions`
+})
+afterAll(async () => {
+  await w?.close()
+})
+
+const SLOW = 600 // each answer takes this long; one at a time per receiver
+const slowEngine = () => startEngine(w.deps, { perOrigin: 1 })
+
+/** Three incidents whose deliveries are all claimed: one sending, two waiting in memory. */
+const threeQueued = async (path: string) => {
+  for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id, { title: `queued ${i}` })
+  await waitFor(() => at(w.receiver, path).length === 1, "the first request")
+}
+
+describe("a destination that changes while its deliveries wait for a send slot", () => {
+  it("a rotated secret signs every request that starts after the rotation", async () => {
+    w.receiver.reply("/rotate", { status: 200, delayMs: SLOW })
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "rotate", url: w.receiver.url("/rotate"), events: ["incident.created"] })
+    engine = await slowEngine()
+    await threeQueued("/rotate")
+    const rotated = await rotateEndpointSecret(w.deps, ADMIN, { id: e.id })
+    await waitFor(() => at(w.receiver, "/rotate").length === 3, "all three")
+    const [first, ...later] = at(w.receiver, "/rotate")
+    const verify = (r: typeof first, secret: string) => Stripe.webhooks.constructEvent(r!.body, String(r!.headers["service-signature"]), secret)
+    expect(() => verify(first, e.secret)).not.toThrow() // sent before the rotation
+    for (const r of later) {
+      expect(() => verify(r, rotated.secret)).not.toThrow()
+      expect(() => verify(r, e.secret)).toThrow()
+    }
+    await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3, "three recorded")
+  })
+
+  it("a changed address gets the waiting requests; a deleted endpoint gets none", async () => {
+    w.receiver.reply("/old", { status: 200, delayMs: SLOW })
+    w.receiver.reply("/new", { status: 200 })
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "moved", url: w.receiver.url("/old"), events: ["incident.created"] })
+    engine = await slowEngine()
+    await threeQueued("/old")
+    await updateEndpoint(w.deps, ADMIN, { id: e.id, url: w.receiver.url("/new") })
+    await waitFor(() => at(w.receiver, "/new").length === 2, "the two waiting, at the new address")
+    expect(at(w.receiver, "/old")).toHaveLength(1)
+
+    w.receiver.reply("/gone", { status: 200, delayMs: SLOW })
+    const g = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "deleted", url: w.receiver.url("/gone"), events: ["incident.created"] })
+    await w.db.sql`delete from service.webhook_endpoints where id = ${e.id}`
+    await threeQueued("/gone")
+    await deleteEndpoint(w.deps, ADMIN, { id: g.id })
+    await sleep(3 * SLOW)
+    expect(at(w.receiver, "/gone")).toHaveLength(1)
+  })
+
+  it("a revoked key's and a turned-off subscription's waiting deliveries are not sent", async () => {
+    w.receiver.reply("/revoked", { status: 200, delayMs: SLOW })
+    const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
+    await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/revoked"), event: "incident.created" })
+    engine = await slowEngine()
+    await threeQueued("/revoked")
+    await w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}` // as keys revoke does
+    await sleep(3 * SLOW)
+    expect(at(w.receiver, "/revoked")).toHaveLength(1)
+
+    w.receiver.reply("/off", { status: 200, delayMs: SLOW })
+    const other = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
+    const { subscription } = await createHook(w.deps, { keyId: other, companyId: w.company.id }, { url: w.receiver.url("/off"), event: "incident.created" })
+    await threeQueued("/off")
+    await disableSubscription(w.deps, ADMIN, { id: subscription.id })
+    await sleep(3 * SLOW)
+    expect(at(w.receiver, "/off")).toHaveLength(1)
+    const held = (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "held")
+    expect(held).toHaveLength(2)
+    expect(held.every((d) => d.held_reason === "the subscription is turned off")).toBe(true)
+  })
+})
