@@ -71,6 +71,24 @@ export const findAdmin = async (sql: postgres.Sql, email: string, company?: Comp
   return toActor(admins[0]!)
 }
 
+/**
+ * For commands over the whole service (status, rebuild-views): --as names an admin of some
+ * company; refused like any other --as when it names nobody, or nobody who is an admin.
+ */
+export const requireSomeAdmin = async (sql: postgres.Sql, email: string): Promise<Actor> => {
+  try {
+    return await findAdmin(sql, email)
+  } catch (e) {
+    // An admin of several companies is still an admin.
+    if (e instanceof Error && / is an admin of several companies/.test(e.message)) {
+      const [u] = await sql<{ id: string; email: string; name: string; company_id: string }[]>`
+        select id, email, name, company_id from app.users where lower(email) = lower(${email.trim()}) and role = 'admin' order by company_id limit 1`
+      return { userId: u!.id, email: u!.email, name: u!.name, companyId: u!.company_id }
+    }
+    throw e
+  }
+}
+
 /** Whether the user is (still) an admin of the company. */
 export const isAdmin = async (sql: postgres.Sql, userId: string, companyId: string): Promise<boolean> => {
   const rows = await sql`select 1 from app.users where id = ${userId} and company_id = ${companyId} and role = 'admin'`

@@ -37,6 +37,23 @@ export const rateLimitHeaders = (rate: RateDecision): Record<string, string> => 
   ratelimit: rateLimitField(rate)
 })
 
+/** The first query parameter's name in a request URL, if it has any (an empty `?` has none). */
+export const strayParameter = (url: string): string | undefined => {
+  const q = url.indexOf("?")
+  if (q < 0) return undefined
+  for (const part of url.slice(q + 1).split("&")) {
+    if (part === "") continue
+    const eq = part.indexOf("=")
+    const raw = eq < 0 ? part : part.slice(0, eq)
+    try {
+      return decodeURIComponent(raw.replace(/\+/g, " "))
+    } catch {
+      return raw
+    }
+  }
+  return undefined
+}
+
 export const UNAUTHORIZED_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
 
 type Unusable = "revoked" | "expired" | "unknown" | "host"
@@ -78,7 +95,8 @@ export const ApiKeyAuthLive = Layer.effect(
       lookup: Lookup,
       host: string | undefined,
       resource: Resource | undefined,
-      hooks: boolean
+      hooks: boolean,
+      strayQuery: string | undefined
     ) => {
       if (lookup._tag === "Refused" && lookup.refusal.status === 401) {
         return Effect.succeed(errorResponse(401, lookup.refusal.message, { ...policyOnly, ...UNAUTHORIZED_HEADERS }))
@@ -102,6 +120,7 @@ export const ApiKeyAuthLive = Layer.effect(
         // Hooks rule 1: without the webhooks permission the answer is 403, whatever the body
         // (checked here, before the handler reads and validates it).
         if (hooks && !entry.webhooks) return Effect.succeed(errorResponse(403, "this key does not have the webhooks permission", headers))
+        if (strayQuery !== undefined) return Effect.succeed(errorResponse(400, `unknown query parameter "${strayQuery}"; this path takes none`, headers))
         return HttpEffect.withPreResponseHandler(Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host)), (_request, response) =>
           Effect.succeed(HttpServerResponse.setHeaders(response, headers))
         )
@@ -109,11 +128,15 @@ export const ApiKeyAuthLive = Layer.effect(
     }
 
     return ApiKeyAuth.of({
-      apiKey: (httpEffect, { credential, group }) =>
+      apiKey: (httpEffect, { credential, group, endpoint }) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const host = hostOf(request.headers.host)
           const resource = isResource(group.identifier) ? group.identifier : undefined
-          return Effect.flatMap(directory.resolve(Redacted.value(credential), host, resource), (lookup) => admit(httpEffect, lookup, host, resource, group.identifier === "hooks"))
+          // Lists declare their parameters (and refuse others by their schema); the rest take none.
+          const stray = endpoint.query === undefined ? strayParameter(request.url) : undefined
+          return Effect.flatMap(directory.resolve(Redacted.value(credential), host, resource), (lookup) =>
+            admit(httpEffect, lookup, host, resource, group.identifier === "hooks", stray)
+          )
         })
     })
   })

@@ -5,7 +5,7 @@ import { Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../api/dates.ts"
 import { invalid } from "../admin/errors.ts"
-import { companyById, findAdmin, withSql } from "../admin/identity.ts"
+import { companyById, findAdmin, requireSomeAdmin, withSql } from "../admin/identity.ts"
 import { asOptional, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
 import { CaptureConfig } from "../config.ts"
 import { SYSTEM, type Actor } from "../webhooks/context.ts"
@@ -97,13 +97,14 @@ export const replayCommand = Command.make(
   ])
 )
 
-export const rebuildViewsCommand = Command.make("rebuild-views", { json }, (args) =>
+export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptional, json }, (args) =>
   withDatabase(
     Effect.gen(function* () {
       const bar = progressBar("rebuilding views")
-      const result = yield* withSql((sql) =>
-        rebuildViews(sql, (p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).finally(bar.done)
-      )
+      const result = yield* withSql(async (sql) => {
+        if (Option.isSome(args.as)) await requireSomeAdmin(sql, args.as.value)
+        return rebuildViews(sql, (p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).finally(bar.done)
+      })
       yield* output(args.json, result, () =>
         [
           `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
@@ -152,11 +153,14 @@ const statusText = (s: OperationsStatus) => {
   return lines.join("\n")
 }
 
-export const statusCommand = Command.make("status", { json }, (args) =>
+export const statusCommand = Command.make("status", { as: asOptional, json }, (args) =>
   withDatabase(
     Effect.gen(function* () {
       const { slot } = yield* CaptureConfig
-      const status = yield* withSql((sql) => operationsStatus(sql, slot))
+      const status = yield* withSql(async (sql) => {
+        if (Option.isSome(args.as)) await requireSomeAdmin(sql, args.as.value)
+        return operationsStatus(sql, slot)
+      })
       yield* output(args.json, status, () => statusText(status))
     })
   )

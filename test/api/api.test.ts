@@ -321,6 +321,23 @@ describe("read API", () => {
       expect(a.status).toBe(400)
       expect(a.json.error).toMatch(message)
     })
+
+    it.each([
+      ["/api/v1?verbose=1", "verbose"],
+      ["/api/v1/incidents/3f1d1e0e-0000-4000-8000-000000000000?expand=reporter", "expand"],
+      ["/api/v1/events/3f1d1e0e-0000-4000-8000-000000000000?limit=5", "limit"],
+      ["/api/v1?&&x%20y=1", "x y"]
+    ])("a path that takes no parameters refuses them: %s", async (path, param) => {
+      const a = await api.get(path, { key })
+      expect(a.status).toBe(400)
+      expect(a.json.error).toBe(`unknown query parameter "${param}"; this path takes none`)
+      expect(a.headers.get("ratelimit")).toBeTruthy()
+    })
+
+    it("an empty query is no parameter, and a key is checked before parameters", async () => {
+      expect((await api.get("/api/v1?", { key })).status).toBe(200)
+      expect((await api.get("/api/v1?verbose=1", {})).status).toBe(401)
+    })
   })
 
   describe("cursors", () => {

@@ -76,6 +76,13 @@ describe("status", () => {
     expect(text.stdout).toContain("Endpoints switched off: 1")
     expect(text.stdout).toContain("15 deliveries in a row failed every attempt")
     expect(text.stdout).toContain("Keys expiring within 14 days: 1")
+    // like every command it accepts --as <admin e-mail>, and refuses one that names no admin
+    await w.db.sql`insert into app.users (company_id, name, email, role) values
+      (${w.company.id}, 'Olu Operator', 'olu@status.test', 'admin'), (${w.company.id}, 'Wes Worker', 'wes@status.test', 'member')`
+    expect((await runCli(["status", "--as", "olu@status.test", "--json"], env)).code).toBe(0)
+    const notAdmin = await runCli(["status", "--as", "wes@status.test"], env)
+    expect(notAdmin.code).toBe(1)
+    expect(notAdmin.stderr).toContain("wes@status.test is not an admin")
 
     // capture stopped: no leader, slot inactive
     await w.cap.stop()
