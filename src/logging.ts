@@ -1,6 +1,6 @@
 // Structured logs: one JSON object per line on stdout ({time, level, message, ...fields}),
 // level from LOG_LEVEL. Effect's logger and plain code (capture) write the same shape.
-import { Cause, Config, Effect, Layer, Logger, References } from "effect"
+import { Cause, Config, Effect, Layer, Logger, type LogLevel, References } from "effect"
 
 export type Level = "debug" | "info" | "warn" | "error"
 
@@ -26,9 +26,28 @@ const jsonLogger = Logger.make<unknown, void>(({ message, logLevel, cause, fiber
   process.stdout.write(JSON.stringify({ time: date.toISOString(), level: logLevel.toLowerCase(), message: text, ...clean(fields) }) + "\n")
 })
 
+const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = {
+  all: "All",
+  trace: "Trace",
+  debug: "Debug",
+  info: "Info",
+  warn: "Warn",
+  warning: "Warn",
+  error: "Error",
+  fatal: "Fatal",
+  none: "None"
+}
+
+/** LOG_LEVEL in any case, `warn` or `warning` alike (the lines themselves say "warn"). */
+export const parseLogLevel = (value: string): LogLevel.LogLevel | undefined => LEVELS[value.trim().toLowerCase()]
+
 export const LoggingLive = Layer.unwrap(
   Effect.gen(function* () {
-    const level = yield* Config.LogLevel("LOG_LEVEL").pipe(Config.withDefault("Info" as const))
+    const raw = yield* Config.String("LOG_LEVEL").pipe(Config.withDefault("Info"))
+    const level = parseLogLevel(raw)
+    if (level === undefined) {
+      return yield* Effect.die(new Error(`LOG_LEVEL must be one of debug, info, warn, error (or trace, fatal, all, none), not "${raw}"`))
+    }
     return Layer.mergeAll(Logger.layer([jsonLogger]), Layer.succeed(References.MinimumLogLevel, level))
   })
 )

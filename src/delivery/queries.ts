@@ -354,6 +354,12 @@ with c as (
       else w.disabled_reason end
   from cur where w.id = cur.id
   returning w.id, w.company_id, (cur.was_on and cur.hit >= $2) as switched_off, w.disabled_reason
+), rest as (
+  -- What the endpoint still had scheduled rests from now on, shown as held (status, the
+  -- admin pages) until Turn On; a delivery leased right now is held at its next claim.
+  update service.webhook_deliveries d set state = 'held', next_attempt_at = null, held_reason = 'the endpoint is switched off'
+  from upd where upd.switched_off and d.endpoint_id = upd.id and d.state = 'pending' and not d.manual
+    and (d.lease_until is null or d.lease_until <= now())
 )
 insert into service.activity (company_id, kind, subject_id, details)
 select company_id, 'endpoint.switched_off', id::text, jsonb_build_object('reason', disabled_reason, 'by', 'service')

@@ -58,6 +58,21 @@ describe("recording a batch of outcomes", () => {
     expect(after.disabledReason).toMatch(/^15 deliveries in a row failed every attempt; last error: http 500$/)
   })
 
+  it("what a switched-off endpoint still had scheduled is held at once, with the reason", async () => {
+    const owner = randomUUID()
+    const { endpoint, ids } = await leased(17, owner)
+    const waiting = ids.slice(15)
+    await w.db.sql`update service.webhook_deliveries set leased_by = null, lease_until = null, attempts = 1,
+      next_attempt_at = now() + interval '1 hour' where id = any(${waiting}::uuid[])`
+    const r = await recordOutcomes(w.db.sql, { owner, outcomes: ids.slice(0, 15).map((id) => outcome(id, endpoint.id, false)), switchOffAfter: 15 })
+    expect(r.switchedOff).toEqual([endpoint.id])
+    const rows = (await deliveries(w.db.sql)).filter((d) => waiting.includes(d.id))
+    expect(rows.map((d) => [d.state, d.held_reason])).toEqual([
+      ["held", "the endpoint is switched off"],
+      ["held", "the endpoint is switched off"]
+    ])
+  })
+
   it("adds the failures before a success to the stored count, and leaves an endpoint on below the threshold", async () => {
     const owner = randomUUID()
     const { endpoint, ids } = await leased(8, owner)
