@@ -23,8 +23,8 @@ const HttpLive = Layer.unwrap(
   Effect.gen(function* () {
     const { port, host } = yield* HttpConfig
     return HttpRouter.serve(Routes, { disableLogger: true }).pipe(
-      Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" })),
-      Layer.tap(() => Effect.logInfo("listening", { url: `http://${host}:${port}` }))
+      // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
+      Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" }))
     )
   })
 )

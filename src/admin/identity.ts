@@ -62,11 +62,11 @@ export const findAdmin = async (sql: postgres.Sql, email: string, company?: Comp
   if (company !== undefined) {
     const user = users.find((u) => u.company_id === company.id)
     if (user === undefined) throw forbidden(`${wanted} is not a user of ${company.name} (${company.host})`)
-    if (user.role !== "admin") throw forbidden(`${wanted} is not an admin of ${company.name}: only admins manage keys`)
+    if (user.role !== "admin") throw forbidden(`${wanted} is not an admin of ${company.name}: only admins can do this`)
     return toActor(user)
   }
   const admins = users.filter((u) => u.role === "admin")
-  if (admins.length === 0) throw forbidden(`${wanted} is not an admin: only admins manage keys`)
+  if (admins.length === 0) throw forbidden(`${wanted} is not an admin: only admins can do this`)
   if (admins.length > 1) throw invalid(`${wanted} is an admin of several companies; name one with --company`)
   return toActor(admins[0]!)
 }

@@ -49,3 +49,10 @@ export const parseFilterDate = (text: string): FilterDate | undefined => {
 
 export const FILTER_DATE_FORMATS =
   "a date (YYYY-MM-DD, meaning midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset such as +02:00; none means UTC)"
+
+// A date-time whose offset sign is a space: a "+" sent in a URL without encoding.
+const PLUS_AS_SPACE = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)? \d{2}:?\d{2}$/
+
+/** Why a query's filter date is refused: the formats, and a hint when a "+" became a space. */
+export const filterDateRefusal = (text: string): string =>
+  `must be ${FILTER_DATE_FORMATS}${PLUS_AS_SPACE.test(text) ? ' (a "+" in a URL must be sent as %2B)' : ""}`

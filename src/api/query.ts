@@ -3,7 +3,7 @@
 // behind them. Every parameter arrives as text; a check failure names the parameter.
 import { Schema, SchemaIssue } from "effect"
 import { STATUS_FILTER } from "../domain/resources.ts"
-import { FILTER_DATE_FORMATS, parseFilterDate } from "./dates.ts"
+import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "./dates.ts"
 
 export const DEFAULT_LIMIT = 50
 export const MAX_LIMIT = 200
@@ -50,7 +50,7 @@ export const CursorParam = textParam((t) => t.length > 0 || "must not be empty",
 })
 
 const dateParam = (which: "after" | "before") =>
-  textParam((t) => parseFilterDate(t) !== undefined || `must be ${FILTER_DATE_FORMATS}`, {
+  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), {
     description: `Only records created strictly ${which} this moment: ${FILTER_DATE_FORMATS}.`,
     jsonSchema: {
       pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"

@@ -4,6 +4,7 @@ import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { CaptureConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
 import { writeLog } from "../logging.ts"
+import { formatLsn } from "./lsn.ts"
 import { CaptureStats, runCapture } from "./run.ts"
 
 export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()("service/Capture") {}
@@ -41,7 +42,7 @@ export const CaptureLive = Layer.effect(
       Effect.promise(async () => {
         ac.abort()
         await running.catch(() => {})
-        writeLog("info", "capture stopped", { checkpoint: stats.checkpoint.toString(16) })
+        writeLog("info", "capture stopped", { checkpoint: formatLsn(stats.checkpoint) })
       })
     )
     return { stats, slot: config.slot }

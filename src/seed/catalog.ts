@@ -104,16 +104,63 @@ export const COURSES = [
   { course: "Rigging and Signalling", provider: "CraneSafe", months: 60 }
 ] as const
 
-export const INCIDENT_TITLES: Readonly<Record<string, ReadonlyArray<string>>> = {
-  injury: ["Laceration from sheet metal", "Slip on wet stair", "Struck by falling tool", "Hand caught in pinch point", "Fall from ladder", "Back strain lifting rebar", "Eye injury from grinding debris", "Twisted ankle on uneven ground", "Burn from hot work", "Finger crushed by formwork"],
-  illness: ["Heat exhaustion", "Dermatitis from concrete", "Respiratory irritation from dust", "Noise-induced hearing complaint", "Dehydration"],
-  near_miss: ["Load swung near workers", "Unsecured ladder slipped", "Dropped object from scaffold", "Excavator nearly struck spotter", "Open floor penetration found", "Forklift reversed without spotter"],
-  property_damage: ["Forklift struck racking", "Excavator hit water main", "Crane damaged façade panel", "Vehicle reversed into fence", "Generator fire damaged shed"],
-  environmental: ["Hydraulic oil spill", "Concrete washout into drain", "Diesel leak at fuel bowser", "Dust complaint from neighbour", "Silt runoff after storm"]
+export const BODY_PARTS = ["Hand", "Finger", "Wrist", "Forearm", "Shoulder", "Back", "Knee", "Ankle", "Foot", "Eye", "Head", "Neck"] as const
+export const INJURY_TYPES = ["Laceration", "Sprain", "Strain", "Fracture", "Contusion", "Burn", "Puncture", "Foreign body", "Abrasion", "Dermatitis", "Heat stress", "Respiratory irritation", "Hearing loss"] as const
+
+/**
+ * What happened in an incident, told one way: its title, what the description says, and
+ * (for injuries and illnesses) the injury type and, for injuries, the body part.
+ */
+export interface IncidentScenario {
+  readonly title: string
+  readonly what: string
+  readonly injuryType?: (typeof INJURY_TYPES)[number]
+  readonly bodyPart?: (typeof BODY_PARTS)[number]
 }
 
-export const BODY_PARTS = ["Hand", "Finger", "Wrist", "Forearm", "Shoulder", "Back", "Knee", "Ankle", "Foot", "Eye", "Head", "Neck"] as const
-export const INJURY_TYPES = ["Laceration", "Sprain", "Strain", "Fracture", "Contusion", "Burn", "Puncture", "Foreign body", "Abrasion", "Dermatitis", "Heat stress"] as const
+export const INCIDENT_SCENARIOS: Readonly<Record<string, ReadonlyArray<IncidentScenario>>> = {
+  injury: [
+    { title: "Laceration from sheet metal", what: "Hand cut on a sharp edge while carrying sheet metal", injuryType: "Laceration", bodyPart: "Hand" },
+    { title: "Slip on wet stair", what: "Slipped on a wet stair tread and fell onto one knee", injuryType: "Contusion", bodyPart: "Knee" },
+    { title: "Struck by falling tool", what: "A spanner fell from the deck above and struck a shoulder", injuryType: "Contusion", bodyPart: "Shoulder" },
+    { title: "Hand caught in pinch point", what: "Hand caught between a swinging load and the scaffold frame", injuryType: "Contusion", bodyPart: "Hand" },
+    { title: "Fall from ladder", what: "Fell about two metres from a stepladder and landed on an outstretched wrist", injuryType: "Fracture", bodyPart: "Wrist" },
+    { title: "Back strain lifting rebar", what: "Lower back strained lifting a bundle of rebar by hand", injuryType: "Strain", bodyPart: "Back" },
+    { title: "Eye injury from grinding debris", what: "Grinding debris got past safety glasses into an eye", injuryType: "Foreign body", bodyPart: "Eye" },
+    { title: "Twisted ankle on uneven ground", what: "Ankle twisted stepping onto a rut in uneven ground", injuryType: "Sprain", bodyPart: "Ankle" },
+    { title: "Burn from hot work", what: "Forearm burned by weld spatter during hot work", injuryType: "Burn", bodyPart: "Forearm" },
+    { title: "Finger crushed by formwork", what: "Finger crushed between two formwork panels while stripping", injuryType: "Fracture", bodyPart: "Finger" }
+  ],
+  illness: [
+    { title: "Heat exhaustion", what: "Dizziness and nausea after a long shift in full sun", injuryType: "Heat stress" },
+    { title: "Dermatitis from concrete", what: "Rash on both hands after handling wet concrete without gloves", injuryType: "Dermatitis" },
+    { title: "Respiratory irritation from dust", what: "Coughing and a sore throat after cutting blocks without dust extraction", injuryType: "Respiratory irritation" },
+    { title: "Noise-induced hearing complaint", what: "Ringing in the ears after a day breaking out concrete", injuryType: "Hearing loss" },
+    { title: "Dehydration", what: "Headache and cramps after working through the heat without water breaks", injuryType: "Heat stress" }
+  ],
+  near_miss: [
+    { title: "Load swung near workers", what: "A crane load swung within a metre of two workers in the slewing zone" },
+    { title: "Unsecured ladder slipped", what: "An untied ladder slipped sideways while a worker was climbing it" },
+    { title: "Dropped object from scaffold", what: "A coupler fell from the scaffold into a barriered area; no one was below" },
+    { title: "Excavator nearly struck spotter", what: "An excavator slewed towards its spotter, who stepped clear in time" },
+    { title: "Open floor penetration found", what: "An uncovered floor penetration was found on a walkway" },
+    { title: "Forklift reversed without spotter", what: "A forklift reversed out of a bay without a spotter as workers passed" }
+  ],
+  property_damage: [
+    { title: "Forklift struck racking", what: "A forklift mast struck and bent an upright of the pallet racking" },
+    { title: "Excavator hit water main", what: "An excavator bucket broke an unmarked water main while digging" },
+    { title: "Crane damaged façade panel", what: "A crane load brushed a façade panel and cracked it" },
+    { title: "Vehicle reversed into fence", what: "A delivery truck reversed into the site fence and flattened two panels" },
+    { title: "Generator fire damaged shed", what: "A generator caught fire and damaged the storage shed beside it" }
+  ],
+  environmental: [
+    { title: "Hydraulic oil spill", what: "A burst hose spilled hydraulic oil onto open ground" },
+    { title: "Concrete washout into drain", what: "A truck washed out concrete into a surface water drain" },
+    { title: "Diesel leak at fuel bowser", what: "Diesel leaked from the fuel bowser's nozzle onto hardstanding" },
+    { title: "Dust complaint from neighbour", what: "A neighbour complained of dust blowing off the site during cutting" },
+    { title: "Silt runoff after storm", what: "Silty water ran off the site into the street after a storm" }
+  ]
+}
 
 export const OBSERVATION_TITLES: Readonly<Record<string, ReadonlyArray<string>>> = {
   unsafe_act: ["Worker not wearing harness at edge", "Operating saw without guard", "Standing under suspended load", "Riding on forklift forks", "No eye protection while grinding", "Bypassing lockout"],

@@ -193,19 +193,21 @@ export const incidentRow = (
   const via = r.weighted({ app: 60, qr: 25, assistant: 15 })
   // A privacy case is one the OSHA log would also anonymise: recordable by definition.
   const privacy = person && r.chance(0.2)
+  // Title, description, injury type and body part all tell the same story.
+  const scenario = r.pick(C.INCIDENT_SCENARIOS[type]!)
   return {
     ...row,
     reference,
     type,
-    title: r.pick(C.INCIDENT_TITLES[type]!),
-    description: `${r.pick(C.INCIDENT_TITLES[type]!)} reported at ${r.pick(C.AREAS).toLowerCase()}. Area made safe and supervisor informed.`,
+    title: scenario.title,
+    description: `${scenario.what}, reported at ${r.pick(C.AREAS).toLowerCase()}. Area made safe and supervisor informed.`,
     occurred_at: new Date(at.getTime() - r.int(5, 48 * 60) * 60_000),
     job_site_id: site?.id ?? null,
     location: r.pick(C.AREAS),
     person_name: person ? (worker?.name ?? C.personName(r)) : null,
     worker_id: worker?.id ?? null,
-    body_part: type === "injury" ? r.pick(C.BODY_PARTS) : null,
-    injury_type: person ? (type === "illness" ? r.pick(["Heat stress", "Dermatitis"]) : r.pick(C.INJURY_TYPES)) : null,
+    body_part: type === "injury" ? scenario.bodyPart! : null,
+    injury_type: person ? scenario.injuryType! : null,
     severity,
     privacy_case: privacy,
     osha_recordable: privacy || (person && severity !== "minor" && r.chance(0.7)),

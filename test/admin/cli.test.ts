@@ -1,6 +1,7 @@
 // The admin CLI as a person or a script runs it: the real `node src/cli/admin.ts` against
 // the test database (DATABASE_URL), its --json answers, its errors and exit codes, the
 // 20-key limit, and the activity log.
+import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createKey } from "../../src/admin/keys.ts"
@@ -175,7 +176,7 @@ describe("admin CLI", () => {
       const cases: Array<[Array<string>, RegExp]> = [
         [["keys", "create", "--company", "nowhere.test", "--name", "n", "--read", "all", "--as", acme.adminEmail], /^error: no company with id or host "nowhere.test"\n$/],
         [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "nobody@example.test"], /^error: no user with e-mail nobody@example.test\n$/],
-        [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", acme.memberEmail], /^error: .* is not an admin of Acme Safety: only admins manage keys\n$/],
+        [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", acme.memberEmail], /^error: .* is not an admin of Acme Safety: only admins can do this\n$/],
         [["keys", "create", "--company", acme.host, "--name", "n", "--read", "incidents,nope", "--as", acme.adminEmail], /^error: unknown resource "nope" in --read; choose from incidents, .*, or all\n$/],
         [["keys", "create", "--company", acme.host, "--name", "  ", "--read", "all", "--as", acme.adminEmail], /^error: --name must not be empty\n$/],
         [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "not-an-email"], /^error: --as must be an e-mail address/],
@@ -210,5 +211,12 @@ describe("admin CLI", () => {
     const create = await cli("keys", "create", "--help")
     expect(create.code).toBe(0)
     for (const flag of ["--company", "--name", "--read", "--webhooks", "--expires", "--as", "--json"]) expect(create.stdout).toContain(flag)
+  })
+
+  it("--version prints package.json's version", async () => {
+    const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+    const r = await cli("--version")
+    expect(r.code).toBe(0)
+    expect(r.stdout.trim()).toBe(`admin v${version}`)
   })
 })

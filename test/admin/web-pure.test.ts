@@ -16,6 +16,7 @@ import {
   serializeCookie,
   SESSION_COOKIE
 } from "../../src/admin/web/security.ts"
+import { lastAnswer } from "../../src/admin/web/webhooks.ts"
 import { adminKnownRoutes } from "../../src/admin/http/index.ts"
 
 describe("html", () => {
@@ -137,5 +138,15 @@ describe("paths", () => {
     expect(PAGE_HEADERS["content-security-policy"]).not.toContain("unsafe-inline")
     expect(PAGE_HEADERS["x-frame-options"]).toBe("DENY")
     expect(PAGE_HEADERS["cache-control"]).toBe("no-store")
+  })
+})
+
+describe("deliveries table", () => {
+  it("shows the last answer's status, and its error unless it only repeats the status", () => {
+    expect(lastAnswer({ lastStatus: 500, lastError: "http 500" }).value).toBe("HTTP 500")
+    expect(lastAnswer({ lastStatus: 200, lastError: null }).value).toBe("HTTP 200")
+    expect(lastAnswer({ lastStatus: 302, lastError: "redirect refused" }).value).toBe('HTTP 302<br><span class="muted">redirect refused</span>')
+    expect(lastAnswer({ lastStatus: null, lastError: "timeout after 10s" }).value).toBe('<span class="muted">timeout after 10s</span>')
+    expect(lastAnswer({ lastStatus: null, lastError: null }).value).toBe('<span class="muted">none yet</span>')
   })
 })

@@ -102,6 +102,9 @@ describe("query decoding messages", () => {
     [{ limit: ["1", "2"] }, 'query parameter "limit" must be given once'],
     [{ createdAfter: "2026-02-30" }, /^query parameter "createdAfter" must be a date/],
     [{ createdBefore: "soon" }, /^query parameter "createdBefore" must be a date/],
+    [{ createdAfter: "2026-11-19T00:00:00 02:00" }, /^query parameter "createdAfter" must be a date.* \(a "\+" in a URL must be sent as %2B\)$/],
+    [{ createdAfter: "2026-11-19T00:00 0200" }, /\(a "\+" in a URL must be sent as %2B\)$/],
+    [{ createdAfter: "2026-11-19 00:00" }, /^query parameter "createdAfter" must be a date.*none means UTC\)$/],
     [{ cursor: "" }, 'query parameter "cursor" must not be empty'],
     [{ colour: "red" }, /^unknown query parameter "colour"; this list takes limit, cursor, createdAfter, createdBefore$/]
   ] as const)("%j", (query, expected) => {

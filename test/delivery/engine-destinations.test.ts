@@ -25,13 +25,22 @@ afterAll(async () => {
   await w?.close()
 })
 
-const SLOW = 600 // each answer takes this long; one at a time per receiver
+const SLOW = 1_000 // each answer takes this long; one at a time per receiver
 const slowEngine = () => startEngine(w.deps, { perOrigin: 1 })
 
 /** Three incidents whose deliveries are all claimed: one sending, two waiting in memory. */
 const threeQueued = async (path: string) => {
   for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id, { title: `queued ${i}` })
   await waitFor(() => at(w.receiver, path).length === 1, "the first request")
+  // The other two exist and are leased, not merely about to be fanned out.
+  await waitFor(async () => {
+    // (Each scenario's destination is the only one with deliveries: the others were deleted.)
+    const [r] = await w.db.sql<{ all: number; leased: number }[]>`
+      select count(*)::int as all, (count(*) filter (where state = 'pending' and attempts = 0 and lease_until > now()))::int as leased
+      from service.webhook_deliveries`
+    return r!.all === 3 && r!.leased >= 2
+  }, "the other two deliveries leased")
+  expect(at(w.receiver, path)).toHaveLength(1)
 }
 
 describe("a destination that changes while its deliveries wait for a send slot", () => {
@@ -86,10 +95,13 @@ describe("a destination that changes while its deliveries wait for a send slot",
     const { subscription } = await createHook(w.deps, { keyId: other, companyId: w.company.id }, { url: w.receiver.url("/off"), event: "incident.created" })
     await threeQueued("/off")
     await disableSubscription(w.deps, ADMIN, { id: subscription.id })
-    await sleep(3 * SLOW)
-    expect(at(w.receiver, "/off")).toHaveLength(1)
-    const held = (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "held")
-    expect(held).toHaveLength(2)
+    // handed back, claimed again and held there, unsent
+    const held = await waitFor(async () => {
+      const ds = (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "held")
+      return ds.length === 2 ? ds : null
+    }, "the two waiting deliveries held")
     expect(held.every((d) => d.held_reason === "the subscription is turned off")).toBe(true)
+    await sleep(SLOW)
+    expect(at(w.receiver, "/off")).toHaveLength(1)
   })
 })

@@ -87,7 +87,10 @@ describe("graceful shutdown", () => {
         select s.confirmed_flush_lsn >= c.checkpoint_lsn as acked
         from pg_replication_slots s, service.capture_state c where s.slot_name = ${slot} and c.slot_name = ${slot}`
       expect(acked!.acked).toBe(true)
-      expect(output).toContain('"message":"capture stopped"')
+      expect(output).toMatch(/"message":"capture stopped","checkpoint":"[0-9A-F]+\/[0-9A-F]+"/)
+      // One start-up line with the address.
+      expect(output.match(/"message":"Listening on http:\/\//g)).toHaveLength(1)
+      expect(output).not.toContain('"message":"listening"')
       expect(output).not.toContain('"level":"error"')
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL")

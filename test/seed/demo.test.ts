@@ -150,6 +150,18 @@ describe("demo seed", () => {
     expect(row!.other).toBeGreaterThan(20)
   })
 
+  it("tells each incident one story: a title has one description, injury type and body part", async () => {
+    const mixed = await db.sql`
+      select title from app.incidents
+      group by title
+      having count(distinct regexp_replace(description, ', reported at .*$', '')) > 1
+          or count(distinct coalesce(injury_type, '-')) > 1 or count(distinct coalesce(body_part, '-')) > 1`
+    expect(mixed).toEqual([])
+    const [row] = await db.sql<{ bad: number }[]>`select count(*)::int as bad from app.incidents
+      where (injury_type is not null) <> (type in ('injury', 'illness')) or (body_part is not null) <> (type = 'injury')`
+    expect(row!.bad).toBe(0)
+  })
+
   it("has a subcontractor for every documentStatus case", async () => {
     const rows = await db.sql<{ status: string }[]>`
       select case

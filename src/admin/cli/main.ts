@@ -2,12 +2,16 @@
 // stdout carries only the answer (one JSON value with --json); help asked for goes to
 // stdout too. Mistakes in the command line go to stderr with exit code 2; a refused or
 // failed operation goes to stderr with exit code 1.
+import { createRequire } from "node:module"
 import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
 import { AdminError } from "../errors.ts"
 import * as Commands from "./commands/index.ts"
 
 export const PROGRAM = "npm run admin --"
+
+/** The service's version, from package.json, shown by `--version`. */
+export const VERSION: string = (createRequire(import.meta.url)("../../../package.json") as { version: string }).version
 
 export const AdminCommand = Command.make("admin").pipe(
   Command.withDescription("Administer the Safety Records Service: API keys, admin tokens and more. Every command accepts --as <admin e-mail> and --json."),
@@ -31,7 +35,7 @@ const Plain = CliOutput.layer(CliOutput.defaultFormatter({ colors: false }))
 
 /** Runs the CLI on these arguments; resolves to the process exit code. */
 export const runAdminCli = (args: ReadonlyArray<string>) =>
-  Command.runWith(AdminCommand, { version: "1.0.0" })(args).pipe(
+  Command.runWith(AdminCommand, { version: VERSION })(args).pipe(
     Effect.provide(Layer.mergeAll(Presenter, Plain)),
     Effect.exit,
     Effect.flatMap((exit) => {

@@ -122,6 +122,6 @@ export class AdminApi extends HttpApi.make("admin")
     OpenApi.annotations({
       title: "Safety Records Service: admin API",
       version: "1",
-      description: "Manage API keys (and, later, webhook endpoints) as an admin, with an admin token from `npm run admin -- tokens create --as <e-mail>`. Errors are JSON {\"error\": \"...\"}."
+      description: "Manage API keys, webhook endpoints, deliveries, subscriptions and activity as an admin, with an admin token from `npm run admin -- tokens create --as <e-mail>`. Errors are JSON {\"error\": \"...\"}."
     })
   ) {}

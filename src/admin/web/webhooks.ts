@@ -145,6 +145,17 @@ ${endpointsTable(endpoints)}
 ${subscriptionsSection(session, subscriptions)}`
   })
 
+/**
+ * A delivery's last answer: the HTTP status and the error, leaving out an error that only
+ * repeats the status ("http 500").
+ */
+export const lastAnswer = (d: Pick<DeliveryView, "lastStatus" | "lastError">): Html => {
+  const status = d.lastStatus !== null ? `HTTP ${d.lastStatus}` : null
+  const error = d.lastError !== null && (d.lastStatus === null || d.lastError !== `http ${d.lastStatus}`) ? d.lastError : null
+  if (status === null && error === null) return html`<span class="muted">none yet</span>`
+  return html`${status}${status !== null && error !== null ? html`<br>` : ""}${error !== null ? html`<span class="muted">${error}</span>` : ""}`
+}
+
 const deliveriesTable = (session: Session, endpointId: string, deliveries: ReadonlyArray<DeliveryView>): Html =>
   deliveries.length === 0
     ? html`<p class="muted">No deliveries yet. Events of the chosen kinds are sent as they happen; a test event is not a delivery.</p>`
@@ -157,7 +168,7 @@ const deliveriesTable = (session: Session, endpointId: string, deliveries: Reado
     <td data-label="Event">${d.event}</td>
     <td data-label="State"><span class="state ${d.state}">${d.state}</span>${d.heldReason !== null ? html`<br><span class="muted">${d.heldReason}</span>` : ""}</td>
     <td data-label="Attempts" class="num">${d.attempts}</td>
-    <td data-label="Last answer">${d.lastStatus !== null ? html`HTTP ${d.lastStatus}` : ""}${d.lastError !== null ? html`${d.lastStatus !== null ? html`<br>` : ""}<span class="muted">${d.lastError}</span>` : ""}${d.lastStatus === null && d.lastError === null ? html`<span class="muted">none yet</span>` : ""}</td>
+    <td data-label="Last answer">${lastAnswer(d)}</td>
     <td data-label="Next attempt">${d.nextAttemptAt !== null ? when(d.nextAttemptAt) : d.finishedAt !== null ? html`<span class="muted">finished ${when(d.finishedAt)}</span>` : html`<span class="muted">—</span>`}</td>
     <td data-label="Actions"><form method="post" action="${pathFor(PATHS.deliveryResend, d.id)}" class="inline">${csrfField(session)}<input type="hidden" name="endpoint" value="${endpointId}"><button type="submit" class="secondary" aria-label="Send again delivery ${d.id}">Send Again</button></form></td>
   </tr>`
