@@ -5,6 +5,9 @@ const NUMERIC_OIDS = new Set([20, 21, 23, 700, 701, 1700]) // int8, int2, int4, 
 export const normalizeValue = (value: unknown, typeOid?: number): unknown => {
   if (value === null || value === undefined) return null
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString()
+  // pg-types reads a timestamp or date of "infinity" / "-infinity" (and float infinities) as
+  // a number: no ISO or JSON form, so "no bound", as the snapshot path reads them.
+  if (typeof value === "number" && !Number.isFinite(value)) return null
   if (typeOid !== undefined && NUMERIC_OIDS.has(typeOid) && typeof value === "string") {
     const n = Number(value)
     return Number.isFinite(n) ? n : value

@@ -87,6 +87,7 @@ export const toIsoUtc = (value: Date | string): string => {
 export const toIsoUtcOrNull = (value: unknown): string | null => {
   if (value === null || value === undefined) return null
   if (typeof value === "string" && /^[+-]?infinity$/i.test(value.trim())) return null
+  if (typeof value === "number" && !Number.isFinite(value)) return null
   if (typeof value === "string" || value instanceof Date) return toIsoUtc(value)
   throw new TypeError(`not a timestamp: ${typeof value}`)
 }

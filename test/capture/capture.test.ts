@@ -63,6 +63,15 @@ describe("capture", () => {
     expect((await view(db.sql, "incidents", id))?.personName).toBeNull()
   })
 
+  it("an infinite timestamp is null in the view, and capture carries on past it", async () => {
+    const id = await insertAction(db.sql, company.id)
+    await db.sql`update app.corrective_actions set due_date = 'infinity', completed_at = '-infinity' where id = ${id}`
+    const after = await insertIncident(db.sql, company.id)
+    await cap.settle()
+    expect(await view(db.sql, "corrective-actions", id)).toMatchObject({ dueDate: null, completedAt: null })
+    expect((await view(db.sql, "incidents", after))?.id).toBe(after)
+  })
+
   it("delete removes the view and fires nothing", async () => {
     const id = await insertIncident(db.sql, company.id)
     await db.sql`delete from app.incidents where id = ${id}`

@@ -16,6 +16,11 @@ describe("normalizeValue", () => {
     expect(normalizeValue(10n)).toBe(10)
   })
 
+  it("infinite timestamps (pg-types reads 'infinity' as a number) are null, as the snapshot reads them", () => {
+    expect(normalizeValue(Infinity, 1184)).toBeNull()
+    expect(normalizeValue(-Infinity, 1082)).toBeNull()
+  })
+
   it("null and undefined are null; bytea is dropped", () => {
     expect(normalizeValue(null)).toBeNull()
     expect(normalizeValue(undefined)).toBeNull()
