@@ -13,6 +13,7 @@ import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.
 import { writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
 import { formatLsn, type Lsn } from "./lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
+import { toIsoUtcOrNull } from "../domain/time.ts"
 
 type Tx = TransactionSql<Record<string, unknown>>
 
@@ -52,7 +53,8 @@ const loadMirror = async (tx: Tx) => {
       const last = rows[rows.length - 1]!
       after = keyCols.length === 2 ? [last.k0, last.k1!] : [last.k0]
       const upserts: MirrorRow[] = rows.map(({ row }) => {
-        for (const c of tsCols) if (typeof row[c] === "string") row[c] = new Date(row[c] as string).toISOString()
+        // As the stream's values are normalised: canonical ISO, and "infinity" is null.
+        for (const c of tsCols) if (typeof row[c] === "string") row[c] = toIsoUtcOrNull(row[c])
         return { tbl: table, key: rowKey(table, row), companyId: rowCompany(table, row), parentId: rowParent(table, row), data: row }
       })
       await writeMirror(tx, upserts, [])

@@ -2,8 +2,12 @@
 // Parsed by hand rather than with Date.parse, which rejects PostgreSQL's own text form
 // ("2026-03-04 05:06:07.089123+02") and is lenient in engine-specific ways.
 
+// Years of 4 to 6 digits and PostgreSQL's " BC" suffix: the app may store any timestamp
+// PostgreSQL takes (4713 BC to 294276 AD), and one capture cannot shape would stop it.
 const ISO_ISH =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?\s*(Z|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)?$/i
+  /^(\d{4,6})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?\s*(Z|[+-]\d{2}(?::?\d{2}(?::?\d{2})?)?)?(\s+BC)?$/i
+/** Date#toISOString's own form for years outside 0000-9999 ("+012026-...", "-000043-..."). */
+const EXPANDED_ISO = /^[+-]\d{6}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 /** Seconds east of UTC for "Z", "+02", "+0530", "-05:30", "+05:53:28" (PostgreSQL LMT offsets). */
 const offsetSeconds = (zone: string | undefined): number => {
@@ -20,15 +24,17 @@ const offsetSeconds = (zone: string | undefined): number => {
 const parse = (text: string): Date => {
   const m = ISO_ISH.exec(text.trim())
   if (m === null) throw new TypeError(`not a timestamp: ${JSON.stringify(text)}`)
-  const [, y, mo, d, h = "0", mi = "0", s = "0", fraction = "", zone] = m
+  const [, y, mo, d, h = "0", mi = "0", s = "0", fraction = "", zone, bc] = m
   // Truncate (not round) beyond milliseconds: rounding could move a value into the next second.
   const ms = Number((fraction + "000").slice(0, 3))
+  // 1 BC is year 0 of ISO 8601 (astronomical numbering), 44 BC is -43.
+  const year = bc === undefined ? Number(y) : 1 - Number(y)
   const date = new Date(0)
-  date.setUTCFullYear(Number(y), Number(mo) - 1, Number(d))
+  date.setUTCFullYear(year, Number(mo) - 1, Number(d))
   date.setUTCHours(Number(h), Number(mi), Number(s), ms)
   // Date rolls over out-of-range parts (Feb 30 -> Mar 2); a real timestamp never needs that.
   const exact =
-    date.getUTCFullYear() === Number(y) &&
+    date.getUTCFullYear() === year &&
     date.getUTCMonth() === Number(mo) - 1 &&
     date.getUTCDate() === Number(d) &&
     date.getUTCHours() === Number(h) &&
@@ -72,7 +78,7 @@ const isCanonical = (s: string): boolean => {
 }
 
 export const toIsoUtc = (value: Date | string): string => {
-  if (typeof value === "string" && isCanonical(value)) return value
+  if (typeof value === "string" && (isCanonical(value) || EXPANDED_ISO.test(value))) return value
   const date = typeof value === "string" ? parse(value) : value
   if (!(date instanceof Date) || Number.isNaN(date.getTime())) {
     throw new TypeError(`not a timestamp: ${String(value)}`)

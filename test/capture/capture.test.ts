@@ -72,6 +72,13 @@ describe("capture", () => {
     expect((await view(db.sql, "incidents", after))?.id).toBe(after)
   })
 
+  it("timestamps beyond year 9999 and BC are projected in ISO 8601's expanded form", async () => {
+    const id = await insertAction(db.sql, company.id)
+    await db.sql`update app.corrective_actions set due_date = '12026-03-04 05:06:07+00', completed_at = '0044-03-15 00:00:00+00 BC' where id = ${id}`
+    await cap.settle()
+    expect(await view(db.sql, "corrective-actions", id)).toMatchObject({ dueDate: "+012026-03-04T05:06:07.000Z", completedAt: "-000043-03-15T00:00:00.000Z" })
+  })
+
   it("delete removes the view and fires nothing", async () => {
     const id = await insertIncident(db.sql, company.id)
     await db.sql`delete from app.incidents where id = ${id}`

@@ -42,6 +42,15 @@ describe("toIsoUtc", () => {
     expect(() => toIsoUtc(input)).toThrow(TypeError)
   })
 
+  it("takes every year PostgreSQL does: 5 and 6 digits, BC (ISO's astronomical years), expanded ISO", () => {
+    expect(toIsoUtc("12026-03-04 05:06:07+00")).toBe("+012026-03-04T05:06:07.000Z")
+    expect(toIsoUtc("12026-03-04T05:06:07+00:00")).toBe("+012026-03-04T05:06:07.000Z") // json_build_object's form
+    expect(toIsoUtc("0044-03-15 00:00:00+00 BC")).toBe("-000043-03-15T00:00:00.000Z")
+    expect(toIsoUtc("0001-01-01 00:00:00+00 BC")).toBe("0000-01-01T00:00:00.000Z")
+    expect(toIsoUtc("+012026-03-04T05:06:07.000Z")).toBe("+012026-03-04T05:06:07.000Z")
+    expect(toIsoUtc(new Date(Date.UTC(12026, 2, 4)))).toBe("+012026-03-04T00:00:00.000Z")
+  })
+
   it("refuses an invalid Date", () => {
     expect(() => toIsoUtc(new Date("nope"))).toThrow(TypeError)
   })
