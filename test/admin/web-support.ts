@@ -5,8 +5,12 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { createServer } from "node:http"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import type { Page } from "playwright-core"
 import { AdminWebRoutes } from "../../src/admin/web/index.ts"
 import { makeApiRoutes } from "../../src/api/index.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
@@ -152,4 +156,39 @@ export const startService = async (env: Record<string, string>): Promise<Service
     await new Promise((r) => setTimeout(r, 200))
   }
   return { url, output: () => output, stop }
+}
+
+// -----------------------------------------------------------------------------
+// Accessibility: axe-core's WCAG 2.0/2.1 A and AA rules on a page as the browser shows it.
+
+const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+let axeSource: string | undefined
+
+/**
+ * Runs axe-core in the page and fails, naming each violation (rule id, impact, the first
+ * elements' selectors), if it finds any. axe is evaluated through the DevTools protocol,
+ * not added as a <script>: the pages' Content-Security-Policy allows no inline script.
+ */
+export const expectAccessible = async (page: Page, where: string = page.url()): Promise<void> => {
+  axeSource ??= readFileSync(join(dirname(createRequire(import.meta.url).resolve("axe-core")), "axe.min.js"), "utf8")
+  if (!(await page.evaluate<boolean>("typeof window.axe === 'object'"))) await page.evaluate(axeSource)
+  type Violation = { readonly id: string; readonly impact: string | null; readonly help: string; readonly targets: ReadonlyArray<string> }
+  const violations = await page.evaluate<ReadonlyArray<Violation>, ReadonlyArray<string>>(async (tags) => {
+    // In the page (this file has no DOM types): axe.run(document, { runOnly: tags }).
+    type Result = { violations: Array<{ id: string; impact?: string | null; help: string; nodes: Array<{ target: ReadonlyArray<unknown> }> }> }
+    const { axe, document } = globalThis as unknown as { axe: { run: (context: unknown, options: { runOnly: Array<string> }) => Promise<Result> }; document: unknown }
+    const r = await axe.run(document, { runOnly: [...tags] })
+    return r.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact ?? null,
+      help: v.help,
+      targets: v.nodes.map((n) => n.target.map(String).join(" > "))
+    }))
+  }, AXE_TAGS)
+  if (violations.length === 0) return
+  const lines = violations.map((v) => {
+    const more = v.targets.length > 3 ? ` (+${v.targets.length - 3} more)` : ""
+    return `- ${v.id} [${v.impact ?? "no impact"}] ${v.help}: ${v.targets.length} node(s): ${v.targets.slice(0, 3).join(" | ")}${more}`
+  })
+  throw new Error(`${where}: ${violations.length} accessibility violation(s) (axe-core, ${AXE_TAGS.join(", ")}):\n${lines.join("\n")}`)
 }

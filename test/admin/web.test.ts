@@ -19,7 +19,7 @@ import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { runCli } from "./run-cli.ts"
-import { startService, type ServiceProcess } from "./web-support.ts"
+import { expectAccessible, startService, type ServiceProcess } from "./web-support.ts"
 
 // CHROMIUM_PATH when set (and only it), else Debian's chromium.
 const CHROMIUM = (process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ["/usr/bin/chromium", "/usr/bin/chromium-browser"]).find((p) => existsSync(p))
@@ -148,12 +148,14 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(first.status()).toBe(200)
     await page.getByLabel("Admin token").waitFor({ state: "visible", timeout: 5_000 })
     await shot("01-sign-in")
+    await expectAccessible(page, "sign-in")
 
     await page.getByLabel("Admin token").fill("mat_wrong")
     const refused = await submit(page.getByRole("button", { name: "Sign in" }))
     expect(refused.status()).toBe(401)
     expect(await page.getByRole("alert").textContent()).toContain("unknown admin token")
     await shot("02-sign-in-refused")
+    await expectAccessible(page, "sign-in refused")
 
     await page.getByLabel("Admin token").fill(token)
     await submit(page.getByRole("button", { name: "Sign in" }))
@@ -180,6 +182,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     await page.getByRole("radio", { name: "After 90 days" }).check()
     await page.getByRole("checkbox", { name: /Webhooks permission/ }).check()
     await shot("03-keys-create-form")
+    await expectAccessible(page, "keys: create form")
     await submit(page.getByRole("button", { name: "Create key" }))
     const once = page.locator("#new-key")
     apiKey = ((await once.textContent()) ?? "").trim()
@@ -189,6 +192,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     await eventually(async () => expect(await text(page.locator(".copy-status"))).toBe("Copied."))
     expect(await page.evaluate<string>("navigator.clipboard.readText()")).toBe(apiKey)
     await shot("04-key-shown-once")
+    await expectAccessible(page, "keys: key shown once")
 
     const me = await request(service.url, "/api/v1", { key: apiKey })
     expect(me.status).toBe(200)
@@ -205,6 +209,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(await row.locator('td[data-label="Last used"] time').count()).toBe(1)
     expect(await row.locator('td[data-label="Expires"] time').count()).toBe(1)
     await shot("05-keys-list")
+    await expectAccessible(page, "keys: list")
   })
 
   it("revokes the key after a confirmation; the API then answers 401", async () => {
@@ -244,6 +249,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     const secret = ((await page.locator("#new-secret").textContent()) ?? "").trim()
     expect(secret).toMatch(/^whsec_/)
     await shot("07-endpoint-added")
+    await expectAccessible(page, "webhooks: endpoint added, secret shown once")
     await page.getByRole("link", { name: "Open the endpoint" }).click()
     await page.waitForURL(/\/admin\/webhooks\/endpoints\/[0-9a-f-]{36}$/)
     endpointUrl = page.url()
@@ -256,6 +262,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(ping).toBeDefined()
     expect(ping!.headers["service-signature"]).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
     await shot("08-endpoint-test-event")
+    await expectAccessible(page, "endpoint: test event result")
   })
 
   it("a real event is delivered and listed; Send Again sends it once more with the same delivery id", async () => {
@@ -269,6 +276,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(await text(row.locator(".state"))).toBe("succeeded")
     expect(await text(row.locator('td[data-label="Last answer"]'))).toContain("HTTP 200")
     await shot("09-endpoint-deliveries")
+    await expectAccessible(page, "endpoint: deliveries")
 
     await submit(row.getByRole("button", { name: /Send again/i }))
     expect(await text(page.locator(".flash.success"))).toContain("being sent again")
@@ -296,6 +304,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(refused.status()).toBe(400)
     expect(await text(page.locator("#edit-endpoint-error"))).toContain("url")
     expect(await page.getByLabel("Address").inputValue()).toBe("https://10.0.0.7/hook")
+    await expectAccessible(page, "endpoint: refused edit")
 
     page.once("dialog", (d) => void d.accept())
     await submit(page.getByRole("button", { name: "Rotate secret" }))
@@ -309,6 +318,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     await page.getByRole("heading", { name: "This endpoint is switched off" }).waitFor({ state: "visible", timeout: 5_000 })
     expect(await text(page.locator("section.flash.error"))).toContain("15 deliveries in a row failed every attempt (last: http 503)")
     await shot("12-endpoint-switched-off")
+    await expectAccessible(page, "endpoint: switched off")
     await submit(page.getByRole("button", { name: "Turn On" }))
     expect(await text(page.locator(".flash.success"))).toContain("is on again")
     expect(await page.getByRole("heading", { name: "This endpoint is switched off" }).count()).toBe(0)
@@ -334,6 +344,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(await text(page.locator(".flash.success"))).toContain("turned off")
     expect(await text(page.locator("#subscriptions tr", { hasText: "permit.approved" }).locator(".state"))).toBe("Off")
     await shot("13-webhooks-subscriptions")
+    await expectAccessible(page, "webhooks: list and subscriptions")
     page.once("dialog", (d) => void d.accept())
     await submit(page.locator("#subscriptions tr", { hasText: "incident.created" }).getByRole("button", { name: /Delete/ }))
     expect(await text(page.locator(".flash.success"))).toContain("Subscription deleted")
@@ -348,6 +359,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(kinds[0]).toBe("subscription.deleted")
     expect(kinds).toEqual(expect.arrayContaining(["key.created", "key.revoked", "endpoint.created", "endpoint.tested", "delivery.resent", "admin_token.created"]))
     await shot("14-activity")
+    await expectAccessible(page, "activity log")
     await page.getByLabel("Kind").selectOption("endpoint")
     await submit(page.getByRole("button", { name: "Filter" }))
     expect(page.url()).toBe(`${service.url}/admin/activity?kind=endpoint`)
@@ -380,6 +392,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
         expect(await text(hostilePage.getByRole("heading", { level: 1 }))).toBe("Request refused")
         expect(await text(hostilePage.getByRole("alert"))).toContain("This form was refused")
         await shot(`16-refused-${c.name}`, hostilePage)
+        await expectAccessible(hostilePage, `refused page (${c.name})`)
         await hostilePage.close()
       } finally {
         await hostile.close()
@@ -410,6 +423,7 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
       )
       expect(unlabelled, path).toEqual([])
       await shot(name)
+      await expectAccessible(page, `phone: ${path}`)
     }
     await page.setViewportSize({ width: 1280, height: 900 })
     await go("/admin/keys")

@@ -92,7 +92,7 @@ button.primary { background: var(--primary); color: var(--primary-ink); }
 button.secondary { background: #fff; color: var(--primary); border-color: var(--primary); }
 button.danger { background: var(--danger); color: #fff; }
 button.link { background: none; border: none; color: var(--primary); text-decoration: underline; padding: .25rem; min-height: auto; }
-form.inline { display: inline; margin: 0; }
+form.inline { display: inline-block; margin: 0; }
 .actions { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; margin-top: 1rem; }
 .flash { border-radius: 6px; padding: .75rem 1rem; margin: 1rem 0; border: 2px solid; }
 .flash p { margin: 0; }
