@@ -261,6 +261,11 @@ describe("shape", () => {
     }
   })
 
+  it("a NULL element of a text array is left out, not sent as the text \"null\"", () => {
+    const record = shape("sds", { ...FIXTURES.sds, row: { ...FIXTURES.sds.row, hazard_classes: ["Flammable gas 1", null] } })
+    expect(record["hazardClasses"]).toEqual(["Flammable gas 1"])
+  })
+
   it("absent columns become null, not missing keys", () => {
     const record = shape("permits", { ...FIXTURES.permits, row: { id: "p1", created_at: "2026-01-01", updated_at: "2026-01-01" } })
     expect(record).toStrictEqual({

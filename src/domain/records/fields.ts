@@ -50,7 +50,9 @@ export const readField = (row: Row, column: string, kind: FieldKind): unknown =>
       return Number.isFinite(n) ? n : fail(column, kind, value)
     }
     case "textArray":
-      return Array.isArray(value) ? value.map(String) : fail(column, kind, value)
+      // A NULL element (PostgreSQL allows one) says nothing: left out, so the API keeps its
+      // documented array of strings rather than sending the text "null".
+      return Array.isArray(value) ? value.filter((v) => v !== null && v !== undefined).map(String) : fail(column, kind, value)
     case "json":
       // jsonb is passed through as given
       return value
