@@ -38,9 +38,19 @@ export const freshDatabase = async (options: { migrated?: boolean } = {}): Promi
       await sql.end({ timeout: 2 })
       const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} })
       try {
-        await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and pid <> pg_backend_pid()`
-        await admin`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${name} and not active`
-        await admin.unsafe(`drop database if exists ${name} with (force)`)
+        // A terminated walsender leaves its slot active until the process has exited, and a
+        // database with an active slot cannot be dropped: retry for a few seconds.
+        for (let attempt = 0; ; attempt++) {
+          await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and pid <> pg_backend_pid()`
+          await admin`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${name} and not active`
+          try {
+            await admin.unsafe(`drop database if exists ${name} with (force)`)
+            break
+          } catch (e) {
+            if (attempt >= 50 || !/replication slot/.test((e as Error).message)) throw e
+            await new Promise((r) => setTimeout(r, 100))
+          }
+        }
       } finally {
         await admin.end()
       }
