@@ -11,6 +11,7 @@
 // The servers run in child processes (one each) so autocannon does not share their event
 // loop. The service keeps authentication and its rate limit on every request; the limit is
 // raised (API_RATE_LIMIT) so that the measurement is not a wall of 429s.
+import { ROUTER_CONFIG } from "../src/http/node-server.ts"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, References } from "effect"
 import { HttpRouter } from "effect/http"
@@ -57,7 +58,7 @@ const serveService = async (url: string, port: number) => {
   const WebhooksBench = Layer.effect(Webhooks, Effect.map(Database, ({ sql }) => makeWebhooks({ sql, secretsKey: randomBytes(32), allowed: [] })))
   // As src/main.ts serves them: with the per-request middleware (request id, metrics) and GET /metrics.
   const Routes = Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000_000 }), ObservabilityRoutes)
-  const Server = HttpRouter.serve(Routes, { disableLogger: true }).pipe(
+  const Server = HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
     Layer.provide(WebhooksBench),
     Layer.provide(MetricsLive),
     Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),

@@ -10,7 +10,7 @@ import { HttpConfig } from "./config.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import * as Database from "./db/Database.ts"
 import { HealthRoutes } from "./http/health.ts"
-import { createServiceServer } from "./http/node-server.ts"
+import { createServiceServer, ROUTER_CONFIG } from "./http/node-server.ts"
 import { LoggingLive } from "./logging.ts"
 import { ObservabilityRoutes } from "./observability/http.ts"
 import { MetricsLive } from "./observability/metrics.ts"
@@ -22,7 +22,7 @@ const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes, Admi
 const HttpLive = Layer.unwrap(
   Effect.gen(function* () {
     const { port, host } = yield* HttpConfig
-    return HttpRouter.serve(Routes, { disableLogger: true }).pipe(
+    return HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
       // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
       Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" }))
     )

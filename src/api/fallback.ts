@@ -2,7 +2,7 @@
 // method a path does not take (405 with Allow), a request that cannot be read, and an
 // unexpected failure (500). Installed as a global router middleware, so it covers every path.
 import { Cause, Effect } from "effect"
-import { HttpRouter, HttpServerError, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
 import { errorResponse } from "./errors.ts"
 
@@ -75,9 +75,19 @@ const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerRe
 
 export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
   const routes = known.map((r) => ({ method: r.method, re: toRegExp(r.path) }))
+  // The router forgives a trailing slash (for the admin pages); the API does not, as Stripe's
+  // does not: `/api/v1/incidents/` is no path at all, not the list nor a record with id "".
+  const strict = (httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
+    Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+      const url = request.url
+      const path = pathOf(url)
+      return path.length > 5 && path.endsWith("/") && path.startsWith("/api/")
+        ? Effect.succeed(errorResponse(404, `no such path: ${path}`))
+        : httpEffect
+    })
   return HttpRouter.middleware(
     (httpEffect) =>
-      Effect.catchCause(Effect.map(httpEffect, jsonOnly), (cause) => {
+      Effect.catchCause(Effect.map(strict(httpEffect), jsonOnly), (cause) => {
         const failure = cause.reasons.find((r) => r._tag === "Fail")
         if (failure !== undefined && isRouteNotFound(failure.error)) {
           const request = failure.error.request

@@ -14,3 +14,11 @@ export const createServiceServer = (): Server => {
   })
   return server
 }
+
+/**
+ * Paths match in their exact case: `/API/v1/incidents` is an unknown path (404), not an alias
+ * of `/api/v1/incidents` (the router's default would take it), so a client's mistake shows at
+ * once instead of working by accident. A trailing slash is refused under /api (the API's
+ * fallback) and forgiven on the admin pages, where people type addresses.
+ */
+export const ROUTER_CONFIG = { caseSensitive: true, ignoreDuplicateSlashes: false } as const

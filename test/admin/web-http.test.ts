@@ -55,6 +55,8 @@ describe("admin pages over HTTP", () => {
     expect(page.headers.get("content-type")).toMatch(/^text\/html/)
     expect(page.headers.get("set-cookie")).toMatch(/^__Host-srs_admin_signin=[A-Za-z0-9_-]{43}; Path=\/; Secure; HttpOnly; SameSite=Strict$/)
     expect(page.text).toContain('<label for="token">Admin token</label>')
+    // people type addresses: a trailing slash is forgiven on the pages (never under /api)
+    expect((await webClient(server.url).get("/admin/sign-in/")).status).toBe(200)
 
     for (const [token, message] of [
       ["mat_nope", "unknown admin token"],

@@ -1,6 +1,7 @@
 // Shared by the admin pages' tests: the real routes (read API, admin API, admin pages) in
 // this process, and a small cookie-keeping client that submits forms as a browser on the
 // same origin would (Origin, Sec-Fetch-Site, the CSRF token from the page).
+import { ROUTER_CONFIG } from "../../src/http/node-server.ts"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -19,7 +20,7 @@ import { freePort } from "../support/net.ts"
 import { databaseLayer, webhooksTestLayer, type TestServer } from "../support/server.ts"
 
 export const startWebServer = async (databaseUrl: string, webhooks: Partial<Omit<WebhookDeps, "sql">> = {}): Promise<TestServer> => {
-  const ServerLive = HttpRouter.serve(Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000 }), AdminWebRoutes), { disableLogger: true }).pipe(
+  const ServerLive = HttpRouter.serve(Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000 }), AdminWebRoutes), { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
     Layer.provide(webhooksTestLayer(webhooks)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(databaseLayer(databaseUrl)),

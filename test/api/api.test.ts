@@ -384,7 +384,7 @@ describe("read API", () => {
   })
 
   describe("paths and methods", () => {
-    it.each(["/api/v1/nothing", "/api/v2/incidents", "/api/v1/incidents/a/b", "/", "/api", "/api/v1//incidents/x/y"])("404 for %s", async (path) => {
+    it.each(["/api/v1/nothing", "/api/v2/incidents", "/api/v1/incidents/a/b", "/", "/api", "/api/v1//incidents/x/y", "/api/v1/incidents/", "/API/v1/incidents", "/api/v1/Incidents", "/api/v1//incidents", "/api/v1/"])("404 for %s", async (path) => {
       const a = await api.get(path, { key })
       expect(a.status).toBe(404)
       expect(a.json.error).toMatch(/no such path/)

@@ -1,6 +1,7 @@
 // The real HTTP server with the real routes (read API, docs, admin API) on a free
 // port, against a test database. Several servers may share one database, as several
 // service processes would: each has its own connection pool and its own usage counters.
+import { ROUTER_CONFIG } from "../../src/http/node-server.ts"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -47,7 +48,7 @@ export const startServer = async (
   settings: Partial<ApiSettingsShape> = {},
   options: { readonly poolSize?: number; readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
 ): Promise<TestServer> => {
-  const ServerLive = HttpRouter.serve(makeApiRoutes(settings), { disableLogger: true }).pipe(
+  const ServerLive = HttpRouter.serve(makeApiRoutes(settings), { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
     Layer.provide(webhooksTestLayer(options.webhooks)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(databaseLayer(databaseUrl, options.poolSize)),
