@@ -4,7 +4,11 @@
 import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
+import { hostOf, rateLimitField, rateLimitPolicy } from "./auth.ts"
 import { errorResponse } from "./errors.ts"
+import { KeyDirectory } from "./keys.ts"
+import { RateLimiter } from "./rate-limit.ts"
+import { ApiSettings } from "./settings.ts"
 
 export interface KnownRoute {
   readonly method: string
@@ -75,44 +79,74 @@ const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerRe
 
 export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
   const routes = known.map((r) => ({ method: r.method, re: toRegExp(r.path) }))
-  // The router forgives a trailing slash (for the admin pages); the API does not, as Stripe's
-  // does not: `/api/v1/incidents/` is no path at all, not the list nor a record with id "".
-  const strict = (httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
-    Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
-      const url = request.url
-      const path = pathOf(url)
-      return path.length > 5 && path.endsWith("/") && path.startsWith("/api/")
-        ? Effect.succeed(errorResponse(404, `no such path: ${path}`))
-        : httpEffect
-    })
   return HttpRouter.middleware(
-    (httpEffect) =>
-      Effect.catchCause(Effect.map(strict(httpEffect), jsonOnly), (cause) => {
-        const failure = cause.reasons.find((r) => r._tag === "Fail")
-        if (failure !== undefined && isRouteNotFound(failure.error)) {
-          const request = failure.error.request
-          const path = pathOf(request.url)
-          const allow = allowedMethods(routes, path)
-          if (allow.length > 0) {
-            return Effect.succeed(
-              errorResponse(405, `${request.method} is not allowed on ${path}; it takes ${allow.join(", ")}`, {
-                allow: allow.join(", ")
+    Effect.gen(function* () {
+      const directory = yield* KeyDirectory
+      const limiter = yield* RateLimiter
+      const settings = yield* ApiSettings
+      const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
+
+      // An answer under /api that no endpoint gave (an unknown path, a method a path does not
+      // take) still carries the rate-limit fields, like every API answer, and counts against a
+      // key that is good: a client probing wrong paths spends its allowance like any other.
+      const rated = (request: HttpServerRequest.HttpServerRequest, answer: HttpServerResponse.HttpServerResponse) => {
+        if (!pathOf(request.url).startsWith("/api/")) return Effect.succeed(answer)
+        const withPolicy = HttpServerResponse.setHeader(answer, "ratelimit-policy", policy)
+        const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "")?.[1]
+        if (credential === undefined) return Effect.succeed(withPolicy)
+        return Effect.flatMap(directory.resolve(credential, hostOf(request.headers.host), undefined), (lookup) =>
+          lookup._tag === "Refused" && (lookup.refusal.status === 401 || lookup.entry === undefined)
+            ? Effect.succeed(withPolicy)
+            : Effect.map(limiter.take(lookup.entry!.keyId), (rate) => {
+                const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
+                if (rate.allowed) return HttpServerResponse.setHeaders(answer, headers)
+                return errorResponse(429, `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`, {
+                  ...headers,
+                  "retry-after": String(rate.reset)
+                })
               })
-            )
-          }
-          return Effect.succeed(errorResponse(404, `no such path: ${path}`))
-        }
-        if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
-        return Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => {
-          if (response.status < 500 && response.body._tag !== "Empty") return Effect.succeed(response)
-          const message = STATUS_MESSAGES[response.status] ?? (response.status >= 500 ? "internal error" : "request failed")
-          const answer = errorResponse(response.status, message, response.headers)
-          return response.status >= 500
-            ? Effect.as(Effect.logError("request failed", Cause.pretty(cause)), answer)
-            : Effect.succeed(answer)
+        )
+      }
+
+      // The router forgives a trailing slash (for the admin pages); the API does not, as Stripe's
+      // does not: `/api/v1/incidents/` is no path at all, not the list nor a record with id "".
+      const strict = (httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
+        Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+          const path = pathOf(request.url)
+          return path.length > 5 && path.endsWith("/") && path.startsWith("/api/")
+            ? rated(request, errorResponse(404, `no such path: ${path}`))
+            : httpEffect
         })
-        // It handles every failure, but router middleware must keep the "unhandled" error type.
-      }) as typeof httpEffect,
+
+      return (httpEffect) =>
+        Effect.catchCause(Effect.map(strict(httpEffect), jsonOnly), (cause) => {
+          const failure = cause.reasons.find((r) => r._tag === "Fail")
+          if (failure !== undefined && isRouteNotFound(failure.error)) {
+            const request = failure.error.request
+            const path = pathOf(request.url)
+            const allow = allowedMethods(routes, path)
+            if (allow.length > 0) {
+              return rated(
+                request,
+                errorResponse(405, `${request.method} is not allowed on ${path}; it takes ${allow.join(", ")}`, {
+                  allow: allow.join(", ")
+                })
+              )
+            }
+            return rated(request, errorResponse(404, `no such path: ${path}`))
+          }
+          if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+          return Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => {
+            if (response.status < 500 && response.body._tag !== "Empty") return Effect.succeed(response)
+            const message = STATUS_MESSAGES[response.status] ?? (response.status >= 500 ? "internal error" : "request failed")
+            const answer = errorResponse(response.status, message, response.headers)
+            return response.status >= 500
+              ? Effect.as(Effect.logError("request failed", Cause.pretty(cause)), answer)
+              : Effect.succeed(answer)
+          })
+          // It handles every failure, but router middleware must keep the "unhandled" error type.
+        }) as typeof httpEffect
+    }),
     { global: true }
   )
 }

@@ -402,6 +402,26 @@ describe("read API", () => {
       expect(a.headers.get("allow")).toBe(allow)
       expect(a.json.error).toContain(`${method} is not allowed`)
     })
+
+    it("an unknown path or method under /api carries the rate-limit fields and counts against a good key", async () => {
+      const remaining = (h: Headers) => Number(/;r=(\d+);/.exec(h.get("ratelimit") ?? "")?.[1])
+      const first = await api.get("/api/v1/nothing", { key })
+      const second = await api.get("/api/v1/incidents/", { key })
+      const third = await api.get("/api/v1/incidents", { key, method: "POST" })
+      for (const a of [first, second, third]) {
+        expect(a.headers.get("ratelimit-policy")).toMatch(/^"default";q=\d+;w=\d+$/)
+        expect(a.headers.get("ratelimit")).toMatch(/^"default";r=\d+;t=\d+$/)
+      }
+      expect(remaining(second.headers)).toBe(remaining(first.headers) - 1)
+      expect(remaining(third.headers)).toBe(remaining(second.headers) - 1)
+      // without a good key: the policy only; outside /api: neither
+      const anonymous = await api.get("/api/v1/nothing", {})
+      expect([anonymous.status, anonymous.headers.get("ratelimit"), anonymous.headers.get("ratelimit-policy")]).toEqual([404, null, expect.stringMatching(/^"default"/)])
+      const unknownKey = await api.get("/api/v1/nothing", { key: "mk_nope" })
+      expect([unknownKey.status, unknownKey.headers.get("ratelimit")]).toEqual([404, null])
+      const elsewhere = await api.get("/nothing", { key })
+      expect([elsewhere.status, elsewhere.headers.get("ratelimit-policy")]).toEqual([404, null])
+    })
   })
 
   describe("request bodies", () => {
