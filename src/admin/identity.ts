@@ -50,13 +50,14 @@ export const companyById = async (sql: postgres.Sql, id: string): Promise<Compan
 
 /**
  * The admin user with this e-mail in this company (or in the only company where they are
- * an admin, when none is named). Fails unless the user has role admin there.
+ * an admin, when none is named). Fails unless the user has role admin there. With
+ * `anyCompany` (commands over the whole service), an admin of several companies is taken too.
  */
-export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company): Promise<Actor> => {
+export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}): Promise<Actor> => {
   const wanted = email.trim()
   if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) throw invalid(`--as must be an e-mail address, not "${email}"`)
   const users = await sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
-    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted})`
+    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`
   if (users.length === 0) throw notFound(`no user with e-mail ${wanted}`)
   const toActor = (u: (typeof users)[number]): Actor => ({ userId: u.id, email: u.email, name: u.name, companyId: u.company_id })
   if (company !== undefined) {
@@ -67,27 +68,12 @@ export const findAdmin = async (sql: postgres.Sql, email: string, company?: Comp
   }
   const admins = users.filter((u) => u.role === "admin")
   if (admins.length === 0) throw forbidden(`${wanted} is not an admin: only admins can do this`)
-  if (admins.length > 1) throw invalid(`${wanted} is an admin of several companies; name one with --company`)
+  if (admins.length > 1 && options.anyCompany !== true) throw invalid(`${wanted} is an admin of several companies; name one with --company`)
   return toActor(admins[0]!)
 }
 
-/**
- * For commands over the whole service (status, rebuild-views): --as names an admin of some
- * company; refused like any other --as when it names nobody, or nobody who is an admin.
- */
-export const requireSomeAdmin = async (sql: postgres.Sql, email: string): Promise<Actor> => {
-  try {
-    return await findAdmin(sql, email)
-  } catch (e) {
-    // An admin of several companies is still an admin.
-    if (e instanceof Error && / is an admin of several companies/.test(e.message)) {
-      const [u] = await sql<{ id: string; email: string; name: string; company_id: string }[]>`
-        select id, email, name, company_id from app.users where lower(email) = lower(${email.trim()}) and role = 'admin' order by company_id limit 1`
-      return { userId: u!.id, email: u!.email, name: u!.name, companyId: u!.company_id }
-    }
-    throw e
-  }
-}
+/** For commands over the whole service (status, rebuild-views): --as names an admin of any company. */
+export const requireSomeAdmin = (sql: postgres.Sql, email: string): Promise<Actor> => findAdmin(sql, email, undefined, { anyCompany: true })
 
 /** Whether the user is (still) an admin of the company. */
 export const isAdmin = async (sql: postgres.Sql, userId: string, companyId: string): Promise<boolean> => {

@@ -3,105 +3,92 @@
 // once: a rotated secret signs them, a deleted endpoint, a revoked key or a turned-off
 // subscription gets none of them.
 import Stripe from "stripe"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { createEndpoint, deleteEndpoint, rotateEndpointSecret, updateEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { disableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, deliveries, makeKey, sleep, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../webhooks/support.ts"
 
-let w: World
-let engine: RunningEngine | undefined
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterEach(async () => {
-  await engine?.stop()
-  engine = undefined
-  await w.db.sql`delete from service.webhook_endpoints`
-  await w.db.sql`delete from service.webhook_subscriptions`
-})
-afterAll(async () => {
-  await w?.close()
-})
+const s = useEngineWorld()
 
 const SLOW = 1_000 // each answer takes this long; one at a time per receiver
-const slowEngine = () => startEngine(w.deps, { perOrigin: 1 })
+const slowEngine = () => startEngine(s.w.deps, { perOrigin: 1 })
 
 /** Three incidents whose deliveries are all claimed: one sending, two waiting in memory. */
 const threeQueued = async (path: string) => {
-  for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id, { title: `queued ${i}` })
-  await waitFor(() => at(w.receiver, path).length === 1, "the first request")
+  for (let i = 0; i < 3; i++) await insertIncident(s.w.db.sql, s.w.company.id, { title: `queued ${i}` })
+  await waitFor(() => at(s.w.receiver, path).length === 1, "the first request")
   // The other two exist and are leased, not merely about to be fanned out.
   await waitFor(async () => {
     // (Each scenario's destination is the only one with deliveries: the others were deleted.)
-    const [r] = await w.db.sql<{ all: number; leased: number }[]>`
+    const [r] = await s.w.db.sql<{ all: number; leased: number }[]>`
       select count(*)::int as all, (count(*) filter (where state = 'pending' and attempts = 0 and lease_until > now()))::int as leased
       from service.webhook_deliveries`
     return r!.all === 3 && r!.leased >= 2
   }, "the other two deliveries leased")
-  expect(at(w.receiver, path)).toHaveLength(1)
+  expect(at(s.w.receiver, path)).toHaveLength(1)
 }
 
 describe("a destination that changes while its deliveries wait for a send slot", () => {
   it("a rotated secret signs every request that starts after the rotation", async () => {
-    w.receiver.reply("/rotate", { status: 200, delayMs: SLOW })
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "rotate", url: w.receiver.url("/rotate"), events: ["incident.created"] })
-    engine = await slowEngine()
+    s.w.receiver.reply("/rotate", { status: 200, delayMs: SLOW })
+    const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "rotate", url: s.w.receiver.url("/rotate"), events: ["incident.created"] })
+    s.engine = await slowEngine()
     await threeQueued("/rotate")
-    const rotated = await rotateEndpointSecret(w.deps, ADMIN, { id: e.id })
-    await waitFor(() => at(w.receiver, "/rotate").length === 3, "all three")
-    const [first, ...later] = at(w.receiver, "/rotate")
+    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id })
+    await waitFor(() => at(s.w.receiver, "/rotate").length === 3, "all three")
+    const [first, ...later] = at(s.w.receiver, "/rotate")
     const verify = (r: typeof first, secret: string) => Stripe.webhooks.constructEvent(r!.body, String(r!.headers["service-signature"]), secret)
     expect(() => verify(first, e.secret)).not.toThrow() // sent before the rotation
     for (const r of later) {
       expect(() => verify(r, rotated.secret)).not.toThrow()
       expect(() => verify(r, e.secret)).toThrow()
     }
-    await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3, "three recorded")
+    await waitFor(async () => (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3, "three recorded")
   })
 
   it("a changed address gets the waiting requests; a deleted endpoint gets none", async () => {
-    w.receiver.reply("/old", { status: 200, delayMs: SLOW })
-    w.receiver.reply("/new", { status: 200 })
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "moved", url: w.receiver.url("/old"), events: ["incident.created"] })
-    engine = await slowEngine()
+    s.w.receiver.reply("/old", { status: 200, delayMs: SLOW })
+    s.w.receiver.reply("/new", { status: 200 })
+    const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "moved", url: s.w.receiver.url("/old"), events: ["incident.created"] })
+    s.engine = await slowEngine()
     await threeQueued("/old")
-    await updateEndpoint(w.deps, ADMIN, { id: e.id, url: w.receiver.url("/new") })
-    await waitFor(() => at(w.receiver, "/new").length === 2, "the two waiting, at the new address")
-    expect(at(w.receiver, "/old")).toHaveLength(1)
+    await updateEndpoint(s.w.deps, ADMIN, { id: e.id, url: s.w.receiver.url("/new") })
+    await waitFor(() => at(s.w.receiver, "/new").length === 2, "the two waiting, at the new address")
+    expect(at(s.w.receiver, "/old")).toHaveLength(1)
 
-    w.receiver.reply("/gone", { status: 200, delayMs: SLOW })
-    const g = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "deleted", url: w.receiver.url("/gone"), events: ["incident.created"] })
-    await w.db.sql`delete from service.webhook_endpoints where id = ${e.id}`
+    s.w.receiver.reply("/gone", { status: 200, delayMs: SLOW })
+    const g = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "deleted", url: s.w.receiver.url("/gone"), events: ["incident.created"] })
+    await s.w.db.sql`delete from service.webhook_endpoints where id = ${e.id}`
     await threeQueued("/gone")
-    await deleteEndpoint(w.deps, ADMIN, { id: g.id })
+    await deleteEndpoint(s.w.deps, ADMIN, { id: g.id })
     await sleep(3 * SLOW)
-    expect(at(w.receiver, "/gone")).toHaveLength(1)
+    expect(at(s.w.receiver, "/gone")).toHaveLength(1)
   })
 
   it("a revoked key's and a turned-off subscription's waiting deliveries are not sent", async () => {
-    w.receiver.reply("/revoked", { status: 200, delayMs: SLOW })
-    const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/revoked"), event: "incident.created" })
-    engine = await slowEngine()
+    s.w.receiver.reply("/revoked", { status: 200, delayMs: SLOW })
+    const keyId = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })
+    await createHook(s.w.deps, { keyId, companyId: s.w.company.id }, { url: s.w.receiver.url("/revoked"), event: "incident.created" })
+    s.engine = await slowEngine()
     await threeQueued("/revoked")
-    await w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}` // as keys revoke does
+    await s.w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}` // as keys revoke does
     await sleep(3 * SLOW)
-    expect(at(w.receiver, "/revoked")).toHaveLength(1)
+    expect(at(s.w.receiver, "/revoked")).toHaveLength(1)
 
-    w.receiver.reply("/off", { status: 200, delayMs: SLOW })
-    const other = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await createHook(w.deps, { keyId: other, companyId: w.company.id }, { url: w.receiver.url("/off"), event: "incident.created" })
+    s.w.receiver.reply("/off", { status: 200, delayMs: SLOW })
+    const other = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })
+    const { subscription } = await createHook(s.w.deps, { keyId: other, companyId: s.w.company.id }, { url: s.w.receiver.url("/off"), event: "incident.created" })
     await threeQueued("/off")
-    await disableSubscription(w.deps, ADMIN, { id: subscription.id })
+    await disableSubscription(s.w.deps, ADMIN, { id: subscription.id })
     // handed back, claimed again and held there, unsent
     const held = await waitFor(async () => {
-      const ds = (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "held")
+      const ds = (await deliveries(s.w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "held")
       return ds.length === 2 ? ds : null
     }, "the two waiting deliveries held")
     expect(held.every((d) => d.held_reason === "the subscription is turned off")).toBe(true)
     await sleep(SLOW)
-    expect(at(w.receiver, "/off")).toHaveLength(1)
+    expect(at(s.w.receiver, "/off")).toHaveLength(1)
   })
 })

@@ -2,6 +2,7 @@
 // receiver, the operations' dependencies, and an engine that can be stopped and restarted.
 import { randomBytes } from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
+import { afterAll, afterEach, beforeAll } from "vitest"
 import type { Sql } from "postgres"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
 import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
@@ -143,3 +144,24 @@ export const at = (receiver: Receiver, path: string) => receiver.requests.filter
 /** Fans the outbox out by hand, as an engine would, without leasing anything. */
 export const fanoutNow = (sql: Sql) =>
   fanout(sql, 100_000, { now: new Date(), directMax: 0, leaseUntil: new Date(), owner: "00000000-0000-0000-0000-000000000000" })
+
+/**
+ * A world for the file and an engine per test: each test owns its destinations, and they are
+ * deleted after it, so leftovers never receive the next test's events.
+ */
+export const useEngineWorld = (options: Parameters<typeof startWorld>[0] = {}) => {
+  const state: { w: World; engine: RunningEngine | undefined } = { w: undefined as unknown as World, engine: undefined }
+  beforeAll(async () => {
+    state.w = await startWorld(options)
+  })
+  afterEach(async () => {
+    await state.engine?.stop()
+    state.engine = undefined
+    await state.w.db.sql`delete from service.webhook_endpoints`
+    await state.w.db.sql`delete from service.webhook_subscriptions`
+  })
+  afterAll(async () => {
+    await state.w?.close()
+  })
+  return state
+}
