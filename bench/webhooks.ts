@@ -4,7 +4,8 @@
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
 //   3. the baseline: a bare undici loop posting signed bodies to the same receiver.
 // Run: npm run bench:webhooks   (BENCH_EVENTS, BENCH_RATE, BENCH_SECONDS, BENCH_INFLIGHT to change;
-// BENCH_CPU=1 prints CPU per process, BENCH_PROFILE=<file> writes a CPU profile of the drains)
+// BENCH_CPU=1 prints CPU per process and per delivery, the baseline's too, and PostgreSQL's by
+// process kind; BENCH_PROFILE=<file> writes a CPU profile of the drains)
 import { fork } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs"
@@ -51,6 +52,25 @@ const cpuOf = (root: number, children: boolean): number => {
     return 0
   }
   return ticks * 10
+}
+
+/** CPU milliseconds per PostgreSQL process title (walsender, client backends, autovacuum...), children of `root`. */
+const cpuByTitle = (root: number): Map<string, number> => {
+  const out = new Map<string, number>()
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (Number(f[1]) !== root) continue
+      const title = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim()
+      const kind = title.replace(/^postgres: /, "").split(" ")[0]!.replace(/[^a-z ]/g, "") || "other"
+      const key = kind === "bench" || kind === "postgres" ? "client backends" : kind
+      out.set(key, (out.get(key) ?? 0) + (Number(f[11]) + Number(f[12])) * 10)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
@@ -210,6 +230,7 @@ const main = async () => {
       }
       const cpu0 = process.cpuUsage()
       const pg0 = cpuOf(postmaster, true)
+      const titles0 = cpuByTitle(postmaster)
       const rc0 = cpuOf(receiver.pid, false)
       const engineScope = Effect.runSync(Scope.make())
       const arrived = async () => (await Promise.all(paths.map((p) => receiver.count(p)))).reduce((a, b) => a + b, 0)
@@ -220,7 +241,11 @@ const main = async () => {
       const ms = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
       if (process.env.BENCH_CPU) {
+        const perDelivery = (cpuMs: number) => ((cpuMs * 1000) / expected).toFixed(0)
         log(`  cpu: engine ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`)
+        log(`  cpu per delivery: engine ${perDelivery((cpu.user + cpu.system) / 1000)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`)
+        const parts = [...cpuByTitle(postmaster)].map(([k, v]) => [k, v - (titles0.get(k) ?? 0)] as const).filter(([, v]) => v > 0)
+        log(`  postgres by process: ${parts.map(([k, v]) => `${k} ${v} ms`).join(", ")}`)
       }
       if (profiler) {
         const { profile } = await profiler.post("Profiler.stop")
@@ -238,7 +263,13 @@ const main = async () => {
 
     // 3. The baseline, run while the database is idle, on the same receiver.
     log(`bare undici loop, ${INFLIGHT} in flight...`)
+    const bareCpu0 = process.cpuUsage()
+    const bareRc0 = cpuOf(receiver.pid, false)
     const bare = await bareLoop(receiver, body, INFLIGHT, 5_000)
+    if (process.env.BENCH_CPU) {
+      const cpu = process.cpuUsage(bareCpu0)
+      log(`  cpu per delivery: loop ${((cpu.user + cpu.system) / bare.sent).toFixed(0)} µs, receiver ${(((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent).toFixed(0)} µs`)
+    }
 
     log("engine draining the backlog to one endpoint...")
     const single = await drain(["/one"], EVENTS)
