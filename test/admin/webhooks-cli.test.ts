@@ -73,6 +73,22 @@ describe("admin CLI: webhooks", () => {
     expect(text.stdout).toContain("thanks from the receiver")
   })
 
+  it("endpoints test exits 1 when the receiver does not accept the ping, after printing its answer", async () => {
+    w.receiver.reply("/cli-down", { status: 503, body: "down for maintenance" })
+    const made = await cli("endpoints", "create", "--company", w.company.host, "--name", "Down", "--url", w.receiver.url("/cli-down"), "--events", "audit.created", "--as", admin, "--json")
+    expect(made.code).toBe(0)
+    const { id } = JSON.parse(made.stdout)
+    const r = await cli("endpoints", "test", id, "--as", admin, "--json")
+    expect(r.code).toBe(1)
+    expect(JSON.parse(r.stdout)).toMatchObject({ ok: false, status: 503, error: "http 503", response: "down for maintenance" })
+    expect(r.stderr).toBe("error: the receiver did not accept the test event (http 503)\n")
+    const text = await cli("endpoints", "test", id, "--as", admin)
+    expect(text.code).toBe(1)
+    expect(text.stdout).toContain("The test event failed")
+    expect(text.stdout).toContain("down for maintenance")
+    expect((await cli("endpoints", "delete", id, "--as", admin)).code).toBe(0)
+  })
+
   it("endpoints deliveries lists status, attempts and times; deliveries resend sends the same id again", async () => {
     await insertIncident(w.db.sql, w.company.id)
     await waitFor(() => at(w.receiver, "/cli").some((q) => q.headers["service-event"] === "incident.created"), "a delivery")

@@ -1,7 +1,7 @@
 // What every admin command shares: the flags every command accepts (--as, --json), the
 // database (opened only when a command runs, so --help needs none), and output that is
 // one JSON value on stdout with --json, or text for a person.
-import { Console, Effect, Layer, Option } from "effect"
+import { Console, Data, Effect, Layer, Option } from "effect"
 import { Flag } from "effect/cli"
 import * as Database from "../../db/Database.ts"
 import type { AdminError } from "../errors.ts"
@@ -43,6 +43,12 @@ export const optionalAdmin = (companyRef: string, email: Option.Option<string>) 
     const actor = Option.isSome(email) ? await findAdmin(sql, email.value, company) : undefined
     return { company, actor }
   })
+
+/**
+ * The command ran and printed its answer, but what it checked did not pass (a receiver that
+ * refused a test event): exit code 1, with this message on stderr, so scripts can tell.
+ */
+export class CheckFailed extends Data.TaggedError("CheckFailed")<{ readonly message: string }> {}
 
 /** Prints the answer: JSON for scripts, or the human text. */
 export const output = (asJson: boolean, value: unknown, human: () => string) =>

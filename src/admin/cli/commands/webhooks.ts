@@ -9,7 +9,7 @@ import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../identity.ts"
-import { asOptional, asRequired, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
+import { asOptional, asRequired, CheckFailed, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
@@ -163,6 +163,10 @@ const test = onEndpoint(
           `  answer:   ${r.response === "" ? "(empty)" : r.response.replace(/\s+/g, " ").slice(0, 200)}`,
           `  delivery: ${r.deliveryId}`
         ].join("\n")
+      ).pipe(
+        Effect.andThen(
+          r.ok ? Effect.void : Effect.fail(new CheckFailed({ message: `the receiver did not accept the test event (${r.error ?? `HTTP ${r.status}`})` }))
+        )
       )
     )
 )
