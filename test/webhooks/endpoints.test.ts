@@ -8,12 +8,11 @@ import { decryptSecret } from "../../src/delivery/secrets.ts"
 import { listActivity } from "../../src/webhooks/context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed } from "../../src/webhooks/deliveries.ts"
 import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, updateEndpoint } from "../../src/webhooks/endpoints.ts"
-import { WebhookError } from "../../src/webhooks/errors.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { deleteSubscription, disableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, at, deliveries, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, deliveries, failure, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
 
 let w: World
 beforeAll(async () => {
@@ -22,16 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await w?.close()
 })
-
-const failure = async (p: Promise<unknown>): Promise<WebhookError> => {
-  try {
-    await p
-  } catch (e) {
-    if (e instanceof WebhookError) return e
-    throw e
-  }
-  throw new Error("expected a WebhookError")
-}
 
 const create = (fields: Partial<{ companyId: string; name: string; url: string; events: ReadonlyArray<string> | string }> = {}) =>
   createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Receiver", url: w.receiver.url("/e"), events: ["incident.created"], ...fields })

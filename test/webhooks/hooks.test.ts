@@ -5,7 +5,7 @@ import { decryptSecret } from "../../src/delivery/secrets.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
-import { makeKey, startWorld, type World } from "./support.ts"
+import { failure, makeKey, startWorld, type World } from "./support.ts"
 
 let w: World
 let key: HookKey
@@ -16,17 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await w?.close()
 })
-
-/** The error an operation fails with (it must fail). */
-const failure = async (p: Promise<unknown>): Promise<WebhookError> => {
-  try {
-    await p
-  } catch (e) {
-    if (e instanceof WebhookError) return e
-    throw e
-  }
-  throw new Error("expected a WebhookError")
-}
 
 const hook = (url: string, event = "incident.created", k: HookKey = key, deps: WebhookDeps = w.deps) => createHook(deps, k, { url, event })
 

@@ -7,11 +7,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { closeSenderConnections } from "../../src/delivery/sender.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
-import { WebhookError } from "../../src/webhooks/errors.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
 
 type Connect = { host: string; port: number }
 const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")
@@ -55,16 +54,6 @@ beforeEach(async () => {
   blocked.length = 0
   await w.db.sql`delete from service.webhook_endpoints`
 })
-
-const failure = async (p: Promise<unknown>): Promise<WebhookError> => {
-  try {
-    await p
-  } catch (e) {
-    if (e instanceof WebhookError) return e
-    throw e
-  }
-  throw new Error("expected a WebhookError")
-}
 
 describe("at creation (production default: no allowed networks)", () => {
   const p = () => w.receiver.port

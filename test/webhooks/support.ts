@@ -9,6 +9,7 @@ import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../
 import { fanout } from "../../src/delivery/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
 import type { Actor, WebhookDeps } from "../../src/webhooks/context.ts"
+import { WebhookError } from "../../src/webhooks/errors.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { makeCompany } from "../support/app.ts"
@@ -164,4 +165,15 @@ export const useEngineWorld = (options: Parameters<typeof startWorld>[0] = {}) =
     await state.w?.close()
   })
   return state
+}
+
+/** The WebhookError an operation fails with; it must fail, and with that. */
+export const failure = async (p: Promise<unknown>): Promise<WebhookError> => {
+  try {
+    await p
+  } catch (e) {
+    if (e instanceof WebhookError) return e
+    throw e
+  }
+  throw new Error("expected a WebhookError")
 }
