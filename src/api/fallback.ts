@@ -4,6 +4,7 @@
 import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
+import { checkRequest, isJsonApiPath } from "../http/request-checks.ts"
 import { hostOf, rateLimitField, rateLimitPolicy } from "./auth.ts"
 import { errorResponse } from "./errors.ts"
 import { KeyDirectory } from "./keys.ts"
@@ -110,12 +111,15 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
 
       // The router forgives a trailing slash (for the admin pages); the API does not, as Stripe's
       // does not: `/api/v1/incidents/` is no path at all, not the list nor a record with id "".
+      // The JSON APIs refuse what no handler should read (src/http/request-checks.ts).
       const strict = (httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const path = pathOf(request.url)
-          return path.length > 5 && path.endsWith("/") && path.startsWith("/api/")
-            ? rated(request, errorResponse(404, `no such path: ${path}`))
-            : httpEffect
+          if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/")) return rated(request, errorResponse(404, `no such path: ${path}`))
+          if (!isJsonApiPath(path)) return httpEffect
+          return Effect.flatMap(checkRequest(request), (refusal) =>
+            refusal === undefined ? httpEffect : rated(request, errorResponse(refusal.status, refusal.message))
+          )
         })
 
       return (httpEffect) =>

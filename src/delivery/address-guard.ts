@@ -290,6 +290,8 @@ export const parseWebhookUrl = (input: string): ParseUrlResult => {
   if (url.protocol !== "https:") return { ok: false, error: `refused: only https:// addresses are accepted (got ${url.protocol}//)` }
   if (url.username !== "" || url.password !== "") return { ok: false, error: "refused: credentials in the URL are not accepted" }
   if (url.hostname === "") return { ok: false, error: "invalid url: no host" }
+  // WHATWG URL takes port 0, which no receiver can listen on.
+  if (url.port === "0") return { ok: false, error: "invalid url: port 0 is not a port a receiver can use" }
   url.hash = ""
   const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname
   const family = isIP(host)

@@ -4,7 +4,7 @@
 import { keySecretContext } from "../delivery/channels.ts"
 import { decryptSecret, encryptSecret } from "../delivery/secrets.ts"
 import { newSecret } from "../delivery/signature.ts"
-import { EVENT_KINDS, EVENT_RESOURCE } from "../domain/event-kinds.ts"
+import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { isUuid, writeActivity, type Tx, type WebhookDeps } from "./context.ts"
 import { badRequest, forbidden, notFound, unauthorized } from "./errors.ts"
 import { checkUrl, parseEvent } from "./validate.ts"
@@ -38,7 +38,13 @@ const record = (r: SubRow): HookRecord => ({
   createdAt: r.created_at.toISOString()
 })
 
-type KeyRights = { webhooks: boolean; usable: boolean; readable: ReadonlyArray<string> }
+type KeyRights = {
+  webhooks: boolean
+  usable: boolean
+  scopes: ReadonlyArray<string>
+  modules: ReadonlyArray<string>
+  readable: ReadonlyArray<string>
+}
 
 /** The key's webhooks permission and what it can read now (its scopes whose module is on). */
 const rights = async (tx: Tx, key: HookKey, lock: boolean): Promise<KeyRights> => {
@@ -58,7 +64,14 @@ const rights = async (tx: Tx, key: HookKey, lock: boolean): Promise<KeyRights> =
   if (k.tier !== "company") throw forbidden("webhooks belong to the Company tier")
   if (k.api_enabled !== true) throw forbidden("the API is turned off for this company")
   const modules = k.modules ?? []
-  return { webhooks: k.webhooks, usable: true, readable: k.scopes.filter((s) => modules.includes(s)) }
+  return { webhooks: k.webhooks, usable: true, scopes: k.scopes, modules, readable: k.scopes.filter((s) => modules.includes(s)) }
+}
+
+/** 403 unless the key may read the event's records: its scope first, then the module, as GET says. */
+const requireReadable = (r: KeyRights, event: EventKind) => {
+  const resource = EVENT_RESOURCE[event]
+  if (!r.scopes.includes(resource)) throw forbidden(`this key cannot read ${resource}, the records of ${event}`)
+  if (!r.modules.includes(resource)) throw forbidden(`the ${resource} module is turned off for this company`)
 }
 
 const requireWebhooks = (r: KeyRights) => {
@@ -95,9 +108,7 @@ export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown)
     // The key row lock serialises one key's subscribes, so the limit of 50 holds under races.
     const r = await rights(tx, key, true)
     requireWebhooks(r)
-    if (!r.readable.includes(EVENT_RESOURCE[event])) {
-      throw forbidden(`this key cannot read ${EVENT_RESOURCE[event]}, the records of ${event}`)
-    }
+    requireReadable(r, event)
     const [existing] = await tx<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
       where key_id = ${key.keyId} and url = ${url} and event = ${event}`
     if (existing) {

@@ -265,6 +265,15 @@ describe("admin pages over HTTP", () => {
       expect(page.text).toContain(escapeHtml(answer.json.error))
       expect(page.text).toContain(`value="${escapeHtml(url)}"`)
     }
+    // A NUL character no field can hold: refused up front, not a 500 from the database.
+    for (const fields of [
+      { name: "a\u0000b", url: "https://203.0.113.9/hook", events: ["incident.created"] },
+      { name: "Nul", url: "https://203.0.113.9/h\u0000ook", events: ["incident.created"] }
+    ]) {
+      const page = await client.post("/admin/webhooks/endpoints", fields)
+      expect(page.status).toBe(400)
+      expect(page.text).toContain("NUL character")
+    }
     expect(await db.sql`select 1 from service.webhook_endpoints`).toHaveLength(0)
     const missing = await client.get("/admin/webhooks/endpoints/00000000-0000-4000-8000-000000000000")
     expect(missing.status).toBe(404)

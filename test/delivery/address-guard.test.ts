@@ -173,6 +173,8 @@ describe("parseWebhookUrl", () => {
     ["not a url", "invalid url"],
     ["https://", "invalid url"],
     ["", "invalid url: empty"],
+    ["https://93.184.215.14:0/", "invalid url: port 0"],
+    ["https://example.com:00/", "invalid url: port 0"],
     [`https://example.com/${"a".repeat(3000)}`, "longer than 2048"]
   ])("refuses %s", (url, message) => {
     const r = parseWebhookUrl(url)

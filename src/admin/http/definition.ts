@@ -118,6 +118,8 @@ export class AdminApi extends HttpApi.make("admin")
   .middleware(AdminRequestErrors)
   .middleware(AdminAuth)
   .annotate(HttpApi.QueryParseOptions, { onExcessProperty: "error", errors: "first" })
+  // A field a body does not take is refused (400), never silently dropped, in every group.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "first" })
   .annotateMerge(
     OpenApi.annotations({
       title: "Safety Records Service: admin API",

@@ -1,6 +1,8 @@
 // Handlers of the admin HTTP API: thin wrappers over the admin operations.
 import { Effect, Layer, Redacted } from "effect"
+import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { strayParameter } from "../../api/auth.ts"
 import { BadRequest, Conflict, errorResponse, NotFound } from "../../api/errors.ts"
 import { Database } from "../../db/Database.ts"
 import { ADMIN_ERROR_STATUS, type AdminError } from "../errors.ts"
@@ -26,27 +28,36 @@ export const AdminAuthLive = Layer.effect(
   Effect.gen(function* () {
     const db = yield* Database
     return AdminAuth.of({
-      adminToken: (httpEffect, { credential }) =>
+      adminToken: (httpEffect, { credential, endpoint }) =>
         Effect.gen(function* () {
           const check = yield* authenticateToken(Redacted.value(credential)).pipe(
             Effect.provideService(Database, db),
             Effect.orDie
           )
           if ("refused" in check) return errorResponse(401, check.refused, { "www-authenticate": 'Bearer realm="admin"' })
+          // Paths that declare their parameters refuse others by their schema; the rest take
+          // none, and one given is refused rather than silently ignored (?key=... filters nothing).
+          if (endpoint.query === undefined) {
+            const stray = strayParameter((yield* HttpServerRequest.HttpServerRequest).url)
+            if (stray !== undefined) return errorResponse(400, `unknown query parameter "${stray}"; this path takes none`)
+          }
           return yield* Effect.provideService(httpEffect, CurrentAdmin, check.actor)
         })
     })
   })
 )
 
+/** A schema issue on one line ("Expected no excess property at ["companyId"]"). */
+const oneLine = (message: string) => message.replace(/\s*\n\s*/g, " ")
+
 export const AdminRequestErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(AdminRequestErrors, (error) => {
   switch (error.kind) {
     case "Query":
     case "Params":
     case "Headers":
-      return Effect.succeed(errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${error.cause.message}`))
+      return Effect.succeed(errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${oneLine(error.cause.message)}`))
     case "Payload":
-      return Effect.succeed(errorResponse(400, `invalid request body: ${error.cause.message}`))
+      return Effect.succeed(errorResponse(400, `invalid request body: ${oneLine(error.cause.message)}`))
     default:
       return Effect.fail(error)
   }

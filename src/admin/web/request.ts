@@ -66,7 +66,16 @@ export const readForm = (request: Request): Effect.Effect<FormRead> => {
   return request.text.pipe(
     Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MAX_FORM_BYTES)),
     // A leading "?" is part of the data; URLSearchParams would drop it as a query prefix.
-    Effect.map((text): FormRead => ({ form: new URLSearchParams(text.startsWith("?") ? `%3F${text.slice(1)}` : text) })),
+    Effect.map((text): FormRead => {
+      const form = new URLSearchParams(text.startsWith("?") ? `%3F${text.slice(1)}` : text)
+      // PostgreSQL text cannot hold a NUL character: refuse it here, not as a failure deep inside.
+      for (const [name, value] of form) {
+        if (name.includes("\u0000") || value.includes("\u0000")) {
+          return { refused: refusedPage(400, "Request refused", "The form contains a NUL character (%00), which no field can hold.") }
+        }
+      }
+      return { form }
+    }),
     Effect.catch(() => Effect.succeed<FormRead>({ refused: refusedPage(400, "Request refused", "The form could not be read.") }))
   )
 }
