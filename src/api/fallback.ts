@@ -9,6 +9,7 @@ import { hostOf, rateLimitField, rateLimitPolicy } from "./auth.ts"
 import { errorResponse } from "./errors.ts"
 import { KeyDirectory } from "./keys.ts"
 import { RateLimiter } from "./rate-limit.ts"
+import { UsageRecorder } from "./usage.ts"
 import { ApiSettings } from "./settings.ts"
 
 export interface KnownRoute {
@@ -51,6 +52,17 @@ const pathOf = (url: string) => {
   }
 }
 
+/** Whether the path's percent-encoding is valid (`%zz` is not: no route can match it). */
+const decodable = (url: string) => {
+  const q = url.search(/[?#]/)
+  try {
+    decodeURIComponent(q >= 0 ? url.slice(0, q) : url)
+    return true
+  } catch {
+    return false
+  }
+}
+
 const isRouteNotFound = (u: unknown): u is HttpServerError.HttpServerError =>
   HttpServerError.isHttpServerError(u) && u.reason._tag === "RouteNotFound"
 
@@ -84,6 +96,7 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
     Effect.gen(function* () {
       const directory = yield* KeyDirectory
       const limiter = yield* RateLimiter
+      const usage = yield* UsageRecorder
       const settings = yield* ApiSettings
       const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
 
@@ -100,7 +113,11 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
             ? Effect.succeed(withPolicy)
             : Effect.map(limiter.take(lookup.entry!.keyId), (rate) => {
                 const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
-                if (rate.allowed) return HttpServerResponse.setHeaders(answer, headers)
+                if (rate.allowed) {
+                  // Counted in the key's requests too, as what counts against its limit.
+                  usage.record(lookup.entry!.keyId)
+                  return HttpServerResponse.setHeaders(answer, headers)
+                }
                 return errorResponse(429, `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`, {
                   ...headers,
                   "retry-after": String(rate.reset)
@@ -117,8 +134,13 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
           const path = pathOf(request.url)
           if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/")) return rated(request, errorResponse(404, `no such path: ${path}`))
           if (!isJsonApiPath(path)) return httpEffect
+          if (!decodable(request.url)) return rated(request, errorResponse(400, `the path is not valid percent-encoding: ${path.slice(0, 200)}`))
+          // Answers the endpoints do not rate (the OpenAPI document) still state the policy.
+          const answered = path.startsWith("/api/")
+            ? Effect.map(httpEffect, (r) => (r.headers["ratelimit-policy"] === undefined ? HttpServerResponse.setHeader(r, "ratelimit-policy", policy) : r))
+            : httpEffect
           return Effect.flatMap(checkRequest(request), (refusal) =>
-            refusal === undefined ? httpEffect : rated(request, errorResponse(refusal.status, refusal.message))
+            refusal === undefined ? answered : rated(request, errorResponse(refusal.status, refusal.message))
           )
         })
 

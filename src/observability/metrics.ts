@@ -19,7 +19,7 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     // capture (CaptureStats and capture_state)
     captureStreaming: registry.gauge("srs_capture_streaming", "1 while capture streams changes from the replication slot, else 0"),
     captureLagBytes: registry.gauge("srs_capture_lag_bytes", "WAL bytes between the server's position and capture's stored checkpoint"),
-    captureLagSeconds: registry.gauge("srs_capture_lag_seconds", "Seconds since capture last applied a transaction, while WAL is waiting (0 when caught up)"),
+    captureLagSeconds: registry.gauge("srs_capture_lag_seconds", "Seconds since capture last applied a transaction, while WAL is waiting (0 when caught up; on an idle database up to the heartbeat interval, as the service's own writes wait for the next heartbeat)"),
     captureRetainedWal: registry.gauge("srs_capture_retained_wal_bytes", "WAL bytes the replication slot holds back"),
     captureChanges: registry.counter("srs_capture_changes_total", "Row changes applied by capture in this process"),
     captureBatches: registry.counter("srs_capture_batches_total", "Database transactions capture committed (views, outbox and checkpoint together)"),

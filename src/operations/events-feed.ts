@@ -12,7 +12,7 @@ import { EVENT_KINDS, EVENT_RESOURCE, isEventKind } from "../domain/event-kinds.
 import type { Resource } from "../domain/resources.ts"
 import { deliveryBody } from "../delivery/body.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorBinding, type CursorKey, type CursorPosition } from "../api/cursor.ts"
-import { parseFilterDate } from "../api/dates.ts"
+import { filterDateRefusal, parseFilterDate } from "../api/dates.ts"
 import { keyStateRelation, type KeyState } from "../api/key-check.ts"
 import { DEFAULT_LIMIT, parseLimit } from "../api/query.ts"
 
@@ -47,9 +47,9 @@ export const eventsRequest = (companyId: string, query: EventsQueryInput): { rea
   const limit = query.limit === undefined ? DEFAULT_LIMIT : parseLimit(query.limit)
   if (limit === undefined) return { bad: `query parameter "limit" must be an integer from 1 to 200` }
   const after = query.createdAfter === undefined ? undefined : parseFilterDate(query.createdAfter)
-  if (query.createdAfter !== undefined && after === undefined) return { bad: `query parameter "createdAfter" is not a date or date-time` }
+  if (query.createdAfter !== undefined && after === undefined) return { bad: `query parameter "createdAfter" ${filterDateRefusal(query.createdAfter)}` }
   const before = query.createdBefore === undefined ? undefined : parseFilterDate(query.createdBefore)
-  if (query.createdBefore !== undefined && before === undefined) return { bad: `query parameter "createdBefore" is not a date or date-time` }
+  if (query.createdBefore !== undefined && before === undefined) return { bad: `query parameter "createdBefore" ${filterDateRefusal(query.createdBefore)}` }
   if (query.type !== undefined && !isEventKind(query.type)) {
     return { bad: `query parameter "type" must be one of ${EVENT_KINDS.join(", ")}` }
   }

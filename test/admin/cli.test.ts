@@ -53,6 +53,18 @@ describe("admin CLI", () => {
     }
   })
 
+  it("keys create for a company the API does not serve makes the key and warns on stderr, JSON alone on stdout", async () => {
+    const team = await createCompany(db.sql, { name: "Team Co", tier: "team" })
+    const r = await cli("keys", "create", "--company", team.host, "--name", "early", "--read", "all", "--as", team.adminEmail, "--json")
+    expect(r.code).toBe(0)
+    expect(Object.keys(JSON.parse(r.stdout))).toEqual(["id", "key"])
+    expect(r.stderr).toBe("warning: Team Co is on the team tier: the API answers this key 403 until the company is on the Company tier.\n")
+    const off = await createCompany(db.sql, { name: "Off Co", apiEnabled: false })
+    const o = await cli("keys", "create", "--company", off.host, "--name", "early", "--read", "all", "--as", off.adminEmail)
+    expect(o.code).toBe(0)
+    expect(o.stderr).toBe("warning: the API is turned off for Off Co: it answers this key 403 until the API is turned on.\n")
+  })
+
   it("keys create for a person: by company id, all resources, webhooks, an expiry", async () => {
     const r = await cli("keys", "create", "--company", acme.id, "--name", "Zapier", "--read", "all", "--webhooks", "--expires", "90d", "--as", acme.adminEmail.toUpperCase())
     expect(r.code).toBe(0)

@@ -9,6 +9,7 @@ import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, NEVER_MARK, seedRecords, type TestCompany } from "../support/views.ts"
 import { checkedClient, makeKey, openApiChecker, provideDb, request, type CheckedClient } from "./helpers.ts"
+import { waitFor } from "../webhooks/support.ts"
 
 const remaining = (header: string | null) => Number(/;r=(\d+)/.exec(header ?? "")?.[1])
 const reset = (header: string | null) => Number(/;t=(\d+)/.exec(header ?? "")?.[1])
@@ -59,6 +60,26 @@ describe("rate limit", () => {
     expect((await api.get("/api/v1", { key })).status).toBe(429)
     // another key of the same company has its own allowance
     expect((await api.get("/api/v1/incidents", { key: (await makeKey(db, company)).key })).status).toBe(200)
+  })
+
+  it("what counts against a key's limit counts in its requests: unknown paths and wrong methods too", async () => {
+    const server = await start()
+    const { key, id } = await makeKey(db, company)
+    const answers = [
+      await request(server.url, "/api/v1/incidents", { key }),
+      await request(server.url, "/api/v1/nope", { key }),
+      await request(server.url, "/api/v1/incidents", { key, method: "POST" }),
+      await request(server.url, "/api/v1/incidents/%zz", { key }),
+      await request(server.url, "/api/v1/permits?name=%00", { key })
+    ]
+    expect(answers.map((a) => a.status)).toEqual([200, 404, 405, 400, 400])
+    expect(answers.map((a) => remaining(a.headers.get("ratelimit")))).toEqual([119, 118, 117, 116, 115])
+    await waitFor(async () => {
+      const [k] = await db.sql<{ n: number }[]>`select request_count::int as n from service.api_keys where id = ${id}`
+      return k!.n === 5 ? true : null
+    }, "the usage flush")
+    // The OpenAPI document is no key's request, and still states the policy.
+    expect((await request(server.url, "/api/v1/openapi.json")).headers.get("ratelimit-policy")).toBe('"default";q=120;w=60')
   })
 
   it("holds a key to its limit across two service processes on one database", async () => {

@@ -127,6 +127,12 @@ describe("requests the JSON APIs refuse up front", () => {
     refused(await raw(server.url, "GET", "/admin/v1/keys", [...bearer(token), ...bearer(token)]), 400, "more than one Authorization header: send exactly one")
   })
 
+  it("a path that is not valid percent-encoding is a bad request, not a wrong method", async () => {
+    refused(await call("GET", "/api/v1/incidents/%zz", key), 400, "the path is not valid percent-encoding: /api/v1/incidents/%zz")
+    refused(await raw(server.url, "GET", "/api/v1/incidents/%zz", []), 400, /not valid percent-encoding/)
+    refused(await call("GET", "/admin/v1/endpoints/%E0%A4%A", token), 400, /not valid percent-encoding/)
+  })
+
   it("an id of any length is looked up, not taken for a wrong method", async () => {
     const long = "a".repeat(101)
     refused(await call("GET", `/api/v1/incidents/${long}`, key), 404, /^no incidents record with id/)

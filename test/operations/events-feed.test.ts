@@ -4,7 +4,8 @@ import { randomBytes } from "node:crypto"
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cursorKey } from "../../src/api/cursor.ts"
-import { getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../src/operations/events-feed.ts"
+import { eventsRequest, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../src/operations/events-feed.ts"
+import { FILTER_DATE_FORMATS } from "../../src/api/dates.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
 import { ADMIN, makeKey, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
@@ -133,6 +134,10 @@ describe("events feed", () => {
     expect(await listEvents(w.db.sql, key, feedKey, { limit: "0" })).toMatchObject({ _tag: "BadRequest" })
     expect(await listEvents(w.db.sql, key, feedKey, { limit: "201" })).toMatchObject({ _tag: "BadRequest" })
     expect(await listEvents(w.db.sql, key, feedKey, { createdAfter: "last week" })).toMatchObject({ _tag: "BadRequest" })
+    // The same words as the record lists, formats included.
+    expect(eventsRequest(w.company.id, { createdBefore: "2026-11-19T00:00:00 02:00" })).toEqual({
+      bad: `query parameter "createdBefore" must be ${FILTER_DATE_FORMATS} (a "+" in a URL must be sent as %2B)`
+    })
     expect(await listEvents(w.db.sql, key, feedKey, { cursor: "nope" })).toMatchObject({ _tag: "BadRequest" })
     const page = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { limit: "2" }))) as Listed
     expect(await listEvents(w.db.sql, key, feedKey, { limit: "2", cursor: page.nextCursor!, type: "incident.created" })).toMatchObject({

@@ -7,6 +7,7 @@ import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
 import { AdminError } from "../errors.ts"
 import * as Commands from "./commands/index.ts"
+import { CheckFailed } from "./support.ts"
 
 export const PROGRAM = "npm run admin --"
 
@@ -33,6 +34,20 @@ const Presenter = CliOutput.layerPresenter({
 
 const Plain = CliOutput.layer(CliOutput.defaultFormatter({ colors: false }))
 
+/**
+ * The CLI checks receivers as the service does, with its own environment: a refusal that the
+ * service's settings would allow says which setting to give the CLI too.
+ */
+export const hintFor = (message: string): string => {
+  if (/refused: \S+ (is not a public address|resolves to )/.test(message) && (process.env.WEBHOOK_ALLOWED_NETWORKS ?? "").trim() === "") {
+    return "\nhint: only public addresses are accepted; if the service allows a network (WEBHOOK_ALLOWED_NETWORKS, e.g. for a test receiver), give the CLI the same setting"
+  }
+  if (/\btls: /.test(message) && (process.env.NODE_EXTRA_CA_CERTS ?? "") === "") {
+    return "\nhint: if the receiver's certificate comes from a private CA the service trusts (NODE_EXTRA_CA_CERTS), give the CLI the same setting"
+  }
+  return ""
+}
+
 /** Runs the CLI on these arguments; resolves to the process exit code. */
 export const runAdminCli = (args: ReadonlyArray<string>) =>
   Command.runWith(AdminCommand, { version: VERSION })(args).pipe(
@@ -43,7 +58,7 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
       const failure = Cause.findErrorOption(exit.cause)
       if (Option.isSome(failure)) {
         const error = failure.value
-        if (error instanceof AdminError) return Effect.as(Console.error(`error: ${error.message}`), 1)
+        if (error instanceof AdminError || error instanceof CheckFailed) return Effect.as(Console.error(`error: ${error.message}${hintFor(error.message)}`), 1)
         if (CliError.isCliError(error)) return Effect.succeed(2) // already presented
         return Effect.as(Console.error(`error: ${error instanceof Error ? error.message : String(error)}`), 1)
       }

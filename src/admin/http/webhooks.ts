@@ -145,7 +145,8 @@ export const ACTIVITY_KINDS = [
   "deliveries.replayed"
 ] as const
 
-const ACTIVITY_FILTERS = [...new Set(ACTIVITY_KINDS.flatMap((k) => [k.slice(0, k.indexOf(".")), k]))]
+/** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
+export const ACTIVITY_FILTERS = [...new Set(ACTIVITY_KINDS.flatMap((k) => [k.slice(0, k.indexOf(".")), k]))]
 
 const IdParam = { id: Schema.String }
 const data = <S extends Schema.Top>(item: S) => Schema.Struct({ data: Schema.Array(item) })

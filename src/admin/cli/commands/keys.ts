@@ -1,5 +1,5 @@
 // keys create | list | revoke: API keys of a company (spec 5, issue 4).
-import { Effect } from "effect"
+import { Console, Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { invalid } from "../../errors.ts"
@@ -44,6 +44,15 @@ const create = Command.make(
             ""
           ].join("\n")
         )
+        // Made all the same (an admin may make keys before the company moves up), but said.
+        const [standing] = yield* withSql((sql) =>
+          sql<{ tier: string | null; api_enabled: boolean | null }[]>`select tier, api_enabled from service.companies where id = ${company.id}`
+        )
+        if (standing !== undefined && standing.tier !== "company") {
+          yield* Console.error(`warning: ${company.name} is on the ${standing.tier} tier: the API answers this key 403 until the company is on the Company tier.`)
+        } else if (standing !== undefined && standing.api_enabled !== true) {
+          yield* Console.error(`warning: the API is turned off for ${company.name}: it answers this key 403 until the API is turned on.`)
+        }
       })
     )
 ).pipe(

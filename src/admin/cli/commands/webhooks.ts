@@ -6,6 +6,7 @@ import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import type { Actor as WebhookActor } from "../../../webhooks/context.ts"
 import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
+import { ACTIVITY_FILTERS } from "../../http/webhooks.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../identity.ts"
@@ -161,7 +162,7 @@ const test = onEndpoint(
           `  status:   ${r.status ?? "-"}`,
           `  time:     ${r.durationMs} ms`,
           `  answer:   ${r.response === "" ? "(empty)" : r.response.replace(/\s+/g, " ").slice(0, 200)}`,
-          `  delivery: ${r.deliveryId}`
+          `  ping id:  ${r.deliveryId} (its Service-Delivery header; a test event is not kept in the delivery log)`
         ].join("\n")
       ).pipe(
         Effect.andThen(
@@ -221,7 +222,8 @@ const endpointDeliveries = Command.make(
                 d.id,
                 d.event,
                 d.state,
-                d.lastError ?? (d.lastStatus === null ? (d.heldReason ?? "-") : `HTTP ${d.lastStatus}`),
+                // One spelling for a status, answered or failed: HTTP 200, HTTP 500.
+                d.lastError !== null && !/^http \d{3}$/.test(d.lastError) ? d.lastError : d.lastStatus === null ? (d.heldReason ?? d.lastError ?? "-") : `HTTP ${d.lastStatus}`,
                 String(d.attempts),
                 when(d.createdAt),
                 when(d.lastAttemptAt),
@@ -326,7 +328,7 @@ export const activity = Command.make(
   "activity",
   {
     company,
-    kind: Flag.String("kind").pipe(Flag.withDescription("Only this kind (e.g. endpoint.created) or family (e.g. endpoint)"), Flag.optional),
+    kind: Flag.Literals("kind", ACTIVITY_FILTERS).pipe(Flag.withDescription("Only this kind (e.g. endpoint.created) or family (e.g. endpoint)"), Flag.optional),
     as: asOptional,
     json
   },
