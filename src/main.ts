@@ -37,7 +37,7 @@ export const MainLive = HttpLive.pipe(
   Layer.provideMerge(Layer.mergeAll(DeliveryLive, WebhooksLive)),
   Layer.provideMerge(CaptureLive),
   Layer.provideMerge(FirstStart),
-  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(Database.serviceLayer),
   Layer.provideMerge(MetricsLive),
   Layer.provide(LoggingLive)
 )

@@ -105,6 +105,7 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
     signal.addEventListener("abort", onAbort, { once: true })
     await stream.start(state.checkpoint)
     stats.streaming = true
+    stats.lastError = null // streaming again: what stopped it is over
     opts.log("info", "capture streaming", { slot: opts.slot, from: formatLsn(state.checkpoint) })
     // An idle database still moves the slot: a tiny transactional message every interval.
     heartbeat = setInterval(() => {

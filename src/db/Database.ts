@@ -3,7 +3,7 @@
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import postgres from "postgres"
 import { DatabaseConfig } from "../config.ts"
-import { startEmbedded } from "./embedded.ts"
+import { markService, startEmbedded } from "./embedded.ts"
 import { migrate } from "./migrate.ts"
 import { preflight } from "./preflight.ts"
 
@@ -23,37 +23,55 @@ export const connect = (url: string, max = 10) =>
     connection: { application_name: "safety-records-service" }
   })
 
+/** Who opens the database: the service (which marks the data directory it runs on) or a tool. */
+export type Role = "service" | "tool"
+
 /** Where the database is: DATABASE_URL, or the embedded server (started if needed). */
-export const locate = Effect.fn("Database.locate")(function* () {
+export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool") {
   const config = yield* DatabaseConfig
   if (Option.isSome(config.url)) {
-    return { url: Redacted.value(config.url.value), embedded: false, stop: () => Promise.resolve() }
+    return { url: Redacted.value(config.url.value), embedded: false, owned: false, stop: () => Promise.resolve() }
   }
   const server = yield* Effect.tryPromise({
-    try: () => startEmbedded({ dataDir: config.dataDir, port: config.embeddedPort }),
+    try: () => startEmbedded({ dataDir: config.dataDir, port: config.embeddedPort, notUnderService: role === "tool" }),
     catch: (cause) => (cause instanceof Error ? cause : new Error(String(cause)))
   })
   if (server.owned) yield* Effect.logInfo("embedded PostgreSQL started", { dataDir: config.dataDir })
-  return { url: server.url, embedded: true, stop: server.stop }
+  const unmark = role === "service" ? markService(config.dataDir) : () => {}
+  return {
+    url: server.url,
+    embedded: true,
+    owned: server.owned,
+    stop: async () => {
+      unmark()
+      await server.stop()
+    }
+  }
 })
 
 export class DatabaseError extends Error {}
 
 /** Pool, preflight and migrations; releases the pool and stops an embedded server it started. */
-export const layer = Layer.effect(
-  Database,
-  Effect.gen(function* () {
-    const config = yield* DatabaseConfig
-    const where = yield* Effect.acquireRelease(locate(), (w) =>
-      Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.embedded ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))
-    )
-    const sql = yield* Effect.acquireRelease(
-      Effect.sync(() => connect(where.url, config.poolSize)),
-      (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
-    )
-    yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
-    const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: (e) => e as Error })
-    if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
-    return { sql, url: where.url, embedded: where.embedded }
-  })
-)
+const layerFor = (role: Role) =>
+  Layer.effect(
+    Database,
+    Effect.gen(function* () {
+      const config = yield* DatabaseConfig
+      const where = yield* Effect.acquireRelease(locate(role), (w) =>
+        Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.owned ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))
+      )
+      const sql = yield* Effect.acquireRelease(
+        Effect.sync(() => connect(where.url, config.poolSize)),
+        (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
+      )
+      yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
+      const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: (e) => e as Error })
+      if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
+      return { sql, url: where.url, embedded: where.embedded }
+    })
+  )
+
+/** For the admin CLI and the seeder. */
+export const layer = layerFor("tool")
+/** For the service. */
+export const serviceLayer = layerFor("service")

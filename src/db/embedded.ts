@@ -2,7 +2,7 @@
 // of the project (service, admin CLI, seeder). Whoever starts it owns it and stops it;
 // others find it through postmaster.pid and just connect.
 import { randomBytes } from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync, appendFileSync } from "node:fs"
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, parse, resolve } from "node:path"
 
@@ -18,6 +18,47 @@ export interface EmbeddedOptions {
   readonly port: number
   /** Extra `-c name=value` settings for the server. */
   readonly settings?: Record<string, string>
+  /**
+   * A tool (the admin CLI, the seeder) refuses to start the server under a running service
+   * whose server has stopped: it would stop it again on exit, under the service.
+   */
+  readonly notUnderService?: boolean
+}
+
+// The service marks the data directory it runs on, so a tool can tell "nobody runs here"
+// from "the service runs here, and its database went down".
+const SERVICE_PID_FILE = "service.pid"
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** The pid of another live service process running on this data directory, if any. */
+export const liveServicePid = (dataDir: string): number | undefined => {
+  try {
+    const pid = Number(readFileSync(resolve(dataDir, SERVICE_PID_FILE), "utf8").trim())
+    return Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid) ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Marks the data directory as the running service's; the returned function takes the mark away. */
+export const markService = (dataDir: string): (() => void) => {
+  const file = resolve(dataDir, SERVICE_PID_FILE)
+  writeFileSync(file, `${process.pid}\n`)
+  return () => {
+    try {
+      if (readFileSync(file, "utf8").trim() === String(process.pid)) unlinkSync(file)
+    } catch {
+      // already gone
+    }
+  }
 }
 
 const SETTINGS: Record<string, string> = {
@@ -136,6 +177,13 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
     return { url: embeddedUrl(readFileSync(passwordFile, "utf8").trim(), found), owned: false, stop: async () => {} }
   }
 
+  const service = options.notUnderService ? liveServicePid(dataDir) : undefined
+  if (service !== undefined) {
+    throw new Error(
+      `The service (pid ${service}) runs on ${dataDir}, but its embedded PostgreSQL is not running: the database went down under it. ` +
+        "Restart the service (it starts the database again), then run this again."
+    )
+  }
   checkReachableAsPostgres(dataDir)
   const EmbeddedPostgres = await loadEmbeddedPostgres()
   const fresh = !existsSync(resolve(pgDir, "PG_VERSION"))

@@ -7,6 +7,7 @@ import { captureStatus } from "../capture/status.ts"
 import { Database } from "../db/Database.ts"
 
 const MAX_LAG_SECONDS = 60
+const CHECK_TIMEOUT_MS = 1_000
 
 export const HealthRoutes = Layer.mergeAll(
   HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
@@ -16,7 +17,12 @@ export const HealthRoutes = Layer.mergeAll(
     Effect.gen(function* () {
       const db = yield* Database
       const capture = yield* Capture
-      const status = yield* Effect.tryPromise(() => captureStatus(db.sql, capture.slot)).pipe(Effect.option)
+      // A database that does not answer within the bound is down, for this check: an
+      // orchestrator polling readiness gets its 503 at once, not after a connect timeout.
+      const status = yield* Effect.tryPromise(() => captureStatus(db.sql, capture.slot)).pipe(
+        Effect.timeout(CHECK_TIMEOUT_MS),
+        Effect.option
+      )
       const checks = {
         database: status._tag === "Some",
         capture: capture.stats.streaming,

@@ -504,7 +504,7 @@ export const riskAssessmentRow = (r: Random, c: CompanyRefs, at: Date, status: "
     assessed_at: at,
     review_at: status === "draft" ? null : plus(at, 365 * DAY),
     risk_level: riskLevel(worst),
-    hazards: JSON.stringify(hazards),
+    hazards,
     status
   }
 }

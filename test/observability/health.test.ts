@@ -1,6 +1,14 @@
 // /healthz answers while the process lives; /readyz turns false when capture stops or falls
 // more than 60 s behind, and true again when it catches up.
+import { createServer as createTcpServer, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createServer as createHttpServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { Capture } from "../../src/capture/Capture.ts"
+import { connect, Database } from "../../src/db/Database.ts"
+import { HealthRoutes } from "../../src/http/health.ts"
 import { makeServiceMetrics } from "../../src/observability/metrics.ts"
 import { insertIncident } from "../support/app.ts"
 import { startCapture } from "../support/capture.ts"
@@ -62,5 +70,35 @@ describe("readyz", () => {
     await waitFor(() => again.stats.streaming, "capture to stream again")
     await again.settle()
     expect((await ready()).status).toBe(200)
+  })
+
+  it("answers 503 at once when the database does not answer", async () => {
+    // A "database" that takes connections and never says a word.
+    const sockets: Array<Socket> = []
+    const silent = createTcpServer((socket) => void sockets.push(socket))
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r))
+    const url = `postgres://nobody@127.0.0.1:${(silent.address() as { port: number }).port}/nothing`
+    const sql = connect(url, 2)
+    const stats = { ...w.cap.stats, streaming: true, lastError: null }
+    const scope = Effect.runSync(Scope.make())
+    const ServerLive = HttpRouter.serve(HealthRoutes, { disableLogger: true }).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(createHttpServer, { port: 0, host: "127.0.0.1" })),
+      Layer.provide(Layer.succeed(Database, { sql, url, embedded: false })),
+      Layer.provide(Layer.succeed(Capture, { stats: stats as never, slot: "none" }))
+    )
+    try {
+      const context = await Effect.runPromise(Layer.buildWithScope(ServerLive, scope))
+      const address = Context.get(context, HttpServer.HttpServer).address as { port: number }
+      const t0 = Date.now()
+      const r = await fetch(`http://127.0.0.1:${address.port}/readyz`)
+      expect(Date.now() - t0).toBeLessThan(3_000)
+      expect(r.status).toBe(503)
+      expect(await r.json()).toMatchObject({ status: "not ready", database: false })
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      sockets.forEach((s) => s.destroy())
+      silent.close()
+      await sql.end({ timeout: 0 }).catch(() => undefined)
+    }
   })
 })

@@ -162,6 +162,16 @@ describe("demo seed", () => {
     expect(row!.bad).toBe(0)
   })
 
+  it("gives every risk assessment its hazards as a JSON array of {hazard, likelihood, severity, controls}", async () => {
+    const rows = await db.sql<{ kind: string; n: number }[]>`select jsonb_typeof(hazards) as kind, count(*)::int as n from app.risk_assessments group by 1`
+    expect(rows).toEqual([{ kind: "array", n: expect.any(Number) }])
+    const [bad] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.risk_assessments, jsonb_array_elements(hazards) h
+      where not (h ? 'hazard' and h ? 'likelihood' and h ? 'severity' and h ? 'controls')`
+    expect(bad!.n).toBe(0)
+    const [some] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.risk_assessments where jsonb_array_length(hazards) > 0`
+    expect(some!.n).toBeGreaterThan(0)
+  })
+
   it("has a subcontractor for every documentStatus case", async () => {
     const rows = await db.sql<{ status: string }[]>`
       select case
