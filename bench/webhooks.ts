@@ -3,6 +3,8 @@
 //   1. deliveries/s at saturation: a backlog of events drained by the engine;
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
 //   3. the baseline: a bare undici loop posting signed bodies to the same receiver.
+// The receiver runs in its own process; BENCH_RECEIVER=local runs it inside this one instead,
+// where its TLS work shares the event loop with the engine and with the bare loop.
 // Run: npm run bench:webhooks   (BENCH_EVENTS, BENCH_RATE, BENCH_SECONDS, BENCH_INFLIGHT to change;
 // BENCH_CPU=1 prints CPU per process and per delivery, the baseline's too, and PostgreSQL's by
 // process kind; BENCH_PROFILE=<file> writes a CPU profile of the drains)
@@ -27,6 +29,7 @@ import { createEndpoint } from "../src/webhooks/endpoints.ts"
 import type { WebhookDeps } from "../src/webhooks/context.ts"
 import { makeCompany } from "../test/support/app.ts"
 import { startCapture } from "../test/support/capture.ts"
+import { startLocalReceiver } from "./webhooks-receiver.ts"
 import { freePort } from "../test/support/global-setup.ts"
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
@@ -94,6 +97,24 @@ type RemoteReceiver = {
   count(path: string): Promise<number>
   latency(from: number): Promise<Array<number>>
   close(): Promise<void>
+}
+
+/** The receiver inside this process (BENCH_RECEIVER=local): it shares the event loop of the engine and of the bare loop. */
+const startInProcessReceiver = async (): Promise<RemoteReceiver> => {
+  const r = await startLocalReceiver()
+  return {
+    pid: process.pid,
+    port: r.port,
+    ca: r.ca,
+    url: (path, host = "127.0.0.1") => `https://${host}:${r.port}${path}`,
+    count: async (path) => r.count(path),
+    latency: async (from) => r.latency(from),
+    close: () =>
+      new Promise<void>((resolve) => {
+        r.server.closeAllConnections()
+        r.server.close(() => resolve())
+      })
+  }
 }
 
 /** Starts bench/webhooks-receiver.ts in a child process. */
@@ -176,7 +197,8 @@ const main = async () => {
   await migrate(sql)
   // Bench database only: when each outbox row was written, to split capture from delivery.
   await sql`alter table service.events add column bench_inserted_at timestamptz default clock_timestamp()`
-  const receiver = await startReceiver()
+  const local = process.env.BENCH_RECEIVER === "local"
+  const receiver = local ? await startInProcessReceiver() : await startReceiver()
   const postmaster = Number(readFileSync(join(dir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
   const cap = startCapture({ name: "bench", url, sql })
   const scope = Effect.runSync(Scope.make())
@@ -242,8 +264,11 @@ const main = async () => {
       const cpu = process.cpuUsage(cpu0)
       if (process.env.BENCH_CPU) {
         const perDelivery = (cpuMs: number) => ((cpuMs * 1000) / expected).toFixed(0)
-        log(`  cpu: engine ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`)
-        log(`  cpu per delivery: engine ${perDelivery((cpu.user + cpu.system) / 1000)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`)
+        const engineName = local ? "engine and receiver" : "engine"
+        const receiverMs = local ? "" : `, receiver ${cpuOf(receiver.pid, false) - rc0} ms`
+        log(`  cpu: ${engineName} ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms${receiverMs}, wall ${Math.round(ms)} ms`)
+        const receiverUs = local ? "" : `, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`
+        log(`  cpu per delivery: ${engineName} ${perDelivery((cpu.user + cpu.system) / 1000)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs${receiverUs}`)
         const parts = [...cpuByTitle(postmaster)].map(([k, v]) => [k, v - (titles0.get(k) ?? 0)] as const).filter(([, v]) => v > 0)
         log(`  postgres by process: ${parts.map(([k, v]) => `${k} ${v} ms`).join(", ")}`)
       }
@@ -268,7 +293,8 @@ const main = async () => {
     const bare = await bareLoop(receiver, body, INFLIGHT, 5_000)
     if (process.env.BENCH_CPU) {
       const cpu = process.cpuUsage(bareCpu0)
-      log(`  cpu per delivery: loop ${((cpu.user + cpu.system) / bare.sent).toFixed(0)} µs, receiver ${(((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent).toFixed(0)} µs`)
+      const receiverUs = local ? "" : `, receiver ${(((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent).toFixed(0)} µs`
+      log(`  cpu per delivery: ${local ? "loop and receiver" : "loop"} ${((cpu.user + cpu.system) / bare.sent).toFixed(0)} µs${receiverUs}`)
     }
 
     log("engine draining the backlog to one endpoint...")
@@ -326,7 +352,7 @@ const main = async () => {
       ) x`
     const lines = [
       "",
-      `Webhook delivery benchmark (one loopback HTTPS receiver in its own process; PostgreSQL fsync=${settings!.fsync}, synchronous_commit=${settings!.synchronous_commit}; ${cpus().length} CPUs)`,
+      `Webhook delivery benchmark (one loopback HTTPS receiver ${local ? "inside this process, sharing its event loop with the engine and the bare loop" : "in its own process"}; PostgreSQL fsync=${settings!.fsync}, synchronous_commit=${settings!.synchronous_commit}; ${cpus().length} CPUs)`,
       "",
       "| Measure | Engine | Bare undici loop |",
       "|---|---|---|",
