@@ -59,8 +59,9 @@ const sleep = (ms: number, signal: AbortSignal) =>
 export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats): Promise<void> => {
   // The leader lock lives on a connection of its own (not sql.reserve(): postgres.js 3.4.9
   // can throw an uncatchable error when a reserved connection's server goes away).
-  const lock = connect(opts.url, 1)
+  const lock = connect(opts.url, 1, { keepForever: true })
   let leader = false
+  let lost: Error | null = null
   let stream: ReplicationStream | null = null
   let heartbeat: ReturnType<typeof setInterval> | undefined
   const onAbort = () => void stream?.close()
@@ -71,6 +72,7 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
       await sleep(2000, signal)
       if (signal.aborted) return
     }
+    const lockPid = (await lock<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
     leader = true
     stats.running = true
     await ensurePublication(sql, opts.publication)
@@ -108,13 +110,25 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
     stats.lastError = null // streaming again: what stopped it is over
     opts.log("info", "capture streaming", { slot: opts.slot, from: formatLsn(state.checkpoint) })
     // An idle database still moves the slot: a tiny transactional message every interval.
+    // The lock belongs to its session: should that connection be gone or replaced (postgres.js
+    // reconnects silently), another process may lead by now, so this one steps down.
+    const stepDown = (why: string) => {
+      if (lost !== null) return
+      lost = new Error(`capture lost its leader lock (${why}); stepping down`)
+      void stream?.close()
+    }
     heartbeat = setInterval(() => {
       sql`select pg_logical_emit_message(true, 'safety-records-heartbeat', '')`.catch(() => {})
+      lock<{ pid: number }[]>`select pg_backend_pid() as pid`.then(
+        ([r]) => r?.pid !== lockPid && stepDown("its connection was replaced"),
+        () => stepDown("its connection failed")
+      )
     }, opts.heartbeatMs)
     await consume(sql, stream, state.checkpoint, opts, signal, stats)
+    if (lost !== null) throw lost
   } catch (e) {
     if (signal.aborted) return
-    throw e
+    throw lost ?? e
   } finally {
     clearInterval(heartbeat)
     signal.removeEventListener("abort", onAbort)

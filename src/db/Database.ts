@@ -16,11 +16,14 @@ export interface DatabaseShape {
 
 export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
 
-export const connect = (url: string, max = 10) =>
+export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean } = {}) =>
   postgres(url, {
     max,
     onnotice: () => {},
-    connection: { application_name: "safety-records-service" }
+    connection: { application_name: "safety-records-service" },
+    // A connection that holds session state (capture's leader lock) must not be recycled:
+    // postgres.js closes connections after a random 30 to 60 minutes by default.
+    ...(options.keepForever ? { max_lifetime: null, idle_timeout: 0 } : {})
   })
 
 /** Who opens the database: the service (which marks the data directory it runs on) or a tool. */

@@ -10,6 +10,7 @@ export const DELIVERIES_CHANNEL = "service_deliveries"
 /**
  * Notified at commit when a destination changes how or whether it may receive: an endpoint's
  * address, events, secret or switch, a subscription, a key, a company's tier, API or modules
- * (sql/010). The engine then hands back what it holds and has not started sending.
+ * (sql/010); and when stored event payloads change (a privacy case scrubbed, src/outbox).
+ * The engine then hands back what it holds and has not started sending.
  */
 export const DESTINATIONS_CHANNEL = "service_webhook_destinations"

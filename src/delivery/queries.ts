@@ -22,6 +22,7 @@ const HOLD_REASON = `case
   when coalesce(w.secret, ks.secret) is null then 'there is no signing secret'
   when d.endpoint_id is not null then case
     when not w.enabled and not d.manual then 'the endpoint is switched off'
+    when not (ev.event = any(w.events)) then 'the endpoint no longer takes ' || ev.event
     when not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
   else case
     when not s.active then 'the subscription is turned off'

@@ -2,6 +2,7 @@
 // the withheld fields too: the events feed, Send Again and replay serve those copies, and a
 // privacy case is never to be sent with the person's details again (spec 1).
 import type { TransactionSql } from "postgres"
+import { DESTINATIONS_CHANNEL } from "../delivery/channels.ts"
 import { redactPrivacyCase } from "../domain/records/incidents.ts"
 
 type Tx = TransactionSql<Record<string, unknown>>
@@ -21,6 +22,9 @@ export const scrubPrivacyCases = async (tx: Tx, incidentIds: ReadonlyArray<strin
       update service.events e set payload = x.payload
       from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, payload text)
       where e.id = x.id`
+    // Deliveries the engine already holds in memory were read with the old payload: at
+    // commit it hands back those not yet sending, and reads them again, scrubbed.
+    await tx`select pg_notify(${DESTINATIONS_CHANNEL}, 'events')`
   }
   return changed.length
 }

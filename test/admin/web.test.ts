@@ -263,6 +263,11 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect(ping!.headers["service-signature"]).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
     await shot("08-endpoint-test-event")
     await expectAccessible(page, "endpoint: test event result")
+    // An answer with a NUL character in it is shown (as U+FFFD), not a failure of the page.
+    receiver.reply("/hook", { status: 200, body: "ok\u0000then more" })
+    await submit(page.getByRole("button", { name: "Send test event" }))
+    expect(await text(page.locator(".flash .answer"))).toBe("ok\uFFFDthen more")
+    receiver.reply("/hook", { status: 200, body: "thanks from the receiver" })
   })
 
   it("a real event is delivered and listed; Send Again sends it once more with the same delivery id", async () => {

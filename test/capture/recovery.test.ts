@@ -5,6 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseLsn } from "../../src/capture/lsn.ts"
+import { LEADER_LOCK } from "../../src/capture/run.ts"
 import { startEmbedded, type EmbeddedServer } from "../../src/db/embedded.ts"
 import { connect } from "../../src/db/Database.ts"
 import { migrate } from "../../src/db/migrate.ts"
@@ -15,6 +16,40 @@ import { outbox, startCapture, view } from "../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { freePort } from "../support/global-setup.ts"
 import { diffAgainstFreshProjection } from "../support/projection.ts"
+
+describe("the leader lock", () => {
+  let db: TestDatabase
+  beforeAll(async () => {
+    db = await freshDatabase()
+  })
+  afterAll(async () => {
+    await db?.drop()
+  })
+
+  it("is checked at every heartbeat: a capture whose lock connection is gone steps down, then leads again with nothing lost", { timeout: 60_000 }, async () => {
+    const company = await makeCompany(db.sql)
+    const cap = startCapture(db, { heartbeatMs: 200 })
+    await cap.settle()
+    const first = await insertIncident(db.sql, company.id)
+    await cap.settle()
+    // End the session that holds the lock, as a dropped connection or a recycled one would.
+    const [holder] = await db.sql<{ pid: number }[]>`
+      select pid from pg_locks where locktype = 'advisory' and granted
+        and ((classid::bigint << 32) | objid::bigint) = ${LEADER_LOCK} and database = (select oid from pg_database where datname = current_database())`
+    expect(holder).toBeDefined()
+    await db.sql`select pg_terminate_backend(${holder!.pid})`
+    const deadline = Date.now() + 20_000
+    while (!cap.logs.some((l) => l.level === "retry" && l.message.includes("lost its leader lock")) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    expect(cap.logs.find((l) => l.message.includes("lost its leader lock"))?.message).toMatch(/capture lost its leader lock \(its connection (failed|was replaced)\); stepping down/)
+    const second = await insertIncident(db.sql, company.id)
+    await cap.settle(20_000)
+    await cap.stop()
+    const events = await db.sql<{ record_id: string }[]>`select record_id::text from service.events where event = 'incident.created' order by commit_lsn, seq`
+    expect(events.map((e) => e.record_id)).toEqual([first, second])
+  })
+})
 
 describe("PostgreSQL restart mid-stream", () => {
   let dir: string

@@ -8,6 +8,7 @@ import { createEndpoint, deleteEndpoint, rotateEndpointSecret, updateEndpoint } 
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { disableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
+import { PRIVACY_CASE_FIELDS } from "../../src/domain/records/incidents.ts"
 import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../webhooks/support.ts"
 
 const s = useEngineWorld()
@@ -65,6 +66,33 @@ describe("a destination that changes while its deliveries wait for a send slot",
     await deleteEndpoint(s.w.deps, ADMIN, { id: g.id })
     await sleep(3 * SLOW)
     expect(at(s.w.receiver, "/gone")).toHaveLength(1)
+  })
+
+  it("an event the endpoint no longer takes is not sent: its waiting deliveries are held, saying why", async () => {
+    s.w.receiver.reply("/narrowed", { status: 200, delayMs: SLOW })
+    const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "narrowed", url: s.w.receiver.url("/narrowed"), events: ["incident.created", "observation.created"] })
+    s.engine = await slowEngine()
+    await threeQueued("/narrowed")
+    await updateEndpoint(s.w.deps, ADMIN, { id: e.id, events: ["observation.created"] })
+    const held = await waitFor(async () => {
+      const ds = (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "held")
+      return ds.length === 2 ? ds : null
+    }, "the two waiting deliveries held")
+    expect(held.every((d) => d.held_reason === "the endpoint no longer takes incident.created")).toBe(true)
+    await sleep(SLOW)
+    expect(at(s.w.receiver, "/narrowed")).toHaveLength(1)
+  })
+
+  it("an incident that becomes a privacy case: its waiting deliveries go without the person's details", async () => {
+    s.w.receiver.reply("/private", { status: 200, delayMs: SLOW })
+    await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "private", url: s.w.receiver.url("/private"), events: ["incident.created"] })
+    s.engine = await slowEngine()
+    await threeQueued("/private")
+    await s.w.db.sql`update app.incidents set privacy_case = true where company_id = ${s.w.company.id} and title like 'queued %'`
+    await waitFor(() => at(s.w.receiver, "/private").length === 3, "all three")
+    const [first, ...waiting] = at(s.w.receiver, "/private").map((r) => JSON.parse(r.body.toString("utf8")) as { data: Record<string, unknown> })
+    expect(first!.data.description).toBe("Worker slipped near the loading bay") // it was on its way already
+    for (const body of waiting) for (const field of PRIVACY_CASE_FIELDS) expect(body.data[field], field).toBeNull()
   })
 
   it("a revoked key's and a turned-off subscription's waiting deliveries are not sent", async () => {

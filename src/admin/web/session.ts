@@ -110,9 +110,12 @@ export const resolveSession = (sessionId: string | undefined, options: { readonl
     })
   }).pipe(Effect.orDie)
 
+const withoutNul = (_key: string, value: unknown) => (typeof value === "string" ? value.replace(/\u0000/g, "\uFFFD") : value)
+
 export const setFlash = (session: Session, flash: Flash) =>
   Effect.flatMap(Database, ({ sql }) =>
-    Effect.promise(() => sql`update service.admin_sessions set flash = ${JSON.stringify(flash)}::text::jsonb where id_hash = ${session.idHash}`)
+    // jsonb cannot hold a NUL character, and a receiver's answer (a ping's) may carry one.
+    Effect.promise(() => sql`update service.admin_sessions set flash = ${JSON.stringify(flash, withoutNul)}::text::jsonb where id_hash = ${session.idHash}`)
   ).pipe(Effect.asVoid)
 
 export const endSession = (session: Session) =>
