@@ -4,7 +4,7 @@
 import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, type HttpApiGroup } from "effect/http-api"
-import { checkRequest, isJsonApiPath } from "../http/request-checks.ts"
+import { checkRequest, isJsonApiPath, nulParameter } from "../http/request-checks.ts"
 import { hostOf, rateLimitField, rateLimitPolicy } from "./auth.ts"
 import { errorResponse } from "./errors.ts"
 import { KeyDirectory } from "./keys.ts"
@@ -133,8 +133,12 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const path = pathOf(request.url)
           if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/")) return rated(request, errorResponse(404, `no such path: ${path}`))
-          if (!isJsonApiPath(path)) return httpEffect
+          // No route can match these, and a NUL cannot reach the database: say so, on every path.
           if (!decodable(request.url)) return rated(request, errorResponse(400, `the path is not valid percent-encoding: ${path.slice(0, 200)}`))
+          if (path.includes("\u0000")) return rated(request, errorResponse(400, "the path contains a NUL character (%00)"))
+          const nul = nulParameter(request.url)
+          if (nul !== undefined) return rated(request, errorResponse(400, `query parameter "${nul}" contains a NUL character (%00)`))
+          if (!isJsonApiPath(path)) return httpEffect
           // Answers the endpoints do not rate (the OpenAPI document) still state the policy.
           const answered = path.startsWith("/api/")
             ? Effect.map(httpEffect, (r) => (r.headers["ratelimit-policy"] === undefined ? HttpServerResponse.setHeader(r, "ratelimit-policy", policy) : r))

@@ -75,12 +75,23 @@ export type ActivityEntry = {
 }
 
 /** A company's activity log, newest first (webhook entries and the others alike). */
-export const listActivity = async (deps: Pick<WebhookDeps, "sql">, input: { companyId: string; limit?: number }): Promise<ReadonlyArray<ActivityEntry>> => {
+/**
+ * A company's activity, newest first; with `kind`, only entries of that kind ("key.created")
+ * or family ("key"), however far back they are.
+ */
+export const listActivity = async (
+  deps: Pick<WebhookDeps, "sql">,
+  input: { companyId: string; limit?: number; kind?: string | undefined }
+): Promise<ReadonlyArray<ActivityEntry>> => {
   const companyId = requireCompanyId(input.companyId)
   const limit = Math.min(Math.max(Math.trunc(input.limit ?? 50), 1), 500)
+  const kind = input.kind === undefined || input.kind === "" ? null : input.kind
   const rows = await deps.sql<{ id: string; at: Date; kind: string; subject_id: string | null; actor_id: string | null; actor_email: string | null; details: Record<string, unknown> }[]>`
     select id::text, at, kind, subject_id, actor_id::text, actor_email, details
-    from service.activity where company_id = ${companyId} order by at desc, id desc limit ${limit}`
+    from service.activity
+    where company_id = ${companyId}
+      and (${kind}::text is null or kind = ${kind}::text or starts_with(kind, ${kind}::text || '.'))
+    order by at desc, id desc limit ${limit}`
   return rows.map((r) => ({
     id: r.id,
     at: r.at.toISOString(),

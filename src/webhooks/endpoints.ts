@@ -143,19 +143,26 @@ export const updateEndpoint = async (deps: WebhookDeps, actor: Actor, input: Upd
     events = parsed
   }
   const url = input.url === undefined ? current.url : await checkUrl(deps, input.url)
-  const changes: Record<string, unknown> = {}
-  if (name !== current.name) changes.name = name
-  if (url !== current.url) changes.url = url
-  if (events.join(",") !== current.events.join(",")) changes.events = events
   return deps.sql.begin(async (tx) => {
+    // Only the fields given are written, against the row as it stands under its lock: two
+    // admins changing different fields at once both keep their change.
+    const [before] = await tx<{ name: string; url: string; events: string[] }[]>`
+      select name, url, events from service.webhook_endpoints where id = ${current.id} for update`
+    if (!before) throw notFound(`no endpoint ${current.id}`)
+    const given = { name: input.name === undefined ? null : name, url: input.url === undefined ? null : url, events: input.events === undefined ? null : events }
     const [r] = await tx.unsafe<Row[]>(
-      `update service.webhook_endpoints set name = $2, url = $3, events = $4, updated_at = now() where id = $1 returning ${COLUMNS}`,
-      [current.id, name, url, events as Array<string>]
+      `update service.webhook_endpoints set name = coalesce($2, name), url = coalesce($3, url), events = coalesce($4::text[], events),
+         updated_at = now() where id = $1 returning ${COLUMNS}`,
+      [current.id, given.name, given.url, given.events as Array<string> | null]
     )
     if (!r) throw notFound(`no endpoint ${current.id}`)
-    if (url !== current.url) {
+    const changes: Record<string, unknown> = {}
+    if (r.name !== before.name) changes.name = r.name
+    if (r.url !== before.url) changes.url = r.url
+    if (r.events.join(",") !== before.events.join(",")) changes.events = r.events
+    if (r.url !== before.url) {
       // Deliveries still to go follow the endpoint to its new receiver.
-      await tx.unsafe(`update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`, [r.id, url])
+      await tx.unsafe(`update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`, [r.id, r.url])
     }
     await writeActivity(tx, { companyId: r.company_id, actor, kind: "endpoint.updated", subjectId: r.id, details: changes })
     return view(r)
@@ -192,16 +199,21 @@ export const enableEndpoint = async (deps: WebhookDeps, actor: Actor, input: Tar
   return deps.sql.begin(async (tx) => {
     const [r] = await tx.unsafe<Row[]>(
       `update service.webhook_endpoints set enabled = true, disabled_reason = null, disabled_at = null,
-         consecutive_failures = 0, updated_at = now() where id = $1 returning ${COLUMNS}`,
+         consecutive_failures = 0, updated_at = now() where id = $1 and not enabled returning ${COLUMNS}`,
       [current.id]
     )
-    if (!r) throw notFound(`no endpoint ${current.id}`)
+    if (!r) {
+      // Already on: nothing changes and nothing is logged (repeating Turn On is harmless).
+      const [now] = await tx.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [current.id])
+      if (!now) throw notFound(`no endpoint ${current.id}`)
+      return view(now)
+    }
     await writeActivity(tx, {
       companyId: r.company_id,
       actor,
       kind: "endpoint.enabled",
       subjectId: r.id,
-      details: current.enabled ? { wasOn: true } : { previousReason: current.disabled_reason }
+      details: { previousReason: current.disabled_reason }
     })
     await wakeDelivery(tx)
     return view(r)

@@ -59,8 +59,12 @@ const load = async (deps: Pick<WebhookDeps, "sql">, target: Target): Promise<Row
 const setActive = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target, active: boolean): Promise<SubscriptionView> => {
   const current = await load(deps, target)
   return deps.sql.begin(async (tx) => {
-    const r = await tx`update service.webhook_subscriptions set active = ${active}, updated_at = now() where id = ${current.id} returning id`
-    if (r.length === 0) throw notFound(`no subscription ${current.id}`)
+    const r = await tx`update service.webhook_subscriptions set active = ${active}, updated_at = now()
+      where id = ${current.id} and active <> ${active} returning id`
+    const now = (await tx.unsafe<Row[]>(`${SELECT} where s.id = $1`, [current.id]))[0]
+    if (!now) throw notFound(`no subscription ${current.id}`)
+    // Already so: nothing changed, and nothing is logged as a change (repeating is harmless).
+    if (r.length === 0) return view(now)
     await writeActivity(tx, {
       companyId: current.company_id,
       actor,
@@ -69,7 +73,7 @@ const setActive = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: T
       details: { keyId: current.key_id, url: current.url, event: current.event }
     })
     if (active) await wakeDelivery(tx)
-    return view((await tx.unsafe<Row[]>(`${SELECT} where s.id = $1`, [current.id]))[0]!)
+    return view(now)
   })
 }
 

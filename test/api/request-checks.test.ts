@@ -131,6 +131,10 @@ describe("requests the JSON APIs refuse up front", () => {
     refused(await call("GET", "/api/v1/incidents/%zz", key), 400, "the path is not valid percent-encoding: /api/v1/incidents/%zz")
     refused(await raw(server.url, "GET", "/api/v1/incidents/%zz", []), 400, /not valid percent-encoding/)
     refused(await call("GET", "/admin/v1/endpoints/%E0%A4%A", token), 400, /not valid percent-encoding/)
+    // The admin pages too; and a NUL in a path (no record's id has one) is refused before any handler.
+    refused(await raw(server.url, "GET", "/admin/webhooks/endpoints/%E0%A4", []), 400, /not valid percent-encoding/)
+    refused(await raw(server.url, "POST", "/admin/keys/%00/revoke", []), 400, "the path contains a NUL character (%00)")
+    refused(await call("GET", "/api/v1/incidents/%00", key), 400, "the path contains a NUL character (%00)")
   })
 
   it("an id of any length is looked up, not taken for a wrong method", async () => {

@@ -7,12 +7,12 @@ import { purgeOld } from "../../src/delivery/queries.ts"
 import { decryptSecret } from "../../src/delivery/secrets.ts"
 import { listActivity } from "../../src/webhooks/context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed } from "../../src/webhooks/deliveries.ts"
-import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, updateEndpoint } from "../../src/webhooks/endpoints.ts"
+import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, updateEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
-import { deleteSubscription, disableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
+import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, at, deliveries, failure, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "./support.ts"
 
 let w: World
 beforeAll(async () => {
@@ -81,6 +81,21 @@ describe("update and delete", () => {
     expect(log!.details).toEqual({ name: "Renamed", url: w.receiver.url("/new"), events: ["permit.closed"] })
   })
 
+  it("two changes of different fields at once both stand: an update writes only what it was given", async () => {
+    const e = await create({ name: "Before", url: w.receiver.url("/before") })
+    // Another change holds the row: it moves the address while this rename waits for it.
+    let renamed: Promise<unknown> | undefined
+    await w.db.sql.begin(async (tx) => {
+      await tx`select 1 from service.webhook_endpoints where id = ${e.id} for update`
+      renamed = updateEndpoint(w.deps, ADMIN, { id: e.id, name: "After" })
+      await sleep(300) // the rename has read the endpoint and now waits for the lock
+      await tx`update service.webhook_endpoints set url = ${w.receiver.url("/moved")} where id = ${e.id}`
+    })
+    await renamed
+    const [row] = await w.db.sql<{ name: string; url: string }[]>`select name, url from service.webhook_endpoints where id = ${e.id}`
+    expect(row).toEqual({ name: "After", url: w.receiver.url("/moved") })
+  })
+
   it("scopes every id to the admin's company: another company's endpoint is 404", async () => {
     const e = await create()
     const other = await makeCompany(w.db.sql)
@@ -104,6 +119,38 @@ describe("update and delete", () => {
     const kinds = (await listActivity(w.deps, { companyId: w.company.id })).filter((a) => a.subjectId === e.id).map((a) => a.kind)
     expect(kinds).toEqual(["endpoint.deleted", "endpoint.created"]) // newest first
     await w.db.sql`delete from service.webhook_endpoints`
+  })
+})
+
+describe("the activity log", () => {
+  it("logs changes only: turning off what is off, on what is on, changes nothing and logs nothing", async () => {
+    const e = await create({ name: "Twice" })
+    const before = (await listActivity(w.deps, { companyId: w.company.id, limit: 500 })).length
+    const on = await enableEndpoint(w.deps, ADMIN, { id: e.id })
+    expect(on.enabled).toBe(true)
+    const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
+    const { subscription } = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/twice"), event: "incident.created" })
+    const afterCreate = (await listActivity(w.deps, { companyId: w.company.id, limit: 500 })).length
+    expect(afterCreate).toBe(before + 1) // the subscription.created, not an endpoint.enabled
+    for (let i = 0; i < 2; i++) expect((await disableSubscription(w.deps, ADMIN, { id: subscription.id })).active).toBe(false)
+    for (let i = 0; i < 2; i++) expect((await enableSubscription(w.deps, ADMIN, { id: subscription.id })).active).toBe(true)
+    const kinds = (await listActivity(w.deps, { companyId: w.company.id, limit: 500 })).slice(0, 3).map((a) => a.kind)
+    expect(kinds).toEqual(["subscription.enabled", "subscription.disabled", "subscription.created"])
+  })
+
+  it("finds entries of a kind however many newer entries of other kinds there are", async () => {
+    const c = await makeCompany(w.db.sql)
+    await w.db.sql`insert into service.activity (company_id, kind, subject_id, details) values (${c.id}, 'key.created', 'old-key', '{}')`
+    await w.db.sql`
+      insert into service.activity (company_id, kind, subject_id, details)
+      select ${c.id}, case when g % 2 = 0 then 'subscription.disabled' else 'subscription.enabled' end, 's', '{}'
+      from generate_series(1, 600) g`
+    expect((await listActivity(w.deps, { companyId: c.id, kind: "key.created" })).map((e) => e.subjectId)).toEqual(["old-key"])
+    expect((await listActivity(w.deps, { companyId: c.id, kind: "key" })).map((e) => e.subjectId)).toEqual(["old-key"])
+    expect(await listActivity(w.deps, { companyId: c.id, kind: "subscription", limit: 500 })).toHaveLength(500)
+    expect(await listActivity(w.deps, { companyId: c.id, kind: "subscription.disabled", limit: 500 })).toHaveLength(300)
+    // A family is a whole word: "sub" is no family.
+    expect(await listActivity(w.deps, { companyId: c.id, kind: "sub" })).toHaveLength(0)
   })
 })
 

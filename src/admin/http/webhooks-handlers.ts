@@ -7,7 +7,6 @@ import { Webhooks } from "../../webhooks/service.ts"
 import type { Actor } from "../identity.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
 import { webhookErrorToHttp } from "../../api/errors.ts"
-import { matchesKind } from "./webhooks.ts"
 
 export const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
 
@@ -111,8 +110,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
       .handle("activity", ({ query }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          const entries = yield* w.listActivity({ companyId: a.companyId, limit: query.kind === undefined ? ACTIVITY_LIMIT : 500 })
-          return { data: entries.filter((e) => matchesKind(e.kind, query.kind)).slice(0, ACTIVITY_LIMIT) }
+          return { data: yield* w.listActivity({ companyId: a.companyId, limit: ACTIVITY_LIMIT, kind: query.kind }) }
         }).pipe(Effect.mapError(webhookErrorToHttp))
       )
   })

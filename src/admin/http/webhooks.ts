@@ -196,7 +196,3 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "first" })
   .annotateMerge(OpenApi.annotations({ description: "Webhook endpoints, deliveries, API-made subscriptions and the activity log of the admin's company" })) {}
 
-
-/** Activity entries of one kind ("endpoint.created") or family ("endpoint"). */
-export const matchesKind = (entryKind: string, kind: string | undefined): boolean =>
-  kind === undefined || kind === "" || entryKind === kind || entryKind.startsWith(`${kind}.`)

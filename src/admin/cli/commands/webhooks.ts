@@ -338,8 +338,7 @@ export const activity = Command.make(
         const w = yield* Webhooks
         const { company }: { company: Company } = yield* optionalAdmin(args.company, args.as)
         const kind = Option.getOrUndefined(args.kind)
-        const all = yield* w.listActivity({ companyId: company.id, limit: kind === undefined ? ACTIVITY_LIMIT : 500 })
-        const entries = all.filter((e) => kind === undefined || e.kind === kind || e.kind.startsWith(`${kind}.`)).slice(0, ACTIVITY_LIMIT)
+        const entries = yield* w.listActivity({ companyId: company.id, limit: ACTIVITY_LIMIT, kind })
         if (!args.json && entries.length === 0) return yield* Console.log(`No activity${kind === undefined ? "" : ` of kind ${kind}`} for ${company.name} (${company.host}).`)
         yield* output(args.json, entries, () =>
           table(
