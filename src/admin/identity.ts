@@ -72,6 +72,20 @@ export const findAdmin = async (sql: postgres.Sql, email: string, company?: Comp
   return toActor(admins[0]!)
 }
 
+/**
+ * The admin acting on something by its id (a key, a token) that belongs to `owner`. To an
+ * admin of another company such an id is "no such thing", as every other id is: whose it is
+ * stays unsaid. (An --as that is no admin anywhere is still told so.)
+ */
+export const adminOfOwner = async (sql: postgres.Sql, email: string, owner: Company, missing: string): Promise<Actor> => {
+  const inOwner = await sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`
+  if (inOwner.length === 0) {
+    await findAdmin(sql, email, undefined, { anyCompany: true })
+    throw notFound(missing)
+  }
+  return findAdmin(sql, email, owner)
+}
+
 /** For commands over the whole service (status, rebuild-views): --as names an admin of any company. */
 export const requireSomeAdmin = (sql: postgres.Sql, email: string): Promise<Actor> => findAdmin(sql, email, undefined, { anyCompany: true })
 

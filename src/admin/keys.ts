@@ -7,6 +7,7 @@ import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
 import { logActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "./errors.ts"
 import { isUuid, withSql, type Actor } from "./identity.ts"
+import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
 /** Spec 8: at most 20 active keys per company. */
 export const MAX_ACTIVE_KEYS = 20
@@ -51,6 +52,8 @@ export const checkName = (name: string): string | undefined => {
   const trimmed = name.trim()
   if (trimmed === "") return "--name must not be empty"
   if (trimmed.length > MAX_NAME_LENGTH) return `--name must be at most ${MAX_NAME_LENGTH} characters`
+  const bad = forbiddenInName(trimmed)
+  if (bad !== undefined) return `--name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`
   return undefined
 }
 
@@ -148,7 +151,7 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, i
       const n = active?.n ?? 0
       if (n >= MAX_ACTIVE_KEYS) {
         throw conflict(
-          `this company already has ${n} active API keys, the most it may hold (${MAX_ACTIVE_KEYS}); revoke one first (keys list, then keys revoke <id>)`
+          `this company already has ${n} active API keys, the most it may hold (${MAX_ACTIVE_KEYS}); revoke one first`
         )
       }
       const interval = EXPIRY_INTERVAL[input.expires]

@@ -3,6 +3,7 @@ import { resolveAndCheck } from "../delivery/address-guard.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../domain/event-kinds.ts"
 import type { WebhookDeps } from "./context.ts"
 import { badRequest, forbidden } from "./errors.ts"
+import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
 const KNOWN = EVENT_KINDS.join(", ")
 
@@ -40,6 +41,8 @@ export const parseName = (input: unknown): string => {
   if (typeof input !== "string" || input.trim() === "") throw badRequest("name is required")
   const name = input.trim()
   if (name.length > 200) throw badRequest("name is longer than 200 characters")
+  const bad = forbiddenInName(name)
+  if (bad !== undefined) throw badRequest(`name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`)
   return name
 }
 

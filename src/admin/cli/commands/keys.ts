@@ -2,8 +2,8 @@
 import { Console, Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
-import { invalid } from "../../errors.ts"
-import { companyById, findAdmin, findCompany, withSql } from "../../identity.ts"
+import { invalid, notFound } from "../../errors.ts"
+import { adminOfOwner, companyById, findAdmin, findCompany, withSql } from "../../identity.ts"
 import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, keyCompany, listKeys, MAX_ACTIVE_KEYS, parseScopes, revokeKey } from "../../keys.ts"
 import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, listing, output, when, withDatabase } from "../support.ts"
 
@@ -109,9 +109,9 @@ const revoke = Command.make(
           const owner = await companyById(sql, companyId)
           if (args.company._tag === "Some") {
             const named = await findCompany(sql, args.company.value)
-            if (named.id !== owner.id) throw invalid(`API key ${args.id} does not belong to ${named.name} (${named.host})`)
+            if (named.id !== owner.id) throw notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
           }
-          return findAdmin(sql, args.as, owner)
+          return adminOfOwner(sql, args.as, owner, `no API key with id ${args.id}`)
         })
         const key = yield* revokeKey(actor, args.id)
         yield* output(args.json, key, () =>

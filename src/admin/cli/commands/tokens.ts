@@ -2,7 +2,7 @@
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { invalid } from "../../errors.ts"
-import { companyById, findAdmin, findCompany, withSql } from "../../identity.ts"
+import { adminOfOwner, companyById, findAdmin, findCompany, withSql } from "../../identity.ts"
 import { EXPIRY_CHOICES } from "../../keys.ts"
 import { createToken, DEFAULT_TOKEN_EXPIRY, listTokens, revokeToken, tokenCompany } from "../../tokens.ts"
 import { asOptional, asRequired, companyOptional, json, output, table, when, withDatabase } from "../support.ts"
@@ -76,7 +76,7 @@ const revoke = Command.make(
     withDatabase(
       Effect.gen(function* () {
         const companyId = yield* tokenCompany(args.id)
-        const actor = yield* withSql(async (sql) => findAdmin(sql, args.as, await companyById(sql, companyId)))
+        const actor = yield* withSql(async (sql) => adminOfOwner(sql, args.as, await companyById(sql, companyId), `no admin token with id ${args.id}`))
         const token = yield* revokeToken(actor, args.id)
         yield* output(args.json, token, () => `Revoked admin token "${token.name}" (${token.id}).`)
       })
