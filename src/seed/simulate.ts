@@ -4,7 +4,7 @@
 // capture tests to compare with the outbox.
 import { setTimeout as sleep } from "node:timers/promises"
 import type { Sql } from "postgres"
-import { EVENT_KINDS, type EventKind } from "../domain/event-kinds.ts"
+import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { DEMO_HOST } from "./demo.ts"
 import { DEFAULT_WEIGHTS, OPERATION_NAMES, OPERATIONS, type OperationName, type SimulationContext, type Tx } from "./operations.ts"
 import { seededRandom } from "./random.ts"
@@ -91,6 +91,11 @@ export const simulate = async (sql: Sql, options: SimulateOptions): Promise<Simu
   ) as Partial<Record<OperationName, number>>
   if (Object.keys(weights).length === 0) throw new RangeError("no operation has a weight above 0")
 
+  // The service makes no events for a module the company has turned off (its records still
+  // reach the views): only those of modules that are on are expected.
+  const modulesOn = new Set(
+    (await sql<{ module: string }[]>`select module from app.company_modules where company_id = ${ctx.refs.companyId} and enabled`).map((m) => m.module)
+  )
   const operations = zeros(OPERATION_NAMES)
   const events = zeros(EVENT_KINDS)
   const errors: string[] = []
@@ -120,7 +125,7 @@ export const simulate = async (sql: Sql, options: SimulateOptions): Promise<Simu
         return
       }
       operations[name]++
-      for (const e of effects.events) events[e]++
+      for (const e of effects.events) if (modulesOn.has(EVENT_RESOURCE[e])) events[e]++
       effects.committed?.()
     } catch (cause) {
       failed++

@@ -66,6 +66,16 @@ describe("simulate", () => {
     expect(await oracleEvents(db.sql)).toEqual(result.events)
   })
 
+  it("expects no events for a module the company has turned off, though it writes the records", async () => {
+    const [before] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.permits p join app.companies c on c.id = p.company_id where c.host = 'globex.localhost'`
+    const result = await simulate(db.sql, { rate: 40, durationMs: 600, seed: 3, company: "globex.localhost", weights: { "permit.request": 1, "permit.progress": 1 } })
+    expect(result.failed, result.errors.join("\n")).toBe(0)
+    const [after] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.permits p join app.companies c on c.id = p.company_id where c.host = 'globex.localhost'`
+    expect(after!.n + result.operations["permit.progress"]).toBeGreaterThan(before!.n)
+    expect(result.events["permit.approved"]).toBe(0)
+    expect(result.events["permit.closed"]).toBe(0)
+  })
+
   it("stops soon after its signal aborts, keeping what it committed", async () => {
     const stop = new AbortController()
     setTimeout(() => stop.abort(), 600)
