@@ -304,6 +304,8 @@ describe("admin pages over HTTP", () => {
     expect(await db.sql`select 1 from service.admin_sessions where token_id = ${idle.tokenId}`).toHaveLength(0)
     const notice = await idle.client.get(r1.headers.get("location")!)
     expect(notice.text).toContain("Your session has ended")
+    // Told as information, not as a success.
+    expect(notice.text).toContain('<div class="flash info" role="status"><p>Your session has ended')
 
     const revoked = await signedIn()
     expect((await revoked.client.get("/admin/keys")).status).toBe(200)

@@ -98,6 +98,7 @@ form.inline { display: inline-block; margin: 0; }
 .flash p { margin: 0; }
 .flash.success { border-color: var(--ok); background: #eaf6ee; }
 .flash.error { border-color: var(--danger); background: #fbeaea; }
+.flash.info { border-color: #4a6fa5; background: #eef3fb; }
 .form-error { color: var(--danger); font-weight: 600; border-left: 4px solid var(--danger); padding-left: .75rem; }
 .once { border: 2px solid var(--primary); background: #eef4fa; border-radius: 6px; padding: 1rem; margin: 1rem 0; }
 .once h2 { margin-top: 0; }

@@ -21,7 +21,7 @@ const ENDED_MESSAGES: Readonly<Record<string, string>> = {
 const signInForm = (options: { readonly csrf: string; readonly next: string | undefined; readonly error?: string; readonly notice?: string }) =>
   barePage(
     "Sign in",
-    html`${options.notice !== undefined ? html`<div class="flash success" role="status"><p>${options.notice}</p></div>` : ""}
+    html`${options.notice !== undefined ? html`<div class="flash info" role="status"><p>${options.notice}</p></div>` : ""}
 <form method="post" action="${PATHS.signIn}" class="card">
   <input type="hidden" name="csrf" value="${options.csrf}">
   ${options.next !== undefined ? html`<input type="hidden" name="next" value="${options.next}">` : ""}
