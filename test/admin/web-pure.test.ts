@@ -122,7 +122,9 @@ describe("paths", () => {
   it("sign-in only sends the browser back to an admin page of this origin", () => {
     expect(localTarget("/admin/keys")).toBe("/admin/keys")
     expect(localTarget("/admin/activity?kind=endpoint")).toBe("/admin/activity?kind=endpoint")
-    for (const bad of ["//evil.example/admin", "https://evil.example/admin", "/admin/../x", "/adminx", "/admin//evil", "/admin/keys\\x", null, undefined, "javascript:alert(1)"]) {
+    expect(localTarget("/admin/webhooks/endpoints/0b6c1f6e-4a39-4f4e-9d1e-2b7f2b1f9c11")).toBe("/admin/webhooks/endpoints/0b6c1f6e-4a39-4f4e-9d1e-2b7f2b1f9c11")
+    // Only pages: not a form's action, nor a path that is no page.
+    for (const bad of ["/admin/sign-out", "/admin/keys/x/revoke", "/admin/nowhere", "//evil.example/admin", "https://evil.example/admin", "/admin/../x", "/adminx", "/admin//evil", "/admin/keys\\x", null, undefined, "javascript:alert(1)"]) {
       expect(localTarget(bad), String(bad)).toBeUndefined()
     }
   })

@@ -5,7 +5,7 @@
 import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { refusedPage, seeOther } from "./layout.ts"
-import { PATHS } from "./paths.ts"
+import { ADMIN_WEB_ROUTES, PATHS } from "./paths.ts"
 import { checkSameOrigin, expiredCookie, parseCookies, safeEqual, SESSION_COOKIE } from "./security.ts"
 import { resolveSession, type EndedReason, type Session } from "./session.ts"
 
@@ -19,8 +19,13 @@ export const cookieOf = (request: Request, name: string): string | undefined => 
 /** The path and query of a request, if it is one of ours to come back to after signing in. */
 export const localTarget = (url: string | null | undefined): string | undefined => {
   if (url === null || url === undefined) return undefined
-  return /^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) && !url.includes("//") && !url.includes("..") ? url : undefined
+  if (!/^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) || url.includes("//") || url.includes("..")) return undefined
+  // A page, that is, something a browser can be sent to (not /admin/sign-out, a form's action).
+  const path = url.split("?")[0]!
+  return PAGES.some((page) => page.test(path)) ? url : undefined
 }
+
+const PAGES = ADMIN_WEB_ROUTES.filter((r) => r.method === "GET").map((r) => new RegExp(`^${r.path.replace(/:id/g, "[^/]+")}$`))
 
 /** To the sign-in page, saying why when there was a session, and dropping its cookie. */
 const toSignIn = (request: Request, ended: EndedReason | undefined) => {
