@@ -11,14 +11,24 @@ const typesOf = (rel: MessageRelation) => {
   return m
 }
 
-/** The change, or null for a table the service does not follow. */
-export const decodeChange = (msg: MessageInsert | MessageUpdate | MessageDelete): RowChange | null => {
+/**
+ * The row changes a message makes: none for a table the service does not follow; for an
+ * UPDATE that changed the primary key (pgoutput then sends the old key), the row under its
+ * old key goes and the row under the new one comes.
+ */
+export const decodeChange = (msg: MessageInsert | MessageUpdate | MessageDelete): ReadonlyArray<RowChange> => {
   const rel = msg.relation
-  if (rel.schema !== "app" || !(rel.name in TABLES)) return null
+  if (rel.schema !== "app" || !(rel.name in TABLES)) return []
   if (msg.tag === "delete") {
     const key = normalizeRow((msg.key ?? msg.old ?? {}) as Record<string, unknown>, typesOf(rel))
-    return { table: rel.name, key: rowKey(rel.name, key), data: null }
+    return [{ table: rel.name, key: rowKey(rel.name, key), data: null }]
   }
   const data = normalizeRow(msg.new as Record<string, unknown>, typesOf(rel))
-  return { table: rel.name, key: rowKey(rel.name, data), data }
+  const change: RowChange = { table: rel.name, key: rowKey(rel.name, data), data }
+  const before = msg.tag === "update" ? (msg.key ?? msg.old) : null // the old key, or the old row (REPLICA IDENTITY FULL)
+  if (before !== null && before !== undefined) {
+    const old = rowKey(rel.name, normalizeRow(before as Record<string, unknown>, typesOf(rel)))
+    if (old !== change.key) return [{ table: rel.name, key: old, data: null }, change]
+  }
+  return [change]
 }

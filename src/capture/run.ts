@@ -15,6 +15,7 @@ import { ReplicationStream } from "./stream.ts"
 // The same rebuild operators run (rebuild-views), here when the shapes' version changed.
 import { rebuildViews } from "../operations/rebuild.ts"
 import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
+import { TABLES } from "../projection/tables.ts"
 import type { RowChange, Txn } from "./txn.ts"
 
 export interface CaptureOptions {
@@ -141,6 +142,10 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
   }
 }
 
+/** The followed app tables a TRUNCATE message names. */
+const truncatedTables = (msg: Message & { tag: "truncate" }): ReadonlyArray<string> =>
+  msg.relations.filter((rel) => rel.schema === "app" && rel.name in TABLES).map((rel) => rel.name)
+
 const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats) => {
   const large = opts.largeTransaction ?? 10_000
   let checkpoint = start
@@ -187,8 +192,7 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
         }
         const msg = await stream.next()
         if (msg.tag === "insert" || msg.tag === "update" || msg.tag === "delete") {
-          const c = decodeChange(msg)
-          if (c) buffered.push(c)
+          buffered.push(...decodeChange(msg))
         } else if (msg.tag === "commit") {
           if (buffered.length > 0) await big.add(buffered)
           total += buffered.length
@@ -199,7 +203,19 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
           await writeCheckpoint(tx, opts.slot, endLsn, commitTime)
           return { endLsn, tally }
         } else if (msg.tag === "truncate") {
-          throw new Error("TRUNCATE inside a large transaction is not supported")
+          // What this transaction wrote so far is in the mirror already (in this database
+          // transaction): every mirrored row of the tables goes, in chunks.
+          if (buffered.length > 0) await big.add(buffered)
+          total += buffered.length
+          buffered = []
+          for (const table of truncatedTables(msg)) {
+            const keys = await tx<{ key: string }[]>`select key from service.rows where tbl = ${table}`
+            for (let i = 0; i < keys.length; i += 1000) {
+              const chunk = keys.slice(i, i + 1000).map(({ key }): RowChange => ({ table, key, data: null }))
+              await big.add(chunk)
+              total += chunk.length
+            }
+          }
         }
       }
     })
@@ -223,24 +239,29 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
       case "insert":
       case "update":
       case "delete": {
-        const c = decodeChange(msg)
-        if (c && current) {
-          current.changes.push(c)
-          if (current.changes.length > large) {
-            const first = current.changes
-            current = null
-            await applyLarge(first)
-          }
+        if (!current) break
+        current.changes.push(...decodeChange(msg))
+        if (current.changes.length > large) {
+          const first = current.changes
+          current = null
+          await applyLarge(first)
         }
         break
       }
       case "truncate": {
-        // Every mirrored row of the truncated tables goes, as deletes in this transaction.
+        // Every row of the truncated tables goes, as deletes in this transaction, in order:
+        // those mirrored before it, and those this transaction wrote before the TRUNCATE.
         await flush()
-        for (const rel of msg.relations) {
-          if (rel.schema !== "app" || !current) continue
-          const keys = await sql<{ key: string }[]>`select key from service.rows where tbl = ${rel.name}`
-          for (const { key } of keys) current.changes.push({ table: rel.name, key, data: null })
+        if (!current) break
+        for (const table of truncatedTables(msg)) {
+          const keys = new Set((await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key))
+          for (const c of current.changes) if (c.table === table) keys.add(c.key)
+          for (const key of keys) current.changes.push({ table, key, data: null })
+        }
+        if (current.changes.length > large) {
+          const first = current.changes
+          current = null
+          await applyLarge(first)
         }
         break
       }

@@ -21,6 +21,38 @@ describe("capture", () => {
     expect(events[0]!.data).toEqual(v)
   })
 
+  it("an update that changes a record's id moves it: nothing is left under the old id", async () => {
+    const id = await insertIncident(db.sql, company.id)
+    await cap.settle()
+    const [{ moved }] = (await db.sql<{ moved: string }[]>`update app.incidents set id = gen_random_uuid() where id = ${id} returning id::text as moved`) as unknown as [{ moved: string }]
+    await cap.settle()
+    expect(await view(db.sql, "incidents", id)).toBeUndefined()
+    expect((await view(db.sql, "incidents", moved))?.id).toBe(moved)
+    const [mirror] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.rows where tbl = 'incidents' and key = ${id}`
+    expect(mirror!.n).toBe(0)
+  })
+
+  it("a TRUNCATE takes rows the same transaction wrote before it too", async () => {
+    const before = await insertIncident(db.sql, company.id)
+    await cap.settle()
+    let during = ""
+    await db.sql.begin(async (tx) => {
+      const [r] = await tx<{ id: string }[]>`insert into app.incidents (company_id, reference, type, title, occurred_at, severity)
+        values (${company.id}, 'INC-T', 'injury', 'Written then truncated', now(), 'minor') returning id::text`
+      during = r!.id
+      await tx`truncate app.incidents cascade`
+    })
+    await cap.settle()
+    expect(await view(db.sql, "incidents", before)).toBeUndefined()
+    expect(await view(db.sql, "incidents", during)).toBeUndefined()
+    const [left] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.views where resource = 'incidents'`
+    expect(left!.n).toBe(0)
+    // and capture goes on
+    const after = await insertIncident(db.sql, company.id)
+    await cap.settle()
+    expect((await view(db.sql, "incidents", after))?.id).toBe(after)
+  })
+
   it("two updates in one transaction close once; completed to verified fires nothing", async () => {
     const id = await insertAction(db.sql, company.id)
     await db.sql.begin(async (tx) => {

@@ -11,7 +11,7 @@ import { connect } from "../../src/db/Database.ts"
 import { migrate } from "../../src/db/migrate.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import { simulate } from "../../src/seed/simulate.ts"
-import { insertIncident, makeCompany } from "../support/app.ts"
+import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
 import { outbox, startCapture, view } from "../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { freePort } from "../support/global-setup.ts"
@@ -192,5 +192,29 @@ describe("slot and bootstrap", () => {
     const payload = await db.sql<{ payload: string }[]>`
       select e.payload from service.events e join app.incidents i on i.id = e.record_id where i.reference = 'IMP-1'`
     expect(JSON.parse(payload[0]!.payload).status).toBe("closed")
+  })
+
+  it("a TRUNCATE inside a transaction too large for memory empties the views and capture goes on", { timeout: 120_000 }, async () => {
+    const slot = `slot_${db.name}`
+    const company = await makeCompany(db.sql)
+    const cap = startCapture(db, { slot, largeTransaction: 200 })
+    await cap.settle(60_000)
+    const kept = await insertAction(db.sql, company.id)
+    await cap.settle(60_000)
+    await db.sql.begin(async (tx) => {
+      await tx`
+        insert into app.training_records (company_id, course, completed_at)
+        select ${company.id}, 'Course ' || g, now() from generate_series(1, 500) g`
+      await tx`truncate app.training_records`
+      await tx`insert into app.training_records (company_id, course, completed_at) values (${company.id}, 'After the truncate', now())`
+    })
+    const later = await insertIncident(db.sql, company.id)
+    await cap.settle(60_000)
+    await cap.stop()
+    expect(cap.logs.filter((l) => l.level === "retry")).toEqual([])
+    const left = await db.sql<{ course: string }[]>`select body::jsonb->>'course' as course from service.views where resource = 'training-records'`
+    expect(left.map((r) => r.course)).toEqual(["After the truncate"])
+    expect((await view(db.sql, "incidents", later))?.id).toBe(later)
+    expect((await view(db.sql, "corrective-actions", kept))?.id).toBe(kept)
   })
 })
