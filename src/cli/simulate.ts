@@ -32,7 +32,7 @@ const positive = (name: string, text: string, integer: boolean): number => {
 
 const args = (() => {
   try {
-    return parseArgs({
+    const parsed = parseArgs({
       options: {
         rate: { type: "string", default: "5" },
         duration: { type: "string" },
@@ -42,8 +42,17 @@ const args = (() => {
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" }
       },
-      strict: true
-    }).values
+      strict: true,
+      tokens: true
+    })
+    // A flag given twice is a mistake (which one was meant?), not "the last one wins".
+    const seen = new Set<string>()
+    for (const t of parsed.tokens) {
+      if (t.kind !== "option") continue
+      if (seen.has(t.name)) return fail(`--${t.name} is given more than once.`)
+      seen.add(t.name)
+    }
+    return parsed.values
   } catch (e) {
     return fail(e instanceof Error ? e.message : String(e))
   }

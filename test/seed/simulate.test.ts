@@ -1,5 +1,6 @@
 // The simulator plays the app at a rate, stops when told, and its expected-events tally is
 // exactly what app-database.md's rules derive from the transactions it committed.
+import { spawnSync } from "node:child_process"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { EVENT_KINDS } from "../../src/domain/event-kinds.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
@@ -111,6 +112,13 @@ describe("simulate", () => {
     }
     for (const kind of EVENT_KINDS) expect(result.events[kind], kind).toBeGreaterThan(0)
     expect(await oracleEvents(db.sql)).toEqual(result.events)
+  })
+
+  it("the command refuses a flag given twice, before it touches any database", () => {
+    const r = spawnSync(process.execPath, ["src/cli/simulate.ts", "--rate", "5", "--rate", "6"], { encoding: "utf8", env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } })
+    expect(r.status).toBe(2)
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toMatch(/^--rate is given more than once\./)
   })
 
   it("refuses an unknown company and a rate that is not above 0", async () => {
