@@ -280,6 +280,17 @@ describe("admin pages over HTTP", () => {
     expect((await client.get("/admin/webhooks/endpoints/nope")).status).toBe(404)
   })
 
+  it("webhooks: Send Again of no such delivery, sent back to no such endpoint, still says what went wrong", async () => {
+    const { client } = await signedIn()
+    await client.get("/admin/webhooks")
+    const nobody = "00000000-0000-4000-8000-0000000000aa"
+    const r = await client.post(`/admin/webhooks/deliveries/${nobody}/resend`, { endpoint: nobody })
+    expect(r.status).toBe(303)
+    const page = await client.get(r.headers.get("location")!)
+    expect(page.status).toBe(404)
+    expect(page.text).toContain(`no delivery ${nobody}`)
+  })
+
   it("webhooks: only the events of modules that are on are offered (spec 1.6)", async () => {
     const { client } = await signedIn()
     const before = await client.get("/admin/webhooks")

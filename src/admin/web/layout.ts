@@ -134,11 +134,12 @@ export const seeOther = (location: string, headers: Record<string, string> = {})
   HttpServerResponse.redirect(location, { status: 303, headers: { ...PAGE_HEADERS, ...headers } })
 
 /** The answer to a refused request: an HTML page for the browser; nothing was changed. */
-export const refusedPage = (status: 400 | 403 | 404 | 413 | 415, title: string, reason: string) =>
+export const refusedPage = (status: 400 | 403 | 404 | 413 | 415, title: string, reason: string, pending: Flash | null = null) =>
   htmlResponse(
     barePage(
       title,
-      html`<div class="flash error" role="alert"><p>${reason}</p></div>
+      // What the session had to say (the outcome of the form that led here) is shown too, not lost.
+      html`${flashBox(pending)}<div class="flash error" role="alert"><p>${reason}</p></div>
 <p>${status === 404 ? "" : "Nothing was changed. "}<a href="${PATHS.root}">Back to the admin pages</a></p>`
     ),
     { status }

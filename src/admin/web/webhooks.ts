@@ -238,7 +238,7 @@ ${deliveriesTable(session, e.id, deliveries)}
 
 const endpointFormOf = (body: URLSearchParams): EndpointForm => ({ name: body.get("name") ?? "", url: body.get("url") ?? "", events: body.getAll("events") })
 
-const notFoundPage = (message: string) => refusedPage(404, "Not found", message)
+const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -247,7 +247,7 @@ const showEndpoint = (session: Session, id: string, options: Parameters<typeof e
   Effect.gen(function* () {
     const w = yield* Webhooks
     const found = yield* Effect.result(w.getEndpoint({ id, companyId: session.actor.companyId }))
-    if (found._tag === "Failure") return notFoundPage(found.failure.message)
+    if (found._tag === "Failure") return notFoundPage(found.failure.message, session)
     const deliveries = yield* w.listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId }).pipe(Effect.orElseSucceed(() => []))
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
     return htmlResponse(endpointPage(session, offered, found.success, deliveries, options), { status: options.status ?? 200 })
