@@ -1,7 +1,8 @@
 // What every request to the JSON APIs (/api and /admin/v1) must pass before a handler reads
-// it: one set of credentials, a bounded body, and no NUL characters in its parameters or body
-// (PostgreSQL text cannot hold one, so it would fail deep inside as a 500). A refusal is
-// a value, so the caller answers it in the API's error shape.
+// it: one set of credentials, a bounded body, and no NUL characters in its body (PostgreSQL
+// text cannot hold one, so it would fail deep inside as a 500; the path and query are
+// checked for every path, pages included, by src/api/fallback.ts with nulParameter). A
+// refusal is a value, so the caller answers it in the API's error shape.
 import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, type HttpServerRequest } from "effect/http"
 
@@ -69,8 +70,6 @@ export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effe
   if (headerCount(request, "authorization") > 1) {
     return Effect.succeed({ status: 400, message: "more than one Authorization header: send exactly one" })
   }
-  const nul = nulParameter(request.url)
-  if (nul !== undefined) return Effect.succeed({ status: 400, message: `query parameter "${nul}" contains a NUL character (%00)` })
   const length = request.headers["content-length"]
   if (length !== undefined && Number(length) > MAX_JSON_BODY_BYTES) return Effect.succeed(TOO_LARGE)
   const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
