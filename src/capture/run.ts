@@ -228,6 +228,14 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
     stats.countEvents(committed.tally)
   }
 
+  // A transaction grown past what memory should hold goes on as a large one, applied as it streams.
+  const spillIfLarge = async () => {
+    if (current === null || current.changes.length <= large) return
+    const first = current.changes
+    current = null
+    await applyLarge(first)
+  }
+
   while (!signal.aborted) {
     busy = false
     const msg: Message = await stream.next()
@@ -241,11 +249,7 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
       case "delete": {
         if (!current) break
         current.changes.push(...decodeChange(msg))
-        if (current.changes.length > large) {
-          const first = current.changes
-          current = null
-          await applyLarge(first)
-        }
+        await spillIfLarge()
         break
       }
       case "truncate": {
@@ -258,11 +262,7 @@ const consume = async (sql: Sql, stream: ReplicationStream, start: Lsn, opts: Ca
           for (const c of current.changes) if (c.table === table) keys.add(c.key)
           for (const key of keys) current.changes.push({ table, key, data: null })
         }
-        if (current.changes.length > large) {
-          const first = current.changes
-          current = null
-          await applyLarge(first)
-        }
+        await spillIfLarge()
         break
       }
       case "commit": {

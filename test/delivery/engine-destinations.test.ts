@@ -16,6 +16,13 @@ const s = useEngineWorld()
 const SLOW = 1_000 // each answer takes this long; one at a time per receiver
 const slowEngine = () => startEngine(s.w.deps, { perOrigin: 1 })
 
+/** The two deliveries that waited in memory, once handed back, claimed again and held. */
+const twoHeld = (of: (d: Awaited<ReturnType<typeof deliveries>>[number]) => boolean) =>
+  waitFor(async () => {
+    const ds = (await deliveries(s.w.db.sql)).filter((d) => of(d) && d.state === "held")
+    return ds.length === 2 ? ds : null
+  }, "the two waiting deliveries held")
+
 /** Three incidents whose deliveries are all claimed: one sending, two waiting in memory. */
 const threeQueued = async (path: string) => {
   for (let i = 0; i < 3; i++) await insertIncident(s.w.db.sql, s.w.company.id, { title: `queued ${i}` })
@@ -74,10 +81,7 @@ describe("a destination that changes while its deliveries wait for a send slot",
     s.engine = await slowEngine()
     await threeQueued("/narrowed")
     await updateEndpoint(s.w.deps, ADMIN, { id: e.id, events: ["observation.created"] })
-    const held = await waitFor(async () => {
-      const ds = (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "held")
-      return ds.length === 2 ? ds : null
-    }, "the two waiting deliveries held")
+    const held = await twoHeld((d) => d.endpoint_id === e.id)
     expect(held.every((d) => d.held_reason === "the endpoint no longer takes incident.created")).toBe(true)
     await sleep(SLOW)
     expect(at(s.w.receiver, "/narrowed")).toHaveLength(1)
@@ -111,10 +115,7 @@ describe("a destination that changes while its deliveries wait for a send slot",
     await threeQueued("/off")
     await disableSubscription(s.w.deps, ADMIN, { id: subscription.id })
     // handed back, claimed again and held there, unsent
-    const held = await waitFor(async () => {
-      const ds = (await deliveries(s.w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "held")
-      return ds.length === 2 ? ds : null
-    }, "the two waiting deliveries held")
+    const held = await twoHeld((d) => d.subscription_id === subscription.id)
     expect(held.every((d) => d.held_reason === "the subscription is turned off")).toBe(true)
     await sleep(SLOW)
     expect(at(s.w.receiver, "/off")).toHaveLength(1)

@@ -3,7 +3,7 @@ import { Console, Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { invalid, notFound } from "../../errors.ts"
-import { adminOfOwner, companyById, findAdmin, findCompany, withSql } from "../../identity.ts"
+import { adminOfOwner, companyById, findCompany, withSql } from "../../identity.ts"
 import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, keyCompany, listKeys, MAX_ACTIVE_KEYS, parseScopes, revokeKey } from "../../keys.ts"
 import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, listing, output, when, withDatabase } from "../support.ts"
 
