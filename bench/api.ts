@@ -28,7 +28,7 @@ import { createKey } from "../src/admin/keys.ts"
 import { makeApiRoutes } from "../src/api/index.ts"
 import { connect, Database } from "../src/db/Database.ts"
 import { startEmbedded } from "../src/db/embedded.ts"
-import { migrate } from "../src/db/migrate.ts"
+import { prepareDemoDatabase } from "../src/seed/app-schema.ts"
 import { ObservabilityRoutes } from "../src/observability/http.ts"
 import { MetricsLive } from "../src/observability/metrics.ts"
 import { makeWebhooks, Webhooks } from "../src/webhooks/service.ts"
@@ -324,7 +324,7 @@ const main = async () => {
   const sql = connect(url, 4)
   const children: Array<ChildProcess> = []
   try {
-    await migrate(sql)
+    await prepareDemoDatabase(sql)
     process.stdout.write(`seeding ${RECORDS} incidents...\n`)
     const { companyId, key, ids } = await seed(sql)
     const servicePort = await freePort()

@@ -5,21 +5,21 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { connect } from "../src/db/Database.ts"
 import { startEmbedded } from "../src/db/embedded.ts"
-import { migrate } from "../src/db/migrate.ts"
+import { prepareDemoDatabase } from "../src/seed/app-schema.ts"
 
 
 /** A fresh embedded server (or BENCH_DATABASE_URL), migrated. */
 export const benchDatabase = async () => {
   if (process.env.BENCH_DATABASE_URL) {
     const sql = connect(process.env.BENCH_DATABASE_URL, 10)
-    await migrate(sql)
+    await prepareDemoDatabase(sql)
     return { url: process.env.BENCH_DATABASE_URL, sql, close: async () => void (await sql.end({ timeout: 2 })) }
   }
   const dir = mkdtempSync(join(tmpdir(), "srs-bench-"))
   chmodSync(dir, 0o755)
   const server = await startEmbedded({ dataDir: dir, port: await freePort(), settings: { max_wal_size: "4GB", shared_buffers: "512MB" } })
   const sql = connect(server.url, 10)
-  await migrate(sql)
+  await prepareDemoDatabase(sql)
   return {
     url: server.url,
     sql,

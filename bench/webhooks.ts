@@ -24,7 +24,7 @@ import { closeSenderConnections, USER_AGENT } from "../src/delivery/sender.ts"
 import { newSecret, sign } from "../src/delivery/signature.ts"
 import { connect } from "../src/db/Database.ts"
 import { startEmbedded } from "../src/db/embedded.ts"
-import { migrate } from "../src/db/migrate.ts"
+import { prepareDemoDatabase } from "../src/seed/app-schema.ts"
 import { createEndpoint } from "../src/webhooks/endpoints.ts"
 import type { WebhookDeps } from "../src/webhooks/context.ts"
 import { makeCompany } from "../test/support/app.ts"
@@ -194,7 +194,7 @@ const main = async () => {
   await admin.end()
   const url = server.url.replace(/\/postgres$/, "/bench")
   const sql = connect(url, 10)
-  await migrate(sql)
+  await prepareDemoDatabase(sql)
   // Bench database only: when each outbox row was written, to split capture from delivery.
   await sql`alter table service.events add column bench_inserted_at timestamptz default clock_timestamp()`
   const local = process.env.BENCH_RECEIVER === "local"

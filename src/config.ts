@@ -19,6 +19,8 @@ export const HttpConfig = Config.all({
 export const CaptureConfig = Config.all({
   slot: Config.String("REPLICATION_SLOT").pipe(Config.withDefault("safety_records_service")),
   publication: Config.String("PUBLICATION").pipe(Config.withDefault("safety_records_service")),
+  /** Create the slot with `failover` (PostgreSQL 17+), so standbys that sync slots keep it. */
+  failover: Config.Boolean("REPLICATION_SLOT_FAILOVER").pipe(Config.withDefault(false)),
   heartbeat: Config.Duration("CAPTURE_HEARTBEAT").pipe(Config.withDefault(Duration.seconds(15))),
   /** Transactions applied together in one database transaction, at most. */
   batchChanges: Config.Int("CAPTURE_BATCH_CHANGES").pipe(Config.withDefault(2000))

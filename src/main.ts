@@ -9,6 +9,7 @@ import { CaptureLive } from "./capture/Capture.ts"
 import { HttpConfig } from "./config.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import * as Database from "./db/Database.ts"
+import { isStartRefused } from "./db/refusal.ts"
 import { HealthRoutes } from "./http/health.ts"
 import { createServiceServer, ROUTER_CONFIG } from "./http/node-server.ts"
 import { LoggingLive } from "./logging.ts"
@@ -42,8 +43,15 @@ export const MainLive = HttpLive.pipe(
   Layer.provide(LoggingLive)
 )
 
-// A stop asked for by SIGINT/SIGTERM that unwound cleanly is a success (exit 0).
+// A stop asked for by SIGINT/SIGTERM that unwound cleanly is a success (exit 0). A start
+// refused for a reason an operator must fix (StartRefused) prints that reason alone, exit 1.
 Layer.launch(MainLive).pipe(
+  Effect.catchIf(isStartRefused, (e) =>
+    Effect.sync(() => {
+      process.stderr.write(`error: ${e.message}\n`)
+      process.exitCode = 1
+    })
+  ),
   NodeRuntime.runMain({
     teardown: (exit, onExit) => (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit))
   })

@@ -5,6 +5,7 @@ import { CaptureConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
 import { writeLog } from "../logging.ts"
 import { formatLsn } from "./lsn.ts"
+import { checkCaptureStart } from "./publication.ts"
 import { CaptureStats, runCapture } from "./run.ts"
 
 export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()("service/Capture") {}
@@ -14,12 +15,16 @@ export const CaptureLive = Layer.effect(
   Effect.gen(function* () {
     const db = yield* Database
     const config = yield* CaptureConfig
+    // Refused here, before the loop starts (exit 1): a publication that carries NEVER columns
+    // or lacks what capture reads, or a failover slot asked of a server that has none.
+    yield* Effect.tryPromise({ try: () => checkCaptureStart(db.sql, config), catch: (e) => e })
     const stats = new CaptureStats()
     const ac = new AbortController()
     const opts = {
       url: db.url,
       slot: config.slot,
       publication: config.publication,
+      failover: config.failover,
       batchChanges: config.batchChanges,
       heartbeatMs: Duration.toMillis(config.heartbeat),
       log: writeLog

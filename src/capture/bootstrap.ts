@@ -121,9 +121,9 @@ export interface BootstrapResult {
  * (Re)creates the slot and rebuilds mirror, views and tenancy from its snapshot.
  * `gapReason` records that events between the old checkpoint and now could not be derived.
  */
-export const bootstrap = async (sql: Sql, url: string, slot: string, gapReason: string | null): Promise<BootstrapResult> => {
+export const bootstrap = async (sql: Sql, url: string, slot: string, gapReason: string | null, failover = false): Promise<BootstrapResult> => {
   await dropSlot(sql, slot)
-  const exported = await createSlotWithSnapshot(url, slot)
+  const exported = await createSlotWithSnapshot(url, slot, failover)
   try {
     return await sql.begin("isolation level repeatable read", async (tx) => {
       await tx.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`)

@@ -1,5 +1,6 @@
 // pgoutput messages into row changes of the app tables, values in the mirror's normal form.
 import type { MessageDelete, MessageInsert, MessageRelation, MessageUpdate } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { PUBLISHED_COLUMNS } from "../domain/records/index.ts"
 import { rowKey, TABLES } from "../projection/tables.ts"
 import { normalizeRow } from "./normalize.ts"
 import type { RowChange } from "./txn.ts"
@@ -7,7 +8,19 @@ import type { RowChange } from "./txn.ts"
 const typeCache = new WeakMap<MessageRelation, Map<string, number>>()
 const typesOf = (rel: MessageRelation) => {
   let m = typeCache.get(rel)
-  if (!m) typeCache.set(rel, (m = new Map(rel.columns.map((c) => [c.name, c.typeOid]))))
+  if (!m) {
+    // The publication is checked at start; should it be altered while capture runs, a new
+    // Relation message shows it before any row of that table: stop before storing a value.
+    const wanted = PUBLISHED_COLUMNS[rel.name] ?? []
+    const extra = rel.columns.map((c) => c.name).filter((c) => !wanted.includes(c))
+    if (extra.length > 0) {
+      throw new Error(
+        `the change stream carries ${extra.map((c) => `app.${rel.name}.${c}`).join(", ")}, which the service does not read ` +
+          `(was the publication altered?); capture stops before storing any of it and checks the publication again`
+      )
+    }
+    typeCache.set(rel, (m = new Map(rel.columns.map((c) => [c.name, c.typeOid]))))
+  }
   return m
 }
 

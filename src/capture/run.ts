@@ -10,7 +10,8 @@ import { readState, writeCheckpoint } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
 import { LargeTransaction } from "./large.ts"
 import { formatLsn, parseLsn, type Lsn } from "./lsn.ts"
-import { ensurePublication, slotInfo } from "./slot.ts"
+import { ensurePublication } from "./publication.ts"
+import { setSlotFailover, slotInfo } from "./slot.ts"
 import { ReplicationStream } from "./stream.ts"
 // The same rebuild operators run (rebuild-views), here when the shapes' version changed.
 import { rebuildViews } from "../operations/rebuild.ts"
@@ -22,6 +23,8 @@ export interface CaptureOptions {
   readonly url: string
   readonly slot: string
   readonly publication: string
+  /** Create (or mark) the slot with `failover`, so standbys that sync slots keep it (17+). */
+  readonly failover?: boolean
   /** Row changes applied together in one database transaction, at most. */
   readonly batchChanges: number
   /** A transaction with more changes than this is applied as it streams. */
@@ -85,7 +88,7 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
         opts.log("error", `${gap}: rebuilding every view from the app tables; events for changes after checkpoint ${formatLsn(state!.checkpoint)} and before the rebuild could not be derived and will not be sent`, { checkpoint: formatLsn(state!.checkpoint) })
       }
       const t0 = Date.now()
-      const result = await bootstrap(sql, opts.url, opts.slot, gap)
+      const result = await bootstrap(sql, opts.url, opts.slot, gap, opts.failover ?? false)
       opts.log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
         rows: result.rows,
         views: result.views,
@@ -94,6 +97,9 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
       })
       state = await readState(sql, opts.slot)
       if (!state) throw new Error("bootstrap left no capture state")
+    } else if (opts.failover && slot.failover === false) {
+      await setSlotFailover(opts.url, opts.slot, true)
+      opts.log("info", "replication slot marked for failover", { slot: opts.slot })
     }
     if (signal.aborted) return
     // Views stored in older shapes are rebuilt from the mirror before streaming resumes.

@@ -1,27 +1,10 @@
-// The publication (created before the slot, with column lists so NEVER columns are never
-// published) and the durable pgoutput slot: its health, and creating it with an exported
-// snapshot so the initial views and the stream meet exactly at its consistent point.
+// The durable pgoutput slot: its health, and creating it with an exported snapshot so the
+// initial views and the stream meet exactly at its consistent point. With `failover` (17+)
+// the slot can be synchronised to physical standbys and so survives a primary failover.
 import pg from "pg"
 import type { Sql } from "postgres"
-import { PUBLISHED_COLUMNS } from "../domain/records/index.ts"
-import { APP_TABLES } from "../projection/tables.ts"
 import { parseLsn, type Lsn } from "./lsn.ts"
-
-const ident = (s: string) => {
-  if (!/^[a-z_][a-z0-9_]*$/.test(s)) throw new Error(`not a plain identifier: ${s}`)
-  return s
-}
-
-export const publicationTables = () =>
-  APP_TABLES.map((t) => `app.${ident(t)} (${PUBLISHED_COLUMNS[t]!.map(ident).join(", ")})`).join(", ")
-
-/** Creates the publication, or brings its tables and column lists up to date. */
-export const ensurePublication = async (sql: Sql, name: string) => {
-  const [exists] = await sql`select 1 from pg_publication where pubname = ${name}`
-  const tables = publicationTables()
-  if (exists) await sql.unsafe(`alter publication ${ident(name)} set table ${tables}`)
-  else await sql.unsafe(`create publication ${ident(name)} for table ${tables} with (publish = 'insert, update, delete, truncate')`)
-}
+import { ident } from "./publication.ts"
 
 export interface SlotInfo {
   readonly exists: boolean
@@ -29,20 +12,24 @@ export interface SlotInfo {
   readonly walStatus: string | null
   readonly invalidation: string | null
   readonly confirmedFlush: Lsn | null
+  /** pg_replication_slots.failover (PostgreSQL 17+; null before). */
+  readonly failover: boolean | null
 }
 
 export const slotInfo = async (sql: Sql, slot: string): Promise<SlotInfo> => {
-  const [row] = await sql<{ active: boolean; wal_status: string | null; confirmed_flush_lsn: string | null; invalidation: string | null }[]>`
+  const [row] = await sql<{ active: boolean; wal_status: string | null; confirmed_flush_lsn: string | null; invalidation: string | null; failover: string | null }[]>`
     select active, wal_status, confirmed_flush_lsn::text,
-           ${sql.unsafe("to_jsonb(s)->>'invalidation_reason'")} as invalidation
+           ${sql.unsafe("to_jsonb(s)->>'invalidation_reason'")} as invalidation,
+           ${sql.unsafe("to_jsonb(s)->>'failover'")} as failover
     from pg_replication_slots s where slot_name = ${slot}`
-  if (!row) return { exists: false, active: false, walStatus: null, invalidation: null, confirmedFlush: null }
+  if (!row) return { exists: false, active: false, walStatus: null, invalidation: null, confirmedFlush: null, failover: null }
   return {
     exists: true,
     active: row.active,
     walStatus: row.wal_status,
     invalidation: row.invalidation ?? (row.wal_status === "lost" ? "wal_removed" : null),
-    confirmedFlush: row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : null
+    confirmedFlush: row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : null,
+    failover: row.failover === null ? null : row.failover === "true"
   }
 }
 
@@ -57,12 +44,25 @@ export interface ExportedSlot {
   readonly release: () => Promise<void>
 }
 
-/** CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export') on a replication connection kept open. */
-export const createSlotWithSnapshot = async (url: string, slot: string): Promise<ExportedSlot> => {
-  const client = new pg.Client({ connectionString: url, replication: "database" } as pg.ClientConfig)
+const replicationClient = (url: string) => new pg.Client({ connectionString: url, replication: "database" } as pg.ClientConfig)
+
+/** Turns an existing slot's failover flag on or off (PostgreSQL 17+), keeping its position. */
+export const setSlotFailover = async (url: string, slot: string, failover: boolean): Promise<void> => {
+  const client = replicationClient(url)
   await client.connect()
   try {
-    const res = await client.query(`CREATE_REPLICATION_SLOT "${ident(slot)}" LOGICAL pgoutput (SNAPSHOT 'export')`)
+    await client.query(`ALTER_REPLICATION_SLOT "${ident(slot)}" (FAILOVER ${failover ? "true" : "false"})`)
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+/** CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export') on a replication connection kept open. */
+export const createSlotWithSnapshot = async (url: string, slot: string, failover = false): Promise<ExportedSlot> => {
+  const client = replicationClient(url)
+  await client.connect()
+  try {
+    const res = await client.query(`CREATE_REPLICATION_SLOT "${ident(slot)}" LOGICAL pgoutput (SNAPSHOT 'export'${failover ? ", FAILOVER" : ""})`)
     const row = res.rows[0] as { consistent_point: string; snapshot_name: string }
     return {
       consistentPoint: parseLsn(row.consistent_point),

@@ -4,6 +4,8 @@ import { Context, Effect, Layer, Option, Redacted } from "effect"
 import postgres from "postgres"
 import { DatabaseConfig } from "../config.ts"
 import { markService, startEmbedded } from "./embedded.ts"
+import { ensureDemoAppSchema } from "../seed/app-schema.ts"
+import { checkAppContract } from "./app-contract.ts"
 import { migrate } from "./migrate.ts"
 import { preflight } from "./preflight.ts"
 
@@ -54,7 +56,11 @@ export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool
 
 export class DatabaseError extends Error {}
 
-/** Pool, preflight and migrations; releases the pool and stops an embedded server it started. */
+/**
+ * Pool, preflight, the app's tables (the embedded demo database gets the demo's copy; any
+ * other must already have them: checked, never created), then the service's own migrations.
+ * Releases the pool and stops an embedded server it started.
+ */
 const layerFor = (role: Role) =>
   Layer.effect(
     Database,
@@ -68,6 +74,10 @@ const layerFor = (role: Role) =>
         (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
       )
       yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
+      if (where.embedded && (yield* Effect.tryPromise({ try: () => ensureDemoAppSchema(sql), catch: (e) => e as Error }))) {
+        yield* Effect.logInfo("demo app tables created (embedded database)")
+      }
+      yield* Effect.tryPromise({ try: () => checkAppContract(sql), catch: (e) => e as Error })
       const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: (e) => e as Error })
       if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
       return { sql, url: where.url, embedded: where.embedded }

@@ -1,5 +1,7 @@
-// Ordered migrations from sql/, each applied once and recorded. The whole run holds a
-// transaction-scoped advisory lock, so two processes starting together apply them once.
+// Ordered migrations of the service's own schema from sql/, each applied once and recorded.
+// They never touch the app's tables (the demo's copy, sql/demo/app.sql, is applied apart).
+// The whole run holds a transaction-scoped advisory lock, so two processes starting
+// together apply them once.
 import { createHash } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
@@ -27,8 +29,11 @@ export const loadMigrations = (dir = SQL_DIR): ReadonlyArray<Migration> =>
 export const migrate = async (sql: Sql, migrations = loadMigrations()): Promise<ReadonlyArray<string>> =>
   sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(${LOCK_KEY})`
+    // In a least-privilege deployment a DBA made the schema, owned by the service's role,
+    // and the role may not create schemas: create it only when it is missing.
+    const [schema] = await tx<{ ok: boolean }[]>`select exists (select 1 from pg_namespace where nspname = 'service') as ok`
+    if (!schema?.ok) await tx.unsafe(`create schema service`)
     await tx.unsafe(`
-      create schema if not exists service;
       create table if not exists service.schema_migrations (
         name text primary key,
         checksum text not null,

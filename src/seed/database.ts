@@ -4,7 +4,6 @@ import { setTimeout as sleep } from "node:timers/promises"
 import type postgres from "postgres"
 import { connect } from "../db/Database.ts"
 import { startEmbedded } from "../db/embedded.ts"
-import { migrate } from "../db/migrate.ts"
 
 export interface OpenDatabase {
   readonly sql: postgres.Sql
@@ -20,7 +19,8 @@ const port = (text: string | undefined, fallback: number) => {
   return n
 }
 
-/** Connects (starting the embedded server if needed) and applies pending migrations. */
+/** Connects (starting the embedded server if needed). The demo tools play the app: they
+ *  need the app's tables, never the service's schema. */
 export const openDatabase = async (poolSize = 4): Promise<OpenDatabase> => {
   const url = process.env.DATABASE_URL
   const server = url
@@ -31,12 +31,6 @@ export const openDatabase = async (poolSize = 4): Promise<OpenDatabase> => {
     await sql.end({ timeout: 5 })
     // A terminal's Ctrl-C also reaches a server we started; never wait forever on its stop.
     if (server?.owned) await Promise.race([server.stop(), sleep(10_000)])
-  }
-  try {
-    await migrate(sql)
-  } catch (e) {
-    await close()
-    throw e
   }
   return { sql, embedded: server !== undefined, close }
 }

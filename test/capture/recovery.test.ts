@@ -8,7 +8,7 @@ import { parseLsn } from "../../src/capture/lsn.ts"
 import { LEADER_LOCK } from "../../src/capture/run.ts"
 import { startEmbedded, type EmbeddedServer } from "../../src/db/embedded.ts"
 import { connect } from "../../src/db/Database.ts"
-import { migrate } from "../../src/db/migrate.ts"
+import { prepareDemoDatabase } from "../../src/seed/app-schema.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import { simulate } from "../../src/seed/simulate.ts"
 import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
@@ -68,7 +68,7 @@ describe("PostgreSQL restart mid-stream", () => {
 
   it("resumes from the checkpoint with nothing lost or doubled", { timeout: 120_000 }, async () => {
     const sql = connect(server.url, 4)
-    await migrate(sql)
+    await prepareDemoDatabase(sql)
     const company = await makeCompany(sql)
     const db = { sql, url: server.url, name: "restart" }
     const cap = startCapture(db)

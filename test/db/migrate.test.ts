@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadMigrations, migrate } from "../../src/db/migrate.ts"
 import { connect } from "../../src/db/Database.ts"
+import { ensureDemoAppSchema } from "../../src/seed/app-schema.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 
 describe("migrations", () => {
@@ -34,7 +35,22 @@ describe("migrations", () => {
     await expect(migrate(db.sql, edited)).rejects.toThrow(/was changed after it was applied/)
   })
 
-  it("creates the app schema with its allowed values as constraints", async () => {
+  it("touch only the service's schema: no app schema appears", async () => {
+    const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from pg_namespace where nspname = 'app'`
+    expect(row!.n).toBe(0)
+  })
+})
+
+describe("the demo's app tables (sql/demo/app.sql)", () => {
+  let db: TestDatabase
+  beforeAll(async () => {
+    db = await freshDatabase({ migrated: false })
+  })
+  afterAll(() => db.drop())
+
+  it("are made once, with their allowed values as constraints, and never remade", async () => {
+    const made = await Promise.all([ensureDemoAppSchema(db.sql), ensureDemoAppSchema(db.sql)])
+    expect(made.sort()).toEqual([false, true])
     const [c] = await db.sql<{ id: string }[]>`insert into app.companies (name, host) values ('X', 'x.test') returning id`
     await expect(
       db.sql`insert into app.corrective_actions (company_id, title, source, status) values (${c!.id}, 't', 'manual', 'done')`
@@ -42,5 +58,8 @@ describe("migrations", () => {
     await expect(
       db.sql`insert into app.company_modules (company_id, module) values (${c!.id}, 'nope')`
     ).rejects.toThrow(/check constraint/)
+    expect(await ensureDemoAppSchema(db.sql)).toBe(false)
+    const [n] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.companies`
+    expect(n!.n).toBe(1)
   })
 })

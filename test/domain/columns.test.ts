@@ -1,4 +1,4 @@
-// PUBLISHED_COLUMNS and NEVER_COLUMNS against sql/001_app.sql, so a column added to the app
+// PUBLISHED_COLUMNS and NEVER_COLUMNS against sql/demo/app.sql, so a column added to the app
 // schema cannot silently be left out of (or leak through) the publication and the shapers.
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
@@ -51,9 +51,9 @@ const parseAppTables = (sql: string): Map<string, SqlTable> => {
   return tables
 }
 
-const SQL = parseAppTables(readFileSync(new URL("../../sql/001_app.sql", import.meta.url), "utf8"))
+const SQL = parseAppTables(readFileSync(new URL("../../sql/demo/app.sql", import.meta.url), "utf8"))
 
-describe("sql/001_app.sql parser", () => {
+describe("sql/demo/app.sql parser", () => {
   it("finds every app table and reads multi-line definitions correctly", () => {
     expect(SQL.size).toBe(22)
     expect(SQL.get("company_modules")!.columns).toEqual(["company_id", "module", "enabled"])

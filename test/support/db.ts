@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
 import postgres from "postgres"
 import { connect } from "../../src/db/Database.ts"
-import { migrate } from "../../src/db/migrate.ts"
+import { prepareDemoDatabase } from "../../src/seed/app-schema.ts"
 
 export interface TestDatabase {
   readonly name: string
@@ -21,7 +21,7 @@ export const urlFor = (database: string) => {
   return u.toString()
 }
 
-/** A new empty database; `migrated` (default true) applies sql/. */
+/** A new database: with `migrated` (default true) the demo's app tables and the service's migrations, else empty. */
 export const freshDatabase = async (options: { migrated?: boolean } = {}): Promise<TestDatabase> => {
   const name = "t_" + randomBytes(6).toString("hex")
   const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} })
@@ -29,7 +29,7 @@ export const freshDatabase = async (options: { migrated?: boolean } = {}): Promi
   await admin.end()
   const url = urlFor(name)
   const sql = connect(url, 5)
-  if (options.migrated ?? true) await migrate(sql)
+  if (options.migrated ?? true) await prepareDemoDatabase(sql)
   return {
     name,
     url,

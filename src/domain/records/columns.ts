@@ -1,7 +1,7 @@
 // Which app columns may leave PostgreSQL. Capture publishes exactly PUBLISHED_COLUMNS, so
 // NEVER data (files, photos, signatures, voice notes, workers' phones and e-mails, QR codes,
 // anything medical: spec 1) is never replicated at all. Both lists are checked against
-// sql/001_app.sql by test/domain/columns.test.ts: every column is in exactly one of them.
+// sql/demo/app.sql by test/domain/columns.test.ts: every column is in exactly one of them.
 // company_id is published (capture needs it for tenancy); records show it as companyId,
 // except corrective actions and inspections (exactly spec 2.2 and 2.3).
 
@@ -31,63 +31,39 @@ export const NEVER_COLUMNS: Readonly<Record<string, ReadonlyArray<string>>> = {
   risk_assessments: []
 }
 
-/** Every other column of every app table, in sql/001_app.sql order: the publication's column lists. */
-export const PUBLISHED_COLUMNS: Readonly<Record<string, ReadonlyArray<string>>> = {
-  companies: ["id", "name", "host", "tier", "api_enabled", "created_at"],
-  company_modules: ["company_id", "module", "enabled"],
-  users: ["id", "company_id", "name", "email", "role", "created_at"],
-  job_sites: ["id", "company_id", "name", "address", "city", "region", "country", "active", "created_at", "updated_at"],
-  subcontractors: ["id", "company_id", "name", "trade", "status", "contact_name", "created_at", "updated_at"],
-  subcontractor_documents: ["id", "subcontractor_id", "kind", "status", "expires_at", "created_at"],
-  workers: [
-    "id", "company_id", "name", "job_title", "employer", "subcontractor_id", "job_site_id", "status",
-    "created_at", "updated_at"
-  ],
-  incidents: [
-    "id", "company_id", "reference", "type", "title", "description", "occurred_at", "job_site_id", "location",
-    "person_name", "worker_id", "body_part", "injury_type", "severity", "privacy_case", "osha_recordable",
-    "status", "reported_by", "reported_via", "created_at", "updated_at"
-  ],
-  observations: [
-    "id", "company_id", "type", "title", "description", "job_site_id", "location", "observed_at", "observed_by",
-    "reported_via", "status", "created_at", "updated_at"
-  ],
-  audits: [
-    "id", "company_id", "title", "template", "job_site_id", "performed_by", "performed_at", "score", "notes",
-    "via", "created_at", "updated_at"
-  ],
-  audit_items: ["id", "audit_id", "position", "item", "result", "note", "created_at"],
-  equipment: ["id", "company_id", "name", "identifier", "category", "job_site_id", "created_at", "updated_at"],
-  inspections: [
-    "id", "company_id", "equipment_id", "checklist", "performed_by", "performed_at", "outcome", "notes", "via",
-    "created_at", "updated_at"
-  ],
-  inspection_items: ["id", "inspection_id", "position", "item", "result", "note", "created_at"],
-  changes: [
-    "id", "company_id", "title", "description", "category", "status", "requested_by", "approved_by",
-    "approved_at", "implemented_at", "job_site_id", "created_at", "updated_at"
-  ],
-  corrective_actions: [
-    "id", "company_id", "title", "description", "source", "status", "priority", "due_date", "completed_at",
-    "close_out_notes", "owner", "incident_id", "observation_id", "audit_item_id", "inspection_id", "change_id",
-    "created_at", "updated_at"
-  ],
-  training_records: [
-    "id", "company_id", "worker_id", "course", "provider", "completed_at", "expires_at", "via", "created_at",
-    "updated_at"
-  ],
-  permits: [
-    "id", "company_id", "type", "title", "description", "job_site_id", "location", "status", "requested_by",
-    "approved_by", "approved_at", "valid_from", "valid_to", "closed_at", "created_at", "updated_at"
-  ],
-  policies: ["id", "company_id", "title", "version", "status", "effective_at", "created_at", "updated_at"],
-  policy_acknowledgements: ["id", "policy_id", "worker_id", "acknowledged_at", "created_at"],
-  sds: [
-    "id", "company_id", "product_name", "manufacturer", "revision_at", "hazard_classes", "signal_word",
-    "job_site_id", "created_at", "updated_at"
-  ],
-  risk_assessments: [
-    "id", "company_id", "title", "activity", "job_site_id", "assessed_by", "assessed_at", "review_at",
-    "risk_level", "hazards", "status", "created_at", "updated_at"
-  ]
+/** The kinds of column type the service can read; `contract.ts` says which server types fit each. */
+export type ColumnType = "uuid" | "text" | "timestamptz" | "boolean" | "integer" | "numeric" | "text[]" | "jsonb"
+
+/**
+ * Every other column of every app table with the type the service reads it as, in
+ * sql/demo/app.sql order: the contract checked at start, and the publication's column lists.
+ */
+export const APP_COLUMNS: Readonly<Record<string, Readonly<Record<string, ColumnType>>>> = {
+  companies: { id: "uuid", name: "text", host: "text", tier: "text", api_enabled: "boolean", created_at: "timestamptz" },
+  company_modules: { company_id: "uuid", module: "text", enabled: "boolean" },
+  users: { id: "uuid", company_id: "uuid", name: "text", email: "text", role: "text", created_at: "timestamptz" },
+  job_sites: { id: "uuid", company_id: "uuid", name: "text", address: "text", city: "text", region: "text", country: "text", active: "boolean", created_at: "timestamptz", updated_at: "timestamptz" },
+  subcontractors: { id: "uuid", company_id: "uuid", name: "text", trade: "text", status: "text", contact_name: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  subcontractor_documents: { id: "uuid", subcontractor_id: "uuid", kind: "text", status: "text", expires_at: "timestamptz", created_at: "timestamptz" },
+  workers: { id: "uuid", company_id: "uuid", name: "text", job_title: "text", employer: "text", subcontractor_id: "uuid", job_site_id: "uuid", status: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  incidents: { id: "uuid", company_id: "uuid", reference: "text", type: "text", title: "text", description: "text", occurred_at: "timestamptz", job_site_id: "uuid", location: "text", person_name: "text", worker_id: "uuid", body_part: "text", injury_type: "text", severity: "text", privacy_case: "boolean", osha_recordable: "boolean", status: "text", reported_by: "text", reported_via: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  observations: { id: "uuid", company_id: "uuid", type: "text", title: "text", description: "text", job_site_id: "uuid", location: "text", observed_at: "timestamptz", observed_by: "text", reported_via: "text", status: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  audits: { id: "uuid", company_id: "uuid", title: "text", template: "text", job_site_id: "uuid", performed_by: "text", performed_at: "timestamptz", score: "numeric", notes: "text", via: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  audit_items: { id: "uuid", audit_id: "uuid", position: "integer", item: "text", result: "text", note: "text", created_at: "timestamptz" },
+  equipment: { id: "uuid", company_id: "uuid", name: "text", identifier: "text", category: "text", job_site_id: "uuid", created_at: "timestamptz", updated_at: "timestamptz" },
+  inspections: { id: "uuid", company_id: "uuid", equipment_id: "uuid", checklist: "text", performed_by: "text", performed_at: "timestamptz", outcome: "text", notes: "text", via: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  inspection_items: { id: "uuid", inspection_id: "uuid", position: "integer", item: "text", result: "text", note: "text", created_at: "timestamptz" },
+  changes: { id: "uuid", company_id: "uuid", title: "text", description: "text", category: "text", status: "text", requested_by: "text", approved_by: "text", approved_at: "timestamptz", implemented_at: "timestamptz", job_site_id: "uuid", created_at: "timestamptz", updated_at: "timestamptz" },
+  corrective_actions: { id: "uuid", company_id: "uuid", title: "text", description: "text", source: "text", status: "text", priority: "text", due_date: "timestamptz", completed_at: "timestamptz", close_out_notes: "text", owner: "text", incident_id: "uuid", observation_id: "uuid", audit_item_id: "uuid", inspection_id: "uuid", change_id: "uuid", created_at: "timestamptz", updated_at: "timestamptz" },
+  training_records: { id: "uuid", company_id: "uuid", worker_id: "uuid", course: "text", provider: "text", completed_at: "timestamptz", expires_at: "timestamptz", via: "text", created_at: "timestamptz", updated_at: "timestamptz" },
+  permits: { id: "uuid", company_id: "uuid", type: "text", title: "text", description: "text", job_site_id: "uuid", location: "text", status: "text", requested_by: "text", approved_by: "text", approved_at: "timestamptz", valid_from: "timestamptz", valid_to: "timestamptz", closed_at: "timestamptz", created_at: "timestamptz", updated_at: "timestamptz" },
+  policies: { id: "uuid", company_id: "uuid", title: "text", version: "text", status: "text", effective_at: "timestamptz", created_at: "timestamptz", updated_at: "timestamptz" },
+  policy_acknowledgements: { id: "uuid", policy_id: "uuid", worker_id: "uuid", acknowledged_at: "timestamptz", created_at: "timestamptz" },
+  sds: { id: "uuid", company_id: "uuid", product_name: "text", manufacturer: "text", revision_at: "timestamptz", hazard_classes: "text[]", signal_word: "text", job_site_id: "uuid", created_at: "timestamptz", updated_at: "timestamptz" },
+  risk_assessments: { id: "uuid", company_id: "uuid", title: "text", activity: "text", job_site_id: "uuid", assessed_by: "text", assessed_at: "timestamptz", review_at: "timestamptz", risk_level: "text", hazards: "jsonb", status: "text", created_at: "timestamptz", updated_at: "timestamptz" },
 }
+
+/** The publication's column lists: every column the service reads, per app table. */
+export const PUBLISHED_COLUMNS: Readonly<Record<string, ReadonlyArray<string>>> = Object.fromEntries(
+  Object.entries(APP_COLUMNS).map(([table, columns]) => [table, Object.keys(columns)])
+)

@@ -1,7 +1,9 @@
--- The safety app's tables, exactly as ../shared/spec/app-database.md describes them.
--- This service never writes here; demos, tests and outside testers play the app with SQL.
-create schema if not exists app;
-create extension if not exists pgcrypto;
+-- The DEMO copy of the safety app's tables, exactly as ../shared/spec/app-database.md describes
+-- them. In production these tables already exist and belong to the app; the service never
+-- creates or alters them. This file is applied only on request, to make a demo or test
+-- database: by the embedded first start, `npm run seed` and `npm run seed -- --schema-only`.
+-- Then anyone can play the app with plain SQL.
+create schema app;
 
 create table app.companies (
   id uuid primary key default gen_random_uuid(),

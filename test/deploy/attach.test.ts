@@ -1,0 +1,221 @@
+// Deployment beside the app's own database: one role (the app's owner) made the app's tables,
+// a DBA ran the printed setup SQL for another, and the service runs as that least-privilege
+// role. Records and webhooks flow, the app's schema is left as it was, and a publication
+// altered to carry a NEVER column, a missing publication or missing app tables stop a start.
+import { spawn, type ChildProcess } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import postgres from "postgres"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { setupSql } from "../../src/db/setup-sql.ts"
+import { ensureDemoAppSchema } from "../../src/seed/app-schema.ts"
+import { runCli } from "../admin/run-cli.ts"
+import { makeCompany, insertIncident } from "../support/app.ts"
+import { adminUrl, urlFor } from "../support/db.ts"
+import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
+import { freePort } from "../support/net.ts"
+
+const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
+
+const start = (env: Record<string, string>) => {
+  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+  let output = ""
+  child.stdout!.on("data", (d) => (output += d))
+  child.stderr!.on("data", (d) => (output += d))
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  const exited = (ms = 30_000) =>
+    Promise.race([exit, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms:\n${output.slice(-3000)}`)), ms))])
+  return { child, exited, output: () => output }
+}
+
+const until = async <A>(check: () => Promise<A | undefined | false>, what: string, ms = 30_000): Promise<A> => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const v = await check().catch(() => undefined)
+    if (v) return v
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+const withUser = (url: string, user: string, password: string) => {
+  const u = new URL(url)
+  u.username = user
+  u.password = password
+  return u.toString()
+}
+
+/** Everything that describes the app's tables: columns, types, constraints, indexes, triggers, owners, grants, identity. */
+const appSchemaFingerprint = async (sql: postgres.Sql) =>
+  sql<{ what: string }[]>`
+    select concat_ws(' ', c.relname, c.relkind, pg_get_userbyid(c.relowner), c.relreplident, c.relacl::text) as what
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'app'
+    union all
+    select concat_ws(' ', c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attacl::text)
+      from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
+      left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+     where n.nspname = 'app' and a.attnum > 0 and not a.attisdropped
+    union all
+    select concat_ws(' ', conname, pg_get_constraintdef(k.oid)) from pg_constraint k join pg_namespace n on n.oid = k.connamespace where n.nspname = 'app'
+    union all
+    select concat_ws(' ', t.tgname, t.tgrelid::regclass::text) from pg_trigger t join pg_class c on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'app'
+    order by 1`
+
+describe("attached to the app's own database, as a least-privilege role", () => {
+  const tag = randomBytes(4).toString("hex")
+  const dbName = `t_attach_${tag}`
+  const owner = `app_owner_${tag}`
+  const role = `srs_${tag}`
+  const publication = "safety_records_service"
+  const password = randomBytes(9).toString("hex")
+  const children: ChildProcess[] = []
+  const dir = mkdtempSync(join(tmpdir(), "srs-attach-"))
+  let admin: postgres.Sql // a superuser on the app's database (the DBA)
+  let app: postgres.Sql // the app, as the owner of its tables
+  let receiver: Receiver
+  let serviceUrl: string
+  let env: Record<string, string>
+
+  beforeAll(async () => {
+    chmodSync(dir, 0o755)
+    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+    await root.unsafe(`create role ${owner} login password '${password}'`)
+    await root.unsafe(`create role ${role} login replication password '${password}'`)
+    await root.unsafe(`create database ${dbName} owner ${owner}`)
+    await root.end()
+    admin = postgres(urlFor(dbName), { max: 1, onnotice: () => {} })
+    app = postgres(withUser(urlFor(dbName), owner, password), { max: 2, onnotice: () => {} })
+    await ensureDemoAppSchema(app)
+    receiver = await startHttpsReceiver()
+    writeFileSync(join(dir, "ca.pem"), receiver.ca)
+    serviceUrl = withUser(urlFor(dbName), role, password)
+    env = {
+      DATABASE_URL: serviceUrl,
+      DATA_DIR: dir,
+      SECRETS_KEY: randomBytes(32).toString("base64"),
+      WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
+      NODE_EXTRA_CA_CERTS: join(dir, "ca.pem"),
+      REPLICATION_SLOT: `slot_${tag}`
+    }
+  })
+
+  afterAll(async () => {
+    for (const c of children) c.kill("SIGKILL")
+    await receiver?.close()
+    await app?.end({ timeout: 1 })
+    await admin?.end({ timeout: 1 })
+    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+    try {
+      for (let i = 0; i < 50; i++) {
+        await root`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${dbName}`
+        await root`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${dbName} and not active`
+        try {
+          await root.unsafe(`drop database if exists ${dbName} with (force)`)
+          break
+        } catch {
+          await new Promise((r) => setTimeout(r, 100))
+        }
+      }
+      await root.unsafe(`drop role if exists ${role}`)
+      await root.unsafe(`drop role if exists ${owner}`)
+    } finally {
+      await root.end()
+    }
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("stops at start, changing nothing, where the app's tables are missing", async () => {
+    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+    const empty = `t_empty_${tag}`
+    await root.unsafe(`create database ${empty}`)
+    try {
+      const r = start({ ...env, DATABASE_URL: urlFor(empty), PORT: String(await freePort()) })
+      children.push(r.child)
+      expect(await r.exited()).toBe(1)
+      expect(r.output()).toContain("The app's tables are missing")
+      expect(r.output()).toContain("npm run seed -- --schema-only")
+      const other = postgres(urlFor(empty), { max: 1, onnotice: () => {} })
+      const schemas = await other<{ n: number }[]>`select count(*)::int as n from pg_namespace where nspname in ('app', 'service')`
+      await other.end()
+      expect(schemas[0]!.n).toBe(0)
+    } finally {
+      await root.unsafe(`drop database ${empty} with (force)`)
+      await root.end()
+    }
+  })
+
+  it("without the DBA's publication, it stops naming the setup SQL (the role may not make one)", async () => {
+    // The DBA's setup, less the publication.
+    const text = setupSql({ role, publication })
+    await admin.unsafe(text.replace(/do \$\$[\s\S]*?\$\$;/, ""))
+    const r = start({ ...env, PORT: String(await freePort()) })
+    children.push(r.child)
+    expect(await r.exited()).toBe(1)
+    expect(r.output()).toContain(`Publication ${publication} does not exist, and role ${role} may not create it`)
+    expect(r.output()).toContain(`database setup-sql --role ${role}`)
+  })
+
+  it("runs from the printed setup SQL: records and webhooks flow, NEVER columns unreadable, the app's schema unchanged", { timeout: 120_000 }, async () => {
+    await admin.unsafe(setupSql({ role, publication }))
+    const company = await makeCompany(app, { host: `acme-${tag}.test` })
+    await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${"ada@" + company.host}, 'admin')`
+    await app`insert into app.workers (company_id, name, status, phone, email) values (${company.id}, 'Wim', 'active', '+1 555 0100', 'wim@example.test')`
+    const before = await appSchemaFingerprint(admin)
+
+    const port = await freePort()
+    const service = start({ ...env, PORT: String(port), REPLICATION_SLOT_FAILOVER: "true" })
+    children.push(service.child)
+    const base = `http://127.0.0.1:${port}`
+    await until(async () => (await fetch(`${base}/readyz`)).ok, "readyz", 60_000)
+
+    // The role reads what it needs and nothing more.
+    const srs = postgres(serviceUrl, { max: 1, onnotice: () => {} })
+    try {
+      await expect(srs`select phone from app.workers`).rejects.toThrow(/permission denied/)
+      await expect(srs`insert into app.companies (name, host) values ('x', 'x.test')`).rejects.toThrow(/permission denied/)
+      // The heartbeat that moves the slot on an idle database needs no more than REPLICATION.
+      await srs`select pg_logical_emit_message(true, 'safety-records-heartbeat', '')`
+      const [slot] = await srs<{ failover: boolean }[]>`select failover from pg_replication_slots where slot_name = ${env.REPLICATION_SLOT!}`
+      expect(slot?.failover).toBe(true)
+    } finally {
+      await srs.end()
+    }
+
+    const cliEnv = { ...env, PORT: undefined }
+    const key = await runCli(["keys", "create", "--company", company.host, "--name", "BI", "--read", "all", "--as", `ada@${company.host}`, "--json"], cliEnv)
+    expect(key.stderr).toBe("")
+    const apiKey = (JSON.parse(key.stdout) as { key: string }).key
+    const endpoint = await runCli(
+      ["endpoints", "create", "--company", company.host, "--name", "Ops", "--url", receiver.url(`/attach-${tag}`), "--events", "incident.created", "--as", `ada@${company.host}`, "--json"],
+      cliEnv
+    )
+    expect(endpoint.code, endpoint.stderr).toBe(0)
+
+    const incident = await insertIncident(app, company.id, { title: "Attached" })
+    const delivery = await until(async () => receiver.requests.find((q) => q.path === `/attach-${tag}`), "the webhook", 30_000)
+    expect(JSON.parse(delivery.body)).toMatchObject({ event: "incident.created", data: { id: incident, title: "Attached" } })
+    const got = await fetch(`${base}/api/v1/incidents/${incident}`, { headers: { authorization: `Bearer ${apiKey}` } })
+    expect(got.status).toBe(200)
+    const workers = await (await fetch(`${base}/api/v1/workers`, { headers: { authorization: `Bearer ${apiKey}` } })).text()
+    expect(workers).toContain("Wim")
+    expect(workers).not.toContain("555")
+
+    service.child.kill("SIGTERM")
+    expect(await service.exited()).toBe(0)
+    expect(await appSchemaFingerprint(admin)).toEqual(before)
+  })
+
+  it("a publication altered to carry app.workers.phone stops the next start, naming it and the fix", async () => {
+    await admin.unsafe(`alter publication ${publication} drop table app.workers`)
+    await admin.unsafe(`alter publication ${publication} add table app.workers (id, company_id, name, job_title, employer, subcontractor_id, job_site_id, status, created_at, updated_at, phone)`)
+    const r = start({ ...env, PORT: String(await freePort()) })
+    children.push(r.child)
+    expect(await r.exited()).toBe(1)
+    expect(r.output()).toContain("app.workers.phone is published, and it is NEVER sent")
+    expect(r.output()).toContain(`alter publication ${publication} set table`)
+    expect(r.output()).not.toMatch(/at .*\.ts:\d+/) // the reason, not a stack trace
+  })
+})
