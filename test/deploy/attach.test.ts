@@ -196,7 +196,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
 
     const incident = await insertIncident(app, company.id, { title: "Attached" })
     const delivery = await until(async () => receiver.requests.find((q) => q.path === `/attach-${tag}`), "the webhook", 30_000)
-    expect(JSON.parse(delivery.body)).toMatchObject({ event: "incident.created", data: { id: incident, title: "Attached" } })
+    expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({ event: "incident.created", data: { id: incident, title: "Attached" } })
     const got = await fetch(`${base}/api/v1/incidents/${incident}`, { headers: { authorization: `Bearer ${apiKey}` } })
     expect(got.status).toBe(200)
     const workers = await (await fetch(`${base}/api/v1/workers`, { headers: { authorization: `Bearer ${apiKey}` } })).text()
