@@ -61,3 +61,9 @@ export const verify = (
 
 /** A new signing secret: whsec_ + base64 of 32 random bytes. */
 export const newSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`
+
+/** The identifying and signature headers of a delivery with this id and these body bytes. */
+export const signedHeaders = (secret: string, id: string, timestampSeconds: number, body: Body): Record<string, string> => ({
+  "service-delivery": id,
+  "service-signature": sign(secret, timestampSeconds, body)
+})
