@@ -1,7 +1,7 @@
 // Signing secrets must be usable (HMAC needs the plaintext), so they are stored encrypted
 // with AES-256-GCM under one service key, not hashed. Blob layout:
 //   [1 byte version = 1][12 bytes IV][16 bytes auth tag][ciphertext]
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto"
 import { chmodSync, fsyncSync, linkSync, mkdirSync, openSync, closeSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs"
 import { join } from "node:path"
 
@@ -44,6 +44,20 @@ export const decryptSecret = (key: Uint8Array, blob: Uint8Array, context?: strin
   } catch {
     throw new Error("encrypted secret does not decrypt: wrong SECRETS_KEY, or the stored value was altered")
   }
+}
+
+/** What keyFingerprint authenticates: fixed, so one key always has one fingerprint. */
+export const FINGERPRINT_LABEL = "safety-records-service secrets key fingerprint v1"
+
+/**
+ * Names a key without revealing it: HMAC-SHA256 under the key of a fixed label, in hex. The
+ * database keeps it to tell whether a process has the key its secrets were encrypted under.
+ * One-way like a hash, but bound to this label: it is used for nothing else, so it can never
+ * equal some other value derived from the key (a plain SHA-256 of it, say).
+ */
+export const keyFingerprint = (key: Uint8Array): string => {
+  checkKey(key)
+  return createHmac("sha256", key).update(FINGERPRINT_LABEL, "utf8").digest("hex")
 }
 
 export type SecretsKey = {

@@ -1,12 +1,15 @@
 // The webhook settings from configuration, checked once at startup: the retry schedule,
-// the allowed networks and the key that encrypts signing secrets.
-import { Effect, Option, Redacted } from "effect"
+// the allowed networks and the key that encrypts signing secrets, which must be the key the
+// database's secrets are under (key-check.ts).
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { DatabaseConfig, WebhookConfig } from "../config.ts"
+import { Database } from "../db/Database.ts"
 import { parseAllowedNetworks, type AllowedNetworks } from "./address-guard.ts"
+import { checkSecretsKey } from "./key-check.ts"
 import { parseRetrySchedule, type RetrySchedule } from "./schedule.ts"
 import { loadSecretsKey, type SecretsKey } from "./secrets.ts"
 
-export type WebhookSettings = {
+export type WebhookSettingsShape = {
   readonly schedule: RetrySchedule
   readonly allowed: AllowedNetworks
   readonly secretsKey: SecretsKey
@@ -14,6 +17,7 @@ export type WebhookSettings = {
 
 export class WebhookSettingsError extends Error {}
 
+/** The settings from configuration alone (no database, no key check). */
 export const loadWebhookSettings = Effect.gen(function* () {
   const config = yield* WebhookConfig
   const { dataDir } = yield* DatabaseConfig
@@ -29,5 +33,31 @@ export const loadWebhookSettings = Effect.gen(function* () {
       }),
     catch: (e) => new WebhookSettingsError((e as Error).message)
   })
-  return { schedule: schedule.schedule, allowed: allowed.networks, secretsKey } satisfies WebhookSettings
+  return { schedule: schedule.schedule, allowed: allowed.networks, secretsKey } satisfies WebhookSettingsShape
 })
+
+export class WebhookSettings extends Context.Service<WebhookSettings, WebhookSettingsShape>()("service/WebhookSettings") {}
+
+/**
+ * The settings, with the secrets key checked against the database's (recorded there on a
+ * first start). Every process that uses the key gets it here: the service's engine and
+ * operations share one build, the admin CLI's webhook commands build it too. A process with
+ * another key fails with SecretsKeyMismatch.
+ */
+export const WebhookSettingsLive = Layer.effect(
+  WebhookSettings,
+  Effect.gen(function* () {
+    const settings = yield* loadWebhookSettings
+    const { sql } = yield* Database
+    const check = yield* Effect.tryPromise({ try: () => checkSecretsKey(sql, settings.secretsKey), catch: (e) => e as Error })
+    if (!check.ok) return yield* Effect.fail(check.error)
+    if (check.recorded) yield* Effect.logInfo("secrets key fingerprint recorded in the database", { secretsKey: settings.secretsKey.source })
+    if (check.undecryptable.length > 0) {
+      yield* Effect.logWarning("stored webhook signing secrets that this secrets key does not decrypt: rotate them", {
+        count: check.undecryptable.length,
+        secrets: check.undecryptable.slice(0, 20)
+      })
+    }
+    return settings
+  })
+)

@@ -2,7 +2,7 @@
 // and the CLI. Each fails with WebhookError (status + message); anything else is a defect.
 import { Context, Effect, Layer } from "effect"
 import { Database } from "../db/Database.ts"
-import { loadWebhookSettings } from "../delivery/settings.ts"
+import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
 import { listActivity, type WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
@@ -66,14 +66,14 @@ export type WebhooksShape = ReturnType<typeof makeWebhooks>
 
 export class Webhooks extends Context.Service<Webhooks, WebhooksShape>()("service/Webhooks") {}
 
-/** The operations over the Database, configured like the engine (secrets key, allowed networks). */
+/** The operations over the Database, configured like the engine (secrets key checked, allowed networks). */
 export const WebhooksLive = Layer.effect(
   Webhooks,
   Effect.gen(function* () {
     const { sql } = yield* Database
-    const settings = yield* loadWebhookSettings
+    const settings = yield* WebhookSettings
     return makeWebhooks({ sql, secretsKey: settings.secretsKey.key, allowed: settings.allowed })
   })
-)
+).pipe(Layer.provide(WebhookSettingsLive))
 
 export const webhooksLayer = (deps: WebhookDeps) => Layer.succeed(Webhooks, makeWebhooks(deps))

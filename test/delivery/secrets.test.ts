@@ -1,9 +1,9 @@
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { decryptSecret, encryptSecret, loadSecretsKey } from "../../src/delivery/secrets.ts"
+import { decryptSecret, encryptSecret, keyFingerprint, loadSecretsKey } from "../../src/delivery/secrets.ts"
 
 const dirs: Array<string> = []
 const tempDir = () => {
@@ -50,6 +50,30 @@ describe("encryptSecret / decryptSecret", () => {
     expect(() => decryptSecret(key, blob)).toThrow("does not decrypt")
     expect(decryptSecret(key, blob, "endpoint:1")).toBe(secret)
     expect(() => encryptSecret(randomBytes(16), secret)).toThrow("32 bytes")
+  })
+})
+
+describe("keyFingerprint", () => {
+  // Expected values from openssl, not from node: printf '%s' "safety-records-service secrets
+  // key fingerprint v1" | openssl dgst -sha256 -mac HMAC -macopt hexkey:<key>
+  const cases: ReadonlyArray<readonly [string, string]> = [
+    ["00".repeat(32), "42ebfe5f8e97d470c3f9784a2c5052d7f30a03162515be948573b3ae6c8f2c82"],
+    [Buffer.from(Array.from({ length: 32 }, (_, i) => i)).toString("hex"), "636529d38faae5c605aa339d328bdc159f614fcbb1c1bde8a78a9081d3b9b7fb"],
+    ["ff".repeat(32), "86daf6d23250b8fa0779d63d6d46ce3d0de74c93eface3555d9e24c7c5befbeb"]
+  ]
+  it.each(cases)("is HMAC-SHA256 of the fixed label under key %s", (keyHex, fingerprint) => {
+    expect(keyFingerprint(Buffer.from(keyHex, "hex"))).toBe(fingerprint)
+  })
+
+  it("is stable for one key, differs between keys, and is neither the key nor a plain hash of it", () => {
+    const key = randomBytes(32)
+    const fp = keyFingerprint(key)
+    expect(fp).toMatch(/^[0-9a-f]{64}$/)
+    expect(keyFingerprint(Buffer.from(key))).toBe(fp)
+    expect(keyFingerprint(randomBytes(32))).not.toBe(fp)
+    expect(fp).not.toContain(key.toString("hex"))
+    expect(fp).not.toBe(createHash("sha256").update(key).digest("hex"))
+    expect(() => keyFingerprint(randomBytes(16))).toThrow("32 bytes")
   })
 })
 

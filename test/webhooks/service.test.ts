@@ -42,6 +42,16 @@ describe("Webhooks service", () => {
 })
 
 describe("DeliveryLive and WebhooksLive from configuration", () => {
+  // A database of its own: the one above holds a secret under the world's key, which this
+  // key made under DATA_DIR would rightly be refused for (issue 13.7).
+  let w: World
+  beforeAll(async () => {
+    w = await startWorld()
+  })
+  afterAll(async () => {
+    await w?.close()
+  })
+
   it("read WEBHOOK_* and the secrets key, share it, and deliver", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "srs-webhooks-"))
     const env = ConfigProvider.layer(

@@ -5,6 +5,7 @@
 import { createRequire } from "node:module"
 import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
+import { SecretsKeyMismatch } from "../../delivery/key-check.ts"
 import { AdminError } from "../errors.ts"
 import * as Commands from "./commands/index.ts"
 import { CheckFailed } from "./support.ts"
@@ -58,7 +59,8 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
       const failure = Cause.findErrorOption(exit.cause)
       if (Option.isSome(failure)) {
         const error = failure.value
-        if (error instanceof AdminError || error instanceof CheckFailed) return Effect.as(Console.error(`error: ${error.message}${hintFor(error.message)}`), 1)
+        // SecretsKeyMismatch: the webhook commands' key is not the database's (issue 13.7).
+        if (error instanceof AdminError || error instanceof CheckFailed || error instanceof SecretsKeyMismatch) return Effect.as(Console.error(`error: ${error.message}${hintFor(error.message)}`), 1)
         if (CliError.isCliError(error)) return Effect.succeed(2) // already presented
         return Effect.as(Console.error(`error: ${error instanceof Error ? error.message : String(error)}`), 1)
       }
