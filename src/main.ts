@@ -1,7 +1,7 @@
 // Composition root: configuration, database (embedded or DATABASE_URL), migrations, then
 // capture, delivery and the HTTP server; SIGINT/SIGTERM unwind them in reverse order.
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./admin/web/index.ts"
 import { ApiRoutes } from "./api/index.ts"
@@ -47,24 +47,20 @@ export const MainLive = HttpLive.pipe(
   Layer.provide(LoggingLive)
 )
 
-/** A refusal the operator must act on (the database or the secrets key does not fit): its message, not a stack trace. */
-const refusal = (exit: Exit.Exit<unknown, unknown>): { readonly message: string } | undefined => {
-  if (Exit.isSuccess(exit)) return undefined
-  const error = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
-  return error instanceof SecretsKeyMismatch || isStartRefused(error) ? error : undefined
-}
+/** A refusal the operator must act on (the database or the secrets key does not fit). */
+const isRefusal = (e: unknown): e is { readonly message: string } => e instanceof SecretsKeyMismatch || isStartRefused(e)
 
 // A stop asked for by SIGINT/SIGTERM that unwound cleanly is a success (exit 0). A refusal to
-// start goes to stderr as plain text, and to the log, with exit code 1.
+// start goes to stderr as plain text (its message, not a stack trace), and to the log, exit 1.
 Layer.launch(MainLive).pipe(
-  NodeRuntime.runMain({
-    teardown: (exit, onExit) => {
-      if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return onExit(0)
-      const refused = refusal(exit)
-      if (refused === undefined) return Runtime.defaultTeardown(exit, onExit)
+  Effect.catchIf(isRefusal, (refused) =>
+    Effect.sync(() => {
       writeLog("error", "refused to start", { reason: refused.message })
       process.stderr.write(`error: ${refused.message}\n`)
-      onExit(1)
-    }
+      process.exitCode = 1
+    })
+  ),
+  NodeRuntime.runMain({
+    teardown: (exit, onExit) => (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit))
   })
 )
