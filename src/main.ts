@@ -1,12 +1,13 @@
 // Composition root: configuration, database (embedded or DATABASE_URL), migrations, then
-// capture, delivery and the HTTP server; SIGINT/SIGTERM unwind them in reverse order.
+// capture, delivery and the HTTP server, as SERVICE_ROLES asks; SIGINT/SIGTERM unwind them
+// in reverse order.
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./admin/web/index.ts"
 import { ApiRoutes } from "./api/index.ts"
 import { CaptureLive } from "./capture/Capture.ts"
-import { HttpConfig } from "./config.ts"
+import { HttpConfig, loadServiceRoles, serviceRolesLayer, type ServiceRole } from "./config.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import * as Database from "./db/Database.ts"
 import { HealthRoutes } from "./http/health.ts"
@@ -15,32 +16,47 @@ import { LoggingLive } from "./logging.ts"
 import { ObservabilityRoutes } from "./observability/http.ts"
 import { MetricsLive } from "./observability/metrics.ts"
 import { FirstStart } from "./seed/first-start.ts"
-import { WebhooksLive } from "./webhooks/service.ts"
+import { Webhooks, WebhooksLive } from "./webhooks/service.ts"
 
-const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes, AdminWebRoutes)
+// Without the api role the server still answers /healthz, /readyz and /metrics, for orchestrators.
+const routesFor = (roles: ReadonlyArray<ServiceRole>) =>
+  roles.includes("api") ? Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes, AdminWebRoutes) : Layer.mergeAll(HealthRoutes, ObservabilityRoutes)
 
-const HttpLive = Layer.unwrap(
-  Effect.gen(function* () {
-    const { port, host } = yield* HttpConfig
-    return HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
-      // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
-      Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" }))
-    )
-  })
-)
+const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const { port, host } = yield* HttpConfig
+      return HttpRouter.serve(routesFor(roles), { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
+        // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
+        Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" }))
+      )
+    })
+  )
 
 // Built in this order (and torn down in reverse): database and migrations, demo data on a
 // first start (so it is bootstrapped, not sent as events), capture, webhook delivery and
 // operations, then the HTTP server. So a stop closes HTTP first, then lets in-flight
-// deliveries finish, then stores capture's checkpoint.
-export const MainLive = HttpLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(DeliveryLive, WebhooksLive)),
-  Layer.provideMerge(CaptureLive),
-  Layer.provideMerge(FirstStart),
-  Layer.provideMerge(Database.serviceLayer),
-  Layer.provideMerge(MetricsLive),
-  Layer.provide(LoggingLive)
-)
+// deliveries finish, then stores capture's checkpoint. SERVICE_ROLES (read first, so a bad
+// value is refused before anything starts) leaves out capture, delivery or the API; the
+// routes find out what runs here (Effect.serviceOption), so nothing else needs to know.
+export const MainLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const roles = yield* loadServiceRoles
+    const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture") ? CaptureLive : Layer.empty
+    const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery") ? DeliveryLive : Layer.empty
+    // The operations behind the API's hooks and the admin API and pages.
+    const webhooks: Layer.Layer<Webhooks, unknown, Database.Database> | Layer.Layer<never> = roles.includes("api") ? WebhooksLive : Layer.empty
+    yield* Effect.logInfo("service roles", { roles })
+    return httpFor(roles).pipe(
+      Layer.provideMerge(Layer.mergeAll(delivery, webhooks)),
+      Layer.provideMerge(capture),
+      Layer.provideMerge(FirstStart),
+      Layer.provideMerge(Database.serviceLayer),
+      Layer.provideMerge(MetricsLive),
+      Layer.provideMerge(serviceRolesLayer(roles))
+    )
+  })
+).pipe(Layer.provide(LoggingLive))
 
 // A stop asked for by SIGINT/SIGTERM that unwound cleanly is a success (exit 0).
 Layer.launch(MainLive).pipe(
