@@ -22,7 +22,9 @@ export const ServiceRoles = Context.Reference<ReadonlyArray<ServiceRole>>("servi
 
 /** SERVICE_ROLES from the environment, refused (a defect: the process exits 1) when it names no known role. */
 export const loadServiceRoles = Effect.gen(function* () {
-  const raw = yield* ServiceRolesConfig
+  // The environment provider reads an empty variable as unset; an empty SERVICE_ROLES (say,
+  // SERVICE_ROLES=${ROLES} with ROLES unset) is a mistake, not a request for every role.
+  const raw = process.env.SERVICE_ROLES?.trim() === "" ? "" : yield* ServiceRolesConfig
   const roles = parseServiceRoles(raw)
   if (roles === undefined) {
     return yield* Effect.die(new Error(`SERVICE_ROLES must list one or more of ${SERVICE_ROLE_NAMES.join(", ")}, separated by commas (default ${SERVICE_ROLE_NAMES.join(",")}), not "${raw}"`))

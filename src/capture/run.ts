@@ -79,7 +79,10 @@ const takeLeadership = async (sql: Sql, opts: CaptureOptions, signal: AbortSigna
     let holder = await leaderInfo(sql)
     if (holder === null) {
       const lock = connect(opts.url, 1, { keepForever: true })
-      const rows = await lock<{ ok: boolean }[]>`select pg_try_advisory_lock(${LEADER_LOCK}) as ok`.catch(async (e: unknown) => {
+      // Named as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process leads.
+      const rows = await lock<{ ok: boolean }[]>`
+        select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
+        from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`.catch(async (e: unknown) => {
         await lock.end({ timeout: 1 }).catch(() => {})
         throw e
       })
@@ -114,8 +117,7 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
     lock = await takeLeadership(sql, opts, signal)
     if (lock === null) return
     const held = lock
-    // Named after taking the lock, so pg_stat_activity (and `status`) tell which process leads.
-    const lockPid = (await held<{ pid: number }[]>`select pg_backend_pid() as pid, set_config('application_name', ${leaderApplicationName()}, false)`)[0]!.pid
+    const lockPid = (await held<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
     stats.role = "leader"
     stats.leaderSince = new Date()
     stats.running = true
