@@ -16,39 +16,39 @@ import { LoggingLive } from "./logging.ts"
 import { ObservabilityRoutes } from "./observability/http.ts"
 import { MetricsLive } from "./observability/metrics.ts"
 import { FirstStart } from "./seed/first-start.ts"
-import { Webhooks, WebhooksLive } from "./webhooks/service.ts"
+import { WebhooksLive } from "./webhooks/service.ts"
 
-// Without the api role the server still answers /healthz, /readyz and /metrics, for orchestrators.
-const routesFor = (roles: ReadonlyArray<ServiceRole>) =>
-  roles.includes("api") ? Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes, AdminWebRoutes) : Layer.mergeAll(HealthRoutes, ObservabilityRoutes)
-
+// Without the api role the server still answers /healthz, /readyz and /metrics, for
+// orchestrators; with it, the read API and the admin API and pages, over the webhook
+// operations behind their hooks and forms.
 const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const { port, host } = yield* HttpConfig
-      return HttpRouter.serve(routesFor(roles), { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
-        // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
-        Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" }))
-      )
+      const server = NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" })
+      // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
+      const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
+      return roles.includes("api")
+        ? HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes, ApiRoutes, AdminWebRoutes), options).pipe(Layer.provide(server), Layer.provide(WebhooksLive))
+        : HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), options).pipe(Layer.provide(server))
     })
   )
 
 // Built in this order (and torn down in reverse): database and migrations, demo data on a
-// first start (so it is bootstrapped, not sent as events), capture, webhook delivery and
-// operations, then the HTTP server. So a stop closes HTTP first, then lets in-flight
-// deliveries finish, then stores capture's checkpoint. SERVICE_ROLES (read first, so a bad
-// value is refused before anything starts) leaves out capture, delivery or the API; the
-// routes find out what runs here (Effect.serviceOption), so nothing else needs to know.
+// first start (so it is bootstrapped, not sent as events), capture, webhook delivery, then
+// the HTTP server. So a stop closes HTTP first, then lets in-flight deliveries finish, then
+// stores capture's checkpoint. SERVICE_ROLES (read first, so a bad value is refused before
+// anything starts) leaves out capture, delivery or the API; /readyz and /metrics find out
+// what runs here (Effect.serviceOption), so nothing else needs to know.
 export const MainLive = Layer.unwrap(
   Effect.gen(function* () {
     const roles = yield* loadServiceRoles
+    // Typed as providing nothing: what reads them asks whether they run here.
     const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture") ? CaptureLive : Layer.empty
     const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery") ? DeliveryLive : Layer.empty
-    // The operations behind the API's hooks and the admin API and pages.
-    const webhooks: Layer.Layer<Webhooks, unknown, Database.Database> | Layer.Layer<never> = roles.includes("api") ? WebhooksLive : Layer.empty
     yield* Effect.logInfo("service roles", { roles })
     return httpFor(roles).pipe(
-      Layer.provideMerge(Layer.mergeAll(delivery, webhooks)),
+      Layer.provideMerge(delivery),
       Layer.provideMerge(capture),
       Layer.provideMerge(FirstStart),
       Layer.provideMerge(Database.serviceLayer),
