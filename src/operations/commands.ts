@@ -7,12 +7,12 @@ import { parseFilterDate, FILTER_DATE_FORMATS } from "../api/dates.ts"
 import { invalid } from "../admin/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin, withSql } from "../admin/identity.ts"
 import { asOptional, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
+import type { LeaderInfo } from "../capture/leader.ts"
 import { CaptureConfig } from "../config.ts"
 import { SYSTEM, type Actor } from "../webhooks/context.ts"
 import { progressBar } from "./progress.ts"
 import { rebuildViews } from "./rebuild.ts"
 import { replay, type ReplaySummary } from "./replay.ts"
-import type { LeaderInfo } from "../capture/leader.ts"
 import { operationsStatus, type OperationsStatus, KEY_EXPIRY_WARNING_DAYS } from "./status.ts"
 
 const dateFlag = (name: string, description: string) =>
