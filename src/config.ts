@@ -1,7 +1,39 @@
 // Every setting, its environment variable and its default. The README's configuration
 // table mirrors this file.
-import { Config, Duration } from "effect"
+import { Config, Context, Duration, Effect, Layer } from "effect"
+import { StartRefused } from "./db/refusal.ts"
 import { DEFAULT_RETRY_SCHEDULE } from "./delivery/schedule.ts"
+
+/** What a process can run: the HTTP API and admin, capture (leader or standby), webhook delivery. */
+export const SERVICE_ROLE_NAMES = ["api", "capture", "delivery"] as const
+export type ServiceRole = (typeof SERVICE_ROLE_NAMES)[number]
+
+/** SERVICE_ROLES: names separated by commas, in any order and case; undefined when empty or unknown. */
+export const parseServiceRoles = (text: string): ReadonlyArray<ServiceRole> | undefined => {
+  const names = text.split(",").map((n) => n.trim().toLowerCase()).filter((n) => n !== "")
+  if (names.length === 0 || names.some((n) => !(SERVICE_ROLE_NAMES as ReadonlyArray<string>).includes(n))) return undefined
+  // Listed in one order whatever the order given, each once.
+  return SERVICE_ROLE_NAMES.filter((r) => names.includes(r))
+}
+
+export const ServiceRolesConfig = Config.String("SERVICE_ROLES").pipe(Config.withDefault(SERVICE_ROLE_NAMES.join(",")))
+
+/** This process's roles; the default (every role) is what a test server composed by hand runs. */
+export const ServiceRoles = Context.Reference<ReadonlyArray<ServiceRole>>("service/ServiceRoles", { defaultValue: () => SERVICE_ROLE_NAMES })
+
+/** SERVICE_ROLES from the environment, refused (a defect: the process exits 1) when it names no known role. */
+export const loadServiceRoles = Effect.gen(function* () {
+  // The environment provider reads an empty variable as unset; an empty SERVICE_ROLES (say,
+  // SERVICE_ROLES=${ROLES} with ROLES unset) is a mistake, not a request for every role.
+  const raw = process.env.SERVICE_ROLES?.trim() === "" ? "" : yield* ServiceRolesConfig
+  const roles = parseServiceRoles(raw)
+  if (roles === undefined) {
+    return yield* Effect.fail(new StartRefused({ message: `SERVICE_ROLES must list one or more of ${SERVICE_ROLE_NAMES.join(", ")}, separated by commas (default ${SERVICE_ROLE_NAMES.join(",")}), not "${raw}"` }))
+  }
+  return roles
+})
+
+export const serviceRolesLayer = (roles: ReadonlyArray<ServiceRole>) => Layer.succeed(ServiceRoles, roles)
 
 export const DatabaseConfig = Config.all({
   /** An existing PostgreSQL (wal_level=logical). Absent: the embedded one under DATA_DIR. */

@@ -1,12 +1,13 @@
 // Composition root: configuration, database (embedded or DATABASE_URL), migrations, then
-// capture, delivery and the HTTP server; SIGINT/SIGTERM unwind them in reverse order.
+// capture, delivery and the HTTP server, as SERVICE_ROLES asks; SIGINT/SIGTERM unwind them
+// in reverse order.
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./admin/web/index.ts"
 import { ApiRoutes } from "./api/index.ts"
 import { CaptureLive } from "./capture/Capture.ts"
-import { HttpConfig } from "./config.ts"
+import { HttpConfig, loadServiceRoles, serviceRolesLayer, type ServiceRole } from "./config.ts"
 import { SecretsKeyMismatch } from "./delivery/key-check.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import { WebhookSettingsLive } from "./delivery/settings.ts"
@@ -20,32 +21,49 @@ import { MetricsLive } from "./observability/metrics.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
 
-const Routes = Layer.mergeAll(HealthRoutes, ApiRoutes, ObservabilityRoutes, AdminWebRoutes)
-
-const HttpLive = Layer.unwrap(
-  Effect.gen(function* () {
-    const { port, host } = yield* HttpConfig
-    return HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
+// Without the api role the server still answers /healthz, /readyz and /metrics, for
+// orchestrators; with it, the read API and the admin API and pages, over the webhook
+// operations behind their hooks and forms.
+const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const { port, host } = yield* HttpConfig
+      const server = NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" })
       // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
-      Layer.provide(NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" }))
-    )
-  })
-)
+      const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
+      return roles.includes("api")
+        ? HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes, ApiRoutes, AdminWebRoutes), options).pipe(Layer.provide(server), Layer.provide(WebhooksLive))
+        : HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), options).pipe(Layer.provide(server))
+    })
+  )
 
 // Built in this order (and torn down in reverse): database and migrations, the secrets key
 // checked against the database's (before anything runs on a key that cannot read its
-// secrets), demo data on a first start (so it is bootstrapped, not sent as events), capture,
-// webhook delivery and operations (sharing that one check), then the HTTP server. So a stop
-// closes HTTP first, then lets in-flight deliveries finish, then stores capture's checkpoint.
-export const MainLive = HttpLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(DeliveryLive, WebhooksLive)),
-  Layer.provideMerge(CaptureLive),
-  Layer.provideMerge(FirstStart),
-  Layer.provideMerge(WebhookSettingsLive),
-  Layer.provideMerge(Database.serviceLayer),
-  Layer.provideMerge(MetricsLive),
-  Layer.provide(LoggingLive)
-)
+// secrets; only where the API or delivery use it), demo data on a first start (so it is
+// bootstrapped, not sent as events), capture, webhook delivery, then the HTTP server. So a
+// stop closes HTTP first, then lets in-flight deliveries finish, then stores capture's
+// checkpoint. SERVICE_ROLES (read first, so a bad value is refused before anything starts)
+// leaves out capture, delivery or the API; /readyz and /metrics find out what runs here
+// (Effect.serviceOption), so nothing else needs to know.
+export const MainLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const roles = yield* loadServiceRoles
+    // Typed as providing nothing: what reads them asks whether they run here.
+    const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture") ? CaptureLive : Layer.empty
+    const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery") ? DeliveryLive : Layer.empty
+    const settings: Layer.Layer<never, unknown, Database.Database> = roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
+    yield* Effect.logInfo("service roles", { roles })
+    return httpFor(roles).pipe(
+      Layer.provideMerge(delivery),
+      Layer.provideMerge(capture),
+      Layer.provideMerge(FirstStart),
+      Layer.provideMerge(settings),
+      Layer.provideMerge(Database.serviceLayer),
+      Layer.provideMerge(MetricsLive),
+      Layer.provideMerge(serviceRolesLayer(roles))
+    )
+  })
+).pipe(Layer.provide(LoggingLive))
 
 /** A refusal the operator must act on (the database or the secrets key does not fit). */
 const isRefusal = (e: unknown): e is { readonly message: string } => e instanceof SecretsKeyMismatch || isStartRefused(e)

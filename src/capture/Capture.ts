@@ -37,6 +37,7 @@ export const CaptureLive = Layer.effect(
       Effect.tapError((e) =>
         Effect.sync(() => {
           stats.lastError = e.message
+          stats.errors++
           writeLog("warn", "capture stopped; reconnecting", { error: e.message })
         })
       )

@@ -9,6 +9,7 @@ import { bootstrap } from "./bootstrap.ts"
 import { readState, writeCheckpoint } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
 import { LargeTransaction } from "./large.ts"
+import { LEADER_LOCK, leaderApplicationName, leaderInfo } from "./leader.ts"
 import { formatLsn, parseLsn, type Lsn } from "./lsn.ts"
 import { ensurePublication } from "./publication.ts"
 import { setSlotFailover, slotInfo } from "./slot.ts"
@@ -35,11 +36,16 @@ export interface CaptureOptions {
 
 /** Counters the status and metrics read. */
 export class CaptureStats {
+  /** leader: this process holds the leader lock; standby: it waits for it (or retries after an error). */
+  role: "leader" | "standby" = "standby"
+  leaderSince: Date | null = null
   running = false
   streaming = false
   checkpoint: Lsn = 0n
   lastAppliedAt: Date | null = null
   lastError: string | null = null
+  /** Runs that failed (each retried with backoff). */
+  errors = 0
   changes = 0
   batches = 0
   readonly events = new Map<string, number>()
@@ -51,7 +57,10 @@ export class CaptureStats {
 /** pgoutput commit times are microseconds since the Unix epoch. */
 const commitDate = (t: unknown) => new Date(Number((t as bigint) / 1000n))
 
-export const LEADER_LOCK = 7_351_009_002 // one capture process per database
+export { LEADER_LOCK } from "./leader.ts"
+
+/** How often a standby looks whether the leader lock is free. */
+const STANDBY_POLL_MS = 2000
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -59,25 +68,61 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true })
   })
 
+/**
+ * Waits as a standby until this process holds the leader lock, and returns the lock's
+ * connection (null when aborted first). The lock lives on a connection of its own (not
+ * sql.reserve(): postgres.js 3.4.9 can throw an uncatchable error when a reserved
+ * connection's server goes away), made only when the lock looks free: a standby holds no
+ * connection of its own, and the leader's connection start says since when it leads.
+ */
+const takeLeadership = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal): Promise<Sql | null> => {
+  const t0 = Date.now()
+  let logged: number | null | undefined
+  for (;;) {
+    let holder = await leaderInfo(sql)
+    if (holder === null) {
+      const lock = connect(opts.url, 1, { keepForever: true })
+      // Named as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process leads.
+      const rows = await lock<{ ok: boolean }[]>`
+        select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
+        from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`.catch(async (e: unknown) => {
+        await lock.end({ timeout: 1 }).catch(() => {})
+        throw e
+      })
+      if (rows[0]?.ok) {
+        opts.log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
+        return lock
+      }
+      // Another process took it first.
+      await lock.end({ timeout: 1 }).catch(() => {})
+      holder = await leaderInfo(sql)
+    }
+    // Once, and again only when another process leads.
+    if (logged === undefined || (holder !== null && holder.pid !== logged)) {
+      logged = holder?.pid ?? null
+      opts.log("info", "capture standby: waiting for the leader lock", {
+        leader: holder === null ? null : { pid: holder.pid, applicationName: holder.applicationName, clientAddress: holder.clientAddress, since: holder.since }
+      })
+    }
+    await sleep(STANDBY_POLL_MS, signal)
+    if (signal.aborted) return null
+  }
+}
+
 /** Runs until `signal` aborts (resolves) or the connection fails (rejects: the caller retries). */
 export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats): Promise<void> => {
-  // The leader lock lives on a connection of its own (not sql.reserve(): postgres.js 3.4.9
-  // can throw an uncatchable error when a reserved connection's server goes away).
-  const lock = connect(opts.url, 1, { keepForever: true })
-  let leader = false
+  let lock: Sql | null = null
   let lost: Error | null = null
   let stream: ReplicationStream | null = null
   let heartbeat: ReturnType<typeof setInterval> | undefined
   const onAbort = () => void stream?.close()
   try {
-    for (;;) {
-      const [row] = await lock<{ ok: boolean }[]>`select pg_try_advisory_lock(${LEADER_LOCK}) as ok`
-      if (row?.ok) break
-      await sleep(2000, signal)
-      if (signal.aborted) return
-    }
-    const lockPid = (await lock<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
-    leader = true
+    lock = await takeLeadership(sql, opts, signal)
+    if (lock === null) return
+    const held = lock
+    const lockPid = (await held<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
+    stats.role = "leader"
+    stats.leaderSince = new Date()
     stats.running = true
     await ensurePublication(sql, opts.publication)
     let state = await readState(sql, opts.slot)
@@ -126,7 +171,7 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
     }
     heartbeat = setInterval(() => {
       sql`select pg_logical_emit_message(true, 'safety-records-heartbeat', '')`.catch(() => {})
-      lock<{ pid: number }[]>`select pg_backend_pid() as pid`.then(
+      held<{ pid: number }[]>`select pg_backend_pid() as pid`.then(
         ([r]) => r?.pid !== lockPid && stepDown("its connection was replaced"),
         () => stepDown("its connection failed")
       )
@@ -141,10 +186,11 @@ export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSi
     signal.removeEventListener("abort", onAbort)
     stats.streaming = false
     stats.running = false
+    stats.role = "standby"
+    stats.leaderSince = null
     await stream?.close()
     // Ending the lock's connection releases the lock, also when its server went away.
-    void leader
-    await lock.end({ timeout: 1 }).catch(() => {})
+    await lock?.end({ timeout: 1 }).catch(() => {})
   }
 }
 

@@ -18,6 +18,9 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     registry,
     // capture (CaptureStats and capture_state)
     captureStreaming: registry.gauge("srs_capture_streaming", "1 while capture streams changes from the replication slot, else 0"),
+    captureLeader: registry.gauge("srs_capture_leader", "1 while this process holds capture's leader lock (one per database), else 0"),
+    captureRole: registry.gauge("srs_capture_role", "This process's capture role: 1 for its role (leader; standby: waiting for the leader lock; off: SERVICE_ROLES has no capture), 0 for the others", ["role"]),
+    captureErrors: registry.counter("srs_capture_errors_total", "Capture runs in this process that stopped on an error and were retried (the last error is in /readyz)"),
     captureLagBytes: registry.gauge("srs_capture_lag_bytes", "WAL bytes between the server's position and capture's stored checkpoint"),
     captureLagSeconds: registry.gauge("srs_capture_lag_seconds", "Seconds since capture last applied a transaction, while WAL is waiting (0 when caught up; on an idle database up to the heartbeat interval, as the service's own writes wait for the next heartbeat)"),
     captureRetainedWal: registry.gauge("srs_capture_retained_wal_bytes", "WAL bytes the replication slot holds back"),
@@ -57,9 +60,21 @@ export type ServiceMetrics = ReturnType<typeof makeServiceMetrics>
 export const attemptObserver = (m: ServiceMetrics) => (a: { readonly ok: boolean; readonly durationMs: number }) =>
   m.attemptSeconds.observe({ result: a.ok ? "success" : "failure" }, a.durationMs / 1000)
 
+const CAPTURE_ROLES = ["leader", "standby", "off"] as const
+
+const setCaptureRole = (m: ServiceMetrics, role: (typeof CAPTURE_ROLES)[number]) => {
+  for (const r of CAPTURE_ROLES) m.captureRole.set({ role: r }, r === role ? 1 : 0)
+  m.captureLeader.set(undefined, role === "leader" ? 1 : 0)
+}
+
+/** A process without the capture role (SERVICE_ROLES): its role reads off; capture's other series stay absent. */
+export const captureOff = (m: ServiceMetrics) => setCaptureRole(m, "off")
+
 /** Copies capture's in-memory counters, and reads lag and retained WAL from the database. */
 export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, sql: Sql, slot: string) =>
   m.registry.collect(async () => {
+    setCaptureRole(m, stats.role)
+    m.captureErrors.set(undefined, stats.errors)
     m.captureStreaming.set(undefined, stats.streaming ? 1 : 0)
     m.captureChanges.set(undefined, stats.changes)
     m.captureBatches.set(undefined, stats.batches)

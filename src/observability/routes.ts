@@ -6,7 +6,7 @@ import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../capture/Capture.ts"
 import { Database } from "../db/Database.ts"
 import { DeliveryEngine } from "../delivery/engine.ts"
-import { collectCapture, collectDelivery, Metrics } from "./metrics.ts"
+import { captureOff, collectCapture, collectDelivery, Metrics } from "./metrics.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "./registry.ts"
 
 export const METRICS_PATH = "/metrics"
@@ -20,7 +20,7 @@ export const MetricsRoutes = Layer.unwrap(
     if (Option.isSome(capture)) {
       const remove = collectCapture(m, capture.value.stats, sql, capture.value.slot)
       yield* Effect.addFinalizer(() => Effect.sync(remove))
-    }
+    } else captureOff(m)
     if (Option.isSome(engine)) {
       const stats = engine.value.stats
       const remove = collectDelivery(m, () => Effect.runPromise(stats))

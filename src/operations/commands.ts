@@ -7,6 +7,7 @@ import { parseFilterDate, FILTER_DATE_FORMATS } from "../api/dates.ts"
 import { invalid } from "../admin/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin, withSql } from "../admin/identity.ts"
 import { asOptional, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
+import type { LeaderInfo } from "../capture/leader.ts"
 import { CaptureConfig } from "../config.ts"
 import { SYSTEM, type Actor } from "../webhooks/context.ts"
 import { progressBar } from "./progress.ts"
@@ -121,6 +122,9 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
   )
 )
 
+const leaderText = (l: LeaderInfo) =>
+  `${l.applicationName ?? "(application name not visible)"}, backend pid ${l.pid}${l.clientAddress ? ` from ${l.clientAddress}` : ""}, since ${when(l.since)}`
+
 const statusText = (s: OperationsStatus) => {
   const c = s.capture
   const mb = (n: number | null) => (n === null ? "-" : `${(n / 1024 / 1024).toFixed(1)} MB`)
@@ -129,7 +133,7 @@ const statusText = (s: OperationsStatus) => {
     "",
     "Capture",
     `  slot:        ${c.slot} ${c.slotExists ? `(${c.slotActive ? "active" : "inactive"}, WAL ${c.walStatus ?? "?"})` : "(missing)"}`,
-    `  leader:      ${c.leaderRunning ? "a capture process is running" : "no capture process is running"}`,
+    `  leader:      ${c.leader === null ? "no leader: no capture process is running" : leaderText(c.leader)}`,
     `  checkpoint:  ${c.checkpointLsn ?? "-"} (server ${c.serverLsn}); last commit applied ${when(c.lastCommitAt)}`,
     `  lag:         ${c.lagBytes === null ? "-" : `${c.lagBytes} bytes`}, ${c.lagSeconds === null ? "-" : `${c.lagSeconds.toFixed(1)} s`}`,
     `  retained WAL: ${mb(c.retainedWalBytes)}${c.safeWalBytes === null ? "" : ` (${mb(c.safeWalBytes)} more before the slot is lost)`}`,
@@ -166,6 +170,6 @@ export const statusCommand = Command.make("status", { as: asOptional, json }, (a
   )
 ).pipe(
   Command.withDescription(
-    "Capture (slot, checkpoint, lag, retained WAL, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, keys near expiry"
+    "Capture (who leads it, slot, checkpoint, lag, retained WAL, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, keys near expiry"
   )
 )

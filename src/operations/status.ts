@@ -3,7 +3,7 @@
 // the database only, so it works from any process while the service runs (or not).
 import type { Sql } from "postgres"
 import { captureStatus, type CaptureStatus } from "../capture/status.ts"
-import { LEADER_LOCK } from "../capture/run.ts"
+import { leaderInfo, type LeaderInfo } from "../capture/leader.ts"
 
 export const KEY_EXPIRY_WARNING_DAYS = 14
 
@@ -12,6 +12,8 @@ export interface OperationsStatus {
   readonly capture: CaptureStatus & {
     /** A capture process holds the leader lock (one per database). */
     readonly leaderRunning: boolean
+    /** The session holding it (the others wait as standbys), or null. */
+    readonly leader: LeaderInfo | null
   }
   readonly outbox: {
     /** Events not yet fanned out into deliveries. */
@@ -54,18 +56,12 @@ export interface OperationsStatus {
   }>
 }
 
-// pg_locks shows a bigint advisory lock as its high and low 32 bits.
-const LOCK_HIGH = String(Math.floor(LEADER_LOCK / 2 ** 32))
-const LOCK_LOW = String(LEADER_LOCK % 2 ** 32)
-
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null)
 
 export const operationsStatus = async (sql: Sql, slot: string): Promise<OperationsStatus> => {
-  const [capture, [leader], [outbox], [d], off, keys, [now]] = await Promise.all([
+  const [capture, leader, [outbox], [d], off, keys, [now]] = await Promise.all([
     captureStatus(sql, slot),
-    sql<{ running: boolean }[]>`
-      select exists (select 1 from pg_locks where locktype = 'advisory' and granted and database = (select oid from pg_database where datname = current_database())
-        and classid = ${LOCK_HIGH}::text::oid and objid = ${LOCK_LOW}::text::oid and objsubid = 1) as running`,
+    leaderInfo(sql),
     sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
       select (select count(*)::int from service.events e, service.webhook_fanout f where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq)) as backlog,
         (select min(e.created_at) from service.events e, service.webhook_fanout f where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq)) as oldest,
@@ -95,7 +91,7 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
   ])
   return {
     at: now!.now.toISOString(),
-    capture: { ...capture, leaderRunning: leader!.running },
+    capture: { ...capture, leaderRunning: leader !== null, leader },
     outbox: { backlog: outbox!.backlog, oldestBacklogAt: iso(outbox!.oldest), newestEventAt: iso(outbox!.newest) },
     deliveries: {
       due: d!.due,

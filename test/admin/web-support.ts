@@ -146,7 +146,8 @@ export const startService = async (env: Record<string, string>): Promise<Service
     if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}):\n${output.slice(-4000)}`)
     try {
       const r = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2_000) })
-      if (r.ok) break
+      // Ready, and capture streaming (the tests write app rows and expect their events).
+      if (r.ok && ((await r.json()) as { capture: { streaming: boolean } }).capture.streaming) break
     } catch {
       // not up yet
     }

@@ -169,7 +169,10 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     const service = start({ ...env, PORT: String(port), REPLICATION_SLOT_FAILOVER: "true" })
     children.push(service.child)
     const base = `http://127.0.0.1:${port}`
-    await until(async () => (await fetch(`${base}/readyz`)).ok, "readyz", 60_000)
+    await until(async () => {
+      const r = await fetch(`${base}/readyz`)
+      return r.ok && ((await r.json()) as { capture?: { streaming?: boolean } }).capture?.streaming === true
+    }, "readyz with capture streaming", 60_000)
 
     // The role reads what it needs and nothing more.
     const srs = postgres(serviceUrl, { max: 1, onnotice: () => {} })

@@ -62,7 +62,12 @@ describe("graceful shutdown", () => {
     try {
       const base = `http://127.0.0.1:${port}`
       // A time limit per try: a connection made while the server starts may go unanswered.
-      await waitFor(async () => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(1_000) }).catch(() => null))?.ok, "the service to be ready", 60_000)
+      // Ready, and capture streaming: an incident written before its first views would be in them, not an event.
+      const streaming = async () => {
+        const r = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(1_000) }).catch(() => null)
+        return r?.ok === true && ((await r.json()) as { capture: { streaming: boolean } }).capture.streaming
+      }
+      await waitFor(streaming, "the service to be ready and capture to stream", 60_000)
       const deps: WebhookDeps = { sql: db.sql, secretsKey, allowed: LOOPBACK }
       await createEndpoint(deps, ADMIN, { companyId: company.id, name: "Slow", url: receiver.url("/slow"), events: ["incident.created"] })
       // The receiver takes 3 s to answer: the attempt is in flight when the stop comes.

@@ -1,5 +1,6 @@
 // The operator's status: capture, outbox backlog, deliveries due and failing, endpoints
 // switched off and why, keys near expiry; from the library and from the real CLI.
+import { hostname } from "node:os"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { operationsStatus } from "../../src/operations/status.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
@@ -24,6 +25,9 @@ describe("status", () => {
     const empty = await operationsStatus(w.db.sql, slot())
     expect(empty.capture).toMatchObject({ slot: slot(), slotExists: true, slotActive: true, leaderRunning: true, gapReason: null })
     expect(empty.capture.lagBytes).toBeGreaterThanOrEqual(0)
+    // who leads: the lock's session, named by the leader after its host and process id
+    expect(empty.capture.leader).toMatchObject({ pid: expect.any(Number), applicationName: `safety-records-service capture leader ${hostname()}:${process.pid}` })
+    expect(Date.parse(empty.capture.leader!.since!)).toBeLessThanOrEqual(Date.now())
     expect(empty.outbox.backlog).toBe(0)
     expect(empty.endpointsSwitchedOff).toEqual([])
     expect(empty.keysNearExpiry).toEqual([])
@@ -68,11 +72,12 @@ describe("status", () => {
     expect(j.code).toBe(0)
     const answer = JSON.parse(j.stdout)
     expect(Object.keys(answer)).toEqual(["at", "capture", "outbox", "deliveries", "endpointsSwitchedOff", "keysNearExpiry"])
-    expect(answer.capture).toMatchObject({ slot: slot(), slotExists: true, leaderRunning: true })
+    expect(answer.capture).toMatchObject({ slot: slot(), slotExists: true, leaderRunning: true, leader: empty.capture.leader })
     expect(answer.deliveries).toEqual(mixed.deliveries)
     expect(answer.endpointsSwitchedOff[0].id).toBe(off.id)
     const text = await runCli(["status"], env)
     expect(text.code).toBe(0)
+    expect(text.stdout).toMatch(new RegExp(`leader: +safety-records-service capture leader ${hostname()}:${process.pid}, backend pid ${empty.capture.leader!.pid}`))
     expect(text.stdout).toContain("Endpoints switched off: 1")
     expect(text.stdout).toContain("15 deliveries in a row failed every attempt")
     expect(text.stdout).toContain("Keys expiring within 14 days: 1")
@@ -87,6 +92,7 @@ describe("status", () => {
     // capture stopped: no leader, slot inactive
     await w.cap.stop()
     const stopped = await operationsStatus(w.db.sql, slot())
-    expect(stopped.capture).toMatchObject({ slotExists: true, slotActive: false, leaderRunning: false })
+    expect(stopped.capture).toMatchObject({ slotExists: true, slotActive: false, leaderRunning: false, leader: null })
+    expect((await runCli(["status"], env)).stdout).toMatch(/leader: +no leader: no capture process is running/)
   })
 })

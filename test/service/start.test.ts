@@ -27,12 +27,19 @@ const run = (env: Record<string, string>) => {
   return { child, exited, output: () => output }
 }
 
-const waitFor = async (url: string, ms: number) => {
+type Answer = { readonly capture?: { readonly streaming?: boolean } }
+const streaming = (body: Answer) => body.capture?.streaming === true
+
+/** Polls until the URL answers 200 (and, when given, its JSON body passes `check`); returns the body. */
+const waitFor = async (url: string, ms: number, check: (body: Answer) => boolean = () => true) => {
   const deadline = Date.now() + ms
   for (;;) {
     try {
       const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
-      if (r.ok) return r
+      if (r.ok) {
+        const body = (await r.json()) as Answer
+        if (check(body)) return body
+      }
     } catch {
       // not up yet
     }
@@ -63,8 +70,9 @@ describe("npm start", () => {
     children.push(first.child)
     const t0 = Date.now()
     await waitFor(`${base}/healthz`, 60_000)
-    const ready = await waitFor(`${base}/readyz`, 30_000)
-    expect(await ready.json()).toMatchObject({ status: "ready", database: true, capture: true })
+    // Ready as soon as the database is; capture (which builds the first views) streams soon after.
+    const ready = await waitFor(`${base}/readyz`, 30_000, streaming)
+    expect(ready).toMatchObject({ status: "ready", database: true, migrations: true, capture: { role: "leader", streaming: true } })
     expect(first.output()).toContain("demo data loaded")
     expect(first.output()).toContain("npm run admin -- keys create")
     expect(Date.now() - t0).toBeLessThan(60_000)
@@ -78,7 +86,7 @@ describe("npm start", () => {
 
     const second = run(env)
     children.push(second.child)
-    await waitFor(`${base}/readyz`, 60_000)
+    await waitFor(`${base}/readyz`, 60_000, streaming)
     expect(second.output()).not.toContain("demo data loaded")
     expect(second.output()).not.toContain("initial views built")
     second.child.kill("SIGINT")

@@ -1,0 +1,341 @@
+// Several replicas of the real service (node src/main.ts) on one database while the app
+// writes: every one is ready, one leads capture and the others wait as standbys; SIGKILL the
+// leader, then the next one, and a standby takes over each time. Every app change ends with
+// exactly one event, every event reaches the HTTPS receiver under one delivery id, the
+// survivor's API answers throughout, and a key's rate limit holds across the processes.
+// Then SERVICE_ROLES: an API-only replica, a worker without the API, and bad values.
+import { spawn, type ChildProcess } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { hostname, tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { DELIVERIES_CHANNEL } from "../../src/delivery/channels.ts"
+import { Cause, Effect, Exit } from "effect"
+import { loadServiceRoles, parseServiceRoles } from "../../src/config.ts"
+import { operationsStatus } from "../../src/operations/status.ts"
+import { createEndpoint } from "../../src/webhooks/endpoints.ts"
+import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
+import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
+import { freePort } from "../support/net.ts"
+import { apiKey, sample } from "../observability/support.ts"
+import { ADMIN, LOOPBACK, sleep, waitFor } from "../webhooks/support.ts"
+
+const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
+const RATE_LIMIT = 60
+const RATE_WINDOW_SECONDS = 10
+const EVENTS = ["incident.created", "corrective_action.created", "corrective_action.closed"] as const
+
+interface Readiness {
+  status: string
+  roles: string[]
+  capture: { role: string; streaming: boolean; lagSeconds: number | null; lastError: string | null }
+}
+
+interface Replica {
+  readonly name: string
+  readonly child: ChildProcess
+  readonly url: string
+  readonly output: () => string
+  /** The service's JSON log lines so far. */
+  readonly logs: () => ReadonlyArray<Record<string, unknown>>
+  readonly exited: Promise<number | null>
+  killedAt: number | null
+}
+
+let db: TestDatabase
+let receiver: Receiver
+let dir: string
+let env: Record<string, string>
+let companyId: string
+const replicas: Replica[] = []
+
+const start = async (name: string, extra: Record<string, string> = {}): Promise<Replica> => {
+  const port = await freePort()
+  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, ...env, PORT: String(port), ...extra }, stdio: ["ignore", "pipe", "pipe"] })
+  let output = ""
+  child.stdout!.on("data", (d) => (output += d))
+  child.stderr!.on("data", (d) => (output += d))
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  const replica: Replica = {
+    name,
+    child,
+    url: `http://127.0.0.1:${port}`,
+    output: () => output,
+    logs: () => output.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>),
+    exited,
+    killedAt: null
+  }
+  replicas.push(replica)
+  return replica
+}
+
+const readiness = async (r: Replica): Promise<{ status: number; body: Readiness } | null> => {
+  try {
+    const answer = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(2_000) })
+    return { status: answer.status, body: (await answer.json()) as Readiness }
+  } catch {
+    return null
+  }
+}
+
+const ready = (r: Replica) =>
+  waitFor(
+    async () => {
+      if (r.child.exitCode !== null) throw new Error(`${r.name} exited (${r.child.exitCode}):\n${r.output().slice(-3000)}`)
+      const answer = await readiness(r)
+      return answer?.status === 200 ? answer.body : null
+    },
+    `${r.name} to be ready`,
+    40_000
+  )
+
+const alive = () => replicas.filter((r) => r.killedAt === null && r.child.exitCode === null)
+
+/** The one live replica that leads capture and streams (the others must be standbys). */
+const leader = (among: ReadonlyArray<Replica>) =>
+  waitFor(
+    async () => {
+      const answers = await Promise.all(among.map(async (r) => ({ r, answer: await readiness(r) })))
+      const leading = answers.filter((a) => a.answer?.body.capture.role === "leader")
+      if (leading.length !== 1 || !leading[0]!.answer!.body.capture.streaming) return null
+      for (const a of answers) if (a.r !== leading[0]!.r) expect(a.answer).toMatchObject({ status: 200, body: { capture: { role: "standby", streaming: false } } })
+      return leading[0]!.r
+    },
+    "one replica to lead capture and stream",
+    30_000
+  )
+
+const kill = async (r: Replica) => {
+  r.killedAt = Date.now()
+  r.child.kill("SIGKILL")
+  await r.exited
+}
+
+/** Capture has applied everything committed before the call. */
+const settled = async () => {
+  const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
+  await waitFor(async () => {
+    const [c] = await db.sql<{ ok: boolean }[]>`select checkpoint_lsn >= ${row!.lsn}::pg_lsn as ok from service.capture_state where slot_name = ${env.REPLICATION_SLOT!}`
+    return c?.ok
+  }, "capture to catch up", 30_000)
+}
+
+beforeAll(async () => {
+  db = await freshDatabase()
+  receiver = await startHttpsReceiver()
+  dir = mkdtempSync(join(tmpdir(), "srs-replicas-"))
+  const caFile = join(dir, "ca.pem")
+  writeFileSync(caFile, receiver.ca)
+  companyId = (await makeCompany(db.sql)).id
+  env = {
+    DATABASE_URL: db.url,
+    REPLICATION_SLOT: `slot_${db.name}`,
+    SEED_DEMO: "false",
+    LOG_LEVEL: "Info",
+    HOST: "127.0.0.1",
+    SECRETS_KEY: randomBytes(32).toString("base64"),
+    WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
+    WEBHOOK_RETRY_SCHEDULE: "1s,1s,1s,1s,1s",
+    NODE_EXTRA_CA_CERTS: caFile,
+    CAPTURE_HEARTBEAT: "1 second",
+    API_RATE_LIMIT: String(RATE_LIMIT),
+    API_RATE_WINDOW_SECONDS: String(RATE_WINDOW_SECONDS),
+    API_USAGE_FLUSH: "500 millis"
+  }
+})
+afterAll(async () => {
+  for (const r of replicas) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
+  await Promise.all(replicas.map((r) => r.exited))
+  await receiver?.close()
+  await db?.drop()
+  if (dir) rmSync(dir, { recursive: true, force: true })
+})
+
+describe("several replicas on one database", () => {
+  let survivor: Replica
+
+  it("all ready; the capture leader killed twice, a standby takes over; one event per change, one id per delivery; the survivor's API never fails; one rate limit", { timeout: 90_000 }, async () => {
+    const three = await Promise.all(["a", "b", "c"].map((n) => start(n)))
+    for (const r of three) expect(await ready(r)).toMatchObject({ status: "ready", roles: ["api", "capture", "delivery"] })
+    const first = await leader(three)
+    expect(first.logs().some((l) => l.message === "capture leader: took over")).toBe(true)
+    // The standbys said so, and named the process that leads (its lock session's application name).
+    for (const r of three.filter((r) => r !== first)) {
+      await waitFor(() => r.logs().find((l) => l.message === "capture standby: waiting for the leader lock"), `${r.name} to log that it waits`, 10_000)
+      const waiting = r.logs().filter((l) => l.message === "capture standby: waiting for the leader lock")
+      expect(waiting.at(-1)).toMatchObject({ level: "info", leader: { applicationName: `safety-records-service capture leader ${hostname()}:${first.child.pid}` } })
+    }
+
+    // Capture mirrors the company; then its keys (one per replica for the pollers, one for
+    // the rate limit) and an endpoint at the HTTPS receiver.
+    await waitFor(async () => (await db.sql`select 1 from service.companies where id = ${companyId}`).length > 0, "the company to be mirrored")
+    const pollKeys = await Promise.all(three.map(() => apiKey(db.sql, companyId, ["incidents"])))
+    const limited = await apiKey(db.sql, companyId, ["incidents"])
+    await createEndpoint({ sql: db.sql, secretsKey: Buffer.from(env.SECRETS_KEY!, "base64"), allowed: LOOPBACK }, ADMIN, {
+      companyId,
+      name: "Replicas",
+      url: receiver.url("/hook"),
+      events: [...EVENTS]
+    })
+
+    // One key's limit across the three processes: 30 requests to each at once (90), of which
+    // at most the limit are admitted in its window. Leases can leave a request or two per
+    // process unused at the end of a busy window, so a few fewer may be admitted.
+    const t0 = Date.now()
+    const statuses = await Promise.all(
+      three.flatMap((r) =>
+        Array.from({ length: 30 }, () =>
+          fetch(`${r.url}/api/v1/incidents?limit=1`, { headers: { authorization: `Bearer ${limited.key}` } }).then((a) => a.status)
+        )
+      )
+    )
+    expect(Date.now() - t0).toBeLessThan(RATE_WINDOW_SECONDS * 1000)
+    const admitted = statuses.filter((s) => s === 200).length
+    expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([])
+    expect(admitted).toBeLessThanOrEqual(RATE_LIMIT)
+    expect(admitted).toBeGreaterThanOrEqual(RATE_LIMIT - 2 * three.length)
+
+    // The app writes: incidents, corrective actions made and closed, one transaction each.
+    const written = { incidents: [] as string[], actions: [] as string[], closed: [] as string[] }
+    let writing = true
+    const writer = (async () => {
+      for (let i = 0; writing; i++) {
+        written.incidents.push(await insertIncident(db.sql, companyId))
+        if (i % 2 === 0) written.actions.push(await insertAction(db.sql, companyId))
+        if (i % 3 === 0 && written.actions.length > written.closed.length) {
+          const id = written.actions[written.closed.length]!
+          await db.sql`update app.corrective_actions set status = 'completed', completed_at = now() where id = ${id}`
+          written.closed.push(id)
+        }
+        await sleep(25)
+      }
+    })()
+    // Each replica's API, polled with its own key (4 a second: within the limit).
+    const polls: Array<{ replica: Replica; at: number; status: number | string }> = []
+    let polling = true
+    const pollers = three.map(async (r, i) => {
+      while (polling && r.killedAt === null) {
+        const at = Date.now()
+        const status = await fetch(`${r.url}/api/v1/incidents?limit=1`, { headers: { authorization: `Bearer ${pollKeys[i]!.key}` }, signal: AbortSignal.timeout(3_000) }).then(
+          (a) => a.status,
+          (e: Error) => e.message
+        )
+        if (r.killedAt === null) polls.push({ replica: r, at, status })
+        await sleep(250)
+      }
+    })
+
+    await sleep(1_000)
+    await kill(first)
+    const second = await leader(alive())
+    expect(second).not.toBe(first)
+    expect(second.logs().filter((l) => l.message === "capture leader: took over").at(-1)).toMatchObject({ waitedSeconds: expect.any(Number) })
+    await sleep(1_000)
+    await kill(second)
+    survivor = await leader(alive())
+    expect(three.filter((r) => r.killedAt === null)).toEqual([survivor])
+    expect(survivor.logs().some((l) => l.message === "capture leader: took over")).toBe(true)
+    await sleep(1_000)
+    writing = false
+    await writer
+    polling = false
+    await Promise.all(pollers)
+    await settled()
+
+    // Every change has exactly one event, and there are no others.
+    const expected = [
+      ...written.incidents.map((id) => `incident.created ${id}`),
+      ...written.actions.map((id) => `corrective_action.created ${id}`),
+      ...written.closed.map((id) => `corrective_action.closed ${id}`)
+    ].sort()
+    const events = (await db.sql<{ e: string }[]>`select event || ' ' || record_id as e from service.events order by 1`).map((r) => r.e)
+    expect(written.incidents.length).toBeGreaterThan(20)
+    expect(written.closed.length).toBeGreaterThan(3)
+    expect(events).toEqual(expected)
+
+    // A killed process's leases run out after 60 s; rather than wait, end those now (the
+    // kills were seconds ago, while the survivor sends to this receiver within milliseconds
+    // of leasing; should it be sending one still, it sends it again, under the same id), and
+    // wake the survivor.
+    await db.sql`update service.webhook_deliveries set lease_until = now() where state = 'pending' and lease_until > now() and lease_until < now() + interval '59 seconds'`
+    await db.sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`
+    // Every event reaches the receiver, each under one delivery id (a repeat keeps its id).
+    const deliveredUnder = () => {
+      const ids = new Map<string, Set<string>>()
+      for (const req of receiver.requests) {
+        const body = JSON.parse(req.body.toString("utf8")) as { id: string; event: string; data: { id: string } }
+        const key = `${body.event} ${body.data.id}`
+        ids.set(key, (ids.get(key) ?? new Set()).add(body.id))
+      }
+      return ids
+    }
+    await waitFor(() => deliveredUnder().size >= expected.length, "every event to be delivered", 20_000)
+    const delivered = deliveredUnder()
+    expect([...delivered.keys()].sort()).toEqual(expected)
+    expect([...delivered.entries()].filter(([, ids]) => ids.size !== 1)).toEqual([])
+    const [rows] = await db.sql<{ deliveries: number; events: number }[]>`
+      select count(*)::int as deliveries, count(distinct event_id)::int as events from service.webhook_deliveries`
+    expect(rows).toEqual({ deliveries: expected.length, events: expected.length })
+
+    // The survivor answered every poll; the others, every poll before they were killed.
+    const of = (r: Replica) => polls.filter((p) => p.replica === r)
+    expect(of(survivor).length).toBeGreaterThan(10)
+    expect(of(survivor).filter((p) => p.status !== 200)).toEqual([])
+    for (const r of [first, second]) expect(of(r).filter((p) => p.at < r.killedAt! - 100 && p.status !== 200)).toEqual([])
+
+    // status names the survivor's process as the leader (test/operations/status.test.ts runs
+    // the CLI); its metrics say it leads.
+    const status = await operationsStatus(db.sql, env.REPLICATION_SLOT!)
+    expect(status.capture.leader).toMatchObject({ applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}` })
+    const metrics = await (await fetch(`${survivor.url}/metrics`)).text()
+    expect(sample(metrics, "srs_capture_leader")).toBe(1)
+    expect(sample(metrics, "srs_capture_role", { role: "leader" })).toBe(1)
+  })
+
+  it("SERVICE_ROLES: an API-only replica and a worker without the API are ready; an unknown value is refused (exit 1)", { timeout: 60_000 }, async () => {
+    // The survivor of the test above still leads capture: the worker waits as a standby.
+    const [api, worker, bad] = await Promise.all([
+      start("api-only", { SERVICE_ROLES: "api" }),
+      start("worker", { SERVICE_ROLES: "capture, delivery" }),
+      start("bad", { SERVICE_ROLES: "api,bogus" })
+    ])
+    expect(await bad.exited).toBe(1)
+    expect(bad.output()).toContain('SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not "api,bogus"')
+    expect(await ready(api)).toMatchObject({ status: "ready", roles: ["api"], capture: { role: "off", streaming: false } })
+    expect(await ready(worker)).toMatchObject({ status: "ready", roles: ["capture", "delivery"], capture: { role: "standby" } })
+    const key = await apiKey(db.sql, companyId, ["incidents"])
+    const read = (r: Replica, path: string) => fetch(`${r.url}${path}`, { headers: { authorization: `Bearer ${key.key}` } })
+    expect((await read(api, "/api/v1/incidents?limit=1")).status).toBe(200)
+    expect(sample(await (await fetch(`${api.url}/metrics`)).text(), "srs_capture_role", { role: "off" })).toBe(1)
+    // The worker serves what orchestrators ask, not the API or the admin.
+    expect((await read(worker, "/api/v1/incidents?limit=1")).status).toBe(404)
+    expect((await fetch(`${worker.url}/admin/sign-in`)).status).toBe(404)
+    expect((await fetch(`${worker.url}/healthz`)).status).toBe(200)
+    expect(sample(await (await fetch(`${worker.url}/metrics`)).text(), "srs_capture_role", { role: "standby" })).toBe(1)
+    await waitFor(() => worker.logs().some((l) => l.message === "capture standby: waiting for the leader lock"), "the worker to wait as a standby", 10_000)
+    expect(api.output()).not.toContain("capture standby")
+    expect(api.output()).not.toContain("capture streaming")
+    expect(api.output()).not.toContain("webhook delivery started")
+  })
+
+  it("SERVICE_ROLES is read in any order and case; an empty one is refused, not taken for every role", async () => {
+    expect(parseServiceRoles("Delivery, api")).toEqual(["api", "delivery"])
+    expect(parseServiceRoles("capture,capture,")).toEqual(["capture"])
+    for (const bad of ["", " , ", "api;capture", "web"]) expect(parseServiceRoles(bad)).toBeUndefined()
+    const saved = process.env.SERVICE_ROLES
+    try {
+      // The environment provider reads "" as unset (it would mean the default, every role).
+      process.env.SERVICE_ROLES = ""
+      const exit = await Effect.runPromiseExit(loadServiceRoles)
+      expect(Exit.isFailure(exit) && Cause.pretty(exit.cause)).toContain('SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not ""')
+      delete process.env.SERVICE_ROLES
+      expect(await Effect.runPromise(loadServiceRoles)).toEqual(["api", "capture", "delivery"])
+    } finally {
+      if (saved === undefined) delete process.env.SERVICE_ROLES
+      else process.env.SERVICE_ROLES = saved
+    }
+  })
+})
