@@ -2,12 +2,11 @@
 // a DBA ran the printed setup SQL for another, and the service runs as that least-privilege
 // role. Records and webhooks flow, the app's schema is left as it was, and a publication
 // altered to carry a NEVER column, a missing publication or missing app tables stop a start.
-import { spawn, type ChildProcess } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { setupSql } from "../../src/db/setup-sql.ts"
@@ -17,19 +16,7 @@ import { makeCompany, insertIncident } from "../support/app.ts"
 import { adminUrl, urlFor } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
-
-const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
-
-const start = (env: Record<string, string>) => {
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-  const exited = (ms = 30_000) =>
-    Promise.race([exit, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms:\n${output.slice(-3000)}`)), ms))])
-  return { child, exited, output: () => output }
-}
+import { startService, streaming, waitForUrl } from "../support/service-process.ts"
 
 const until = async <A>(check: () => Promise<A | undefined | false>, what: string, ms = 30_000): Promise<A> => {
   const deadline = Date.now() + ms
@@ -132,7 +119,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     const empty = `t_empty_${tag}`
     await root.unsafe(`create database ${empty}`)
     try {
-      const r = start({ ...env, DATABASE_URL: urlFor(empty), PORT: String(await freePort()) })
+      const r = startService({ ...env, DATABASE_URL: urlFor(empty), PORT: String(await freePort()) })
       children.push(r.child)
       expect(await r.exited()).toBe(1)
       expect(r.output()).toContain("The app's tables are missing")
@@ -151,7 +138,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     // The DBA's setup, less the publication.
     const text = setupSql({ role, publication })
     await admin.unsafe(text.replace(/do \$\$[\s\S]*?\$\$;/, ""))
-    const r = start({ ...env, PORT: String(await freePort()) })
+    const r = startService({ ...env, PORT: String(await freePort()) })
     children.push(r.child)
     expect(await r.exited()).toBe(1)
     expect(r.output()).toContain(`Publication ${publication} does not exist, and role ${role} may not create it`)
@@ -166,13 +153,10 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     const before = await appSchemaFingerprint(admin)
 
     const port = await freePort()
-    const service = start({ ...env, PORT: String(port), REPLICATION_SLOT_FAILOVER: "true" })
+    const service = startService({ ...env, PORT: String(port), REPLICATION_SLOT_FAILOVER: "true" })
     children.push(service.child)
     const base = `http://127.0.0.1:${port}`
-    await until(async () => {
-      const r = await fetch(`${base}/readyz`)
-      return r.ok && ((await r.json()) as { capture?: { streaming?: boolean } }).capture?.streaming === true
-    }, "readyz with capture streaming", 60_000)
+    await waitForUrl(`${base}/readyz`, 60_000, streaming)
 
     // The role reads what it needs and nothing more.
     const srs = postgres(serviceUrl, { max: 1, onnotice: () => {} })
@@ -214,7 +198,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
   it("a publication altered to carry app.workers.phone stops the next start, naming it and the fix", async () => {
     await admin.unsafe(`alter publication ${publication} drop table app.workers`)
     await admin.unsafe(`alter publication ${publication} add table app.workers (id, company_id, name, job_title, employer, subcontractor_id, job_site_id, status, created_at, updated_at, phone)`)
-    const r = start({ ...env, PORT: String(await freePort()) })
+    const r = startService({ ...env, PORT: String(await freePort()) })
     children.push(r.child)
     expect(await r.exited()).toBe(1)
     expect(r.output()).toContain("app.workers.phone is published, and it is NEVER sent")

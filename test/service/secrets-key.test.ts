@@ -1,49 +1,18 @@
 // Issue 13.7, as an operator meets it: two real service processes (`node src/main.ts`) on one
 // database, the second with another SECRETS_KEY. The second refuses to start, exit 1, saying
 // on stderr what to do (no stack trace); the first keeps serving. The admin CLI likewise.
-import { spawn, type ChildProcess } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { keyFingerprint } from "../../src/delivery/secrets.ts"
 import { runCli } from "../admin/run-cli.ts"
 import { makeCompany } from "../support/app.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { freePort } from "../support/global-setup.ts"
-
-const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
-
-const run = (env: Record<string, string>) => {
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
-  let stdout = ""
-  let stderr = ""
-  child.stdout!.on("data", (d) => (stdout += d))
-  child.stderr!.on("data", (d) => (stderr += d))
-  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-  const exited = (ms = 40_000) =>
-    Promise.race([
-      exit,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${(stdout + stderr).slice(-4000)}`)), ms))
-    ])
-  return { child, exited, stdout: () => stdout, stderr: () => stderr }
-}
-
-const waitFor = async (url: string, ms: number) => {
-  const deadline = Date.now() + ms
-  for (;;) {
-    try {
-      const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
-      if (r.ok) return r
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+import { startService, waitForUrl } from "../support/service-process.ts"
 
 describe("one SECRETS_KEY per database", () => {
   let db: TestDatabase
@@ -69,15 +38,15 @@ describe("one SECRETS_KEY per database", () => {
   it("a second service process with another SECRETS_KEY exits 1 naming SECRETS_KEY; the first keeps serving", { timeout: 120_000 }, async () => {
     const common = { DATABASE_URL: db.url, REPLICATION_SLOT: slot, CAPTURE_HEARTBEAT: "1 second" }
     const firstPort = await freePort()
-    const first = run({ ...common, PORT: String(firstPort), SECRETS_KEY: key, DATA_DIR: tempDir() })
+    const first = startService({ ...common, PORT: String(firstPort), SECRETS_KEY: key, DATA_DIR: tempDir() })
     children.push(first.child)
     const base = `http://127.0.0.1:${firstPort}`
-    await waitFor(`${base}/readyz`, 60_000)
+    await waitForUrl(`${base}/readyz`, 60_000)
     const [row] = await db.sql<{ fingerprint: string; source: string }[]>`select fingerprint, source from service.secrets_key`
     expect(row).toEqual({ fingerprint: keyFingerprint(Buffer.from(key, "base64")), source: "SECRETS_KEY" })
 
     const secondPort = await freePort()
-    const second = run({ ...common, PORT: String(secondPort), SECRETS_KEY: randomBytes(32).toString("base64"), DATA_DIR: tempDir() })
+    const second = startService({ ...common, PORT: String(secondPort), SECRETS_KEY: randomBytes(32).toString("base64"), DATA_DIR: tempDir() })
     children.push(second.child)
     expect(await second.exited()).toBe(1)
     const stderr = second.stderr()
@@ -91,8 +60,8 @@ describe("one SECRETS_KEY per database", () => {
 
     // The first is untouched.
     expect(first.child.exitCode).toBeNull()
-    const ready = await waitFor(`${base}/readyz`, 10_000)
-    expect(await ready.json()).toMatchObject({ status: "ready", database: true })
+    const ready = await waitForUrl(`${base}/readyz`, 10_000)
+    expect(ready).toMatchObject({ status: "ready", database: true })
     expect((await db.sql`select fingerprint from service.secrets_key`).map((r) => r.fingerprint)).toEqual([row!.fingerprint])
 
     first.child.kill("SIGTERM")

@@ -1,52 +1,14 @@
 // The real `npm start` entry point as a user runs it: embedded PostgreSQL under DATA_DIR,
 // demo data on the first start, /healthz, a clean stop on SIGTERM, data intact on restart;
 // and a clear refusal of a server without logical replication.
-import { spawn, type ChildProcess } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { startEmbedded } from "../../src/db/embedded.ts"
 import { freePort } from "../support/global-setup.ts"
-
-const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
-
-const run = (env: Record<string, string>) => {
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-  // A stop that takes longer than its deadline fails with what the process printed.
-  const exited = (ms = 40_000) =>
-    Promise.race([
-      exit,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${output.slice(-4000)}`)), ms))
-    ])
-  return { child, exited, output: () => output }
-}
-
-type Answer = { readonly capture?: { readonly streaming?: boolean } }
-const streaming = (body: Answer) => body.capture?.streaming === true
-
-/** Polls until the URL answers 200 (and, when given, its JSON body passes `check`); returns the body. */
-const waitFor = async (url: string, ms: number, check: (body: Answer) => boolean = () => true) => {
-  const deadline = Date.now() + ms
-  for (;;) {
-    try {
-      const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
-      if (r.ok) {
-        const body = (await r.json()) as Answer
-        if (check(body)) return body
-      }
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+import { startService, streaming, waitForUrl } from "../support/service-process.ts"
 
 describe("npm start", () => {
   const dirs: string[] = []
@@ -66,12 +28,12 @@ describe("npm start", () => {
     const dataDir = tempDir()
     const env = { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await freePort()), PORT: String(await freePort()) }
     const base = `http://127.0.0.1:${env.PORT}`
-    const first = run(env)
+    const first = startService(env)
     children.push(first.child)
     const t0 = Date.now()
-    await waitFor(`${base}/healthz`, 60_000)
+    await waitForUrl(`${base}/healthz`, 60_000)
     // Ready as soon as the database is; capture (which builds the first views) streams soon after.
-    const ready = await waitFor(`${base}/readyz`, 30_000, streaming)
+    const ready = await waitForUrl(`${base}/readyz`, 30_000, streaming)
     expect(ready).toMatchObject({ status: "ready", database: true, migrations: true, capture: { role: "leader", streaming: true } })
     expect(first.output()).toContain("demo data loaded")
     expect(first.output()).toContain("npm run admin -- keys create")
@@ -84,9 +46,9 @@ describe("npm start", () => {
     expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(false)
     expect(first.output()).toContain("embedded PostgreSQL stopped")
 
-    const second = run(env)
+    const second = startService(env)
     children.push(second.child)
-    await waitFor(`${base}/readyz`, 60_000, streaming)
+    await waitForUrl(`${base}/readyz`, 60_000, streaming)
     expect(second.output()).not.toContain("demo data loaded")
     expect(second.output()).not.toContain("initial views built")
     second.child.kill("SIGINT")
@@ -97,7 +59,7 @@ describe("npm start", () => {
     const dir = tempDir()
     const server = await startEmbedded({ dataDir: dir, port: await freePort(), settings: { wal_level: "replica" } })
     try {
-      const r = run({ DATABASE_URL: server.url, PORT: String(await freePort()) })
+      const r = startService({ DATABASE_URL: server.url, PORT: String(await freePort()) })
       children.push(r.child)
       const code = await r.exited()
       expect(code).not.toBe(0)

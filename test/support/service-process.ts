@@ -1,0 +1,55 @@
+// The service as users run it: `node src/main.ts` in a child process, with what it prints,
+// its exit, and polling of its HTTP endpoints. One helper for every test that starts it.
+import { spawn, type ChildProcess } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+export const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
+
+export interface ServiceProcess {
+  readonly child: ChildProcess
+  /** Everything printed, stdout and stderr as they came. */
+  readonly output: () => string
+  readonly stdout: () => string
+  readonly stderr: () => string
+  /** The exit code; rejects with what the process printed if it has not exited within `ms`. */
+  readonly exited: (ms?: number) => Promise<number | null>
+}
+
+export const startService = (env: Record<string, string | undefined>): ServiceProcess => {
+  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+  let output = ""
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.on("data", (d) => ((output += d), (stdout += d)))
+  child.stderr!.on("data", (d) => ((output += d), (stderr += d)))
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  const exited = (ms = 40_000) =>
+    Promise.race([
+      exit,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${output.slice(-4000)}`)), ms))
+    ])
+  return { child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited }
+}
+
+export type Readiness = { readonly status?: string; readonly capture?: { readonly role?: string; readonly streaming?: boolean } }
+
+/** readyz with capture streaming: this process leads and follows the slot. */
+export const streaming = (body: Readiness) => body.capture?.streaming === true
+
+/** Polls until the URL answers 200 (and, when given, its JSON body passes `check`); returns the body. */
+export const waitForUrl = async <B = Readiness>(url: string, ms: number, check: (body: B) => boolean = () => true): Promise<B> => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    try {
+      const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
+      if (r.ok) {
+        const body = (await r.json()) as B
+        if (check(body)) return body
+      }
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
