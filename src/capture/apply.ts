@@ -137,7 +137,8 @@ export const applyBatch = async (tx: Tx, txns: ReadonlyArray<Txn>): Promise<Batc
   // while the views are shaped here, instead of waiting for each round trip in turn.
   const writes: Promise<unknown>[] = [writeMirror(tx, upserts, deletes)]
   const { views, gone } = finalViews(store, refs)
-  writes.push(writeViews(tx, views, gone))
+  // No view of the batch changed after its last commit.
+  writes.push(writeViews(tx, views, gone, txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }))
   if (tenancy.size > 0) writes.push(writeCompanies(tx, store, tenancy))
   if (users.size > 0) writes.push(writeUsers(tx, store, users))
   writes.push(writeEvents(tx, events))
