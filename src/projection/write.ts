@@ -33,7 +33,8 @@ export type ChangeTime = { readonly commit: Date } | { readonly mirror: Date | n
 
 /**
  * Writes the views of a batch and deletes those whose record is gone, leaving a tombstone
- * for GET /api/v1/deletions (deleted_at: the change time).
+ * for GET /api/v1/deletions (deleted_at: the gone record's own `at` when known, else the
+ * change time).
  *
  * changed_at, the key of ?sort=updatedAt (sql/012_sync.sql): the record's updatedAt when the
  * write brings a new one (or creates the view); otherwise, when the view changed but its
@@ -41,18 +42,23 @@ export type ChangeTime = { readonly commit: Date } | { readonly mirror: Date | n
  * updatedAt), the change time, never earlier than a millisecond after the previous value:
  * a client that synced up to the previous value gets the record again.
  */
-export const writeViews = async (tx: Tx, views: ReadonlyArray<ProjectedView>, gone: ReadonlyArray<RecordRef>, time: ChangeTime = { mirror: null }) => {
+export const writeViews = async (
+  tx: Tx,
+  views: ReadonlyArray<ProjectedView>,
+  gone: ReadonlyArray<RecordRef & { readonly at?: Date }>,
+  time: ChangeTime = { mirror: null }
+) => {
   const commit = "commit" in time ? time.commit : null
   const at = "commit" in time ? time.commit : time.mirror
   if (gone.length > 0) {
     await tx`
       with d as (
-        delete from service.views v using json_to_recordset(${JSON.stringify(gone)}::text::json) as g(resource text, id uuid)
+        delete from service.views v using json_to_recordset(${JSON.stringify(gone)}::text::json) as g(resource text, id uuid, at timestamptz)
         where v.resource = g.resource and v.id = g.id
-        returning v.resource, v.id, v.company_id
+        returning v.resource, v.id, v.company_id, g.at
       )
       insert into service.deletions (resource, id, company_id, deleted_at)
-      select resource, id, company_id, date_trunc('milliseconds', coalesce(${at}::timestamptz, now())) from d
+      select resource, id, company_id, date_trunc('milliseconds', coalesce(d.at, ${at}::timestamptz, now())) from d
       on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`
   }
   if (views.length > 0) {
