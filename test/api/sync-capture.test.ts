@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { purgeOld } from "../../src/delivery/queries.ts"
+import { rebuildViews } from "../../src/operations/rebuild.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { insertIncident } from "../support/app.ts"
@@ -205,5 +206,30 @@ describe("sync through capture", () => {
     await purgeOld(db.sql, new Date(Date.now() - 30 * 86_400_000))
     expect(await db.sql`select 1 from service.deletions where id = ${old}`).toHaveLength(0)
     expect(await db.sql`select 1 from service.deletions`).toHaveLength(before.length - 1)
+  })
+  it("rebuild-views keeps the change time of views it leaves alone, moves it for views it rewrites, and leaves tombstones", async () => {
+    const times = async () =>
+      new Map(
+        (await db.sql<{ id: string; t: string }[]>`select id::text, changed_at::text as t from service.views where company_id = ${acme.id}`).map(
+          (r) => [r.id, r.t] as const
+        )
+      )
+    const before = await times()
+    const [stale] = await db.sql<{ id: string; changed: Date }[]>`
+      update service.views set body = '{"stale":true}'
+      where (resource, id) = (select resource, id from service.views where resource = 'audits' and company_id = ${acme.id} order by id limit 1)
+      returning id::text, changed_at as changed`
+    const ghost = randomUUID()
+    await db.sql`insert into service.views (resource, id, company_id, created_at, body) values ('audits', ${ghost}, ${acme.id}, now(), '{"ghost":true}')`
+    const [state] = await db.sql<{ at: Date }[]>`select last_commit_at as at from service.capture_state`
+    const r = await rebuildViews(db.sql)
+    expect([r.changed, r.removed]).toEqual([1, 1])
+    const after = await times()
+    for (const [id, t] of before) if (id !== stale!.id) expect([id, after.get(id)]).toEqual([id, t])
+    // The rewritten view changed when the mirror it was rebuilt from did, and never backwards.
+    const moved = new Date(after.get(stale!.id)!)
+    expect(moved.getTime()).toBe(Math.max(stale!.changed.getTime() + 1, Math.trunc(state!.at.getTime())))
+    const gone = await api.get("/api/v1/deletions?resource=audits", { key })
+    expect(gone.json.data.map((d: any) => d.id)).toEqual([ghost])
   })
 })
