@@ -91,6 +91,8 @@ export const writeViews = async (
               end
           where service.views.body is distinct from excluded.body
              or service.views.created_at is distinct from excluded.created_at
+             -- corrective actions and inspections do not show their company
+             or service.views.company_id is distinct from excluded.company_id
         returning resource, id
       )
       delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`
