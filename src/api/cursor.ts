@@ -1,12 +1,12 @@
 // Keyset cursors: opaque to clients, tamper-evident, and bound to the list they came from.
 // A cursor carries the position of the last record of a page (its createdAt with
-// microseconds and its id) and an HMAC over that position and the list's identity
+// microseconds, or its change time in a list by change, and its id) and an HMAC over that position and the list's identity
 // (company, resource and filters). A changed byte, or the same cursor on another list,
 // fails the check. Pure: the key is passed in.
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
 
 export interface CursorPosition {
-  /** created_at exactly as PostgreSQL writes it as text (microseconds and offset included). */
+  /** created_at (changed_at in a list sorted by updatedAt) exactly as PostgreSQL writes it as text (microseconds and offset included). */
   readonly createdAt: string
   readonly id: string
 }
@@ -78,5 +78,5 @@ export const decodeCursor = (
 export const CURSOR_ERROR_MESSAGES: Readonly<Record<CursorError, string>> = {
   malformed: "cursor is not a cursor this API issued; pass the nextCursor of the previous page unchanged",
   tampered: "cursor is invalid (it was changed or issued by another server); pass the nextCursor of the previous page unchanged",
-  "other-list": "cursor belongs to another list: use it with the same resource and filters (createdAfter, createdBefore, name, status) as the page it came from"
+  "other-list": "cursor belongs to another list: use it with the same resource, filters and sort (createdAfter, createdBefore, updatedAfter, updatedBefore, name, status, sort) as the page it came from"
 }

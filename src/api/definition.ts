@@ -11,6 +11,7 @@ import { EVENT_KINDS } from "../domain/event-kinds.ts"
 import { RESOURCE_INFO, RESOURCES, type Resource } from "../domain/resources.ts"
 import { CurrentKey } from "./current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "./errors.ts"
+import { DeletionsGroup } from "./deletions.ts"
 import { HooksGroup } from "./hooks.ts"
 import { EventsGroup } from "../operations/events-api.ts"
 import { BASE_QUERY, NAME_QUERY, STATUS_QUERY } from "./query.ts"
@@ -76,8 +77,14 @@ const resourceGroup = <const R extends Resource, S extends Schema.Top, Q extends
       HttpApiEndpoint.get("list", `${API_PREFIX}/${resource}`, {
         query,
         success: Schema.Struct({
-          data: Schema.Array(record).annotate({ description: "Newest first (by createdAt, then id)" }),
-          nextCursor: Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" })
+          data: Schema.Array(record).annotate({ description: "Newest first (by createdAt, then id); with sort=updatedAt, oldest change first (by change time, then id)" }),
+          nextCursor: Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" }),
+          nextUpdatedAfter: Schema.optionalKey(
+            Schema.NullOr(Timestamp).annotate({
+              description:
+                "Only with sort=updatedAt. On the last page (nextCursor null): the updatedAfter to pass next time to get only what changes after this answer (the change time of the last record, or the updatedAfter given when nothing changed). null while there are more pages (follow nextCursor: it never skips or repeats), or when nothing matched and no updatedAfter was given."
+            })
+          )
         }),
         error: BadRequest
       }).annotateMerge(OpenApi.annotations({ summary: `List ${title(resource).toLowerCase()}` })),
@@ -110,6 +117,9 @@ export const listParams = (resource: Resource): ReadonlyArray<string> => [
   "cursor",
   "createdAfter",
   "createdBefore",
+  "updatedAfter",
+  "updatedBefore",
+  "sort",
   ...RESOURCE_INFO[resource].filters
 ]
 
@@ -127,10 +137,26 @@ const RATE_LIMIT_HEADERS = {
   }
 }
 
-/** Adds the RateLimit fields to the answers, Retry-After to 429 and WWW-Authenticate to 401. */
+const ETAG_HEADER = {
+  description: "A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged.",
+  schema: { type: "string" }
+}
+
+/**
+ * Adds the RateLimit fields to the answers, Retry-After to 429 and WWW-Authenticate to 401;
+ * and to every GET the ETag of its 200 and its 304 for If-None-Match (fallback.ts, etag.ts).
+ */
 export const documentHeaders = (spec: Record<string, any>): Record<string, any> => {
   for (const item of Object.values<any>(spec.paths ?? {})) {
-    for (const operation of Object.values<any>(item)) {
+    for (const [method, operation] of Object.entries<any>(item)) {
+      if (method === "get" && operation.responses?.["200"] !== undefined) {
+        operation.responses["200"].headers = { ...operation.responses["200"].headers, ETag: ETAG_HEADER }
+        operation.responses["304"] = {
+          description:
+            "Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request.",
+          headers: { ETag: ETAG_HEADER }
+        }
+      }
       for (const [status, response] of Object.entries<any>(operation.responses ?? {})) {
         // Without a usable key there is no allowance to report, only the policy.
         const headers: Record<string, unknown> =
@@ -164,6 +190,7 @@ export class ServiceApi extends HttpApi.make("service")
   )
   .add(HooksGroup) // webhooks: POST/GET /api/v1/hooks, GET/DELETE /api/v1/hooks/{id}
   .add(EventsGroup) // GET /api/v1/events, GET /api/v1/events/{id}
+  .add(DeletionsGroup) // GET /api/v1/deletions
   .middleware(RequestErrors)
   .middleware(ApiKeyAuth)
   .annotate(HttpApi.QueryParseOptions, { onExcessProperty: "error", errors: "first" })
@@ -174,6 +201,7 @@ export class ServiceApi extends HttpApi.make("service")
       description: [
         "Read-only access to a company's safety records with an API key (Authorization: Bearer mk_...).",
         "Lists are newest first and paged with nextCursor. Every error is JSON {\"error\": \"...\"}.",
+        "To keep a copy in step, list with sort=updatedAt&updatedAfter=<the nextUpdatedAfter of your last sync> (oldest change first) and ask GET /api/v1/deletions?since=<the last deletedAt you saw> for what was deleted. Every record and list answer carries an ETag; If-None-Match with it answers 304 with no body.",
         "Each key may make 120 requests a minute; every answer carries the RateLimit and RateLimit-Policy headers, and a refused request gets 429 with Retry-After."
       ].join("\n\n"),
       transform: documentHeaders

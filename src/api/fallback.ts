@@ -7,6 +7,7 @@ import { HttpApi, type HttpApiGroup } from "effect/http-api"
 import { checkRequest, isJsonApiPath, nulParameter } from "../http/request-checks.ts"
 import { hostOf, rateLimitField, rateLimitPolicy } from "./auth.ts"
 import { errorResponse } from "./errors.ts"
+import { conditional } from "./etag.ts"
 import { KeyDirectory } from "./keys.ts"
 import { RateLimiter } from "./rate-limit.ts"
 import { UsageRecorder } from "./usage.ts"
@@ -140,8 +141,15 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
           if (nul !== undefined) return rated(request, errorResponse(400, `query parameter "${nul}" contains a NUL character (%00)`))
           if (!isJsonApiPath(path)) return httpEffect
           // Answers the endpoints do not rate (the OpenAPI document) still state the policy.
+          // Every answer under /api/ has an ETag, and If-None-Match may make it a 304 (etag.ts).
           const answered = path.startsWith("/api/")
-            ? Effect.map(httpEffect, (r) => (r.headers["ratelimit-policy"] === undefined ? HttpServerResponse.setHeader(r, "ratelimit-policy", policy) : r))
+            ? Effect.map(httpEffect, (r) =>
+                conditional(
+                  request.method,
+                  request.headers["if-none-match"],
+                  r.headers["ratelimit-policy"] === undefined ? HttpServerResponse.setHeader(r, "ratelimit-policy", policy) : r
+                )
+              )
             : httpEffect
           return Effect.flatMap(checkRequest(request), (refusal) =>
             refusal === undefined ? answered : rated(request, errorResponse(refusal.status, refusal.message))

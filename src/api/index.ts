@@ -9,6 +9,7 @@ import { ApiKeyAuthLive } from "./auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./definition.ts"
 import { fallbackLayer, routesOf } from "./fallback.ts"
 import { ResourceHandlers, RootHandlers } from "./handlers.ts"
+import { DeletionsHandlers } from "./deletions-handlers.ts"
 import { HooksHandlers } from "./hooks-handlers.ts"
 import { EventsHandlers } from "../operations/events-handlers.ts"
 import { KeyDirectory } from "./keys.ts"
@@ -33,6 +34,7 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
     Layer.provide([RootHandlers, ResourceHandlers]),
     Layer.provide(HooksHandlers),
     Layer.provide(EventsHandlers),
+    Layer.provide(DeletionsHandlers),
     Layer.provide([ApiKeyAuthLive, RequestErrorsLive])
   )
   const Docs = HttpApiScalar.layer(ServiceApi, { path: DOCS_PATH })

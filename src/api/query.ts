@@ -49,16 +49,31 @@ export const CursorParam = textParam((t) => t.length > 0 || "must not be empty",
   jsonSchema: { minLength: 1 }
 })
 
-const dateParam = (which: "after" | "before") =>
-  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), {
-    description: `Only records created strictly ${which} this moment: ${FILTER_DATE_FORMATS}.`,
-    jsonSchema: {
-      pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
-    }
-  })
+const DATE_JSON_SCHEMA = {
+  pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
+}
 
-export const CreatedAfterParam = dateParam("after")
-export const CreatedBeforeParam = dateParam("before")
+const dateParam = (description: string) =>
+  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), { description, jsonSchema: DATE_JSON_SCHEMA })
+
+export const CreatedAfterParam = dateParam(`Only records created strictly after this moment: ${FILTER_DATE_FORMATS}.`)
+export const CreatedBeforeParam = dateParam(`Only records created strictly before this moment: ${FILTER_DATE_FORMATS}.`)
+
+const CHANGED =
+  "A record's change time is its updatedAt; for a record with no updatedAt (inspections), or whose change left updatedAt alone (an audit's item, a policy's acknowledgement, a subcontractor's document, the equipment or job site name inside an inspection), the time the service saw the change, which moves forward with every change. With sort=updatedAt the answer's nextUpdatedAfter carries it."
+
+export const UpdatedAfterParam = dateParam(
+  `Only records that changed strictly after this moment: ${FILTER_DATE_FORMATS}. Pass the nextUpdatedAfter of your last sync (or the updatedAt of the last record it saw) to get what changed since. ${CHANGED}`
+)
+export const UpdatedBeforeParam = dateParam(`Only records whose last change was strictly before this moment: ${FILTER_DATE_FORMATS}. ${CHANGED}`)
+
+export const SORT_VALUES = ["updatedAt"] as const
+
+export const SortParam = Schema.Literals(SORT_VALUES).annotate({
+  description:
+    "updatedAt: oldest change first (by change time, then id), for keeping a copy in step; paging never skips nor repeats a record, also among records that changed at the same moment. Absent: newest created first.",
+  message: `must be ${SORT_VALUES.join(", ")}`
+})
 
 export const NameParam = textParam(
   (t) =>
@@ -84,7 +99,10 @@ export const BASE_QUERY = {
   limit: Schema.optional(LimitParam),
   cursor: Schema.optional(CursorParam),
   createdAfter: Schema.optional(CreatedAfterParam),
-  createdBefore: Schema.optional(CreatedBeforeParam)
+  createdBefore: Schema.optional(CreatedBeforeParam),
+  updatedAfter: Schema.optional(UpdatedAfterParam),
+  updatedBefore: Schema.optional(UpdatedBeforeParam),
+  sort: Schema.optional(SortParam)
 } as const
 
 export const NAME_QUERY = { ...BASE_QUERY, name: Schema.optional(NameParam) } as const
@@ -96,6 +114,9 @@ export interface ListQueryInput {
   readonly cursor?: string | undefined
   readonly createdAfter?: string | undefined
   readonly createdBefore?: string | undefined
+  readonly updatedAfter?: string | undefined
+  readonly updatedBefore?: string | undefined
+  readonly sort?: string | undefined
   readonly name?: string | undefined
   readonly status?: string | undefined
 }

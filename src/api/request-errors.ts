@@ -11,7 +11,12 @@ import { refusedResponse } from "./handlers.ts"
 import { KeyDirectory } from "./keys.ts"
 import { describeQueryIssue } from "./query.ts"
 import { EVENTS_PARAMS } from "../operations/events-feed.ts"
+import { DELETIONS_PARAMS } from "./deletions.ts"
 import { Views } from "./views.ts"
+
+/** The query parameters an endpoint of the group takes, for the message about an unknown one. */
+const queryParams = (group: string): ReadonlyArray<string> =>
+  isResource(group) ? listParams(group) : group === "events" ? EVENTS_PARAMS : group === "deletions" ? DELETIONS_PARAMS : []
 
 export const RequestErrorsLive = Layer.unwrap(
   Effect.gen(function* () {
@@ -29,7 +34,7 @@ export const RequestErrorsLive = Layer.unwrap(
         }
         switch (error.kind) {
           case "Query":
-            return errorResponse(400, describeQueryIssue(error.cause.issue, resource !== undefined ? listParams(resource) : group.identifier === "events" ? EVENTS_PARAMS : []))
+            return errorResponse(400, describeQueryIssue(error.cause.issue, queryParams(group.identifier)))
           case "Params":
           case "Headers":
             return errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${error.cause.message}`)

@@ -1,7 +1,8 @@
 // Reading records from service.views. A view's body is the exact JSON the API returns, so
 // an answer is assembled from the stored text, never parsed and re-serialised: a list answer
 // is '{"data":[' + bodies + '],"nextCursor":...}'. Paging is keyset on the index
-// (company_id, resource, created_at desc, id desc): page N costs what page 1 costs. Each
+// (company_id, resource, created_at desc, id desc): page N costs what page 1 costs; a list
+// by change time (sort=updatedAt, for syncs) is keyset on views_changed the same way. Each
 // statement also re-checks the key (key-check.ts), so serving a request is one round trip,
 // and requests that arrive together share that round trip (batch.ts).
 import { randomBytes } from "node:crypto"
@@ -27,6 +28,11 @@ export interface ListRequest {
   readonly limit: number
   readonly createdAfter: string | undefined
   readonly createdBefore: string | undefined
+  /** Bounds of the change time (views.changed_at), exclusive. */
+  readonly updatedAfter: string | undefined
+  readonly updatedBefore: string | undefined
+  /** Oldest change first, instead of newest created first. */
+  readonly byChange: boolean
   readonly name: string | undefined
   readonly statuses: ReadonlyArray<string> | undefined
   readonly binding: CursorBinding
@@ -44,6 +50,11 @@ export const listRequest = (
   if (query.createdAfter !== undefined && after === undefined) return { bad: "createdAfter" }
   const before = query.createdBefore === undefined ? undefined : parseFilterDate(query.createdBefore)
   if (query.createdBefore !== undefined && before === undefined) return { bad: "createdBefore" }
+  const updatedAfter = query.updatedAfter === undefined ? undefined : parseFilterDate(query.updatedAfter)
+  if (query.updatedAfter !== undefined && updatedAfter === undefined) return { bad: "updatedAfter" }
+  const updatedBefore = query.updatedBefore === undefined ? undefined : parseFilterDate(query.updatedBefore)
+  if (query.updatedBefore !== undefined && updatedBefore === undefined) return { bad: "updatedBefore" }
+  if (query.sort !== undefined && query.sort !== "updatedAt") return { bad: "sort" }
   const statuses = query.status === undefined ? undefined : statusesFor(query.status)
   if (query.status !== undefined && statuses === undefined) return { bad: "status" }
   if (query.name !== undefined && query.name.trim() === "") return { bad: "name" }
@@ -52,6 +63,9 @@ export const listRequest = (
       limit,
       createdAfter: after?.iso,
       createdBefore: before?.iso,
+      updatedAfter: updatedAfter?.iso,
+      updatedBefore: updatedBefore?.iso,
+      byChange: query.sort === "updatedAt",
       name: query.name,
       statuses,
       binding: {
@@ -60,6 +74,10 @@ export const listRequest = (
         filters: {
           createdAfter: after?.iso,
           createdBefore: before?.iso,
+          updatedAfter: updatedAfter?.iso,
+          updatedBefore: updatedBefore?.iso,
+          // A cursor of one order is no position in the other.
+          sort: query.sort,
           name: query.name?.toLowerCase(),
           status: query.status
         }
@@ -138,7 +156,7 @@ const PAGE_BATCH = `
     ) w on true`
 
 /** A page's row as read (raw): the key's state, then id, body and created_at, null when refused or empty. */
-type PageRow = readonly [state: Buffer, id: Buffer | null, body: Buffer | null, ts: Buffer | null]
+type PageRow = readonly [state: Buffer, id: Buffer | null, body: Buffer | null, ts: Buffer | null, changed?: Buffer | null]
 
 /** States, ids and timestamps are ASCII. */
 const textOf = (b: Buffer) => b.toString("latin1")
@@ -150,7 +168,12 @@ const textOf = (b: Buffer) => b.toString("latin1")
  * buffer per answer, and V8 meets that much external memory with full collections (at 300
  * lists/s: 13 mark-compacts in 10 s instead of 3, p99 16 ms instead of 10).
  */
-const pageAnswer = (rows: ReadonlyArray<PageRow>, limit: number, cursorOf: (position: CursorPosition) => string): Served => {
+const pageAnswer = (
+  rows: ReadonlyArray<PageRow>,
+  limit: number,
+  cursorOf: (position: CursorPosition) => string,
+  sync?: { readonly after: string | undefined }
+): Served => {
   const state = (rows[0] === undefined ? "unknown" : textOf(rows[0][0])) as KeyState
   if (state !== "ok") return { _tag: "Refused", state }
   const count = rows[0]![2] === null ? 0 : rows.length
@@ -163,11 +186,17 @@ const pageAnswer = (rows: ReadonlyArray<PageRow>, limit: number, cursorOf: (posi
   }
   if (more) {
     const last = rows[n - 1]!
-    body += `],"nextCursor":"${cursorOf({ createdAt: textOf(last[3]!), id: textOf(last[1]!) })}"}`
+    body += `],"nextCursor":"${cursorOf({ createdAt: textOf(last[3]!), id: textOf(last[1]!) })}"`
   } else {
-    body += '],"nextCursor":null}'
+    body += '],"nextCursor":null'
   }
-  return { _tag: "Body", body }
+  if (sync !== undefined) {
+    // Where the next sync starts: known once the walk is over (the last page). Nothing
+    // changed: where this one started. The change times are whole milliseconds.
+    const next = more ? null : n > 0 ? textOf(rows[n - 1]![4]!) : sync.after === undefined ? null : `${sync.after.slice(0, 23)}Z`
+    body += `,"nextUpdatedAfter":${next === null ? "null" : `"${next}"`}`
+  }
+  return { _tag: "Body", body: body + "}" }
 }
 
 export interface KeyCheckRow {
@@ -264,7 +293,8 @@ export class Views extends Context.Service<
           position = decoded.position
         }
         const cursorOf = (last: CursorPosition) => encodeCursor(cursorKey, r.binding, last)
-        if (r.name === undefined && r.statuses === undefined) {
+        const plain = r.updatedAfter === undefined && r.updatedBefore === undefined && !r.byChange
+        if (plain && r.name === undefined && r.statuses === undefined) {
           const rows = yield* Effect.promise(() =>
             pages.load({
               keyId: key.keyId,
@@ -281,26 +311,37 @@ export class Views extends Context.Service<
           return pageAnswer(rows, r.limit, cursorOf)
         }
         // A status or a name filter has an index of its own, which a statement planned for
-        // any batch would not use: such a list gets a statement of its own.
+        // any batch would not use: such a list gets a statement of its own. So does a list
+        // by change time (views_changed), a sync's, which is not the hot path.
         const db = r.name === undefined ? sql : planned
+        const byChange = r.byChange
         const rows = yield* Effect.promise(
           () => db`
-            select s.state, w.id, w.body, w.ts
+            select s.state, w.id, w.body, w.ts${byChange ? db`, w.changed` : db``}
               from ${keyStateRelation(db, key.keyId, key.host, resource)}
               left join lateral (
-                select v.id::text as id, v.body, v.created_at::text as ts
+                select v.id::text as id, v.body, ${byChange ? db`v.changed_at::text` : db`v.created_at::text`} as ts
+                       ${byChange ? db`, to_char(v.changed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as changed` : db``}
                   from service.views v
                  where s.state = 'ok' and v.company_id = ${key.companyId} and v.resource = ${resource}
                    ${r.createdAfter === undefined ? db`` : db`and v.created_at > ${r.createdAfter}::timestamptz`}
                    ${r.createdBefore === undefined ? db`` : db`and v.created_at < ${r.createdBefore}::timestamptz`}
+                   ${r.updatedAfter === undefined ? db`` : db`and v.changed_at > ${r.updatedAfter}::timestamptz`}
+                   ${r.updatedBefore === undefined ? db`` : db`and v.changed_at < ${r.updatedBefore}::timestamptz`}
                    ${r.name === undefined ? db`` : db`and v.name is not null and service.fold_name(v.name) like service.fold_name(${namePattern(r.name)})`}
                    ${r.statuses === undefined ? db`` : db`and v.status = any(${r.statuses as string[]}::text[])`}
-                   ${position === undefined ? db`` : db`and (v.created_at, v.id) < (${position.createdAt}::timestamptz, ${position.id}::uuid)`}
-                 order by v.created_at desc, v.id desc
+                   ${
+                     position === undefined
+                       ? db``
+                       : byChange
+                         ? db`and (v.changed_at, v.id) > (${position.createdAt}::timestamptz, ${position.id}::uuid)`
+                         : db`and (v.created_at, v.id) < (${position.createdAt}::timestamptz, ${position.id}::uuid)`
+                   }
+                 order by ${byChange ? db`v.changed_at, v.id` : db`v.created_at desc, v.id desc`}
                  limit ${r.limit + 1}
               ) w on true`.raw() as unknown as Promise<ReadonlyArray<PageRow>>
         )
-        return pageAnswer(rows, r.limit, cursorOf)
+        return pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined)
       })
 
       const get = (key: CurrentKeyShape, resource: Resource, id: string): Effect.Effect<Served | undefined> => {

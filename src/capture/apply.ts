@@ -112,6 +112,23 @@ export const finalViews = (store: Store, refs: ReadonlyArray<RecordRef>) => {
   return { views, gone }
 }
 
+/** The gone records with the commit time of the last transaction of the batch that changed their row. */
+export const deletedAt = (txns: ReadonlyArray<Txn>, gone: ReadonlyArray<RecordRef>): ReadonlyArray<RecordRef & { readonly at?: Date }> => {
+  if (gone.length === 0) return gone
+  const wanted = new Map(gone.map((r) => [tableOf(r) + "|" + r.id, r]))
+  const at = new Map<RecordRef, Date>()
+  for (const t of txns) {
+    for (const c of t.changes) {
+      const r = wanted.get(c.table + "|" + c.key)
+      if (r !== undefined) at.set(r, t.commitTime)
+    }
+  }
+  return gone.map((r) => {
+    const when = at.get(r)
+    return when === undefined ? r : { ...r, at: when }
+  })
+}
+
 /**
  * Incidents that are privacy cases at the end of the batch and whose stored events may still
  * carry the withheld fields: they were not one before it, or they have events in it.
@@ -137,7 +154,9 @@ export const applyBatch = async (tx: Tx, txns: ReadonlyArray<Txn>): Promise<Batc
   // while the views are shaped here, instead of waiting for each round trip in turn.
   const writes: Promise<unknown>[] = [writeMirror(tx, upserts, deletes)]
   const { views, gone } = finalViews(store, refs)
-  writes.push(writeViews(tx, views, gone))
+  // No view of the batch changed after its last commit; a deleted record was deleted when the
+  // last transaction that changed its row committed.
+  writes.push(writeViews(tx, views, deletedAt(txns, gone), txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }))
   if (tenancy.size > 0) writes.push(writeCompanies(tx, store, tenancy))
   if (users.size > 0) writes.push(writeUsers(tx, store, users))
   writes.push(writeEvents(tx, events))

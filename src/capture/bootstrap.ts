@@ -10,7 +10,7 @@ import { finalViews } from "./apply.ts"
 import { prepare } from "../projection/project.ts"
 import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
-import { writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
+import { removeOrphanViews, writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
 import { formatLsn, type Lsn } from "./lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
 import { toIsoUtcOrNull } from "../domain/time.ts"
@@ -78,8 +78,11 @@ async function* mirrorKeys(tx: Tx, tbl: string, page: number) {
   }
 }
 
-/** Re-projects every view (and the tenancy tables) from the mirror, in chunks. */
-export const projectAll = async (tx: Tx, onProgress?: (done: number) => void) => {
+/**
+ * Re-projects every view (and the tenancy tables) from the mirror, in chunks. `mirrorAt`: the
+ * time of the mirror's state, when a view changed (null: now).
+ */
+export const projectAll = async (tx: Tx, onProgress?: (done: number) => void, mirrorAt: Date | null = null) => {
   let done = 0
   for (const resource of RESOURCES) {
     const tbl = RESOURCE_INFO[resource].table
@@ -88,7 +91,7 @@ export const projectAll = async (tx: Tx, onProgress?: (done: number) => void) =>
       const refs = keys.map((id) => ({ resource, id }))
       await prepare(store, refs)
       const { views, gone } = finalViews(store, refs)
-      await writeViews(tx, views, gone)
+      await writeViews(tx, views, gone, { mirror: mirrorAt })
       done += keys.length
       onProgress?.(done)
     }
@@ -127,9 +130,12 @@ export const bootstrap = async (sql: Sql, url: string, slot: string, gapReason: 
   try {
     return await sql.begin("isolation level repeatable read", async (tx) => {
       await tx.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`)
-      await tx`truncate service.rows, service.views, service.companies, service.users`
+      // Views are rewritten in place, not truncated: a view that did not change keeps its
+      // change time, and one whose record went while the slot was lost gets a tombstone.
+      await tx`truncate service.rows, service.companies, service.users`
       const rows = await loadMirror(tx)
       const views = await projectAll(tx)
+      await removeOrphanViews(tx, RESOURCES, RESOURCES.map((r) => RESOURCE_INFO[r].table), null)
       await projectTenancy(tx)
       await markProjectionVersion(tx)
       await tx`

@@ -86,7 +86,7 @@ export class LargeTransaction {
       const store = new Store(this.tx)
       await prepare(store, refs)
       const { views, gone } = finalViews(store, refs)
-      await writeViews(this.tx, views, gone)
+      await writeViews(this.tx, views, gone, { commit: commitTime })
     }
     let seq = 0
     let lastSeq = 0

@@ -2,6 +2,7 @@
 // and releasing deliveries whose destination is off, handing back, retention.
 // Times that drive the schedule are passed in from the engine's Clock, never now().
 import type { Sql, TransactionSql } from "postgres"
+import { pruneDeletions } from "../projection/write.ts"
 
 // Aliases: d delivery, ev event, co company, w endpoint, s subscription, k key, ks key secret.
 const JOINS = `join service.events ev on ev.id = d.event_id
@@ -472,9 +473,10 @@ export const recordOutcomes = async (sql: Sql, input: RecordInput): Promise<Reco
 // Retention
 
 /**
- * Deletes deliveries (with their attempts), attempts and outbox events older than `before`,
- * in chunks. An event goes only once fan-out has passed it and no newer delivery (a replay)
- * still points at it: the events feed and replays cover the same 30 days as the delivery log.
+ * Deletes deliveries (with their attempts), attempts, outbox events and tombstones of
+ * deleted records older than `before`, in chunks. An event goes only once fan-out has passed
+ * it and no newer delivery (a replay) still points at it: the events feed and replays cover
+ * the same 30 days as the delivery log.
  */
 export const purgeOld = async (sql: Sql, before: Date, chunk = 5_000): Promise<{ deliveries: number; attempts: number; events: number }> => {
   let deliveries = 0
@@ -508,5 +510,7 @@ export const purgeOld = async (sql: Sql, before: Date, chunk = 5_000): Promise<{
     events += r.length
     if (r.length < chunk) break
   }
+  // Tombstones of deleted records (GET /api/v1/deletions) cover the same 30 days.
+  await pruneDeletions(sql, before, chunk)
   return { deliveries, attempts, events }
 }

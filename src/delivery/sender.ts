@@ -14,7 +14,7 @@ import {
   type Lookup,
   type ResolvedAddress
 } from "./address-guard.ts"
-import { sign } from "./signature.ts"
+import { sign, standardHeaders } from "./signature.ts"
 
 export { parseAllowedNetworks, parseAllowedNetworksOrThrow, type AllowedNetworks, type Lookup }
 
@@ -127,7 +127,8 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
         "user-agent": USER_AGENT,
         "service-event": message.event,
         "service-delivery": message.deliveryId,
-        "service-signature": sign(target.secret, seconds, body)
+        "service-signature": sign(target.secret, seconds, body),
+        ...standardHeaders(target.secret, message.deliveryId, seconds, body)
       },
       body,
       signal,

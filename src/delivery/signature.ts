@@ -1,6 +1,13 @@
 // Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t." + raw body>, keyed with the
 // whole whsec_... string. This is Stripe's scheme byte for byte, so any Stripe-compatible
 // verifier (e.g. Stripe.webhooks.constructEvent) accepts our deliveries.
+//
+// Beside it, the Standard Webhooks headers (standardwebhooks.com, issue 15), so that
+// receivers built on its libraries (standardwebhooks, Svix and others) verify them too:
+// webhook-id (the delivery id), webhook-timestamp (unix seconds) and webhook-signature:
+// v1,<base64 HMAC-SHA256 of "<id>.<timestamp>." + raw body>, keyed with the bytes the part of
+// the secret after whsec_ encodes in base64. Every secret the service has made is whsec_ +
+// base64 of 32 random bytes (newSecret), so the same secret serves both schemes unchanged.
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 
 export const SIGNATURE_TOLERANCE_SECONDS = 300
@@ -19,6 +26,26 @@ export const sign = (secret: string, timestampSeconds: number, body: Body): stri
     throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
   }
   return `t=${timestampSeconds},v1=${hmacHex(secret, timestampSeconds, body)}`
+}
+
+/** The key of the Standard Webhooks signature: the base64 after whsec_ (or the whole secret without that prefix). */
+export const standardKey = (secret: string): Buffer => Buffer.from(secret.startsWith("whsec_") ? secret.slice(6) : secret, "base64")
+
+/** The Standard Webhooks headers of a delivery, for these exact body bytes. */
+export const standardHeaders = (
+  secret: string | Buffer,
+  id: string,
+  timestampSeconds: number,
+  body: Body
+): { readonly "webhook-id": string; readonly "webhook-timestamp": string; readonly "webhook-signature": string } => {
+  if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
+    throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
+  }
+  const signature = createHmac("sha256", typeof secret === "string" ? standardKey(secret) : secret)
+    .update(`${id}.${timestampSeconds}.`, "utf8")
+    .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
+    .digest("base64")
+  return { "webhook-id": id, "webhook-timestamp": String(timestampSeconds), "webhook-signature": `v1,${signature}` }
 }
 
 export type VerifyResult = { readonly ok: true; readonly timestamp: number } | { readonly ok: false; readonly reason: string }

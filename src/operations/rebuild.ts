@@ -15,6 +15,7 @@ import type { Sql } from "postgres"
 import { projectAll, projectTenancy } from "../capture/bootstrap.ts"
 import { RESOURCE_INFO, RESOURCES } from "../domain/resources.ts"
 import { markProjectionVersion } from "../projection/version.ts"
+import { removeOrphanViews } from "../projection/write.ts"
 
 export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
 
@@ -47,23 +48,22 @@ export const rebuildViews = async (sql: Sql, onProgress: (p: RebuildProgress) =>
     await tx`lock table service.rows in share mode`
     locked = Date.now()
     const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
-    const [counts] = await tx<{ total: number; checkpoint: string | null }[]>`
+    const [counts] = await tx<{ total: number; checkpoint: string | null; committed: Date | null }[]>`
       select (select count(*)::int from service.rows where tbl = any(${tables})) as total,
-        (select checkpoint_lsn::text from service.capture_state order by slot_name limit 1) as checkpoint`
+        (select checkpoint_lsn::text from service.capture_state order by slot_name limit 1) as checkpoint,
+        (select last_commit_at from service.capture_state order by slot_name limit 1) as committed`
+    // The mirror is the app as of the checkpoint's commit: what changed here changed then
+    // (not now, which would run ahead of the changes capture applies next if it lags).
+    const mirrorAt = counts!.committed
     const total = counts!.total
     onProgress({ phase: "views", done: 0, total })
-    const views = await projectAll(tx, (done) => onProgress({ phase: "views", done, total }))
+    const views = await projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt)
     onProgress({ phase: "tenancy", done: views, total })
     await projectTenancy(tx)
     await markProjectionVersion(tx)
     onProgress({ phase: "cleanup", done: views, total })
     // Views whose record left the mirror (e.g. written by an older version that missed a delete).
-    const removed = await tx`
-      delete from service.views v
-      where not exists (
-        select 1 from unnest(${[...RESOURCES]}::text[], ${tables}::text[]) as m(resource, tbl)
-        join service.rows r on r.tbl = m.tbl and r.key = v.id::text
-        where m.resource = v.resource)`
+    const removed = await removeOrphanViews(tx, RESOURCES, tables, mirrorAt)
     await tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`
     await tx`delete from service.users u where not exists (select 1 from service.rows r where r.tbl = 'users' and r.key = u.id::text)`
     // Rows this transaction wrote carry its id as xmin: those are the views that differed.
@@ -71,7 +71,7 @@ export const rebuildViews = async (sql: Sql, onProgress: (p: RebuildProgress) =>
       select (select count(*)::int from service.views where xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text) as n,
         (select count(*)::int from service.companies) as companies`
     onProgress({ phase: "committing", done: views, total })
-    return { views, changed: changed!.n, removed: removed.count, companies: changed!.companies, checkpoint: counts!.checkpoint }
+    return { views, changed: changed!.n, removed, companies: changed!.companies, checkpoint: counts!.checkpoint }
   })
   const ended = Date.now()
   return { ...result, pausedCaptureMs: ended - (locked || ended), ms: ended - started }

@@ -18,6 +18,8 @@ export interface ProjectedView {
   readonly record: ApiRecord
   readonly body: string
   readonly createdAt: string
+  /** The record's updatedAt (null for inspections, which have none), for the views' change time. */
+  readonly updatedAt: string | null
   readonly name: string | null
   readonly status: string | null
 }
@@ -66,6 +68,15 @@ export const prepare = async (store: Store, refs: Iterable<RecordRef>, seen: Rea
   }
 }
 
+// Years 0000 to 9999 only: PostgreSQL does not read ISO 8601's expanded years ("+012026-..."),
+// and such a record then keeps the change time of its commit instead.
+const PLAIN_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+const updatedAtOf = (record: ApiRecord): string | null => {
+  const u = record["updatedAt"]
+  return typeof u === "string" && PLAIN_TIMESTAMP.test(u) ? u : null
+}
+
 /** The record as the API returns it now, or null when the row is gone. */
 export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
   const tbl = RESOURCE_INFO[ref.resource].table
@@ -88,5 +99,5 @@ export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
     equipmentJobSite
   })
   const meta = viewMeta(ref.resource, record)
-  return { resource: ref.resource, id: ref.id, companyId: row.companyId, record, body: JSON.stringify(record), ...meta }
+  return { resource: ref.resource, id: ref.id, companyId: row.companyId, record, body: JSON.stringify(record), updatedAt: updatedAtOf(record), ...meta }
 }

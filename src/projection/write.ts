@@ -1,5 +1,5 @@
 // Bulk writes of a batch's results: mirror rows, views, and the tenancy tables the API reads.
-import type { TransactionSql } from "postgres"
+import type { Sql, TransactionSql } from "postgres"
 import type { MirrorRow, Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
@@ -23,11 +23,43 @@ export const writeMirror = async (tx: Tx, upserts: ReadonlyArray<MirrorRow>, del
   }
 }
 
-export const writeViews = async (tx: Tx, views: ReadonlyArray<ProjectedView>, gone: ReadonlyArray<RecordRef>) => {
+/**
+ * When the changes written happened: the commit time of a capture batch's last transaction,
+ * or, for views projected from the mirror (bootstrap, rebuild), the time of the mirror's
+ * state (null: now). A view projected from the mirror for the first time takes its createdAt
+ * when it has no updatedAt: when it last changed before is not known.
+ */
+export type ChangeTime = { readonly commit: Date } | { readonly mirror: Date | null }
+
+/**
+ * Writes the views of a batch and deletes those whose record is gone, leaving a tombstone
+ * for GET /api/v1/deletions (deleted_at: the gone record's own `at` when known, else the
+ * change time).
+ *
+ * changed_at, the key of ?sort=updatedAt (sql/012_sync.sql): the record's updatedAt when the
+ * write brings a new one (or creates the view); otherwise, when the view changed but its
+ * updatedAt did not (a child row, a name shown inside it, an inspection, which has no
+ * updatedAt), the change time, never earlier than a millisecond after the previous value:
+ * a client that synced up to the previous value gets the record again.
+ */
+export const writeViews = async (
+  tx: Tx,
+  views: ReadonlyArray<ProjectedView>,
+  gone: ReadonlyArray<RecordRef & { readonly at?: Date }>,
+  time: ChangeTime = { mirror: null }
+) => {
+  const commit = "commit" in time ? time.commit : null
+  const at = "commit" in time ? time.commit : time.mirror
   if (gone.length > 0) {
     await tx`
-      delete from service.views v using json_to_recordset(${JSON.stringify(gone)}::text::json) as d(resource text, id uuid)
-      where v.resource = d.resource and v.id = d.id`
+      with d as (
+        delete from service.views v using json_to_recordset(${JSON.stringify(gone)}::text::json) as g(resource text, id uuid, at timestamptz)
+        where v.resource = g.resource and v.id = g.id
+        returning v.resource, v.id, v.company_id, g.at
+      )
+      insert into service.deletions (resource, id, company_id, deleted_at)
+      select resource, id, company_id, date_trunc('milliseconds', coalesce(d.at, ${at}::timestamptz, now())) from d
+      on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`
   }
   if (views.length > 0) {
     const rows = views.map((v) => ({
@@ -35,20 +67,75 @@ export const writeViews = async (tx: Tx, views: ReadonlyArray<ProjectedView>, go
       id: v.id,
       company_id: v.companyId,
       created_at: v.createdAt,
+      updated_at: v.updatedAt,
       name: v.name,
       status: v.status,
       body: v.body
     }))
+    // A record that comes back (deleted, then its id inserted again) is no longer deleted.
     await tx`
-      insert into service.views (resource, id, company_id, created_at, name, status, body)
-      select resource, id, company_id, created_at, name, status, body
-      from json_to_recordset(${JSON.stringify(rows)}::text::json) as x(resource text, id uuid, company_id uuid,
-        created_at timestamptz, name text, status text, body text)
-      on conflict (resource, id) do update
-        set company_id = excluded.company_id, created_at = excluded.created_at, name = excluded.name,
-            status = excluded.status, body = excluded.body
-        where service.views.body is distinct from excluded.body
-           or service.views.created_at is distinct from excluded.created_at`
+      with up as (
+        insert into service.views (resource, id, company_id, created_at, updated_at, changed_at, name, status, body)
+        select resource, id, company_id, created_at, updated_at,
+               date_trunc('milliseconds', coalesce(updated_at, ${commit}::timestamptz, created_at)), name, status, body
+        from json_to_recordset(${JSON.stringify(rows)}::text::json) as x(resource text, id uuid, company_id uuid,
+          created_at timestamptz, updated_at timestamptz, name text, status text, body text)
+        on conflict (resource, id) do update
+          set company_id = excluded.company_id, created_at = excluded.created_at, name = excluded.name,
+              status = excluded.status, body = excluded.body, updated_at = excluded.updated_at,
+              changed_at = case
+                when excluded.updated_at is not null and excluded.updated_at is distinct from service.views.updated_at
+                  then excluded.changed_at
+                else greatest(service.views.changed_at + interval '1 millisecond',
+                              date_trunc('milliseconds', coalesce(${at}::timestamptz, now())))
+              end
+          where service.views.body is distinct from excluded.body
+             or service.views.created_at is distinct from excluded.created_at
+             -- corrective actions and inspections do not show their company
+             or service.views.company_id is distinct from excluded.company_id
+        returning resource, id
+      )
+      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`
+  }
+}
+
+/**
+ * After projecting every view from the mirror (bootstrap, rebuild): deletes the views whose
+ * record is no longer there, with tombstones as capture would leave (deleted at `at`, the
+ * time of the mirror's state; null: now). Returns how many.
+ */
+export const removeOrphanViews = async (
+  tx: Tx,
+  resources: ReadonlyArray<string>,
+  tables: ReadonlyArray<string>,
+  at: Date | null
+): Promise<number> => {
+  const removed = await tx`
+    with d as (
+      delete from service.views v
+      where not exists (
+        select 1 from unnest(${resources as string[]}::text[], ${tables as string[]}::text[]) as m(resource, tbl)
+        join service.rows r on r.tbl = m.tbl and r.key = v.id::text
+        where m.resource = v.resource)
+      returning v.resource, v.id, v.company_id
+    )
+    insert into service.deletions (resource, id, company_id, deleted_at)
+    select resource, id, company_id, date_trunc('milliseconds', coalesce(${at}::timestamptz, now())) from d
+    on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at
+    returning 1`
+  return removed.count
+}
+
+/** Deletes tombstones older than `before` (GET /api/v1/deletions shows 30 days), in chunks; returns how many. */
+export const pruneDeletions = async (sql: Sql, before: Date, chunk = 5_000): Promise<number> => {
+  let pruned = 0
+  for (;;) {
+    const r = await sql`
+      delete from service.deletions t using (
+        select resource, id from service.deletions where deleted_at < ${before} limit ${chunk}
+      ) old where t.resource = old.resource and t.id = old.id returning 1`
+    pruned += r.length
+    if (r.length < chunk) return pruned
   }
 }
 

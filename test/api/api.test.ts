@@ -251,7 +251,7 @@ describe("read API", () => {
     it("status belongs to corrective-actions only", async () => {
       const a = await api.get("/api/v1/incidents?status=open", { key })
       expect(a.status).toBe(400)
-      expect(a.json.error).toBe('unknown query parameter "status"; this list takes limit, cursor, createdAfter, createdBefore')
+      expect(a.json.error).toBe('unknown query parameter "status"; this list takes limit, cursor, createdAfter, createdBefore, updatedAfter, updatedBefore, sort')
     })
   })
 
@@ -630,15 +630,16 @@ describe("read API", () => {
       )
       for (const r of RESOURCES) {
         const list = doc.paths[`/api/v1/${r}`].get
-        expect(Object.keys(list.responses).sort()).toEqual(["200", "400", "401", "403", "429"])
-        expect(Object.keys(doc.paths[`/api/v1/${r}/{id}`].get.responses).sort()).toEqual(["200", "400", "401", "403", "404", "429"])
+        expect(Object.keys(list.responses).sort()).toEqual(["200", "304", "400", "401", "403", "429"])
+        expect(Object.keys(doc.paths[`/api/v1/${r}/{id}`].get.responses).sort()).toEqual(["200", "304", "400", "401", "403", "404", "429"])
         const params = list.parameters.map((p: { name: string }) => p.name)
+        const base = ["limit", "cursor", "createdAfter", "createdBefore", "updatedAfter", "updatedBefore", "sort"]
         expect(params).toEqual(
           r === "workers" || r === "job-sites"
-            ? ["limit", "cursor", "createdAfter", "createdBefore", "name"]
+            ? [...base, "name"]
             : r === "corrective-actions"
-              ? ["limit", "cursor", "createdAfter", "createdBefore", "status"]
-              : ["limit", "cursor", "createdAfter", "createdBefore"]
+              ? [...base, "status"]
+              : base
         )
       }
       expect(doc.components.securitySchemes.apiKey.type).toBe("http")

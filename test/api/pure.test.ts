@@ -166,6 +166,9 @@ describe("listRequest", () => {
         limit: 50,
         createdAfter: "2026-01-01T00:00:00.000000Z",
         createdBefore: undefined,
+        updatedAfter: undefined,
+        updatedBefore: undefined,
+        byChange: false,
         name: "Ana",
         statuses: undefined,
         binding: { companyId: "c1", resource: "workers", filters: { createdAfter: "2026-01-01T00:00:00.000000Z", createdBefore: undefined, name: "ana", status: undefined } }
@@ -177,7 +180,10 @@ describe("listRequest", () => {
     [{ createdAfter: "x" }, "createdAfter"],
     [{ createdBefore: "2026-02-30" }, "createdBefore"],
     [{ status: "done" }, "status"],
-    [{ name: "  " }, "name"]
+    [{ name: "  " }, "name"],
+    [{ updatedAfter: "2026-13-01" }, "updatedAfter"],
+    [{ updatedBefore: "yesterday" }, "updatedBefore"],
+    [{ sort: "createdAt" }, "sort"]
   ])("%j names %s", (query, bad) => expect(listRequest("c", "corrective-actions", query)).toEqual({ bad }))
 })
 

@@ -1,7 +1,9 @@
 import { createHmac } from "node:crypto"
+import { Webhook as StandardWebhook } from "standardwebhooks"
 import Stripe from "stripe"
+import { Webhook as SvixWebhook } from "svix"
 import { describe, expect, it } from "vitest"
-import { newSecret, sign, verify } from "../../src/delivery/signature.ts"
+import { newSecret, sign, standardHeaders, verify } from "../../src/delivery/signature.ts"
 
 const body = JSON.stringify({ id: "dlv_1", event: "incident.created", createdAt: "2026-11-22T00:00:00.000Z", data: { id: "inc_1", note: "café ✓" } })
 
@@ -46,5 +48,22 @@ describe("signature", () => {
     expect(a).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/)
     expect(Buffer.from(a.slice(6), "base64")).toHaveLength(32)
     expect(newSecret()).not.toBe(a)
+  })
+
+  it("Standard Webhooks: v1,<base64 HMAC-SHA256 of 'id.timestamp.' + body> keyed with the base64 after whsec_, as the libraries sign", () => {
+    const secret = newSecret()
+    const key = Buffer.from(secret.slice(6), "base64")
+    const expected = createHmac("sha256", key).update(`dlv_1.1700000000.${body}`).digest("base64")
+    const headers = standardHeaders(secret, "dlv_1", 1_700_000_000, body)
+    expect(headers).toEqual({ "webhook-id": "dlv_1", "webhook-timestamp": "1700000000", "webhook-signature": `v1,${expected}` })
+    expect(standardHeaders(secret, "dlv_1", 1_700_000_000, Buffer.from(body, "utf8"))).toEqual(headers)
+    const at = new Date(1_700_000_000_000)
+    expect(headers["webhook-signature"]).toBe(new StandardWebhook(secret).sign("dlv_1", at, body))
+    expect(headers["webhook-signature"]).toBe(new SvixWebhook(secret).sign("dlv_1", at, body))
+    // Verifiable now by both libraries.
+    const now = standardHeaders(secret, "dlv_2", Math.floor(Date.now() / 1000), body)
+    expect(new StandardWebhook(secret).verify(body, now)).toMatchObject({ id: "dlv_1", event: "incident.created" })
+    expect(() => new SvixWebhook(secret).verify(body, now)).not.toThrow()
+    expect(() => standardHeaders(secret, "dlv_1", 1.5, body)).toThrow(RangeError)
   })
 })

@@ -139,11 +139,15 @@ export const storeRecords = async (
 ): Promise<ReadonlyArray<StoredRecord>> => {
   const rows = records.map((record) => {
     const meta = viewMeta(resource, record)
+    // The change time (sql/012_sync.sql) of a record stored once: its updatedAt, else its createdAt.
+    const updatedAt = typeof record["updatedAt"] === "string" ? record["updatedAt"] : null
     return {
       resource,
       id: String(record["id"]),
       company_id: companyId,
       created_at: meta.createdAt,
+      updated_at: updatedAt,
+      changed_at: updatedAt ?? meta.createdAt,
       name: meta.name,
       status: meta.status,
       body: JSON.stringify(record)
