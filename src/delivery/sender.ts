@@ -14,7 +14,7 @@ import {
   type Lookup,
   type ResolvedAddress
 } from "./address-guard.ts"
-import { sign, standardHeaders } from "./signature.ts"
+import { signedHeaders } from "./signature.ts"
 
 export { parseAllowedNetworks, parseAllowedNetworksOrThrow, type AllowedNetworks, type Lookup }
 
@@ -126,9 +126,7 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "service-event": message.event,
-        "service-delivery": message.deliveryId,
-        "service-signature": sign(target.secret, seconds, body),
-        ...standardHeaders(target.secret, message.deliveryId, seconds, body)
+        ...signedHeaders(target.secret, message.deliveryId, seconds, body)
       },
       body,
       signal,

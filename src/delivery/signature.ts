@@ -89,8 +89,9 @@ export const verify = (
 /** A new signing secret: whsec_ + base64 of 32 random bytes. */
 export const newSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`
 
-/** The identifying and signature headers of a delivery with this id and these body bytes. */
+/** The identifying and signature headers of a delivery with this id and these body bytes: both schemes. */
 export const signedHeaders = (secret: string, id: string, timestampSeconds: number, body: Body): Record<string, string> => ({
   "service-delivery": id,
-  "service-signature": sign(secret, timestampSeconds, body)
+  "service-signature": sign(secret, timestampSeconds, body),
+  ...standardHeaders(secret, id, timestampSeconds, body)
 })

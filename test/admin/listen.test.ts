@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
+import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { newSecret, verify } from "../../src/delivery/signature.ts"
 import { insertIncident } from "../support/app.ts"
@@ -89,6 +90,9 @@ describe("admin listen", () => {
     expect(r!.headers["service-delivery"]).toBe(body.id)
     expect(verify(String(r!.headers["service-signature"]), r!.body, secret).ok).toBe(true)
     expect(verify(String(r!.headers["service-signature"]), r!.body, newSecret()).ok).toBe(false)
+    // Standard Webhooks receivers verify it too.
+    const headers = { "webhook-id": String(r!.headers["webhook-id"]), "webhook-timestamp": String(r!.headers["webhook-timestamp"]), "webhook-signature": String(r!.headers["webhook-signature"]) }
+    expect(new Webhook(secret).verify(r!.body, headers)).toMatchObject({ event: "incident.created" })
     expect(JSON.parse(out.trim().split("\n").at(-1)!)).toMatchObject({ id: body.id, event: "incident.created", status: "204" })
   })
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { sign } from "../../src/delivery/signature.ts"
+import { sign, standardHeaders } from "../../src/delivery/signature.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { testCerts } from "../support/https-receiver.ts"
@@ -81,6 +81,13 @@ describe.each([
       "the delivery recorded as succeeded"
     )
 
+    // The real delivery carried both schemes; the example checked the Standard Webhooks one.
+    // Service-Signature alone is accepted too:
+    const body0 = JSON.stringify({ id: "00000000-0000-4000-8000-000000000000", event: "incident.created", createdAt: new Date().toISOString(), data: { id: incident } })
+    expect(await post(port, body0, { "service-signature": sign(made.secret, Math.floor(Date.now() / 1000), body0) })).toBe(204)
+    // A Standard Webhooks signature over other bytes is refused.
+    const std = standardHeaders(made.secret, "x", Math.floor(Date.now() / 1000), body0)
+    expect(await post(port, body0.replace("incident", "permit"), std)).toBe(400)
     // Signed with the right secret, then tampered with: refused.
     const body = JSON.stringify({ id: delivery.id, event: "incident.created", createdAt: new Date().toISOString(), data: { id: incident } })
     const t = Math.floor(Date.now() / 1000)
