@@ -5,6 +5,7 @@ import postgres from "postgres"
 import { DatabaseConfig } from "../config.ts"
 import { markService, startEmbedded } from "./embedded.ts"
 import { migrate } from "./migrate.ts"
+import { requirePostgresPatched } from "./postgres-patch.ts"
 import { preflight } from "./preflight.ts"
 
 export interface DatabaseShape {
@@ -59,6 +60,7 @@ const layerFor = (role: Role) =>
   Layer.effect(
     Database,
     Effect.gen(function* () {
+      yield* Effect.try({ try: () => requirePostgresPatched(), catch: (e) => e as Error })
       const config = yield* DatabaseConfig
       const where = yield* Effect.acquireRelease(locate(role), (w) =>
         Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.owned ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))
