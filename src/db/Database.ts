@@ -7,6 +7,7 @@ import { markService, startEmbedded } from "./embedded.ts"
 import { ensureDemoAppSchema } from "../seed/app-schema.ts"
 import { checkAppContract } from "./app-contract.ts"
 import { migrate } from "./migrate.ts"
+import { requirePostgresPatched } from "./postgres-patch.ts"
 import { preflight } from "./preflight.ts"
 
 export interface DatabaseShape {
@@ -65,6 +66,7 @@ const layerFor = (role: Role) =>
   Layer.effect(
     Database,
     Effect.gen(function* () {
+      yield* Effect.try({ try: () => requirePostgresPatched(), catch: (e) => e as Error })
       const config = yield* DatabaseConfig
       const where = yield* Effect.acquireRelease(locate(role), (w) =>
         Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.owned ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))

@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from "node:timers/promises"
 import type postgres from "postgres"
 import { connect } from "../db/Database.ts"
+import { requirePostgresPatched } from "../db/postgres-patch.ts"
 import { startEmbedded } from "../db/embedded.ts"
 
 export interface OpenDatabase {
@@ -22,6 +23,7 @@ const port = (text: string | undefined, fallback: number) => {
 /** Connects (starting the embedded server if needed). The demo tools play the app: they
  *  need the app's tables, never the service's schema. */
 export const openDatabase = async (poolSize = 4): Promise<OpenDatabase> => {
+  requirePostgresPatched()
   const url = process.env.DATABASE_URL
   const server = url
     ? undefined

@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+# The Safety Records Service. Node 24 runs the TypeScript sources as they are (type stripping):
+# there is no build step, so the image is the sources, the SQL migrations and the production
+# dependencies. docker-compose.yml runs it against PostgreSQL 18; docs/deployment.md walks
+# through it.
+
+# Dependencies: production only, with install scripts on. The project's postinstall patches
+# postgres.js (src/db/patch-postgres.ts), and the service refuses to start without the patch.
+FROM node:24-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY src/db/patch-postgres.ts src/db/postgres-patch.ts src/db/
+RUN npm ci --omit=dev && npm cache clean --force
+
+FROM node:24-bookworm-slim
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=3000
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json package-lock.json ./
+COPY sql ./sql
+COPY src ./src
+# The code stays root's and read-only to the service. DATA_DIR (./.data) is the one place it may
+# write: the secrets key file when SECRETS_KEY is unset, or an embedded PostgreSQL when
+# DATABASE_URL is unset (both for trying the image alone; compose sets both).
+RUN mkdir .data && chown node:node .data
+USER node
+EXPOSE 3000
+# /readyz answers 200 on every replica that can serve (capture's leader or a standby). The image
+# has no curl: Node's own fetch asks.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/readyz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# Node itself is PID 1 and handles SIGTERM: in-flight work finishes, the checkpoint is stored.
+CMD ["node", "src/main.ts"]

@@ -1,0 +1,1 @@
+-- Placeholder: to be replaced by the output of `npm run -s admin -- database setup-sql --role safety_records`.
