@@ -10,6 +10,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
+import { StartRefused } from "./refusal.ts"
 
 /** The installed postgres package; its main is cjs/src/index.js, three levels down. */
 export const installedPostgresRoot = (): string => dirname(dirname(dirname(createRequire(import.meta.url).resolve("postgres"))))
@@ -62,5 +63,5 @@ export const POSTGRES_NOT_PATCHED =
 
 /** Throws, with what to do, unless the installed postgres.js is patched. */
 export const requirePostgresPatched = (root?: string): void => {
-  if (!postgresPatched(root)) throw new Error(POSTGRES_NOT_PATCHED)
+  if (!postgresPatched(root)) throw new StartRefused({ message: POSTGRES_NOT_PATCHED })
 }
