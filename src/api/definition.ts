@@ -185,8 +185,9 @@ export class ServiceApi extends HttpApi.make("service")
         { url: "/", description: "This service: the address this document was read from" },
         {
           url: "https://{host}",
-          description: "Your company's address: a key works only at the address of its own company",
-          variables: { host: { default: "safety.example.com", description: "Your company's host name" } }
+          description: "Your company's address (host: its host name): a key works only at the address of its own company",
+          // No description on the variable: @apidevtools/swagger-parser refuses one there.
+          variables: { host: { default: "safety.example.com" } }
         }
       ],
       // Response headers, text parameters as what they hold, the events' discriminator, webhooks.
