@@ -14,6 +14,8 @@ import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "
 import { DeletionsGroup } from "./deletions.ts"
 import { HooksGroup } from "./hooks.ts"
 import { EventsGroup } from "../operations/events-api.ts"
+import { completeDocument } from "./document.ts"
+import { API_INDEX_EXAMPLE } from "./examples.ts"
 import { BASE_QUERY, NAME_QUERY, STATUS_QUERY } from "./query.ts"
 import { RECORD_SCHEMAS } from "./records.ts"
 
@@ -54,7 +56,7 @@ export const ApiIndex = Schema.Struct({
   events: Schema.Array(Schema.Literals(EVENT_KINDS)).annotate({
     description: "Events the key may subscribe to: none without the webhooks permission, else those about records it can read"
   })
-}).annotate({ identifier: "ApiIndex" })
+}).annotate({ identifier: "ApiIndex", description: "What this key can read now", examples: [API_INDEX_EXAMPLE] })
 
 export class RootGroup extends HttpApiGroup.make("api").add(
   HttpApiEndpoint.get("index", API_PREFIX, { success: ApiIndex }).annotateMerge(
@@ -66,6 +68,18 @@ export class RootGroup extends HttpApiGroup.make("api").add(
 // The 14 resources: GET /api/v1/<resource> and GET /api/v1/<resource>/{id}
 
 const title = (resource: Resource) => RESOURCE_INFO[resource].description
+
+const FILTER_TEXT: Readonly<Record<"name" | "status", string>> = {
+  name: "name filters by part of the name.",
+  status: "status filters by status (open and closed are groups)."
+}
+
+const listDescription = (resource: Resource) =>
+  [
+    `${title(resource)} of the key's company, newest first (by createdAt, then id), paged with nextCursor (limit up to 200, 50 by default).`,
+    `createdAfter and createdBefore bound the creation time; updatedAfter and updatedBefore the change time. ${RESOURCE_INFO[resource].filters.map((f) => FILTER_TEXT[f]).join(" ")}`.trim(),
+    "To keep a copy in step: sort=updatedAt (oldest change first) with updatedAfter=<the nextUpdatedAfter of the last page of your previous sync>, then GET /api/v1/deletions."
+  ].join("\n\n")
 
 const resourceGroup = <const R extends Resource, S extends Schema.Top, Q extends Schema.Struct.Fields>(
   resource: R,
@@ -87,12 +101,22 @@ const resourceGroup = <const R extends Resource, S extends Schema.Top, Q extends
           )
         }),
         error: BadRequest
-      }).annotateMerge(OpenApi.annotations({ summary: `List ${title(resource).toLowerCase()}` })),
+      }).annotateMerge(
+        OpenApi.annotations({
+          summary: `List ${title(resource).toLowerCase()}`,
+          description: listDescription(resource)
+        })
+      ),
       HttpApiEndpoint.get("get", `${API_PREFIX}/${resource}/:id`, {
         params: { id: Schema.String },
         success: Schema.Struct({ data: record }),
         error: NotFound
-      }).annotateMerge(OpenApi.annotations({ summary: `One record of ${resource}` }))
+      }).annotateMerge(
+        OpenApi.annotations({
+          summary: `One record of ${resource}`,
+          description: `The record with this id, as the list shows it. 404 when there is none of this company's ${resource}. Send the ETag of an earlier answer as If-None-Match to get 304 while the record is unchanged.`
+        })
+      )
     )
     .annotateMerge(OpenApi.annotations({ description: title(resource) }))
 
@@ -122,53 +146,6 @@ export const listParams = (resource: Resource): ReadonlyArray<string> => [
   "sort",
   ...RESOURCE_INFO[resource].filters
 ]
-
-// -----------------------------------------------------------------------------
-// Response headers the schemas cannot express, added to the generated document.
-
-const RATE_LIMIT_HEADERS = {
-  RateLimit: {
-    description: 'What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers).',
-    schema: { type: "string" }
-  },
-  "RateLimit-Policy": {
-    description: 'The limit and its window in seconds, e.g. "default";q=120;w=60.',
-    schema: { type: "string" }
-  }
-}
-
-const ETAG_HEADER = {
-  description: "A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged.",
-  schema: { type: "string" }
-}
-
-/**
- * Adds the RateLimit fields to the answers, Retry-After to 429 and WWW-Authenticate to 401;
- * and to every GET the ETag of its 200 and its 304 for If-None-Match (fallback.ts, etag.ts).
- */
-export const documentHeaders = (spec: Record<string, any>): Record<string, any> => {
-  for (const item of Object.values<any>(spec.paths ?? {})) {
-    for (const [method, operation] of Object.entries<any>(item)) {
-      if (method === "get" && operation.responses?.["200"] !== undefined) {
-        operation.responses["200"].headers = { ...operation.responses["200"].headers, ETag: ETAG_HEADER }
-        operation.responses["304"] = {
-          description:
-            "Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request.",
-          headers: { ETag: ETAG_HEADER }
-        }
-      }
-      for (const [status, response] of Object.entries<any>(operation.responses ?? {})) {
-        // Without a usable key there is no allowance to report, only the policy.
-        const headers: Record<string, unknown> =
-          status === "401" ? { "RateLimit-Policy": RATE_LIMIT_HEADERS["RateLimit-Policy"] } : { ...RATE_LIMIT_HEADERS }
-        if (status === "429") headers["Retry-After"] = { description: "Seconds to wait before the next request.", schema: { type: "integer", minimum: 1 } }
-        if (status === "401") headers["WWW-Authenticate"] = { description: 'Bearer realm="api"', schema: { type: "string" } }
-        response.headers = { ...response.headers, ...headers }
-      }
-    }
-  }
-  return spec
-}
 
 export class ServiceApi extends HttpApi.make("service")
   .add(RootGroup)
@@ -204,6 +181,16 @@ export class ServiceApi extends HttpApi.make("service")
         "To keep a copy in step, list with sort=updatedAt&updatedAfter=<the nextUpdatedAfter of your last sync> (oldest change first) and ask GET /api/v1/deletions?since=<the last deletedAt you saw> for what was deleted. Every record and list answer carries an ETag; If-None-Match with it answers 304 with no body.",
         "Each key may make 120 requests a minute; every answer carries the RateLimit and RateLimit-Policy headers, and a refused request gets 429 with Retry-After."
       ].join("\n\n"),
-      transform: documentHeaders
+      servers: [
+        { url: "/", description: "This service: the address this document was read from" },
+        {
+          url: "https://{host}",
+          description: "Your company's address (host: its host name): a key works only at the address of its own company",
+          // No description on the variable: @apidevtools/swagger-parser refuses one there.
+          variables: { host: { default: "safety.example.com" } }
+        }
+      ],
+      // Response headers, text parameters as what they hold, the events' discriminator, webhooks.
+      transform: completeDocument
     })
   ) {}

@@ -13,6 +13,7 @@ import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
 import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "./dates.ts"
 import { BadRequest, Forbidden } from "./errors.ts"
+import { DELETION_EXAMPLE } from "./examples.ts"
 import { keyStateRelation, type KeyState } from "./key-check.ts"
 import { CursorParam, DEFAULT_LIMIT, LimitParam, MAX_LIMIT, parseLimit } from "./query.ts"
 
@@ -50,7 +51,7 @@ export const Deletion = Schema.Struct({
   resource: Schema.Literals(RESOURCES),
   id: Schema.String.annotate({ description: "The deleted record's id" }),
   deletedAt: Timestamp.annotate({ description: "When the deletion was committed (or, after the service rebuilt its views, when it found the record gone)" })
-}).annotate({ identifier: "Deletion", description: "A record that was deleted" })
+}).annotate({ identifier: "Deletion", description: "A record that was deleted", examples: [DELETION_EXAMPLE] })
 
 export class DeletionsGroup extends HttpApiGroup.make("deletions")
   .add(

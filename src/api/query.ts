@@ -40,7 +40,9 @@ export const LimitParam = textParam(
   (t) => parseLimit(t) !== undefined || `must be an integer from 1 to ${MAX_LIMIT}`,
   {
     description: `Page size: an integer from 1 to ${MAX_LIMIT}; ${DEFAULT_LIMIT} when absent.`,
-    jsonSchema: { pattern: "^[0-9]+$" }
+    // Text that must be digits; the document says what it holds: an integer (document.ts
+    // flattens this over the string the query parameter is).
+    jsonSchema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }
   }
 )
 

@@ -4,6 +4,22 @@
 // document generated from here, so the schemas and the shapers cannot drift apart.
 import { Schema } from "effect"
 import type { Resource } from "../domain/resources.ts"
+import {
+  AUDIT_EXAMPLE,
+  CHANGE_EXAMPLE,
+  CORRECTIVE_ACTION_EXAMPLE,
+  INCIDENT_EXAMPLE,
+  INSPECTION_EXAMPLE,
+  JOB_SITE_EXAMPLE,
+  OBSERVATION_EXAMPLE,
+  PERMIT_EXAMPLE,
+  POLICY_EXAMPLE,
+  RISK_ASSESSMENT_EXAMPLE,
+  SDS_EXAMPLE,
+  SUBCONTRACTOR_EXAMPLE,
+  TRAINING_RECORD_EXAMPLE,
+  WORKER_EXAMPLE
+} from "./examples.ts"
 
 const Id = Schema.String.annotate({ description: "Record identifier (a UUID, as a string)" })
 const Text = Schema.String
@@ -43,6 +59,7 @@ export const Incident = Schema.Struct({
   ...Stamps
 }).annotate({
   identifier: "Incident",
+  examples: [INCIDENT_EXAMPLE],
   description:
     "An incident, injury, illness or near miss. On a privacy case personName, workerId, location, description, bodyPart and injuryType are null."
 })
@@ -60,7 +77,11 @@ export const Observation = Schema.Struct({
   reportedVia: Via,
   status: Schema.Literals(["open", "closed"]),
   ...Stamps
-}).annotate({ identifier: "Observation", description: "A safety observation" })
+}).annotate({
+  identifier: "Observation",
+  description: "A safety observation",
+  examples: [OBSERVATION_EXAMPLE]
+})
 
 export const CorrectiveAction = Schema.Struct({
   id: Id,
@@ -81,7 +102,11 @@ export const CorrectiveAction = Schema.Struct({
   inspectionId: Nullable(Id),
   changeId: Nullable(Id),
   ...Stamps
-}).annotate({ identifier: "CorrectiveAction", description: "A corrective action (spec 2.2)" })
+}).annotate({
+  identifier: "CorrectiveAction",
+  description: "A corrective action (spec 2.2)",
+  examples: [CORRECTIVE_ACTION_EXAMPLE]
+})
 
 export const AuditItem = Schema.Struct({
   id: Id,
@@ -105,7 +130,11 @@ export const Audit = Schema.Struct({
   via: Schema.Literals(["app", "offline_upload"]),
   items: Schema.Array(AuditItem).annotate({ description: "In checklist order" }),
   ...Stamps
-}).annotate({ identifier: "Audit", description: "A site audit with its items and a score" })
+}).annotate({
+  identifier: "Audit",
+  description: "A site audit with its items and a score",
+  examples: [AUDIT_EXAMPLE]
+})
 
 export const InspectionEquipment = Schema.Struct({
   id: Id,
@@ -131,7 +160,11 @@ export const Inspection = Schema.Struct({
   notes: Nullable(Text),
   items: Schema.Array(InspectionItem).annotate({ description: "In checklist order" }),
   createdAt: Timestamp
-}).annotate({ identifier: "Inspection", description: "An equipment inspection (spec 2.3)" })
+}).annotate({
+  identifier: "Inspection",
+  description: "An equipment inspection (spec 2.3)",
+  examples: [INSPECTION_EXAMPLE]
+})
 
 export const TrainingRecord = Schema.Struct({
   id: Id,
@@ -143,7 +176,11 @@ export const TrainingRecord = Schema.Struct({
   expiresAt: Nullable(Timestamp),
   via: Schema.Literals(["training_page", "qr_course"]),
   ...Stamps
-}).annotate({ identifier: "TrainingRecord", description: "A training record" })
+}).annotate({
+  identifier: "TrainingRecord",
+  description: "A training record",
+  examples: [TRAINING_RECORD_EXAMPLE]
+})
 
 export const Worker = Schema.Struct({
   id: Id,
@@ -155,7 +192,11 @@ export const Worker = Schema.Struct({
   jobSiteId: Nullable(Id),
   status: Schema.Literals(["active", "inactive"]),
   ...Stamps
-}).annotate({ identifier: "Worker", description: "A worker on the roster (no phone, e-mail, photo or medical data)" })
+}).annotate({
+  identifier: "Worker",
+  description: "A worker on the roster (no phone, e-mail, photo or medical data)",
+  examples: [WORKER_EXAMPLE]
+})
 
 export const JobSite = Schema.Struct({
   id: Id,
@@ -167,7 +208,11 @@ export const JobSite = Schema.Struct({
   country: Nullable(Text),
   active: Schema.Boolean,
   ...Stamps
-}).annotate({ identifier: "JobSite", description: "A job site" })
+}).annotate({
+  identifier: "JobSite",
+  description: "A job site",
+  examples: [JOB_SITE_EXAMPLE]
+})
 
 export const Change = Schema.Struct({
   id: Id,
@@ -182,7 +227,11 @@ export const Change = Schema.Struct({
   implementedAt: Nullable(Timestamp),
   jobSiteId: Nullable(Id),
   ...Stamps
-}).annotate({ identifier: "Change", description: "A management of change request" })
+}).annotate({
+  identifier: "Change",
+  description: "A management of change request",
+  examples: [CHANGE_EXAMPLE]
+})
 
 export const Permit = Schema.Struct({
   id: Id,
@@ -200,7 +249,11 @@ export const Permit = Schema.Struct({
   validTo: Nullable(Timestamp),
   closedAt: Nullable(Timestamp),
   ...Stamps
-}).annotate({ identifier: "Permit", description: "A permit to work" })
+}).annotate({
+  identifier: "Permit",
+  description: "A permit to work",
+  examples: [PERMIT_EXAMPLE]
+})
 
 export const Policy = Schema.Struct({
   id: Id,
@@ -213,7 +266,11 @@ export const Policy = Schema.Struct({
     description: "How many acknowledgements the policy has"
   }),
   ...Stamps
-}).annotate({ identifier: "Policy", description: "A policy with its acknowledgement count" })
+}).annotate({
+  identifier: "Policy",
+  description: "A policy with its acknowledgement count",
+  examples: [POLICY_EXAMPLE]
+})
 
 export const Sds = Schema.Struct({
   id: Id,
@@ -225,7 +282,11 @@ export const Sds = Schema.Struct({
   signalWord: Nullable(Schema.Literals(["danger", "warning"])),
   jobSiteId: Nullable(Id),
   ...Stamps
-}).annotate({ identifier: "SafetyDataSheet", description: "A safety data sheet (the file itself is never sent)" })
+}).annotate({
+  identifier: "SafetyDataSheet",
+  description: "A safety data sheet (the file itself is never sent)",
+  examples: [SDS_EXAMPLE]
+})
 
 const Score = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 5 }))
 
@@ -249,7 +310,11 @@ export const RiskAssessment = Schema.Struct({
   hazards: Schema.Array(Hazard),
   status: Schema.Literals(["draft", "approved", "archived"]),
   ...Stamps
-}).annotate({ identifier: "RiskAssessment", description: "A risk assessment" })
+}).annotate({
+  identifier: "RiskAssessment",
+  description: "A risk assessment",
+  examples: [RISK_ASSESSMENT_EXAMPLE]
+})
 
 export const SubcontractorDocument = Schema.Struct({
   id: Id,
@@ -271,7 +336,11 @@ export const Subcontractor = Schema.Struct({
       "missing without documents; else non_compliant when any is rejected or expired; else pending when any is pending; else compliant"
   }),
   ...Stamps
-}).annotate({ identifier: "Subcontractor", description: "A subcontractor and its document status (no contact phone or e-mail)" })
+}).annotate({
+  identifier: "Subcontractor",
+  description: "A subcontractor and its document status (no contact phone or e-mail)",
+  examples: [SUBCONTRACTOR_EXAMPLE]
+})
 
 export const RECORD_SCHEMAS = {
   incidents: Incident,

@@ -160,6 +160,25 @@ export interface CheckedClient {
   readonly answers: Array<{ readonly method: string; readonly path: string; readonly status: number }>
 }
 
+/** The checks every answer gets: the document, the error shape, no NEVER marker, the RateLimit fields when a key was sent. */
+const checkAnswer = (checker: OpenApiChecker, neverMark: string, method: string, path: string, answer: Answer, keyed: boolean) => {
+  if (answer.text.includes(neverMark)) throw new Error(`${method} ${path}: the answer carries never-sent data: ${answer.text.slice(0, 500)}`)
+  if (answer.status >= 400) {
+    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
+      throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
+    }
+  }
+  const bare = path.split("?")[0]!
+  const known = Object.keys(checker.document.paths).some((t) => new RegExp("^" + t.replace(/\{[^}]+\}/g, "[^/]+") + "$").test(bare))
+  if (known && answer.status !== 405 && method !== "HEAD") checker.check(method, path, answer)
+  if (keyed && bare.startsWith("/api/v1") && known && answer.status !== 405) {
+    if (answer.headers.get("ratelimit-policy") === null) throw new Error(`${method} ${path} ${answer.status}: no RateLimit-Policy`)
+    if (answer.status !== 401 && !/^"default";r=\d+;t=\d+$/.test(answer.headers.get("ratelimit") ?? "")) {
+      throw new Error(`${method} ${path} ${answer.status}: RateLimit is ${answer.headers.get("ratelimit")}`)
+    }
+  }
+}
+
 export const checkedClient = (base: string, checker: OpenApiChecker, neverMark: string): CheckedClient => {
   const answers: Array<{ method: string; path: string; status: number }> = []
   const get: CheckedClient["get"] = async (path, options = {}) => {
@@ -170,22 +189,44 @@ export const checkedClient = (base: string, checker: OpenApiChecker, neverMark: 
       headers: options.host === undefined ? {} : { host: options.host }
     })
     answers.push({ method, path, status: answer.status })
-    if (answer.text.includes(neverMark)) throw new Error(`${method} ${path}: the answer carries never-sent data: ${answer.text.slice(0, 500)}`)
-    if (answer.status >= 400) {
-      if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
-        throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
-      }
-    }
-    const bare = path.split("?")[0]!
-    const known = Object.keys(checker.document.paths).some((t) => new RegExp("^" + t.replace(/\{[^}]+\}/g, "[^/]+") + "$").test(bare))
-    if (known && answer.status !== 405 && method !== "HEAD") checker.check(method, path, answer)
-    if (options.key !== undefined && bare.startsWith("/api/v1") && known && answer.status !== 405) {
-      if (answer.headers.get("ratelimit-policy") === null) throw new Error(`${method} ${path} ${answer.status}: no RateLimit-Policy`)
-      if (answer.status !== 401 && !/^"default";r=\d+;t=\d+$/.test(answer.headers.get("ratelimit") ?? "")) {
-        throw new Error(`${method} ${path} ${answer.status}: RateLimit is ${answer.headers.get("ratelimit")}`)
-      }
-    }
+    checkAnswer(checker, neverMark, method, path, answer, options.key !== undefined)
     return answer
   }
   return { get, answers }
+}
+
+// -----------------------------------------------------------------------------
+// The same checks for the typed client (client/): a fetch to give it.
+
+export interface CheckedFetch {
+  readonly fetch: typeof globalThis.fetch
+  /** Every answer, in order. */
+  readonly answers: Array<{ readonly method: string; readonly path: string; readonly status: number }>
+}
+
+/**
+ * A fetch for SafetyRecordsClient that checks every answer as checkedClient does (against
+ * the served document, the error shape, no NEVER marker, the RateLimit fields), and notes it.
+ */
+export const checkedFetch = (checker: OpenApiChecker, neverMark: string): CheckedFetch => {
+  const answers: Array<{ method: string; path: string; status: number }> = []
+  const checked: typeof globalThis.fetch = async (input, init) => {
+    const req = new Request(input, init)
+    const response = await fetch(req)
+    const text = await response.text()
+    let json: any = undefined
+    try {
+      json = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    const url = new URL(req.url)
+    const path = url.pathname + url.search
+    answers.push({ method: req.method, path, status: response.status })
+    checkAnswer(checker, neverMark, req.method, path, { status: response.status, headers: response.headers, text, json }, req.headers.has("authorization"))
+    // Statuses that carry no body may not be given one.
+    const empty = response.status === 204 || response.status === 304
+    return new Response(empty ? null : text, { status: response.status, statusText: response.statusText, headers: response.headers })
+  }
+  return { fetch: checked, answers }
 }

@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
-import { checkedClient, makeKey, openApiChecker, request, type CheckedClient } from "./helpers.ts"
+import { SafetyRecordsClient } from "../../client/src/index.ts"
+import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient, type CheckedFetch } from "./helpers.ts"
 
 describe("paging", () => {
   let db: TestDatabase
@@ -13,30 +14,44 @@ describe("paging", () => {
   let api: CheckedClient
   let company: TestCompany
   let key: string
+  // The typed client (client/), every answer checked against the document like api's.
+  let checked: CheckedFetch
+  let client: SafetyRecordsClient
 
   beforeAll(async () => {
     db = await freshDatabase()
     server = await startServer(db.url, { rateLimit: 1_000_000 })
-    api = checkedClient(server.url, await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json), NEVER_MARK)
+    const checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
+    api = checkedClient(server.url, checker, NEVER_MARK)
     company = await createCompany(db.sql)
     key = (await makeKey(db, company)).key
+    checked = checkedFetch(checker, NEVER_MARK)
+    client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checked.fetch })
   })
   afterAll(async () => {
     await server?.close()
     await db?.drop()
   })
 
-  const pageThrough = async (path: string, limit: number, between?: (page: number) => Promise<void>) => {
+  /** Every record of a list through the client's listPage, page by page; `between` runs after each page. */
+  const pageThrough = async (
+    resource: "training-records" | "sds" | "changes",
+    params: { readonly createdAfter?: string },
+    limit: number,
+    between?: (page: number) => Promise<void>
+  ) => {
     const seen: Array<{ id: string; createdAt: string }> = []
     let cursor: string | null = null
     let pages = 0
     do {
-      const sep = path.includes("?") ? "&" : "?"
-      const a: any = await api.get(`${path}${sep}limit=${limit}${cursor === null ? "" : `&cursor=${cursor}`}`, { key })
-      expect(a.status).toBe(200)
-      expect(a.json.data.length).toBeLessThanOrEqual(limit)
-      seen.push(...a.json.data.map((r: { id: string; createdAt: string }) => ({ id: r.id, createdAt: r.createdAt })))
-      cursor = a.json.nextCursor
+      const page: { data: ReadonlyArray<{ id: string; createdAt: string }>; nextCursor: string | null } = await client.listPage(resource, {
+        ...params,
+        limit,
+        ...(cursor === null ? {} : { cursor })
+      })
+      expect(page.data.length).toBeLessThanOrEqual(limit)
+      seen.push(...page.data.map((r) => ({ id: r.id, createdAt: r.createdAt })))
+      cursor = page.nextCursor
       pages++
       if (between) await between(pages)
     } while (cursor !== null)
@@ -45,11 +60,15 @@ describe("paging", () => {
 
   it("collects 3,000 records exactly once, newest first", async () => {
     const stored = await seedRecords(db.sql, "training-records", company.id, 3000, { newest: new Date("2026-06-01T00:00:00Z"), stepMillis: 7_000 })
-    const { seen, pages } = await pageThrough("/api/v1/training-records", 200)
+    const { seen, pages } = await pageThrough("training-records", {}, 200)
     expect(pages).toBe(15)
     expect(seen.map((r) => r.id)).toEqual(stored.map((s) => s.id))
-    const again = await pageThrough("/api/v1/training-records", 37)
-    expect(again.seen.map((r) => r.id)).toEqual(stored.map((s) => s.id))
+    // The client's list follows nextCursor by itself.
+    const from = checked.answers.length
+    const ids: Array<string> = []
+    for await (const r of client.list("training-records", { limit: 37 })) ids.push(r.id)
+    expect(ids).toEqual(stored.map((s) => s.id))
+    expect(checked.answers.length - from).toBe(Math.ceil(3000 / 37))
   })
 
   it("breaks ties on createdAt by id, across page boundaries", async () => {
@@ -62,7 +81,7 @@ describe("paging", () => {
       .map((r) => ({ id: String(r["id"]), createdAt: String(r["createdAt"]) }))
       .sort((a, b) => (a.createdAt !== b.createdAt ? (a.createdAt < b.createdAt ? 1 : -1) : a.id < b.id ? 1 : -1))
     for (const limit of [1, 7, 50, 200]) {
-      const { seen } = limit === 1 ? { seen: (await pageThrough("/api/v1/sds?createdAfter=2026-01-01T00:00:03Z", 1)).seen } : await pageThrough("/api/v1/sds", limit)
+      const { seen } = limit === 1 ? { seen: (await pageThrough("sds", { createdAfter: "2026-01-01T00:00:03Z" }, 1)).seen } : await pageThrough("sds", {}, limit)
       if (limit === 1) {
         expect(seen.map((r) => r.id)).toEqual(expected.filter((r) => r.createdAt > "2026-01-01T00:00:03.000Z").map((r) => r.id))
       } else {
@@ -75,7 +94,7 @@ describe("paging", () => {
     const start = Date.parse("2026-06-01T00:00:00Z")
     const stored = await seedRecords(db.sql, "changes", company.id, 2000, { newest: new Date(start), stepMillis: 1000 })
     let arrived = 0
-    const { seen } = await pageThrough("/api/v1/changes", 100, async (page) => {
+    const { seen } = await pageThrough("changes", {}, 100, async (page) => {
       // newer records arrive between pages, some exactly at the newest time, others later
       const records = Array.from({ length: 25 }, (_, i) =>
         makeRecord("changes", { companyId: company.id, createdAt: new Date(start + (i % 3 === 0 ? 0 : (page * 100 + i) * 1000)).toISOString() })

@@ -2,6 +2,7 @@
 // them, and a client syncs through the real server. A record whose child changed (audit
 // items) and a record without updatedAt (inspections) show up in a sync by change time;
 // deletions are listed as the key may read them, oldest first, and pruned after 30 days.
+// Lists and deletions are read through the typed client (client/), whose sync() is run too.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { purgeOld } from "../../src/delivery/queries.ts"
@@ -11,7 +12,8 @@ import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { insertIncident } from "../support/app.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, NEVER_MARK, type TestCompany } from "../support/views.ts"
-import { checkedClient, makeKey, openApiChecker, request, type CheckedClient } from "./helpers.ts"
+import { SafetyRecordsClient, type Deletion } from "../../client/src/index.ts"
+import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient } from "./helpers.ts"
 
 describe("sync through capture", () => {
   let db: TestDatabase
@@ -21,6 +23,7 @@ describe("sync through capture", () => {
   let acme: TestCompany
   let other: TestCompany
   let key: string
+  let client: SafetyRecordsClient
 
   beforeAll(async () => {
     db = await freshDatabase()
@@ -30,8 +33,11 @@ describe("sync through capture", () => {
     cap = startCapture(db)
     await cap.settle()
     server = await startServer(db.url, { rateLimit: 1_000_000 })
-    api = checkedClient(server.url, await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json), NEVER_MARK)
+    const checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
+    api = checkedClient(server.url, checker, NEVER_MARK)
     key = (await makeKey(db, acme)).key
+    // The typed client (client/), every answer checked against the document.
+    client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checkedFetch(checker, NEVER_MARK).fetch })
   })
   afterAll(async () => {
     await server?.close()
@@ -39,18 +45,21 @@ describe("sync through capture", () => {
     await db?.drop()
   })
 
-  /** Every record changed after `since` (none: all), by walking the sorted list; and where the next sync starts. */
-  const sync = async (resource: string, since: string | null, k = key) => {
+  /** Every record changed after `since` (none: all), by walking the sorted list with the client; and where the next sync starts. */
+  const sync = async (resource: "audits" | "inspections", since: string | null) => {
     const records: Array<any> = []
     let cursor: string | null = null
     let next: string | null = null
     do {
-      const q: string = [since === null ? "" : `&updatedAfter=${since}`, cursor === null ? "" : `&cursor=${cursor}`].join("")
-      const a = await api.get(`/api/v1/${resource}?sort=updatedAt&limit=2${q}`, { key: k })
-      expect(a.status).toBe(200)
-      records.push(...a.json.data)
-      cursor = a.json.nextCursor
-      next = a.json.nextUpdatedAfter
+      const page: { data: ReadonlyArray<unknown>; nextCursor: string | null; nextUpdatedAfter?: string | null } = await client.listPage(resource, {
+        sort: "updatedAt",
+        limit: 2,
+        ...(since === null ? {} : { updatedAfter: since }),
+        ...(cursor === null ? {} : { cursor })
+      })
+      records.push(...page.data)
+      cursor = page.nextCursor
+      next = page.nextUpdatedAfter ?? null
     } while (cursor !== null)
     return { records, next }
   }
@@ -145,14 +154,9 @@ describe("sync through capture", () => {
     for (const t of times) expect(t).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     expect(JSON.stringify(all.json)).not.toContain(kept)
 
-    // One at a time: each exactly once.
+    // One at a time (the client follows nextCursor): each exactly once.
     const paged: Array<string> = []
-    let cursor: string | null = null
-    do {
-      const a: any = await api.get(`/api/v1/deletions?resource=incidents&limit=1${cursor === null ? "" : `&cursor=${cursor}`}`, { key })
-      paged.push(...a.json.data.map((d: any) => d.id))
-      cursor = a.json.nextCursor
-    } while (cursor !== null)
+    for await (const d of client.deletions({ resource: "incidents", limit: 1 })) paged.push(d.id)
     expect(paged).toEqual(incidents)
     // since is inclusive: the last deletion seen comes again.
     const since = await api.get(`/api/v1/deletions?since=${times[1]}`, { key })
@@ -179,6 +183,40 @@ describe("sync through capture", () => {
     await insertIncident(db.sql, acme.id, { id: incidents[0] })
     await cap.settle()
     expect((await api.get("/api/v1/deletions?resource=incidents", { key })).json.data.map((d: any) => d.id)).toEqual(incidents.slice(1))
+  })
+
+  it("the client's sync: what changed and what was deleted in the app since the last run, and where to go on from", async () => {
+    const read = async (since: string | null) => {
+      const run = client.sync("observations", since, { limit: 2 })
+      const changed: Array<{ id: string; title: string }> = []
+      for await (const r of run.changed) changed.push({ id: r.id, title: r.title })
+      const deleted: Array<Deletion> = []
+      for await (const d of run.deleted) deleted.push(d)
+      return { changed, deleted, next: run.next() }
+    }
+    const made = await db.sql<{ id: string }[]>`
+      insert into app.observations (company_id, type, title, observed_at)
+      select ${acme.id}, 'unsafe_act', 'Observation ' || g, now() from generate_series(1, 5) g returning id::text`
+    await cap.settle()
+    const first = await read(null)
+    expect(first.changed.map((r) => r.id)).toEqual(expect.arrayContaining(made.map((m) => m.id)))
+    expect((await read(first.next)).changed).toEqual([])
+
+    // One renamed, one deleted, one new: the next run has exactly those.
+    await db.sql`update app.observations set title = 'Renamed', updated_at = now() where id = ${made[0]!.id}`
+    await db.sql`delete from app.observations where id = ${made[1]!.id}`
+    const [added] = await db.sql<{ id: string }[]>`
+      insert into app.observations (company_id, type, title, observed_at) values (${acme.id}, 'unsafe_act', 'Added', now()) returning id::text`
+    await cap.settle()
+    const second = await read(first.next)
+    expect(second.changed).toEqual([
+      { id: made[0]!.id, title: "Renamed" },
+      { id: added!.id, title: "Added" }
+    ])
+    expect(second.deleted.map((d) => d.id)).toContain(made[1]!.id)
+    const third = await read(second.next)
+    expect(third.changed).toEqual([])
+    expect(third.deleted.map((d) => d.id)).toEqual([second.deleted.at(-1)!.id]) // since is inclusive
   })
 
   it("deletions refuse bad parameters and a cursor of another list; tombstones older than 30 days go", async () => {

@@ -1,18 +1,21 @@
 // Keeping a copy in step (issue 15), through real HTTP to the real server: lists by change
 // time (updatedAfter, updatedBefore, sort=updatedAt) paged across equal timestamps, and
-// conditional GET (ETag, If-None-Match, 304). Views are stored as capture stores them (their
-// change time is their updatedAt); sync-capture.test.ts drives the same through real capture.
+// conditional GET (ETag, If-None-Match, 304). Lists are walked through the typed client
+// (client/), every answer checked against the served document. Views are stored as capture
+// stores them (their change time is their updatedAt); sync-capture.test.ts drives the same
+// through real capture.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, storeRecords, type TestCompany } from "../support/views.ts"
-import { checkedClient, makeKey, openApiChecker, request, type Answer, type CheckedClient, type OpenApiChecker } from "./helpers.ts"
+import { SafetyRecordsClient, type ListPage } from "../../client/src/index.ts"
+import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type Answer, type CheckedClient, type OpenApiChecker } from "./helpers.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
 interface Walked {
   readonly ids: Array<string>
-  readonly pages: Array<any>
+  readonly pages: Array<ListPage<"permits">>
 }
 
 describe("sync by change time", () => {
@@ -22,6 +25,7 @@ describe("sync by change time", () => {
   let api: CheckedClient
   let acme: TestCompany
   let key: string
+  let client: SafetyRecordsClient
   // 230 permits over four change times, created in an order of their own.
   let permits: Array<Record<string, unknown>>
 
@@ -33,6 +37,8 @@ describe("sync by change time", () => {
     acme = await createCompany(db.sql, { name: "Acme Sync" })
     const other = await createCompany(db.sql, { name: "Other Sync" })
     key = (await makeKey(db, acme)).key
+    // The typed client (client/), every answer checked against the document.
+    client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checkedFetch(checker, NEVER_MARK).fetch })
     permits = Array.from({ length: 230 }, (_, i) =>
       makeRecord("permits", { companyId: acme.id, createdAt: at(1000 - i), row: { updated_at: at(100 + (i % 4) * 10) } })
     )
@@ -51,16 +57,16 @@ describe("sync by change time", () => {
       return ua !== ub ? (ua < ub ? -1 : 1) : String(a["id"]) < String(b["id"]) ? -1 : 1
     })
 
-  const walk = async (path: string, limit: number): Promise<Walked> => {
+  /** A walk of the permits by change time through the client's listPage, following nextCursor. */
+  const walk = async (params: { readonly updatedAfter?: string }, limit: number): Promise<Walked> => {
     const ids: Array<string> = []
-    const pages: Array<any> = []
+    const pages: Array<ListPage<"permits">> = []
     let cursor: string | null = null
     do {
-      const a: Answer = await api.get(`${path}&limit=${limit}${cursor === null ? "" : `&cursor=${cursor}`}`, { key })
-      expect(a.status).toBe(200)
-      pages.push(a.json)
-      ids.push(...a.json.data.map((r: { id: string }) => r.id))
-      cursor = a.json.nextCursor
+      const page: ListPage<"permits"> = await client.listPage("permits", { sort: "updatedAt", ...params, limit, ...(cursor === null ? {} : { cursor }) })
+      pages.push(page)
+      ids.push(...page.data.map((r) => r.id))
+      cursor = page.nextCursor
     } while (cursor !== null)
     return { ids, pages }
   }
@@ -68,15 +74,15 @@ describe("sync by change time", () => {
   it("sort=updatedAt: oldest change first, ties by id, every record exactly once across equal timestamps", async () => {
     const expected = byChange(permits).map((r) => String(r["id"]))
     for (const limit of [7, 23, 50, 200]) {
-      const { ids, pages } = await walk("/api/v1/permits?sort=updatedAt", limit)
+      const { ids, pages } = await walk({}, limit)
       expect(ids).toEqual(expected)
       expect(pages).toHaveLength(Math.ceil(230 / limit))
       // Where the next sync starts: only on the last page, the last record's change time.
       for (const page of pages.slice(0, -1)) expect(page.nextUpdatedAfter).toBeNull()
-      expect(pages.at(-1).nextUpdatedAfter).toBe(at(130))
+      expect(pages.at(-1)!.nextUpdatedAfter).toBe(at(130))
     }
     // One record per page through a boundary inside one timestamp, from a bound.
-    const { ids } = await walk(`/api/v1/permits?sort=updatedAt&updatedAfter=${at(110)}`, 1)
+    const { ids } = await walk({ updatedAfter: at(110) }, 1)
     expect(ids).toEqual(byChange(permits.filter((r) => String(r["updatedAt"]) > at(110))).map((r) => String(r["id"])))
   })
 
@@ -99,21 +105,28 @@ describe("sync by change time", () => {
   })
 
   it("a sync asks again from nextUpdatedAfter: nothing while nothing changed, then only what changed", async () => {
-    const first = await walk("/api/v1/permits?sort=updatedAt", 200)
-    const since = first.pages.at(-1).nextUpdatedAfter as string
-    const again = await api.get(`/api/v1/permits?sort=updatedAt&updatedAfter=${since}`, { key })
-    expect(again.json).toEqual({ data: [], nextCursor: null, nextUpdatedAfter: since })
+    const first = await walk({}, 200)
+    const since = first.pages.at(-1)!.nextUpdatedAfter as string
+    const again = await client.listPage("permits", { sort: "updatedAt", updatedAfter: since })
+    expect(again).toEqual({ data: [], nextCursor: null, nextUpdatedAfter: since })
     // Nothing at all and no bound: nothing to start from.
-    const none = await api.get(`/api/v1/sds?sort=updatedAt`, { key })
-    expect(none.json).toEqual({ data: [], nextCursor: null, nextUpdatedAfter: null })
+    const none = await client.listPage("sds", { sort: "updatedAt" })
+    expect(none).toEqual({ data: [], nextCursor: null, nextUpdatedAfter: null })
     const changed = [
       makeRecord("permits", { companyId: acme.id, createdAt: at(1), row: { updated_at: at(200) } }),
       makeRecord("permits", { companyId: acme.id, createdAt: at(2), row: { updated_at: at(200) } })
     ]
     await storeRecords(db.sql, "permits", changed, acme.id)
-    const next = await api.get(`/api/v1/permits?sort=updatedAt&updatedAfter=${since}`, { key })
-    expect(next.json.data.map((r: { id: string }) => r.id)).toEqual(byChange(changed).map((r) => String(r["id"])))
-    expect(next.json.nextUpdatedAfter).toBe(at(200))
+    const next = await client.listPage("permits", { sort: "updatedAt", updatedAfter: since })
+    expect(next.data.map((r) => r.id)).toEqual(byChange(changed).map((r) => String(r["id"])))
+    expect(next.nextUpdatedAfter).toBe(at(200))
+    // The client's sync starts from the same place: only what changed, and where to go on from.
+    const run = client.sync("permits", since)
+    const synced: Array<string> = []
+    for await (const r of run.changed) synced.push(r.id)
+    for await (const d of run.deleted) throw new Error(`nothing was deleted, yet ${d.id}`)
+    expect(synced).toEqual(byChange(changed).map((r) => String(r["id"])))
+    expect(new URLSearchParams(run.next()).get("updatedAfter")).toBe(at(200))
   })
 
   it("refuses a bad updatedAfter, updatedBefore or sort as it refuses createdAfter, and a cursor of the other order", async () => {

@@ -1,8 +1,9 @@
 // GET /api/v1/events and /api/v1/events/{id} over real HTTP through the real routes: paging
 // through 30 days, scopes and modules, errors in the API's shape, and every answer checked
-// against the served OpenAPI document.
+// against the served OpenAPI document; the feed is paged through by the typed client (client/).
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { checkedClient, makeKey, openApiChecker, request, type CheckedClient } from "../api/helpers.ts"
+import { SafetyRecordsClient, type Event } from "../../client/src/index.ts"
+import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient, type CheckedFetch } from "../api/helpers.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, updateCompany, type TestCompany } from "../support/views.ts"
@@ -17,6 +18,7 @@ const KINDS = [
 let db: TestDatabase
 let server: TestServer
 let client: CheckedClient
+let checked: CheckedFetch
 let acme: TestCompany
 let other: TestCompany
 let lsn = 0x1000
@@ -48,7 +50,10 @@ beforeAll(async () => {
   acme = await createCompany(db.sql)
   other = await createCompany(db.sql)
   const doc = await request(server.url, "/api/v1/openapi.json")
-  client = checkedClient(server.url, await openApiChecker(doc.json), NEVER_MARK)
+  const checker = await openApiChecker(doc.json)
+  client = checkedClient(server.url, checker, NEVER_MARK)
+  // For the typed client (client/): every answer checked against the document too.
+  checked = checkedFetch(checker, NEVER_MARK)
 })
 afterAll(async () => {
   await server?.close()
@@ -72,24 +77,23 @@ describe("GET /api/v1/events", () => {
     const expected = rows
       .filter((r) => r.resource !== "permits" && Date.now() - Date.parse(r.created_at) < 30 * 24 * HOUR)
       .sort((a, b) => b.created_at.localeCompare(a.created_at))
-    const seen: Array<{ id: string; event: string; createdAt: string; data: { id: string } }> = []
-    let path: string | null = "/api/v1/events?limit=40"
-    while (path !== null) {
-      const page: Awaited<ReturnType<CheckedClient["get"]>> = await client.get(path, { key, host: acme.host })
-      expect(page.status).toBe(200)
-      seen.push(...page.json.data)
-      path = page.json.nextCursor === null ? null : `/api/v1/events?limit=40&cursor=${encodeURIComponent(page.json.nextCursor)}`
-    }
+    // Paged through by the typed client, which follows nextCursor.
+    const typed = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checked.fetch })
+    const from = checked.answers.length
+    const seen: Array<Event> = []
+    for await (const e of typed.events.list({ limit: 40 })) seen.push(e)
+    expect(checked.answers.slice(from).map((a) => a.status)).toEqual(Array.from({ length: Math.ceil(expected.length / 40) }, () => 200))
     expect(seen.map((e) => e.data.id)).toEqual(expected.map((r) => r.record_id))
     expect(seen.map((e) => e.event)).toEqual(expected.map((r) => r.event))
+    expect(await typed.events.get(seen[1]!.id)).toEqual(seen[1])
     // the payload is the stored one, byte for byte
     const one = await client.get(`/api/v1/events/${seen[0]!.id}`, { key, host: acme.host })
     expect(one.status).toBe(200)
     expect(one.text).toBe(`{"data":{"id":"${seen[0]!.id}","event":"${expected[0]!.event}","createdAt":"${expected[0]!.created_at}","data":${expected[0]!.payload}}}`)
 
     // filters, as on the other lists
-    const typed = await client.get("/api/v1/events?type=corrective_action.closed&limit=200", { key, host: acme.host })
-    expect(typed.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(expected.filter((r) => r.event === "corrective_action.closed").map((r) => r.record_id))
+    const closed = await client.get("/api/v1/events?type=corrective_action.closed&limit=200", { key, host: acme.host })
+    expect(closed.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(expected.filter((r) => r.event === "corrective_action.closed").map((r) => r.record_id))
     const since = new Date(Date.now() - 50 * HOUR).toISOString()
     const recent = await client.get(`/api/v1/events?createdAfter=${since}`, { key, host: acme.host })
     expect(recent.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(expected.filter((r) => r.created_at > since).map((r) => r.record_id))

@@ -1,0 +1,26 @@
+// @safety-records/client: a typed client of the Safety Records API, and webhook verification.
+export { SafetyRecordsClient, type ClientOptions, type SyncRun } from "./client.ts"
+export { SafetyRecordsError, WebhookVerificationError } from "./errors.ts"
+export { verifyWebhook, type VerifyOptions, type WebhookHeaders } from "./webhooks.ts"
+export type {
+  ApiIndex,
+  CreateHook,
+  Deletion,
+  DeletionsPage,
+  DeletionsParams,
+  Event,
+  EventName,
+  EventOf,
+  EventsPage,
+  EventsParams,
+  HookList,
+  HookSubscription,
+  HookSubscriptionWithSecret,
+  ListPage,
+  ListParams,
+  PingDelivery,
+  RecordOf,
+  Resource,
+  WebhookDelivery
+} from "./types.ts"
+export type { components, operations, paths, webhooks } from "./schema.d.ts"

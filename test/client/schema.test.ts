@@ -1,0 +1,163 @@
+// The OpenAPI document as a generator needs it (issue 15, item 6), and the client's types
+// generated from it (item 7): the document is valid OpenAPI 3.1 with webhooks, a discriminated
+// events union, integer limits, event-name enums, servers, a summary and description on every
+// operation and examples that match their schemas; openapi-typescript takes it without a
+// complaint; and client/src/schema.d.ts is exactly what it generates now.
+import SwaggerParser from "@apidevtools/swagger-parser"
+import { Ajv2020 } from "ajv/dist/2020.js"
+import { readFileSync } from "node:fs"
+import { describe, expect, it } from "vitest"
+import { apiDocument, generateSchema, SCHEMA_FILE } from "../../client/scripts/generate-schema.ts"
+import { EVENT_KINDS, EVENT_RESOURCE, eventSchemaName } from "../../src/domain/event-kinds.ts"
+import { RESOURCES } from "../../src/domain/resources.ts"
+
+const doc = apiDocument() as any
+const operations = (): Array<{ readonly where: string; readonly op: any }> =>
+  [...Object.entries<any>(doc.paths), ...Object.entries<any>(doc.webhooks ?? {})].flatMap(([path, item]) =>
+    Object.entries<any>(item).map(([method, op]) => ({ where: `${method.toUpperCase()} ${path}`, op }))
+  )
+
+/** Every schema object of the document with where it is, depth first. */
+const schemasIn = (node: unknown, where = "#"): Array<{ readonly where: string; readonly schema: any }> => {
+  if (Array.isArray(node)) return node.flatMap((n, i) => schemasIn(n, `${where}/${i}`))
+  if (node === null || typeof node !== "object") return []
+  return [{ where, schema: node }, ...Object.entries(node).flatMap(([k, v]) => schemasIn(v, `${where}/${k}`))]
+}
+
+describe("the OpenAPI document", () => {
+  it("is valid OpenAPI 3.1", async () => {
+    expect(doc.openapi).toBe("3.1.0")
+    await SwaggerParser.validate(structuredClone(doc))
+  })
+
+  it("has a webhooks section: the 11 events, each with its payload and both signatures' headers", () => {
+    expect(Object.keys(doc.webhooks)).toEqual([...EVENT_KINDS])
+    for (const kind of EVENT_KINDS) {
+      const post = doc.webhooks[kind].post
+      expect(post.requestBody.content["application/json"].schema).toEqual({ $ref: `#/components/schemas/${eventSchemaName(kind)}` })
+      const headers = post.parameters.filter((p: any) => p.in === "header").map((p: any) => p.name)
+      expect(headers).toEqual(expect.arrayContaining(["webhook-id", "webhook-timestamp", "webhook-signature", "Service-Signature", "Service-Event", "Service-Delivery"]))
+      expect(post.parameters.find((p: any) => p.name === "Service-Event").schema.enum).toEqual([kind])
+      const payload = doc.components.schemas[eventSchemaName(kind)]
+      expect(payload.properties.event).toMatchObject({ enum: [kind] })
+      const record = RESOURCES.find((r) => r === EVENT_RESOURCE[kind])!
+      const recordRef = doc.paths[`/api/v1/${record}/{id}`].get.responses["200"].content["application/json"].schema.properties.data
+      expect(payload.properties.data).toEqual(recordRef)
+      expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(["2XX", "410"]))
+    }
+  })
+
+  it("the events feed's payload is a union discriminated by event", () => {
+    const event = doc.components.schemas.Event
+    expect(event.anyOf).toBeUndefined()
+    expect(event.oneOf).toEqual(EVENT_KINDS.map((k) => ({ $ref: `#/components/schemas/${eventSchemaName(k)}` })))
+    expect(event.discriminator).toEqual({
+      propertyName: "event",
+      mapping: Object.fromEntries(EVENT_KINDS.map((k) => [k, `#/components/schemas/${eventSchemaName(k)}`]))
+    })
+    const items = doc.paths["/api/v1/events"].get.responses["200"].content["application/json"].schema.properties.data.items
+    expect(items).toEqual({ $ref: "#/components/schemas/Event" })
+  })
+
+  it("limit is an integer wherever it is taken, and event names an enum", () => {
+    let limits = 0
+    for (const { where, op } of operations()) {
+      for (const p of op.parameters ?? []) {
+        if (p.name === "limit") {
+          limits++
+          expect([where, p.schema.type, p.schema.minimum, p.schema.maximum, p.schema.default]).toEqual([where, "integer", 1, 200, 50])
+        }
+      }
+    }
+    expect(limits).toBe(RESOURCES.length + 2) // the lists, events, deletions
+    // Every field that holds an event name enumerates event names: the 11 payloads' event,
+    // the subscriptions' event, the index's and hook list's events.
+    const eventNames = new Set<string>(EVENT_KINDS)
+    const fields = schemasIn(doc).filter(({ where }) => /\/properties\/(event|events\/items)$/.test(where))
+    for (const { where, schema } of fields) {
+      expect(schema.type, where).toBe("string")
+      expect(schema.enum?.length, where).toBeGreaterThan(0)
+      for (const e of schema.enum) expect(eventNames.has(e), `${where}: ${e}`).toBe(true)
+    }
+    expect(fields.length).toBe(EVENT_KINDS.length + 5)
+    const typeParam = doc.paths["/api/v1/events"].get.parameters.find((p: any) => p.name === "type")
+    expect(typeParam.schema).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    expect(doc.components.schemas.CreateHook.properties.event).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    expect(doc.components.schemas.HookSubscription.properties.event).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    expect(doc.components.schemas.HookList.properties.events.items).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    expect(doc.components.schemas.ApiIndex.properties.events.items).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    for (const { where, schema } of schemasIn(doc)) {
+      if (Array.isArray(schema.allOf) && schema.type !== undefined) throw new Error(`${where}: {type, allOf} left in the document`)
+    }
+  })
+
+  it("has servers, and a summary and a description on every operation", () => {
+    expect(doc.servers.map((s: any) => s.url)).toEqual(["/", "https://{host}"])
+    const ops = operations()
+    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + EVENT_KINDS.length)
+    for (const { where, op } of ops) {
+      expect(typeof op.summary === "string" && op.summary.length > 3, `${where} summary`).toBe(true)
+      expect(typeof op.description === "string" && op.description.length > 20, `${where} description`).toBe(true)
+    }
+  })
+
+  it("the main schemas have examples, and every example matches its schema", () => {
+    const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false })
+    ajv.addSchema({ $id: "doc.json", components: doc.components })
+    const main = [
+      ...new Set(RESOURCES.map((r) => doc.paths[`/api/v1/${r}/{id}`].get.responses["200"].content["application/json"].schema.properties.data.$ref.split("/").at(-1)))
+    ]
+    expect(main).toHaveLength(14)
+    for (const name of [...main, ...EVENT_KINDS.map(eventSchemaName), "Deletion", "HookSubscription", "HookSubscriptionWithSecret", "CreateHook", "HookList", "ApiIndex"]) {
+      expect(doc.components.schemas[name]?.examples?.length, name).toBeGreaterThan(0)
+    }
+    let checked = 0
+    for (const [name, schema] of Object.entries<any>(doc.components.schemas)) {
+      for (const example of schema.examples ?? []) {
+        const validate = ajv.getSchema(`doc.json#/components/schemas/${name}`)!
+        expect(validate(example), `${name}: ${ajv.errorsText(validate.errors)}`).toBe(true)
+        checked++
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(14 + 11 + 6)
+    // An example that breaks its schema is caught.
+    const incident = ajv.getSchema("doc.json#/components/schemas/Incident")!
+    expect(incident({ ...doc.components.schemas.Incident.examples[0], severity: "apocalyptic" })).toBe(false)
+  })
+})
+
+describe("the client's types", () => {
+  it("openapi-typescript generates them from the document without a complaint of its lint (Redocly's recommended rules)", async () => {
+    const { source, problems } = await generateSchema()
+    expect(problems).toEqual([])
+    expect(source).toContain("export interface webhooks {")
+    expect(source).toContain('readonly "permit.closed": {')
+    expect(source).toMatch(/readonly limit\?: number;/)
+    expect(source).toMatch(/readonly Event: components\["schemas"\]\["IncidentCreatedEvent"\] \| /)
+    // Erasable syntax only: the client runs under Node's type stripping.
+    expect(source).not.toMatch(/^\s*(export )?(declare )?(const )?enum /m)
+  })
+
+  it("client/src/schema.d.ts is what the document gives now (else: npm run client:generate)", async () => {
+    const { source } = await generateSchema()
+    const committed = readFileSync(SCHEMA_FILE, "utf8")
+    expect(committed === source, "client/src/schema.d.ts differs from the document: run npm run client:generate and commit it").toBe(true)
+  })
+
+  it("the check sees a document that changed", async () => {
+    const changed = structuredClone(doc)
+    changed.components.schemas.Incident.properties.title.description = "A different title"
+    const { source } = await generateSchema(changed)
+    expect(source).not.toBe(readFileSync(SCHEMA_FILE, "utf8"))
+    // The lint before generating: a warning is reported, an error throws.
+    const untagged = structuredClone(doc)
+    delete untagged.tags.find((t: any) => t.name === "incidents").description
+    expect((await generateSchema(untagged)).problems.join("\n")).toMatch(/description/)
+    const unsummarised = structuredClone(doc)
+    delete unsummarised.paths["/api/v1/incidents"].get.summary
+    await expect(generateSchema(unsummarised)).rejects.toThrow(/summary/)
+    const broken = structuredClone(doc)
+    broken.paths["/api/v1/incidents"].get.responses["200"].content["application/json"].schema = { $ref: "#/components/schemas/Nope" }
+    await expect(generateSchema(broken)).rejects.toThrow(/Nope|resolve/i)
+  })
+})
