@@ -98,12 +98,22 @@ const takeLeadership = async (sql: Sql, opts: CaptureOptions, signal: AbortSigna
     if (holder === null) {
       const lock = connect(opts.url, 1, { keepForever: true })
       // Named as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process leads.
-      const rows = await lock<{ ok: boolean }[]>`
-        select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
-        from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`.catch(async (e: unknown) => {
-        await lock.end({ timeout: 1 }).catch(() => {})
-        throw e
-      })
+      // Bounded: postgres.js retries a connection the network cuts while it is made, without end.
+      const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const rows = await Promise.race([
+        lock<{ ok: boolean }[]>`
+          select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
+          from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s`)), limit)
+        })
+      ])
+        .catch(async (e: unknown) => {
+          await lock.end({ timeout: 0 }).catch(() => {})
+          throw e
+        })
+        .finally(() => clearTimeout(timer))
       if (rows[0]?.ok) {
         opts.log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
         return lock
