@@ -1,8 +1,9 @@
 // Traces: OpenTelemetry through Effect's tracer (@effect/opentelemetry), batched and sent
-// over OTLP/HTTP (JSON) to OTEL_EXPORTER_OTLP_ENDPOINT (/v1/traces under it). Off unless that
-// is set: then no tracer is installed, nothing is exported, and the OpenTelemetry packages are
-// not even loaded. The exporter reads the standard OTEL_* variables itself (headers, a traces
-// endpoint of its own, OTEL_BSP_* batching); OTEL_SERVICE_NAME names the service.
+// over OTLP/HTTP (JSON) to OTEL_EXPORTER_OTLP_ENDPOINT (/v1/traces under it, or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: then no
+// tracer is installed, nothing is exported, and the OpenTelemetry packages are not even
+// loaded. The SDK reads the other standard variables itself (OTEL_EXPORTER_OTLP_HEADERS,
+// OTEL_BSP_* batching); OTEL_SERVICE_NAME names the service.
 //
 // Spans: one per HTTP request (Effect's HTTP server makes it; http.ts names it by route and
 // the request middleware adds the route, request id and key id), one per capture batch (with
@@ -15,6 +16,8 @@ const VERSION: string = (createRequire(import.meta.url)("../../package.json") as
 
 export const TracingConfig = Config.all({
   endpoint: Config.option(Config.String("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  /** The standard override of where traces go; default: /v1/traces under the endpoint. */
+  tracesEndpoint: Config.option(Config.String("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
   serviceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("safety-records-service"))
 })
 
@@ -25,7 +28,9 @@ export const TracingEnabled = Context.Reference<boolean>("service/TracingEnabled
 export const TracingLive = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* TracingConfig
-    if (Option.isNone(config.endpoint) || config.endpoint.value.trim() === "") return Layer.empty
+    const endpoint = Option.getOrElse(config.endpoint, () => "").trim()
+    if (endpoint === "") return Layer.empty
+    const url = Option.getOrElse(config.tracesEndpoint, () => `${endpoint.replace(/\/+$/, "")}/v1/traces`)
     const [{ OTLPTraceExporter }, { BasicTracerProvider, BatchSpanProcessor }, OtelTracer, Resource] = yield* Effect.promise(() =>
       Promise.all([
         import("@opentelemetry/exporter-trace-otlp-http"),
@@ -39,12 +44,12 @@ export const TracingLive = Layer.unwrap(
       Effect.gen(function* () {
         const resource = yield* Resource.Resource
         return yield* Effect.acquireRelease(
-          Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] })),
+          Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url }))] })),
           (p) => Effect.promise(() => p.forceFlush().then(() => p.shutdown())).pipe(Effect.timeoutOption("5 seconds"), Effect.ignore)
         )
       })
     ).pipe(Layer.provide(Resource.layer({ serviceName: config.serviceName, serviceVersion: VERSION })))
-    yield* Effect.logInfo("tracing on: spans go to the OTLP endpoint", { endpoint: config.endpoint.value, serviceName: config.serviceName })
+    yield* Effect.logInfo("tracing on: spans go to the OTLP endpoint", { endpoint: url, serviceName: config.serviceName })
     return Layer.mergeAll(OtelTracer.layer, Layer.succeed(TracingEnabled, true)).pipe(Layer.provide(provider))
   })
 )
