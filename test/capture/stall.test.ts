@@ -3,8 +3,8 @@
 // it terminated) so nothing arrives and nothing fails. Capture notices within its stall
 // timeout, says why, ends the sessions the server still holds for it and reconnects; when
 // reconnecting does not help, status and the metrics say so until it applies again. A
-// walsender terminated under a live connection is noticed at once. And while capture is
-// stopped, the metrics show the slot's WAL growing.
+// walsender terminated under a live connection is noticed at once. While capture is stopped,
+// the metrics show the slot's WAL growing; a slot lost meanwhile is one greppable line.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { leaderApplicationName } from "../../src/capture/leader.ts"
 import { captureStatus } from "../../src/capture/status.ts"
@@ -153,5 +153,25 @@ describe("while capture is stopped", () => {
     } else {
       expect(sample(after, "srs_capture_slot_safe_wal_bytes")).toBeUndefined()
     }
+  })
+
+  it("a slot lost meanwhile: one error line says so, with what is lost, and one line when the views are rebuilt", async () => {
+    await db.sql`select pg_drop_replication_slot(${slot()})`
+    const seen: Line[] = []
+    const again = startCapture(db, { log: (level, message, fields = {}) => seen.push({ level, message, fields }) })
+    try {
+      await waitFor(() => again.stats.streaming, "capture to stream again")
+      const lost = seen.filter((l) => l.message === "capture slot lost: recreating it and rebuilding every view from the app tables")
+      expect(lost).toHaveLength(1)
+      expect(lost[0]).toMatchObject({
+        level: "error",
+        fields: { slot: slot(), reason: `replication slot ${slot()} was lost`, checkpoint: expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/), consequence: expect.stringContaining("will not be sent") }
+      })
+      expect(seen.filter((l) => l.message === "views rebuilt after slot loss")).toEqual([expect.objectContaining({ level: "info", fields: expect.objectContaining({ slot: slot() }) })])
+      expect(seen.map((l) => l.message)).toContain("capture leader: took over")
+    } finally {
+      await again.stop()
+    }
+    expect(seen.filter((l) => l.message === "capture leader: stepped down")).toEqual([expect.objectContaining({ fields: { reason: "stopping" } })])
   })
 })
