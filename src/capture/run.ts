@@ -338,12 +338,13 @@ const stalledRun = async (sql: Sql, opts: CaptureOptions, stats: CaptureStats, s
 const truncatedTables = (msg: Message & { tag: "truncate" }): ReadonlyArray<string> =>
   msg.relations.filter((rel) => rel.schema === "app" && rel.name in TABLES).map((rel) => rel.name)
 
-/** The ids of the events the given transactions wrote (for a batch's trace span: at most 100). */
-const eventIdsOf = async (sql: Sql, commitLsns: ReadonlyArray<Lsn>) =>
-  (
-    await sql<{ id: string }[]>`
-      select id::text from service.events where commit_lsn = any(${commitLsns.map(formatLsn)}::pg_lsn[]) order by commit_lsn, seq limit 100`
-  ).map((r) => r.id)
+/** The ids of the events the given transactions wrote (for a batch's trace span: at most 100; none if the read fails). */
+const eventIdsOf = async (sql: Sql, commitLsns: ReadonlyArray<Lsn>): Promise<string[]> =>
+  sql<{ id: string }[]>`
+    select id::text from service.events where commit_lsn = any(${commitLsns.map(formatLsn)}::pg_lsn[]) order by commit_lsn, seq limit 100`.then(
+    (rows) => rows.map((r) => r.id),
+    () => []
+  )
 
 /** Runs `f` in a span when tracing is on. */
 const traced = <A>(span: SpanRunner | undefined, name: string, attributes: Readonly<Record<string, unknown>>, f: (annotate: (key: string, value: unknown) => void) => Promise<A>) =>
