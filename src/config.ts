@@ -54,6 +54,8 @@ export const CaptureConfig = Config.all({
   /** Create the slot with `failover` (PostgreSQL 17+), so standbys that sync slots keep it. */
   failover: Config.Boolean("REPLICATION_SLOT_FAILOVER").pipe(Config.withDefault(false)),
   heartbeat: Config.Duration("CAPTURE_HEARTBEAT").pipe(Config.withDefault(Duration.seconds(15))),
+  /** Nothing from the replication stream this long while WAL waits in the slot: stalled; capture reconnects. */
+  stallTimeout: Config.Duration("CAPTURE_STALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(60))),
   /** Transactions applied together in one database transaction, at most. */
   batchChanges: Config.Int("CAPTURE_BATCH_CHANGES").pipe(Config.withDefault(2000))
 })

@@ -13,8 +13,9 @@ const clean = (fields: Record<string, unknown>) => {
   return out
 }
 
-export const writeLog = (level: Level, message: string, fields: Record<string, unknown> = {}) => {
-  process.stdout.write(JSON.stringify({ time: new Date().toISOString(), level, message, ...clean(fields) }) + "\n")
+/** One log line, as the service writes them; `out` is stdout but for the admin CLI, whose stdout is its answer. */
+export const writeLog = (level: Level, message: string, fields: Record<string, unknown> = {}, out: NodeJS.WritableStream = process.stdout) => {
+  out.write(JSON.stringify({ time: new Date().toISOString(), level, message, ...clean(fields) }) + "\n")
 }
 
 const jsonLogger = Logger.make<unknown, void>(({ message, logLevel, cause, fiber, date }) => {

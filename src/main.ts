@@ -16,8 +16,9 @@ import { isStartRefused } from "./db/refusal.ts"
 import { HealthRoutes } from "./http/health.ts"
 import { createServiceServer, ROUTER_CONFIG } from "./http/node-server.ts"
 import { LoggingLive, writeLog } from "./logging.ts"
-import { ObservabilityRoutes } from "./observability/http.ts"
+import { ObservabilityRoutes, RequestSpanNames } from "./observability/http.ts"
 import { MetricsLive } from "./observability/metrics.ts"
+import { TracingLive } from "./observability/tracing.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
 
@@ -63,7 +64,8 @@ export const MainLive = Layer.unwrap(
       Layer.provideMerge(serviceRolesLayer(roles))
     )
   })
-).pipe(Layer.provide(LoggingLive))
+  // Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) around everything: spans still queued are sent last.
+).pipe(Layer.provide(Layer.merge(TracingLive, RequestSpanNames)), Layer.provide(LoggingLive))
 
 /** A refusal the operator must act on (the database or the secrets key does not fit). */
 const isRefusal = (e: unknown): e is { readonly message: string } => e instanceof SecretsKeyMismatch || isStartRefused(e)

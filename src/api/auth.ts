@@ -5,6 +5,7 @@
 import { Effect, Layer, Redacted } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { isResource, type Resource } from "../domain/resources.ts"
+import { noteKeyId } from "../http/request-note.ts"
 import { CurrentKey } from "./current-key.ts"
 import { ApiKeyAuth } from "./definition.ts"
 import { errorResponse } from "./errors.ts"
@@ -103,6 +104,19 @@ export const ApiKeyAuthLive = Layer.effect(
       }
       const entry = lookup.entry!
       usage.record(entry.keyId)
+      // The request's log line and span name the key, by id (never the key), whatever the answer.
+      return Effect.andThen(noteKeyId(entry.keyId), admitKey(httpEffect, entry, lookup, host, resource, hooks, strayQuery))
+    }
+
+    const admitKey = <E, R>(
+      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+      entry: KeyEntry,
+      lookup: Lookup,
+      host: string | undefined,
+      resource: Resource | undefined,
+      hooks: boolean,
+      strayQuery: string | undefined
+    ) => {
       return Effect.flatMap(limiter.take(entry.keyId), (rate) => {
         const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
         if (!rate.allowed) {

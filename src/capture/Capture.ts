@@ -4,9 +4,10 @@ import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { CaptureConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
 import { writeLog } from "../logging.ts"
+import { spanRunner } from "../observability/tracing.ts"
 import { formatLsn } from "./lsn.ts"
 import { checkCaptureStart } from "./publication.ts"
-import { CaptureStats, runCapture } from "./run.ts"
+import { CaptureStalled, CaptureStats, runCapture } from "./run.ts"
 
 export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()("service/Capture") {}
 
@@ -27,6 +28,8 @@ export const CaptureLive = Layer.effect(
       failover: config.failover,
       batchChanges: config.batchChanges,
       heartbeatMs: Duration.toMillis(config.heartbeat),
+      stallTimeoutMs: Duration.toMillis(config.stallTimeout),
+      span: yield* spanRunner,
       log: writeLog
     }
     let running: Promise<void> = Promise.resolve()
@@ -38,7 +41,8 @@ export const CaptureLive = Layer.effect(
         Effect.sync(() => {
           stats.lastError = e.message
           stats.errors++
-          writeLog("warn", "capture stopped; reconnecting", { error: e.message })
+          // A stall said so itself ("capture stalled: reconnecting"), with what it did about it.
+          if (!(e instanceof CaptureStalled)) writeLog("warn", "capture stopped; reconnecting", { error: e.message })
         })
       )
     )

@@ -26,6 +26,9 @@ export class ReplicationStream {
   /** Set by the consumer: true when every message taken so far is applied and stored. */
   idle: () => boolean = () => false
 
+  /** When the server last said anything (a message or a keepalive): capture's stall watch reads it. */
+  lastReceivedAt = Date.now()
+
   constructor(url: string, slot: string, publication: string, start: Lsn) {
     this.slot = slot
     this.publication = publication
@@ -37,11 +40,13 @@ export class ReplicationStream {
       { acknowledge: { auto: false, timeoutSeconds: 0 }, flowControl: { enabled: false } }
     )
     this.service.on("data", (_lsn: string, msg: Message) => {
+      this.lastReceivedAt = Date.now()
       this.queue.push(msg)
       if (!this.paused && this.queue.length - this.head > HIGH_WATER) this.setPaused(true)
       this.wake()
     })
     this.service.on("heartbeat", (lsn: string, _ts: number, shouldRespond: boolean) => {
+      this.lastReceivedAt = Date.now()
       if (!shouldRespond) return
       // Answer with what is durably stored. Only when nothing received is still unapplied
       // (so everything the server has sent is applied) may the server's sent position be
@@ -134,6 +139,8 @@ export class ReplicationStream {
   }
 
   async close(): Promise<void> {
+    // Once: a stalled run closes it before its cleanup would.
+    if (this.closed) return
     this.failure ??= new Error("replication stream closed")
     this.rejectFailed(this.failure)
     this.closed = true

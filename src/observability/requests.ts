@@ -1,13 +1,17 @@
 // Per request: a request id (X-Request-Id on the answer, and a log annotation on every log
 // line written while it is served), a count by method, route pattern and status, its
-// duration, and 429s of the API's rate limit. Routes are labelled by their pattern
-// (/api/v1/incidents/:id), never by the raw path: ids and unknown paths would make a series
-// per request. Nothing from the request's headers, query or body is logged: keys, secrets
-// and cursors stay out of the logs.
+// duration, 429s of the API's rate limit, and one log line at REQUEST_LOG_LEVEL naming the
+// API key that made it by id. Routes are labelled by their pattern (/api/v1/incidents/:id),
+// never by the raw path: ids and unknown paths would make a series per request. Nothing
+// from the request's headers, query or body is logged: keys, secrets and cursors stay out
+// of the logs. With tracing on, the request's span gets the same route, request id and key id.
 import { randomUUID } from "node:crypto"
-import { Effect } from "effect"
+import { Config, Effect, type LogLevel } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { RequestNote, type RequestNoteShape } from "../http/request-note.ts"
+import { parseLogLevel } from "../logging.ts"
 import { Metrics } from "./metrics.ts"
+import { TracingEnabled } from "./tracing.ts"
 
 export interface RoutePattern {
   readonly method: string
@@ -90,6 +94,18 @@ export const requestIdOf = (header: string | undefined): string =>
 
 export const REQUEST_ID_HEADER = "x-request-id"
 
+/** REQUEST_LOG_LEVEL: the level of each request's log line (default debug; none: no line). */
+export const RequestLogLevelConfig = Config.String("REQUEST_LOG_LEVEL").pipe(Config.withDefault("debug"))
+
+const requestLogLevel = Effect.gen(function* () {
+  const raw = yield* RequestLogLevelConfig
+  const level = parseLogLevel(raw)
+  if (level === undefined) {
+    return yield* Effect.die(new Error(`REQUEST_LOG_LEVEL must be one of debug, info, warn, error (or none), not "${raw}"`))
+  }
+  return level
+})
+
 /** A global router middleware: install once, beside every route (e.g. in main.ts's Routes). */
 export const requestObservability = (routes: ReadonlyArray<RoutePattern>, options: { readonly apiPrefix?: string } = {}) => {
   const routeOf = routeMatcher(routes)
@@ -97,6 +113,9 @@ export const requestObservability = (routes: ReadonlyArray<RoutePattern>, option
   return HttpRouter.middleware(
     Effect.gen(function* () {
       const m = yield* Metrics
+      const level: LogLevel.LogLevel = yield* requestLogLevel
+      const logRequest = level === "None" ? undefined : Effect.logWithLevel(level === "All" ? "Trace" : level)
+      const tracing = yield* TracingEnabled
       // Every request counts into a series per method, route and status: each is resolved
       // once, not on every request (there are a few dozen, all known routes).
       const counts = new Map<string, { readonly inc: () => void }>()
@@ -104,11 +123,11 @@ export const requestObservability = (routes: ReadonlyArray<RoutePattern>, option
       const record = (method: string, route: string, status: number, seconds: number) => {
         const key = `${method} ${route}`
         let timed = durations.get(key)
-        if (timed === undefined) durations.set(key, (timed = m.httpSeconds.labelled({ method, route })))
+        if (timed === undefined) durations.set(key, (timed = m.httpSeconds.labels({ method, route })))
         timed.observe(seconds)
         const countKey = `${key} ${status}`
         let counted = counts.get(countKey)
-        if (counted === undefined) counts.set(countKey, (counted = m.httpRequests.labelled({ method, route, status: String(status) })))
+        if (counted === undefined) counts.set(countKey, (counted = m.httpRequests.labels({ method, route, status: String(status) })))
         counted.inc()
         if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
       }
@@ -116,14 +135,22 @@ export const requestObservability = (routes: ReadonlyArray<RoutePattern>, option
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const started = performance.now()
           const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER])
+          const note: RequestNoteShape = { keyId: undefined }
           const done = (status: number) => {
             const seconds = (performance.now() - started) / 1000
             const route = routeOf(request.method, request.url)
             const method = METHODS.has(request.method) ? request.method : "OTHER"
             record(method, route, status, seconds)
-            return Effect.logDebug("request", { requestId, method, route, status, ms: Math.round(seconds * 1000) })
+            const keyId = note.keyId ?? null
+            const annotated = tracing
+              ? Effect.annotateCurrentSpan({ "http.route": route, "request.id": requestId, ...(keyId === null ? {} : { "api.key_id": keyId }) })
+              : Effect.void
+            return logRequest === undefined
+              ? annotated
+              : Effect.andThen(annotated, logRequest("request", { requestId, method, route, status, ms: Math.round(seconds * 1000), keyId }))
           }
-          return Effect.matchCauseEffect(Effect.annotateLogs(httpEffect, "requestId", requestId), {
+          const served = Effect.provideService(Effect.annotateLogs(httpEffect, "requestId", requestId), RequestNote, note)
+          return Effect.matchCauseEffect(served, {
             onSuccess: (response) => Effect.as(done(response.status), HttpServerResponse.setHeader(response, REQUEST_ID_HEADER, requestId)),
             // A failure here is answered further out (the API's fallback); its status is the one it will get.
             onFailure: (cause) =>

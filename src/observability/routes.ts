@@ -1,12 +1,13 @@
 // GET /metrics: the registry in Prometheus text format 0.0.4. Building the route registers
-// the collectors for whatever runs in this process (capture, delivery), so it belongs
+// the collectors for whatever runs in this process (capture, delivery; the database's
+// figures everywhere), so it belongs
 // beside the other routes, above capture and delivery in the composition root.
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../capture/Capture.ts"
 import { Database } from "../db/Database.ts"
 import { DeliveryEngine } from "../delivery/engine.ts"
-import { captureOff, collectCapture, collectDelivery, Metrics } from "./metrics.ts"
+import { captureOff, collectCapture, collectDatabase, collectDelivery, Metrics } from "./metrics.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "./registry.ts"
 
 export const METRICS_PATH = "/metrics"
@@ -17,6 +18,8 @@ export const MetricsRoutes = Layer.unwrap(
     const { sql } = yield* Database
     const capture = yield* Effect.serviceOption(Capture)
     const engine = yield* Effect.serviceOption(DeliveryEngine)
+    const removeDatabase = collectDatabase(m, sql)
+    yield* Effect.addFinalizer(() => Effect.sync(removeDatabase))
     if (Option.isSome(capture)) {
       const remove = collectCapture(m, capture.value.stats, sql, capture.value.slot)
       yield* Effect.addFinalizer(() => Effect.sync(remove))

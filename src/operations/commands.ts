@@ -1,19 +1,29 @@
 // The operator's admin commands: replay, rebuild-views, status. Registered in
 // src/admin/cli/commands/index.ts; they share its flags and output conventions (stdout is
 // the answer, one JSON value with --json; progress goes to stderr on a terminal).
-import { Effect, Option } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../api/dates.ts"
-import { invalid } from "../admin/errors.ts"
+import { AdminError, invalid } from "../admin/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin, withSql } from "../admin/identity.ts"
-import { asOptional, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
+import { asOptional, ExitWith, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
 import type { LeaderInfo } from "../capture/leader.ts"
 import { CaptureConfig } from "../config.ts"
+import { writeLog } from "../logging.ts"
 import { SYSTEM, type Actor } from "../webhooks/context.ts"
 import { progressBar } from "./progress.ts"
 import { rebuildViews } from "./rebuild.ts"
 import { replay, type ReplaySummary } from "./replay.ts"
-import { operationsStatus, type OperationsStatus, KEY_EXPIRY_WARNING_DAYS } from "./status.ts"
+import {
+  assessStatus,
+  databaseDown,
+  HEALTH_EXIT_CODES,
+  KEY_EXPIRY_WARNING_DAYS,
+  LAG_THRESHOLD_SECONDS,
+  operationsStatus,
+  type HealthVerdict,
+  type OperationsStatus
+} from "./status.ts"
 
 const dateFlag = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(`${description}: ${FILTER_DATE_FORMATS}`), Flag.optional)
@@ -59,6 +69,20 @@ export const replayCommand = Command.make(
         const until = yield* parseDate("until", args.until)
         const events = Option.isSome(args.event) ? args.event.value.split(",").map((e) => e.trim()).filter((e) => e !== "") : undefined
         const bar = progressBar("replaying")
+        // An operator's action, told in the log's own shape on stderr (stdout is the answer):
+        // one line as it starts, one as it ends, each greppable by its message.
+        const t0 = Date.now()
+        const asked = {
+          endpointId: Option.getOrNull(args.endpoint),
+          subscriptionId: Option.getOrNull(args.subscription),
+          since: since?.toISOString() ?? null,
+          until: until?.toISOString() ?? null,
+          events: events ?? null,
+          failedOnly: args.failed,
+          dryRun: args.dryRun,
+          as: Option.getOrNull(args.as)
+        }
+        writeLog("info", "replay started", asked, process.stderr)
         const summary = yield* withSql(async (sql) => {
           let actor: Actor = SYSTEM
           if (Option.isSome(args.as)) {
@@ -84,7 +108,22 @@ export const replayCommand = Command.make(
             },
             (p) => bar.update(p.done, p.total)
           ).finally(bar.done)
-        })
+        }).pipe(Effect.tapCause((cause) => Effect.sync(() => writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr))))
+        writeLog(
+          "info",
+          "replay finished",
+          {
+            destination: { kind: summary.destination.kind, id: summary.destination.id },
+            dryRun: summary.dryRun,
+            matched: summary.matched,
+            resent: summary.resent,
+            created: summary.created,
+            skippedDelivered: summary.skippedDelivered,
+            skippedInFlight: summary.skippedInFlight,
+            ms: Date.now() - t0
+          },
+          process.stderr
+        )
         yield* output(args.json, summary, () => replaySummaryText(summary))
       })
     )
@@ -125,18 +164,22 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
 const leaderText = (l: LeaderInfo) =>
   `${l.applicationName ?? "(application name not visible)"}, backend pid ${l.pid}${l.clientAddress ? ` from ${l.clientAddress}` : ""}, since ${when(l.since)}`
 
-const statusText = (s: OperationsStatus) => {
+const verdictText = (v: HealthVerdict) => [`Health: ${v.state.toUpperCase()}`, ...v.reasons.map((r) => `  - ${r}`)]
+
+const statusText = (s: OperationsStatus, health: HealthVerdict) => {
   const c = s.capture
   const mb = (n: number | null) => (n === null ? "-" : `${(n / 1024 / 1024).toFixed(1)} MB`)
   const lines = [
     `Status at ${when(s.at)}`,
+    ...verdictText(health),
     "",
     "Capture",
     `  slot:        ${c.slot} ${c.slotExists ? `(${c.slotActive ? "active" : "inactive"}, WAL ${c.walStatus ?? "?"})` : "(missing)"}`,
     `  leader:      ${c.leader === null ? "no leader: no capture process is running" : leaderText(c.leader)}`,
     `  checkpoint:  ${c.checkpointLsn ?? "-"} (server ${c.serverLsn}); last commit applied ${when(c.lastCommitAt)}`,
     `  lag:         ${c.lagBytes === null ? "-" : `${c.lagBytes} bytes`}, ${c.lagSeconds === null ? "-" : `${c.lagSeconds.toFixed(1)} s`}`,
-    `  retained WAL: ${mb(c.retainedWalBytes)}${c.safeWalBytes === null ? "" : ` (${mb(c.safeWalBytes)} more before the slot is lost)`}`,
+    `  retained WAL: ${mb(c.retainedWalBytes)}${c.safeWalBytes === null ? "" : ` (${mb(c.safeWalBytes)} more before the slot is lost)`}${c.walKeepSizeBytes === null ? "" : `; max_slot_wal_keep_size ${mb(c.walKeepSizeBytes)}`}`,
+    ...(c.stalledAt ? [`  STALLED:     since ${when(c.stalledAt)}, ${c.stallReconnects} reconnect${c.stallReconnects === 1 ? "" : "s"} so far: ${c.stallReason ?? "-"}`] : []),
     ...(c.gapReason ? [`  GAP:         ${c.gapReason} (at ${when(c.gapAt)}): events in the gap were not derived`] : []),
     "",
     "Outbox",
@@ -157,19 +200,44 @@ const statusText = (s: OperationsStatus) => {
   return lines.join("\n")
 }
 
-export const statusCommand = Command.make("status", { as: asOptional, json }, (args) =>
-  withDatabase(
+/** Exits with the verdict's code once the answer is printed (0 healthy: a plain success). */
+const exitFor = (health: HealthVerdict) => (health.state === "healthy" ? Effect.void : Effect.fail(new ExitWith({ code: HEALTH_EXIT_CODES[health.state] })))
+
+export const statusCommand = Command.make(
+  "status",
+  {
+    as: asOptional,
+    json,
+    lagThreshold: Flag.Int("lag-threshold").pipe(
+      Flag.withDescription(`Capture further behind than this many seconds is degraded (exit 1)`),
+      Flag.withDefault(LAG_THRESHOLD_SECONDS)
+    )
+  },
+  (args) =>
     Effect.gen(function* () {
       const { slot } = yield* CaptureConfig
-      const status = yield* withSql(async (sql) => {
-        if (Option.isSome(args.as)) await requireSomeAdmin(sql, args.as.value)
-        return operationsStatus(sql, slot)
-      })
-      yield* output(args.json, status, () => statusText(status))
+      const read = yield* Effect.exit(
+        withDatabase(
+          withSql(async (sql) => {
+            if (Option.isSome(args.as)) await requireSomeAdmin(sql, args.as.value)
+            return operationsStatus(sql, slot)
+          })
+        )
+      )
+      if (Exit.isFailure(read)) {
+        const failure = Cause.findErrorOption(read.cause)
+        if ((Option.isSome(failure) && failure.value instanceof AdminError) || Cause.hasInterruptsOnly(read.cause)) return yield* Effect.failCause(read.cause)
+        // The database does not answer (or refuses the service): that is the answer, broken.
+        const health = databaseDown(Cause.squash(read.cause))
+        yield* output(args.json, { at: new Date().toISOString(), health }, () => verdictText(health).join("\n"))
+        return yield* exitFor(health)
+      }
+      const health = assessStatus(read.value, { lagThresholdSeconds: args.lagThreshold })
+      yield* output(args.json, { ...read.value, health }, () => statusText(read.value, health))
+      return yield* exitFor(health)
     })
-  )
 ).pipe(
   Command.withDescription(
-    "Capture (who leads it, slot, checkpoint, lag, retained WAL, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, keys near expiry"
+    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, no capture leader, endpoints switched off), 2 broken (the slot lost, the database down)"
   )
 )

@@ -121,3 +121,51 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
     }))
   }
 }
+
+/** What `status` exits with, for scripts: 0 healthy, 1 degraded, 2 broken. */
+export type Health = "healthy" | "degraded" | "broken"
+
+export const HEALTH_EXIT_CODES: Readonly<Record<Health, number>> = { healthy: 0, degraded: 1, broken: 2 }
+
+/** Capture further behind than this (seconds) is degraded (`status --lag-threshold`; the shipped alert uses the same). */
+export const LAG_THRESHOLD_SECONDS = 60
+
+export interface HealthVerdict {
+  readonly state: Health
+  /** Why, one sentence each; empty when healthy. */
+  readonly reasons: ReadonlyArray<string>
+}
+
+/**
+ * Broken: what needs an operator now (the slot is gone or lost its WAL: events in the gap are
+ * lost for good; the database does not answer, see databaseDown). Degraded: what usually
+ * mends itself or waits on someone else (capture behind or stalled, no capture leader, e.g.
+ * while a standby takes over, the slot about to lose WAL, endpoints switched off).
+ */
+export const assessStatus = (s: OperationsStatus, options: { readonly lagThresholdSeconds?: number } = {}): HealthVerdict => {
+  const threshold = options.lagThresholdSeconds ?? LAG_THRESHOLD_SECONDS
+  const c = s.capture
+  const broken: string[] = []
+  const degraded: string[] = []
+  if (!c.slotExists) {
+    if (c.checkpointLsn !== null) broken.push(`replication slot ${c.slot} is missing: it was lost (capture recreates it and rebuilds the views; events in the gap are not sent)`)
+    else degraded.push(`replication slot ${c.slot} does not exist yet: capture has not started`)
+  } else if (c.walStatus === "lost" || c.invalidationReason !== null) {
+    broken.push(`replication slot ${c.slot} was invalidated (${c.invalidationReason ?? "wal_status lost"}): capture rebuilds; events in the gap are not sent`)
+  } else if (c.walStatus === "unreserved") {
+    degraded.push(`replication slot ${c.slot} is about to lose WAL (wal_status unreserved${c.safeWalBytes === null ? "" : `, ${c.safeWalBytes} bytes to go`})`)
+  }
+  if (c.leader === null) degraded.push("no capture leader: no process is capturing (a standby takes over within seconds; if none runs, start one)")
+  if (c.stalledAt !== null) degraded.push(`capture stalled since ${c.stalledAt} (${c.stallReconnects} reconnect${c.stallReconnects === 1 ? "" : "s"} so far): ${c.stallReason ?? "no reason recorded"}`)
+  if (c.lagSeconds !== null && c.lagSeconds > threshold) degraded.push(`capture is ${Math.round(c.lagSeconds)} s behind (threshold ${threshold} s)`)
+  if (s.endpointsSwitchedOff.length > 0) {
+    degraded.push(`${s.endpointsSwitchedOff.length} webhook endpoint${s.endpointsSwitchedOff.length === 1 ? " is" : "s are"} switched off`)
+  }
+  return broken.length > 0 ? { state: "broken", reasons: [...broken, ...degraded] } : degraded.length > 0 ? { state: "degraded", reasons: degraded } : { state: "healthy", reasons: [] }
+}
+
+/** The verdict when the database does not answer (or refuses the service): broken. */
+export const databaseDown = (error: unknown): HealthVerdict => ({
+  state: "broken",
+  reasons: [`database: ${error instanceof Error ? error.message : String(error)}`]
+})

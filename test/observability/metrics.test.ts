@@ -3,6 +3,7 @@
 // carries a request id that the logs carry too, and no log line carries a key.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeServiceMetrics, type ServiceMetrics } from "../../src/observability/metrics.ts"
+import { valueOf } from "../../src/observability/registry.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../webhooks/support.ts"
@@ -73,14 +74,14 @@ describe("metrics", () => {
     expect(sample(after, "srs_outbox_backlog_events")).toBe(0)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_count", { result: "success" })).toBe(3)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_count", { result: "failure" })).toBe(9)
-    expect(sample(after, "srs_delivery_attempt_duration_seconds_bucket", { result: "success", le: "+Inf" })).toBe(3)
+    expect(sample(after, "srs_delivery_attempt_duration_seconds_bucket", { le: "+Inf", result: "success" })).toBe(3)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_sum", { result: "success" })).toBeGreaterThan(0)
     // the scrapes themselves were counted
     expect(sample(after, "srs_http_requests_total", { method: "GET", route: "/metrics", status: "200" })).toBeGreaterThanOrEqual(1)
   })
 
   it("API requests by route and status, rate-limited requests, a request id on answers and logs, never a key in a log", async () => {
-    const { key } = await apiKey(w.db.sql, w.company.id, ["incidents"])
+    const { id: keyId, key } = await apiKey(w.db.sql, w.company.id, ["incidents"])
     const id = await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
     const logs = captureStdout()
@@ -107,9 +108,11 @@ describe("metrics", () => {
     expect(sample(text, "srs_http_requests_total", { method: "GET", route: "unmatched", status: "404" })).toBe(1)
     expect(sample(text, "srs_api_rate_limited_total")).toBe(1)
     expect(sample(text, "srs_http_request_duration_seconds_count", { method: "GET", route: "/api/v1/incidents/:id" })).toBe(4)
-    // one log line per request, with its request id, route and status (never the path's query)
+    // one log line per request, with its request id, route and status (never the path's query),
+    // and the key that made it by id (none when the request had no usable key)
     const lines = logs.lines().filter((l) => l.message === "request")
     expect(lines.map((l) => l.requestId)).toEqual(ids)
+    expect(lines.map((l) => l.keyId)).toEqual([keyId, keyId, keyId, keyId, null, null])
     expect(lines.map((l) => [l.level, l.route, l.status])).toEqual([
       ["debug", "/api/v1/incidents/:id", 200],
       ["debug", "/api/v1/incidents/:id", 200],
@@ -121,6 +124,57 @@ describe("metrics", () => {
     // nothing in the logs carries the key, whatever the level
     expect(logs.text()).not.toContain(key)
     expect(logs.text()).not.toContain(key.slice(3))
+  })
+})
+
+describe("what every process reads from the database", () => {
+  it("the oldest pending delivery's age and the endpoints switched off now", async () => {
+    // what the tests above sent has finished (the flaky receiver's retries come 100 ms apart)
+    const before = await waitFor(async () => {
+      const t = await scrape()
+      return sample(t, "srs_deliveries_oldest_pending_seconds") === 0 ? t : undefined
+    }, "no delivery to be pending")
+    expect(sample(before, "srs_endpoints_off")).toBe(0)
+    // a delivery made 20 minutes ago still waits for a retry in an hour; an endpoint is switched off
+    const [d] = await w.db.sql<{ id: string; endpoint_id: string }[]>`select id::text, endpoint_id::text from service.webhook_deliveries where endpoint_id is not null limit 1`
+    await w.db.sql`update service.webhook_deliveries set state = 'pending', finished_at = null, next_attempt_at = now() + interval '1 hour', created_at = now() - interval '20 minutes' where id = ${d!.id}`
+    await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(), disabled_reason = 'test' where id = ${d!.endpoint_id}`
+    const after = await scrape()
+    expect(sample(after, "srs_deliveries_oldest_pending_seconds")).toBeGreaterThanOrEqual(20 * 60)
+    expect(sample(after, "srs_deliveries_oldest_pending_seconds")).toBeLessThan(21 * 60)
+    expect(sample(after, "srs_endpoints_off")).toBe(1)
+    await w.db.sql`update service.webhook_deliveries set state = 'failed', finished_at = now(), next_attempt_at = null where id = ${d!.id}`
+    await w.db.sql`update service.webhook_endpoints set enabled = true, disabled_at = null, disabled_reason = null where id = ${d!.endpoint_id}`
+  })
+})
+
+describe("the request log line's level", () => {
+  it("is REQUEST_LOG_LEVEL's (so it shows at LOG_LEVEL=info); none writes no line", async () => {
+    const { ConfigProvider, Effect, Layer } = await import("effect")
+    const { HttpRouter, HttpServerResponse } = await import("effect/http")
+    const { LoggingLive } = await import("../../src/logging.ts")
+    const { Metrics } = await import("../../src/observability/metrics.ts")
+    const { requestObservability } = await import("../../src/observability/requests.ts")
+    const run = async (requestLevel: string) => {
+      const env = ConfigProvider.layer(ConfigProvider.fromEnv({ env: { LOG_LEVEL: "info", REQUEST_LOG_LEVEL: requestLevel } }))
+      const App = Layer.mergeAll(
+        HttpRouter.add("GET", "/work", Effect.succeed(HttpServerResponse.text("done"))),
+        requestObservability([{ method: "GET", path: "/work" }])
+      ).pipe(Layer.provide(Layer.succeed(Metrics, makeServiceMetrics())), Layer.merge(LoggingLive), Layer.provide(env))
+      const { handler, dispose } = HttpRouter.toWebHandler(App, { disableLogger: true })
+      const logs = captureStdout()
+      try {
+        await handler(new Request("http://localhost/work"))
+      } finally {
+        logs.stop()
+        await dispose()
+      }
+      return logs.lines().filter((l) => l.message === "request")
+    }
+    expect((await run("info")).map((l) => l.level)).toEqual(["info"])
+    expect((await run("warn")).map((l) => [l.level, l.route, l.status])).toEqual([["warn", "/work", 200]])
+    expect(await run("debug")).toEqual([])
+    expect(await run("none")).toEqual([])
   })
 })
 
@@ -153,7 +207,7 @@ describe("request id", () => {
     const line = logs.lines().find((l) => l.message === "working on it")!
     expect(line).toMatchObject({ level: "warn", requestId: rid })
     expect(logs.lines().find((l) => l.message === "about to fail")!.requestId).toMatch(/^[0-9a-f-]{36}$/)
-    expect(m.httpRequests.get({ method: "GET", route: "/boom", status: "500" })).toBe(1)
-    expect(m.httpRequests.get({ method: "GET", route: "/work", status: "200" })).toBe(1)
+    expect(await valueOf(m.httpRequests, { method: "GET", route: "/boom", status: "500" })).toBe(1)
+    expect(await valueOf(m.httpRequests, { method: "GET", route: "/work", status: "200" })).toBe(1)
   })
 })

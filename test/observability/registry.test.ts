@@ -1,93 +1,133 @@
-// The registry's text exposition (format 0.0.4), label handling and histogram buckets.
+// The registry (prom-client's): the service's families and their labels, the standard
+// process and event-loop metrics, series absent until set, mirrored counters, collectors;
+// then request labels, request ids and the operators' progress bar.
 import { describe, expect, it } from "vitest"
-import { Registry } from "../../src/observability/registry.ts"
+import { makeServiceMetrics } from "../../src/observability/metrics.ts"
+import { mirror, Registry, setOrClear, valueOf } from "../../src/observability/registry.ts"
 import { routeMatcher, requestIdOf } from "../../src/observability/requests.ts"
 import { progressBar, renderBar } from "../../src/operations/progress.ts"
+import { sample } from "./support.ts"
 
-describe("registry", () => {
-  it("renders counters and gauges with HELP, TYPE and escaped labels", () => {
+/** Every family the service exports, with its type and labels: dashboards and alerts depend on them. */
+const FAMILIES: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> = [
+  ["srs_capture_streaming", "gauge", []],
+  ["srs_capture_leader", "gauge", []],
+  ["srs_capture_role", "gauge", ["role"]],
+  ["srs_capture_errors_total", "counter", []],
+  ["srs_capture_stalls_total", "counter", []],
+  ["srs_capture_stalled", "gauge", []],
+  ["srs_capture_lag_bytes", "gauge", []],
+  ["srs_capture_lag_seconds", "gauge", []],
+  ["srs_capture_last_applied_age_seconds", "gauge", []],
+  ["srs_capture_retained_wal_bytes", "gauge", []],
+  ["srs_capture_slot_wal_status", "gauge", ["status"]],
+  ["srs_capture_slot_safe_wal_bytes", "gauge", []],
+  ["srs_capture_slot_wal_keep_size_bytes", "gauge", []],
+  ["srs_capture_changes_total", "counter", []],
+  ["srs_capture_batches_total", "counter", []],
+  ["srs_capture_events_total", "counter", ["event"]],
+  ["srs_outbox_backlog_events", "gauge", []],
+  ["srs_deliveries_total", "counter", ["outcome"]],
+  ["srs_deliveries_created_total", "counter", []],
+  ["srs_deliveries_handed_back_total", "counter", []],
+  ["srs_deliveries_in_flight", "gauge", []],
+  ["srs_endpoints_switched_off_total", "counter", []],
+  ["srs_subscriptions_gone_total", "counter", []],
+  ["srs_delivery_attempt_duration_seconds", "histogram", ["result"]],
+  ["srs_deliveries_oldest_pending_seconds", "gauge", []],
+  ["srs_endpoints_off", "gauge", []],
+  ["srs_http_requests_total", "counter", ["method", "route", "status"]],
+  ["srs_http_request_duration_seconds", "histogram", ["method", "route"]],
+  ["srs_api_rate_limited_total", "counter", []],
+  ["nodejs_heap_used_bytes", "gauge", []]
+]
+
+describe("registry (prom-client)", () => {
+  it("has every family of the service, by name, type and labels, and no other srs_ family", async () => {
+    const m = makeServiceMetrics()
+    const text = await m.registry.render()
+    for (const [name, type, labels] of FAMILIES) {
+      expect(text, name).toContain(`# TYPE ${name} ${type}\n`)
+      const metric = m.registry.prom.getSingleMetric(name) as unknown as { readonly labelNames: ReadonlyArray<string> } | undefined
+      expect(metric?.labelNames ?? null, name).toEqual(labels)
+    }
+    const srs = [...text.matchAll(/^# TYPE (srs_\w+) /gm)].map((x) => x[1])
+    expect(srs.sort()).toEqual(FAMILIES.map(([n]) => n).filter((n) => n.startsWith("srs_")).sort())
+  })
+
+  it("carries the standard process and event-loop metrics, and the old process names", async () => {
+    const text = await makeServiceMetrics().registry.scrape()
+    for (const name of [
+      "process_resident_memory_bytes",
+      "process_start_time_seconds",
+      "process_cpu_seconds_total",
+      "process_open_fds",
+      "nodejs_eventloop_lag_seconds",
+      "nodejs_eventloop_lag_p99_seconds",
+      "nodejs_heap_size_used_bytes",
+      "nodejs_gc_duration_seconds",
+      "nodejs_heap_used_bytes"
+    ]) {
+      expect(text, name).toMatch(new RegExp(`^# TYPE ${name} `, "m"))
+    }
+    expect(sample(text, "process_start_time_seconds")).toBeGreaterThan(Date.now() / 1000 - 3600)
+    expect(sample(text, "nodejs_heap_used_bytes")).toBeGreaterThan(0)
+  })
+
+  it("series without labels are absent until set; counters mirror counts kept elsewhere; unknown values clear a gauge", async () => {
     const r = new Registry()
-    const c = r.counter("srs_things_total", "Things\ncounted", ["kind"])
+    const c = r.counter("srs_things_total", "Things")
+    const by = r.counter("srs_kinds_total", "Kinds", ["kind"])
     const g = r.gauge("srs_level", "A level")
-    c.inc({ kind: 'a "quoted" \\ value\nnext' })
-    c.inc({ kind: "b" }, 2)
-    c.inc({ kind: "b" })
-    g.set(undefined, 1.5)
-    expect(r.render()).toBe(
-      [
-        "# HELP srs_things_total Things\\ncounted",
-        "# TYPE srs_things_total counter",
-        'srs_things_total{kind="a \\"quoted\\" \\\\ value\\nnext"} 1',
-        'srs_things_total{kind="b"} 3',
-        "# HELP srs_level A level",
-        "# TYPE srs_level gauge",
-        "srs_level 1.5",
-        ""
-      ].join("\n")
-    )
-    expect(c.get({ kind: "b" })).toBe(3)
+    expect(sample(await r.render(), "srs_things_total")).toBeUndefined()
+    expect(sample(await r.render(), "srs_level")).toBeUndefined()
+    mirror(c, undefined, 5)
+    mirror(c, undefined, 7)
+    mirror(by, { kind: 'a "quoted" \\ value' }, 2)
+    mirror(by, { kind: "b" }, 0)
+    c.inc()
+    setOrClear(g, 1.5)
+    const text = await r.render()
+    expect(sample(text, "srs_things_total")).toBe(8)
+    expect(text).toContain('srs_kinds_total{kind="a \\"quoted\\" \\\\ value"} 2')
+    expect(sample(text, "srs_kinds_total", { kind: "b" })).toBe(0)
+    expect(await valueOf(c)).toBe(8)
+    expect(await valueOf(by, { kind: "b" })).toBe(0)
+    expect(sample(text, "srs_level")).toBe(1.5)
+    setOrClear(g, null)
+    expect(sample(await r.render(), "srs_level")).toBeUndefined()
+    expect(await valueOf(g)).toBeUndefined()
   })
 
-  it("renders histograms with cumulative buckets, +Inf, sum and count", () => {
+  it("renders histograms with cumulative buckets, +Inf, sum and count", async () => {
     const r = new Registry()
-    const h = r.histogram("srs_seconds", "Durations", ["result"], [0.1, 1, 0.5])
+    const h = r.histogram("srs_seconds", "Durations", ["result"], [0.1, 0.5, 1])
     for (const v of [0.0625, 0.5, 0.25, 2, 0.75]) h.observe({ result: "ok" }, v)
-    expect(r.render().split("\n")).toEqual([
-      "# HELP srs_seconds Durations",
-      "# TYPE srs_seconds histogram",
-      'srs_seconds_bucket{result="ok",le="0.1"} 1',
-      'srs_seconds_bucket{result="ok",le="0.5"} 3',
-      'srs_seconds_bucket{result="ok",le="1"} 4',
-      'srs_seconds_bucket{result="ok",le="+Inf"} 5',
+    const lines = (await r.render()).split("\n").filter((l) => l.startsWith("srs_seconds"))
+    expect(lines).toEqual([
+      'srs_seconds_bucket{le="0.1",result="ok"} 1',
+      'srs_seconds_bucket{le="0.5",result="ok"} 3',
+      'srs_seconds_bucket{le="1",result="ok"} 4',
+      'srs_seconds_bucket{le="+Inf",result="ok"} 5',
       'srs_seconds_sum{result="ok"} 3.5625',
-      'srs_seconds_count{result="ok"} 5',
-      ""
+      'srs_seconds_count{result="ok"} 5'
     ])
-    expect(h.count({ result: "ok" })).toBe(5)
   })
 
-  it("refuses bad names, missing or unknown labels, negative increments and duplicates", () => {
-    const r = new Registry()
-    expect(() => r.counter("bad-name", "x")).toThrow("invalid metric name")
-    const c = r.counter("srs_ok_total", "x", ["a"])
-    expect(() => c.inc()).toThrow("needs label a")
-    expect(() => c.inc({ a: "1", b: "2" })).toThrow("has no label b")
-    expect(() => c.inc({ a: "1" }, -1)).toThrow("cannot go down")
-    expect(() => r.counter("srs_ok_total", "again")).toThrow("already registered")
-    expect(() => r.histogram("srs_h", "x", ["le"], [1])).toThrow("le is reserved")
-  })
-
-  it("a labelled series counts into the same series as the labels do, also after a collector sets it", () => {
-    const r = new Registry()
-    const c = r.counter("srs_hits_total", "Hits", ["route"])
-    const h = r.histogram("srs_seconds", "Seconds", ["route"], [0.1, 1])
-    const hits = c.labelled({ route: "/a" })
-    hits.inc()
-    c.inc({ route: "/a" })
-    hits.inc()
-    expect(c.get({ route: "/a" })).toBe(3)
-    c.set({ route: "/a" }, 10)
-    hits.inc()
-    expect(c.get({ route: "/a" })).toBe(11)
-    const seconds = h.labelled({ route: "/a" })
-    seconds.observe(0.05)
-    h.observe({ route: "/a" }, 0.5)
-    seconds.observe(5)
-    expect(h.count({ route: "/a" })).toBe(3)
-    expect(r.render()).toContain('srs_seconds_bucket{route="/a",le="0.1"} 1\nsrs_seconds_bucket{route="/a",le="1"} 2\nsrs_seconds_bucket{route="/a",le="+Inf"} 3')
-    expect(() => c.labelled({ path: "/a" })).toThrow()
-  })
-
-  it("runs collectors before a scrape; a failing collector does not stop it", async () => {
-    const r = new Registry()
+  it("runs collectors before a scrape; one that fails or hangs does not stop it", async () => {
+    const r = new Registry({ collectTimeoutMs: 200 })
     const g = r.gauge("srs_collected", "x")
     let n = 0
-    r.collect(() => g.set(undefined, ++n))
+    r.collect(() => g.set(++n))
     r.collect(async () => {
       throw new Error("database down")
     })
-    expect(await r.scrape()).toContain("srs_collected 1")
-    expect(await r.scrape()).toContain("srs_collected 2")
+    const remove = r.collect(() => new Promise<void>(() => {}))
+    const t0 = Date.now()
+    expect(sample(await r.scrape(), "srs_collected")).toBe(1)
+    expect(Date.now() - t0).toBeLessThan(2_000)
+    remove()
+    expect(sample(await r.scrape(), "srs_collected")).toBe(2)
   })
 })
 

@@ -26,6 +26,9 @@ afterAll(async () => {
 
 const bodiesAt = (path: string, from = 0) => w.receiver.requests.filter((r) => r.path === path).slice(from).map((r) => JSON.parse(r.body.toString("utf8")) as Body)
 
+/** The CLI's log lines on stderr (its stdout is the answer): a replay says when it starts and ends. */
+const logLines = (stderr: string) => stderr.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Record<string, unknown>)
+
 const incidents = async (n: number) => {
   const ids: string[] = []
   for (let i = 0; i < n; i++) ids.push(await insertIncident(w.db.sql, w.company.id, { title: `Incident ${i}` }))
@@ -72,7 +75,10 @@ describe("replay after an outage", () => {
     // Replayed with the engine paused, to see the schedule it leaves: all due now, in event order.
     await engine.stop()
     const run = await runCli(["replay", "--endpoint", made.id, "--failed", "--json"], { DATABASE_URL: w.db.url })
-    expect(run.stderr).toBe("")
+    const told = logLines(run.stderr)
+    expect(told.map((l) => [l.level, l.message])).toEqual([["info", "replay started"], ["info", "replay finished"]])
+    expect(told[0]).toMatchObject({ endpointId: made.id, failedOnly: true, dryRun: false })
+    expect(told[1]).toMatchObject({ destination: { kind: "endpoint", id: made.id }, matched: 18, resent: 15, created: 3, ms: expect.any(Number) })
     expect(run.code).toBe(0)
     const summary = JSON.parse(run.stdout)
     expect(summary).toMatchObject({ matched: 18, resent: 15, created: 3, skippedDelivered: 0, skippedInFlight: 0, dryRun: false, failedOnly: true, events: ["incident.created"] })
@@ -160,7 +166,8 @@ describe("replay after an outage", () => {
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
     const env = { DATABASE_URL: w.db.url }
     const dry = await runCli(["replay", "--subscription", subscription.id, "--dry-run", "--json"], env)
-    expect(dry.stderr).toBe("")
+    expect(logLines(dry.stderr).map((l) => l.message)).toEqual(["replay started", "replay finished"])
+    expect(logLines(dry.stderr)[1]).toMatchObject({ destination: { kind: "subscription", id: subscription.id }, dryRun: true, matched: 2 })
     expect(dry.code).toBe(0)
     expect(JSON.parse(dry.stdout)).toMatchObject({ destination: { kind: "subscription", id: subscription.id, on: true }, matched: 2, resent: 2, created: 0, dryRun: true })
     expect(bodiesAt(path)).toHaveLength(2)

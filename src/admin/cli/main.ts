@@ -8,7 +8,7 @@ import { CliError, CliOutput, Command } from "effect/cli"
 import { SecretsKeyMismatch } from "../../delivery/key-check.ts"
 import { AdminError } from "../errors.ts"
 import * as Commands from "./commands/index.ts"
-import { CheckFailed } from "./support.ts"
+import { CheckFailed, ExitWith } from "./support.ts"
 
 export const PROGRAM = "npm run admin --"
 
@@ -59,6 +59,7 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
       const failure = Cause.findErrorOption(exit.cause)
       if (Option.isSome(failure)) {
         const error = failure.value
+        if (error instanceof ExitWith) return Effect.succeed(error.code)
         // SecretsKeyMismatch: the webhook commands' key is not the database's (issue 13.7).
         if (error instanceof AdminError || error instanceof CheckFailed || error instanceof SecretsKeyMismatch) return Effect.as(Console.error(`error: ${error.message}${hintFor(error.message)}`), 1)
         if (CliError.isCliError(error)) return Effect.succeed(2) // already presented

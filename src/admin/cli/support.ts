@@ -50,6 +50,12 @@ export const optionalAdmin = (companyRef: string, email: Option.Option<string>) 
  */
 export class CheckFailed extends Data.TaggedError("CheckFailed")<{ readonly message: string }> {}
 
+/**
+ * The command printed its answer, and its exit code says more (status: 1 degraded, 2 broken),
+ * with nothing on stderr: the answer is on stdout already.
+ */
+export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: number }> {}
+
 /** Prints the answer: JSON for scripts, or the human text. */
 export const output = (asJson: boolean, value: unknown, human: () => string) =>
   asJson ? Console.log(JSON.stringify(value, null, 2)) : Console.log(human())
