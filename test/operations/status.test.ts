@@ -104,7 +104,7 @@ describe("status", () => {
 })
 
 describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () => {
-  it("healthy, capture behind, no leader, the slot lost, the database down: each with its code and why", async () => {
+  it("healthy, capture behind, no leader, the slot lost, the database down: each with its code and why", { timeout: 150_000 }, async () => {
     const db = await freshDatabase()
     const cap = startCapture(db)
     try {

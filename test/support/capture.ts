@@ -8,7 +8,7 @@ import { freshDatabase, type TestDatabase } from "./db.ts"
 
 export interface RunningCapture {
   readonly stats: CaptureStats
-  readonly logs: Array<{ level: string; message: string }>
+  readonly logs: Array<{ level: string; message: string; fields?: Record<string, unknown> }>
   /** Resolves once everything committed before the call is applied. */
   readonly settle: (timeoutMs?: number) => Promise<void>
   readonly stop: () => Promise<void>
@@ -17,7 +17,7 @@ export interface RunningCapture {
 
 export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> = {}): RunningCapture => {
   const stats = new CaptureStats()
-  const logs: Array<{ level: string; message: string }> = []
+  const logs: Array<{ level: string; message: string; fields?: Record<string, unknown> }> = []
   const ac = new AbortController()
   const opts: CaptureOptions = {
     url: db.url,
@@ -25,7 +25,7 @@ export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, opt
     publication: "safety_records_service",
     batchChanges: 2000,
     heartbeatMs: 60_000,
-    log: (level, message) => logs.push({ level, message }),
+    log: (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }),
     ...options
   }
   // Like the service: a failed run (connection lost, server restarted) is retried.
