@@ -413,7 +413,9 @@ export const resolveAndCheck = async (input: string, options: CheckOptions = {})
   }
   const target = parsed.value
   const vetted = target.ipLiteral
-    ? vetLiteral(target, allowed)
+    ? options.reuse
+      ? reusedLiteral(target, allowed)
+      : vetLiteral(target, allowed)
     : options.reuse
       ? await reusedResolution(target.host, options.lookup ?? defaultLookup, allowed, options.signal)
       : await freshResolution(target.host, options.lookup ?? defaultLookup, allowed, options.signal)
@@ -443,6 +445,8 @@ type Resolution = {
   until: number
   pending: boolean
   readonly answers: Promise<ReadonlyArray<ResolvedAddress>>
+  /** The answers once they are in: read without waiting on the promise again. */
+  settled?: ReadonlyArray<ResolvedAddress>
   /** The answers vetted once, for the allowed networks they were vetted against. */
   vetted?: { readonly allowed: AllowedNetworks; readonly result: Vetted }
 }
@@ -468,6 +472,7 @@ const resolve = (cache: Map<string, Resolution>, host: string, lookup: Lookup): 
       (answers) => {
         // The TTL counts from the question: an answer is never kept longer than it holds.
         entry.pending = false
+        entry.settled = answers
         entry.until = started + holdMs(answers)
         return answers
       },
@@ -498,16 +503,18 @@ const reusedResolution = async (host: string, lookup: Lookup, allowed: AllowedNe
   if (!cache) resolutions.set(lookup, (cache = new Map()))
   const held = cache.get(host)
   const entry = held && held.until > performance.now() ? held : resolve(cache, host, lookup)
-  let answers: ReadonlyArray<ResolvedAddress>
-  try {
-    answers = await abortable(entry.answers, signal)
-  } catch (err) {
-    if (signal?.aborted) {
-      // A lookup that outlived a deadline is not waited on again by the next delivery.
-      if (entry.pending) forget(cache, host, entry)
-      throw signal.reason
+  let answers = entry.settled
+  if (answers === undefined) {
+    try {
+      answers = await abortable(entry.answers, signal)
+    } catch (err) {
+      if (signal?.aborted) {
+        // A lookup that outlived a deadline is not waited on again by the next delivery.
+        if (entry.pending) forget(cache, host, entry)
+        throw signal.reason
+      }
+      return dnsFailure(host, err)
     }
-    return dnsFailure(host, err)
   }
   if (entry.vetted?.allowed !== allowed) entry.vetted = { allowed, result: vetAnswers(host, answers, allowed) }
   const result = entry.vetted.result
@@ -527,6 +534,18 @@ const parseReused = (input: string): ParseUrlResult => {
     parsedUrls.set(input, parsed)
   }
   return parsed
+}
+
+// An IP literal needs no DNS; its vetting is kept with its parsed URL.
+const literalVets = new WeakMap<WebhookUrl, { readonly allowed: AllowedNetworks; readonly result: Vetted }>()
+
+const reusedLiteral = (target: WebhookUrl, allowed: AllowedNetworks): Vetted => {
+  let vetted = literalVets.get(target)
+  if (vetted?.allowed !== allowed) {
+    vetted = { allowed, result: vetLiteral(target, allowed) }
+    literalVets.set(target, vetted)
+  }
+  return vetted.result
 }
 
 /** Forgets every reused resolution (tests, and shutdown with the sender's connections). */

@@ -14,7 +14,8 @@ import {
   resolveAndCheck,
   type AllowedNetworks,
   type Lookup,
-  type ResolvedAddress
+  type ResolvedAddress,
+  type WebhookUrl
 } from "./address-guard.ts"
 import { sign } from "./signature.ts"
 
@@ -121,7 +122,7 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
     const body = typeof message.body === "string" ? Buffer.from(message.body, "utf8") : Buffer.from(message.body)
     const seconds = Math.floor((options.now ?? Date.now)() / 1000)
     const url = checked.target.url
-    const pool = poolFor(url.origin, checked.target.ipLiteral ? null : checked.target.host, checked.addresses, options.ca)
+    const pool = poolFor(checked.target, checked.addresses, options.ca)
 
     const response = await pool.request({
       path: `${url.pathname}${url.search}`,
@@ -294,15 +295,25 @@ const addressTexts = (addresses: ReadonlyArray<ResolvedAddress>): AddressTexts =
   return texts
 }
 
-const poolFor = (origin: string, servername: string | null, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
+// The pool last used for a reused parsed URL, with the vetted answer and trust it was for:
+// while those are the same objects, the pool is found without building its key again.
+type PoolUse = { readonly addresses: ReadonlyArray<ResolvedAddress>; readonly trust: Trust; readonly key: string; readonly pool: Pool }
+const poolByTarget = new WeakMap<WebhookUrl, PoolUse>()
+
+const poolFor = (target: WebhookUrl, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
   const trust = trustFor(ca)
-  const key = `${origin}|${addressTexts(addresses).key}|${trust.key}`
-  const existing = pools.get(key)
+  const used = poolByTarget.get(target)
+  const same = used !== undefined && used.addresses === addresses && used.trust === trust && pools.get(used.key) === used.pool
+  const key = same ? used.key : `${target.url.origin}|${addressTexts(addresses).key}|${trust.key}`
+  const existing = same ? used.pool : pools.get(key)
   if (existing && !existing.closed && !existing.destroyed) {
     pools.delete(key) // refresh its place: the map is kept in least-recently-used order
     pools.set(key, existing)
+    if (!same) poolByTarget.set(target, { addresses, trust, key, pool: existing })
     return existing
   }
+  const origin = target.url.origin
+  const servername = target.ipLiteral ? null : target.host
   const base = buildConnector({
     timeout: CONNECT_TIMEOUT_MS,
     allowH2: false,
@@ -332,6 +343,7 @@ const poolFor = (origin: string, servername: string | null, addresses: ReadonlyA
     keepAliveMaxTimeout: 30_000
   })
   pools.set(key, pool)
+  poolByTarget.set(target, { addresses, trust, key, pool })
   while (pools.size > MAX_POOLS) {
     const [oldKey, oldPool] = pools.entries().next().value!
     pools.delete(oldKey)

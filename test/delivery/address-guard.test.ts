@@ -349,6 +349,14 @@ describe("reused resolutions (deliveries)", () => {
     })
     expect(await reuse("https://receiver.test/", d.lookup)).toMatchObject({ ok: false, kind: "refused" })
     expect(d.calls).toHaveLength(2) // the refusal dropped the kept answer
+    // An IP literal's vetting is kept too, and made again for other allowed networks.
+    expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
+    expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: [] })).toMatchObject({
+      ok: false,
+      error: "refused: 127.0.0.1 is not a public address (loopback)"
+    })
+    expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
+    expect(d.calls).toHaveLength(2)
   })
 
   it("gives deliveries that ask at once one lookup", async () => {
