@@ -319,20 +319,28 @@ export const parseWebhookUrl = (input: string): ParseUrlResult => {
 
 // getaddrinfo gives no TTL. A direct DNS query beside it says how long the answer holds;
 // the addresses stay the system resolver's (hosts file, search domains), as for any client.
-const ttlResolver = new Resolver({ timeout: 1_000, tries: 1 })
+// A TTL that is not known shortly after the addresses means the cap: it never holds them up.
+const TTL_GRACE_MS = 200
 
-const dnsTtl = async (hostname: string): Promise<number | undefined> => {
-  const [a, aaaa] = await Promise.allSettled([ttlResolver.resolve4(hostname, { ttl: true }), ttlResolver.resolve6(hostname, { ttl: true })])
+const dnsTtl = async (resolver: Resolver, hostname: string): Promise<number | undefined> => {
+  const [a, aaaa] = await Promise.allSettled([resolver.resolve4(hostname, { ttl: true }), resolver.resolve6(hostname, { ttl: true })])
   const ttls = [...(a.status === "fulfilled" ? a.value : []), ...(aaaa.status === "fulfilled" ? aaaa.value : [])].map((r) => r.ttl)
   return ttls.length === 0 ? undefined : Math.min(...ttls)
 }
 
-export const defaultLookup: Lookup = async (hostname) => {
-  const ttl = dnsTtl(hostname)
-  const answers = await dnsLookup(hostname, { all: true, order: "verbatim" })
-  const seconds = await ttl
-  return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4, ...(seconds === undefined ? {} : { ttl: seconds }) }))
-}
+/** `dns.lookup`'s addresses with the TTL `resolver` finds for the name (tests give it their own DNS server). */
+export const systemLookup =
+  (resolver: Resolver): Lookup =>
+  async (hostname) => {
+    const ttl = dnsTtl(resolver, hostname)
+    const answers = await dnsLookup(hostname, { all: true, order: "verbatim" })
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const seconds = await Promise.race([ttl, new Promise<undefined>((done) => (timer = setTimeout(() => done(undefined), TTL_GRACE_MS)))])
+    clearTimeout(timer)
+    return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4, ...(seconds === undefined ? {} : { ttl: seconds }) }))
+  }
+
+export const defaultLookup: Lookup = systemLookup(new Resolver({ timeout: 1_000, tries: 1 }))
 
 export type GuardErrorKind = "invalid-url" | "refused" | "dns"
 

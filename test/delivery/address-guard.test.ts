@@ -1,3 +1,5 @@
+import { createSocket } from "node:dgram"
+import { Resolver } from "node:dns/promises"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import {
   classifyAddress,
@@ -8,6 +10,7 @@ import {
   parseAllowedNetworksOrThrow,
   parseWebhookUrl,
   resolveAndCheck,
+  systemLookup,
   type Lookup
 } from "../../src/delivery/address-guard.ts"
 
@@ -409,5 +412,68 @@ describe("reused resolutions (deliveries)", () => {
     forgetResolutions()
     await reuse("https://forget.example/", d.lookup)
     expect(d.calls).toHaveLength(2)
+  })
+})
+
+describe("the system lookup's TTL", () => {
+  /** A DNS server on loopback: A records for every name, with `ttl`, after `delayMs`; no AAAA. */
+  const dnsServer = async (ttl: number, delayMs = 0) => {
+    const socket = createSocket("udp4")
+    const questions: Array<number> = []
+    let closed = false
+    socket.on("message", (query, from) => {
+      let at = 12
+      while (query[at]! !== 0) at += query[at]! + 1
+      const type = query.readUInt16BE(at + 1)
+      questions.push(type)
+      const question = query.subarray(12, at + 5)
+      const header = Buffer.alloc(12)
+      query.copy(header, 0, 0, 2)
+      header.writeUInt16BE(0x8180, 2) // a response, recursion desired and available
+      header.writeUInt16BE(1, 4)
+      header.writeUInt16BE(type === 1 ? 1 : 0, 6)
+      const answer = Buffer.alloc(16)
+      answer.writeUInt16BE(0xc00c, 0) // the name in the question
+      answer.writeUInt16BE(1, 2)
+      answer.writeUInt16BE(1, 4)
+      answer.writeUInt32BE(ttl, 6)
+      answer.writeUInt16BE(4, 10)
+      answer.set([127, 0, 0, 1], 12)
+      const reply = Buffer.concat([header, question, ...(type === 1 ? [answer] : [])])
+      setTimeout(() => closed || socket.send(reply, from.port, from.address), delayMs)
+    })
+    await new Promise<void>((res) => socket.bind(0, "127.0.0.1", () => res()))
+    const resolver = new Resolver({ timeout: 1_000, tries: 1 })
+    resolver.setServers([`127.0.0.1:${socket.address().port}`])
+    const close = () => {
+      closed = true
+      return new Promise<void>((res) => socket.close(() => res()))
+    }
+    return { resolver, questions, close }
+  }
+
+  it("gives getaddrinfo's addresses the TTL DNS has for the name", async () => {
+    const server = await dnsServer(7)
+    try {
+      const answers = await systemLookup(server.resolver)("localhost")
+      expect(answers.length).toBeGreaterThan(0)
+      expect(answers.every((a) => a.ttl === 7)).toBe(true)
+      expect(server.questions.sort()).toEqual([1, 28])
+    } finally {
+      await server.close()
+    }
+  })
+
+  it("leaves the TTL unknown (the 30 s cap) rather than hold the answer up for a slow DNS server", async () => {
+    const server = await dnsServer(7, 600)
+    try {
+      const started = performance.now()
+      const answers = await systemLookup(server.resolver)("localhost")
+      expect(performance.now() - started).toBeLessThan(550)
+      expect(answers.length).toBeGreaterThan(0)
+      expect(answers.every((a) => a.ttl === undefined)).toBe(true)
+    } finally {
+      await server.close()
+    }
   })
 })
