@@ -221,6 +221,8 @@ const readBounded = (body: Readable, max: number): Promise<Buffer> =>
     }
     // Cut by the deadline or a dropped connection ('error', 'close'): keep what arrived.
     body.on("data", onData).on("error", done).once("end", done).once("close", done)
+    // Already cut before the read began: 'close' has been and gone.
+    if (body.destroyed) done()
   })
 
 /** The longest prefix of at most `max` bytes that does not split a UTF-8 character. */
