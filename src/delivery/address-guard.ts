@@ -2,14 +2,21 @@
 // reach loopback, the private network, cloud metadata or anything else that is not public
 // unicast. The address is checked at creation and before every delivery, and the sender
 // connects to the exact address checked here (see sender.ts), so DNS cannot swap it.
-import { lookup as dnsLookup } from "node:dns/promises"
+// Deliveries reuse a vetted answer for its DNS TTL (at most 30 s): vetted once per answer,
+// not once per request, and still the only addresses a connection may use.
+import { lookup as dnsLookup, Resolver } from "node:dns/promises"
 import { isIP, isIPv4, isIPv6 } from "node:net"
 
 export type Classification = { readonly public: true } | { readonly public: false; readonly reason: string }
 
-export type ResolvedAddress = { readonly address: string; readonly family: 4 | 6 }
+export type ResolvedAddress = {
+  readonly address: string
+  readonly family: 4 | 6
+  /** Seconds the answer holds (its DNS TTL), when the lookup knows it; unknown means the 30 s cap. */
+  readonly ttl?: number
+}
 
-/** Resolves a host name to all its addresses (the default is `dns.lookup` with all: true, verbatim). */
+/** Resolves a host name to all its addresses (the default is `dns.lookup` with all: true, verbatim, plus DNS TTLs). */
 export type Lookup = (hostname: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
 export type Network = { readonly family: 4 | 6; readonly bytes: Uint8Array; readonly prefix: number; readonly text: string }
@@ -310,23 +317,50 @@ export const parseWebhookUrl = (input: string): ParseUrlResult => {
 // ---------------------------------------------------------------------------------------
 // Resolution
 
-export const defaultLookup: Lookup = async (hostname) => {
-  const answers = await dnsLookup(hostname, { all: true, order: "verbatim" })
-  return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }))
+// getaddrinfo gives no TTL. A direct DNS query beside it says how long the answer holds;
+// the addresses stay the system resolver's (hosts file, search domains), as for any client.
+// A TTL that is not known shortly after the addresses means the cap: it never holds them up.
+const TTL_GRACE_MS = 200
+
+const dnsTtl = async (resolver: Resolver, hostname: string): Promise<number | undefined> => {
+  const [a, aaaa] = await Promise.allSettled([resolver.resolve4(hostname, { ttl: true }), resolver.resolve6(hostname, { ttl: true })])
+  const ttls = [...(a.status === "fulfilled" ? a.value : []), ...(aaaa.status === "fulfilled" ? aaaa.value : [])].map((r) => r.ttl)
+  return ttls.length === 0 ? undefined : Math.min(...ttls)
 }
+
+/** `dns.lookup`'s addresses with the TTL `resolver` finds for the name (tests give it their own DNS server). */
+export const systemLookup =
+  (resolver: Resolver): Lookup =>
+  async (hostname) => {
+    const ttl = dnsTtl(resolver, hostname)
+    const answers = await dnsLookup(hostname, { all: true, order: "verbatim" })
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const seconds = await Promise.race([ttl, new Promise<undefined>((done) => (timer = setTimeout(() => done(undefined), TTL_GRACE_MS)))])
+    clearTimeout(timer)
+    return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4, ...(seconds === undefined ? {} : { ttl: seconds }) }))
+  }
+
+export const defaultLookup: Lookup = systemLookup(new Resolver({ timeout: 1_000, tries: 1 }))
 
 export type GuardErrorKind = "invalid-url" | "refused" | "dns"
 
-export type CheckResult =
-  | { readonly ok: true; readonly target: WebhookUrl; readonly addresses: ReadonlyArray<ResolvedAddress> }
-  | { readonly ok: false; readonly kind: GuardErrorKind; readonly error: string }
+type Refusal = { readonly ok: false; readonly kind: GuardErrorKind; readonly error: string }
+
+export type CheckResult = { readonly ok: true; readonly target: WebhookUrl; readonly addresses: ReadonlyArray<ResolvedAddress> } | Refusal
 
 export type CheckOptions = {
   readonly allowed?: AllowedNetworks
   readonly lookup?: Lookup
   /** Aborts a hanging lookup (the sender passes its overall deadline). */
   readonly signal?: AbortSignal
+  /**
+   * Reuse a vetted answer for the host while its TTL lasts (at most MAX_RESOLUTION_TTL_MS)
+   * instead of resolving again: the sender's choice. Creation checks resolve afresh.
+   */
+  readonly reuse?: boolean
 }
+
+const NO_NETWORKS: AllowedNetworks = []
 
 const vet = (address: string, allowed: AllowedNetworks): Classification => {
   const c = classifyAddress(address)
@@ -343,43 +377,187 @@ const abortable = <A>(p: Promise<A>, signal: AbortSignal | undefined): Promise<A
   })
 }
 
+type Vetted = { readonly ok: true; readonly addresses: ReadonlyArray<ResolvedAddress> } | Refusal
+
+const vetLiteral = (target: WebhookUrl, allowed: AllowedNetworks): Vetted => {
+  const v = vet(target.host, allowed)
+  if (!v.public) return { ok: false, kind: "refused", error: `refused: ${target.host} is not a public address (${v.reason})` }
+  return { ok: true, addresses: [{ address: target.host, family: target.ipLiteral! }] }
+}
+
+/** Refused when ANY answer is neither public unicast nor inside an allowed network. */
+const vetAnswers = (host: string, answers: ReadonlyArray<ResolvedAddress>, allowed: AllowedNetworks): Vetted => {
+  const seen = new Set<string>()
+  const addresses: Array<ResolvedAddress> = []
+  for (const a of answers) {
+    const family = isIP(a.address)
+    if (family === 0) return { ok: false, kind: "dns", error: `dns: ${host} resolved to a non-address "${String(a.address).slice(0, 64)}"` }
+    const v = vet(a.address, allowed)
+    if (!v.public) return { ok: false, kind: "refused", error: `refused: ${host} resolves to ${a.address} (${v.reason})` }
+    if (!seen.has(a.address)) {
+      seen.add(a.address)
+      addresses.push({ address: a.address, family: family === 6 ? 6 : 4 })
+    }
+  }
+  if (addresses.length === 0) return { ok: false, kind: "dns", error: `dns: ${host} has no addresses` }
+  return { ok: true, addresses }
+}
+
+const dnsFailure = (host: string, err: unknown): Refusal => {
+  const code = (err as { code?: unknown } | null)?.code
+  return { ok: false, kind: "dns", error: `dns: ${host} does not resolve${typeof code === "string" ? ` (${code})` : ""}` }
+}
+
 /**
  * Parses the URL, resolves its host and refuses it when ANY address is neither public
  * unicast nor inside an allowed network. Never throws, except with `signal`'s reason
  * when it aborts. The returned addresses are the only ones a connection may use.
  */
 export const resolveAndCheck = async (input: string, options: CheckOptions = {}): Promise<CheckResult> => {
-  const allowed = options.allowed ?? []
-  const parsed = parseWebhookUrl(input)
+  const allowed = options.allowed ?? NO_NETWORKS
+  const parsed = options.reuse ? parseReused(input) : parseWebhookUrl(input)
   if (!parsed.ok) {
     return { ok: false, kind: parsed.error.startsWith("refused") ? "refused" : "invalid-url", error: parsed.error }
   }
   const target = parsed.value
-  if (target.ipLiteral) {
-    const v = vet(target.host, allowed)
-    if (!v.public) return { ok: false, kind: "refused", error: `refused: ${target.host} is not a public address (${v.reason})` }
-    return { ok: true, target, addresses: [{ address: target.host, family: target.ipLiteral }] }
-  }
+  const vetted = target.ipLiteral
+    ? options.reuse
+      ? reusedLiteral(target, allowed)
+      : vetLiteral(target, allowed)
+    : options.reuse
+      ? await reusedResolution(target.host, options.lookup ?? defaultLookup, allowed, options.signal)
+      : await freshResolution(target.host, options.lookup ?? defaultLookup, allowed, options.signal)
+  return vetted.ok ? { ok: true, target, addresses: vetted.addresses } : vetted
+}
+
+const freshResolution = async (host: string, lookup: Lookup, allowed: AllowedNetworks, signal: AbortSignal | undefined): Promise<Vetted> => {
   let answers: ReadonlyArray<ResolvedAddress>
   try {
-    answers = await abortable((options.lookup ?? defaultLookup)(target.host), options.signal)
+    answers = await abortable(lookup(host), signal)
   } catch (err) {
-    if (options.signal?.aborted) throw options.signal.reason
-    const code = (err as { code?: unknown }).code
-    return { ok: false, kind: "dns", error: `dns: ${target.host} does not resolve${typeof code === "string" ? ` (${code})` : ""}` }
+    if (signal?.aborted) throw signal.reason
+    return dnsFailure(host, err)
   }
-  const seen = new Set<string>()
-  const addresses: Array<ResolvedAddress> = []
+  return vetAnswers(host, answers, allowed)
+}
+
+// ---------------------------------------------------------------------------------------
+// Vetted resolutions, reused for their TTL
+
+/** However long a DNS answer says it holds, a delivery resolves its host again after this. */
+export const MAX_RESOLUTION_TTL_MS = 30_000
+const MAX_HOSTS = 4_096
+
+type Resolution = {
+  /** performance.now() from which the answer is not used again (Infinity while pending). */
+  until: number
+  pending: boolean
+  readonly answers: Promise<ReadonlyArray<ResolvedAddress>>
+  /** The answers once they are in: read without waiting on the promise again. */
+  settled?: ReadonlyArray<ResolvedAddress>
+  /** The answers vetted once, for the allowed networks they were vetted against. */
+  vetted?: { readonly allowed: AllowedNetworks; readonly result: Vetted }
+}
+
+// Per lookup function, so that two lookups (tests inject DNS tables) never share answers.
+let resolutions = new WeakMap<Lookup, Map<string, Resolution>>()
+
+/** Seconds of the shortest TTL among the answers, in ms, capped; unknown TTLs mean the cap. */
+const holdMs = (answers: ReadonlyArray<ResolvedAddress>): number => {
+  let ms = MAX_RESOLUTION_TTL_MS
   for (const a of answers) {
-    const family = isIP(a.address)
-    if (family === 0) return { ok: false, kind: "dns", error: `dns: ${target.host} resolved to a non-address "${String(a.address).slice(0, 64)}"` }
-    const v = vet(a.address, allowed)
-    if (!v.public) return { ok: false, kind: "refused", error: `refused: ${target.host} resolves to ${a.address} (${v.reason})` }
-    if (!seen.has(a.address)) {
-      seen.add(a.address)
-      addresses.push({ address: a.address, family: family === 6 ? 6 : 4 })
+    if (typeof a.ttl === "number" && a.ttl >= 0 && a.ttl * 1000 < ms) ms = a.ttl * 1000
+  }
+  return ms
+}
+
+const resolve = (cache: Map<string, Resolution>, host: string, lookup: Lookup): Resolution => {
+  const started = performance.now()
+  const entry: Resolution = {
+    until: Infinity,
+    pending: true,
+    answers: new Promise<ReadonlyArray<ResolvedAddress>>((ok) => ok(lookup(host))).then(
+      (answers) => {
+        // The TTL counts from the question: an answer is never kept longer than it holds.
+        entry.pending = false
+        entry.settled = answers
+        entry.until = started + holdMs(answers)
+        return answers
+      },
+      (err: unknown) => {
+        entry.pending = false
+        forget(cache, host, entry) // a failed lookup is not kept
+        throw err
+      }
+    )
+  }
+  entry.answers.catch(() => undefined) // every waiter handles it; none may be left
+  if (cache.size >= MAX_HOSTS) cache.delete(cache.keys().next().value!)
+  cache.set(host, entry)
+  return entry
+}
+
+const forget = (cache: Map<string, Resolution>, host: string, entry: Resolution) => {
+  if (cache.get(host) === entry) cache.delete(host)
+}
+
+/**
+ * The host's vetted answer while it holds, else a new lookup (one for all who ask meanwhile),
+ * vetted before any connection may use it. Only answers that pass are kept: a refusal or a
+ * failure is asked again next time, so a fixed name is not refused for longer than its TTL.
+ */
+const reusedResolution = async (host: string, lookup: Lookup, allowed: AllowedNetworks, signal: AbortSignal | undefined): Promise<Vetted> => {
+  let cache = resolutions.get(lookup)
+  if (!cache) resolutions.set(lookup, (cache = new Map()))
+  const held = cache.get(host)
+  const entry = held && held.until > performance.now() ? held : resolve(cache, host, lookup)
+  let answers = entry.settled
+  if (answers === undefined) {
+    try {
+      answers = await abortable(entry.answers, signal)
+    } catch (err) {
+      if (signal?.aborted) {
+        // A lookup that outlived a deadline is not waited on again by the next delivery.
+        if (entry.pending) forget(cache, host, entry)
+        throw signal.reason
+      }
+      return dnsFailure(host, err)
     }
   }
-  if (addresses.length === 0) return { ok: false, kind: "dns", error: `dns: ${target.host} has no addresses` }
-  return { ok: true, target, addresses }
+  if (entry.vetted?.allowed !== allowed) entry.vetted = { allowed, result: vetAnswers(host, answers, allowed) }
+  const result = entry.vetted.result
+  if (!result.ok) forget(cache, host, entry)
+  return result
+}
+
+// A delivery's URL is parsed once: the same few receiver URLs come back for every delivery.
+// The parsed URL is shared, and never changed after parsing.
+const parsedUrls = new Map<string, ParseUrlResult>()
+
+const parseReused = (input: string): ParseUrlResult => {
+  let parsed = parsedUrls.get(input)
+  if (parsed === undefined) {
+    parsed = parseWebhookUrl(input)
+    if (parsedUrls.size >= MAX_HOSTS) parsedUrls.clear()
+    parsedUrls.set(input, parsed)
+  }
+  return parsed
+}
+
+// An IP literal needs no DNS; its vetting is kept with its parsed URL.
+const literalVets = new WeakMap<WebhookUrl, { readonly allowed: AllowedNetworks; readonly result: Vetted }>()
+
+const reusedLiteral = (target: WebhookUrl, allowed: AllowedNetworks): Vetted => {
+  let vetted = literalVets.get(target)
+  if (vetted?.allowed !== allowed) {
+    vetted = { allowed, result: vetLiteral(target, allowed) }
+    literalVets.set(target, vetted)
+  }
+  return vetted.result
+}
+
+/** Forgets every reused resolution (tests, and shutdown with the sender's connections). */
+export const forgetResolutions = (): void => {
+  parsedUrls.clear()
+  resolutions = new WeakMap()
 }

@@ -4,15 +4,18 @@
 // Trust: production trusts Node's default CAs plus NODE_EXTRA_CA_CERTS (read at process
 // start). `ca` adds certificates on top of those, for tests that make a CA at run time.
 import { createHash } from "node:crypto"
+import type { Readable } from "node:stream"
 import { createSecureContext, getCACertificates, type SecureContext } from "node:tls"
 import { Pool, buildConnector } from "undici"
 import {
+  forgetResolutions,
   parseAllowedNetworks,
   parseAllowedNetworksOrThrow,
   resolveAndCheck,
   type AllowedNetworks,
   type Lookup,
-  type ResolvedAddress
+  type ResolvedAddress,
+  type WebhookUrl
 } from "./address-guard.ts"
 import { signedHeaders } from "./signature.ts"
 
@@ -106,18 +109,20 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
     result({ ok: false, errorKind, error, responseSnippet: snippet })
 
   try {
+    // The host's vetted answer is reused for its TTL (at most 30 s); see address-guard.ts.
     const checked = await resolveAndCheck(target.url, {
-      allowed: options.allowed ?? [],
+      ...(options.allowed ? { allowed: options.allowed } : {}),
       ...(options.lookup ? { lookup: options.lookup } : {}),
-      signal
+      signal,
+      reuse: true
     })
     if (!checked.ok) return fail(checked.kind, checked.error)
-    addresses = checked.addresses.map((a) => a.address)
+    addresses = addressTexts(checked.addresses).list
 
     const body = typeof message.body === "string" ? Buffer.from(message.body, "utf8") : Buffer.from(message.body)
     const seconds = Math.floor((options.now ?? Date.now)() / 1000)
     const url = checked.target.url
-    const pool = poolFor(url.origin, checked.target.ipLiteral ? null : checked.target.host, checked.addresses, options.ca)
+    const pool = poolFor(checked.target, checked.addresses, options.ca)
 
     const response = await pool.request({
       path: `${url.pathname}${url.search}`,
@@ -193,24 +198,31 @@ const headerText = (value: string | Array<string> | undefined): string => {
 // ---------------------------------------------------------------------------------------
 // Bounded body
 
-const readBounded = async (body: AsyncIterable<Uint8Array> & { destroy(): unknown }, max: number): Promise<Buffer> => {
-  const chunks: Array<Buffer> = []
-  let size = 0
-  try {
-    for await (const chunk of body) {
-      const buf = Buffer.from(chunk)
-      chunks.push(buf)
-      size += buf.length
-      if (size >= max) break
+// Plain 'data' events: an async iterator per answer cost more than the rest of the read.
+const readBounded = (body: Readable, max: number): Promise<Buffer> =>
+  new Promise((resolve) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    let finished = false
+    const done = () => {
+      if (finished) return
+      finished = true
+      body.off("data", onData)
+      // Not draining the rest drops the connection, which is what a bound is for. The
+      // 'error' listener stays: destroying an unfinished body emits one.
+      body.destroy()
+      resolve(Buffer.concat(chunks, size))
     }
-  } catch {
-    // Cut by the deadline or a dropped connection: keep what arrived.
-  } finally {
-    // Not draining the rest drops the connection, which is what a bound is for.
-    body.destroy()
-  }
-  return Buffer.concat(chunks, size)
-}
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk)
+      size += chunk.length
+      if (size >= max) done()
+    }
+    // Cut by the deadline or a dropped connection ('error', 'close'): keep what arrived.
+    body.on("data", onData).on("error", done).once("end", done).once("close", done)
+    // Already cut before the read began: 'close' has been and gone.
+    if (body.destroyed) done()
+  })
 
 /** The longest prefix of at most `max` bytes that does not split a UTF-8 character. */
 export const utf8Prefix = (bytes: Uint8Array, max: number): string => {
@@ -270,15 +282,39 @@ const trustFor = (ca: CaInput): Trust => {
   return trust
 }
 
-const poolFor = (origin: string, servername: string | null, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
+// A reused vetted answer is the same array every time: its texts are made once.
+type AddressTexts = { readonly list: ReadonlyArray<string>; readonly key: string }
+const textsByAnswer = new WeakMap<ReadonlyArray<ResolvedAddress>, AddressTexts>()
+
+const addressTexts = (addresses: ReadonlyArray<ResolvedAddress>): AddressTexts => {
+  let texts = textsByAnswer.get(addresses)
+  if (!texts) {
+    const list = addresses.map((a) => a.address)
+    texts = { list, key: list.join(",") }
+    textsByAnswer.set(addresses, texts)
+  }
+  return texts
+}
+
+// The pool last used for a reused parsed URL, with the vetted answer and trust it was for:
+// while those are the same objects, the pool is found without building its key again.
+type PoolUse = { readonly addresses: ReadonlyArray<ResolvedAddress>; readonly trust: Trust; readonly key: string; readonly pool: Pool }
+const poolByTarget = new WeakMap<WebhookUrl, PoolUse>()
+
+const poolFor = (target: WebhookUrl, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
   const trust = trustFor(ca)
-  const key = `${origin}|${addresses.map((a) => a.address).join(",")}|${trust.key}`
-  const existing = pools.get(key)
+  const used = poolByTarget.get(target)
+  const same = used !== undefined && used.addresses === addresses && used.trust === trust && pools.get(used.key) === used.pool
+  const key = same ? used.key : `${target.url.origin}|${addressTexts(addresses).key}|${trust.key}`
+  const existing = same ? used.pool : pools.get(key)
   if (existing && !existing.closed && !existing.destroyed) {
     pools.delete(key) // refresh its place: the map is kept in least-recently-used order
     pools.set(key, existing)
+    if (!same) poolByTarget.set(target, { addresses, trust, key, pool: existing })
     return existing
   }
+  const origin = target.url.origin
+  const servername = target.ipLiteral ? null : target.host
   const base = buildConnector({
     timeout: CONNECT_TIMEOUT_MS,
     allowH2: false,
@@ -308,6 +344,7 @@ const poolFor = (origin: string, servername: string | null, addresses: ReadonlyA
     keepAliveMaxTimeout: 30_000
   })
   pools.set(key, pool)
+  poolByTarget.set(target, { addresses, trust, key, pool })
   while (pools.size > MAX_POOLS) {
     const [oldKey, oldPool] = pools.entries().next().value!
     pools.delete(oldKey)
@@ -320,5 +357,6 @@ const poolFor = (origin: string, servername: string | null, addresses: ReadonlyA
 export const closeSenderConnections = async (): Promise<void> => {
   const all = [...pools.values()]
   pools.clear()
+  forgetResolutions()
   await Promise.all(all.map((p) => p.destroy().catch(() => undefined)))
 }

@@ -1,11 +1,16 @@
-import { describe, expect, it } from "vitest"
+import { createSocket } from "node:dgram"
+import { Resolver } from "node:dns/promises"
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import {
   classifyAddress,
+  forgetResolutions,
   isAllowed,
+  MAX_RESOLUTION_TTL_MS,
   parseAllowedNetworks,
   parseAllowedNetworksOrThrow,
   parseWebhookUrl,
   resolveAndCheck,
+  systemLookup,
   type Lookup
 } from "../../src/delivery/address-guard.ts"
 
@@ -249,5 +254,226 @@ describe("resolveAndCheck", () => {
   it("gives up on a hanging lookup when the signal aborts", async () => {
     const lookup: Lookup = () => new Promise(() => undefined)
     await expect(resolveAndCheck("https://slow.test/", { lookup, signal: AbortSignal.timeout(50) })).rejects.toMatchObject({ name: "TimeoutError" })
+  })
+})
+
+describe("reused resolutions (deliveries)", () => {
+  // Only performance.now() is faked: it is the clock a kept answer expires by.
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["performance"] })
+  })
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  /** A mutable DNS table with TTLs (seconds; undefined: the lookup does not say), recording every question. */
+  const dns = (answers: Record<string, ReadonlyArray<string>>, ttl?: number) => {
+    const table = { ...answers }
+    const calls: Array<string> = []
+    const lookup: Lookup = async (host) => {
+      calls.push(host)
+      const a = table[host]
+      if (!a) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: "ENOTFOUND" })
+      return a.map((address) => ({ address, family: address.includes(":") ? (6 as const) : (4 as const), ...(ttl === undefined ? {} : { ttl }) }))
+    }
+    return { lookup, calls, table }
+  }
+  const reuse = (url: string, lookup: Lookup, extra: { allowed?: ReturnType<typeof parseAllowedNetworksOrThrow>; signal?: AbortSignal } = {}) =>
+    resolveAndCheck(url, { lookup, reuse: true, ...extra })
+
+  it("keeps a vetted answer for its TTL without asking again, then asks again", async () => {
+    const d = dns({ "hooks.example": ["93.184.216.34"] }, 5)
+    expect(await reuse("https://hooks.example/a", d.lookup)).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34" }] })
+    expect(await reuse("https://hooks.example/b?x=1", d.lookup)).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34" }] })
+    vi.advanceTimersByTime(4_990)
+    expect(await reuse("https://hooks.example:8443/c", d.lookup)).toMatchObject({ ok: true })
+    expect(d.calls).toEqual(["hooks.example"])
+    vi.advanceTimersByTime(20)
+    expect(await reuse("https://hooks.example/a", d.lookup)).toMatchObject({ ok: true })
+    expect(d.calls).toEqual(["hooks.example", "hooks.example"])
+  })
+
+  it("keeps an answer at most 30 s, whatever its TTL, and 30 s when the lookup gives none", async () => {
+    expect(MAX_RESOLUTION_TTL_MS).toBe(30_000)
+    for (const ttl of [86_400, undefined]) {
+      const d = dns({ "long.example": ["93.184.216.34"] }, ttl)
+      await reuse("https://long.example/", d.lookup)
+      vi.advanceTimersByTime(29_990)
+      await reuse("https://long.example/", d.lookup)
+      expect(d.calls).toHaveLength(1)
+      vi.advanceTimersByTime(20)
+      await reuse("https://long.example/", d.lookup)
+      expect(d.calls).toHaveLength(2)
+    }
+  })
+
+  it("asks every time when the TTL is 0", async () => {
+    const d = dns({ "zero.example": ["93.184.216.34"] }, 0)
+    for (let i = 0; i < 3; i++) expect(await reuse("https://zero.example/", d.lookup)).toMatchObject({ ok: true })
+    expect(d.calls).toHaveLength(3)
+  })
+
+  it("vets a changed answer after the TTL: a rebinding to a private address is refused", async () => {
+    const d = dns({ "rebind.example": ["93.184.216.34"] }, 2)
+    expect(await reuse("https://rebind.example/", d.lookup)).toMatchObject({ ok: true })
+    d.table["rebind.example"] = ["10.0.0.5"]
+    // Still the answer that was vetted: DNS changing meanwhile redirects nothing.
+    expect(await reuse("https://rebind.example/", d.lookup)).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34" }] })
+    vi.advanceTimersByTime(2_001)
+    expect(await reuse("https://rebind.example/", d.lookup)).toEqual({
+      ok: false,
+      kind: "refused",
+      error: "refused: rebind.example resolves to 10.0.0.5 (private network)"
+    })
+    expect(d.calls).toHaveLength(2)
+  })
+
+  it("does not keep a refusal or a failed lookup: the next delivery asks again", async () => {
+    const d = dns({ "fixed.example": ["10.0.0.5"] }, 30)
+    expect(await reuse("https://fixed.example/", d.lookup)).toMatchObject({ ok: false, kind: "refused" })
+    d.table["fixed.example"] = ["93.184.216.34"]
+    expect(await reuse("https://fixed.example/", d.lookup)).toMatchObject({ ok: true })
+    expect(await reuse("https://later.example/", d.lookup)).toMatchObject({ ok: false, kind: "dns", error: "dns: later.example does not resolve (ENOTFOUND)" })
+    d.table["later.example"] = ["93.184.216.34"]
+    expect(await reuse("https://later.example/", d.lookup)).toMatchObject({ ok: true })
+    d.table["empty.example"] = []
+    expect(await reuse("https://empty.example/", d.lookup)).toMatchObject({ ok: false, kind: "dns", error: "dns: empty.example has no addresses" })
+    expect(await reuse("https://empty.example/", d.lookup)).toMatchObject({ ok: false, kind: "dns" })
+    expect(d.calls).toEqual(["fixed.example", "fixed.example", "later.example", "later.example", "empty.example", "empty.example"])
+  })
+
+  it("vets a kept answer again, without a lookup, for other allowed networks", async () => {
+    const loopback = parseAllowedNetworksOrThrow("127.0.0.0/8")
+    const d = dns({ "receiver.test": ["127.0.0.1"] }, 30)
+    expect(await reuse("https://receiver.test/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
+    expect(await reuse("https://receiver.test/", d.lookup, { allowed: [] })).toMatchObject({
+      ok: false,
+      error: "refused: receiver.test resolves to 127.0.0.1 (loopback)"
+    })
+    expect(await reuse("https://receiver.test/", d.lookup)).toMatchObject({ ok: false, kind: "refused" })
+    expect(d.calls).toHaveLength(2) // the refusal dropped the kept answer
+    // An IP literal's vetting is kept too, and made again for other allowed networks.
+    expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
+    expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: [] })).toMatchObject({
+      ok: false,
+      error: "refused: 127.0.0.1 is not a public address (loopback)"
+    })
+    expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
+    expect(d.calls).toHaveLength(2)
+  })
+
+  it("gives deliveries that ask at once one lookup", async () => {
+    let release = (): void => undefined
+    const calls: Array<string> = []
+    const lookup: Lookup = async (host) => {
+      calls.push(host)
+      await new Promise<void>((res) => (release = res))
+      return [{ address: "93.184.216.34", family: 4, ttl: 30 }]
+    }
+    const all = Promise.all(Array.from({ length: 5 }, (_, i) => reuse(`https://busy.example/${i}`, lookup)))
+    await Promise.resolve()
+    release()
+    expect((await all).every((r) => r.ok)).toBe(true)
+    expect(calls).toEqual(["busy.example"])
+  })
+
+  it("does not make the next delivery wait on a lookup that outlived a deadline", async () => {
+    const calls: Array<string> = []
+    const lookup: Lookup = async (host) => {
+      calls.push(host)
+      if (calls.length === 1) return new Promise(() => undefined)
+      return [{ address: "93.184.216.34", family: 4 }]
+    }
+    const deadline = new AbortController()
+    const first = reuse("https://hang.example/", lookup, { signal: deadline.signal })
+    deadline.abort(new Error("deadline"))
+    await expect(first).rejects.toThrow("deadline")
+    expect(await reuse("https://hang.example/", lookup)).toMatchObject({ ok: true })
+    expect(calls).toHaveLength(2)
+  })
+
+  it("never shares answers between two lookups, needs none for an IP literal, and creation always asks", async () => {
+    const a = dns({ "same.example": ["93.184.216.34"] }, 30)
+    const b = dns({ "same.example": ["10.0.0.5"] }, 30)
+    expect(await reuse("https://same.example/", a.lookup)).toMatchObject({ ok: true })
+    expect(await reuse("https://same.example/", b.lookup)).toMatchObject({ ok: false, kind: "refused" })
+    expect(await reuse("https://8.8.8.8/", a.lookup)).toMatchObject({ ok: true, addresses: [{ address: "8.8.8.8", family: 4 }] })
+    expect(await reuse("https://[::1]/", a.lookup)).toMatchObject({ ok: false, error: "refused: ::1 is not a public address (loopback)" })
+    expect(a.calls).toEqual(["same.example"])
+    // Without reuse (endpoint creation, the API's checks) every check is a fresh lookup.
+    await resolveAndCheck("https://same.example/", { lookup: a.lookup })
+    await resolveAndCheck("https://same.example/", { lookup: a.lookup })
+    expect(a.calls).toHaveLength(3)
+  })
+
+  it("forgets every kept answer on request", async () => {
+    const d = dns({ "forget.example": ["93.184.216.34"] }, 30)
+    await reuse("https://forget.example/", d.lookup)
+    forgetResolutions()
+    await reuse("https://forget.example/", d.lookup)
+    expect(d.calls).toHaveLength(2)
+  })
+})
+
+describe("the system lookup's TTL", () => {
+  /** A DNS server on loopback: A records for every name, with `ttl`, after `delayMs`; no AAAA. */
+  const dnsServer = async (ttl: number, delayMs = 0) => {
+    const socket = createSocket("udp4")
+    const questions: Array<number> = []
+    let closed = false
+    socket.on("message", (query, from) => {
+      let at = 12
+      while (query[at]! !== 0) at += query[at]! + 1
+      const type = query.readUInt16BE(at + 1)
+      questions.push(type)
+      const question = query.subarray(12, at + 5)
+      const header = Buffer.alloc(12)
+      query.copy(header, 0, 0, 2)
+      header.writeUInt16BE(0x8180, 2) // a response, recursion desired and available
+      header.writeUInt16BE(1, 4)
+      header.writeUInt16BE(type === 1 ? 1 : 0, 6)
+      const answer = Buffer.alloc(16)
+      answer.writeUInt16BE(0xc00c, 0) // the name in the question
+      answer.writeUInt16BE(1, 2)
+      answer.writeUInt16BE(1, 4)
+      answer.writeUInt32BE(ttl, 6)
+      answer.writeUInt16BE(4, 10)
+      answer.set([127, 0, 0, 1], 12)
+      const reply = Buffer.concat([header, question, ...(type === 1 ? [answer] : [])])
+      setTimeout(() => closed || socket.send(reply, from.port, from.address), delayMs)
+    })
+    await new Promise<void>((res) => socket.bind(0, "127.0.0.1", () => res()))
+    const resolver = new Resolver({ timeout: 1_000, tries: 1 })
+    resolver.setServers([`127.0.0.1:${socket.address().port}`])
+    const close = () => {
+      closed = true
+      return new Promise<void>((res) => socket.close(() => res()))
+    }
+    return { resolver, questions, close }
+  }
+
+  it("gives getaddrinfo's addresses the TTL DNS has for the name", async () => {
+    const server = await dnsServer(7)
+    try {
+      const answers = await systemLookup(server.resolver)("localhost")
+      expect(answers.length).toBeGreaterThan(0)
+      expect(answers.every((a) => a.ttl === 7)).toBe(true)
+      expect(server.questions.sort()).toEqual([1, 28])
+    } finally {
+      await server.close()
+    }
+  })
+
+  it("leaves the TTL unknown (the 30 s cap) rather than hold the answer up for a slow DNS server", async () => {
+    const server = await dnsServer(7, 600)
+    try {
+      const started = performance.now()
+      const answers = await systemLookup(server.resolver)("localhost")
+      expect(performance.now() - started).toBeLessThan(550)
+      expect(answers.length).toBeGreaterThan(0)
+      expect(answers.every((a) => a.ttl === undefined)).toBe(true)
+    } finally {
+      await server.close()
+    }
   })
 })

@@ -229,14 +229,21 @@ describe("delivery request", () => {
 })
 
 describe("DNS rebinding", () => {
-  it("connects to the address that was checked, and re-checks before the next delivery", async () => {
-    let n = 0
+  /** Answers in turn (the last one repeats) with `ttl` seconds, recording every question. */
+  const answersInTurn = (ttl: number, ...answers: ReadonlyArray<string>) => {
     const calls: Array<string> = []
-    // First answer is allowed; every later one is hostile.
     const lookup: Lookup = async (host) => {
       calls.push(host)
-      return [{ address: n++ === 0 ? "127.0.0.1" : "10.0.0.5", family: 4 }]
+      const address = answers[Math.min(calls.length, answers.length) - 1]!
+      return [{ address, family: 4, ttl }]
     }
+    return { lookup, calls }
+  }
+  const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms))
+
+  it("connects to the address that was checked, keeps it for its TTL, and re-checks after", async () => {
+    // First answer is allowed; every later one is hostile.
+    const { lookup, calls } = answersInTurn(0.4, "127.0.0.1", "10.0.0.5")
     const url = receiver.url("/rebind", "rebind.test")
     const before = receiver.requests.length
 
@@ -244,34 +251,67 @@ describe("DNS rebinding", () => {
     expect(first).toMatchObject({ ok: true, status: 200, addresses: ["127.0.0.1"] })
     expect(calls).toEqual(["rebind.test"]) // no second resolution between check and connect
     expect(connects).toEqual([{ host: "127.0.0.1", port: receiver.port, servername: "rebind.test" }])
-    expect(receiver.requests).toHaveLength(before + 1)
 
-    // The kept-alive connection to 127.0.0.1 must not carry a delivery whose name now
-    // resolves elsewhere.
+    // Within the TTL: no lookup at all, the same vetted address.
     const second = await send({ url, secret }, message, opts({ lookup }))
-    expect(second).toMatchObject({ ok: false, errorKind: "refused", error: "refused: rebind.test resolves to 10.0.0.5 (private network)" })
-    expect(receiver.requests).toHaveLength(before + 1)
-    expect(connects).toHaveLength(1)
+    expect(second).toMatchObject({ ok: true, addresses: ["127.0.0.1"] })
+    expect(calls).toHaveLength(1)
+    expect(receiver.requests).toHaveLength(before + 2)
+
+    // After it, the name is asked again, and the kept-alive connection to 127.0.0.1 must
+    // not carry a delivery whose name now resolves elsewhere; nothing connects anywhere.
+    await sleep(450)
+    const connected = connects.length
+    const third = await send({ url, secret }, message, opts({ lookup }))
+    expect(third).toMatchObject({ ok: false, errorKind: "refused", error: "refused: rebind.test resolves to 10.0.0.5 (private network)" })
+    expect(calls).toHaveLength(2)
+    expect(receiver.requests).toHaveLength(before + 2)
+    expect(connects).toHaveLength(connected)
+    expect(connects.every((c) => c.host === "127.0.0.1")).toBe(true)
+    expect(blocked).toEqual([])
+
+    // A refusal is not kept: the next delivery asks again (and is refused again).
+    expect(await send({ url, secret }, message, opts({ lookup }))).toMatchObject({ ok: false, errorKind: "refused" })
+    expect(calls).toHaveLength(3)
     expect(blocked).toEqual([])
   })
 
-  it("follows a changed answer to the new vetted address, never a stale connection", async () => {
+  it("follows a changed answer after its TTL to the new vetted address, never a stale connection", async () => {
     // A decoy on 127.0.0.2, same port: the name moves there after the first delivery.
     const decoy = await startHttpsReceiver({ host: "127.0.0.2", port: receiver.port })
     try {
-      let n = 0
-      const lookup: Lookup = async () => [{ address: n++ === 0 ? "127.0.0.1" : "127.0.0.2", family: 4 }]
+      const { lookup } = answersInTurn(0.3, "127.0.0.1", "127.0.0.2")
       const url = receiver.url("/moved", "hooks.receiver.test")
       const before = receiver.requests.length
       expect((await send({ url, secret }, message, opts({ lookup }))).ok).toBe(true)
       expect(receiver.requests).toHaveLength(before + 1)
       expect(decoy.connections).toBe(0)
+      await sleep(350)
       expect((await send({ url, secret }, message, opts({ lookup }))).ok).toBe(true)
       expect(receiver.requests).toHaveLength(before + 1)
       expect(decoy.requests).toHaveLength(1)
       expect(connects.map((c) => c.host)).toEqual(["127.0.0.1", "127.0.0.2"])
     } finally {
       await decoy.close()
+    }
+  })
+
+  it("within the TTL, deliveries to several paths of a name share one lookup and one kept-alive connection", async () => {
+    const other = await startHttpsReceiver()
+    try {
+      const { lookup, calls } = answersInTurn(30, "127.0.0.1")
+      for (let i = 0; i < 4; i++) {
+        const r = await send({ url: other.url(`/ka-${i}`, "receiver.test"), secret }, message, opts({ lookup }))
+        expect(r).toMatchObject({ ok: true, addresses: ["127.0.0.1"] })
+        // undici checks an idle socket for one event-loop turn before reusing it.
+        await sleep(5)
+      }
+      expect(calls).toEqual(["receiver.test"])
+      expect(other.requests.map((r) => r.path)).toEqual(["/ka-0", "/ka-1", "/ka-2", "/ka-3"])
+      expect(other.connections).toBe(1)
+      expect(connects.filter((c) => c.port === other.port)).toHaveLength(1)
+    } finally {
+      await other.close()
     }
   })
 })

@@ -4,13 +4,14 @@
 // another machine; the live receiver on 127.0.0.1 would show any loopback leak.
 import { createRequire } from "node:module"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import type { Lookup } from "../../src/delivery/address-guard.ts"
 import { closeSenderConnections } from "../../src/delivery/sender.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "./support.ts"
 
 type Connect = { host: string; port: number }
 const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")
@@ -28,6 +29,14 @@ const dns = dnsTable({
   "mapped.test": ["::ffff:10.0.0.1"],
   "rebind.test": ["127.0.0.1"]
 })
+/** Every question the world's lookup was asked; answers carry `answerTtl` seconds when a test sets it. */
+const asked: Array<string> = []
+let answerTtl: number | undefined
+const lookup: Lookup = async (host) => {
+  asked.push(host)
+  const answers = await dns.lookup(host)
+  return answerTtl === undefined ? answers : answers.map((a) => ({ ...a, ttl: answerTtl }))
+}
 
 let w: World
 let keyId: string
@@ -41,7 +50,7 @@ beforeAll(async () => {
     connects.push(c)
     return (realConnect as (...a: Array<unknown>) => unknown)(options, ...rest)
   }) as typeof tls.connect
-  w = await startWorld({ lookup: dns.lookup })
+  w = await startWorld({ lookup })
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
 })
 afterAll(async () => {
@@ -149,6 +158,47 @@ describe("before every delivery", () => {
     expect(connects).toEqual([])
     expect(blocked).toEqual([])
   })
+
+  it("reuses a vetted answer within its TTL (no lookup, the same connection) and vets a rebinding after it", async () => {
+    answerTtl = 5
+    dns.table["rebind.test"] = ["127.0.0.1"]
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ttl", url: w.receiver.url("/ttl", "rebind.test"), events: ["incident.created"] })
+    const attempted = (n: number) =>
+      waitFor(async () => {
+        const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.attempts === 1)
+        return all.length === n ? all : null
+      }, `${n} attempts`)
+    const engine = await startEngine(w.deps, { retrySchedule: "1h" })
+    try {
+      asked.length = 0 // creation asked too: it always resolves afresh
+      const connections = w.receiver.connections
+      await insertIncident(w.db.sql, w.company.id)
+      await attempted(1)
+      await insertIncident(w.db.sql, w.company.id)
+      await attempted(2)
+      expect(at(w.receiver, "/ttl")).toHaveLength(2)
+      expect(asked).toEqual(["rebind.test"])
+      expect(w.receiver.connections - connections).toBe(1)
+
+      // The name moves to a private address; once the TTL is over, the next delivery asks
+      // again, and is refused before anything connects, the kept-alive connection included.
+      dns.table["rebind.test"] = ["10.0.0.7"]
+      await sleep(5_100)
+      const connected = connects.length
+      await insertIncident(w.db.sql, w.company.id)
+      const ds = await attempted(3)
+      expect(ds.filter((d) => d.state === "succeeded")).toHaveLength(2)
+      expect(ds.filter((d) => d.last_error === "refused: rebind.test resolves to 10.0.0.7 (private network)")).toHaveLength(1)
+      expect(asked).toEqual(["rebind.test", "rebind.test"])
+      expect(at(w.receiver, "/ttl")).toHaveLength(2)
+      expect(connects).toHaveLength(connected)
+      expect(blocked).toEqual([])
+    } finally {
+      await engine.stop()
+      answerTtl = undefined
+      dns.table["rebind.test"] = ["127.0.0.1"]
+    }
+  }, 30_000)
 
   it("refuses at delivery an address the running configuration does not allow", async () => {
     const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] })
