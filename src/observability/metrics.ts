@@ -40,6 +40,8 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     // process
     residentMemory: registry.gauge("process_resident_memory_bytes", "Resident memory size in bytes"),
     heapUsed: registry.gauge("nodejs_heap_used_bytes", "V8 heap in use, in bytes"),
+    heapTotal: registry.gauge("nodejs_heap_total_bytes", "V8 heap reserved, in bytes"),
+    externalMemory: registry.gauge("nodejs_external_memory_bytes", "Memory held outside the V8 heap by its objects (Buffers, ArrayBuffers), in bytes"),
     startTime: registry.gauge("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds")
   }
   m.startTime.set(undefined, Math.round(Date.now() / 1000 - process.uptime()))
@@ -47,6 +49,8 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     const mem = process.memoryUsage()
     m.residentMemory.set(undefined, mem.rss)
     m.heapUsed.set(undefined, mem.heapUsed)
+    m.heapTotal.set(undefined, mem.heapTotal)
+    m.externalMemory.set(undefined, mem.external)
   })
   return m
 }
