@@ -54,7 +54,8 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     httpRequests: registry.counter("srs_http_requests_total", "HTTP requests answered, by method, route pattern and status", ["method", "route", "status"]),
     httpSeconds: registry.histogram("srs_http_request_duration_seconds", "Time to answer an HTTP request, by route pattern", ["method", "route"], REQUEST_BUCKETS),
     rateLimited: registry.counter("srs_api_rate_limited_total", "API requests refused with 429 by the per-key rate limit"),
-    // process (beside prom-client's standard process_* and nodejs_* metrics)
+    // process (beside prom-client's standard process_* and nodejs_* metrics: heap totals,
+    // external memory, RSS, the event loop)
     heapUsed: registry.gauge("nodejs_heap_used_bytes", "V8 heap in use, in bytes")
   }
   registry.collect(() => m.heapUsed.set(process.memoryUsage().heapUsed))

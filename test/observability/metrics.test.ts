@@ -51,6 +51,11 @@ describe("metrics", () => {
     expect(sample(before, "srs_capture_streaming")).toBe(1)
     expect(sample(before, "srs_capture_lag_bytes")).toBeGreaterThanOrEqual(0)
     expect(sample(before, "srs_capture_retained_wal_bytes")).toBeGreaterThanOrEqual(0)
+    // The process's memory as bench:soak samples it: resident, V8 heap used of its total, external.
+    expect(sample(before, "process_resident_memory_bytes")).toBeGreaterThan(0)
+    expect(sample(before, "nodejs_heap_used_bytes")).toBeGreaterThan(0)
+    expect(sample(before, "nodejs_heap_used_bytes")).toBeLessThanOrEqual(sample(before, "nodejs_heap_size_total_bytes")!)
+    expect(sample(before, "nodejs_external_memory_bytes")).toBeGreaterThan(0)
     const changes0 = sample(before, "srs_capture_changes_total") ?? 0
     const events0 = sample(before, "srs_capture_events_total", { event: "incident.created" }) ?? 0
 
