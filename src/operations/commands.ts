@@ -9,6 +9,7 @@ import { companyById, findAdmin, requireSomeAdmin, withSql } from "../admin/iden
 import { asOptional, ExitWith, json, output, table, when, withDatabase } from "../admin/cli/support.ts"
 import type { LeaderInfo } from "../capture/leader.ts"
 import { CaptureConfig } from "../config.ts"
+import { isStartRefused } from "../db/refusal.ts"
 import { writeLog } from "../logging.ts"
 import { SYSTEM, type Actor } from "../webhooks/context.ts"
 import { progressBar } from "./progress.ts"
@@ -226,8 +227,12 @@ export const statusCommand = Command.make(
       )
       if (Exit.isFailure(read)) {
         const failure = Cause.findErrorOption(read.cause)
-        if ((Option.isSome(failure) && failure.value instanceof AdminError) || Cause.hasInterruptsOnly(read.cause)) return yield* Effect.failCause(read.cause)
-        // The database does not answer (or refuses the service): that is the answer, broken.
+        // A refusal says what to fix (an unpatched postgres.js, a server that cannot feed capture):
+        // it is printed as every command prints one, exit 1.
+        if ((Option.isSome(failure) && (failure.value instanceof AdminError || isStartRefused(failure.value))) || Cause.hasInterruptsOnly(read.cause)) {
+          return yield* Effect.failCause(read.cause)
+        }
+        // The database does not answer: that is the answer, broken.
         const health = databaseDown(Cause.squash(read.cause))
         yield* output(args.json, { at: new Date().toISOString(), health }, () => verdictText(health).join("\n"))
         return yield* exitFor(health)
