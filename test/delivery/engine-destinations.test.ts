@@ -88,12 +88,14 @@ describe("a destination that changes while its deliveries wait for a send slot",
   })
 
   it("an incident that becomes a privacy case: its waiting deliveries go without the person's details", async () => {
-    s.w.receiver.reply("/private", { status: 200, delayMs: SLOW })
+    // Slow enough that capture applies the update while the first is on its way, even on a busy machine.
+    s.w.receiver.reply("/private", { status: 200, delayMs: 4 * SLOW })
     await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "private", url: s.w.receiver.url("/private"), events: ["incident.created"] })
     s.engine = await slowEngine()
     await threeQueued("/private")
     await s.w.db.sql`update app.incidents set privacy_case = true where company_id = ${s.w.company.id} and title like 'queued %'`
-    await waitFor(() => at(s.w.receiver, "/private").length === 3, "all three")
+    await s.w.cap.settle()
+    await waitFor(() => at(s.w.receiver, "/private").length === 3, "all three", 60_000)
     const [first, ...waiting] = at(s.w.receiver, "/private").map((r) => JSON.parse(r.body.toString("utf8")) as { data: Record<string, unknown> })
     expect(first!.data.description).toBe("Worker slipped near the loading bay") // it was on its way already
     for (const body of waiting) for (const field of PRIVACY_CASE_FIELDS) expect(body.data[field], field).toBeNull()
