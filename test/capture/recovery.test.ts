@@ -77,8 +77,10 @@ describe("PostgreSQL restart mid-stream", () => {
     for (let i = 0; i < 50; i++) before.push(await insertIncident(sql, company.id))
     await server.stop()
     server = await startEmbedded({ dataDir: dir, port })
-    // postgres.js pools reconnect by themselves; the same pool serves capture and the app.
-    const sql2 = sql
+    // The app is another process with its own connections: its writes go through a new pool, so
+    // an error the capture's pool meets while reconnecting (one error object rejects every query
+    // queued on that connection) cannot fail them. The capture's pool reconnects by itself.
+    const sql2 = connect(server.url, 2)
     const after: string[] = []
     for (let i = 0; i < 50; i++) after.push(await insertIncident(sql2, company.id))
     // The capture's pool reconnects on its own; the loop retries with a new replication connection.
@@ -92,6 +94,7 @@ describe("PostgreSQL restart mid-stream", () => {
     const events = await sql2<{ record_id: string }[]>`select record_id::text from service.events where event = 'incident.created'`
     expect(events.map((e) => e.record_id).sort()).toEqual([...before, ...after].sort())
     expect(cap.logs.some((l) => l.level === "retry")).toBe(true)
+    await sql2.end({ timeout: 2 })
     await sql.end({ timeout: 2 })
   })
 })
