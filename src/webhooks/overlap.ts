@@ -35,16 +35,3 @@ export const parseOverlap = (input: string): ParsedOverlap => {
   }
   return { ok: true, seconds }
 }
-
-/** "1d 2h", "90m", "0s": an overlap in seconds, for people. */
-export const formatOverlap = (seconds: number): string => {
-  if (seconds === 0) return "0s"
-  const parts: Array<string> = []
-  let rest = seconds
-  for (const unit of ["d", "h", "m", "s"] as const) {
-    const n = Math.floor(rest / UNIT_SECONDS[unit])
-    if (n > 0) parts.push(`${n}${unit}`)
-    rest -= n * UNIT_SECONDS[unit]
-  }
-  return parts.join(" ")
-}
