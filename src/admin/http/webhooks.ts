@@ -184,8 +184,8 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     }),
     HttpApiEndpoint.post("rotateSecret", `${PREFIX}/endpoints/:id/rotate-secret`, {
       params: IdParam,
-      // The body may be left out: the default overlap (24h) applies.
-      payload: Schema.NullOr(RotateSecret),
+      // The body may be left out (it is then null): the default overlap (24h) applies.
+      payload: [RotateSecret, Schema.Null],
       success: RotatedSecret,
       error: [BadRequest, NotFound, Conflict]
     }).annotateMerge(
