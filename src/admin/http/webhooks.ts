@@ -191,7 +191,9 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     }).annotateMerge(
       OpenApi.annotations({
         description:
-          "A new signing secret, shown this once; deliveries are signed with it at once. Until the overlap ends (24h unless the body says otherwise, at most 7d) they are signed with the old secret too, so the receiver switches when it likes."
+          "A new signing secret, shown this once; deliveries are signed with it at once. Until the overlap ends (24h unless the body says otherwise, at most 7d) they are signed with the old secret too, so the receiver switches when it likes.",
+        // The body may be left out.
+        transform: (op) => (op.requestBody === undefined ? op : { ...op, requestBody: { ...op.requestBody, required: false } })
       })
     ),
     HttpApiEndpoint.delete("deleteEndpoint", `${PREFIX}/endpoints/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [NotFound, Conflict] }),
