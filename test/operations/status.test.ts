@@ -192,6 +192,7 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       outbox: { backlog: 0, oldestBacklogAt: null, newestEventAt: null },
       deliveries: { due: 0, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0, oldestDueAt: null },
       endpointsSwitchedOff: [],
+      replays: [],
       keysNearExpiry: []
     }
     const capture = (c: Partial<OperationsStatus["capture"]>): OperationsStatus => ({ ...base, capture: { ...base.capture, ...c } })

@@ -8,6 +8,7 @@ import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/add
 import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
 import { fanout } from "../../src/delivery/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
+import { makeReplayLane } from "../../src/operations/replay-lane.ts"
 import type { Actor, WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"
@@ -69,10 +70,17 @@ export const startWorld = async (options: { lookup?: Lookup; modules?: ReadonlyA
 
 export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise<void> }
 
-/** Starts an engine for the world's database; a fast schedule unless told otherwise. */
-export const startEngine = async (deps: WebhookDeps, overrides: Partial<EngineOptions> & { retrySchedule?: string } = {}): Promise<RunningEngine> => {
-  const { retrySchedule, ...rest } = overrides
+/**
+ * Starts an engine for the world's database, and the replay lane beside it as the service
+ * runs them (at `replayRate`, default 100 per second); a fast schedule unless told otherwise.
+ */
+export const startEngine = async (
+  deps: WebhookDeps,
+  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number } = {}
+): Promise<RunningEngine> => {
+  const { retrySchedule, replayRate, ...rest } = overrides
   const scope = Effect.runSync(Scope.make())
+  await Effect.runPromise(Scope.provide(scope)(makeReplayLane({ sql: deps.sql, rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 })))
   const engine = await Effect.runPromise(
     Scope.provide(scope)(
       makeEngine({

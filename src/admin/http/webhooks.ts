@@ -123,7 +123,8 @@ export const ActivityInfo = Schema.Struct({
  * Every kind the activity log holds; the part before the dot is its family ("endpoint").
  * The filter takes a kind or a family; anything else could only match nothing, so it is
  * refused (400). Keep in step with the writers: src/admin (keys, tokens), src/webhooks,
- * src/operations/replay.ts and src/delivery/queries.ts (endpoint.switched_off).
+ * src/operations/replay.ts, replays.ts, src/delivery/queries.ts (endpoint.switched_off) and
+ * sql/019's trigger (endpoint.failing).
  */
 export const ACTIVITY_KINDS = [
   "key.created",
@@ -135,6 +136,7 @@ export const ACTIVITY_KINDS = [
   "endpoint.secret_rotated",
   "endpoint.deleted",
   "endpoint.enabled",
+  "endpoint.failing",
   "endpoint.switched_off",
   "endpoint.tested",
   "subscription.created",
@@ -142,7 +144,8 @@ export const ACTIVITY_KINDS = [
   "subscription.enabled",
   "subscription.deleted",
   "delivery.resent",
-  "deliveries.replayed"
+  "deliveries.replayed",
+  "deliveries.replay_cancelled"
 ] as const
 
 /** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
