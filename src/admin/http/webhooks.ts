@@ -30,6 +30,22 @@ export const EndpointInfo = Schema.Struct({
   secretRotatedAt: Schema.NullOr(Timestamp)
 }).annotate({ identifier: "WebhookEndpoint" })
 
+export const EnabledEndpoint = Schema.Struct({
+  ...EndpointInfo.fields,
+  replayWhatFailed: Schema.NullOr(
+    Schema.Struct({
+      endpointId: Schema.String,
+      since: Timestamp,
+      until: Timestamp,
+      events: Events,
+      failedOnly: Schema.Literal(true)
+    })
+  ).annotate({
+    description:
+      "Set when this Turn On turned it on: the failing streak and the time it was off. POST it to /admin/v1/replays (with dryRun first) to send what failed or was missed meanwhile"
+  })
+}).annotate({ identifier: "EnabledWebhookEndpoint" })
+
 export const CreateEndpoint = Schema.Struct({
   name: Schema.String,
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
@@ -171,8 +187,8 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     }),
     HttpApiEndpoint.post("rotateSecret", `${PREFIX}/endpoints/:id/rotate-secret`, { params: IdParam, success: RotatedSecret, error: [NotFound, Conflict] }),
     HttpApiEndpoint.delete("deleteEndpoint", `${PREFIX}/endpoints/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [NotFound, Conflict] }),
-    HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, { params: IdParam, success: EndpointInfo, error: [Forbidden, NotFound, Conflict] }).annotateMerge(
-      OpenApi.annotations({ description: "Turn On: the endpoint receives deliveries again." })
+    HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, { params: IdParam, success: EnabledEndpoint, error: [Forbidden, NotFound, Conflict] }).annotateMerge(
+      OpenApi.annotations({ description: "Turn On: the endpoint receives deliveries again; replayWhatFailed offers the replay of what it missed." })
     ),
     HttpApiEndpoint.post("testEndpoint", `${PREFIX}/endpoints/:id/test`, { params: IdParam, success: PingInfo, error: [BadRequest, NotFound] }).annotateMerge(
       OpenApi.annotations({ description: "Sends a signed ping event now and shows the receiver's status, time and the start of its answer." })
