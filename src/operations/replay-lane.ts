@@ -51,8 +51,8 @@ export const replayWindow = (rate: number) => Math.max(1, Math.ceil(rate))
 
 /**
  * How many items a replay may hand over now, and its pacing clock after that. The clock
- * advances 1/rate per item; it never lags more than a second behind now, so a replay that
- * waited (destination off, a slow receiver) resumes at its rate, not with a burst.
+ * advances 1/rate per item; it never lags more than a second (or one item) behind now, so a
+ * replay that waited (destination off, a slow receiver) resumes at its rate, not with a burst.
  */
 export const allowance = (input: {
   readonly nowMs: number
@@ -63,7 +63,9 @@ export const allowance = (input: {
   /** Items not handed over yet. */
   readonly left: number
 }): { readonly n: number; readonly pacedAtMs: number } => {
-  const base = Math.max(input.pacedAtMs ?? input.nowMs - 1_000, input.nowMs - 1_000)
+  // A second's worth, or one item when that is less than one (REPLAY_RATE below 1).
+  const burstMs = Math.max(1_000, 1_000 / input.rate)
+  const base = Math.max(input.pacedAtMs ?? input.nowMs - burstMs, input.nowMs - burstMs)
   const tokens = Math.floor(((input.nowMs - base) / 1_000) * input.rate + 1e-9)
   const n = Math.max(0, Math.min(tokens, replayWindow(input.rate) - input.inEngine, input.left))
   return { n, pacedAtMs: n > 0 ? base + (n * 1_000) / input.rate : (input.pacedAtMs ?? base) }

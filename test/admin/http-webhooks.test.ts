@@ -599,7 +599,10 @@ describe("admin HTTP API: webhooks", () => {
     const times = entries.map((e) => e.at)
     expect([...times].sort().reverse()).toEqual(times)
     // Each change made above, in the order made (the log is newest first).
-    const webhookEntries = entries.filter((e) => /^(endpoint|subscription|delivery)\./.test(e.kind)).reverse()
+    // (endpoint.failing, the warning at ten failures in a row, is left out: the switch-off
+    // above records fifteen in one batch or a few, and a batch that also switches the
+    // endpoint off logs the switch-off only; test/admin/web-replays.test.ts covers it.)
+    const webhookEntries = entries.filter((e) => /^(endpoint|subscription|delivery)\./.test(e.kind) && e.kind !== "endpoint.failing").reverse()
     expect(webhookEntries.map((e) => [e.kind, e.subjectId, e.actorEmail])).toEqual(changes)
     const switched = entries.find((e) => e.kind === "endpoint.switched_off")!
     expect(switched.details).toMatchObject({ by: "service", reason: expect.stringMatching(/^15 deliveries in a row failed every attempt/) })

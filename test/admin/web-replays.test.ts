@@ -19,6 +19,7 @@ import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import type { TestServer } from "../support/server.ts"
 import { createCompany, type TestCompany } from "../support/views.ts"
 import { at, CA, LOOPBACK, sleep, startEngine, waitFor, type RunningEngine } from "../webhooks/support.ts"
+import { runCli } from "./run-cli.ts"
 import { startWebServer, webClient, type WebClient } from "./web-support.ts"
 
 type Body = { readonly id: string; readonly data: { readonly id: string } }
@@ -209,6 +210,10 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
     const waiting = await client.get(replayPath)
     expect(waiting.text).toContain("<strong>Waiting:</strong> the endpoint is switched off: it goes on once it is turned on")
     expect(waiting.text).toContain('<dd data-count="sent">0</dd>')
+    // `status` lists it, with why it waits
+    const status = await runCli(["status"], { DATABASE_URL: db.url })
+    expect(status.stdout).toContain("Replays running: 1")
+    expect(status.stdout).toMatch(new RegExp(`${replayPath.split("/").pop()} +endpoint ${endpointId} +0 +\\d+ +\\d+ .*the endpoint is switched off`))
     const before = at(receiver, path).length
     const cancelled = await client.post(`${replayPath}/cancel`, {})
     expect(cancelled.status).toBe(303)
