@@ -11,6 +11,7 @@ import type { Actor } from "../../src/admin/identity.ts"
 import { createToken } from "../../src/admin/tokens.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
+import { createHook } from "../../src/webhooks/hooks.ts"
 import { provideDb, request } from "../api/helpers.ts"
 import { insertIncident } from "../support/app.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"
@@ -18,7 +19,7 @@ import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import type { TestServer } from "../support/server.ts"
 import { createCompany, type TestCompany } from "../support/views.ts"
-import { at, CA, LOOPBACK, sleep, startEngine, waitFor, type RunningEngine } from "../webhooks/support.ts"
+import { at, CA, LOOPBACK, makeKey, sleep, startEngine, waitFor, type RunningEngine } from "../webhooks/support.ts"
 import { runCli } from "./run-cli.ts"
 import { startWebServer, webClient, type WebClient } from "./web-support.ts"
 
@@ -228,5 +229,29 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
     // A replay that is not the company's, or not a replay at all, is not found.
     expect((await client.get("/admin/webhooks/replays/00000000-0000-4000-8000-000000000000")).status).toBe(404)
     expect((await request(server.url, "/admin/webhooks/replays/nope")).status).toBe(303) // signed out: to sign-in
+  })
+
+  it("a subscription's replay from the webhooks page: its Replay link, the count, the start", async () => {
+    const keyId = await makeKey(db.sql, acme.id, { scopes: ["incidents"], webhooks: true })
+    const { subscription } = await createHook(deps, { keyId, companyId: acme.id }, { url: receiver.url("/sub"), event: "incident.created" })
+    const ids = [await insertIncident(db.sql, acme.id), await insertIncident(db.sql, acme.id)]
+    await waitFor(async () => (await db.sql`select 1 from service.webhook_deliveries where subscription_id = ${subscription.id} and state = 'succeeded'`).length === 2, "2 delivered")
+    const list = await client.get("/admin/webhooks")
+    const link = `/admin/webhooks/subscriptions/${subscription.id}/replay`
+    expect(list.text).toContain(`<a href="${link}" aria-label="Replay incident.created to ${receiver.url("/sub")}">Replay</a>`)
+    const form = await client.get(link)
+    expect(form.status).toBe(200)
+    expect(form.text).toContain("Replay to subscription to incident.created")
+    const check = await client.post(link, { step: "check" })
+    expect(check.text).toContain('<h2 id="plan-title">2 deliveries to send</h2>')
+    const started = await client.post(link, { step: "start", since: grab(check.text, /name="since" value="([^"]*)"/), until: grab(check.text, /name="until" value="([^"]*)"/) })
+    expect(started.status).toBe(303)
+    await waitFor(async () => (await client.get(started.headers.get("location")!)).text.includes('<span class="state finished">finished</span>'), "the replay to finish")
+    const bodies = at(receiver, "/sub").map((r) => JSON.parse(r.body.toString("utf8")) as Body)
+    expect(bodies.slice(2).map((b) => b.data.id).sort()).toEqual([...ids].sort())
+    expect(bodies.slice(2).map((b) => b.id).sort()).toEqual(bodies.slice(0, 2).map((b) => b.id).sort())
+    // the webhooks page lists it among the company's replays
+    expect((await client.get("/admin/webhooks")).text).toContain(`href="${started.headers.get("location")}"`)
+    expect((await client.get(`/admin/webhooks/subscriptions/${"0".repeat(8)}-0000-4000-8000-000000000000/replay`)).status).toBe(404)
   })
 })
