@@ -76,11 +76,13 @@ export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise
  */
 export const startEngine = async (
   deps: WebhookDeps,
-  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number } = {}
+  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number; replayLane?: boolean } = {}
 ): Promise<RunningEngine> => {
-  const { retrySchedule, replayRate, ...rest } = overrides
+  const { retrySchedule, replayRate, replayLane, ...rest } = overrides
   const scope = Effect.runSync(Scope.make())
-  await Effect.runPromise(Scope.provide(scope)(makeReplayLane({ sql: deps.sql, rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 })))
+  if (replayLane !== false) {
+    await Effect.runPromise(Scope.provide(scope)(makeReplayLane({ sql: deps.sql, rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 })))
+  }
   const engine = await Effect.runPromise(
     Scope.provide(scope)(
       makeEngine({
