@@ -65,4 +65,28 @@ describe("the replay lane", () => {
       await Effect.runPromise(Scope.close(scope, Exit.void))
     }
   })
+
+  it("a switch-off is one log line with the endpoint, its company and the reason", async () => {
+    await engine.stop()
+    const logs = captureStdout()
+    try {
+      engine = await startEngine(w.deps, { retrySchedule: "", replayLane: false, jsonLogs: true })
+      const path = "/gone-dark"
+      w.receiver.reply(path, { status: 503 })
+      const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Dark", url: w.receiver.url(path), events: ["incident.created"] })
+      for (let i = 0; i < 15; i++) await insertIncident(w.db.sql, w.company.id)
+      await waitFor(() => logs.lines().some((l) => l.message === "webhook endpoint switched off"), "the switch-off line")
+      const lines = logs.lines().filter((l) => l.message === "webhook endpoint switched off")
+      expect(lines).toEqual([
+        expect.objectContaining({
+          level: "warn",
+          endpointId: e.id,
+          companyId: w.company.id,
+          reason: "15 deliveries in a row failed every attempt; last error: http 503"
+        })
+      ])
+    } finally {
+      logs.stop()
+    }
+  })
 })
