@@ -160,7 +160,7 @@ const checkPage = (session: Session, target: Target, form: ReplayForm, plan: Rep
     <input type="hidden" name="until" value="${exact.until}">
     ${exact.events.map((e) => html`<input type="hidden" name="events" value="${e}">`)}
     ${exact.failed ? html`<input type="hidden" name="failed" value="1">` : ""}
-    <div class="actions"><button type="submit" class="primary">Start replay</button> <a href="${target.back}">Cancel</a></div>
+    <div class="actions"><button type="submit" class="primary">Start replay</button> <a href="${target.back}">Not now</a></div>
   </form>`
   }
 </section>`
