@@ -215,6 +215,10 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
     const status = await runCli(["status"], { DATABASE_URL: db.url })
     expect(status.stdout).toContain("Replays running: 1")
     expect(status.stdout).toMatch(new RegExp(`${replayPath.split("/").pop()} +endpoint ${endpointId} +0 +\\d+ +\\d+ .*the endpoint is switched off`))
+    const json = JSON.parse((await runCli(["status", "--json"], { DATABASE_URL: db.url })).stdout) as { replays: Array<Record<string, unknown>> }
+    expect(json.replays).toEqual([
+      expect.objectContaining({ id: replayPath.split("/").pop(), state: "running", waiting: "the endpoint is switched off: it goes on once it is turned on" })
+    ])
     const before = at(receiver, path).length
     const cancelled = await client.post(`${replayPath}/cancel`, {})
     expect(cancelled.status).toBe(303)
