@@ -31,5 +31,8 @@ EXPOSE 3000
 # has no curl: Node's own fetch asks.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/readyz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# glibc's malloc keeps up to 8 arenas per core for Node's threads; two hold this service's
+# native allocations with ~20 MB less RSS (docs/benchmarks.md, bench:soak).
+ENV MALLOC_ARENA_MAX=2
 # Node itself is PID 1 and handles SIGTERM: in-flight work finishes, the checkpoint is stored.
 CMD ["node", "--max-semi-space-size=4", "--max-old-space-size=512", "src/main.ts"]

@@ -118,14 +118,21 @@ const procCpuSeconds = (pid: number): number => {
 }
 
 /**
- * The service's command as `npm start` runs it: package.json's start script (node, its
- * options, src/main.ts), run with this node; SOAK_START replaces it, e.g. to compare settings.
+ * The service's command as `npm start` runs it: package.json's start script (environment
+ * assignments such as MALLOC_ARENA_MAX=2, then node, its options, src/main.ts), run with this
+ * node; SOAK_START replaces it, e.g. to compare settings.
  */
-const startCommand = (): Array<string> => {
+const startCommand = (): { env: Record<string, string>; args: Array<string> } => {
   const script = process.env.SOAK_START ?? (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
-  const [node, ...rest] = script.trim().split(/\s+/)
-  if (node !== "node" || rest.length === 0) throw new Error(`the start script must be "node [options] <file>", not "${script}"`)
-  return rest
+  const words = script.trim().split(/\s+/)
+  const env: Record<string, string> = {}
+  while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
+    const [name, ...value] = words.shift()!.split("=")
+    env[name!] = value.join("=")
+  }
+  const [node, ...rest] = words
+  if (node !== "node" || rest.length === 0) throw new Error(`the start script must be "[NAME=value ...] node [options] <file>", not "${script}"`)
+  return { env, args: rest }
 }
 
 /** Unlabelled samples of a Prometheus text page. */
@@ -391,16 +398,16 @@ const main = async () => {
     log("  " + (await run("src/cli/seed.ts", [], env, 300_000)).trim())
 
     const command = startCommand()
-    log(`starting the service (node ${command.join(" ")})...`)
+    log(`starting the service (${Object.entries(command.env).map(([k, v]) => `${k}=${v} `).join("")}node ${command.args.join(" ")})...`)
     // SOAK_NODE_OPTIONS: node options for the service alone (e.g. to try V8 settings).
     const nodeOptions = [process.env.SOAK_NODE_OPTIONS ?? ""]
     if (args.snapshots !== undefined) {
       mkdirSync(args.snapshots, { recursive: true })
       nodeOptions.push(`--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${resolve(args.snapshots)}`)
     }
-    const serviceEnv = { ...env, NODE_OPTIONS: nodeOptions.join(" ").trim() }
+    const serviceEnv = { ...env, ...command.env, NODE_OPTIONS: nodeOptions.join(" ").trim() }
     const logFd = openSync(logFile, "a")
-    service = spawn(process.execPath, command, { cwd: ROOT, env: serviceEnv, stdio: ["ignore", logFd, logFd] })
+    service = spawn(process.execPath, command.args, { cwd: ROOT, env: serviceEnv, stdio: ["ignore", logFd, logFd] })
     closeSync(logFd)
     children.add(service)
     let serviceExit: string | undefined
@@ -578,7 +585,7 @@ const main = async () => {
     const steady = median(half.map((s) => s.rss))
     const lines = [
       "",
-      `Soak (${new Date().toISOString().slice(0, 10)}): \`node ${command.join(" ")}\`; simulate --rate ${args.rate} for ${args.durationText}, ${args.reads} API reads/s over ${keys.length} key(s)${env.API_RATE_LIMIT ? ` (API_RATE_LIMIT=${env.API_RATE_LIMIT})` : ""}, one HTTPS endpoint on all events`,
+      `Soak (${new Date().toISOString().slice(0, 10)}): \`${Object.entries(command.env).map(([k, v]) => `${k}=${v} `).join("")}node ${command.args.join(" ")}\`; simulate --rate ${args.rate} for ${args.durationText}, ${args.reads} API reads/s over ${keys.length} key(s)${env.API_RATE_LIMIT ? ` (API_RATE_LIMIT=${env.API_RATE_LIMIT})` : ""}, one HTTPS endpoint on all events`,
       "",
       "| Measure | Value |",
       "|---|---|",

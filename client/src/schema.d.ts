@@ -6293,9 +6293,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "incident.created";
@@ -6345,9 +6345,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "observation.created";
@@ -6397,9 +6397,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "corrective_action.created";
@@ -6449,9 +6449,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "corrective_action.closed";
@@ -6501,9 +6501,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "audit.created";
@@ -6553,9 +6553,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "inspection.failed";
@@ -6605,9 +6605,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "training_record.created";
@@ -6657,9 +6657,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "change.approved";
@@ -6709,9 +6709,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "change.implemented";
@@ -6761,9 +6761,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "permit.approved";
@@ -6813,9 +6813,9 @@ export interface operations {
                 readonly "webhook-id": string;
                 /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
                 readonly "webhook-timestamp": string;
-                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. */
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. */
+                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "permit.closed";

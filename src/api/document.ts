@@ -118,7 +118,7 @@ const WEBHOOK_HEADERS = (kind: string): Array<Json> => [
     in: "header",
     required: true,
     ...text(
-      'Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time.',
+      'Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches.',
       { pattern: "^v1,[A-Za-z0-9+/=]+( v1,[A-Za-z0-9+/=]+)*$" }
     )
   },
@@ -127,8 +127,8 @@ const WEBHOOK_HEADERS = (kind: string): Array<Json> => [
     in: "header",
     required: true,
     ...text(
-      "Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of \"<t>.<raw body>\">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now.",
-      { pattern: "^t=[0-9]+,v1=[0-9a-f]{64}$" }
+      "Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of \"<t>.<raw body>\">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches.",
+      { pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" }
     )
   },
   { name: "Service-Event", in: "header", required: true, description: "The event name", schema: { type: "string", enum: [kind] } },

@@ -3,7 +3,8 @@
 // and methods. Requires Database and Webhooks (src/webhooks/service.ts: WebhooksLive in
 // src/main.ts); every other service is provided here.
 import { Layer } from "effect"
-import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { HttpApiBuilder } from "effect/http-api"
+import { docsPage } from "../http/docs-page.ts"
 import { AdminRoutesFor, adminKnownRoutes } from "../admin/http/index.ts"
 import { ApiKeyAuthLive } from "./auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./definition.ts"
@@ -37,7 +38,7 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
     Layer.provide(DeletionsHandlers),
     Layer.provide([ApiKeyAuthLive, RequestErrorsLive])
   )
-  const Docs = HttpApiScalar.layer(ServiceApi, { path: DOCS_PATH })
+  const Docs = docsPage(ServiceApi, DOCS_PATH)
   const Fallback = fallbackLayer([
     ...routesOf(ServiceApi),
     { method: "GET", path: OPENAPI_PATH },

@@ -200,12 +200,12 @@ export const makeEngine = (options: EngineOptions) =>
     // engine's Clock, read synchronously.
     const clock = yield* Clock.Clock
     const secrets = new Map<string, string>() // decrypted signing secrets, by context and blob
-    const secretFor = (c: Claimed): string => {
+    const secretFor = (c: Claimed, blob: Buffer = c.secret): string => {
       const context = c.endpointId !== null ? endpointSecretContext(c.endpointId) : keySecretContext(c.keyId!)
-      const key = `${context}|${c.secret.toString("base64")}`
+      const key = `${context}|${blob.toString("base64")}`
       let plain = secrets.get(key)
       if (plain === undefined) {
-        plain = decryptSecret(options.secretsKey, c.secret, context)
+        plain = decryptSecret(options.secretsKey, blob, context)
         if (secrets.size >= 10_000) secrets.clear()
         secrets.set(key, plain)
       }
@@ -217,7 +217,9 @@ export const makeEngine = (options: EngineOptions) =>
       let result: SendResult
       try {
         const body = deliveryBody({ deliveryId: c.id, event: c.event, createdAt: c.eventCreatedAt, payload: c.payload })
-        result = await send({ url: c.url, secret: secretFor(c) }, { deliveryId: c.id, event: c.event, body }, {
+        // A rotated secret's predecessor signs too while its overlap lasts (issue 15.5).
+        const previousSecret = c.previousSecret === null ? null : secretFor(c, c.previousSecret)
+        result = await send({ url: c.url, secret: secretFor(c), previousSecret }, { deliveryId: c.id, event: c.event, body }, {
           allowed: options.allowed,
           timeoutMs: o.timeoutMs,
           maxResponseBytes: o.maxResponseBytes,

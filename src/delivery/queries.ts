@@ -14,6 +14,12 @@ const JOINS = `join service.events ev on ev.id = d.event_id
 const FROM = `service.webhook_deliveries d ${JOINS}`
 
 /**
+ * An endpoint's previous secret while its overlap lasts (issue 15.5; null otherwise, and for
+ * subscriptions). The database's clock decides, as it set the end at the rotation.
+ */
+const PREVIOUS_SECRET = `case when w.previous_secret_expires_at > now() then w.previous_secret end`
+
+/**
  * Why a delivery may not go now (null: it may). Send Again (manual) overrides only an
  * endpoint's switch-off (an admin may try a receiver that is back); what stops a destination
  * from receiving (modules, keys, subscriptions, the company's API and tier) holds for it too.
@@ -66,13 +72,13 @@ with cur as materialized (
   limit $1
 ), targets as materialized (
   select ev.id as event_id, ev.company_id, ev.event, w.id as endpoint_id, null::uuid as subscription_id,
-    null::uuid as key_id, w.url, w.secret, ev.commit_lsn, ev.seq
+    null::uuid as key_id, w.url, w.secret, ${PREVIOUS_SECRET} as previous_secret, ev.commit_lsn, ev.seq
   from ev
   join service.companies co on co.id = ev.company_id and co.tier = 'company' and ev.resource = any(co.modules)
   join service.webhook_endpoints w on w.company_id = ev.company_id and w.enabled and ev.event = any(w.events)
     and w.created_at <= ev.created_at
   union all
-  select ev.id, ev.company_id, ev.event, null, s.id, s.key_id, s.url, ks.secret, ev.commit_lsn, ev.seq
+  select ev.id, ev.company_id, ev.event, null, s.id, s.key_id, s.url, ks.secret, null, ev.commit_lsn, ev.seq
   from ev
   join service.companies co on co.id = ev.company_id and co.tier = 'company' and co.api_enabled
     and ev.resource = any(co.modules)
@@ -99,7 +105,8 @@ with cur as materialized (
 select (select count(*) from ev)::int as events, (select count(*) from ins)::int as deliveries,
   coalesce((
     select json_agg(json_build_object('id', i.id, 'event', t.event, 'endpointId', t.endpoint_id, 'subscriptionId', t.subscription_id,
-      'keyId', t.key_id, 'url', t.url, 'secret', encode(t.secret, 'base64'), 'origin', i.origin,
+      'keyId', t.key_id, 'url', t.url, 'secret', encode(t.secret, 'base64'),
+      'previousSecret', encode(t.previous_secret, 'base64'), 'origin', i.origin,
       'eventCreatedAt', to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'payload', ev.payload)
       order by t.commit_lsn, t.seq)
     from ins i
@@ -109,7 +116,7 @@ select (select count(*) from ev)::int as events, (select count(*) from ins)::int
     where i.leased_by is not null
   ), '[]')::text as direct`
 
-type DirectRow = Omit<Claimed, "attempts" | "manual" | "secret"> & { readonly secret: string }
+type DirectRow = Omit<Claimed, "attempts" | "manual" | "secret" | "previousSecret"> & { readonly secret: string; readonly previousSecret: string | null }
 
 export type FanoutResult = { readonly events: number; readonly deliveries: number; readonly direct: ReadonlyArray<Claimed> }
 
@@ -128,7 +135,13 @@ export const fanout = async (sql: Sql, batch: number, input: FanoutInput): Promi
     { prepare: true }
   )
   const direct = (JSON.parse(r!.direct) as Array<DirectRow>).map(
-    (d): Claimed => ({ ...d, attempts: 0, manual: false, secret: Buffer.from(d.secret, "base64") })
+    (d): Claimed => ({
+      ...d,
+      attempts: 0,
+      manual: false,
+      secret: Buffer.from(d.secret, "base64"),
+      previousSecret: d.previousSecret === null ? null : Buffer.from(d.previousSecret, "base64")
+    })
   )
   return { events: r!.events, deliveries: r!.deliveries, direct }
 }
@@ -146,6 +159,8 @@ export type Claimed = {
   readonly keyId: string | null
   readonly url: string
   readonly secret: Buffer
+  /** The endpoint's previous secret while its overlap lasts: it signs too (issue 15.5). */
+  readonly previousSecret: Buffer | null
   readonly origin: string
   readonly eventCreatedAt: string
   readonly payload: string
@@ -162,7 +177,7 @@ with d as materialized (
   select * from service.webhook_due($1, $2::text[], $3)
 ), cand as materialized (
   select d.id, d.next_attempt_at, d.attempts, d.manual, d.event, d.endpoint_id, d.subscription_id, s.key_id,
-    coalesce(w.url, s.url) as url, coalesce(w.secret, ks.secret) as secret, d.origin,
+    coalesce(w.url, s.url) as url, coalesce(w.secret, ks.secret) as secret, ${PREVIOUS_SECRET} as previous_secret, d.origin,
     to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_created_at,
     ev.payload, ${HOLD_REASON} as hold_reason
   from d ${JOINS}
@@ -188,7 +203,8 @@ with d as materialized (
   returning d.id
 )
 select c.id::text, (l.id is not null) as leased, c.attempts, c.manual, c.event, c.endpoint_id::text,
-  c.subscription_id::text, c.key_id::text, c.url, case when l.id is not null then c.secret end as secret, c.origin,
+  c.subscription_id::text, c.key_id::text, c.url, case when l.id is not null then c.secret end as secret,
+  case when l.id is not null then c.previous_secret end as previous_secret, c.origin,
   c.event_created_at, case when l.id is not null then c.payload end as payload
 from cand c left join leased l on l.id = c.id`
 
@@ -203,6 +219,7 @@ type ClaimRow = {
   key_id: string | null
   url: string
   secret: Buffer | null
+  previous_secret: Buffer | null
   origin: string
   event_created_at: string
   payload: string | null
@@ -250,6 +267,7 @@ export const claim = async (sql: Sql, input: ClaimInput): Promise<{ claimed: Rea
       keyId: r.key_id,
       url: r.url,
       secret: r.secret!,
+      previousSecret: r.previous_secret,
       origin: r.origin,
       eventCreatedAt: r.event_created_at,
       payload: r.payload!

@@ -25,7 +25,12 @@ export const USER_AGENT = "Service-Webhooks/1"
 export const DEFAULT_TIMEOUT_MS = 10_000
 export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
 
-export type SendTarget = { readonly url: string; readonly secret: string }
+export type SendTarget = {
+  readonly url: string
+  readonly secret: string
+  /** The secret a rotation replaced, while its overlap lasts: it signs beside `secret` (issue 15.5). */
+  readonly previousSecret?: string | null | undefined
+}
 
 export type SendMessage = {
   readonly deliveryId: string
@@ -131,7 +136,7 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "service-event": message.event,
-        ...signedHeaders(target.secret, message.deliveryId, seconds, body)
+        ...signedHeaders(target.previousSecret ? [target.secret, target.previousSecret] : target.secret, message.deliveryId, seconds, body)
       },
       body,
       signal,

@@ -8,11 +8,26 @@
 // v1,<base64 HMAC-SHA256 of "<id>.<timestamp>." + raw body>, keyed with the bytes the part of
 // the secret after whsec_ encodes in base64. Every secret the service has made is whsec_ +
 // base64 of 32 random bytes (newSecret), so the same secret serves both schemes unchanged.
+//
+// Rotation with overlap (issue 15.5): until the overlap ends a delivery is signed with the new
+// secret and the old one, the new first: two v1= entries in Service-Signature (as Stripe does
+// while an old secret is still live) and two space-separated v1,<base64> entries in
+// webhook-signature (the Standard Webhooks spec allows several). Verifiers accept a delivery
+// when any entry matches, so a receiver holding either secret verifies it.
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 
 export const SIGNATURE_TOLERANCE_SECONDS = 300
 
 type Body = string | Uint8Array
+
+/** The secrets a delivery is signed with: one, or the current one and then the previous one. */
+export type Secrets = string | ReadonlyArray<string>
+
+const listOf = <S>(secrets: S | ReadonlyArray<S>): ReadonlyArray<S> => {
+  const list = Array.isArray(secrets) ? (secrets as ReadonlyArray<S>) : [secrets as S]
+  if (list.length === 0) throw new RangeError("a delivery is signed with at least one secret")
+  return list
+}
 
 const hmacHex = (secret: string, timestampSeconds: number, body: Body): string =>
   createHmac("sha256", secret)
@@ -20,20 +35,20 @@ const hmacHex = (secret: string, timestampSeconds: number, body: Body): string =
     .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
     .digest("hex")
 
-/** The Service-Signature header value for these exact body bytes. */
-export const sign = (secret: string, timestampSeconds: number, body: Body): string => {
+/** The Service-Signature header value for these exact body bytes: one v1= per secret, in order. */
+export const sign = (secrets: Secrets, timestampSeconds: number, body: Body): string => {
   if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
     throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
   }
-  return `t=${timestampSeconds},v1=${hmacHex(secret, timestampSeconds, body)}`
+  return `t=${timestampSeconds},${listOf(secrets).map((s) => `v1=${hmacHex(s, timestampSeconds, body)}`).join(",")}`
 }
 
 /** The key of the Standard Webhooks signature: the base64 after whsec_ (or the whole secret without that prefix). */
 export const standardKey = (secret: string): Buffer => Buffer.from(secret.startsWith("whsec_") ? secret.slice(6) : secret, "base64")
 
-/** The Standard Webhooks headers of a delivery, for these exact body bytes. */
+/** The Standard Webhooks headers of a delivery, for these exact body bytes: one v1,<base64> per secret, in order. */
 export const standardHeaders = (
-  secret: string | Buffer,
+  secrets: string | Buffer | ReadonlyArray<string | Buffer>,
   id: string,
   timestampSeconds: number,
   body: Body
@@ -41,11 +56,16 @@ export const standardHeaders = (
   if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
     throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
   }
-  const signature = createHmac("sha256", typeof secret === "string" ? standardKey(secret) : secret)
-    .update(`${id}.${timestampSeconds}.`, "utf8")
-    .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
-    .digest("base64")
-  return { "webhook-id": id, "webhook-timestamp": String(timestampSeconds), "webhook-signature": `v1,${signature}` }
+  const signature = (secret: string | Buffer) =>
+    createHmac("sha256", typeof secret === "string" ? standardKey(secret) : secret)
+      .update(`${id}.${timestampSeconds}.`, "utf8")
+      .update(typeof body === "string" ? Buffer.from(body, "utf8") : body)
+      .digest("base64")
+  return {
+    "webhook-id": id,
+    "webhook-timestamp": String(timestampSeconds),
+    "webhook-signature": listOf<string | Buffer>(secrets).map((s) => `v1,${signature(s)}`).join(" ")
+  }
 }
 
 export type VerifyResult = { readonly ok: true; readonly timestamp: number } | { readonly ok: false; readonly reason: string }
@@ -89,9 +109,13 @@ export const verify = (
 /** A new signing secret: whsec_ + base64 of 32 random bytes. */
 export const newSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`
 
-/** The identifying and signature headers of a delivery with this id and these body bytes: both schemes. */
-export const signedHeaders = (secret: string, id: string, timestampSeconds: number, body: Body): Record<string, string> => ({
+/**
+ * The identifying and signature headers of a delivery with this id and these body bytes: both
+ * schemes, each with one signature per secret (the current one, then the previous one while
+ * its overlap lasts).
+ */
+export const signedHeaders = (secrets: Secrets, id: string, timestampSeconds: number, body: Body): Record<string, string> => ({
   "service-delivery": id,
-  "service-signature": sign(secret, timestampSeconds, body),
-  ...standardHeaders(secret, id, timestampSeconds, body)
+  "service-signature": sign(secrets, timestampSeconds, body),
+  ...standardHeaders(secrets, id, timestampSeconds, body)
 })

@@ -8,6 +8,7 @@ import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { iso, requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
 import { badRequest, forbidden, notFound } from "./errors.ts"
+import { DEFAULT_OVERLAP, parseOverlap } from "./overlap.ts"
 import { checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
 
 export type EndpointView = {
@@ -26,6 +27,8 @@ export type EndpointView = {
   readonly createdBy: string | null
   readonly updatedAt: string
   readonly secretRotatedAt: string | null
+  /** Until when the secret the last rotation replaced still signs beside the current one; null when it no longer does. */
+  readonly previousSecretExpiresAt: string | null
 }
 
 /** Deliveries in a row that failed every attempt at which the pages and the activity log warn (sql/019's trigger). */
@@ -53,10 +56,12 @@ type Row = {
   created_by_email: string | null
   updated_at: Date
   secret_rotated_at: Date | null
+  previous_secret_expires_at: Date | null
 }
 
 const COLUMNS = `id::text, company_id::text, name, url, events, enabled, disabled_reason, disabled_at,
-  consecutive_failures, created_at, created_by_email, updated_at, secret_rotated_at`
+  consecutive_failures, created_at, created_by_email, updated_at, secret_rotated_at,
+  case when previous_secret_expires_at > now() then previous_secret_expires_at end as previous_secret_expires_at`
 
 const view = (r: Row): EndpointView => ({
   id: r.id,
@@ -71,7 +76,8 @@ const view = (r: Row): EndpointView => ({
   createdAt: r.created_at.toISOString(),
   createdBy: r.created_by_email,
   updatedAt: r.updated_at.toISOString(),
-  secretRotatedAt: iso(r.secret_rotated_at)
+  secretRotatedAt: iso(r.secret_rotated_at),
+  previousSecretExpiresAt: iso(r.previous_secret_expires_at)
 })
 
 type Company = { id: string; tier: string; modules: string[] }
@@ -180,18 +186,48 @@ export const updateEndpoint = async (deps: WebhookDeps, actor: Actor, input: Upd
   })
 }
 
-/** A new secret signs every attempt from now on, retries of older deliveries included (spec 5.2). */
-export const rotateEndpointSecret = async (deps: WebhookDeps, actor: Actor, input: Target): Promise<{ readonly id: string; readonly secret: string }> => {
+export type RotateEndpointInput = Target & {
+  /** How long the old secret keeps signing beside the new one: "24h" (the default), "90m", "7d" (the most), "0" for none. */
+  readonly overlap?: string | undefined
+}
+
+export type RotatedSecret = {
+  readonly id: string
+  readonly secret: string
+  /** Until when the old secret still signs beside the new one; null with no overlap. */
+  readonly previousSecretExpiresAt: string | null
+}
+
+/**
+ * A new secret signs every attempt from now on, retries of older deliveries included (spec
+ * 5.2). During the overlap the old one signs too (issue 15.5), so the receiver may switch
+ * when it likes; rotating again meanwhile keeps only the secret being replaced.
+ */
+export const rotateEndpointSecret = async (deps: WebhookDeps, actor: Actor, input: RotateEndpointInput): Promise<RotatedSecret> => {
+  const overlap = parseOverlap(input.overlap ?? DEFAULT_OVERLAP)
+  if (!overlap.ok) throw badRequest(overlap.error)
   const current = await load(deps, input)
   const secret = newSecret()
   const blob = encryptSecret(deps.secretsKey, secret, endpointSecretContext(current.id))
-  await deps.sql.begin(async (tx) => {
-    const r = await tx`update service.webhook_endpoints set secret = ${blob}, secret_rotated_at = now(), updated_at = now()
-      where id = ${current.id} returning id`
-    if (r.length === 0) throw notFound(`no endpoint ${current.id}`)
-    await writeActivity(tx, { companyId: current.company_id, actor, kind: "endpoint.secret_rotated", subjectId: current.id })
+  const until = await deps.sql.begin(async (tx) => {
+    // The right-hand `secret` is the one being replaced; it stays encrypted as it was.
+    const [r] = await tx<{ until: Date | null }[]>`update service.webhook_endpoints set
+        previous_secret = case when ${overlap.seconds}::int > 0 then secret end,
+        previous_secret_expires_at = case when ${overlap.seconds}::int > 0 then now() + make_interval(secs => ${overlap.seconds}::int) end,
+        secret = ${blob}, secret_rotated_at = now(), updated_at = now()
+      where id = ${current.id} returning previous_secret_expires_at as until`
+    if (!r) throw notFound(`no endpoint ${current.id}`)
+    const previousSecretExpiresAt = iso(r.until)
+    await writeActivity(tx, {
+      companyId: current.company_id,
+      actor,
+      kind: "endpoint.secret_rotated",
+      subjectId: current.id,
+      details: { overlapSeconds: overlap.seconds, previousSecretExpiresAt }
+    })
+    return previousSecretExpiresAt
   })
-  return { id: current.id, secret }
+  return { id: current.id, secret, previousSecretExpiresAt: until }
 }
 
 /** Deletes the endpoint and its delivery log; pending deliveries go with it. */

@@ -28,10 +28,14 @@ export const testEndpoint = async (
   input: { readonly id: string; readonly companyId?: string | undefined }
 ): Promise<PingResult> => {
   const id = requireId(input.id, "endpoint")
-  const [e] = await deps.sql<{ id: string; company_id: string; name: string; url: string; secret: Buffer }[]>`
-    select id::text, company_id::text, name, url, secret from service.webhook_endpoints where id = ${id}`
+  // Signed as a delivery would be now: with the previous secret too while its overlap lasts.
+  const [e] = await deps.sql<{ id: string; company_id: string; name: string; url: string; secret: Buffer; previous_secret: Buffer | null }[]>`
+    select id::text, company_id::text, name, url, secret,
+      case when previous_secret_expires_at > now() then previous_secret end as previous_secret
+    from service.webhook_endpoints where id = ${id}`
   if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${id}`)
   const secret = decryptSecret(deps.secretsKey, e.secret, endpointSecretContext(e.id))
+  const previousSecret = e.previous_secret === null ? null : decryptSecret(deps.secretsKey, e.previous_secret, endpointSecretContext(e.id))
   const deliveryId = randomUUID()
   const body = deliveryBody({
     deliveryId,
@@ -39,7 +43,7 @@ export const testEndpoint = async (
     createdAt: new Date().toISOString(),
     payload: JSON.stringify({ endpointId: e.id, name: e.name, message: "A test event from the Safety Records Service." })
   })
-  const r = await send({ url: e.url, secret }, { deliveryId, event: PING_EVENT, body }, {
+  const r = await send({ url: e.url, secret, previousSecret }, { deliveryId, event: PING_EVENT, body }, {
     allowed: deps.allowed,
     ...(deps.lookup ? { lookup: deps.lookup } : {}),
     ...(deps.ca ? { ca: deps.ca } : {}),

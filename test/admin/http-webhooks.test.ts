@@ -337,33 +337,66 @@ describe("admin HTTP API: webhooks", () => {
     expect(at(receiver, "/ping")).toHaveLength(2) // a ping is not retried
   })
 
-  it("rotate-secret: the next delivery is signed with the new secret, and the old one no longer verifies", async () => {
+  it("rotate-secret: the next delivery is signed with the new secret and, for the overlap (24h unless told), the old one; overlap 0 stops the old one at once; a bad overlap is refused", async () => {
     const e = await createEndpoint("Rotating", "/rot")
     await insertIncident(db.sql, acme.id)
     const first = await nth("/rot", 1, "the first delivery")
     expect(signedWith(first, e.secret)).toBe(true)
 
+    // No body: the default overlap of 24 hours.
+    const before = Date.now()
     const rotated = await admin("POST", `/admin/v1/endpoints/${e.id}/rotate-secret`)
     expect(rotated.status).toBe(200)
-    expect(rotated.json).toEqual({ id: e.id, secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/) })
+    expect(rotated.json).toEqual({ id: e.id, secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/), previousSecretExpiresAt: expect.any(String) })
+    const until = Date.parse(rotated.json.previousSecretExpiresAt)
+    expect(Math.abs(until - (before + 86_400_000))).toBeLessThan(60_000)
     expect(rotated.json.secret).not.toBe(e.secret)
     changes.push(["endpoint.secret_rotated", e.id, acme.adminEmail])
     const shown = await admin("GET", `/admin/v1/endpoints/${e.id}`)
     expect(shown.json.secretRotatedAt).not.toBeNull()
+    expect(shown.json.previousSecretExpiresAt).toBe(rotated.json.previousSecretExpiresAt)
     expect(shown.text).not.toContain(rotated.json.secret)
     expect((await foreign("POST", `/admin/v1/endpoints/${e.id}/rotate-secret`)).status).toBe(404)
 
     const incident = await insertIncident(db.sql, acme.id)
     const second = await nth("/rot", 2, "the delivery after rotation")
     expect(verified(second, rotated.json.secret).data.id).toBe(incident)
-    expect(signedWith(second, e.secret)).toBe(false)
-    expect(() => verified(second, e.secret)).toThrow(/signature/i)
-    // The test ping is signed with it too.
+    expect(verified(second, e.secret).data.id).toBe(incident) // the overlap
+    expect(String(second.headers["service-signature"])).toMatch(/^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/)
+    expect(String(second.headers["webhook-signature"])).toMatch(/^v1,\S+ v1,\S+$/)
+    expect(signedWith(second, `whsec_${randomBytes(32).toString("base64")}`)).toBe(false)
+    // The test ping is signed with both too.
     const ping = await admin("POST", `/admin/v1/endpoints/${e.id}/test`)
     expect(ping.json.ok).toBe(true)
     changes.push(["endpoint.tested", e.id, acme.adminEmail])
     const pinged = await nth("/rot", 3, "the ping")
-    expect([signedWith(pinged, rotated.json.secret), signedWith(pinged, e.secret)]).toEqual([true, false])
+    expect([signedWith(pinged, rotated.json.secret), signedWith(pinged, e.secret)]).toEqual([true, true])
+
+    // A bad overlap: 400 with why, and nothing changes (the old secret keeps signing).
+    for (const [body, message] of [
+      [{ overlap: "8d" }, /^overlap may be at most 7d \(168h\)/],
+      [{ overlap: "tomorrow" }, /^overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none \(at most 7d\); got "tomorrow"$/],
+      [{ overlap: "" }, /^overlap must be a duration/],
+      [{ overlap: 3600 }, /^invalid request body: .*overlap/s],
+      [{ overlap: "1h", secret: "whsec_mine" }, /^invalid request body: .*secret/s],
+      ["[]", /^invalid request body/]
+    ] as const) {
+      const bad = await admin("POST", `/admin/v1/endpoints/${e.id}/rotate-secret`, body)
+      expect(bad.status, JSON.stringify(body)).toBe(400)
+      expect(bad.json.error, JSON.stringify(body)).toMatch(message)
+    }
+    expect((await admin("GET", `/admin/v1/endpoints/${e.id}`)).json).toEqual(shown.json)
+
+    // Overlap 0: the old secret stops signing at once.
+    const cut = await admin("POST", `/admin/v1/endpoints/${e.id}/rotate-secret`, { overlap: "0" })
+    expect(cut.status).toBe(200)
+    expect(cut.json).toEqual({ id: e.id, secret: expect.stringMatching(/^whsec_/), previousSecretExpiresAt: null })
+    changes.push(["endpoint.secret_rotated", e.id, acme.adminEmail])
+    expect((await admin("GET", `/admin/v1/endpoints/${e.id}`)).json.previousSecretExpiresAt).toBeNull()
+    await insertIncident(db.sql, acme.id)
+    const third = await nth("/rot", 4, "the delivery after a rotation without overlap")
+    expect([signedWith(third, cut.json.secret), signedWith(third, rotated.json.secret), signedWith(third, e.secret)]).toEqual([true, false, false])
+    expect(() => verified(third, rotated.json.secret)).toThrow(/signature/i)
   })
 
   it("deliveries: the last 25 with status, attempts and times; one with its attempts; Send Again sends the same id", async () => {

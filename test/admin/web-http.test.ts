@@ -280,6 +280,49 @@ describe("admin pages over HTTP", () => {
     expect((await client.get("/admin/webhooks/endpoints/nope")).status).toBe(404)
   })
 
+  it("webhooks: rotating a secret takes an overlap (24h unless changed); a bad one is refused in the admin API's words and changes nothing", async () => {
+    const { client, token } = await signedIn()
+    const made = await api(token, "POST", "/admin/v1/endpoints", { name: "Rotating", url: "https://93.184.216.34/rotate", events: ["incident.created"] })
+    expect(made.status).toBe(201)
+    const path = `/admin/webhooks/endpoints/${made.json.id}`
+    const page = await client.get(path)
+    expect(page.text).toContain('<label for="rotate-overlap">Old secret keeps signing for</label>')
+    expect(page.text).toMatch(/<input type="text" id="rotate-overlap" name="overlap" required value="24h"/)
+    expect(page.text).not.toContain("Old secret signs until")
+    const stored = () => db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${made.json.id}`
+    const before = await stored()
+
+    for (const overlap of ["2 weeks", "8d", ""]) {
+      const refused = await client.post(`${path}/rotate-secret`, { overlap })
+      const answer = await api(token, "POST", `/admin/v1/endpoints/${made.json.id}/rotate-secret`, { overlap })
+      expect(answer.status, overlap).toBe(400)
+      expect(refused.status, overlap).toBe(400)
+      expect(refused.text, overlap).toContain(`<p class="form-error" role="alert" id="rotate-secret-error">${escapeHtml(answer.json.error)}</p>`)
+      expect(refused.text, overlap).toContain(`name="overlap" required value="${escapeHtml(overlap)}"`)
+      expect(refused.text, overlap).not.toMatch(/whsec_/)
+    }
+    expect(await stored()).toEqual(before)
+
+    const rotated = await client.post(`${path}/rotate-secret`, { overlap: "24h" })
+    expect(rotated.status).toBe(200)
+    const [row] = await db.sql<{ until: Date }[]>`select previous_secret_expires_at as until from service.webhook_endpoints where id = ${made.json.id}`
+    const until = row!.until.toISOString()
+    expect(rotated.text).toMatch(/<code id="new-secret" class="secret" tabindex="0">whsec_[A-Za-z0-9+/]{43}=<\/code>/)
+    expect(rotated.text).toContain(`Until ${until.slice(0, 16).replace("T", " ")} UTC they are signed with the old secret too`)
+    expect(rotated.text).toContain(`<dt>Old secret signs until</dt><dd><time datetime="${until}">`)
+
+    const cut = await client.post(`${path}/rotate-secret`, { overlap: "0" })
+    expect(cut.status).toBe(200)
+    expect(cut.text).toContain("The old secret no longer signs anything.")
+    expect(cut.text).not.toContain("Old secret signs until")
+    expect((await db.sql`select previous_secret from service.webhook_endpoints where id = ${made.json.id}`)[0]).toEqual({ previous_secret: null })
+    const log = await api(token, "GET", "/admin/v1/activity?kind=endpoint.secret_rotated")
+    expect(log.json.data.filter((e: { subjectId: string }) => e.subjectId === made.json.id).map((e: { details: unknown }) => e.details)).toEqual([
+      { overlapSeconds: 0, previousSecretExpiresAt: null },
+      { overlapSeconds: 86_400, previousSecretExpiresAt: until }
+    ])
+  })
+
   it("webhooks: Send Again of no such delivery, sent back to no such endpoint, still says what went wrong", async () => {
     const { client } = await signedIn()
     await client.get("/admin/webhooks")

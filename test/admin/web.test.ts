@@ -314,6 +314,9 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     page.once("dialog", (d) => void d.accept())
     await submit(page.getByRole("button", { name: "Rotate secret" }))
     expect(((await page.locator("#new-secret").textContent()) ?? "").trim()).toMatch(/^whsec_/)
+    // The default overlap: the old secret signs beside the new one for a day, and the page says until when.
+    expect(await page.getByLabel("Old secret keeps signing for").inputValue()).toBe("24h")
+    expect(await text(page.locator("dl.facts"))).toContain("Old secret signs until")
     await shot("11-endpoint-secret-rotated")
 
     const id = endpointUrl.split("/").pop()!

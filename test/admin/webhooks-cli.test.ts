@@ -120,7 +120,48 @@ describe("admin CLI: webhooks", () => {
     expect(JSON.parse(u.stdout)).toMatchObject({ name: "Ops 2", url: w.receiver.url("/cli") })
     const rot = await cli("endpoints", "rotate-secret", endpointId, "--as", admin, "--json")
     expect(rot.code).toBe(0)
-    expect(JSON.parse(rot.stdout)).toEqual({ id: endpointId, secret: expect.stringMatching(/^whsec_/) })
+    const rotated = JSON.parse(rot.stdout)
+    expect(rotated).toEqual({ id: endpointId, secret: expect.stringMatching(/^whsec_/), previousSecretExpiresAt: expect.any(String) })
+    // The default overlap: a day, by the database's clock.
+    const [{ now }] = await w.db.sql<[{ now: Date }]>`select now()`
+    expect(Math.abs(Date.parse(rotated.previousSecretExpiresAt) - (now.getTime() + 86_400_000))).toBeLessThan(60_000)
+  })
+
+  it("endpoints rotate-secret --overlap: says until when the old secret signs; 0 for none; a bad duration exits 1 and changes nothing", async () => {
+    const help = await cli("endpoints", "rotate-secret", "--help")
+    expect(help.code).toBe(0)
+    expect(help.stdout).toContain("--overlap")
+    expect(help.stdout).toMatch(/24h \(the default\), 90m, 7d \(the most\), 3600s, 1h30m, or 0 for none/)
+
+    const text = await cli("endpoints", "rotate-secret", endpointId, "--overlap", "90m", "--as", admin)
+    expect(text.code).toBe(0)
+    const secret = /whsec_\S+/.exec(text.stdout)![0]
+    const [{ until }] = await w.db.sql<[{ until: Date }]>`select previous_secret_expires_at as until from service.webhook_endpoints where id = ${endpointId}`
+    expect(text.stdout).toContain(`New signing secret of endpoint ${endpointId}`)
+    expect(text.stdout).toContain(`Until ${until.toISOString().replace("T", " ").replace(/\.\d{3}Z$/, "Z")} they are signed with the old secret too`)
+    const [{ minutes }] = await w.db.sql<[{ minutes: number }]>`select round(extract(epoch from previous_secret_expires_at - secret_rotated_at) / 60)::int as minutes
+      from service.webhook_endpoints where id = ${endpointId}`
+    expect(minutes).toBe(90)
+
+    const before = await w.db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${endpointId}`
+    for (const [overlap, message] of [
+      ["8d", "error: overlap may be at most 7d (168h): the old secret signs for a week at the most; got \"8d\"\n"],
+      ["a while", "error: overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none (at most 7d); got \"a while\"\n"]
+    ] as const) {
+      const bad = await cli("endpoints", "rotate-secret", endpointId, "--overlap", overlap, "--as", admin, "--json")
+      expect(bad.code, overlap).toBe(1)
+      expect(bad.stderr, overlap).toBe(message)
+      expect(bad.stdout, overlap).toBe("")
+    }
+    expect(await w.db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${endpointId}`).toEqual(before)
+
+    const none = await cli("endpoints", "rotate-secret", endpointId, "--overlap", "0", "--as", admin)
+    expect(none.code).toBe(0)
+    expect(none.stdout).toContain("The old secret no longer signs anything.")
+    expect(/whsec_\S+/.exec(none.stdout)![0]).not.toBe(secret)
+    expect(await w.db.sql`select previous_secret, previous_secret_expires_at from service.webhook_endpoints where id = ${endpointId}`).toEqual([
+      { previous_secret: null, previous_secret_expires_at: null }
+    ])
   })
 
   it("subscriptions list, disable and delete those keys made through the API", async () => {

@@ -650,6 +650,11 @@ describe("read API", () => {
       expect(a.status).toBe(200)
       expect(a.headers.get("content-type")).toMatch(/text\/html/)
       expect(a.text).toContain("Safety Records API")
+      // Scalar's bundle inline, the document as its content; the second answer is the same page.
+      expect(a.text).toContain("window.Scalar.createApiReference")
+      expect(a.text).toContain('"openapi":"3.1')
+      const again = await request(server.url, "/docs")
+      expect(again.text).toBe(a.text)
     })
     it("every answer of this suite matched the document", () => {
       // the checked client threw on any mismatch; here: it saw every kind of answer

@@ -44,7 +44,7 @@ describe("a destination that changes while its deliveries wait for a send slot",
     const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "rotate", url: s.w.receiver.url("/rotate"), events: ["incident.created"] })
     s.engine = await slowEngine()
     await threeQueued("/rotate")
-    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id })
+    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" }) // no overlap: the old secret stops at once
     await waitFor(() => at(s.w.receiver, "/rotate").length === 3, "all three")
     const [first, ...later] = at(s.w.receiver, "/rotate")
     const verify = (r: typeof first, secret: string) => Stripe.webhooks.constructEvent(r!.body, String(r!.headers["service-signature"]), secret)

@@ -302,7 +302,7 @@ describe("secret rotation", () => {
     s.engine = await startEngine(s.w.deps, { retrySchedule: "400ms" })
     await insertIncident(s.w.db.sql, s.w.company.id)
     await waitFor(() => at(s.w.receiver, "/rot").length === 1, "first attempt")
-    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id })
+    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" }) // no overlap: the old secret stops at once
     expect(rotated.secret).toMatch(/^whsec_/)
     expect(rotated.secret).not.toBe(e.secret)
     s.w.receiver.reply("/rot", { status: 200 })

@@ -52,6 +52,7 @@ const claimed = (over: Partial<Claimed> = {}): Claimed => ({
   keyId: null,
   url: "https://example.com/",
   secret: Buffer.alloc(0),
+  previousSecret: null,
   origin: "example.com",
   eventCreatedAt: "2026-01-01T00:00:00.000Z",
   payload: "{}",

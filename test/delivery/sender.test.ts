@@ -203,6 +203,25 @@ describe("delivery request", () => {
     expect(verify(header, message.body, secret, 300, 1_800_000_200)).toMatchObject({ ok: true, timestamp: 1_800_000_123 })
   })
 
+  it("signs with the previous secret too when given one (a rotation's overlap), the current one first; not when it is null", async () => {
+    const previous = newSecret()
+    const r = await send({ url: receiver.url("/overlap"), secret, previousSecret: previous }, message, opts())
+    expect(r.ok).toBe(true)
+    const req = receiver.requests.at(-1)!
+    const header = String(req.headers["service-signature"])
+    expect(header).toMatch(/^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/)
+    expect(String(req.headers["webhook-signature"])).toMatch(/^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/)
+    for (const s of [secret, previous]) expect(verify(header, req.body, s)).toMatchObject({ ok: true })
+    const [first] = header.split(",").slice(1)
+    expect(verify(`${header.split(",")[0]},${first}`, req.body, secret)).toMatchObject({ ok: true })
+    expect(verify(header, req.body, newSecret())).toMatchObject({ ok: false })
+
+    await send({ url: receiver.url("/overlap"), secret, previousSecret: null }, message, opts())
+    const alone = receiver.requests.at(-1)!
+    expect(String(alone.headers["service-signature"])).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/)
+    expect(verify(String(alone.headers["service-signature"]), alone.body, previous)).toMatchObject({ ok: false })
+  })
+
   it("sends byte bodies untouched", async () => {
     const bytes = Uint8Array.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xe2, 0x9c, 0x93, 0x22, 0x7d, 0x0a])
     const r = await send({ url: receiver.url("/bytes"), secret }, { ...message, body: bytes }, opts())

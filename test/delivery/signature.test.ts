@@ -3,7 +3,8 @@ import { Webhook as StandardWebhook } from "standardwebhooks"
 import Stripe from "stripe"
 import { Webhook as SvixWebhook } from "svix"
 import { describe, expect, it } from "vitest"
-import { newSecret, sign, standardHeaders, verify } from "../../src/delivery/signature.ts"
+import { newSecret, sign, signedHeaders, standardHeaders, verify } from "../../src/delivery/signature.ts"
+import { verifyWebhook } from "../../client/src/index.ts"
 
 const body = JSON.stringify({ id: "dlv_1", event: "incident.created", createdAt: "2026-11-22T00:00:00.000Z", data: { id: "inc_1", note: "café ✓" } })
 
@@ -65,5 +66,61 @@ describe("signature", () => {
     expect(new StandardWebhook(secret).verify(body, now)).toMatchObject({ id: "dlv_1", event: "incident.created" })
     expect(() => new SvixWebhook(secret).verify(body, now)).not.toThrow()
     expect(() => standardHeaders(secret, "dlv_1", 1.5, body)).toThrow(RangeError)
+  })
+
+  // Rotation with overlap (issue 15.5): the current secret and the previous one, in that order.
+  describe("several secrets", () => {
+    const current = newSecret()
+    const previous = newSecret()
+    const t = 1_700_000_000
+    const hex = (secret: string) => createHmac("sha256", secret).update(`${t}.${body}`).digest("hex")
+    const b64 = (secret: string) => createHmac("sha256", Buffer.from(secret.slice(6), "base64")).update(`dlv_1.${t}.${body}`).digest("base64")
+
+    it.each([
+      ["one secret as a string", current, `t=${t},v1=${hex(current)}`, `v1,${b64(current)}`],
+      ["one secret in a list", [current], `t=${t},v1=${hex(current)}`, `v1,${b64(current)}`],
+      ["current and previous", [current, previous], `t=${t},v1=${hex(current)},v1=${hex(previous)}`, `v1,${b64(current)} v1,${b64(previous)}`],
+      ["the order given", [previous, current], `t=${t},v1=${hex(previous)},v1=${hex(current)}`, `v1,${b64(previous)} v1,${b64(current)}`]
+    ] as const)("%s: Service-Signature and webhook-signature carry one v1 per secret", (_name, secrets, service, standard) => {
+      expect(sign(secrets, t, body)).toBe(service)
+      expect(standardHeaders(secrets, "dlv_1", t, body)["webhook-signature"]).toBe(standard)
+      expect(signedHeaders(secrets, "dlv_1", t, body)).toEqual({
+        "service-delivery": "dlv_1",
+        "service-signature": service,
+        "webhook-id": "dlv_1",
+        "webhook-timestamp": String(t),
+        "webhook-signature": standard
+      })
+    })
+
+    it("no secret at all is a bug, not an unsigned delivery", () => {
+      expect(() => sign([], t, body)).toThrow(RangeError)
+      expect(() => standardHeaders([], "dlv_1", t, body)).toThrow(RangeError)
+      expect(() => signedHeaders([], "dlv_1", t, body)).toThrow(RangeError)
+    })
+
+    it("every verifier accepts the delivery with either secret, and refuses a third", () => {
+      const now = Math.floor(Date.now() / 1000)
+      const headers = signedHeaders([current, previous], "dlv_1", now, body)
+      const other = newSecret()
+      for (const [secret, ok] of [[current, true], [previous, true], [other, false]] as const) {
+        const standard = () => new StandardWebhook(secret.slice(6)).verify(body, headers)
+        const svix = () => new SvixWebhook(secret).verify(body, headers)
+        const stripe = () => Stripe.webhooks.constructEvent(Buffer.from(body), headers["service-signature"]!, secret)
+        const client = () => verifyWebhook(body, headers, secret)
+        const clientStandard = () => verifyWebhook(body, { ...headers, "service-signature": "" }, secret)
+        const clientService = () => verifyWebhook(body, { "service-signature": headers["service-signature"]! }, secret)
+        for (const check of [standard, svix, stripe, client, clientStandard, clientService]) {
+          if (ok) expect(check).not.toThrow()
+          else expect(check).toThrow()
+        }
+        expect(verify(headers["service-signature"]!, body, secret, 300, now)).toEqual(ok ? { ok: true, timestamp: now } : { ok: false, reason: "signature does not match" })
+      }
+      // A changed body verifies with neither.
+      for (const secret of [current, previous]) {
+        expect(() => new StandardWebhook(secret.slice(6)).verify(body + " ", headers)).toThrow()
+        expect(verify(headers["service-signature"]!, body + " ", secret, 300, now).ok).toBe(false)
+      }
+    })
   })
 })

@@ -1,6 +1,7 @@
 // The admin HTTP API's routes, its OpenAPI document and docs page.
 import { Layer } from "effect"
-import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { HttpApiBuilder } from "effect/http-api"
+import { docsPage } from "../../http/docs-page.ts"
 import { routesOf, type KnownRoute } from "../../api/fallback.ts"
 import { ADMIN_WEB_ROUTES } from "../web/paths.ts"
 import { ADMIN_DOCS_PATH, ADMIN_OPENAPI_PATH, AdminApi } from "./definition.ts"
@@ -17,7 +18,7 @@ export const AdminRoutesFor = Layer.mergeAll(
     Layer.provide([WebhooksHandlers, ReplaysHandlers]),
     Layer.provide([AdminAuthLive, AdminRequestErrorsLive])
   ),
-  HttpApiScalar.layer(AdminApi, { path: ADMIN_DOCS_PATH })
+  docsPage(AdminApi, ADMIN_DOCS_PATH)
 )
 
 export const adminKnownRoutes: ReadonlyArray<KnownRoute> = [

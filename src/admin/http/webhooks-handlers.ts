@@ -41,10 +41,10 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
           return yield* w.updateEndpoint(actorOf(a), { id: params.id, companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
         }).pipe(Effect.mapError(webhookErrorToHttp))
       )
-      .handle("rotateSecret", ({ params }) =>
+      .handle("rotateSecret", ({ params, payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.rotateEndpointSecret(actorOf(a), { id: params.id, companyId: a.companyId })
+          return yield* w.rotateEndpointSecret(actorOf(a), { id: params.id, companyId: a.companyId, overlap: payload?.overlap })
         }).pipe(Effect.mapError(webhookErrorToHttp))
       )
       .handle("deleteEndpoint", ({ params }) =>

@@ -27,7 +27,10 @@ export const EndpointInfo = Schema.Struct({
   createdAt: Timestamp,
   createdBy: Schema.NullOr(Schema.String),
   updatedAt: Timestamp,
-  secretRotatedAt: Schema.NullOr(Timestamp)
+  secretRotatedAt: Schema.NullOr(Timestamp),
+  previousSecretExpiresAt: Schema.NullOr(Timestamp).annotate({
+    description: "Until when the secret the last rotation replaced still signs deliveries beside the current one; null when it no longer does"
+  })
 }).annotate({ identifier: "WebhookEndpoint" })
 
 export const EnabledEndpoint = Schema.Struct({
@@ -64,9 +67,22 @@ export const UpdateEndpoint = Schema.Struct({
   events: Schema.optional(Events)
 }).annotate({ identifier: "UpdateWebhookEndpoint" })
 
+export const RotateSecret = Schema.Struct({
+  overlap: Schema.optional(
+    Schema.String.annotate({
+      description:
+        "How long the old secret keeps signing deliveries beside the new one, so the receiver can switch when it likes: e.g. 24h (the default), 90m, 7d (the most), 3600s, 1h30m, or 0 for none",
+      examples: ["24h", "0"]
+    })
+  )
+}).annotate({ identifier: "RotateWebhookSecret" })
+
 export const RotatedSecret = Schema.Struct({
   id: Schema.String,
-  secret: Schema.String.annotate({ description: "The new signing secret: shown this once; deliveries are signed with it at once" })
+  secret: Schema.String.annotate({ description: "The new signing secret: shown this once; deliveries are signed with it at once" }),
+  previousSecretExpiresAt: Schema.NullOr(Timestamp).annotate({
+    description: "Until when the old secret still signs every delivery beside the new one (two v1 signatures in each header); null with no overlap"
+  })
 }).annotate({ identifier: "RotatedWebhookSecret" })
 
 export const PingInfo = Schema.Struct({
@@ -185,7 +201,20 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       success: EndpointInfo,
       error: [BadRequest, Forbidden, NotFound, Conflict]
     }),
-    HttpApiEndpoint.post("rotateSecret", `${PREFIX}/endpoints/:id/rotate-secret`, { params: IdParam, success: RotatedSecret, error: [NotFound, Conflict] }),
+    HttpApiEndpoint.post("rotateSecret", `${PREFIX}/endpoints/:id/rotate-secret`, {
+      params: IdParam,
+      // The body may be left out (it is then null): the default overlap (24h) applies.
+      payload: [RotateSecret, Schema.Null],
+      success: RotatedSecret,
+      error: [BadRequest, NotFound, Conflict]
+    }).annotateMerge(
+      OpenApi.annotations({
+        description:
+          "A new signing secret, shown this once; deliveries are signed with it at once. Until the overlap ends (24h unless the body says otherwise, at most 7d) they are signed with the old secret too, so the receiver switches when it likes.",
+        // The body may be left out.
+        transform: (op) => (op.requestBody === undefined ? op : { ...op, requestBody: { ...op.requestBody, required: false } })
+      })
+    ),
     HttpApiEndpoint.delete("deleteEndpoint", `${PREFIX}/endpoints/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [NotFound, Conflict] }),
     HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, { params: IdParam, success: EnabledEndpoint, error: [Forbidden, NotFound, Conflict] }).annotateMerge(
       OpenApi.annotations({ description: "Turn On: the endpoint receives deliveries again; replayWhatFailed offers the replay of what it missed." })

@@ -10,10 +10,11 @@ import type { DeliveryView } from "../../webhooks/deliveries.ts"
 import { endpointHealth, SWITCH_OFF_AT, type EndpointView } from "../../webhooks/endpoints.ts"
 import type { ReplayView } from "../../operations/replays.ts"
 import type { SubscriptionView } from "../../webhooks/subscriptions.ts"
+import { DEFAULT_OVERLAP } from "../../webhooks/overlap.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import { actorOf } from "../http/webhooks-handlers.ts"
 import { attr, html, type Html } from "./html.ts"
-import { csrfField, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
+import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
 import { pendingOffer, recentReplays, replayOfferBox, replaysTable, type ReplayOfferInfo } from "./replays.ts"
 import { signedIn, signedInForm } from "./request.ts"
@@ -208,7 +209,13 @@ const endpointPage = (
   e: EndpointView,
   deliveries: ReadonlyArray<DeliveryView>,
   replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOfferInfo | null },
-  options: { readonly form?: EndpointForm; readonly error?: string; readonly secret?: string } = {}
+  options: {
+    readonly form?: EndpointForm
+    readonly error?: string
+    readonly secret?: string
+    /** A refused rotation: what was typed as the overlap, and why. */
+    readonly rotate?: { readonly overlap: string; readonly error: string }
+  } = {}
 ): Html =>
   page({
     title: `Endpoint "${e.name}"`,
@@ -221,7 +228,11 @@ ${
         id: "new-secret",
         label: "New signing secret",
         secret: options.secret,
-        warning: "Deliveries are signed with it from now on. This is the only time it is shown."
+        warning: `Deliveries are signed with it from now on. This is the only time it is shown.${
+          e.previousSecretExpiresAt === null
+            ? " The old secret no longer signs anything."
+            : ` Until ${formatDate(e.previousSecretExpiresAt)} they are signed with the old secret too, so the receiver keeps verifying them until it is given this one.`
+        }`
       })
     : ""
 }
@@ -243,17 +254,24 @@ ${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""
   <dt>State</dt><dd>${stateOf(e)}${e.consecutiveFailures > 0 && endpointHealth(e) === "ok" ? html` <span class="muted">${e.consecutiveFailures} failed deliveries in a row (${SWITCH_OFF_AT} switch it off)</span>` : ""}</dd>
   <dt>Made</dt><dd>${e.createdBy ?? ""} ${when(e.createdAt)}</dd>
   <dt>Secret rotated</dt><dd>${when(e.secretRotatedAt)}</dd>
+  ${e.previousSecretExpiresAt === null ? "" : html`<dt>Old secret signs until</dt><dd>${when(e.previousSecretExpiresAt)} <span class="muted">(beside the current one)</span></dd>`}
 </dl>
 <div class="actions">
   ${postButton(session, pathFor(PATHS.endpointTest, e.id), "Send test event", { style: "primary" })}
-  ${postButton(session, pathFor(PATHS.endpointRotate, e.id), "Rotate secret", {
-    confirm: "Rotate the signing secret? Deliveries are signed with the new one at once; the receiver must be given it."
-  })}
   ${postButton(session, pathFor(PATHS.endpointDelete, e.id), "Delete endpoint", {
     style: "danger",
     confirm: `Delete the endpoint "${e.name}" and its delivery log? Pending deliveries go with it. This cannot be undone.`
   })}
 </div>
+<form method="post" action="${pathFor(PATHS.endpointRotate, e.id)}" class="card" id="rotate-secret" aria-labelledby="rotate-secret-title" data-confirm="Rotate the signing secret? Deliveries are signed with the new one at once; the receiver must be given it.">
+  ${csrfField(session)}
+  <h2 id="rotate-secret-title">Rotate the signing secret</h2>
+  ${formError("rotate-secret-error", options.rotate?.error)}
+  <label for="rotate-overlap">Old secret keeps signing for</label>
+  <input type="text" id="rotate-overlap" name="overlap" required value="${options.rotate?.overlap ?? DEFAULT_OVERLAP}" aria-describedby="rotate-overlap-hint" spellcheck="false" autocomplete="off">
+  <p class="hint" id="rotate-overlap-hint">Until then every delivery is signed with the new secret and the old one, so the receiver can switch when it likes. E.g. 24h, 90m, 7d (the most), or 0 to stop the old secret at once.</p>
+  <div class="actions"><button type="submit" class="secondary">Rotate secret</button></div>
+</form>
 <h2>Last 25 deliveries</h2>
 ${deliveriesTable(session, e.id, deliveries)}
 <section aria-labelledby="endpoint-replays-title" id="endpoint-replays">
@@ -356,12 +374,16 @@ export const WebhooksRoutes = Layer.mergeAll(
   HttpRouter.add(
     "POST",
     PATHS.endpointRotate,
-    signedInForm((session, _body, params) =>
+    signedInForm((session, body, params) =>
       Effect.gen(function* () {
         const w = yield* Webhooks
         const id = idOf(params)
-        const rotated = yield* Effect.result(w.rotateEndpointSecret(actorOf(session.actor), { id, companyId: session.actor.companyId }))
-        if (rotated._tag === "Failure") return notFoundPage(rotated.failure.message)
+        const overlap = body.get("overlap") ?? DEFAULT_OVERLAP
+        const rotated = yield* Effect.result(w.rotateEndpointSecret(actorOf(session.actor), { id, companyId: session.actor.companyId, overlap }))
+        if (rotated._tag === "Failure") {
+          if (rotated.failure.status === 404) return notFoundPage(rotated.failure.message)
+          return yield* showEndpoint(session, id, { rotate: { overlap, error: rotated.failure.message }, status: rotated.failure.status })
+        }
         return yield* showEndpoint(session, id, { secret: rotated.success.secret })
       })
     )

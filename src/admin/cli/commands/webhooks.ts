@@ -7,6 +7,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import type { Actor as WebhookActor } from "../../../webhooks/context.ts"
 import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
 import { ACTIVITY_FILTERS } from "../../http/webhooks.ts"
+import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../identity.ts"
@@ -130,15 +131,48 @@ const onEndpoint = <E, R>(
     )
   ).pipe(Command.withDescription(description))
 
-const rotateSecret = onEndpoint(
+const rotateSecret = Command.make(
   "rotate-secret",
-  "Give an endpoint a new signing secret (shown once); new deliveries use it at once",
-  (w, actor, ref, asJson) =>
-    Effect.flatMap(w.rotateEndpointSecret(actor, ref), (r) =>
-      output(asJson, { id: r.id, secret: r.secret }, () =>
-        [`New signing secret of endpoint ${r.id}; deliveries are signed with it from now on. It is shown this once:`, "", `  ${r.secret}`, ""].join("\n")
-      )
+  {
+    id: idArg("The endpoint's id"),
+    overlap: Flag.String("overlap").pipe(
+      Flag.withDescription(
+        `How long the old secret keeps signing every delivery beside the new one, so the receiver can switch when it likes: e.g. ${DEFAULT_OVERLAP} (the default), 90m, 7d (the most), 3600s, 1h30m, or 0 for none`
+      ),
+      Flag.optional
+    ),
+    company: companyOptional,
+    as: asRequired,
+    json
+  },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, args.company)
+        const r = yield* w.rotateEndpointSecret(actorOf(actor), { id: args.id, companyId: actor.companyId, overlap: Option.getOrUndefined(args.overlap) })
+        yield* output(args.json, r, () =>
+          [
+            `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
+            r.previousSecretExpiresAt === null
+              ? "The old secret no longer signs anything."
+              : `Until ${when(r.previousSecretExpiresAt)} they are signed with the old secret too (two v1 signatures in each header): give the receiver the new one before then.`,
+            "The new secret is shown this once:",
+            "",
+            `  ${r.secret}`,
+            ""
+          ].join("\n")
+        )
+      })
     )
+).pipe(
+  Command.withDescription(
+    `Give an endpoint a new signing secret (shown once); new deliveries use it at once, and the old one signs beside it for the overlap (--overlap, ${DEFAULT_OVERLAP} unless told)`
+  ),
+  Command.withExamples([
+    { command: "endpoints rotate-secret <id> --as admin@acme.example", description: `The old secret signs beside the new one for ${DEFAULT_OVERLAP}` },
+    { command: "endpoints rotate-secret <id> --overlap 0 --as admin@acme.example --json", description: "The old secret stops signing at once (e.g. it leaked)" }
+  ])
 )
 
 const remove = onEndpoint("delete", "Delete an endpoint and its pending deliveries", (w, actor, ref, asJson) =>
