@@ -65,6 +65,9 @@ export const SeedConfig = Config.all({
   demo: Config.Boolean("SEED_DEMO").pipe(Config.withDefault(true))
 })
 
+/** REPLAY_RATE: deliveries per second a replay sends to one destination (src/operations/replay-lane.ts checks it). */
+export const ReplayRateConfig = Config.String("REPLAY_RATE").pipe(Config.withDefault("10"))
+
 export const WebhookConfig = Config.all({
   retrySchedule: Config.String("WEBHOOK_RETRY_SCHEDULE").pipe(Config.withDefault(DEFAULT_RETRY_SCHEDULE)),
   allowedNetworks: Config.String("WEBHOOK_ALLOWED_NETWORKS").pipe(Config.withDefault("")),

@@ -18,6 +18,7 @@ import { createServiceServer, ROUTER_CONFIG } from "./http/node-server.ts"
 import { LoggingLive, writeLog } from "./logging.ts"
 import { ObservabilityRoutes, RequestSpanNames } from "./observability/http.ts"
 import { MetricsLive } from "./observability/metrics.ts"
+import { ReplayLaneLive, ReplayRateLive } from "./operations/replay-lane.ts"
 import { TracingLive } from "./observability/tracing.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
@@ -51,7 +52,8 @@ export const MainLive = Layer.unwrap(
     const roles = yield* loadServiceRoles
     // Typed as providing nothing: what reads them asks whether they run here.
     const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture") ? CaptureLive : Layer.empty
-    const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery") ? DeliveryLive : Layer.empty
+    // Replays go through their own lane beside the engine, at REPLAY_RATE per destination.
+    const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery") ? Layer.mergeAll(DeliveryLive, ReplayLaneLive) : Layer.empty
     const settings: Layer.Layer<never, unknown, Database.Database> = roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
     yield* Effect.logInfo("service roles", { roles })
     return httpFor(roles).pipe(
@@ -61,6 +63,7 @@ export const MainLive = Layer.unwrap(
       Layer.provideMerge(settings),
       Layer.provideMerge(Database.serviceLayer),
       Layer.provideMerge(MetricsLive),
+      Layer.provideMerge(ReplayRateLive),
       Layer.provideMerge(serviceRolesLayer(roles))
     )
   })

@@ -376,7 +376,17 @@ export const makeEngine = (options: EngineOptions) =>
           }
           stats.switchedOff += r.switchedOff.length
           stats.subscriptionsGone += r.deletedSubscriptions.length
-          for (const id of r.switchedOff) yield* Effect.logWarning("webhook endpoint switched off", { endpointId: id })
+          // Issue 16.7: one greppable line per switch-off, with the reason the activity log has.
+          if (r.switchedOff.length > 0) {
+            const off = yield* db(() =>
+              sql<{ id: string; company_id: string; disabled_reason: string | null }[]>`
+                select id::text, company_id::text, disabled_reason from service.webhook_endpoints where id = any(${[...r.switchedOff]}::uuid[])`
+            ).pipe(Effect.orElseSucceed(() => []))
+            const why = new Map(off.map((e) => [e.id, e]))
+            for (const id of r.switchedOff) {
+              yield* Effect.logWarning("webhook endpoint switched off", { endpointId: id, companyId: why.get(id)?.company_id ?? null, reason: why.get(id)?.disabled_reason ?? null })
+            }
+          }
           for (const id of r.deletedSubscriptions) yield* Effect.logInfo("subscription deleted: its receiver answered 410", { subscriptionId: id })
         }
         leasedTotal -= batch.length

@@ -50,6 +50,8 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     // the database, as every process sees it (the same figure in each: aggregate with max)
     oldestPendingDelivery: registry.gauge("srs_deliveries_oldest_pending_seconds", "Age of the oldest pending delivery (created, not yet delivered nor given up), 0 when none; read from the database"),
     endpointsOff: registry.gauge("srs_endpoints_off", "Webhook endpoints switched off now (not enabled); read from the database"),
+    replaysRunning: registry.gauge("srs_replays_running", "Replays being sent now (admin API, pages or CLI); read from the database"),
+    replayRemaining: registry.gauge("srs_replay_remaining_deliveries", "Deliveries running replays have still to send, all replays together; read from the database"),
     // HTTP
     httpRequests: registry.counter("srs_http_requests_total", "HTTP requests answered, by method, route pattern and status", ["method", "route", "status"]),
     httpSeconds: registry.histogram("srs_http_request_duration_seconds", "Time to answer an HTTP request, by route pattern", ["method", "route"], REQUEST_BUCKETS),
@@ -121,16 +123,21 @@ export const collectDelivery = (m: ServiceMetrics, stats: () => Promise<EngineSt
 
 /**
  * What every process reads from the database, whatever it runs: deliveries waiting (the
- * oldest pending one's age: the due index holds only pending rows) and endpoints switched off.
+ * oldest pending one's age: the due index holds only pending rows), endpoints switched off,
+ * and replays running with what they have still to send.
  */
 export const collectDatabase = (m: ServiceMetrics, sql: Sql) =>
   m.registry.collect(async () => {
-    const [r] = await sql<{ oldest: number | null; off: number }[]>`
+    const [r] = await sql<{ oldest: number | null; off: number; replays: number; remaining: number }[]>`
       select
         (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
-        (select count(*)::int from service.webhook_endpoints where not enabled) as off`
+        (select count(*)::int from service.webhook_endpoints where not enabled) as off,
+        (select count(*)::int from service.webhook_replays where state = 'running') as replays,
+        (select coalesce(sum(greatest(0, total - sent - skipped - restored)), 0)::int from service.webhook_replays where state = 'running') as remaining`
     m.oldestPendingDelivery.set(Math.max(0, r!.oldest ?? 0))
     m.endpointsOff.set(r!.off)
+    m.replaysRunning.set(r!.replays)
+    m.replayRemaining.set(r!.remaining)
   })
 
 export class Metrics extends Context.Service<Metrics, ServiceMetrics>()("service/Metrics") {}

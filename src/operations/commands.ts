@@ -37,7 +37,11 @@ const parseDate = (flag: string, value: Option.Option<string>) => {
 
 const replaySummaryText = (s: ReplaySummary) =>
   [
-    `${s.dryRun ? "Dry run: would replay" : "Replayed"} to ${s.destination.kind} ${s.destination.id} (${s.destination.url})`,
+    s.dryRun
+      ? `Dry run: would replay to ${s.destination.kind} ${s.destination.id} (${s.destination.url})`
+      : s.replayId !== null
+        ? `Replay ${s.replayId} queued to ${s.destination.kind} ${s.destination.id} (${s.destination.url})`
+        : `Nothing to replay to ${s.destination.kind} ${s.destination.id} (${s.destination.url})`,
     `  events:    ${s.events.join(", ")}`,
     `  range:     ${when(s.since)} to ${when(s.until)}${s.failedOnly ? ", only those never delivered successfully" : ""}`,
     `  matched:   ${s.matched}`,
@@ -45,9 +49,12 @@ const replaySummaryText = (s: ReplaySummary) =>
     `  ${s.dryRun ? "to create:" : "new:      "} ${s.created} new deliveries (events this ${s.destination.kind} never had)`,
     ...(s.failedOnly ? [`  skipped:   ${s.skippedDelivered} already delivered`] : []),
     ...(s.skippedInFlight > 0 ? [`  in flight: ${s.skippedInFlight} being attempted right now (left alone)`] : []),
+    ...(s.replayId !== null
+      ? [`  the service sends them at REPLAY_RATE per destination, behind live deliveries; follow it with \`status\` or the admin pages`]
+      : []),
     ...(s.destination.on
       ? []
-      : [`  note: the ${s.destination.kind} is ${s.destination.kind === "endpoint" ? "switched off" : "turned off"}; its deliveries wait until it is turned on`])
+      : [`  note: the ${s.destination.kind} is ${s.destination.kind === "endpoint" ? "switched off" : "turned off"}; the replay waits until it is turned on`])
   ].join("\n")
 
 export const replayCommand = Command.make(
@@ -71,7 +78,8 @@ export const replayCommand = Command.make(
         const events = Option.isSome(args.event) ? args.event.value.split(",").map((e) => e.trim()).filter((e) => e !== "") : undefined
         const bar = progressBar("replaying")
         // An operator's action, told in the log's own shape on stderr (stdout is the answer):
-        // one line as it starts, one as it ends, each greppable by its message.
+        // one line once the replay is made (the service that sends it logs `replay finished`),
+        // or once a dry run has counted; each greppable by its message.
         const t0 = Date.now()
         const asked = {
           endpointId: Option.getOrNull(args.endpoint),
@@ -83,7 +91,6 @@ export const replayCommand = Command.make(
           dryRun: args.dryRun,
           as: Option.getOrNull(args.as)
         }
-        writeLog("info", "replay started", asked, process.stderr)
         const summary = yield* withSql(async (sql) => {
           let actor: Actor = SYSTEM
           if (Option.isSome(args.as)) {
@@ -107,20 +114,27 @@ export const replayCommand = Command.make(
               dryRun: args.dryRun,
               actor
             },
-            (p) => bar.update(p.done, p.total)
+            (p) => bar.update(p.done, p.total, "queueing")
           ).finally(bar.done)
         }).pipe(Effect.tapCause((cause) => Effect.sync(() => writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr))))
         writeLog(
           "info",
-          "replay finished",
+          summary.dryRun ? "replay dry run" : summary.replayId !== null ? "replay started" : "replay: nothing to send",
           {
+            replayId: summary.replayId,
             destination: { kind: summary.destination.kind, id: summary.destination.id },
+            since: summary.since,
+            until: summary.until,
+            events: summary.events,
+            failedOnly: summary.failedOnly,
             dryRun: summary.dryRun,
             matched: summary.matched,
             resent: summary.resent,
             created: summary.created,
             skippedDelivered: summary.skippedDelivered,
             skippedInFlight: summary.skippedInFlight,
+            source: "cli",
+            as: asked.as,
             ms: Date.now() - t0
           },
           process.stderr
@@ -130,7 +144,7 @@ export const replayCommand = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "Send a destination's events again after an outage. An event keeps its delivery id when this destination had one (receivers drop repeats); events it never got get new deliveries."
+    "Send a destination's events again after an outage, as a replay the service sends at REPLAY_RATE per destination behind live deliveries (follow it with status, cancel it from the admin API or pages). An event keeps its delivery id when this destination had one (receivers drop repeats); events it never got get new deliveries."
   ),
   Command.withExamples([
     { command: "replay --endpoint 6f1c... --failed", description: "Everything the endpoint missed since it was made" },
@@ -194,6 +208,15 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
   if (s.endpointsSwitchedOff.length > 0) {
     lines.push(table(["ID", "NAME", "URL", "SINCE", "HELD", "WHY"], s.endpointsSwitchedOff.map((e) => [e.id, e.name, e.url, when(e.disabledAt), String(e.held), e.reason ?? "-"])))
   }
+  lines.push("", `Replays running: ${s.replays.length}`)
+  if (s.replays.length > 0) {
+    lines.push(
+      table(
+        ["ID", "DESTINATION", "SENT", "QUEUED", "REMAINING", "SINCE", "WAITING"],
+        s.replays.map((r) => [r.id, `${r.destination.kind} ${r.destination.id}`, String(r.progress.sent), String(r.progress.queued), String(r.progress.remaining), when(r.createdAt), r.waiting ?? "-"])
+      )
+    )
+  }
   lines.push("", `Keys expiring within ${KEY_EXPIRY_WARNING_DAYS} days: ${s.keysNearExpiry.length}`)
   if (s.keysNearExpiry.length > 0) {
     lines.push(table(["ID", "NAME", "COMPANY", "EXPIRES", "SUBSCRIPTIONS"], s.keysNearExpiry.map((k) => [k.id, k.name, k.companyId, when(k.expiresAt), String(k.subscriptions)])))
@@ -243,6 +266,6 @@ export const statusCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, no capture leader, endpoints switched off), 2 broken (the slot lost, the database down)"
+    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, no capture leader, endpoints switched off), 2 broken (the slot lost, the database down)"
   )
 )

@@ -4,16 +4,23 @@
 // and receivers recognise it as a repeat; an event it never got (e.g. while the endpoint
 // was switched off: fan-out skips endpoints that are off) gets a new delivery.
 //
-// Existing rows are reset to pending, due now, in event order; the engine then treats them
-// like any delivery: held while the destination is off, attempted at once otherwise. A row
-// that had used up its attempts gets one more (the schedule is not restarted, so a replay
-// to a receiver still down counts toward switching the endpoint off again, as it should).
+// A replay is a stored job (service.webhook_replays, sql/019), made by the CLI, the admin
+// API or the admin pages alike: making it plans which events go again, in event order, and
+// changes no delivery. The replay lane (replay-lane.ts) hands them to the engine at
+// REPLAY_RATE per destination, so live deliveries never queue behind a replay; there a
+// delivery is reset to pending with its own id (or made), and treated like any other: held
+// while the destination is off, attempted at once otherwise. A row that had used up its
+// attempts gets one more (the schedule is not restarted, so a replay to a receiver still
+// down counts toward switching the endpoint off again, as it should). A dry run counts the
+// same plan and stores nothing.
 import type { Sql } from "postgres"
 import { invalid, notFound } from "../admin/errors.ts"
 import { isEventKind } from "../domain/event-kinds.ts"
-import { DELIVERIES_CHANNEL } from "../delivery/channels.ts"
 import { originOf } from "../delivery/queries.ts"
 import { writeActivity, type Actor } from "../webhooks/context.ts"
+import { REPLAYS_CHANNEL } from "./replays.ts"
+
+export type ReplaySource = "api" | "pages" | "cli"
 
 export interface ReplayInput {
   readonly endpointId?: string | undefined
@@ -28,6 +35,10 @@ export interface ReplayInput {
   readonly failedOnly: boolean
   readonly dryRun: boolean
   readonly actor: Actor
+  /** Only a destination of this company (the admin API and pages): another's is not found. */
+  readonly companyId?: string | undefined
+  /** Who made it: the admin API, the pages or the CLI (default). */
+  readonly source?: ReplaySource | undefined
 }
 
 export interface ReplayDestination {
@@ -36,7 +47,7 @@ export interface ReplayDestination {
   readonly companyId: string
   readonly url: string
   readonly events: ReadonlyArray<string>
-  /** Endpoint on / subscription active: false means replayed deliveries wait (held) until it is. */
+  /** Endpoint on / subscription active: false means the replay waits until it is. */
   readonly on: boolean
   readonly createdAt: string
   /** host:port, as the engine groups deliveries per receiver. */
@@ -44,6 +55,8 @@ export interface ReplayDestination {
 }
 
 export interface ReplaySummary {
+  /** The stored replay that sends them (null for a dry run, or when there is nothing to send). */
+  readonly replayId: string | null
   readonly destination: ReplayDestination
   readonly since: string
   readonly until: string
@@ -52,7 +65,7 @@ export interface ReplaySummary {
   readonly dryRun: boolean
   /** Events of the destination's company and kinds in the range. */
   readonly matched: number
-  /** Existing deliveries sent again with their own id (dry run: that would be). */
+  /** Existing deliveries to send again with their own id. */
   readonly resent: number
   /** Events the destination never had a delivery for: new deliveries. */
   readonly created: number
@@ -68,7 +81,7 @@ export interface ReplayProgress {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-const CHUNK = 500
+const CHUNK = 2_000
 
 type Plan = { event_id: string; delivery_id: string | null; state: string | null; leased: boolean }
 
@@ -76,6 +89,7 @@ const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestin
   if ((input.endpointId === undefined) === (input.subscriptionId === undefined)) {
     throw invalid("name one destination: --endpoint <id> or --subscription <id>")
   }
+  const company = input.companyId?.toLowerCase()
   if (input.endpointId !== undefined) {
     const id = input.endpointId.trim().toLowerCase()
     if (!UUID.test(id)) throw notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
@@ -83,7 +97,7 @@ const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestin
       `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
       [id]
     )
-    if (!w) throw notFound(`no endpoint ${id}`)
+    if (!w || (company !== undefined && w.company_id !== company)) throw notFound(`no endpoint ${id}`)
     return { kind: "endpoint", id, companyId: w.company_id, url: w.url, events: w.events, on: w.enabled, createdAt: w.created_at.toISOString(), origin: w.origin }
   }
   const id = input.subscriptionId!.trim().toLowerCase()
@@ -92,7 +106,7 @@ const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestin
     `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
     [id]
   )
-  if (!s) throw notFound(`no subscription ${id}`)
+  if (!s || (company !== undefined && s.company_id !== company)) throw notFound(`no subscription ${id}`)
   return { kind: "subscription", id, companyId: s.company_id, url: s.url, events: [s.event], on: s.active, createdAt: s.created_at.toISOString(), origin: s.origin }
 }
 
@@ -122,72 +136,63 @@ const plan = async (sql: Sql, input: ReplayInput) => {
   return { destination, events, since, until, rows }
 }
 
+/**
+ * Counts (dry run) or makes a replay. Made, it is stored with its plan, one item per event
+ * to send in event order, and written to the activity log; the replay lane sends it.
+ * `onProgress` follows the writing of the items.
+ */
 export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: ReplayProgress) => void = () => {}): Promise<ReplaySummary> => {
   const { destination, events, since, until, rows } = await plan(sql, input)
   const delivered = rows.filter((r) => r.state === "succeeded" && !r.leased)
   const inFlight = rows.filter((r) => r.leased)
   const todo = rows.filter((r) => !r.leased && !(input.failedOnly && r.state === "succeeded"))
-  let resent = todo.filter((r) => r.delivery_id !== null).length
-  let created = todo.length - resent
-  let skippedInFlight = inFlight.length
+  const resent = todo.filter((r) => r.delivery_id !== null).length
+  const created = todo.length - resent
+  const skippedDelivered = input.failedOnly ? delivered.length : 0
+  let replayId: string | null = null
   if (!input.dryRun && todo.length > 0) {
-    resent = 0
-    created = 0
-    onProgress({ done: 0, total: todo.length })
-    const origin = destination.origin
-    const endpointId = destination.kind === "endpoint" ? destination.id : null
-    const subscriptionId = destination.kind === "subscription" ? destination.id : null
-    for (let i = 0; i < todo.length; i += CHUNK) {
-      // Each row's place in event order, so resent and new deliveries fall due in that order.
-      const chunk = todo.slice(i, i + CHUNK).map((r, k) => ({ ...r, at: i + k }))
-      const resets = chunk.filter((r) => r.delivery_id !== null)
-      const fresh = chunk.filter((r) => r.delivery_id === null)
-      await sql.begin(async (tx) => {
-        // Due now, a microsecond apart; a row leased meanwhile is left to its attempt.
-        if (resets.length > 0) {
-          const done = await tx`
-            update service.webhook_deliveries d set state = 'pending', next_attempt_at = now() + x.at * interval '1 microsecond',
-              manual = false, held_reason = null, finished_at = null, leased_by = null, lease_until = null
-            from unnest(${resets.map((r) => r.delivery_id!)}::uuid[], ${resets.map((r) => r.at)}::int[]) as x(id, at)
-            where d.id = x.id and (d.leased_by is null or d.lease_until < now())
-              and (${!input.failedOnly} or d.state <> 'succeeded')
-            returning d.id`
-          resent += done.count
-          skippedInFlight += resets.length - done.count
-        }
-        if (fresh.length > 0) {
-          // A row fan-out made meanwhile wins (one delivery per event and destination).
-          const made = await tx`
-            insert into service.webhook_deliveries (event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
-            select e.id, e.company_id, e.event, ${endpointId}::uuid, ${subscriptionId}::uuid, ${origin},
-              now() + x.at * interval '1 microsecond'
-            from unnest(${fresh.map((r) => r.event_id)}::uuid[], ${fresh.map((r) => r.at)}::int[]) as x(id, at)
-            join service.events e on e.id = x.id
-            on conflict do nothing
-            returning id`
-          created += made.count
-        }
-        await tx`select pg_notify(${DELIVERIES_CHANNEL}, '')`
-      })
-      onProgress({ done: Math.min(i + CHUNK, todo.length), total: todo.length })
-    }
-    await writeActivity(sql, {
-      companyId: destination.companyId,
-      actor: input.actor,
-      kind: "deliveries.replayed",
-      subjectId: destination.id,
-      details: {
-        destination: destination.kind,
-        since: since.toISOString(),
-        until: until.toISOString(),
-        events,
-        failedOnly: input.failedOnly,
-        resent,
-        created
+    const a = input.actor
+    replayId = await sql.begin(async (tx) => {
+      const [r] = await tx<{ id: string }[]>`
+        insert into service.webhook_replays (company_id, endpoint_id, subscription_id, since, until, events, failed_only, source,
+          actor_id, actor_email, matched, planned_resend, planned_create, skipped_delivered, skipped_in_flight, total)
+        values (${destination.companyId}, ${destination.kind === "endpoint" ? destination.id : null}, ${destination.kind === "subscription" ? destination.id : null},
+          ${since}, ${until}, ${events}::text[], ${input.failedOnly}, ${input.source ?? "cli"},
+          ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
+          ${rows.length}, ${resent}, ${created}, ${skippedDelivered}, ${inFlight.length}, ${todo.length})
+        returning id::text`
+      const id = r!.id
+      onProgress({ done: 0, total: todo.length })
+      for (let i = 0; i < todo.length; i += CHUNK) {
+        const chunk = todo.slice(i, i + CHUNK)
+        await tx`
+          insert into service.webhook_replay_items (replay_id, seq, event_id, delivery_id)
+          select ${id}::uuid, ${i} + x.n, x.event_id, x.delivery_id
+          from unnest(${chunk.map((c) => c.event_id)}::uuid[], ${chunk.map((c) => c.delivery_id)}::uuid[]) with ordinality as x(event_id, delivery_id, n)`
+        onProgress({ done: Math.min(i + CHUNK, todo.length), total: todo.length })
       }
+      await writeActivity(tx, {
+        companyId: destination.companyId,
+        actor: input.actor,
+        kind: "deliveries.replayed",
+        subjectId: destination.id,
+        details: {
+          replayId: id,
+          destination: destination.kind,
+          since: since.toISOString(),
+          until: until.toISOString(),
+          events,
+          failedOnly: input.failedOnly,
+          resent,
+          created
+        }
+      })
+      await tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`
+      return id
     })
   }
   return {
+    replayId,
     destination,
     since: since.toISOString(),
     until: until.toISOString(),
@@ -197,7 +202,7 @@ export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: Repla
     matched: rows.length,
     resent,
     created,
-    skippedDelivered: input.failedOnly ? delivered.length : 0,
-    skippedInFlight
+    skippedDelivered,
+    skippedInFlight: inFlight.length
   }
 }

@@ -4,6 +4,7 @@
 import type { Sql } from "postgres"
 import { captureStatus, type CaptureStatus } from "../capture/status.ts"
 import { leaderInfo, type LeaderInfo } from "../capture/leader.ts"
+import { runningReplays, type ReplayView } from "./replays.ts"
 
 export const KEY_EXPIRY_WARNING_DAYS = 14
 
@@ -46,6 +47,8 @@ export interface OperationsStatus {
     /** Deliveries waiting for it to be turned on. */
     readonly held: number
   }>
+  /** Replays being sent now, oldest first, with their progress. */
+  readonly replays: ReadonlyArray<ReplayView>
   readonly keysNearExpiry: ReadonlyArray<{
     readonly id: string
     readonly companyId: string
@@ -59,7 +62,7 @@ export interface OperationsStatus {
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null)
 
 export const operationsStatus = async (sql: Sql, slot: string): Promise<OperationsStatus> => {
-  const [capture, leader, [outbox], [d], off, keys, [now]] = await Promise.all([
+  const [capture, leader, [outbox], [d], off, keys, [now], replays] = await Promise.all([
     captureStatus(sql, slot),
     leaderInfo(sql),
     sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
@@ -87,7 +90,8 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
       from service.api_keys k
       where k.revoked_at is null and k.expires_at > now() and k.expires_at <= now() + make_interval(days => ${KEY_EXPIRY_WARNING_DAYS})
       order by k.expires_at, k.id`,
-    sql<{ now: Date }[]>`select now()`
+    sql<{ now: Date }[]>`select now()`,
+    runningReplays(sql)
   ])
   return {
     at: now!.now.toISOString(),
@@ -111,6 +115,7 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
       reason: w.disabled_reason,
       held: w.held
     })),
+    replays,
     keysNearExpiry: keys.map((k) => ({
       id: k.id,
       companyId: k.company_id,

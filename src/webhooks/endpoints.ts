@@ -31,6 +31,17 @@ export type EndpointView = {
   readonly previousSecretExpiresAt: string | null
 }
 
+/** Deliveries in a row that failed every attempt at which the pages and the activity log warn (sql/019's trigger). */
+export const FAILING_WARNING_AT = 10
+/** ... and at which the engine switches the endpoint off (spec 6.4; ENGINE_DEFAULTS.switchOffAfter). */
+export const SWITCH_OFF_AT = 15
+
+export type EndpointHealth = "ok" | "failing" | "off"
+
+/** How an endpoint is doing, as the pages show it: failing from the tenth fully failed delivery in a row. */
+export const endpointHealth = (e: Pick<EndpointView, "enabled" | "consecutiveFailures">): EndpointHealth =>
+  !e.enabled ? "off" : e.consecutiveFailures >= FAILING_WARNING_AT ? "failing" : "ok"
+
 type Row = {
   id: string
   company_id: string
@@ -230,9 +241,39 @@ export const deleteEndpoint = async (deps: WebhookDeps, actor: Actor, input: Tar
 }
 
 /** Turn On: the endpoint takes events again; deliveries held while it was off resume. */
-export const enableEndpoint = async (deps: WebhookDeps, actor: Actor, input: Target): Promise<EndpointView> => {
+/**
+ * What Turn On offers to send again (issue 16.6): the events of the endpoint's kinds from the
+ * first one of the failing streak that switched it off (or from when it was switched off)
+ * until now, failed only: the streak's failed deliveries with their own ids, and whatever
+ * happened while it was off (fan-out made no deliveries for it). A replay of exactly this.
+ */
+export type ReplayOffer = {
+  readonly endpointId: string
+  readonly since: string
+  readonly until: string
+  readonly events: ReadonlyArray<string>
+  readonly failedOnly: true
+}
+
+export type EnabledEndpointView = EndpointView & {
+  /** Set when Turn On turned it on (null when it was on already). */
+  readonly replayWhatFailed: ReplayOffer | null
+}
+
+export const enableEndpoint = async (deps: WebhookDeps, actor: Actor, input: Target): Promise<EnabledEndpointView> => {
   const current = await load(deps, input)
   return deps.sql.begin(async (tx) => {
+    // The window before the switch is undone: the streak is the endpoint's failed deliveries
+    // since its last success.
+    const [w] = current.enabled
+      ? await tx<{ since: Date; until: Date }[]>`select now() as since, now() as until`
+      : await tx<{ since: Date; until: Date }[]>`
+      select least(coalesce((
+          select min(e.created_at) from service.webhook_deliveries d join service.events e on e.id = d.event_id
+          where d.endpoint_id = ${current.id} and d.state = 'failed'
+            and d.finished_at > coalesce((select max(finished_at) from service.webhook_deliveries
+              where endpoint_id = ${current.id} and state = 'succeeded'), '-infinity')
+        ), now()), coalesce(${current.disabled_at}::timestamptz, now())) as since, now() as until`
     const [r] = await tx.unsafe<Row[]>(
       `update service.webhook_endpoints set enabled = true, disabled_reason = null, disabled_at = null,
          consecutive_failures = 0, updated_at = now() where id = $1 and not enabled returning ${COLUMNS}`,
@@ -242,17 +283,18 @@ export const enableEndpoint = async (deps: WebhookDeps, actor: Actor, input: Tar
       // Already on: nothing changes and nothing is logged (repeating Turn On is harmless).
       const [now] = await tx.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [current.id])
       if (!now) throw notFound(`no endpoint ${current.id}`)
-      return view(now)
+      return { ...view(now), replayWhatFailed: null }
     }
+    const offer: ReplayOffer = { endpointId: r.id, since: w!.since.toISOString(), until: w!.until.toISOString(), events: r.events, failedOnly: true }
     await writeActivity(tx, {
       companyId: r.company_id,
       actor,
       kind: "endpoint.enabled",
       subjectId: r.id,
-      details: { previousReason: current.disabled_reason }
+      details: { previousReason: current.disabled_reason, replayWhatFailed: { since: offer.since, until: offer.until } }
     })
     await wakeDelivery(tx)
-    return view(r)
+    return { ...view(r), replayWhatFailed: offer }
   })
 }
 

@@ -114,7 +114,7 @@ describe("admin CLI: webhooks", () => {
     await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_reason = 'test', disabled_at = now() where id = ${endpointId}`
     const r = await cli("endpoints", "enable", endpointId, "--as", admin, "--json")
     expect(r.code).toBe(0)
-    expect(JSON.parse(r.stdout)).toMatchObject({ id: endpointId, enabled: true, disabledReason: null })
+    expect(JSON.parse(r.stdout)).toMatchObject({ id: endpointId, enabled: true, disabledReason: null, replayWhatFailed: { endpointId, failedOnly: true } })
     const u = await cli("endpoints", "update", endpointId, "--name", "Ops 2", "--as", admin, "--json")
     expect(u.code).toBe(0)
     expect(JSON.parse(u.stdout)).toMatchObject({ name: "Ops 2", url: w.receiver.url("/cli") })

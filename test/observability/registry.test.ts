@@ -36,6 +36,8 @@ const FAMILIES: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> 
   ["srs_delivery_attempt_duration_seconds", "histogram", ["result"]],
   ["srs_deliveries_oldest_pending_seconds", "gauge", []],
   ["srs_endpoints_off", "gauge", []],
+  ["srs_replays_running", "gauge", []],
+  ["srs_replay_remaining_deliveries", "gauge", []],
   ["srs_http_requests_total", "counter", ["method", "route", "status"]],
   ["srs_http_request_duration_seconds", "histogram", ["method", "route"]],
   ["srs_api_rate_limited_total", "counter", []],

@@ -72,26 +72,47 @@ describe("replay after an outage", () => {
     const before = w.receiver.requests.filter((r) => r.path === path).length
     expect(before).toBe(90)
 
-    // Replayed with the engine paused, to see the schedule it leaves: all due now, in event order.
+    // Replayed with the engine (and the replay lane beside it) paused: the replay is stored
+    // with its plan, in event order, and no delivery changes until the lane hands them over.
     await engine.stop()
     const run = await runCli(["replay", "--endpoint", made.id, "--failed", "--json"], { DATABASE_URL: w.db.url })
     const told = logLines(run.stderr)
-    expect(told.map((l) => [l.level, l.message])).toEqual([["info", "replay started"], ["info", "replay finished"]])
-    expect(told[0]).toMatchObject({ endpointId: made.id, failedOnly: true, dryRun: false })
-    expect(told[1]).toMatchObject({ destination: { kind: "endpoint", id: made.id }, matched: 18, resent: 15, created: 3, ms: expect.any(Number) })
+    expect(told.map((l) => [l.level, l.message])).toEqual([["info", "replay started"]])
+    expect(told[0]).toMatchObject({
+      replayId: expect.any(String),
+      destination: { kind: "endpoint", id: made.id },
+      failedOnly: true,
+      dryRun: false,
+      matched: 18,
+      resent: 15,
+      created: 3,
+      source: "cli",
+      ms: expect.any(Number)
+    })
     expect(run.code).toBe(0)
     const summary = JSON.parse(run.stdout)
-    expect(summary).toMatchObject({ matched: 18, resent: 15, created: 3, skippedDelivered: 0, skippedInFlight: 0, dryRun: false, failedOnly: true, events: ["incident.created"] })
+    expect(summary).toMatchObject({ replayId: told[0]!.replayId, matched: 18, resent: 15, created: 3, skippedDelivered: 0, skippedInFlight: 0, dryRun: false, failedOnly: true, events: ["incident.created"] })
     expect(summary.destination).toMatchObject({ kind: "endpoint", id: made.id, on: true })
-    const due = await w.db.sql<{ record_id: string; due: boolean }[]>`
-      select e.record_id::text, d.next_attempt_at <= now() + interval '1 second' as due
-      from service.webhook_deliveries d join service.events e on e.id = d.event_id
-      where d.endpoint_id = ${made.id} and d.state = 'pending' order by d.next_attempt_at`
-    expect(due.map((r) => r.record_id)).toEqual([...failedIncidents, ...missedWhileOff])
-    expect(due.every((r) => r.due)).toBe(true)
+    const replayId = summary.replayId as string
+    const [job] = await w.db.sql<{ state: string; total: number; source: string; actor_email: string | null }[]>`
+      select state, total, source, actor_email from service.webhook_replays where id = ${replayId}`
+    expect(job).toEqual({ state: "running", total: 18, source: "cli", actor_email: null })
+    const planned = await w.db.sql<{ record_id: string; delivery_id: string | null }[]>`
+      select e.record_id::text, i.delivery_id::text from service.webhook_replay_items i join service.events e on e.id = i.event_id
+      where i.replay_id = ${replayId} and i.state = 'queued' order by i.seq`
+    expect(planned.map((r) => r.record_id)).toEqual([...failedIncidents, ...missedWhileOff])
+    expect(planned.filter((r) => r.delivery_id !== null)).toHaveLength(15)
+    const untouched = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)
+    expect(untouched).toHaveLength(15)
+    expect(untouched.every((d) => d.state === "failed")).toBe(true)
     engine = await startEngine(w.deps, { retrySchedule: "50ms,50ms,50ms,50ms,50ms" })
     await waitFor(() => bodiesAt(path, before).length >= 18, "18 replayed deliveries")
-    await new Promise((r) => setTimeout(r, 500))
+    await waitFor(async () => {
+      const [r] = await w.db.sql<{ state: string; sent: number }[]>`select state, sent from service.webhook_replays where id = ${replayId}`
+      return r?.state === "finished" && r.sent === 18
+    }, "the replay to finish")
+    // a finished replay keeps its counts, not its items
+    expect((await w.db.sql`select 1 from service.webhook_replay_items where replay_id = ${replayId}`).length).toBe(0)
     const replayed = bodiesAt(path, before)
     // exactly the missed events, each once
     expect(replayed.map((b) => b.data.id).sort()).toEqual([...failedIncidents, ...missedWhileOff].sort())
@@ -106,11 +127,11 @@ describe("replay after an outage", () => {
     // the activity log says who replayed what
     const [log] = await w.db.sql<{ actor_email: string | null; details: Record<string, unknown> }[]>`
       select actor_email, details from service.activity where kind = 'deliveries.replayed' and subject_id = ${made.id}`
-    expect(log).toMatchObject({ actor_email: null, details: { destination: "endpoint", failedOnly: true, resent: 15, created: 3 } })
+    expect(log).toMatchObject({ actor_email: null, details: { replayId, destination: "endpoint", failedOnly: true, resent: 15, created: 3 } })
 
     // A second replay --failed finds nothing left to send.
     const again = await replay(w.db.sql, { endpointId: made.id, failedOnly: true, dryRun: false, actor: ADMIN })
-    expect(again).toMatchObject({ matched: 18, resent: 0, created: 0, skippedDelivered: 18 })
+    expect(again).toMatchObject({ replayId: null, matched: 18, resent: 0, created: 0, skippedDelivered: 18 })
   })
 
   it("without --failed resends delivered events with the same ids; --since/--until/--event narrow it", async () => {
@@ -166,8 +187,8 @@ describe("replay after an outage", () => {
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
     const env = { DATABASE_URL: w.db.url }
     const dry = await runCli(["replay", "--subscription", subscription.id, "--dry-run", "--json"], env)
-    expect(logLines(dry.stderr).map((l) => l.message)).toEqual(["replay started", "replay finished"])
-    expect(logLines(dry.stderr)[1]).toMatchObject({ destination: { kind: "subscription", id: subscription.id }, dryRun: true, matched: 2 })
+    expect(logLines(dry.stderr).map((l) => l.message)).toEqual(["replay dry run"])
+    expect(logLines(dry.stderr)[0]).toMatchObject({ replayId: null, destination: { kind: "subscription", id: subscription.id }, dryRun: true, matched: 2 })
     expect(dry.code).toBe(0)
     expect(JSON.parse(dry.stdout)).toMatchObject({ destination: { kind: "subscription", id: subscription.id, on: true }, matched: 2, resent: 2, created: 0, dryRun: true })
     expect(bodiesAt(path)).toHaveLength(2)

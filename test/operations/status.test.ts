@@ -75,7 +75,8 @@ describe("status", () => {
     // an endpoint is switched off: degraded
     expect(j.code).toBe(1)
     const answer = JSON.parse(j.stdout)
-    expect(Object.keys(answer)).toEqual(["at", "capture", "outbox", "deliveries", "endpointsSwitchedOff", "keysNearExpiry", "health"])
+    expect(Object.keys(answer)).toEqual(["at", "capture", "outbox", "deliveries", "endpointsSwitchedOff", "replays", "keysNearExpiry", "health"])
+    expect(answer.replays).toEqual([]) // none running (test/admin/http-replays.test.ts shows one)
     expect(answer.health).toEqual({ state: "degraded", reasons: ["1 webhook endpoint is switched off"] })
     expect(answer.capture).toMatchObject({ slot: slot(), slotExists: true, leaderRunning: true, leader: empty.capture.leader })
     expect(answer.deliveries).toEqual(mixed.deliveries)
@@ -86,6 +87,7 @@ describe("status", () => {
     expect(text.stdout).toMatch(new RegExp(`leader: +safety-records-service capture leader ${hostname()}:${process.pid}, backend pid ${empty.capture.leader!.pid}`))
     expect(text.stdout).toContain("Endpoints switched off: 1")
     expect(text.stdout).toContain("15 deliveries in a row failed every attempt")
+    expect(text.stdout).toContain("Replays running: 0")
     expect(text.stdout).toContain("Keys expiring within 14 days: 1")
     // like every command it accepts --as <admin e-mail>, and refuses one that names no admin
     await w.db.sql`insert into app.users (company_id, name, email, role) values
@@ -192,6 +194,7 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       outbox: { backlog: 0, oldestBacklogAt: null, newestEventAt: null },
       deliveries: { due: 0, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0, oldestDueAt: null },
       endpointsSwitchedOff: [],
+      replays: [],
       keysNearExpiry: []
     }
     const capture = (c: Partial<OperationsStatus["capture"]>): OperationsStatus => ({ ...base, capture: { ...base.capture, ...c } })

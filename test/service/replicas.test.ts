@@ -297,13 +297,16 @@ describe("several replicas on one database", () => {
 
   it("SERVICE_ROLES: an API-only replica and a worker without the API are ready; an unknown value is refused (exit 1)", { timeout: 60_000 }, async () => {
     // The survivor of the test above still leads capture: the worker waits as a standby.
-    const [api, worker, bad] = await Promise.all([
+    const [api, worker, bad, badRate] = await Promise.all([
       start("api-only", { SERVICE_ROLES: "api" }),
       start("worker", { SERVICE_ROLES: "capture, delivery" }),
-      start("bad", { SERVICE_ROLES: "api,bogus" })
+      start("bad", { SERVICE_ROLES: "api,bogus" }),
+      start("bad-rate", { REPLAY_RATE: "fast" })
     ])
     expect(await bad.exited).toBe(1)
     expect(bad.output()).toContain('SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not "api,bogus"')
+    expect(await badRate.exited).toBe(1)
+    expect(badRate.output()).toContain('error: REPLAY_RATE must be deliveries per second per destination, more than 0 and at most 1000 (e.g. 10 or 0.5), not "fast"')
     expect(await ready(api)).toMatchObject({ status: "ready", roles: ["api"], capture: { role: "off", streaming: false } })
     expect(await ready(worker)).toMatchObject({ status: "ready", roles: ["capture", "delivery"], capture: { role: "standby" } })
     const key = await apiKey(db.sql, companyId, ["incidents"])

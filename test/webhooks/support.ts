@@ -8,6 +8,8 @@ import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/add
 import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
 import { fanout } from "../../src/delivery/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
+import { LoggingLive } from "../../src/logging.ts"
+import { makeReplayLane } from "../../src/operations/replay-lane.ts"
 import type { Actor, WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"
@@ -69,24 +71,37 @@ export const startWorld = async (options: { lookup?: Lookup; modules?: ReadonlyA
 
 export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise<void> }
 
-/** Starts an engine for the world's database; a fast schedule unless told otherwise. */
-export const startEngine = async (deps: WebhookDeps, overrides: Partial<EngineOptions> & { retrySchedule?: string } = {}): Promise<RunningEngine> => {
-  const { retrySchedule, ...rest } = overrides
+/**
+ * Starts an engine for the world's database, and the replay lane beside it as the service
+ * runs them (at `replayRate`, default 100 per second); a fast schedule unless told otherwise.
+ */
+export const startEngine = async (
+  deps: WebhookDeps,
+  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number; replayLane?: boolean; jsonLogs?: boolean } = {}
+): Promise<RunningEngine> => {
+  const { retrySchedule, replayRate, replayLane, jsonLogs, ...rest } = overrides
   const scope = Effect.runSync(Scope.make())
+  // The service's own log lines (JSON on stdout), for tests that read them.
+  const logs = <A, E>(self: Effect.Effect<A, E>) => (jsonLogs ? self.pipe(Effect.provide(LoggingLive)) : self)
+  if (replayLane !== false) {
+    await Effect.runPromise(logs(Scope.provide(scope)(makeReplayLane({ sql: deps.sql, rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 }))))
+  }
   const engine = await Effect.runPromise(
-    Scope.provide(scope)(
-      makeEngine({
-        sql: deps.sql,
-        secretsKey: deps.secretsKey,
-        allowed: deps.allowed,
-        ca: deps.ca,
-        lookup: deps.lookup,
-        schedule: parseRetryScheduleOrThrow(retrySchedule ?? "100ms,100ms,100ms,100ms,100ms"),
-        timeoutMs: 3_000,
-        leaseMs: 20_000,
-        pollMs: 500,
-        ...rest
-      })
+    logs(
+      Scope.provide(scope)(
+        makeEngine({
+          sql: deps.sql,
+          secretsKey: deps.secretsKey,
+          allowed: deps.allowed,
+          ca: deps.ca,
+          lookup: deps.lookup,
+          schedule: parseRetryScheduleOrThrow(retrySchedule ?? "100ms,100ms,100ms,100ms,100ms"),
+          timeoutMs: 3_000,
+          leaseMs: 20_000,
+          pollMs: 500,
+          ...rest
+        })
+      )
     )
   )
   return { ...engine, stop: () => Effect.runPromise(Scope.close(scope, Exit.void)) }

@@ -10,6 +10,7 @@ import { BadRequest, Conflict, NotFound, Unauthorized } from "../../api/errors.t
 import { RESOURCES } from "../../domain/resources.ts"
 import type { Actor } from "../identity.ts"
 import { EXPIRY_CHOICES } from "../keys.ts"
+import { ReplaysGroup } from "./replays.ts"
 import { WebhooksGroup } from "./webhooks.ts"
 
 export const ADMIN_PREFIX = "/admin/v1"
@@ -115,6 +116,7 @@ export class TokensGroup extends HttpApiGroup.make("tokens")
 export class AdminApi extends HttpApi.make("admin")
   .add(AdminRootGroup, KeysGroup, TokensGroup)
   .add(WebhooksGroup) // endpoints, subscriptions, deliveries, activity (webhooks.ts)
+  .add(ReplaysGroup) // replays: dry run, progress, cancel (replays.ts)
   .middleware(AdminRequestErrors)
   .middleware(AdminAuth)
   .annotate(HttpApi.QueryParseOptions, { onExcessProperty: "error", errors: "first" })

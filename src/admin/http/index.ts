@@ -6,6 +6,7 @@ import { routesOf, type KnownRoute } from "../../api/fallback.ts"
 import { ADMIN_WEB_ROUTES } from "../web/paths.ts"
 import { ADMIN_DOCS_PATH, ADMIN_OPENAPI_PATH, AdminApi } from "./definition.ts"
 import { AdminAuthLive, AdminRequestErrorsLive, AdminRootHandlers, KeysHandlers, TokensHandlers } from "./handlers.ts"
+import { ReplaysHandlers } from "./replays-handlers.ts"
 import { WebhooksHandlers } from "./webhooks-handlers.ts"
 
 export { AdminApi } from "./definition.ts"
@@ -14,7 +15,7 @@ export { AdminApi } from "./definition.ts"
 export const AdminRoutesFor = Layer.mergeAll(
   HttpApiBuilder.layer(AdminApi, { openapiPath: ADMIN_OPENAPI_PATH }).pipe(
     Layer.provide([AdminRootHandlers, KeysHandlers, TokensHandlers]),
-    Layer.provide(WebhooksHandlers),
+    Layer.provide([WebhooksHandlers, ReplaysHandlers]),
     Layer.provide([AdminAuthLive, AdminRequestErrorsLive])
   ),
   docsPage(AdminApi, ADMIN_DOCS_PATH)

@@ -33,6 +33,22 @@ export const EndpointInfo = Schema.Struct({
   })
 }).annotate({ identifier: "WebhookEndpoint" })
 
+export const EnabledEndpoint = Schema.Struct({
+  ...EndpointInfo.fields,
+  replayWhatFailed: Schema.NullOr(
+    Schema.Struct({
+      endpointId: Schema.String,
+      since: Timestamp,
+      until: Timestamp,
+      events: Events,
+      failedOnly: Schema.Literal(true)
+    })
+  ).annotate({
+    description:
+      "Set when this Turn On turned it on: the failing streak and the time it was off. POST it to /admin/v1/replays (with dryRun first) to send what failed or was missed meanwhile"
+  })
+}).annotate({ identifier: "EnabledWebhookEndpoint" })
+
 export const CreateEndpoint = Schema.Struct({
   name: Schema.String,
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
@@ -139,7 +155,8 @@ export const ActivityInfo = Schema.Struct({
  * Every kind the activity log holds; the part before the dot is its family ("endpoint").
  * The filter takes a kind or a family; anything else could only match nothing, so it is
  * refused (400). Keep in step with the writers: src/admin (keys, tokens), src/webhooks,
- * src/operations/replay.ts and src/delivery/queries.ts (endpoint.switched_off).
+ * src/operations/replay.ts, replays.ts, src/delivery/queries.ts (endpoint.switched_off) and
+ * sql/019's trigger (endpoint.failing).
  */
 export const ACTIVITY_KINDS = [
   "key.created",
@@ -151,6 +168,7 @@ export const ACTIVITY_KINDS = [
   "endpoint.secret_rotated",
   "endpoint.deleted",
   "endpoint.enabled",
+  "endpoint.failing",
   "endpoint.switched_off",
   "endpoint.tested",
   "subscription.created",
@@ -158,7 +176,8 @@ export const ACTIVITY_KINDS = [
   "subscription.enabled",
   "subscription.deleted",
   "delivery.resent",
-  "deliveries.replayed"
+  "deliveries.replayed",
+  "deliveries.replay_cancelled"
 ] as const
 
 /** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
@@ -197,8 +216,8 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       })
     ),
     HttpApiEndpoint.delete("deleteEndpoint", `${PREFIX}/endpoints/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [NotFound, Conflict] }),
-    HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, { params: IdParam, success: EndpointInfo, error: [Forbidden, NotFound, Conflict] }).annotateMerge(
-      OpenApi.annotations({ description: "Turn On: the endpoint receives deliveries again." })
+    HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, { params: IdParam, success: EnabledEndpoint, error: [Forbidden, NotFound, Conflict] }).annotateMerge(
+      OpenApi.annotations({ description: "Turn On: the endpoint receives deliveries again; replayWhatFailed offers the replay of what it missed." })
     ),
     HttpApiEndpoint.post("testEndpoint", `${PREFIX}/endpoints/:id/test`, { params: IdParam, success: PingInfo, error: [BadRequest, NotFound] }).annotateMerge(
       OpenApi.annotations({ description: "Sends a signed ping event now and shows the receiver's status, time and the start of its answer." })

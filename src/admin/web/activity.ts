@@ -17,11 +17,20 @@ export const ACTIVITY_FAMILIES: ReadonlyArray<{ readonly family: string; readonl
   {
     family: "endpoint",
     label: "Endpoints",
-    kinds: ["endpoint.created", "endpoint.updated", "endpoint.secret_rotated", "endpoint.deleted", "endpoint.enabled", "endpoint.switched_off", "endpoint.tested"]
+    kinds: [
+      "endpoint.created",
+      "endpoint.updated",
+      "endpoint.secret_rotated",
+      "endpoint.deleted",
+      "endpoint.enabled",
+      "endpoint.failing",
+      "endpoint.switched_off",
+      "endpoint.tested"
+    ]
   },
   { family: "subscription", label: "Subscriptions", kinds: ["subscription.created", "subscription.disabled", "subscription.enabled", "subscription.deleted"] },
   { family: "delivery", label: "Send Again", kinds: ["delivery.resent"] },
-  { family: "deliveries", label: "Replays", kinds: ["deliveries.replayed"] }
+  { family: "deliveries", label: "Replays", kinds: ["deliveries.replayed", "deliveries.replay_cancelled"] }
 ]
 
 const detailsOf = (details: Record<string, unknown>): Html => {

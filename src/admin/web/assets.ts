@@ -99,6 +99,8 @@ form.inline { display: inline-block; margin: 0; }
 .flash.success { border-color: var(--ok); background: #eaf6ee; }
 .flash.error { border-color: var(--danger); background: #fbeaea; }
 .flash.info { border-color: #4a6fa5; background: #eef3fb; }
+.flash.warn { border-color: #a15c00; background: #fff6e5; }
+.flash h2 { margin-top: 0; }
 .form-error { color: var(--danger); font-weight: 600; border-left: 4px solid var(--danger); padding-left: .75rem; }
 .once { border: 2px solid var(--primary); background: #eef4fa; border-radius: 6px; padding: 1rem; margin: 1rem 0; }
 .once h2 { margin-top: 0; }
@@ -113,7 +115,10 @@ dl.ping dd, dl.facts dd { margin: 0; word-break: break-word; }
 .state { display: inline-block; padding: 0 .5rem; border-radius: 1rem; font-size: .85rem; font-weight: 600; border: 1px solid; }
 .state.on, .state.active, .state.succeeded { color: var(--ok); }
 .state.off, .state.revoked, .state.failed { color: var(--danger); }
-.state.expired, .state.pending, .state.held { color: var(--muted); }
+.state.expired, .state.pending, .state.held, .state.cancelled { color: var(--muted); }
+.state.failing, .state.running { color: #8a4b00; }
+.state.finished { color: var(--ok); }
+progress { width: 100%; max-width: 36rem; height: 1.25rem; }
 table { width: 100%; border-collapse: collapse; margin: .5rem 0 1rem; }
 th, td { text-align: left; vertical-align: top; padding: .5rem; border-bottom: 1px solid var(--line); }
 th { background: var(--panel); font-size: .92rem; }

@@ -5,9 +5,10 @@ import { Layer } from "effect"
 import { ActivityRoutes } from "./activity.ts"
 import { AssetRoutes } from "./assets.ts"
 import { KeysRoutes } from "./keys.ts"
+import { ReplaysRoutes } from "./replays.ts"
 import { SignInRoutes } from "./sign-in.ts"
 import { WebhooksRoutes } from "./webhooks.ts"
 
 export { ADMIN_WEB_ROUTES, PATHS as ADMIN_WEB_PATHS } from "./paths.ts"
 
-export const AdminWebRoutes = Layer.mergeAll(SignInRoutes, KeysRoutes, WebhooksRoutes, ActivityRoutes, AssetRoutes)
+export const AdminWebRoutes = Layer.mergeAll(SignInRoutes, KeysRoutes, WebhooksRoutes, ReplaysRoutes, ActivityRoutes, AssetRoutes)

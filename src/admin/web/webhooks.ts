@@ -7,7 +7,8 @@ import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 import type { DeliveryView } from "../../webhooks/deliveries.ts"
-import type { EndpointView } from "../../webhooks/endpoints.ts"
+import { endpointHealth, SWITCH_OFF_AT, type EndpointView } from "../../webhooks/endpoints.ts"
+import type { ReplayView } from "../../operations/replays.ts"
 import type { SubscriptionView } from "../../webhooks/subscriptions.ts"
 import { DEFAULT_OVERLAP } from "../../webhooks/overlap.ts"
 import { Webhooks } from "../../webhooks/service.ts"
@@ -15,6 +16,7 @@ import { actorOf } from "../http/webhooks-handlers.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
+import { pendingOffer, recentReplays, replayOfferBox, replaysTable, type ReplayOfferInfo } from "./replays.ts"
 import { signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "./session.ts"
 
@@ -53,8 +55,26 @@ const endpointFields = (prefix: string, form: EndpointForm, offered: ReadonlyArr
     <button type="button" class="link" data-check-all="${prefix}-events" hidden>Tick all / none</button>
   </fieldset>`
 
-const stateOf = (e: EndpointView): Html =>
-  e.enabled ? html`<span class="state on">On</span>` : html`<span class="state off">Switched off</span>`
+const stateOf = (e: EndpointView): Html => {
+  switch (endpointHealth(e)) {
+    case "off":
+      return html`<span class="state off">Switched off</span>`
+    case "failing":
+      return html`<span class="state failing">Failing</span> <span class="muted">${e.consecutiveFailures} failed in a row; ${SWITCH_OFF_AT} switch it off</span>`
+    default:
+      return html`<span class="state on">On</span>`
+  }
+}
+
+/** Issue 16.6: told before it happens, from the tenth delivery in a row that failed every attempt. */
+const failingWarning = (session: Session, e: EndpointView): Html =>
+  endpointHealth(e) !== "failing"
+    ? html``
+    : html`<section class="flash warn" role="status" aria-labelledby="failing-title" id="failing-warning">
+  <h2 id="failing-title">This endpoint is failing</h2>
+  <p>${e.consecutiveFailures} deliveries in a row failed every attempt. At ${SWITCH_OFF_AT} it is switched off and receives nothing until it is turned on again. Check the receiver, or send it a test event.</p>
+  ${postButton(session, pathFor(PATHS.endpointTest, e.id), "Send test event", { style: "secondary" })}
+</section>`
 
 const endpointsTable = (endpoints: ReadonlyArray<EndpointView>): Html =>
   endpoints.length === 0
@@ -98,7 +118,7 @@ ${
       s.active
         ? postButton(session, pathFor(PATHS.subscriptionDisable, s.id), "Turn off", { accessibleLabel: `Turn off ${s.event} to ${s.url}` })
         : postButton(session, pathFor(PATHS.subscriptionEnable, s.id), "Turn on", { accessibleLabel: `Turn on ${s.event} to ${s.url}` })
-    }${postButton(session, pathFor(PATHS.subscriptionDelete, s.id), "Delete", {
+    }<a href="${pathFor(PATHS.subscriptionReplay, s.id)}" aria-label="Replay ${s.event} to ${s.url}">Replay</a>${postButton(session, pathFor(PATHS.subscriptionDelete, s.id), "Delete", {
       style: "danger",
       accessibleLabel: `Delete ${s.event} to ${s.url}`,
       confirm: `Delete the subscription to ${s.event} at ${s.url}? Its pending deliveries go with it.`
@@ -117,6 +137,7 @@ const webhooksPage = (
   offered: ReadonlyArray<string>,
   endpoints: ReadonlyArray<EndpointView>,
   subscriptions: ReadonlyArray<SubscriptionView>,
+  replays: ReadonlyArray<ReplayView>,
   options: { readonly form?: EndpointForm; readonly error?: string; readonly created?: { readonly id: string; readonly name: string; readonly secret: string } } = {}
 ): Html =>
   page({
@@ -143,7 +164,12 @@ ${endpointsTable(endpoints)}
   ${endpointFields("new", options.form ?? EMPTY, offered)}
   <div class="actions"><button type="submit" class="primary">Add endpoint</button></div>
 </form>
-${subscriptionsSection(session, subscriptions)}`
+${subscriptionsSection(session, subscriptions)}
+<section aria-labelledby="replays-title" id="recent-replays">
+<h2 id="replays-title">Replays</h2>
+<p class="hint">Events sent again after an outage, from an endpoint's page or a subscription's Replay link. The last 10:</p>
+${replaysTable(replays, { showDestination: true })}
+</section>`
   })
 
 /**
@@ -182,6 +208,7 @@ const endpointPage = (
   offered: ReadonlyArray<string>,
   e: EndpointView,
   deliveries: ReadonlyArray<DeliveryView>,
+  replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOfferInfo | null },
   options: {
     readonly form?: EndpointForm
     readonly error?: string
@@ -215,14 +242,16 @@ ${
     : html`<section class="flash error" aria-labelledby="off-title">
   <h2 id="off-title">This endpoint is switched off</h2>
   <p>${e.disabledReason ?? "It was switched off."}${e.disabledAt !== null ? html` <span class="muted">(${when(e.disabledAt)})</span>` : ""}</p>
-  <p>Fix the receiver, then turn it on: it takes events again, and deliveries held meanwhile resume.</p>
+  <p>Fix the receiver, then turn it on: it takes events again, and deliveries held meanwhile resume. You are then offered to replay what failed while it was off.</p>
   ${postButton(session, pathFor(PATHS.endpointEnable, e.id), "Turn On", { style: "primary" })}
 </section>`
 }
+${failingWarning(session, e)}
+${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""}
 <dl class="facts">
   <dt>Address</dt><dd class="url">${e.url}</dd>
   <dt>Events</dt><dd>${e.events.join(", ")}</dd>
-  <dt>State</dt><dd>${stateOf(e)}${e.consecutiveFailures > 0 ? html` <span class="muted">${e.consecutiveFailures} failed deliveries in a row (15 switch it off)</span>` : ""}</dd>
+  <dt>State</dt><dd>${stateOf(e)}${e.consecutiveFailures > 0 && endpointHealth(e) === "ok" ? html` <span class="muted">${e.consecutiveFailures} failed deliveries in a row (${SWITCH_OFF_AT} switch it off)</span>` : ""}</dd>
   <dt>Made</dt><dd>${e.createdBy ?? ""} ${when(e.createdAt)}</dd>
   <dt>Secret rotated</dt><dd>${when(e.secretRotatedAt)}</dd>
   ${e.previousSecretExpiresAt === null ? "" : html`<dt>Old secret signs until</dt><dd>${when(e.previousSecretExpiresAt)} <span class="muted">(beside the current one)</span></dd>`}
@@ -245,6 +274,11 @@ ${
 </form>
 <h2>Last 25 deliveries</h2>
 ${deliveriesTable(session, e.id, deliveries)}
+<section aria-labelledby="endpoint-replays-title" id="endpoint-replays">
+<h2 id="endpoint-replays-title">Replays</h2>
+<p><a href="${pathFor(PATHS.endpointReplay, e.id)}">Replay events to this endpoint…</a> <span class="muted">(you see the count first)</span></p>
+${replaysTable(replays.list)}
+</section>
 <form method="post" action="${pathFor(PATHS.endpoint, e.id)}" class="card" id="edit-endpoint" aria-labelledby="edit-endpoint-title">
   ${csrfField(session)}
   <h2 id="edit-endpoint-title">Edit</h2>
@@ -261,24 +295,27 @@ const notFoundPage = (message: string, session?: Session) => refusedPage(404, "N
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
-const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[4] & { readonly status?: number } = {}) =>
+const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
     const found = yield* Effect.result(w.getEndpoint({ id, companyId: session.actor.companyId }))
     if (found._tag === "Failure") return notFoundPage(found.failure.message, session)
     const deliveries = yield* w.listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId }).pipe(Effect.orElseSucceed(() => []))
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
-    return htmlResponse(endpointPage(session, offered, found.success, deliveries, options), { status: options.status ?? 200 })
+    const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
+    const offer = yield* pendingOffer(session.actor.companyId, found.success.id)
+    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), { status: options.status ?? 200 })
   })
 
-const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>[4] & { readonly status?: number } = {}) =>
+const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>[5] & { readonly status?: number } = {}) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
     const companyId = session.actor.companyId
     const endpoints = yield* w.listEndpoints({ companyId }).pipe(Effect.orDie)
     const subscriptions = yield* w.listSubscriptions({ companyId }).pipe(Effect.orDie)
     const offered = yield* w.offeredEvents({ companyId }).pipe(Effect.orDie)
-    return htmlResponse(webhooksPage(session, offered, endpoints, subscriptions, options), { status: options.status ?? 200 })
+    const replays = yield* recentReplays(companyId)
+    return htmlResponse(webhooksPage(session, offered, endpoints, subscriptions, replays, options), { status: options.status ?? 200 })
   })
 
 /** A change whose result is a flash message on the page it redirects to. */

@@ -181,7 +181,19 @@ const remove = onEndpoint("delete", "Delete an endpoint and its pending deliveri
 
 const enable = onEndpoint("enable", "Turn On: an endpoint that was switched off receives deliveries again", (w, actor, ref, asJson) =>
   Effect.flatMap(w.enableEndpoint(actor, ref), (e) =>
-    output(asJson, e, () => [`Turned on webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n"))
+    output(asJson, e, () =>
+      [
+        `Turned on webhook endpoint "${e.name}" (${e.id}).`,
+        describeEndpoint(e),
+        ...(e.replayWhatFailed !== null
+          ? [
+              "",
+              "To send what failed while it was off (count first):",
+              `  npm run admin -- replay --endpoint ${e.id} --failed --since ${e.replayWhatFailed.since} --until ${e.replayWhatFailed.until} --dry-run`
+            ]
+          : [])
+      ].join("\n")
+    )
   )
 )
 
