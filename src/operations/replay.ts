@@ -2,7 +2,10 @@
 // (event, destination) always has the same delivery row, so a replayed event that was
 // ever fanned out to this destination keeps its delivery id (Service-Delivery and body id)
 // and receivers recognise it as a repeat; an event it never got (e.g. while the endpoint
-// was switched off: fan-out skips endpoints that are off) gets a new delivery.
+// was switched off: fan-out skips endpoints that are off) gets a new delivery, with the id
+// fan-out would have given it (a function of event and destination). An event fan-out has
+// not passed yet is fan-out's to send (its first attempt may be on the wire, not yet
+// written): it counts as in flight.
 //
 // Existing rows are reset to pending, due now, in event order; the engine then treats them
 // like any delivery: held while the destination is off, attempted at once otherwise. A row
@@ -113,8 +116,9 @@ const plan = async (sql: Sql, input: ReplayInput) => {
   // Commit order, so receivers get replays in the order the events happened.
   const rows = await sql<Plan[]>`
     select e.id::text as event_id, d.id::text as delivery_id, d.state,
-      coalesce(d.leased_by is not null and d.lease_until > now(), false) as leased
+      coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased
     from service.events e
+    join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
     left join service.webhook_deliveries d on d.event_id = e.id and ${column} = ${destination.id}
     where e.company_id = ${destination.companyId} and e.event = any(${events}::text[])
       and e.created_at >= ${since} and e.created_at < ${until}
@@ -156,16 +160,22 @@ export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: Repla
           skippedInFlight += resets.length - done.count
         }
         if (fresh.length > 0) {
-          // A row fan-out made meanwhile wins (one delivery per event and destination).
-          const made = await tx`
-            insert into service.webhook_deliveries (event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
-            select e.id, e.company_id, e.event, ${endpointId}::uuid, ${subscriptionId}::uuid, ${origin},
-              now() + x.at * interval '1 microsecond'
-            from unnest(${fresh.map((r) => r.event_id)}::uuid[], ${fresh.map((r) => r.at)}::int[]) as x(id, at)
-            join service.events e on e.id = x.id
-            on conflict do nothing
-            returning id`
-          created += made.count
+          // The destination is locked for key share (deliveries have no foreign keys): one
+          // deleted meanwhile gets no rows. A row fan-out made meanwhile wins (one delivery
+          // per event and destination).
+          const table = endpointId !== null ? tx`service.webhook_endpoints` : tx`service.webhook_subscriptions`
+          const [there] = await tx`select 1 from ${table} where id = ${destination.id} for key share`
+          if (there) {
+            const made = await tx`
+              insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
+              select service.webhook_delivery_id(e.id, ${endpointId}::uuid, ${subscriptionId}::uuid), e.id, e.company_id, e.event,
+                ${endpointId}::uuid, ${subscriptionId}::uuid, ${origin}, now() + x.at * interval '1 microsecond'
+              from unnest(${fresh.map((r) => r.event_id)}::uuid[], ${fresh.map((r) => r.at)}::int[]) as x(id, at)
+              join service.events e on e.id = x.id
+              on conflict do nothing
+              returning id`
+            created += made.count
+          }
         }
         await tx`select pg_notify(${DELIVERIES_CHANNEL}, '')`
       })
