@@ -12,8 +12,9 @@
 // any process. Time that drives the schedule comes from Effect's Clock, so tests can run it
 // on a TestClock; partition leases are on the database's clock (liveness, not schedule).
 import { randomUUID } from "node:crypto"
-import { Cause, Clock, Context, Effect, Exit, Fiber, Queue } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Queue, type Tracer } from "effect"
 import type { Sql } from "postgres"
+import { annotateFanout, TracingEnabled, withDeliverySpan, withFanoutSpan } from "../observability/tracing.ts"
 import { EVENTS_CHANNEL } from "../outbox/events.ts"
 import type { AllowedNetworks, Lookup } from "./address-guard.ts"
 import { deliveryBody } from "./body.ts"
@@ -180,6 +181,8 @@ type Item = {
   persist: boolean
   /** Gone from this process (its partition was lost): nothing more is written for it. */
   dropped: boolean
+  /** The fan-out round's span (tracing on): the first attempt's span goes under it. */
+  readonly span: Tracer.AnySpan | null
 }
 
 /** Writes gather answers for up to GATHER_MS while attempts are in flight, until WRITE_BATCH are in. */
@@ -259,6 +262,10 @@ export const makeEngine = (options: EngineOptions) =>
     // engine's Clock, read synchronously.
     const clock = yield* Clock.Clock
     const nowMs = () => clock.currentTimeMillisUnsafe()
+    // Spans (issue 16.3) only where TracingLive installed a tracer: with tracing off, neither
+    // fan-out nor an attempt makes one, and the hot path stays plain promise code.
+    const tracing = yield* TracingEnabled
+    const runTraced = tracing ? Effect.runPromiseWith(yield* Effect.context<never>()) : null
 
     // -------------------------------------------------------------------------------------
     // What this process holds. An item counts from fan-out or claim until its last write.
@@ -342,7 +349,7 @@ export const makeEngine = (options: EngineOptions) =>
     // -------------------------------------------------------------------------------------
     // Sending
 
-    const attempt = async (it: Item, signal: AbortSignal): Promise<void> => {
+    const attempt = async (it: Item, signal: AbortSignal, span?: Tracer.Span): Promise<void> => {
       const c = it.c
       const started = nowMs()
       let result: SendResult
@@ -368,8 +375,29 @@ export const makeEngine = (options: EngineOptions) =>
       observeAttempt({ ok: result.ok, durationMs: result.durationMs, errorKind: result.errorKind })
       if (it.dropped) return
       it.outcome = decide(c, result, started, nowMs(), options.schedule)
+      if (span) {
+        span.attribute("delivery.outcome", it.outcome.state)
+        if (result.status !== null) span.attribute("http.response.status_code", result.status)
+        if (result.errorKind !== null) span.attribute("error.type", result.errorKind)
+      }
       completed.push(it)
       poke(writeQ)
+    }
+
+    /** An attempt in its span, under its fan-out round's span if it has one. */
+    const tracedAttempt = (it: Item, signal: AbortSignal): Promise<void> => {
+      const c = it.c
+      const traced = Effect.flatMap(Effect.currentSpan, (span) => Effect.promise(() => attempt(it, signal, span))).pipe(
+        withDeliverySpan({
+          deliveryId: c.id,
+          eventId: c.eventId,
+          event: c.event,
+          endpointId: c.endpointId,
+          subscriptionId: c.subscriptionId,
+          attempt: c.attempts + 1
+        })
+      )
+      return runTraced!(it.span ? Effect.withParentSpan(traced, it.span) : traced)
     }
 
     /** Starts sends from the origin queues while slots are free. */
@@ -391,7 +419,7 @@ export const makeEngine = (options: EngineOptions) =>
           add(sending, origin, 1)
           sendingTotal++
           const abort = new AbortController()
-          const running = attempt(it, abort.signal).finally(() => {
+          const running = (runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(() => {
             add(sending, origin, -1)
             add(open, origin, -1)
             sendingTotal--
@@ -508,85 +536,94 @@ export const makeEngine = (options: EngineOptions) =>
       const limit = Math.max(1, Math.min(o.fanoutBatch, Math.floor(room / targetsPerEvent)))
       const seen = generation
       const events = yield* db(() => readFanout(sql, { after, recheck, limit }))
-      const missing = { endpoints: new Set<string>(), subscriptions: new Set<string>() }
-      for (const ev of events) {
-        for (const id of ev.endpoints) if (!destinations.has(id)) missing.endpoints.add(id)
-        for (const id of ev.subscriptions) if (!destinations.has(id)) missing.subscriptions.add(id)
-      }
-      if (missing.endpoints.size + missing.subscriptions.size > 0) {
-        const found = yield* db(() => destinationsOf(sql, [...missing.endpoints], [...missing.subscriptions]))
-        // Read before a change that arrived meanwhile: not kept (what uses them goes back below).
-        if (seen === generation) {
-          if (destinations.size >= 10_000) destinations.clear()
-          for (const [id, d] of found) destinations.set(id, { ...d, origin: originOf(d.url) })
+      if (events.length === 0) return "done"
+      // The round from here on is one span when tracing is on (an empty read makes none).
+      const round = Effect.gen(function* () {
+        const span = tracing ? yield* Effect.currentSpan.pipe(Effect.orElseSucceed(() => null)) : null
+        const missing = { endpoints: new Set<string>(), subscriptions: new Set<string>() }
+        for (const ev of events) {
+          for (const id of ev.endpoints) if (!destinations.has(id)) missing.endpoints.add(id)
+          for (const id of ev.subscriptions) if (!destinations.has(id)) missing.subscriptions.add(id)
         }
-      }
-      const at = Date.now()
-      // A partition lost or given up meanwhile is another process's now, or read again.
-      const same = (p: Part) => owned.get(p.part) === p
-      let targets = 0
-      const items: Array<Item> = []
-      for (const ev of events) {
-        const p = parts.find((x) => x.part === ev.part)
-        if (!p || !same(p)) continue
-        const entry: Entry = { part: p, pos: ev.pos, before: p.read, remaining: 0 }
-        p.read = ev.pos
-        const add = (endpointId: string | null, subscriptionId: string | null) => {
-          const d = destinations.get((endpointId ?? subscriptionId)!)
-          // Deleted since the read, or read before a change: it goes back (or nowhere).
-          if (d === undefined && seen === generation) return
-          entry.remaining++
-          targets++
-          const c: Claimed = {
-            id: deliveryId(ev.id, endpointId, subscriptionId),
-            attempts: 0,
-            manual: false,
-            event: ev.event,
-            endpointId,
-            subscriptionId,
-            keyId: d?.keyId ?? null,
-            url: d?.url ?? "",
-            secret: d?.secret ?? NO_SECRET,
-            origin: d?.origin ?? "",
-            eventCreatedAt: ev.createdAt,
-            payload: ev.payload
+        if (missing.endpoints.size + missing.subscriptions.size > 0) {
+          const found = yield* db(() => destinationsOf(sql, [...missing.endpoints], [...missing.subscriptions]))
+          // Read before a change that arrived meanwhile: not kept (what uses them goes back below).
+          if (seen === generation) {
+            if (destinations.size >= 10_000) destinations.clear()
+            for (const [id, d] of found) destinations.set(id, { ...d, origin: originOf(d.url) })
           }
-          held++
-          items.push({
-            c,
-            src: { eventId: ev.id, companyId: ev.companyId, entry },
-            persisted: false,
-            leaseUntil: Number.POSITIVE_INFINITY,
-            fannedAt: at,
-            state: "queued",
-            outcome: null,
-            handBack: d === undefined || d.secret === null || seen !== generation,
-            persist: false,
-            dropped: false
-          })
         }
-        for (const id of ev.endpoints) add(id, null)
-        for (const id of ev.subscriptions) add(null, id)
-        if (entry.remaining > 0) p.outstanding.push(entry)
-      }
-      // The scan covered every event of the partitions read, up to the last one returned.
-      const last = events.at(-1)?.pos
-      if (last) for (const p of parts) if (same(p)) p.read = maxPos(p.read, last)
-      stats.events += events.length
-      stats.created += targets
-      if (events.length > 0) targetsPerEvent = Math.max(1, targets / events.length)
-      for (const it of items) {
-        if (it.handBack) {
-          it.state = "done"
-          toWrite(it)
-        } else {
-          enqueue(it)
-          unwritten.push(it)
+        const at = Date.now()
+        // A partition lost or given up meanwhile is another process's now, or read again.
+        const same = (p: Part) => owned.get(p.part) === p
+        let targets = 0
+        const items: Array<Item> = []
+        for (const ev of events) {
+          const p = parts.find((x) => x.part === ev.part)
+          if (!p || !same(p)) continue
+          const entry: Entry = { part: p, pos: ev.pos, before: p.read, remaining: 0 }
+          p.read = ev.pos
+          const add = (endpointId: string | null, subscriptionId: string | null) => {
+            const d = destinations.get((endpointId ?? subscriptionId)!)
+            // Deleted since the read, or read before a change: it goes back (or nowhere).
+            if (d === undefined && seen === generation) return
+            entry.remaining++
+            targets++
+            const c: Claimed = {
+              id: deliveryId(ev.id, endpointId, subscriptionId),
+              eventId: ev.id,
+              attempts: 0,
+              manual: false,
+              event: ev.event,
+              endpointId,
+              subscriptionId,
+              keyId: d?.keyId ?? null,
+              url: d?.url ?? "",
+              secret: d?.secret ?? NO_SECRET,
+              origin: d?.origin ?? "",
+              eventCreatedAt: ev.createdAt,
+              payload: ev.payload
+            }
+            held++
+            items.push({
+              c,
+              src: { eventId: ev.id, companyId: ev.companyId, entry },
+              persisted: false,
+              leaseUntil: Number.POSITIVE_INFINITY,
+              fannedAt: at,
+              state: "queued",
+              outcome: null,
+              handBack: d === undefined || d.secret === null || seen !== generation,
+              persist: false,
+              dropped: false,
+              span
+            })
+          }
+          for (const id of ev.endpoints) add(id, null)
+          for (const id of ev.subscriptions) add(null, id)
+          if (entry.remaining > 0) p.outstanding.push(entry)
         }
-      }
-      if (items.length === 0 && events.length > 0) poke(writeQ) // move the cursors
-      pump()
-      return events.length >= limit ? "more" : "done"
+        // The scan covered every event of the partitions read, up to the last one returned.
+        const last = events.at(-1)?.pos
+        if (last) for (const p of parts) if (same(p)) p.read = maxPos(p.read, last)
+        stats.events += events.length
+        stats.created += targets
+        if (events.length > 0) targetsPerEvent = Math.max(1, targets / events.length)
+        for (const it of items) {
+          if (it.handBack) {
+            it.state = "done"
+            toWrite(it)
+          } else {
+            enqueue(it)
+            unwritten.push(it)
+          }
+        }
+        if (items.length === 0 && events.length > 0) poke(writeQ) // move the cursors
+        pump()
+        if (tracing) yield* annotateFanout({ events: events.length, deliveryIds: items.map((it) => it.c.id) })
+        return events.length >= limit ? "more" : "done"
+      })
+      return yield* tracing ? round.pipe(withFanoutSpan({ eventIds: events.map((ev) => ev.id) })) : round
     })
     const fanoutLoop = Effect.forever(
       Effect.gen(function* () {
@@ -656,7 +693,8 @@ export const makeEngine = (options: EngineOptions) =>
           outcome: null,
           handBack: seen !== generation,
           persist: false,
-          dropped: false
+          dropped: false,
+          span: null
         }
         held++
         if (it.handBack) {

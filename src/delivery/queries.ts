@@ -69,6 +69,15 @@ export const START: Pos = { lsn: "0/0", seq: 0 }
 export const END: Pos = { lsn: "FFFFFFFF/FFFFFFFF", seq: 2_147_483_647 }
 
 /**
+ * Outbox events not fanned out yet (id, created_at): each after its own partition's cursor.
+ * The slowest cursor (the service.webhook_fanout view) only bounds the scan.
+ */
+export const OUTBOX_BACKLOG = `
+  select e.id, e.created_at from service.events e, service.webhook_fanout f, service.webhook_fanout_parts p
+  where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq) and p.part = service.webhook_part(e.id)
+    and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)`
+
+/**
  * Who gets the events of `ev`: endpoints that chose the event and are on, subscriptions whose
  * key is active and may read the record, on the Company tier, module on. Destinations made
  * after an event do not get it. Where `ev.recheck`, a destination that already has a row for
@@ -308,6 +317,7 @@ export const leaveFanout = async (sql: Sql, owner: string): Promise<void> => {
 
 export type Claimed = {
   readonly id: string
+  readonly eventId: string
   readonly attempts: number
   readonly manual: boolean
   readonly event: string
@@ -331,7 +341,7 @@ const CLAIM = `
 with d as materialized (
   select * from service.webhook_due($1, $2::text[], $3)
 ), cand as materialized (
-  select d.id, d.next_attempt_at, d.attempts, d.manual, d.event, d.endpoint_id, d.subscription_id, s.key_id,
+  select d.id, d.event_id, d.next_attempt_at, d.attempts, d.manual, d.event, d.endpoint_id, d.subscription_id, s.key_id,
     coalesce(w.url, s.url) as url, coalesce(w.secret, ks.secret) as secret, d.origin,
     to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_created_at,
     ev.payload, ${HOLD_REASON} as hold_reason
@@ -357,13 +367,14 @@ with d as materialized (
   from picked p where d.id = p.id
   returning d.id
 )
-select c.id::text, (l.id is not null) as leased, c.attempts, c.manual, c.event, c.endpoint_id::text,
+select c.id::text, c.event_id::text, (l.id is not null) as leased, c.attempts, c.manual, c.event, c.endpoint_id::text,
   c.subscription_id::text, c.key_id::text, c.url, case when l.id is not null then c.secret end as secret, c.origin,
   c.event_created_at, case when l.id is not null then c.payload end as payload
 from cand c left join leased l on l.id = c.id`
 
 type ClaimRow = {
   id: string
+  event_id: string
   leased: boolean
   attempts: number
   manual: boolean
@@ -412,6 +423,7 @@ export const claim = async (sql: Sql, input: ClaimInput): Promise<{ claimed: Rea
     if (!r.leased) continue
     claimed.push({
       id: r.id,
+      eventId: r.event_id,
       attempts: r.attempts,
       manual: r.manual,
       event: r.event,
