@@ -3,7 +3,7 @@ import { Webhook as StandardWebhook } from "standardwebhooks"
 import Stripe from "stripe"
 import { Webhook as SvixWebhook } from "svix"
 import { describe, expect, it } from "vitest"
-import { newSecret, sign, standardHeaders, verify } from "../../src/delivery/signature.ts"
+import { newSecret, sign, signedHeaders, standardHeaders, verify } from "../../src/delivery/signature.ts"
 
 const body = JSON.stringify({ id: "dlv_1", event: "incident.created", createdAt: "2026-11-22T00:00:00.000Z", data: { id: "inc_1", note: "café ✓" } })
 
@@ -65,5 +65,21 @@ describe("signature", () => {
     expect(new StandardWebhook(secret).verify(body, now)).toMatchObject({ id: "dlv_1", event: "incident.created" })
     expect(() => new SvixWebhook(secret).verify(body, now)).not.toThrow()
     expect(() => standardHeaders(secret, "dlv_1", 1.5, body)).toThrow(RangeError)
+  })
+
+  it("a delivery's headers (keys made once per secret) are both schemes' signatures, for every secret and body", () => {
+    const secrets = [newSecret(), newSecret(), "whsec_", "not-whsec-prefixed"]
+    for (let round = 0; round < 3; round++) {
+      for (const [i, secret] of secrets.entries()) {
+        const t = 1_700_000_000 + round * 7 + i
+        const b = `${body}${round}`
+        const headers = signedHeaders(secret, `dlv_${i}`, t, b)
+        expect(headers).toEqual({ "service-delivery": `dlv_${i}`, "service-signature": sign(secret, t, b), ...standardHeaders(secret, `dlv_${i}`, t, b) })
+        expect(signedHeaders(secret, `dlv_${i}`, t, Buffer.from(b, "utf8"))).toEqual(headers)
+        expect(verify(headers["service-signature"]!, b, secret, 300, t)).toEqual({ ok: true, timestamp: t })
+      }
+    }
+    expect(signedHeaders(secrets[0]!, "a", 1, body)["service-signature"]).not.toBe(signedHeaders(secrets[1]!, "a", 1, body)["service-signature"])
+    expect(() => signedHeaders(secrets[0]!, "dlv_1", -1, body)).toThrow(RangeError)
   })
 })
