@@ -1,6 +1,7 @@
 // Webhook delivery benchmark: rows committed in the app's tables, through capture, the
 // outbox, fan-out and the delivery engine, to a local HTTPS receiver.
-//   1. deliveries/s at saturation: a backlog of events drained by the engine;
+//   1. deliveries/s at saturation: a backlog of events drained by the engine (to one
+//      endpoint, to six, and to six by two engine processes sharing the work);
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
 //   3. the baseline: a bare undici loop posting signed bodies to the same receiver.
 // The receiver runs in its own process; BENCH_RECEIVER=local runs it inside this one instead,
@@ -77,6 +78,11 @@ const cpuByTitle = (root: number): Map<string, number> => {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+type CpuUs = { readonly engine: number; readonly postgres: number | null; readonly receiver: number | null }
+const cpuRow = (name: string, c: CpuUs) => {
+  const cell = (v: number | null) => (v === null ? "–" : Math.round(v).toLocaleString("en-US"))
+  return `| ${name} | ${cell(c.engine)} | ${cell(c.postgres)} | ${cell(c.receiver)} | ${cell(c.engine + (c.postgres ?? 0) + (c.receiver ?? 0))} |`
+}
 const pct = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const log = (s: string) => process.stderr.write(s + "\n")
@@ -262,6 +268,8 @@ const main = async () => {
       await waitUntil(async () => (await arrived()) - before >= expected, 600_000, "the backlog")
       const ms = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
+      const perUs = (cpuMs: number) => (cpuMs * 1000) / expected
+      const cpuUs = { engine: perUs((cpu.user + cpu.system) / 1000), postgres: perUs(cpuOf(postmaster, true) - pg0), receiver: local ? null : perUs(cpuOf(receiver.pid, false) - rc0) }
       if (process.env.BENCH_CPU) {
         const perDelivery = (cpuMs: number) => ((cpuMs * 1000) / expected).toFixed(0)
         const engineName = local ? "engine and receiver" : "engine"
@@ -278,7 +286,57 @@ const main = async () => {
         profiler.disconnect()
       }
       await Effect.runPromise(Scope.close(engineScope, Exit.void))
-      return { rate: (expected / ms) * 1000, ms }
+      return { rate: (expected / ms) * 1000, ms, cpuUs }
+    }
+
+    /** Like drain, with `n` engine processes (bench/webhooks-engine.ts) started together. */
+    const drainByProcesses = async (n: number, paths: ReadonlyArray<string>, expected: number, secretsKey: Uint8Array) => {
+      const children = await Promise.all(
+        Array.from({ length: n }, async () => {
+          const child = fork(new URL("./webhooks-engine.ts", import.meta.url), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
+          await new Promise<void>((resolve, reject) => {
+            child.once("message", () => resolve())
+            child.once("exit", (code) => reject(new Error(`engine process exited with ${code}`)))
+          })
+          return child
+        })
+      )
+      const pg0 = cpuOf(postmaster, true)
+      const rc0 = cpuOf(receiver.pid, false)
+      const engines0 = children.map((c) => cpuOf(c.pid!, false))
+      const arrived = async () => (await Promise.all(paths.map((p) => receiver.count(p)))).reduce((a, b) => a + b, 0)
+      const before = await arrived()
+      const t0 = performance.now()
+      await Promise.all(
+        children.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              c.once("message", () => resolve())
+              c.send({ cmd: "start", url, secretsKey: Buffer.from(secretsKey).toString("base64"), ca: receiver.ca })
+            })
+        )
+      )
+      await waitUntil(async () => (await arrived()) - before >= expected, 600_000, "the backlog")
+      const ms = performance.now() - t0
+      const engineMs = children.map((c, i) => cpuOf(c.pid!, false) - engines0[i]!)
+      const perUs = (cpuMs: number) => (cpuMs * 1000) / expected
+      const cpuUs = { engine: perUs(engineMs.reduce((a, b) => a + b, 0)), postgres: perUs(cpuOf(postmaster, true) - pg0), receiver: perUs(cpuOf(receiver.pid, false) - rc0) }
+      if (process.env.BENCH_CPU) {
+        const perDelivery = (cpuMs: number) => ((cpuMs * 1000) / expected).toFixed(0)
+        const all = engineMs.reduce((a, b) => a + b, 0)
+        log(`  cpu: engines ${engineMs.join(" + ")} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`)
+        log(`  cpu per delivery: engines ${perDelivery(all)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`)
+      }
+      await Promise.all(
+        children.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              c.once("exit", () => resolve())
+              c.send({ cmd: "stop" })
+            })
+        )
+      )
+      return { rate: (expected / ms) * 1000, ms, engineMs, cpuUs }
     }
 
     const one = await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] })
@@ -291,10 +349,11 @@ const main = async () => {
     const bareCpu0 = process.cpuUsage()
     const bareRc0 = cpuOf(receiver.pid, false)
     const bare = await bareLoop(receiver, body, INFLIGHT, 5_000)
+    const bareCpu = process.cpuUsage(bareCpu0)
+    const bareCpuUs = { engine: (bareCpu.user + bareCpu.system) / bare.sent, postgres: null, receiver: local ? null : ((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent }
     if (process.env.BENCH_CPU) {
-      const cpu = process.cpuUsage(bareCpu0)
-      const receiverUs = local ? "" : `, receiver ${(((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent).toFixed(0)} µs`
-      log(`  cpu per delivery: ${local ? "loop and receiver" : "loop"} ${((cpu.user + cpu.system) / bare.sent).toFixed(0)} µs${receiverUs}`)
+      const receiverUs = bareCpuUs.receiver === null ? "" : `, receiver ${bareCpuUs.receiver.toFixed(0)} µs`
+      log(`  cpu per delivery: ${local ? "loop and receiver" : "loop"} ${bareCpuUs.engine.toFixed(0)} µs${receiverUs}`)
     }
 
     log("engine draining the backlog to one endpoint...")
@@ -308,6 +367,15 @@ const main = async () => {
     await backlog("corrective_actions")
     log(`engine draining the backlog to ${NAMES.length} endpoints...`)
     const many = await drain(paths, EVENTS * NAMES.length)
+    await sql`update service.webhook_endpoints set enabled = false`
+
+    // Two engine processes share the next backlog: each fans out and sends the events of its
+    // partitions of the outbox. The endpoints are off while it is committed (no engine runs,
+    // so nothing is fanned out yet), then on.
+    await backlog("corrective_actions")
+    await sql`update service.webhook_endpoints set enabled = true where name = any(${NAMES})`
+    log(`two engine processes draining the backlog to ${NAMES.length} endpoints...`)
+    const shared = await drainByProcesses(2, paths, EVENTS * NAMES.length, deps.secretsKey)
     await sql`update service.webhook_endpoints set enabled = false`
 
     await Effect.runPromise(Scope.provide(scope)(makeEngine(engineOptions)))
@@ -336,15 +404,14 @@ const main = async () => {
     await waitUntil(async () => (await receiver.count("/lat")) >= total, 60_000, "the latency events")
     const lat = (await receiver.latency(warm)).sort((a, b) => a - b)
 
-    // Where the time goes: commit -> delivery row (capture + fan-out) -> first attempt (claim).
-    const [split] = await sql<{ cap50: number; cap99: number; fan50: number; fan99: number; claim50: number; claim99: number }[]>`
+    // Where the time goes: commit -> outbox row (capture) -> first attempt (fan-out: the first
+    // attempt goes straight from it; its row is written after the answer).
+    const [split] = await sql<{ cap50: number; cap99: number; fan50: number; fan99: number }[]>`
       select percentile_disc(0.5) within group (order by cap) as cap50, percentile_disc(0.99) within group (order by cap) as cap99,
-        percentile_disc(0.5) within group (order by f) as fan50, percentile_disc(0.99) within group (order by f) as fan99,
-        percentile_disc(0.5) within group (order by c) as claim50, percentile_disc(0.99) within group (order by c) as claim99
+        percentile_disc(0.5) within group (order by f) as fan50, percentile_disc(0.99) within group (order by f) as fan99
       from (
         select extract(epoch from e.bench_inserted_at - e.created_at) * 1000 as cap,
-          extract(epoch from d.created_at - e.bench_inserted_at) * 1000 as f,
-          extract(epoch from a.started_at - d.created_at) * 1000 as c
+          extract(epoch from a.started_at - e.bench_inserted_at) * 1000 as f
         from service.webhook_deliveries d join service.events e on e.id = d.event_id
         join service.webhook_attempts a on a.delivery_id = d.id and a.number = 1
         join service.webhook_endpoints w on w.id = d.endpoint_id and w.name = 'latency'
@@ -359,12 +426,21 @@ const main = async () => {
       `| deliveries/s at saturation, 1 endpoint (8 in flight) | ${fmt(single.rate)} (${fmt(EVENTS)} in ${fmt(single.ms)} ms) | ${fmt(bare.rate)} (${INFLIGHT} in flight, ${bare.failed} failed) |`,
       `| deliveries/s at saturation, ${NAMES.length} endpoints (${NAMES.length * 8} in flight) | ${fmt(many.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(many.ms)} ms) | |`,
       `| ratio to bare (${NAMES.length} endpoints) | ${(many.rate / bare.rate).toFixed(2)} | 1 |`,
+      `| deliveries/s at saturation, ${NAMES.length} endpoints, two engine processes sharing the work | ${fmt(shared.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(shared.ms)} ms; ratio to bare ${(shared.rate / bare.rate).toFixed(2)}) | |`,
       `| commit to receipt at ${RATE} events/s, p50 | ${lat.length ? pct(lat, 50) : "-"} ms | |`,
       `| commit to receipt at ${RATE} events/s, p99 | ${lat.length ? pct(lat, 99) : "-"} ms | |`,
       `| of which commit to outbox row (capture), p50 / p99 | ${Math.round(split!.cap50)} / ${Math.round(split!.cap99)} ms | |`,
-      `| of which outbox row to delivery row (fan-out), p50 / p99 | ${Math.round(split!.fan50)} / ${Math.round(split!.fan99)} ms | |`,
-      `| of which delivery row to first attempt (claim), p50 / p99 | ${Math.round(split!.claim50)} / ${Math.round(split!.claim99)} ms | |`,
+      `| of which outbox row to first attempt (fan-out), p50 / p99 | ${Math.round(split!.fan50)} / ${Math.round(split!.fan99)} ms | |`,
       `| commit to receipt, max | ${lat.length ? lat.at(-1) : "-"} ms (${lat.length} events measured${late ? `, ${late} commits started late` : ""}) | |`,
+      "",
+      `CPU per delivery at saturation, by process kind (µs; ${cpus().length} CPUs shared by all of them):`,
+      "",
+      `| | ${local ? "engine and receiver" : "engine (Node)"} | PostgreSQL | receiver | in all |`,
+      "|---|---:|---:|---:|---:|",
+      cpuRow("engine, 1 endpoint", single.cpuUs),
+      cpuRow(`engine, ${NAMES.length} endpoints`, many.cpuUs),
+      cpuRow(`two engine processes, ${NAMES.length} endpoints`, shared.cpuUs),
+      cpuRow("bare undici loop", bareCpuUs),
       ""
     ]
     process.stdout.write(lines.join("\n"))

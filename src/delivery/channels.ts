@@ -14,3 +14,6 @@ export const DELIVERIES_CHANNEL = "service_deliveries"
  * The engine then hands back what it holds and has not started sending.
  */
 export const DESTINATIONS_CHANNEL = "service_webhook_destinations"
+
+/** Notified when an engine gives up fan-out partitions (shutdown, a new process's share): others take them at once. */
+export const PARTITIONS_CHANNEL = "service_webhook_partitions"

@@ -9,6 +9,7 @@ import type { Sql } from "postgres"
 import type { CaptureStats } from "../capture/run.ts"
 import { captureStatus } from "../capture/status.ts"
 import { AttemptObserver, type EngineStats } from "../delivery/engine.ts"
+import { OUTBOX_BACKLOG } from "../delivery/queries.ts"
 import { mirror, Registry, setOrClear } from "./registry.ts"
 
 /** Seconds: from a fast loopback answer to the 10 s limit. */
@@ -101,9 +102,7 @@ export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, sql: Sql,
     setOrClear(m.captureWalKeepSize, s.walKeepSizeBytes)
     m.captureStalled.set(s.stalledAt === null ? 0 : 1)
     const [b] = await sql<{ n: number }[]>`
-      select count(*)::int as n from (
-        select 1 from service.events e, service.webhook_fanout f
-        where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq) limit 100000) x`
+      select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`
     m.outboxBacklog.set(b!.n)
   })
 

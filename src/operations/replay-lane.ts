@@ -249,13 +249,16 @@ const release = async (tx: Tx, row: Locked, n: number): Promise<{ released: numb
   }
   const toMake = items.filter((i) => i.delivery_id === null)
   if (toMake.length > 0 && row.origin !== null) {
-    // MERGE NOTE (issue 17 engine): the new engine gives deliveries the id
-    // service.webhook_delivery_id(event, endpoint, subscription) and locks the destination
-    // for key share first (deliveries lose their foreign keys); do the same here.
-    const made = await tx<{ seq: number }[]>`
+    // The id fan-out would have given it (a function of event and destination), and the
+    // destination locked for key share first: deliveries have no foreign keys, so one deleted
+    // meanwhile gets no rows (sql/020_delivery_once.sql).
+    const table = row.endpoint_id !== null ? tx`service.webhook_endpoints` : tx`service.webhook_subscriptions`
+    const [there] = await tx`select 1 from ${table} where id = ${destination} for key share`
+    const made = !there ? [] : await tx<{ seq: number }[]>`
       with ins as (
-        insert into service.webhook_deliveries (event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
-        select e.id, e.company_id, e.event, ${row.endpoint_id}::uuid, ${row.subscription_id}::uuid, ${row.origin},
+        insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
+        select service.webhook_delivery_id(e.id, ${row.endpoint_id}::uuid, ${row.subscription_id}::uuid), e.id, e.company_id, e.event,
+          ${row.endpoint_id}::uuid, ${row.subscription_id}::uuid, ${row.origin},
           now() + (x.seq - ${first}) * interval '1 microsecond'
         from unnest(${toMake.map((i) => i.event_id)}::uuid[], ${toMake.map((i) => i.seq)}::int[]) as x(event_id, seq)
         join service.events e on e.id = x.event_id

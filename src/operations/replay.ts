@@ -2,7 +2,10 @@
 // (event, destination) always has the same delivery row, so a replayed event that was
 // ever fanned out to this destination keeps its delivery id (Service-Delivery and body id)
 // and receivers recognise it as a repeat; an event it never got (e.g. while the endpoint
-// was switched off: fan-out skips endpoints that are off) gets a new delivery.
+// was switched off: fan-out skips endpoints that are off) gets a new delivery, with the id
+// fan-out would have given it (a function of event and destination). An event fan-out has
+// not passed yet is fan-out's to send (its first attempt may be on the wire, not yet
+// written): it counts as in flight.
 //
 // A replay is a stored job (service.webhook_replays, sql/019), made by the CLI, the admin
 // API or the admin pages alike: making it plans which events go again, in event order, and
@@ -127,8 +130,9 @@ const plan = async (sql: Sql, input: ReplayInput) => {
   // Commit order, so receivers get replays in the order the events happened.
   const rows = await sql<Plan[]>`
     select e.id::text as event_id, d.id::text as delivery_id, d.state,
-      coalesce(d.leased_by is not null and d.lease_until > now(), false) as leased
+      coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased
     from service.events e
+    join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
     left join service.webhook_deliveries d on d.event_id = e.id and ${column} = ${destination.id}
     where e.company_id = ${destination.companyId} and e.event = any(${events}::text[])
       and e.created_at >= ${since} and e.created_at < ${until}

@@ -5,6 +5,7 @@ import type { Sql } from "postgres"
 import { captureStatus, type CaptureStatus } from "../capture/status.ts"
 import { leaderInfo, type LeaderInfo } from "../capture/leader.ts"
 import { runningReplays, type ReplayView } from "./replays.ts"
+import { OUTBOX_BACKLOG } from "../delivery/queries.ts"
 
 export const KEY_EXPIRY_WARNING_DAYS = 14
 
@@ -66,8 +67,8 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
     captureStatus(sql, slot),
     leaderInfo(sql),
     sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
-      select (select count(*)::int from service.events e, service.webhook_fanout f where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq)) as backlog,
-        (select min(e.created_at) from service.events e, service.webhook_fanout f where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq)) as oldest,
+      with waiting as (${sql.unsafe(OUTBOX_BACKLOG)})
+      select (select count(*)::int from waiting) as backlog, (select min(created_at) from waiting) as oldest,
         (select max(created_at) from service.events) as newest`,
     sql<{ due: number; scheduled: number; in_flight: number; failing: number; held: number; failed: number; oldest_due: Date | null }[]>`
       select

@@ -40,7 +40,10 @@ describe("the default retry schedule on a test clock", () => {
 
       yield* real(() => insertIncident(w.db.sql, w.company.id))
       yield* real(() => waitFor(() => count() === 1, "the first attempt"))
-      const [d] = yield* real(() => deliveries(w.db.sql)) as Effect.Effect<Awaited<ReturnType<typeof deliveries>>>
+      // The row is written with the first attempt's outcome, just after the answer.
+      const [d] = yield* real(() => waitFor(async () => ((await deliveries(w.db.sql)).length === 1 ? deliveries(w.db.sql) : null), "the delivery row")) as Effect.Effect<
+        Awaited<ReturnType<typeof deliveries>>
+      >
       yield* real(() => waitFor(async () => (await attemptsOf(w.db.sql, d!.id)).length === 1, "attempt 1 recorded"))
 
       for (const [n, wait] of [[2, 15 * MINUTE], [3, HOUR], [4, 4 * HOUR], [5, 12 * HOUR], [6, 24 * HOUR]] as const) {

@@ -32,11 +32,10 @@ describe("isolation", () => {
       expect(elapsed).toBeLessThan(6_000) // well inside the hung receiver's 10 s timeout
       // The hung receiver holds exactly its two slots; its other deliveries wait their turn.
       expect(hung.requests.length).toBe(2)
-      const ds = await waitFor(async () => {
-        const all = await deliveries(w.db.sql)
-        return all.filter((d) => d.endpoint_id === fast.id && d.state === "succeeded").length === 12 ? all : null
-      }, "12 recorded")
-      expect(ds.filter((d) => d.endpoint_id === slow.id && d.attempts === 0)).toHaveLength(12)
+      await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === fast.id && d.state === "succeeded").length === 12, "12 recorded")
+      // Those waiting (or hung) for a second are written as rows, still unattempted.
+      await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === slow.id && d.attempts === 0).length === 12, "12 waiting, written", 5_000)
+      expect(hung.requests.length).toBe(2)
     } finally {
       await engine.stop()
     }

@@ -3,7 +3,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, fanoutNow, sleep, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
 
 let w: World
 beforeAll(async () => {
@@ -116,6 +116,31 @@ describe("restart", () => {
       expect(Date.now() - leasedAt).toBeGreaterThanOrEqual(1_400)
       await waitFor(async () => (await ofEndpoint(e.id))[0]?.state === "succeeded", "success")
     } finally {
+      await engine.stop()
+    }
+  })
+
+  it("answers that cannot be written wait in memory, are written once the database takes them, and are not sent again", async () => {
+    const path = "/unwritable"
+    const e = await endpoint(path)
+    const engine = await startEngine(w.deps)
+    try {
+      // Every new delivery row is refused for a while.
+      await w.db.sql`alter table service.webhook_deliveries add constraint refuse_rows check (false) not valid`
+      for (let i = 0; i < 5; i++) await insertIncident(w.db.sql, w.company.id)
+      await waitFor(() => at(w.receiver, path).length === 5, "the five requests")
+      await sleep(1_500) // writes fail and are retried
+      expect(await ofEndpoint(e.id)).toEqual([])
+      await w.db.sql`alter table service.webhook_deliveries drop constraint refuse_rows`
+      const done = await waitFor(async () => {
+        const ds = await ofEndpoint(e.id)
+        return ds.length === 5 && ds.every((d) => d.state === "succeeded" && d.attempts === 1) ? ds : null
+      }, "the five written")
+      await fannedOut(w.db.sql)
+      await sleep(300)
+      expect(deliveryIds(path).sort()).toEqual(done.map((d) => d.id).sort())
+    } finally {
+      await w.db.sql`alter table service.webhook_deliveries drop constraint if exists refuse_rows`
       await engine.stop()
     }
   })

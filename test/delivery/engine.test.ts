@@ -54,8 +54,9 @@ describe("delivery engine: the request", () => {
     // data is the stored payload byte for byte, not a re-serialisation of it.
     expect(raw.toString("utf8")).toBe(`{"id":"${body.id}","event":"incident.created","createdAt":"${body.createdAt}","data":${ev!.payload}}`)
 
-    const [d] = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === endpointId)
-    expect(d?.id).toBe(body.id)
+    // The row is written with the attempt's outcome, just after the answer.
+    const d = await waitFor(async () => (await deliveries(w.db.sql)).find((x) => x.endpoint_id === endpointId), "the delivery row")
+    expect(d.id).toBe(body.id)
     await waitFor(async () => (await deliveries(w.db.sql)).find((x) => x.id === body.id && x.state === "succeeded"), "success recorded")
     const attempts = await attemptsOf(w.db.sql, body.id)
     expect(attempts.map((a) => [a.number, a.status, a.error])).toEqual([[1, 200, null]])

@@ -2,7 +2,7 @@
 // batch can hold the 15th fully failed delivery in a row and, after it, a success.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { fanout, recordOutcomes, type Outcome } from "../../src/delivery/queries.ts"
+import { fanoutRows, recordOutcomes, type Outcome } from "../../src/delivery/queries.ts"
 import { createEndpoint, getEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, deliveries, startWorld, type World } from "../webhooks/support.ts"
@@ -20,7 +20,7 @@ const leased = async (n: number, owner: string) => {
   const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: `batch ${randomUUID()}`, url: w.receiver.url("/batch"), events: ["incident.created"] })
   for (let i = 0; i < n; i++) await insertIncident(w.db.sql, w.company.id)
   await w.cap.settle()
-  await fanout(w.db.sql, 1_000, { now: new Date(), directMax: 0, leaseUntil: new Date(), owner })
+  await fanoutRows(w.db.sql, 1_000, new Date())
   await w.db.sql`update service.webhook_deliveries set leased_by = ${owner}, lease_until = now() + interval '1 minute' where endpoint_id = ${e.id}`
   const ds = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id)
   expect(ds).toHaveLength(n)

@@ -44,6 +44,7 @@ describe("the body", () => {
 
 const claimed = (over: Partial<Claimed> = {}): Claimed => ({
   id: "d1",
+  eventId: "v1",
   attempts: 0,
   manual: false,
   event: "incident.created",

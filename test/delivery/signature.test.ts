@@ -123,4 +123,20 @@ describe("signature", () => {
       }
     })
   })
+
+  it("a delivery's headers (keys made once per secret) are both schemes' signatures, for every secret and body", () => {
+    const secrets = [newSecret(), newSecret(), "whsec_", "not-whsec-prefixed"]
+    for (let round = 0; round < 3; round++) {
+      for (const [i, secret] of secrets.entries()) {
+        const t = 1_700_000_000 + round * 7 + i
+        const b = `${body}${round}`
+        const headers = signedHeaders(secret, `dlv_${i}`, t, b)
+        expect(headers).toEqual({ "service-delivery": `dlv_${i}`, "service-signature": sign(secret, t, b), ...standardHeaders(secret, `dlv_${i}`, t, b) })
+        expect(signedHeaders(secret, `dlv_${i}`, t, Buffer.from(b, "utf8"))).toEqual(headers)
+        expect(verify(headers["service-signature"]!, b, secret, 300, t)).toEqual({ ok: true, timestamp: t })
+      }
+    }
+    expect(signedHeaders(secrets[0]!, "a", 1, body)["service-signature"]).not.toBe(signedHeaders(secrets[1]!, "a", 1, body)["service-signature"])
+    expect(() => signedHeaders(secrets[0]!, "dlv_1", -1, body)).toThrow(RangeError)
+  })
 })

@@ -1,19 +1,26 @@
 // Traces (issue 16.3): with OTEL_EXPORTER_OTLP_ENDPOINT set, the real service (node src/main.ts)
 // sends its spans over OTLP to a stub collector: one per API request, named by its route and
 // carrying its request id and the key's id (never the key), one per capture batch carrying the
-// ids of the events it wrote. The delivery engine's hooks make a fan-out span and a delivery
-// attempt span under it, with their ids. Without the variable there is no tracer at all.
+// ids of the events it wrote, one per fan-out round of the delivery engine carrying its event
+// and delivery ids, and one per delivery attempt: a first attempt under its round's span, a
+// retry on its own, each with its delivery and event ids, attempt number and outcome. The
+// hooks alone make the same spans. Without the variable there is no tracer at all.
 import { spawn, type ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { annotateFanout, spanRunner, TracingEnabled, TracingLive, withDeliverySpan, withFanoutSpan } from "../../src/observability/tracing.ts"
+import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { startHttpsReceiver, testCerts, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { startOtlpCollector, type OtlpCollector } from "../support/otlp-collector.ts"
-import { waitFor } from "../webhooks/support.ts"
+import { ADMIN, LOOPBACK, waitFor } from "../webhooks/support.ts"
 import { apiKey } from "./support.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
@@ -28,6 +35,9 @@ let exited: Promise<number | null>
 let output = ""
 let url: string
 let companyId: string
+let receiver: Receiver
+let dir: string
+const secretsKey = randomBytes(32)
 
 /** TracingLive over the given environment (not the test process's own). */
 const tracing = (env: Record<string, string>) => TracingLive.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))))
@@ -38,6 +48,10 @@ beforeAll(async () => {
   db = await freshDatabase()
   companyId = (await makeCompany(db.sql)).id
   collector = await startOtlpCollector()
+  receiver = await startHttpsReceiver()
+  dir = mkdtempSync(join(tmpdir(), "srs-tracing-"))
+  const caFile = join(dir, "ca.pem")
+  writeFileSync(caFile, testCerts().trusted.caCert)
   const port = await freePort()
   url = `http://127.0.0.1:${port}`
   child = spawn(process.execPath, [MAIN], {
@@ -51,8 +65,11 @@ beforeAll(async () => {
       REQUEST_LOG_LEVEL: "info",
       HOST: "127.0.0.1",
       PORT: String(port),
-      SECRETS_KEY: randomBytes(32).toString("base64"),
+      SECRETS_KEY: secretsKey.toString("base64"),
       CAPTURE_HEARTBEAT: "1 second",
+      WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
+      WEBHOOK_RETRY_SCHEDULE: "300ms",
+      NODE_EXTRA_CA_CERTS: caFile,
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
       OTEL_BSP_SCHEDULE_DELAY: "100",
       OTEL_SERVICE_NAME: "srs-under-test"
@@ -80,7 +97,9 @@ afterAll(async () => {
     await exited
   }
   await collector?.close()
+  await receiver?.close()
   await db?.drop()
+  if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
 describe("traces", () => {
@@ -116,6 +135,53 @@ describe("traces", () => {
     // the key itself never leaves the process: not in a span, not in a log line
     expect(collector.bodies.join("\n")).not.toContain(key)
     expect(output).not.toContain(key)
+  })
+})
+
+describe("the delivery engine's spans", () => {
+  it("a span per fan-out round with its event and delivery ids; the first attempt's span under it, a retry's on its own, each with its ids and outcome", async () => {
+    await createEndpoint({ sql: db.sql, secretsKey, allowed: LOOPBACK }, ADMIN, {
+      companyId,
+      name: "Traced",
+      url: receiver.url("/traced"),
+      events: ["incident.created"]
+    })
+    // The first attempt fails; the retry, 300 ms later, is answered 200.
+    receiver.reply("/traced", { status: 503 })
+    const incident = await insertIncident(db.sql, companyId)
+    const eventId = await waitFor(async () => (await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${incident}`)[0]?.id, "the event")
+    const first = await waitFor(() => receiver.requests.find((r) => r.path === "/traced"), "the first attempt")
+    receiver.reply("/traced", { status: 200 })
+    const deliveryId = first.headers["service-delivery"] as string
+    await waitFor(() => receiver.requests.filter((r) => r.path === "/traced").length >= 2, "the retry")
+
+    const fanout = await waitFor(
+      () => collector.spans.find((s) => s.name === "webhook.fanout" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)),
+      "the fan-out round's span"
+    )
+    expect(fanout).toMatchObject({ kind: PRODUCER, service: "srs-under-test" })
+    expect(fanout.attributes["delivery.ids"]).toContain(deliveryId)
+    expect(fanout.attributes["fanout.events"]).toBeGreaterThanOrEqual(1)
+    const attempts = await waitFor(() => {
+      const a = collector.spans.filter((s) => s.name === "webhook.delivery" && s.attributes["delivery.id"] === deliveryId)
+      return a.length >= 2 ? a.sort((x, y) => Number(x.attributes["delivery.attempt"]) - Number(y.attributes["delivery.attempt"])) : null
+    }, "both attempts' spans")
+    expect(attempts).toHaveLength(2)
+    const [one, two] = attempts
+    expect(one).toMatchObject({
+      kind: CLIENT,
+      traceId: fanout.traceId,
+      parentSpanId: fanout.spanId,
+      attributes: { "event.id": eventId, "event.type": "incident.created", "delivery.attempt": 1, "delivery.outcome": "pending", "http.response.status_code": 503 }
+    })
+    expect(one!.attributes["endpoint.id"]).toEqual(expect.any(String))
+    // The retry is claimed from its row, not part of a fan-out round: a trace of its own.
+    expect(two).toMatchObject({
+      kind: CLIENT,
+      attributes: { "event.id": eventId, "delivery.attempt": 2, "delivery.outcome": "succeeded", "http.response.status_code": 200 }
+    })
+    expect(two!.traceId).not.toBe(fanout.traceId)
+    expect(two!.parentSpanId).toBeUndefined()
   })
 })
 

@@ -97,6 +97,21 @@ describe("status", () => {
     expect(notAdmin.code).toBe(1)
     expect(notAdmin.stderr).toContain("wes@status.test is not an admin")
 
+    // fan-out moves by partitions of the outbox, each with its own cursor: an event waits only
+    // while its own partition's cursor is before it
+    await insertIncident(w.db.sql, w.company.id)
+    await insertIncident(w.db.sql, w.company.id)
+    await w.cap.settle()
+    expect((await operationsStatus(w.db.sql, slot())).outbox.backlog).toBe(2)
+    const [a, b] = await w.db.sql<{ id: string; created_at: Date }[]>`
+      select e.id::text, e.created_at from service.events e, service.webhook_fanout f
+      where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq) order by e.commit_lsn, e.seq`
+    await w.db.sql`update service.webhook_fanout_parts p set commit_lsn = e.commit_lsn, seq = e.seq
+      from service.events e where e.id = ${a!.id} and p.part = service.webhook_part(e.id)`
+    const partly = await operationsStatus(w.db.sql, slot())
+    expect(partly.outbox.backlog).toBe(1)
+    expect(partly.outbox.oldestBacklogAt).toBe(b!.created_at.toISOString())
+
     // capture stopped: no leader, slot inactive
     await w.cap.stop()
     const stopped = await operationsStatus(w.db.sql, slot())

@@ -252,7 +252,10 @@ describe("retention", () => {
     }
     const ids = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id).map((d) => d.id)
     await w.db.sql`update service.webhook_deliveries set created_at = now() - interval '31 days' where id = ${ids[0]!}`
-    await w.db.sql`update service.webhook_attempts set started_at = now() - interval '31 days' where delivery_id = ${ids[1]!}`
+    // An attempt made 31 days ago, before the one the row holds (a delivery's latest attempt lives in its row).
+    await w.db.sql`update service.webhook_deliveries set attempts = 2 where id = ${ids[1]!}`
+    await w.db.sql`insert into service.webhook_earlier_attempts (delivery_id, number, started_at, duration_ms, status, error, error_kind)
+      values (${ids[1]!}, 1, now() - interval '31 days', 5, 500, 'http 500', 'http')`
     const r = await purgeOld(w.db.sql, new Date(Date.now() - 30 * 86_400_000))
     expect(r).toEqual({ deliveries: 1, attempts: 1, events: 0 })
     const left = await w.db.sql<{ id: string; n: number }[]>`select d.id::text, (select count(*)::int from service.webhook_attempts a where a.delivery_id = d.id) as n

@@ -43,7 +43,7 @@ describe("fan-out", () => {
   it("an event goes to the endpoint and to the active subscription, once each", async () => {
     expect(await deliver()).toEqual({ endpoint: true, subscription: true })
     // Fanning out again changes nothing: the cursor moved, and (event, destination) is unique.
-    await w.db.sql`update service.webhook_fanout set commit_lsn = '0/0', seq = 0`
+    await w.db.sql`update service.webhook_fanout_parts set commit_lsn = '0/0', seq = 0`
     await fanoutNow(w.db.sql)
     const [dupes] = await w.db.sql<{ n: number }[]>`select count(*)::int as n from (select event_id from service.webhook_deliveries
       group by event_id, endpoint_id, subscription_id having count(*) > 1) x`

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll } from "vitest"
 import type { Sql } from "postgres"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
 import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
-import { fanout } from "../../src/delivery/queries.ts"
+import { fanoutRows } from "../../src/delivery/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
 import { LoggingLive } from "../../src/logging.ts"
 import { makeReplayLane } from "../../src/operations/replay-lane.ts"
@@ -157,9 +157,8 @@ export const attemptsOf = (sql: Sql, deliveryId: string) =>
 /** Requests the receiver got at a path. */
 export const at = (receiver: Receiver, path: string) => receiver.requests.filter((r) => r.path === path)
 
-/** Fans the outbox out by hand, as an engine would, without leasing anything. */
-export const fanoutNow = (sql: Sql) =>
-  fanout(sql, 100_000, { now: new Date(), directMax: 0, leaseUntil: new Date(), owner: "00000000-0000-0000-0000-000000000000" })
+/** Fans the outbox out by hand into pending rows due now, without sending anything. */
+export const fanoutNow = (sql: Sql) => fanoutRows(sql, 100_000, new Date())
 
 /**
  * A world for the file and an engine per test: each test owns its destinations, and they are
