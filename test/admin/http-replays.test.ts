@@ -180,7 +180,7 @@ describe("admin HTTP API: replays", () => {
     expect(sample(scraped, "srs_replays_running")).toBe(1)
     expect(sample(scraped, "srs_replay_remaining_deliveries")).toBeGreaterThan(0)
 
-    // Live events while it runs: from the moment fan-out made its delivery (so capture's own
+    // Live events while it runs: from the moment the event was in the outbox (so capture's own
     // latency aside), each arrives with at most the lane's window (one second's worth) and what
     // the lane hands over meanwhile ahead of it, never behind what the replay still has queued.
     const live: Array<{ id: string; queuedThen: number }> = []
@@ -196,9 +196,10 @@ describe("admin HTTP API: replays", () => {
       return got.every((b) => b !== undefined) ? got.map((b) => b!) : undefined
     }, "the live deliveries")
     for (const [i, l] of live.entries()) {
+      // From the moment the event was in the outbox: the engine sends a first attempt straight
+      // from fan-out and writes its row afterwards, so the row's own time is after the send.
       const [made] = await db.sql<{ at: Date }[]>`
-        select d.created_at as at from service.webhook_deliveries d join service.events e on e.id = d.event_id
-        where d.endpoint_id = ${endpointId} and e.record_id = ${l.id}`
+        select e.created_at as at from service.events e where e.record_id = ${l.id} and e.event = 'incident.created'`
       const replayedMeanwhile = bodies(path)
         .slice(before)
         .filter((b) => first.includes(b.data.id) && b.arrivedAt >= made!.at.getTime() && b.arrivedAt <= arrived[i]!.arrivedAt).length
