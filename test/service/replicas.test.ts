@@ -276,9 +276,13 @@ describe("several replicas on one database", () => {
     const delivered = deliveredUnder()
     expect([...delivered.keys()].sort()).toEqual(expected)
     expect([...delivered.entries()].filter(([, ids]) => ids.size !== 1)).toEqual([])
-    const [rows] = await db.sql<{ deliveries: number; events: number }[]>`
-      select count(*)::int as deliveries, count(distinct event_id)::int as events from service.webhook_deliveries`
-    expect(rows).toEqual({ deliveries: expected.length, events: expected.length })
+    // A first attempt's row is written after it was sent (many per statement): wait for the
+    // last ones, then there is exactly one row per event.
+    const rowsNow = async () =>
+      (await db.sql<{ deliveries: number; events: number }[]>`
+        select count(*)::int as deliveries, count(distinct event_id)::int as events from service.webhook_deliveries`)[0]!
+    await waitFor(async () => ((await rowsNow()).deliveries >= expected.length ? true : undefined), "every delivery's row", 20_000)
+    expect(await rowsNow()).toEqual({ deliveries: expected.length, events: expected.length })
 
     // The survivor answered every poll; the others, every poll before they were killed.
     const of = (r: Replica) => polls.filter((p) => p.replica === r)
