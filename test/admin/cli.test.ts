@@ -184,7 +184,8 @@ describe("admin CLI", () => {
       expect(r.stderr).toMatch(/See: npm run admin -- .*--help/)
     })
 
-    it("for values the database decides", async () => {
+    // Nine CLI processes, one after another (each starts Node and connects): a budget for a busy machine.
+    it("for values the database decides", { timeout: 180_000 }, async () => {
       const cases: Array<[Array<string>, RegExp]> = [
         [["keys", "create", "--company", "nowhere.test", "--name", "n", "--read", "all", "--as", acme.adminEmail], /^error: no company with id or host "nowhere.test"\n$/],
         [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "nobody@example.test"], /^error: no user with e-mail nobody@example.test\n$/],
