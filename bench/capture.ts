@@ -7,9 +7,15 @@
 //      one statement at a time (two statements per change);
 //   2. commit-to-outbox latency at a steady 1,000 changes/s with capture running;
 //   3. peak memory while a 20k-row and a 200k-row transaction are applied.
+// Where capture's time goes while it drains the workload is printed beside: its phases (time
+// spent waiting for the stream, decoding, preparing a batch, writing one), the CPU time of this
+// process and of PostgreSQL's processes (Linux), and each statement's server time
+// (pg_stat_statements, loaded into the embedded server).
 // Usage: npm run bench:capture [-- --transactions 4000]
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { readdirSync, readFileSync } from "node:fs"
+import { CaptureProfile, PHASES } from "../src/capture/profile.ts"
 import { CaptureStats, runCapture } from "../src/capture/run.ts"
 import { formatLsn, parseLsn } from "../src/capture/lsn.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
@@ -23,9 +29,68 @@ const TRANSACTIONS = arg("transactions", 4000)
 const CHANGES_PER_TXN = 5
 const LATENCY_SECONDS = arg("latency-seconds", 10)
 
-const db = await benchDatabase()
+const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements" })
 const { sql, url } = db
 const SLOT = "bench_capture"
+const statements = await sql`create extension if not exists pg_stat_statements`.then(
+  () => true,
+  () => false
+)
+
+// CPU time of PostgreSQL's processes (the embedded server's children), by kind: Linux only.
+const postmaster = await (async () => {
+  try {
+    const [r] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
+    return readFileSync(`/proc/${r!.pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1]!
+  } catch {
+    return null
+  }
+})()
+const TICK_MS = 10 // USER_HZ 100
+const pgCpu = (): Map<string, number> => {
+  const out = new Map<string, number>()
+  if (postmaster === null) return out
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (f[1] !== postmaster) continue
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      out.set(pid + (cmd.includes("walsender") ? " walsender" : " backend"), (Number(f[11]) + Number(f[12])) * TICK_MS)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out
+}
+/** Runs `f`; returns its result with the CPU milliseconds this process and PostgreSQL's
+ *  walsenders and other processes spent meanwhile (sampled every 50 ms, so that a process
+ *  that ends meanwhile, pg_recvlogical's walsender, counts too). */
+const cpuOf = async <A>(f: () => Promise<A>) => {
+  const pg0 = pgCpu()
+  const seen = new Map(pg0)
+  const sample = () => {
+    for (const [k, v] of pgCpu()) seen.set(k, v)
+  }
+  const timer = setInterval(sample, 50)
+  const node0 = process.cpuUsage()
+  try {
+    const result = await f()
+    const node = process.cpuUsage(node0)
+    sample()
+    let walsender = 0
+    let backends = 0
+    for (const [k, v] of seen) {
+      const d = v - (pg0.get(k) ?? 0)
+      if (k.endsWith("walsender")) walsender += d
+      else backends += d
+    }
+    return { result, cpu: { node: (node.user + node.system) / 1000, walsender, backends } }
+  } finally {
+    clearInterval(timer)
+  }
+}
 
 const [company] = await sql<{ id: string }[]>`insert into app.companies (name, host) values ('Bench', 'bench.test') returning id::text`
 const companyId = company!.id
@@ -34,10 +99,10 @@ for (const m of RESOURCES) await sql`insert into app.company_modules (company_id
 // Capture, run in this process so its memory can be sampled.
 let peakRss = 0
 const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 20)
-const startCapture = () => {
+const startCapture = (profile?: CaptureProfile) => {
   const stats = new CaptureStats()
   const ac = new AbortController()
-  const done = runCapture(sql, { url, slot: SLOT, publication: "safety_records_service", batchChanges: 2000, heartbeatMs: 60_000, log: () => {} }, ac.signal, stats)
+  const done = runCapture(sql, { url, slot: SLOT, publication: "safety_records_service", batchChanges: 2000, heartbeatMs: 60_000, log: () => {}, ...(profile ? { profile } : {}) }, ac.signal, stats)
   return { stats, stop: async () => (ac.abort(), await done.catch(() => {})), done }
 }
 const marker = async () => {
@@ -81,23 +146,33 @@ const end = await marker()
 const totalChanges = TRANSACTIONS * CHANGES_PER_TXN
 
 peakRss = 0
-const capture = startCapture()
+if (statements) await sql`select pg_stat_statements_reset()`
+const profile = new CaptureProfile()
+const capture = startCapture(profile)
 const c0 = performance.now()
-await until(capture.stats, end)
+const { cpu: captureCpu } = await cpuOf(() => until(capture.stats, end))
 const captureMs = performance.now() - c0
 const drainBatches = capture.stats.batches
 await capture.stop()
 const capturePeak = peakRss
+// Server time of each statement capture ran while draining (not those of this script).
+const statementTimes = statements
+  ? await sql<{ query: string; calls: number; ms: number; rows: number; wal: number }[]>`
+      select regexp_replace(query, '[[:space:]]+', ' ', 'g') as query, calls::int, total_exec_time::float8 as ms, rows::int, wal_bytes::float8 as wal
+      from pg_stat_statements
+      where query !~* 'pg_stat_statements|pg_logical_emit_message|pg_catalog|pg_replication|pg_publication|application_name|pg_backend_pid'
+      order by total_exec_time desc limit 8`
+  : []
 
 const endText = formatLsn(end)
 const r0 = performance.now()
-await new Promise<void>((resolve, reject) => {
+const { cpu: recvCpu } = await cpuOf(() => new Promise<void>((resolve, reject) => {
   const p = spawn("pg_recvlogical", ["-d", url, "--slot", "bench_raw", "--start", "--endpos", endText, "-o", "proto_version=1", "-o", "publication_names=safety_records_service", "-f", "/dev/null", "--no-loop"], { stdio: ["ignore", "ignore", "pipe"] })
   let err = ""
   p.stderr.on("data", (d) => (err += d))
   p.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`pg_recvlogical exited ${code}: ${err}`))))
   p.on("error", reject)
-})
+}))
 const recvMs = performance.now() - r0
 await sql`select pg_drop_replication_slot('bench_raw')`
 
@@ -107,6 +182,7 @@ await sql`create table public.bare_keyed (k text primary key, body text not null
 const [sample] = await sql<{ body: string }[]>`select body from service.views where resource = 'incidents' limit 1`
 const body = sample!.body
 const b0 = performance.now()
+const { cpu: bareCpu } = await cpuOf(async () => {
 for (let done = 0; done < totalChanges; done += 500) {
   const rows = Array.from({ length: Math.min(500, totalChanges - done) }, (_, j) => ({ k: `r${(done + j) % (totalChanges / 2)}`, body }))
   const json = JSON.stringify(rows)
@@ -116,6 +192,7 @@ for (let done = 0; done < totalChanges; done += 500) {
              on conflict (k) do update set body = excluded.body`
   })
 }
+})
 const bareMs = performance.now() - b0
 
 // The same rows written the plain way the capture issue words its baseline: per change one
@@ -215,6 +292,34 @@ table([
   ["bare write, per row, pipelined (insert + upsert statement each, 500/txn)", rate(pipelinedMs), fmt(pipelinedMs / captureMs, 2)],
   ["bare write, per row, one at a time (insert + upsert statement each, 500/txn)", rate(perRowMs), fmt(perRowMs / captureMs, 2)]
 ])
+console.log("")
+const phases = Object.values(PHASES).map((phase) => [phase, profile.ms.get(phase) ?? 0] as const)
+table([
+  ["capture draining: time by phase (prepare and write overlap)", "ms", "per 1,000 changes"],
+  ["wall time", fmt(captureMs), fmt(captureMs / (totalChanges / 1000), 1)],
+  ...phases.map(([phase, ms]) => [phase, fmt(ms), fmt(ms / (totalChanges / 1000), 1)])
+])
+console.log("")
+const cpuRow = (name: string, c: { node: number; walsender: number; backends: number }) => [
+  name,
+  fmt(c.node),
+  postmaster === null ? "-" : fmt(c.walsender),
+  postmaster === null ? "-" : fmt(c.backends),
+  postmaster === null ? "-" : fmt(c.node + c.walsender + c.backends)
+]
+table([
+  ["CPU time (ms) for the same changes", "this process", "pg walsender", "pg backends", "total"],
+  cpuRow("capture (decode, prepare, write)", captureCpu),
+  cpuRow("pg_recvlogical: decoding alone", recvCpu),
+  cpuRow("bare write, set-based", bareCpu)
+])
+if (statementTimes.length > 0) {
+  console.log("")
+  table([
+    ["capture's statements while draining (server time, pg_stat_statements)", "calls", "rows", "ms", "WAL MB"],
+    ...statementTimes.map((r) => [r.query.slice(0, 90), fmt(r.calls), fmt(r.rows), fmt(r.ms), fmt(r.wal / 1024 / 1024, 1)])
+  ])
+}
 console.log("")
 table([
   ["latency (commit -> outbox visible)", "value"],

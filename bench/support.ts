@@ -8,8 +8,8 @@ import { startEmbedded } from "../src/db/embedded.ts"
 import { prepareDemoDatabase } from "../src/seed/app-schema.ts"
 
 
-/** A fresh embedded server (or BENCH_DATABASE_URL), migrated. */
-export const benchDatabase = async () => {
+/** A fresh embedded server (or BENCH_DATABASE_URL), migrated; `settings`: extra server settings (embedded only). */
+export const benchDatabase = async (settings: Record<string, string> = {}) => {
   if (process.env.BENCH_DATABASE_URL) {
     const sql = connect(process.env.BENCH_DATABASE_URL, 10)
     await prepareDemoDatabase(sql)
@@ -17,7 +17,7 @@ export const benchDatabase = async () => {
   }
   const dir = mkdtempSync(join(tmpdir(), "srs-bench-"))
   chmodSync(dir, 0o755)
-  const server = await startEmbedded({ dataDir: dir, port: await freePort(), settings: { max_wal_size: "4GB", shared_buffers: "512MB" } })
+  const server = await startEmbedded({ dataDir: dir, port: await freePort(), settings: { max_wal_size: "4GB", shared_buffers: "512MB", ...settings } })
   const sql = connect(server.url, 10)
   await prepareDemoDatabase(sql)
   return {

@@ -26,9 +26,24 @@ export const readState = async (sql: Sql, slot: string): Promise<CaptureState | 
     : null
 }
 
-export const writeCheckpoint = async (tx: TransactionSql<Record<string, unknown>>, slot: string, lsn: Lsn, commitTime: Date) => {
-  await tx`
+/** The stored checkpoint is not the one this process applied from: another process applied changes meanwhile. */
+export class CheckpointMoved extends Error {}
+
+/**
+ * Moves the checkpoint from `from` (where this process's last batch left it) to `lsn`, and
+ * fails the database transaction when it is elsewhere: a second capture process (a leader
+ * that lost its lock and has not noticed yet) cannot apply the same changes again, and
+ * every event is written once. Issued first in a batch's transaction, so the row lock
+ * orders two such processes and the loser fails before writing.
+ */
+export const advanceCheckpoint = (tx: TransactionSql<Record<string, unknown>>, slot: string, from: Lsn, lsn: Lsn, commitTime: Date): Promise<void> =>
+  tx`
     update service.capture_state
     set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()
-    where slot_name = ${slot}`
-}
+    where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
+    .execute()
+    .then((r) => {
+      if (r.count !== 1) {
+        throw new CheckpointMoved(`capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`)
+      }
+    })

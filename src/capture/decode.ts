@@ -1,14 +1,13 @@
-// pgoutput messages into row changes of the app tables, values in the mirror's normal form.
+// pgoutput messages into row changes of the app tables. Their values are in the mirror's
+// normal form already: src/capture/pgoutput.ts reads them so.
 import type { MessageDelete, MessageInsert, MessageRelation, MessageUpdate } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { PUBLISHED_COLUMNS } from "../domain/records/index.ts"
 import { rowKey, TABLES } from "../projection/tables.ts"
-import { normalizeRow } from "./normalize.ts"
 import type { RowChange } from "./txn.ts"
 
-const typeCache = new WeakMap<MessageRelation, Map<string, number>>()
-const typesOf = (rel: MessageRelation) => {
-  let m = typeCache.get(rel)
-  if (!m) {
+const checked = new WeakSet<MessageRelation>()
+const checkColumns = (rel: MessageRelation) => {
+  if (!checked.has(rel)) {
     // The publication is checked at start; should it be altered while capture runs, a new
     // Relation message shows it before any row of that table: stop before storing a value.
     const wanted = PUBLISHED_COLUMNS[rel.name] ?? []
@@ -19,9 +18,8 @@ const typesOf = (rel: MessageRelation) => {
           `(was the publication altered?); capture stops before storing any of it and checks the publication again`
       )
     }
-    typeCache.set(rel, (m = new Map(rel.columns.map((c) => [c.name, c.typeOid]))))
+    checked.add(rel)
   }
-  return m
 }
 
 /**
@@ -32,15 +30,16 @@ const typesOf = (rel: MessageRelation) => {
 export const decodeChange = (msg: MessageInsert | MessageUpdate | MessageDelete): ReadonlyArray<RowChange> => {
   const rel = msg.relation
   if (rel.schema !== "app" || !(rel.name in TABLES)) return []
+  checkColumns(rel)
   if (msg.tag === "delete") {
-    const key = normalizeRow((msg.key ?? msg.old ?? {}) as Record<string, unknown>, typesOf(rel))
+    const key = (msg.key ?? msg.old ?? {}) as Record<string, unknown>
     return [{ table: rel.name, key: rowKey(rel.name, key), data: null }]
   }
-  const data = normalizeRow(msg.new as Record<string, unknown>, typesOf(rel))
-  const change: RowChange = { table: rel.name, key: rowKey(rel.name, data), data }
+  const data = msg.new as Record<string, unknown>
+  const change: RowChange = msg.tag === "insert" ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true } : { table: rel.name, key: rowKey(rel.name, data), data }
   const before = msg.tag === "update" ? (msg.key ?? msg.old) : null // the old key, or the old row (REPLICA IDENTITY FULL)
   if (before !== null && before !== undefined) {
-    const old = rowKey(rel.name, normalizeRow(before as Record<string, unknown>, typesOf(rel)))
+    const old = rowKey(rel.name, before as Record<string, unknown>)
     if (old !== change.key) return [{ table: rel.name, key: old, data: null }, change]
   }
   return [change]

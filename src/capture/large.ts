@@ -12,8 +12,8 @@ import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
-import { writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
-import { finalViews, loadFor, moduleOn } from "./apply.ts"
+import { mirrorWrites, writeCompanies, writeUsers, writeViews } from "../projection/write.ts"
+import { finalViews, loadFor, mirrorChanges, moduleOn } from "./apply.ts"
 import type { Lsn } from "./lsn.ts"
 import type { RowChange } from "./txn.ts"
 
@@ -59,8 +59,7 @@ export class LargeTransaction {
         select tbl, key, data from json_to_recordset(${JSON.stringify(befores)}::text::json) as x(tbl text, key text, data jsonb)
         order by 1 on conflict do nothing`
     }
-    const { upserts, deletes } = store.changes()
-    await writeMirror(this.tx, upserts, deletes)
+    await Promise.all(mirrorWrites(mirrorChanges(store))(this.tx))
     if (refs.length > 0) {
       await this.tx`
         insert into txn_affected (resource, id)

@@ -17,12 +17,13 @@ export const normalizeValue = (value: unknown, typeOid?: number): unknown => {
   return value
 }
 
+/** A whole row in the normal form. Capture's reader (src/capture/pgoutput.ts) gives each
+ *  value its normal form as it reads it; this is the same, a row at a time. */
 export const normalizeRow = (
   raw: Readonly<Record<string, unknown>>,
   types: ReadonlyMap<string, number>
 ): Record<string, unknown> => {
   const out: Record<string, unknown> = {}
-  // for..in over a plain decoded row: no entries array per row on capture's hot path.
   for (const k in raw) {
     const v = raw[k]
     // undefined is pgoutput's "unchanged TOAST value": it must stay undefined (not null),

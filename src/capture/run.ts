@@ -4,9 +4,9 @@
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { connect } from "../db/Database.ts"
-import { applyBatch } from "./apply.ts"
+import { prepareBatch } from "./apply.ts"
 import { bootstrap } from "./bootstrap.ts"
-import { readState, writeCheckpoint } from "./checkpoint.ts"
+import { advanceCheckpoint, readState } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
 import { LargeTransaction } from "./large.ts"
 import { LEADER_LOCK, leaderApplicationName, leaderInfo } from "./leader.ts"
@@ -20,6 +20,8 @@ import { rebuildViews } from "../operations/rebuild.ts"
 import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
 import { TABLES } from "../projection/tables.ts"
 import type { RowChange, Txn } from "./txn.ts"
+import type { Store } from "../projection/store.ts"
+import { PHASES, type CaptureProfile } from "./profile.ts"
 
 export interface CaptureOptions {
   readonly url: string
@@ -37,6 +39,8 @@ export interface CaptureOptions {
   /** Runs each applied batch in a trace span (when tracing is on). */
   readonly span?: SpanRunner
   readonly log: (level: "info" | "warn" | "error", message: string, fields?: Record<string, unknown>) => void
+  /** Adds where capture's time goes, by phase (bench/capture prints it). */
+  readonly profile?: CaptureProfile
 }
 
 /** Counters the status and metrics read. */
@@ -73,6 +77,9 @@ export { LEADER_LOCK } from "./leader.ts"
 const STANDBY_POLL_MS = 2000
 
 export const STALL_TIMEOUT_MS = 60_000
+
+/** Messages taken from the stream between two turns of the event loop while a batch is written. */
+const TURN_EVERY = 200
 
 /** The prefix of the transactional messages the heartbeat and the stall watch write into the WAL. */
 const HEARTBEAT_PREFIX = "safety-records-heartbeat"
@@ -360,50 +367,100 @@ const consume = async (
   applied: () => Promise<void>
 ) => {
   const large = opts.largeTransaction ?? 10_000
-  let checkpoint = start
+  const profile = opts.profile
+  /** The last commit taken into a batch: later commits only are new. */
+  let accepted = start
+  /** The stored checkpoint: where the last batch written left it. */
+  let committed = start
   let pending: Txn[] = []
   let pendingChanges = 0
   let current: { xid: number; changes: RowChange[] } | null = null
   let busy = false
-  stream.idle = () => !busy && current === null && pending.length === 0 && stream.pending === 0
+  // The batch being written, at most one: the next one is prepared meanwhile, reading its
+  // final state where the database may not show it yet (src/projection/store.ts).
+  let writing: { readonly store: Store; readonly done: Promise<void> } | null = null
+  stream.idle = () => !busy && current === null && pending.length === 0 && stream.pending === 0 && writing === null
 
+  /** Waits until the batch being written is stored; throws its error. */
+  const settle = async () => {
+    const w = writing
+    if (w === null) return
+    await w.done
+    if (writing === w) writing = null
+  }
+
+  /** Prepares the pending transactions as a batch and starts writing it once the batch before is stored. */
   const flush = async () => {
     if (pending.length === 0) return
     const batch = pending
-    const last = batch[batch.length - 1]!
-    const result = await traced(
-      opts.span,
-      "capture.batch",
-      { "capture.slot": opts.slot, "capture.transactions": batch.length, "capture.checkpoint": formatLsn(last.endLsn) },
-      async (annotate) => {
-        const r = await sql.begin(async (tx) => {
-          const r = await applyBatch(tx, batch)
-          await writeCheckpoint(tx, opts.slot, last.endLsn, last.commitTime)
-          return r
-        })
-        annotate("capture.changes", r.changes)
-        annotate("capture.events", r.events.length)
-        if (r.events.length > 0) annotate("event.ids", await eventIdsOf(sql, [...new Set(r.events.map((e) => e.commitLsn))]))
-        return r
-      }
-    )
     pending = []
     pendingChanges = 0
-    checkpoint = last.endLsn
-    await stream.ack(checkpoint)
-    stats.checkpoint = checkpoint
-    stats.lastAppliedAt = new Date()
-    stats.changes += result.changes
-    stats.batches++
-    const tally = new Map<string, number>()
-    for (const e of result.events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
-    stats.countEvents(tally)
-    await applied()
+    const last = batch[batch.length - 1]!
+    const t0 = performance.now()
+    const prepared = await prepareBatch(sql, batch, writing?.store ?? null)
+    const t1 = performance.now()
+    profile?.add(PHASES.prepare, t1 - t0)
+    if (writing !== null) {
+      await settle()
+      profile?.add(PHASES.waiting, performance.now() - t1)
+    }
+    const from = committed
+    const w = {
+      store: prepared.store,
+      done: traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": batch.length, "capture.checkpoint": formatLsn(last.endLsn) }, async (annotate) => {
+        const begun = performance.now()
+        let opened = 0
+        let answered = 0
+        await sql.begin(async (tx) => {
+          opened = performance.now()
+          // The checkpoint first: it fails the transaction, before anything is written, when
+          // another process moved it. All statements go out at once, answered in order.
+          await Promise.all([advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime), ...prepared.write(tx)])
+          answered = performance.now()
+        })
+        if (profile) {
+          const end = performance.now()
+          profile.add(PHASES.write, end - begun)
+          profile.add(PHASES.begin, opened - begun)
+          profile.add(PHASES.statements, answered - opened)
+          profile.add(PHASES.commit, end - answered)
+        }
+        committed = last.endLsn
+        annotate("capture.changes", prepared.changes)
+        annotate("capture.events", prepared.events.length)
+        // Read only for a span: the next batch's write waits behind this.
+        if (opts.span !== undefined && prepared.events.length > 0) annotate("event.ids", await eventIdsOf(sql, [...new Set(prepared.events.map((e) => e.commitLsn))]))
+        await stream.ack(committed)
+        stats.checkpoint = committed
+        stats.lastAppliedAt = new Date()
+        stats.changes += prepared.changes
+        stats.batches++
+        const tally = new Map<string, number>()
+        for (const e of prepared.events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+        stats.countEvents(tally)
+        await applied()
+      })
+    }
+    writing = w
+    // Done: the next batch reads the database alone. Failed: the run ends with its error
+    // (the stream is failed so the loop hears of it even while it waits for messages).
+    w.done.then(
+      () => {
+        if (writing === w) writing = null
+      },
+      (e: unknown) => stream.fail(e instanceof Error ? e : new Error(String(e)))
+    )
+  }
+
+  /** Everything taken so far is written: before the mirror is read or written outside a batch. */
+  const drain = async () => {
+    await flush()
+    await settle()
   }
 
   // Streams the rest of an oversized transaction into one open database transaction.
   const applyLarge = async (first: RowChange[]) => {
-    await flush()
+    await drain()
     let buffered: RowChange[] = first
     let total = 0
     const applyLargeTransaction = () =>
@@ -423,9 +480,9 @@ const consume = async (
             total += buffered.length
             const endLsn = parseLsn(msg.commitEndLsn!)
             const commitTime = commitDate(msg.commitTime)
-            if (endLsn <= checkpoint) throw new Error("large transaction at or below the checkpoint")
+            if (endLsn <= accepted) throw new Error("large transaction at or below the checkpoint")
             const tally = await big.finish(endLsn, commitTime)
-            await writeCheckpoint(tx, opts.slot, endLsn, commitTime)
+            await advanceCheckpoint(tx, opts.slot, committed, endLsn, commitTime)
             return { endLsn, tally }
           } else if (msg.tag === "truncate") {
             // What this transaction wrote so far is in the mirror already (in this database
@@ -444,22 +501,22 @@ const consume = async (
           }
         }
       })
-    const committed = await traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": 1, "capture.large": true }, async (annotate) => {
+    const done = await traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": 1, "capture.large": true }, async (annotate) => {
       const c = await applyLargeTransaction()
       annotate("capture.checkpoint", formatLsn(c.endLsn))
       annotate("capture.changes", total)
       const events = [...c.tally.values()].reduce((a, b) => a + b, 0)
       annotate("capture.events", events)
-      if (events > 0) annotate("event.ids", await eventIdsOf(sql, [c.endLsn]))
+      if (opts.span !== undefined && events > 0) annotate("event.ids", await eventIdsOf(sql, [c.endLsn]))
       return c
     })
-    checkpoint = committed.endLsn
-    await stream.ack(checkpoint)
-    stats.checkpoint = checkpoint
+    accepted = committed = done.endLsn
+    await stream.ack(committed)
+    stats.checkpoint = committed
     stats.lastAppliedAt = new Date()
     stats.changes += total
     stats.batches++
-    stats.countEvents(committed.tally)
+    stats.countEvents(done.tally)
     await applied()
   }
 
@@ -471,48 +528,63 @@ const consume = async (
     await applyLarge(first)
   }
 
-  while (!signal.aborted) {
-    busy = false
-    const msg: Message = await stream.next()
-    busy = true
-    switch (msg.tag) {
-      case "begin":
-        current = { xid: msg.xid, changes: [] }
-        break
-      case "insert":
-      case "update":
-      case "delete": {
-        if (!current) break
-        current.changes.push(...decodeChange(msg))
-        await spillIfLarge()
-        break
-      }
-      case "truncate": {
-        // Every row of the truncated tables goes, as deletes in this transaction, in order:
-        // those mirrored before it, and those this transaction wrote before the TRUNCATE.
-        await flush()
-        if (!current) break
-        for (const table of truncatedTables(msg)) {
-          const keys = new Set((await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key))
-          for (const c of current.changes) if (c.table === table) keys.add(c.key)
-          for (const key of keys) current.changes.push({ table, key, data: null })
+  let taken = 0
+  try {
+    while (!signal.aborted) {
+      busy = false
+      // Messages already received are taken without the event loop turning: while a batch is
+      // being written, let it turn now and then, so its answers and its commit are not kept
+      // waiting behind the decoding of the next one.
+      if (++taken % TURN_EVERY === 0 && writing !== null) await new Promise<void>((resolve) => setImmediate(resolve))
+      const tw = profile && stream.pending === 0 ? performance.now() : 0
+      const msg: Message = await stream.next()
+      if (profile && tw > 0) profile.add(PHASES.stream, performance.now() - tw)
+      busy = true
+      switch (msg.tag) {
+        case "begin":
+          current = { xid: msg.xid, changes: [] }
+          break
+        case "insert":
+        case "update":
+        case "delete": {
+          if (!current) break
+          const td = profile ? performance.now() : 0
+          current.changes.push(...decodeChange(msg))
+          if (profile) profile.add(PHASES.decode, performance.now() - td)
+          await spillIfLarge()
+          break
         }
-        await spillIfLarge()
-        break
-      }
-      case "commit": {
-        const endLsn = parseLsn(msg.commitEndLsn!)
-        if (current && endLsn > checkpoint) {
-          pending.push({ xid: current.xid, endLsn, commitTime: commitDate(msg.commitTime), changes: current.changes })
-          pendingChanges += current.changes.length
+        case "truncate": {
+          // Every row of the truncated tables goes, as deletes in this transaction, in order:
+          // those mirrored before it, and those this transaction wrote before the TRUNCATE.
+          await drain()
+          if (!current) break
+          for (const table of truncatedTables(msg)) {
+            const keys = new Set((await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key))
+            for (const c of current.changes) if (c.table === table) keys.add(c.key)
+            for (const key of keys) current.changes.push({ table, key, data: null })
+          }
+          await spillIfLarge()
+          break
         }
-        current = null
-        // Flush when the batch is full, or when nothing else is waiting (latency over batching).
-        if (pendingChanges >= opts.batchChanges || stream.pending === 0) await flush()
-        break
+        case "commit": {
+          const endLsn = parseLsn(msg.commitEndLsn!)
+          if (current && endLsn > accepted) {
+            pending.push({ xid: current.xid, endLsn, commitTime: commitDate(msg.commitTime), changes: current.changes })
+            pendingChanges += current.changes.length
+            accepted = endLsn
+          }
+          current = null
+          // Flush when the batch is full, or when nothing else is waiting (latency over batching).
+          if (pendingChanges >= opts.batchChanges || stream.pending === 0) await flush()
+          break
+        }
+        default:
+          break
       }
-      default:
-        break
     }
+  } finally {
+    // A batch still being written finishes (or fails) before the run lets go of its lock.
+    await settle().catch(() => {})
   }
 }

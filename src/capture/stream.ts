@@ -1,12 +1,15 @@
 // One replication connection (a new one per connect: the library cannot resume safely),
 // with automatic acknowledgement and its timer off. Messages queue here; the reader pauses
 // the socket when the queue is long, so a huge transaction never piles up in memory.
-import { LogicalReplicationService, PgoutputPlugin } from "pg-logical-replication"
+import { LogicalReplicationService } from "pg-logical-replication"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { formatLsn, parseLsn, type Lsn } from "./lsn.ts"
+import { RowPgoutputPlugin } from "./pgoutput.ts"
 
-const HIGH_WATER = 5000
-const LOW_WATER = 1000
+// Parsed messages are many small objects that outlive young-generation collections while
+// they wait; past this many the socket pauses and the rest waits as bytes in the kernel.
+const HIGH_WATER = 2000
+const LOW_WATER = 500
 
 export class ReplicationStream {
   private readonly service: LogicalReplicationService
@@ -60,7 +63,7 @@ export class ReplicationStream {
 
   /** Starts streaming after `start` (the stored checkpoint). Resolves once started. */
   async start(start: Lsn): Promise<void> {
-    const plugin = new PgoutputPlugin({ protoVersion: 1, publicationNames: [this.publication], messages: true })
+    const plugin = new RowPgoutputPlugin({ protoVersion: 1, publicationNames: [this.publication], messages: true })
     const started = new Promise<void>((resolve) => this.service.once("start", () => resolve()))
     const ended = this.service.subscribe(plugin, this.slot, formatLsn(start)).then(
       () => this.fail(new Error("replication stream ended")),
@@ -70,7 +73,8 @@ export class ReplicationStream {
     await Promise.race([started, this.failed])
   }
 
-  private fail(e: Error) {
+  /** Fails the stream: next() and start() reject with `e` (also how a failed write ends the loop). */
+  fail(e: Error) {
     if (this.closed) return
     this.failure ??= e
     this.rejectFailed(this.failure)

@@ -7,6 +7,8 @@ export interface RowChange {
   readonly key: string
   /** The new row (values undefined where TOAST was unchanged), or null for a delete. */
   readonly data: Row | null
+  /** From an INSERT: the key was not in the app table just before, so not in the mirror either. */
+  readonly inserted?: true
 }
 
 export interface Txn {

@@ -15,16 +15,17 @@ export const uuidv7 = (ms: number = Date.now()): string => {
     randomFillSync(random)
     offset = 0
   }
-  const b = new Array<number>(16)
-  // 48-bit big-endian timestamp
-  let t = Math.max(0, Math.floor(ms))
-  for (let i = 5; i >= 0; i--) {
-    b[i] = t % 256
-    t = Math.floor(t / 256)
-  }
-  for (let i = 6; i < 16; i++) b[i] = random[offset++]!
-  b[6] = (b[6]! & 0x0f) | 0x70 // version 7
-  b[8] = (b[8]! & 0x3f) | 0x80 // variant 10
-  const h = b.map((x) => hex[x]!)
-  return `${h[0]}${h[1]}${h[2]}${h[3]}-${h[4]}${h[5]}-${h[6]}${h[7]}-${h[8]}${h[9]}-${h[10]}${h[11]}${h[12]}${h[13]}${h[14]}${h[15]}`
+  // 48-bit big-endian timestamp: 12 hex digits. Built as one string, without byte arrays:
+  // capture makes one per event.
+  const t = Math.max(0, Math.floor(ms))
+  const time = (Math.floor(t / 0x1000000).toString(16).padStart(6, "0") + (t % 0x1000000).toString(16).padStart(6, "0")).slice(-12)
+  const r = random
+  const o = offset
+  offset += 10
+  return (
+    time.slice(0, 8) + "-" + time.slice(8) + "-" +
+    hex[(r[o]! & 0x0f) | 0x70]! + hex[r[o + 1]!]! + "-" + // version 7
+    hex[(r[o + 2]! & 0x3f) | 0x80]! + hex[r[o + 3]!]! + "-" + // variant 10
+    hex[r[o + 4]!]! + hex[r[o + 5]!]! + hex[r[o + 6]!]! + hex[r[o + 7]!]! + hex[r[o + 8]!]! + hex[r[o + 9]!]!
+  )
 }

@@ -101,3 +101,45 @@ export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
   const meta = viewMeta(ref.resource, record)
   return { resource: ref.resource, id: ref.id, companyId: row.companyId, record, body: JSON.stringify(record), updatedAt: updatedAtOf(record), ...meta }
 }
+
+/**
+ * A batch's projections, each kept while nothing it reads changed since it was made: the view
+ * an event carries is most often the record's final view too, shaped once. What a view reads:
+ * its row, its child rows (or their count), and for an inspection its equipment and that
+ * equipment's site.
+ */
+export class Projections {
+  private readonly store: Store
+  private readonly made = new Map<string, { readonly at: number; readonly view: ProjectedView | null }>()
+
+  constructor(store: Store) {
+    this.store = store
+  }
+
+  get(ref: RecordRef): ProjectedView | null {
+    const key = ref.resource + "|" + ref.id
+    const hit = this.made.get(key)
+    if (hit !== undefined && this.unchangedSince(ref, hit.at)) return hit.view
+    const view = project(this.store, ref)
+    this.made.set(key, { at: this.store.version, view })
+    return view
+  }
+
+  private unchangedSince(ref: RecordRef, at: number): boolean {
+    const s = this.store
+    const tbl = RESOURCE_INFO[ref.resource].table
+    if (s.changedSince(tbl, ref.id, at)) return false
+    const child = CHILD_TABLE[ref.resource]
+    if (child !== undefined && s.childrenChangedSince(child, ref.id, at)) return false
+    if (ref.resource === "policies" && s.childrenChangedSince("policy_acknowledgements", ref.id, at)) return false
+    if (ref.resource === "inspections") {
+      const e = s.get(tbl, ref.id)?.data.equipment_id
+      if (typeof e === "string") {
+        if (s.changedSince("equipment", e, at)) return false
+        const j = s.get("equipment", e)?.data.job_site_id
+        if (typeof j === "string" && s.changedSince("job_sites", j, at)) return false
+      }
+    }
+    return true
+  }
+}

@@ -3,24 +3,64 @@ import type { Sql, TransactionSql } from "postgres"
 import type { MirrorRow, Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
+import { packed } from "./columns.ts"
 
 type Tx = TransactionSql<Record<string, unknown>>
 
+/** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
+export interface MirrorChanges {
+  /** Rows the mirror does not have: a plain insert (a conflict would be a bug, and fails). */
+  readonly inserts?: ReadonlyArray<MirrorRow>
+  /** Rows written whether or not the mirror has them. */
+  readonly upserts?: ReadonlyArray<MirrorRow>
+  readonly deletes?: ReadonlyArray<{ tbl: string; key: string }>
+}
+
+const mirrorColumns = (rows: ReadonlyArray<MirrorRow>) => ({
+  tbl: packed(rows.map((r) => r.tbl)),
+  key: rows.map((r) => r.key),
+  company: packed(rows.map((r) => r.companyId)),
+  parent: packed(rows.map((r) => r.parentId)),
+  data: packed(rows.map((r) => JSON.stringify(r.data)))
+})
+
+/**
+ * The mirror's statements for a batch, their parameters built now (capture builds them while
+ * the batch before is still being written) and run by the returned function. The keys are
+ * text from the app (company_modules: company:module), so they go as a text[] parameter.
+ */
+export const mirrorWrites = (changes: MirrorChanges): ((tx: Tx) => Array<Promise<unknown>>) => {
+  const deletes = changes.deletes ?? []
+  const del = deletes.length > 0 ? { tbl: packed(deletes.map((d) => d.tbl)), key: deletes.map((d) => d.key) } : null
+  const ins = changes.inserts && changes.inserts.length > 0 ? mirrorColumns(changes.inserts) : null
+  const ups = changes.upserts && changes.upserts.length > 0 ? mirrorColumns(changes.upserts) : null
+  return (tx) => {
+    const out: Array<Promise<unknown>> = []
+    if (del) {
+      out.push(tx`
+        delete from service.rows r using unnest(string_to_array(${del.tbl}, chr(30)), ${del.key}::text[]) as d(tbl, key)
+        where r.tbl = d.tbl and r.key = d.key`.execute())
+    }
+    if (ins) {
+      out.push(tx`
+        insert into service.rows (tbl, key, company_id, parent_id, data)
+        select * from unnest(string_to_array(${ins.tbl}, chr(30)), ${ins.key}::text[], string_to_array(${ins.company}, chr(30), '')::uuid[],
+          string_to_array(${ins.parent}, chr(30), '')::uuid[], string_to_array(${ins.data}, chr(30)))`.execute())
+    }
+    if (ups) {
+      out.push(tx`
+        insert into service.rows (tbl, key, company_id, parent_id, data)
+        select * from unnest(string_to_array(${ups.tbl}, chr(30)), ${ups.key}::text[], string_to_array(${ups.company}, chr(30), '')::uuid[],
+          string_to_array(${ups.parent}, chr(30), '')::uuid[], string_to_array(${ups.data}, chr(30)))
+        on conflict (tbl, key) do update
+          set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`.execute())
+    }
+    return out
+  }
+}
+
 export const writeMirror = async (tx: Tx, upserts: ReadonlyArray<MirrorRow>, deletes: ReadonlyArray<{ tbl: string; key: string }>) => {
-  if (deletes.length > 0) {
-    await tx`
-      delete from service.rows r using json_to_recordset(${JSON.stringify(deletes)}::text::json) as d(tbl text, key text)
-      where r.tbl = d.tbl and r.key = d.key`
-  }
-  if (upserts.length > 0) {
-    const rows = upserts.map((r) => ({ tbl: r.tbl, key: r.key, company_id: r.companyId, parent_id: r.parentId, data: JSON.stringify(r.data) }))
-    await tx`
-      insert into service.rows (tbl, key, company_id, parent_id, data)
-      select tbl, key, company_id, parent_id, data
-      from json_to_recordset(${JSON.stringify(rows)}::text::json) as x(tbl text, key text, company_id uuid, parent_id uuid, data text)
-      on conflict (tbl, key) do update
-        set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`
-  }
+  await Promise.all(mirrorWrites({ upserts, deletes })(tx))
 }
 
 /**
@@ -48,38 +88,80 @@ export const writeViews = async (
   gone: ReadonlyArray<RecordRef & { readonly at?: Date }>,
   time: ChangeTime = { mirror: null }
 ) => {
+  await Promise.all(viewWrites(views, gone, time)(tx))
+}
+
+const viewColumns = (views: ReadonlyArray<ProjectedView>) =>
+  views.length === 0
+    ? null
+    : {
+        resource: packed(views.map((v) => v.resource)),
+        id: packed(views.map((v) => v.id)),
+        company: packed(views.map((v) => v.companyId)),
+        created: packed(views.map((v) => v.createdAt)),
+        updated: packed(views.map((v) => v.updatedAt)),
+        // Names and statuses are text from the app: text[] parameters.
+        name: views.map((v) => v.name),
+        status: views.map((v) => v.status),
+        body: packed(views.map((v) => v.body))
+      }
+
+/**
+ * writeViews' statements, their parameters built now and run by the returned function (see
+ * mirrorWrites). `fresh`: views of records the mirror did not have before (a view exists only
+ * while its record's row does), inserted without looking for one to update.
+ */
+export const viewWrites = (
+  views: ReadonlyArray<ProjectedView>,
+  gone: ReadonlyArray<RecordRef & { readonly at?: Date }>,
+  time: ChangeTime = { mirror: null },
+  fresh: ReadonlyArray<ProjectedView> = []
+): ((tx: Tx) => Array<Promise<unknown>>) => {
   const commit = "commit" in time ? time.commit : null
   const at = "commit" in time ? time.commit : time.mirror
-  if (gone.length > 0) {
-    await tx`
+  const goneJson = gone.length > 0 ? JSON.stringify(gone) : null
+  const ups = viewColumns(views)
+  const ins = viewColumns(fresh)
+  return (tx) => {
+    const out: Array<Promise<unknown>> = []
+    if (goneJson !== null) {
+      out.push(tx`
       with d as (
-        delete from service.views v using json_to_recordset(${JSON.stringify(gone)}::text::json) as g(resource text, id uuid, at timestamptz)
+        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz)
         where v.resource = g.resource and v.id = g.id
         returning v.resource, v.id, v.company_id, g.at
       )
       insert into service.deletions (resource, id, company_id, deleted_at)
       select resource, id, company_id, date_trunc('milliseconds', coalesce(d.at, ${at}::timestamptz, now())) from d
-      on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`
-  }
-  if (views.length > 0) {
-    const rows = views.map((v) => ({
-      resource: v.resource,
-      id: v.id,
-      company_id: v.companyId,
-      created_at: v.createdAt,
-      updated_at: v.updatedAt,
-      name: v.name,
-      status: v.status,
-      body: v.body
-    }))
+      on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`.execute())
+    }
     // A record that comes back (deleted, then its id inserted again) is no longer deleted.
-    await tx`
+    if (ins !== null) {
+      out.push(tx`
       with up as (
         insert into service.views (resource, id, company_id, created_at, updated_at, changed_at, name, status, body)
         select resource, id, company_id, created_at, updated_at,
                date_trunc('milliseconds', coalesce(updated_at, ${commit}::timestamptz, created_at)), name, status, body
-        from json_to_recordset(${JSON.stringify(rows)}::text::json) as x(resource text, id uuid, company_id uuid,
-          created_at timestamptz, updated_at timestamptz, name text, status text, body text)
+        from unnest(string_to_array(${ins.resource}, chr(30)), string_to_array(${ins.id}, chr(30))::uuid[],
+          string_to_array(${ins.company}, chr(30))::uuid[], string_to_array(${ins.created}, chr(30))::timestamptz[],
+          string_to_array(${ins.updated}, chr(30), '')::timestamptz[], ${ins.name}::text[], ${ins.status}::text[],
+          string_to_array(${ins.body}, chr(30))) as x(resource, id, company_id, created_at, updated_at, name, status, body)
+        returning resource, id
+      )
+      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute())
+    }
+    if (ups !== null) {
+      // A view whose bytes did not change is not written (the where of the update): it keeps
+      // its row, and its changed_at.
+      out.push(tx`
+      with up as (
+        insert into service.views (resource, id, company_id, created_at, updated_at, changed_at, name, status, body)
+        select resource, id, company_id, created_at, updated_at,
+               date_trunc('milliseconds', coalesce(updated_at, ${commit}::timestamptz, created_at)), name, status, body
+        from unnest(string_to_array(${ups.resource}, chr(30)), string_to_array(${ups.id}, chr(30))::uuid[],
+          string_to_array(${ups.company}, chr(30))::uuid[], string_to_array(${ups.created}, chr(30))::timestamptz[],
+          string_to_array(${ups.updated}, chr(30), '')::timestamptz[], ${ups.name}::text[], ${ups.status}::text[],
+          string_to_array(${ups.body}, chr(30))) as x(resource, id, company_id, created_at, updated_at, name, status, body)
         on conflict (resource, id) do update
           set company_id = excluded.company_id, created_at = excluded.created_at, name = excluded.name,
               status = excluded.status, body = excluded.body, updated_at = excluded.updated_at,
@@ -95,7 +177,9 @@ export const writeViews = async (
              or service.views.company_id is distinct from excluded.company_id
         returning resource, id
       )
-      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`
+      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute())
+    }
+    return out
   }
 }
 
@@ -139,8 +223,8 @@ export const pruneDeletions = async (sql: Sql, before: Date, chunk = 5_000): Pro
   }
 }
 
-/** Rewrites service.companies for the given companies from the batch's final state. */
-export const writeCompanies = async (tx: Tx, store: Store, companyIds: Iterable<string>) => {
+/** service.companies rows for the given companies from a store's final state (null: the company is gone). */
+export const companyRows = (store: Store, companyIds: Iterable<string>) => {
   const upserts: Array<Record<string, unknown>> = []
   const gone: string[] = []
   for (const id of companyIds) {
@@ -164,6 +248,10 @@ export const writeCompanies = async (tx: Tx, store: Store, companyIds: Iterable<
       created_at: c.data.created_at
     })
   }
+  return { upserts, gone }
+}
+
+export const writeCompanyRows = async (tx: Tx, { upserts, gone }: ReturnType<typeof companyRows>) => {
   if (gone.length > 0) await tx`delete from service.companies where id = any(${gone}::uuid[])`
   if (upserts.length > 0) {
     await tx`
@@ -176,7 +264,11 @@ export const writeCompanies = async (tx: Tx, store: Store, companyIds: Iterable<
   }
 }
 
-export const writeUsers = async (tx: Tx, store: Store, userIds: Iterable<string>) => {
+/** Rewrites service.companies for the given companies from the batch's final state. */
+export const writeCompanies = (tx: Tx, store: Store, companyIds: Iterable<string>) => writeCompanyRows(tx, companyRows(store, companyIds))
+
+/** service.users rows for the given users from a store's final state. */
+export const userRows = (store: Store, userIds: Iterable<string>) => {
   const upserts: Array<Record<string, unknown>> = []
   const gone: string[] = []
   for (const id of userIds) {
@@ -184,6 +276,10 @@ export const writeUsers = async (tx: Tx, store: Store, userIds: Iterable<string>
     if (!u) gone.push(id)
     else upserts.push({ id, company_id: u.data.company_id, name: u.data.name, email: u.data.email, role: u.data.role })
   }
+  return { upserts, gone }
+}
+
+export const writeUserRows = async (tx: Tx, { upserts, gone }: ReturnType<typeof userRows>) => {
   if (gone.length > 0) await tx`delete from service.users where id = any(${gone}::uuid[])`
   if (upserts.length > 0) {
     await tx`
@@ -194,3 +290,5 @@ export const writeUsers = async (tx: Tx, store: Store, userIds: Iterable<string>
         email = excluded.email, role = excluded.role`
   }
 }
+
+export const writeUsers = (tx: Tx, store: Store, userIds: Iterable<string>) => writeUserRows(tx, userRows(store, userIds))
