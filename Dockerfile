@@ -5,11 +5,11 @@
 # through it.
 
 # Dependencies: production only, with install scripts on. The project's postinstall patches
-# postgres.js (src/db/patch-postgres.ts), and the service refuses to start without the patch.
+# postgres.js (src/platform/db/patch-postgres.ts), and the service refuses to start without the patch.
 FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-COPY src/db/patch-postgres.ts src/db/postgres-patch.ts src/db/
+COPY src/platform/db/patch-postgres.ts src/platform/db/postgres-patch.ts src/platform/db/
 RUN npm ci --omit=dev && npm cache clean --force
 
 FROM node:24-bookworm-slim

@@ -15,9 +15,9 @@
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
-import { CaptureProfile, PHASES } from "../src/capture/profile.ts"
-import { CaptureStats, runCapture } from "../src/capture/run.ts"
-import { formatLsn, parseLsn } from "../src/capture/lsn.ts"
+import { CaptureProfile, PHASES } from "../src/pipeline/capture/profile.ts"
+import { CaptureStats, runCapture } from "../src/pipeline/capture/run.ts"
+import { formatLsn, parseLsn } from "../src/platform/db/lsn.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
 import { benchDatabase, fmt, percentile, table } from "./support.ts"
 

@@ -1,8 +1,8 @@
 // bench:soak: the service as an operator runs it, under a steady load, for a set time.
 //   - the service as `npm start` runs it (package.json's start script: node, its options,
 //     src/main.ts) on its embedded PostgreSQL under a throwaway DATA_DIR, the demo seeded
-//     first (`node src/cli/seed.ts`), keys and a webhook endpoint made with the admin CLI;
-//   - `node src/cli/simulate.ts --rate R --duration D --json` playing the app;
+//     first (`node src/faces/cli/seed.ts`), keys and a webhook endpoint made with the admin CLI;
+//   - `node src/faces/cli/simulate.ts --rate R --duration D --json` playing the app;
 //   - API reads at a fixed rate, spread over several keys (each stays under its 120/min);
 //   - one endpoint on every event, to an HTTPS receiver on loopback (in this process).
 // Every 30 s it prints the service's RSS (/proc/<pid>/status), V8 heap used and total and
@@ -28,8 +28,8 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import postgres from "postgres"
 import { Pool } from "undici"
-import { captureStatus } from "../src/capture/status.ts"
-import { embeddedUrl } from "../src/db/embedded.ts"
+import { captureStatus } from "../src/pipeline/capture/status.ts"
+import { embeddedUrl } from "../src/platform/db/embedded.ts"
 import { EVENT_KINDS, type EventKind } from "../src/domain/event-kinds.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
 import { DEMO_HOST } from "../src/seed/demo.ts"
@@ -40,7 +40,7 @@ import { freePort } from "../test/support/net.ts"
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const ADMIN_EMAIL = "admin@acme.example"
 const KEY_LIMIT_PER_MINUTE = 120 // the service's default API_RATE_LIMIT (spec 8)
-const MAX_KEYS = 20 // a company's active keys, at most (src/admin/keys.ts)
+const MAX_KEYS = 20 // a company's active keys, at most (src/access/keys.ts)
 const DRAIN_MS = 180_000
 const MB = 1024 * 1024
 
@@ -394,8 +394,8 @@ const main = async () => {
       log(`note: ${args.reads} reads/s is more than ${MAX_KEYS} keys may make at 120/min: API_RATE_LIMIT=${env.API_RATE_LIMIT} for this run`)
     }
 
-    log(`seeding the demo (node src/cli/seed.ts) under ${dataDir}...`)
-    log("  " + (await run("src/cli/seed.ts", [], env, 300_000)).trim())
+    log(`seeding the demo (node src/faces/cli/seed.ts) under ${dataDir}...`)
+    log("  " + (await run("src/faces/cli/seed.ts", [], env, 300_000)).trim())
 
     const command = startCommand()
     log(`starting the service (${Object.entries(command.env).map(([k, v]) => `${k}=${v} `).join("")}node ${command.args.join(" ")})...`)
@@ -428,18 +428,18 @@ const main = async () => {
     const [company] = await sql<{ id: string }[]>`select id from app.companies where host = ${DEMO_HOST}`
     const companyId = company!.id
 
-    log(`making ${keyCount} API key(s) and a webhook endpoint (node src/cli/admin.ts)...`)
+    log(`making ${keyCount} API key(s) and a webhook endpoint (node src/faces/cli/admin.ts)...`)
     const keys: Array<string> = []
     for (let made = 0; made < keyCount; made += 4) {
       const batch = Array.from({ length: Math.min(4, keyCount - made) }, (_, j) =>
-        run("src/cli/admin.ts", ["keys", "create", "--company", DEMO_HOST, "--name", `soak ${made + j + 1}`, "--read", "all", "--as", ADMIN_EMAIL, "--json"], env).then(
+        run("src/faces/cli/admin.ts", ["keys", "create", "--company", DEMO_HOST, "--name", `soak ${made + j + 1}`, "--read", "all", "--as", ADMIN_EMAIL, "--json"], env).then(
           (out) => (JSON.parse(out) as { key: string }).key
         )
       )
       keys.push(...(await Promise.all(batch)))
     }
     await run(
-      "src/cli/admin.ts",
+      "src/faces/cli/admin.ts",
       ["endpoints", "create", "--company", DEMO_HOST, "--name", "soak", "--url", `https://127.0.0.1:${receiver.port}/hooks`, "--events", EVENT_KINDS.join(","), "--as", ADMIN_EMAIL, "--json"],
       env
     )
@@ -532,7 +532,7 @@ const main = async () => {
 
     // The simulation, to its end. It exits 1 when some of its transactions failed (rolled
     // back, they fire nothing and count nowhere); its totals are on stdout all the same.
-    const simulateOut = await run("src/cli/simulate.ts", ["--rate", String(args.rate), "--duration", args.durationText, "--json"], env, args.duration + 120_000, [0, 1])
+    const simulateOut = await run("src/faces/cli/simulate.ts", ["--rate", String(args.rate), "--duration", args.durationText, "--json"], env, args.duration + 120_000, [0, 1])
     const result = JSON.parse(simulateOut.trim().split("\n").at(-1)!) as SimulationResult
     const simulatedFor = (performance.now() - t0) / 1000
     for (const t of snapshotTimers) clearTimeout(t)

@@ -3,9 +3,9 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { freePort } from "../test/support/net.ts"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { connect } from "../src/db/Database.ts"
-import { startEmbedded } from "../src/db/embedded.ts"
-import { prepareDemoDatabase } from "../src/seed/app-schema.ts"
+import { connect } from "../src/platform/db/Database.ts"
+import { startEmbedded } from "../src/platform/db/embedded.ts"
+import { prepareDemoDatabase } from "../src/platform/db/demo-schema.ts"
 
 
 /** A fresh embedded server (or BENCH_DATABASE_URL), migrated; `settings`: extra server settings (embedded only). */

@@ -2,10 +2,10 @@
 // database, forked, driven over IPC. Every receiver name resolves to loopback, as in the
 // benchmark's own engine.
 import { Effect, Exit, Scope } from "effect"
-import { connect } from "../src/db/Database.ts"
+import { connect } from "../src/platform/db/Database.ts"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../src/delivery/address-guard.ts"
 import { makeEngine, type DeliveryEngineShape } from "../src/delivery/engine.ts"
-import { parseRetryScheduleOrThrow } from "../src/delivery/schedule.ts"
+import { parseRetryScheduleOrThrow } from "../src/domain/retry-schedule.ts"
 import { closeSenderConnections } from "../src/delivery/sender.ts"
 
 type Start = { readonly cmd: "start"; readonly url: string; readonly secretsKey: string; readonly ca: string }

@@ -1,5 +1,5 @@
 -- Webhooks: admin-made endpoints, API-made subscriptions, and the durable delivery
--- schedule. Signing secrets are AES-256-GCM blobs (src/delivery/secrets.ts), never plain.
+-- schedule. Signing secrets are AES-256-GCM blobs (src/platform/secrets/secrets-key.ts), never plain.
 
 -- Endpoints an admin adds in the app (CLI, /admin/v1).
 create table service.webhook_endpoints (

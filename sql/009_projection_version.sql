@@ -1,5 +1,5 @@
 -- Which version of the record shapes the stored views (and so the API) are in. When the
--- service's shapes change (src/projection/version.ts), capture rebuilds every view from the
+-- service's shapes change (src/pipeline/projection/version.ts), capture rebuilds every view from the
 -- mirror at start, before it streams, so the API never mixes old and new shapes.
 create table service.projection (
   id boolean primary key default true check (id),

@@ -1,9 +1,9 @@
 -- Issue 13.7: one secrets key per database. Webhook signing secrets are encrypted under the
 -- service's key (SECRETS_KEY, else DATA_DIR/secrets.key); a process with another key could
 -- sign nothing it claims. So the database records which key its secrets are under, as a
--- fingerprint (src/delivery/secrets.ts keyFingerprint: HMAC-SHA256 under the key of a fixed
+-- fingerprint (src/platform/secrets/secrets-key.ts keyFingerprint: HMAC-SHA256 under the key of a fixed
 -- label), never the key, and a process whose key differs refuses to start
--- (src/delivery/key-check.ts).
+-- (src/platform/secrets/key-check.ts).
 create table service.secrets_key (
   id boolean primary key default true check (id), -- one row
   fingerprint text not null check (fingerprint ~ '^[0-9a-f]{64}$'),

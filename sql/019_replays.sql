@@ -3,7 +3,7 @@
 
 -- A replay: what an admin (API, pages) or an operator (CLI) asked to send again, the plan it
 -- made (what its dry run showed), and how far it is. Its deliveries are not touched when it
--- is made: the replay lane (src/operations/replay-lane.ts) hands them to the engine a few at
+-- is made: the replay lane (src/webhooks/replay/lane.ts) hands them to the engine a few at
 -- a time, at REPLAY_RATE per destination, so live deliveries never queue behind a replay.
 create table service.webhook_replays (
   id uuid primary key default gen_random_uuid(),

@@ -14,11 +14,11 @@
 import { randomUUID } from "node:crypto"
 import { Cause, Clock, Context, Effect, Exit, Fiber, Queue, type Tracer } from "effect"
 import type { Sql } from "postgres"
-import { annotateFanout, TracingEnabled, withDeliverySpan, withFanoutSpan } from "../observability/tracing.ts"
-import { EVENTS_CHANNEL } from "../outbox/events.ts"
+import { annotateFanout, TracingEnabled, withDeliverySpan, withFanoutSpan } from "../platform/tracing.ts"
+import { EVENTS_CHANNEL } from "../pipeline/outbox/events.ts"
 import type { AllowedNetworks, Lookup } from "./address-guard.ts"
 import { deliveryBody } from "./body.ts"
-import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, PARTITIONS_CHANNEL, endpointSecretContext, keySecretContext } from "./channels.ts"
+import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, PARTITIONS_CHANNEL, endpointSecretContext, keySecretContext } from "../platform/db/channels.ts"
 import { deliveryId } from "./ids.ts"
 import {
   PARTS,
@@ -41,8 +41,8 @@ import {
   type OwnedPart,
   type Pos
 } from "./queries.ts"
-import { delayAfter, type RetrySchedule } from "./schedule.ts"
-import { decryptSecret } from "./secrets.ts"
+import { delayAfter, type RetrySchedule } from "../domain/retry-schedule.ts"
+import { decryptSecret } from "../platform/secrets/secrets-key.ts"
 import { DEFAULT_TIMEOUT_MS, send, type SendOptions, type SendResult } from "./sender.ts"
 
 export type EngineOptions = {

@@ -2,7 +2,7 @@
 // (WEBHOOK_RETRY_SCHEDULE, WEBHOOK_ALLOWED_NETWORKS, SECRETS_KEY / DATA_DIR, checked against
 // the database's key).
 import { Effect, Layer } from "effect"
-import { Database } from "../db/Database.ts"
+import { Database } from "../platform/db/Database.ts"
 import { DeliveryEngine, makeEngine, type EngineOptions } from "./engine.ts"
 import { WebhookSettings, WebhookSettingsLive } from "./settings.ts"
 

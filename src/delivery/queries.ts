@@ -2,8 +2,8 @@
 // and releasing deliveries whose destination is off, handing back, retention.
 // Times that drive the schedule are passed in from the engine's Clock, never now().
 import type { ISql, Sql, TransactionSql } from "postgres"
-import { pruneDeletions } from "../projection/write.ts"
-import { PARTITIONS_CHANNEL } from "./channels.ts"
+import { pruneDeletions } from "../pipeline/projection/write.ts"
+import { PARTITIONS_CHANNEL } from "../platform/db/channels.ts"
 
 // Aliases: d delivery, ev event, co company, w endpoint, s subscription, k key, ks key secret.
 const JOINS = `join service.events ev on ev.id = d.event_id

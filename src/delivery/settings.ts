@@ -2,12 +2,12 @@
 // the allowed networks and the key that encrypts signing secrets, which must be the key the
 // database's secrets are under (key-check.ts).
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { DatabaseConfig, WebhookConfig } from "../config.ts"
-import { Database } from "../db/Database.ts"
+import { DatabaseConfig, WebhookConfig } from "../platform/config.ts"
+import { Database } from "../platform/db/Database.ts"
 import { parseAllowedNetworks, type AllowedNetworks } from "./address-guard.ts"
-import { checkSecretsKey } from "./key-check.ts"
-import { parseRetrySchedule, type RetrySchedule } from "./schedule.ts"
-import { loadSecretsKey, type SecretsKey } from "./secrets.ts"
+import { checkSecretsKey } from "../platform/secrets/key-check.ts"
+import { parseRetrySchedule, type RetrySchedule } from "../domain/retry-schedule.ts"
+import { loadSecretsKey, type SecretsKey } from "../platform/secrets/secrets-key.ts"
 
 export type WebhookSettingsShape = {
   readonly schedule: RetrySchedule

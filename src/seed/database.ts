@@ -2,9 +2,9 @@
 // embedded server under DATA_DIR (started if no process runs it, and then stopped after).
 import { setTimeout as sleep } from "node:timers/promises"
 import type postgres from "postgres"
-import { connect } from "../db/Database.ts"
-import { requirePostgresPatched } from "../db/postgres-patch.ts"
-import { startEmbedded } from "../db/embedded.ts"
+import { connect } from "../platform/db/Database.ts"
+import { requirePostgresPatched } from "../platform/db/postgres-patch.ts"
+import { startEmbedded } from "../platform/db/embedded.ts"
 
 export interface OpenDatabase {
   readonly sql: postgres.Sql

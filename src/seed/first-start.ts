@@ -1,8 +1,8 @@
 // The first start of an empty embedded database loads demo data and tells a newcomer
 // what to do next. A DATABASE_URL server is never seeded unless asked (npm run seed).
 import { Effect, Layer } from "effect"
-import { HttpConfig, SeedConfig } from "../config.ts"
-import { Database } from "../db/Database.ts"
+import { HttpConfig, SeedConfig } from "../platform/config.ts"
+import { Database } from "../platform/db/Database.ts"
 import { seedDemo } from "./demo.ts"
 
 export const FirstStart = Layer.effectDiscard(

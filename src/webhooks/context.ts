@@ -1,7 +1,7 @@
 // What the webhook operations need, who performs them, and the activity log they write.
 import type { ISql, Sql } from "postgres"
 import type { AllowedNetworks, Lookup } from "../delivery/address-guard.ts"
-import { DELIVERIES_CHANNEL } from "../delivery/channels.ts"
+import { DELIVERIES_CHANNEL } from "../platform/db/channels.ts"
 import type { SendOptions } from "../delivery/sender.ts"
 import { badRequest, notFound } from "./errors.ts"
 

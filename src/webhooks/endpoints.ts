@@ -1,9 +1,9 @@
 // Admin-made webhook endpoints: create (secret shown once), update, rotate the secret,
 // delete, Turn On, list. Each change is written to the activity log in its transaction.
 import { randomUUID } from "node:crypto"
-import { endpointSecretContext } from "../delivery/channels.ts"
+import { endpointSecretContext } from "../platform/db/channels.ts"
 import { originOf } from "../delivery/queries.ts"
-import { encryptSecret } from "../delivery/secrets.ts"
+import { encryptSecret } from "../platform/secrets/secrets-key.ts"
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { iso, requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"

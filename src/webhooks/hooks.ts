@@ -1,8 +1,8 @@
 // /api/v1/hooks: a key's own webhook subscriptions (spec 4.1 and its six rules, 2.4 shapes).
 // The key's rights are read from the database in the same transaction as the change, so a
 // subscription never outlives what the key could read when it was made.
-import { keySecretContext } from "../delivery/channels.ts"
-import { decryptSecret, encryptSecret } from "../delivery/secrets.ts"
+import { keySecretContext } from "../platform/db/channels.ts"
+import { decryptSecret, encryptSecret } from "../platform/secrets/secrets-key.ts"
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { isUuid, writeActivity, type Tx, type WebhookDeps } from "./context.ts"

@@ -2,8 +2,8 @@
 // It is not a delivery of an event, so it is not retried; the activity log keeps its result.
 import { randomUUID } from "node:crypto"
 import { deliveryBody, PING_EVENT } from "../delivery/body.ts"
-import { endpointSecretContext } from "../delivery/channels.ts"
-import { decryptSecret } from "../delivery/secrets.ts"
+import { endpointSecretContext } from "../platform/db/channels.ts"
+import { decryptSecret } from "../platform/secrets/secrets-key.ts"
 import { send } from "../delivery/sender.ts"
 import { requireId, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
 import { notFound } from "./errors.ts"

@@ -1,7 +1,7 @@
 // The webhook operations as one Effect service, for the API handlers, the admin HTTP API
 // and the CLI. Each fails with WebhookError (status + message); anything else is a defect.
 import { Context, Effect, Layer } from "effect"
-import { Database } from "../db/Database.ts"
+import { Database } from "../platform/db/Database.ts"
 import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
 import { listActivity, type WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"

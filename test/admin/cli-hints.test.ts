@@ -1,7 +1,7 @@
 // The admin CLI checks receivers with its own environment: a refusal the service's settings
 // would allow names the setting to give the CLI too.
 import { afterEach, describe, expect, it } from "vitest"
-import { hintFor } from "../../src/admin/cli/main.ts"
+import { hintFor } from "../../src/faces/cli/main.ts"
 
 const saved = { networks: process.env.WEBHOOK_ALLOWED_NETWORKS, ca: process.env.NODE_EXTRA_CA_CERTS }
 afterEach(() => {

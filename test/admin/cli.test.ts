@@ -1,10 +1,10 @@
-// The admin CLI as a person or a script runs it: the real `node src/cli/admin.ts` against
+// The admin CLI as a person or a script runs it: the real `node src/faces/cli/admin.ts` against
 // the test database (DATABASE_URL), its --json answers, its errors and exit codes, the
 // 20-key limit, and the activity log.
 import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createKey } from "../../src/admin/keys.ts"
+import { createKey } from "../../src/access/keys.ts"
 import { RESOURCES } from "../../src/domain/resources.ts"
 import { makeKey, provideDb, request } from "../api/helpers.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"

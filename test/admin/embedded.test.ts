@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import postgres from "postgres"
 import { afterAll, describe, expect, it } from "vitest"
-import { startEmbedded, type EmbeddedServer } from "../../src/db/embedded.ts"
+import { startEmbedded, type EmbeddedServer } from "../../src/platform/db/embedded.ts"
 import { freePort } from "../support/net.ts"
 import { runCli } from "./run-cli.ts"
 

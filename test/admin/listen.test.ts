@@ -60,7 +60,7 @@ describe("admin listen", () => {
     await insertIncident(db.sql, company.id, { title: "Before listen" })
     await cap.settle()
     const secret = newSecret()
-    child = spawn(process.execPath, ["src/cli/admin.ts", "listen", "--forward-to", localUrl, "--url", server.url, "--secret", secret, "--json"], {
+    child = spawn(process.execPath, ["src/faces/cli/admin.ts", "listen", "--forward-to", localUrl, "--url", server.url, "--secret", secret, "--json"], {
       cwd: new URL("../../", import.meta.url).pathname,
       env: { ...process.env, SERVICE_API_KEY: key },
       stdio: ["ignore", "pipe", "pipe"]

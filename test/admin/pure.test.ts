@@ -1,7 +1,7 @@
 // Table tests of the admin operations' input checks.
 import { describe, expect, it } from "vitest"
-import { checkName, parseExpiry, parseScopes } from "../../src/admin/keys.ts"
-import { looksLike, newSecret, fingerprintOf } from "../../src/api/secrets.ts"
+import { checkName, parseExpiry, parseScopes } from "../../src/access/keys.ts"
+import { looksLike, newSecret, fingerprintOf } from "../../src/access/bearer-secrets.ts"
 import { RESOURCES } from "../../src/domain/resources.ts"
 
 describe("parseScopes", () => {

@@ -1,23 +1,22 @@
 // The admin pages' pure parts: HTML escaping, CSRF token comparison, cookies, the
 // same-origin check and where a sign-in may send the browser back to.
 import { describe, expect, it } from "vitest"
-import { attr, escapeHtml, html, raw } from "../../src/admin/web/html.ts"
-import { formatDate } from "../../src/admin/web/layout.ts"
-import { ADMIN_WEB_ROUTES, PATHS, pathFor } from "../../src/admin/web/paths.ts"
-import { localTarget } from "../../src/admin/web/request.ts"
+import { attr, escapeHtml, html, raw } from "../../src/faces/pages/html.ts"
+import { formatDate } from "../../src/faces/pages/layout.ts"
+import { ADMIN_WEB_ROUTES, PATHS, pathFor } from "../../src/faces/pages/paths.ts"
+import { localTarget } from "../../src/faces/pages/request.ts"
 import {
   checkSameOrigin,
   expiredCookie,
-  isToken,
   PAGE_HEADERS,
   parseCookies,
-  randomToken,
   safeEqual,
   serializeCookie,
   SESSION_COOKIE
-} from "../../src/admin/web/security.ts"
-import { lastAnswer } from "../../src/admin/web/webhooks.ts"
-import { adminKnownRoutes } from "../../src/admin/http/index.ts"
+} from "../../src/faces/pages/security.ts"
+import { lastAnswer } from "../../src/faces/pages/webhooks.ts"
+import { isToken, randomToken } from "../../src/access/bearer-secrets.ts"
+import { SERVED_ROUTES } from "../../src/faces/routes.ts"
 
 describe("html", () => {
   it("escapes every interpolated value by default", () => {
@@ -131,7 +130,7 @@ describe("paths", () => {
 
   it("fills ids in and every page route is a known route (405s and metrics labels)", () => {
     expect(pathFor(PATHS.endpoint, "a/b")).toBe("/admin/webhooks/endpoints/a%2Fb")
-    for (const r of ADMIN_WEB_ROUTES) expect(adminKnownRoutes).toContainEqual(r)
+    for (const r of ADMIN_WEB_ROUTES) expect(SERVED_ROUTES).toContainEqual(r)
   })
 
   it("pages send the security headers", () => {

@@ -1,7 +1,7 @@
 // Shared by the admin pages' tests: the real routes (read API, admin API, admin pages) in
 // this process, and a small cookie-keeping client that submits forms as a browser on the
 // same origin would (Origin, Sec-Fetch-Site, the CSRF token from the page).
-import { ROUTER_CONFIG } from "../../src/http/node-server.ts"
+import { ROUTER_CONFIG } from "../../src/platform/http/node-server.ts"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
@@ -12,8 +12,8 @@ import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Page } from "playwright-core"
-import { AdminWebRoutes } from "../../src/admin/web/index.ts"
-import { makeApiRoutes } from "../../src/api/index.ts"
+import { AdminWebRoutes } from "../../src/faces/pages/index.ts"
+import { makeApiRoutes } from "../../src/faces/routes.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { request, type Answer } from "../api/helpers.ts"
 import { freePort } from "../support/net.ts"

@@ -1,5 +1,5 @@
 // The webhook commands of the admin CLI as a person or a script runs them: the real
-// `node src/cli/admin.ts` against the test database, a real HTTPS receiver on loopback
+// `node src/faces/cli/admin.ts` against the test database, a real HTTPS receiver on loopback
 // (trusted through NODE_EXTRA_CA_CERTS, allowed through WEBHOOK_ALLOWED_NETWORKS) and a
 // delivery engine sharing the CLI's SECRETS_KEY.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"

@@ -2,14 +2,14 @@
 // messages, Host parsing, Allow lists, lease sizes and the key rules.
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
-import { hostOf, rateLimitHeaders } from "../../src/api/auth.ts"
-import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../src/api/cursor.ts"
-import { parseFilterDate } from "../../src/api/dates.ts"
-import { allowedMethods } from "../../src/api/fallback.ts"
-import { refusalFor, type KeyEntry } from "../../src/api/keys.ts"
-import { BASE_QUERY, describeQueryIssue, namePattern, NAME_QUERY, parseLimit, STATUS_QUERY, statusesFor } from "../../src/api/query.ts"
-import { leaseSize } from "../../src/api/rate-limit.ts"
-import { listRequest } from "../../src/api/views.ts"
+import { hostOf, rateLimitHeaders } from "../../src/faces/api/auth.ts"
+import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../src/faces/api/cursor.ts"
+import { parseFilterDate } from "../../src/domain/dates.ts"
+import { allowedMethods } from "../../src/faces/fallback.ts"
+import { refusalFor, type KeyEntry } from "../../src/faces/api/key-directory.ts"
+import { BASE_QUERY, describeQueryIssue, namePattern, NAME_QUERY, parseLimit, STATUS_QUERY, statusesFor } from "../../src/faces/api/query.ts"
+import { leaseSize } from "../../src/faces/api/rate-limit.ts"
+import { listRequest } from "../../src/faces/api/views.ts"
 import { RESOURCES } from "../../src/domain/resources.ts"
 
 describe("parseFilterDate", () => {

@@ -6,7 +6,7 @@
 import { request as httpRequest } from "node:http"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../src/admin/keys.ts"
+import { revokeKey } from "../../src/access/keys.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
 import { RESOURCES } from "../../src/domain/resources.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"

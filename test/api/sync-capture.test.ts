@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { purgeOld } from "../../src/delivery/queries.ts"
-import { rebuildViews } from "../../src/operations/rebuild.ts"
+import { rebuildViews } from "../../src/pipeline/capture/rebuild.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { insertIncident } from "../support/app.ts"

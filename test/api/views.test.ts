@@ -1,13 +1,13 @@
-// Requests read by one statement (src/api/batch.ts, src/api/views.ts): started together,
+// Requests read by one statement (src/faces/api/batch.ts, src/faces/api/views.ts): started together,
 // they share a batch, and each must still get exactly its own answer: its key's refusal,
 // its company's records, its resource, its filters, its page.
 import { Effect, Exit, Layer, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../src/admin/keys.ts"
-import type { CurrentKeyShape } from "../../src/api/current-key.ts"
-import { ApiPool } from "../../src/api/pool.ts"
-import { ApiSettings } from "../../src/api/settings.ts"
-import { Views, type Served } from "../../src/api/views.ts"
+import { revokeKey } from "../../src/access/keys.ts"
+import type { CurrentKeyShape } from "../../src/faces/api/current-key.ts"
+import { ApiPool } from "../../src/faces/api/pool.ts"
+import { ApiSettings } from "../../src/faces/api/settings.ts"
+import { Views, type Served } from "../../src/faces/api/views.ts"
 import type { Resource } from "../../src/domain/resources.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../support/views.ts"

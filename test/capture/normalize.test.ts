@@ -1,6 +1,6 @@
 // The one normal form of app row values (pure).
 import { describe, expect, it } from "vitest"
-import { normalizeRow, normalizeValue } from "../../src/capture/normalize.ts"
+import { normalizeRow, normalizeValue } from "../../src/pipeline/capture/normalize.ts"
 
 describe("normalizeValue", () => {
   it("dates become canonical ISO text; invalid dates become null", () => {

@@ -3,8 +3,8 @@
 import { PgoutputPlugin } from "pg-logical-replication"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { describe, expect, it } from "vitest"
-import { normalizeRow } from "../../src/capture/normalize.ts"
-import { RowPgoutputPlugin, utcTimestampIso } from "../../src/capture/pgoutput.ts"
+import { normalizeRow } from "../../src/pipeline/capture/normalize.ts"
+import { RowPgoutputPlugin, utcTimestampIso } from "../../src/pipeline/capture/pgoutput.ts"
 
 const options = { protoVersion: 1 as const, publicationNames: ["p"] }
 

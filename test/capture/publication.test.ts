@@ -1,7 +1,7 @@
 // The publication guard: NEVER columns, missing tables or columns, extra columns or tables,
 // row filters and missing operations are each named as app.table[.column]. Pure.
 import { describe, expect, it } from "vitest"
-import { publicationProblems, type FoundPublication } from "../../src/capture/publication.ts"
+import { publicationProblems, type FoundPublication } from "../../src/pipeline/capture/publication.ts"
 import { PUBLISHED_COLUMNS } from "../../src/domain/records/index.ts"
 
 const exact = (): Map<string, { columns: ReadonlyArray<string>; rowFilter: string | null }> =>

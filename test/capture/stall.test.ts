@@ -6,10 +6,10 @@
 // walsender terminated under a live connection is noticed at once. While capture is stopped,
 // the metrics show the slot's WAL growing; a slot lost meanwhile is one greppable line.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { leaderApplicationName } from "../../src/capture/leader.ts"
-import { captureStatus } from "../../src/capture/status.ts"
-import { collectCapture, makeServiceMetrics } from "../../src/observability/metrics.ts"
-import { assessStatus, operationsStatus } from "../../src/operations/status.ts"
+import { leaderApplicationName } from "../../src/pipeline/capture/leader.ts"
+import { captureStatus } from "../../src/pipeline/capture/status.ts"
+import { collectCapture, makeServiceMetrics } from "../../src/faces/ops/metrics.ts"
+import { assessStatus, operationsStatus } from "../../src/faces/ops/status.ts"
 import { runCli } from "../admin/run-cli.ts"
 import { sample } from "../observability/support.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"

@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { SafetyRecordsClient, SafetyRecordsError, verifyWebhook, WebhookVerificationError, type Deletion, type Event } from "../../client/src/index.ts"
-import { OPENAPI_PATH } from "../../src/api/definition.ts"
+import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import { deliveryBody } from "../../src/delivery/body.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
 import { newSecret, signedHeaders } from "../../src/delivery/signature.ts"

@@ -1,7 +1,7 @@
 // The app's tables are checked at start, never created or changed: each missing table or
 // column, unreadable column, wrong type or unfollowable identity is named app.table.column.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { checkAppContract, contractProblems, readAppTables, type FoundTable } from "../../src/db/app-contract.ts"
+import { checkAppContract, contractProblems, readAppTables, type FoundTable } from "../../src/platform/db/app-contract.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 
 describe("the app contract on a real database", () => {

@@ -4,7 +4,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { closedToOthers } from "../../src/db/embedded.ts"
+import { closedToOthers } from "../../src/platform/db/embedded.ts"
 
 const root = mkdtempSync(join(tmpdir(), "srs-perm-"))
 afterAll(() => rmSync(root, { recursive: true, force: true }))

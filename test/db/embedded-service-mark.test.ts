@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { liveServicePid, markService, startEmbedded } from "../../src/db/embedded.ts"
+import { liveServicePid, markService, startEmbedded } from "../../src/platform/db/embedded.ts"
 
 const dirs: Array<string> = []
 const children: Array<ChildProcess> = []

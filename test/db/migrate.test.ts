@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { loadMigrations, migrate } from "../../src/db/migrate.ts"
-import { connect } from "../../src/db/Database.ts"
-import { ensureDemoAppSchema } from "../../src/seed/app-schema.ts"
+import { loadMigrations, migrate } from "../../src/platform/db/migrate.ts"
+import { connect } from "../../src/platform/db/Database.ts"
+import { ensureDemoAppSchema } from "../../src/platform/db/demo-schema.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 
 describe("migrations", () => {

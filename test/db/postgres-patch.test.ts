@@ -1,4 +1,4 @@
-// The postgres.js guard (src/db/postgres-patch.ts): the check tells a patched install from an
+// The postgres.js guard (src/platform/db/postgres-patch.ts): the check tells a patched install from an
 // unpatched one (an install with --ignore-scripts), and the service and the CLIs refuse to run
 // on an unpatched one, exit 1 with what to do, before they connect anywhere.
 import { spawnSync } from "node:child_process"
@@ -15,7 +15,7 @@ import {
   POSTGRES_NOT_PATCHED,
   postgresPatched,
   requirePostgresPatched
-} from "../../src/db/postgres-patch.ts"
+} from "../../src/platform/db/postgres-patch.ts"
 
 const PROJECT = fileURLToPath(new URL("../../", import.meta.url))
 const FLAVOURS = ["src", "cjs/src", "cf/src"]
@@ -126,7 +126,7 @@ describe("an install without the patch", () => {
     })
 
   it("stops the service, the admin CLI and the seeder with exit 1 and what to do", { timeout: 120_000 }, () => {
-    for (const [script, ...args] of [["src/main.ts"], ["src/cli/admin.ts", "status"], ["src/cli/seed.ts"]] as const) {
+    for (const [script, ...args] of [["src/main.ts"], ["src/faces/cli/admin.ts", "status"], ["src/faces/cli/seed.ts"]] as const) {
       const result = run(script, ...args)
       expect(result.status, `${script}: ${result.stdout}${result.stderr}`).toBe(1)
       expect(result.stdout + result.stderr, script).toContain("postgres.js is not patched")
@@ -135,7 +135,7 @@ describe("an install without the patch", () => {
     }
     // What the message says to run (the postinstall script) puts the patch in place.
     expect(postgresPatched(join(project, "node_modules", "postgres"))).toBe(false)
-    const patched = spawnSync(process.execPath, [join(project, "src/db/patch-postgres.ts")], { cwd: project, encoding: "utf8" })
+    const patched = spawnSync(process.execPath, [join(project, "src/platform/db/patch-postgres.ts")], { cwd: project, encoding: "utf8" })
     expect(patched.status, patched.stderr).toBe(0)
     expect(postgresPatched(join(project, "node_modules", "postgres"))).toBe(true)
   })

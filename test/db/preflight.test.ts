@@ -1,7 +1,7 @@
 // Preflight per provider: each managed PostgreSQL grants replication its own way, and the
 // message names that provider's setting or statement. Pure: the facts are given.
 import { describe, expect, it } from "vitest"
-import { preflightProblem, providerOf, type ServerFacts } from "../../src/db/preflight.ts"
+import { preflightProblem, providerOf, type ServerFacts } from "../../src/platform/db/preflight.ts"
 
 const ok: ServerFacts = {
   version: 180004,

@@ -1,9 +1,9 @@
 // The production defaults the spec fixes, read as the service reads them (no environment).
 import { ConfigProvider, Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { WebhookConfig } from "../../src/config.ts"
+import { WebhookConfig } from "../../src/platform/config.ts"
 import { ENGINE_DEFAULTS } from "../../src/delivery/engine.ts"
-import { parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
+import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../../src/delivery/sender.ts"
 
 const MINUTE = 60_000

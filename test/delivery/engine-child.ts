@@ -1,10 +1,10 @@
 // An engine process for crash tests: the real engine against ENGINE_URL until killed. Every
 // 100 ms it prints its stats as a JSON line; SIGTERM shuts it down gracefully.
 import { Effect, Exit, Scope } from "effect"
-import { connect } from "../../src/db/Database.ts"
+import { connect } from "../../src/platform/db/Database.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
 import { makeEngine } from "../../src/delivery/engine.ts"
-import { parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
+import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 
 const sql = connect(process.env.ENGINE_URL!, 6)
 const scope = Effect.runSync(Scope.make())

@@ -3,11 +3,11 @@
 // stays where it was, and an engine carries on from there.
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { loadMigrations, migrate } from "../../src/db/migrate.ts"
+import { loadMigrations, migrate } from "../../src/platform/db/migrate.ts"
 import { getDelivery } from "../../src/webhooks/deliveries.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
-import { ensureDemoAppSchema } from "../../src/seed/app-schema.ts"
+import { ensureDemoAppSchema } from "../../src/platform/db/demo-schema.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { ADMIN, CA, LOOPBACK, at, startEngine, waitFor } from "../webhooks/support.ts"

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest"
 import { deliveryBody } from "../../src/delivery/body.ts"
 import { decide } from "../../src/delivery/engine.ts"
 import { tallyEndpoints, type Claimed, type Outcome } from "../../src/delivery/queries.ts"
-import { DEFAULT_RETRY_SCHEDULE, delayAfter, parseRetrySchedule, parseRetryScheduleOrThrow } from "../../src/delivery/schedule.ts"
+import { DEFAULT_RETRY_SCHEDULE, delayAfter, parseRetrySchedule, parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import type { SendResult } from "../../src/delivery/sender.ts"
 
 describe("WEBHOOK_RETRY_SCHEDULE", () => {

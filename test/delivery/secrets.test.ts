@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { decryptSecret, encryptSecret, keyFingerprint, loadSecretsKey } from "../../src/delivery/secrets.ts"
+import { decryptSecret, encryptSecret, keyFingerprint, loadSecretsKey } from "../../src/platform/secrets/secrets-key.ts"
 
 const dirs: Array<string> = []
 const tempDir = () => {

@@ -7,7 +7,7 @@ import { execFile, spawnSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
-import { makeServiceMetrics } from "../../src/observability/metrics.ts"
+import { makeServiceMetrics } from "../../src/faces/ops/metrics.ts"
 
 const DIR = fileURLToPath(new URL("../../deploy/prometheus/", import.meta.url))
 const ALERTS = `${DIR}alerts.yml`

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { forbiddenInName } from "../../src/domain/names.ts"
-import { checkName } from "../../src/admin/keys.ts"
+import { checkName } from "../../src/access/keys.ts"
 import { parseName } from "../../src/webhooks/validate.ts"
 
 describe("names", () => {

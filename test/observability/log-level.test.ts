@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { parseLogLevel } from "../../src/logging.ts"
+import { parseLogLevel } from "../../src/platform/logging.ts"
 
 describe("LOG_LEVEL", () => {
   it("takes the level names in any case, warn and warning alike", () => {

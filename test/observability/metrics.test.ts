@@ -2,8 +2,8 @@
 // their latency, API requests by route and status, rate-limited requests; every API answer
 // carries a request id that the logs carry too, and no log line carries a key.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { makeServiceMetrics, type ServiceMetrics } from "../../src/observability/metrics.ts"
-import { valueOf } from "../../src/observability/registry.ts"
+import { makeServiceMetrics, type ServiceMetrics } from "../../src/faces/ops/metrics.ts"
+import { valueOf } from "../../src/platform/metrics/registry.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../webhooks/support.ts"
@@ -157,9 +157,9 @@ describe("the request log line's level", () => {
   it("is REQUEST_LOG_LEVEL's (so it shows at LOG_LEVEL=info); none writes no line", async () => {
     const { ConfigProvider, Effect, Layer } = await import("effect")
     const { HttpRouter, HttpServerResponse } = await import("effect/http")
-    const { LoggingLive } = await import("../../src/logging.ts")
-    const { Metrics } = await import("../../src/observability/metrics.ts")
-    const { requestObservability } = await import("../../src/observability/requests.ts")
+    const { LoggingLive } = await import("../../src/platform/logging.ts")
+    const { Metrics } = await import("../../src/faces/ops/metrics.ts")
+    const { requestObservability } = await import("../../src/faces/http/requests.ts")
     const run = async (requestLevel: string) => {
       const env = ConfigProvider.layer(ConfigProvider.fromEnv({ env: { LOG_LEVEL: "info", REQUEST_LOG_LEVEL: requestLevel } }))
       const App = Layer.mergeAll(
@@ -187,9 +187,9 @@ describe("request id", () => {
   it("annotates every log line written while a request is served, also when it fails", async () => {
     const { Effect, Layer } = await import("effect")
     const { HttpRouter, HttpServerResponse } = await import("effect/http")
-    const { LoggingLive } = await import("../../src/logging.ts")
-    const { Metrics } = await import("../../src/observability/metrics.ts")
-    const { requestObservability } = await import("../../src/observability/requests.ts")
+    const { LoggingLive } = await import("../../src/platform/logging.ts")
+    const { Metrics } = await import("../../src/faces/ops/metrics.ts")
+    const { requestObservability } = await import("../../src/faces/http/requests.ts")
     const m = makeServiceMetrics()
     const App = Layer.mergeAll(
       HttpRouter.add("GET", "/work", Effect.logWarning("working on it").pipe(Effect.as(HttpServerResponse.text("done")))),

@@ -2,7 +2,7 @@
 // request Node cannot parse.
 import { afterEach, describe, expect, it } from "vitest"
 import { connect, type AddressInfo } from "node:net"
-import { createServiceServer } from "../../src/http/node-server.ts"
+import { createServiceServer } from "../../src/platform/http/node-server.ts"
 
 const servers: Array<ReturnType<typeof createServiceServer>> = []
 afterEach(async () => {

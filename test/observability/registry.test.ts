@@ -2,10 +2,10 @@
 // process and event-loop metrics, series absent until set, mirrored counters, collectors;
 // then request labels, request ids and the operators' progress bar.
 import { describe, expect, it } from "vitest"
-import { makeServiceMetrics } from "../../src/observability/metrics.ts"
-import { mirror, Registry, setOrClear, valueOf } from "../../src/observability/registry.ts"
-import { routeMatcher, requestIdOf } from "../../src/observability/requests.ts"
-import { progressBar, renderBar } from "../../src/operations/progress.ts"
+import { makeServiceMetrics } from "../../src/faces/ops/metrics.ts"
+import { mirror, Registry, setOrClear, valueOf } from "../../src/platform/metrics/registry.ts"
+import { routeMatcher, requestIdOf } from "../../src/faces/http/requests.ts"
+import { progressBar, renderBar } from "../../src/faces/cli/progress.ts"
 import { sample } from "./support.ts"
 
 /** Every family the service exports, with its type and labels: dashboards and alerts depend on them. */

@@ -3,9 +3,9 @@
 import { randomBytes } from "node:crypto"
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { cursorKey } from "../../src/api/cursor.ts"
-import { eventsRequest, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../src/operations/events-feed.ts"
-import { FILTER_DATE_FORMATS } from "../../src/api/dates.ts"
+import { cursorKey } from "../../src/faces/api/cursor.ts"
+import { eventsRequest, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../src/faces/api/events-feed.ts"
+import { FILTER_DATE_FORMATS } from "../../src/domain/dates.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
 import { ADMIN, makeKey, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"

@@ -1,7 +1,7 @@
 // rebuild-views while the app keeps writing and capture keeps applying: it repairs views that
 // went wrong, and the end state equals a fresh projection of the app tables.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { rebuildViews, type RebuildProgress } from "../../src/operations/rebuild.ts"
+import { rebuildViews, type RebuildProgress } from "../../src/pipeline/capture/rebuild.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import { simulate } from "../../src/seed/simulate.ts"
 import { startCapture, type RunningCapture } from "../support/capture.ts"

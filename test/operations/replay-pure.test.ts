@@ -1,9 +1,9 @@
 // The replay lane's and pages' rules as pure functions: REPLAY_RATE, the pacing allowance,
 // why a replay waits, an endpoint's health, the replay form's query.
 import { describe, expect, it } from "vitest"
-import { replayFormOf, replayQuery } from "../../src/admin/web/replays.ts"
-import { allowance, parseReplayRate, replayWindow } from "../../src/operations/replay-lane.ts"
-import { waitingReason } from "../../src/operations/replays.ts"
+import { replayFormOf, replayQuery } from "../../src/faces/pages/replays.ts"
+import { allowance, parseReplayRate, replayWindow } from "../../src/webhooks/replay/lane.ts"
+import { waitingReason } from "../../src/webhooks/replay/jobs.ts"
 import { endpointHealth } from "../../src/webhooks/endpoints.ts"
 
 describe("REPLAY_RATE", () => {

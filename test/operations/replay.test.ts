@@ -3,7 +3,7 @@
 // `replay --failed` sends exactly what it missed, each failed event with its original
 // delivery id (receivers drop repeats by it) and the others with new ones.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { replay } from "../../src/operations/replay.ts"
+import { replay } from "../../src/webhooks/replay/select.ts"
 import { createEndpoint, enableEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { insertIncident } from "../support/app.ts"

@@ -2,7 +2,7 @@
 // switched off and why, keys near expiry; from the library and from the real CLI.
 import { hostname } from "node:os"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { assessStatus, operationsStatus, type OperationsStatus } from "../../src/operations/status.ts"
+import { assessStatus, operationsStatus, type OperationsStatus } from "../../src/faces/ops/status.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { runCli } from "../admin/run-cli.ts"

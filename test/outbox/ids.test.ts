@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { uuidv7 } from "../../src/outbox/ids.ts"
+import { uuidv7 } from "../../src/pipeline/outbox/ids.ts"
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 

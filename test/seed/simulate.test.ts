@@ -115,7 +115,7 @@ describe("simulate", () => {
   })
 
   it("the command refuses a flag given twice, before it touches any database", () => {
-    const r = spawnSync(process.execPath, ["src/cli/simulate.ts", "--rate", "5", "--rate", "6"], { encoding: "utf8", env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } })
+    const r = spawnSync(process.execPath, ["src/faces/cli/simulate.ts", "--rate", "5", "--rate", "6"], { encoding: "utf8", env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } })
     expect(r.status).toBe(2)
     expect(r.stdout).toBe("")
     expect(r.stderr).toMatch(/^--rate is given more than once\./)

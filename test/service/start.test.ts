@@ -6,7 +6,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { startEmbedded } from "../../src/db/embedded.ts"
+import { startEmbedded } from "../../src/platform/db/embedded.ts"
 import { freePort } from "../support/global-setup.ts"
 import { startService, streaming, waitForUrl } from "../support/service-process.ts"
 

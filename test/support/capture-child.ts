@@ -1,6 +1,6 @@
 // A capture process for crash tests: runs the real loop against CAPTURE_URL until killed.
-import { connect } from "../../src/db/Database.ts"
-import { CaptureStats, runCapture } from "../../src/capture/run.ts"
+import { connect } from "../../src/platform/db/Database.ts"
+import { CaptureStats, runCapture } from "../../src/pipeline/capture/run.ts"
 
 const url = process.env.CAPTURE_URL!
 const slot = process.env.CAPTURE_SLOT!

@@ -1,7 +1,7 @@
 // Runs the real capture loop against a test database, and waits for it to catch up.
 import type { Sql } from "postgres"
-import { CaptureStats, runCapture, type CaptureOptions } from "../../src/capture/run.ts"
-import { parseLsn } from "../../src/capture/lsn.ts"
+import { CaptureStats, runCapture, type CaptureOptions } from "../../src/pipeline/capture/run.ts"
+import { parseLsn } from "../../src/platform/db/lsn.ts"
 import { afterAll, beforeAll } from "vitest"
 import { makeCompany } from "./app.ts"
 import { freshDatabase, type TestDatabase } from "./db.ts"

@@ -2,8 +2,8 @@
 import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
 import postgres from "postgres"
-import { connect } from "../../src/db/Database.ts"
-import { prepareDemoDatabase } from "../../src/seed/app-schema.ts"
+import { connect } from "../../src/platform/db/Database.ts"
+import { prepareDemoDatabase } from "../../src/platform/db/demo-schema.ts"
 
 export interface TestDatabase {
   readonly name: string

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, chmodSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
-import { startEmbedded, type EmbeddedServer } from "../../src/db/embedded.ts"
+import { startEmbedded, type EmbeddedServer } from "../../src/platform/db/embedded.ts"
 import { freePort } from "./net.ts"
 
 export { freePort }

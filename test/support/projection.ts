@@ -1,6 +1,6 @@
 // Compares the views capture maintained with a fresh projection of the app tables as they
 // are now (a bootstrap under a throwaway slot). Capture must be stopped first.
-import { bootstrap } from "../../src/capture/bootstrap.ts"
+import { bootstrap } from "../../src/pipeline/capture/bootstrap.ts"
 import type { TestDatabase } from "./db.ts"
 
 export const diffAgainstFreshProjection = async (db: Pick<TestDatabase, "sql" | "url" | "name">) => {

@@ -1,13 +1,13 @@
 // The real HTTP server with the real routes (read API, docs, admin API) on a free
 // port, against a test database. Several servers may share one database, as several
 // service processes would: each has its own connection pool and its own usage counters.
-import { ROUTER_CONFIG } from "../../src/http/node-server.ts"
+import { ROUTER_CONFIG } from "../../src/platform/http/node-server.ts"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { createServer } from "node:http"
-import { makeApiRoutes, type ApiSettingsShape } from "../../src/api/index.ts"
-import { connect, Database } from "../../src/db/Database.ts"
+import { makeApiRoutes, type ApiSettingsShape } from "../../src/faces/routes.ts"
+import { connect, Database } from "../../src/platform/db/Database.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"

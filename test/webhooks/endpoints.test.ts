@@ -2,9 +2,9 @@
 // log, the test ping, the delivery log and retention.
 import Stripe from "stripe"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { endpointSecretContext } from "../../src/delivery/channels.ts"
+import { endpointSecretContext } from "../../src/platform/db/channels.ts"
 import { purgeOld } from "../../src/delivery/queries.ts"
-import { decryptSecret } from "../../src/delivery/secrets.ts"
+import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import { listActivity } from "../../src/webhooks/context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed } from "../../src/webhooks/deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, updateEndpoint } from "../../src/webhooks/endpoints.ts"

@@ -1,7 +1,7 @@
 // /api/v1/hooks underneath the HTTP layer: the six rules of spec 4.1 and the 2.4 shape.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { keySecretContext } from "../../src/delivery/channels.ts"
-import { decryptSecret } from "../../src/delivery/secrets.ts"
+import { keySecretContext } from "../../src/platform/db/channels.ts"
+import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"

@@ -1,0 +1,96 @@
+// Who is acting and on which company. Read from the app's own tables (app.companies,
+// app.users), which are authoritative even before the service has mirrored anything: an
+// admin can make the first key for a company the service never saw running.
+import { Effect } from "effect"
+import type postgres from "postgres"
+import { Database } from "../platform/db/Database.ts"
+import { AdminError, forbidden, invalid, notFound } from "../domain/errors.ts"
+
+export interface Company {
+  readonly id: string
+  readonly name: string
+  readonly host: string
+}
+
+/** An admin user of a company, acting on that company. */
+export interface Actor {
+  readonly userId: string
+  readonly email: string
+  readonly name: string
+  readonly companyId: string
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+export const isUuid = (s: string) => UUID.test(s)
+
+/** Runs database work that may fail with an AdminError; anything else is a defect. */
+export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<A, AdminError, Database> =>
+  Effect.flatMap(Database, ({ sql }) =>
+    Effect.tryPromise({ try: () => f(sql), catch: (e) => e }).pipe(
+      Effect.catch((e) => (e instanceof AdminError ? Effect.fail(e) : Effect.die(e)))
+    )
+  )
+
+export const findCompany = async (sql: postgres.Sql, ref: string): Promise<Company> => {
+  const trimmed = ref.trim()
+  if (trimmed === "") throw invalid("--company must name a company by id or host")
+  const rows = isUuid(trimmed)
+    ? await sql<Company[]>`select id, name, host from app.companies where id = ${trimmed}`
+    : await sql<Company[]>`select id, name, host from app.companies where lower(host) = lower(${trimmed})`
+  const company = rows[0]
+  if (company === undefined) throw notFound(`no company with id or host "${trimmed}"`)
+  return company
+}
+
+export const companyById = async (sql: postgres.Sql, id: string): Promise<Company> => {
+  const [company] = await sql<Company[]>`select id, name, host from app.companies where id = ${id}`
+  if (company === undefined) throw notFound(`no company with id ${id}`)
+  return company
+}
+
+/**
+ * The admin user with this e-mail in this company (or in the only company where they are
+ * an admin, when none is named). Fails unless the user has role admin there. With
+ * `anyCompany` (commands over the whole service), an admin of several companies is taken too.
+ */
+export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}): Promise<Actor> => {
+  const wanted = email.trim()
+  if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) throw invalid(`--as must be an e-mail address, not "${email}"`)
+  const users = await sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
+    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`
+  if (users.length === 0) throw notFound(`no user with e-mail ${wanted}`)
+  const toActor = (u: (typeof users)[number]): Actor => ({ userId: u.id, email: u.email, name: u.name, companyId: u.company_id })
+  if (company !== undefined) {
+    const user = users.find((u) => u.company_id === company.id)
+    if (user === undefined) throw forbidden(`${wanted} is not a user of ${company.name} (${company.host})`)
+    if (user.role !== "admin") throw forbidden(`${wanted} is not an admin of ${company.name}: only admins can do this`)
+    return toActor(user)
+  }
+  const admins = users.filter((u) => u.role === "admin")
+  if (admins.length === 0) throw forbidden(`${wanted} is not an admin: only admins can do this`)
+  if (admins.length > 1 && options.anyCompany !== true) throw invalid(`${wanted} is an admin of several companies; name one with --company`)
+  return toActor(admins[0]!)
+}
+
+/**
+ * The admin acting on something by its id (a key, a token) that belongs to `owner`. To an
+ * admin of another company such an id is "no such thing", as every other id is: whose it is
+ * stays unsaid. (An --as that is no admin anywhere is still told so.)
+ */
+export const adminOfOwner = async (sql: postgres.Sql, email: string, owner: Company, missing: string): Promise<Actor> => {
+  const inOwner = await sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`
+  if (inOwner.length === 0) {
+    await findAdmin(sql, email, undefined, { anyCompany: true })
+    throw notFound(missing)
+  }
+  return findAdmin(sql, email, owner)
+}
+
+/** For commands over the whole service (status, rebuild-views): --as names an admin of any company. */
+export const requireSomeAdmin = (sql: postgres.Sql, email: string): Promise<Actor> => findAdmin(sql, email, undefined, { anyCompany: true })
+
+/** Whether the user is (still) an admin of the company. */
+export const isAdmin = async (sql: postgres.Sql, userId: string, companyId: string): Promise<boolean> => {
+  const rows = await sql`select 1 from app.users where id = ${userId} and company_id = ${companyId} and role = 'admin'`
+  return rows.length > 0
+}

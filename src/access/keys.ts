@@ -1,0 +1,238 @@
+// API keys as an admin manages them (spec 5): create (shown once), revoke, list. The CLI
+// and the admin HTTP API are two faces of these functions.
+import { Effect } from "effect"
+import type postgres from "postgres"
+import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
+import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
+import { logActivity } from "./activity.ts"
+import { conflict, invalid, notFound } from "../domain/errors.ts"
+import { isUuid, withSql, type Actor } from "./identity.ts"
+import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
+
+/** Spec 8: at most 20 active keys per company. */
+export const MAX_ACTIVE_KEYS = 20
+
+export const EXPIRY_CHOICES = ["30d", "90d", "1y", "never"] as const
+export type Expiry = (typeof EXPIRY_CHOICES)[number]
+export const DEFAULT_EXPIRY: Expiry = "never"
+
+const EXPIRY_INTERVAL: Readonly<Record<Expiry, string | null>> = {
+  "30d": "30 days",
+  "90d": "90 days",
+  "1y": "1 year",
+  never: null
+}
+
+export const MAX_NAME_LENGTH = 100
+
+// -----------------------------------------------------------------------------
+// Input checks (pure)
+
+export const parseExpiry = (text: string): Expiry | undefined =>
+  (EXPIRY_CHOICES as ReadonlyArray<string>).includes(text) ? (text as Expiry) : undefined
+
+/** "all", or resource names separated by commas; undefined with a message when invalid. */
+export const parseScopes = (
+  input: string | ReadonlyArray<string>
+): { readonly scopes: ReadonlyArray<Resource> } | { readonly error: string } => {
+  const items = (typeof input === "string" ? input.split(",") : input).map((s) => s.trim()).filter((s) => s !== "")
+  if (items.length === 0) return { error: `--read needs resources separated by commas, or all (${RESOURCES.join(", ")})` }
+  if (items.includes("all")) {
+    if (items.length > 1) return { error: `--read takes all on its own, or a list of resources` }
+    return { scopes: RESOURCES }
+  }
+  const unknown = items.filter((s) => !isResource(s))
+  if (unknown.length > 0) {
+    return { error: `unknown resource${unknown.length > 1 ? "s" : ""} ${unknown.map((u) => `"${u}"`).join(", ")} in --read; choose from ${RESOURCES.join(", ")}, or all` }
+  }
+  return { scopes: RESOURCES.filter((r) => items.includes(r)) }
+}
+
+export const checkName = (name: string): string | undefined => {
+  const trimmed = name.trim()
+  if (trimmed === "") return "--name must not be empty"
+  if (trimmed.length > MAX_NAME_LENGTH) return `--name must be at most ${MAX_NAME_LENGTH} characters`
+  const bad = forbiddenInName(trimmed)
+  if (bad !== undefined) return `--name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`
+  return undefined
+}
+
+// -----------------------------------------------------------------------------
+
+export interface CreateKeyInput {
+  readonly companyId: string
+  readonly name: string
+  readonly scopes: ReadonlyArray<Resource>
+  readonly webhooks: boolean
+  readonly expires: Expiry
+}
+
+export interface CreatedKey {
+  readonly id: string
+  /** The key itself: shown once, never stored. */
+  readonly key: string
+  readonly name: string
+  readonly companyId: string
+  readonly scopes: ReadonlyArray<Resource>
+  readonly webhooks: boolean
+  readonly createdAt: string
+  readonly expiresAt: string | null
+}
+
+export type KeyState = "active" | "expired" | "revoked"
+
+export interface KeyInfo {
+  readonly id: string
+  readonly name: string
+  readonly scopes: ReadonlyArray<string>
+  readonly webhooks: boolean
+  readonly state: KeyState
+  readonly createdAt: string
+  readonly createdBy: string | null
+  readonly expiresAt: string | null
+  readonly revokedAt: string | null
+  readonly revokedBy: string | null
+  readonly lastUsedAt: string | null
+  readonly requestCount: number
+}
+
+interface KeyRow {
+  readonly id: string
+  readonly company_id: string
+  readonly name: string
+  readonly scopes: ReadonlyArray<string>
+  readonly webhooks: boolean
+  readonly created_at: Date
+  readonly created_by_email: string | null
+  readonly expires_at: Date | null
+  readonly revoked_at: Date | null
+  readonly revoked_by_email: string | null
+  readonly last_used_at: Date | null
+  readonly request_count: string | number
+  readonly expired: boolean
+}
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString())
+
+const toInfo = (r: KeyRow): KeyInfo => ({
+  id: r.id,
+  name: r.name,
+  scopes: r.scopes,
+  webhooks: r.webhooks,
+  state: r.revoked_at !== null ? "revoked" : r.expired ? "expired" : "active",
+  createdAt: r.created_at.toISOString(),
+  createdBy: r.created_by_email,
+  expiresAt: iso(r.expires_at),
+  revokedAt: iso(r.revoked_at),
+  revokedBy: r.revoked_by_email,
+  lastUsedAt: iso(r.last_used_at),
+  requestCount: Number(r.request_count)
+})
+
+const KEY_COLUMNS = (sql: postgres.Sql | postgres.TransactionSql) =>
+  sql`id, company_id, name, scopes, webhooks, created_at, created_by_email, expires_at, revoked_at,
+      revoked_by_email, last_used_at, request_count, (expires_at is not null and expires_at <= now()) as expired`
+
+/** Creates a key for the actor's company; refuses a 21st active key. */
+export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, input: CreateKeyInput) {
+  const nameProblem = checkName(input.name)
+  if (nameProblem !== undefined) return yield* invalid(nameProblem)
+  if (input.scopes.length === 0) return yield* invalid("a key must be able to read at least one resource")
+  if (actor.companyId !== input.companyId) return yield* invalid("an admin creates keys for their own company only")
+  const secret = newSecret(API_KEY_PREFIX)
+  const name = input.name.trim()
+  return yield* withSql((sql) =>
+    sql.begin(async (tx) => {
+      // Serialise key creation per company so that two at once cannot both be the 20th.
+      await tx`select pg_advisory_xact_lock(hashtextextended(${"service.api_keys:" + input.companyId}, 0))`
+      const [active] = await tx<{ n: number }[]>`
+        select count(*)::int as n from service.api_keys
+         where company_id = ${input.companyId} and revoked_at is null and (expires_at is null or expires_at > now())`
+      const n = active?.n ?? 0
+      if (n >= MAX_ACTIVE_KEYS) {
+        throw conflict(
+          `this company already has ${n} active API keys, the most it may hold (${MAX_ACTIVE_KEYS}); revoke one first`
+        )
+      }
+      const interval = EXPIRY_INTERVAL[input.expires]
+      const [row] = await tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
+        insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks, expires_at, created_by, created_by_email)
+        values (${input.companyId}, ${name}, ${secret.fingerprint}, ${input.scopes as string[]}::text[],
+                ${input.webhooks}, ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.userId}, ${actor.email})
+        returning id, created_at, expires_at`
+      const created: CreatedKey = {
+        id: row!.id,
+        key: secret.secret,
+        name,
+        companyId: input.companyId,
+        scopes: input.scopes,
+        webhooks: input.webhooks,
+        createdAt: row!.created_at.toISOString(),
+        expiresAt: iso(row!.expires_at)
+      }
+      await logActivity(tx, {
+        companyId: input.companyId,
+        actor,
+        kind: "key.created",
+        subjectId: created.id,
+        details: { name, scopes: [...input.scopes], webhooks: input.webhooks, expiresAt: created.expiresAt }
+      })
+      return created
+    })
+  )
+})
+
+/** The company a key belongs to (to check the actor against it), or a not-found error. */
+export const keyCompany = (keyId: string) =>
+  withSql(async (sql) => {
+    if (!isUuid(keyId)) throw invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`)
+    const [row] = await sql<{ company_id: string }[]>`select company_id from service.api_keys where id = ${keyId}`
+    if (row === undefined) throw notFound(`no API key with id ${keyId}`)
+    return row.company_id
+  })
+
+/**
+ * Revokes a key of the actor's company: its next request gets 401 (no process caches keys).
+ * Webhook subscriptions made with it are deleted in the same transaction by the webhooks
+ * schema's trigger on service.api_keys.
+ */
+export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: Actor, keyId: string) {
+  if (!isUuid(keyId)) return yield* invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`)
+  return yield* withSql((sql) =>
+    sql.begin(async (tx) => {
+      const [row] = await tx<KeyRow[]>`select ${KEY_COLUMNS(tx)} from service.api_keys where id = ${keyId} for update`
+      if (row === undefined || row.company_id !== actor.companyId) throw notFound(`no API key with id ${keyId}`)
+      if (row.revoked_at !== null) {
+        throw conflict(`API key ${keyId} ("${row.name}") was already revoked at ${row.revoked_at.toISOString()}`)
+      }
+      const [updated] = await tx<KeyRow[]>`
+        update service.api_keys set revoked_at = now(), revoked_by = ${actor.userId}, revoked_by_email = ${actor.email}
+         where id = ${keyId}
+         returning ${KEY_COLUMNS(tx)}`
+      await logActivity(tx, {
+        companyId: actor.companyId,
+        actor,
+        kind: "key.revoked",
+        subjectId: keyId,
+        details: { name: row.name }
+      })
+      return toInfo(updated!)
+    })
+  )
+})
+
+/** Every key of a company, newest first, with who made it, its state and its usage. */
+export const listKeys = (companyId: string) =>
+  withSql(async (sql) => {
+    const rows = await sql<KeyRow[]>`
+      select ${KEY_COLUMNS(sql)} from service.api_keys where company_id = ${companyId} order by created_at desc, id desc`
+    return rows.map(toInfo)
+  })
+
+export const getKey = (companyId: string, keyId: string) =>
+  withSql(async (sql) => {
+    if (!isUuid(keyId)) throw notFound(`no API key with id ${keyId}`)
+    const [row] = await sql<KeyRow[]>`select ${KEY_COLUMNS(sql)} from service.api_keys where id = ${keyId} and company_id = ${companyId}`
+    if (row === undefined) throw notFound(`no API key with id ${keyId}`)
+    return toInfo(row)
+  })

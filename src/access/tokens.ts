@@ -1,0 +1,151 @@
+// Admin tokens for the admin HTTP API (/admin/v1). The CLI issues them to an admin user;
+// the holder acts as that user, and every request re-checks that the user is still an admin.
+import { Effect } from "effect"
+import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./bearer-secrets.ts"
+import { logActivity } from "./activity.ts"
+import { conflict, invalid, notFound } from "../domain/errors.ts"
+import { isAdmin, isUuid, withSql, type Actor } from "./identity.ts"
+import { checkName, type Expiry } from "./keys.ts"
+
+export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
+
+const INTERVAL: Readonly<Record<Expiry, string | null>> = { "30d": "30 days", "90d": "90 days", "1y": "1 year", never: null }
+
+export interface CreatedToken {
+  readonly id: string
+  /** The token itself: shown once, never stored. */
+  readonly token: string
+  readonly name: string
+  readonly prefix: string
+  readonly companyId: string
+  readonly userEmail: string
+  readonly createdAt: string
+  readonly expiresAt: string | null
+}
+
+export interface TokenInfo {
+  readonly id: string
+  readonly name: string
+  readonly prefix: string
+  readonly userEmail: string
+  readonly state: "active" | "expired" | "revoked"
+  readonly createdAt: string
+  readonly expiresAt: string | null
+  readonly revokedAt: string | null
+  readonly lastUsedAt: string | null
+}
+
+interface TokenRow {
+  readonly id: string
+  readonly company_id: string
+  readonly user_id: string
+  readonly user_email: string
+  readonly name: string
+  readonly prefix: string
+  readonly created_at: Date
+  readonly expires_at: Date | null
+  readonly revoked_at: Date | null
+  readonly last_used_at: Date | null
+  readonly expired: boolean
+}
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString())
+
+const toInfo = (r: TokenRow): TokenInfo => ({
+  id: r.id,
+  name: r.name,
+  prefix: r.prefix,
+  userEmail: r.user_email,
+  state: r.revoked_at !== null ? "revoked" : r.expired ? "expired" : "active",
+  createdAt: r.created_at.toISOString(),
+  expiresAt: iso(r.expires_at),
+  revokedAt: iso(r.revoked_at),
+  lastUsedAt: iso(r.last_used_at)
+})
+
+export const createToken = Effect.fn("admin.createToken")(function* (actor: Actor, input: { readonly name: string; readonly expires: Expiry }) {
+  const problem = checkName(input.name)
+  if (problem !== undefined) return yield* invalid(problem)
+  const secret = newSecret(ADMIN_TOKEN_PREFIX)
+  const name = input.name.trim()
+  const interval = INTERVAL[input.expires]
+  return yield* withSql((sql) =>
+    sql.begin(async (tx) => {
+      const [row] = await tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
+        insert into service.admin_tokens (company_id, user_id, user_email, name, prefix, fingerprint, expires_at, created_by_email)
+        values (${actor.companyId}, ${actor.userId}, ${actor.email}, ${name}, ${secret.prefix}, ${secret.fingerprint},
+                ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.email})
+        returning id, created_at, expires_at`
+      const created: CreatedToken = {
+        id: row!.id,
+        token: secret.secret,
+        name,
+        prefix: secret.prefix,
+        companyId: actor.companyId,
+        userEmail: actor.email,
+        createdAt: row!.created_at.toISOString(),
+        expiresAt: iso(row!.expires_at)
+      }
+      await logActivity(tx, {
+        companyId: actor.companyId,
+        actor,
+        kind: "admin_token.created",
+        subjectId: created.id,
+        details: { name, prefix: secret.prefix, expiresAt: created.expiresAt }
+      })
+      return created
+    })
+  )
+})
+
+export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Actor, tokenId: string) {
+  if (!isUuid(tokenId)) return yield* invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`)
+  return yield* withSql((sql) =>
+    sql.begin(async (tx) => {
+      const [row] = await tx<TokenRow[]>`
+        select *, (expires_at is not null and expires_at <= now()) as expired from service.admin_tokens where id = ${tokenId} for update`
+      if (row === undefined || row.company_id !== actor.companyId) throw notFound(`no admin token with id ${tokenId}`)
+      if (row.revoked_at !== null) throw conflict(`admin token ${tokenId} was already revoked at ${row.revoked_at.toISOString()}`)
+      const [updated] = await tx<TokenRow[]>`
+        update service.admin_tokens set revoked_at = now() where id = ${tokenId}
+        returning *, (expires_at is not null and expires_at <= now()) as expired`
+      await logActivity(tx, { companyId: actor.companyId, actor, kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
+      return toInfo(updated!)
+    })
+  )
+})
+
+export const tokenCompany = (tokenId: string) =>
+  withSql(async (sql) => {
+    if (!isUuid(tokenId)) throw invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`)
+    const [row] = await sql<{ company_id: string }[]>`select company_id from service.admin_tokens where id = ${tokenId}`
+    if (row === undefined) throw notFound(`no admin token with id ${tokenId}`)
+    return row.company_id
+  })
+
+export const listTokens = (companyId: string) =>
+  withSql(async (sql) => {
+    const rows = await sql<TokenRow[]>`
+      select *, (expires_at is not null and expires_at <= now()) as expired
+        from service.admin_tokens where company_id = ${companyId} order by created_at desc, id desc`
+    return rows.map(toInfo)
+  })
+
+export type TokenCheck = { readonly actor: Actor } | { readonly refused: string }
+
+/** The admin a bearer token stands for, if it is active and its user is still an admin. */
+export const authenticateToken = (credential: string) =>
+  withSql(async (sql): Promise<TokenCheck> => {
+    if (credential === "") return { refused: "missing admin token: send the header Authorization: Bearer mat_..." }
+    if (!looksLike(ADMIN_TOKEN_PREFIX, credential)) return { refused: "unknown admin token" }
+    const [row] = await sql<(TokenRow & { user_name: string | null })[]>`
+      select t.*, (t.expires_at is not null and t.expires_at <= now()) as expired, u.name as user_name
+        from service.admin_tokens t left join app.users u on u.id = t.user_id
+       where t.fingerprint = ${fingerprintOf(credential)}`
+    if (row === undefined) return { refused: "unknown admin token" }
+    if (row.revoked_at !== null) return { refused: "this admin token was revoked" }
+    if (row.expired) return { refused: `this admin token expired at ${row.expires_at?.toISOString()}` }
+    if (!(await isAdmin(sql, row.user_id, row.company_id))) return { refused: `${row.user_email} is no longer an admin of this company` }
+    await sql`update service.admin_tokens set last_used_at = now() where id = ${row.id}`
+    return { actor: { userId: row.user_id, email: row.user_email, name: row.user_name ?? row.user_email, companyId: row.company_id } }
+  })

@@ -1,0 +1,131 @@
+// The admin HTTP API (/admin/v1): the same operations as the admin CLI, for an admin token
+// (issued by `npm run admin -- tokens create --as <admin e-mail>`). Its OpenAPI document is
+// at /admin/v1/openapi.json.
+//
+// Adding a group (the webhooks work adds endpoints, subscriptions, deliveries, activity):
+// define it in its own module and add it in AdminApi below, before the middleware lines.
+import { Context, Schema } from "effect"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
+import { BadRequest, Conflict, NotFound, Unauthorized } from "../http/errors.ts"
+import { RESOURCES } from "../../domain/resources.ts"
+import type { Actor } from "../../access/identity.ts"
+import { EXPIRY_CHOICES } from "../../access/keys.ts"
+import { ReplaysGroup } from "./replays.ts"
+import { WebhooksGroup } from "./webhooks.ts"
+
+export const ADMIN_PREFIX = "/admin/v1"
+export const ADMIN_OPENAPI_PATH = "/admin/v1/openapi.json"
+export const ADMIN_DOCS_PATH = "/admin/v1/docs"
+
+export class CurrentAdmin extends Context.Service<CurrentAdmin, Actor>()("service/admin/CurrentAdmin") {}
+
+export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: CurrentAdmin }>()("service/admin/AdminAuth", {
+  security: { adminToken: HttpApiSecurity.bearer.pipe(HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")) },
+  error: Unauthorized
+}) {}
+
+export class AdminRequestErrors extends HttpApiMiddleware.Service<AdminRequestErrors>()("service/admin/AdminRequestErrors", {
+  error: BadRequest
+}) {}
+
+const Timestamp = Schema.String.annotate({ format: "date-time", description: "ISO 8601 timestamp in UTC" })
+const State = Schema.Literals(["active", "expired", "revoked"])
+
+export const KeyInfo = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  scopes: Schema.Array(Schema.String).annotate({ description: "Resources the key may read" }),
+  webhooks: Schema.Boolean,
+  state: State,
+  createdAt: Timestamp,
+  createdBy: Schema.NullOr(Schema.String).annotate({ description: "E-mail of the admin who made it" }),
+  expiresAt: Schema.NullOr(Timestamp),
+  revokedAt: Schema.NullOr(Timestamp),
+  revokedBy: Schema.NullOr(Schema.String),
+  lastUsedAt: Schema.NullOr(Timestamp).annotate({ description: "Updated every few seconds, not on each request" }),
+  requestCount: Schema.Number
+}).annotate({ identifier: "ApiKeyInfo" })
+
+export const CreateKey = Schema.Struct({
+  name: Schema.String.annotate({ description: "After what will use the key" }),
+  read: Schema.Union([Schema.Literal("all"), Schema.Array(Schema.Literals(RESOURCES))]).annotate({
+    description: "The resources the key may read, or all"
+  }),
+  webhooks: Schema.optional(Schema.Boolean).annotate({ description: "May subscribe itself to events; default false" }),
+  expires: Schema.optional(Schema.Literals(EXPIRY_CHOICES)).annotate({ description: "Default never" })
+}).annotate({ identifier: "CreateApiKey" })
+
+export const CreatedKey = Schema.Struct({
+  id: Schema.String,
+  key: Schema.String.annotate({ description: "The key (mk_...): shown this once, never again" }),
+  name: Schema.String,
+  companyId: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  webhooks: Schema.Boolean,
+  createdAt: Timestamp,
+  expiresAt: Schema.NullOr(Timestamp)
+}).annotate({ identifier: "CreatedApiKey" })
+
+export const TokenInfo = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  prefix: Schema.String,
+  userEmail: Schema.String,
+  state: State,
+  createdAt: Timestamp,
+  expiresAt: Schema.NullOr(Timestamp),
+  revokedAt: Schema.NullOr(Timestamp),
+  lastUsedAt: Schema.NullOr(Timestamp)
+}).annotate({ identifier: "AdminTokenInfo" })
+
+export const Whoami = Schema.Struct({
+  company: Schema.Struct({ id: Schema.String, name: Schema.String, host: Schema.String }),
+  admin: Schema.Struct({ id: Schema.String, email: Schema.String, name: Schema.String })
+}).annotate({ identifier: "AdminWhoami" })
+
+const IdParam = { id: Schema.String }
+
+export class AdminRootGroup extends HttpApiGroup.make("admin").add(
+  HttpApiEndpoint.get("whoami", ADMIN_PREFIX, { success: Whoami, error: NotFound })
+) {}
+
+export class KeysGroup extends HttpApiGroup.make("keys")
+  .add(
+    HttpApiEndpoint.get("list", `${ADMIN_PREFIX}/keys`, { success: Schema.Struct({ data: Schema.Array(KeyInfo) }) }),
+    HttpApiEndpoint.post("create", `${ADMIN_PREFIX}/keys`, {
+      payload: CreateKey,
+      success: CreatedKey.pipe(HttpApiSchema.status(201)),
+      error: [Conflict]
+    }),
+    HttpApiEndpoint.get("get", `${ADMIN_PREFIX}/keys/:id`, { params: IdParam, success: KeyInfo, error: NotFound }),
+    HttpApiEndpoint.post("revoke", `${ADMIN_PREFIX}/keys/:id/revoke`, {
+      params: IdParam,
+      success: KeyInfo,
+      error: [NotFound, Conflict]
+    }).annotateMerge(OpenApi.annotations({ description: "The key's next request gets 401; its webhook subscriptions are deleted." }))
+  )
+  .annotateMerge(OpenApi.annotations({ description: "API keys of the admin's company" })) {}
+
+export class TokensGroup extends HttpApiGroup.make("tokens")
+  .add(
+    HttpApiEndpoint.get("list", `${ADMIN_PREFIX}/tokens`, { success: Schema.Struct({ data: Schema.Array(TokenInfo) }) }),
+    HttpApiEndpoint.post("revoke", `${ADMIN_PREFIX}/tokens/:id/revoke`, { params: IdParam, success: TokenInfo, error: [NotFound, Conflict] })
+  )
+  .annotateMerge(OpenApi.annotations({ description: "Admin tokens of the admin's company (issued by the CLI)" })) {}
+
+export class AdminApi extends HttpApi.make("admin")
+  .add(AdminRootGroup, KeysGroup, TokensGroup)
+  .add(WebhooksGroup) // endpoints, subscriptions, deliveries, activity (webhooks.ts)
+  .add(ReplaysGroup) // replays: dry run, progress, cancel (replays.ts)
+  .middleware(AdminRequestErrors)
+  .middleware(AdminAuth)
+  .annotate(HttpApi.QueryParseOptions, { onExcessProperty: "error", errors: "first" })
+  // A field a body does not take is refused (400), never silently dropped, in every group.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "first" })
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "Safety Records Service: admin API",
+      version: "1",
+      description: "Manage API keys, webhook endpoints, deliveries, subscriptions and activity as an admin, with an admin token from `npm run admin -- tokens create --as <e-mail>`. Errors are JSON {\"error\": \"...\"}."
+    })
+  ) {}

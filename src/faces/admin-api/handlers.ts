@@ -1,0 +1,130 @@
+// Handlers of the admin HTTP API: thin wrappers over the admin operations.
+import { Effect, Layer, Redacted } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
+import { strayParameter } from "../api/auth.ts"
+import { BadRequest, Conflict, errorResponse, NotFound } from "../http/errors.ts"
+import { Database } from "../../platform/db/Database.ts"
+import { ADMIN_ERROR_STATUS, type AdminError } from "../../domain/errors.ts"
+import { companyById, withSql } from "../../access/identity.ts"
+import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
+import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
+import { AdminApi, AdminAuth, AdminRequestErrors, CurrentAdmin } from "./definition.ts"
+
+/** An AdminError as the declared HTTP error of the same status. */
+const toHttp = (e: AdminError) => {
+  switch (ADMIN_ERROR_STATUS[e.kind]) {
+    case 404:
+      return new NotFound({ error: e.message })
+    case 409:
+      return new Conflict({ error: e.message })
+    default:
+      return new BadRequest({ error: e.message })
+  }
+}
+
+export const AdminAuthLive = Layer.effect(
+  AdminAuth,
+  Effect.gen(function* () {
+    const db = yield* Database
+    return AdminAuth.of({
+      adminToken: (httpEffect, { credential, endpoint }) =>
+        Effect.gen(function* () {
+          const check = yield* authenticateToken(Redacted.value(credential)).pipe(
+            Effect.provideService(Database, db),
+            Effect.orDie
+          )
+          if ("refused" in check) return errorResponse(401, check.refused, { "www-authenticate": 'Bearer realm="admin"' })
+          // Paths that declare their parameters refuse others by their schema; the rest take
+          // none, and one given is refused rather than silently ignored (?key=... filters nothing).
+          if (endpoint.query === undefined) {
+            const stray = strayParameter((yield* HttpServerRequest.HttpServerRequest).url)
+            if (stray !== undefined) return errorResponse(400, `unknown query parameter "${stray}"; this path takes none`)
+          }
+          return yield* Effect.provideService(httpEffect, CurrentAdmin, check.actor)
+        })
+    })
+  })
+)
+
+/** A schema issue on one line ("Expected no excess property at ["companyId"]"). */
+const oneLine = (message: string) => message.replace(/\s*\n\s*/g, " ")
+
+export const AdminRequestErrorsLive = HttpApiMiddleware.layerSchemaErrorTransform(AdminRequestErrors, (error) => {
+  switch (error.kind) {
+    case "Query":
+    case "Params":
+    case "Headers":
+      return Effect.succeed(errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${oneLine(error.cause.message)}`))
+    case "Payload":
+      return Effect.succeed(errorResponse(400, `invalid request body: ${oneLine(error.cause.message)}`))
+    default:
+      return Effect.fail(error)
+  }
+})
+
+export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handlers) =>
+  handlers.handle("whoami", () =>
+    Effect.gen(function* () {
+      const admin = yield* CurrentAdmin
+      const company = yield* withSql((sql) => companyById(sql, admin.companyId)).pipe(Effect.mapError(toHttp))
+      return { company, admin: { id: admin.userId, email: admin.email, name: admin.name } }
+    })
+  )
+)
+
+export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
+  handlers
+    .handle("list", () =>
+      Effect.gen(function* () {
+        const admin = yield* CurrentAdmin
+        return { data: yield* listKeys(admin.companyId).pipe(Effect.mapError(toHttp)) }
+      })
+    )
+    .handle("create", ({ payload }) =>
+      Effect.gen(function* () {
+        const admin = yield* CurrentAdmin
+        const parsed = parseScopes(payload.read === "all" ? ["all"] : payload.read)
+        if ("error" in parsed) return yield* new BadRequest({ error: parsed.error.replace("--read", "read") })
+        return yield* createKey(admin, {
+          companyId: admin.companyId,
+          name: payload.name,
+          scopes: parsed.scopes,
+          webhooks: payload.webhooks ?? false,
+          expires: payload.expires ?? "never"
+        }).pipe(Effect.mapError((e) => (e.kind === "invalid" ? new BadRequest({ error: e.message.replace("--name", "name") }) : toHttp(e))))
+      })
+    )
+    .handle("get", ({ params }) =>
+      Effect.gen(function* () {
+        const admin = yield* CurrentAdmin
+        return yield* getKey(admin.companyId, params.id).pipe(Effect.mapError(toHttp))
+      })
+    )
+    .handle("revoke", ({ params }) =>
+      Effect.gen(function* () {
+        const admin = yield* CurrentAdmin
+        return yield* revokeKey(admin, params.id).pipe(
+          Effect.mapError((e) => (e.kind === "invalid" ? new NotFound({ error: `no API key with id ${params.id}` }) : toHttp(e)))
+        )
+      })
+    )
+)
+
+export const TokensHandlers = HttpApiBuilder.group(AdminApi, "tokens", (handlers) =>
+  handlers
+    .handle("list", () =>
+      Effect.gen(function* () {
+        const admin = yield* CurrentAdmin
+        return { data: yield* listTokens(admin.companyId).pipe(Effect.mapError(toHttp)) }
+      })
+    )
+    .handle("revoke", ({ params }) =>
+      Effect.gen(function* () {
+        const admin = yield* CurrentAdmin
+        return yield* revokeToken(admin, params.id).pipe(
+          Effect.mapError((e) => (e.kind === "invalid" ? new NotFound({ error: `no admin token with id ${params.id}` }) : toHttp(e)))
+        )
+      })
+    )
+)

@@ -1,0 +1,40 @@
+// Handlers of the admin HTTP API's replays group (replays.ts): the admin replay operations
+// (src/webhooks/replay/manage.ts), always in the admin's own company.
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { webhookErrorToHttp } from "../http/errors.ts"
+import { ADMIN_ERROR_STATUS, type AdminError } from "../../domain/errors.ts"
+import { replaysOf, showReplay, startReplay, stopReplay } from "../../webhooks/replay/manage.ts"
+import { AdminApi, CurrentAdmin } from "./definition.ts"
+import { actorOf } from "./webhooks-handlers.ts"
+
+const toHttp = (e: AdminError) => webhookErrorToHttp({ status: ADMIN_ERROR_STATUS[e.kind], message: e.message })
+
+export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handlers) =>
+  handlers
+    .handle("createReplay", ({ payload }) =>
+      Effect.gen(function* () {
+        const a = yield* CurrentAdmin
+        const r = yield* startReplay(actorOf(a), a.companyId, "api", payload)
+        return "replay" in r ? r.replay : r.plan
+      }).pipe(Effect.mapError(toHttp))
+    )
+    .handle("listReplays", () =>
+      Effect.gen(function* () {
+        const a = yield* CurrentAdmin
+        return { data: yield* replaysOf(a.companyId) }
+      }).pipe(Effect.orDie)
+    )
+    .handle("getReplay", ({ params }) =>
+      Effect.gen(function* () {
+        const a = yield* CurrentAdmin
+        return yield* showReplay(a.companyId, params.id)
+      }).pipe(Effect.mapError(toHttp))
+    )
+    .handle("cancelReplay", ({ params }) =>
+      Effect.gen(function* () {
+        const a = yield* CurrentAdmin
+        return yield* stopReplay(actorOf(a), a.companyId, params.id)
+      }).pipe(Effect.mapError(toHttp))
+    )
+)

@@ -1,0 +1,91 @@
+// The events feed as an HttpApi group, for src/faces/api/definition.ts (ServiceApi.add(EventsGroup)):
+// GET /api/v1/events and GET /api/v1/events/{id}. The handlers are in events-handlers.ts.
+// Query parameters are declared as plain text and checked by the handler (events-feed.ts),
+// so that each 400 names the parameter and what it must be.
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
+import { RESOURCES, type Resource } from "../../domain/resources.ts"
+import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
+import { RECORD_SCHEMAS } from "./records.ts"
+import { EVENTS_WINDOW_DAYS } from "./events-feed.ts"
+
+// Not imported from definition.ts: that module imports this one.
+const PREFIX = "/api/v1"
+
+const documented = (description: string, jsonSchema: Record<string, unknown>) =>
+  Schema.String.check(Schema.makeFilter(() => true, { description, toJsonSchema: () => jsonSchema })).annotate({ description })
+
+const DATE_PATTERN = "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
+const DATE_FORMATS = "a date (YYYY-MM-DD, midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset; none means UTC)"
+
+export const EVENTS_QUERY = {
+  // Text the handler parses; documented as what it holds (the document flattens the two).
+  limit: Schema.optional(documented("Page size: an integer from 1 to 200; 50 when absent.", { type: "integer", minimum: 1, maximum: 200, default: 50 })),
+  cursor: Schema.optional(documented("The nextCursor of the previous page, unchanged (same type and dates).", { minLength: 1 })),
+  createdAfter: Schema.optional(documented(`Only events that happened strictly after this moment: ${DATE_FORMATS}.`, { pattern: DATE_PATTERN })),
+  createdBefore: Schema.optional(documented(`Only events that happened strictly before this moment: ${DATE_FORMATS}.`, { pattern: DATE_PATTERN })),
+  type: Schema.optional(documented("Only events of this name; an unknown name is a 400, one about records the key cannot read a 403.", { enum: [...EVENT_KINDS] }))
+} as const
+
+const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })
+
+const EVENT_ID_DESCRIPTION =
+  "The event's id. A webhook delivery of this event carries its delivery's id in the same place instead (one per event and destination, the same on every retry: webhook-id and Service-Delivery); match the two by event, data.id and createdAt."
+
+const RECORD_EXAMPLES: Readonly<Record<Resource, unknown>> = Object.fromEntries(
+  RESOURCES.map((r) => [r, (RECORD_SCHEMAS[r].ast.annotations?.examples as ReadonlyArray<unknown> | undefined)?.[0]])
+) as Record<Resource, unknown>
+
+/** One event kind's payload: the event name fixed, the record of its resource. */
+const eventOf = <K extends EventKind>(kind: K) => {
+  const payload = Schema.Struct({
+    id: Schema.String.annotate({ description: EVENT_ID_DESCRIPTION }),
+    event: Schema.Literal(kind),
+    createdAt: Timestamp.annotate({ description: "When the change that fired the event was committed; the same value as in its webhook deliveries" }),
+    // Not annotated: that would make a second copy of the record's schema in the document.
+    data: RECORD_SCHEMAS[EVENT_RESOURCE[kind]] as (typeof RECORD_SCHEMAS)[(typeof EVENT_RESOURCE)[K]]
+  })
+  // The record example is its schema's own; the type cannot follow it through the generic kind.
+  const example = { id: "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10", event: kind, createdAt: "2026-03-08T10:15:42.317Z", data: RECORD_EXAMPLES[EVENT_RESOURCE[kind]] }
+  return payload.annotate({
+    identifier: eventSchemaName(kind),
+    description: `${kind}: fired when ${EVENT_WHEN[kind]}. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the ${EVENT_RESOURCE[kind]} record as it was when the event fired, exactly as GET /api/v1/${EVENT_RESOURCE[kind]}/{id} returned it then.`,
+    examples: [example as unknown as typeof payload.Type]
+  })
+}
+
+/** The payload schema of each event kind, by name. */
+export const EVENT_SCHEMAS = Object.fromEntries(EVENT_KINDS.map((k) => [k, eventOf(k)])) as { readonly [K in EventKind]: ReturnType<typeof eventOf<K>> }
+
+/** Any event: one of the eleven payloads, told apart by `event` (the document adds the discriminator). */
+export const Event = Schema.Union(EVENT_KINDS.map((k) => EVENT_SCHEMAS[k]), { mode: "oneOf" }).annotate({
+  identifier: "Event",
+  description: "An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event"
+})
+
+export class EventsGroup extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("list", `${PREFIX}/events`, {
+      query: EVENTS_QUERY,
+      success: Schema.Struct({
+        data: Schema.Array(Event).annotate({ description: "Newest first (by createdAt, then id)" }),
+        nextCursor: Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" })
+      }),
+      error: [BadRequest, Forbidden]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: `Events of the last ${EVENTS_WINDOW_DAYS} days`,
+        description: [
+          `Every event of the last ${EVENTS_WINDOW_DAYS} days this key could subscribe to: about records of the kinds it may read, in modules turned on now. Newest first, paged like the record lists.`,
+          "Use it to catch up after your receiver was down: each event has the payload its webhooks carried. The webhooks permission is not needed."
+        ].join("\n\n")
+      })
+    ),
+    HttpApiEndpoint.get("get", `${PREFIX}/events/:id`, {
+      params: { id: Schema.String },
+      success: Schema.Struct({ data: Event }),
+      error: NotFound
+    }).annotateMerge(OpenApi.annotations({ summary: "One event", description: `404 when there is no such event of the last ${EVENTS_WINDOW_DAYS} days that this key can read.` }))
+  )
+  .annotateMerge(OpenApi.annotations({ description: "Events, as webhooks deliver them" })) {}

@@ -1,0 +1,162 @@
+// GET /api/v1/events and /api/v1/events/{id}: integrators catch up on the last 30 days of
+// events themselves (like Stripe's /v1/events). An event is listed when the key could
+// subscribe to it: its record kind is in the key's scopes and its module is on now.
+//
+// Each event is shown as it was delivered: {"id","event","createdAt","data"} with data the
+// outbox payload spliced in byte for byte (the record at that event's commit). Here id is
+// the event's id. A webhook body's id is the delivery's id instead (one per event and
+// destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
+// (the commit time, identical in both): one record fires one event of a kind per commit.
+import type postgres from "postgres"
+import { EVENT_KINDS, EVENT_RESOURCE, isEventKind } from "../../domain/event-kinds.ts"
+import type { Resource } from "../../domain/resources.ts"
+import { deliveryBody } from "../../delivery/body.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
+import { filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
+import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
+import { DEFAULT_LIMIT, parseLimit } from "./query.ts"
+
+export const EVENTS_WINDOW_DAYS = 30
+export const EVENTS_PARAMS = ["limit", "cursor", "createdAfter", "createdBefore", "type"] as const
+
+export interface EventsQueryInput {
+  readonly limit?: string | undefined
+  readonly cursor?: string | undefined
+  readonly createdAfter?: string | undefined
+  readonly createdBefore?: string | undefined
+  readonly type?: string | undefined
+}
+
+export interface EventsRequest {
+  readonly limit: number
+  readonly createdAfter: string | undefined
+  readonly createdBefore: string | undefined
+  readonly type: string | undefined
+  readonly binding: CursorBinding
+}
+
+/** The key as the feed needs it (CurrentKey has more). */
+export interface FeedKey {
+  readonly keyId: string
+  readonly companyId: string
+  readonly host: string | undefined
+}
+
+/** Checked query text into a request, or the message of a 400. Pure. */
+export const eventsRequest = (companyId: string, query: EventsQueryInput): { readonly ok: EventsRequest } | { readonly bad: string } => {
+  const limit = query.limit === undefined ? DEFAULT_LIMIT : parseLimit(query.limit)
+  if (limit === undefined) return { bad: `query parameter "limit" must be an integer from 1 to 200` }
+  const after = query.createdAfter === undefined ? undefined : parseFilterDate(query.createdAfter)
+  if (query.createdAfter !== undefined && after === undefined) return { bad: `query parameter "createdAfter" ${filterDateRefusal(query.createdAfter)}` }
+  const before = query.createdBefore === undefined ? undefined : parseFilterDate(query.createdBefore)
+  if (query.createdBefore !== undefined && before === undefined) return { bad: `query parameter "createdBefore" ${filterDateRefusal(query.createdBefore)}` }
+  if (query.type !== undefined && !isEventKind(query.type)) {
+    return { bad: `query parameter "type" must be one of ${EVENT_KINDS.join(", ")}` }
+  }
+  return {
+    ok: {
+      limit,
+      createdAfter: after?.iso,
+      createdBefore: before?.iso,
+      type: query.type,
+      binding: { companyId, resource: "events", filters: { createdAfter: after?.iso, createdBefore: before?.iso, type: query.type } }
+    }
+  }
+}
+
+export type FeedAnswer =
+  | { readonly _tag: "Body"; readonly body: string }
+  | { readonly _tag: "Refused"; readonly state: Exclude<KeyState, "ok"> }
+  | { readonly _tag: "BadRequest"; readonly message: string }
+  | { readonly _tag: "Forbidden"; readonly message: string }
+  | { readonly _tag: "NotFound"; readonly message: string }
+
+interface EventRow {
+  readonly state: KeyState
+  readonly k_scopes: ReadonlyArray<string> | null
+  readonly id: string | null
+  readonly event: string | null
+  readonly created: string | null
+  readonly payload: string | null
+  readonly ts: string | null
+}
+
+const CREATED = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
+
+const bodyOf = (r: EventRow) => deliveryBody({ deliveryId: r.id!, event: r.event!, createdAt: r.created!, payload: r.payload! })
+
+export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: FeedKey, query: EventsQueryInput): Promise<FeedAnswer> => {
+  const parsed = eventsRequest(key.companyId, query)
+  if ("bad" in parsed) return { _tag: "BadRequest", message: parsed.bad }
+  const r = parsed.ok
+  const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type as keyof typeof EVENT_RESOURCE]
+  let position: CursorPosition | undefined
+  if (query.cursor !== undefined) {
+    const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
+    if ("error" in decoded) {
+      // A refused key gets its 401/403 before any complaint about its cursor.
+      const [k] = await sql<{ state: KeyState }[]>`select s.state from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
+      if (k === undefined) return { _tag: "Refused", state: "unknown" }
+      if (k.state !== "ok") return { _tag: "Refused", state: k.state }
+      return { _tag: "BadRequest", message: CURSOR_ERROR_MESSAGES[decoded.error] }
+    }
+    position = decoded.position
+  }
+  const rows = await sql<EventRow[]>`
+    select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
+      from ${keyStateRelation(sql, key.keyId, key.host, resource)}
+      left join lateral (
+        select e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(CREATED)}) as created,
+               e.payload, e.created_at::text as ts
+          from service.events e
+         where s.state = 'ok' and e.company_id = ${key.companyId}
+           and e.resource = any(s.k_scopes) and e.resource = any(s.c_modules)
+           and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})
+           ${r.type === undefined ? sql`` : sql`and e.event = ${r.type}`}
+           ${r.createdAfter === undefined ? sql`` : sql`and e.created_at > ${r.createdAfter}::timestamptz`}
+           ${r.createdBefore === undefined ? sql`` : sql`and e.created_at < ${r.createdBefore}::timestamptz`}
+           ${position === undefined ? sql`` : sql`and (e.created_at, e.id) < (${position.createdAt}::timestamptz, ${position.id}::uuid)`}
+         order by e.created_at desc, e.id desc
+         limit ${r.limit + 1}
+      ) w on true`
+  const first = rows[0]
+  if (first === undefined) return { _tag: "Refused", state: "unknown" }
+  if (first.state !== "ok") return { _tag: "Refused", state: first.state }
+  if (resource !== undefined && !(first.k_scopes ?? []).includes(resource)) {
+    return { _tag: "Forbidden", message: `this API key cannot read ${resource}, so it cannot see ${r.type} events` }
+  }
+  const count = first.id === null ? 0 : rows.length
+  const more = count > r.limit
+  const n = more ? r.limit : count
+  let body = '{"data":['
+  for (let i = 0; i < n; i++) body += (i > 0 ? "," : "") + bodyOf(rows[i]!)
+  if (more) {
+    const last = rows[n - 1]!
+    body += `],"nextCursor":${JSON.stringify(encodeCursor(cursorKey, r.binding, { createdAt: last.ts!, id: last.id! }))}}`
+  } else {
+    body += '],"nextCursor":null}'
+  }
+  return { _tag: "Body", body }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** One event the key could see in the list; 404 otherwise (another company's, too old, not readable). */
+export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Promise<FeedAnswer> => {
+  const wanted = UUID.test(id) ? id.toLowerCase() : null
+  const [row] = await sql<EventRow[]>`
+    select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
+      from ${keyStateRelation(sql, key.keyId, key.host, undefined)}
+      left join lateral (
+        select e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(CREATED)}) as created,
+               e.payload, e.created_at::text as ts
+          from service.events e
+         where s.state = 'ok' and ${wanted}::uuid is not null and e.id = ${wanted}::uuid and e.company_id = ${key.companyId}
+           and e.resource = any(s.k_scopes) and e.resource = any(s.c_modules)
+           and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})
+      ) w on true`
+  if (row === undefined) return { _tag: "Refused", state: "unknown" }
+  if (row.state !== "ok") return { _tag: "Refused", state: row.state }
+  if (row.id === null) return { _tag: "NotFound", message: `no event with id ${id} in the last ${EVENTS_WINDOW_DAYS} days that this key can read` }
+  return { _tag: "Body", body: `{"data":${bodyOf(row)}}` }
+}

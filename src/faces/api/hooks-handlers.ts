@@ -1,0 +1,42 @@
+// Handlers of /api/v1/hooks (group in hooks.ts): thin wrappers over the Webhooks service,
+// which checks the key's rights in the database at each request.
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Webhooks } from "../../webhooks/service.ts"
+import { CurrentKey } from "./current-key.ts"
+import { ServiceApi } from "./definition.ts"
+import { hookErrorToHttp } from "../http/errors.ts"
+
+export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers) =>
+  Effect.gen(function* () {
+    const webhooks = yield* Webhooks
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function* () {
+          const key = yield* CurrentKey
+          const r = yield* webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload).pipe(Effect.mapError(hookErrorToHttp))
+          // 201 also when the key already had this url and event (spec 4.1 fixes 201): the
+          // answer is that subscription, on, as a retried subscribe expects.
+          return r.subscription
+        })
+      )
+      .handle("list", () =>
+        Effect.gen(function* () {
+          const key = yield* CurrentKey
+          return yield* webhooks.listHooks({ keyId: key.keyId, companyId: key.companyId }).pipe(Effect.mapError(hookErrorToHttp))
+        })
+      )
+      .handle("get", ({ params }) =>
+        Effect.gen(function* () {
+          const key = yield* CurrentKey
+          return yield* webhooks.getHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(hookErrorToHttp))
+        })
+      )
+      .handle("delete", ({ params }) =>
+        Effect.gen(function* () {
+          const key = yield* CurrentKey
+          yield* webhooks.deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(hookErrorToHttp))
+        })
+      )
+  })
+)

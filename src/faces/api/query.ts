@@ -1,0 +1,143 @@
+// List query parameters (spec 4.2): the schemas the HttpApi endpoints declare (so the
+// OpenAPI document and the server's checks are one definition), and the pure parsers
+// behind them. Every parameter arrives as text; a check failure names the parameter.
+import { Schema, SchemaIssue } from "effect"
+import { STATUS_FILTER } from "../../domain/resources.ts"
+import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
+
+export const DEFAULT_LIMIT = 50
+export const MAX_LIMIT = 200
+export const MAX_NAME_LENGTH = 200
+
+/** limit: an integer from 1 to 200 written in digits, or undefined when it is not one. */
+export const parseLimit = (text: string): number | undefined => {
+  if (!/^[0-9]{1,4}$/.test(text)) return undefined
+  const n = Number(text)
+  return n >= 1 && n <= MAX_LIMIT ? n : undefined
+}
+
+export const STATUS_VALUES = Object.keys(STATUS_FILTER)
+
+/** The statuses a status filter value matches (spec 3.1 grouping), or undefined. */
+export const statusesFor = (value: string): ReadonlyArray<string> | undefined =>
+  Object.hasOwn(STATUS_FILTER, value) ? STATUS_FILTER[value] : undefined
+
+/** The ILIKE pattern for a name filter: the text anywhere in the name, wildcards escaped. */
+export const namePattern = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+
+const textParam = (
+  check: (text: string) => true | string,
+  annotations: { readonly description: string; readonly jsonSchema: Record<string, unknown> }
+) =>
+  Schema.String.check(
+    Schema.makeFilter((text: string) => check(text), {
+      description: annotations.description,
+      toJsonSchema: () => annotations.jsonSchema
+    })
+  ).annotate({ description: annotations.description })
+
+export const LimitParam = textParam(
+  (t) => parseLimit(t) !== undefined || `must be an integer from 1 to ${MAX_LIMIT}`,
+  {
+    description: `Page size: an integer from 1 to ${MAX_LIMIT}; ${DEFAULT_LIMIT} when absent.`,
+    // Text that must be digits; the document says what it holds: an integer (document.ts
+    // flattens this over the string the query parameter is).
+    jsonSchema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }
+  }
+)
+
+export const CursorParam = textParam((t) => t.length > 0 || "must not be empty", {
+  description: "The nextCursor of the previous page, unchanged. It only works with the same resource and filters.",
+  jsonSchema: { minLength: 1 }
+})
+
+const DATE_JSON_SCHEMA = {
+  pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
+}
+
+const dateParam = (description: string) =>
+  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), { description, jsonSchema: DATE_JSON_SCHEMA })
+
+export const CreatedAfterParam = dateParam(`Only records created strictly after this moment: ${FILTER_DATE_FORMATS}.`)
+export const CreatedBeforeParam = dateParam(`Only records created strictly before this moment: ${FILTER_DATE_FORMATS}.`)
+
+const CHANGED =
+  "A record's change time is its updatedAt; for a record with no updatedAt (inspections), or whose change left updatedAt alone (an audit's item, a policy's acknowledgement, a subcontractor's document, the equipment or job site name inside an inspection), the time the service saw the change, which moves forward with every change. With sort=updatedAt the answer's nextUpdatedAfter carries it."
+
+export const UpdatedAfterParam = dateParam(
+  `Only records that changed strictly after this moment: ${FILTER_DATE_FORMATS}. Pass the nextUpdatedAfter of your last sync (or the updatedAt of the last record it saw) to get what changed since. ${CHANGED}`
+)
+export const UpdatedBeforeParam = dateParam(`Only records whose last change was strictly before this moment: ${FILTER_DATE_FORMATS}. ${CHANGED}`)
+
+export const SORT_VALUES = ["updatedAt"] as const
+
+export const SortParam = Schema.Literals(SORT_VALUES).annotate({
+  description:
+    "updatedAt: oldest change first (by change time, then id), for keeping a copy in step; paging never skips nor repeats a record, also among records that changed at the same moment. Absent: newest created first.",
+  message: `must be ${SORT_VALUES.join(", ")}`
+})
+
+export const NameParam = textParam(
+  (t) =>
+    t.trim().length === 0
+      ? "must not be empty"
+      : t.length > MAX_NAME_LENGTH
+        ? `must be at most ${MAX_NAME_LENGTH} characters`
+        : true,
+  {
+    description: "Only records whose name contains this text, ignoring case.",
+    jsonSchema: { minLength: 1, maxLength: MAX_NAME_LENGTH }
+  }
+)
+
+export const StatusParam = Schema.Literals(STATUS_VALUES as [string, ...Array<string>]).annotate({
+  description:
+    "open (open or in_progress), closed (completed or verified), or exactly one of in_progress, completed, verified.",
+  message: `must be one of ${STATUS_VALUES.join(", ")}`
+})
+
+/** Query fields every list takes. */
+export const BASE_QUERY = {
+  limit: Schema.optional(LimitParam),
+  cursor: Schema.optional(CursorParam),
+  createdAfter: Schema.optional(CreatedAfterParam),
+  createdBefore: Schema.optional(CreatedBeforeParam),
+  updatedAfter: Schema.optional(UpdatedAfterParam),
+  updatedBefore: Schema.optional(UpdatedBeforeParam),
+  sort: Schema.optional(SortParam)
+} as const
+
+export const NAME_QUERY = { ...BASE_QUERY, name: Schema.optional(NameParam) } as const
+export const STATUS_QUERY = { ...BASE_QUERY, status: Schema.optional(StatusParam) } as const
+
+/** Query parameters as the list handlers receive them (all text, already checked). */
+export interface ListQueryInput {
+  readonly limit?: string | undefined
+  readonly cursor?: string | undefined
+  readonly createdAfter?: string | undefined
+  readonly createdBefore?: string | undefined
+  readonly updatedAfter?: string | undefined
+  readonly updatedBefore?: string | undefined
+  readonly sort?: string | undefined
+  readonly name?: string | undefined
+  readonly status?: string | undefined
+}
+
+// -----------------------------------------------------------------------------
+// Turning a failed query decode into one message that names the parameter
+
+const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** The first problem of a failed decode of query parameters, as "<param> <problem>". */
+export const describeQueryIssue = (issue: SchemaIssue.Issue, known: ReadonlyArray<string>): string => {
+  const first = formatIssues(issue).issues[0]
+  const seg = first?.path?.[0]
+  const param = typeof seg === "object" && seg !== null && "key" in seg ? String(seg.key) : seg === undefined ? undefined : String(seg)
+  if (param === undefined) return "invalid query parameters"
+  if (!known.includes(param)) {
+    return `unknown query parameter "${param}"; this list takes ${known.join(", ")}`
+  }
+  const message = first?.message ?? "is invalid"
+  if (/^Expected string/.test(message)) return `query parameter "${param}" must be given once`
+  return `query parameter "${param}" ${message}`
+}

@@ -1,0 +1,89 @@
+// tokens create | list | revoke: admin tokens for the admin HTTP API (/admin/v1).
+import { Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import { invalid } from "../../../domain/errors.ts"
+import { adminOfOwner, companyById, findAdmin, findCompany, withSql } from "../../../access/identity.ts"
+import { EXPIRY_CHOICES } from "../../../access/keys.ts"
+import { createToken, DEFAULT_TOKEN_EXPIRY, listTokens, revokeToken, tokenCompany } from "../../../access/tokens.ts"
+import { asOptional, asRequired, companyOptional, json, output, table, when, withDatabase } from "../support.ts"
+
+const create = Command.make(
+  "create",
+  {
+    as: asRequired,
+    company: companyOptional,
+    name: Flag.String("name").pipe(Flag.withDescription("What the token is for"), Flag.withDefault("admin token")),
+    expires: Flag.Literals("expires", EXPIRY_CHOICES).pipe(
+      Flag.withDescription(`When it stops working (default ${DEFAULT_TOKEN_EXPIRY})`),
+      Flag.withDefault(DEFAULT_TOKEN_EXPIRY)
+    ),
+    json
+  },
+  (args) =>
+    withDatabase(
+      Effect.gen(function* () {
+        const actor = yield* withSql(async (sql) => {
+          const company = Option.isSome(args.company) ? await findCompany(sql, args.company.value) : undefined
+          return findAdmin(sql, args.as, company)
+        })
+        const token = yield* createToken(actor, { name: args.name, expires: args.expires })
+        yield* output(args.json, { id: token.id, token: token.token }, () =>
+          [
+            `Created admin token "${token.name}" (${token.id}) for ${token.userEmail}; expires ${when(token.expiresAt, "never")}.`,
+            "Use it as Authorization: Bearer <token> on /admin/v1. It is shown this once; store it now:",
+            "",
+            `  ${token.token}`,
+            ""
+          ].join("\n")
+        )
+      })
+    )
+).pipe(Command.withDescription("Issue an admin token for the admin HTTP API, acting as the admin named by --as"))
+
+const list = Command.make(
+  "list",
+  { company: companyOptional, as: asOptional, json },
+  (args) =>
+    withDatabase(
+      Effect.gen(function* () {
+        const company = yield* withSql(async (sql) => {
+          if (Option.isSome(args.company)) {
+            const company = await findCompany(sql, args.company.value)
+            if (Option.isSome(args.as)) await findAdmin(sql, args.as.value, company)
+            return company
+          }
+          if (Option.isNone(args.as)) throw invalid("name the company with --company (or yourself with --as)")
+          const actor = await findAdmin(sql, args.as.value)
+          return companyById(sql, actor.companyId)
+        })
+        const tokens = yield* listTokens(company.id)
+        yield* output(args.json, tokens, () =>
+          tokens.length === 0
+            ? `${company.name} (${company.host}) has no admin tokens.`
+            : table(
+                ["ID", "NAME", "TOKEN", "ADMIN", "CREATED", "EXPIRES", "LAST USED", "STATE"],
+                tokens.map((t) => [t.id, t.name, `${t.prefix}...`, t.userEmail, when(t.createdAt), when(t.expiresAt, "never"), when(t.lastUsedAt, "never"), t.state])
+              )
+        )
+      })
+    )
+).pipe(Command.withDescription("List a company's admin tokens"))
+
+const revoke = Command.make(
+  "revoke",
+  { id: Argument.String("id").pipe(Argument.withDescription("The token's id (see tokens list)")), as: asRequired, json },
+  (args) =>
+    withDatabase(
+      Effect.gen(function* () {
+        const companyId = yield* tokenCompany(args.id)
+        const actor = yield* withSql(async (sql) => adminOfOwner(sql, args.as, await companyById(sql, companyId), `no admin token with id ${args.id}`))
+        const token = yield* revokeToken(actor, args.id)
+        yield* output(args.json, token, () => `Revoked admin token "${token.name}" (${token.id}).`)
+      })
+    )
+).pipe(Command.withDescription("Revoke an admin token"))
+
+export const tokens = Command.make("tokens").pipe(
+  Command.withDescription("Admin tokens for the admin HTTP API: create, list, revoke"),
+  Command.withSubcommands([create, list, revoke])
+)

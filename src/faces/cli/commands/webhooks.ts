@@ -1,0 +1,397 @@
+// Webhooks (issue 5): `endpoints` create | update | rotate-secret | delete | enable | test |
+// list | deliveries, `deliveries resend`, `subscriptions` list | disable | enable | delete
+// (those keys made through the API) and `activity`. Commands that change something need
+// --as <admin e-mail>; an id is always looked up within that admin's company.
+import { Console, Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import type { Actor as WebhookActor } from "../../../webhooks/context.ts"
+import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
+import { ACTIVITY_FILTERS } from "../../admin-api/webhooks.ts"
+import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
+import type { EndpointView } from "../../../webhooks/endpoints.ts"
+import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
+import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../../access/identity.ts"
+import { asOptional, asRequired, CheckFailed, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
+
+/** The work of a command, with the webhook operations and the database. */
+const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
+
+const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
+
+const idArg = (what: string) => Argument.String("id").pipe(Argument.withDescription(what))
+
+/** The admin named by --as (in --company when given, else in the one company they administer). */
+const adminOf = (as: string, companyRef: Option.Option<string>) =>
+  withSql(async (sql) => {
+    const named = Option.isSome(companyRef) ? await findCompany(sql, companyRef.value) : undefined
+    return findAdmin(sql, as, named)
+  })
+
+/** For reading by id: scoped to --company / --as when given, else any company. */
+const scopeOf = (as: Option.Option<string>, companyRef: Option.Option<string>) =>
+  Option.isSome(as)
+    ? Effect.map(adminOf(as.value, companyRef), (a): string | undefined => a.companyId)
+    : Option.isSome(companyRef)
+      ? Effect.map(withSql((sql) => findCompany(sql, companyRef.value)), (c): string | undefined => c.id)
+      : Effect.succeed<string | undefined>(undefined)
+
+const eventsFlag = Flag.String("events").pipe(Flag.withDescription("Event names separated by commas, e.g. incident.created,corrective_action.closed"))
+
+const describeEndpoint = (e: EndpointView) =>
+  [
+    `  url:     ${e.url}`,
+    `  events:  ${e.events.join(", ")}`,
+    `  state:   ${e.enabled ? "on" : `switched off${e.disabledReason === null ? "" : ` (${e.disabledReason})`}`}`
+  ].join("\n")
+
+// -----------------------------------------------------------------------------
+// endpoints
+
+const create = Command.make(
+  "create",
+  {
+    company,
+    name: Flag.String("name").pipe(Flag.withDescription("A name for the receiver")),
+    url: Flag.String("url").pipe(Flag.withDescription("The receiver's https:// address")),
+    events: eventsFlag,
+    as: asRequired,
+    json
+  },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, Option.some(args.company))
+        const created = yield* w.createEndpoint(actorOf(actor), { companyId: actor.companyId, name: args.name, url: args.url, events: args.events })
+        yield* output(args.json, { id: created.id, secret: created.secret }, () =>
+          [
+            `Created webhook endpoint "${created.endpoint.name}" (${created.id}).`,
+            describeEndpoint(created.endpoint),
+            "",
+            "The signing secret is shown this once; store it now:",
+            "",
+            `  ${created.secret}`,
+            ""
+          ].join("\n")
+        )
+      })
+    )
+).pipe(
+  Command.withDescription("Add a webhook endpoint; its signing secret is shown once"),
+  Command.withExamples([
+    {
+      command: "endpoints create --company acme.localhost --name Ops --url https://hooks.example.com/safety --events incident.created,corrective_action.closed --as admin@acme.example --json",
+      description: 'Prints {"id": ..., "secret": "whsec_..."}'
+    }
+  ])
+)
+
+const update = Command.make(
+  "update",
+  {
+    id: idArg("The endpoint's id (see endpoints list)"),
+    name: Flag.String("name").pipe(Flag.withDescription("A new name"), Flag.optional),
+    url: Flag.String("url").pipe(Flag.withDescription("A new https:// address"), Flag.optional),
+    events: eventsFlag.pipe(Flag.optional),
+    company: companyOptional,
+    as: asRequired,
+    json
+  },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, args.company)
+        const e = yield* w.updateEndpoint(actorOf(actor), {
+          id: args.id,
+          companyId: actor.companyId,
+          name: Option.getOrUndefined(args.name),
+          url: Option.getOrUndefined(args.url),
+          events: Option.getOrUndefined(args.events)
+        })
+        yield* output(args.json, e, () => [`Updated webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n"))
+      })
+    )
+).pipe(Command.withDescription("Change an endpoint's name, address or events"))
+
+/** A change to one endpoint: `<name> <id> --as <admin> [--company] [--json]`; `run` does the
+ *  operation as that admin, in that admin's company, and prints its answer. */
+const onEndpoint = <E, R>(
+  name: string,
+  description: string,
+  run: (w: WebhooksShape, actor: WebhookActor, ref: { id: string; companyId: string }, json: boolean) => Effect.Effect<void, E, R>
+) =>
+  Command.make(name, { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json }, (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, args.company)
+        yield* run(w, actorOf(actor), { id: args.id, companyId: actor.companyId }, args.json)
+      })
+    )
+  ).pipe(Command.withDescription(description))
+
+const rotateSecret = Command.make(
+  "rotate-secret",
+  {
+    id: idArg("The endpoint's id"),
+    overlap: Flag.String("overlap").pipe(
+      Flag.withDescription(
+        `How long the old secret keeps signing every delivery beside the new one, so the receiver can switch when it likes: e.g. ${DEFAULT_OVERLAP} (the default), 90m, 7d (the most), 3600s, 1h30m, or 0 for none`
+      ),
+      Flag.optional
+    ),
+    company: companyOptional,
+    as: asRequired,
+    json
+  },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, args.company)
+        const r = yield* w.rotateEndpointSecret(actorOf(actor), { id: args.id, companyId: actor.companyId, overlap: Option.getOrUndefined(args.overlap) })
+        yield* output(args.json, r, () =>
+          [
+            `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
+            r.previousSecretExpiresAt === null
+              ? "The old secret no longer signs anything."
+              : `Until ${when(r.previousSecretExpiresAt)} they are signed with the old secret too (two v1 signatures in each header): give the receiver the new one before then.`,
+            "The new secret is shown this once:",
+            "",
+            `  ${r.secret}`,
+            ""
+          ].join("\n")
+        )
+      })
+    )
+).pipe(
+  Command.withDescription(
+    `Give an endpoint a new signing secret (shown once); new deliveries use it at once, and the old one signs beside it for the overlap (--overlap, ${DEFAULT_OVERLAP} unless told)`
+  ),
+  Command.withExamples([
+    { command: "endpoints rotate-secret <id> --as admin@acme.example", description: `The old secret signs beside the new one for ${DEFAULT_OVERLAP}` },
+    { command: "endpoints rotate-secret <id> --overlap 0 --as admin@acme.example --json", description: "The old secret stops signing at once (e.g. it leaked)" }
+  ])
+)
+
+const remove = onEndpoint("delete", "Delete an endpoint and its pending deliveries", (w, actor, ref, asJson) =>
+  Effect.flatMap(w.deleteEndpoint(actor, ref), () => output(asJson, { id: ref.id, deleted: true }, () => `Deleted webhook endpoint ${ref.id}.`))
+)
+
+const enable = onEndpoint("enable", "Turn On: an endpoint that was switched off receives deliveries again", (w, actor, ref, asJson) =>
+  Effect.flatMap(w.enableEndpoint(actor, ref), (e) =>
+    output(asJson, e, () =>
+      [
+        `Turned on webhook endpoint "${e.name}" (${e.id}).`,
+        describeEndpoint(e),
+        ...(e.replayWhatFailed !== null
+          ? [
+              "",
+              "To send what failed while it was off (count first):",
+              `  npm run admin -- replay --endpoint ${e.id} --failed --since ${e.replayWhatFailed.since} --until ${e.replayWhatFailed.until} --dry-run`
+            ]
+          : [])
+      ].join("\n")
+    )
+  )
+)
+
+const test = onEndpoint(
+  "test",
+  "Send a signed ping event now and show the receiver's status, time and the start of its answer",
+  (w, actor, ref, asJson) =>
+    Effect.flatMap(w.testEndpoint(actor, ref), (r) =>
+      output(asJson, r, () =>
+        [
+          r.ok ? `The receiver accepted the test event: HTTP ${r.status} in ${r.durationMs} ms.` : `The test event failed after ${r.durationMs} ms: ${r.error ?? `HTTP ${r.status}`}`,
+          `  status:   ${r.status ?? "-"}`,
+          `  time:     ${r.durationMs} ms`,
+          `  answer:   ${r.response === "" ? "(empty)" : r.response.replace(/\s+/g, " ").slice(0, 200)}`,
+          `  ping id:  ${r.deliveryId} (its Service-Delivery header; a test event is not kept in the delivery log)`
+        ].join("\n")
+      ).pipe(
+        Effect.andThen(
+          r.ok ? Effect.void : Effect.fail(new CheckFailed({ message: `the receiver did not accept the test event (${r.error ?? `HTTP ${r.status}`})` }))
+        )
+      )
+    )
+)
+
+const list = Command.make(
+  "list",
+  { company, as: asOptional, json },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const { company } = yield* optionalAdmin(args.company, args.as)
+        const endpoints = yield* w.listEndpoints({ companyId: company.id })
+        yield* output(args.json, endpoints, () =>
+          listing(
+            endpoints,
+            { empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` },
+            ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
+            () =>
+              endpoints.map((e) => [
+                e.id,
+                e.name,
+                e.url,
+                e.events.join(","),
+                e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
+                String(e.consecutiveFailures),
+                e.createdBy ?? "-",
+                when(e.createdAt)
+              ])
+          )
+        )
+      })
+    )
+).pipe(Command.withDescription("List a company's webhook endpoints: address, events, on or switched off (and why)"))
+
+const endpointDeliveries = Command.make(
+  "deliveries",
+  { id: idArg("The endpoint's id"), company: companyOptional, as: asOptional, json },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const companyId = yield* scopeOf(args.as, args.company)
+        const rows = yield* w.listEndpointDeliveries({ endpointId: args.id, companyId })
+        yield* output(args.json, rows, () =>
+          listing(
+            rows,
+            { empty: `Endpoint ${args.id} has no deliveries yet.`, title: `The last ${LOG_SIZE} deliveries of endpoint ${args.id}, newest first:` },
+            ["ID", "EVENT", "STATE", "STATUS OR ERROR", "ATTEMPTS", "CREATED", "LAST ATTEMPT", "NEXT ATTEMPT"],
+            () =>
+              rows.map((d) => [
+                d.id,
+                d.event,
+                d.state,
+                // One spelling for a status, answered or failed: HTTP 200, HTTP 500.
+                d.lastError !== null && !/^http \d{3}$/.test(d.lastError) ? d.lastError : d.lastStatus === null ? (d.heldReason ?? d.lastError ?? "-") : `HTTP ${d.lastStatus}`,
+                String(d.attempts),
+                when(d.createdAt),
+                when(d.lastAttemptAt),
+                when(d.nextAttemptAt)
+              ])
+          )
+        )
+      })
+    )
+).pipe(Command.withDescription(`An endpoint's last ${LOG_SIZE} deliveries: HTTP status or error, attempts and times`))
+
+export const endpoints = Command.make("endpoints").pipe(
+  Command.withDescription("Webhook endpoints: create, update, rotate-secret, delete, enable, test, list, deliveries"),
+  Command.withSubcommands([create, update, rotateSecret, remove, enable, test, list, endpointDeliveries])
+)
+
+// -----------------------------------------------------------------------------
+// deliveries
+
+const resend = Command.make(
+  "resend",
+  { id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")), company: companyOptional, as: asRequired, json },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const actor = yield* adminOf(args.as, args.company)
+        const d = yield* w.resendDelivery(actorOf(actor), { id: args.id, companyId: actor.companyId })
+        yield* output(args.json, d, () => `Delivery ${d.id} (${d.event}) will be sent again at once, with the same id.`)
+      })
+    )
+).pipe(Command.withDescription("Send Again: one attempt at once, with the same delivery id"))
+
+export const deliveries = Command.make("deliveries").pipe(
+  Command.withDescription("Webhook deliveries: resend"),
+  Command.withSubcommands([resend])
+)
+
+// -----------------------------------------------------------------------------
+// subscriptions (made by API keys through POST /api/v1/hooks)
+
+const subscriptionsList = Command.make(
+  "list",
+  { company, as: asOptional, json },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const { company } = yield* optionalAdmin(args.company, args.as)
+        const subs = yield* w.listSubscriptions({ companyId: company.id })
+        yield* output(args.json, subs, () =>
+          listing(
+            subs,
+            {
+              empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
+              title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
+            },
+            ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
+            () => subs.map((s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)])
+          )
+        )
+      })
+    )
+).pipe(Command.withDescription("List the webhook subscriptions a company's API keys made"))
+
+const subscriptionChange = (name: "disable" | "enable" | "delete", description: string) =>
+  Command.make(
+    name,
+    { id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")), company: companyOptional, as: asRequired, json },
+    (args) =>
+      withWebhooks(
+        Effect.gen(function* () {
+          const w = yield* Webhooks
+          const actor = yield* adminOf(args.as, args.company)
+          const target = { id: args.id, companyId: actor.companyId }
+          if (name === "delete") {
+            yield* w.deleteSubscription(actorOf(actor), target)
+            return yield* output(args.json, { id: args.id, deleted: true }, () => `Deleted subscription ${args.id}.`)
+          }
+          const s = name === "disable" ? yield* w.disableSubscription(actorOf(actor), target) : yield* w.enableSubscription(actorOf(actor), target)
+          yield* output(args.json, s, () => `Turned ${s.active ? "on" : "off"} subscription ${s.id} (${s.event} to ${s.url}).`)
+        })
+      )
+  ).pipe(Command.withDescription(description))
+
+export const subscriptions = Command.make("subscriptions").pipe(
+  Command.withDescription("Webhook subscriptions made by API keys: list, disable, enable, delete"),
+  Command.withSubcommands([
+    subscriptionsList,
+    subscriptionChange("disable", "Turn a subscription off: it receives nothing until turned on"),
+    subscriptionChange("enable", "Turn a subscription on again"),
+    subscriptionChange("delete", "Delete a subscription")
+  ])
+)
+
+// -----------------------------------------------------------------------------
+// activity
+
+const ACTIVITY_LIMIT = 200
+
+export const activity = Command.make(
+  "activity",
+  {
+    company,
+    kind: Flag.Literals("kind", ACTIVITY_FILTERS).pipe(Flag.withDescription("Only this kind (e.g. endpoint.created) or family (e.g. endpoint)"), Flag.optional),
+    as: asOptional,
+    json
+  },
+  (args) =>
+    withWebhooks(
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const { company }: { company: Company } = yield* optionalAdmin(args.company, args.as)
+        const kind = Option.getOrUndefined(args.kind)
+        const entries = yield* w.listActivity({ companyId: company.id, limit: ACTIVITY_LIMIT, kind })
+        if (!args.json && entries.length === 0) return yield* Console.log(`No activity${kind === undefined ? "" : ` of kind ${kind}`} for ${company.name} (${company.host}).`)
+        yield* output(args.json, entries, () =>
+          table(
+            ["WHEN", "WHO", "WHAT", "SUBJECT", "DETAILS"],
+            entries.map((e) => [when(e.at), e.actorEmail ?? (typeof e.details.byKey === "string" ? `key ${e.details.byKey}` : "service"), e.kind, e.subjectId ?? "-", JSON.stringify(e.details)])
+          )
+        )
+      })
+    )
+).pipe(Command.withDescription("A company's activity log, newest first: who changed which endpoint, subscription or key"))

@@ -1,0 +1,163 @@
+// Per request: a request id (X-Request-Id on the answer, and a log annotation on every log
+// line written while it is served), a count by method, route pattern and status, its
+// duration, 429s of the API's rate limit, and one log line at REQUEST_LOG_LEVEL naming the
+// API key that made it by id. Routes are labelled by their pattern (/api/v1/incidents/:id),
+// never by the raw path: ids and unknown paths would make a series per request. Nothing
+// from the request's headers, query or body is logged: keys, secrets and cursors stay out
+// of the logs. With tracing on, the request's span gets the same route, request id and key id.
+import { randomUUID } from "node:crypto"
+import { Config, Effect, type LogLevel } from "effect"
+import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { RequestNote, type RequestNoteShape } from "./request-note.ts"
+import { parseLogLevel } from "../../platform/logging.ts"
+import { Metrics } from "../ops/metrics.ts"
+import { TracingEnabled } from "../../platform/tracing.ts"
+
+export interface RoutePattern {
+  readonly method: string
+  /** Router syntax: /api/v1/incidents/:id */
+  readonly path: string
+}
+
+const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+
+interface Segment {
+  readonly literal: Map<string, Segment>
+  param: Segment | undefined
+  /** Routes whose pattern ends here, in the order they were given. */
+  readonly routes: Array<{ readonly order: number; readonly method: string; readonly path: string; readonly literal: boolean }>
+}
+
+const segment = (): Segment => ({ literal: new Map(), param: undefined, routes: [] })
+
+/**
+ * The label for a request's route: its pattern, or "unmatched". HEAD counts as its GET
+ * route. Patterns are kept as a tree of path segments, so a request costs a walk down its
+ * own path, not a test of every route.
+ */
+export const routeMatcher = (routes: ReadonlyArray<RoutePattern>) => {
+  const root = segment()
+  routes.forEach((r, order) => {
+    let node = root
+    for (const part of r.path.split("/").slice(1)) {
+      if (part.startsWith(":")) node = node.param ??= segment()
+      else {
+        let next = node.literal.get(part)
+        if (next === undefined) node.literal.set(part, (next = segment()))
+        node = next
+      }
+    }
+    node.routes.push({ order, method: r.method.toUpperCase(), path: r.path, literal: !r.path.includes(":") })
+  })
+  // Every route whose pattern the path matches (a parameter matches one non-empty segment).
+  const collect = (node: Segment, parts: ReadonlyArray<string>, i: number, found: Array<Segment["routes"][number]>) => {
+    if (i === parts.length) {
+      found.push(...node.routes)
+      return
+    }
+    const part = parts[i]!
+    const next = node.literal.get(part)
+    if (next !== undefined) collect(next, parts, i + 1, found)
+    if (node.param !== undefined && part !== "") collect(node.param, parts, i + 1, found)
+  }
+  return (method: string, url: string): string => {
+    let end = url.length
+    for (let i = 0; i < url.length; i++) {
+      const c = url.charCodeAt(i)
+      if (c === 63 /* ? */ || c === 35 /* # */) {
+        end = i
+        break
+      }
+    }
+    // One trailing slash is the same route.
+    if (end > 1 && url.charCodeAt(end - 1) === 47) end--
+    const parts = url.slice(0, end).split("/")
+    if (parts[0] !== "") return "unmatched"
+    const found: Array<Segment["routes"][number]> = []
+    collect(root, parts, 1, found)
+    if (found.length === 0) return "unmatched"
+    found.sort((a, b) => a.order - b.order)
+    const m = method.toUpperCase() === "HEAD" ? "GET" : method.toUpperCase()
+    // Literal patterns before parameters: /api/v1/hooks wins over /api/v1/:x if both exist.
+    for (const r of found) if (r.method === m && r.literal) return r.path
+    for (const r of found) if (r.method === m) return r.path
+    // A known path with another method is still that route (its 405 is counted there).
+    return found[0]!.path
+  }
+}
+
+const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/
+
+/** The caller's X-Request-Id when it is a plain token (so it cannot forge log lines), else a new one. */
+export const requestIdOf = (header: string | undefined): string =>
+  header !== undefined && INCOMING_ID.test(header) ? header : randomUUID()
+
+export const REQUEST_ID_HEADER = "x-request-id"
+
+/** REQUEST_LOG_LEVEL: the level of each request's log line (default debug; none: no line). */
+export const RequestLogLevelConfig = Config.String("REQUEST_LOG_LEVEL").pipe(Config.withDefault("debug"))
+
+const requestLogLevel = Effect.gen(function* () {
+  const raw = yield* RequestLogLevelConfig
+  const level = parseLogLevel(raw)
+  if (level === undefined) {
+    return yield* Effect.die(new Error(`REQUEST_LOG_LEVEL must be one of debug, info, warn, error (or none), not "${raw}"`))
+  }
+  return level
+})
+
+/** A global router middleware: install once, beside every route (e.g. in main.ts's Routes). */
+export const requestObservability = (routes: ReadonlyArray<RoutePattern>, options: { readonly apiPrefix?: string } = {}) => {
+  const routeOf = routeMatcher(routes)
+  const apiPrefix = options.apiPrefix ?? "/api/"
+  return HttpRouter.middleware(
+    Effect.gen(function* () {
+      const m = yield* Metrics
+      const level: LogLevel.LogLevel = yield* requestLogLevel
+      const logRequest = level === "None" ? undefined : Effect.logWithLevel(level === "All" ? "Trace" : level)
+      const tracing = yield* TracingEnabled
+      // Every request counts into a series per method, route and status: each is resolved
+      // once, not on every request (there are a few dozen, all known routes).
+      const counts = new Map<string, { readonly inc: () => void }>()
+      const durations = new Map<string, { readonly observe: (seconds: number) => void }>()
+      const record = (method: string, route: string, status: number, seconds: number) => {
+        const key = `${method} ${route}`
+        let timed = durations.get(key)
+        if (timed === undefined) durations.set(key, (timed = m.httpSeconds.labels({ method, route })))
+        timed.observe(seconds)
+        const countKey = `${key} ${status}`
+        let counted = counts.get(countKey)
+        if (counted === undefined) counts.set(countKey, (counted = m.httpRequests.labels({ method, route, status: String(status) })))
+        counted.inc()
+        if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
+      }
+      return (httpEffect) =>
+        Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+          const started = performance.now()
+          const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER])
+          const note: RequestNoteShape = { keyId: undefined }
+          const done = (status: number) => {
+            const seconds = (performance.now() - started) / 1000
+            const route = routeOf(request.method, request.url)
+            const method = METHODS.has(request.method) ? request.method : "OTHER"
+            record(method, route, status, seconds)
+            const keyId = note.keyId ?? null
+            const annotated = tracing
+              ? Effect.annotateCurrentSpan({ "http.route": route, "request.id": requestId, ...(keyId === null ? {} : { "api.key_id": keyId }) })
+              : Effect.void
+            return logRequest === undefined
+              ? annotated
+              : Effect.andThen(annotated, logRequest("request", { requestId, method, route, status, ms: Math.round(seconds * 1000), keyId }))
+          }
+          const served = Effect.provideService(Effect.annotateLogs(httpEffect, "requestId", requestId), RequestNote, note)
+          return Effect.matchCauseEffect(served, {
+            onSuccess: (response) => Effect.as(done(response.status), HttpServerResponse.setHeader(response, REQUEST_ID_HEADER, requestId)),
+            // A failure here is answered further out (the API's fallback); its status is the one it will get.
+            onFailure: (cause) =>
+              Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => Effect.andThen(done(response.status), Effect.failCause(cause)))
+          })
+        })
+    }),
+    { global: true }
+  )
+}

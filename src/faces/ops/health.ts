@@ -1,0 +1,59 @@
+// /healthz: the process answers. /readyz: the process can serve, i.e. the database answers
+// and this build's migrations are applied. Every replica serves the API, so capture's role
+// (leader, standby, or off), its lag and its last error are in the body for people and
+// dashboards, never a reason to take a replica out of a load balancer.
+import { Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import { Capture } from "../../pipeline/capture/Capture.ts"
+import { captureStatus } from "../../pipeline/capture/status.ts"
+import { CaptureConfig, ServiceRoles } from "../../platform/config.ts"
+import { Database } from "../../platform/db/Database.ts"
+import { loadMigrations } from "../../platform/db/migrate.ts"
+
+const CHECK_TIMEOUT_MS = 1_000
+
+export const HealthRoutes = Layer.unwrap(
+  Effect.gen(function* () {
+    const { sql } = yield* Database
+    const roles = yield* ServiceRoles
+    const capture = yield* Effect.serviceOption(Capture)
+    // Without capture here, lag still reads from the database: what this replica serves is that far behind.
+    const slot = Option.isSome(capture) ? capture.value.slot : (yield* CaptureConfig).slot
+    const migrations = loadMigrations().map((m) => m.name)
+    const check = async () => {
+      const [[applied], status] = await Promise.all([
+        sql<{ n: number }[]>`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`,
+        captureStatus(sql, slot).catch(() => null)
+      ])
+      return { migrations: applied!.n === migrations.length, lagSeconds: status?.lagSeconds ?? null }
+    }
+    return Layer.mergeAll(
+      HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
+      HttpRouter.add(
+        "GET",
+        "/readyz",
+        Effect.gen(function* () {
+          // A database that does not answer within the bound is down, for this check: an
+          // orchestrator polling readiness gets its 503 at once, not after a connect timeout.
+          const result = yield* Effect.tryPromise(check).pipe(Effect.timeout(CHECK_TIMEOUT_MS), Effect.option)
+          const database = Option.isSome(result)
+          const applied = database && result.value.migrations
+          const stats = Option.isSome(capture) ? capture.value.stats : null
+          const body = {
+            status: applied ? "ready" : "not ready",
+            database,
+            migrations: applied,
+            roles,
+            capture: {
+              role: stats === null ? "off" : stats.role,
+              streaming: stats?.streaming ?? false,
+              lagSeconds: database ? result.value.lagSeconds : null,
+              lastError: stats?.lastError ?? null
+            }
+          }
+          return HttpServerResponse.jsonUnsafe(body, { status: applied ? 200 : 503 })
+        })
+      )
+    )
+  })
+)

@@ -1,0 +1,38 @@
+// GET /metrics: the registry in Prometheus text format 0.0.4. Building the route registers
+// the collectors for whatever runs in this process (capture, delivery; the database's
+// figures everywhere), so it belongs
+// beside the other routes, above capture and delivery in the composition root.
+import { Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import { Capture } from "../../pipeline/capture/Capture.ts"
+import { Database } from "../../platform/db/Database.ts"
+import { DeliveryEngine } from "../../delivery/engine.ts"
+import { captureOff, collectCapture, collectDatabase, collectDelivery, Metrics } from "./metrics.ts"
+import { PROMETHEUS_CONTENT_TYPE } from "../../platform/metrics/registry.ts"
+
+export const METRICS_PATH = "/metrics"
+
+export const MetricsRoutes = Layer.unwrap(
+  Effect.gen(function* () {
+    const m = yield* Metrics
+    const { sql } = yield* Database
+    const capture = yield* Effect.serviceOption(Capture)
+    const engine = yield* Effect.serviceOption(DeliveryEngine)
+    const removeDatabase = collectDatabase(m, sql)
+    yield* Effect.addFinalizer(() => Effect.sync(removeDatabase))
+    if (Option.isSome(capture)) {
+      const remove = collectCapture(m, capture.value.stats, sql, capture.value.slot)
+      yield* Effect.addFinalizer(() => Effect.sync(remove))
+    } else captureOff(m)
+    if (Option.isSome(engine)) {
+      const stats = engine.value.stats
+      const remove = collectDelivery(m, () => Effect.runPromise(stats))
+      yield* Effect.addFinalizer(() => Effect.sync(remove))
+    }
+    return HttpRouter.add(
+      "GET",
+      METRICS_PATH,
+      Effect.promise(() => m.registry.scrape()).pipe(Effect.map((text) => HttpServerResponse.text(text, { contentType: PROMETHEUS_CONTENT_TYPE })))
+    )
+  })
+)

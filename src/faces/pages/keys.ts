@@ -1,0 +1,164 @@
+// The API keys page: create (name, record kinds, expiry, webhooks permission; the key shown
+// once), the list (who made each key, last use, requests) and revoke. The same operations
+// as POST /admin/v1/keys and /admin/v1/keys/:id/revoke (src/access/keys.ts), with the same
+// rules and the same error messages.
+import { Effect, Layer } from "effect"
+import { HttpRouter } from "effect/http"
+import { RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
+import { ADMIN_ERROR_STATUS, type AdminError } from "../../domain/errors.ts"
+import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, listKeys, parseExpiry, parseScopes, revokeKey, type CreatedKey, type Expiry, type KeyInfo } from "../../access/keys.ts"
+import { attr, html, type Html } from "./html.ts"
+import { csrfField, formError, htmlResponse, page, postButton, seeOther, shownOnce, when } from "./layout.ts"
+import { PATHS, pathFor } from "./paths.ts"
+import { signedIn, signedInForm } from "./request.ts"
+import { setFlash, type Session } from "../../access/sessions.ts"
+
+export const EXPIRY_LABELS: Readonly<Record<Expiry, string>> = { "30d": "30 days", "90d": "90 days", "1y": "1 year", never: "Never" }
+
+// The admin API's wording of these errors (src/faces/admin-api/handlers.ts, keys "create" and
+// "revoke"), so a page and the API say the same thing.
+export const createKeyError = (e: AdminError): string => (e.kind === "invalid" ? e.message.replace("--name", "name") : e.message)
+export const scopesError = (message: string): string => message.replace("--read", "read")
+export const revokeKeyError = (e: AdminError, id: string): string => (e.kind === "invalid" ? `no API key with id ${id}` : e.message)
+
+type CreateForm = { readonly name: string; readonly read: ReadonlyArray<string>; readonly expires: string; readonly webhooks: boolean }
+
+const EMPTY_FORM: CreateForm = { name: "", read: [], expires: DEFAULT_EXPIRY, webhooks: false }
+
+const createForm = (session: Session, form: CreateForm, error: string | undefined): Html => html`<form method="post" action="${PATHS.keys}" class="card" id="create-key" aria-labelledby="create-key-title">
+  ${csrfField(session)}
+  <h2 id="create-key-title">Create a key</h2>
+  ${formError("create-key-error", error)}
+  <label for="key-name">Name</label>
+  <input type="text" id="key-name" name="name" maxlength="100" required value="${form.name}" aria-describedby="key-name-hint">
+  <p class="hint" id="key-name-hint">After what will use it, e.g. "Power BI export".</p>
+  <fieldset id="key-read">
+    <legend>Record kinds it may read</legend>
+    <div class="choices">
+      ${RESOURCES.map(
+        (r) => html`<label for="read-${r}"><input type="checkbox" id="read-${r}" name="read" value="${r}"${attr("checked", form.read.includes(r))}> <span>${RESOURCE_INFO[r].description} <code class="muted">${r}</code></span></label>`
+      )}
+    </div>
+    <button type="button" class="link" data-check-all="key-read" hidden>Tick all / none</button>
+  </fieldset>
+  <fieldset>
+    <legend>Expires</legend>
+    <div class="choices">
+      ${EXPIRY_CHOICES.map(
+        (e) => html`<label for="expires-${e}"><input type="radio" id="expires-${e}" name="expires" value="${e}"${attr("checked", form.expires === e)}> ${e === "never" ? "Never" : `After ${EXPIRY_LABELS[e]}`}</label>`
+      )}
+    </div>
+  </fieldset>
+  <label class="check" for="key-webhooks"><input type="checkbox" id="key-webhooks" name="webhooks" value="on"${attr("checked", form.webhooks)}> <span>Webhooks permission: the key may subscribe itself to events of what it can read (POST /api/v1/hooks)</span></label>
+  <div class="actions"><button type="submit" class="primary">Create key</button></div>
+</form>`
+
+const stateBadge = (state: string): Html => html`<span class="state ${state}">${state}</span>`
+
+const keysTable = (session: Session, keys: ReadonlyArray<KeyInfo>): Html =>
+  keys.length === 0
+    ? html`<p class="muted">No keys yet.</p>`
+    : html`<table class="stack">
+  <caption class="muted">${keys.filter((k) => k.state === "active").length} active of at most 20</caption>
+  <thead><tr><th scope="col">Name</th><th scope="col">Reads</th><th scope="col">State</th><th scope="col">Made by</th><th scope="col">Expires</th><th scope="col">Last used</th><th scope="col">Requests</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+  <tbody>
+  ${keys.map(
+    (k) => html`<tr data-key-id="${k.id}">
+    <td data-label="Name"><strong>${k.name}</strong><br><code class="muted">${k.id}</code></td>
+    <td data-label="Reads">${k.scopes.length === RESOURCES.length ? "all record kinds" : k.scopes.join(", ")}${k.webhooks ? html`<br><span class="muted">+ webhooks</span>` : ""}</td>
+    <td data-label="State">${stateBadge(k.state)}${k.revokedAt !== null ? html`<br><span class="muted">by ${k.revokedBy ?? "?"}, ${when(k.revokedAt)}</span>` : ""}</td>
+    <td data-label="Made by">${k.createdBy ?? html`<span class="muted">unknown</span>`}<br><span class="muted">${when(k.createdAt)}</span></td>
+    <td data-label="Expires">${when(k.expiresAt)}</td>
+    <td data-label="Last used">${when(k.lastUsedAt)}</td>
+    <td data-label="Requests" class="num">${k.requestCount.toLocaleString("en")}</td>
+    <td data-label="Actions">${
+      k.state === "active"
+        ? postButton(session, pathFor(PATHS.keyRevoke, k.id), "Revoke", {
+            style: "danger",
+            accessibleLabel: `Revoke ${k.name}`,
+            confirm: `Revoke the key "${k.name}"? Its next request gets 401 and its webhook subscriptions are deleted. This cannot be undone.`
+          })
+        : ""
+    }</td>
+  </tr>`
+  )}
+  </tbody>
+</table>`
+
+const keysPage = (
+  session: Session,
+  keys: ReadonlyArray<KeyInfo>,
+  options: { readonly form?: CreateForm; readonly error?: string; readonly created?: CreatedKey } = {}
+): Html =>
+  page({
+    title: "API keys",
+    section: "keys",
+    session,
+    content: html`${
+      options.created !== undefined
+        ? html`${shownOnce({
+            id: "new-key",
+            label: `Key "${options.created.name}" created`,
+            secret: options.created.key,
+            warning: "This is the only time the key is shown: only a fingerprint of it is kept. If it is lost, revoke it and make another."
+          })}`
+        : ""
+    }
+<p>Keys let integrations read records through the API (<code>Authorization: Bearer mk_…</code>). A key reads only the record kinds ticked for it.</p>
+<h2>Keys</h2>
+${keysTable(session, keys)}
+${createForm(session, options.form ?? EMPTY_FORM, options.error)}`
+  })
+
+export const KeysRoutes = Layer.mergeAll(
+  HttpRouter.add(
+    "GET",
+    PATHS.keys,
+    signedIn((session) =>
+      Effect.map(listKeys(session.actor.companyId).pipe(Effect.orDie), (keys) => htmlResponse(keysPage(session, keys)))
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.keys,
+    signedInForm((session, body) =>
+      Effect.gen(function* () {
+        const form: CreateForm = {
+          name: body.get("name") ?? "",
+          read: body.getAll("read"),
+          expires: body.get("expires") ?? DEFAULT_EXPIRY,
+          webhooks: body.get("webhooks") === "on"
+        }
+        const refuse = (status: number, error: string) =>
+          Effect.map(listKeys(session.actor.companyId).pipe(Effect.orDie), (keys) => htmlResponse(keysPage(session, keys, { form, error }), { status }))
+        const expires = parseExpiry(form.expires)
+        if (expires === undefined) return yield* refuse(400, `expires must be one of ${EXPIRY_CHOICES.join(", ")}`)
+        const parsed = parseScopes(form.read)
+        if ("error" in parsed) return yield* refuse(400, scopesError(parsed.error))
+        const created = yield* Effect.result(
+          createKey(session.actor, { companyId: session.actor.companyId, name: form.name, scopes: parsed.scopes, webhooks: form.webhooks, expires })
+        )
+        if (created._tag === "Failure") return yield* refuse(ADMIN_ERROR_STATUS[created.failure.kind], createKeyError(created.failure))
+        const keys = yield* listKeys(session.actor.companyId).pipe(Effect.orDie)
+        return htmlResponse(keysPage(session, keys, { created: created.success }))
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.keyRevoke,
+    signedInForm((session, _form, params) =>
+      Effect.gen(function* () {
+        const id = params["id"] ?? ""
+        const revoked = yield* Effect.result(revokeKey(session.actor, id))
+        yield* setFlash(
+          session,
+          revoked._tag === "Success"
+            ? { kind: "success", message: `Key "${revoked.success.name}" revoked: its next request gets 401, and its webhook subscriptions were deleted.` }
+            : { kind: "error", message: revokeKeyError(revoked.failure, id) }
+        )
+        return seeOther(PATHS.keys)
+      })
+    )
+  )
+)

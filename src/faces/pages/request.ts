@@ -1,0 +1,116 @@
+// What every admin page request goes through. A page (GET) needs a live session, else the
+// browser goes to the sign-in page. A form (POST) must come from this origin (Origin and
+// Sec-Fetch-Site), be a small urlencoded body, belong to a live session and carry that
+// session's CSRF token; otherwise it is refused with a 403 page before anything changes.
+import { ByteSize, Effect } from "effect"
+import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, type HttpServerResponse } from "effect/http"
+import { refusedPage, seeOther } from "./layout.ts"
+import { ADMIN_WEB_ROUTES, PATHS } from "./paths.ts"
+import { checkSameOrigin, expiredCookie, parseCookies, safeEqual, SESSION_COOKIE } from "./security.ts"
+import { resolveSession, type EndedReason, type Session } from "../../access/sessions.ts"
+
+export const MAX_FORM_BYTES = 64 * 1024
+
+type Request = HttpServerRequest.HttpServerRequest
+type Response = HttpServerResponse.HttpServerResponse
+
+export const cookieOf = (request: Request, name: string): string | undefined => parseCookies(request.headers["cookie"]).get(name)
+
+/** The path and query of a request, if it is one of ours to come back to after signing in. */
+export const localTarget = (url: string | null | undefined): string | undefined => {
+  if (url === null || url === undefined) return undefined
+  if (!/^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) || url.includes("//") || url.includes("..")) return undefined
+  // A page, that is, something a browser can be sent to (not /admin/sign-out, a form's action).
+  const path = url.split("?")[0]!
+  return PAGES.some((page) => page.test(path)) ? url : undefined
+}
+
+const PAGES = ADMIN_WEB_ROUTES.filter((r) => r.method === "GET").map((r) => new RegExp(`^${r.path.replace(/:id/g, "[^/]+")}$`))
+
+/** To the sign-in page, saying why when there was a session, and dropping its cookie. */
+const toSignIn = (request: Request, ended: EndedReason | undefined) => {
+  const params = new URLSearchParams()
+  const next = request.method === "GET" ? localTarget(request.url) : undefined
+  if (next !== undefined && next !== PATHS.root) params.set("next", next)
+  if (ended !== undefined) params.set("ended", ended)
+  const query = params.toString()
+  return seeOther(`${PATHS.signIn}${query === "" ? "" : `?${query}`}`, ended !== undefined ? { "set-cookie": expiredCookie(SESSION_COOKIE) } : {})
+}
+
+export type PageHandler<R> = (session: Session, request: Request, params: Readonly<Record<string, string | undefined>>) => Effect.Effect<Response, never, R>
+export type FormHandler<R> = (
+  session: Session,
+  form: URLSearchParams,
+  params: Readonly<Record<string, string | undefined>>,
+  request: Request
+) => Effect.Effect<Response, never, R>
+
+/** A page for a signed-in admin. */
+export const signedIn =
+  <R>(handler: PageHandler<R>) =>
+  (request: Request) =>
+    Effect.gen(function* () {
+      const cookie = cookieOf(request, SESSION_COOKIE)
+      const resolved = yield* resolveSession(cookie, { takeFlash: true })
+      if ("ended" in resolved) return toSignIn(request, cookie === undefined ? undefined : resolved.ended)
+      return yield* handler(resolved.session, request, yield* HttpRouter.params)
+    })
+
+export type FormRead = { readonly form: URLSearchParams } | { readonly refused: Response }
+
+/** A small application/x-www-form-urlencoded body (what every form of these pages sends). */
+export const readForm = (request: Request): Effect.Effect<FormRead> => {
+  const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+  if (type !== "application/x-www-form-urlencoded") {
+    return Effect.succeed({ refused: refusedPage(415, "Request refused", "The admin pages take forms sent as application/x-www-form-urlencoded only.") })
+  }
+  const length = Number(request.headers["content-length"] ?? "0")
+  if (Number.isFinite(length) && length > MAX_FORM_BYTES) {
+    return Effect.succeed({ refused: refusedPage(413, "Request refused", "The form is too large.") })
+  }
+  return request.text.pipe(
+    Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MAX_FORM_BYTES)),
+    // A leading "?" is part of the data; URLSearchParams would drop it as a query prefix.
+    Effect.map((text): FormRead => {
+      const form = new URLSearchParams(text.startsWith("?") ? `%3F${text.slice(1)}` : text)
+      // PostgreSQL text cannot hold a NUL character: refuse it here, not as a failure deep inside.
+      for (const [name, value] of form) {
+        if (name.includes("\u0000") || value.includes("\u0000")) {
+          return { refused: refusedPage(400, "Request refused", "The form contains a NUL character (%00), which no field can hold.") }
+        }
+      }
+      return { form }
+    }),
+    Effect.catch(() => Effect.succeed<FormRead>({ refused: refusedPage(400, "Request refused", "The form could not be read.") }))
+  )
+}
+
+/** Refuses a POST that does not come from a page of this origin; undefined when it does. */
+export const refuseCrossOrigin = (request: Request): Response | undefined => {
+  const check = checkSameOrigin({
+    origin: request.headers["origin"],
+    secFetchSite: request.headers["sec-fetch-site"],
+    host: request.headers["host"]
+  })
+  return check.ok ? undefined : refusedPage(403, "Request refused", `This form was refused: ${check.reason}. Admin changes are only accepted from the admin pages themselves.`)
+}
+
+/** A form of a signed-in admin's page: same origin, live session, the session's CSRF token. */
+export const signedInForm =
+  <R>(handler: FormHandler<R>) =>
+  (request: Request) =>
+    Effect.gen(function* () {
+      const crossOrigin = refuseCrossOrigin(request)
+      if (crossOrigin !== undefined) return crossOrigin
+      const read = yield* readForm(request)
+      if ("refused" in read) return read.refused
+      const cookie = cookieOf(request, SESSION_COOKIE)
+      const resolved = yield* resolveSession(cookie, { takeFlash: false })
+      if ("ended" in resolved) return toSignIn(request, cookie === undefined ? undefined : resolved.ended)
+      const token = read.form.get("csrf")
+      if (token === null || !safeEqual(token, resolved.session.csrf)) {
+        return refusedPage(403, "Request refused", "This form's security token is missing or out of date. Reload the page and try again.")
+      }
+      // A page this form's answer renders shows no flash left from before (that is for the next GET).
+      return yield* handler({ ...resolved.session, flash: null }, read.form, yield* HttpRouter.params, request)
+    })

@@ -1,0 +1,486 @@
+// The webhooks pages: endpoints (add, edit, rotate the secret, delete, Turn On, send a test
+// event, the last 25 deliveries with Send Again) and the subscriptions keys made through the
+// API (turn off or on, delete). Every change goes through the Webhooks service, exactly as
+// the admin API's handlers call it (src/faces/admin-api/webhooks-handlers.ts), so the rules and
+// the error messages are the same.
+import { Effect, Layer } from "effect"
+import { HttpRouter } from "effect/http"
+import { EVENT_KINDS } from "../../domain/event-kinds.ts"
+import type { DeliveryView } from "../../webhooks/deliveries.ts"
+import { endpointHealth, SWITCH_OFF_AT, type EndpointView } from "../../webhooks/endpoints.ts"
+import type { ReplayView } from "../../webhooks/replay/jobs.ts"
+import type { SubscriptionView } from "../../webhooks/subscriptions.ts"
+import { DEFAULT_OVERLAP } from "../../webhooks/overlap.ts"
+import { Webhooks } from "../../webhooks/service.ts"
+import { actorOf } from "../admin-api/webhooks-handlers.ts"
+import { attr, html, type Html } from "./html.ts"
+import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
+import { PATHS, pathFor } from "./paths.ts"
+import { pendingOffer, recentReplays, replayOfferBox, replaysTable, type ReplayOfferInfo } from "./replays.ts"
+import { signedIn, signedInForm } from "./request.ts"
+import { setFlash, type Session } from "../../access/sessions.ts"
+
+export const EVENT_LABELS: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = {
+  "incident.created": "An incident is reported",
+  "observation.created": "A safety observation is reported",
+  "corrective_action.created": "A corrective action is raised",
+  "corrective_action.closed": "A corrective action is completed or verified",
+  "audit.created": "A site audit is saved",
+  "inspection.failed": "An equipment inspection fails",
+  "training_record.created": "A training record is added",
+  "change.approved": "A change is approved",
+  "change.implemented": "A change is implemented",
+  "permit.approved": "A permit is approved",
+  "permit.closed": "A permit is closed out"
+}
+
+type EndpointForm = { readonly name: string; readonly url: string; readonly events: ReadonlyArray<string> }
+
+const EMPTY: EndpointForm = { name: "", url: "", events: [] }
+
+/** The events offered: those of the modules that are on (spec 1.6), and any the endpoint
+ *  already has (marked, so an admin sees why they would be refused now). */
+const endpointFields = (prefix: string, form: EndpointForm, offered: ReadonlyArray<string>): Html => html`<label for="${prefix}-name">Name</label>
+  <input type="text" id="${prefix}-name" name="name" maxlength="200" required value="${form.name}">
+  <label for="${prefix}-url">Address</label>
+  <input type="url" id="${prefix}-url" name="url" required value="${form.url}" placeholder="https://" aria-describedby="${prefix}-url-hint" inputmode="url" spellcheck="false">
+  <p class="hint" id="${prefix}-url-hint">An https:// address on the public internet; private networks are refused.</p>
+  <fieldset id="${prefix}-events">
+    <legend>Events to send</legend>
+    <div class="choices">
+      ${EVENT_KINDS.filter((e) => offered.includes(e) || form.events.includes(e)).map(
+        (e) => html`<label for="${prefix}-event-${e}"><input type="checkbox" id="${prefix}-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <span>${EVENT_LABELS[e]} <code class="muted">${e}</code>${offered.includes(e) ? "" : html` <span class="muted">(its module is turned off)</span>`}</span></label>`
+      )}
+    </div>
+    <button type="button" class="link" data-check-all="${prefix}-events" hidden>Tick all / none</button>
+  </fieldset>`
+
+const stateOf = (e: EndpointView): Html => {
+  switch (endpointHealth(e)) {
+    case "off":
+      return html`<span class="state off">Switched off</span>`
+    case "failing":
+      return html`<span class="state failing">Failing</span> <span class="muted">${e.consecutiveFailures} failed in a row; ${SWITCH_OFF_AT} switch it off</span>`
+    default:
+      return html`<span class="state on">On</span>`
+  }
+}
+
+/** Issue 16.6: told before it happens, from the tenth delivery in a row that failed every attempt. */
+const failingWarning = (session: Session, e: EndpointView): Html =>
+  endpointHealth(e) !== "failing"
+    ? html``
+    : html`<section class="flash warn" role="status" aria-labelledby="failing-title" id="failing-warning">
+  <h2 id="failing-title">This endpoint is failing</h2>
+  <p>${e.consecutiveFailures} deliveries in a row failed every attempt. At ${SWITCH_OFF_AT} it is switched off and receives nothing until it is turned on again. Check the receiver, or send it a test event.</p>
+  ${postButton(session, pathFor(PATHS.endpointTest, e.id), "Send test event", { style: "secondary" })}
+</section>`
+
+const endpointsTable = (endpoints: ReadonlyArray<EndpointView>): Html =>
+  endpoints.length === 0
+    ? html`<p class="muted">No endpoints yet.</p>`
+    : html`<table class="stack">
+  <thead><tr><th scope="col">Name</th><th scope="col">Address</th><th scope="col">Events</th><th scope="col">State</th><th scope="col">Made</th></tr></thead>
+  <tbody>
+  ${endpoints.map(
+    (e) => html`<tr data-endpoint-id="${e.id}">
+    <td data-label="Name"><a href="${pathFor(PATHS.endpoint, e.id)}">${e.name}</a></td>
+    <td data-label="Address" class="url">${e.url}</td>
+    <td data-label="Events">${e.events.join(", ")}</td>
+    <td data-label="State">${stateOf(e)}${!e.enabled && e.disabledReason !== null ? html`<br><span class="muted">${e.disabledReason}</span>` : ""}</td>
+    <td data-label="Made">${e.createdBy ?? ""} <span class="muted">${when(e.createdAt)}</span></td>
+  </tr>`
+  )}
+  </tbody>
+</table>`
+
+const subscriptionsSection = (session: Session, subscriptions: ReadonlyArray<SubscriptionView>): Html => {
+  const byKey = new Map<string, Array<SubscriptionView>>()
+  for (const s of subscriptions) byKey.set(s.keyId, [...(byKey.get(s.keyId) ?? []), s])
+  return html`<section aria-labelledby="subscriptions-title" id="subscriptions">
+<h2 id="subscriptions-title">Subscriptions made through the API</h2>
+<p class="hint">Keys with the webhooks permission subscribe themselves (POST /api/v1/hooks). Revoking a key deletes its subscriptions.</p>
+${
+  byKey.size === 0
+    ? html`<p class="muted">No key has subscribed to anything.</p>`
+    : [...byKey.entries()].map(
+        ([keyId, subs]) => html`<h3>Key ${subs[0]!.keyName ?? keyId}</h3>
+<table class="stack">
+  <thead><tr><th scope="col">Event</th><th scope="col">Address</th><th scope="col">State</th><th scope="col">Made</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+  <tbody>
+  ${subs.map(
+    (s) => html`<tr data-subscription-id="${s.id}">
+    <td data-label="Event">${s.event}</td>
+    <td data-label="Address" class="url">${s.url}</td>
+    <td data-label="State">${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}</td>
+    <td data-label="Made">${when(s.createdAt)}</td>
+    <td data-label="Actions"><div class="actions">${
+      s.active
+        ? postButton(session, pathFor(PATHS.subscriptionDisable, s.id), "Turn off", { accessibleLabel: `Turn off ${s.event} to ${s.url}` })
+        : postButton(session, pathFor(PATHS.subscriptionEnable, s.id), "Turn on", { accessibleLabel: `Turn on ${s.event} to ${s.url}` })
+    }<a href="${pathFor(PATHS.subscriptionReplay, s.id)}" aria-label="Replay ${s.event} to ${s.url}">Replay</a>${postButton(session, pathFor(PATHS.subscriptionDelete, s.id), "Delete", {
+      style: "danger",
+      accessibleLabel: `Delete ${s.event} to ${s.url}`,
+      confirm: `Delete the subscription to ${s.event} at ${s.url}? Its pending deliveries go with it.`
+    })}</div></td>
+  </tr>`
+  )}
+  </tbody>
+</table>`
+      )
+}
+</section>`
+}
+
+const webhooksPage = (
+  session: Session,
+  offered: ReadonlyArray<string>,
+  endpoints: ReadonlyArray<EndpointView>,
+  subscriptions: ReadonlyArray<SubscriptionView>,
+  replays: ReadonlyArray<ReplayView>,
+  options: { readonly form?: EndpointForm; readonly error?: string; readonly created?: { readonly id: string; readonly name: string; readonly secret: string } } = {}
+): Html =>
+  page({
+    title: "Webhooks",
+    section: "webhooks",
+    session,
+    content: html`${
+      options.created !== undefined
+        ? html`${shownOnce({
+            id: "new-secret",
+            label: `Endpoint "${options.created.name}" added: its signing secret`,
+            secret: options.created.secret,
+            warning: "The receiver checks the Service-Signature header with it. This is the only time it is shown; if it is lost, rotate it."
+          })}<p><a href="${pathFor(PATHS.endpoint, options.created.id)}">Open the endpoint</a> to send it a test event.</p>`
+        : ""
+    }
+<p>Endpoints receive a signed HTTPS POST when an event happens to a record.</p>
+<h2>Endpoints</h2>
+${endpointsTable(endpoints)}
+<form method="post" action="${PATHS.endpoints}" class="card" id="add-endpoint" aria-labelledby="add-endpoint-title">
+  ${csrfField(session)}
+  <h2 id="add-endpoint-title">Add an endpoint</h2>
+  ${formError("add-endpoint-error", options.error)}
+  ${endpointFields("new", options.form ?? EMPTY, offered)}
+  <div class="actions"><button type="submit" class="primary">Add endpoint</button></div>
+</form>
+${subscriptionsSection(session, subscriptions)}
+<section aria-labelledby="replays-title" id="recent-replays">
+<h2 id="replays-title">Replays</h2>
+<p class="hint">Events sent again after an outage, from an endpoint's page or a subscription's Replay link. The last 10:</p>
+${replaysTable(replays, { showDestination: true })}
+</section>`
+  })
+
+/**
+ * A delivery's last answer: the HTTP status and the error, leaving out an error that only
+ * repeats the status ("http 500").
+ */
+export const lastAnswer = (d: Pick<DeliveryView, "lastStatus" | "lastError">): Html => {
+  const status = d.lastStatus !== null ? `HTTP ${d.lastStatus}` : null
+  const error = d.lastError !== null && (d.lastStatus === null || d.lastError !== `http ${d.lastStatus}`) ? d.lastError : null
+  if (status === null && error === null) return html`<span class="muted">none yet</span>`
+  return html`${status}${status !== null && error !== null ? html`<br>` : ""}${error !== null ? html`<span class="muted">${error}</span>` : ""}`
+}
+
+const deliveriesTable = (session: Session, endpointId: string, deliveries: ReadonlyArray<DeliveryView>): Html =>
+  deliveries.length === 0
+    ? html`<p class="muted">No deliveries yet. Events of the chosen kinds are sent as they happen; a test event is not a delivery.</p>`
+    : html`<table class="stack" id="deliveries">
+  <thead><tr><th scope="col">Made</th><th scope="col">Event</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last answer</th><th scope="col">Next attempt</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+  <tbody>
+  ${deliveries.map(
+    (d) => html`<tr data-delivery-id="${d.id}">
+    <td data-label="Made">${when(d.createdAt)}<br><code class="muted">${d.id}</code></td>
+    <td data-label="Event">${d.event}</td>
+    <td data-label="State"><span class="state ${d.state}">${d.state}</span>${d.heldReason !== null ? html`<br><span class="muted">${d.heldReason}</span>` : ""}</td>
+    <td data-label="Attempts" class="num">${d.attempts}</td>
+    <td data-label="Last answer">${lastAnswer(d)}</td>
+    <td data-label="Next attempt">${d.nextAttemptAt !== null ? when(d.nextAttemptAt) : d.finishedAt !== null ? html`<span class="muted">finished ${when(d.finishedAt)}</span>` : html`<span class="muted">—</span>`}</td>
+    <td data-label="Actions"><form method="post" action="${pathFor(PATHS.deliveryResend, d.id)}" class="inline">${csrfField(session)}<input type="hidden" name="endpoint" value="${endpointId}"><button type="submit" class="secondary" aria-label="Send again delivery ${d.id}">Send Again</button></form></td>
+  </tr>`
+  )}
+  </tbody>
+</table>`
+
+const endpointPage = (
+  session: Session,
+  offered: ReadonlyArray<string>,
+  e: EndpointView,
+  deliveries: ReadonlyArray<DeliveryView>,
+  replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOfferInfo | null },
+  options: {
+    readonly form?: EndpointForm
+    readonly error?: string
+    readonly secret?: string
+    /** A refused rotation: what was typed as the overlap, and why. */
+    readonly rotate?: { readonly overlap: string; readonly error: string }
+  } = {}
+): Html =>
+  page({
+    title: `Endpoint "${e.name}"`,
+    section: "webhooks",
+    session,
+    content: html`<p><a href="${PATHS.webhooks}">← All webhooks</a></p>
+${
+  options.secret !== undefined
+    ? shownOnce({
+        id: "new-secret",
+        label: "New signing secret",
+        secret: options.secret,
+        warning: `Deliveries are signed with it from now on. This is the only time it is shown.${
+          e.previousSecretExpiresAt === null
+            ? " The old secret no longer signs anything."
+            : ` Until ${formatDate(e.previousSecretExpiresAt)} they are signed with the old secret too, so the receiver keeps verifying them until it is given this one.`
+        }`
+      })
+    : ""
+}
+${
+  e.enabled
+    ? ""
+    : html`<section class="flash error" aria-labelledby="off-title">
+  <h2 id="off-title">This endpoint is switched off</h2>
+  <p>${e.disabledReason ?? "It was switched off."}${e.disabledAt !== null ? html` <span class="muted">(${when(e.disabledAt)})</span>` : ""}</p>
+  <p>Fix the receiver, then turn it on: it takes events again, and deliveries held meanwhile resume. You are then offered to replay what failed while it was off.</p>
+  ${postButton(session, pathFor(PATHS.endpointEnable, e.id), "Turn On", { style: "primary" })}
+</section>`
+}
+${failingWarning(session, e)}
+${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""}
+<dl class="facts">
+  <dt>Address</dt><dd class="url">${e.url}</dd>
+  <dt>Events</dt><dd>${e.events.join(", ")}</dd>
+  <dt>State</dt><dd>${stateOf(e)}${e.consecutiveFailures > 0 && endpointHealth(e) === "ok" ? html` <span class="muted">${e.consecutiveFailures} failed deliveries in a row (${SWITCH_OFF_AT} switch it off)</span>` : ""}</dd>
+  <dt>Made</dt><dd>${e.createdBy ?? ""} ${when(e.createdAt)}</dd>
+  <dt>Secret rotated</dt><dd>${when(e.secretRotatedAt)}</dd>
+  ${e.previousSecretExpiresAt === null ? "" : html`<dt>Old secret signs until</dt><dd>${when(e.previousSecretExpiresAt)} <span class="muted">(beside the current one)</span></dd>`}
+</dl>
+<div class="actions">
+  ${postButton(session, pathFor(PATHS.endpointTest, e.id), "Send test event", { style: "primary" })}
+  ${postButton(session, pathFor(PATHS.endpointDelete, e.id), "Delete endpoint", {
+    style: "danger",
+    confirm: `Delete the endpoint "${e.name}" and its delivery log? Pending deliveries go with it. This cannot be undone.`
+  })}
+</div>
+<form method="post" action="${pathFor(PATHS.endpointRotate, e.id)}" class="card" id="rotate-secret" aria-labelledby="rotate-secret-title" data-confirm="Rotate the signing secret? Deliveries are signed with the new one at once; the receiver must be given it.">
+  ${csrfField(session)}
+  <h2 id="rotate-secret-title">Rotate the signing secret</h2>
+  ${formError("rotate-secret-error", options.rotate?.error)}
+  <label for="rotate-overlap">Old secret keeps signing for</label>
+  <input type="text" id="rotate-overlap" name="overlap" required value="${options.rotate?.overlap ?? DEFAULT_OVERLAP}" aria-describedby="rotate-overlap-hint" spellcheck="false" autocomplete="off">
+  <p class="hint" id="rotate-overlap-hint">Until then every delivery is signed with the new secret and the old one, so the receiver can switch when it likes. E.g. 24h, 90m, 7d (the most), or 0 to stop the old secret at once.</p>
+  <div class="actions"><button type="submit" class="secondary">Rotate secret</button></div>
+</form>
+<h2>Last 25 deliveries</h2>
+${deliveriesTable(session, e.id, deliveries)}
+<section aria-labelledby="endpoint-replays-title" id="endpoint-replays">
+<h2 id="endpoint-replays-title">Replays</h2>
+<p><a href="${pathFor(PATHS.endpointReplay, e.id)}">Replay events to this endpoint…</a> <span class="muted">(you see the count first)</span></p>
+${replaysTable(replays.list)}
+</section>
+<form method="post" action="${pathFor(PATHS.endpoint, e.id)}" class="card" id="edit-endpoint" aria-labelledby="edit-endpoint-title">
+  ${csrfField(session)}
+  <h2 id="edit-endpoint-title">Edit</h2>
+  ${formError("edit-endpoint-error", options.error)}
+  ${endpointFields("edit", options.form ?? { name: e.name, url: e.url, events: e.events }, offered)}
+  <div class="actions"><button type="submit" class="primary">Save changes</button></div>
+</form>`
+  })
+
+const endpointFormOf = (body: URLSearchParams): EndpointForm => ({ name: body.get("name") ?? "", url: body.get("url") ?? "", events: body.getAll("events") })
+
+const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
+const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}) =>
+  Effect.gen(function* () {
+    const w = yield* Webhooks
+    const found = yield* Effect.result(w.getEndpoint({ id, companyId: session.actor.companyId }))
+    if (found._tag === "Failure") return notFoundPage(found.failure.message, session)
+    const deliveries = yield* w.listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId }).pipe(Effect.orElseSucceed(() => []))
+    const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
+    const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
+    const offer = yield* pendingOffer(session.actor.companyId, found.success.id)
+    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), { status: options.status ?? 200 })
+  })
+
+const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>[5] & { readonly status?: number } = {}) =>
+  Effect.gen(function* () {
+    const w = yield* Webhooks
+    const companyId = session.actor.companyId
+    const endpoints = yield* w.listEndpoints({ companyId }).pipe(Effect.orDie)
+    const subscriptions = yield* w.listSubscriptions({ companyId }).pipe(Effect.orDie)
+    const offered = yield* w.offeredEvents({ companyId }).pipe(Effect.orDie)
+    const replays = yield* recentReplays(companyId)
+    return htmlResponse(webhooksPage(session, offered, endpoints, subscriptions, replays, options), { status: options.status ?? 200 })
+  })
+
+/** A change whose result is a flash message on the page it redirects to. */
+const flashAfter = <A, E extends { readonly message: string }>(
+  session: Session,
+  operation: Effect.Effect<A, E, Webhooks>,
+  success: (a: A) => Parameters<typeof setFlash>[1],
+  location: (ok: boolean) => string
+) =>
+  Effect.gen(function* () {
+    const r = yield* Effect.result(operation)
+    yield* setFlash(session, r._tag === "Success" ? success(r.success) : { kind: "error", message: r.failure.message })
+    return seeOther(location(r._tag === "Success"))
+  })
+
+const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
+
+export const WebhooksRoutes = Layer.mergeAll(
+  HttpRouter.add("GET", PATHS.webhooks, signedIn((session) => showWebhooks(session))),
+  HttpRouter.add(
+    "POST",
+    PATHS.endpoints,
+    signedInForm((session, body) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const form = endpointFormOf(body)
+        const created = yield* Effect.result(
+          w.createEndpoint(actorOf(session.actor), { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
+        )
+        if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: created.failure.message, status: created.failure.status })
+        return yield* showWebhooks(session, { created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret } })
+      })
+    )
+  ),
+  HttpRouter.add("GET", PATHS.endpoint, signedIn((session, _request, params) => showEndpoint(session, idOf(params)))),
+  HttpRouter.add(
+    "POST",
+    PATHS.endpoint,
+    signedInForm((session, body, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        const form = endpointFormOf(body)
+        const updated = yield* Effect.result(
+          w.updateEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
+        )
+        if (updated._tag === "Failure") {
+          if (updated.failure.status === 404) return notFoundPage(updated.failure.message)
+          return yield* showEndpoint(session, id, { form, error: updated.failure.message, status: updated.failure.status })
+        }
+        yield* setFlash(session, { kind: "success", message: `Endpoint "${updated.success.name}" saved.` })
+        return seeOther(pathFor(PATHS.endpoint, id))
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.endpointRotate,
+    signedInForm((session, body, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        const overlap = body.get("overlap") ?? DEFAULT_OVERLAP
+        const rotated = yield* Effect.result(w.rotateEndpointSecret(actorOf(session.actor), { id, companyId: session.actor.companyId, overlap }))
+        if (rotated._tag === "Failure") {
+          if (rotated.failure.status === 404) return notFoundPage(rotated.failure.message)
+          return yield* showEndpoint(session, id, { rotate: { overlap, error: rotated.failure.message }, status: rotated.failure.status })
+        }
+        return yield* showEndpoint(session, id, { secret: rotated.success.secret })
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.endpointDelete,
+    signedInForm((session, _body, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        const target = { id, companyId: session.actor.companyId }
+        const existing = yield* Effect.result(w.getEndpoint(target))
+        const name = existing._tag === "Success" ? existing.success.name : id
+        return yield* flashAfter(
+          session,
+          w.deleteEndpoint(actorOf(session.actor), target),
+          () => ({ kind: "success", message: `Endpoint "${name}" deleted.` }),
+          (ok) => (ok ? PATHS.webhooks : pathFor(PATHS.endpoint, id))
+        )
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.endpointEnable,
+    signedInForm((session, _body, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        return yield* flashAfter(
+          session,
+          w.enableEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId }),
+          (e) => ({ kind: "success", message: `Endpoint "${e.name}" is on again.` }),
+          () => pathFor(PATHS.endpoint, id)
+        )
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.endpointTest,
+    signedInForm((session, _body, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        return yield* flashAfter(
+          session,
+          w.testEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId }),
+          (p) => ({
+            kind: p.ok ? "success" : "error",
+            message: p.ok ? `Test event delivered: the receiver answered HTTP ${p.status}.` : `Test event failed: ${p.error ?? "no answer"}.`,
+            ping: { ok: p.ok, status: p.status, durationMs: p.durationMs, error: p.error, response: p.response }
+          }),
+          () => pathFor(PATHS.endpoint, id)
+        )
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
+    PATHS.deliveryResend,
+    signedInForm((session, body, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        const from = body.get("endpoint")
+        const back = from !== null && UUID.test(from) ? pathFor(PATHS.endpoint, from) : PATHS.webhooks
+        const r = yield* Effect.result(w.resendDelivery(actorOf(session.actor), { id, companyId: session.actor.companyId }))
+        yield* setFlash(
+          session,
+          r._tag === "Success"
+            ? { kind: "success", message: `Delivery ${r.success.id} (${r.success.event}) is being sent again now, with the same delivery id.` }
+            : { kind: "error", message: r.failure.message }
+        )
+        return seeOther(r._tag === "Success" && r.success.endpointId !== null ? pathFor(PATHS.endpoint, r.success.endpointId) : back)
+      })
+    )
+  ),
+  ...(["disable", "enable", "delete"] as const).map((action) =>
+    HttpRouter.add(
+      "POST",
+      action === "disable" ? PATHS.subscriptionDisable : action === "enable" ? PATHS.subscriptionEnable : PATHS.subscriptionDelete,
+      signedInForm((session, _body, params) =>
+        Effect.gen(function* () {
+          const w = yield* Webhooks
+          const target = { id: idOf(params), companyId: session.actor.companyId }
+          const actor = actorOf(session.actor)
+          const operation =
+            action === "disable"
+              ? Effect.map(w.disableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned off.`)
+              : action === "enable"
+                ? Effect.map(w.enableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned on.`)
+                : Effect.as(w.deleteSubscription(actor, target), "Subscription deleted.")
+          return yield* flashAfter(session, operation, (message) => ({ kind: "success", message }), () => `${PATHS.webhooks}#subscriptions`)
+        })
+      )
+    )
+  )
+)

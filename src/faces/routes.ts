@@ -1,0 +1,72 @@
+// Everything this part of the service serves: the read API (/api/v1/**), its OpenAPI
+// document and docs page, the admin API (/admin/v1/**), and JSON answers for unknown paths
+// and methods. Requires Database and Webhooks (src/webhooks/service.ts: WebhooksLive in
+// src/main.ts); every other service is provided here.
+import { Layer } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { docsPage } from "./http/docs-page.ts"
+import { AdminRoutesFor, adminKnownRoutes } from "./admin-api/index.ts"
+import { ApiKeyAuthLive } from "./api/auth.ts"
+import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./api/definition.ts"
+import { fallbackLayer } from "./fallback.ts"
+import { routesOf, type KnownRoute } from "./http/routes.ts"
+import { METRICS_PATH } from "./ops/metrics-routes.ts"
+import { ADMIN_WEB_ROUTES } from "./pages/paths.ts"
+import { ResourceHandlers, RootHandlers } from "./api/handlers.ts"
+import { DeletionsHandlers } from "./api/deletions-handlers.ts"
+import { HooksHandlers } from "./api/hooks-handlers.ts"
+import { EventsHandlers } from "./api/events-handlers.ts"
+import { KeyDirectory } from "./api/key-directory.ts"
+import { ApiPool } from "./api/pool.ts"
+import { RequestErrorsLive } from "./api/request-errors.ts"
+import { RateLimiter } from "./api/rate-limit.ts"
+import { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
+import { UsageRecorder } from "./api/usage.ts"
+import { Views } from "./api/views.ts"
+
+export { ServiceApi } from "./api/definition.ts"
+export { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
+
+/**
+ * The route table: every route this part of the service serves. The fallback answers 405 (with
+ * Allow) for a known path and another method, 404 for an unknown path; metrics and trace spans
+ * are labelled by these patterns.
+ */
+export const SERVED_ROUTES: ReadonlyArray<KnownRoute> = [
+  ...routesOf(ServiceApi),
+  { method: "GET", path: OPENAPI_PATH },
+  { method: "GET", path: DOCS_PATH },
+  ...adminKnownRoutes,
+  // The admin pages, served beside the admin API.
+  ...ADMIN_WEB_ROUTES
+]
+
+/** With the health checks and /metrics, served by their own routers: every route the server knows. */
+export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
+  ...SERVED_ROUTES,
+  { method: "GET", path: "/healthz" },
+  { method: "GET", path: "/readyz" },
+  { method: "GET", path: METRICS_PATH }
+]
+
+/** The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment. */
+export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
+  const SettingsLive = settings === undefined ? ApiSettings.fromEnv : ApiSettings.layer(settings)
+  const Services = Layer.mergeAll(KeyDirectory.layer, RateLimiter.layer, UsageRecorder.layer, Views.layer).pipe(
+    Layer.provideMerge(ApiPool.layer),
+    Layer.provideMerge(SettingsLive)
+  )
+  const ServiceRoutes = HttpApiBuilder.layer(ServiceApi, { openapiPath: OPENAPI_PATH }).pipe(
+    Layer.provide([RootHandlers, ResourceHandlers]),
+    Layer.provide(HooksHandlers),
+    Layer.provide(EventsHandlers),
+    Layer.provide(DeletionsHandlers),
+    Layer.provide([ApiKeyAuthLive, RequestErrorsLive])
+  )
+  const Docs = docsPage(ServiceApi, DOCS_PATH)
+  const Fallback = fallbackLayer(SERVED_ROUTES)
+  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback).pipe(Layer.provide(Services))
+}
+
+/** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(HealthRoutes, ApiRoutes)), with Database provided. */
+export const ApiRoutes = makeApiRoutes()

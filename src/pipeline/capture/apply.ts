@@ -1,0 +1,231 @@
+// Prepares a batch of decoded transactions for one database transaction: the mirror, the
+// views, the outbox and the checkpoint move together, so a crash replays the whole batch
+// or none of it. Transactions are simulated in commit order over an in-memory Store so
+// each event carries its record as it stood at its own commit.
+import type { Sql, TransactionSql } from "postgres"
+import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
+import { eventsFor } from "../../domain/events.ts"
+import type { Row } from "../../domain/records/types.ts"
+import { RESOURCE_INFO, type Resource } from "../../domain/resources.ts"
+import { eventWrites, type OutboxEvent } from "../outbox/events.ts"
+import { scrubPrivacyCases } from "../outbox/privacy.ts"
+import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
+import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
+import { Store } from "../projection/store.ts"
+import { rowCompany } from "../projection/tables.ts"
+import { companyRows, mirrorWrites, type MirrorChanges, userRows, viewWrites, writeCompanyRows, writeUserRows } from "../projection/write.ts"
+import type { Txn } from "./txn.ts"
+
+type Tx = TransactionSql<Record<string, unknown>>
+type Db = Sql<Record<string, unknown>> | Tx
+
+const refKey = (r: RecordRef) => r.resource + "|" + r.id
+
+export const moduleOn = (store: Store, companyId: string, resource: Resource): boolean =>
+  store.someChild("company_modules", companyId, (m) => m.data.module === resource && m.data.enabled === true)
+
+/** Everything a set of row changes makes the views depend on, loaded into the store. */
+export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: string; key: string; data: Row | null; inserted?: true }>) => {
+  // A key whose first change here is an INSERT was not in the app table, so it is not in the
+  // mirror either (the mirror is the app table as of the batch's start): nothing to read.
+  const first = new Set<string>()
+  const absent: Array<readonly [string, string]> = []
+  const load: Array<readonly [string, string]> = []
+  for (const c of changes) {
+    const id = c.table + "|" + c.key
+    if (first.has(id)) continue
+    first.add(id)
+    if (c.inserted) absent.push([c.table, c.key])
+    else load.push([c.table, c.key])
+  }
+  store.absent(absent)
+  await store.loadKeys(load)
+  const refs = new Map<string, RecordRef>()
+  const equipment = new Set<string>()
+  const sites = new Set<string>()
+  const companies = new Set<string>()
+  const tenancy = new Set<string>()
+  const users = new Set<string>()
+  for (const c of changes) {
+    const before = store.getBase(c.table, c.key)?.data ?? null
+    const deps = dependentsOf(c.table, c.key, before, c.data)
+    for (const r of deps.records) refs.set(refKey(r), r)
+    for (const e of deps.inspectionsOfEquipment) equipment.add(e)
+    for (const s of deps.inspectionsAtSite) sites.add(s)
+    for (const row of [before, c.data]) {
+      const company = row ? rowCompany(c.table, row) : null
+      if (company) companies.add(company)
+    }
+    if (c.table === "companies") tenancy.add(c.key)
+    if (c.table === "company_modules") tenancy.add(c.key.slice(0, c.key.indexOf(":")))
+    if (c.table === "users") users.add(c.key)
+  }
+  if (sites.size > 0) {
+    await store.loadChildren("equipment", sites)
+    for (const s of sites) for (const e of store.childrenOf("equipment", s)) equipment.add(e.key)
+  }
+  if (equipment.size > 0) {
+    await store.loadChildren("inspections", equipment)
+    for (const e of equipment) for (const i of store.childrenOf("inspections", e)) refs.set(refKey({ resource: "inspections", id: i.key }), { resource: "inspections", id: i.key })
+  }
+  const seen = changes.flatMap((c) => (c.data ? [{ tbl: c.table, data: c.data }] : []))
+  await prepare(store, refs.values(), seen)
+  for (const id of [...refs.values()].map((r) => store.getBase(tableOf(r), r.id)?.companyId)) if (id) companies.add(id)
+  for (const c of tenancy) companies.add(c)
+  await store.loadKeys([...tenancy].map((id) => ["companies", id] as const))
+  await store.loadChildren("company_modules", companies)
+  return { refs: [...refs.values()], tenancy, users }
+}
+
+const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
+
+/** Simulates one transaction over the store; returns its events (seq from 0). */
+export const simulate = (store: Store, txn: Txn, projections: Projections = new Projections(store)): OutboxEvent[] => {
+  const before = new Map<string, { table: string; key: string; data: Row | null }>()
+  for (const c of txn.changes) {
+    const id = c.table + "|" + c.key
+    if (!before.has(id)) before.set(id, { table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+    store.apply(c.table, c.key, c.data)
+  }
+  const events: OutboxEvent[] = []
+  for (const b of before.values()) {
+    const after = store.get(b.table, b.key)?.data ?? null
+    for (const kind of eventsFor(b.table, b.data, after)) {
+      const resource = EVENT_RESOURCE[kind]
+      const view = projections.get({ resource, id: b.key })
+      if (!view || !moduleOn(store, view.companyId, resource)) continue
+      events.push({
+        companyId: view.companyId,
+        event: kind,
+        resource,
+        recordId: b.key,
+        commitLsn: txn.endLsn,
+        seq: events.length,
+        payload: view.body,
+        createdAt: txn.commitTime
+      })
+    }
+  }
+  return events
+}
+
+/** Final views of the given records: rewritten, or deleted when their row is gone. */
+export const finalViews = (store: Store, refs: ReadonlyArray<RecordRef>, projections: Projections = new Projections(store)) => {
+  const views: ProjectedView[] = []
+  const gone: RecordRef[] = []
+  for (const r of refs) {
+    const v = projections.get(r)
+    if (v) views.push(v)
+    else gone.push(r)
+  }
+  return { views, gone }
+}
+
+/** The gone records with the commit time of the last transaction of the batch that changed their row. */
+export const deletedAt = (txns: ReadonlyArray<Txn>, gone: ReadonlyArray<RecordRef>): ReadonlyArray<RecordRef & { readonly at?: Date }> => {
+  if (gone.length === 0) return gone
+  const wanted = new Map(gone.map((r) => [tableOf(r) + "|" + r.id, r]))
+  const at = new Map<RecordRef, Date>()
+  for (const t of txns) {
+    for (const c of t.changes) {
+      const r = wanted.get(c.table + "|" + c.key)
+      if (r !== undefined) at.set(r, t.commitTime)
+    }
+  }
+  return gone.map((r) => {
+    const when = at.get(r)
+    return when === undefined ? r : { ...r, at: when }
+  })
+}
+
+/**
+ * Incidents that are privacy cases at the end of the batch and whose stored events may still
+ * carry the withheld fields: they were not one before it, or they have events in it.
+ */
+export const newPrivacyCases = (store: Store, changes: ReadonlyArray<{ table: string; key: string }>, events: ReadonlyArray<OutboxEvent>): string[] => {
+  const ids = new Set<string>()
+  const withEvents = new Set(events.filter((e) => e.resource === "incidents").map((e) => e.recordId))
+  for (const c of changes) {
+    if (c.table !== "incidents" || ids.has(c.key)) continue
+    if (store.get("incidents", c.key)?.data.privacy_case !== true) continue
+    if (store.getBase("incidents", c.key)?.data.privacy_case !== true || withEvents.has(c.key)) ids.add(c.key)
+  }
+  return [...ids]
+}
+
+/** What a batch changes in the mirror, as statements take it. */
+export const mirrorChanges = (store: Store): MirrorChanges => {
+  const { inserts, updates, deletes } = store.changes()
+  return { inserts, upserts: updates, deletes }
+}
+
+/** Changes simulated between two turns of the event loop while a batch is prepared. */
+const SLICE_CHANGES = 250
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+/** A batch shaped and its statements' parameters built, ready to write. */
+export interface PreparedBatch {
+  readonly changes: number
+  readonly events: ReadonlyArray<OutboxEvent>
+  /** Its final mirror state, which the next batch reads while this one is written. */
+  readonly store: Store
+  /** Issues the batch's statements in order on the transaction (pipelined, not awaited). */
+  readonly write: (tx: Tx) => Array<Promise<unknown>>
+}
+
+/**
+ * Loads what a batch depends on, simulates its transactions in commit order and builds its
+ * statements. Reads go through `sql` (the pool: a transaction is not needed, only capture
+ * writes the mirror), with `prior`, the batch before that may still be being written,
+ * laid over them (src/pipeline/projection/store.ts).
+ */
+export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Store | null = null): Promise<PreparedBatch> => {
+  const store = new Store(sql, prior)
+  const changes = txns.flatMap((t) => t.changes)
+  const { refs, tenancy, users } = await loadFor(store, changes)
+  store.seal()
+  const projections = new Projections(store)
+  // Simulated in slices that let the event loop turn between them: meanwhile the batch before
+  // is being written, and its statements' answers and its commit wait on this thread.
+  const events: OutboxEvent[] = []
+  let slice = 0
+  for (const t of txns) {
+    for (const e of simulate(store, t, projections)) events.push(e)
+    slice += t.changes.length
+    if (slice >= SLICE_CHANGES) {
+      slice = 0
+      await turn()
+    }
+  }
+  const { views, gone } = finalViews(store, refs, projections)
+  await turn()
+  // No view of the batch changed after its last commit; a deleted record was deleted when the
+  // last transaction that changed its row committed. A record whose row the mirror did not
+  // have has no view yet.
+  const fresh = views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) === null)
+  const known = fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
+  const finalBody = new Map(views.map((v) => [v.resource + "|" + v.id, v.body]))
+  const writes = [
+    mirrorWrites(mirrorChanges(store)),
+    viewWrites(known, deletedAt(txns, gone), txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }, fresh),
+    // An event that carries its record's final view (the most common case: nothing changed it
+    // after) takes the body from the view written just before it, rather than shipping it twice.
+    eventWrites(events, (e) => finalBody.get(e.resource + "|" + e.recordId) === e.payload)
+  ]
+  const companies = tenancy.size > 0 ? companyRows(store, tenancy) : null
+  const people = users.size > 0 ? userRows(store, users) : null
+  const privacy = newPrivacyCases(store, changes, events)
+  return {
+    changes: changes.length,
+    events,
+    store,
+    write: (tx) => {
+      const out = writes.flatMap((w) => w(tx))
+      if (companies) out.push(writeCompanyRows(tx, companies))
+      if (people) out.push(writeUserRows(tx, people))
+      if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
+      return out
+    }
+  }
+}

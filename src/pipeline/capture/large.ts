@@ -1,0 +1,124 @@
+// A transaction too large to hold in memory is applied while it streams: chunk by chunk
+// into the mirror inside one open database transaction, remembering in temporary tables
+// each row's state before the transaction and the records it touched. At its commit the
+// touched views are rewritten and its events derived from those tables, chunk by chunk.
+import type { TransactionSql } from "postgres"
+import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
+import { eventsFor } from "../../domain/events.ts"
+import type { Row } from "../../domain/records/types.ts"
+import { isResource, RESOURCE_INFO } from "../../domain/resources.ts"
+import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
+import { scrubPrivacyCases } from "../outbox/privacy.ts"
+import type { RecordRef } from "../projection/dependencies.ts"
+import { prepare, project } from "../projection/project.ts"
+import { Store } from "../projection/store.ts"
+import { mirrorWrites, writeCompanies, writeUsers, writeViews } from "../projection/write.ts"
+import { finalViews, loadFor, mirrorChanges, moduleOn } from "./apply.ts"
+import type { Lsn } from "../../platform/db/lsn.ts"
+import type { RowChange } from "./txn.ts"
+
+type Tx = TransactionSql<Record<string, unknown>>
+
+const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
+const CHUNK = 1000
+
+export class LargeTransaction {
+  private readonly tx: Tx
+  private started = false
+  changes = 0
+
+  constructor(tx: Tx) {
+    this.tx = tx
+  }
+
+  private async init() {
+    if (this.started) return
+    this.started = true
+    await this.tx`create temp table txn_before (seq bigserial, tbl text, key text, data jsonb, primary key (tbl, key)) on commit drop`
+    await this.tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, unique (resource, id)) on commit drop`
+  }
+
+  /** Applies a chunk of the transaction's changes to the mirror. */
+  async add(chunk: ReadonlyArray<RowChange>): Promise<void> {
+    await this.init()
+    const store = new Store(this.tx)
+    const { refs, tenancy, users } = await loadFor(store, chunk)
+    const befores: Array<{ tbl: string; key: string; data: Row | null }> = []
+    const seen = new Set<string>()
+    for (const c of chunk) {
+      const id = c.table + "|" + c.key
+      if (EVENT_TABLES.has(c.table) && !seen.has(id)) {
+        seen.add(id)
+        befores.push({ tbl: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+      }
+      store.apply(c.table, c.key, c.data)
+    }
+    if (befores.length > 0) {
+      await this.tx`
+        insert into txn_before (tbl, key, data)
+        select tbl, key, data from json_to_recordset(${JSON.stringify(befores)}::text::json) as x(tbl text, key text, data jsonb)
+        order by 1 on conflict do nothing`
+    }
+    await Promise.all(mirrorWrites(mirrorChanges(store))(this.tx))
+    if (refs.length > 0) {
+      await this.tx`
+        insert into txn_affected (resource, id)
+        select resource, id from json_to_recordset(${JSON.stringify(refs)}::text::json) as x(resource text, id uuid)
+        on conflict do nothing`
+    }
+    if (tenancy.size > 0) await writeCompanies(this.tx, store, tenancy)
+    if (users.size > 0) await writeUsers(this.tx, store, users)
+    this.changes += chunk.length
+  }
+
+  /** At commit: rewrites the touched views and writes the transaction's events. */
+  async finish(endLsn: Lsn, commitTime: Date): Promise<Map<string, number>> {
+    const tally = new Map<string, number>()
+    if (!this.started) return tally
+    let after = 0
+    for (;;) {
+      const rows = await this.tx<Array<{ seq: string; resource: string; id: string }>>`
+        select seq, resource, id::text from txn_affected where seq > ${after} order by seq limit ${CHUNK}`
+      if (rows.length === 0) break
+      after = Number(rows[rows.length - 1]!.seq)
+      const refs: RecordRef[] = rows.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
+      const store = new Store(this.tx)
+      await prepare(store, refs)
+      const { views, gone } = finalViews(store, refs)
+      await writeViews(this.tx, views, gone, { commit: commitTime })
+    }
+    let seq = 0
+    let lastSeq = 0
+    for (;;) {
+      const rows = await this.tx<Array<{ seq: string; tbl: string; key: string; data: Row | null }>>`
+        select seq, tbl, key, data from txn_before where seq > ${lastSeq} order by seq limit ${CHUNK}`
+      if (rows.length === 0) break
+      lastSeq = Number(rows[rows.length - 1]!.seq)
+      const store = new Store(this.tx)
+      const candidates = rows
+      await store.loadKeys(candidates.map((r) => [r.tbl, r.key] as const))
+      const kinds = candidates.map((r) => ({ r, kinds: eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null) }))
+      const refs = kinds.flatMap(({ r, kinds }) => kinds.map((k) => ({ resource: EVENT_RESOURCE[k], id: r.key })))
+      await prepare(store, refs)
+      const companies = new Set(refs.map((ref) => store.get(RESOURCE_INFO[ref.resource].table, ref.id)?.companyId).filter((c): c is string => !!c))
+      await store.loadChildren("company_modules", companies)
+      const events: OutboxEvent[] = []
+      for (const { r, kinds: ks } of kinds) {
+        for (const kind of ks) {
+          const resource = EVENT_RESOURCE[kind]
+          const view = project(store, { resource, id: r.key })
+          if (!view || !moduleOn(store, view.companyId, resource)) continue
+          events.push({ companyId: view.companyId, event: kind, resource, recordId: r.key, commitLsn: endLsn, seq: seq++, payload: view.body, createdAt: commitTime })
+        }
+      }
+      await writeEvents(this.tx, events)
+      for (const e of events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+      // Incidents this transaction made privacy cases: their earlier events lose the fields too.
+      await scrubPrivacyCases(
+        this.tx,
+        candidates.filter((r) => r.tbl === "incidents" && r.data?.privacy_case !== true && store.get("incidents", r.key)?.data.privacy_case === true).map((r) => r.key)
+      )
+    }
+    return tally
+  }
+}

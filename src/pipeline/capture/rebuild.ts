@@ -1,0 +1,78 @@
+// rebuild-views: re-projects every view (and the tenancy tables the API reads) from the
+// mirror while the service runs. The mirror (service.rows) is the app tables' published
+// columns as of capture's checkpoint, so a view built from it is exactly what capture would
+// have written; reading the app tables directly would run ahead of the stream.
+//
+// One transaction, for two reasons:
+// - readers never see a half-rebuilt set (old and new shapes mixed on one page): until the
+//   commit they read the previous views, then all the new ones at once (MVCC);
+// - it takes the mirror in SHARE mode first. That waits for a capture batch in progress to
+//   commit, and holds the next one at its first mirror write until the rebuild commits, so
+//   no batch can write a view from a newer mirror state that the rebuild then overwrites
+//   with an older one. Capture resumes where it stopped: its changes wait in the slot.
+// The cost: capture (and so events and webhooks) pauses for the rebuild's duration.
+import type { Sql } from "postgres"
+import { projectAll, projectTenancy } from "./bootstrap.ts"
+import { RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
+import { markProjectionVersion } from "../projection/version.ts"
+import { removeOrphanViews } from "../projection/write.ts"
+
+export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
+
+export interface RebuildProgress {
+  readonly phase: RebuildPhase
+  readonly done: number
+  readonly total: number
+}
+
+export interface RebuildResult {
+  /** Records re-projected. */
+  readonly views: number
+  /** Views whose stored JSON differed and was rewritten. */
+  readonly changed: number
+  /** Views of records no longer in the mirror, deleted. */
+  readonly removed: number
+  readonly companies: number
+  /** The checkpoint the rebuilt views correspond to. */
+  readonly checkpoint: string | null
+  /** How long capture had to wait for the mirror lock, at most (the whole transaction). */
+  readonly pausedCaptureMs: number
+  readonly ms: number
+}
+
+export const rebuildViews = async (sql: Sql, onProgress: (p: RebuildProgress) => void = () => {}): Promise<RebuildResult> => {
+  const started = Date.now()
+  onProgress({ phase: "waiting", done: 0, total: 0 })
+  let locked = 0
+  const result = await sql.begin(async (tx) => {
+    await tx`lock table service.rows in share mode`
+    locked = Date.now()
+    const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
+    const [counts] = await tx<{ total: number; checkpoint: string | null; committed: Date | null }[]>`
+      select (select count(*)::int from service.rows where tbl = any(${tables})) as total,
+        (select checkpoint_lsn::text from service.capture_state order by slot_name limit 1) as checkpoint,
+        (select last_commit_at from service.capture_state order by slot_name limit 1) as committed`
+    // The mirror is the app as of the checkpoint's commit: what changed here changed then
+    // (not now, which would run ahead of the changes capture applies next if it lags).
+    const mirrorAt = counts!.committed
+    const total = counts!.total
+    onProgress({ phase: "views", done: 0, total })
+    const views = await projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt)
+    onProgress({ phase: "tenancy", done: views, total })
+    await projectTenancy(tx)
+    await markProjectionVersion(tx)
+    onProgress({ phase: "cleanup", done: views, total })
+    // Views whose record left the mirror (e.g. written by an older version that missed a delete).
+    const removed = await removeOrphanViews(tx, RESOURCES, tables, mirrorAt)
+    await tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`
+    await tx`delete from service.users u where not exists (select 1 from service.rows r where r.tbl = 'users' and r.key = u.id::text)`
+    // Rows this transaction wrote carry its id as xmin: those are the views that differed.
+    const [changed] = await tx<{ n: number; companies: number }[]>`
+      select (select count(*)::int from service.views where xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text) as n,
+        (select count(*)::int from service.companies) as companies`
+    onProgress({ phase: "committing", done: views, total })
+    return { views, changed: changed!.n, removed, companies: changed!.companies, checkpoint: counts!.checkpoint }
+  })
+  const ended = Date.now()
+  return { ...result, pausedCaptureMs: ended - (locked || ended), ms: ended - started }
+}

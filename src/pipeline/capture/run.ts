@@ -1,0 +1,590 @@
+// The capture loop: leadership, publication, slot health (bootstrap or loud rebuild), then
+// the stream applied in batches. Each batch commits views, outbox and checkpoint together;
+// only then is the checkpoint acknowledged to the server.
+import type { Sql } from "postgres"
+import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { connect } from "../../platform/db/Database.ts"
+import { prepareBatch } from "./apply.ts"
+import { bootstrap } from "./bootstrap.ts"
+import { advanceCheckpoint, readState } from "./checkpoint.ts"
+import { decodeChange } from "./decode.ts"
+import { LargeTransaction } from "./large.ts"
+import { LEADER_LOCK, leaderApplicationName, leaderInfo } from "./leader.ts"
+import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
+import { ensurePublication } from "./publication.ts"
+import { setSlotFailover, slotInfo } from "./slot.ts"
+import { ReplicationStream } from "./stream.ts"
+import type { SpanRunner } from "../../platform/tracing.ts"
+// The same rebuild operators run (rebuild-views), here when the shapes' version changed.
+import { rebuildViews } from "./rebuild.ts"
+import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
+import { TABLES } from "../projection/tables.ts"
+import type { RowChange, Txn } from "./txn.ts"
+import type { Store } from "../projection/store.ts"
+import { PHASES, type CaptureProfile } from "./profile.ts"
+
+export interface CaptureOptions {
+  readonly url: string
+  readonly slot: string
+  readonly publication: string
+  /** Create (or mark) the slot with `failover`, so standbys that sync slots keep it (17+). */
+  readonly failover?: boolean
+  /** Row changes applied together in one database transaction, at most. */
+  readonly batchChanges: number
+  /** A transaction with more changes than this is applied as it streams. */
+  readonly largeTransaction?: number
+  readonly heartbeatMs: number
+  /** Nothing from the server this long while WAL waits in the slot: the stream is stalled (default 60 s). */
+  readonly stallTimeoutMs?: number
+  /** Runs each applied batch in a trace span (when tracing is on). */
+  readonly span?: SpanRunner
+  readonly log: (level: "info" | "warn" | "error", message: string, fields?: Record<string, unknown>) => void
+  /** Adds where capture's time goes, by phase (bench/capture prints it). */
+  readonly profile?: CaptureProfile
+}
+
+/** Counters the status and metrics read. */
+export class CaptureStats {
+  /** leader: this process holds the leader lock; standby: it waits for it (or retries after an error). */
+  role: "leader" | "standby" = "standby"
+  leaderSince: Date | null = null
+  running = false
+  streaming = false
+  checkpoint: Lsn = 0n
+  lastAppliedAt: Date | null = null
+  lastError: string | null = null
+  /** Runs that failed (each retried with backoff). */
+  errors = 0
+  /** Stalls this process noticed (each ended its run: it reconnects). */
+  stalls = 0
+  changes = 0
+  batches = 0
+  readonly events = new Map<string, number>()
+  countEvents(kinds: Iterable<[string, number]>) {
+    for (const [k, n] of kinds) this.events.set(k, (this.events.get(k) ?? 0) + n)
+  }
+}
+
+/** A run ended because its stream went quiet while WAL waited: the caller reconnects. */
+export class CaptureStalled extends Error {}
+
+/** pgoutput commit times are microseconds since the Unix epoch. */
+const commitDate = (t: unknown) => new Date(Number((t as bigint) / 1000n))
+
+export { LEADER_LOCK } from "./leader.ts"
+
+/** How often a standby looks whether the leader lock is free. */
+const STANDBY_POLL_MS = 2000
+
+export const STALL_TIMEOUT_MS = 60_000
+
+/** Messages taken from the stream between two turns of the event loop while a batch is written. */
+const TURN_EVERY = 200
+
+/** The prefix of the transactional messages the heartbeat and the stall watch write into the WAL. */
+const HEARTBEAT_PREFIX = "safety-records-heartbeat"
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms)
+    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true })
+  })
+
+/**
+ * Waits as a standby until this process holds the leader lock, and returns the lock's
+ * connection (null when aborted first). The lock lives on a connection of its own (not
+ * sql.reserve(): postgres.js 3.4.9 can throw an uncatchable error when a reserved
+ * connection's server goes away), made only when the lock looks free: a standby holds no
+ * connection of its own, and the leader's connection start says since when it leads.
+ */
+const takeLeadership = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal): Promise<Sql | null> => {
+  const t0 = Date.now()
+  let logged: number | null | undefined
+  for (;;) {
+    let holder = await leaderInfo(sql)
+    if (holder === null) {
+      const lock = connect(opts.url, 1, { keepForever: true })
+      // Named as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process leads.
+      // Bounded: postgres.js retries a connection the network cuts while it is made, without end.
+      const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const rows = await Promise.race([
+        lock<{ ok: boolean }[]>`
+          select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
+          from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s`)), limit)
+        })
+      ])
+        .catch(async (e: unknown) => {
+          await lock.end({ timeout: 0 }).catch(() => {})
+          throw e
+        })
+        .finally(() => clearTimeout(timer))
+      if (rows[0]?.ok) {
+        opts.log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
+        return lock
+      }
+      // Another process took it first.
+      await lock.end({ timeout: 1 }).catch(() => {})
+      holder = await leaderInfo(sql)
+    }
+    // Once, and again only when another process leads.
+    if (logged === undefined || (holder !== null && holder.pid !== logged)) {
+      logged = holder?.pid ?? null
+      opts.log("info", "capture standby: waiting for the leader lock", {
+        leader: holder === null ? null : { pid: holder.pid, applicationName: holder.applicationName, clientAddress: holder.clientAddress, since: holder.since }
+      })
+    }
+    await sleep(STANDBY_POLL_MS, signal)
+    if (signal.aborted) return null
+  }
+}
+
+/**
+ * Watches a stream for a stall: a connection that hangs (a dead network path, a walsender
+ * gone without a word) sends nothing and fails nothing. A live server says something at
+ * least every wal_sender_timeout / 2 (keepalives) and carries the heartbeat. After half the
+ * timeout without a word, a probe is written into the WAL (a transactional message the slot
+ * must deliver); nothing arriving for the whole timeout after that is a stall. Messages
+ * still waiting to be applied (capture busy, e.g. behind rebuild-views) are not one.
+ */
+const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number) => {
+  let fire: (e: CaptureStalled) => void = () => {}
+  const stalled = new Promise<never>((_, reject) => (fire = reject))
+  stalled.catch(() => {})
+  let probedAt: number | null = null
+  let busy = false
+  const tick = setInterval(() => {
+    if (busy) return
+    busy = true
+    void (async () => {
+      const now = Date.now()
+      const quiet = stream.pending > 0 ? 0 : now - stream.lastReceivedAt
+      if (quiet < timeoutMs / 2) {
+        probedAt = null
+      } else if (probedAt === null || stream.lastReceivedAt > probedAt) {
+        probedAt = now
+        await sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, 'probe')`
+      } else if (quiet >= timeoutMs && now - probedAt >= timeoutMs / 4) {
+        fire(
+          new CaptureStalled(
+            `capture stalled: nothing received from the replication stream for ${Math.round(quiet / 1000)} s while WAL waits in the slot (a probe written ${Math.round((now - probedAt) / 1000)} s ago never arrived)`
+          )
+        )
+      }
+    })()
+      // The database itself is unreachable: the stream fails on its own, not a stall.
+      .catch(() => {})
+      .finally(() => (busy = false))
+  }, Math.max(50, Math.min(1000, timeoutMs / 4)))
+  return { stalled, stop: () => clearInterval(tick) }
+}
+
+/**
+ * After a stall: the server may still hold this run's walsender (the slot stays active, so
+ * no new stream could start) and its leader lock session (so no process could lead, until
+ * TCP keepalives give up hours later). Both are ended from the pool, which still answers.
+ */
+const releaseStalledSessions = async (sql: Sql, slot: string, lockPid: number | null) => {
+  await sql`
+    select pg_terminate_backend(active_pid) from pg_replication_slots
+    where slot_name = ${slot} and active_pid is not null and active_pid <> pg_backend_pid()`
+  if (lockPid !== null) {
+    await sql`
+      select pg_terminate_backend(pid) from pg_stat_activity
+      where pid = ${lockPid} and application_name = ${leaderApplicationName()}`
+  }
+}
+
+/** Runs until `signal` aborts (resolves) or the connection fails (rejects: the caller retries). */
+export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats): Promise<void> => {
+  let lock: Sql | null = null
+  let lockPid: number | null = null
+  let lost: Error | null = null
+  let stream: ReplicationStream | null = null
+  let heartbeat: ReturnType<typeof setInterval> | undefined
+  let stopWatch = () => {}
+  let outcome = "stopping"
+  const onAbort = () => void stream?.close()
+  try {
+    lock = await takeLeadership(sql, opts, signal)
+    if (lock === null) return
+    const held = lock
+    lockPid = (await held<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
+    stats.role = "leader"
+    stats.leaderSince = new Date()
+    stats.running = true
+    await ensurePublication(sql, opts.publication)
+    let state = await readState(sql, opts.slot)
+    const slot = await slotInfo(sql, opts.slot)
+    if (!state || !slot.exists || slot.invalidation) {
+      const gap = state ? (slot.exists ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})` : `replication slot ${opts.slot} was lost`) : null
+      if (gap) {
+        opts.log("error", "capture slot lost: recreating it and rebuilding every view from the app tables", {
+          slot: opts.slot,
+          reason: gap,
+          checkpoint: formatLsn(state!.checkpoint),
+          consequence: `events for changes after checkpoint ${formatLsn(state!.checkpoint)} and before the rebuild could not be derived and will not be sent`
+        })
+      }
+      const t0 = Date.now()
+      const result = await bootstrap(sql, opts.url, opts.slot, gap, opts.failover ?? false)
+      opts.log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
+        slot: opts.slot,
+        rows: result.rows,
+        views: result.views,
+        consistentPoint: formatLsn(result.consistentPoint),
+        ms: Date.now() - t0
+      })
+      state = await readState(sql, opts.slot)
+      if (!state) throw new Error("bootstrap left no capture state")
+    } else if (opts.failover && slot.failover === false) {
+      await setSlotFailover(opts.url, opts.slot, true)
+      opts.log("info", "replication slot marked for failover", { slot: opts.slot })
+    }
+    if (signal.aborted) return
+    // Views stored in older shapes are rebuilt from the mirror before streaming resumes.
+    const stored = await storedProjectionVersion(sql)
+    if (stored !== PROJECTION_VERSION) {
+      const t0 = Date.now()
+      const r = await rebuildViews(sql)
+      opts.log("info", "record shapes changed: every view rebuilt from the mirror", { from: stored, to: PROJECTION_VERSION, views: r.views, changed: r.changed, ms: Date.now() - t0 })
+    }
+    stats.checkpoint = state.checkpoint
+    // A stall noticed before (by this process or one that went away) is over at the first apply.
+    let stallMarked = (await sql<{ stalled: boolean }[]>`
+      select stalled_at is not null as stalled from service.capture_state where slot_name = ${opts.slot}`)[0]?.stalled ?? false
+    const applied = async () => {
+      if (!stallMarked) return
+      stallMarked = false
+      const [over] = await sql<{ seconds: number; reconnects: number }[]>`
+        with before as (
+          select stalled_at, stall_reconnects from service.capture_state
+          where slot_name = ${opts.slot} and stalled_at is not null for update)
+        update service.capture_state c set stalled_at = null, stall_reason = null, stall_reconnects = 0
+        from before where c.slot_name = ${opts.slot}
+        returning extract(epoch from now() - before.stalled_at)::float8 as seconds, before.stall_reconnects as reconnects`.catch(() => {
+        stallMarked = true // told at the next apply instead
+        return []
+      })
+      if (over) opts.log("info", "capture stall over: applying again", { slot: opts.slot, stalledSeconds: Math.round(over.seconds), reconnects: over.reconnects })
+    }
+    const s = new ReplicationStream(opts.url, opts.slot, opts.publication, state.checkpoint)
+    stream = s
+    signal.addEventListener("abort", onAbort, { once: true })
+    // Watched from before it starts: a connection that hangs may never even start.
+    const watch = watchStall(sql, s, opts.stallTimeoutMs ?? STALL_TIMEOUT_MS)
+    stopWatch = watch.stop
+    const from = state.checkpoint
+    const streamed = (async () => {
+      await s.start(from)
+      stats.streaming = true
+      stats.lastError = null // streaming again: what stopped it is over
+      opts.log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
+      // An idle database still moves the slot: a tiny transactional message every interval.
+      // The lock belongs to its session: should that connection be gone or replaced (postgres.js
+      // reconnects silently), another process may lead by now, so this one steps down.
+      const stepDown = (why: string) => {
+        if (lost !== null) return
+        lost = new Error(`capture lost its leader lock (${why}); stepping down`)
+        void stream?.close()
+      }
+      heartbeat = setInterval(() => {
+        sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, '')`.catch(() => {})
+        held<{ pid: number }[]>`select pg_backend_pid() as pid`.then(
+          ([r]) => r?.pid !== lockPid && stepDown("its connection was replaced"),
+          () => stepDown("its connection failed")
+        )
+      }, opts.heartbeatMs)
+      await consume(sql, s, from, opts, signal, stats, applied)
+    })()
+    await Promise.race([streamed, watch.stalled])
+    if (lost !== null) throw lost
+  } catch (e) {
+    if (signal.aborted) return
+    const error = lost ?? e
+    outcome = error instanceof Error ? error.message : String(error)
+    if (error instanceof CaptureStalled) await stalledRun(sql, opts, stats, stream, lockPid, error)
+    throw error
+  } finally {
+    stopWatch()
+    clearInterval(heartbeat)
+    signal.removeEventListener("abort", onAbort)
+    const led = stats.role === "leader"
+    stats.streaming = false
+    stats.running = false
+    stats.role = "standby"
+    stats.leaderSince = null
+    await stream?.close()
+    // Ending the lock's connection releases the lock, also when its server went away.
+    await lock?.end({ timeout: 1 }).catch(() => {})
+    if (led) opts.log("info", "capture leader: stepped down", { reason: outcome })
+  }
+}
+
+/** A stall: said once, in the log and in the database (status, metrics); the old sessions are ended so a new run can start. */
+const stalledRun = async (sql: Sql, opts: CaptureOptions, stats: CaptureStats, stream: ReplicationStream | null, lockPid: number | null, stall: CaptureStalled) => {
+  stats.stalls++
+  await stream?.close()
+  let reconnects = 1
+  try {
+    await releaseStalledSessions(sql, opts.slot, lockPid)
+    const [r] = await sql<{ reconnects: number }[]>`
+      update service.capture_state
+      set stalled_at = coalesce(stalled_at, now()), stall_reason = ${stall.message}, stall_reconnects = stall_reconnects + 1
+      where slot_name = ${opts.slot} returning stall_reconnects as reconnects`
+    reconnects = r?.reconnects ?? reconnects
+  } catch {
+    // The database does not answer either: the next run's errors tell.
+  }
+  opts.log("warn", "capture stalled: reconnecting", { slot: opts.slot, why: stall.message, checkpoint: formatLsn(stats.checkpoint), reconnects })
+}
+
+/** The followed app tables a TRUNCATE message names. */
+const truncatedTables = (msg: Message & { tag: "truncate" }): ReadonlyArray<string> =>
+  msg.relations.filter((rel) => rel.schema === "app" && rel.name in TABLES).map((rel) => rel.name)
+
+/** The ids of the events the given transactions wrote (for a batch's trace span: at most 100; none if the read fails). */
+const eventIdsOf = async (sql: Sql, commitLsns: ReadonlyArray<Lsn>): Promise<string[]> =>
+  sql<{ id: string }[]>`
+    select id::text from service.events where commit_lsn = any(${commitLsns.map(formatLsn)}::pg_lsn[]) order by commit_lsn, seq limit 100`.then(
+    (rows) => rows.map((r) => r.id),
+    () => []
+  )
+
+/** Runs `f` in a span when tracing is on. */
+const traced = <A>(span: SpanRunner | undefined, name: string, attributes: Readonly<Record<string, unknown>>, f: (annotate: (key: string, value: unknown) => void) => Promise<A>) =>
+  span === undefined ? f(() => {}) : span(name, attributes, f)
+
+const consume = async (
+  sql: Sql,
+  stream: ReplicationStream,
+  start: Lsn,
+  opts: CaptureOptions,
+  signal: AbortSignal,
+  stats: CaptureStats,
+  applied: () => Promise<void>
+) => {
+  const large = opts.largeTransaction ?? 10_000
+  const profile = opts.profile
+  /** The last commit taken into a batch: later commits only are new. */
+  let accepted = start
+  /** The stored checkpoint: where the last batch written left it. */
+  let committed = start
+  let pending: Txn[] = []
+  let pendingChanges = 0
+  let current: { xid: number; changes: RowChange[] } | null = null
+  let busy = false
+  // The batch being written, at most one: the next one is prepared meanwhile, reading its
+  // final state where the database may not show it yet (src/pipeline/projection/store.ts).
+  let writing: { readonly store: Store; readonly done: Promise<void> } | null = null
+  stream.idle = () => !busy && current === null && pending.length === 0 && stream.pending === 0 && writing === null
+
+  /** Waits until the batch being written is stored; throws its error. */
+  const settle = async () => {
+    const w = writing
+    if (w === null) return
+    await w.done
+    if (writing === w) writing = null
+  }
+
+  /** Prepares the pending transactions as a batch and starts writing it once the batch before is stored. */
+  const flush = async () => {
+    if (pending.length === 0) return
+    const batch = pending
+    pending = []
+    pendingChanges = 0
+    const last = batch[batch.length - 1]!
+    const t0 = performance.now()
+    const prepared = await prepareBatch(sql, batch, writing?.store ?? null)
+    const t1 = performance.now()
+    profile?.add(PHASES.prepare, t1 - t0)
+    if (writing !== null) {
+      await settle()
+      profile?.add(PHASES.waiting, performance.now() - t1)
+    }
+    const from = committed
+    const w = {
+      store: prepared.store,
+      done: traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": batch.length, "capture.checkpoint": formatLsn(last.endLsn) }, async (annotate) => {
+        const begun = performance.now()
+        let opened = 0
+        let answered = 0
+        await sql.begin(async (tx) => {
+          opened = performance.now()
+          // The checkpoint first: it fails the transaction, before anything is written, when
+          // another process moved it. All statements go out at once, answered in order.
+          await Promise.all([advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime), ...prepared.write(tx)])
+          answered = performance.now()
+        })
+        if (profile) {
+          const end = performance.now()
+          profile.add(PHASES.write, end - begun)
+          profile.add(PHASES.begin, opened - begun)
+          profile.add(PHASES.statements, answered - opened)
+          profile.add(PHASES.commit, end - answered)
+        }
+        committed = last.endLsn
+        annotate("capture.changes", prepared.changes)
+        annotate("capture.events", prepared.events.length)
+        // Read only for a span: the next batch's write waits behind this.
+        if (opts.span !== undefined && prepared.events.length > 0) annotate("event.ids", await eventIdsOf(sql, [...new Set(prepared.events.map((e) => e.commitLsn))]))
+        await stream.ack(committed)
+        stats.checkpoint = committed
+        stats.lastAppliedAt = new Date()
+        stats.changes += prepared.changes
+        stats.batches++
+        const tally = new Map<string, number>()
+        for (const e of prepared.events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+        stats.countEvents(tally)
+        await applied()
+      })
+    }
+    writing = w
+    // Done: the next batch reads the database alone. Failed: the run ends with its error
+    // (the stream is failed so the loop hears of it even while it waits for messages).
+    w.done.then(
+      () => {
+        if (writing === w) writing = null
+      },
+      (e: unknown) => stream.fail(e instanceof Error ? e : new Error(String(e)))
+    )
+  }
+
+  /** Everything taken so far is written: before the mirror is read or written outside a batch. */
+  const drain = async () => {
+    await flush()
+    await settle()
+  }
+
+  // Streams the rest of an oversized transaction into one open database transaction.
+  const applyLarge = async (first: RowChange[]) => {
+    await drain()
+    let buffered: RowChange[] = first
+    let total = 0
+    const applyLargeTransaction = () =>
+      sql.begin(async (tx) => {
+        const big = new LargeTransaction(tx)
+        for (;;) {
+          if (buffered.length >= 1000) {
+            await big.add(buffered)
+            total += buffered.length
+            buffered = []
+          }
+          const msg = await stream.next()
+          if (msg.tag === "insert" || msg.tag === "update" || msg.tag === "delete") {
+            buffered.push(...decodeChange(msg))
+          } else if (msg.tag === "commit") {
+            if (buffered.length > 0) await big.add(buffered)
+            total += buffered.length
+            const endLsn = parseLsn(msg.commitEndLsn!)
+            const commitTime = commitDate(msg.commitTime)
+            if (endLsn <= accepted) throw new Error("large transaction at or below the checkpoint")
+            const tally = await big.finish(endLsn, commitTime)
+            await advanceCheckpoint(tx, opts.slot, committed, endLsn, commitTime)
+            return { endLsn, tally }
+          } else if (msg.tag === "truncate") {
+            // What this transaction wrote so far is in the mirror already (in this database
+            // transaction): every mirrored row of the tables goes, in chunks.
+            if (buffered.length > 0) await big.add(buffered)
+            total += buffered.length
+            buffered = []
+            for (const table of truncatedTables(msg)) {
+              const keys = await tx<{ key: string }[]>`select key from service.rows where tbl = ${table}`
+              for (let i = 0; i < keys.length; i += 1000) {
+                const chunk = keys.slice(i, i + 1000).map(({ key }): RowChange => ({ table, key, data: null }))
+                await big.add(chunk)
+                total += chunk.length
+              }
+            }
+          }
+        }
+      })
+    const done = await traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": 1, "capture.large": true }, async (annotate) => {
+      const c = await applyLargeTransaction()
+      annotate("capture.checkpoint", formatLsn(c.endLsn))
+      annotate("capture.changes", total)
+      const events = [...c.tally.values()].reduce((a, b) => a + b, 0)
+      annotate("capture.events", events)
+      if (opts.span !== undefined && events > 0) annotate("event.ids", await eventIdsOf(sql, [c.endLsn]))
+      return c
+    })
+    accepted = committed = done.endLsn
+    await stream.ack(committed)
+    stats.checkpoint = committed
+    stats.lastAppliedAt = new Date()
+    stats.changes += total
+    stats.batches++
+    stats.countEvents(done.tally)
+    await applied()
+  }
+
+  // A transaction grown past what memory should hold goes on as a large one, applied as it streams.
+  const spillIfLarge = async () => {
+    if (current === null || current.changes.length <= large) return
+    const first = current.changes
+    current = null
+    await applyLarge(first)
+  }
+
+  let taken = 0
+  try {
+    while (!signal.aborted) {
+      busy = false
+      // Messages already received are taken without the event loop turning: while a batch is
+      // being written, let it turn now and then, so its answers and its commit are not kept
+      // waiting behind the decoding of the next one.
+      if (++taken % TURN_EVERY === 0 && writing !== null) await new Promise<void>((resolve) => setImmediate(resolve))
+      const tw = profile && stream.pending === 0 ? performance.now() : 0
+      const msg: Message = await stream.next()
+      if (profile && tw > 0) profile.add(PHASES.stream, performance.now() - tw)
+      busy = true
+      switch (msg.tag) {
+        case "begin":
+          current = { xid: msg.xid, changes: [] }
+          break
+        case "insert":
+        case "update":
+        case "delete": {
+          if (!current) break
+          const td = profile ? performance.now() : 0
+          current.changes.push(...decodeChange(msg))
+          if (profile) profile.add(PHASES.decode, performance.now() - td)
+          await spillIfLarge()
+          break
+        }
+        case "truncate": {
+          // Every row of the truncated tables goes, as deletes in this transaction, in order:
+          // those mirrored before it, and those this transaction wrote before the TRUNCATE.
+          await drain()
+          if (!current) break
+          for (const table of truncatedTables(msg)) {
+            const keys = new Set((await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key))
+            for (const c of current.changes) if (c.table === table) keys.add(c.key)
+            for (const key of keys) current.changes.push({ table, key, data: null })
+          }
+          await spillIfLarge()
+          break
+        }
+        case "commit": {
+          const endLsn = parseLsn(msg.commitEndLsn!)
+          if (current && endLsn > accepted) {
+            pending.push({ xid: current.xid, endLsn, commitTime: commitDate(msg.commitTime), changes: current.changes })
+            pendingChanges += current.changes.length
+            accepted = endLsn
+          }
+          current = null
+          // Flush when the batch is full, or when nothing else is waiting (latency over batching).
+          if (pendingChanges >= opts.batchChanges || stream.pending === 0) await flush()
+          break
+        }
+        default:
+          break
+      }
+    }
+  } finally {
+    // A batch still being written finishes (or fails) before the run lets go of its lock.
+    await settle().catch(() => {})
+  }
+}

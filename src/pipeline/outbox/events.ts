@@ -1,0 +1,66 @@
+// Writing events into the outbox and waking delivery at commit.
+import type { TransactionSql } from "postgres"
+import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
+import type { EventKind } from "../../domain/event-kinds.ts"
+import type { Resource } from "../../domain/resources.ts"
+import { packed } from "../projection/columns.ts"
+import { uuidv7 } from "./ids.ts"
+
+export const EVENTS_CHANNEL = "service_events"
+
+export interface OutboxEvent {
+  readonly companyId: string
+  readonly event: EventKind
+  readonly resource: Resource
+  readonly recordId: string
+  readonly commitLsn: Lsn
+  readonly seq: number
+  readonly payload: string
+  readonly createdAt: Date
+}
+
+/**
+ * Inserts events and notifies at commit. (commit_lsn, seq) is unique: capture writes a
+ * transaction's events in the database transaction that moves the checkpoint past it, and
+ * only while the checkpoint is where it left it (src/pipeline/capture/checkpoint.ts), so an event
+ * is never written twice; were it, the insert would fail rather than keep a second copy.
+ */
+export const writeEvents = async (tx: TransactionSql<Record<string, unknown>>, events: ReadonlyArray<OutboxEvent>) => {
+  await Promise.all(eventWrites(events)(tx))
+}
+
+/**
+ * writeEvents' statements, their parameters built now and run by the returned function.
+ * `viewed`: events whose payload is the body of their record's view as written earlier in
+ * the same transaction: it is taken from there instead of being sent a second time.
+ */
+export const eventWrites = (
+  events: ReadonlyArray<OutboxEvent>,
+  viewed: (e: OutboxEvent) => boolean = () => false
+): ((tx: TransactionSql<Record<string, unknown>>) => Array<Promise<unknown>>) => {
+  if (events.length === 0) return () => []
+  const now = Date.now()
+  // Every column cannot hold the separator (src/pipeline/projection/columns.ts): ids, the service's
+  // names, LSNs, numbers, timestamps and JSON payloads.
+  const id = packed(events.map(() => uuidv7(now)))
+  const company = packed(events.map((e) => e.companyId))
+  const event = packed(events.map((e) => e.event))
+  const resource = packed(events.map((e) => e.resource))
+  const record = packed(events.map((e) => e.recordId))
+  const lsn = packed(events.map((e) => formatLsn(e.commitLsn)))
+  const seq = packed(events.map((e) => e.seq))
+  const payload = packed(events.map((e) => (viewed(e) ? null : e.payload)))
+  const created = packed(events.map((e) => e.createdAt.toISOString()))
+  const count = String(events.length)
+  return (tx) => [
+    tx`
+      insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)
+      select x.id, x.company_id, x.event, x.resource, x.record_id, x.commit_lsn, x.seq,
+        coalesce(x.payload, (select v.body from service.views v where v.resource = x.resource and v.id = x.record_id)), x.created_at
+      from unnest(string_to_array(${id}, chr(30))::uuid[], string_to_array(${company}, chr(30))::uuid[],
+        string_to_array(${event}, chr(30)), string_to_array(${resource}, chr(30)), string_to_array(${record}, chr(30))::uuid[],
+        string_to_array(${lsn}, chr(30))::pg_lsn[], string_to_array(${seq}, chr(30))::int[], string_to_array(${payload}, chr(30), ''),
+        string_to_array(${created}, chr(30))::timestamptz[]) as x(id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)`.execute(),
+    tx`select pg_notify(${EVENTS_CHANNEL}, ${count})`.execute()
+  ]
+}

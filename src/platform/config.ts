@@ -1,0 +1,76 @@
+// Every setting, its environment variable and its default. The README's configuration
+// table mirrors this file.
+import { Config, Context, Duration, Effect, Layer } from "effect"
+import { StartRefused } from "./db/refusal.ts"
+import { DEFAULT_RETRY_SCHEDULE } from "../domain/retry-schedule.ts"
+
+/** What a process can run: the HTTP API and admin, capture (leader or standby), webhook delivery. */
+export const SERVICE_ROLE_NAMES = ["api", "capture", "delivery"] as const
+export type ServiceRole = (typeof SERVICE_ROLE_NAMES)[number]
+
+/** SERVICE_ROLES: names separated by commas, in any order and case; undefined when empty or unknown. */
+export const parseServiceRoles = (text: string): ReadonlyArray<ServiceRole> | undefined => {
+  const names = text.split(",").map((n) => n.trim().toLowerCase()).filter((n) => n !== "")
+  if (names.length === 0 || names.some((n) => !(SERVICE_ROLE_NAMES as ReadonlyArray<string>).includes(n))) return undefined
+  // Listed in one order whatever the order given, each once.
+  return SERVICE_ROLE_NAMES.filter((r) => names.includes(r))
+}
+
+export const ServiceRolesConfig = Config.String("SERVICE_ROLES").pipe(Config.withDefault(SERVICE_ROLE_NAMES.join(",")))
+
+/** This process's roles; the default (every role) is what a test server composed by hand runs. */
+export const ServiceRoles = Context.Reference<ReadonlyArray<ServiceRole>>("service/ServiceRoles", { defaultValue: () => SERVICE_ROLE_NAMES })
+
+/** SERVICE_ROLES from the environment, refused (a defect: the process exits 1) when it names no known role. */
+export const loadServiceRoles = Effect.gen(function* () {
+  // The environment provider reads an empty variable as unset; an empty SERVICE_ROLES (say,
+  // SERVICE_ROLES=${ROLES} with ROLES unset) is a mistake, not a request for every role.
+  const raw = process.env.SERVICE_ROLES?.trim() === "" ? "" : yield* ServiceRolesConfig
+  const roles = parseServiceRoles(raw)
+  if (roles === undefined) {
+    return yield* Effect.fail(new StartRefused({ message: `SERVICE_ROLES must list one or more of ${SERVICE_ROLE_NAMES.join(", ")}, separated by commas (default ${SERVICE_ROLE_NAMES.join(",")}), not "${raw}"` }))
+  }
+  return roles
+})
+
+export const serviceRolesLayer = (roles: ReadonlyArray<ServiceRole>) => Layer.succeed(ServiceRoles, roles)
+
+export const DatabaseConfig = Config.all({
+  /** An existing PostgreSQL (wal_level=logical). Absent: the embedded one under DATA_DIR. */
+  url: Config.option(Config.Redacted("DATABASE_URL")),
+  dataDir: Config.String("DATA_DIR").pipe(Config.withDefault("./.data")),
+  embeddedPort: Config.Port("EMBEDDED_PG_PORT").pipe(Config.withDefault(54329)),
+  poolSize: Config.Int("DATABASE_POOL_SIZE").pipe(Config.withDefault(10))
+})
+
+export const HttpConfig = Config.all({
+  port: Config.Port("PORT").pipe(Config.withDefault(3000)),
+  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1"))
+})
+
+export const CaptureConfig = Config.all({
+  slot: Config.String("REPLICATION_SLOT").pipe(Config.withDefault("safety_records_service")),
+  publication: Config.String("PUBLICATION").pipe(Config.withDefault("safety_records_service")),
+  /** Create the slot with `failover` (PostgreSQL 17+), so standbys that sync slots keep it. */
+  failover: Config.Boolean("REPLICATION_SLOT_FAILOVER").pipe(Config.withDefault(false)),
+  heartbeat: Config.Duration("CAPTURE_HEARTBEAT").pipe(Config.withDefault(Duration.seconds(15))),
+  /** Nothing from the replication stream this long while WAL waits in the slot: stalled; capture reconnects. */
+  stallTimeout: Config.Duration("CAPTURE_STALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(60))),
+  /** Transactions applied together in one database transaction, at most. */
+  batchChanges: Config.Int("CAPTURE_BATCH_CHANGES").pipe(Config.withDefault(2000))
+})
+
+export const SeedConfig = Config.all({
+  /** Load demo data on the first start of an empty embedded database. */
+  demo: Config.Boolean("SEED_DEMO").pipe(Config.withDefault(true))
+})
+
+/** REPLAY_RATE: deliveries per second a replay sends to one destination (src/webhooks/replay/lane.ts checks it). */
+export const ReplayRateConfig = Config.String("REPLAY_RATE").pipe(Config.withDefault("10"))
+
+export const WebhookConfig = Config.all({
+  retrySchedule: Config.String("WEBHOOK_RETRY_SCHEDULE").pipe(Config.withDefault(DEFAULT_RETRY_SCHEDULE)),
+  allowedNetworks: Config.String("WEBHOOK_ALLOWED_NETWORKS").pipe(Config.withDefault("")),
+  /** base64 of 32 bytes; absent with the embedded database: generated under DATA_DIR. */
+  secretsKey: Config.option(Config.Redacted("SECRETS_KEY"))
+})

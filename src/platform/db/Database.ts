@@ -1,0 +1,92 @@
+// The database as an Effect service: where it is (embedded or DATABASE_URL), a scoped
+// postgres.js pool, and the preflight and migrations that must pass before anything runs.
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import postgres from "postgres"
+import { DatabaseConfig } from "../config.ts"
+import { markService, startEmbedded } from "./embedded.ts"
+import { ensureDemoAppSchema } from "./demo-schema.ts"
+import { checkAppContract } from "./app-contract.ts"
+import { migrate } from "./migrate.ts"
+import { requirePostgresPatched } from "./postgres-patch.ts"
+import { preflight } from "./preflight.ts"
+
+export interface DatabaseShape {
+  readonly sql: postgres.Sql
+  /** Connection URL, for the replication connection and child tools. */
+  readonly url: string
+  readonly embedded: boolean
+}
+
+export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
+
+export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean } = {}) =>
+  postgres(url, {
+    max,
+    onnotice: () => {},
+    connection: { application_name: "safety-records-service" },
+    // A connection that holds session state (capture's leader lock) must not be recycled:
+    // postgres.js closes connections after a random 30 to 60 minutes by default.
+    ...(options.keepForever ? { max_lifetime: null, idle_timeout: 0 } : {})
+  })
+
+/** Who opens the database: the service (which marks the data directory it runs on) or a tool. */
+export type Role = "service" | "tool"
+
+/** Where the database is: DATABASE_URL, or the embedded server (started if needed). */
+export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool") {
+  const config = yield* DatabaseConfig
+  if (Option.isSome(config.url)) {
+    return { url: Redacted.value(config.url.value), embedded: false, owned: false, stop: () => Promise.resolve() }
+  }
+  const server = yield* Effect.tryPromise({
+    try: () => startEmbedded({ dataDir: config.dataDir, port: config.embeddedPort, notUnderService: role === "tool" }),
+    catch: (cause) => (cause instanceof Error ? cause : new Error(String(cause)))
+  })
+  if (server.owned) yield* Effect.logInfo("embedded PostgreSQL started", { dataDir: config.dataDir })
+  const unmark = role === "service" ? markService(config.dataDir) : () => {}
+  return {
+    url: server.url,
+    embedded: true,
+    owned: server.owned,
+    stop: async () => {
+      unmark()
+      await server.stop()
+    }
+  }
+})
+
+export class DatabaseError extends Error {}
+
+/**
+ * Pool, preflight, the app's tables (the embedded demo database gets the demo's copy; any
+ * other must already have them: checked, never created), then the service's own migrations.
+ * Releases the pool and stops an embedded server it started.
+ */
+const layerFor = (role: Role) =>
+  Layer.effect(
+    Database,
+    Effect.gen(function* () {
+      yield* Effect.try({ try: () => requirePostgresPatched(), catch: (e) => e as Error })
+      const config = yield* DatabaseConfig
+      const where = yield* Effect.acquireRelease(locate(role), (w) =>
+        Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.owned ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))
+      )
+      const sql = yield* Effect.acquireRelease(
+        Effect.sync(() => connect(where.url, config.poolSize)),
+        (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
+      )
+      yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
+      if (where.embedded && (yield* Effect.tryPromise({ try: () => ensureDemoAppSchema(sql), catch: (e) => e as Error }))) {
+        yield* Effect.logInfo("demo app tables created (embedded database)")
+      }
+      yield* Effect.tryPromise({ try: () => checkAppContract(sql), catch: (e) => e as Error })
+      const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: (e) => e as Error })
+      if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
+      return { sql, url: where.url, embedded: where.embedded }
+    })
+  )
+
+/** For the admin CLI and the seeder. */
+export const layer = layerFor("tool")
+/** For the service. */
+export const serviceLayer = layerFor("service")

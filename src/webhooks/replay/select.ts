@@ -1,0 +1,212 @@
+// replay: re-sends a destination's events in a time range after an outage. The same
+// (event, destination) always has the same delivery row, so a replayed event that was
+// ever fanned out to this destination keeps its delivery id (Service-Delivery and body id)
+// and receivers recognise it as a repeat; an event it never got (e.g. while the endpoint
+// was switched off: fan-out skips endpoints that are off) gets a new delivery, with the id
+// fan-out would have given it (a function of event and destination). An event fan-out has
+// not passed yet is fan-out's to send (its first attempt may be on the wire, not yet
+// written): it counts as in flight.
+//
+// A replay is a stored job (service.webhook_replays, sql/019), made by the CLI, the admin
+// API or the admin pages alike: making it plans which events go again, in event order, and
+// changes no delivery. The replay lane (replay-lane.ts) hands them to the engine at
+// REPLAY_RATE per destination, so live deliveries never queue behind a replay; there a
+// delivery is reset to pending with its own id (or made), and treated like any other: held
+// while the destination is off, attempted at once otherwise. A row that had used up its
+// attempts gets one more (the schedule is not restarted, so a replay to a receiver still
+// down counts toward switching the endpoint off again, as it should). A dry run counts the
+// same plan and stores nothing.
+import type { Sql } from "postgres"
+import { invalid, notFound } from "../../domain/errors.ts"
+import { isEventKind } from "../../domain/event-kinds.ts"
+import { originOf } from "../../delivery/queries.ts"
+import { writeActivity, type Actor } from "../context.ts"
+import { REPLAYS_CHANNEL } from "./jobs.ts"
+
+export type ReplaySource = "api" | "pages" | "cli"
+
+export interface ReplayInput {
+  readonly endpointId?: string | undefined
+  readonly subscriptionId?: string | undefined
+  /** Default: when the destination was created. */
+  readonly since?: Date | undefined
+  /** Default: now. Exclusive. */
+  readonly until?: Date | undefined
+  /** Default: every event the destination takes. */
+  readonly events?: ReadonlyArray<string> | undefined
+  /** Only events never delivered successfully to this destination. */
+  readonly failedOnly: boolean
+  readonly dryRun: boolean
+  readonly actor: Actor
+  /** Only a destination of this company (the admin API and pages): another's is not found. */
+  readonly companyId?: string | undefined
+  /** Who made it: the admin API, the pages or the CLI (default). */
+  readonly source?: ReplaySource | undefined
+}
+
+export interface ReplayDestination {
+  readonly kind: "endpoint" | "subscription"
+  readonly id: string
+  readonly companyId: string
+  readonly url: string
+  readonly events: ReadonlyArray<string>
+  /** Endpoint on / subscription active: false means the replay waits until it is. */
+  readonly on: boolean
+  readonly createdAt: string
+  /** host:port, as the engine groups deliveries per receiver. */
+  readonly origin: string
+}
+
+export interface ReplaySummary {
+  /** The stored replay that sends them (null for a dry run, or when there is nothing to send). */
+  readonly replayId: string | null
+  readonly destination: ReplayDestination
+  readonly since: string
+  readonly until: string
+  readonly events: ReadonlyArray<string>
+  readonly failedOnly: boolean
+  readonly dryRun: boolean
+  /** Events of the destination's company and kinds in the range. */
+  readonly matched: number
+  /** Existing deliveries to send again with their own id. */
+  readonly resent: number
+  /** Events the destination never had a delivery for: new deliveries. */
+  readonly created: number
+  /** Already delivered successfully (--failed). */
+  readonly skippedDelivered: number
+  /** Being attempted right now: left alone. */
+  readonly skippedInFlight: number
+}
+
+export interface ReplayProgress {
+  readonly done: number
+  readonly total: number
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+const CHUNK = 2_000
+
+type Plan = { event_id: string; delivery_id: string | null; state: string | null; leased: boolean }
+
+const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestination> => {
+  if ((input.endpointId === undefined) === (input.subscriptionId === undefined)) {
+    throw invalid("name one destination: --endpoint <id> or --subscription <id>")
+  }
+  const company = input.companyId?.toLowerCase()
+  if (input.endpointId !== undefined) {
+    const id = input.endpointId.trim().toLowerCase()
+    if (!UUID.test(id)) throw notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
+    const [w] = await sql.unsafe<{ company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]>(
+      `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
+      [id]
+    )
+    if (!w || (company !== undefined && w.company_id !== company)) throw notFound(`no endpoint ${id}`)
+    return { kind: "endpoint", id, companyId: w.company_id, url: w.url, events: w.events, on: w.enabled, createdAt: w.created_at.toISOString(), origin: w.origin }
+  }
+  const id = input.subscriptionId!.trim().toLowerCase()
+  if (!UUID.test(id)) throw notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
+  const [s] = await sql.unsafe<{ company_id: string; url: string; event: string; active: boolean; created_at: Date; origin: string }[]>(
+    `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
+    [id]
+  )
+  if (!s || (company !== undefined && s.company_id !== company)) throw notFound(`no subscription ${id}`)
+  return { kind: "subscription", id, companyId: s.company_id, url: s.url, events: [s.event], on: s.active, createdAt: s.created_at.toISOString(), origin: s.origin }
+}
+
+/** Checks the input, finds the destination and what a replay would do to each event. */
+const plan = async (sql: Sql, input: ReplayInput) => {
+  const destination = await destinationOf(sql, input)
+  for (const e of input.events ?? []) {
+    if (!isEventKind(e)) throw invalid(`unknown event "${e}"`)
+    if (!destination.events.includes(e)) throw invalid(`the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`)
+  }
+  const events = input.events && input.events.length > 0 ? [...new Set(input.events)] : [...destination.events]
+  const [now] = await sql<{ now: Date }[]>`select now()`
+  const since = input.since ?? new Date(destination.createdAt)
+  const until = input.until ?? now!.now
+  for (const d of [since, until]) if (Number.isNaN(d.getTime())) throw invalid("--since and --until must be dates")
+  if (since >= until) throw invalid(`--since (${since.toISOString()}) must be before --until (${until.toISOString()})`)
+  const column = destination.kind === "endpoint" ? sql`d.endpoint_id` : sql`d.subscription_id`
+  // Commit order, so receivers get replays in the order the events happened.
+  const rows = await sql<Plan[]>`
+    select e.id::text as event_id, d.id::text as delivery_id, d.state,
+      coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased
+    from service.events e
+    join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
+    left join service.webhook_deliveries d on d.event_id = e.id and ${column} = ${destination.id}
+    where e.company_id = ${destination.companyId} and e.event = any(${events}::text[])
+      and e.created_at >= ${since} and e.created_at < ${until}
+    order by e.commit_lsn, e.seq`
+  return { destination, events, since, until, rows }
+}
+
+/**
+ * Counts (dry run) or makes a replay. Made, it is stored with its plan, one item per event
+ * to send in event order, and written to the activity log; the replay lane sends it.
+ * `onProgress` follows the writing of the items.
+ */
+export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: ReplayProgress) => void = () => {}): Promise<ReplaySummary> => {
+  const { destination, events, since, until, rows } = await plan(sql, input)
+  const delivered = rows.filter((r) => r.state === "succeeded" && !r.leased)
+  const inFlight = rows.filter((r) => r.leased)
+  const todo = rows.filter((r) => !r.leased && !(input.failedOnly && r.state === "succeeded"))
+  const resent = todo.filter((r) => r.delivery_id !== null).length
+  const created = todo.length - resent
+  const skippedDelivered = input.failedOnly ? delivered.length : 0
+  let replayId: string | null = null
+  if (!input.dryRun && todo.length > 0) {
+    const a = input.actor
+    replayId = await sql.begin(async (tx) => {
+      const [r] = await tx<{ id: string }[]>`
+        insert into service.webhook_replays (company_id, endpoint_id, subscription_id, since, until, events, failed_only, source,
+          actor_id, actor_email, matched, planned_resend, planned_create, skipped_delivered, skipped_in_flight, total)
+        values (${destination.companyId}, ${destination.kind === "endpoint" ? destination.id : null}, ${destination.kind === "subscription" ? destination.id : null},
+          ${since}, ${until}, ${events}::text[], ${input.failedOnly}, ${input.source ?? "cli"},
+          ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
+          ${rows.length}, ${resent}, ${created}, ${skippedDelivered}, ${inFlight.length}, ${todo.length})
+        returning id::text`
+      const id = r!.id
+      onProgress({ done: 0, total: todo.length })
+      for (let i = 0; i < todo.length; i += CHUNK) {
+        const chunk = todo.slice(i, i + CHUNK)
+        await tx`
+          insert into service.webhook_replay_items (replay_id, seq, event_id, delivery_id)
+          select ${id}::uuid, ${i} + x.n, x.event_id, x.delivery_id
+          from unnest(${chunk.map((c) => c.event_id)}::uuid[], ${chunk.map((c) => c.delivery_id)}::uuid[]) with ordinality as x(event_id, delivery_id, n)`
+        onProgress({ done: Math.min(i + CHUNK, todo.length), total: todo.length })
+      }
+      await writeActivity(tx, {
+        companyId: destination.companyId,
+        actor: input.actor,
+        kind: "deliveries.replayed",
+        subjectId: destination.id,
+        details: {
+          replayId: id,
+          destination: destination.kind,
+          since: since.toISOString(),
+          until: until.toISOString(),
+          events,
+          failedOnly: input.failedOnly,
+          resent,
+          created
+        }
+      })
+      await tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`
+      return id
+    })
+  }
+  return {
+    replayId,
+    destination,
+    since: since.toISOString(),
+    until: until.toISOString(),
+    events,
+    failedOnly: input.failedOnly,
+    dryRun: input.dryRun,
+    matched: rows.length,
+    resent,
+    created,
+    skippedDelivered,
+    skippedInFlight: inFlight.length
+  }
+}
