@@ -10,7 +10,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type postgres from "postgres"
 import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
 import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
 import { BadRequest, Forbidden } from "../http/errors.ts"
 import { DELETION_EXAMPLE } from "./examples.ts"
@@ -168,19 +168,8 @@ export const listDeletions = async (sql: postgres.Sql, cursorKey: CursorKey, key
     return { _tag: "Forbidden", message: `this API key may not read ${r.resource}` }
   }
   const count = first.id === null ? 0 : rows.length
-  const more = count > r.limit
-  const n = more ? r.limit : count
   // Resource names, uuids and timestamps need no escaping.
-  let body = '{"data":['
-  for (let i = 0; i < n; i++) {
-    const d = rows[i]!
-    body += `${i > 0 ? "," : ""}{"resource":"${d.resource}","id":"${d.id}","deletedAt":"${d.deleted}"}`
-  }
-  if (more) {
-    const last = rows[n - 1]!
-    body += `],"nextCursor":${JSON.stringify(encodeCursor(cursorKey, r.binding, { createdAt: last.ts!, id: last.id! }))}}`
-  } else {
-    body += '],"nextCursor":null}'
-  }
+  const item = (d: (typeof rows)[number]) => `{"resource":"${d.resource}","id":"${d.id}","deletedAt":"${d.deleted}"}`
+  const body = pageJson(rows, count, r.limit, item, (last) => encodeCursor(cursorKey, r.binding, last))
   return { _tag: "Body", body }
 }
