@@ -357,6 +357,9 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         Effect.tapError((e) => (e._tag === "CaptureStalled" ? stalledRun(sql, opts, stats, stream, lockPid, e) : Effect.void))
       )
     })
+  ).pipe(
+    // A bug's throw ends the run like any failure (and is retried), rather than ending capture.
+    Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
   )
 
 /**
