@@ -8,7 +8,7 @@
 // below), pgoutput decoding and a batch's prepare and SQL stay plain async functions: they
 // are capture's measured hot path (tens of thousands of messages a second, a batch prepared
 // while the one before is written), where an effect per message would cost throughput.
-import { Cause, Duration, Effect, Exit, Schedule } from "effect"
+import { Cause, Duration, Effect, Exit, Schedule, type Scope } from "effect"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { connect } from "../../platform/db/Database.ts"
@@ -105,7 +105,7 @@ const endConnection = (conn: Sql, timeout: number) => Effect.promise(() => conn.
  * as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process
  * leads. Bounded: postgres.js retries a connection the network cuts while it is made, without end.
  */
-const tryLock = (opts: CaptureOptions): Effect.Effect<Sql | null, CaptureError, import("effect").Scope.Scope> =>
+const tryLock = (opts: CaptureOptions): Effect.Effect<Sql | null, CaptureError, Scope.Scope> =>
   Effect.gen(function* () {
     const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
     const lock = yield* Effect.acquireRelease(
@@ -409,6 +409,12 @@ const eventIdsOf = async (sql: Sql, commitLsns: ReadonlyArray<Lsn>): Promise<str
 const traced = <A>(span: SpanRunner | undefined, name: string, attributes: Readonly<Record<string, unknown>>, f: (annotate: (key: string, value: unknown) => void) => Promise<A>) =>
   span === undefined ? f(() => {}) : span(name, attributes, f)
 
+/**
+ * The batcher: takes the stream's messages into transactions and batches, pipelined (a batch
+ * prepared while the one before is written). Plain async code on purpose: it runs once per
+ * message, tens of thousands a second, where an effect per message costs throughput. It runs
+ * until its stream fails (the run then ends with that error) or `signal` aborts.
+ */
 const consume = async (
   sql: Sql,
   stream: ReplicationStream,
