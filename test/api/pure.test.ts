@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest"
 import { hostOf, rateLimitHeaders } from "../../src/faces/api/auth.ts"
 import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../src/faces/api/cursor.ts"
 import { parseFilterDate } from "../../src/domain/dates.ts"
-import { allowedMethods } from "../../src/faces/fallback.ts"
+import { routeTable } from "../../src/faces/http/routes.ts"
 import { refusalFor, type KeyEntry } from "../../src/faces/api/key-directory.ts"
 import { BASE_QUERY, describeQueryIssue, namePattern, NAME_QUERY, parseLimit, STATUS_QUERY, statusesFor } from "../../src/faces/api/query.ts"
 import { leaseSize } from "../../src/faces/api/rate-limit.ts"
@@ -201,22 +201,24 @@ describe("hostOf", () => {
 })
 
 describe("allowedMethods", () => {
-  const routes = [
-    { method: "GET", re: /^\/api\/v1\/incidents$/ },
-    { method: "GET", re: /^\/api\/v1\/incidents\/[^/]+$/ },
-    { method: "POST", re: /^\/api\/v1\/hooks$/ },
-    { method: "GET", re: /^\/api\/v1\/hooks$/ },
-    { method: "DELETE", re: /^\/api\/v1\/hooks\/[^/]+$/ },
-    { method: "GET", re: /^\/api\/v1\/hooks\/[^/]+$/ }
-  ]
+  const routes = routeTable([
+    { method: "GET", path: "/api/v1/incidents" },
+    { method: "GET", path: "/api/v1/incidents/:id" },
+    { method: "POST", path: "/api/v1/hooks" },
+    { method: "GET", path: "/api/v1/hooks" },
+    { method: "DELETE", path: "/api/v1/hooks/:id" },
+    { method: "GET", path: "/api/v1/hooks/:id" }
+  ])
   it.each([
     ["/api/v1/incidents", ["GET", "HEAD"]],
     ["/api/v1/incidents/abc", ["GET", "HEAD"]],
     ["/api/v1/hooks", ["GET", "HEAD", "POST"]],
     ["/api/v1/hooks/x", ["GET", "HEAD", "DELETE"]],
     ["/api/v1/nothing", []],
-    ["/api/v1/incidents/a/b", []]
-  ])("%s", (path, methods) => expect(allowedMethods(routes, path)).toEqual(methods))
+    ["/api/v1/incidents/a/b", []],
+    ["/API/v1/incidents", []],
+    ["/api/v1/hooks/x?y=1", ["GET", "HEAD", "DELETE"]]
+  ])("%s", (path, methods) => expect(routes.allowedMethods(path)).toEqual(methods))
 })
 
 describe("rate limit helpers", () => {

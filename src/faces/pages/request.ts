@@ -6,6 +6,7 @@ import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { refusedPage, seeOther } from "./layout.ts"
 import { ADMIN_WEB_ROUTES, PATHS } from "./paths.ts"
+import { routeTable } from "../http/routes.ts"
 import { checkSameOrigin, expiredCookie, parseCookies, safeEqual, SESSION_COOKIE } from "./security.ts"
 import { resolveSession, type EndedReason, type Session } from "../../access/sessions.ts"
 
@@ -22,10 +23,11 @@ export const localTarget = (url: string | null | undefined): string | undefined 
   if (!/^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) || url.includes("//") || url.includes("..")) return undefined
   // A page, that is, something a browser can be sent to (not /admin/sign-out, a form's action).
   const path = url.split("?")[0]!
-  return PAGES.some((page) => page.test(path)) ? url : undefined
+  return PAGES.routeOf("GET", path) === "unmatched" ? undefined : url
 }
 
-const PAGES = ADMIN_WEB_ROUTES.filter((r) => r.method === "GET").map((r) => new RegExp(`^${r.path.replace(/:id/g, "[^/]+")}$`))
+// Only GET routes, so a path with only a form (POST) is no page: its label is "unmatched".
+const PAGES = routeTable(ADMIN_WEB_ROUTES.filter((r) => r.method === "GET"))
 
 /** To the sign-in page, saying why when there was a session, and dropping its cookie. */
 const toSignIn = (request: Request, ended: EndedReason | undefined) => {
