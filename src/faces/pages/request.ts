@@ -7,7 +7,7 @@ import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, type HttpServe
 import { refusedPage, seeOther } from "./layout.ts"
 import { ADMIN_WEB_ROUTES, PATHS } from "./paths.ts"
 import { routeTable } from "../http/routes.ts"
-import { checkSameOrigin, expiredCookie, parseCookies, safeEqual, SESSION_COOKIE } from "./security.ts"
+import { checkSameOrigin, expiredCookie, safeEqual, SESSION_COOKIE } from "./security.ts"
 import { resolveSession, type EndedReason, type Session } from "../../access/sessions.ts"
 
 export const MAX_FORM_BYTES = 64 * 1024
@@ -15,7 +15,8 @@ export const MAX_FORM_BYTES = 64 * 1024
 type Request = HttpServerRequest.HttpServerRequest
 type Response = HttpServerResponse.HttpServerResponse
 
-export const cookieOf = (request: Request, name: string): string | undefined => parseCookies(request.headers["cookie"]).get(name)
+/** A cookie of the request (parsed by effect/http: the first of a repeated name wins, the most specific path). */
+export const cookieOf = (request: Request, name: string): string | undefined => request.cookies[name]
 
 /** The path and query of a request, if it is one of ours to come back to after signing in. */
 export const localTarget = (url: string | null | undefined): string | undefined => {
