@@ -51,10 +51,10 @@ export const LimitParam = textParam(
   Schema.decodeTo(Schema.Number, SchemaTransformation.transform({ decode: (t: string) => parseLimit(t)!, encode: String }))
 )
 
-export const CursorParam = textParam((t) => t.length > 0 || "must not be empty", {
-  description: "The nextCursor of the previous page, unchanged. It only works with the same resource and filters.",
-  jsonSchema: { minLength: 1 }
-})
+/** A cursor: opaque text, checked by the list it belongs to (cursor.ts). */
+export const cursorParam = (description: string) => textParam((t) => t.length > 0 || "must not be empty", { description, jsonSchema: { minLength: 1 } })
+
+export const CursorParam = cursorParam("The nextCursor of the previous page, unchanged. It only works with the same resource and filters.")
 
 const DATE_JSON_SCHEMA = {
   pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
