@@ -8,30 +8,30 @@
 // destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
 // (the commit time, identical in both): one record fires one event of a kind per commit.
 import type postgres from "postgres"
-import { EVENT_KINDS, EVENT_RESOURCE, isEventKind } from "../../domain/event-kinds.ts"
+import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
 import { deliveryBody } from "../../delivery/body.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
-import { filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
 import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
-import { DEFAULT_LIMIT, parseLimit } from "./query.ts"
+import { DEFAULT_LIMIT } from "./query.ts"
 
 export const EVENTS_WINDOW_DAYS = 30
 export const EVENTS_PARAMS = ["limit", "cursor", "createdAfter", "createdBefore", "type"] as const
 
-export interface EventsQueryInput {
-  readonly limit?: string | undefined
+/** The query as EVENTS_QUERY decodes it (events-api.ts): dates are canonical UTC timestamps. */
+export interface EventsQuery {
+  readonly limit?: number | undefined
   readonly cursor?: string | undefined
   readonly createdAfter?: string | undefined
   readonly createdBefore?: string | undefined
-  readonly type?: string | undefined
+  readonly type?: EventKind | undefined
 }
 
 export interface EventsRequest {
   readonly limit: number
   readonly createdAfter: string | undefined
   readonly createdBefore: string | undefined
-  readonly type: string | undefined
+  readonly type: EventKind | undefined
   readonly binding: CursorBinding
 }
 
@@ -42,26 +42,10 @@ export interface FeedKey {
   readonly host: string | undefined
 }
 
-/** Checked query text into a request, or the message of a 400. Pure. */
-export const eventsRequest = (companyId: string, query: EventsQueryInput): { readonly ok: EventsRequest } | { readonly bad: string } => {
-  const limit = query.limit === undefined ? DEFAULT_LIMIT : parseLimit(query.limit)
-  if (limit === undefined) return { bad: `query parameter "limit" must be an integer from 1 to 200` }
-  const after = query.createdAfter === undefined ? undefined : parseFilterDate(query.createdAfter)
-  if (query.createdAfter !== undefined && after === undefined) return { bad: `query parameter "createdAfter" ${filterDateRefusal(query.createdAfter)}` }
-  const before = query.createdBefore === undefined ? undefined : parseFilterDate(query.createdBefore)
-  if (query.createdBefore !== undefined && before === undefined) return { bad: `query parameter "createdBefore" ${filterDateRefusal(query.createdBefore)}` }
-  if (query.type !== undefined && !isEventKind(query.type)) {
-    return { bad: `query parameter "type" must be one of ${EVENT_KINDS.join(", ")}` }
-  }
-  return {
-    ok: {
-      limit,
-      createdAfter: after?.iso,
-      createdBefore: before?.iso,
-      type: query.type,
-      binding: { companyId, resource: "events", filters: { createdAfter: after?.iso, createdBefore: before?.iso, type: query.type } }
-    }
-  }
+/** A decoded query as a request. Pure. */
+export const eventsRequest = (companyId: string, query: EventsQuery): EventsRequest => {
+  const { createdAfter, createdBefore, type } = query
+  return { limit: query.limit ?? DEFAULT_LIMIT, createdAfter, createdBefore, type, binding: { companyId, resource: "events", filters: { createdAfter, createdBefore, type } } }
 }
 
 export type FeedAnswer =
@@ -93,11 +77,9 @@ const eventColumns = (sql: postgres.Sql) =>
 const readableByKey = (sql: postgres.Sql) =>
   sql`e.resource = any(s.k_scopes) and e.resource = any(s.c_modules) and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})`
 
-export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: FeedKey, query: EventsQueryInput): Promise<FeedAnswer> => {
-  const parsed = eventsRequest(key.companyId, query)
-  if ("bad" in parsed) return { _tag: "BadRequest", message: parsed.bad }
-  const r = parsed.ok
-  const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type as keyof typeof EVENT_RESOURCE]
+export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: FeedKey, query: EventsQuery): Promise<FeedAnswer> => {
+  const r = eventsRequest(key.companyId, query)
+  const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
   let position: CursorPosition | undefined
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
