@@ -1,6 +1,7 @@
 // Every error answer is JSON {"error": "<message>"} (spec 7). The classes declare the
 // statuses for the OpenAPI document and for handlers that fail with them; errorResponse
-// builds the same body directly where a response is made by hand (middleware, fallback).
+// builds the same body directly where a response is made by hand (middleware, fallback);
+// toHttpError is the one mapping of the domain's errors (domain/errors.ts) to them.
 import { ErrorReporter, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Domain from "../../domain/errors.ts"
