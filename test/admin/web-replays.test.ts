@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Actor } from "../../src/access/identity.ts"
+import type { AdminUser } from "../../src/access/identity.ts"
 import { createToken } from "../../src/access/tokens.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
@@ -71,7 +71,7 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
     server = await startWebServer(db.url, webhooks)
     // One attempt per delivery: each failure is a delivery that failed every attempt.
     engine = await startEngine(deps, { retrySchedule: "", replayRate: 20 })
-    const actor: Actor = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
+    const actor: AdminUser = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
     const token = (await Effect.runPromise(createToken(actor, { name: "web replays", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
     client = webClient(server.url)
     expect((await client.signIn(token)).status).toBe(303)

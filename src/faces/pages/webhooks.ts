@@ -3,6 +3,8 @@
 // API (turn off or on, delete). Every change goes through the Webhooks service, exactly as
 // the admin API's handlers call it (src/faces/admin-api/webhooks-handlers.ts), so the rules and
 // the error messages are the same.
+import { isUuid } from "../../domain/ids.ts"
+import { userActor } from "../../access/activity.ts"
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
@@ -14,7 +16,6 @@ import { DEFAULT_OVERLAP } from "../../webhooks/overlap.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
-import { actorOf } from "../admin-api/webhooks-handlers.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
@@ -294,7 +295,6 @@ const endpointFormOf = (body: URLSearchParams): EndpointForm => ({ name: body.ge
 
 const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
 const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}) =>
@@ -345,7 +345,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const w = yield* Webhooks
         const form = endpointFormOf(body)
         const created = yield* Effect.result(
-          w.createEndpoint(actorOf(session.actor), { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
+          w.createEndpoint(userActor(session.actor), { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
         )
         if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: httpMessage(created.failure), status: httpStatus(created.failure) })
         return yield* showWebhooks(session, { created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret } })
@@ -362,7 +362,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const id = idOf(params)
         const form = endpointFormOf(body)
         const updated = yield* Effect.result(
-          w.updateEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
+          w.updateEndpoint(userActor(session.actor), { id, companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
         )
         if (updated._tag === "Failure") {
           if (updated.failure._tag === "NotFound") return notFoundPage(httpMessage(updated.failure))
@@ -381,7 +381,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const w = yield* Webhooks
         const id = idOf(params)
         const overlap = body.get("overlap") ?? DEFAULT_OVERLAP
-        const rotated = yield* Effect.result(w.rotateEndpointSecret(actorOf(session.actor), { id, companyId: session.actor.companyId, overlap }))
+        const rotated = yield* Effect.result(w.rotateEndpointSecret(userActor(session.actor), { id, companyId: session.actor.companyId, overlap }))
         if (rotated._tag === "Failure") {
           if (rotated.failure._tag === "NotFound") return notFoundPage(httpMessage(rotated.failure))
           return yield* showEndpoint(session, id, { rotate: { overlap, error: httpMessage(rotated.failure) }, status: httpStatus(rotated.failure) })
@@ -402,7 +402,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const name = existing._tag === "Success" ? existing.success.name : id
         return yield* flashAfter(
           session,
-          w.deleteEndpoint(actorOf(session.actor), target),
+          w.deleteEndpoint(userActor(session.actor), target),
           () => ({ kind: "success", message: `Endpoint "${name}" deleted.` }),
           (ok) => (ok ? PATHS.webhooks : pathFor(PATHS.endpoint, id))
         )
@@ -418,7 +418,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const id = idOf(params)
         return yield* flashAfter(
           session,
-          w.enableEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId }),
+          w.enableEndpoint(userActor(session.actor), { id, companyId: session.actor.companyId }),
           (e) => ({ kind: "success", message: `Endpoint "${e.name}" is on again.` }),
           () => pathFor(PATHS.endpoint, id)
         )
@@ -434,7 +434,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const id = idOf(params)
         return yield* flashAfter(
           session,
-          w.testEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId }),
+          w.testEndpoint(userActor(session.actor), { id, companyId: session.actor.companyId }),
           (p) => ({
             kind: p.ok ? "success" : "error",
             message: p.ok ? `Test event delivered: the receiver answered HTTP ${p.status}.` : `Test event failed: ${p.error ?? "no answer"}.`,
@@ -453,8 +453,8 @@ export const WebhooksRoutes = Layer.mergeAll(
         const w = yield* Webhooks
         const id = idOf(params)
         const from = body.get("endpoint")
-        const back = from !== null && UUID.test(from) ? pathFor(PATHS.endpoint, from) : PATHS.webhooks
-        const r = yield* Effect.result(w.resendDelivery(actorOf(session.actor), { id, companyId: session.actor.companyId }))
+        const back = from !== null && isUuid(from) ? pathFor(PATHS.endpoint, from) : PATHS.webhooks
+        const r = yield* Effect.result(w.resendDelivery(userActor(session.actor), { id, companyId: session.actor.companyId }))
         yield* setFlash(
           session,
           r._tag === "Success"
@@ -473,7 +473,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         Effect.gen(function* () {
           const w = yield* Webhooks
           const target = { id: idOf(params), companyId: session.actor.companyId }
-          const actor = actorOf(session.actor)
+          const actor = userActor(session.actor)
           const operation =
             action === "disable"
               ? Effect.map(w.disableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned off.`)

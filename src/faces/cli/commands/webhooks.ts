@@ -4,19 +4,18 @@
 // --as <admin e-mail>; an id is always looked up within that admin's company.
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import type { Actor as WebhookActor } from "../../../webhooks/context.ts"
+import { userActor, type Actor as WebhookActor } from "../../../access/activity.ts"
 import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
 import { ACTIVITY_FILTERS } from "../../admin-api/webhooks.ts"
 import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
-import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../../access/identity.ts"
+import { findAdmin, findCompany, withSql, type AdminUser, type Company } from "../../../access/identity.ts"
 import { asOptional, asRequired, CheckFailed, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
 
-const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
 
 const idArg = (what: string) => Argument.String("id").pipe(Argument.withDescription(what))
 
@@ -62,7 +61,7 @@ const create = Command.make(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const actor = yield* adminOf(args.as, Option.some(args.company))
-        const created = yield* w.createEndpoint(actorOf(actor), { companyId: actor.companyId, name: args.name, url: args.url, events: args.events })
+        const created = yield* w.createEndpoint(userActor(actor), { companyId: actor.companyId, name: args.name, url: args.url, events: args.events })
         yield* output(args.json, { id: created.id, secret: created.secret }, () =>
           [
             `Created webhook endpoint "${created.endpoint.name}" (${created.id}).`,
@@ -102,7 +101,7 @@ const update = Command.make(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const actor = yield* adminOf(args.as, args.company)
-        const e = yield* w.updateEndpoint(actorOf(actor), {
+        const e = yield* w.updateEndpoint(userActor(actor), {
           id: args.id,
           companyId: actor.companyId,
           name: Option.getOrUndefined(args.name),
@@ -126,7 +125,7 @@ const onEndpoint = <E, R>(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const actor = yield* adminOf(args.as, args.company)
-        yield* run(w, actorOf(actor), { id: args.id, companyId: actor.companyId }, args.json)
+        yield* run(w, userActor(actor), { id: args.id, companyId: actor.companyId }, args.json)
       })
     )
   ).pipe(Command.withDescription(description))
@@ -150,7 +149,7 @@ const rotateSecret = Command.make(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const actor = yield* adminOf(args.as, args.company)
-        const r = yield* w.rotateEndpointSecret(actorOf(actor), { id: args.id, companyId: actor.companyId, overlap: Option.getOrUndefined(args.overlap) })
+        const r = yield* w.rotateEndpointSecret(userActor(actor), { id: args.id, companyId: actor.companyId, overlap: Option.getOrUndefined(args.overlap) })
         yield* output(args.json, r, () =>
           [
             `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
@@ -305,7 +304,7 @@ const resend = Command.make(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const actor = yield* adminOf(args.as, args.company)
-        const d = yield* w.resendDelivery(actorOf(actor), { id: args.id, companyId: actor.companyId })
+        const d = yield* w.resendDelivery(userActor(actor), { id: args.id, companyId: actor.companyId })
         yield* output(args.json, d, () => `Delivery ${d.id} (${d.event}) will be sent again at once, with the same id.`)
       })
     )
@@ -354,10 +353,10 @@ const subscriptionChange = (name: "disable" | "enable" | "delete", description: 
           const actor = yield* adminOf(args.as, args.company)
           const target = { id: args.id, companyId: actor.companyId }
           if (name === "delete") {
-            yield* w.deleteSubscription(actorOf(actor), target)
+            yield* w.deleteSubscription(userActor(actor), target)
             return yield* output(args.json, { id: args.id, deleted: true }, () => `Deleted subscription ${args.id}.`)
           }
-          const s = name === "disable" ? yield* w.disableSubscription(actorOf(actor), target) : yield* w.enableSubscription(actorOf(actor), target)
+          const s = name === "disable" ? yield* w.disableSubscription(userActor(actor), target) : yield* w.enableSubscription(userActor(actor), target)
           yield* output(args.json, s, () => `Turned ${s.active ? "on" : "off"} subscription ${s.id} (${s.event} to ${s.url}).`)
         })
       )
