@@ -66,8 +66,8 @@ export const ENGINE_DEFAULTS = {
 export type Settings = { readonly [K in keyof typeof ENGINE_DEFAULTS]: number }
 
 /** The options with defaults; dies (EngineMisconfigured) when leases are too short for what they cover. */
-export const resolveSettings = (options: EngineOptions): Effect.Effect<Settings> => {
-  const o: Settings = { ...ENGINE_DEFAULTS, ...defined(pick(options)) }
+export const resolveSettings = (options: { readonly [K in keyof Settings]?: number | undefined }): Effect.Effect<Settings> => {
+  const o: Settings = { ...ENGINE_DEFAULTS, ...defined(options) }
   if (o.leaseMs < 2 * o.timeoutMs + 5_000) {
     return Effect.die(new EngineMisconfigured({ message: `delivery lease (${o.leaseMs} ms) must be at least two timeouts (${o.timeoutMs} ms) plus 5 s` }))
   }
@@ -76,9 +76,6 @@ export const resolveSettings = (options: EngineOptions): Effect.Effect<Settings>
   }
   return Effect.succeed(o)
 }
-
-const pick = (options: EngineOptions): Partial<Record<keyof Settings, number | undefined>> =>
-  Object.fromEntries(Object.keys(ENGINE_DEFAULTS).map((k) => [k, options[k as keyof Settings]]))
 
 const defined = <T extends object>(o: T): Partial<T> =>
   Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>
