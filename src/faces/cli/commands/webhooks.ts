@@ -85,6 +85,18 @@ const create = Command.make(
   ])
 )
 
+/** Runs a webhook operation as the admin of --as, in their company (checked against --company when given). */
+const asAdmin = <A, E, R>(
+  args: { readonly as: string; readonly company: Option.Option<string> },
+  run: (w: WebhooksShape, actor: WebhookActor, companyId: string) => Effect.Effect<A, E, R>
+) =>
+  withWebhooks(
+    Effect.gen(function* () {
+      const admin = yield* adminOf(args.as, args.company)
+      return yield* run(yield* Webhooks, userActor(admin), admin.companyId)
+    })
+  )
+
 const update = Command.make(
   "update",
   {
@@ -97,13 +109,11 @@ const update = Command.make(
     json
   },
   (args) =>
-    withWebhooks(
+    asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const e = yield* w.updateEndpoint(userActor(actor), {
+        const e = yield* w.updateEndpoint(actor, {
           id: args.id,
-          companyId: actor.companyId,
+          companyId,
           name: Option.getOrUndefined(args.name),
           url: Option.getOrUndefined(args.url),
           events: Option.getOrUndefined(args.events)
@@ -121,13 +131,7 @@ const onEndpoint = <E, R>(
   run: (w: WebhooksShape, actor: WebhookActor, ref: { id: string; companyId: string }, json: boolean) => Effect.Effect<void, E, R>
 ) =>
   Command.make(name, { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json }, (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        yield* run(w, userActor(actor), { id: args.id, companyId: actor.companyId }, args.json)
-      })
-    )
+    asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }, args.json))
   ).pipe(Command.withDescription(description))
 
 const rotateSecret = Command.make(
@@ -145,11 +149,9 @@ const rotateSecret = Command.make(
     json
   },
   (args) =>
-    withWebhooks(
+    asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const r = yield* w.rotateEndpointSecret(userActor(actor), { id: args.id, companyId: actor.companyId, overlap: Option.getOrUndefined(args.overlap) })
+        const r = yield* w.rotateEndpointSecret(actor, { id: args.id, companyId, overlap: Option.getOrUndefined(args.overlap) })
         yield* output(args.json, r, () =>
           [
             `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
@@ -225,36 +227,41 @@ const test = onEndpoint(
     )
 )
 
-const list = Command.make(
-  "list",
-  { company, as: asOptional, json },
-  (args) =>
+/** A command listing a company's webhook things: JSON with --json, else a titled table. */
+const companyListing = <A, E, R>(
+  description: string,
+  rowsOf: (w: WebhooksShape, companyId: string) => Effect.Effect<ReadonlyArray<A>, E, R>,
+  text: (company: Company) => { readonly empty: string; readonly title: string },
+  headers: ReadonlyArray<string>,
+  row: (a: A) => ReadonlyArray<string>
+) =>
+  Command.make("list", { company, as: asOptional, json }, (args) =>
     withWebhooks(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const { company } = yield* optionalAdmin(args.company, args.as)
-        const endpoints = yield* w.listEndpoints({ companyId: company.id })
-        yield* output(args.json, endpoints, () =>
-          listing(
-            endpoints,
-            { empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` },
-            ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
-            () =>
-              endpoints.map((e) => [
-                e.id,
-                e.name,
-                e.url,
-                e.events.join(","),
-                e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
-                String(e.consecutiveFailures),
-                e.createdBy ?? "-",
-                when(e.createdAt)
-              ])
-          )
-        )
+        const rows = yield* rowsOf(w, company.id)
+        yield* output(args.json, rows, () => listing(rows, text(company), headers, () => rows.map(row)))
       })
     )
-).pipe(Command.withDescription("List a company's webhook endpoints: address, events, on or switched off (and why)"))
+  ).pipe(Command.withDescription(description))
+
+const list = companyListing(
+  "List a company's webhook endpoints: address, events, on or switched off (and why)",
+  (w, companyId) => w.listEndpoints({ companyId }),
+  (company) => ({ empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` }),
+  ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
+  (e) => [
+    e.id,
+    e.name,
+    e.url,
+    e.events.join(","),
+    e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
+    String(e.consecutiveFailures),
+    e.createdBy ?? "-",
+    when(e.createdAt)
+  ]
+)
 
 const endpointDeliveries = Command.make(
   "deliveries",
@@ -300,11 +307,9 @@ const resend = Command.make(
   "resend",
   { id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")), company: companyOptional, as: asRequired, json },
   (args) =>
-    withWebhooks(
+    asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const d = yield* w.resendDelivery(userActor(actor), { id: args.id, companyId: actor.companyId })
+        const d = yield* w.resendDelivery(actor, { id: args.id, companyId })
         yield* output(args.json, d, () => `Delivery ${d.id} (${d.event}) will be sent again at once, with the same id.`)
       })
     )
@@ -318,45 +323,30 @@ export const deliveries = Command.make("deliveries").pipe(
 // -----------------------------------------------------------------------------
 // subscriptions (made by API keys through POST /api/v1/hooks)
 
-const subscriptionsList = Command.make(
-  "list",
-  { company, as: asOptional, json },
-  (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const { company } = yield* optionalAdmin(args.company, args.as)
-        const subs = yield* w.listSubscriptions({ companyId: company.id })
-        yield* output(args.json, subs, () =>
-          listing(
-            subs,
-            {
-              empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
-              title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
-            },
-            ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
-            () => subs.map((s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)])
-          )
-        )
-      })
-    )
-).pipe(Command.withDescription("List the webhook subscriptions a company's API keys made"))
+const subscriptionsList = companyListing(
+  "List the webhook subscriptions a company's API keys made",
+  (w, companyId) => w.listSubscriptions({ companyId }),
+  (company) => ({
+    empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
+    title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
+  }),
+  ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
+  (s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)]
+)
 
 const subscriptionChange = (name: "disable" | "enable" | "delete", description: string) =>
   Command.make(
     name,
     { id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")), company: companyOptional, as: asRequired, json },
     (args) =>
-      withWebhooks(
+      asAdmin(args, (w, actor, companyId) =>
         Effect.gen(function* () {
-          const w = yield* Webhooks
-          const actor = yield* adminOf(args.as, args.company)
-          const target = { id: args.id, companyId: actor.companyId }
+          const target = { id: args.id, companyId }
           if (name === "delete") {
-            yield* w.deleteSubscription(userActor(actor), target)
+            yield* w.deleteSubscription(actor, target)
             return yield* output(args.json, { id: args.id, deleted: true }, () => `Deleted subscription ${args.id}.`)
           }
-          const s = name === "disable" ? yield* w.disableSubscription(userActor(actor), target) : yield* w.enableSubscription(userActor(actor), target)
+          const s = name === "disable" ? yield* w.disableSubscription(actor, target) : yield* w.enableSubscription(actor, target)
           yield* output(args.json, s, () => `Turned ${s.active ? "on" : "off"} subscription ${s.id} (${s.event} to ${s.url}).`)
         })
       )
