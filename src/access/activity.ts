@@ -4,6 +4,38 @@ import type { Sql } from "postgres"
 import { requireCompanyId } from "../domain/ids.ts"
 import type { Tx } from "../platform/db/Database.ts"
 
+/**
+ * Every kind the activity log holds; the part before the dot is its family ("endpoint").
+ * The filter takes a kind or a family; anything else could only match nothing, so it is
+ * refused (400). Keep in step with the writers: access/keys.ts, access/tokens.ts, src/webhooks,
+ * src/webhooks/replay/select.ts, jobs.ts, src/delivery/queries.ts (endpoint.switched_off) and
+ * sql/019's trigger (endpoint.failing).
+ */
+export const ACTIVITY_KINDS = [
+  "key.created",
+  "key.revoked",
+  "admin_token.created",
+  "admin_token.revoked",
+  "endpoint.created",
+  "endpoint.updated",
+  "endpoint.secret_rotated",
+  "endpoint.deleted",
+  "endpoint.enabled",
+  "endpoint.failing",
+  "endpoint.switched_off",
+  "endpoint.tested",
+  "subscription.created",
+  "subscription.disabled",
+  "subscription.enabled",
+  "subscription.deleted",
+  "delivery.resent",
+  "deliveries.replayed",
+  "deliveries.replay_cancelled"
+] as const
+
+/** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
+export const ACTIVITY_FILTERS = [...new Set(ACTIVITY_KINDS.flatMap((k) => [k.slice(0, k.indexOf(".")), k]))]
+
 /** An admin user (CLI or admin HTTP API), an API key acting on its own subscriptions, or the service. */
 export type Actor =
   | { readonly kind: "user"; readonly id: string | null; readonly email: string | null }
