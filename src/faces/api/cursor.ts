@@ -3,7 +3,15 @@
 // microseconds, or its change time in a list by change, and its id) and an HMAC over that position and the list's identity
 // (company, resource and filters). A changed byte, or the same cursor on another list,
 // fails the check. Pure: the key is passed in.
+import { Schema } from "effect"
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
+
+/** A page's nextCursor in the documents. */
+export const NextCursor = Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" })
+
+/** A page of items: their order, described, and the next page's cursor. */
+export const pageOf = <S extends Schema.Top>(item: S, order: string) =>
+  Schema.Struct({ data: Schema.Array(item).annotate({ description: order }), nextCursor: NextCursor })
 
 export interface CursorPosition {
   /** created_at (changed_at in a list sorted by updatedAt) exactly as PostgreSQL writes it as text (microseconds and offset included). */

@@ -5,6 +5,7 @@
 // Adding a group (the webhooks work adds `hooks`, and `events` for GET /api/v1/events):
 // define it next to this file and add it in ServiceApi below, before the middleware lines,
 // so that it is authenticated and rate limited like every other group.
+import { NextCursor } from "./cursor.ts"
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
@@ -92,7 +93,7 @@ const resourceGroup = <const R extends Resource, S extends Schema.Top, Q extends
         query,
         success: Schema.Struct({
           data: Schema.Array(record).annotate({ description: "Newest first (by createdAt, then id); with sort=updatedAt, oldest change first (by change time, then id)" }),
-          nextCursor: Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" }),
+          nextCursor: NextCursor,
           nextUpdatedAfter: Schema.optionalKey(
             Schema.NullOr(Timestamp).annotate({
               description:

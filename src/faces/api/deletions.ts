@@ -10,7 +10,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type postgres from "postgres"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, pageOf, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
 import { BadRequest, Forbidden } from "../http/errors.ts"
 import { DELETION_EXAMPLE } from "./examples.ts"
@@ -51,10 +51,7 @@ export class DeletionsGroup extends HttpApiGroup.make("deletions")
   .add(
     HttpApiEndpoint.get("list", `${PREFIX}/deletions`, {
       query: DELETIONS_QUERY,
-      success: Schema.Struct({
-        data: Schema.Array(Deletion).annotate({ description: "Oldest first (by deletedAt, then id)" }),
-        nextCursor: Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" })
-      }),
+      success: pageOf(Deletion, "Oldest first (by deletedAt, then id)"),
       error: [BadRequest, Forbidden]
     }).annotateMerge(
       OpenApi.annotations({

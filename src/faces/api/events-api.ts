@@ -2,6 +2,7 @@
 // GET /api/v1/events and GET /api/v1/events/{id}. The handlers are in events-handlers.ts.
 // Query parameters are checked and parsed by their schemas, like the record lists': each 400
 // names the parameter and what it must be (request-errors.ts).
+import { pageOf } from "./cursor.ts"
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
@@ -70,10 +71,7 @@ export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", `${PREFIX}/events`, {
       query: EVENTS_QUERY,
-      success: Schema.Struct({
-        data: Schema.Array(Event).annotate({ description: "Newest first (by createdAt, then id)" }),
-        nextCursor: Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" })
-      }),
+      success: pageOf(Event, "Newest first (by createdAt, then id)"),
       error: [BadRequest, Forbidden]
     }).annotateMerge(
       OpenApi.annotations({
