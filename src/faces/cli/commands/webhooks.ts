@@ -57,11 +57,9 @@ const create = Command.make(
     json
   },
   (args) =>
-    withWebhooks(
+    asAdmin({ as: args.as, company: Option.some(args.company) }, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, Option.some(args.company))
-        const created = yield* w.createEndpoint(userActor(actor), { companyId: actor.companyId, name: args.name, url: args.url, events: args.events })
+        const created = yield* w.createEndpoint(actor, { companyId, name: args.name, url: args.url, events: args.events })
         yield* output(args.json, { id: created.id, secret: created.secret }, () =>
           [
             `Created webhook endpoint "${created.endpoint.name}" (${created.id}).`,
@@ -227,6 +225,18 @@ const test = onEndpoint(
     )
 )
 
+/** Runs a read of a company's webhook things: --company, or the company of --as. */
+const inCompany = <A, E, R>(
+  args: { readonly company: string; readonly as: Option.Option<string> },
+  run: (w: WebhooksShape, company: Company) => Effect.Effect<A, E, R>
+) =>
+  withWebhooks(
+    Effect.gen(function* () {
+      const { company } = yield* optionalAdmin(args.company, args.as)
+      return yield* run(yield* Webhooks, company)
+    })
+  )
+
 /** A command listing a company's webhook things: JSON with --json, else a titled table. */
 const companyListing = <A, E, R>(
   description: string,
@@ -236,10 +246,8 @@ const companyListing = <A, E, R>(
   row: (a: A) => ReadonlyArray<string>
 ) =>
   Command.make("list", { company, as: asOptional, json }, (args) =>
-    withWebhooks(
+    inCompany(args, (w, company) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const { company } = yield* optionalAdmin(args.company, args.as)
         const rows = yield* rowsOf(w, company.id)
         yield* output(args.json, rows, () => listing(rows, text(company), headers, () => rows.map(row)))
       })
@@ -376,10 +384,8 @@ export const activity = Command.make(
     json
   },
   (args) =>
-    withWebhooks(
+    inCompany(args, (w, company) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const { company }: { company: Company } = yield* optionalAdmin(args.company, args.as)
         const kind = Option.getOrUndefined(args.kind)
         const entries = yield* w.listActivity({ companyId: company.id, limit: ACTIVITY_LIMIT, kind })
         if (!args.json && entries.length === 0) return yield* Console.log(`No activity${kind === undefined ? "" : ` of kind ${kind}`} for ${company.name} (${company.host}).`)
