@@ -14,7 +14,7 @@ import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"
-import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch, type OpenApiChecker } from "../api/helpers.ts"
+import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch, type OpenApiChecker } from "../support/http.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 

@@ -8,7 +8,7 @@ import { makeEngine } from "../../src/delivery/engine.ts"
 import { DEFAULT_RETRY_SCHEDULE, parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, sleep, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, sleep, startWorld, waitFor, type World } from "../support/world.ts"
 
 let w: World
 beforeAll(async () => {

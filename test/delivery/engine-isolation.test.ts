@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
-import { ADMIN, deliveries, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, deliveries, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
 
 let w: World
 let hung: Receiver

@@ -3,7 +3,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
 
 let w: World
 beforeAll(async () => {

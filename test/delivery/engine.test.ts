@@ -7,7 +7,7 @@ import { USER_AGENT } from "../../src/delivery/sender.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertAction, insertIncident } from "../support/app.ts"
 import { view } from "../support/capture.ts"
-import { ADMIN, at, attemptsOf, deliveries, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../support/world.ts"
 
 describe("delivery engine: the request", () => {
   let w: World

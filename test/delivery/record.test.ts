@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fanoutRows, recordOutcomes, type Outcome } from "../../src/delivery/queries.ts"
 import { createEndpoint, getEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, deliveries, startWorld, type World } from "../webhooks/support.ts"
+import { ADMIN, deliveries, startWorld, type World } from "../support/world.ts"
 
 let w: World
 beforeAll(async () => {

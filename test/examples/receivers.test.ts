@@ -12,7 +12,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { testCerts } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
-import { ADMIN, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+import { ADMIN, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../support/world.ts"
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url))
 const hasPython = spawnSync("python3", ["--version"]).status === 0

@@ -20,8 +20,8 @@ import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
-import { apiKey, sample } from "../observability/support.ts"
-import { ADMIN, LOOPBACK, sleep, waitFor } from "../webhooks/support.ts"
+import { apiKey, sample } from "../support/observed.ts"
+import { ADMIN, LOOPBACK, sleep, waitFor } from "../support/world.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 const RATE_LIMIT = 60
@@ -290,7 +290,7 @@ describe("several replicas on one database", () => {
     expect(of(survivor).filter((p) => p.status !== 200)).toEqual([])
     for (const r of [first, second]) expect(of(r).filter((p) => p.at < r.killedAt! - 100 && p.status !== 200)).toEqual([])
 
-    // status names the survivor's process as the leader (test/operations/status.test.ts runs
+    // status names the survivor's process as the leader (test/faces/ops/status.test.ts runs
     // the CLI); its metrics say it leads.
     const status = await operationsStatus(db.sql, env.REPLICATION_SLOT!)
     expect(status.capture.leader).toMatchObject({ applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}` })

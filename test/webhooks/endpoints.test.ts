@@ -12,7 +12,7 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
 
 let w: World
 beforeAll(async () => {

@@ -6,7 +6,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { disableSubscription, enableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, deliveries, fanoutNow, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, deliveries, fanoutNow, makeKey, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
 
 let w: World
 let endpointId: string

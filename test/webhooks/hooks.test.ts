@@ -5,7 +5,7 @@ import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
-import { failure, makeKey, startWorld, type World } from "./support.ts"
+import { failure, makeKey, startWorld, type World } from "../support/world.ts"
 
 let w: World
 let key: HookKey

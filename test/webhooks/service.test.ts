@@ -12,7 +12,7 @@ import { DeliveryLive } from "../../src/delivery/layer.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { Webhooks, WebhooksLive, webhooksLayer } from "../../src/webhooks/service.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, makeKey, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, makeKey, startWorld, waitFor, type World } from "../support/world.ts"
 
 let w: World
 beforeAll(async () => {

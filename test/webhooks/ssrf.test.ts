@@ -11,7 +11,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
 
 type Connect = { host: string; port: number }
 const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")

@@ -1,0 +1,45 @@
+// A publication altered while capture runs: the new Relation message shows a NEVER column
+// before any row of it, and capture stops there, storing nothing, and keeps refusing.
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { PUBLISHED_COLUMNS } from "../../../src/domain/records/index.ts"
+import { makeCompany } from "../../support/app.ts"
+import { startCapture, type RunningCapture } from "../../support/capture.ts"
+import { freshDatabase, type TestDatabase } from "../../support/db.ts"
+
+describe("capture and a publication altered under it", () => {
+  let db: TestDatabase
+  let cap: RunningCapture
+  beforeAll(async () => {
+    db = await freshDatabase()
+    await makeCompany(db.sql)
+    cap = startCapture(db)
+    await cap.settle()
+  })
+  afterAll(async () => {
+    await cap?.stop()
+    await db?.drop()
+  })
+
+  it("stops before a NEVER value is stored, naming the column", { timeout: 60_000 }, async () => {
+    const [company] = await db.sql<{ id: string }[]>`select id::text from app.companies limit 1`
+    await db.sql.unsafe(`alter publication safety_records_service drop table app.workers`)
+    await db.sql.unsafe(`alter publication safety_records_service add table app.workers (${[...PUBLISHED_COLUMNS.workers!, "phone"].join(", ")})`)
+    await db.sql`insert into app.workers (company_id, name, status, phone) values (${company!.id}, 'Pim', 'active', '+31 555 0199')`
+    const deadline = Date.now() + 20_000
+    while (!cap.logs.some((l) => l.message.includes("app.workers.phone"))) {
+      if (Date.now() > deadline) throw new Error(`no refusal; logs: ${cap.logs.map((l) => l.message).join(" | ")}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    const stored = await db.sql<{ n: number }[]>`
+      select (select count(*) from service.rows where data::text like '%555%')
+           + (select count(*) from service.views where body like '%Pim%')
+           + (select count(*) from service.events where payload like '%555%') as n`
+    expect(Number(stored[0]!.n)).toBe(0)
+    // After reconnecting it refuses at the publication check, not at the row.
+    const again = Date.now() + 20_000
+    while (!cap.logs.some((l) => l.message.includes("app.workers.phone is published, and it is NEVER sent"))) {
+      if (Date.now() > again) throw new Error(`no refusal at the check; logs: ${cap.logs.map((l) => l.message).join(" | ")}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  })
+})
