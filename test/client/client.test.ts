@@ -15,11 +15,12 @@ import { startServer, type TestServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"
 import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch, type OpenApiChecker } from "../support/http.ts"
+import { useDatabase, useServer } from "../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
-let db: TestDatabase
-let server: TestServer
+const db = useDatabase()
+const server = useServer(db, { rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
 let checker: OpenApiChecker
 let acme: TestCompany
 let key: string
@@ -27,18 +28,12 @@ let checked: CheckedFetch
 let client: SafetyRecordsClient
 
 beforeAll(async () => {
-  db = await freshDatabase()
-  server = await startServer(db.url, { rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
   const served = await request(server.url, OPENAPI_PATH)
   checker = await openApiChecker(served.json)
   acme = await createCompany(db.sql, { name: "Acme Client" })
   key = (await makeKey(db, acme, { webhooks: true })).key
   checked = checkedFetch(checker, NEVER_MARK)
   client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checked.fetch })
-})
-afterAll(async () => {
-  await server?.close()
-  await db?.drop()
 })
 
 /** The answers the client got from here on. */

@@ -8,15 +8,9 @@ import { makeEngine } from "../../src/delivery/engine.ts"
 import { DEFAULT_RETRY_SCHEDULE, parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, sleep, startWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, attemptsOf, deliveries, sleep, useWorld, waitFor, type World } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE

@@ -3,17 +3,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
+const w = useWorld()
 afterEach(async () => {
   await w.db.sql`delete from service.webhook_endpoints`
-})
-afterAll(async () => {
-  await w?.close()
 })
 
 const endpoint = (path: string) => createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] })

@@ -4,12 +4,9 @@ import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { deliveryId } from "../../src/delivery/ids.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
-let db: TestDatabase
-beforeAll(async () => {
-  db = await freshDatabase()
-})
-afterAll(() => db?.drop())
+const db = useDatabase()
 
 describe("delivery ids", () => {
   it("the engine's and the database's agree, for endpoints and subscriptions", async () => {

@@ -11,17 +11,16 @@ import { ensureDemoAppSchema } from "../../src/platform/db/demo-schema.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { ADMIN, CA, LOOPBACK, at, startEngine, waitFor } from "../support/world.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
-let db: TestDatabase
+const db = useDatabase({ migrated: false })
 let receiver: Receiver
 beforeAll(async () => {
-  db = await freshDatabase({ migrated: false })
   await ensureDemoAppSchema(db.sql)
   receiver = await startHttpsReceiver()
 })
 afterAll(async () => {
   await receiver?.close()
-  await db?.drop()
 })
 
 type Attempt = { delivery_id: string; number: number; status: number | null; error: string | null; error_kind: string | null; duration_ms: number; response_snippet: string | null; started_at: Date }

@@ -5,15 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { fanoutRows, recordOutcomes, type Outcome } from "../../src/delivery/queries.ts"
 import { createEndpoint, getEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, deliveries, startWorld, type World } from "../support/world.ts"
+import { ADMIN, deliveries, useWorld, type World } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 /** n deliveries to a new endpoint (no engine runs), leased to `owner` as a claim would. */
 const leased = async (n: number, owner: string) => {

@@ -22,13 +22,14 @@ import { freePort } from "../support/net.ts"
 import { startOtlpCollector, type OtlpCollector } from "../support/otlp-collector.ts"
 import { ADMIN, LOOPBACK, waitFor } from "../support/world.ts"
 import { apiKey } from "../support/observed.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 const SERVER = 2
 const CLIENT = 3
 const PRODUCER = 4
 
-let db: TestDatabase
+const db = useDatabase()
 let collector: OtlpCollector
 let child: ChildProcess | undefined
 let exited: Promise<number | null>
@@ -45,7 +46,6 @@ const tracing = (env: Record<string, string>) => TracingLive.pipe(Layer.provide(
 const logs = () => output.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>)
 
 beforeAll(async () => {
-  db = await freshDatabase()
   companyId = (await makeCompany(db.sql)).id
   collector = await startOtlpCollector()
   receiver = await startHttpsReceiver()
@@ -98,7 +98,6 @@ afterAll(async () => {
   }
   await collector?.close()
   await receiver?.close()
-  await db?.drop()
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 

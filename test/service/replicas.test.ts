@@ -22,6 +22,7 @@ import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { apiKey, sample } from "../support/observed.ts"
 import { ADMIN, LOOPBACK, sleep, waitFor } from "../support/world.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 const RATE_LIMIT = 60
@@ -45,7 +46,7 @@ interface Replica {
   killedAt: number | null
 }
 
-let db: TestDatabase
+const db = useDatabase()
 let receiver: Receiver
 let dir: string
 let env: Record<string, string>
@@ -124,7 +125,6 @@ const settled = async () => {
 }
 
 beforeAll(async () => {
-  db = await freshDatabase()
   receiver = await startHttpsReceiver()
   dir = mkdtempSync(join(tmpdir(), "srs-replicas-"))
   const caFile = join(dir, "ca.pem")
@@ -150,7 +150,6 @@ afterAll(async () => {
   for (const r of replicas) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
   await Promise.all(replicas.map((r) => r.exited))
   await receiver?.close()
-  await db?.drop()
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 

@@ -15,21 +15,20 @@ import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { ADMIN, LOOPBACK, waitFor } from "../support/world.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 
-let db: TestDatabase
+const db = useDatabase()
 let receiver: Receiver
 let dir: string
 
 beforeAll(async () => {
-  db = await freshDatabase()
   receiver = await startHttpsReceiver()
   dir = mkdtempSync(join(tmpdir(), "srs-shutdown-"))
 })
 afterAll(async () => {
   await receiver?.close()
-  await db?.drop()
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 

@@ -2,7 +2,7 @@
 // receiver, the operations' dependencies, and an engine that can be stopped and restarted.
 import { randomBytes } from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
-import { afterAll, afterEach, beforeAll } from "vitest"
+import { afterEach } from "vitest"
 import type { Sql } from "postgres"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
 import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
@@ -15,7 +15,11 @@ import { WebhookError } from "../../src/webhooks/errors.ts"
 import { startCapture, type RunningCapture } from "./capture.ts"
 import { freshDatabase, type TestDatabase } from "./db.ts"
 import { makeCompany } from "./app.ts"
+import { useResource } from "./fixtures.ts"
+import { waitFor } from "./wait.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "./https-receiver.ts"
+
+export { sleep, waitFor } from "./wait.ts"
 
 export const LOOPBACK = parseAllowedNetworksOrThrow("127.0.0.0/8")
 export const ADMIN: Actor = { kind: "user", id: null, email: "admin@example.test" }
@@ -107,18 +111,13 @@ export const startEngine = async (
   return { ...engine, stop: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** The world for a file or describe block: made in beforeAll, closed in afterAll. */
+export const useWorld = (options: Parameters<typeof startWorld>[0] = {}): World =>
+  useResource("the world", () => startWorld(options), (w) => w.close())
 
-/** Polls until `check` returns a truthy value, which it returns. */
-export const waitFor = async <A>(check: () => A | Promise<A>, what: string, timeoutMs = 30_000): Promise<NonNullable<A>> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await check()
-    if (v) return v as NonNullable<A>
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(20)
-  }
-}
+/** An engine on the world for the file or block (after the world starts, stopped before it closes). */
+export const useEngine = (w: Pick<World, "deps">, overrides: Parameters<typeof startEngine>[1] = {}): RunningEngine =>
+  useResource("the engine", () => startEngine(w.deps, overrides), (e) => e.stop())
 
 /** An API key row, as the keys operations would make it. */
 export const makeKey = async (
@@ -165,18 +164,12 @@ export const fanoutNow = (sql: Sql) => fanoutRows(sql, 100_000, new Date())
  * deleted after it, so leftovers never receive the next test's events.
  */
 export const useEngineWorld = (options: Parameters<typeof startWorld>[0] = {}) => {
-  const state: { w: World; engine: RunningEngine | undefined } = { w: undefined as unknown as World, engine: undefined }
-  beforeAll(async () => {
-    state.w = await startWorld(options)
-  })
+  const state: { w: World; engine: RunningEngine | undefined } = { w: useWorld(options), engine: undefined }
   afterEach(async () => {
     await state.engine?.stop()
     state.engine = undefined
     await state.w.db.sql`delete from service.webhook_endpoints`
     await state.w.db.sql`delete from service.webhook_subscriptions`
-  })
-  afterAll(async () => {
-    await state.w?.close()
   })
   return state
 }

@@ -12,15 +12,9 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, useWorld, waitFor, type World } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 const create = (fields: Partial<{ companyId: string; name: string; url: string; events: ReadonlyArray<string> | string }> = {}) =>
   createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Receiver", url: w.receiver.url("/e"), events: ["incident.created"], ...fields })

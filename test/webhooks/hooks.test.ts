@@ -5,16 +5,12 @@ import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
-import { failure, makeKey, startWorld, type World } from "../support/world.ts"
+import { failure, makeKey, useWorld } from "../support/world.ts"
 
-let w: World
+const w = useWorld()
 let key: HookKey
 beforeAll(async () => {
-  w = await startWorld()
   key = { keyId: await makeKey(w.db.sql, w.company.id, { scopes: ["incidents", "corrective-actions"] }), companyId: w.company.id }
-})
-afterAll(async () => {
-  await w?.close()
 })
 
 const hook = (url: string, event = "incident.created", k: HookKey = key, deps: WebhookDeps = w.deps) => createHook(deps, k, { url, event })

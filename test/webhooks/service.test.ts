@@ -12,15 +12,9 @@ import { DeliveryLive } from "../../src/delivery/layer.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
 import { Webhooks, WebhooksLive, webhooksLayer } from "../../src/webhooks/service.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, makeKey, startWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, makeKey, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 describe("Webhooks service", () => {
   it("fails with a typed WebhookError carrying the HTTP status, and succeeds with the value", async () => {
@@ -44,13 +38,7 @@ describe("Webhooks service", () => {
 describe("DeliveryLive and WebhooksLive from configuration", () => {
   // A database of its own: the one above holds a secret under the world's key, which this
   // key made under DATA_DIR would rightly be refused for (issue 13.7).
-  let w: World
-  beforeAll(async () => {
-    w = await startWorld()
-  })
-  afterAll(async () => {
-    await w?.close()
-  })
+  const w = useWorld()
 
   it("read WEBHOOK_* and the secrets key, share it, and deliver", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "srs-webhooks-"))

@@ -11,7 +11,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
 
 type Connect = { host: string; port: number }
 const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")
@@ -38,7 +38,7 @@ const lookup: Lookup = async (host) => {
   return answerTtl === undefined ? answers : answers.map((a) => ({ ...a, ttl: answerTtl }))
 }
 
-let w: World
+const w = useWorld({ lookup })
 let keyId: string
 beforeAll(async () => {
   tls.connect = ((options: { host?: string; port?: number }, ...rest: Array<unknown>) => {
@@ -50,13 +50,11 @@ beforeAll(async () => {
     connects.push(c)
     return (realConnect as (...a: Array<unknown>) => unknown)(options, ...rest)
   }) as typeof tls.connect
-  w = await startWorld({ lookup })
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
 })
 afterAll(async () => {
   tls.connect = realConnect
   await closeSenderConnections()
-  await w?.close()
 })
 beforeEach(async () => {
   connects.length = 0

@@ -8,10 +8,11 @@ import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 describe("admin HTTP API", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db)
   let checker: OpenApiChecker
   let acme: TestCompany
   let token: string
@@ -32,18 +33,12 @@ describe("admin HTTP API", () => {
   }
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url)
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
     acme = await createCompany(db.sql, { name: "Acme Safety" })
     const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "ci", "--json"], { DATABASE_URL: db.url })
     expect(r.code).toBe(0)
     ;({ id: tokenId, token } = JSON.parse(r.stdout))
     expect(token).toMatch(/^mat_/)
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   it("401 without a token or with a wrong one", async () => {

@@ -22,6 +22,7 @@ import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { at, CA, fannedOut, LOOPBACK, sleep, startEngine, waitFor, type RunningEngine } from "../../support/world.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
 /** REPLAY_RATE of this file's lane: slow, so a replay of 30 lasts 15 s unless cancelled. */
@@ -30,7 +31,7 @@ const RATE = 2
 type Body = { readonly id: string; readonly data: { readonly id: string } }
 
 describe("admin HTTP API: replays", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
   let receiver: Receiver
   let deps: WebhookDeps
@@ -79,7 +80,6 @@ describe("admin HTTP API: replays", () => {
   const replayRows = async () => Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_replays`)[0]!.n)
 
   beforeAll(async () => {
-    db = await freshDatabase()
     acme = await createCompany(db.sql, { name: "Acme Safety", mirrored: false })
     other = await createCompany(db.sql, { name: "Other Works", mirrored: false })
     cap = startCapture(db)
@@ -98,7 +98,6 @@ describe("admin HTTP API: replays", () => {
     await server?.close()
     await receiver?.close()
     await cap?.stop()
-    await db?.drop()
   })
 
   it("documents the operations and requires an admin token", async () => {

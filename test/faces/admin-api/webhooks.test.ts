@@ -23,6 +23,7 @@ import { startHttpsReceiver, type Receiver, type RecordedRequest } from "../../s
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { at, CA, fannedOut, LOOPBACK, sleep, startEngine, waitFor, type RunningEngine } from "../../support/world.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
 const RETRY_AFTER_MS = 3_000
@@ -51,7 +52,7 @@ const OPERATIONS = (ids: { endpoint: string; delivery: string; subscription: str
 type Delivered = { readonly id: string; readonly event: string; readonly createdAt: string; readonly data: { readonly id: string } & Record<string, unknown> }
 
 describe("admin HTTP API: webhooks", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
   let receiver: Receiver
   let deps: WebhookDeps
@@ -126,7 +127,6 @@ describe("admin HTTP API: webhooks", () => {
   }
 
   beforeAll(async () => {
-    db = await freshDatabase()
     // In app.* only: capture mirrors them into service.* as it would in production.
     acme = await createCompany(db.sql, { name: "Acme Safety", mirrored: false })
     other = await createCompany(db.sql, { name: "Other Works", mirrored: false })
@@ -155,7 +155,6 @@ describe("admin HTTP API: webhooks", () => {
     await server?.close()
     await receiver?.close()
     await cap?.stop()
-    await db?.drop()
   })
 
   it("documents every operation, and answers 401 without an admin token or with a wrong one", async () => {

@@ -8,12 +8,12 @@ import { eventsRequest, getEvent, listEvents, type FeedAnswer, type FeedKey } fr
 import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
-import { ADMIN, makeKey, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
+import { ADMIN, makeKey, useEngine, useWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
 
 type Listed = { data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>; nextCursor: string | null }
 
-let w: World
-let engine: RunningEngine
+const w = useWorld()
+const engine = useEngine(w)
 const key = cursorKey(randomBytes(32))
 const HOUR = 3_600_000
 
@@ -50,14 +50,6 @@ const backfill = async (companyId: string) => {
   return rows
 }
 
-beforeAll(async () => {
-  w = await startWorld()
-  engine = await startEngine(w.deps)
-})
-afterAll(async () => {
-  await engine?.stop()
-  await w?.close()
-})
 
 describe("events feed", () => {
   it("an event is shown exactly as it was delivered, under the event's id", async () => {

@@ -7,6 +7,7 @@ import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type Che
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, updateCompany, type TestCompany } from "../../support/views.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 const HOUR = 3_600_000
 const KINDS = [
@@ -15,8 +16,8 @@ const KINDS = [
   ["permit.closed", "permits"]
 ] as const
 
-let db: TestDatabase
-let server: TestServer
+const db = useDatabase()
+const server = useServer(db)
 let client: CheckedClient
 let checked: CheckedFetch
 let acme: TestCompany
@@ -45,8 +46,6 @@ const events = async (company: TestCompany, n: number) => {
 }
 
 beforeAll(async () => {
-  db = await freshDatabase()
-  server = await startServer(db.url)
   acme = await createCompany(db.sql)
   other = await createCompany(db.sql)
   const doc = await request(server.url, "/api/v1/openapi.json")
@@ -54,10 +53,6 @@ beforeAll(async () => {
   client = checkedClient(server.url, checker, NEVER_MARK)
   // For the typed client (client/): every answer checked against the document too.
   checked = checkedFetch(checker, NEVER_MARK)
-})
-afterAll(async () => {
-  await server?.close()
-  await db?.drop()
 })
 
 describe("GET /api/v1/events", () => {

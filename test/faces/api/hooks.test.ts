@@ -7,12 +7,13 @@ import { makeKey, openApiChecker, request, type Answer, type OpenApiChecker } fr
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 const HOOK_URL = "https://127.0.0.1:9/hooks/a"
 
 describe("/api/v1/hooks", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db, {}, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
   let acme: TestCompany
   let other: TestCompany
   let checker: OpenApiChecker
@@ -32,8 +33,6 @@ describe("/api/v1/hooks", () => {
   }
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url, {}, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
     acme = await createCompany(db.sql, { name: "Acme" })
     other = await createCompany(db.sql, { name: "Other" })
     full = (await makeKey(db, acme, { webhooks: true, name: "full" })).key
@@ -42,10 +41,6 @@ describe("/api/v1/hooks", () => {
     foreign = (await makeKey(db, other, { webhooks: true, name: "foreign" })).key
     const doc = await request(server.url, "/api/v1/openapi.json")
     checker = await openApiChecker(doc.json)
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   it("is in the OpenAPI document with its four operations", () => {

@@ -7,10 +7,11 @@ import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient } from "../../../client/src/index.ts"
 import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient, type CheckedFetch } from "../../support/http.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 describe("paging", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db, { rateLimit: 1_000_000 })
   let api: CheckedClient
   let company: TestCompany
   let key: string
@@ -19,18 +20,12 @@ describe("paging", () => {
   let client: SafetyRecordsClient
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url, { rateLimit: 1_000_000 })
     const checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
     api = checkedClient(server.url, checker, NEVER_MARK)
     company = await createCompany(db.sql)
     key = (await makeKey(db, company)).key
     checked = checkedFetch(checker, NEVER_MARK)
     client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checked.fetch })
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   /** Every record of a list through the client's listPage, page by page; `between` runs after each page. */

@@ -10,24 +10,23 @@ import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, NEVER_MARK, seedRecords, type TestCompany } from "../../support/views.ts"
 import { checkedClient, makeKey, openApiChecker, provideDb, request, type CheckedClient } from "../../support/http.ts"
 import { waitFor } from "../../support/world.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const remaining = (header: string | null) => Number(/;r=(\d+)/.exec(header ?? "")?.[1])
 const reset = (header: string | null) => Number(/;t=(\d+)/.exec(header ?? "")?.[1])
 
 describe("rate limit", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let company: TestCompany
   const servers: Array<TestServer> = []
   let api: CheckedClient
 
   beforeAll(async () => {
-    db = await freshDatabase()
     company = await createCompany(db.sql)
     await seedRecords(db.sql, "incidents", company.id, 3)
   })
   afterAll(async () => {
     for (const s of servers) await s.close()
-    await db?.drop()
   })
   const start = async (settings: Parameters<typeof startServer>[1] = {}) => {
     const s = await startServer(db.url, { usageFlushMillis: 200, ...settings })

@@ -8,6 +8,7 @@ import { EVENT_KINDS } from "../../../src/domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../../src/domain/resources.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 import {
   createCompany,
   makeRecord,
@@ -24,8 +25,8 @@ const T0 = Date.parse("2026-05-01T12:00:00.000Z")
 const iso = (ms: number) => new Date(ms).toISOString()
 
 describe("read API", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db, { rateLimit: 1_000_000 })
   let checker: OpenApiChecker
   let api: CheckedClient
   let acme: TestCompany
@@ -34,8 +35,6 @@ describe("read API", () => {
   const seeded = new Map<Resource, ReadonlyArray<StoredRecord>>()
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url, { rateLimit: 1_000_000 })
     const doc = await request(server.url, "/api/v1/openapi.json")
     expect(doc.status).toBe(200)
     checker = await openApiChecker(doc.json)
@@ -48,10 +47,6 @@ describe("read API", () => {
     }
     await seedRecords(db.sql, "incidents", other.id, 3, { newest: new Date(T0) })
     key = (await makeKey(db, acme)).key
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   describe("GET /api/v1", () => {

@@ -14,9 +14,10 @@ import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, NEVER_MARK, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient, type Deletion } from "../../../client/src/index.ts"
 import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient } from "../../support/http.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("sync through capture", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
   let server: TestServer
   let api: CheckedClient
@@ -26,7 +27,6 @@ describe("sync through capture", () => {
   let client: SafetyRecordsClient
 
   beforeAll(async () => {
-    db = await freshDatabase()
     // Companies in the app only: capture mirrors them, as it does in production.
     acme = await createCompany(db.sql, { name: "Acme Capture Sync", mirrored: false })
     other = await createCompany(db.sql, { name: "Other Capture Sync", mirrored: false })
@@ -42,7 +42,6 @@ describe("sync through capture", () => {
   afterAll(async () => {
     await server?.close()
     await cap?.stop()
-    await db?.drop()
   })
 
   /** Every record changed after `since` (none: all), by walking the sorted list with the client; and where the next sync starts. */

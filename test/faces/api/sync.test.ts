@@ -10,6 +10,7 @@ import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, storeRecords, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient, type ListPage } from "../../../client/src/index.ts"
 import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type Answer, type CheckedClient, type OpenApiChecker } from "../../support/http.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
@@ -19,8 +20,8 @@ interface Walked {
 }
 
 describe("sync by change time", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db, { rateLimit: 1_000_000 })
   let checker: OpenApiChecker
   let api: CheckedClient
   let acme: TestCompany
@@ -30,8 +31,6 @@ describe("sync by change time", () => {
   let permits: Array<Record<string, unknown>>
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url, { rateLimit: 1_000_000 })
     checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
     api = checkedClient(server.url, checker, NEVER_MARK)
     acme = await createCompany(db.sql, { name: "Acme Sync" })
@@ -45,10 +44,6 @@ describe("sync by change time", () => {
     await storeRecords(db.sql, "permits", permits, acme.id)
     // Another company's records never show.
     await storeRecords(db.sql, "permits", [makeRecord("permits", { companyId: other.id, createdAt: at(5), row: { updated_at: at(120) } })], other.id)
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   const byChange = (records: ReadonlyArray<Record<string, unknown>>) =>
@@ -162,25 +157,19 @@ describe("sync by change time", () => {
 })
 
 describe("conditional GET", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db, { rateLimit: 1_000_000 })
   let checker: OpenApiChecker
   let acme: TestCompany
   let key: string
   let id: string
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url, { rateLimit: 1_000_000 })
     checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
     acme = await createCompany(db.sql, { name: "Acme Etag" })
     key = (await makeKey(db, acme)).key
     const [stored] = await storeRecords(db.sql, "observations", [makeRecord("observations", { companyId: acme.id, createdAt: at(1) })], acme.id)
     id = stored!.id
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   const get = async (path: string, ifNoneMatch?: string) => {

@@ -12,11 +12,12 @@ import type { Resource } from "../../../src/domain/resources.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
 import { makeKey, provideDb } from "../../support/http.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const T0 = Date.parse("2026-05-01T12:00:00.000Z")
 
 describe("requests read together", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let acme: TestCompany
   let other: TestCompany
   const seeded = new Map<string, ReadonlyArray<StoredRecord>>()
@@ -24,7 +25,6 @@ describe("requests read together", () => {
   let close: () => Promise<void>
 
   beforeAll(async () => {
-    db = await freshDatabase()
     acme = await createCompany(db.sql, { name: "Acme Safety" })
     other = await createCompany(db.sql, { name: "Other Co" })
     for (const r of ["incidents", "workers"] as const) {
@@ -40,7 +40,6 @@ describe("requests read together", () => {
   })
   afterAll(async () => {
     await close?.()
-    await db?.drop()
   })
 
   const keyOf = async (company: TestCompany, scopes?: ReadonlyArray<Resource>): Promise<CurrentKeyShape & { readonly id: string }> => {

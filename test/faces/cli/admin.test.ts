@@ -11,24 +11,19 @@ import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, seedRecords, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 describe("admin CLI", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db)
   let acme: TestCompany
   let env: Record<string, string>
   const cli = (...args: Array<string>) => runCli(args, env)
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url)
     acme = await createCompany(db.sql, { name: "Acme Safety" })
     await seedRecords(db.sql, "incidents", acme.id, 2)
     env = { DATABASE_URL: db.url }
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   it("keys create --json prints {id, key} once; the key works", async () => {

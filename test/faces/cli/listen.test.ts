@@ -14,6 +14,7 @@ import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { makeKey } from "../../support/http.ts"
 import { runCli } from "../../support/cli.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 interface Received {
   readonly headers: Record<string, string | string[] | undefined>
@@ -21,7 +22,7 @@ interface Received {
 }
 
 describe("admin listen", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
   let server: TestServer
   let company: TestCompany
@@ -31,7 +32,6 @@ describe("admin listen", () => {
   const received: Received[] = []
 
   beforeAll(async () => {
-    db = await freshDatabase()
     company = await createCompany(db.sql)
     cap = startCapture(db)
     await cap.settle()
@@ -52,7 +52,6 @@ describe("admin listen", () => {
     await new Promise((r) => local?.close(r))
     await server?.close()
     await cap?.stop()
-    await db?.drop()
   })
 
   it("forwards each new event, signed with the given secret, and nothing from before it started", { timeout: 60_000 }, async () => {

@@ -8,11 +8,11 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createHook } from "../../../src/webhooks/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
-import { at, makeKey, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
+import { at, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
 
 describe("admin CLI: webhooks", () => {
-  let w: World
+  const w = useWorld()
   let engine: RunningEngine
   let env: Record<string, string>
   let dir: string
@@ -21,7 +21,6 @@ describe("admin CLI: webhooks", () => {
   const cli = (...args: Array<string>) => runCli(args, env)
 
   beforeAll(async () => {
-    w = await startWorld()
     admin = `admin.${w.company.host}@example.test`
     await w.db.sql`insert into app.users (company_id, name, email, role) values (${w.company.id}, 'Ada Admin', ${admin}, 'admin')`
     dir = mkdtempSync(join(tmpdir(), "srs-cli-webhooks-"))
@@ -37,7 +36,6 @@ describe("admin CLI: webhooks", () => {
   })
   afterAll(async () => {
     await engine?.stop()
-    await w?.close()
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 

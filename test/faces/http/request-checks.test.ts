@@ -14,6 +14,7 @@ import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
 import { makeKey, provideDb } from "../../support/http.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
 
 type Raw = { status: number; headers: Record<string, string | string[] | undefined>; json: any }
 
@@ -46,8 +47,8 @@ const raw = (base: string, method: string, path: string, headers: ReadonlyArray<
   })
 
 describe("requests the JSON APIs refuse up front", () => {
-  let db: TestDatabase
-  let server: TestServer
+  const db = useDatabase()
+  const server = useServer(db, { rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
   let acme: TestCompany
   let key: string
   let keyId: string
@@ -69,8 +70,6 @@ describe("requests the JSON APIs refuse up front", () => {
   }
 
   beforeAll(async () => {
-    db = await freshDatabase()
-    server = await startServer(db.url, { rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
     acme = await createCompany(db.sql, { name: "Acme" })
     ;({ key, id: keyId } = await makeKey(db, acme, { webhooks: true, name: "full" }))
     const gone = await makeKey(db, acme, { name: "gone" })
@@ -79,10 +78,6 @@ describe("requests the JSON APIs refuse up front", () => {
     const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "checks", "--json"], { DATABASE_URL: db.url })
     expect(r.code).toBe(0)
     token = JSON.parse(r.stdout).token
-  })
-  afterAll(async () => {
-    await server?.close()
-    await db?.drop()
   })
 
   it("413 for a body over 64 KiB, sent with a length or chunked; nothing is made", async () => {

@@ -6,21 +6,15 @@ import { assessStatus, operationsStatus, type OperationsStatus } from "../../../
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
-import { ADMIN, fanoutNow, makeKey, startWorld, waitFor, type World } from "../../support/world.ts"
+import { ADMIN, fanoutNow, makeKey, useWorld, waitFor, type World } from "../../support/world.ts"
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase } from "../../support/db.ts"
 import { freePort } from "../../support/net.ts"
 
 const DAY = 86_400_000
-let w: World
+const w = useWorld()
 const slot = () => `slot_${w.db.name}`
 
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
 
 describe("status", () => {
   it("reports capture, backlog, deliveries, endpoints switched off and keys near expiry", async () => {

@@ -12,9 +12,10 @@ import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import type { TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { startWebServer, webClient, type WebClient } from "../../support/pages.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("admin pages over HTTP", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let server: TestServer
   let acme: TestCompany
   let admin: Actor
@@ -38,14 +39,12 @@ describe("admin pages over HTTP", () => {
   const keyCount = async () => Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.api_keys`)[0]!.n)
 
   beforeAll(async () => {
-    db = await freshDatabase()
     server = await startWebServer(db.url)
     acme = await createCompany(db.sql, { name: "Acme <Safety>" })
     admin = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
   })
   afterAll(async () => {
     await server?.close()
-    await db?.drop()
   })
 
   it("the sign-in page sets its double-submit cookie; a bad token is refused with the admin API's message", async () => {

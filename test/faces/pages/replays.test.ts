@@ -22,6 +22,7 @@ import { createCompany, type TestCompany } from "../../support/views.ts"
 import { at, CA, LOOPBACK, makeKey, sleep, startEngine, waitFor, type RunningEngine } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
 import { startWebServer, webClient, type WebClient } from "../../support/pages.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 type Body = { readonly id: string; readonly data: { readonly id: string } }
 
@@ -33,7 +34,7 @@ const grab = (page: string, re: RegExp): string => {
 }
 
 describe("admin pages: the failing warning, the switch-off, Turn On's replay offer, replays", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
   let receiver: Receiver
   let deps: WebhookDeps
@@ -61,7 +62,6 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
   }
 
   beforeAll(async () => {
-    db = await freshDatabase()
     acme = await createCompany(db.sql, { name: "Acme Safety", mirrored: false })
     cap = startCapture(db)
     await cap.settle()
@@ -88,7 +88,6 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
     await server?.close()
     await receiver?.close()
     await cap?.stop()
-    await db?.drop()
   })
 
   it("warns at ten deliveries in a row that failed every attempt: on the pages, and once in the activity log", async () => {

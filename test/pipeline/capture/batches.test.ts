@@ -17,6 +17,7 @@ import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const A = randomUUID()
 const B = randomUUID()
@@ -24,11 +25,7 @@ const C = randomUUID()
 const item = (id: string, audit: string, position: number) => ({ id, audit_id: audit, position, item: `Item ${position}`, result: "pass", note: null })
 
 describe("a batch prepared while the one before is written", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase()
-  })
-  afterAll(() => db?.drop())
+  const db = useDatabase()
 
   it("reads the earlier batch's final state: the same answers before and after that batch commits", async () => {
     const company = randomUUID()
@@ -173,12 +170,10 @@ describe("a batch prepared while the one before is written", () => {
 })
 
 describe("capture draining in small batches, each prepared while the one before is written", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   beforeAll(async () => {
-    db = await freshDatabase()
     await seedDemo(db.sql)
   })
-  afterAll(() => db?.drop())
 
   it("ends with exactly the expected events and views equal to a fresh projection", { timeout: 240_000 }, async () => {
     const slot = `slot_${db.name}`

@@ -1,13 +1,9 @@
 import { describe, expect, it } from "vitest"
-import type { TestDatabase } from "../../support/db.ts"
-import { outbox, useCaptureWorld, view, type CaptureWorld, type RunningCapture } from "../../support/capture.ts"
+import { outbox, useCaptureWorld, view } from "../../support/capture.ts"
 import { insertAction, insertIncident } from "../../support/app.ts"
 
 describe("capture", () => {
-  let db: TestDatabase
-  let cap: RunningCapture
-  let company: CaptureWorld["company"]
-  useCaptureWorld((w) => ({ db, cap, company } = w))
+  const { db, cap, company } = useCaptureWorld()
 
   it("projects an inserted incident and fires incident.created once", async () => {
     const id = await insertIncident(db.sql, company.id, { photos: ["NEVER-photo"] })

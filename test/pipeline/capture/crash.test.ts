@@ -9,16 +9,15 @@ import { simulate } from "../../../src/seed/simulate.ts"
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const CHILD = fileURLToPath(new URL("../../support/capture-child.ts", import.meta.url))
 
 describe("capture survives SIGKILL at random moments", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   beforeAll(async () => {
-    db = await freshDatabase()
     await seedDemo(db.sql)
   })
-  afterAll(() => db?.drop())
 
   it("views and outbox end exact after repeated kills", { timeout: 240_000 }, async () => {
     const slot = `slot_${db.name}`

@@ -5,19 +5,18 @@ import { PUBLISHED_COLUMNS } from "../../../src/domain/records/index.ts"
 import { makeCompany } from "../../support/app.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("capture and a publication altered under it", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
   beforeAll(async () => {
-    db = await freshDatabase()
     await makeCompany(db.sql)
     cap = startCapture(db)
     await cap.settle()
   })
   afterAll(async () => {
     await cap?.stop()
-    await db?.drop()
   })
 
   it("stops before a NEVER value is stored, naming the column", { timeout: 60_000 }, async () => {

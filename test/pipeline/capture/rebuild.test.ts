@@ -8,6 +8,7 @@ import { startCapture, type RunningCapture } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { runCli } from "../../support/cli.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -28,18 +29,16 @@ const damage = async (db: TestDatabase) => {
 }
 
 describe("rebuild-views", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let cap: RunningCapture
 
   beforeAll(async () => {
-    db = await freshDatabase()
     await seedDemo(db.sql)
     cap = startCapture(db)
     await cap.settle(60_000)
   })
   afterAll(async () => {
     await cap?.stop()
-    await db?.drop()
   })
 
   /**

@@ -16,15 +16,10 @@ import { outbox, startCapture, view } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { freePort } from "../../support/global-setup.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the leader lock", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase()
-  })
-  afterAll(async () => {
-    await db?.drop()
-  })
+  const db = useDatabase()
 
   it("is checked at every heartbeat: a capture whose lock connection is gone steps down, then leads again with nothing lost", { timeout: 60_000 }, async () => {
     const company = await makeCompany(db.sql)
@@ -100,11 +95,7 @@ describe("PostgreSQL restart mid-stream", () => {
 })
 
 describe("slot and bootstrap", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase()
-  })
-  afterAll(() => db?.drop())
+  const db = useDatabase()
 
   it("a first start on existing rows builds views, fires nothing for them, and loses nothing written meanwhile", { timeout: 120_000 }, async () => {
     await seedDemo(db.sql)

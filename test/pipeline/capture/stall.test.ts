@@ -17,6 +17,7 @@ import { startCapture, view, type RunningCapture } from "../../support/capture.t
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startTcpProxy, type TcpProxy } from "../../support/tcp-proxy.ts"
 import { waitFor } from "../../support/world.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 const STALL_MS = 3_000
 
@@ -26,7 +27,7 @@ interface Line {
   readonly fields: Record<string, unknown>
 }
 
-let db: TestDatabase
+const db = useDatabase()
 let proxy: TcpProxy
 let cap: RunningCapture
 let companyId: string
@@ -36,7 +37,6 @@ const logged = (message: string) => lines.filter((l) => l.message === message)
 const walsender = async () => (await db.sql<{ pid: number | null }[]>`select active_pid as pid from pg_replication_slots where slot_name = ${slot()}`)[0]?.pid ?? null
 
 beforeAll(async () => {
-  db = await freshDatabase()
   companyId = (await makeCompany(db.sql)).id
   const target = new URL(db.url)
   proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) })
@@ -51,7 +51,6 @@ afterAll(async () => {
   proxy.refuseNew = false
   await cap?.stop()
   await proxy?.close()
-  await db?.drop()
 })
 
 describe("a stalled capture", () => {

@@ -1,16 +1,12 @@
 // Each event rule of app-database.md, through the real WAL stream.
 import { describe, expect, it } from "vitest"
 import { insertAction, insertIncident } from "../../support/app.ts"
-import { outbox, useCaptureWorld, view, type CaptureWorld, type RunningCapture } from "../../support/capture.ts"
-import type { TestDatabase } from "../../support/db.ts"
+import { outbox, useCaptureWorld, view } from "../../support/capture.ts"
 
 describe("events from the stream", () => {
-  let db: TestDatabase
-  let cap: RunningCapture
-  let company: CaptureWorld["company"]
+  const { db, cap, company } = useCaptureWorld()
   const eventsOf = async (id: string) => (await outbox(db.sql)).filter((e) => e.record_id === id).map((e) => e.event)
 
-  useCaptureWorld((w) => ({ db, cap, company } = w))
 
   const equipment = async () => {
     const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'North Yard') returning id::text`

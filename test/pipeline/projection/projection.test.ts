@@ -5,14 +5,10 @@ import { NEVER_COLUMNS } from "../../../src/domain/records/index.ts"
 import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertIncident } from "../../support/app.ts"
-import { useCaptureWorld, view, type CaptureWorld, type RunningCapture } from "../../support/capture.ts"
-import type { TestDatabase } from "../../support/db.ts"
+import { useCaptureWorld, view } from "../../support/capture.ts"
 
 describe("projection through the stream", () => {
-  let db: TestDatabase
-  let cap: RunningCapture
-  let company: CaptureWorld["company"]
-  useCaptureWorld((w) => ({ db, cap, company } = w))
+  const { db, cap, company } = useCaptureWorld()
 
   it("an inspection shows its equipment and the site's name, and follows renames", async () => {
     const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'Harbour') returning id::text`

@@ -4,15 +4,10 @@ import { PROJECTION_VERSION } from "../../../src/pipeline/projection/version.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startCapture, view } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("record shapes' version", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase()
-  })
-  afterAll(async () => {
-    await db?.drop()
-  })
+  const db = useDatabase()
 
   it("a first start marks the views as the current version", async () => {
     const cap = startCapture(db)

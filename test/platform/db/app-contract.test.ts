@@ -3,13 +3,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { checkAppContract, contractProblems, readAppTables, type FoundTable } from "../../../src/platform/db/app-contract.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the app contract on a real database", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase()
-  })
-  afterAll(() => db.drop())
+  const db = useDatabase()
 
   it("the demo's tables (sql/demo/app.sql) fit what the service reads", async () => {
     await expect(checkAppContract(db.sql)).resolves.toBeUndefined()

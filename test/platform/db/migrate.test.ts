@@ -3,13 +3,10 @@ import { loadMigrations, migrate } from "../../../src/platform/db/migrate.ts"
 import { connect } from "../../../src/platform/db/Database.ts"
 import { ensureDemoAppSchema } from "../../../src/platform/db/demo-schema.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
+import { useDatabase } from "../../support/fixtures.ts"
 
 describe("migrations", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase({ migrated: false })
-  })
-  afterAll(() => db.drop())
+  const db = useDatabase({ migrated: false })
 
   it("two processes at once apply each migration exactly once", async () => {
     const a = connect(db.url, 2)
@@ -42,11 +39,7 @@ describe("migrations", () => {
 })
 
 describe("the demo's app tables (sql/demo/app.sql)", () => {
-  let db: TestDatabase
-  beforeAll(async () => {
-    db = await freshDatabase({ migrated: false })
-  })
-  afterAll(() => db.drop())
+  const db = useDatabase({ migrated: false })
 
   it("are made once, with their allowed values as constraints, and never remade", async () => {
     const made = await Promise.all([ensureDemoAppSchema(db.sql), ensureDemoAppSchema(db.sql)])

@@ -10,17 +10,15 @@ import { Database } from "../../../src/platform/db/Database.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { captureStdout } from "../../support/observed.ts"
-import { ADMIN, at, deliveries, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
+import { ADMIN, at, deliveries, startEngine, useWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
 
-let w: World
+const w = useWorld()
 let engine: RunningEngine
 beforeAll(async () => {
-  w = await startWorld()
   engine = await startEngine(w.deps, { replayLane: false })
 })
 afterAll(async () => {
   await engine?.stop()
-  await w?.close()
 })
 
 const db = () => Layer.succeed(Database, { sql: w.db.sql, url: w.db.url, embedded: false })

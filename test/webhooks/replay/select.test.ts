@@ -8,20 +8,18 @@ import { createEndpoint, enableEndpoint } from "../../../src/webhooks/endpoints.
 import { createHook } from "../../../src/webhooks/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
-import { ADMIN, deliveries, makeKey, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
+import { ADMIN, deliveries, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 
 type Body = { id: string; event: string; createdAt: string; data: { id: string } }
 
-let w: World
+const w = useWorld()
 let engine: RunningEngine
 beforeAll(async () => {
-  w = await startWorld()
   // Six attempts 50 ms apart: the whole schedule passes in well under a second.
   engine = await startEngine(w.deps, { retrySchedule: "50ms,50ms,50ms,50ms,50ms" })
 })
 afterAll(async () => {
   await engine?.stop()
-  await w?.close()
 })
 
 const bodiesAt = (path: string, from = 0) => w.receiver.requests.filter((r) => r.path === path).slice(from).map((r) => JSON.parse(r.body.toString("utf8")) as Body)
