@@ -81,6 +81,30 @@ export const request = (
     req.end()
   })
 
+export type Call = (method: string, path: string, options?: { readonly token?: string | undefined; readonly body?: unknown; readonly base?: string }) => Promise<Answer>
+
+/**
+ * The one JSON `call` of the API tests, bound to a server and its document (read when
+ * called, as both are made in beforeAll). Each call is made as an API client makes it: a
+ * bearer credential (API key or admin token), a JSON body (a string is sent as it is); and
+ * each answer gets the same checks: an error is exactly {"error": string}, and the answer
+ * is one the OpenAPI document describes.
+ */
+export const caller = (server: () => string, checker: () => OpenApiChecker): Call => async (method, path, options = {}) => {
+  const answer = await request(options.base ?? server(), path, {
+    method,
+    ...(options.token === undefined ? {} : { key: options.token }),
+    ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) })
+  })
+  if (answer.status >= 400) {
+    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
+      throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
+    }
+  }
+  checker().check(method, path, answer)
+  return answer
+}
+
 const keepAlive = new Agent({ keepAlive: false, maxSockets: 64 })
 
 // -----------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 // longer an admin. Every answer is checked against /admin/v1/openapi.json.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RESOURCES } from "../../../src/domain/resources.ts"
-import { openApiChecker, request, type Answer, type OpenApiChecker } from "../../support/http.ts"
+import { openApiChecker, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
@@ -18,19 +18,7 @@ describe("admin HTTP API", () => {
   let token: string
   let tokenId: string
 
-  const call = async (method: string, path: string, options: { token?: string; body?: unknown } = {}): Promise<Answer> => {
-    const answer = await request(server.url, path, {
-      method,
-      headers: {
-        ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
-        ...(options.body === undefined ? {} : { "content-type": "application/json" })
-      },
-      ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) })
-    })
-    if (answer.status >= 400) expect(Object.keys(answer.json ?? {})).toEqual(["error"])
-    checker.check(method, path, answer)
-    return answer
-  }
+  const call = caller(() => server.url, () => checker)
 
   beforeAll(async () => {
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)

@@ -13,7 +13,7 @@ import { collectDatabase, makeServiceMetrics } from "../../../src/faces/ops/metr
 import { replayWindow } from "../../../src/webhooks/replay/lane.ts"
 import { operationsStatus } from "../../../src/faces/ops/status.ts"
 import type { WebhookDeps } from "../../../src/webhooks/context.ts"
-import { openApiChecker, provideDb, request, type Answer, type OpenApiChecker } from "../../support/http.ts"
+import { openApiChecker, provideDb, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
 import { sample } from "../../support/observed.ts"
 import { insertIncident } from "../../support/app.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
@@ -43,19 +43,8 @@ describe("admin HTTP API: replays", () => {
   let token: string
   let otherToken: string
 
-  const call = async (method: string, path: string, t: string, body?: unknown): Promise<Answer> => {
-    const answer = await request(server.url, path, {
-      method,
-      headers: { authorization: `Bearer ${t}` },
-      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) })
-    })
-    if (answer.status >= 400) {
-      expect(Object.keys(answer.json ?? {}), `${method} ${path} ${answer.status}: ${answer.text}`).toEqual(["error"])
-      expect(typeof answer.json.error).toBe("string")
-    }
-    checker.check(method, path, answer)
-    return answer
-  }
+  const send = caller(() => server.url, () => checker)
+  const call = (method: string, path: string, t: string, body?: unknown) => send(method, path, { token: t, body })
   const admin = (method: string, path: string, body?: unknown) => call(method, path, token, body)
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, otherToken, body)
 

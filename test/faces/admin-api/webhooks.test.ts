@@ -15,7 +15,7 @@ import type { Actor } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
 import type { WebhookDeps } from "../../../src/webhooks/context.ts"
-import { makeKey, openApiChecker, provideDb, request, type Answer, type OpenApiChecker } from "../../support/http.ts"
+import { makeKey, openApiChecker, provideDb, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
 import { insertIncident } from "../../support/app.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
@@ -68,19 +68,7 @@ describe("admin HTTP API: webhooks", () => {
   /** [kind, subjectId, actorEmail] of every change the tests made, for the activity test. */
   const changes: Array<readonly [string, string, string | null]> = []
 
-  const call = async (method: string, path: string, options: { token?: string | undefined; body?: unknown; base?: string } = {}): Promise<Answer> => {
-    const answer = await request(options.base ?? server.url, path, {
-      method,
-      headers: options.token === undefined ? {} : { authorization: `Bearer ${options.token}` },
-      ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) })
-    })
-    if (answer.status >= 400) {
-      expect(Object.keys(answer.json ?? {}), `${method} ${path} ${answer.status}: ${answer.text}`).toEqual(["error"])
-      expect(typeof answer.json.error).toBe("string")
-    }
-    checker.check(method, path, answer)
-    return answer
-  }
+  const call = caller(() => server.url, () => checker)
   /** As the acme admin. */
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
   /** As the admin of another company. */

@@ -3,7 +3,7 @@
 // subscribing, every error as {"error"}, and the answers as the OpenAPI document says.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
-import { makeKey, openApiChecker, request, type Answer, type OpenApiChecker } from "../../support/http.ts"
+import { makeKey, openApiChecker, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
@@ -22,15 +22,8 @@ describe("/api/v1/hooks", () => {
   let narrow: string // webhooks, reads incidents only
   let foreign: string // webhooks, another company
 
-  const call = async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
-    const a = await request(server.url, path, { key, method, ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }) })
-    if (a.status >= 400) {
-      expect(Object.keys(a.json ?? {}), `${method} ${path} ${a.status}: ${a.text}`).toEqual(["error"])
-      expect(typeof a.json.error).toBe("string")
-    }
-    checker.check(method, path, a)
-    return a
-  }
+  const send = caller(() => server.url, () => checker)
+  const call = (method: string, path: string, key: string, body?: unknown) => send(method, path, { token: key, body })
 
   beforeAll(async () => {
     acme = await createCompany(db.sql, { name: "Acme" })

@@ -13,6 +13,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { waitFor as poll } from "../../support/wait.ts"
 import { request } from "../../support/http.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
@@ -31,15 +32,8 @@ if (CHROMIUM === undefined) {
   )
 }
 
-const waitFor = async <A>(check: () => A | Promise<A>, what: string, ms = 30_000): Promise<NonNullable<A>> => {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await check()
-    if (v) return v as NonNullable<A>
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+// The pages are polled less often than the database: each check drives the browser.
+const waitFor = <A>(check: () => A | Promise<A>, what: string, ms = 30_000) => poll(check, what, ms, 100)
 
 /** The trimmed text of the one element a locator finds (it waits for it). */
 const text = async (l: Locator): Promise<string> => ((await l.textContent({ timeout: 5_000 })) ?? "").trim()
