@@ -3,12 +3,12 @@
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { afterAll, beforeAll, describe, expect } from "vitest"
+import { describe, expect } from "vitest"
 import { makeEngine } from "../../src/delivery/engine.ts"
 import { DEFAULT_RETRY_SCHEDULE, parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, sleep, useWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, attemptsOf, deliveries, sleep, useWorld, waitFor } from "../support/world.ts"
 
 const w = useWorld()
 

@@ -1,6 +1,6 @@
 // Durability: the schedule lives in the database, so stopping an engine and starting another
 // (or running two at once) loses nothing and sends nothing twice on purpose.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"

@@ -2,12 +2,12 @@
 // receiver, through real capture, the outbox, fan-out and the engine.
 import { Effect } from "effect"
 import Stripe from "stripe"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { USER_AGENT } from "../../src/delivery/sender.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertAction, insertIncident } from "../support/app.ts"
 import { view } from "../support/capture.ts"
-import { ADMIN, at, attemptsOf, deliveries, useEngine, useWorld, waitFor, type RunningEngine, type World } from "../support/world.ts"
+import { ADMIN, at, attemptsOf, deliveries, useEngine, useWorld, waitFor } from "../support/world.ts"
 
 describe("delivery engine: the request", () => {
   const w = useWorld()

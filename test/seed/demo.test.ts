@@ -1,5 +1,5 @@
 // The demo seeder fills every app table the way the app would, NEVER columns included.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { RESOURCES } from "../../src/domain/resources.ts"
 import { APP_TABLES, DEMO_HOST, seedDemoOnce, type SeedSummary } from "../../src/seed/demo.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"

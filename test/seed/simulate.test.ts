@@ -1,11 +1,10 @@
 // The simulator plays the app at a rate, stops when told, and its expected-events tally is
 // exactly what app-database.md's rules derive from the transactions it committed.
 import { spawnSync } from "node:child_process"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { EVENT_KINDS } from "../../src/domain/event-kinds.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import { simulate, type SimulationResult } from "../../src/seed/simulate.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { installEventOracle, oracleEvents } from "./event-oracle.ts"
 import { useDatabase } from "../support/fixtures.ts"
 

@@ -17,7 +17,6 @@ import { loadServiceRoles, parseServiceRoles } from "../../src/platform/config.t
 import { operationsStatus } from "../../src/faces/ops/status.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { apiKey, sample } from "../support/observed.ts"

@@ -3,11 +3,14 @@
 // reads through to the real one once its beforeAll has run. Hooks run in the order the
 // fixtures are called and stop in reverse, so a server stops before its database is dropped.
 import { afterAll, beforeAll } from "vitest"
+import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { freshDatabase, type TestDatabase } from "./db.ts"
 import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
+import { checkedClient, openApiChecker, request, type CheckedClient, type OpenApiChecker } from "./http.ts"
 import { startServer, type TestServer } from "./server.ts"
+import { NEVER_MARK } from "./views.ts"
 
 /**
  * A value made later (in a beforeAll): the stand-in forwards every read to it, getters
@@ -55,3 +58,28 @@ export const useServer = (
 /** A real HTTPS receiver on loopback (trusted CA unless told otherwise). */
 export const useReceiver = (options: Parameters<typeof startHttpsReceiver>[0] = {}): Receiver =>
   useResource("the HTTPS receiver", () => startHttpsReceiver(options), (r) => r.close())
+
+export interface ReadApi {
+  readonly db: TestDatabase
+  readonly server: TestServer
+  /** The served OpenAPI document (OPENAPI_PATH), to check answers against. */
+  readonly checker: OpenApiChecker
+  /** GETs checked against the document, the error shape, NEVER data and the RateLimit fields. */
+  readonly api: CheckedClient
+}
+
+/** The read API for a file or describe block: a fresh database, the server (no rate limit to speak of unless told) and its served document. */
+export const useReadApi = (
+  settings: Partial<ApiSettingsShape> = { rateLimit: 1_000_000 },
+  options: { readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
+): ReadApi => {
+  const db = useDatabase()
+  const server = useServer(db, settings, options)
+  const checker = useResource("the OpenAPI checker", async () => {
+    const doc = await request(server.url, OPENAPI_PATH)
+    if (doc.status !== 200) throw new Error(`GET ${OPENAPI_PATH} answered ${doc.status}: ${doc.text}`)
+    return openApiChecker(doc.json)
+  }, async () => {})
+  const api = useResource("the checked client", async () => checkedClient(server.url, checker, NEVER_MARK), async () => {})
+  return { db, server, checker, api }
+}

@@ -1,41 +1,19 @@
 // Shared by the admin pages' tests: the real routes (read API, admin API, admin pages) in
 // this process, and a small cookie-keeping client that submits forms as a browser on the
 // same origin would (Origin, Sec-Fetch-Site, the CSRF token from the page).
-import { ROUTER_CONFIG } from "../../src/platform/http/node-server.ts"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, Exit, Layer, References, Scope } from "effect"
-import { HttpRouter, HttpServer } from "effect/http"
 import { spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { createServer } from "node:http"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Page } from "playwright-core"
-import { AdminWebRoutes } from "../../src/faces/pages/index.ts"
-import { makeApiRoutes } from "../../src/faces/routes.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { request, type Answer } from "./http.ts"
 import { freePort } from "./net.ts"
-import { databaseLayer, webhooksTestLayer, type TestServer } from "./server.ts"
+import { startServer, type TestServer } from "./server.ts"
 
-export const startWebServer = async (databaseUrl: string, webhooks: Partial<Omit<WebhookDeps, "sql">> = {}): Promise<TestServer> => {
-  const ServerLive = HttpRouter.serve(Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000 }), AdminWebRoutes), { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
-    Layer.provide(webhooksTestLayer(webhooks)),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(databaseLayer(databaseUrl)),
-    Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error"))
-  )
-  const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(Layer.buildWithScope(ServerLive, scope))
-  const address = Context.get(context, HttpServer.HttpServer).address
-  if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    port: address.port,
-    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
-  }
-}
+export const startWebServer = (databaseUrl: string, webhooks: Partial<Omit<WebhookDeps, "sql">> = {}): Promise<TestServer> =>
+  startServer(databaseUrl, { rateLimit: 1_000_000 }, { webhooks, pages: true })
 
 /** The value of a hidden csrf field in a page. */
 export const csrfOf = (page: string): string => {

@@ -12,10 +12,13 @@ import { LoggingLive } from "../../src/platform/logging.ts"
 import { makeReplayLane } from "../../src/webhooks/replay/lane.ts"
 import type { Actor, WebhookDeps } from "../../src/webhooks/context.ts"
 import { WebhookError } from "../../src/webhooks/errors.ts"
-import { startCapture, type RunningCapture } from "./capture.ts"
+import { startCapture, useCapture, type RunningCapture } from "./capture.ts"
 import { freshDatabase, type TestDatabase } from "./db.ts"
 import { makeCompany } from "./app.ts"
-import { useResource } from "./fixtures.ts"
+import { useDatabase, useReceiver, useResource } from "./fixtures.ts"
+import { startWebServer } from "./pages.ts"
+import { startServer, type TestServer } from "./server.ts"
+import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import { waitFor } from "./wait.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "./https-receiver.ts"
 
@@ -114,6 +117,52 @@ export const startEngine = async (
 /** The world for a file or describe block: made in beforeAll, closed in afterAll. */
 export const useWorld = (options: Parameters<typeof startWorld>[0] = {}): World =>
   useResource("the world", () => startWorld(options), (w) => w.close())
+
+export interface ServiceWorld {
+  readonly db: TestDatabase
+  readonly cap: RunningCapture
+  readonly server: TestServer
+  /** Only with a receiver (the default). */
+  readonly receiver: Receiver
+  /** The webhook dependencies the server and engine share (loopback allowed, the test CA); only with a receiver. */
+  readonly deps: WebhookDeps
+  /** Only with a receiver, and unless `engine: false`. */
+  readonly engine: RunningEngine
+}
+
+/**
+ * The service in this process, for a describe block: a fresh database whose app rows `seed`
+ * writes before capture starts (capture mirrors them, as in production), capture caught up,
+ * a real HTTPS receiver and the webhook dependencies trusting it, the HTTP server with them
+ * (and the admin pages when `pages`), and a delivery engine. Stopped in reverse order.
+ */
+export const useServiceWorld = (options: {
+  readonly seed: (sql: Sql) => Promise<unknown>
+  readonly receiver?: boolean
+  readonly pages?: boolean
+  readonly settings?: Partial<ApiSettingsShape>
+  readonly engine?: Parameters<typeof startEngine>[1] | false
+}): ServiceWorld => {
+  const db = useDatabase()
+  useResource("the app rows", async () => ({ seeded: await options.seed(db.sql) }), async () => {})
+  const cap = useCapture(db)
+  if (options.receiver === false) {
+    const server = useResource("the test server", () => (options.pages ? startWebServer(db.url) : startServer(db.url, options.settings)), (s) => s.close())
+    return { db, cap, server } as ServiceWorld
+  }
+  const receiver = useReceiver()
+  const deps = useResource<WebhookDeps>("the webhook dependencies", async () => ({ sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }), async () => {})
+  const server = useResource(
+    "the test server",
+    () => {
+      const { sql: _sql, ...webhooks } = deps
+      return options.pages ? startWebServer(db.url, webhooks) : startServer(db.url, options.settings, { webhooks })
+    },
+    (s) => s.close()
+  )
+  const engine = options.engine === false ? (undefined as unknown as RunningEngine) : useEngine({ deps }, options.engine)
+  return { db, cap, receiver, deps, server, engine }
+}
 
 /** An engine on the world for the file or block (after the world starts, stopped before it closes). */
 export const useEngine = (w: Pick<World, "deps">, overrides: Parameters<typeof startEngine>[1] = {}): RunningEngine =>

@@ -1,7 +1,7 @@
 // Admin operations on endpoints, deliveries and API-made subscriptions, with the activity
 // log, the test ping, the delivery log and retention.
 import Stripe from "stripe"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { endpointSecretContext } from "../../src/platform/db/channels.ts"
 import { purgeOld } from "../../src/delivery/queries.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
@@ -12,7 +12,7 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, useWorld, waitFor, type World } from "../support/world.ts"
+import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
 
 const w = useWorld()
 

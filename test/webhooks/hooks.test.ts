@@ -1,5 +1,5 @@
 // /api/v1/hooks underneath the HTTP layer: the six rules of spec 4.1 and the 2.4 shape.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"

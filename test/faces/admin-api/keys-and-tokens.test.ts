@@ -1,11 +1,9 @@
 // The admin HTTP API (/admin/v1) with admin tokens the CLI issues: the same operations as
 // the CLI, JSON errors, and tokens that stop working when revoked or when their user is no
 // longer an admin. Every answer is checked against /admin/v1/openapi.json.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { RESOURCES } from "../../../src/domain/resources.ts"
-import { openApiChecker, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
+import { openApiChecker, request, type OpenApiChecker, caller } from "../../support/http.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
 import { useDatabase, useServer } from "../../support/fixtures.ts"

@@ -4,25 +4,18 @@
 // while live events flow to the same endpoint, which are never queued behind it; its
 // progress in the API, the status and the metrics; cancelled midway, the rest left unsent;
 // and the mistakes it refuses with a JSON error, changing nothing.
-import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { Actor } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { collectDatabase, makeServiceMetrics } from "../../../src/faces/ops/metrics.ts"
 import { replayWindow } from "../../../src/webhooks/replay/lane.ts"
 import { operationsStatus } from "../../../src/faces/ops/status.ts"
-import type { WebhookDeps } from "../../../src/webhooks/context.ts"
-import { openApiChecker, provideDb, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
+import { openApiChecker, provideDb, request, type OpenApiChecker, caller } from "../../support/http.ts"
 import { sample } from "../../support/observed.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
-import { at, CA, fannedOut, LOOPBACK, sleep, startEngine, waitFor, type RunningEngine } from "../../support/world.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { at, fannedOut, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
 /** REPLAY_RATE of this file's lane: slow, so a replay of 30 lasts 15 s unless cancelled. */
@@ -31,15 +24,16 @@ const RATE = 2
 type Body = { readonly id: string; readonly data: { readonly id: string } }
 
 describe("admin HTTP API: replays", () => {
-  const db = useDatabase()
-  let cap: RunningCapture
-  let receiver: Receiver
-  let deps: WebhookDeps
-  let server: TestServer
-  let engine: RunningEngine
-  let checker: OpenApiChecker
   let acme: TestCompany
   let other: TestCompany
+  const { db, cap, receiver, server } = useServiceWorld({
+    seed: async (sql) => {
+      acme = await createCompany(sql, { name: "Acme Safety", mirrored: false })
+      other = await createCompany(sql, { name: "Other Works", mirrored: false })
+    },
+    engine: { replayRate: RATE }
+  })
+  let checker: OpenApiChecker
   let token: string
   let otherToken: string
 
@@ -69,24 +63,9 @@ describe("admin HTTP API: replays", () => {
   const replayRows = async () => Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_replays`)[0]!.n)
 
   beforeAll(async () => {
-    acme = await createCompany(db.sql, { name: "Acme Safety", mirrored: false })
-    other = await createCompany(db.sql, { name: "Other Works", mirrored: false })
-    cap = startCapture(db)
-    await cap.settle()
-    receiver = await startHttpsReceiver()
-    deps = { sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }
-    const { sql: _sql, ...webhooks } = deps
-    server = await startServer(db.url, {}, { webhooks })
-    engine = await startEngine(deps, { replayRate: RATE })
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
     token = await newToken(acme)
     otherToken = await newToken(other)
-  })
-  afterAll(async () => {
-    await engine?.stop()
-    await server?.close()
-    await receiver?.close()
-    await cap?.stop()
   })
 
   it("documents the operations and requires an admin token", async () => {

@@ -10,20 +10,17 @@
 import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import Stripe from "stripe"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { Actor } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
-import type { WebhookDeps } from "../../../src/webhooks/context.ts"
 import { makeKey, openApiChecker, provideDb, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startHttpsReceiver, type Receiver, type RecordedRequest } from "../../support/https-receiver.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
+import type { RecordedRequest } from "../../support/https-receiver.ts"
+import { startServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
-import { at, CA, fannedOut, LOOPBACK, sleep, startEngine, waitFor, type RunningEngine } from "../../support/world.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { at, fannedOut, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
+import { useResource } from "../../support/fixtures.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
 const RETRY_AFTER_MS = 3_000
@@ -52,17 +49,23 @@ const OPERATIONS = (ids: { endpoint: string; delivery: string; subscription: str
 type Delivered = { readonly id: string; readonly event: string; readonly createdAt: string; readonly data: { readonly id: string } & Record<string, unknown> }
 
 describe("admin HTTP API: webhooks", () => {
-  const db = useDatabase()
-  let cap: RunningCapture
-  let receiver: Receiver
-  let deps: WebhookDeps
-  let server: TestServer
-  let strict: TestServer // the production default: no allowed networks
-  let engine: RunningEngine
-  let checker: OpenApiChecker
-  let apiChecker: OpenApiChecker
   let acme: TestCompany
   let other: TestCompany
+  const { db, cap, receiver, deps, server } = useServiceWorld({
+    // In app.* only: capture mirrors them into service.* as it would in production.
+    seed: async (sql) => {
+      acme = await createCompany(sql, { name: "Acme Safety", mirrored: false })
+      other = await createCompany(sql, { name: "Other Works", mirrored: false })
+    },
+    engine: { retrySchedule: `${RETRY_AFTER_MS}ms` }
+  })
+  // The production default: no allowed networks.
+  const strict = useResource("the strict server", () => {
+    const { sql: _sql, ...webhooks } = deps
+    return startServer(db.url, {}, { webhooks: { ...webhooks, allowed: parseAllowedNetworksOrThrow("") } })
+  }, (s) => s.close())
+  let checker: OpenApiChecker
+  let apiChecker: OpenApiChecker
   let token: string
   let otherToken: string
   /** [kind, subjectId, actorEmail] of every change the tests made, for the activity test. */
@@ -115,17 +118,6 @@ describe("admin HTTP API: webhooks", () => {
   }
 
   beforeAll(async () => {
-    // In app.* only: capture mirrors them into service.* as it would in production.
-    acme = await createCompany(db.sql, { name: "Acme Safety", mirrored: false })
-    other = await createCompany(db.sql, { name: "Other Works", mirrored: false })
-    cap = startCapture(db)
-    await cap.settle()
-    receiver = await startHttpsReceiver()
-    deps = { sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }
-    const { sql: _sql, ...webhooks } = deps
-    server = await startServer(db.url, {}, { webhooks })
-    strict = await startServer(db.url, {}, { webhooks: { ...webhooks, allowed: parseAllowedNetworksOrThrow("") } })
-    engine = await startEngine(deps, { retrySchedule: `${RETRY_AFTER_MS}ms` })
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
     apiChecker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
     token = await newToken(acme)
@@ -133,16 +125,8 @@ describe("admin HTTP API: webhooks", () => {
   })
   afterEach(async () => {
     // Each test owns its destinations; leftovers would receive the next test's events.
-    if (db === undefined) return
     await db.sql`delete from service.webhook_endpoints`
     await db.sql`delete from service.webhook_subscriptions`
-  })
-  afterAll(async () => {
-    await engine?.stop()
-    await strict?.close()
-    await server?.close()
-    await receiver?.close()
-    await cap?.stop()
   })
 
   it("documents every operation, and answers 401 without an admin token or with a wrong one", async () => {

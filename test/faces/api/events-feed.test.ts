@@ -2,18 +2,18 @@
 // could subscribe to (its scopes, modules on now), and each event exactly as delivered.
 import { randomBytes } from "node:crypto"
 
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { cursorKey } from "../../../src/faces/api/cursor.ts"
 import { eventsRequest, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../../src/faces/api/events-feed.ts"
 import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
-import { ADMIN, makeKey, useEngine, useWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
+import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../../support/world.ts"
 
 type Listed = { data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>; nextCursor: string | null }
 
 const w = useWorld()
-const engine = useEngine(w)
+useEngine(w)
 const key = cursorKey(randomBytes(32))
 const HOUR = 3_600_000
 

@@ -1,11 +1,9 @@
 // GET /api/v1/events and /api/v1/events/{id} over real HTTP through the real routes: paging
 // through 30 days, scopes and modules, errors in the API's shape, and every answer checked
 // against the served OpenAPI document; the feed is paged through by the typed client (client/).
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { SafetyRecordsClient, type Event } from "../../../client/src/index.ts"
 import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient, type CheckedFetch } from "../../support/http.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, updateCompany, type TestCompany } from "../../support/views.ts"
 import { useDatabase, useServer } from "../../support/fixtures.ts"
 

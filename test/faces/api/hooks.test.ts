@@ -1,11 +1,9 @@
 // /api/v1/hooks through real HTTP to the real server: the six rules of spec 4.1, the 2.4
 // record, a repeated subscribe answering the same subscription, the secret only on
 // subscribing, every error as {"error"}, and the answers as the OpenAPI document says.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
-import { makeKey, openApiChecker, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
+import { makeKey, openApiChecker, request, type OpenApiChecker, caller } from "../../support/http.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { useDatabase, useServer } from "../../support/fixtures.ts"
 

@@ -1,18 +1,14 @@
 // Keyset paging over thousands of records: each record exactly once, newest first, with
 // ties on createdAt broken by id, also while new records keep arriving; and page N costs
 // what page 1 costs (the plan is an index scan that starts at the cursor).
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
+import { beforeAll, describe, expect, it } from "vitest"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient } from "../../../client/src/index.ts"
-import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient, type CheckedFetch } from "../../support/http.ts"
-import { useDatabase, useServer } from "../../support/fixtures.ts"
+import { checkedFetch, makeKey, type CheckedFetch } from "../../support/http.ts"
+import { useReadApi } from "../../support/fixtures.ts"
 
 describe("paging", () => {
-  const db = useDatabase()
-  const server = useServer(db, { rateLimit: 1_000_000 })
-  let api: CheckedClient
+  const { db, server, checker, api } = useReadApi()
   let company: TestCompany
   let key: string
   // The typed client (client/), every answer checked against the document like api's.
@@ -20,8 +16,6 @@ describe("paging", () => {
   let client: SafetyRecordsClient
 
   beforeAll(async () => {
-    const checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
-    api = checkedClient(server.url, checker, NEVER_MARK)
     company = await createCompany(db.sql)
     key = (await makeKey(db, company)).key
     checked = checkedFetch(checker, NEVER_MARK)

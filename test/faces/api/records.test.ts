@@ -2,13 +2,12 @@
 // status, filter and boundary, scopes, modules, tier, Host, expiry, revocation, never-sent
 // data, and every answer checked against the served OpenAPI document.
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { revokeKey } from "../../../src/access/keys.ts"
 import { EVENT_KINDS } from "../../../src/domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../../src/domain/resources.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
-import { useDatabase, useServer } from "../../support/fixtures.ts"
+import { startServer } from "../../support/server.ts"
+import { useReadApi } from "../../support/fixtures.ts"
 import {
   createCompany,
   makeRecord,
@@ -19,26 +18,19 @@ import {
   type StoredRecord,
   type TestCompany
 } from "../../support/views.ts"
-import { checkedClient, makeKey, openApiChecker, provideDb, request, type CheckedClient, type OpenApiChecker } from "../../support/http.ts"
+import { checkedClient, makeKey, provideDb, request } from "../../support/http.ts"
 
 const T0 = Date.parse("2026-05-01T12:00:00.000Z")
 const iso = (ms: number) => new Date(ms).toISOString()
 
 describe("read API", () => {
-  const db = useDatabase()
-  const server = useServer(db, { rateLimit: 1_000_000 })
-  let checker: OpenApiChecker
-  let api: CheckedClient
+  const { db, server, checker, api } = useReadApi()
   let acme: TestCompany
   let other: TestCompany
   let key: string
   const seeded = new Map<Resource, ReadonlyArray<StoredRecord>>()
 
   beforeAll(async () => {
-    const doc = await request(server.url, "/api/v1/openapi.json")
-    expect(doc.status).toBe(200)
-    checker = await openApiChecker(doc.json)
-    api = checkedClient(server.url, checker, NEVER_MARK)
     acme = await createCompany(db.sql, { name: "Acme Safety" })
     other = await createCompany(db.sql, { name: "Other Co" })
     // Every resource: 12 records one hour apart, newest at T0.

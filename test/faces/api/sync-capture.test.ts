@@ -8,41 +8,41 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { purgeOld } from "../../../src/delivery/queries.ts"
 import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, NEVER_MARK, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient, type Deletion } from "../../../client/src/index.ts"
 import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient } from "../../support/http.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useServiceWorld } from "../../support/world.ts"
 
 describe("sync through capture", () => {
-  const db = useDatabase()
-  let cap: RunningCapture
-  let server: TestServer
-  let api: CheckedClient
   let acme: TestCompany
   let other: TestCompany
+  const world = useServiceWorld({
+    // Companies in the app only: capture mirrors them, as it does in production.
+    seed: async (sql) => {
+      acme = await createCompany(sql, { name: "Acme Capture Sync", mirrored: false })
+      other = await createCompany(sql, { name: "Other Capture Sync", mirrored: false })
+    },
+    receiver: false,
+    settings: { rateLimit: 1_000_000 }
+  })
+  const { db, server } = world
+  // The running capture: one test stops it and starts another.
+  let cap: RunningCapture
+  let api: CheckedClient
   let key: string
   let client: SafetyRecordsClient
 
   beforeAll(async () => {
-    // Companies in the app only: capture mirrors them, as it does in production.
-    acme = await createCompany(db.sql, { name: "Acme Capture Sync", mirrored: false })
-    other = await createCompany(db.sql, { name: "Other Capture Sync", mirrored: false })
-    cap = startCapture(db)
-    await cap.settle()
-    server = await startServer(db.url, { rateLimit: 1_000_000 })
+    cap = world.cap
     const checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
     api = checkedClient(server.url, checker, NEVER_MARK)
     key = (await makeKey(db, acme)).key
     // The typed client (client/), every answer checked against the document.
     client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checkedFetch(checker, NEVER_MARK).fetch })
   })
-  afterAll(async () => {
-    await server?.close()
-    await cap?.stop()
-  })
+
+  afterAll(() => cap?.stop())
 
   /** Every record changed after `since` (none: all), by walking the sorted list with the client; and where the next sync starts. */
   const sync = async (resource: "audits" | "inspections", since: string | null) => {

@@ -4,13 +4,11 @@
 // (client/), every answer checked against the served document. Views are stored as capture
 // stores them (their change time is their updatedAt); sync-capture.test.ts drives the same
 // through real capture.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
+import { beforeAll, describe, expect, it } from "vitest"
 import { createCompany, makeRecord, NEVER_MARK, storeRecords, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient, type ListPage } from "../../../client/src/index.ts"
-import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type Answer, type CheckedClient, type OpenApiChecker } from "../../support/http.ts"
-import { useDatabase, useServer } from "../../support/fixtures.ts"
+import { checkedFetch, makeKey, request, type Answer } from "../../support/http.ts"
+import { useReadApi } from "../../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
@@ -20,10 +18,7 @@ interface Walked {
 }
 
 describe("sync by change time", () => {
-  const db = useDatabase()
-  const server = useServer(db, { rateLimit: 1_000_000 })
-  let checker: OpenApiChecker
-  let api: CheckedClient
+  const { db, server, checker, api } = useReadApi()
   let acme: TestCompany
   let key: string
   let client: SafetyRecordsClient
@@ -31,8 +26,6 @@ describe("sync by change time", () => {
   let permits: Array<Record<string, unknown>>
 
   beforeAll(async () => {
-    checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
-    api = checkedClient(server.url, checker, NEVER_MARK)
     acme = await createCompany(db.sql, { name: "Acme Sync" })
     const other = await createCompany(db.sql, { name: "Other Sync" })
     key = (await makeKey(db, acme)).key
@@ -157,15 +150,12 @@ describe("sync by change time", () => {
 })
 
 describe("conditional GET", () => {
-  const db = useDatabase()
-  const server = useServer(db, { rateLimit: 1_000_000 })
-  let checker: OpenApiChecker
+  const { db, server, checker } = useReadApi()
   let acme: TestCompany
   let key: string
   let id: string
 
   beforeAll(async () => {
-    checker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
     acme = await createCompany(db.sql, { name: "Acme Etag" })
     key = (await makeKey(db, acme)).key
     const [stored] = await storeRecords(db.sql, "observations", [makeRecord("observations", { companyId: acme.id, createdAt: at(1) })], acme.id)

@@ -3,12 +3,10 @@
 // 20-key limit, and the activity log.
 import { readFileSync } from "node:fs"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { createKey } from "../../../src/access/keys.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { makeKey, provideDb, request } from "../../support/http.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, seedRecords, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
 import { useDatabase, useServer } from "../../support/fixtures.ts"

@@ -8,13 +8,10 @@ import { Webhook } from "standardwebhooks"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { newSecret, verify } from "../../../src/delivery/signature.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { makeKey } from "../../support/http.ts"
 import { runCli } from "../../support/cli.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useServiceWorld } from "../../support/world.ts"
 
 interface Received {
   readonly headers: Record<string, string | string[] | undefined>
@@ -22,20 +19,19 @@ interface Received {
 }
 
 describe("admin listen", () => {
-  const db = useDatabase()
-  let cap: RunningCapture
-  let server: TestServer
   let company: TestCompany
+  const { db, cap, server } = useServiceWorld({
+    seed: async (sql) => {
+      company = await createCompany(sql)
+    },
+    receiver: false
+  })
   let local: Server
   let localUrl: string
   let child: ChildProcess | undefined
   const received: Received[] = []
 
   beforeAll(async () => {
-    company = await createCompany(db.sql)
-    cap = startCapture(db)
-    await cap.settle()
-    server = await startServer(db.url)
     local = createServer((req, res) => {
       const chunks: Buffer[] = []
       req.on("data", (c: Buffer) => chunks.push(c))
@@ -50,8 +46,6 @@ describe("admin listen", () => {
   afterAll(async () => {
     child?.kill("SIGKILL")
     await new Promise((r) => local?.close(r))
-    await server?.close()
-    await cap?.stop()
   })
 
   it("forwards each new event, signed with the given secret, and nothing from before it started", { timeout: 60_000 }, async () => {

@@ -5,12 +5,10 @@
 // Every refusal is a JSON {"error"} and changes nothing.
 import { request as httpRequest } from "node:http"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { revokeKey } from "../../../src/access/keys.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
 import { makeKey, provideDb } from "../../support/http.ts"

@@ -1,12 +1,12 @@
 // The operator's status: capture, outbox backlog, deliveries due and failing, endpoints
 // switched off and why, keys near expiry; from the library and from the real CLI.
 import { hostname } from "node:os"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { assessStatus, operationsStatus, type OperationsStatus } from "../../../src/faces/ops/status.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
-import { ADMIN, fanoutNow, makeKey, useWorld, waitFor, type World } from "../../support/world.ts"
+import { ADMIN, fanoutNow, makeKey, useWorld, waitFor } from "../../support/world.ts"
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase } from "../../support/db.ts"
 import { freePort } from "../../support/net.ts"

@@ -4,25 +4,18 @@
 // at ten deliveries in a row (on its page, in the list and once in the activity log), then
 // switched off at fifteen with the reason logged; Turn On offers to replay what failed while
 // it was off; the offer's form, its dry run, the replay and its progress page; cancel.
-import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import type { Actor } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
-import type { WebhookDeps } from "../../../src/webhooks/context.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { createHook } from "../../../src/webhooks/hooks.ts"
 import { provideDb, request } from "../../support/http.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
-import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.ts"
-import type { TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
-import { at, CA, LOOPBACK, makeKey, sleep, startEngine, waitFor, type RunningEngine } from "../../support/world.ts"
+import { at, makeKey, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
-import { startWebServer, webClient, type WebClient } from "../../support/pages.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { webClient, type WebClient } from "../../support/pages.ts"
 
 type Body = { readonly id: string; readonly data: { readonly id: string } }
 
@@ -34,13 +27,15 @@ const grab = (page: string, re: RegExp): string => {
 }
 
 describe("admin pages: the failing warning, the switch-off, Turn On's replay offer, replays", () => {
-  const db = useDatabase()
-  let cap: RunningCapture
-  let receiver: Receiver
-  let deps: WebhookDeps
-  let server: TestServer
-  let engine: RunningEngine
   let acme: TestCompany
+  const { db, cap, receiver, deps, server } = useServiceWorld({
+    seed: async (sql) => {
+      acme = await createCompany(sql, { name: "Acme Safety", mirrored: false })
+    },
+    pages: true,
+    // One attempt per delivery: each failure is a delivery that failed every attempt.
+    engine: { retrySchedule: "", replayRate: 20 }
+  })
   let client: WebClient
   let endpointId: string
   const path = "/flaky"
@@ -62,15 +57,6 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
   }
 
   beforeAll(async () => {
-    acme = await createCompany(db.sql, { name: "Acme Safety", mirrored: false })
-    cap = startCapture(db)
-    await cap.settle()
-    receiver = await startHttpsReceiver()
-    deps = { sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }
-    const { sql: _sql, ...webhooks } = deps
-    server = await startWebServer(db.url, webhooks)
-    // One attempt per delivery: each failure is a delivery that failed every attempt.
-    engine = await startEngine(deps, { retrySchedule: "", replayRate: 20 })
     const actor: Actor = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
     const token = (await Effect.runPromise(createToken(actor, { name: "web replays", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
     client = webClient(server.url)
@@ -82,12 +68,6 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
       url: receiver.url(path),
       events: ["incident.created"]
     })).id
-  })
-  afterAll(async () => {
-    await engine?.stop()
-    await server?.close()
-    await receiver?.close()
-    await cap?.stop()
   })
 
   it("warns at ten deliveries in a row that failed every attempt: on the pages, and once in the activity log", async () => {

@@ -3,7 +3,7 @@
 // writer, a view is shaped once while nothing it shows changes, and a view whose bytes did
 // not change is not written again.
 import { randomUUID } from "node:crypto"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { advanceCheckpoint, CheckpointMoved } from "../../../src/pipeline/capture/checkpoint.ts"
 import { mirrorChanges } from "../../../src/pipeline/capture/apply.ts"
 import { CaptureProfile, PHASES } from "../../../src/pipeline/capture/profile.ts"
@@ -15,7 +15,6 @@ import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 

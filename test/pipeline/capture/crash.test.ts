@@ -3,11 +3,10 @@
 // outbox holds exactly the events the writer's transitions call for.
 import { spawn, type ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { startCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 

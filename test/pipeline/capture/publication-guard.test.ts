@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PUBLISHED_COLUMNS } from "../../../src/domain/records/index.ts"
 import { makeCompany } from "../../support/app.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("capture and a publication altered under it", () => {

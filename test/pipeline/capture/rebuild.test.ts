@@ -5,7 +5,7 @@ import { rebuildViews, type RebuildProgress } from "../../../src/pipeline/captur
 import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
+import { type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { runCli } from "../../support/cli.ts"
 import { useDatabase } from "../../support/fixtures.ts"

@@ -1,9 +1,8 @@
 // Views stored in an older shape version are rebuilt when capture starts, before it streams.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { PROJECTION_VERSION } from "../../../src/pipeline/projection/version.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startCapture, view } from "../../support/capture.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("record shapes' version", () => {

@@ -1,8 +1,7 @@
 // The app's tables are checked at start, never created or changed: each missing table or
 // column, unreadable column, wrong type or unfollowable identity is named app.table.column.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { checkAppContract, contractProblems, readAppTables, type FoundTable } from "../../../src/platform/db/app-contract.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the app contract on a real database", () => {

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { loadMigrations, migrate } from "../../../src/platform/db/migrate.ts"
 import { connect } from "../../../src/platform/db/Database.ts"
 import { ensureDemoAppSchema } from "../../../src/platform/db/demo-schema.ts"
-import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("migrations", () => {

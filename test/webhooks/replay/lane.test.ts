@@ -10,7 +10,7 @@ import { Database } from "../../../src/platform/db/Database.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { captureStdout } from "../../support/observed.ts"
-import { ADMIN, at, deliveries, startEngine, useWorld, waitFor, type RunningEngine, type World } from "../../support/world.ts"
+import { ADMIN, at, deliveries, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 
 const w = useWorld()
 let engine: RunningEngine
