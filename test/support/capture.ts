@@ -83,6 +83,16 @@ export interface CaptureWorld {
   readonly company: { id: string; host: string }
 }
 
+/**
+ * Capture started, caught up (within `timeoutMs`) and stopped: a first start builds the
+ * views from the rows there (no events for those); a later one drains what was written meanwhile.
+ */
+export const catchUp = async (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> = {}, timeoutMs = 60_000) => {
+  const cap = startCapture(db, options)
+  await cap.settle(timeoutMs)
+  await cap.stop()
+}
+
 /** Capture running on the database (caught up before the tests start), stopped afterwards. */
 export const useCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> & { settleMs?: number } = {}): RunningCapture => {
   const { settleMs, ...rest } = options

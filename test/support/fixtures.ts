@@ -2,9 +2,13 @@
 // beforeAll (start) and afterAll (stop) and returns the thing at once, as a stand-in that
 // reads through to the real one once its beforeAll has run. Hooks run in the order the
 // fixtures are called and stop in reverse, so a server stops before its database is dropped.
-import { afterAll, beforeAll } from "vitest"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, afterEach, beforeAll } from "vitest"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
+import { seedDemo } from "../../src/seed/demo.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { freshDatabase, type TestDatabase } from "./db.ts"
 import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
@@ -48,6 +52,26 @@ export const useResource = <A extends object>(what: string, start: () => Promise
 export const useDatabase = (options: { migrated?: boolean } = {}): TestDatabase =>
   useResource("the test database", () => freshDatabase(options), (db) => db.drop())
 
+/** A temporary directory maker; what it made is removed after each test. */
+export const useTempDirs = (prefix: string): (() => string) => {
+  const dirs: Array<string> = []
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+  })
+  return () => {
+    const d = mkdtempSync(join(tmpdir(), prefix))
+    dirs.push(d)
+    return d
+  }
+}
+
+/** A fresh database with the demo app's data. */
+export const useDemoDatabase = (): TestDatabase => {
+  const db = useDatabase()
+  useResource("the demo data", async () => ({ summary: await seedDemo(db.sql) }), async () => {})
+  return db
+}
+
 /** The real HTTP server (read API, docs, admin API) on the database. */
 export const useServer = (
   db: Pick<TestDatabase, "url">,
@@ -59,20 +83,15 @@ export const useServer = (
 export const useReceiver = (options: Parameters<typeof startHttpsReceiver>[0] = {}): Receiver =>
   useResource("the HTTPS receiver", () => startHttpsReceiver(options), (r) => r.close())
 
-export interface ReadApi {
-  readonly db: TestDatabase
-  readonly server: TestServer
-  /** The served OpenAPI document (OPENAPI_PATH), to check answers against. */
-  readonly checker: OpenApiChecker
-  /** GETs checked against the document, the error shape, NEVER data and the RateLimit fields. */
-  readonly api: CheckedClient
-}
-
-/** The read API for a file or describe block: a fresh database, the server (no rate limit to speak of unless told) and its served document. */
+/**
+ * The read API for a file or describe block: a fresh database, the server (no rate limit to
+ * speak of unless told), a checker of its served OpenAPI document (OPENAPI_PATH), and `api`,
+ * GETs checked against it, the error shape, NEVER data and the RateLimit fields.
+ */
 export const useReadApi = (
   settings: Partial<ApiSettingsShape> = { rateLimit: 1_000_000 },
   options: { readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
-): ReadApi => {
+): { readonly db: TestDatabase; readonly server: TestServer; readonly checker: OpenApiChecker; readonly api: CheckedClient } => {
   const db = useDatabase()
   const server = useServer(db, settings, options)
   const checker = useResource("the OpenAPI checker", async () => {

@@ -11,36 +11,18 @@ import { API_KEY_PREFIX, newSecret } from "../../src/access/bearer-secrets.ts"
 import { Capture } from "../../src/pipeline/capture/Capture.ts"
 import type { CaptureStats } from "../../src/pipeline/capture/run.ts"
 import { Database } from "../../src/platform/db/Database.ts"
-import { AttemptObserver, DeliveryEngine, makeEngine, type DeliveryEngineShape } from "../../src/delivery/engine.ts"
-import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
+import { DeliveryEngine, type DeliveryEngineShape } from "../../src/delivery/engine.ts"
 import { HealthRoutes } from "../../src/faces/ops/health.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
 import { ObservabilityRoutes } from "../../src/faces/observability.ts"
 import { attemptObserver, Metrics, type ServiceMetrics } from "../../src/faces/ops/metrics.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
-
-export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise<void> }
+import { startEngine, type RunningEngine } from "./world.ts"
 
 /** A delivery engine whose attempts feed the metrics' latency histogram, as in the service. */
-export const startObservedEngine = async (deps: WebhookDeps, metrics: ServiceMetrics, retrySchedule = "100ms,100ms"): Promise<RunningEngine> => {
-  const scope = Effect.runSync(Scope.make())
-  const engine = await Effect.runPromise(
-    Scope.provide(scope)(
-      makeEngine({
-        sql: deps.sql,
-        secretsKey: deps.secretsKey,
-        allowed: deps.allowed,
-        ca: deps.ca,
-        schedule: parseRetryScheduleOrThrow(retrySchedule),
-        timeoutMs: 3_000,
-        leaseMs: 20_000,
-        pollMs: 300
-      }).pipe(Effect.provideService(AttemptObserver, attemptObserver(metrics)))
-    )
-  )
-  return { ...engine, stop: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
-}
+export const startObservedEngine = (deps: WebhookDeps, metrics: ServiceMetrics, retrySchedule = "100ms,100ms"): Promise<RunningEngine> =>
+  startEngine(deps, { retrySchedule, pollMs: 300, replayLane: false, observer: attemptObserver(metrics) })
 
 export interface ObservedServer {
   readonly url: string

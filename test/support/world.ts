@@ -5,7 +5,7 @@ import { Effect, Exit, Scope } from "effect"
 import { afterEach } from "vitest"
 import type { Sql } from "postgres"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
-import { makeEngine, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
+import { AttemptObserver, makeEngine, type AttemptObservation, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
 import { fanoutRows } from "../../src/delivery/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
@@ -84,9 +84,9 @@ export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise
  */
 export const startEngine = async (
   deps: WebhookDeps,
-  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number; replayLane?: boolean; jsonLogs?: boolean } = {}
+  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number; replayLane?: boolean; jsonLogs?: boolean; observer?: (a: AttemptObservation) => void } = {}
 ): Promise<RunningEngine> => {
-  const { retrySchedule, replayRate, replayLane, jsonLogs, ...rest } = overrides
+  const { retrySchedule, replayRate, replayLane, jsonLogs, observer, ...rest } = overrides
   const scope = Effect.runSync(Scope.make())
   // The service's own log lines (JSON on stdout), for tests that read them.
   const logs = <A, E>(self: Effect.Effect<A, E>) => (jsonLogs ? self.pipe(Effect.provide(LoggingLive)) : self)
@@ -107,11 +107,21 @@ export const startEngine = async (
           leaseMs: 20_000,
           pollMs: 500,
           ...rest
-        })
+        }).pipe(observer ? Effect.provideService(AttemptObserver, observer) : (e) => e)
       )
     )
   )
   return { ...engine, stop: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+}
+
+/** Runs `f` while an engine runs; the engine stops afterwards, whatever happens. */
+export const withEngine = async <A>(deps: WebhookDeps, overrides: Parameters<typeof startEngine>[1], f: (engine: RunningEngine) => Promise<A>): Promise<A> => {
+  const engine = await startEngine(deps, overrides)
+  try {
+    return await f(engine)
+  } finally {
+    await engine.stop()
+  }
 }
 
 /** The world for a file or describe block: made in beforeAll, closed in afterAll. */

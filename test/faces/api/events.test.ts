@@ -3,9 +3,9 @@
 // against the served OpenAPI document; the feed is paged through by the typed client (client/).
 import { beforeAll, describe, expect, it } from "vitest"
 import { SafetyRecordsClient, type Event } from "../../../client/src/index.ts"
-import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient, type CheckedFetch } from "../../support/http.ts"
+import { checkedFetch, makeKey, request, type CheckedFetch } from "../../support/http.ts"
 import { createCompany, makeRecord, NEVER_MARK, updateCompany, type TestCompany } from "../../support/views.ts"
-import { useDatabase, useServer } from "../../support/fixtures.ts"
+import { useReadApi } from "../../support/fixtures.ts"
 
 const HOUR = 3_600_000
 const KINDS = [
@@ -14,9 +14,7 @@ const KINDS = [
   ["permit.closed", "permits"]
 ] as const
 
-const db = useDatabase()
-const server = useServer(db)
-let client: CheckedClient
+const { db, server, checker, api: client } = useReadApi({})
 let checked: CheckedFetch
 let acme: TestCompany
 let other: TestCompany
@@ -46,9 +44,6 @@ const events = async (company: TestCompany, n: number) => {
 beforeAll(async () => {
   acme = await createCompany(db.sql)
   other = await createCompany(db.sql)
-  const doc = await request(server.url, "/api/v1/openapi.json")
-  const checker = await openApiChecker(doc.json)
-  client = checkedClient(server.url, checker, NEVER_MARK)
   // For the typed client (client/): every answer checked against the document too.
   checked = checkedFetch(checker, NEVER_MARK)
 })

@@ -7,7 +7,8 @@ import { valueOf } from "../../../src/platform/metrics/registry.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../../support/world.ts"
-import { apiKey, captureStdout, sample, startObservedEngine, startObservedServer, type ObservedServer, type RunningEngine } from "../../support/observed.ts"
+import { apiKey, captureStdout, sample, startObservedEngine, startObservedServer, type ObservedServer } from "../../support/observed.ts"
+import type { RunningEngine } from "../../support/world.ts"
 
 let w: World
 let metrics: ServiceMetrics

@@ -3,7 +3,7 @@
 // writer, a view is shaped once while nothing it shows changes, and a view whose bytes did
 // not change is not written again.
 import { randomUUID } from "node:crypto"
-import { beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { advanceCheckpoint, CheckpointMoved } from "../../../src/pipeline/capture/checkpoint.ts"
 import { mirrorChanges } from "../../../src/pipeline/capture/apply.ts"
 import { CaptureProfile, PHASES } from "../../../src/pipeline/capture/profile.ts"
@@ -11,12 +11,11 @@ import { parseLsn } from "../../../src/platform/db/lsn.ts"
 import { project, Projections } from "../../../src/pipeline/projection/project.ts"
 import { Store } from "../../../src/pipeline/projection/store.ts"
 import { mirrorWrites } from "../../../src/pipeline/projection/write.ts"
-import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
-import { startCapture } from "../../support/capture.ts"
+import { catchUp, startCapture } from "../../support/capture.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useDatabase, useDemoDatabase } from "../../support/fixtures.ts"
 
 const A = randomUUID()
 const B = randomUUID()
@@ -169,16 +168,11 @@ describe("a batch prepared while the one before is written", () => {
 })
 
 describe("capture draining in small batches, each prepared while the one before is written", () => {
-  const db = useDatabase()
-  beforeAll(async () => {
-    await seedDemo(db.sql)
-  })
+  const db = useDemoDatabase()
 
   it("ends with exactly the expected events and views equal to a fresh projection", { timeout: 240_000 }, async () => {
     const slot = `slot_${db.name}`
-    const first = startCapture(db, { slot })
-    await first.settle(60_000)
-    await first.stop()
+    await catchUp(db, { slot })
     // Written while capture is stopped: capture then drains it, every batch of a few changes
     // depending on the ones just before (children, counts, names shown elsewhere). First,
     // transactions that each touch a child of the same parents as the one before.

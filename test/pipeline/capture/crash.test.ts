@@ -3,27 +3,21 @@
 // outbox holds exactly the events the writer's transitions call for.
 import { spawn, type ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { beforeAll, describe, expect, it } from "vitest"
-import { seedDemo } from "../../../src/seed/demo.ts"
+import { describe, expect, it } from "vitest"
 import { simulate } from "../../../src/seed/simulate.ts"
-import { startCapture } from "../../support/capture.ts"
+import { catchUp } from "../../support/capture.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useDemoDatabase } from "../../support/fixtures.ts"
 
 const CHILD = fileURLToPath(new URL("../../support/capture-child.ts", import.meta.url))
 
 describe("capture survives SIGKILL at random moments", () => {
-  const db = useDatabase()
-  beforeAll(async () => {
-    await seedDemo(db.sql)
-  })
+  const db = useDemoDatabase()
 
   it("views and outbox end exact after repeated kills", { timeout: 240_000 }, async () => {
     const slot = `slot_${db.name}`
     // The first start builds the views from the seeded rows (no events for those).
-    const first = startCapture(db, { slot })
-    await first.settle(60_000)
-    await first.stop()
+    await catchUp(db, { slot })
     let child: ChildProcess | null = null
     const startChild = () => {
       child = spawn(process.execPath, [CHILD], {
@@ -54,9 +48,7 @@ describe("capture survives SIGKILL at random moments", () => {
     ;(child as ChildProcess | null)?.kill("SIGKILL")
     // A last, clean run catches up.
     await new Promise((r) => setTimeout(r, 300))
-    const cap = startCapture(db, { slot })
-    await cap.settle(30_000)
-    await cap.stop()
+    await catchUp(db, { slot }, 30_000)
 
     const counts = await db.sql<{ event: string; n: number }[]>`select event, count(*)::int as n from service.events group by event`
     const actual = Object.fromEntries(counts.map((r) => [r.event, r.n]))

@@ -1,22 +1,11 @@
 // A publication altered while capture runs: the new Relation message shows a NEVER column
 // before any row of it, and capture stops there, storing nothing, and keeps refusing.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { PUBLISHED_COLUMNS } from "../../../src/domain/records/index.ts"
-import { makeCompany } from "../../support/app.ts"
-import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useCaptureWorld } from "../../support/capture.ts"
 
 describe("capture and a publication altered under it", () => {
-  const db = useDatabase()
-  let cap: RunningCapture
-  beforeAll(async () => {
-    await makeCompany(db.sql)
-    cap = startCapture(db)
-    await cap.settle()
-  })
-  afterAll(async () => {
-    await cap?.stop()
-  })
+  const { db, cap } = useCaptureWorld()
 
   it("stops before a NEVER value is stored, naming the column", { timeout: 60_000 }, async () => {
     const [company] = await db.sql<{ id: string }[]>`select id::text from app.companies limit 1`

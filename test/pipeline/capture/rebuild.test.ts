@@ -2,13 +2,12 @@
 // went wrong, and the end state equals a fresh projection of the app tables.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { rebuildViews, type RebuildProgress } from "../../../src/pipeline/capture/rebuild.ts"
-import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
 import { type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { runCli } from "../../support/cli.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useDemoDatabase } from "../../support/fixtures.ts"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -29,11 +28,10 @@ const damage = async (db: TestDatabase) => {
 }
 
 describe("rebuild-views", () => {
-  const db = useDatabase()
+  const db = useDemoDatabase()
   let cap: RunningCapture
 
   beforeAll(async () => {
-    await seedDemo(db.sql)
     cap = startCapture(db)
     await cap.settle(60_000)
   })

@@ -2,12 +2,11 @@
 // its key's fingerprint, the same key passes, another key is refused naming SECRETS_KEY; on an
 // upgrade (secrets stored, no fingerprint yet) a key that decrypts none of them is refused.
 import { randomBytes, randomUUID } from "node:crypto"
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { Cause, ConfigProvider, Context, Effect, Exit, Layer, Option } from "effect"
 import type { Sql } from "postgres"
-import { afterAll, afterEach, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { Database } from "../../../src/platform/db/Database.ts"
 import { endpointSecretContext, keySecretContext } from "../../../src/platform/db/channels.ts"
 import { checkSecretsKey, SecretsKeyMismatch, type KeyCheck } from "../../../src/platform/secrets/key-check.ts"
@@ -15,22 +14,15 @@ import { encryptSecret, keyFingerprint, loadSecretsKey, type SecretsKey } from "
 import { WebhookSettings, WebhookSettingsLive } from "../../../src/delivery/settings.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { makeKey } from "../../support/world.ts"
+import { useTempDirs } from "../../support/fixtures.ts"
 
 const dbs: TestDatabase[] = []
-const dirs: string[] = []
 const database = async () => {
   const db = await freshDatabase()
   dbs.push(db)
   return db
 }
-const tempDir = () => {
-  const d = mkdtempSync(join(tmpdir(), "srs-key-check-"))
-  dirs.push(d)
-  return d
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
-})
+const tempDir = useTempDirs("srs-key-check-")
 afterAll(async () => {
   for (const db of dbs) await db.drop()
 })

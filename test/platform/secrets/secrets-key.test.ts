@@ -1,19 +1,11 @@
 import { createHash, randomBytes } from "node:crypto"
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
+import { useTempDirs } from "../../support/fixtures.ts"
 import { decryptSecret, encryptSecret, keyFingerprint, loadSecretsKey } from "../../../src/platform/secrets/secrets-key.ts"
 
-const dirs: Array<string> = []
-const tempDir = () => {
-  const d = mkdtempSync(join(tmpdir(), "srs-secrets-"))
-  dirs.push(d)
-  return d
-}
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
-})
+const tempDir = useTempDirs("srs-secrets-")
 
 describe("encryptSecret / decryptSecret", () => {
   const key = randomBytes(32)
