@@ -11,6 +11,7 @@ import { insertIncident } from "../../support/app.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { makeKey } from "../../support/http.ts"
 import { runCli } from "../../support/cli.ts"
+import { waitFor } from "../../support/wait.ts"
 import { useServiceWorld } from "../../support/world.ts"
 
 interface Received {
@@ -62,13 +63,7 @@ describe("admin listen", () => {
     let err = ""
     child.stdout!.on("data", (d) => (out += d))
     child.stderr!.on("data", (d) => (err += d))
-    const until = async (check: () => boolean, what: string) => {
-      const deadline = Date.now() + 30_000
-      while (!check()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; stderr: ${err}; stdout: ${out}`)
-        await new Promise((r) => setTimeout(r, 50))
-      }
-    }
+    const until = (check: () => boolean, what: string) => waitFor(check, () => `${what}; stderr: ${err}; stdout: ${out}`, 30_000, 50)
     await until(() => err.includes("Ready."), "listen to be ready")
     expect(err).toContain(secret)
 
