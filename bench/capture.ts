@@ -16,7 +16,8 @@ import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { CaptureProfile, PHASES } from "../src/pipeline/capture/profile.ts"
-import { CaptureStats, runCapture } from "../src/pipeline/capture/run.ts"
+import { Effect, Fiber, Logger } from "effect"
+import { captureRun, CaptureStats } from "../src/pipeline/capture/run.ts"
 import { formatLsn, parseLsn } from "../src/platform/db/lsn.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
 import { benchDatabase, fmt, percentile, table } from "./support.ts"
@@ -101,9 +102,11 @@ let peakRss = 0
 const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 20)
 const startCapture = (profile?: CaptureProfile) => {
   const stats = new CaptureStats()
-  const ac = new AbortController()
-  const done = runCapture(sql, { url, slot: SLOT, publication: "safety_records_service", batchChanges: 2000, heartbeatMs: 60_000, log: () => {}, ...(profile ? { profile } : {}) }, ac.signal, stats)
-  return { stats, stop: async () => (ac.abort(), await done.catch(() => {})), done }
+  // No log lines (Logger.layer([])): the bench prints its own table.
+  const run = Effect.runFork(
+    captureRun(sql, { url, slot: SLOT, publication: "safety_records_service", batchChanges: 2000, heartbeatMs: 60_000, ...(profile ? { profile } : {}) }, stats).pipe(Effect.provide(Logger.layer([])))
+  )
+  return { stats, stop: () => Effect.runPromise(Fiber.interrupt(run)).then(() => {}) }
 }
 const marker = async () => {
   const [r] = await sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'bench', '')::text as lsn`

@@ -11,7 +11,7 @@ const SRC = resolve(import.meta.dirname, "../src")
 const MAY_IMPORT: Readonly<Record<string, ReadonlyArray<string>>> = {
   domain: [],
   platform: ["domain"],
-  "pipeline/projection": ["domain"],
+  "pipeline/projection": ["domain", "platform"],
   "pipeline/outbox": ["domain", "platform", "pipeline/projection"],
   "pipeline/capture": ["domain", "platform", "pipeline/projection", "pipeline/outbox"],
   delivery: ["domain", "platform", "pipeline/projection", "pipeline/outbox"],

@@ -4,7 +4,7 @@
 import { Effect } from "effect"
 import type postgres from "postgres"
 import { Database } from "../platform/db/Database.ts"
-import { AdminError, forbidden, invalid, notFound } from "../domain/errors.ts"
+import { at, forbidden, invalid, isDomainError, notFound, words, type DomainError } from "../domain/errors.ts"
 
 export interface Company {
   readonly id: string
@@ -23,17 +23,17 @@ export interface Actor {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 export const isUuid = (s: string) => UUID.test(s)
 
-/** Runs database work that may fail with an AdminError; anything else is a defect. */
-export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<A, AdminError, Database> =>
+/** Runs database work that may fail with a DomainError; anything else is a defect. */
+export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<A, DomainError, Database> =>
   Effect.flatMap(Database, ({ sql }) =>
     Effect.tryPromise({ try: () => f(sql), catch: (e) => e }).pipe(
-      Effect.catch((e) => (e instanceof AdminError ? Effect.fail(e) : Effect.die(e)))
+      Effect.catch((e) => (isDomainError(e) ? Effect.fail(e) : Effect.die(e)))
     )
   )
 
 export const findCompany = async (sql: postgres.Sql, ref: string): Promise<Company> => {
   const trimmed = ref.trim()
-  if (trimmed === "") throw invalid("--company must name a company by id or host")
+  if (trimmed === "") throw invalid(words`${at("company")} must name a company by id or host`)
   const rows = isUuid(trimmed)
     ? await sql<Company[]>`select id, name, host from app.companies where id = ${trimmed}`
     : await sql<Company[]>`select id, name, host from app.companies where lower(host) = lower(${trimmed})`
@@ -55,7 +55,7 @@ export const companyById = async (sql: postgres.Sql, id: string): Promise<Compan
  */
 export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}): Promise<Actor> => {
   const wanted = email.trim()
-  if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) throw invalid(`--as must be an e-mail address, not "${email}"`)
+  if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) throw invalid(words`${at("admin")} must be an e-mail address, not "${email}"`)
   const users = await sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
     select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`
   if (users.length === 0) throw notFound(`no user with e-mail ${wanted}`)
@@ -68,7 +68,7 @@ export const findAdmin = async (sql: postgres.Sql, email: string, company?: Comp
   }
   const admins = users.filter((u) => u.role === "admin")
   if (admins.length === 0) throw forbidden(`${wanted} is not an admin: only admins can do this`)
-  if (admins.length > 1 && options.anyCompany !== true) throw invalid(`${wanted} is an admin of several companies; name one with --company`)
+  if (admins.length > 1 && options.anyCompany !== true) throw invalid(words`${wanted} is an admin of several companies; name one with ${at("company")}`)
   return toActor(admins[0]!)
 }
 

@@ -5,7 +5,7 @@ import type postgres from "postgres"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
 import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
 import { logActivity } from "./activity.ts"
-import { conflict, invalid, notFound } from "../domain/errors.ts"
+import { at, conflict, invalid, notFound, words, type Invalid } from "../domain/errors.ts"
 import { isUuid, withSql, type Actor } from "./identity.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
@@ -31,29 +31,35 @@ export const MAX_NAME_LENGTH = 100
 export const parseExpiry = (text: string): Expiry | undefined =>
   (EXPIRY_CHOICES as ReadonlyArray<string>).includes(text) ? (text as Expiry) : undefined
 
-/** "all", or resource names separated by commas; undefined with a message when invalid. */
+const scopes = at("scopes")
+
+/** "all", or resource names separated by commas; the error when invalid. */
 export const parseScopes = (
   input: string | ReadonlyArray<string>
-): { readonly scopes: ReadonlyArray<Resource> } | { readonly error: string } => {
+): { readonly scopes: ReadonlyArray<Resource> } | { readonly error: Invalid } => {
   const items = (typeof input === "string" ? input.split(",") : input).map((s) => s.trim()).filter((s) => s !== "")
-  if (items.length === 0) return { error: `--read needs resources separated by commas, or all (${RESOURCES.join(", ")})` }
+  if (items.length === 0) return { error: invalid(words`${scopes} needs resources separated by commas, or all (${RESOURCES.join(", ")})`) }
   if (items.includes("all")) {
-    if (items.length > 1) return { error: `--read takes all on its own, or a list of resources` }
+    if (items.length > 1) return { error: invalid(words`${scopes} takes all on its own, or a list of resources`) }
     return { scopes: RESOURCES }
   }
   const unknown = items.filter((s) => !isResource(s))
   if (unknown.length > 0) {
-    return { error: `unknown resource${unknown.length > 1 ? "s" : ""} ${unknown.map((u) => `"${u}"`).join(", ")} in --read; choose from ${RESOURCES.join(", ")}, or all` }
+    const listed = unknown.map((u) => `"${u}"`).join(", ")
+    return { error: invalid(words`unknown resource${unknown.length > 1 ? "s" : ""} ${listed} in ${scopes}; choose from ${RESOURCES.join(", ")}, or all`) }
   }
   return { scopes: RESOURCES.filter((r) => items.includes(r)) }
 }
 
-export const checkName = (name: string): string | undefined => {
-  const trimmed = name.trim()
-  if (trimmed === "") return "--name must not be empty"
-  if (trimmed.length > MAX_NAME_LENGTH) return `--name must be at most ${MAX_NAME_LENGTH} characters`
+const name = at("name")
+
+/** A key's or token's name: the error when it breaks a rule. */
+export const checkName = (text: string): Invalid | undefined => {
+  const trimmed = text.trim()
+  if (trimmed === "") return invalid(words`${name} must not be empty`)
+  if (trimmed.length > MAX_NAME_LENGTH) return invalid(words`${name} must be at most ${MAX_NAME_LENGTH} characters`)
   const bad = forbiddenInName(trimmed)
-  if (bad !== undefined) return `--name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`
+  if (bad !== undefined) return invalid(words`${name} may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`)
   return undefined
 }
 
@@ -136,9 +142,9 @@ const KEY_COLUMNS = (sql: postgres.Sql | postgres.TransactionSql) =>
 /** Creates a key for the actor's company; refuses a 21st active key. */
 export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, input: CreateKeyInput) {
   const nameProblem = checkName(input.name)
-  if (nameProblem !== undefined) return yield* invalid(nameProblem)
-  if (input.scopes.length === 0) return yield* invalid("a key must be able to read at least one resource")
-  if (actor.companyId !== input.companyId) return yield* invalid("an admin creates keys for their own company only")
+  if (nameProblem !== undefined) return yield* nameProblem
+  if (input.scopes.length === 0) return yield* invalid("a key must be able to read at least one resource", { field: "scopes" })
+  if (actor.companyId !== input.companyId) return yield* invalid("an admin creates keys for their own company only", { field: "company" })
   const secret = newSecret(API_KEY_PREFIX)
   const name = input.name.trim()
   return yield* withSql((sql) =>
@@ -185,7 +191,7 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, i
 /** The company a key belongs to (to check the actor against it), or a not-found error. */
 export const keyCompany = (keyId: string) =>
   withSql(async (sql) => {
-    if (!isUuid(keyId)) throw invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`)
+    if (!isUuid(keyId)) throw invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`, { field: "id" })
     const [row] = await sql<{ company_id: string }[]>`select company_id from service.api_keys where id = ${keyId}`
     if (row === undefined) throw notFound(`no API key with id ${keyId}`)
     return row.company_id
@@ -197,7 +203,8 @@ export const keyCompany = (keyId: string) =>
  * schema's trigger on service.api_keys.
  */
 export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: Actor, keyId: string) {
-  if (!isUuid(keyId)) return yield* invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`)
+  // An id of another shape names no key, as an unknown one does.
+  if (!isUuid(keyId)) return yield* notFound(`no API key with id ${keyId}`)
   return yield* withSql((sql) =>
     sql.begin(async (tx) => {
       const [row] = await tx<KeyRow[]>`select ${KEY_COLUMNS(tx)} from service.api_keys where id = ${keyId} for update`

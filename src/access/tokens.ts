@@ -65,7 +65,7 @@ const toInfo = (r: TokenRow): TokenInfo => ({
 
 export const createToken = Effect.fn("admin.createToken")(function* (actor: Actor, input: { readonly name: string; readonly expires: Expiry }) {
   const problem = checkName(input.name)
-  if (problem !== undefined) return yield* invalid(problem)
+  if (problem !== undefined) return yield* problem
   const secret = newSecret(ADMIN_TOKEN_PREFIX)
   const name = input.name.trim()
   const interval = INTERVAL[input.expires]
@@ -99,7 +99,8 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Acto
 })
 
 export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Actor, tokenId: string) {
-  if (!isUuid(tokenId)) return yield* invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`)
+  // An id of another shape names no token, as an unknown one does.
+  if (!isUuid(tokenId)) return yield* notFound(`no admin token with id ${tokenId}`)
   return yield* withSql((sql) =>
     sql.begin(async (tx) => {
       const [row] = await tx<TokenRow[]>`
@@ -117,7 +118,7 @@ export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Acto
 
 export const tokenCompany = (tokenId: string) =>
   withSql(async (sql) => {
-    if (!isUuid(tokenId)) throw invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`)
+    if (!isUuid(tokenId)) throw invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`, { field: "id" })
     const [row] = await sql<{ company_id: string }[]>`select company_id from service.admin_tokens where id = ${tokenId}`
     if (row === undefined) throw notFound(`no admin token with id ${tokenId}`)
     return row.company_id

@@ -344,7 +344,8 @@ export const defaultLookup: Lookup = systemLookup(new Resolver({ timeout: 1_000,
 
 export type GuardErrorKind = "invalid-url" | "refused" | "dns"
 
-type Refusal = { readonly ok: false; readonly kind: GuardErrorKind; readonly error: string }
+/** `notPublic`: refused for an address (not for the URL's form), which an allowed network would let through. */
+type Refusal = { readonly ok: false; readonly kind: GuardErrorKind; readonly error: string; readonly notPublic?: true }
 
 export type CheckResult = { readonly ok: true; readonly target: WebhookUrl; readonly addresses: ReadonlyArray<ResolvedAddress> } | Refusal
 
@@ -381,7 +382,7 @@ type Vetted = { readonly ok: true; readonly addresses: ReadonlyArray<ResolvedAdd
 
 const vetLiteral = (target: WebhookUrl, allowed: AllowedNetworks): Vetted => {
   const v = vet(target.host, allowed)
-  if (!v.public) return { ok: false, kind: "refused", error: `refused: ${target.host} is not a public address (${v.reason})` }
+  if (!v.public) return { ok: false, kind: "refused", error: `refused: ${target.host} is not a public address (${v.reason})`, notPublic: true }
   return { ok: true, addresses: [{ address: target.host, family: target.ipLiteral! }] }
 }
 
@@ -393,7 +394,7 @@ const vetAnswers = (host: string, answers: ReadonlyArray<ResolvedAddress>, allow
     const family = isIP(a.address)
     if (family === 0) return { ok: false, kind: "dns", error: `dns: ${host} resolved to a non-address "${String(a.address).slice(0, 64)}"` }
     const v = vet(a.address, allowed)
-    if (!v.public) return { ok: false, kind: "refused", error: `refused: ${host} resolves to ${a.address} (${v.reason})` }
+    if (!v.public) return { ok: false, kind: "refused", error: `refused: ${host} resolves to ${a.address} (${v.reason})`, notPublic: true }
     if (!seen.has(a.address)) {
       seen.add(a.address)
       addresses.push({ address: a.address, family: family === 6 ? 6 : 4 })

@@ -18,7 +18,7 @@ import { annotateFanout, TracingEnabled, withDeliverySpan, withFanoutSpan } from
 import { EVENTS_CHANNEL } from "../pipeline/outbox/events.ts"
 import type { AllowedNetworks, Lookup } from "./address-guard.ts"
 import { deliveryBody } from "./body.ts"
-import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, PARTITIONS_CHANNEL, endpointSecretContext, keySecretContext } from "../platform/db/channels.ts"
+import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, PARTITIONS_CHANNEL, endpointSecretContext, keySecretContext, listenScoped } from "../platform/db/channels.ts"
 import { deliveryId } from "./ids.ts"
 import {
   PARTS,
@@ -936,22 +936,12 @@ export const makeEngine = (options: EngineOptions) =>
       poke(releaseQ)
     }
     const onPartitions = () => poke(heartbeatQ)
-    yield* Effect.acquireRelease(
-      Effect.tryPromise(() =>
-        Promise.all([
-          sql.listen(EVENTS_CHANNEL, onEvents, onEvents),
-          sql.listen(DELIVERIES_CHANNEL, onDeliveries, onDeliveries),
-          // On (re)connect too: a change made while the listener was down is not missed.
-          sql.listen(DESTINATIONS_CHANNEL, destinationsChanged, destinationsChanged),
-          sql.listen(PARTITIONS_CHANNEL, onPartitions, onPartitions)
-        ])
-      ).pipe(
-        Effect.catchCause((cause) =>
-          Effect.logWarning("LISTEN failed; relying on the poll", Cause.pretty(cause)).pipe(Effect.as([] as Array<{ unlisten(): Promise<void> }>))
-        )
-      ),
-      (ls) => Effect.promise(() => Promise.all(ls.map((l) => l.unlisten().catch(() => undefined))))
-    )
+    yield* listenScoped(sql, "", [
+      [EVENTS_CHANNEL, onEvents],
+      [DELIVERIES_CHANNEL, onDeliveries],
+      [DESTINATIONS_CHANNEL, destinationsChanged],
+      [PARTITIONS_CHANNEL, onPartitions]
+    ])
 
     const writer = yield* Effect.forkDetach(writerLoop)
     const loops = [

@@ -4,7 +4,7 @@
 import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { checkRequest, isJsonApiPath, nulParameter } from "./http/request-checks.ts"
-import type { KnownRoute } from "./http/routes.ts"
+import { routeTable, type KnownRoute } from "./http/routes.ts"
 import { hostOf, rateLimitField, rateLimitPolicy } from "./api/auth.ts"
 import { errorResponse } from "./http/errors.ts"
 import { conditional } from "./api/etag.ts"
@@ -12,18 +12,6 @@ import { KeyDirectory } from "./api/key-directory.ts"
 import { RateLimiter } from "./api/rate-limit.ts"
 import { UsageRecorder } from "./api/usage.ts"
 import { ApiSettings } from "./api/settings.ts"
-
-const toRegExp = (path: string) =>
-  new RegExp("^" + path.split("/").map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/") + "$")
-
-/** Methods that a path takes (GET implies HEAD), in a stable order; empty for an unknown path. */
-export const allowedMethods = (routes: ReadonlyArray<{ readonly method: string; readonly re: RegExp }>, path: string) => {
-  const methods = new Set<string>()
-  for (const r of routes) if (r.re.test(path)) methods.add(r.method)
-  if (methods.has("GET")) methods.add("HEAD")
-  const order = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-  return [...methods].sort((a, b) => order.indexOf(a) - order.indexOf(b))
-}
 
 const pathOf = (url: string) => {
   const q = url.search(/[?#]/)
@@ -74,7 +62,7 @@ const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerRe
 }
 
 export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
-  const routes = known.map((r) => ({ method: r.method, re: toRegExp(r.path) }))
+  const routes = routeTable(known)
   return HttpRouter.middleware(
     Effect.gen(function* () {
       const directory = yield* KeyDirectory
@@ -144,7 +132,7 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
           if (failure !== undefined && isRouteNotFound(failure.error)) {
             const request = failure.error.request
             const path = pathOf(request.url)
-            const allow = allowedMethods(routes, path)
+            const allow = routes.allowedMethods(request.url)
             if (allow.length > 0) {
               return rated(
                 request,

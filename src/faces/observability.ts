@@ -3,16 +3,16 @@
 // documents, admin API, health, metrics).
 import { Layer } from "effect"
 import { HttpMiddleware } from "effect/http"
-import { requestObservability, routeMatcher } from "./http/requests.ts"
+import { requestObservability } from "./http/requests.ts"
 import { MetricsRoutes } from "./ops/metrics-routes.ts"
+import { routeTable } from "./http/routes.ts"
 import { KNOWN_ROUTES } from "./routes.ts"
-
 
 /** Requires Metrics and Database; reads Capture and DeliveryEngine when they run here. */
 export const ObservabilityRoutes = Layer.mergeAll(MetricsRoutes, requestObservability(KNOWN_ROUTES))
 
 /** Names each request's trace span by its route pattern ("GET /api/v1/incidents/:id"), never by its raw path. */
 export const RequestSpanNames = Layer.sync(HttpMiddleware.SpanNameGenerator, () => {
-  const routeOf = routeMatcher(KNOWN_ROUTES)
-  return (request) => `${request.method} ${routeOf(request.method, request.url)}`
+  const routes = routeTable(KNOWN_ROUTES)
+  return (request) => `${request.method} ${routes.routeOf(request.method, request.url)}`
 })

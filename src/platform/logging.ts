@@ -1,5 +1,5 @@
 // Structured logs: one JSON object per line on stdout ({time, level, message, ...fields}),
-// level from LOG_LEVEL. Effect's logger and plain code (capture) write the same shape.
+// level from LOG_LEVEL. Effect's logger and plain code (the CLI's refusals) write the same shape.
 import { Cause, Config, Effect, Layer, Logger, type LogLevel, References } from "effect"
 
 export type Level = "debug" | "info" | "warn" | "error"
@@ -18,13 +18,23 @@ export const writeLog = (level: Level, message: string, fields: Record<string, u
   out.write(JSON.stringify({ time: new Date().toISOString(), level, message, ...clean(fields) }) + "\n")
 }
 
-const jsonLogger = Logger.make<unknown, void>(({ message, logLevel, cause, fiber, date }) => {
-  const parts = Array.isArray(message) ? message : [message]
-  const text = parts.filter((p) => typeof p === "string").join(" ")
-  const fields: Record<string, unknown> = { ...fiber.getRef(References.CurrentLogAnnotations) }
-  for (const p of parts) if (p !== null && typeof p === "object" && !Array.isArray(p)) Object.assign(fields, p)
-  if (cause.reasons.length > 0) fields.error = Cause.pretty(cause)
-  process.stdout.write(JSON.stringify({ time: date.toISOString(), level: logLevel.toLowerCase(), message: text, ...clean(fields) }) + "\n")
+/**
+ * Effect's log lines as (level, message, fields): the fields are the fiber's log annotations
+ * and any object passed along with the message. The service writes them as JSON; a test
+ * (or a benchmark) keeps or drops them.
+ */
+export const lineLogger = (write: (level: string, message: string, fields: Record<string, unknown>, date: Date) => void) =>
+  Logger.make<unknown, void>(({ message, logLevel, cause, fiber, date }) => {
+    const parts = Array.isArray(message) ? message : [message]
+    const text = parts.filter((p) => typeof p === "string").join(" ")
+    const fields: Record<string, unknown> = { ...fiber.getRef(References.CurrentLogAnnotations) }
+    for (const p of parts) if (p !== null && typeof p === "object" && !Array.isArray(p)) Object.assign(fields, p)
+    if (cause.reasons.length > 0) fields.error = Cause.pretty(cause)
+    write(logLevel.toLowerCase(), text, fields, date)
+  })
+
+const jsonLogger = lineLogger((level, message, fields, date) => {
+  process.stdout.write(JSON.stringify({ time: date.toISOString(), level, message, ...clean(fields) }) + "\n")
 })
 
 const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = {

@@ -299,26 +299,31 @@ export interface WithItems {
 
 const itemResult = (r: Random, failRate: number) => r.weighted({ pass: 1 - failRate - 0.08, fail: failRate, na: 0.08 })
 
+/** A checklist's item rows, in order: each answered pass, fail or n/a, with what its kind adds (a note, photos). */
+const checklistItems = <Extra extends Row>(
+  r: Random,
+  questions: ReadonlyArray<string>,
+  failRate: number,
+  parent: Row,
+  at: Date,
+  extra: (result: string, id: string) => Extra
+) =>
+  questions.map((item, i) => {
+    const id = randomUUID()
+    const result = itemResult(r, failRate)
+    return { id, ...parent, position: i + 1, item, result, created_at: at, ...extra(result, id) }
+  })
+
 export const auditWithItems = (r: Random, c: CompanyRefs, at: Date, scored = true): WithItems => {
   const template = r.pick(Object.keys(C.AUDIT_TEMPLATES))
   const questions = C.AUDIT_TEMPLATES[template]!
   const count = r.int(Math.min(5, questions.length), Math.min(15, questions.length))
   const failRate = r.pick([0.03, 0.08, 0.15, 0.3])
   const row = base(c, at)
-  const items = questions.slice(0, count).map((item, i) => {
-    const id = randomUUID()
-    const result = itemResult(r, failRate)
-    return {
-      id,
-      audit_id: row.id,
-      position: i + 1,
-      item,
-      result,
-      note: result === "fail" ? r.pick(["Raised with foreman.", "Needs follow-up.", "Photo taken.", "Fixed during audit."]) : result === "na" ? "Not applicable today." : "",
-      created_at: at,
-      photos: result === "fail" && r.chance(0.7) ? photos(r, c, "audit-items", id, 2) : null
-    }
-  })
+  const items = checklistItems(r, questions.slice(0, count), failRate, { audit_id: row.id }, at, (result, id) => ({
+    note: result === "fail" ? r.pick(["Raised with foreman.", "Needs follow-up.", "Photo taken.", "Fixed during audit."]) : result === "na" ? "Not applicable today." : "",
+    photos: result === "fail" && r.chance(0.7) ? photos(r, c, "audit-items", id, 2) : null
+  }))
   const pass = items.filter((i) => i.result === "pass").length
   const fail = items.filter((i) => i.result === "fail").length
   const site = siteAt(r, c, at)
@@ -345,20 +350,11 @@ export const inspectionWithItems = (r: Random, c: CompanyRefs, at: Date, failRat
   const eq = c.equipment.length > 0 ? r.pick(before(c.equipment, at)) : null
   const questions = C.CHECKLISTS[eq?.category ?? "Ladder"]!
   const row = base(c, at)
-  const items = questions.slice(0, r.int(Math.min(4, questions.length), questions.length)).map((item, i) => {
-    const id = randomUUID()
-    const result = itemResult(r, failRate)
-    return {
-      id,
-      inspection_id: row.id,
-      position: i + 1,
-      item,
-      result,
-      note: result === "fail" ? r.pick(["Tagged out of service.", "Reported to fleet.", "Worn beyond limit.", "Leak found."]) : "",
-      created_at: at,
-      photo: result === "fail" ? fileUrl(c, "inspection-items", id, "defect.jpg") : null
-    }
-  })
+  const asked = questions.slice(0, r.int(Math.min(4, questions.length), questions.length))
+  const items = checklistItems(r, asked, failRate, { inspection_id: row.id }, at, (result, id) => ({
+    note: result === "fail" ? r.pick(["Tagged out of service.", "Reported to fleet.", "Worn beyond limit.", "Leak found."]) : "",
+    photo: result === "fail" ? fileUrl(c, "inspection-items", id, "defect.jpg") : null
+  }))
   const fails = items.filter((i) => i.result === "fail").length
   // A failed item fails the inspection, unless the inspector judged it minor.
   const outcome: Outcome = fails === 0 ? (r.chance(0.05) ? "needs_attention" : "pass") : r.chance(0.75) ? "fail" : "needs_attention"

@@ -3,7 +3,7 @@ import type { ISql, Sql } from "postgres"
 import type { AllowedNetworks, Lookup } from "../delivery/address-guard.ts"
 import { DELIVERIES_CHANNEL } from "../platform/db/channels.ts"
 import type { SendOptions } from "../delivery/sender.ts"
-import { badRequest, notFound } from "./errors.ts"
+import { invalid, notFound } from "../domain/errors.ts"
 
 export interface WebhookDeps {
   readonly sql: Sql
@@ -58,7 +58,7 @@ export const requireId = (id: unknown, what: string): string => {
 }
 
 export const requireCompanyId = (id: unknown): string => {
-  if (!isUuid(id)) throw badRequest("company must be a company id (a UUID)")
+  if (!isUuid(id)) throw invalid("company must be a company id (a UUID)", { field: "company" })
   return id.toLowerCase()
 }
 

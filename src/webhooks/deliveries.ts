@@ -2,7 +2,7 @@
 // attempts), Send Again (same delivery id, at once) and replay of failures since a time.
 import type { Sql } from "postgres"
 import { iso, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
-import { badRequest, conflict, notFound } from "./errors.ts"
+import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { holdReason } from "../delivery/queries.ts"
 
 export type DeliveryView = {
@@ -170,7 +170,7 @@ export const replayFailed = async (
   input: { readonly endpointId: string; readonly since: Date; readonly companyId?: string | undefined }
 ): Promise<{ readonly count: number }> => {
   const endpointId = requireId(input.endpointId, "endpoint")
-  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime())) throw badRequest("since must be a date")
+  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime())) throw invalid("since must be a date", { field: "since" })
   const [e] = await deps.sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`
   if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${endpointId}`)
   return deps.sql.begin(async (tx) => {

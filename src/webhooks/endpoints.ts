@@ -7,7 +7,7 @@ import { encryptSecret } from "../platform/secrets/secrets-key.ts"
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { iso, requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
-import { badRequest, forbidden, notFound } from "./errors.ts"
+import { forbidden, invalid, notFound } from "../domain/errors.ts"
 import { DEFAULT_OVERLAP, parseOverlap } from "./overlap.ts"
 import { checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
 
@@ -150,7 +150,7 @@ export type UpdateEndpointInput = Target & {
 export const updateEndpoint = async (deps: WebhookDeps, actor: Actor, input: UpdateEndpointInput): Promise<EndpointView> => {
   const current = await load(deps, input)
   if (input.name === undefined && input.url === undefined && input.events === undefined) {
-    throw badRequest("nothing to change: give a name, url or events")
+    throw invalid("nothing to change: give a name, url or events")
   }
   const name = input.name === undefined ? current.name : parseName(input.name)
   let events: ReadonlyArray<string> = current.events
@@ -205,7 +205,7 @@ export type RotatedSecret = {
  */
 export const rotateEndpointSecret = async (deps: WebhookDeps, actor: Actor, input: RotateEndpointInput): Promise<RotatedSecret> => {
   const overlap = parseOverlap(input.overlap ?? DEFAULT_OVERLAP)
-  if (!overlap.ok) throw badRequest(overlap.error)
+  if (!overlap.ok) throw invalid(overlap.error, { field: "overlap" })
   const current = await load(deps, input)
   const secret = newSecret()
   const blob = encryptSecret(deps.secretsKey, secret, endpointSecretContext(current.id))

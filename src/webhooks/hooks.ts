@@ -6,7 +6,7 @@ import { decryptSecret, encryptSecret } from "../platform/secrets/secrets-key.ts
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { isUuid, writeActivity, type Tx, type WebhookDeps } from "./context.ts"
-import { badRequest, forbidden, notFound, unauthorized } from "./errors.ts"
+import { forbidden, invalid, notFound, unauthorized } from "../domain/errors.ts"
 import { checkUrl, parseEvent } from "./validate.ts"
 
 export const MAX_SUBSCRIPTIONS_PER_KEY = 50
@@ -99,10 +99,10 @@ const keySecret = async (deps: WebhookDeps, tx: Tx, keyId: string): Promise<stri
  */
 export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown): Promise<{ readonly created: boolean; readonly subscription: CreatedHook }> => {
   requireWebhooks(await rights(deps.sql, key, false))
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest('the body must be a JSON object {"url": ..., "event": ...}')
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw invalid('the body must be a JSON object {"url": ..., "event": ...}')
   const input = body as Record<string, unknown>
   const event = parseEvent(input.event)
-  if (typeof input.url !== "string" || input.url.trim() === "") throw badRequest("url must be an https:// address")
+  if (typeof input.url !== "string" || input.url.trim() === "") throw invalid("url must be an https:// address", { field: "url" })
   const url = await checkUrl(deps, input.url)
   return deps.sql.begin(async (tx) => {
     // The key row lock serialises one key's subscribes, so the limit of 50 holds under races.
@@ -121,7 +121,7 @@ export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown)
       return { created: false, subscription: { ...record(row!), secret: await keySecret(deps, tx, key.keyId) } }
     }
     const [count] = await tx<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions where key_id = ${key.keyId}`
-    if (count!.n >= MAX_SUBSCRIPTIONS_PER_KEY) throw badRequest(`this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`)
+    if (count!.n >= MAX_SUBSCRIPTIONS_PER_KEY) throw invalid(`this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`)
     const secret = await keySecret(deps, tx, key.keyId)
     const [row] = await tx<SubRow[]>`insert into service.webhook_subscriptions (key_id, company_id, url, event)
       values (${key.keyId}, ${key.companyId.toLowerCase()}, ${url}, ${event}) returning id::text, url, event, active, created_at`

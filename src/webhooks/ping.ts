@@ -4,9 +4,9 @@ import { randomUUID } from "node:crypto"
 import { deliveryBody, PING_EVENT } from "../delivery/body.ts"
 import { endpointSecretContext } from "../platform/db/channels.ts"
 import { decryptSecret } from "../platform/secrets/secrets-key.ts"
-import { send } from "../delivery/sender.ts"
+import { send, type SendErrorKind } from "../delivery/sender.ts"
 import { requireId, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
-import { notFound } from "./errors.ts"
+import { notFound } from "../domain/errors.ts"
 
 export type PingResult = {
   readonly ok: boolean
@@ -15,6 +15,8 @@ export type PingResult = {
   readonly durationMs: number
   /** Why it failed ("http 500", "timeout: ...", "refused: ..."); null on success. */
   readonly error: string | null
+  /** Its kind ("tls", "refused" ...), for a face that says more about it; not shown. */
+  readonly errorKind: SendErrorKind | null
   /** The start of the receiver's answer. */
   readonly response: string
   readonly deliveryId: string
@@ -54,6 +56,7 @@ export const testEndpoint = async (
     status: r.status,
     durationMs: r.durationMs,
     error: r.error,
+    errorKind: r.errorKind,
     response: r.responseSnippet.slice(0, SHOWN_CHARS),
     deliveryId
   }

@@ -1,22 +1,22 @@
 // The webhook operations as one Effect service, for the API handlers, the admin HTTP API
-// and the CLI. Each fails with WebhookError (status + message); anything else is a defect.
+// and the CLI. Each fails with a DomainError; anything else is a defect.
 import { Context, Effect, Layer } from "effect"
 import { Database } from "../platform/db/Database.ts"
+import { isDomainError, type DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
 import { listActivity, type WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
-import { WebhookError } from "./errors.ts"
 import { createHook, deleteHook, getHook, listHooks } from "./hooks.ts"
 import { testEndpoint } from "./ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "./subscriptions.ts"
 
-const lift = <A>(run: () => Promise<A>): Effect.Effect<A, WebhookError> =>
+const lift = <A>(run: () => Promise<A>): Effect.Effect<A, DomainError> =>
   Effect.promise(() =>
     run().then(
       (value) => ({ ok: true as const, value }),
       (error: unknown) => {
-        if (error instanceof WebhookError) return { ok: false as const, error }
+        if (isDomainError(error)) return { ok: false as const, error }
         throw error
       }
     )
@@ -27,7 +27,7 @@ type Op<Args extends ReadonlyArray<unknown>, A> = (deps: WebhookDeps, ...args: A
 const bind =
   (deps: WebhookDeps) =>
   <Args extends ReadonlyArray<unknown>, A>(op: Op<Args, A>) =>
-  (...args: Args): Effect.Effect<A, WebhookError> =>
+  (...args: Args): Effect.Effect<A, DomainError> =>
     lift(() => op(deps, ...args))
 
 export const makeWebhooks = (deps: WebhookDeps) => {

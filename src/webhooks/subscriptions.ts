@@ -1,7 +1,7 @@
 // The webhooks page's view of subscriptions keys made through the API: list, turn off or on,
 // delete (spec 3.2). Deleting drops its pending deliveries too.
 import { requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
-import { notFound } from "./errors.ts"
+import { notFound } from "../domain/errors.ts"
 
 export type SubscriptionView = {
   readonly id: string

@@ -2,29 +2,29 @@
 import { resolveAndCheck } from "../delivery/address-guard.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../domain/event-kinds.ts"
 import type { WebhookDeps } from "./context.ts"
-import { badRequest, forbidden } from "./errors.ts"
+import { forbidden, invalid } from "../domain/errors.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
 const KNOWN = EVENT_KINDS.join(", ")
 
 export const parseEvent = (input: unknown): EventKind => {
-  if (typeof input !== "string" || input.trim() === "") throw badRequest(`event must be one of: ${KNOWN}`)
+  if (typeof input !== "string" || input.trim() === "") throw invalid(`event must be one of: ${KNOWN}`, { field: "event" })
   const e = input.trim()
-  if (!isEventKind(e)) throw badRequest(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`)
+  if (!isEventKind(e)) throw invalid(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`, { field: "event" })
   return e
 }
 
 /** A list of events (an array, or "a,b" text as the CLI takes it); duplicates dropped. */
 export const parseEvents = (input: unknown): ReadonlyArray<EventKind> => {
   const items = typeof input === "string" ? input.split(",") : input
-  if (!Array.isArray(items)) throw badRequest("events must be a list of event names")
+  if (!Array.isArray(items)) throw invalid("events must be a list of event names", { field: "events" })
   const out: Array<EventKind> = []
   for (const item of items) {
     if (typeof item === "string" && item.trim() === "") continue
     const e = parseEvent(item)
     if (!out.includes(e)) out.push(e)
   }
-  if (out.length === 0) throw badRequest(`choose at least one event: ${KNOWN}`)
+  if (out.length === 0) throw invalid(`choose at least one event: ${KNOWN}`, { field: "events" })
   return out
 }
 
@@ -33,16 +33,16 @@ export const requireModulesOn = (events: ReadonlyArray<EventKind>, modules: Read
   const off = events.filter((e) => !modules.includes(EVENT_RESOURCE[e]))
   if (off.length > 0) {
     const names = [...new Set(off.map((e) => EVENT_RESOURCE[e]))].join(", ")
-    throw forbidden(`the ${names} module${off.length > 1 ? "s are" : " is"} turned off for this company (${off.join(", ")})`)
+    throw forbidden(`the ${names} module${off.length > 1 ? "s are" : " is"} turned off for this company (${off.join(", ")})`, { field: "events" })
   }
 }
 
 export const parseName = (input: unknown): string => {
-  if (typeof input !== "string" || input.trim() === "") throw badRequest("name is required")
+  if (typeof input !== "string" || input.trim() === "") throw invalid("name is required", { field: "name" })
   const name = input.trim()
-  if (name.length > 200) throw badRequest("name is longer than 200 characters")
+  if (name.length > 200) throw invalid("name is longer than 200 characters", { field: "name" })
   const bad = forbiddenInName(name)
-  if (bad !== undefined) throw badRequest(`name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`)
+  if (bad !== undefined) throw invalid(`name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`, { field: "name" })
   return name
 }
 
@@ -51,8 +51,8 @@ export const parseName = (input: unknown): string => {
  * network). Returns the normalised URL that is stored; it is checked again before each send.
  */
 export const checkUrl = async (deps: Pick<WebhookDeps, "allowed" | "lookup">, input: unknown): Promise<string> => {
-  if (typeof input !== "string") throw badRequest("url must be an https:// address")
+  if (typeof input !== "string") throw invalid("url must be an https:// address", { field: "url" })
   const r = await resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) })
-  if (!r.ok) throw badRequest(`url ${r.error}`)
+  if (!r.ok) throw invalid(`url ${r.error}`, { field: "url", ...(r.notPublic === true ? { reason: "address_not_public" } : {}) })
   return r.target.href
 }

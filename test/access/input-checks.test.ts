@@ -22,7 +22,8 @@ describe("parseScopes", () => {
     ["Incidents", /unknown resource "Incidents"/]
   ])("%j is refused", (input, message) => {
     const r = parseScopes(input)
-    expect("error" in r && r.error).toMatch(message)
+    expect("error" in r && [r.error._tag, r.error.field]).toEqual(["Invalid", "scopes"])
+    expect("error" in r && r.error.message).toMatch(message)
   })
 })
 
@@ -36,7 +37,7 @@ describe("parseExpiry and checkName", () => {
     (name, problem) => {
       const r = checkName(name)
       if (problem === undefined) expect(r).toBeUndefined()
-      else expect(r).toMatch(problem)
+      else expect([r?.field, r?.message]).toEqual(["name", expect.stringMatching(problem)])
     }
   )
 })

@@ -203,7 +203,7 @@ describe("resolveAndCheck", () => {
   it("refuses a name that resolves to a private address, with a message naming both", async () => {
     const { lookup } = table({ "webhook-test.local": ["10.0.0.5"] })
     const r = await resolveAndCheck("https://webhook-test.local/hook", { lookup })
-    expect(r).toEqual({ ok: false, kind: "refused", error: "refused: webhook-test.local resolves to 10.0.0.5 (private network)" })
+    expect(r).toEqual({ ok: false, kind: "refused", error: "refused: webhook-test.local resolves to 10.0.0.5 (private network)", notPublic: true })
   })
 
   it("refuses when any one of several addresses is not public", async () => {
@@ -224,7 +224,8 @@ describe("resolveAndCheck", () => {
     expect(await resolveAndCheck("https://2130706433/", { lookup })).toEqual({
       ok: false,
       kind: "refused",
-      error: "refused: 127.0.0.1 is not a public address (loopback)"
+      error: "refused: 127.0.0.1 is not a public address (loopback)",
+      notPublic: true
     })
     expect(await resolveAndCheck("https://8.8.8.8/", { lookup })).toMatchObject({ ok: true, addresses: [{ address: "8.8.8.8", family: 4 }] })
     expect(calls).toEqual([])
@@ -323,7 +324,8 @@ describe("reused resolutions (deliveries)", () => {
     expect(await reuse("https://rebind.example/", d.lookup)).toEqual({
       ok: false,
       kind: "refused",
-      error: "refused: rebind.example resolves to 10.0.0.5 (private network)"
+      error: "refused: rebind.example resolves to 10.0.0.5 (private network)",
+      notPublic: true
     })
     expect(d.calls).toHaveLength(2)
   })
@@ -356,7 +358,8 @@ describe("reused resolutions (deliveries)", () => {
     expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
     expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: [] })).toMatchObject({
       ok: false,
-      error: "refused: 127.0.0.1 is not a public address (loopback)"
+      error: "refused: 127.0.0.1 is not a public address (loopback)",
+      notPublic: true
     })
     expect(await reuse("https://127.0.0.1:8443/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
     expect(d.calls).toHaveLength(2)

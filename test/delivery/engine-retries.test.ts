@@ -8,7 +8,7 @@ import { createEndpoint, enableEndpoint, getEndpoint, rotateEndpointSecret } fro
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver } from "../support/https-receiver.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useEngineWorld, waitFor, type Answered } from "../support/world.ts"
 
 const dns = dnsTable({ "gone.test": ["127.0.0.1"] })
 // Each test owns its destinations and its engine (s.engine, stopped after it).
@@ -266,16 +266,13 @@ describe("Send Again and what stops a destination", () => {
     const sent = at(s.w.receiver, "/again-rules").length
 
     await s.w.db.sql`update app.company_modules set enabled = false where company_id = ${s.w.company.id} and module = 'incidents'`
-    let refused: { status?: number; message?: string } | null
+    let refused: Answered | null
     try {
       await waitFor(async () => {
         const [c] = await s.w.db.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${s.w.company.id}`
         return !c!.modules.includes("incidents")
       }, "the module off in the service")
-      refused = await resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id }).then(
-        () => null,
-        (err: { status?: number; message?: string }) => err
-      )
+      refused = await failure(resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id }))
     } finally {
       await s.w.db.sql`update app.company_modules set enabled = true where company_id = ${s.w.company.id} and module = 'incidents'`
     }

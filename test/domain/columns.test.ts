@@ -2,7 +2,7 @@
 // schema cannot silently be left out of (or leak through) the publication and the shapers.
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { camelCase } from "../../src/domain/records/fields.ts"
+import { camelCase, fields } from "../../src/domain/records/fields.ts"
 import { NEVER_COLUMNS, PUBLISHED_COLUMNS, shape } from "../../src/domain/records/index.ts"
 import { RESOURCE_INFO, RESOURCES, type Resource } from "../../src/domain/resources.ts"
 import { FIXTURES } from "./fixtures.ts"
@@ -118,5 +118,20 @@ describe("shapers against the published columns", () => {
       .map(camelCase)
       .concat(add)
     expect(Object.keys(shape(resource, FIXTURES[resource])).sort()).toEqual(expected.sort())
+  })
+})
+
+describe("fields(): a shaper's field list written as words", () => {
+  it.each([
+    ["id company_id title", [["id", "text"], ["company_id", "text"], ["title", "text"]]],
+    ["\n  occurred_at:timestamp privacy_case:boolean\n  score:number tags:textArray data:json\n", [
+      ["occurred_at", "timestamp"], ["privacy_case", "boolean"], ["score", "number"], ["tags", "textArray"], ["data", "json"]
+    ]]
+  ])("%j, in order, text by default", (words, expected) => {
+    expect(fields(words)).toEqual(expected)
+  })
+
+  it("refuses a kind it does not know, so a typo fails at load rather than shaping text", () => {
+    expect(() => fields("id occurred_at:timestmap")).toThrow("field occurred_at: unknown kind timestmap")
   })
 })

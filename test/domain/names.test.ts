@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest"
 import { forbiddenInName } from "../../src/domain/names.ts"
 import { checkName } from "../../src/access/keys.ts"
 import { parseName } from "../../src/webhooks/validate.ts"
+import { cliMessage } from "../../src/faces/cli/errors.ts"
+import { httpMessage } from "../../src/faces/http/errors.ts"
 
 describe("names", () => {
   it.each([
@@ -15,7 +17,9 @@ describe("names", () => {
     ["isolate\u2066x\u2069", "U+2066"]
   ])("refuses %j (%s)", (name, found) => {
     expect(forbiddenInName(name)).toBe(found)
-    expect(checkName(name)).toBe(`--name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`)
+    const problem = checkName(name)!
+    expect(cliMessage(problem)).toBe(`--name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`)
+    expect(httpMessage(problem)).toBe(`name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`)
     expect(() => parseName(name)).toThrow(`(found ${found})`)
   })
 

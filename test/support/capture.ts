@@ -1,6 +1,8 @@
 // Runs the real capture loop against a test database, and waits for it to catch up.
+import { Effect, Fiber, Logger, Schedule } from "effect"
 import type { Sql } from "postgres"
-import { CaptureStats, runCapture, type CaptureOptions } from "../../src/pipeline/capture/run.ts"
+import { captureRun, CaptureStats, type CaptureOptions } from "../../src/pipeline/capture/run.ts"
+import { lineLogger } from "../../src/platform/logging.ts"
 import { parseLsn } from "../../src/platform/db/lsn.ts"
 import { makeCompany } from "./app.ts"
 import type { TestDatabase } from "./db.ts"
@@ -15,32 +17,36 @@ export interface RunningCapture {
   readonly done: Promise<void>
 }
 
-export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> = {}): RunningCapture => {
+/** Where capture's log lines go: by default into `logs`. */
+export type CaptureLog = (level: string, message: string, fields?: Record<string, unknown>) => void
+
+export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> & { readonly log?: CaptureLog } = {}): RunningCapture => {
   const stats = new CaptureStats()
   const logs: Array<{ level: string; message: string; fields?: Record<string, unknown> }> = []
-  const ac = new AbortController()
+  const { log = (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }), ...rest } = options
   const opts: CaptureOptions = {
     url: db.url,
     slot: `slot_${db.name}`,
     publication: "safety_records_service",
     batchChanges: 2000,
     heartbeatMs: 60_000,
-    log: (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }),
-    ...options
+    ...rest
   }
   // Like the service: a failed run (connection lost, server restarted) is retried.
   const errors: unknown[] = []
-  const done = (async () => {
-    while (!ac.signal.aborted) {
-      try {
-        await runCapture(db.sql, opts, ac.signal, stats)
-      } catch (e) {
-        errors.push(e)
-        logs.push({ level: "retry", message: String(e) })
-        await new Promise((r) => setTimeout(r, 200))
-      }
-    }
-  })()
+  const fiber = Effect.runFork(
+    captureRun(db.sql, opts, stats).pipe(
+      Effect.tapError((e) =>
+        Effect.sync(() => {
+          errors.push(e)
+          logs.push({ level: "retry", message: String(e) })
+        })
+      ),
+      Effect.retry(Schedule.spaced("200 millis")),
+      Effect.provide(Logger.layer([lineLogger((level, message, fields) => log(level, message, fields))]))
+    )
+  )
+  const done = Effect.runPromise(Fiber.await(fiber)).then(() => {})
   const settle = async (timeoutMs = 20_000) => {
     const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
     const target = parseLsn(row!.lsn)
@@ -58,8 +64,8 @@ export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, opt
     settle,
     done,
     stop: async () => {
-      ac.abort()
-      await done.catch(() => {})
+      await Effect.runPromise(Fiber.interrupt(fiber))
+      await done
     }
   }
 }

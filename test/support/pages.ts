@@ -172,3 +172,12 @@ export const expectAccessible = async (page: Page, where: string = page.url()): 
   })
   throw new Error(`${where}: ${violations.length} accessibility violation(s) (axe-core, ${AXE_TAGS.join(", ")}):\n${lines.join("\n")}`)
 }
+
+/** A Set-Cookie value's name=value and its attributes (in any order, as browsers read them). */
+export const setCookieParts = (setCookie: string): { readonly pair: string; readonly attributes: ReadonlyArray<string> } => {
+  const [pair, ...attributes] = setCookie.split("; ")
+  return { pair: pair!, attributes: attributes.sort() }
+}
+
+/** Every cookie of the admin pages has exactly these, besides Max-Age when it is deleted. */
+export const OUR_ATTRIBUTES = ["HttpOnly", "Path=/", "SameSite=Strict", "Secure"]

@@ -11,7 +11,8 @@ import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
 import { makeReplayLane } from "../../src/webhooks/replay/lane.ts"
 import type { Actor, WebhookDeps } from "../../src/webhooks/context.ts"
-import { WebhookError } from "../../src/webhooks/errors.ts"
+import { isDomainError, type DomainError } from "../../src/domain/errors.ts"
+import { httpStatus } from "../../src/faces/http/errors.ts"
 import { startCapture, useCapture, type RunningCapture } from "./capture.ts"
 import { freshDatabase, type TestDatabase } from "./db.ts"
 import { makeCompany } from "./app.ts"
@@ -233,13 +234,18 @@ export const useEngineWorld = (options: Parameters<typeof startWorld>[0] = {}) =
   return state
 }
 
-/** The WebhookError an operation fails with; it must fail, and with that. */
-export const failure = async (p: Promise<unknown>): Promise<WebhookError> => {
+/** A domain error with the status the HTTP faces answer it with. */
+export type Answered = DomainError & { readonly status: number }
+
+export const answered = (e: DomainError): Answered => Object.assign(e, { status: httpStatus(e) })
+
+/** The DomainError an operation fails with; it must fail, and with that. */
+export const failure = async (p: Promise<unknown>): Promise<Answered> => {
   try {
     await p
   } catch (e) {
-    if (e instanceof WebhookError) return e
+    if (isDomainError(e)) return answered(e)
     throw e
   }
-  throw new Error("expected a WebhookError")
+  throw new Error("expected a DomainError")
 }

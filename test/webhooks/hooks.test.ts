@@ -3,9 +3,9 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
-import { WebhookError } from "../../src/webhooks/errors.ts"
+import type { DomainError } from "../../src/domain/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
-import { failure, makeKey, useWorld } from "../support/world.ts"
+import { answered, failure, makeKey, useWorld } from "../support/world.ts"
 
 const w = useWorld()
 let key: HookKey
@@ -135,7 +135,7 @@ describe("rule 5: at most 50 subscriptions per key", () => {
     const racing = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => hook(w.receiver.url(`/race/${i}`), "incident.created", k)))
     expect(racing.filter((r) => r.status === "fulfilled")).toHaveLength(2)
     for (const r of racing.filter((r) => r.status === "rejected")) {
-      const e = (r as PromiseRejectedResult).reason as WebhookError
+      const e = answered((r as PromiseRejectedResult).reason as DomainError)
       expect([e.status, e.message]).toEqual([400, "this key already holds 50 subscriptions, the most a key may hold"])
     }
     expect((await listHooks(w.deps, k)).data).toHaveLength(50)

@@ -1,4 +1,4 @@
-// The Effect faces of webhooks: the Webhooks service (typed WebhookError with a status) and
+// The Effect faces of webhooks: the Webhooks service (typed DomainError) and
 // DeliveryLive configured from the environment as main.ts will run it.
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest"
 import { Database } from "../../src/platform/db/Database.ts"
 import { DeliveryEngine } from "../../src/delivery/engine.ts"
 import { DeliveryLive } from "../../src/delivery/layer.ts"
-import { WebhookError } from "../../src/webhooks/errors.ts"
+import { Forbidden, type DomainError } from "../../src/domain/errors.ts"
+import { httpStatus } from "../../src/faces/http/errors.ts"
 import { Webhooks, WebhooksLive, webhooksLayer } from "../../src/webhooks/service.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, at, makeKey, useWorld, waitFor } from "../support/world.ts"
@@ -17,9 +18,9 @@ import { ADMIN, at, makeKey, useWorld, waitFor } from "../support/world.ts"
 const w = useWorld()
 
 describe("Webhooks service", () => {
-  it("fails with a typed WebhookError carrying the HTTP status, and succeeds with the value", async () => {
+  it("fails with a typed DomainError the HTTP faces answer with its status, and succeeds with the value", async () => {
     const plain = await makeKey(w.db.sql, w.company.id, { webhooks: false })
-    const run = <A>(f: (s: Webhooks["Service"]) => Effect.Effect<A, WebhookError>) =>
+    const run = <A>(f: (s: Webhooks["Service"]) => Effect.Effect<A, DomainError>) =>
       Effect.runPromiseExit(
         Effect.gen(function* () {
           return yield* f(yield* Webhooks)
@@ -28,8 +29,8 @@ describe("Webhooks service", () => {
     const refused = await run((s) => s.createHook({ keyId: plain, companyId: w.company.id }, { url: w.receiver.url("/x"), event: "incident.created" }))
     expect(Exit.isFailure(refused)).toBe(true)
     const error = Exit.isFailure(refused) ? Option.getOrUndefined(Cause.findErrorOption(refused.cause)) : undefined
-    expect(error).toBeInstanceOf(WebhookError)
-    expect([error?.status, error?.message]).toEqual([403, "this key does not have the webhooks permission"])
+    expect(error).toBeInstanceOf(Forbidden)
+    expect([error && httpStatus(error), error?.message]).toEqual([403, "this key does not have the webhooks permission"])
     const made = await run((s) => s.createEndpoint(ADMIN, { companyId: w.company.id, name: "svc", url: w.receiver.url("/svc"), events: ["incident.created"] }))
     expect(Exit.isSuccess(made) && made.value.secret.startsWith("whsec_")).toBe(true)
   })

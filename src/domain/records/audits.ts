@@ -1,27 +1,14 @@
 // Site audits with their items in position order and a numeric score.
 // NEVER: audits.signature, audit_items.photos.
-import { byNumberThenCreatedThenId, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { byNumberThenCreatedThenId, fields, type FieldSpec, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["company_id", "text"],
-  ["title", "text"],
-  ["template", "text"],
-  ["job_site_id", "text"],
-  ["performed_by", "text"],
-  ["performed_at", "timestamp"],
-  ["score", "number"],
-  ["notes", "text"],
-  ["via", "text"]
-]
+const FIELDS = fields(`
+  id company_id title template job_site_id performed_by performed_at:timestamp score:number
+  notes via
+`)
 
-const ITEM_FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["item", "text"],
-  ["result", "text"],
-  ["note", "text"]
-]
+const ITEM_FIELDS = fields("id item result note")
 
 export const shapeAudit = ({ row, children }: ShapeInput): ApiRecord => ({
   ...pickFields(row, FIELDS),

@@ -1,24 +1,11 @@
 // Corrective actions: exactly the fields of spec 2.2, in its order. NEVER: evidence_photos, signature.
-import { pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["title", "text"],
-  ["description", "text"],
-  ["source", "text"],
-  ["status", "text"],
-  ["priority", "text"],
-  ["due_date", "timestamp"],
-  ["completed_at", "timestamp"],
-  ["close_out_notes", "text"],
-  ["owner", "text"],
-  ["incident_id", "text"],
-  ["observation_id", "text"],
-  ["audit_item_id", "text"],
-  ["inspection_id", "text"],
-  ["change_id", "text"]
-]
+const FIELDS = fields(`
+  id title description source status priority due_date:timestamp completed_at:timestamp
+  close_out_notes owner incident_id observation_id audit_item_id inspection_id change_id
+`)
 
 export const shapeCorrectiveAction = ({ row }: ShapeInput): ApiRecord => ({
   ...pickFields(row, FIELDS),

@@ -7,6 +7,8 @@ import type { Row } from "./types.ts"
 /** How a column's value becomes JSON. */
 export type FieldKind = "text" | "timestamp" | "boolean" | "number" | "textArray" | "json"
 
+const FIELD_KINDS: ReadonlySet<string> = new Set<FieldKind>(["text", "timestamp", "boolean", "number", "textArray", "json"])
+
 /** [app column, kind]; the API name is the column's camelCase. */
 export type FieldSpec = readonly [column: string, kind: FieldKind]
 
@@ -88,3 +90,17 @@ export const byCreatedThenId = (a: Row, b: Row): number => {
   const ib = String(b["id"] ?? "")
   return ia < ib ? -1 : ia > ib ? 1 : 0
 }
+
+/**
+ * A field list written as words, in output order: "id company_id occurred_at:timestamp ...";
+ * a word without a kind is text.
+ */
+export const fields = (words: string): ReadonlyArray<FieldSpec> =>
+  words
+    .trim()
+    .split(/\s+/)
+    .map((word) => {
+      const [column = "", kind = "text"] = word.split(":")
+      if (!FIELD_KINDS.has(kind)) throw new TypeError(`field ${column}: unknown kind ${kind}`)
+      return [column, kind as FieldKind] as const
+    })

@@ -1,28 +1,12 @@
 // Incidents. NEVER: photos, voice_note_url, signature, work_restrictions.
-import { pickFields, readField, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, readField, STAMPS, type FieldSpec } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["company_id", "text"],
-  ["reference", "text"],
-  ["type", "text"],
-  ["title", "text"],
-  ["description", "text"],
-  ["occurred_at", "timestamp"],
-  ["job_site_id", "text"],
-  ["location", "text"],
-  ["person_name", "text"],
-  ["worker_id", "text"],
-  ["body_part", "text"],
-  ["injury_type", "text"],
-  ["severity", "text"],
-  ["privacy_case", "boolean"],
-  ["osha_recordable", "boolean"],
-  ["status", "text"],
-  ["reported_by", "text"],
-  ["reported_via", "text"]
-]
+const FIELDS = fields(`
+  id company_id reference type title description occurred_at:timestamp job_site_id location
+  person_name worker_id body_part injury_type severity privacy_case:boolean
+  osha_recordable:boolean status reported_by reported_via
+`)
 
 /** Withheld on a privacy case, as on an exported OSHA log (spec 1). */
 export const PRIVACY_CASE_FIELDS = ["personName", "workerId", "location", "description", "bodyPart", "injuryType"] as const

@@ -5,31 +5,18 @@
 // equipment is null when the inspection has no equipment row (equipment_id null, or the
 // row is gone): an object of nulls would claim equipment that does not exist. Inside the
 // object, identifier, category and jobSite are null when absent, like any absent value.
-import { byNumberThenCreatedThenId, CREATED, pickFields, readField, type FieldSpec } from "./fields.ts"
+import { byNumberThenCreatedThenId, CREATED, fields, type FieldSpec, pickFields, readField } from "./fields.ts"
 import type { ApiRecord, Row, ShapeInput } from "./types.ts"
 
 const HEAD: ReadonlyArray<FieldSpec> = [["id", "text"]]
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["checklist", "text"],
-  ["performed_by", "text"],
-  ["performed_at", "timestamp"],
-  ["outcome", "text"],
-  ["notes", "text"]
-]
+const FIELDS = fields(`
+  checklist performed_by performed_at:timestamp outcome notes
+`)
 
-const ITEM_FIELDS: ReadonlyArray<FieldSpec> = [
-  ["item", "text"],
-  ["result", "text"],
-  ["note", "text"]
-]
+const ITEM_FIELDS = fields("item result note")
 
-const EQUIPMENT_FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["name", "text"],
-  ["identifier", "text"],
-  ["category", "text"]
-]
+const EQUIPMENT_FIELDS = fields("id name identifier category")
 
 const shapeEquipment = (equipment: Row | null, jobSite: Row | null): ApiRecord | null =>
   equipment === null

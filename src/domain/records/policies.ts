@@ -1,16 +1,11 @@
 // Policies with the number of their acknowledgements. NEVER: document_file (and the
 // acknowledgements' signature, which only the count summarises).
-import { pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["company_id", "text"],
-  ["title", "text"],
-  ["version", "text"],
-  ["status", "text"],
-  ["effective_at", "timestamp"]
-]
+const FIELDS = fields(`
+  id company_id title version status effective_at:timestamp
+`)
 
 export const shapePolicy = ({ row, acknowledgementCount }: ShapeInput): ApiRecord => ({
   ...pickFields(row, FIELDS),

@@ -1,21 +1,13 @@
 // Risk assessments. No NEVER columns. hazards (jsonb) is an array of {hazard, likelihood,
 // severity, controls}: each entry is picked by that allow-list like any row, so a key the app
 // adds inside it (a photo's address, say) never leaves with the record.
-import { pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["company_id", "text"],
-  ["title", "text"],
-  ["activity", "text"],
-  ["job_site_id", "text"],
-  ["assessed_by", "text"],
-  ["assessed_at", "timestamp"],
-  ["review_at", "timestamp"],
-  ["risk_level", "text"],
-  ["status", "text"]
-]
+const FIELDS = fields(`
+  id company_id title activity job_site_id assessed_by assessed_at:timestamp
+  review_at:timestamp risk_level status
+`)
 
 const HAZARD_KEYS = ["hazard", "likelihood", "severity", "controls"] as const
 

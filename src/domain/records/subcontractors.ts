@@ -1,24 +1,12 @@
 // Subcontractors with their documents and the overall document status.
 // NEVER: contact_phone, contact_email, subcontractor_documents.file_url.
 // Documents are ordered by createdAt, then id: oldest first, stable across reads.
-import { byCreatedThenId, pickFields, readField, STAMPS, type FieldSpec } from "./fields.ts"
+import { byCreatedThenId, fields, type FieldSpec, pickFields, readField, STAMPS } from "./fields.ts"
 import type { ApiRecord, Row, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["company_id", "text"],
-  ["name", "text"],
-  ["trade", "text"],
-  ["status", "text"],
-  ["contact_name", "text"]
-]
+const FIELDS = fields("id company_id name trade status contact_name")
 
-const DOCUMENT_FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["kind", "text"],
-  ["status", "text"],
-  ["expires_at", "timestamp"]
-]
+const DOCUMENT_FIELDS = fields("id kind status expires_at:timestamp")
 
 export type DocumentStatus = "missing" | "non_compliant" | "pending" | "compliant"
 

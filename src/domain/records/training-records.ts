@@ -1,17 +1,10 @@
 // Training records. NEVER: certificate_file, signature.
-import { pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
-const FIELDS: ReadonlyArray<FieldSpec> = [
-  ["id", "text"],
-  ["company_id", "text"],
-  ["worker_id", "text"],
-  ["course", "text"],
-  ["provider", "text"],
-  ["completed_at", "timestamp"],
-  ["expires_at", "timestamp"],
-  ["via", "text"]
-]
+const FIELDS = fields(`
+  id company_id worker_id course provider completed_at:timestamp expires_at:timestamp via
+`)
 
 export const shapeTrainingRecord = ({ row }: ShapeInput): ApiRecord => ({
   ...pickFields(row, FIELDS),

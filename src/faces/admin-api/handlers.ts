@@ -3,25 +3,12 @@ import { Effect, Layer, Redacted } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { strayParameter } from "../api/auth.ts"
-import { BadRequest, Conflict, errorResponse, NotFound } from "../http/errors.ts"
+import { errorResponse, toHttpError } from "../http/errors.ts"
 import { Database } from "../../platform/db/Database.ts"
-import { ADMIN_ERROR_STATUS, type AdminError } from "../../domain/errors.ts"
 import { companyById, withSql } from "../../access/identity.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
 import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, CurrentAdmin } from "./definition.ts"
-
-/** An AdminError as the declared HTTP error of the same status. */
-const toHttp = (e: AdminError) => {
-  switch (ADMIN_ERROR_STATUS[e.kind]) {
-    case 404:
-      return new NotFound({ error: e.message })
-    case 409:
-      return new Conflict({ error: e.message })
-    default:
-      return new BadRequest({ error: e.message })
-  }
-}
 
 export const AdminAuthLive = Layer.effect(
   AdminAuth,
@@ -67,7 +54,7 @@ export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handle
   handlers.handle("whoami", () =>
     Effect.gen(function* () {
       const admin = yield* CurrentAdmin
-      const company = yield* withSql((sql) => companyById(sql, admin.companyId)).pipe(Effect.mapError(toHttp))
+      const company = yield* withSql((sql) => companyById(sql, admin.companyId)).pipe(Effect.mapError(toHttpError))
       return { company, admin: { id: admin.userId, email: admin.email, name: admin.name } }
     })
   )
@@ -78,35 +65,33 @@ export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
     .handle("list", () =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
-        return { data: yield* listKeys(admin.companyId).pipe(Effect.mapError(toHttp)) }
+        return { data: yield* listKeys(admin.companyId).pipe(Effect.mapError(toHttpError)) }
       })
     )
     .handle("create", ({ payload }) =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
         const parsed = parseScopes(payload.read === "all" ? ["all"] : payload.read)
-        if ("error" in parsed) return yield* new BadRequest({ error: parsed.error.replace("--read", "read") })
+        if ("error" in parsed) return yield* toHttpError(parsed.error)
         return yield* createKey(admin, {
           companyId: admin.companyId,
           name: payload.name,
           scopes: parsed.scopes,
           webhooks: payload.webhooks ?? false,
           expires: payload.expires ?? "never"
-        }).pipe(Effect.mapError((e) => (e.kind === "invalid" ? new BadRequest({ error: e.message.replace("--name", "name") }) : toHttp(e))))
+        }).pipe(Effect.mapError(toHttpError))
       })
     )
     .handle("get", ({ params }) =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
-        return yield* getKey(admin.companyId, params.id).pipe(Effect.mapError(toHttp))
+        return yield* getKey(admin.companyId, params.id).pipe(Effect.mapError(toHttpError))
       })
     )
     .handle("revoke", ({ params }) =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
-        return yield* revokeKey(admin, params.id).pipe(
-          Effect.mapError((e) => (e.kind === "invalid" ? new NotFound({ error: `no API key with id ${params.id}` }) : toHttp(e)))
-        )
+        return yield* revokeKey(admin, params.id).pipe(Effect.mapError(toHttpError))
       })
     )
 )
@@ -116,15 +101,13 @@ export const TokensHandlers = HttpApiBuilder.group(AdminApi, "tokens", (handlers
     .handle("list", () =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
-        return { data: yield* listTokens(admin.companyId).pipe(Effect.mapError(toHttp)) }
+        return { data: yield* listTokens(admin.companyId).pipe(Effect.mapError(toHttpError)) }
       })
     )
     .handle("revoke", ({ params }) =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
-        return yield* revokeToken(admin, params.id).pipe(
-          Effect.mapError((e) => (e.kind === "invalid" ? new NotFound({ error: `no admin token with id ${params.id}` }) : toHttp(e)))
-        )
+        return yield* revokeToken(admin, params.id).pipe(Effect.mapError(toHttpError))
       })
     )
 )

@@ -2,13 +2,10 @@
 // (src/webhooks/replay/manage.ts), always in the admin's own company.
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { webhookErrorToHttp } from "../http/errors.ts"
-import { ADMIN_ERROR_STATUS, type AdminError } from "../../domain/errors.ts"
+import { toHttpError } from "../http/errors.ts"
 import { replaysOf, showReplay, startReplay, stopReplay } from "../../webhooks/replay/manage.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
 import { actorOf } from "./webhooks-handlers.ts"
-
-const toHttp = (e: AdminError) => webhookErrorToHttp({ status: ADMIN_ERROR_STATUS[e.kind], message: e.message })
 
 export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handlers) =>
   handlers
@@ -17,7 +14,7 @@ export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handle
         const a = yield* CurrentAdmin
         const r = yield* startReplay(actorOf(a), a.companyId, "api", payload)
         return "replay" in r ? r.replay : r.plan
-      }).pipe(Effect.mapError(toHttp))
+      }).pipe(Effect.mapError(toHttpError))
     )
     .handle("listReplays", () =>
       Effect.gen(function* () {
@@ -29,12 +26,12 @@ export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handle
       Effect.gen(function* () {
         const a = yield* CurrentAdmin
         return yield* showReplay(a.companyId, params.id)
-      }).pipe(Effect.mapError(toHttp))
+      }).pipe(Effect.mapError(toHttpError))
     )
     .handle("cancelReplay", ({ params }) =>
       Effect.gen(function* () {
         const a = yield* CurrentAdmin
         return yield* stopReplay(actorOf(a), a.companyId, params.id)
-      }).pipe(Effect.mapError(toHttp))
+      }).pipe(Effect.mapError(toHttpError))
     )
 )

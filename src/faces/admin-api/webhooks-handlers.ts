@@ -6,7 +6,7 @@ import type { Actor as WebhookActor } from "../../webhooks/context.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import type { Actor } from "../../access/identity.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
-import { webhookErrorToHttp } from "../http/errors.ts"
+import { toHttpError } from "../http/errors.ts"
 
 export const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
 
@@ -21,97 +21,97 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
         Effect.gen(function* () {
           const a = yield* admin
           return { data: yield* w.listEndpoints({ companyId: a.companyId }) }
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("createEndpoint", ({ payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.createEndpoint(actorOf(a), { companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("getEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.getEndpoint({ id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("updateEndpoint", ({ params, payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.updateEndpoint(actorOf(a), { id: params.id, companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("rotateSecret", ({ params, payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.rotateEndpointSecret(actorOf(a), { id: params.id, companyId: a.companyId, overlap: payload?.overlap })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("deleteEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           yield* w.deleteEndpoint(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("enableEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.enableEndpoint(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("testEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.testEndpoint(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("endpointDeliveries", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return { data: yield* w.listEndpointDeliveries({ endpointId: params.id, companyId: a.companyId }) }
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("getDelivery", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.getDelivery({ id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("resendDelivery", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.resendDelivery(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("listSubscriptions", () =>
         Effect.gen(function* () {
           const a = yield* admin
           return { data: yield* w.listSubscriptions({ companyId: a.companyId }) }
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("disableSubscription", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.disableSubscription(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("enableSubscription", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return yield* w.enableSubscription(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("deleteSubscription", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
           yield* w.deleteSubscription(actorOf(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
       .handle("activity", ({ query }) =>
         Effect.gen(function* () {
           const a = yield* admin
           return { data: yield* w.listActivity({ companyId: a.companyId, limit: ACTIVITY_LIMIT, kind: query.kind }) }
-        }).pipe(Effect.mapError(webhookErrorToHttp))
+        }).pipe(Effect.mapError(toHttpError))
       )
   })
 )

@@ -80,3 +80,23 @@ export const CURSOR_ERROR_MESSAGES: Readonly<Record<CursorError, string>> = {
   tampered: "cursor is invalid (it was changed or issued by another server); pass the nextCursor of the previous page unchanged",
   "other-list": "cursor belongs to another list: use it with the same resource, filters and sort (createdAfter, createdBefore, updatedAfter, updatedBefore, name, status, sort) as the page it came from"
 }
+
+/**
+ * A page's JSON, written straight from the rows (they hold up to limit + 1, the extra one saying
+ * there is a next page): {"data":[...],"nextCursor":...}. `item` writes one row's JSON.
+ */
+export const pageJson = <Row extends { readonly id: string | null; readonly ts: string | null }>(
+  rows: ReadonlyArray<Row>,
+  count: number,
+  limit: number,
+  item: (row: Row) => string,
+  next: (position: CursorPosition) => string
+): string => {
+  const more = count > limit
+  const n = more ? limit : count
+  let body = '{"data":['
+  for (let i = 0; i < n; i++) body += (i > 0 ? "," : "") + item(rows[i]!)
+  if (!more) return body + '],"nextCursor":null}'
+  const last = rows[n - 1]!
+  return body + `],"nextCursor":${JSON.stringify(next({ createdAt: last.ts!, id: last.id! }))}}`
+}

@@ -9,13 +9,13 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type postgres from "postgres"
-import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
-import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
+import { RESOURCES, type Resource } from "../../domain/resources.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
+import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
 import { BadRequest, Forbidden } from "../http/errors.ts"
 import { DELETION_EXAMPLE } from "./examples.ts"
 import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
-import { CursorParam, DEFAULT_LIMIT, LimitParam, MAX_LIMIT, parseLimit } from "./query.ts"
+import { CursorParam, dateParam, DEFAULT_LIMIT, LimitParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
@@ -23,15 +23,9 @@ const PREFIX = "/api/v1"
 export const DELETIONS_WINDOW_DAYS = 30
 export const DELETIONS_PARAMS = ["resource", "since", "limit", "cursor"] as const
 
-const DATE_PATTERN = "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
-
-const SinceParam = Schema.String.check(
-  Schema.makeFilter((t: string) => parseFilterDate(t) !== undefined || filterDateRefusal(t), {
-    toJsonSchema: () => ({ pattern: DATE_PATTERN })
-  })
-).annotate({
-  description: `Only records deleted at or after this moment: ${FILTER_DATE_FORMATS}. Pass the deletedAt of the last deletion you saw (it comes again: deleting twice does no harm). Absent, or more than ${DELETIONS_WINDOW_DAYS} days ago: the last ${DELETIONS_WINDOW_DAYS} days.`
-})
+const SinceParam = dateParam(
+  `Only records deleted at or after this moment: ${FILTER_DATE_FORMATS}. Pass the deletedAt of the last deletion you saw (it comes again: deleting twice does no harm). Absent, or more than ${DELETIONS_WINDOW_DAYS} days ago: the last ${DELETIONS_WINDOW_DAYS} days.`
+)
 
 const ResourceParam = Schema.Literals(RESOURCES).annotate({
   description: "Only deletions of this resource; absent: of every resource the key can read.",
@@ -77,10 +71,11 @@ export class DeletionsGroup extends HttpApiGroup.make("deletions")
 // -----------------------------------------------------------------------------
 // The listing
 
-export interface DeletionsQueryInput {
-  readonly resource?: string | undefined
+/** The query as decoded by DELETIONS_QUERY: since is a canonical UTC timestamp. */
+export interface DeletionsQuery {
+  readonly resource?: Resource | undefined
   readonly since?: string | undefined
-  readonly limit?: string | undefined
+  readonly limit?: number | undefined
   readonly cursor?: string | undefined
 }
 
@@ -91,17 +86,10 @@ export interface DeletionsRequest {
   readonly binding: CursorBinding
 }
 
-/** Checked query text into a request, or the message of a 400. Pure. */
-export const deletionsRequest = (companyId: string, query: DeletionsQueryInput): { readonly ok: DeletionsRequest } | { readonly bad: string } => {
-  const limit = query.limit === undefined ? DEFAULT_LIMIT : parseLimit(query.limit)
-  if (limit === undefined) return { bad: `query parameter "limit" must be an integer from 1 to ${MAX_LIMIT}` }
-  const since = query.since === undefined ? undefined : parseFilterDate(query.since)
-  if (query.since !== undefined && since === undefined) return { bad: `query parameter "since" ${filterDateRefusal(query.since)}` }
-  if (query.resource !== undefined && !isResource(query.resource)) return { bad: `query parameter "resource" must be one of ${RESOURCES.join(", ")}` }
-  const resource = query.resource as Resource | undefined
-  return {
-    ok: { resource, since: since?.iso, limit, binding: { companyId, resource: "deletions", filters: { resource, since: since?.iso } } }
-  }
+/** A decoded query as a request. Pure. */
+export const deletionsRequest = (companyId: string, query: DeletionsQuery): DeletionsRequest => {
+  const { resource, since } = query
+  return { resource, since, limit: query.limit ?? DEFAULT_LIMIT, binding: { companyId, resource: "deletions", filters: { resource, since } } }
 }
 
 export type DeletionsAnswer =
@@ -127,10 +115,8 @@ interface DeletionRow {
 
 const MILLIS = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
-export const listDeletions = async (sql: postgres.Sql, cursorKey: CursorKey, key: DeletionsKey, query: DeletionsQueryInput): Promise<DeletionsAnswer> => {
-  const parsed = deletionsRequest(key.companyId, query)
-  if ("bad" in parsed) return { _tag: "BadRequest", message: parsed.bad }
-  const r = parsed.ok
+export const listDeletions = async (sql: postgres.Sql, cursorKey: CursorKey, key: DeletionsKey, query: DeletionsQuery): Promise<DeletionsAnswer> => {
+  const r = deletionsRequest(key.companyId, query)
   let position: CursorPosition | undefined
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
@@ -168,19 +154,8 @@ export const listDeletions = async (sql: postgres.Sql, cursorKey: CursorKey, key
     return { _tag: "Forbidden", message: `this API key may not read ${r.resource}` }
   }
   const count = first.id === null ? 0 : rows.length
-  const more = count > r.limit
-  const n = more ? r.limit : count
   // Resource names, uuids and timestamps need no escaping.
-  let body = '{"data":['
-  for (let i = 0; i < n; i++) {
-    const d = rows[i]!
-    body += `${i > 0 ? "," : ""}{"resource":"${d.resource}","id":"${d.id}","deletedAt":"${d.deleted}"}`
-  }
-  if (more) {
-    const last = rows[n - 1]!
-    body += `],"nextCursor":${JSON.stringify(encodeCursor(cursorKey, r.binding, { createdAt: last.ts!, id: last.id! }))}}`
-  } else {
-    body += '],"nextCursor":null}'
-  }
+  const item = (d: (typeof rows)[number]) => `{"resource":"${d.resource}","id":"${d.id}","deletedAt":"${d.deleted}"}`
+  const body = pageJson(rows, count, r.limit, item, (last) => encodeCursor(cursorKey, r.binding, last))
   return { _tag: "Body", body }
 }

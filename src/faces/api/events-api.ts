@@ -1,7 +1,7 @@
 // The events feed as an HttpApi group, for src/faces/api/definition.ts (ServiceApi.add(EventsGroup)):
 // GET /api/v1/events and GET /api/v1/events/{id}. The handlers are in events-handlers.ts.
-// Query parameters are declared as plain text and checked by the handler (events-feed.ts),
-// so that each 400 names the parameter and what it must be.
+// Query parameters are checked and parsed by their schemas, like the record lists': each 400
+// names the parameter and what it must be (request-errors.ts).
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
@@ -9,23 +9,25 @@ import { RESOURCES, type Resource } from "../../domain/resources.ts"
 import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
 import { RECORD_SCHEMAS } from "./records.ts"
 import { EVENTS_WINDOW_DAYS } from "./events-feed.ts"
+import { cursorParam, dateParam, LimitParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
 
-const documented = (description: string, jsonSchema: Record<string, unknown>) =>
-  Schema.String.check(Schema.makeFilter(() => true, { description, toJsonSchema: () => jsonSchema })).annotate({ description })
-
-const DATE_PATTERN = "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
 const DATE_FORMATS = "a date (YYYY-MM-DD, midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset; none means UTC)"
 
+const TypeParam = Schema.Literals(EVENT_KINDS).annotate({
+  description: "Only events of this name; an unknown name is a 400, one about records the key cannot read a 403.",
+  message: `must be one of ${EVENT_KINDS.join(", ")}`
+})
+
+/** Checked and parsed by the schema (query.ts): the handler gets a number, canonical timestamps, an event name. */
 export const EVENTS_QUERY = {
-  // Text the handler parses; documented as what it holds (the document flattens the two).
-  limit: Schema.optional(documented("Page size: an integer from 1 to 200; 50 when absent.", { type: "integer", minimum: 1, maximum: 200, default: 50 })),
-  cursor: Schema.optional(documented("The nextCursor of the previous page, unchanged (same type and dates).", { minLength: 1 })),
-  createdAfter: Schema.optional(documented(`Only events that happened strictly after this moment: ${DATE_FORMATS}.`, { pattern: DATE_PATTERN })),
-  createdBefore: Schema.optional(documented(`Only events that happened strictly before this moment: ${DATE_FORMATS}.`, { pattern: DATE_PATTERN })),
-  type: Schema.optional(documented("Only events of this name; an unknown name is a 400, one about records the key cannot read a 403.", { enum: [...EVENT_KINDS] }))
+  limit: Schema.optional(LimitParam),
+  cursor: Schema.optional(cursorParam("The nextCursor of the previous page, unchanged (same type and dates).")),
+  createdAfter: Schema.optional(dateParam(`Only events that happened strictly after this moment: ${DATE_FORMATS}.`)),
+  createdBefore: Schema.optional(dateParam(`Only events that happened strictly before this moment: ${DATE_FORMATS}.`)),
+  type: Schema.optional(TypeParam)
 } as const
 
 const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })

@@ -8,30 +8,30 @@
 // destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
 // (the commit time, identical in both): one record fires one event of a kind per commit.
 import type postgres from "postgres"
-import { EVENT_KINDS, EVENT_RESOURCE, isEventKind } from "../../domain/event-kinds.ts"
+import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
 import { deliveryBody } from "../../delivery/body.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
-import { filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
 import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
-import { DEFAULT_LIMIT, parseLimit } from "./query.ts"
+import { DEFAULT_LIMIT } from "./query.ts"
 
 export const EVENTS_WINDOW_DAYS = 30
 export const EVENTS_PARAMS = ["limit", "cursor", "createdAfter", "createdBefore", "type"] as const
 
-export interface EventsQueryInput {
-  readonly limit?: string | undefined
+/** The query as EVENTS_QUERY decodes it (events-api.ts): dates are canonical UTC timestamps. */
+export interface EventsQuery {
+  readonly limit?: number | undefined
   readonly cursor?: string | undefined
   readonly createdAfter?: string | undefined
   readonly createdBefore?: string | undefined
-  readonly type?: string | undefined
+  readonly type?: EventKind | undefined
 }
 
 export interface EventsRequest {
   readonly limit: number
   readonly createdAfter: string | undefined
   readonly createdBefore: string | undefined
-  readonly type: string | undefined
+  readonly type: EventKind | undefined
   readonly binding: CursorBinding
 }
 
@@ -42,26 +42,10 @@ export interface FeedKey {
   readonly host: string | undefined
 }
 
-/** Checked query text into a request, or the message of a 400. Pure. */
-export const eventsRequest = (companyId: string, query: EventsQueryInput): { readonly ok: EventsRequest } | { readonly bad: string } => {
-  const limit = query.limit === undefined ? DEFAULT_LIMIT : parseLimit(query.limit)
-  if (limit === undefined) return { bad: `query parameter "limit" must be an integer from 1 to 200` }
-  const after = query.createdAfter === undefined ? undefined : parseFilterDate(query.createdAfter)
-  if (query.createdAfter !== undefined && after === undefined) return { bad: `query parameter "createdAfter" ${filterDateRefusal(query.createdAfter)}` }
-  const before = query.createdBefore === undefined ? undefined : parseFilterDate(query.createdBefore)
-  if (query.createdBefore !== undefined && before === undefined) return { bad: `query parameter "createdBefore" ${filterDateRefusal(query.createdBefore)}` }
-  if (query.type !== undefined && !isEventKind(query.type)) {
-    return { bad: `query parameter "type" must be one of ${EVENT_KINDS.join(", ")}` }
-  }
-  return {
-    ok: {
-      limit,
-      createdAfter: after?.iso,
-      createdBefore: before?.iso,
-      type: query.type,
-      binding: { companyId, resource: "events", filters: { createdAfter: after?.iso, createdBefore: before?.iso, type: query.type } }
-    }
-  }
+/** A decoded query as a request. Pure. */
+export const eventsRequest = (companyId: string, query: EventsQuery): EventsRequest => {
+  const { createdAfter, createdBefore, type } = query
+  return { limit: query.limit ?? DEFAULT_LIMIT, createdAfter, createdBefore, type, binding: { companyId, resource: "events", filters: { createdAfter, createdBefore, type } } }
 }
 
 export type FeedAnswer =
@@ -85,11 +69,17 @@ const CREATED = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
 const bodyOf = (r: EventRow) => deliveryBody({ deliveryId: r.id!, event: r.event!, createdAt: r.created!, payload: r.payload! })
 
-export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: FeedKey, query: EventsQueryInput): Promise<FeedAnswer> => {
-  const parsed = eventsRequest(key.companyId, query)
-  if ("bad" in parsed) return { _tag: "BadRequest", message: parsed.bad }
-  const r = parsed.ok
-  const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type as keyof typeof EVENT_RESOURCE]
+/** An event row's columns as the feed reads them. */
+const eventColumns = (sql: postgres.Sql) =>
+  sql`e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(CREATED)}) as created, e.payload, e.created_at::text as ts`
+
+/** The events a key may read (its scopes, its company's modules) within the feed's window. */
+const readableByKey = (sql: postgres.Sql) =>
+  sql`e.resource = any(s.k_scopes) and e.resource = any(s.c_modules) and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})`
+
+export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: FeedKey, query: EventsQuery): Promise<FeedAnswer> => {
+  const r = eventsRequest(key.companyId, query)
+  const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
   let position: CursorPosition | undefined
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
@@ -106,12 +96,10 @@ export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: F
     select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, resource)}
       left join lateral (
-        select e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(CREATED)}) as created,
-               e.payload, e.created_at::text as ts
+        select ${eventColumns(sql)}
           from service.events e
          where s.state = 'ok' and e.company_id = ${key.companyId}
-           and e.resource = any(s.k_scopes) and e.resource = any(s.c_modules)
-           and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})
+           and ${readableByKey(sql)}
            ${r.type === undefined ? sql`` : sql`and e.event = ${r.type}`}
            ${r.createdAfter === undefined ? sql`` : sql`and e.created_at > ${r.createdAfter}::timestamptz`}
            ${r.createdBefore === undefined ? sql`` : sql`and e.created_at < ${r.createdBefore}::timestamptz`}
@@ -126,16 +114,7 @@ export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: F
     return { _tag: "Forbidden", message: `this API key cannot read ${resource}, so it cannot see ${r.type} events` }
   }
   const count = first.id === null ? 0 : rows.length
-  const more = count > r.limit
-  const n = more ? r.limit : count
-  let body = '{"data":['
-  for (let i = 0; i < n; i++) body += (i > 0 ? "," : "") + bodyOf(rows[i]!)
-  if (more) {
-    const last = rows[n - 1]!
-    body += `],"nextCursor":${JSON.stringify(encodeCursor(cursorKey, r.binding, { createdAt: last.ts!, id: last.id! }))}}`
-  } else {
-    body += '],"nextCursor":null}'
-  }
+  const body = pageJson(rows, count, r.limit, bodyOf, (last) => encodeCursor(cursorKey, r.binding, last))
   return { _tag: "Body", body }
 }
 
@@ -148,12 +127,10 @@ export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Pro
     select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, undefined)}
       left join lateral (
-        select e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(CREATED)}) as created,
-               e.payload, e.created_at::text as ts
+        select ${eventColumns(sql)}
           from service.events e
          where s.state = 'ok' and ${wanted}::uuid is not null and e.id = ${wanted}::uuid and e.company_id = ${key.companyId}
-           and e.resource = any(s.k_scopes) and e.resource = any(s.c_modules)
-           and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})
+           and ${readableByKey(sql)}
       ) w on true`
   if (row === undefined) return { _tag: "Refused", state: "unknown" }
   if (row.state !== "ok") return { _tag: "Refused", state: row.state }

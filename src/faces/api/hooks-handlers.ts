@@ -5,7 +5,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Webhooks } from "../../webhooks/service.ts"
 import { CurrentKey } from "./current-key.ts"
 import { ServiceApi } from "./definition.ts"
-import { hookErrorToHttp } from "../http/errors.ts"
+import { toHttpError } from "../http/errors.ts"
 
 export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers) =>
   Effect.gen(function* () {
@@ -14,7 +14,7 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          const r = yield* webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload).pipe(Effect.mapError(hookErrorToHttp))
+          const r = yield* webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload).pipe(Effect.mapError(toHttpError))
           // 201 also when the key already had this url and event (spec 4.1 fixes 201): the
           // answer is that subscription, on, as a retried subscribe expects.
           return r.subscription
@@ -23,19 +23,19 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
       .handle("list", () =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          return yield* webhooks.listHooks({ keyId: key.keyId, companyId: key.companyId }).pipe(Effect.mapError(hookErrorToHttp))
+          return yield* webhooks.listHooks({ keyId: key.keyId, companyId: key.companyId }).pipe(Effect.mapError(toHttpError))
         })
       )
       .handle("get", ({ params }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          return yield* webhooks.getHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(hookErrorToHttp))
+          return yield* webhooks.getHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(toHttpError))
         })
       )
       .handle("delete", ({ params }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          yield* webhooks.deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(hookErrorToHttp))
+          yield* webhooks.deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(toHttpError))
         })
       )
   })

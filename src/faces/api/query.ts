@@ -1,7 +1,9 @@
 // List query parameters (spec 4.2): the schemas the HttpApi endpoints declare (so the
 // OpenAPI document and the server's checks are one definition), and the pure parsers
-// behind them. Every parameter arrives as text; a check failure names the parameter.
-import { Schema, SchemaIssue } from "effect"
+// behind them. Every parameter arrives as text; a check failure names the parameter. Text
+// that holds something else (a page size, a date) is parsed once, in the schema: the
+// handler gets the number or the canonical timestamp.
+import { Schema, SchemaIssue, SchemaTransformation } from "effect"
 import { STATUS_FILTER } from "../../domain/resources.ts"
 import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
 
@@ -44,19 +46,25 @@ export const LimitParam = textParam(
     // flattens this over the string the query parameter is).
     jsonSchema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }
   }
+).pipe(
+  // Decoded once: the check above guarantees the parse.
+  Schema.decodeTo(Schema.Number, SchemaTransformation.transform({ decode: (t: string) => parseLimit(t)!, encode: String }))
 )
 
-export const CursorParam = textParam((t) => t.length > 0 || "must not be empty", {
-  description: "The nextCursor of the previous page, unchanged. It only works with the same resource and filters.",
-  jsonSchema: { minLength: 1 }
-})
+/** A cursor: opaque text, checked by the list it belongs to (cursor.ts). */
+export const cursorParam = (description: string) => textParam((t) => t.length > 0 || "must not be empty", { description, jsonSchema: { minLength: 1 } })
+
+export const CursorParam = cursorParam("The nextCursor of the previous page, unchanged. It only works with the same resource and filters.")
 
 const DATE_JSON_SCHEMA = {
   pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
 }
 
-const dateParam = (description: string) =>
-  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), { description, jsonSchema: DATE_JSON_SCHEMA })
+/** A filter date, decoded into its canonical UTC timestamp (what PostgreSQL compares and cursors carry). */
+export const dateParam = (description: string) =>
+  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), { description, jsonSchema: DATE_JSON_SCHEMA }).pipe(
+    Schema.decodeTo(Schema.String, SchemaTransformation.transform({ decode: (t: string) => parseFilterDate(t)!.iso, encode: (iso: string) => iso }))
+  )
 
 export const CreatedAfterParam = dateParam(`Only records created strictly after this moment: ${FILTER_DATE_FORMATS}.`)
 export const CreatedBeforeParam = dateParam(`Only records created strictly before this moment: ${FILTER_DATE_FORMATS}.`)
@@ -110,15 +118,15 @@ export const BASE_QUERY = {
 export const NAME_QUERY = { ...BASE_QUERY, name: Schema.optional(NameParam) } as const
 export const STATUS_QUERY = { ...BASE_QUERY, status: Schema.optional(StatusParam) } as const
 
-/** Query parameters as the list handlers receive them (all text, already checked). */
-export interface ListQueryInput {
-  readonly limit?: string | undefined
+/** Query parameters as the list handlers receive them: decoded (dates canonical UTC timestamps). */
+export interface ListQuery {
+  readonly limit?: number | undefined
   readonly cursor?: string | undefined
   readonly createdAfter?: string | undefined
   readonly createdBefore?: string | undefined
   readonly updatedAfter?: string | undefined
   readonly updatedBefore?: string | undefined
-  readonly sort?: string | undefined
+  readonly sort?: (typeof SORT_VALUES)[number] | undefined
   readonly name?: string | undefined
   readonly status?: string | undefined
 }

@@ -33,12 +33,21 @@ const Timestamp = Schema.String.check(
 ).annotate({ description: "ISO 8601 timestamp in UTC with milliseconds" })
 
 const Stamps = { createdAt: Timestamp, updatedAt: Timestamp }
+const CompanyId = Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" })
+
+/** A company's record: its id and company first, its own fields, the stamps last. */
+const companyRecord = <const Fields extends Schema.Struct.Fields>(identifier: string, description: string, example: unknown, fields: Fields) => {
+  const record = Schema.Struct({ id: Id, companyId: CompanyId, ...fields, ...Stamps })
+  // Every example is validated against its schema in the document (test/client/schema.test.ts).
+  return record.annotate({ identifier, description, examples: [example as typeof record.Type] })
+}
 const Via = Schema.Literals(["app", "qr", "assistant"])
 const ItemResult = Schema.Literals(["pass", "fail", "na"])
 
-export const Incident = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+const INCIDENT_DESCRIPTION =
+  "An incident, injury, illness or near miss. On a privacy case personName, workerId, location, description, bodyPart and injuryType are null."
+
+export const Incident = companyRecord("Incident", INCIDENT_DESCRIPTION, INCIDENT_EXAMPLE, {
   reference: Text,
   type: Schema.Literals(["injury", "illness", "near_miss", "property_damage", "environmental"]),
   title: Text,
@@ -55,18 +64,10 @@ export const Incident = Schema.Struct({
   oshaRecordable: Schema.Boolean,
   status: Schema.Literals(["open", "investigating", "closed"]),
   reportedBy: Nullable(Text),
-  reportedVia: Via,
-  ...Stamps
-}).annotate({
-  identifier: "Incident",
-  examples: [INCIDENT_EXAMPLE],
-  description:
-    "An incident, injury, illness or near miss. On a privacy case personName, workerId, location, description, bodyPart and injuryType are null."
+  reportedVia: Via
 })
 
-export const Observation = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Observation = companyRecord("Observation", "A safety observation", OBSERVATION_EXAMPLE, {
   type: Schema.Literals(["unsafe_act", "unsafe_condition", "safe_behavior", "near_miss"]),
   title: Text,
   description: Nullable(Text),
@@ -75,12 +76,7 @@ export const Observation = Schema.Struct({
   observedAt: Timestamp,
   observedBy: Nullable(Text),
   reportedVia: Via,
-  status: Schema.Literals(["open", "closed"]),
-  ...Stamps
-}).annotate({
-  identifier: "Observation",
-  description: "A safety observation",
-  examples: [OBSERVATION_EXAMPLE]
+  status: Schema.Literals(["open", "closed"])
 })
 
 export const CorrectiveAction = Schema.Struct({
@@ -115,9 +111,7 @@ export const AuditItem = Schema.Struct({
   note: Nullable(Text)
 }).annotate({ identifier: "AuditItem" })
 
-export const Audit = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Audit = companyRecord("Audit", "A site audit with its items and a score", AUDIT_EXAMPLE, {
   title: Text,
   template: Nullable(Text),
   jobSiteId: Nullable(Id),
@@ -128,12 +122,7 @@ export const Audit = Schema.Struct({
   }),
   notes: Nullable(Text),
   via: Schema.Literals(["app", "offline_upload"]),
-  items: Schema.Array(AuditItem).annotate({ description: "In checklist order" }),
-  ...Stamps
-}).annotate({
-  identifier: "Audit",
-  description: "A site audit with its items and a score",
-  examples: [AUDIT_EXAMPLE]
+  items: Schema.Array(AuditItem).annotate({ description: "In checklist order" })
 })
 
 export const InspectionEquipment = Schema.Struct({
@@ -166,57 +155,34 @@ export const Inspection = Schema.Struct({
   examples: [INSPECTION_EXAMPLE]
 })
 
-export const TrainingRecord = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const TrainingRecord = companyRecord("TrainingRecord", "A training record", TRAINING_RECORD_EXAMPLE, {
   workerId: Nullable(Id),
   course: Text,
   provider: Nullable(Text),
   completedAt: Timestamp,
   expiresAt: Nullable(Timestamp),
-  via: Schema.Literals(["training_page", "qr_course"]),
-  ...Stamps
-}).annotate({
-  identifier: "TrainingRecord",
-  description: "A training record",
-  examples: [TRAINING_RECORD_EXAMPLE]
+  via: Schema.Literals(["training_page", "qr_course"])
 })
 
-export const Worker = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Worker = companyRecord("Worker", "A worker on the roster (no phone, e-mail, photo or medical data)", WORKER_EXAMPLE, {
   name: Text,
   jobTitle: Nullable(Text),
   employer: Nullable(Text),
   subcontractorId: Nullable(Id),
   jobSiteId: Nullable(Id),
-  status: Schema.Literals(["active", "inactive"]),
-  ...Stamps
-}).annotate({
-  identifier: "Worker",
-  description: "A worker on the roster (no phone, e-mail, photo or medical data)",
-  examples: [WORKER_EXAMPLE]
+  status: Schema.Literals(["active", "inactive"])
 })
 
-export const JobSite = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const JobSite = companyRecord("JobSite", "A job site", JOB_SITE_EXAMPLE, {
   name: Text,
   address: Nullable(Text),
   city: Nullable(Text),
   region: Nullable(Text),
   country: Nullable(Text),
-  active: Schema.Boolean,
-  ...Stamps
-}).annotate({
-  identifier: "JobSite",
-  description: "A job site",
-  examples: [JOB_SITE_EXAMPLE]
+  active: Schema.Boolean
 })
 
-export const Change = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Change = companyRecord("Change", "A management of change request", CHANGE_EXAMPLE, {
   title: Text,
   description: Nullable(Text),
   category: Nullable(Text),
@@ -225,17 +191,10 @@ export const Change = Schema.Struct({
   approvedBy: Nullable(Text),
   approvedAt: Nullable(Timestamp),
   implementedAt: Nullable(Timestamp),
-  jobSiteId: Nullable(Id),
-  ...Stamps
-}).annotate({
-  identifier: "Change",
-  description: "A management of change request",
-  examples: [CHANGE_EXAMPLE]
+  jobSiteId: Nullable(Id)
 })
 
-export const Permit = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Permit = companyRecord("Permit", "A permit to work", PERMIT_EXAMPLE, {
   type: Schema.Literals(["hot_work", "confined_space", "work_at_height", "electrical", "excavation", "general"]),
   title: Text,
   description: Nullable(Text),
@@ -247,45 +206,26 @@ export const Permit = Schema.Struct({
   approvedAt: Nullable(Timestamp),
   validFrom: Nullable(Timestamp),
   validTo: Nullable(Timestamp),
-  closedAt: Nullable(Timestamp),
-  ...Stamps
-}).annotate({
-  identifier: "Permit",
-  description: "A permit to work",
-  examples: [PERMIT_EXAMPLE]
+  closedAt: Nullable(Timestamp)
 })
 
-export const Policy = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Policy = companyRecord("Policy", "A policy with its acknowledgement count", POLICY_EXAMPLE, {
   title: Text,
   version: Nullable(Text),
   status: Schema.Literals(["draft", "published", "archived"]),
   effectiveAt: Nullable(Timestamp),
   acknowledgementCount: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)).annotate({
     description: "How many acknowledgements the policy has"
-  }),
-  ...Stamps
-}).annotate({
-  identifier: "Policy",
-  description: "A policy with its acknowledgement count",
-  examples: [POLICY_EXAMPLE]
+  })
 })
 
-export const Sds = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Sds = companyRecord("SafetyDataSheet", "A safety data sheet (the file itself is never sent)", SDS_EXAMPLE, {
   productName: Text,
   manufacturer: Nullable(Text),
   revisionAt: Nullable(Timestamp),
   hazardClasses: Schema.Array(Text),
   signalWord: Nullable(Schema.Literals(["danger", "warning"])),
-  jobSiteId: Nullable(Id),
-  ...Stamps
-}).annotate({
-  identifier: "SafetyDataSheet",
-  description: "A safety data sheet (the file itself is never sent)",
-  examples: [SDS_EXAMPLE]
+  jobSiteId: Nullable(Id)
 })
 
 const Score = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 5 }))
@@ -297,9 +237,7 @@ export const Hazard = Schema.Struct({
   controls: Schema.Union([Schema.Array(Text), Text])
 }).annotate({ identifier: "Hazard" })
 
-export const RiskAssessment = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const RiskAssessment = companyRecord("RiskAssessment", "A risk assessment", RISK_ASSESSMENT_EXAMPLE, {
   title: Text,
   activity: Nullable(Text),
   jobSiteId: Nullable(Id),
@@ -308,12 +246,7 @@ export const RiskAssessment = Schema.Struct({
   reviewAt: Nullable(Timestamp),
   riskLevel: Schema.Literals(["low", "medium", "high", "extreme"]),
   hazards: Schema.Array(Hazard),
-  status: Schema.Literals(["draft", "approved", "archived"]),
-  ...Stamps
-}).annotate({
-  identifier: "RiskAssessment",
-  description: "A risk assessment",
-  examples: [RISK_ASSESSMENT_EXAMPLE]
+  status: Schema.Literals(["draft", "approved", "archived"])
 })
 
 export const SubcontractorDocument = Schema.Struct({
@@ -323,9 +256,7 @@ export const SubcontractorDocument = Schema.Struct({
   expiresAt: Nullable(Timestamp)
 }).annotate({ identifier: "SubcontractorDocument" })
 
-export const Subcontractor = Schema.Struct({
-  id: Id,
-  companyId: Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" }),
+export const Subcontractor = companyRecord("Subcontractor", "A subcontractor and its document status (no contact phone or e-mail)", SUBCONTRACTOR_EXAMPLE, {
   name: Text,
   trade: Nullable(Text),
   status: Schema.Literals(["active", "inactive"]),
@@ -334,12 +265,7 @@ export const Subcontractor = Schema.Struct({
   documentStatus: Schema.Literals(["missing", "non_compliant", "pending", "compliant"]).annotate({
     description:
       "missing without documents; else non_compliant when any is rejected or expired; else pending when any is pending; else compliant"
-  }),
-  ...Stamps
-}).annotate({
-  identifier: "Subcontractor",
-  description: "A subcontractor and its document status (no contact phone or e-mail)",
-  examples: [SUBCONTRACTOR_EXAMPLE]
+  })
 })
 
 export const RECORD_SCHEMAS = {

@@ -17,7 +17,7 @@ import { BadRequest } from "../http/errors.ts"
 import { makeBatcher } from "./batch.ts"
 import { keyStateRelation, keyStateSql, type KeyState } from "../../access/key-check.ts"
 import { ApiPool } from "./pool.ts"
-import { DEFAULT_LIMIT, namePattern, parseLimit, statusesFor, type ListQueryInput } from "./query.ts"
+import { DEFAULT_LIMIT, namePattern, statusesFor, type ListQuery } from "./query.ts"
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -38,49 +38,31 @@ export interface ListRequest {
   readonly binding: CursorBinding
 }
 
-/** Turns checked query text into a list request, or names the parameter that is wrong. */
-export const listRequest = (
-  companyId: string,
-  resource: Resource,
-  query: ListQueryInput
-): { readonly ok: ListRequest } | { readonly bad: string } => {
-  const limit = query.limit === undefined ? DEFAULT_LIMIT : parseLimit(query.limit)
-  if (limit === undefined) return { bad: "limit" }
-  const after = query.createdAfter === undefined ? undefined : parseFilterDate(query.createdAfter)
-  if (query.createdAfter !== undefined && after === undefined) return { bad: "createdAfter" }
-  const before = query.createdBefore === undefined ? undefined : parseFilterDate(query.createdBefore)
-  if (query.createdBefore !== undefined && before === undefined) return { bad: "createdBefore" }
-  const updatedAfter = query.updatedAfter === undefined ? undefined : parseFilterDate(query.updatedAfter)
-  if (query.updatedAfter !== undefined && updatedAfter === undefined) return { bad: "updatedAfter" }
-  const updatedBefore = query.updatedBefore === undefined ? undefined : parseFilterDate(query.updatedBefore)
-  if (query.updatedBefore !== undefined && updatedBefore === undefined) return { bad: "updatedBefore" }
-  if (query.sort !== undefined && query.sort !== "updatedAt") return { bad: "sort" }
-  const statuses = query.status === undefined ? undefined : statusesFor(query.status)
-  if (query.status !== undefined && statuses === undefined) return { bad: "status" }
-  if (query.name !== undefined && query.name.trim() === "") return { bad: "name" }
+/** A decoded list query (query.ts: checked and parsed by its schema) as a list request. */
+export const listRequest = (companyId: string, resource: Resource, query: ListQuery): ListRequest => {
+  const { createdAfter, createdBefore, updatedAfter, updatedBefore } = query
   return {
-    ok: {
-      limit,
-      createdAfter: after?.iso,
-      createdBefore: before?.iso,
-      updatedAfter: updatedAfter?.iso,
-      updatedBefore: updatedBefore?.iso,
-      byChange: query.sort === "updatedAt",
-      name: query.name,
-      statuses,
-      binding: {
-        companyId,
-        resource,
-        filters: {
-          createdAfter: after?.iso,
-          createdBefore: before?.iso,
-          updatedAfter: updatedAfter?.iso,
-          updatedBefore: updatedBefore?.iso,
-          // A cursor of one order is no position in the other.
-          sort: query.sort,
-          name: query.name?.toLowerCase(),
-          status: query.status
-        }
+    limit: query.limit ?? DEFAULT_LIMIT,
+    createdAfter,
+    createdBefore,
+    updatedAfter,
+    updatedBefore,
+    byChange: query.sort === "updatedAt",
+    name: query.name,
+    // The schema let only a known status through.
+    statuses: query.status === undefined ? undefined : statusesFor(query.status),
+    binding: {
+      companyId,
+      resource,
+      filters: {
+        createdAfter,
+        createdBefore,
+        updatedAfter,
+        updatedBefore,
+        // A cursor of one order is no position in the other.
+        sort: query.sort,
+        name: query.name?.toLowerCase(),
+        status: query.status
       }
     }
   }
@@ -215,7 +197,7 @@ export class Views extends Context.Service<
   Views,
   {
     /** The list answer as JSON. */
-    readonly list: (key: CurrentKeyShape, resource: Resource, query: ListQueryInput) => Effect.Effect<Served, BadRequest>
+    readonly list: (key: CurrentKeyShape, resource: Resource, query: ListQuery) => Effect.Effect<Served, BadRequest>
     /** The get answer as JSON; undefined when there is no such record. */
     readonly get: (key: CurrentKeyShape, resource: Resource, id: string) => Effect.Effect<Served | undefined>
     /** The key's state now, with its and its company's current details. */
@@ -278,10 +260,8 @@ export class Views extends Context.Service<
         return answers
       }, MAX_PAGES)
 
-      const list = Effect.fnUntraced(function* (key: CurrentKeyShape, resource: Resource, query: ListQueryInput) {
-        const parsed = listRequest(key.companyId, resource, query)
-        if ("bad" in parsed) return yield* new BadRequest({ error: `query parameter "${parsed.bad}" is invalid` })
-        const r = parsed.ok
+      const list = Effect.fnUntraced(function* (key: CurrentKeyShape, resource: Resource, query: ListQuery) {
+        const r = listRequest(key.companyId, resource, query)
         let position: CursorPosition | undefined
         if (query.cursor !== undefined) {
           const decoded = decodeCursor(cursorKey, r.binding, query.cursor)

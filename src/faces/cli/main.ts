@@ -6,7 +6,8 @@ import { createRequire } from "node:module"
 import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
 import { SecretsKeyMismatch } from "../../platform/secrets/key-check.ts"
-import { AdminError } from "../../domain/errors.ts"
+import { isDomainError } from "../../domain/errors.ts"
+import { cliError } from "./errors.ts"
 import * as Commands from "./commands/index.ts"
 import { CheckFailed, ExitWith } from "./support.ts"
 
@@ -35,20 +36,6 @@ const Presenter = CliOutput.layerPresenter({
 
 const Plain = CliOutput.layer(CliOutput.defaultFormatter({ colors: false }))
 
-/**
- * The CLI checks receivers as the service does, with its own environment: a refusal that the
- * service's settings would allow says which setting to give the CLI too.
- */
-export const hintFor = (message: string): string => {
-  if (/refused: \S+ (is not a public address|resolves to )/.test(message) && (process.env.WEBHOOK_ALLOWED_NETWORKS ?? "").trim() === "") {
-    return "\nhint: only public addresses are accepted; if the service allows a network (WEBHOOK_ALLOWED_NETWORKS, e.g. for a test receiver), give the CLI the same setting"
-  }
-  if (/\btls: /.test(message) && (process.env.NODE_EXTRA_CA_CERTS ?? "") === "") {
-    return "\nhint: if the receiver's certificate comes from a private CA the service trusts (NODE_EXTRA_CA_CERTS), give the CLI the same setting"
-  }
-  return ""
-}
-
 /** Runs the CLI on these arguments; resolves to the process exit code. */
 export const runAdminCli = (args: ReadonlyArray<string>) =>
   Command.runWith(AdminCommand, { version: VERSION })(args).pipe(
@@ -61,7 +48,7 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
         const error = failure.value
         if (error instanceof ExitWith) return Effect.succeed(error.code)
         // SecretsKeyMismatch: the webhook commands' key is not the database's (issue 13.7).
-        if (error instanceof AdminError || error instanceof CheckFailed || error instanceof SecretsKeyMismatch) return Effect.as(Console.error(`error: ${error.message}${hintFor(error.message)}`), 1)
+        if (isDomainError(error) || error instanceof CheckFailed || error instanceof SecretsKeyMismatch) return Effect.as(Console.error(cliError(error)), 1)
         if (CliError.isCliError(error)) return Effect.succeed(2) // already presented
         return Effect.as(Console.error(`error: ${error instanceof Error ? error.message : String(error)}`), 1)
       }

@@ -4,7 +4,7 @@
 import { Console, Data, Effect, Layer, Option } from "effect"
 import { Flag } from "effect/cli"
 import * as Database from "../../platform/db/Database.ts"
-import type { AdminError } from "../../domain/errors.ts"
+import type { DomainError, Reason } from "../../domain/errors.ts"
 import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../access/identity.ts"
 
 /** --json: print the answer as one JSON value on stdout. */
@@ -30,7 +30,7 @@ export const withDatabase = <A, E, R>(
   >
 
 /** The company named by --company, and the admin named by --as in it. */
-export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: Actor }, AdminError, Database.Database> =>
+export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: Actor }, DomainError, Database.Database> =>
   withSql(async (sql) => {
     const company = await findCompany(sql, companyRef)
     const actor = await findAdmin(sql, email, company)
@@ -46,9 +46,10 @@ export const optionalAdmin = (companyRef: string, email: Option.Option<string>) 
 
 /**
  * The command ran and printed its answer, but what it checked did not pass (a receiver that
- * refused a test event): exit code 1, with this message on stderr, so scripts can tell.
+ * refused a test event): exit code 1, with this message on stderr, so scripts can tell;
+ * `reason` chooses a hint (errors.ts).
  */
-export class CheckFailed extends Data.TaggedError("CheckFailed")<{ readonly message: string }> {}
+export class CheckFailed extends Data.TaggedError("CheckFailed")<{ readonly message: string; readonly reason?: Reason }> {}
 
 /**
  * The command printed its answer, and its exit code says more (status: 1 degraded, 2 broken),

@@ -1,8 +1,10 @@
 // Every error answer is JSON {"error": "<message>"} (spec 7). The classes declare the
 // statuses for the OpenAPI document and for handlers that fail with them; errorResponse
-// builds the same body directly where a response is made by hand (middleware, fallback).
+// builds the same body directly where a response is made by hand (middleware, fallback);
+// toHttpError is the one mapping of the domain's errors (domain/errors.ts) to them.
 import { ErrorReporter, Schema } from "effect"
 import { HttpServerResponse } from "effect/http"
+import * as Domain from "../../domain/errors.ts"
 
 const fields = { error: Schema.String.annotate({ description: "A human-readable message" }) }
 
@@ -63,21 +65,38 @@ export const errorResponse = (
     ...(headers === undefined ? {} : { headers })
   })
 
-/** /api/v1/hooks: as webhookErrorToHttp, and 401 when the key itself is no longer good. */
-export const hookErrorToHttp = (e: { readonly status: number; readonly message: string }): Unauthorized | BadRequest | Forbidden | NotFound | Conflict =>
-  e.status === 401 ? new Unauthorized({ error: e.message }) : webhookErrorToHttp(e)
+// -----------------------------------------------------------------------------
+// The one mapping of domain errors to HTTP, for the read API, the admin API and the pages.
 
-/** A webhook operation's error as the declared HTTP error of the same status; the API and
- *  the admin API map them the same way. */
-export const webhookErrorToHttp = (e: { readonly status: number; readonly message: string }): BadRequest | Forbidden | NotFound | Conflict => {
-  switch (e.status) {
-    case 403:
-      return new Forbidden({ error: e.message })
-    case 404:
-      return new NotFound({ error: e.message })
-    case 409:
-      return new Conflict({ error: e.message })
-    default:
-      return new BadRequest({ error: e.message })
-  }
+/** Where the API calls a domain field otherwise (its schemas' names). */
+const API_NAMES: Readonly<Record<string, string>> = { scopes: "read", endpoint: "endpointId", subscription: "subscriptionId" }
+
+/** A domain error's message as the API words it. */
+export const httpMessage = (e: Domain.DomainError): string => Domain.spell(e, (field) => API_NAMES[field] ?? field)
+
+const STATUS = { Invalid: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409 } as const satisfies Record<Domain.DomainErrorTag, number>
+
+export const httpStatus = <E extends Domain.DomainError>(e: E): (typeof STATUS)[E["_tag"]] => STATUS[e._tag as E["_tag"]]
+
+type HttpErrorOf<E extends Domain.DomainError> = E extends Domain.Invalid
+  ? BadRequest
+  : E extends Domain.Unauthorized
+    ? Unauthorized
+    : E extends Domain.Forbidden
+      ? Forbidden
+      : E extends Domain.NotFound
+        ? NotFound
+        : Conflict
+
+/** A domain error as the declared HTTP error of its status. */
+export const toHttpError = <E extends Domain.DomainError>(e: E): HttpErrorOf<E> => {
+  const body = { error: httpMessage(e) }
+  const http = {
+    Invalid: () => new BadRequest(body),
+    Unauthorized: () => new Unauthorized(body),
+    Forbidden: () => new Forbidden(body),
+    NotFound: () => new NotFound(body),
+    Conflict: () => new Conflict(body)
+  }[e._tag]()
+  return http as HttpErrorOf<E>
 }

@@ -12,79 +12,9 @@ import { RequestNote, type RequestNoteShape } from "./request-note.ts"
 import { parseLogLevel } from "../../platform/logging.ts"
 import { Metrics } from "../ops/metrics.ts"
 import { TracingEnabled } from "../../platform/tracing.ts"
-
-export interface RoutePattern {
-  readonly method: string
-  /** Router syntax: /api/v1/incidents/:id */
-  readonly path: string
-}
+import { routeTable, type KnownRoute } from "./routes.ts"
 
 const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
-
-interface Segment {
-  readonly literal: Map<string, Segment>
-  param: Segment | undefined
-  /** Routes whose pattern ends here, in the order they were given. */
-  readonly routes: Array<{ readonly order: number; readonly method: string; readonly path: string; readonly literal: boolean }>
-}
-
-const segment = (): Segment => ({ literal: new Map(), param: undefined, routes: [] })
-
-/**
- * The label for a request's route: its pattern, or "unmatched". HEAD counts as its GET
- * route. Patterns are kept as a tree of path segments, so a request costs a walk down its
- * own path, not a test of every route.
- */
-export const routeMatcher = (routes: ReadonlyArray<RoutePattern>) => {
-  const root = segment()
-  routes.forEach((r, order) => {
-    let node = root
-    for (const part of r.path.split("/").slice(1)) {
-      if (part.startsWith(":")) node = node.param ??= segment()
-      else {
-        let next = node.literal.get(part)
-        if (next === undefined) node.literal.set(part, (next = segment()))
-        node = next
-      }
-    }
-    node.routes.push({ order, method: r.method.toUpperCase(), path: r.path, literal: !r.path.includes(":") })
-  })
-  // Every route whose pattern the path matches (a parameter matches one non-empty segment).
-  const collect = (node: Segment, parts: ReadonlyArray<string>, i: number, found: Array<Segment["routes"][number]>) => {
-    if (i === parts.length) {
-      found.push(...node.routes)
-      return
-    }
-    const part = parts[i]!
-    const next = node.literal.get(part)
-    if (next !== undefined) collect(next, parts, i + 1, found)
-    if (node.param !== undefined && part !== "") collect(node.param, parts, i + 1, found)
-  }
-  return (method: string, url: string): string => {
-    let end = url.length
-    for (let i = 0; i < url.length; i++) {
-      const c = url.charCodeAt(i)
-      if (c === 63 /* ? */ || c === 35 /* # */) {
-        end = i
-        break
-      }
-    }
-    // One trailing slash is the same route.
-    if (end > 1 && url.charCodeAt(end - 1) === 47) end--
-    const parts = url.slice(0, end).split("/")
-    if (parts[0] !== "") return "unmatched"
-    const found: Array<Segment["routes"][number]> = []
-    collect(root, parts, 1, found)
-    if (found.length === 0) return "unmatched"
-    found.sort((a, b) => a.order - b.order)
-    const m = method.toUpperCase() === "HEAD" ? "GET" : method.toUpperCase()
-    // Literal patterns before parameters: /api/v1/hooks wins over /api/v1/:x if both exist.
-    for (const r of found) if (r.method === m && r.literal) return r.path
-    for (const r of found) if (r.method === m) return r.path
-    // A known path with another method is still that route (its 405 is counted there).
-    return found[0]!.path
-  }
-}
 
 const INCOMING_ID = /^[A-Za-z0-9._-]{8,64}$/
 
@@ -107,8 +37,8 @@ const requestLogLevel = Effect.gen(function* () {
 })
 
 /** A global router middleware: install once, beside every route (e.g. in main.ts's Routes). */
-export const requestObservability = (routes: ReadonlyArray<RoutePattern>, options: { readonly apiPrefix?: string } = {}) => {
-  const routeOf = routeMatcher(routes)
+export const requestObservability = (known: ReadonlyArray<KnownRoute>, options: { readonly apiPrefix?: string } = {}) => {
+  const routes = routeTable(known)
   const apiPrefix = options.apiPrefix ?? "/api/"
   return HttpRouter.middleware(
     Effect.gen(function* () {
@@ -138,7 +68,7 @@ export const requestObservability = (routes: ReadonlyArray<RoutePattern>, option
           const note: RequestNoteShape = { keyId: undefined }
           const done = (status: number) => {
             const seconds = (performance.now() - started) / 1000
-            const route = routeOf(request.method, request.url)
+            const route = routes.routeOf(request.method, request.url)
             const method = METHODS.has(request.method) ? request.method : "OTHER"
             record(method, route, status, seconds)
             const keyId = note.keyId ?? null

@@ -5,7 +5,8 @@
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
-import { ADMIN_ERROR_STATUS, type AdminError } from "../../domain/errors.ts"
+import type { DomainError } from "../../domain/errors.ts"
+import { httpMessage, httpStatus } from "../http/errors.ts"
 import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, listKeys, parseExpiry, parseScopes, revokeKey, type CreatedKey, type Expiry, type KeyInfo } from "../../access/keys.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formError, htmlResponse, page, postButton, seeOther, shownOnce, when } from "./layout.ts"
@@ -14,12 +15,6 @@ import { signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
 
 export const EXPIRY_LABELS: Readonly<Record<Expiry, string>> = { "30d": "30 days", "90d": "90 days", "1y": "1 year", never: "Never" }
-
-// The admin API's wording of these errors (src/faces/admin-api/handlers.ts, keys "create" and
-// "revoke"), so a page and the API say the same thing.
-export const createKeyError = (e: AdminError): string => (e.kind === "invalid" ? e.message.replace("--name", "name") : e.message)
-export const scopesError = (message: string): string => message.replace("--read", "read")
-export const revokeKeyError = (e: AdminError, id: string): string => (e.kind === "invalid" ? `no API key with id ${id}` : e.message)
 
 type CreateForm = { readonly name: string; readonly read: ReadonlyArray<string>; readonly expires: string; readonly webhooks: boolean }
 
@@ -131,14 +126,16 @@ export const KeysRoutes = Layer.mergeAll(
         }
         const refuse = (status: number, error: string) =>
           Effect.map(listKeys(session.actor.companyId).pipe(Effect.orDie), (keys) => htmlResponse(keysPage(session, keys, { form, error }), { status }))
+        // As the admin API answers (faces/http/errors.ts).
+        const refuseWith = (e: DomainError) => refuse(httpStatus(e), httpMessage(e))
         const expires = parseExpiry(form.expires)
         if (expires === undefined) return yield* refuse(400, `expires must be one of ${EXPIRY_CHOICES.join(", ")}`)
         const parsed = parseScopes(form.read)
-        if ("error" in parsed) return yield* refuse(400, scopesError(parsed.error))
+        if ("error" in parsed) return yield* refuseWith(parsed.error)
         const created = yield* Effect.result(
           createKey(session.actor, { companyId: session.actor.companyId, name: form.name, scopes: parsed.scopes, webhooks: form.webhooks, expires })
         )
-        if (created._tag === "Failure") return yield* refuse(ADMIN_ERROR_STATUS[created.failure.kind], createKeyError(created.failure))
+        if (created._tag === "Failure") return yield* refuseWith(created.failure)
         const keys = yield* listKeys(session.actor.companyId).pipe(Effect.orDie)
         return htmlResponse(keysPage(session, keys, { created: created.success }))
       })
@@ -155,7 +152,7 @@ export const KeysRoutes = Layer.mergeAll(
           session,
           revoked._tag === "Success"
             ? { kind: "success", message: `Key "${revoked.success.name}" revoked: its next request gets 401, and its webhook subscriptions were deleted.` }
-            : { kind: "error", message: revokeKeyError(revoked.failure, id) }
+            : { kind: "error", message: httpMessage(revoked.failure) }
         )
         return seeOther(PATHS.keys)
       })

@@ -9,7 +9,7 @@ import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
 import { Database } from "../../platform/db/Database.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import { Webhooks } from "../../webhooks/service.ts"
-import type { AdminError } from "../../domain/errors.ts"
+import { httpMessage, httpStatus } from "../http/errors.ts"
 import { actorOf } from "../admin-api/webhooks-handlers.ts"
 import { replaysOf, showReplay, startReplay, stopReplay, type ReplayPlan, type ReplayRequest } from "../../webhooks/replay/manage.ts"
 import { attr, html, type Html } from "./html.ts"
@@ -261,8 +261,6 @@ export const replayOfferBox = (endpointId: string, offer: ReplayOfferInfo): Html
 
 const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
 
-const statusOf = (e: AdminError): 400 | 404 => (e.kind === "not_found" ? 404 : 400)
-
 const formRoutes = (kind: Kind, path: typeof PATHS.endpointReplay | typeof PATHS.subscriptionReplay) =>
   Layer.mergeAll(
     HttpRouter.add(
@@ -289,8 +287,8 @@ const formRoutes = (kind: Kind, path: typeof PATHS.endpointReplay | typeof PATHS
           const actor = actorOf(session.actor)
           const r = yield* Effect.result(startReplay(actor, session.actor.companyId, "pages", requestOf(target, form, !start)))
           if (r._tag === "Failure") {
-            if (r.failure.kind === "not_found") return notFoundPage(r.failure.message)
-            return htmlResponse(replayFormPage(session, target, form, r.failure.message), { status: statusOf(r.failure) })
+            if (r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
+            return htmlResponse(replayFormPage(session, target, form, httpMessage(r.failure)), { status: httpStatus(r.failure) })
           }
           if ("plan" in r.success) {
             if (!start) return htmlResponse(checkPage(session, target, form, r.success.plan))
@@ -314,7 +312,7 @@ export const ReplaysRoutes = Layer.mergeAll(
     signedIn((session, _request, params) =>
       Effect.gen(function* () {
         const r = yield* Effect.result(showReplay(session.actor.companyId, idOf(params)))
-        if (r._tag === "Failure") return notFoundPage(r.failure.message, session)
+        if (r._tag === "Failure") return notFoundPage(httpMessage(r.failure), session)
         return htmlResponse(replayPage(session, r.success))
       })
     )
@@ -326,12 +324,12 @@ export const ReplaysRoutes = Layer.mergeAll(
       Effect.gen(function* () {
         const id = idOf(params)
         const r = yield* Effect.result(stopReplay(actorOf(session.actor), session.actor.companyId, id))
-        if (r._tag === "Failure" && r.failure.kind === "not_found") return notFoundPage(r.failure.message)
+        if (r._tag === "Failure" && r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
         yield* setFlash(
           session,
           r._tag === "Success"
             ? { kind: "success", message: `Replay cancelled: ${r.success.progress.sent} sent, ${r.success.progress.remaining} not sent.` }
-            : { kind: "error", message: r.failure.message }
+            : { kind: "error", message: httpMessage(r.failure) }
         )
         return seeOther(pathFor(PATHS.replay, id))
       })

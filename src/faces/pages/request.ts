@@ -6,7 +6,8 @@ import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, type HttpServerResponse } from "effect/http"
 import { refusedPage, seeOther } from "./layout.ts"
 import { ADMIN_WEB_ROUTES, PATHS } from "./paths.ts"
-import { checkSameOrigin, expiredCookie, parseCookies, safeEqual, SESSION_COOKIE } from "./security.ts"
+import { routeTable } from "../http/routes.ts"
+import { checkSameOrigin, expiredCookie, safeEqual, SESSION_COOKIE } from "./security.ts"
 import { resolveSession, type EndedReason, type Session } from "../../access/sessions.ts"
 
 export const MAX_FORM_BYTES = 64 * 1024
@@ -14,7 +15,8 @@ export const MAX_FORM_BYTES = 64 * 1024
 type Request = HttpServerRequest.HttpServerRequest
 type Response = HttpServerResponse.HttpServerResponse
 
-export const cookieOf = (request: Request, name: string): string | undefined => parseCookies(request.headers["cookie"]).get(name)
+/** A cookie of the request (parsed by effect/http: the first of a repeated name wins, the most specific path). */
+export const cookieOf = (request: Request, name: string): string | undefined => request.cookies[name]
 
 /** The path and query of a request, if it is one of ours to come back to after signing in. */
 export const localTarget = (url: string | null | undefined): string | undefined => {
@@ -22,10 +24,11 @@ export const localTarget = (url: string | null | undefined): string | undefined 
   if (!/^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) || url.includes("//") || url.includes("..")) return undefined
   // A page, that is, something a browser can be sent to (not /admin/sign-out, a form's action).
   const path = url.split("?")[0]!
-  return PAGES.some((page) => page.test(path)) ? url : undefined
+  return PAGES.routeOf("GET", path) === "unmatched" ? undefined : url
 }
 
-const PAGES = ADMIN_WEB_ROUTES.filter((r) => r.method === "GET").map((r) => new RegExp(`^${r.path.replace(/:id/g, "[^/]+")}$`))
+// Only GET routes, so a path with only a form (POST) is no page: its label is "unmatched".
+const PAGES = routeTable(ADMIN_WEB_ROUTES.filter((r) => r.method === "GET"))
 
 /** To the sign-in page, saying why when there was a session, and dropping its cookie. */
 const toSignIn = (request: Request, ended: EndedReason | undefined) => {

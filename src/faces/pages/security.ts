@@ -1,6 +1,8 @@
-// The admin pages' request security, pure: cookies, the constant-time comparison of CSRF
-// tokens, the same-origin check of every POST, and the headers of every page.
+// The admin pages' request security, pure: our cookies' attributes, the constant-time
+// comparison of CSRF tokens, the same-origin check of every POST, and the headers of every page.
 import { timingSafeEqual } from "node:crypto"
+import { Duration } from "effect"
+import { Cookies } from "effect/http"
 import { sha256 } from "../../access/bearer-secrets.ts"
 
 /** The session cookie: __Host- means Secure, Path=/ and no Domain, so no other host can set it. */
@@ -8,39 +10,25 @@ export const SESSION_COOKIE = "__Host-srs_admin"
 /** Before a session exists, the sign-in form's CSRF token is double-submitted with this cookie. */
 export const SIGN_IN_COOKIE = "__Host-srs_admin_signin"
 
-
 /** Compares two secrets in time that depends on neither (both are hashed to equal lengths first). */
 export const safeEqual = (a: string, b: string): boolean => {
   const equal = timingSafeEqual(sha256(a), sha256(b))
   return equal && a.length === b.length
 }
 
-/** The cookies of a Cookie header; the first of a repeated name wins (the most specific path). */
-export const parseCookies = (header: string | undefined): ReadonlyMap<string, string> => {
-  const cookies = new Map<string, string>()
-  if (header === undefined) return cookies
-  for (const part of header.split(";")) {
-    const eq = part.indexOf("=")
-    if (eq <= 0) continue
-    const name = part.slice(0, eq).trim()
-    let value = part.slice(eq + 1).trim()
-    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1)
-    if (name !== "" && !cookies.has(name)) cookies.set(name, value)
-  }
-  return cookies
-}
+/** Our cookies' attributes: the __Host- prefix requires Secure, Path=/ and no Domain. */
+const COOKIE_ATTRIBUTES = { path: "/", secure: true, httpOnly: true, sameSite: "strict" } as const
 
 /**
  * A Set-Cookie value for one of our cookies: Secure, HttpOnly, SameSite=Strict, Path=/ and
- * no Domain (required by the __Host- prefix). Without maxAge it lasts the browser session;
- * maxAge 0 deletes it.
+ * no Domain. Without maxAge it lasts the browser session; maxAge 0 deletes it.
  */
 export const serializeCookie = (name: string, value: string, options: { readonly maxAge?: number } = {}): string => {
-  if (!/^[A-Za-z0-9_-]+$/.test(name)) throw new Error(`bad cookie name ${name}`)
+  // Our values are random base64url tokens: anything else is a bug here, not text to encode.
   if (!/^[A-Za-z0-9_-]*$/.test(value)) throw new Error("a cookie value must be base64url")
-  const parts = [`${name}=${value}`, "Path=/", "Secure", "HttpOnly", "SameSite=Strict"]
-  if (options.maxAge !== undefined) parts.push(`Max-Age=${Math.max(0, Math.trunc(options.maxAge))}`)
-  return parts.join("; ")
+  const maxAge = options.maxAge === undefined ? {} : { maxAge: Duration.seconds(Math.max(0, Math.trunc(options.maxAge))) }
+  // Throws on a name that is no cookie name.
+  return Cookies.serializeCookie(Cookies.makeCookieUnsafe(name, value, { ...COOKIE_ATTRIBUTES, ...maxAge }))
 }
 
 export const expiredCookie = (name: string): string => serializeCookie(name, "", { maxAge: 0 })

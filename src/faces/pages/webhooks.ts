@@ -12,6 +12,8 @@ import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import type { SubscriptionView } from "../../webhooks/subscriptions.ts"
 import { DEFAULT_OVERLAP } from "../../webhooks/overlap.ts"
 import { Webhooks } from "../../webhooks/service.ts"
+import type { DomainError } from "../../domain/errors.ts"
+import { httpMessage, httpStatus } from "../http/errors.ts"
 import { actorOf } from "../admin-api/webhooks-handlers.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
@@ -299,7 +301,7 @@ const showEndpoint = (session: Session, id: string, options: Parameters<typeof e
   Effect.gen(function* () {
     const w = yield* Webhooks
     const found = yield* Effect.result(w.getEndpoint({ id, companyId: session.actor.companyId }))
-    if (found._tag === "Failure") return notFoundPage(found.failure.message, session)
+    if (found._tag === "Failure") return notFoundPage(httpMessage(found.failure), session)
     const deliveries = yield* w.listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId }).pipe(Effect.orElseSucceed(() => []))
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
     const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
@@ -319,7 +321,7 @@ const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>
   })
 
 /** A change whose result is a flash message on the page it redirects to. */
-const flashAfter = <A, E extends { readonly message: string }>(
+const flashAfter = <A, E extends DomainError>(
   session: Session,
   operation: Effect.Effect<A, E, Webhooks>,
   success: (a: A) => Parameters<typeof setFlash>[1],
@@ -327,7 +329,7 @@ const flashAfter = <A, E extends { readonly message: string }>(
 ) =>
   Effect.gen(function* () {
     const r = yield* Effect.result(operation)
-    yield* setFlash(session, r._tag === "Success" ? success(r.success) : { kind: "error", message: r.failure.message })
+    yield* setFlash(session, r._tag === "Success" ? success(r.success) : { kind: "error", message: httpMessage(r.failure) })
     return seeOther(location(r._tag === "Success"))
   })
 
@@ -345,7 +347,7 @@ export const WebhooksRoutes = Layer.mergeAll(
         const created = yield* Effect.result(
           w.createEndpoint(actorOf(session.actor), { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
         )
-        if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: created.failure.message, status: created.failure.status })
+        if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: httpMessage(created.failure), status: httpStatus(created.failure) })
         return yield* showWebhooks(session, { created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret } })
       })
     )
@@ -363,8 +365,8 @@ export const WebhooksRoutes = Layer.mergeAll(
           w.updateEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
         )
         if (updated._tag === "Failure") {
-          if (updated.failure.status === 404) return notFoundPage(updated.failure.message)
-          return yield* showEndpoint(session, id, { form, error: updated.failure.message, status: updated.failure.status })
+          if (updated.failure._tag === "NotFound") return notFoundPage(httpMessage(updated.failure))
+          return yield* showEndpoint(session, id, { form, error: httpMessage(updated.failure), status: httpStatus(updated.failure) })
         }
         yield* setFlash(session, { kind: "success", message: `Endpoint "${updated.success.name}" saved.` })
         return seeOther(pathFor(PATHS.endpoint, id))
@@ -381,8 +383,8 @@ export const WebhooksRoutes = Layer.mergeAll(
         const overlap = body.get("overlap") ?? DEFAULT_OVERLAP
         const rotated = yield* Effect.result(w.rotateEndpointSecret(actorOf(session.actor), { id, companyId: session.actor.companyId, overlap }))
         if (rotated._tag === "Failure") {
-          if (rotated.failure.status === 404) return notFoundPage(rotated.failure.message)
-          return yield* showEndpoint(session, id, { rotate: { overlap, error: rotated.failure.message }, status: rotated.failure.status })
+          if (rotated.failure._tag === "NotFound") return notFoundPage(httpMessage(rotated.failure))
+          return yield* showEndpoint(session, id, { rotate: { overlap, error: httpMessage(rotated.failure) }, status: httpStatus(rotated.failure) })
         }
         return yield* showEndpoint(session, id, { secret: rotated.success.secret })
       })
@@ -457,7 +459,7 @@ export const WebhooksRoutes = Layer.mergeAll(
           session,
           r._tag === "Success"
             ? { kind: "success", message: `Delivery ${r.success.id} (${r.success.event}) is being sent again now, with the same delivery id.` }
-            : { kind: "error", message: r.failure.message }
+            : { kind: "error", message: httpMessage(r.failure) }
         )
         return seeOther(r._tag === "Success" && r.success.endpointId !== null ? pathFor(PATHS.endpoint, r.success.endpointId) : back)
       })

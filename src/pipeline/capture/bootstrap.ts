@@ -11,6 +11,7 @@ import { prepare } from "../projection/project.ts"
 import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
 import { removeOrphanViews, writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
+import { groupSets } from "../../platform/sets.ts"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
@@ -23,13 +24,7 @@ const timestampColumns = async (tx: Tx) => {
   const rows = await tx<{ table_name: string; column_name: string }[]>`
     select table_name, column_name from information_schema.columns
     where table_schema = 'app' and data_type = 'timestamp with time zone'`
-  const m = new Map<string, Set<string>>()
-  for (const r of rows) {
-    let s = m.get(r.table_name)
-    if (!s) m.set(r.table_name, (s = new Set()))
-    s.add(r.column_name)
-  }
-  return m
+  return groupSets(rows, (r) => r.table_name, (r) => r.column_name)
 }
 
 /** Copies the published columns of every app row into the mirror, as the stream would.

@@ -1,5 +1,6 @@
 // The checkpoint: the commit end LSN of the last applied transaction, per slot. Written in
 // the same database transaction as everything derived from the changes it covers.
+import { Data } from "effect"
 import type { Sql, TransactionSql } from "postgres"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 
@@ -27,7 +28,7 @@ export const readState = async (sql: Sql, slot: string): Promise<CaptureState | 
 }
 
 /** The stored checkpoint is not the one this process applied from: another process applied changes meanwhile. */
-export class CheckpointMoved extends Error {}
+export class CheckpointMoved extends Data.TaggedError("CheckpointMoved")<{ readonly message: string }> {}
 
 /**
  * Moves the checkpoint from `from` (where this process's last batch left it) to `lsn`, and
@@ -44,6 +45,8 @@ export const advanceCheckpoint = (tx: TransactionSql<Record<string, unknown>>, s
     .execute()
     .then((r) => {
       if (r.count !== 1) {
-        throw new CheckpointMoved(`capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`)
+        throw new CheckpointMoved({
+          message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
+        })
       }
     })

@@ -1,6 +1,14 @@
 // The capture loop: leadership, publication, slot health (bootstrap or loud rebuild), then
 // the stream applied in batches. Each batch commits views, outbox and checkpoint together;
 // only then is the checkpoint acknowledged to the server.
+//
+// The run is an Effect: its connections (the leader lock's, the replication stream) live in
+// its scope, the heartbeat and the stall watch are fibers on a Schedule raced against the
+// batcher, and every way it ends is a typed error (errors.ts). The batcher itself (consume,
+// below), pgoutput decoding and a batch's prepare and SQL stay plain async functions: they
+// are capture's measured hot path (tens of thousands of messages a second, a batch prepared
+// while the one before is written), where an effect per message would cost throughput.
+import { Cause, Duration, Effect, Exit, Schedule, type Scope } from "effect"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { connect } from "../../platform/db/Database.ts"
@@ -8,6 +16,7 @@ import { prepareBatch } from "./apply.ts"
 import { bootstrap } from "./bootstrap.ts"
 import { advanceCheckpoint, readState } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
+import { CaptureFailed, CaptureStalled, LeaderLockUnreachable, LeaderLost, toCaptureError, type CaptureError } from "./errors.ts"
 import { LargeTransaction } from "./large.ts"
 import { LEADER_LOCK, leaderApplicationName, leaderInfo } from "./leader.ts"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
@@ -38,7 +47,6 @@ export interface CaptureOptions {
   readonly stallTimeoutMs?: number
   /** Runs each applied batch in a trace span (when tracing is on). */
   readonly span?: SpanRunner
-  readonly log: (level: "info" | "warn" | "error", message: string, fields?: Record<string, unknown>) => void
   /** Adds where capture's time goes, by phase (bench/capture prints it). */
   readonly profile?: CaptureProfile
 }
@@ -65,16 +73,13 @@ export class CaptureStats {
   }
 }
 
-/** A run ended because its stream went quiet while WAL waited: the caller reconnects. */
-export class CaptureStalled extends Error {}
-
 /** pgoutput commit times are microseconds since the Unix epoch. */
 const commitDate = (t: unknown) => new Date(Number((t as bigint) / 1000n))
 
 export { LEADER_LOCK } from "./leader.ts"
 
 /** How often a standby looks whether the leader lock is free. */
-const STANDBY_POLL_MS = 2000
+const STANDBY_POLL = Duration.seconds(2)
 
 export const STALL_TIMEOUT_MS = 60_000
 
@@ -84,62 +89,77 @@ const TURN_EVERY = 200
 /** The prefix of the transactional messages the heartbeat and the stall watch write into the WAL. */
 const HEARTBEAT_PREFIX = "safety-records-heartbeat"
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, ms)
-    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true })
+/** A call into the database (or the plain code), its rejection a capture error. */
+const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> => Effect.tryPromise({ try: f, catch: toCaptureError })
+
+/** A log line: its text is the contract (docs/operations.md), its fields are annotations. */
+const log = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown> = {}) =>
+  (level === "info" ? Effect.logInfo(message) : level === "warn" ? Effect.logWarning(message) : Effect.logError(message)).pipe(Effect.annotateLogs(fields))
+
+/** Ends a connection; ending it releases its session's advisory lock, also when its server went away. */
+const endConnection = (conn: Sql, timeout: number) => Effect.promise(() => conn.end({ timeout }).catch(() => {}))
+
+/**
+ * One look at the leader lock: a connection of its own is made (and put in the run's scope)
+ * and tries it; it is the lock's connection when the lock was taken, else it is ended. Named
+ * as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process
+ * leads. Bounded: postgres.js retries a connection the network cuts while it is made, without end.
+ */
+const tryLock = (opts: CaptureOptions): Effect.Effect<Sql | null, CaptureError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+    const lock = yield* Effect.acquireRelease(
+      Effect.sync(() => connect(opts.url, 1, { keepForever: true })),
+      (lock) => endConnection(lock, 1)
+    )
+    const rows = yield* call(
+      () => lock<{ ok: boolean }[]>`
+        select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
+        from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`
+    ).pipe(
+      Effect.timeoutOrElse({
+        duration: limit,
+        orElse: () => Effect.fail(new LeaderLockUnreachable({ message: `capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s` }))
+      }),
+      Effect.tapError(() => endConnection(lock, 0))
+    )
+    if (rows[0]?.ok) return lock
+    // Another process took it first.
+    yield* endConnection(lock, 1)
+    return null
   })
 
 /**
  * Waits as a standby until this process holds the leader lock, and returns the lock's
- * connection (null when aborted first). The lock lives on a connection of its own (not
+ * connection, which the run's scope ends. The lock lives on a connection of its own (not
  * sql.reserve(): postgres.js 3.4.9 can throw an uncatchable error when a reserved
  * connection's server goes away), made only when the lock looks free: a standby holds no
  * connection of its own, and the leader's connection start says since when it leads.
  */
-const takeLeadership = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal): Promise<Sql | null> => {
-  const t0 = Date.now()
-  let logged: number | null | undefined
-  for (;;) {
-    let holder = await leaderInfo(sql)
-    if (holder === null) {
-      const lock = connect(opts.url, 1, { keepForever: true })
-      // Named as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process leads.
-      // Bounded: postgres.js retries a connection the network cuts while it is made, without end.
-      const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const rows = await Promise.race([
-        lock<{ ok: boolean }[]>`
-          select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
-          from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s`)), limit)
-        })
-      ])
-        .catch(async (e: unknown) => {
-          await lock.end({ timeout: 0 }).catch(() => {})
-          throw e
-        })
-        .finally(() => clearTimeout(timer))
-      if (rows[0]?.ok) {
-        opts.log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
-        return lock
+const takeLeadership = (sql: Sql, opts: CaptureOptions) =>
+  Effect.gen(function* () {
+    const t0 = Date.now()
+    let logged: number | null | undefined
+    for (;;) {
+      let holder = yield* call(() => leaderInfo(sql))
+      if (holder === null) {
+        const lock = yield* tryLock(opts)
+        if (lock !== null) {
+          yield* log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
+          return lock
+        }
+        holder = yield* call(() => leaderInfo(sql))
       }
-      // Another process took it first.
-      await lock.end({ timeout: 1 }).catch(() => {})
-      holder = await leaderInfo(sql)
+      // Once, and again only when another process leads.
+      if (logged === undefined || (holder !== null && holder.pid !== logged)) {
+        logged = holder?.pid ?? null
+        yield* log("info", "capture standby: waiting for the leader lock", {
+          leader: holder === null ? null : { pid: holder.pid, applicationName: holder.applicationName, clientAddress: holder.clientAddress, since: holder.since }
+        })
+      }
+      yield* Effect.sleep(STANDBY_POLL)
     }
-    // Once, and again only when another process leads.
-    if (logged === undefined || (holder !== null && holder.pid !== logged)) {
-      logged = holder?.pid ?? null
-      opts.log("info", "capture standby: waiting for the leader lock", {
-        leader: holder === null ? null : { pid: holder.pid, applicationName: holder.applicationName, clientAddress: holder.clientAddress, since: holder.since }
-      })
-    }
-    await sleep(STANDBY_POLL_MS, signal)
-    if (signal.aborted) return null
-  }
-}
+  })
 
 /**
  * Watches a stream for a stall: a connection that hangs (a dead network path, a walsender
@@ -148,37 +168,46 @@ const takeLeadership = async (sql: Sql, opts: CaptureOptions, signal: AbortSigna
  * timeout without a word, a probe is written into the WAL (a transactional message the slot
  * must deliver); nothing arriving for the whole timeout after that is a stall. Messages
  * still waiting to be applied (capture busy, e.g. behind rebuild-views) are not one.
+ * Fails with CaptureStalled; never ends otherwise.
  */
-const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number) => {
-  let fire: (e: CaptureStalled) => void = () => {}
-  const stalled = new Promise<never>((_, reject) => (fire = reject))
-  stalled.catch(() => {})
+const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number): Effect.Effect<void, CaptureStalled> => {
   let probedAt: number | null = null
-  let busy = false
-  const tick = setInterval(() => {
-    if (busy) return
-    busy = true
-    void (async () => {
-      const now = Date.now()
-      const quiet = stream.pending > 0 ? 0 : now - stream.lastReceivedAt
-      if (quiet < timeoutMs / 2) {
-        probedAt = null
-      } else if (probedAt === null || stream.lastReceivedAt > probedAt) {
-        probedAt = now
-        await sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, 'probe')`
-      } else if (quiet >= timeoutMs && now - probedAt >= timeoutMs / 4) {
-        fire(
-          new CaptureStalled(
-            `capture stalled: nothing received from the replication stream for ${Math.round(quiet / 1000)} s while WAL waits in the slot (a probe written ${Math.round((now - probedAt) / 1000)} s ago never arrived)`
-          )
-        )
-      }
-    })()
+  const look = Effect.suspend((): Effect.Effect<void, CaptureStalled> => {
+    const now = Date.now()
+    const quiet = stream.pending > 0 ? 0 : now - stream.lastReceivedAt
+    if (quiet < timeoutMs / 2) {
+      probedAt = null
+    } else if (probedAt === null || stream.lastReceivedAt > probedAt) {
+      probedAt = now
       // The database itself is unreachable: the stream fails on its own, not a stall.
-      .catch(() => {})
-      .finally(() => (busy = false))
-  }, Math.max(50, Math.min(1000, timeoutMs / 4)))
-  return { stalled, stop: () => clearInterval(tick) }
+      return call(() => sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, 'probe')`).pipe(Effect.ignore)
+    } else if (quiet >= timeoutMs && now - probedAt >= timeoutMs / 4) {
+      return Effect.fail(
+        new CaptureStalled({
+          message: `capture stalled: nothing received from the replication stream for ${Math.round(quiet / 1000)} s while WAL waits in the slot (a probe written ${Math.round((now - probedAt) / 1000)} s ago never arrived)`
+        })
+      )
+    }
+    return Effect.void
+  })
+  return Effect.schedule(look, Schedule.spaced(Math.max(50, Math.min(1000, timeoutMs / 4)))).pipe(Effect.asVoid)
+}
+
+/**
+ * An idle database still moves the slot: a tiny transactional message every interval. The
+ * lock belongs to its session: should that connection be gone or replaced (postgres.js
+ * reconnects silently), another process may lead by now, so this one steps down (LeaderLost).
+ * A beat that gets no answer within the interval is let go: the next one asks again.
+ */
+const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Effect.Effect<void, LeaderLost> => {
+  const lost = (why: string) => new LeaderLost({ message: `capture lost its leader lock (${why}); stepping down` })
+  const emit = call(() => sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, '')`).pipe(Effect.ignore)
+  const check = call(() => lock<{ pid: number }[]>`select pg_backend_pid() as pid`).pipe(
+    Effect.mapError(() => lost("its connection failed")),
+    Effect.flatMap(([r]) => (r?.pid === lockPid ? Effect.void : Effect.fail(lost("its connection was replaced"))))
+  )
+  const beat = Effect.all([emit, check], { concurrency: "unbounded", discard: true }).pipe(Effect.timeoutOption(intervalMs))
+  return Effect.schedule(beat, Schedule.spaced(intervalMs)).pipe(Effect.asVoid)
 }
 
 /**
@@ -186,160 +215,183 @@ const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number) => {
  * no new stream could start) and its leader lock session (so no process could lead, until
  * TCP keepalives give up hours later). Both are ended from the pool, which still answers.
  */
-const releaseStalledSessions = async (sql: Sql, slot: string, lockPid: number | null) => {
+const releaseStalledSessions = async (sql: Sql, slot: string, lockPid: number) => {
   await sql`
     select pg_terminate_backend(active_pid) from pg_replication_slots
     where slot_name = ${slot} and active_pid is not null and active_pid <> pg_backend_pid()`
-  if (lockPid !== null) {
-    await sql`
-      select pg_terminate_backend(pid) from pg_stat_activity
-      where pid = ${lockPid} and application_name = ${leaderApplicationName()}`
-  }
+  await sql`
+    select pg_terminate_backend(pid) from pg_stat_activity
+    where pid = ${lockPid} and application_name = ${leaderApplicationName()}`
 }
 
-/** Runs until `signal` aborts (resolves) or the connection fails (rejects: the caller retries). */
-export const runCapture = async (sql: Sql, opts: CaptureOptions, signal: AbortSignal, stats: CaptureStats): Promise<void> => {
-  let lock: Sql | null = null
-  let lockPid: number | null = null
-  let lost: Error | null = null
-  let stream: ReplicationStream | null = null
-  let heartbeat: ReturnType<typeof setInterval> | undefined
-  let stopWatch = () => {}
-  let outcome = "stopping"
-  const onAbort = () => void stream?.close()
-  try {
-    lock = await takeLeadership(sql, opts, signal)
-    if (lock === null) return
-    const held = lock
-    lockPid = (await held<{ pid: number }[]>`select pg_backend_pid() as pid`)[0]!.pid
-    stats.role = "leader"
-    stats.leaderSince = new Date()
-    stats.running = true
-    await ensurePublication(sql, opts.publication)
-    let state = await readState(sql, opts.slot)
-    const slot = await slotInfo(sql, opts.slot)
-    if (!state || !slot.exists || slot.invalidation) {
-      const gap = state ? (slot.exists ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})` : `replication slot ${opts.slot} was lost`) : null
-      if (gap) {
-        opts.log("error", "capture slot lost: recreating it and rebuilding every view from the app tables", {
-          slot: opts.slot,
-          reason: gap,
-          checkpoint: formatLsn(state!.checkpoint),
-          consequence: `events for changes after checkpoint ${formatLsn(state!.checkpoint)} and before the rebuild could not be derived and will not be sent`
+/** A stall: said once, in the log and in the database (status, metrics); the old sessions are ended so a new run can start. */
+const stalledRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats, stream: ReplicationStream, lockPid: number, stall: CaptureStalled) =>
+  Effect.gen(function* () {
+    stats.stalls++
+    yield* Effect.promise(() => stream.close())
+    const reconnects = yield* call(async () => {
+      await releaseStalledSessions(sql, opts.slot, lockPid)
+      const [r] = await sql<{ reconnects: number }[]>`
+        update service.capture_state
+        set stalled_at = coalesce(stalled_at, now()), stall_reason = ${stall.message}, stall_reconnects = stall_reconnects + 1
+        where slot_name = ${opts.slot} returning stall_reconnects as reconnects`
+      return r?.reconnects ?? 1
+    }).pipe(
+      // The database does not answer either: the next run's errors tell.
+      Effect.orElseSucceed(() => 1)
+    )
+    yield* log("warn", "capture stalled: reconnecting", { slot: opts.slot, why: stall.message, checkpoint: formatLsn(stats.checkpoint), reconnects })
+  })
+
+/**
+ * Plain async code as an effect. Interrupted (the run stops, or another of its fibers
+ * failed), the code's signal aborts and `stop` is called; the effect then waits up to `grace`
+ * for the code to finish, so a batch being written ends before the run lets go of its lock.
+ */
+const plain = <A>(f: (signal: AbortSignal) => Promise<A>, stop: () => void, grace: Duration.Input): Effect.Effect<A, CaptureError> =>
+  Effect.callback<A, CaptureError>((resume) => {
+    const ac = new AbortController()
+    const running = f(ac.signal)
+    running.then(
+      (a) => resume(Effect.succeed(a)),
+      (e: unknown) => resume(Effect.fail(toCaptureError(e)))
+    )
+    return Effect.promise(() => {
+      ac.abort()
+      stop()
+      return running.then(
+        () => {},
+        () => {}
+      )
+    }).pipe(Effect.timeoutOption(grace), Effect.asVoid)
+  })
+
+/** Why a run ended, for its last line: its error's text, or "stopping". */
+const outcomeOf = (exit: Exit.Exit<unknown, unknown>) => {
+  if (Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause)) return "stopping"
+  const e = Cause.squash(exit.cause)
+  return e instanceof Error ? e.message : String(e)
+}
+
+/**
+ * One run: waits for the leader lock, prepares the slot and the views, then streams until it
+ * fails (the caller retries) or is interrupted. Its connections are ended when it ends.
+ */
+export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats): Effect.Effect<void, CaptureError> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      // Taken interruptibly (a standby waits until stopped); the lock's connection is in the scope.
+      const lock = yield* takeLeadership(sql, opts)
+      const lockPid = (yield* call(() => lock<{ pid: number }[]>`select pg_backend_pid() as pid`))[0]!.pid
+      stats.role = "leader"
+      stats.leaderSince = new Date()
+      stats.running = true
+      // Runs before the lock's connection is ended (finalizers run last-added first).
+      yield* Effect.addFinalizer((exit) =>
+        Effect.gen(function* () {
+          stats.streaming = false
+          stats.running = false
+          stats.role = "standby"
+          stats.leaderSince = null
+          // Ending the lock's connection releases the lock, also when its server went away.
+          yield* endConnection(lock, 1)
+          yield* log("info", "capture leader: stepped down", { reason: outcomeOf(exit) })
         })
+      )
+      yield* call(() => ensurePublication(sql, opts.publication))
+      let state = yield* call(() => readState(sql, opts.slot))
+      const slot = yield* call(() => slotInfo(sql, opts.slot))
+      if (!state || !slot.exists || slot.invalidation) {
+        const gap = state ? (slot.exists ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})` : `replication slot ${opts.slot} was lost`) : null
+        if (gap) {
+          yield* log("error", "capture slot lost: recreating it and rebuilding every view from the app tables", {
+            slot: opts.slot,
+            reason: gap,
+            checkpoint: formatLsn(state!.checkpoint),
+            consequence: `events for changes after checkpoint ${formatLsn(state!.checkpoint)} and before the rebuild could not be derived and will not be sent`
+          })
+        }
+        const t0 = Date.now()
+        // Not interrupted halfway: the lock is held until the slot and the views are made.
+        const result = yield* Effect.uninterruptible(call(() => bootstrap(sql, opts.url, opts.slot, gap, opts.failover ?? false)))
+        yield* log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
+          slot: opts.slot,
+          rows: result.rows,
+          views: result.views,
+          consistentPoint: formatLsn(result.consistentPoint),
+          ms: Date.now() - t0
+        })
+        state = yield* call(() => readState(sql, opts.slot))
+        if (!state) return yield* new CaptureFailed({ message: "bootstrap left no capture state" })
+      } else if (opts.failover && slot.failover === false) {
+        yield* call(() => setSlotFailover(opts.url, opts.slot, true))
+        yield* log("info", "replication slot marked for failover", { slot: opts.slot })
       }
-      const t0 = Date.now()
-      const result = await bootstrap(sql, opts.url, opts.slot, gap, opts.failover ?? false)
-      opts.log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
-        slot: opts.slot,
-        rows: result.rows,
-        views: result.views,
-        consistentPoint: formatLsn(result.consistentPoint),
-        ms: Date.now() - t0
+      // Views stored in older shapes are rebuilt from the mirror before streaming resumes.
+      const stored = yield* call(() => storedProjectionVersion(sql))
+      if (stored !== PROJECTION_VERSION) {
+        const t0 = Date.now()
+        const r = yield* Effect.uninterruptible(call(() => rebuildViews(sql)))
+        yield* log("info", "record shapes changed: every view rebuilt from the mirror", { from: stored, to: PROJECTION_VERSION, views: r.views, changed: r.changed, ms: Date.now() - t0 })
+      }
+      const from = state.checkpoint
+      stats.checkpoint = from
+      const applied = yield* stallOver(sql, opts)
+      const stream = yield* Effect.acquireRelease(
+        Effect.sync(() => new ReplicationStream(opts.url, opts.slot, opts.publication, from)),
+        (s) => Effect.promise(() => s.close())
+      )
+      const streaming = Effect.gen(function* () {
+        yield* call(() => stream.start(from))
+        stats.streaming = true
+        stats.lastError = null // streaming again: what stopped it is over
+        yield* log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
+        // The batcher, until its stream fails or a heartbeat finds the lock lost.
+        yield* Effect.raceFirst(
+          plain((signal) => consume(sql, stream, from, opts, signal, stats, applied), () => void stream.close(), opts.stallTimeoutMs ?? STALL_TIMEOUT_MS),
+          heartbeat(sql, lock, lockPid, opts.heartbeatMs)
+        )
       })
-      state = await readState(sql, opts.slot)
-      if (!state) throw new Error("bootstrap left no capture state")
-    } else if (opts.failover && slot.failover === false) {
-      await setSlotFailover(opts.url, opts.slot, true)
-      opts.log("info", "replication slot marked for failover", { slot: opts.slot })
-    }
-    if (signal.aborted) return
-    // Views stored in older shapes are rebuilt from the mirror before streaming resumes.
-    const stored = await storedProjectionVersion(sql)
-    if (stored !== PROJECTION_VERSION) {
-      const t0 = Date.now()
-      const r = await rebuildViews(sql)
-      opts.log("info", "record shapes changed: every view rebuilt from the mirror", { from: stored, to: PROJECTION_VERSION, views: r.views, changed: r.changed, ms: Date.now() - t0 })
-    }
-    stats.checkpoint = state.checkpoint
-    // A stall noticed before (by this process or one that went away) is over at the first apply.
-    let stallMarked = (await sql<{ stalled: boolean }[]>`
-      select stalled_at is not null as stalled from service.capture_state where slot_name = ${opts.slot}`)[0]?.stalled ?? false
-    const applied = async () => {
-      if (!stallMarked) return
-      stallMarked = false
-      const [over] = await sql<{ seconds: number; reconnects: number }[]>`
+      // Watched from before it starts: a connection that hangs may never even start.
+      yield* Effect.raceFirst(streaming, watchStall(sql, stream, opts.stallTimeoutMs ?? STALL_TIMEOUT_MS)).pipe(
+        Effect.tapError((e) => (e._tag === "CaptureStalled" ? stalledRun(sql, opts, stats, stream, lockPid, e) : Effect.void))
+      )
+    })
+  ).pipe(
+    // A bug's throw ends the run like any failure (and is retried), rather than ending capture.
+    Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
+  )
+
+/**
+ * A stall noticed before (by this process or one that went away) is over at the first apply:
+ * returns what consume calls after each batch (plain code: it runs this run's log line through
+ * the run's own services).
+ */
+const stallOver = (sql: Sql, opts: CaptureOptions) =>
+  Effect.gen(function* () {
+    let stallMarked = (yield* call(() => sql<{ stalled: boolean }[]>`
+      select stalled_at is not null as stalled from service.capture_state where slot_name = ${opts.slot}`))[0]?.stalled ?? false
+    const services = yield* Effect.context<never>()
+    const over = call(() => sql<{ seconds: number; reconnects: number }[]>`
         with before as (
           select stalled_at, stall_reconnects from service.capture_state
           where slot_name = ${opts.slot} and stalled_at is not null for update)
         update service.capture_state c set stalled_at = null, stall_reason = null, stall_reconnects = 0
         from before where c.slot_name = ${opts.slot}
-        returning extract(epoch from now() - before.stalled_at)::float8 as seconds, before.stall_reconnects as reconnects`.catch(() => {
-        stallMarked = true // told at the next apply instead
-        return []
-      })
-      if (over) opts.log("info", "capture stall over: applying again", { slot: opts.slot, stalledSeconds: Math.round(over.seconds), reconnects: over.reconnects })
+        returning extract(epoch from now() - before.stalled_at)::float8 as seconds, before.stall_reconnects as reconnects`).pipe(
+      Effect.flatMap(([r]) => (r ? log("info", "capture stall over: applying again", { slot: opts.slot, stalledSeconds: Math.round(r.seconds), reconnects: r.reconnects }) : Effect.void)),
+      Effect.catch(() =>
+        Effect.sync(() => {
+          stallMarked = true // told at the next apply instead
+        })
+      )
+    )
+    return async (): Promise<void> => {
+      if (!stallMarked) return
+      stallMarked = false
+      await Effect.runPromiseWith(services)(over)
     }
-    const s = new ReplicationStream(opts.url, opts.slot, opts.publication, state.checkpoint)
-    stream = s
-    signal.addEventListener("abort", onAbort, { once: true })
-    // Watched from before it starts: a connection that hangs may never even start.
-    const watch = watchStall(sql, s, opts.stallTimeoutMs ?? STALL_TIMEOUT_MS)
-    stopWatch = watch.stop
-    const from = state.checkpoint
-    const streamed = (async () => {
-      await s.start(from)
-      stats.streaming = true
-      stats.lastError = null // streaming again: what stopped it is over
-      opts.log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
-      // An idle database still moves the slot: a tiny transactional message every interval.
-      // The lock belongs to its session: should that connection be gone or replaced (postgres.js
-      // reconnects silently), another process may lead by now, so this one steps down.
-      const stepDown = (why: string) => {
-        if (lost !== null) return
-        lost = new Error(`capture lost its leader lock (${why}); stepping down`)
-        void stream?.close()
-      }
-      heartbeat = setInterval(() => {
-        sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, '')`.catch(() => {})
-        held<{ pid: number }[]>`select pg_backend_pid() as pid`.then(
-          ([r]) => r?.pid !== lockPid && stepDown("its connection was replaced"),
-          () => stepDown("its connection failed")
-        )
-      }, opts.heartbeatMs)
-      await consume(sql, s, from, opts, signal, stats, applied)
-    })()
-    await Promise.race([streamed, watch.stalled])
-    if (lost !== null) throw lost
-  } catch (e) {
-    if (signal.aborted) return
-    const error = lost ?? e
-    outcome = error instanceof Error ? error.message : String(error)
-    if (error instanceof CaptureStalled) await stalledRun(sql, opts, stats, stream, lockPid, error)
-    throw error
-  } finally {
-    stopWatch()
-    clearInterval(heartbeat)
-    signal.removeEventListener("abort", onAbort)
-    const led = stats.role === "leader"
-    stats.streaming = false
-    stats.running = false
-    stats.role = "standby"
-    stats.leaderSince = null
-    await stream?.close()
-    // Ending the lock's connection releases the lock, also when its server went away.
-    await lock?.end({ timeout: 1 }).catch(() => {})
-    if (led) opts.log("info", "capture leader: stepped down", { reason: outcome })
-  }
-}
-
-/** A stall: said once, in the log and in the database (status, metrics); the old sessions are ended so a new run can start. */
-const stalledRun = async (sql: Sql, opts: CaptureOptions, stats: CaptureStats, stream: ReplicationStream | null, lockPid: number | null, stall: CaptureStalled) => {
-  stats.stalls++
-  await stream?.close()
-  let reconnects = 1
-  try {
-    await releaseStalledSessions(sql, opts.slot, lockPid)
-    const [r] = await sql<{ reconnects: number }[]>`
-      update service.capture_state
-      set stalled_at = coalesce(stalled_at, now()), stall_reason = ${stall.message}, stall_reconnects = stall_reconnects + 1
-      where slot_name = ${opts.slot} returning stall_reconnects as reconnects`
-    reconnects = r?.reconnects ?? reconnects
-  } catch {
-    // The database does not answer either: the next run's errors tell.
-  }
-  opts.log("warn", "capture stalled: reconnecting", { slot: opts.slot, why: stall.message, checkpoint: formatLsn(stats.checkpoint), reconnects })
-}
+  })
 
 /** The followed app tables a TRUNCATE message names. */
 const truncatedTables = (msg: Message & { tag: "truncate" }): ReadonlyArray<string> =>
@@ -357,6 +409,12 @@ const eventIdsOf = async (sql: Sql, commitLsns: ReadonlyArray<Lsn>): Promise<str
 const traced = <A>(span: SpanRunner | undefined, name: string, attributes: Readonly<Record<string, unknown>>, f: (annotate: (key: string, value: unknown) => void) => Promise<A>) =>
   span === undefined ? f(() => {}) : span(name, attributes, f)
 
+/**
+ * The batcher: takes the stream's messages into transactions and batches, pipelined (a batch
+ * prepared while the one before is written). Plain async code on purpose: it runs once per
+ * message, tens of thousands a second, where an effect per message costs throughput. It runs
+ * until its stream fails (the run then ends with that error) or `signal` aborts.
+ */
 const consume = async (
   sql: Sql,
   stream: ReplicationStream,

@@ -1,6 +1,12 @@
 // One replication connection (a new one per connect: the library cannot resume safely),
 // with automatic acknowledgement and its timer off. Messages queue here; the reader pauses
 // the socket when the queue is long, so a huge transaction never piles up in memory.
+//
+// A plain queue rather than an Effect Queue or Stream, kept on purpose: the library pushes
+// from an event emitter that cannot wait, so a bounded queue's suspended offer gives no
+// backpressure here (pausing the socket at a high-water mark does), and the batcher takes
+// each message in a plain loop (run.ts, consume), where an effect run per message would
+// cost throughput. The run owns the stream through its scope (closed when the run ends).
 import { LogicalReplicationService } from "pg-logical-replication"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"

@@ -4,6 +4,7 @@ import type { ApiRecord, Row } from "../../domain/records/types.ts"
 import { RESOURCE_INFO, type Resource } from "../../domain/resources.ts"
 import type { RecordRef } from "./dependencies.ts"
 import type { Store } from "./store.ts"
+import { groupSets } from "../../platform/sets.ts"
 
 const CHILD_TABLE: Partial<Record<Resource, string>> = {
   audits: "audit_items",
@@ -24,14 +25,25 @@ export interface ProjectedView {
   readonly status: string | null
 }
 
-const byResource = (refs: Iterable<RecordRef>) => {
-  const m = new Map<Resource, Set<string>>()
-  for (const r of refs) {
-    let s = m.get(r.resource)
-    if (!s) m.set(r.resource, (s = new Set()))
-    s.add(r.id)
+const byResource = (refs: Iterable<RecordRef>) => groupSets(refs, (r) => r.resource, (r) => r.id)
+
+/** Loads the rows that `ids`' rows of `tbl` (and the batch's new rows of it) name in `column`; returns their keys. */
+const loadReferenced = async (
+  store: Store,
+  seen: ReadonlyArray<{ tbl: string; data: Row }>,
+  tbl: string,
+  ids: Iterable<string>,
+  column: string,
+  target: string
+): Promise<Set<string>> => {
+  const keys = new Set<string>()
+  for (const id of ids) {
+    const k = store.getBase(tbl, id)?.data[column]
+    if (typeof k === "string") keys.add(k)
   }
-  return m
+  for (const s of seen) if (s.tbl === tbl && typeof s.data[column] === "string") keys.add(s.data[column])
+  await store.loadKeys([...keys].map((id) => [target, id] as const))
+  return keys
 }
 
 /**
@@ -51,20 +63,9 @@ export const prepare = async (store: Store, refs: Iterable<RecordRef>, seen: Rea
   }
   const inspections = groups.get("inspections")
   if (inspections) {
-    const equipment = new Set<string>()
-    for (const id of inspections) {
-      const e = store.getBase("inspections", id)?.data.equipment_id
-      if (typeof e === "string") equipment.add(e)
-    }
-    for (const s of seen) if (s.tbl === "inspections" && typeof s.data.equipment_id === "string") equipment.add(s.data.equipment_id)
-    await store.loadKeys([...equipment].map((id) => ["equipment", id] as const))
-    const sites = new Set<string>()
-    for (const id of equipment) {
-      const j = store.getBase("equipment", id)?.data.job_site_id
-      if (typeof j === "string") sites.add(j)
-    }
-    for (const s of seen) if (s.tbl === "equipment" && typeof s.data.job_site_id === "string") sites.add(s.data.job_site_id)
-    await store.loadKeys([...sites].map((id) => ["job_sites", id] as const))
+    // An inspection shows its equipment, and the equipment its job site's name.
+    const equipment = await loadReferenced(store, seen, "inspections", inspections, "equipment_id", "equipment")
+    await loadReferenced(store, seen, "equipment", equipment, "job_site_id", "job_sites")
   }
 }
 

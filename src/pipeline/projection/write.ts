@@ -139,13 +139,7 @@ export const viewWrites = (
     if (ins !== null) {
       out.push(tx`
       with up as (
-        insert into service.views (resource, id, company_id, created_at, updated_at, changed_at, name, status, body)
-        select resource, id, company_id, created_at, updated_at,
-               date_trunc('milliseconds', coalesce(updated_at, ${commit}::timestamptz, created_at)), name, status, body
-        from unnest(string_to_array(${ins.resource}, chr(30)), string_to_array(${ins.id}, chr(30))::uuid[],
-          string_to_array(${ins.company}, chr(30))::uuid[], string_to_array(${ins.created}, chr(30))::timestamptz[],
-          string_to_array(${ins.updated}, chr(30), '')::timestamptz[], ${ins.name}::text[], ${ins.status}::text[],
-          string_to_array(${ins.body}, chr(30))) as x(resource, id, company_id, created_at, updated_at, name, status, body)
+        ${insertViews(tx, ins, commit)}
         returning resource, id
       )
       delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute())
@@ -155,13 +149,7 @@ export const viewWrites = (
       // its row, and its changed_at.
       out.push(tx`
       with up as (
-        insert into service.views (resource, id, company_id, created_at, updated_at, changed_at, name, status, body)
-        select resource, id, company_id, created_at, updated_at,
-               date_trunc('milliseconds', coalesce(updated_at, ${commit}::timestamptz, created_at)), name, status, body
-        from unnest(string_to_array(${ups.resource}, chr(30)), string_to_array(${ups.id}, chr(30))::uuid[],
-          string_to_array(${ups.company}, chr(30))::uuid[], string_to_array(${ups.created}, chr(30))::timestamptz[],
-          string_to_array(${ups.updated}, chr(30), '')::timestamptz[], ${ups.name}::text[], ${ups.status}::text[],
-          string_to_array(${ups.body}, chr(30))) as x(resource, id, company_id, created_at, updated_at, name, status, body)
+        ${insertViews(tx, ups, commit)}
         on conflict (resource, id) do update
           set company_id = excluded.company_id, created_at = excluded.created_at, name = excluded.name,
               status = excluded.status, body = excluded.body, updated_at = excluded.updated_at,
@@ -182,6 +170,16 @@ export const viewWrites = (
     return out
   }
 }
+
+/** The insert of views from their columns (viewColumns), each column one text parameter. */
+const insertViews = (tx: Tx, v: NonNullable<ReturnType<typeof viewColumns>>, commit: Date | null) => tx`
+        insert into service.views (resource, id, company_id, created_at, updated_at, changed_at, name, status, body)
+        select resource, id, company_id, created_at, updated_at,
+               date_trunc('milliseconds', coalesce(updated_at, ${commit}::timestamptz, created_at)), name, status, body
+        from unnest(string_to_array(${v.resource}, chr(30)), string_to_array(${v.id}, chr(30))::uuid[],
+          string_to_array(${v.company}, chr(30))::uuid[], string_to_array(${v.created}, chr(30))::timestamptz[],
+          string_to_array(${v.updated}, chr(30), '')::timestamptz[], ${v.name}::text[], ${v.status}::text[],
+          string_to_array(${v.body}, chr(30))) as x(resource, id, company_id, created_at, updated_at, name, status, body)`
 
 /**
  * After projecting every view from the mirror (bootstrap, rebuild): deletes the views whose

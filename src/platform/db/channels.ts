@@ -1,5 +1,7 @@
-// Secrets' encryption contexts and the channel that wakes the delivery engine.
+// The database's notification channels (and listening on them), and secrets' encryption contexts.
 // A blob encrypted for one row does not decrypt for another (AES-GCM additional data).
+import { Cause, Effect } from "effect"
+import type { Sql } from "postgres"
 
 export const endpointSecretContext = (endpointId: string) => `endpoint:${endpointId}`
 export const keySecretContext = (keyId: string) => `key:${keyId}`
@@ -17,3 +19,20 @@ export const DESTINATIONS_CHANNEL = "service_webhook_destinations"
 
 /** Notified when an engine gives up fan-out partitions (shutdown, a new process's share): others take them at once. */
 export const PARTITIONS_CHANNEL = "service_webhook_partitions"
+
+/**
+ * LISTENs on channels for as long as the scope is open, each callback also called on
+ * (re)connect so a change made while the listener was down is not missed. A LISTEN that
+ * fails is logged (`<who>: LISTEN failed; relying on the poll`): callers poll anyway.
+ */
+export const listenScoped = (sql: Sql, who: string, channels: ReadonlyArray<readonly [channel: string, onNotify: () => void]>) =>
+  Effect.acquireRelease(
+    Effect.tryPromise(() => Promise.all(channels.map(([channel, f]) => sql.listen(channel, f, f)))).pipe(
+      Effect.catchCause((cause) =>
+        Effect.logWarning(`${who}LISTEN failed; relying on the poll`, Cause.pretty(cause)).pipe(
+          Effect.as([] as Array<{ unlisten(): Promise<void> }>)
+        )
+      )
+    ),
+    (ls) => Effect.promise(() => Promise.all(ls.map((l) => l.unlisten().catch(() => undefined))))
+  )

@@ -16,7 +16,7 @@ import type { Sql, TransactionSql } from "postgres"
 import { ReplayRateConfig } from "../../platform/config.ts"
 import { Database } from "../../platform/db/Database.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
-import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL } from "../../platform/db/channels.ts"
+import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
 import { originOf } from "../../delivery/queries.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
 
@@ -299,20 +299,11 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
     const wakeQ = yield* Queue.sliding<void>(1)
     const poke = () => void Queue.offerUnsafe(wakeQ, undefined)
     const wait = (ms: number) => Queue.take(wakeQ).pipe(Effect.timeoutOption(ms), Effect.asVoid)
-    yield* Effect.acquireRelease(
-      Effect.tryPromise(() =>
-        Promise.all([
-          sql.listen(REPLAYS_CHANNEL, poke, poke),
-          // A destination turned on again: its replay resumes at once.
-          sql.listen(DESTINATIONS_CHANNEL, poke, poke)
-        ])
-      ).pipe(
-        Effect.catchCause((cause) =>
-          Effect.logWarning("replay lane: LISTEN failed; relying on the poll", Cause.pretty(cause)).pipe(Effect.as([] as Array<{ unlisten(): Promise<void> }>))
-        )
-      ),
-      (ls) => Effect.promise(() => Promise.all(ls.map((l) => l.unlisten().catch(() => undefined))))
-    )
+    yield* listenScoped(sql, "replay lane: ", [
+      [REPLAYS_CHANNEL, poke],
+      // A destination turned on again: its replay resumes at once.
+      [DESTINATIONS_CHANNEL, poke]
+    ])
     let lastPurge = 0
     const step = Effect.gen(function* () {
       const r = yield* Effect.tryPromise(() => paceReplays(sql, rate))

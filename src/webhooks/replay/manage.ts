@@ -8,7 +8,7 @@ import { ReplayRate } from "./lane.ts"
 import { replay, type ReplaySource, type ReplaySummary } from "./select.ts"
 import { cancelReplay, getReplay, listReplays, type ReplayView } from "./jobs.ts"
 import type { Actor } from "../context.ts"
-import { AdminError, invalid } from "../../domain/errors.ts"
+import { at, invalid, words, type DomainError } from "../../domain/errors.ts"
 import { withSql } from "../../access/identity.ts"
 
 export interface ReplayRequest {
@@ -71,7 +71,7 @@ export const planOf = (s: ReplaySummary, rate: number): ReplayPlan => {
 const dateOf = (name: string, text: string | undefined): Date | undefined => {
   if (text === undefined || text.trim() === "") return undefined
   const d = parseFilterDate(text.trim())
-  if (d === undefined) throw invalid(`${name} must be ${FILTER_DATE_FORMATS}, not ${JSON.stringify(text.slice(0, 60))}`)
+  if (d === undefined) throw invalid(words`${at(name)} must be ${FILTER_DATE_FORMATS}, not ${JSON.stringify(text.slice(0, 60))}`)
   return new Date(d.epochMillis)
 }
 
@@ -81,13 +81,10 @@ export const startReplay = (
   companyId: string,
   source: Exclude<ReplaySource, "cli">,
   request: ReplayRequest
-): Effect.Effect<ReplayStarted, AdminError, Database> =>
+): Effect.Effect<ReplayStarted, DomainError, Database> =>
   Effect.gen(function* () {
     const rate = yield* ReplayRate
     const result = yield* withSql(async (sql): Promise<ReplayStarted> => {
-      if ((request.endpointId === undefined) === (request.subscriptionId === undefined)) {
-        throw invalid("name one destination: endpointId or subscriptionId")
-      }
       const summary = await replay(sql, {
         endpointId: request.endpointId,
         subscriptionId: request.subscriptionId,
@@ -99,10 +96,6 @@ export const startReplay = (
         actor,
         companyId,
         source
-      }).catch((e: unknown) => {
-        // The CLI's words for the same mistakes, as this API names them.
-        if (e instanceof AdminError && e.kind === "invalid") throw invalid(e.message.replace(/--since/g, "since").replace(/--until/g, "until"))
-        throw e
       })
       if (summary.replayId === null) return { plan: planOf(summary, rate) }
       return { replay: await getReplay(sql, { id: summary.replayId }) }
@@ -130,7 +123,7 @@ export const showReplay = (companyId: string, id: string) => withSql((sql) => ge
 export const replaysOf = (companyId: string, filter: { readonly endpointId?: string; readonly subscriptionId?: string; readonly limit?: number } = {}) =>
   withSql((sql) => listReplays(sql, { companyId, ...filter }))
 
-export const stopReplay = (actor: Actor, companyId: string, id: string): Effect.Effect<ReplayView, AdminError, Database> =>
+export const stopReplay = (actor: Actor, companyId: string, id: string): Effect.Effect<ReplayView, DomainError, Database> =>
   Effect.gen(function* () {
     const r = yield* withSql((sql) => cancelReplay(sql, actor, { id, companyId }))
     yield* Effect.logInfo("replay cancelled", {

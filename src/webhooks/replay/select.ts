@@ -17,7 +17,7 @@
 // down counts toward switching the endpoint off again, as it should). A dry run counts the
 // same plan and stores nothing.
 import type { Sql } from "postgres"
-import { invalid, notFound } from "../../domain/errors.ts"
+import { at, invalid, notFound, words } from "../../domain/errors.ts"
 import { isEventKind } from "../../domain/event-kinds.ts"
 import { originOf } from "../../delivery/queries.ts"
 import { writeActivity, type Actor } from "../context.ts"
@@ -90,7 +90,7 @@ type Plan = { event_id: string; delivery_id: string | null; state: string | null
 
 const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestination> => {
   if ((input.endpointId === undefined) === (input.subscriptionId === undefined)) {
-    throw invalid("name one destination: --endpoint <id> or --subscription <id>")
+    throw invalid(words`name one destination: ${at("endpoint")} or ${at("subscription")}`)
   }
   const company = input.companyId?.toLowerCase()
   if (input.endpointId !== undefined) {
@@ -117,15 +117,15 @@ const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestin
 const plan = async (sql: Sql, input: ReplayInput) => {
   const destination = await destinationOf(sql, input)
   for (const e of input.events ?? []) {
-    if (!isEventKind(e)) throw invalid(`unknown event "${e}"`)
-    if (!destination.events.includes(e)) throw invalid(`the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`)
+    if (!isEventKind(e)) throw invalid(`unknown event "${e}"`, { field: "events" })
+    if (!destination.events.includes(e)) throw invalid(`the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`, { field: "events" })
   }
   const events = input.events && input.events.length > 0 ? [...new Set(input.events)] : [...destination.events]
   const [now] = await sql<{ now: Date }[]>`select now()`
   const since = input.since ?? new Date(destination.createdAt)
   const until = input.until ?? now!.now
-  for (const d of [since, until]) if (Number.isNaN(d.getTime())) throw invalid("--since and --until must be dates")
-  if (since >= until) throw invalid(`--since (${since.toISOString()}) must be before --until (${until.toISOString()})`)
+  for (const d of [since, until]) if (Number.isNaN(d.getTime())) throw invalid(words`${at("since")} and ${at("until")} must be dates`)
+  if (since >= until) throw invalid(words`${at("since")} (${since.toISOString()}) must be before ${at("until")} (${until.toISOString()})`)
   const column = destination.kind === "endpoint" ? sql`d.endpoint_id` : sql`d.subscription_id`
   // Commit order, so receivers get replays in the order the events happened.
   const rows = await sql<Plan[]>`

@@ -4,7 +4,10 @@ import { randomBytes } from "node:crypto"
 
 import { describe, expect, it } from "vitest"
 import { cursorKey } from "../../../src/faces/api/cursor.ts"
-import { eventsRequest, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../../src/faces/api/events-feed.ts"
+import { Exit, Schema } from "effect"
+import { EVENTS_PARAMS, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../../src/faces/api/events-feed.ts"
+import { EVENTS_QUERY } from "../../../src/faces/api/events-api.ts"
+import { describeQueryIssue } from "../../../src/faces/api/query.ts"
 import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
@@ -16,6 +19,21 @@ const w = useWorld()
 useEngine(w)
 const key = cursorKey(randomBytes(32))
 const HOUR = 3_600_000
+
+/** The query as GET /api/v1/events decodes it, then the feed. */
+const decodeQuery = Schema.decodeUnknownExit(Schema.Struct(EVENTS_QUERY), { onExcessProperty: "error", errors: "first" })
+const feed = (feedKey: FeedKey, query: Record<string, string>) => {
+  const decoded = decodeQuery(query)
+  if (Exit.isFailure(decoded)) throw new Error(`${JSON.stringify(query)} does not decode`)
+  return listEvents(w.db.sql, key, feedKey, decoded.value)
+}
+/** What the 400 for a query says (request-errors.ts words it so). */
+const refusal = (query: Record<string, string>): string => {
+  const decoded = decodeQuery(query)
+  if (Exit.isSuccess(decoded)) return "decoded"
+  const failure = decoded.cause.reasons.find((r) => r._tag === "Fail")
+  return failure === undefined ? "no failure" : describeQueryIssue((failure.error as Schema.SchemaError).issue, EVENTS_PARAMS)
+}
 
 const body = (a: FeedAnswer) => {
   if (a._tag !== "Body") throw new Error(`expected a body, got ${JSON.stringify(a)}`)
@@ -65,7 +83,7 @@ describe("events feed", () => {
     const one = body(await getEvent(w.db.sql, feedKey, ev!.id))
     // byte for byte the delivered body, with the event's id where the delivery's id was
     expect(one).toBe(`{"data":${text.replace(`"id":"${deliveryId}"`, `"id":"${ev!.id}"`)}}`)
-    const page = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { limit: "1" }))) as Listed
+    const page = JSON.parse(body(await feed(feedKey, { limit: "1" }))) as Listed
     expect(page.data[0]!.id).toBe(ev!.id)
     expect(JSON.stringify(page.data[0])).toBe(one.slice('{"data":'.length, -1))
   })
@@ -85,7 +103,7 @@ describe("events feed", () => {
     let cursor: string | undefined
     let pages = 0
     do {
-      const page = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { limit: "25", ...(cursor ? { cursor } : {}) }))) as Listed
+      const page = JSON.parse(body(await feed(feedKey, { limit: "25", ...(cursor ? { cursor } : {}) }))) as Listed
       seen.push(...page.data.map((e) => e.data.id as string))
       cursor = page.nextCursor ?? undefined
       pages++
@@ -94,22 +112,22 @@ describe("events feed", () => {
     expect(pages).toBe(Math.ceil(expected.length / 25))
 
     // type, and dates, as the other lists take them
-    const closed = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { type: "corrective_action.closed", limit: "200" }))) as Listed
+    const closed = JSON.parse(body(await feed(feedKey, { type: "corrective_action.closed", limit: "200" }))) as Listed
     expect(closed.data.every((e) => e.event === "corrective_action.closed")).toBe(true)
     expect(closed.data.map((e) => e.data.id)).toEqual(expected.filter((id) => rows.find((r) => r.record_id === id)!.resource === "corrective-actions"))
     const after = new Date(Date.now() - 48 * HOUR).toISOString()
-    const recent = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { createdAfter: after, limit: "200" }))) as Listed
+    const recent = JSON.parse(body(await feed(feedKey, { createdAfter: after, limit: "200" }))) as Listed
     expect(recent.data.map((e) => e.data.id)).toEqual(
       rows.filter((r) => r.resource !== "permits" && r.created_at > after).sort((a, b) => b.created_at.localeCompare(a.created_at)).map((r) => r.record_id)
     )
-    const day = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { createdBefore: after, createdAfter: new Date(Date.now() - 72 * HOUR).toISOString() }))) as Listed
+    const day = JSON.parse(body(await feed(feedKey, { createdBefore: after, createdAfter: new Date(Date.now() - 72 * HOUR).toISOString() }))) as Listed
     expect(day.data.length).toBeGreaterThan(0)
     expect(day.data.every((e) => e.createdAt < after)).toBe(true)
 
     // a module turned off hides its events at once; the key's scopes hide the rest
     await w.db.sql`update app.company_modules set enabled = false where company_id = ${company.id} and module = 'corrective-actions'`
     await w.cap.settle()
-    const fewer = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { limit: "200" }))) as Listed
+    const fewer = JSON.parse(body(await feed(feedKey, { limit: "200" }))) as Listed
     expect(fewer.data.every((e) => e.event === "incident.created")).toBe(true)
     expect(fewer.data.map((e) => e.data.id)).toEqual(expected.filter((id) => rows.find((r) => r.record_id === id)!.resource === "incidents"))
   })
@@ -122,21 +140,22 @@ describe("events feed", () => {
     await backfill(other.id)
     const keyId = await makeKey(w.db.sql, company.id, { scopes: ["incidents"] })
     const feedKey: FeedKey = { keyId, companyId: company.id, host: undefined }
-    expect(await listEvents(w.db.sql, key, feedKey, { type: "incident.exploded" })).toMatchObject({ _tag: "BadRequest", message: expect.stringContaining('"type" must be one of incident.created,') })
-    expect(await listEvents(w.db.sql, key, feedKey, { limit: "0" })).toMatchObject({ _tag: "BadRequest" })
-    expect(await listEvents(w.db.sql, key, feedKey, { limit: "201" })).toMatchObject({ _tag: "BadRequest" })
-    expect(await listEvents(w.db.sql, key, feedKey, { createdAfter: "last week" })).toMatchObject({ _tag: "BadRequest" })
+    // The query's schema refuses these before the feed runs (each a 400 over HTTP).
+    expect(refusal({ type: "incident.exploded" })).toContain('"type" must be one of incident.created,')
+    expect(refusal({ limit: "0" })).toBe('query parameter "limit" must be an integer from 1 to 200')
+    expect(refusal({ limit: "201" })).toBe('query parameter "limit" must be an integer from 1 to 200')
+    expect(refusal({ createdAfter: "last week" })).toMatch(/^query parameter "createdAfter" must be a date/)
     // The same words as the record lists, formats included.
-    expect(eventsRequest(w.company.id, { createdBefore: "2026-11-19T00:00:00 02:00" })).toEqual({
-      bad: `query parameter "createdBefore" must be ${FILTER_DATE_FORMATS} (a "+" in a URL must be sent as %2B)`
-    })
-    expect(await listEvents(w.db.sql, key, feedKey, { cursor: "nope" })).toMatchObject({ _tag: "BadRequest" })
-    const page = JSON.parse(body(await listEvents(w.db.sql, key, feedKey, { limit: "2" }))) as Listed
-    expect(await listEvents(w.db.sql, key, feedKey, { limit: "2", cursor: page.nextCursor!, type: "incident.created" })).toMatchObject({
+    expect(refusal({ createdBefore: "2026-11-19T00:00:00 02:00" })).toBe(
+      `query parameter "createdBefore" must be ${FILTER_DATE_FORMATS} (a "+" in a URL must be sent as %2B)`
+    )
+    expect(await feed(feedKey, { cursor: "nope" })).toMatchObject({ _tag: "BadRequest" })
+    const page = JSON.parse(body(await feed(feedKey, { limit: "2" }))) as Listed
+    expect(await feed(feedKey, { limit: "2", cursor: page.nextCursor!, type: "incident.created" })).toMatchObject({
       _tag: "BadRequest",
       message: expect.stringContaining("cursor belongs to another list")
     })
-    expect(await listEvents(w.db.sql, key, feedKey, { type: "permit.closed" })).toMatchObject({
+    expect(await feed(feedKey, { type: "permit.closed" })).toMatchObject({
       _tag: "Forbidden",
       message: "this API key cannot read permits, so it cannot see permit.closed events"
     })
@@ -154,8 +173,8 @@ describe("events feed", () => {
     expect(await getEvent(w.db.sql, feedKey, "not-a-uuid")).toMatchObject({ _tag: "NotFound" })
     // a revoked key is refused before anything else
     await w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}`
-    expect(await listEvents(w.db.sql, key, feedKey, {})).toMatchObject({ _tag: "Refused", state: "revoked" })
-    expect(await listEvents(w.db.sql, key, feedKey, { cursor: "nope" })).toMatchObject({ _tag: "Refused", state: "revoked" })
+    expect(await feed(feedKey, {})).toMatchObject({ _tag: "Refused", state: "revoked" })
+    expect(await feed(feedKey, { cursor: "nope" })).toMatchObject({ _tag: "Refused", state: "revoked" })
     expect(await getEvent(w.db.sql, feedKey, foreign!.id)).toMatchObject({ _tag: "Refused", state: "revoked" })
   })
 })

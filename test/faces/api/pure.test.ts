@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest"
 import { hostOf, rateLimitHeaders } from "../../../src/faces/api/auth.ts"
 import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../../src/faces/api/cursor.ts"
 import { parseFilterDate } from "../../../src/domain/dates.ts"
-import { allowedMethods } from "../../../src/faces/fallback.ts"
+import { routeTable } from "../../../src/faces/http/routes.ts"
 import { refusalFor, type KeyEntry } from "../../../src/faces/api/key-directory.ts"
 import { BASE_QUERY, describeQueryIssue, namePattern, NAME_QUERY, parseLimit, STATUS_QUERY, statusesFor } from "../../../src/faces/api/query.ts"
 import { leaseSize } from "../../../src/faces/api/rate-limit.ts"
@@ -82,19 +82,21 @@ describe("status filter and name pattern", () => {
   ])("name %j -> %j", (text, pattern) => expect(namePattern(text)).toBe(pattern))
 })
 
+// Query parameters decoded as HttpApi decodes them (a repeated one arrives as an array).
+const decode = (fields: Record<string, Schema.Top>, query: Record<string, string | Array<string>>) => {
+  const schema = Schema.toCodecArrayFromSingle(Schema.Struct(fields as any))
+  const result = Schema.decodeUnknownExit(schema as any, { onExcessProperty: "error", errors: "first" })(query)
+  return result
+}
+const known = ["limit", "cursor", "createdAfter", "createdBefore"]
+const message = (fields: Record<string, Schema.Top>, query: Record<string, string | Array<string>>, params = known) => {
+  const exit = decode(fields, query) as any
+  if (exit._tag === "Success") return "ok"
+  const error = exit.cause.reasons[0].error
+  return describeQueryIssue(error.issue, params)
+}
+
 describe("query decoding messages", () => {
-  const decode = (fields: Record<string, Schema.Top>, query: Record<string, string | Array<string>>) => {
-    const schema = Schema.toCodecArrayFromSingle(Schema.Struct(fields as any))
-    const result = Schema.decodeUnknownExit(schema as any, { onExcessProperty: "error", errors: "first" })(query)
-    return result
-  }
-  const known = ["limit", "cursor", "createdAfter", "createdBefore"]
-  const message = (fields: Record<string, Schema.Top>, query: Record<string, string | Array<string>>, params = known) => {
-    const exit = decode(fields, query) as any
-    if (exit._tag === "Success") return "ok"
-    const error = exit.cause.reasons[0].error
-    return describeQueryIssue(error.issue, params)
-  }
   it.each([
     [{ limit: "5" }, "ok"],
     [{ limit: "0" }, 'query parameter "limit" must be an integer from 1 to 200'],
@@ -159,21 +161,33 @@ describe("cursors", () => {
 })
 
 describe("listRequest", () => {
-  it("defaults and canonical filters", () => {
-    const r = listRequest("c1", "workers", { name: "Ana", createdAfter: "2026-01-01" })
-    expect(r).toEqual({
-      ok: {
-        limit: 50,
-        createdAfter: "2026-01-01T00:00:00.000000Z",
-        createdBefore: undefined,
-        updatedAfter: undefined,
-        updatedBefore: undefined,
-        byChange: false,
-        name: "Ana",
-        statuses: undefined,
-        binding: { companyId: "c1", resource: "workers", filters: { createdAfter: "2026-01-01T00:00:00.000000Z", createdBefore: undefined, name: "ana", status: undefined } }
-      }
+  const LIST_QUERY = { ...NAME_QUERY, ...STATUS_QUERY }
+  const decoded = (query: Record<string, string>) => {
+    const exit = decode(LIST_QUERY, query) as any
+    if (exit._tag !== "Success") throw new Error(`${JSON.stringify(query)} does not decode`)
+    return exit.value
+  }
+  it("parses once, in the schema: a number and canonical timestamps", () => {
+    expect(decoded({ limit: "5", createdAfter: "2026-01-01", updatedBefore: "2026-01-01T02:00+02:00" })).toEqual({
+      limit: 5,
+      createdAfter: "2026-01-01T00:00:00.000000Z",
+      updatedBefore: "2026-01-01T00:00:00.000000Z"
     })
+  })
+  it("defaults and canonical filters", () => {
+    const r = listRequest("c1", "workers", decoded({ name: "Ana", createdAfter: "2026-01-01" }))
+    expect(r).toEqual({
+      limit: 50,
+      createdAfter: "2026-01-01T00:00:00.000000Z",
+      createdBefore: undefined,
+      updatedAfter: undefined,
+      updatedBefore: undefined,
+      byChange: false,
+      name: "Ana",
+      statuses: undefined,
+      binding: { companyId: "c1", resource: "workers", filters: { createdAfter: "2026-01-01T00:00:00.000000Z", createdBefore: undefined, name: "ana", status: undefined } }
+    })
+    expect(listRequest("c1", "corrective-actions", decoded({ status: "open", sort: "updatedAt" }))).toMatchObject({ statuses: statusesFor("open"), byChange: true })
   })
   it.each([
     [{ limit: "0" }, "limit"],
@@ -184,7 +198,7 @@ describe("listRequest", () => {
     [{ updatedAfter: "2026-13-01" }, "updatedAfter"],
     [{ updatedBefore: "yesterday" }, "updatedBefore"],
     [{ sort: "createdAt" }, "sort"]
-  ])("%j names %s", (query, bad) => expect(listRequest("c", "corrective-actions", query)).toEqual({ bad }))
+  ])("%j names %s", (query, bad) => expect(message(LIST_QUERY, query, Object.keys(LIST_QUERY))).toMatch(new RegExp(`^query parameter "${bad}" `)))
 })
 
 describe("hostOf", () => {
@@ -201,22 +215,24 @@ describe("hostOf", () => {
 })
 
 describe("allowedMethods", () => {
-  const routes = [
-    { method: "GET", re: /^\/api\/v1\/incidents$/ },
-    { method: "GET", re: /^\/api\/v1\/incidents\/[^/]+$/ },
-    { method: "POST", re: /^\/api\/v1\/hooks$/ },
-    { method: "GET", re: /^\/api\/v1\/hooks$/ },
-    { method: "DELETE", re: /^\/api\/v1\/hooks\/[^/]+$/ },
-    { method: "GET", re: /^\/api\/v1\/hooks\/[^/]+$/ }
-  ]
+  const routes = routeTable([
+    { method: "GET", path: "/api/v1/incidents" },
+    { method: "GET", path: "/api/v1/incidents/:id" },
+    { method: "POST", path: "/api/v1/hooks" },
+    { method: "GET", path: "/api/v1/hooks" },
+    { method: "DELETE", path: "/api/v1/hooks/:id" },
+    { method: "GET", path: "/api/v1/hooks/:id" }
+  ])
   it.each([
     ["/api/v1/incidents", ["GET", "HEAD"]],
     ["/api/v1/incidents/abc", ["GET", "HEAD"]],
     ["/api/v1/hooks", ["GET", "HEAD", "POST"]],
     ["/api/v1/hooks/x", ["GET", "HEAD", "DELETE"]],
     ["/api/v1/nothing", []],
-    ["/api/v1/incidents/a/b", []]
-  ])("%s", (path, methods) => expect(allowedMethods(routes, path)).toEqual(methods))
+    ["/api/v1/incidents/a/b", []],
+    ["/API/v1/incidents", []],
+    ["/api/v1/hooks/x?y=1", ["GET", "HEAD", "DELETE"]]
+  ])("%s", (path, methods) => expect(routes.allowedMethods(path)).toEqual(methods))
 })
 
 describe("rate limit helpers", () => {

@@ -1,17 +1,21 @@
 // Requests read by one statement (src/faces/api/batch.ts, src/faces/api/views.ts): started together,
 // they share a batch, and each must still get exactly its own answer: its key's refusal,
 // its company's records, its resource, its filters, its page.
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { revokeKey } from "../../../src/access/keys.ts"
 import type { CurrentKeyShape } from "../../../src/faces/api/current-key.ts"
 import { ApiPool } from "../../../src/faces/api/pool.ts"
 import { ApiSettings } from "../../../src/faces/api/settings.ts"
 import { Views, type Served } from "../../../src/faces/api/views.ts"
+import { BASE_QUERY } from "../../../src/faces/api/query.ts"
 import type { Resource } from "../../../src/domain/resources.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
 import { makeKey, provideDb } from "../../support/http.ts"
 import { useDatabase } from "../../support/fixtures.ts"
+
+/** A list query as the endpoint decodes it (a number, canonical timestamps). */
+const listQuery = Schema.decodeUnknownSync(Schema.Struct(BASE_QUERY))
 
 const T0 = Date.parse("2026-05-01T12:00:00.000Z")
 
@@ -59,7 +63,7 @@ describe("requests read together", () => {
     const incidents = seeded.get("acme incidents")!
     const workers = seeded.get("acme workers")!
     const theirIncidents = seeded.get("other incidents")!
-    const next = JSON.parse(text(await run(Effect.flatMap(Effect.service(Views), (v) => v.list(mine, "incidents", { limit: "5" })))) as string).nextCursor
+    const next = JSON.parse(text(await run(Effect.flatMap(Effect.service(Views), (v) => v.list(mine, "incidents", listQuery({ limit: "5" }))))) as string).nextCursor
     const [gets, lists] = await run(
       Effect.flatMap(Effect.service(Views), (v) =>
         Effect.all(
@@ -77,11 +81,11 @@ describe("requests read together", () => {
             ),
             Effect.all(
               [
-                v.list(mine, "incidents", { limit: "5" }),
-                v.list(mine, "incidents", { limit: "5", cursor: next }),
-                v.list(mine, "incidents", { createdBefore: incidents[9]!.createdAt }),
-                v.list(mine, "incidents", { createdAfter: incidents[3]!.createdAt }),
-                v.list(mine, "workers", { limit: "3" }),
+                v.list(mine, "incidents", listQuery({ limit: "5" })),
+                v.list(mine, "incidents", listQuery({ limit: "5", cursor: next })),
+                v.list(mine, "incidents", listQuery({ createdBefore: incidents[9]!.createdAt })),
+                v.list(mine, "incidents", listQuery({ createdAfter: incidents[3]!.createdAt })),
+                v.list(mine, "workers", listQuery({ limit: "3" })),
                 v.list(theirs, "incidents", {}),
                 v.list(revoked, "workers", {})
               ],

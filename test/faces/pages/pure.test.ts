@@ -4,12 +4,12 @@ import { describe, expect, it } from "vitest"
 import { attr, escapeHtml, html, raw } from "../../../src/faces/pages/html.ts"
 import { formatDate } from "../../../src/faces/pages/layout.ts"
 import { ADMIN_WEB_ROUTES, PATHS, pathFor } from "../../../src/faces/pages/paths.ts"
-import { localTarget } from "../../../src/faces/pages/request.ts"
+import { HttpServerRequest } from "effect/http"
+import { cookieOf, localTarget } from "../../../src/faces/pages/request.ts"
 import {
   checkSameOrigin,
   expiredCookie,
   PAGE_HEADERS,
-  parseCookies,
   safeEqual,
   serializeCookie,
   SESSION_COOKIE
@@ -17,6 +17,7 @@ import {
 import { lastAnswer } from "../../../src/faces/pages/webhooks.ts"
 import { isToken, randomToken } from "../../../src/access/bearer-secrets.ts"
 import { SERVED_ROUTES } from "../../../src/faces/routes.ts"
+import { OUR_ATTRIBUTES, setCookieParts } from "../../support/pages.ts"
 
 describe("html", () => {
   it("escapes every interpolated value by default", () => {
@@ -67,25 +68,28 @@ describe("CSRF tokens", () => {
 })
 
 describe("cookies", () => {
-  it("parses a Cookie header; the first of a repeated name wins", () => {
-    const c = parseCookies(`a=1; ${SESSION_COOKIE}=abc_-; b="quoted"; a=2; junk; =x; c=`)
-    expect(c.get("a")).toBe("1")
-    expect(c.get(SESSION_COOKIE)).toBe("abc_-")
-    expect(c.get("b")).toBe("quoted")
-    expect(c.get("c")).toBe("")
-    expect(c.has("junk")).toBe(false)
-    expect(parseCookies(undefined).size).toBe(0)
-    expect(parseCookies("").size).toBe(0)
+  const withCookie = (cookie: string | undefined) =>
+    HttpServerRequest.fromWeb(new Request("http://localhost/admin", cookie === undefined ? {} : { headers: { cookie } }))
+
+  it("reads a request's Cookie header; the first of a repeated name wins", () => {
+    const request = withCookie(`a=1; ${SESSION_COOKIE}=abc_-; b="quoted"; a=2; junk; =x; c=`)
+    expect(cookieOf(request, "a")).toBe("1")
+    expect(cookieOf(request, SESSION_COOKIE)).toBe("abc_-")
+    expect(cookieOf(request, "b")).toBe("quoted")
+    expect(cookieOf(request, "c")).toBe("")
+    expect(cookieOf(request, "junk")).toBeUndefined()
+    expect(cookieOf(withCookie(undefined), SESSION_COOKIE)).toBeUndefined()
+    expect(cookieOf(withCookie(""), SESSION_COOKIE)).toBeUndefined()
   })
 
   it("serializes our cookies Secure, HttpOnly, SameSite=Strict, Path=/ and without Domain", () => {
-    expect(serializeCookie(SESSION_COOKIE, "abc")).toBe("__Host-srs_admin=abc; Path=/; Secure; HttpOnly; SameSite=Strict")
-    expect(serializeCookie("x", "v", { maxAge: 60.7 })).toBe("x=v; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=60")
-    expect(expiredCookie(SESSION_COOKIE)).toBe("__Host-srs_admin=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0")
+    expect(setCookieParts(serializeCookie(SESSION_COOKIE, "abc"))).toEqual({ pair: "__Host-srs_admin=abc", attributes: OUR_ATTRIBUTES })
+    expect(setCookieParts(serializeCookie("x", "v", { maxAge: 60.7 }))).toEqual({ pair: "x=v", attributes: [...OUR_ATTRIBUTES, "Max-Age=60"].sort() })
+    expect(setCookieParts(expiredCookie(SESSION_COOKIE))).toEqual({ pair: "__Host-srs_admin=", attributes: [...OUR_ATTRIBUTES, "Max-Age=0"].sort() })
     expect(() => serializeCookie(SESSION_COOKIE, "a;b")).toThrow()
     expect(() => serializeCookie("bad name", "a")).toThrow()
-    const round = parseCookies(serializeCookie(SESSION_COOKIE, "tok").split(";")[0])
-    expect(round.get(SESSION_COOKIE)).toBe("tok")
+    const round = withCookie(serializeCookie(SESSION_COOKIE, "tok").split(";")[0])
+    expect(cookieOf(round, SESSION_COOKIE)).toBe("tok")
   })
 })
 

@@ -4,7 +4,8 @@
 import { describe, expect, it } from "vitest"
 import { makeServiceMetrics } from "../../../src/faces/ops/metrics.ts"
 import { mirror, Registry, setOrClear, valueOf } from "../../../src/platform/metrics/registry.ts"
-import { routeMatcher, requestIdOf } from "../../../src/faces/http/requests.ts"
+import { requestIdOf } from "../../../src/faces/http/requests.ts"
+import { routeTable } from "../../../src/faces/http/routes.ts"
 import { progressBar, renderBar } from "../../../src/faces/cli/progress.ts"
 import { sample } from "../../support/observed.ts"
 
@@ -134,7 +135,7 @@ describe("registry (prom-client)", () => {
 })
 
 describe("request labels", () => {
-  const route = routeMatcher([
+  const { routeOf: route } = routeTable([
     { method: "GET", path: "/api/v1/incidents" },
     { method: "GET", path: "/api/v1/incidents/:id" },
     { method: "GET", path: "/api/v1/hooks/:id" },
@@ -151,8 +152,8 @@ describe("request labels", () => {
     expect(route("GET", "/wp-login.php")).toBe("unmatched")
   })
 
-  it("walks the path, not every route: literal patterns first, one trailing slash, non-empty parameters", () => {
-    const r = routeMatcher([
+  it("matches as the router does: literal patterns first, one trailing slash, exact case", () => {
+    const { routeOf: r } = routeTable([
       { method: "GET", path: "/api/v1/:resource" },
       { method: "GET", path: "/api/v1/hooks" },
       { method: "GET", path: "/api/v1/:resource/:id" },
@@ -165,8 +166,13 @@ describe("request labels", () => {
     expect(r("GET", "/api/v1/hooks/abc#x")).toBe("/api/v1/:resource/:id")
     expect(r("DELETE", "/api/v1/hooks/abc")).toBe("/api/v1/hooks/:id")
     expect(r("POST", "/api/v1/hooks?x=1")).toBe("/api/v1/hooks")
-    expect(r("PUT", "/api/v1/hooks")).toBe("/api/v1/:resource")
-    expect(r("GET", "/api/v1//abc")).toBe("unmatched")
+    // A known path with another method: the route its first method takes there.
+    expect(r("PUT", "/api/v1/hooks")).toBe("/api/v1/hooks")
+    expect(r("PUT", "/api/v1/incidents")).toBe("/api/v1/:resource")
+    // The router serves an empty segment to a parameter (then the handler refuses it): so is it labelled.
+    expect(r("GET", "/api/v1//abc")).toBe("/api/v1/:resource/:id")
+    expect(r("GET", "/API/v1/hooks")).toBe("unmatched")
+    expect(r("GET", "/api/v1/%zz")).toBe("unmatched")
     expect(r("GET", "/api/v1/a/b/c")).toBe("unmatched")
     expect(r("GET", "api/v1/hooks")).toBe("unmatched")
     expect(r("GET", "/")).toBe("unmatched")

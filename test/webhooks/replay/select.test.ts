@@ -9,6 +9,8 @@ import { createHook } from "../../../src/webhooks/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
 import { ADMIN, deliveries, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
+import type { DomainError } from "../../../src/domain/errors.ts"
+import { cliMessage } from "../../../src/faces/cli/errors.ts"
 
 type Body = { id: string; event: string; createdAt: string; data: { id: string } }
 
@@ -166,13 +168,15 @@ describe("replay after an outage", () => {
   it("refuses what it cannot do", async () => {
     const made = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Narrow", url: w.receiver.url("/narrow"), events: ["incident.created"] })
     const base = { failedOnly: false, dryRun: true, actor: ADMIN }
-    await expect(replay(w.db.sql, { ...base })).rejects.toMatchObject({ message: "name one destination: --endpoint <id> or --subscription <id>" })
-    await expect(replay(w.db.sql, { ...base, endpointId: "3f1d1e0e-0000-4000-8000-000000000000" })).rejects.toMatchObject({ kind: "not_found" })
+    const none = await replay(w.db.sql, { ...base }).then(() => undefined, (e: DomainError) => e)
+    expect(none).toMatchObject({ _tag: "Invalid", field: "endpoint" })
+    expect(cliMessage(none!)).toBe("name one destination: --endpoint <id> or --subscription <id>")
+    await expect(replay(w.db.sql, { ...base, endpointId: "3f1d1e0e-0000-4000-8000-000000000000" })).rejects.toMatchObject({ _tag: "NotFound" })
     await expect(replay(w.db.sql, { ...base, endpointId: made.id, events: ["permit.closed"] })).rejects.toMatchObject({
       message: `the endpoint ${made.id} does not take permit.closed events (it takes incident.created)`
     })
     await expect(replay(w.db.sql, { ...base, endpointId: made.id, events: ["nope"] })).rejects.toMatchObject({ message: 'unknown event "nope"' })
-    await expect(replay(w.db.sql, { ...base, endpointId: made.id, since: new Date("2026-01-02"), until: new Date("2026-01-01") })).rejects.toMatchObject({ kind: "invalid" })
+    await expect(replay(w.db.sql, { ...base, endpointId: made.id, since: new Date("2026-01-02"), until: new Date("2026-01-01") })).rejects.toMatchObject({ _tag: "Invalid", field: "since" })
   })
 
   it("a subscription made through the API: npm run admin -- replay --subscription, --dry-run, --json", async () => {

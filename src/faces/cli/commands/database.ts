@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { Command, Flag } from "effect/cli"
 import { CaptureConfig } from "../../../platform/config.ts"
 import { badRoleName, setupSql } from "../../../pipeline/capture/setup-sql.ts"
-import { invalid } from "../../../domain/errors.ts"
+import { at, invalid, words } from "../../../domain/errors.ts"
 
 const setupSqlCommand = Command.make(
   "setup-sql",
@@ -18,7 +18,7 @@ const setupSqlCommand = Command.make(
   (args) =>
     Effect.gen(function* () {
       const bad = badRoleName(args.role)
-      if (bad !== null) return yield* Effect.fail(invalid(`--role: ${bad}`))
+      if (bad !== null) return yield* Effect.fail(invalid(words`${at("role")}: ${bad}`))
       const publication = args.publication._tag === "Some" ? args.publication.value : (yield* CaptureConfig).publication
       if (!/^[a-z_][a-z0-9_]*$/.test(publication)) {
         return yield* Effect.fail(invalid(`the publication name must be a plain lower-case identifier, not "${publication}"`))

@@ -2,7 +2,7 @@
 import { Console, Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
-import { invalid, notFound } from "../../../domain/errors.ts"
+import { notFound } from "../../../domain/errors.ts"
 import { adminOfOwner, companyById, findCompany, withSql } from "../../../access/identity.ts"
 import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, keyCompany, listKeys, MAX_ACTIVE_KEYS, parseScopes, revokeKey } from "../../../access/keys.ts"
 import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, listing, output, when, withDatabase } from "../support.ts"
@@ -22,7 +22,7 @@ const create = Command.make(
     withDatabase(
       Effect.gen(function* () {
         const scopes = parseScopes(args.read)
-        if ("error" in scopes) return yield* invalid(scopes.error)
+        if ("error" in scopes) return yield* scopes.error
         const { company, actor } = yield* companyAndAdmin(args.company, args.as)
         const key = yield* createKey(actor, {
           companyId: company.id,

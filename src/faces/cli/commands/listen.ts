@@ -8,7 +8,7 @@ import { Command, Flag } from "effect/cli"
 import { newSecret, signedHeaders } from "../../../delivery/signature.ts"
 import { isEventKind } from "../../../domain/event-kinds.ts"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
-import { invalid } from "../../../domain/errors.ts"
+import { at, invalid, words } from "../../../domain/errors.ts"
 
 interface FeedEvent {
   readonly id: string
@@ -126,24 +126,24 @@ export const listen = Command.make(
   (args) =>
     Effect.gen(function* () {
       const key = Option.getOrElse(args.apiKey, () => process.env.SERVICE_API_KEY ?? "")
-      if (key === "") return yield* Effect.fail(invalid("an API key is needed: --api-key mk_... or SERVICE_API_KEY"))
+      if (key === "") return yield* Effect.fail(invalid(words`an API key is needed: ${at("apiKey")} mk_... or SERVICE_API_KEY`))
       let forwardTo: URL
       try {
         forwardTo = new URL(args.forwardTo)
       } catch {
-        return yield* Effect.fail(invalid(`--forward-to must be an http:// or https:// URL, not "${args.forwardTo}"`))
+        return yield* Effect.fail(invalid(words`${at("forwardTo")} must be an http:// or https:// URL, not "${args.forwardTo}"`))
       }
       if (forwardTo.protocol !== "http:" && forwardTo.protocol !== "https:") {
-        return yield* Effect.fail(invalid(`--forward-to must be an http:// or https:// URL, not "${args.forwardTo}"`))
+        return yield* Effect.fail(invalid(words`${at("forwardTo")} must be an http:// or https:// URL, not "${args.forwardTo}"`))
       }
       const events = Option.isSome(args.events) ? args.events.value.split(",").map((e) => e.trim()).filter((e) => e !== "") : null
       const unknown = events?.filter((e) => !isEventKind(e)) ?? []
-      if (unknown.length > 0) return yield* Effect.fail(invalid(`unknown event ${unknown.join(", ")}`))
+      if (unknown.length > 0) return yield* Effect.fail(invalid(`unknown event ${unknown.join(", ")}`, { field: "events" }))
       const since = Option.isSome(args.since) ? parseFilterDate(args.since.value) : undefined
-      if (Option.isSome(args.since) && since === undefined) return yield* Effect.fail(invalid(`--since must be ${FILTER_DATE_FORMATS}, not "${args.since.value}"`))
+      if (Option.isSome(args.since) && since === undefined) return yield* Effect.fail(invalid(words`${at("since")} must be ${FILTER_DATE_FORMATS}, not "${args.since.value}"`))
       const secret = Option.getOrElse(args.secret, newSecret)
-      if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) return yield* Effect.fail(invalid("--secret must be whsec_ followed by base64"))
-      if (args.interval < 1 || args.interval > 60) return yield* Effect.fail(invalid("--interval must be from 1 to 60 seconds"))
+      if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) return yield* Effect.fail(invalid(words`${at("secret")} must be whsec_ followed by base64`))
+      if (args.interval < 1 || args.interval > 60) return yield* Effect.fail(invalid(words`${at("interval")} must be from 1 to 60 seconds`))
       const base = Option.getOrElse(args.url, () => `http://127.0.0.1:${process.env.PORT ?? "3000"}`).replace(/\/+$/, "")
       yield* follow(
         { base, key, forwardTo: forwardTo.toString(), secret, events: events === null ? null : new Set(events), intervalMs: args.interval * 1000, json: args.json },

@@ -4,7 +4,7 @@
 import { Cause, Effect, Exit, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
-import { AdminError, invalid } from "../../../domain/errors.ts"
+import { at, invalid, isDomainError, words } from "../../../domain/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin, withSql } from "../../../access/identity.ts"
 import { asOptional, ExitWith, json, output, table, when, withDatabase } from "../support.ts"
 import type { LeaderInfo } from "../../../pipeline/capture/leader.ts"
@@ -32,7 +32,7 @@ const dateFlag = (name: string, description: string) =>
 const parseDate = (flag: string, value: Option.Option<string>) => {
   if (Option.isNone(value)) return Effect.succeed(undefined)
   const d = parseFilterDate(value.value)
-  return d === undefined ? Effect.fail(invalid(`--${flag} must be ${FILTER_DATE_FORMATS}, not "${value.value}"`)) : Effect.succeed(new Date(d.epochMillis))
+  return d === undefined ? Effect.fail(invalid(words`${at(flag)} must be ${FILTER_DATE_FORMATS}, not "${value.value}"`)) : Effect.succeed(new Date(d.epochMillis))
 }
 
 const replaySummaryText = (s: ReplaySummary) =>
@@ -252,7 +252,7 @@ export const statusCommand = Command.make(
         const failure = Cause.findErrorOption(read.cause)
         // A refusal says what to fix (an unpatched postgres.js, a server that cannot feed capture):
         // it is printed as every command prints one, exit 1.
-        if ((Option.isSome(failure) && (failure.value instanceof AdminError || isStartRefused(failure.value))) || Cause.hasInterruptsOnly(read.cause)) {
+        if ((Option.isSome(failure) && (isDomainError(failure.value) || isStartRefused(failure.value))) || Cause.hasInterruptsOnly(read.cause)) {
           return yield* Effect.failCause(read.cause)
         }
         // The database does not answer: that is the answer, broken.

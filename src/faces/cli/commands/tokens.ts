@@ -1,7 +1,7 @@
 // tokens create | list | revoke: admin tokens for the admin HTTP API (/admin/v1).
 import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { invalid } from "../../../domain/errors.ts"
+import { at, invalid, words } from "../../../domain/errors.ts"
 import { adminOfOwner, companyById, findAdmin, findCompany, withSql } from "../../../access/identity.ts"
 import { EXPIRY_CHOICES } from "../../../access/keys.ts"
 import { createToken, DEFAULT_TOKEN_EXPIRY, listTokens, revokeToken, tokenCompany } from "../../../access/tokens.ts"
@@ -52,7 +52,7 @@ const list = Command.make(
             if (Option.isSome(args.as)) await findAdmin(sql, args.as.value, company)
             return company
           }
-          if (Option.isNone(args.as)) throw invalid("name the company with --company (or yourself with --as)")
+          if (Option.isNone(args.as)) throw invalid(words`name the company with ${at("company")} (or yourself with ${at("admin")})`)
           const actor = await findAdmin(sql, args.as.value)
           return companyById(sql, actor.companyId)
         })

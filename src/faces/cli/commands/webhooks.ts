@@ -201,7 +201,7 @@ const test = onEndpoint(
   "test",
   "Send a signed ping event now and show the receiver's status, time and the start of its answer",
   (w, actor, ref, asJson) =>
-    Effect.flatMap(w.testEndpoint(actor, ref), (r) =>
+    Effect.flatMap(w.testEndpoint(actor, ref), ({ errorKind, ...r }) =>
       output(asJson, r, () =>
         [
           r.ok ? `The receiver accepted the test event: HTTP ${r.status} in ${r.durationMs} ms.` : `The test event failed after ${r.durationMs} ms: ${r.error ?? `HTTP ${r.status}`}`,
@@ -212,7 +212,15 @@ const test = onEndpoint(
         ].join("\n")
       ).pipe(
         Effect.andThen(
-          r.ok ? Effect.void : Effect.fail(new CheckFailed({ message: `the receiver did not accept the test event (${r.error ?? `HTTP ${r.status}`})` }))
+          r.ok
+            ? Effect.void
+            : Effect.fail(
+                new CheckFailed({
+                  message: `the receiver did not accept the test event (${r.error ?? `HTTP ${r.status}`})`,
+                  // A stored address had its form checked: "refused" now is for the address.
+                  ...(errorKind === "refused" ? { reason: "address_not_public" as const } : errorKind === "tls" ? { reason: "tls" as const } : {})
+                })
+              )
         )
       )
     )
