@@ -1,19 +1,99 @@
-// The activity log (spec 1.7): who did what to which key, endpoint or subscription, and when.
-import type postgres from "postgres"
-import type { Actor } from "./identity.ts"
+// The activity log (spec 1.7): who did what to which key, token, endpoint or subscription, and
+// when. Every writer goes through writeActivity, every reader through listActivity.
+import type { Sql } from "postgres"
+import { requireCompanyId } from "../domain/ids.ts"
+import type { Tx } from "../platform/db/Database.ts"
 
-export interface ActivityEntry {
-  readonly companyId: string
-  readonly actor: Actor | null
-  /** e.g. key.created, key.revoked, admin_token.created */
+/**
+ * Every kind the activity log holds; the part before the dot is its family ("endpoint").
+ * The filter takes a kind or a family; anything else could only match nothing, so it is
+ * refused (400). Keep in step with the writers: access/keys.ts, access/tokens.ts, src/webhooks,
+ * src/webhooks/replay/select.ts, jobs.ts, src/delivery/queries.ts (endpoint.switched_off) and
+ * sql/019's trigger (endpoint.failing).
+ */
+export const ACTIVITY_KINDS = [
+  "key.created",
+  "key.revoked",
+  "admin_token.created",
+  "admin_token.revoked",
+  "endpoint.created",
+  "endpoint.updated",
+  "endpoint.secret_rotated",
+  "endpoint.deleted",
+  "endpoint.enabled",
+  "endpoint.failing",
+  "endpoint.switched_off",
+  "endpoint.tested",
+  "subscription.created",
+  "subscription.disabled",
+  "subscription.enabled",
+  "subscription.deleted",
+  "delivery.resent",
+  "deliveries.replayed",
+  "deliveries.replay_cancelled"
+] as const
+
+/** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
+export const ACTIVITY_FILTERS = [...new Set(ACTIVITY_KINDS.flatMap((k) => [k.slice(0, k.indexOf(".")), k]))]
+
+/** An admin user (CLI or admin HTTP API), an API key acting on its own subscriptions, or the service. */
+export type Actor =
+  | { readonly kind: "user"; readonly id: string | null; readonly email: string | null }
+  | { readonly kind: "key"; readonly keyId: string }
+  | { readonly kind: "system" }
+
+export const SYSTEM: Actor = { kind: "system" }
+
+/** An admin user acting (the CLI, the admin API, the pages). */
+export const userActor = (user: { readonly userId: string; readonly email: string }): Actor => ({ kind: "user", id: user.userId, email: user.email })
+
+export const writeActivity = async (
+  tx: Tx,
+  entry: { companyId: string; actor: Actor; kind: string; subjectId: string | null; details?: Record<string, unknown> }
+): Promise<void> => {
+  const a = entry.actor
+  const details = { ...(entry.details ?? {}), ...(a.kind === "key" ? { byKey: a.keyId } : a.kind === "system" ? { by: "service" } : {}) }
+  await tx`
+    insert into service.activity (company_id, actor_id, actor_email, kind, subject_id, details)
+    values (${entry.companyId}, ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
+      ${entry.kind}, ${entry.subjectId}, ${JSON.stringify(details)}::text::jsonb)`
+}
+
+export type ActivityEntry = {
+  readonly id: string
+  readonly at: string
   readonly kind: string
   readonly subjectId: string | null
+  readonly actorId: string | null
+  readonly actorEmail: string | null
   readonly details: Record<string, unknown>
 }
 
-export const logActivity = async (sql: postgres.Sql | postgres.TransactionSql, entry: ActivityEntry): Promise<void> => {
-  await sql`
-    insert into service.activity (company_id, actor_id, actor_email, kind, subject_id, details)
-    values (${entry.companyId}, ${entry.actor?.userId ?? null}, ${entry.actor?.email ?? null}, ${entry.kind},
-            ${entry.subjectId}, ${sql.json(entry.details as postgres.JSONValue)})`
+/**
+ * A company's activity, newest first; with `kind`, only entries of that kind ("key.created")
+ * or family ("key"), however far back they are.
+ */
+export const listActivity = async (
+  deps: { readonly sql: Sql },
+  input: { companyId: string; limit?: number; kind?: string | undefined }
+): Promise<ReadonlyArray<ActivityEntry>> => {
+  const companyId = requireCompanyId(input.companyId)
+  const limit = Math.min(Math.max(Math.trunc(input.limit ?? 50), 1), 500)
+  const kind = input.kind === undefined || input.kind === "" ? null : input.kind
+  const rows = await deps.sql<{ id: string; at: Date; kind: string; subject_id: string | null; actor_id: string | null; actor_email: string | null; details: Record<string, unknown> }[]>`
+    select id::text, at, kind, subject_id, actor_id::text, actor_email, details
+    from service.activity
+    where company_id = ${companyId}
+      and (${kind}::text is null or kind = ${kind}::text or starts_with(kind, ${kind}::text || '.'))
+    order by at desc, id desc limit ${limit}`
+  return rows.map((r) => ({
+    id: r.id,
+    at: r.at.toISOString(),
+    kind: r.kind,
+    subjectId: r.subject_id,
+    actorId: r.actor_id,
+    actorEmail: r.actor_email,
+    details: r.details
+  }))
 }
+

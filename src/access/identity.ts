@@ -4,6 +4,7 @@
 import { Effect } from "effect"
 import type postgres from "postgres"
 import { Database } from "../platform/db/Database.ts"
+import { isUuid } from "../domain/ids.ts"
 import { at, forbidden, invalid, isDomainError, notFound, words, type DomainError } from "../domain/errors.ts"
 
 export interface Company {
@@ -13,15 +14,13 @@ export interface Company {
 }
 
 /** An admin user of a company, acting on that company. */
-export interface Actor {
+export interface AdminUser {
   readonly userId: string
   readonly email: string
   readonly name: string
   readonly companyId: string
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-export const isUuid = (s: string) => UUID.test(s)
 
 /** Runs database work that may fail with a DomainError; anything else is a defect. */
 export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<A, DomainError, Database> =>
@@ -53,13 +52,13 @@ export const companyById = async (sql: postgres.Sql, id: string): Promise<Compan
  * an admin, when none is named). Fails unless the user has role admin there. With
  * `anyCompany` (commands over the whole service), an admin of several companies is taken too.
  */
-export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}): Promise<Actor> => {
+export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}): Promise<AdminUser> => {
   const wanted = email.trim()
   if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) throw invalid(words`${at("admin")} must be an e-mail address, not "${email}"`)
   const users = await sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
     select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`
   if (users.length === 0) throw notFound(`no user with e-mail ${wanted}`)
-  const toActor = (u: (typeof users)[number]): Actor => ({ userId: u.id, email: u.email, name: u.name, companyId: u.company_id })
+  const toActor = (u: (typeof users)[number]): AdminUser => ({ userId: u.id, email: u.email, name: u.name, companyId: u.company_id })
   if (company !== undefined) {
     const user = users.find((u) => u.company_id === company.id)
     if (user === undefined) throw forbidden(`${wanted} is not a user of ${company.name} (${company.host})`)
@@ -77,7 +76,7 @@ export const findAdmin = async (sql: postgres.Sql, email: string, company?: Comp
  * admin of another company such an id is "no such thing", as every other id is: whose it is
  * stays unsaid. (An --as that is no admin anywhere is still told so.)
  */
-export const adminOfOwner = async (sql: postgres.Sql, email: string, owner: Company, missing: string): Promise<Actor> => {
+export const adminOfOwner = async (sql: postgres.Sql, email: string, owner: Company, missing: string): Promise<AdminUser> => {
   const inOwner = await sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`
   if (inOwner.length === 0) {
     await findAdmin(sql, email, undefined, { anyCompany: true })
@@ -87,7 +86,7 @@ export const adminOfOwner = async (sql: postgres.Sql, email: string, owner: Comp
 }
 
 /** For commands over the whole service (status, rebuild-views): --as names an admin of any company. */
-export const requireSomeAdmin = (sql: postgres.Sql, email: string): Promise<Actor> => findAdmin(sql, email, undefined, { anyCompany: true })
+export const requireSomeAdmin = (sql: postgres.Sql, email: string): Promise<AdminUser> => findAdmin(sql, email, undefined, { anyCompany: true })
 
 /** Whether the user is (still) an admin of the company. */
 export const isAdmin = async (sql: postgres.Sql, userId: string, companyId: string): Promise<boolean> => {

@@ -1,12 +1,14 @@
 // API keys as an admin manages them (spec 5): create (shown once), revoke, list. The CLI
 // and the admin HTTP API are two faces of these functions.
+import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
 import type postgres from "postgres"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
 import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
-import { logActivity } from "./activity.ts"
+import { userActor, writeActivity } from "./activity.ts"
 import { at, conflict, invalid, notFound, words, type Invalid } from "../domain/errors.ts"
-import { isUuid, withSql, type Actor } from "./identity.ts"
+import { withSql, type AdminUser } from "./identity.ts"
+import { isUuid } from "../domain/ids.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
 /** Spec 8: at most 20 active keys per company. */
@@ -118,7 +120,6 @@ interface KeyRow {
   readonly expired: boolean
 }
 
-const iso = (d: Date | null) => (d === null ? null : d.toISOString())
 
 const toInfo = (r: KeyRow): KeyInfo => ({
   id: r.id,
@@ -128,10 +129,10 @@ const toInfo = (r: KeyRow): KeyInfo => ({
   state: r.revoked_at !== null ? "revoked" : r.expired ? "expired" : "active",
   createdAt: r.created_at.toISOString(),
   createdBy: r.created_by_email,
-  expiresAt: iso(r.expires_at),
-  revokedAt: iso(r.revoked_at),
+  expiresAt: toIsoUtcOrNull(r.expires_at),
+  revokedAt: toIsoUtcOrNull(r.revoked_at),
   revokedBy: r.revoked_by_email,
-  lastUsedAt: iso(r.last_used_at),
+  lastUsedAt: toIsoUtcOrNull(r.last_used_at),
   requestCount: Number(r.request_count)
 })
 
@@ -140,7 +141,7 @@ const KEY_COLUMNS = (sql: postgres.Sql | postgres.TransactionSql) =>
       revoked_by_email, last_used_at, request_count, (expires_at is not null and expires_at <= now()) as expired`
 
 /** Creates a key for the actor's company; refuses a 21st active key. */
-export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, input: CreateKeyInput) {
+export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUser, input: CreateKeyInput) {
   const nameProblem = checkName(input.name)
   if (nameProblem !== undefined) return yield* nameProblem
   if (input.scopes.length === 0) return yield* invalid("a key must be able to read at least one resource", { field: "scopes" })
@@ -174,11 +175,11 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: Actor, i
         scopes: input.scopes,
         webhooks: input.webhooks,
         createdAt: row!.created_at.toISOString(),
-        expiresAt: iso(row!.expires_at)
+        expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      await logActivity(tx, {
+      await writeActivity(tx, {
         companyId: input.companyId,
-        actor,
+        actor: userActor(actor),
         kind: "key.created",
         subjectId: created.id,
         details: { name, scopes: [...input.scopes], webhooks: input.webhooks, expiresAt: created.expiresAt }
@@ -202,7 +203,7 @@ export const keyCompany = (keyId: string) =>
  * Webhook subscriptions made with it are deleted in the same transaction by the webhooks
  * schema's trigger on service.api_keys.
  */
-export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: Actor, keyId: string) {
+export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUser, keyId: string) {
   // An id of another shape names no key, as an unknown one does.
   if (!isUuid(keyId)) return yield* notFound(`no API key with id ${keyId}`)
   return yield* withSql((sql) =>
@@ -216,9 +217,9 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: Actor, k
         update service.api_keys set revoked_at = now(), revoked_by = ${actor.userId}, revoked_by_email = ${actor.email}
          where id = ${keyId}
          returning ${KEY_COLUMNS(tx)}`
-      await logActivity(tx, {
+      await writeActivity(tx, {
         companyId: actor.companyId,
-        actor,
+        actor: userActor(actor),
         kind: "key.revoked",
         subjectId: keyId,
         details: { name: row.name }

@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { fingerprintOf, isToken, randomToken, sha256 } from "./bearer-secrets.ts"
 import { Database } from "../platform/db/Database.ts"
-import { isAdmin, type Actor } from "./identity.ts"
+import { isAdmin, type AdminUser } from "./identity.ts"
 import { authenticateToken } from "./tokens.ts"
 
 /** A session ends after this long without a request... */
@@ -31,14 +31,14 @@ export type Flash = {
 export interface Session {
   readonly idHash: Buffer
   readonly tokenId: string
-  readonly actor: Actor
+  readonly actor: AdminUser
   readonly companyName: string
   /** The synchronizer token every form of this session carries. */
   readonly csrf: string
   readonly flash: Flash | null
 }
 
-export type Opened = { readonly sessionId: string; readonly actor: Actor } | { readonly refused: string }
+export type Opened = { readonly sessionId: string; readonly actor: AdminUser } | { readonly refused: string }
 /** Why there is no live session: it ended (expired, signed out, token revoked or expired), or its user is no longer an admin. */
 export type EndedReason = "session" | "role"
 export type Resolved = { readonly session: Session } | { readonly ended: EndedReason }

@@ -1,10 +1,12 @@
 // Admin tokens for the admin HTTP API (/admin/v1). The CLI issues them to an admin user;
 // the holder acts as that user, and every request re-checks that the user is still an admin.
+import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
 import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./bearer-secrets.ts"
-import { logActivity } from "./activity.ts"
+import { userActor, writeActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
-import { isAdmin, isUuid, withSql, type Actor } from "./identity.ts"
+import { isAdmin, withSql, type AdminUser } from "./identity.ts"
+import { isUuid } from "../domain/ids.ts"
 import { checkName, type Expiry } from "./keys.ts"
 
 export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
@@ -49,7 +51,6 @@ interface TokenRow {
   readonly expired: boolean
 }
 
-const iso = (d: Date | null) => (d === null ? null : d.toISOString())
 
 const toInfo = (r: TokenRow): TokenInfo => ({
   id: r.id,
@@ -58,12 +59,12 @@ const toInfo = (r: TokenRow): TokenInfo => ({
   userEmail: r.user_email,
   state: r.revoked_at !== null ? "revoked" : r.expired ? "expired" : "active",
   createdAt: r.created_at.toISOString(),
-  expiresAt: iso(r.expires_at),
-  revokedAt: iso(r.revoked_at),
-  lastUsedAt: iso(r.last_used_at)
+  expiresAt: toIsoUtcOrNull(r.expires_at),
+  revokedAt: toIsoUtcOrNull(r.revoked_at),
+  lastUsedAt: toIsoUtcOrNull(r.last_used_at)
 })
 
-export const createToken = Effect.fn("admin.createToken")(function* (actor: Actor, input: { readonly name: string; readonly expires: Expiry }) {
+export const createToken = Effect.fn("admin.createToken")(function* (actor: AdminUser, input: { readonly name: string; readonly expires: Expiry }) {
   const problem = checkName(input.name)
   if (problem !== undefined) return yield* problem
   const secret = newSecret(ADMIN_TOKEN_PREFIX)
@@ -84,11 +85,11 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Acto
         companyId: actor.companyId,
         userEmail: actor.email,
         createdAt: row!.created_at.toISOString(),
-        expiresAt: iso(row!.expires_at)
+        expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      await logActivity(tx, {
+      await writeActivity(tx, {
         companyId: actor.companyId,
-        actor,
+        actor: userActor(actor),
         kind: "admin_token.created",
         subjectId: created.id,
         details: { name, prefix: secret.prefix, expiresAt: created.expiresAt }
@@ -98,7 +99,7 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Acto
   )
 })
 
-export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Actor, tokenId: string) {
+export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: AdminUser, tokenId: string) {
   // An id of another shape names no token, as an unknown one does.
   if (!isUuid(tokenId)) return yield* notFound(`no admin token with id ${tokenId}`)
   return yield* withSql((sql) =>
@@ -110,7 +111,7 @@ export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Acto
       const [updated] = await tx<TokenRow[]>`
         update service.admin_tokens set revoked_at = now() where id = ${tokenId}
         returning *, (expires_at is not null and expires_at <= now()) as expired`
-      await logActivity(tx, { companyId: actor.companyId, actor, kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
+      await writeActivity(tx, { companyId: actor.companyId, actor: userActor(actor), kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
       return toInfo(updated!)
     })
   )
@@ -132,7 +133,7 @@ export const listTokens = (companyId: string) =>
     return rows.map(toInfo)
   })
 
-export type TokenCheck = { readonly actor: Actor } | { readonly refused: string }
+export type TokenCheck = { readonly actor: AdminUser } | { readonly refused: string }
 
 /** The admin a bearer token stands for, if it is active and its user is still an admin. */
 export const authenticateToken = (credential: string) =>

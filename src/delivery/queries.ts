@@ -1,6 +1,9 @@
 // The delivery engine's SQL: fan-out, claiming under a lease, recording attempts, holding
 // and releasing deliveries whose destination is off, handing back, retention.
 // Times that drive the schedule are passed in from the engine's Clock, never now().
+// Plain async functions over the raw handle, each one batched statement: the steps in
+// engine/ wrap each call once (runtime.ts `db`), and nothing per row goes through Effect, which
+// would cost delivery throughput (one write carries up to hundreds of rows).
 import type { ISql, Sql, TransactionSql } from "postgres"
 import { pruneDeletions } from "../pipeline/projection/write.ts"
 import { PARTITIONS_CHANNEL } from "../platform/db/channels.ts"

@@ -1,7 +1,10 @@
 // The delivery log an admin sees (the last 25 of an endpoint, one delivery with its
 // attempts), Send Again (same delivery id, at once) and replay of failures since a time.
 import type { Sql } from "postgres"
-import { iso, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { toIsoUtcOrNull } from "../domain/time.ts"
+import { requireId } from "../domain/ids.ts"
+import { wakeDelivery, type WebhookDeps } from "./context.ts"
+import { type Actor, writeActivity } from "../access/activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { holdReason } from "../delivery/queries.ts"
 
@@ -75,9 +78,9 @@ const view = (r: Row): DeliveryView => ({
   lastError: r.last_error,
   heldReason: r.held_reason,
   createdAt: r.created_at.toISOString(),
-  lastAttemptAt: iso(r.last_attempt_at),
-  nextAttemptAt: r.state === "pending" && !r.leased ? iso(r.next_attempt_at) : null,
-  finishedAt: iso(r.finished_at)
+  lastAttemptAt: toIsoUtcOrNull(r.last_attempt_at),
+  nextAttemptAt: r.state === "pending" && !r.leased ? toIsoUtcOrNull(r.next_attempt_at) : null,
+  finishedAt: toIsoUtcOrNull(r.finished_at)
 })
 
 export const LOG_SIZE = 25

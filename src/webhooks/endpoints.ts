@@ -6,7 +6,10 @@ import { originOf } from "../delivery/queries.ts"
 import { encryptSecret } from "../platform/secrets/secrets-key.ts"
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
-import { iso, requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { toIsoUtcOrNull } from "../domain/time.ts"
+import { requireCompanyId, requireId } from "../domain/ids.ts"
+import { wakeDelivery, type WebhookDeps } from "./context.ts"
+import { type Actor, writeActivity } from "../access/activity.ts"
 import { forbidden, invalid, notFound } from "../domain/errors.ts"
 import { DEFAULT_OVERLAP, parseOverlap } from "./overlap.ts"
 import { checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
@@ -71,13 +74,13 @@ const view = (r: Row): EndpointView => ({
   events: r.events,
   enabled: r.enabled,
   disabledReason: r.disabled_reason,
-  disabledAt: iso(r.disabled_at),
+  disabledAt: toIsoUtcOrNull(r.disabled_at),
   consecutiveFailures: r.consecutive_failures,
   createdAt: r.created_at.toISOString(),
   createdBy: r.created_by_email,
   updatedAt: r.updated_at.toISOString(),
-  secretRotatedAt: iso(r.secret_rotated_at),
-  previousSecretExpiresAt: iso(r.previous_secret_expires_at)
+  secretRotatedAt: toIsoUtcOrNull(r.secret_rotated_at),
+  previousSecretExpiresAt: toIsoUtcOrNull(r.previous_secret_expires_at)
 })
 
 type Company = { id: string; tier: string; modules: string[] }
@@ -217,7 +220,7 @@ export const rotateEndpointSecret = async (deps: WebhookDeps, actor: Actor, inpu
         secret = ${blob}, secret_rotated_at = now(), updated_at = now()
       where id = ${current.id} returning previous_secret_expires_at as until`
     if (!r) throw notFound(`no endpoint ${current.id}`)
-    const previousSecretExpiresAt = iso(r.until)
+    const previousSecretExpiresAt = toIsoUtcOrNull(r.until)
     await writeActivity(tx, {
       companyId: current.company_id,
       actor,

@@ -5,7 +5,9 @@ import { deliveryBody, PING_EVENT } from "../delivery/body.ts"
 import { endpointSecretContext } from "../platform/db/channels.ts"
 import { decryptSecret } from "../platform/secrets/secrets-key.ts"
 import { send, type SendErrorKind } from "../delivery/sender.ts"
-import { requireId, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { requireId } from "../domain/ids.ts"
+import { type Actor, writeActivity } from "../access/activity.ts"
+import type { WebhookDeps } from "./context.ts"
 import { notFound } from "../domain/errors.ts"
 
 export type PingResult = {

@@ -1,6 +1,8 @@
 // The webhooks page's view of subscriptions keys made through the API: list, turn off or on,
 // delete (spec 3.2). Deleting drops its pending deliveries too.
-import { requireCompanyId, requireId, wakeDelivery, writeActivity, type Actor, type WebhookDeps } from "./context.ts"
+import { requireCompanyId, requireId } from "../domain/ids.ts"
+import { wakeDelivery, type WebhookDeps } from "./context.ts"
+import { type Actor, writeActivity } from "../access/activity.ts"
 import { notFound } from "../domain/errors.ts"
 
 export type SubscriptionView = {

@@ -1,8 +1,9 @@
 // The production defaults the spec fixes, read as the service reads them (no environment).
-import { ConfigProvider, Effect } from "effect"
+import { Cause, ConfigProvider, Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import { WebhookConfig } from "../../src/platform/config.ts"
-import { ENGINE_DEFAULTS } from "../../src/delivery/engine.ts"
+import { ENGINE_DEFAULTS, EngineMisconfigured } from "../../src/delivery/engine.ts"
+import { resolveSettings } from "../../src/delivery/engine/options.ts"
 import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../../src/delivery/sender.ts"
 
@@ -28,5 +29,18 @@ describe("delivery defaults (spec 6)", () => {
     expect(ENGINE_DEFAULTS.retentionMs).toBe(30 * 24 * HOUR)
     expect(ENGINE_DEFAULTS.switchOffAfter).toBe(15)
     expect(DEFAULT_MAX_RESPONSE_BYTES).toBeGreaterThan(0)
+  })
+
+  it("an engine whose leases cannot cover what they must does not start (EngineMisconfigured); other options keep their defaults", () => {
+    const refused = (options: Parameters<typeof resolveSettings>[0]) => {
+      const exit = Effect.runSyncExit(resolveSettings(options))
+      return Exit.isFailure(exit) ? Cause.squash(exit.cause) : null
+    }
+    // A claim lease must cover two timeouts and 5 s; a partition lease three heartbeats.
+    expect(refused({ leaseMs: 2 * ENGINE_DEFAULTS.timeoutMs + 4_999 })).toBeInstanceOf(EngineMisconfigured)
+    expect(refused({ heartbeatMs: 1_000, partitionLeaseMs: 2_999 })).toBeInstanceOf(EngineMisconfigured)
+    expect(refused({ leaseMs: 2 * ENGINE_DEFAULTS.timeoutMs + 5_000, heartbeatMs: 1_000, partitionLeaseMs: 3_000 })).toBeNull()
+    const settings = Effect.runSync(resolveSettings({ concurrency: 4, perOrigin: undefined }))
+    expect(settings).toEqual({ ...ENGINE_DEFAULTS, concurrency: 4 })
   })
 })

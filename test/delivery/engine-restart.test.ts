@@ -142,6 +142,30 @@ describe("restart", () => {
     }
   })
 
+  it("a stopped engine has written what it sent, freed its partitions and left, and sends nothing more", async () => {
+    const path = "/leaving"
+    const e = await endpoint(path)
+    const engine = await startEngine(w.deps)
+    const mine = async () => {
+      const [row] = await w.db.sql<{ parts: number; engines: number }[]>`select
+        (select count(*)::int from service.webhook_fanout_parts where owner = ${engine.instanceId}) as parts,
+        (select count(*)::int from service.webhook_engines where id = ${engine.instanceId}) as engines`
+      return row!
+    }
+    try {
+      await waitFor(async () => (await mine()).parts > 0, "partitions taken")
+      await insertIncident(w.db.sql, w.company.id)
+      await waitFor(() => at(w.receiver, path).length === 1, "the first request")
+    } finally {
+      await engine.stop()
+    }
+    expect(await mine()).toEqual({ parts: 0, engines: 0 })
+    expect((await ofEndpoint(e.id)).map((d) => d.state)).toEqual(["succeeded"])
+    await insertIncident(w.db.sql, w.company.id)
+    await sleep(700)
+    expect(at(w.receiver, path)).toHaveLength(1)
+  })
+
   it("two engines share the work and each delivery is sent once", async () => {
     const path = "/shared"
     const e = await endpoint(path)

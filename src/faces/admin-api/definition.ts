@@ -8,7 +8,7 @@ import { Context, Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, NotFound, Unauthorized } from "../http/errors.ts"
 import { RESOURCES } from "../../domain/resources.ts"
-import type { Actor } from "../../access/identity.ts"
+import type { AdminUser } from "../../access/identity.ts"
 import { EXPIRY_CHOICES } from "../../access/keys.ts"
 import { ReplaysGroup } from "./replays.ts"
 import { WebhooksGroup } from "./webhooks.ts"
@@ -17,7 +17,7 @@ export const ADMIN_PREFIX = "/admin/v1"
 export const ADMIN_OPENAPI_PATH = "/admin/v1/openapi.json"
 export const ADMIN_DOCS_PATH = "/admin/v1/docs"
 
-export class CurrentAdmin extends Context.Service<CurrentAdmin, Actor>()("service/admin/CurrentAdmin") {}
+export class CurrentAdmin extends Context.Service<CurrentAdmin, AdminUser>()("service/admin/CurrentAdmin") {}
 
 export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: CurrentAdmin }>()("service/admin/AdminAuth", {
   security: { adminToken: HttpApiSecurity.bearer.pipe(HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")) },

@@ -2,13 +2,12 @@
 // always scoped to the admin's own company.
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import type { Actor as WebhookActor } from "../../webhooks/context.ts"
+import { userActor, type Actor as WebhookActor } from "../../access/activity.ts"
 import { Webhooks } from "../../webhooks/service.ts"
-import type { Actor } from "../../access/identity.ts"
+import type { AdminUser } from "../../access/identity.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
 import { toHttpError } from "../http/errors.ts"
 
-export const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
 
 const ACTIVITY_LIMIT = 200
 
@@ -26,7 +25,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
       .handle("createEndpoint", ({ payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.createEndpoint(actorOf(a), { companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
+          return yield* w.createEndpoint(userActor(a), { companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("getEndpoint", ({ params }) =>
@@ -38,31 +37,31 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
       .handle("updateEndpoint", ({ params, payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.updateEndpoint(actorOf(a), { id: params.id, companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
+          return yield* w.updateEndpoint(userActor(a), { id: params.id, companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("rotateSecret", ({ params, payload }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.rotateEndpointSecret(actorOf(a), { id: params.id, companyId: a.companyId, overlap: payload?.overlap })
+          return yield* w.rotateEndpointSecret(userActor(a), { id: params.id, companyId: a.companyId, overlap: payload?.overlap })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("deleteEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          yield* w.deleteEndpoint(actorOf(a), { id: params.id, companyId: a.companyId })
+          yield* w.deleteEndpoint(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("enableEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.enableEndpoint(actorOf(a), { id: params.id, companyId: a.companyId })
+          return yield* w.enableEndpoint(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("testEndpoint", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.testEndpoint(actorOf(a), { id: params.id, companyId: a.companyId })
+          return yield* w.testEndpoint(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("endpointDeliveries", ({ params }) =>
@@ -80,7 +79,7 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
       .handle("resendDelivery", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.resendDelivery(actorOf(a), { id: params.id, companyId: a.companyId })
+          return yield* w.resendDelivery(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("listSubscriptions", () =>
@@ -92,19 +91,19 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
       .handle("disableSubscription", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.disableSubscription(actorOf(a), { id: params.id, companyId: a.companyId })
+          return yield* w.disableSubscription(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("enableSubscription", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          return yield* w.enableSubscription(actorOf(a), { id: params.id, companyId: a.companyId })
+          return yield* w.enableSubscription(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("deleteSubscription", ({ params }) =>
         Effect.gen(function* () {
           const a = yield* admin
-          yield* w.deleteSubscription(actorOf(a), { id: params.id, companyId: a.companyId })
+          yield* w.deleteSubscription(userActor(a), { id: params.id, companyId: a.companyId })
         }).pipe(Effect.mapError(toHttpError))
       )
       .handle("activity", ({ query }) =>

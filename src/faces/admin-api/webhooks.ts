@@ -3,6 +3,7 @@
 // subscriptions keys made through the API (list, turn off or on, delete) and the activity
 // log. Always the admin's own company. Added to AdminApi in definition.ts; the handlers are
 // in webhooks-handlers.ts (they need AdminApi, which imports this file).
+import { ACTIVITY_FILTERS } from "../../access/activity.ts"
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound } from "../http/errors.ts"
@@ -151,37 +152,6 @@ export const ActivityInfo = Schema.Struct({
   details: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "ActivityEntry" })
 
-/**
- * Every kind the activity log holds; the part before the dot is its family ("endpoint").
- * The filter takes a kind or a family; anything else could only match nothing, so it is
- * refused (400). Keep in step with the writers: src/access (keys, tokens), src/webhooks,
- * src/webhooks/replay/select.ts, jobs.ts, src/delivery/queries.ts (endpoint.switched_off) and
- * sql/019's trigger (endpoint.failing).
- */
-export const ACTIVITY_KINDS = [
-  "key.created",
-  "key.revoked",
-  "admin_token.created",
-  "admin_token.revoked",
-  "endpoint.created",
-  "endpoint.updated",
-  "endpoint.secret_rotated",
-  "endpoint.deleted",
-  "endpoint.enabled",
-  "endpoint.failing",
-  "endpoint.switched_off",
-  "endpoint.tested",
-  "subscription.created",
-  "subscription.disabled",
-  "subscription.enabled",
-  "subscription.deleted",
-  "delivery.resent",
-  "deliveries.replayed",
-  "deliveries.replay_cancelled"
-] as const
-
-/** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
-export const ACTIVITY_FILTERS = [...new Set(ACTIVITY_KINDS.flatMap((k) => [k.slice(0, k.indexOf(".")), k]))]
 
 const IdParam = { id: Schema.String }
 const data = <S extends Schema.Top>(item: S) => Schema.Struct({ data: Schema.Array(item) })

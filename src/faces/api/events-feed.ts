@@ -7,6 +7,7 @@
 // the event's id. A webhook body's id is the delivery's id instead (one per event and
 // destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
 // (the commit time, identical in both): one record fires one event of a kind per commit.
+import { isUuid } from "../../domain/ids.ts"
 import type postgres from "postgres"
 import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
@@ -118,11 +119,10 @@ export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: F
   return { _tag: "Body", body }
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** One event the key could see in the list; 404 otherwise (another company's, too old, not readable). */
 export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Promise<FeedAnswer> => {
-  const wanted = UUID.test(id) ? id.toLowerCase() : null
+  const wanted = isUuid(id) ? id.toLowerCase() : null
   const [row] = await sql<EventRow[]>`
     select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, undefined)}

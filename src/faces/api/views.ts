@@ -5,6 +5,7 @@
 // by change time (sort=updatedAt, for syncs) is keyset on views_changed the same way. Each
 // statement also re-checks the key (key-check.ts), so serving a request is one round trip,
 // and requests that arrive together share that round trip (batch.ts).
+import { isUuid } from "../../domain/ids.ts"
 import { randomBytes } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
 import type postgres from "postgres"
@@ -19,9 +20,7 @@ import { keyStateRelation, keyStateSql, type KeyState } from "../../access/key-c
 import { ApiPool } from "./pool.ts"
 import { DEFAULT_LIMIT, namePattern, statusesFor, type ListQuery } from "./query.ts"
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
-export const isUuid = (s: string) => UUID.test(s)
 
 /** What a list asks for once its parameters are checked: pure, testable without a database. */
 export interface ListRequest {

@@ -5,7 +5,7 @@ import { Console, Data, Effect, Layer, Option } from "effect"
 import { Flag } from "effect/cli"
 import * as Database from "../../platform/db/Database.ts"
 import type { DomainError, Reason } from "../../domain/errors.ts"
-import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../access/identity.ts"
+import { findAdmin, findCompany, withSql, type AdminUser, type Company } from "../../access/identity.ts"
 
 /** --json: print the answer as one JSON value on stdout. */
 export const json = Flag.Boolean("json").pipe(Flag.withDescription("Print the answer as one JSON value on stdout"), Flag.withDefault(false))
@@ -30,7 +30,7 @@ export const withDatabase = <A, E, R>(
   >
 
 /** The company named by --company, and the admin named by --as in it. */
-export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: Actor }, DomainError, Database.Database> =>
+export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: AdminUser }, DomainError, Database.Database> =>
   withSql(async (sql) => {
     const company = await findCompany(sql, companyRef)
     const actor = await findAdmin(sql, email, company)

@@ -1,6 +1,7 @@
 // The operator's overview (`npm run admin -- status`): capture, the outbox backlog,
 // deliveries due and failing, endpoints switched off and why, keys near expiry. Read from
 // the database only, so it works from any process while the service runs (or not).
+import { toIsoUtcOrNull } from "../../domain/time.ts"
 import type { Sql } from "postgres"
 import { captureStatus, type CaptureStatus } from "../../pipeline/capture/status.ts"
 import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
@@ -60,7 +61,6 @@ export interface OperationsStatus {
   }>
 }
 
-const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null)
 
 export const operationsStatus = async (sql: Sql, slot: string): Promise<OperationsStatus> => {
   const [capture, leader, [outbox], [d], off, keys, [now], replays] = await Promise.all([
@@ -97,7 +97,7 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
   return {
     at: now!.now.toISOString(),
     capture: { ...capture, leaderRunning: leader !== null, leader },
-    outbox: { backlog: outbox!.backlog, oldestBacklogAt: iso(outbox!.oldest), newestEventAt: iso(outbox!.newest) },
+    outbox: { backlog: outbox!.backlog, oldestBacklogAt: toIsoUtcOrNull(outbox!.oldest), newestEventAt: toIsoUtcOrNull(outbox!.newest) },
     deliveries: {
       due: d!.due,
       scheduled: d!.scheduled,
@@ -105,14 +105,14 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
       failing: d!.failing,
       held: d!.held,
       failedLast24h: d!.failed,
-      oldestDueAt: iso(d!.oldest_due)
+      oldestDueAt: toIsoUtcOrNull(d!.oldest_due)
     },
     endpointsSwitchedOff: off.map((w) => ({
       id: w.id,
       companyId: w.company_id,
       name: w.name,
       url: w.url,
-      disabledAt: iso(w.disabled_at),
+      disabledAt: toIsoUtcOrNull(w.disabled_at),
       reason: w.disabled_reason,
       held: w.held
     })),

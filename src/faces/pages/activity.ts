@@ -2,6 +2,7 @@
 // ("endpoint"), exactly as GET /admin/v1/activity?kind= answers.
 import { Effect } from "effect"
 import { HttpRouter } from "effect/http"
+import { ACTIVITY_KINDS } from "../../access/activity.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import { html, type Html } from "./html.ts"
 import { htmlResponse, page, when } from "./layout.ts"
@@ -11,27 +12,21 @@ import { signedIn } from "./request.ts"
 // The admin API's limits (src/faces/admin-api/webhooks-handlers.ts, "activity").
 const ACTIVITY_LIMIT = 200
 
-export const ACTIVITY_FAMILIES: ReadonlyArray<{ readonly family: string; readonly label: string; readonly kinds: ReadonlyArray<string> }> = [
-  { family: "key", label: "API keys", kinds: ["key.created", "key.revoked"] },
-  { family: "admin_token", label: "Admin tokens", kinds: ["admin_token.created", "admin_token.revoked"] },
-  {
-    family: "endpoint",
-    label: "Endpoints",
-    kinds: [
-      "endpoint.created",
-      "endpoint.updated",
-      "endpoint.secret_rotated",
-      "endpoint.deleted",
-      "endpoint.enabled",
-      "endpoint.failing",
-      "endpoint.switched_off",
-      "endpoint.tested"
-    ]
-  },
-  { family: "subscription", label: "Subscriptions", kinds: ["subscription.created", "subscription.disabled", "subscription.enabled", "subscription.deleted"] },
-  { family: "delivery", label: "Send Again", kinds: ["delivery.resent"] },
-  { family: "deliveries", label: "Replays", kinds: ["deliveries.replayed", "deliveries.replay_cancelled"] }
+const FAMILY_LABELS: ReadonlyArray<readonly [family: string, label: string]> = [
+  ["key", "API keys"],
+  ["admin_token", "Admin tokens"],
+  ["endpoint", "Endpoints"],
+  ["subscription", "Subscriptions"],
+  ["delivery", "Send Again"],
+  ["deliveries", "Replays"]
 ]
+
+/** The filter's choices: each family of the activity log's kinds, under its label. */
+export const ACTIVITY_FAMILIES = FAMILY_LABELS.map(([family, label]) => ({
+  family,
+  label,
+  kinds: (ACTIVITY_KINDS as ReadonlyArray<string>).filter((k) => k.startsWith(`${family}.`))
+}))
 
 const detailsOf = (details: Record<string, unknown>): Html => {
   const entries = Object.entries(details).filter(([, v]) => v !== null && v !== undefined)

@@ -3,6 +3,7 @@
 // Cancel button, and the offer Turn On makes to send what failed while an endpoint was off.
 // Every step goes through the same operations as the admin API (src/webhooks/replay/manage.ts), so
 // the rules and the messages are the same.
+import { userActor } from "../../access/activity.ts"
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
@@ -10,7 +11,6 @@ import { Database } from "../../platform/db/Database.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
-import { actorOf } from "../admin-api/webhooks-handlers.ts"
 import { replaysOf, showReplay, startReplay, stopReplay, type ReplayPlan, type ReplayRequest } from "../../webhooks/replay/manage.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formError, formatDate, htmlResponse, page, postButton, refusedPage, seeOther, when } from "./layout.ts"
@@ -284,7 +284,7 @@ const formRoutes = (kind: Kind, path: typeof PATHS.endpointReplay | typeof PATHS
           if (target === undefined) return notFoundPage(`no ${kind} ${idOf(params)}`)
           const form = replayFormOf(body)
           const start = body.get("step") === "start"
-          const actor = actorOf(session.actor)
+          const actor = userActor(session.actor)
           const r = yield* Effect.result(startReplay(actor, session.actor.companyId, "pages", requestOf(target, form, !start)))
           if (r._tag === "Failure") {
             if (r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
@@ -323,7 +323,7 @@ export const ReplaysRoutes = Layer.mergeAll(
     signedInForm((session, _body, params) =>
       Effect.gen(function* () {
         const id = idOf(params)
-        const r = yield* Effect.result(stopReplay(actorOf(session.actor), session.actor.companyId, id))
+        const r = yield* Effect.result(stopReplay(userActor(session.actor), session.actor.companyId, id))
         if (r._tag === "Failure" && r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
         yield* setFlash(
           session,

@@ -3,18 +3,19 @@
 // API (turn off or on, delete). Every change goes through the Webhooks service, exactly as
 // the admin API's handlers call it (src/faces/admin-api/webhooks-handlers.ts), so the rules and
 // the error messages are the same.
+import { isUuid } from "../../domain/ids.ts"
+import { userActor, type Actor } from "../../access/activity.ts"
 import { Effect, Layer } from "effect"
-import { HttpRouter } from "effect/http"
+import { HttpRouter, type HttpServerResponse } from "effect/http"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 import type { DeliveryView } from "../../webhooks/deliveries.ts"
 import { endpointHealth, SWITCH_OFF_AT, type EndpointView } from "../../webhooks/endpoints.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import type { SubscriptionView } from "../../webhooks/subscriptions.ts"
 import { DEFAULT_OVERLAP } from "../../webhooks/overlap.ts"
-import { Webhooks } from "../../webhooks/service.ts"
+import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
-import { actorOf } from "../admin-api/webhooks-handlers.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
@@ -294,7 +295,6 @@ const endpointFormOf = (body: URLSearchParams): EndpointForm => ({ name: body.ge
 
 const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
 const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}) =>
@@ -335,154 +335,120 @@ const flashAfter = <A, E extends DomainError>(
 
 const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
 
+/** What a form POST on one endpoint, delivery or subscription works with. */
+interface Post {
+  readonly w: WebhooksShape
+  readonly session: Session
+  readonly body: URLSearchParams
+  /** The admin, as the activity log records them. */
+  readonly actor: Actor
+  /** The item in the path, in the admin's company. */
+  readonly target: { readonly id: string; readonly companyId: string }
+}
+
+/** A signed-in form POST (same-origin and CSRF checked by signedInForm) on the item in the path. */
+const postOn = <R>(path: HttpRouter.PathInput, handle: (post: Post) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>) =>
+  HttpRouter.add(
+    "POST",
+    path,
+    signedInForm((session, body, params) =>
+      Effect.flatMap(Webhooks, (w) =>
+        handle({ w, session, body, actor: userActor(session.actor), target: { id: idOf(params), companyId: session.actor.companyId } })
+      )
+    )
+  )
+
+/** Back to the endpoint's page, with what happened as a flash. */
+const onEndpoint = <A, E extends DomainError>(
+  { session, target }: Post,
+  operation: Effect.Effect<A, E, Webhooks>,
+  success: (a: A) => Parameters<typeof setFlash>[1]
+) => flashAfter(session, operation, success, () => pathFor(PATHS.endpoint, target.id))
+
 export const WebhooksRoutes = Layer.mergeAll(
   HttpRouter.add("GET", PATHS.webhooks, signedIn((session) => showWebhooks(session))),
-  HttpRouter.add(
-    "POST",
-    PATHS.endpoints,
-    signedInForm((session, body) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const form = endpointFormOf(body)
-        const created = yield* Effect.result(
-          w.createEndpoint(actorOf(session.actor), { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
-        )
-        if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: httpMessage(created.failure), status: httpStatus(created.failure) })
-        return yield* showWebhooks(session, { created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret } })
-      })
-    )
+  postOn(PATHS.endpoints, ({ w, session, body, actor }) =>
+    Effect.gen(function* () {
+      const form = endpointFormOf(body)
+      const created = yield* Effect.result(
+        w.createEndpoint(actor, { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
+      )
+      if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: httpMessage(created.failure), status: httpStatus(created.failure) })
+      return yield* showWebhooks(session, { created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret } })
+    })
   ),
   HttpRouter.add("GET", PATHS.endpoint, signedIn((session, _request, params) => showEndpoint(session, idOf(params)))),
-  HttpRouter.add(
-    "POST",
-    PATHS.endpoint,
-    signedInForm((session, body, params) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const id = idOf(params)
-        const form = endpointFormOf(body)
-        const updated = yield* Effect.result(
-          w.updateEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
-        )
-        if (updated._tag === "Failure") {
-          if (updated.failure._tag === "NotFound") return notFoundPage(httpMessage(updated.failure))
-          return yield* showEndpoint(session, id, { form, error: httpMessage(updated.failure), status: httpStatus(updated.failure) })
-        }
-        yield* setFlash(session, { kind: "success", message: `Endpoint "${updated.success.name}" saved.` })
-        return seeOther(pathFor(PATHS.endpoint, id))
-      })
-    )
+  postOn(PATHS.endpoint, ({ w, session, body, actor, target }) =>
+    Effect.gen(function* () {
+      const form = endpointFormOf(body)
+      const updated = yield* Effect.result(w.updateEndpoint(actor, { ...target, name: form.name, url: form.url, events: form.events }))
+      if (updated._tag === "Failure") {
+        if (updated.failure._tag === "NotFound") return notFoundPage(httpMessage(updated.failure))
+        return yield* showEndpoint(session, target.id, { form, error: httpMessage(updated.failure), status: httpStatus(updated.failure) })
+      }
+      yield* setFlash(session, { kind: "success", message: `Endpoint "${updated.success.name}" saved.` })
+      return seeOther(pathFor(PATHS.endpoint, target.id))
+    })
   ),
-  HttpRouter.add(
-    "POST",
-    PATHS.endpointRotate,
-    signedInForm((session, body, params) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const id = idOf(params)
-        const overlap = body.get("overlap") ?? DEFAULT_OVERLAP
-        const rotated = yield* Effect.result(w.rotateEndpointSecret(actorOf(session.actor), { id, companyId: session.actor.companyId, overlap }))
-        if (rotated._tag === "Failure") {
-          if (rotated.failure._tag === "NotFound") return notFoundPage(httpMessage(rotated.failure))
-          return yield* showEndpoint(session, id, { rotate: { overlap, error: httpMessage(rotated.failure) }, status: httpStatus(rotated.failure) })
-        }
-        return yield* showEndpoint(session, id, { secret: rotated.success.secret })
-      })
-    )
+  postOn(PATHS.endpointRotate, ({ w, session, body, actor, target }) =>
+    Effect.gen(function* () {
+      const overlap = body.get("overlap") ?? DEFAULT_OVERLAP
+      const rotated = yield* Effect.result(w.rotateEndpointSecret(actor, { ...target, overlap }))
+      if (rotated._tag === "Failure") {
+        if (rotated.failure._tag === "NotFound") return notFoundPage(httpMessage(rotated.failure))
+        return yield* showEndpoint(session, target.id, { rotate: { overlap, error: httpMessage(rotated.failure) }, status: httpStatus(rotated.failure) })
+      }
+      return yield* showEndpoint(session, target.id, { secret: rotated.success.secret })
+    })
   ),
-  HttpRouter.add(
-    "POST",
-    PATHS.endpointDelete,
-    signedInForm((session, _body, params) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const id = idOf(params)
-        const target = { id, companyId: session.actor.companyId }
-        const existing = yield* Effect.result(w.getEndpoint(target))
-        const name = existing._tag === "Success" ? existing.success.name : id
-        return yield* flashAfter(
-          session,
-          w.deleteEndpoint(actorOf(session.actor), target),
-          () => ({ kind: "success", message: `Endpoint "${name}" deleted.` }),
-          (ok) => (ok ? PATHS.webhooks : pathFor(PATHS.endpoint, id))
-        )
-      })
-    )
+  postOn(PATHS.endpointDelete, ({ w, session, actor, target }) =>
+    Effect.gen(function* () {
+      const existing = yield* Effect.result(w.getEndpoint(target))
+      const name = existing._tag === "Success" ? existing.success.name : target.id
+      return yield* flashAfter(
+        session,
+        w.deleteEndpoint(actor, target),
+        () => ({ kind: "success", message: `Endpoint "${name}" deleted.` }),
+        (ok) => (ok ? PATHS.webhooks : pathFor(PATHS.endpoint, target.id))
+      )
+    })
   ),
-  HttpRouter.add(
-    "POST",
-    PATHS.endpointEnable,
-    signedInForm((session, _body, params) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const id = idOf(params)
-        return yield* flashAfter(
-          session,
-          w.enableEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId }),
-          (e) => ({ kind: "success", message: `Endpoint "${e.name}" is on again.` }),
-          () => pathFor(PATHS.endpoint, id)
-        )
-      })
-    )
+  postOn(PATHS.endpointEnable, (post) =>
+    onEndpoint(post, post.w.enableEndpoint(post.actor, post.target), (e) => ({ kind: "success", message: `Endpoint "${e.name}" is on again.` }))
   ),
-  HttpRouter.add(
-    "POST",
-    PATHS.endpointTest,
-    signedInForm((session, _body, params) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const id = idOf(params)
-        return yield* flashAfter(
-          session,
-          w.testEndpoint(actorOf(session.actor), { id, companyId: session.actor.companyId }),
-          (p) => ({
-            kind: p.ok ? "success" : "error",
-            message: p.ok ? `Test event delivered: the receiver answered HTTP ${p.status}.` : `Test event failed: ${p.error ?? "no answer"}.`,
-            ping: { ok: p.ok, status: p.status, durationMs: p.durationMs, error: p.error, response: p.response }
-          }),
-          () => pathFor(PATHS.endpoint, id)
-        )
-      })
-    )
+  postOn(PATHS.endpointTest, (post) =>
+    onEndpoint(post, post.w.testEndpoint(post.actor, post.target), (p) => ({
+      kind: p.ok ? "success" : "error",
+      message: p.ok ? `Test event delivered: the receiver answered HTTP ${p.status}.` : `Test event failed: ${p.error ?? "no answer"}.`,
+      ping: { ok: p.ok, status: p.status, durationMs: p.durationMs, error: p.error, response: p.response }
+    }))
   ),
-  HttpRouter.add(
-    "POST",
-    PATHS.deliveryResend,
-    signedInForm((session, body, params) =>
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const id = idOf(params)
-        const from = body.get("endpoint")
-        const back = from !== null && UUID.test(from) ? pathFor(PATHS.endpoint, from) : PATHS.webhooks
-        const r = yield* Effect.result(w.resendDelivery(actorOf(session.actor), { id, companyId: session.actor.companyId }))
-        yield* setFlash(
-          session,
-          r._tag === "Success"
-            ? { kind: "success", message: `Delivery ${r.success.id} (${r.success.event}) is being sent again now, with the same delivery id.` }
-            : { kind: "error", message: httpMessage(r.failure) }
-        )
-        return seeOther(r._tag === "Success" && r.success.endpointId !== null ? pathFor(PATHS.endpoint, r.success.endpointId) : back)
-      })
-    )
+  postOn(PATHS.deliveryResend, ({ w, session, body, actor, target }) =>
+    Effect.gen(function* () {
+      const from = body.get("endpoint")
+      const back = from !== null && isUuid(from) ? pathFor(PATHS.endpoint, from) : PATHS.webhooks
+      const r = yield* Effect.result(w.resendDelivery(actor, target))
+      yield* setFlash(
+        session,
+        r._tag === "Success"
+          ? { kind: "success", message: `Delivery ${r.success.id} (${r.success.event}) is being sent again now, with the same delivery id.` }
+          : { kind: "error", message: httpMessage(r.failure) }
+      )
+      return seeOther(r._tag === "Success" && r.success.endpointId !== null ? pathFor(PATHS.endpoint, r.success.endpointId) : back)
+    })
   ),
   ...(["disable", "enable", "delete"] as const).map((action) =>
-    HttpRouter.add(
-      "POST",
+    postOn(
       action === "disable" ? PATHS.subscriptionDisable : action === "enable" ? PATHS.subscriptionEnable : PATHS.subscriptionDelete,
-      signedInForm((session, _body, params) =>
-        Effect.gen(function* () {
-          const w = yield* Webhooks
-          const target = { id: idOf(params), companyId: session.actor.companyId }
-          const actor = actorOf(session.actor)
-          const operation =
-            action === "disable"
-              ? Effect.map(w.disableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned off.`)
-              : action === "enable"
-                ? Effect.map(w.enableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned on.`)
-                : Effect.as(w.deleteSubscription(actor, target), "Subscription deleted.")
-          return yield* flashAfter(session, operation, (message) => ({ kind: "success", message }), () => `${PATHS.webhooks}#subscriptions`)
-        })
-      )
+      ({ w, session, actor, target }) => {
+        const operation =
+          action === "disable"
+            ? Effect.map(w.disableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned off.`)
+            : action === "enable"
+              ? Effect.map(w.enableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned on.`)
+              : Effect.as(w.deleteSubscription(actor, target), "Subscription deleted.")
+        return flashAfter(session, operation, (message) => ({ kind: "success", message }), () => `${PATHS.webhooks}#subscriptions`)
+      }
     )
   )
 )

@@ -17,6 +17,9 @@ export interface DatabaseShape {
   readonly embedded: boolean
 }
 
+/** A pool or a transaction. */
+export type Tx = postgres.ISql<{}>
+
 export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
 
 export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean } = {}) =>

@@ -1,8 +1,9 @@
 // Stored replays (service.webhook_replays, sql/019) as the admin API, the pages, `status` and
 // the metrics show them, and cancelling one. Made by replay.ts, sent by replay-lane.ts.
+import { isUuid } from "../../domain/ids.ts"
 import type { Sql } from "postgres"
 import { conflict, notFound } from "../../domain/errors.ts"
-import { writeActivity, type Actor } from "../context.ts"
+import { type Actor, writeActivity } from "../../access/activity.ts"
 
 /** Notified when a replay is made or cancelled: the replay lanes look at once. */
 export const REPLAYS_CHANNEL = "service_webhook_replays"
@@ -150,12 +151,11 @@ const view = (r: Row): ReplayView => {
   }
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /** One replay; with companyId, only that company's (another's is not found). */
 export const getReplay = async (sql: Sql, input: { readonly id: string; readonly companyId?: string | undefined }): Promise<ReplayView> => {
   const id = input.id.trim().toLowerCase()
-  if (!UUID.test(id)) throw notFound(`no replay ${JSON.stringify(input.id.slice(0, 60))}`)
+  if (!isUuid(id)) throw notFound(`no replay ${JSON.stringify(input.id.slice(0, 60))}`)
   const [r] = await sql.unsafe<Row[]>(`${SELECT} where r.id = $1`, [id])
   if (!r || (input.companyId !== undefined && r.company_id !== input.companyId.toLowerCase())) throw notFound(`no replay ${id}`)
   return view(r)

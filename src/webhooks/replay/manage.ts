@@ -7,7 +7,7 @@ import type { Database } from "../../platform/db/Database.ts"
 import { ReplayRate } from "./lane.ts"
 import { replay, type ReplaySource, type ReplaySummary } from "./select.ts"
 import { cancelReplay, getReplay, listReplays, type ReplayView } from "./jobs.ts"
-import type { Actor } from "../context.ts"
+import type { Actor } from "../../access/activity.ts"
 import { at, invalid, words, type DomainError } from "../../domain/errors.ts"
 import { withSql } from "../../access/identity.ts"
 

@@ -16,11 +16,12 @@
 // attempts gets one more (the schedule is not restarted, so a replay to a receiver still
 // down counts toward switching the endpoint off again, as it should). A dry run counts the
 // same plan and stores nothing.
+import { isUuid } from "../../domain/ids.ts"
 import type { Sql } from "postgres"
 import { at, invalid, notFound, words } from "../../domain/errors.ts"
 import { isEventKind } from "../../domain/event-kinds.ts"
 import { originOf } from "../../delivery/queries.ts"
-import { writeActivity, type Actor } from "../context.ts"
+import { type Actor, writeActivity } from "../../access/activity.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
 
 export type ReplaySource = "api" | "pages" | "cli"
@@ -83,7 +84,6 @@ export interface ReplayProgress {
   readonly total: number
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const CHUNK = 2_000
 
 type Plan = { event_id: string; delivery_id: string | null; state: string | null; leased: boolean }
@@ -95,7 +95,7 @@ const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestin
   const company = input.companyId?.toLowerCase()
   if (input.endpointId !== undefined) {
     const id = input.endpointId.trim().toLowerCase()
-    if (!UUID.test(id)) throw notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
+    if (!isUuid(id)) throw notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
     const [w] = await sql.unsafe<{ company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]>(
       `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
       [id]
@@ -104,7 +104,7 @@ const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestin
     return { kind: "endpoint", id, companyId: w.company_id, url: w.url, events: w.events, on: w.enabled, createdAt: w.created_at.toISOString(), origin: w.origin }
   }
   const id = input.subscriptionId!.trim().toLowerCase()
-  if (!UUID.test(id)) throw notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
+  if (!isUuid(id)) throw notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
   const [s] = await sql.unsafe<{ company_id: string; url: string; event: string; active: boolean; created_at: Date; origin: string }[]>(
     `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
     [id]

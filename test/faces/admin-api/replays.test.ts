@@ -6,7 +6,7 @@
 // and the mistakes it refuses with a JSON error, changing nothing.
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import type { Actor } from "../../../src/access/identity.ts"
+import type { AdminUser } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { collectDatabase, makeServiceMetrics } from "../../../src/faces/ops/metrics.ts"
 import { replayWindow } from "../../../src/webhooks/replay/lane.ts"
@@ -43,7 +43,7 @@ describe("admin HTTP API: replays", () => {
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, otherToken, body)
 
   const newToken = async (company: TestCompany) => {
-    const actor: Actor = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
+    const actor: AdminUser = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
     return (await Effect.runPromise(createToken(actor, { name: "replays test", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
   }
 

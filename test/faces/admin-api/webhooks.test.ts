@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import Stripe from "stripe"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
-import type { Actor } from "../../../src/access/identity.ts"
+import type { AdminUser } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
 import { makeKey, openApiChecker, provideDb, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
@@ -83,7 +83,7 @@ describe("admin HTTP API: webhooks", () => {
   }
 
   const newToken = async (company: TestCompany) => {
-    const actor: Actor = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
+    const actor: AdminUser = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
     return (await Effect.runPromise(createToken(actor, { name: "webhooks test", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
   }
 

@@ -3,7 +3,7 @@
 // same rules and error messages as the admin API.
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type { Actor } from "../../../src/access/identity.ts"
+import type { AdminUser } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { escapeHtml } from "../../../src/faces/pages/html.ts"
 import { sha256 } from "../../../src/access/bearer-secrets.ts"
@@ -17,10 +17,10 @@ describe("admin pages over HTTP", () => {
   const db = useDatabase()
   let server: TestServer
   let acme: TestCompany
-  let admin: Actor
+  let admin: AdminUser
 
   const newToken = async (company: TestCompany = acme) => {
-    const actor: Actor = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
+    const actor: AdminUser = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
     return Effect.runPromise(createToken(actor, { name: "web test", expires: "90d" }).pipe(Effect.provide(provideDb(db))))
   }
 

@@ -6,7 +6,7 @@
 // it was off; the offer's form, its dry run, the replay and its progress page; cancel.
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import type { Actor } from "../../../src/access/identity.ts"
+import type { AdminUser } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { createHook } from "../../../src/webhooks/hooks.ts"
@@ -57,7 +57,7 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
   }
 
   beforeAll(async () => {
-    const actor: Actor = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
+    const actor: AdminUser = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
     const token = (await Effect.runPromise(createToken(actor, { name: "web replays", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
     client = webClient(server.url)
     expect((await client.signIn(token)).status).toBe(303)

@@ -4,19 +4,18 @@
 // --as <admin e-mail>; an id is always looked up within that admin's company.
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import type { Actor as WebhookActor } from "../../../webhooks/context.ts"
+import { userActor, type Actor as WebhookActor } from "../../../access/activity.ts"
 import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
-import { ACTIVITY_FILTERS } from "../../admin-api/webhooks.ts"
+import { ACTIVITY_FILTERS } from "../../../access/activity.ts"
 import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
-import { findAdmin, findCompany, withSql, type Actor, type Company } from "../../../access/identity.ts"
+import { findAdmin, findCompany, withSql, type AdminUser, type Company } from "../../../access/identity.ts"
 import { asOptional, asRequired, CheckFailed, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
 
-const actorOf = (admin: Actor): WebhookActor => ({ kind: "user", id: admin.userId, email: admin.email })
 
 const idArg = (what: string) => Argument.String("id").pipe(Argument.withDescription(what))
 
@@ -62,7 +61,7 @@ const create = Command.make(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const actor = yield* adminOf(args.as, Option.some(args.company))
-        const created = yield* w.createEndpoint(actorOf(actor), { companyId: actor.companyId, name: args.name, url: args.url, events: args.events })
+        const created = yield* w.createEndpoint(userActor(actor), { companyId: actor.companyId, name: args.name, url: args.url, events: args.events })
         yield* output(args.json, { id: created.id, secret: created.secret }, () =>
           [
             `Created webhook endpoint "${created.endpoint.name}" (${created.id}).`,
@@ -86,6 +85,18 @@ const create = Command.make(
   ])
 )
 
+/** Runs a webhook operation as the admin of --as, in their company (checked against --company when given). */
+const asAdmin = <A, E, R>(
+  args: { readonly as: string; readonly company: Option.Option<string> },
+  run: (w: WebhooksShape, actor: WebhookActor, companyId: string) => Effect.Effect<A, E, R>
+) =>
+  withWebhooks(
+    Effect.gen(function* () {
+      const admin = yield* adminOf(args.as, args.company)
+      return yield* run(yield* Webhooks, userActor(admin), admin.companyId)
+    })
+  )
+
 const update = Command.make(
   "update",
   {
@@ -98,13 +109,11 @@ const update = Command.make(
     json
   },
   (args) =>
-    withWebhooks(
+    asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const e = yield* w.updateEndpoint(actorOf(actor), {
+        const e = yield* w.updateEndpoint(actor, {
           id: args.id,
-          companyId: actor.companyId,
+          companyId,
           name: Option.getOrUndefined(args.name),
           url: Option.getOrUndefined(args.url),
           events: Option.getOrUndefined(args.events)
@@ -122,13 +131,7 @@ const onEndpoint = <E, R>(
   run: (w: WebhooksShape, actor: WebhookActor, ref: { id: string; companyId: string }, json: boolean) => Effect.Effect<void, E, R>
 ) =>
   Command.make(name, { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json }, (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        yield* run(w, actorOf(actor), { id: args.id, companyId: actor.companyId }, args.json)
-      })
-    )
+    asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }, args.json))
   ).pipe(Command.withDescription(description))
 
 const rotateSecret = Command.make(
@@ -146,11 +149,9 @@ const rotateSecret = Command.make(
     json
   },
   (args) =>
-    withWebhooks(
+    asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const r = yield* w.rotateEndpointSecret(actorOf(actor), { id: args.id, companyId: actor.companyId, overlap: Option.getOrUndefined(args.overlap) })
+        const r = yield* w.rotateEndpointSecret(actor, { id: args.id, companyId, overlap: Option.getOrUndefined(args.overlap) })
         yield* output(args.json, r, () =>
           [
             `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
@@ -226,36 +227,41 @@ const test = onEndpoint(
     )
 )
 
-const list = Command.make(
-  "list",
-  { company, as: asOptional, json },
-  (args) =>
+/** A command listing a company's webhook things: JSON with --json, else a titled table. */
+const companyListing = <A, E, R>(
+  description: string,
+  rowsOf: (w: WebhooksShape, companyId: string) => Effect.Effect<ReadonlyArray<A>, E, R>,
+  text: (company: Company) => { readonly empty: string; readonly title: string },
+  headers: ReadonlyArray<string>,
+  row: (a: A) => ReadonlyArray<string>
+) =>
+  Command.make("list", { company, as: asOptional, json }, (args) =>
     withWebhooks(
       Effect.gen(function* () {
         const w = yield* Webhooks
         const { company } = yield* optionalAdmin(args.company, args.as)
-        const endpoints = yield* w.listEndpoints({ companyId: company.id })
-        yield* output(args.json, endpoints, () =>
-          listing(
-            endpoints,
-            { empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` },
-            ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
-            () =>
-              endpoints.map((e) => [
-                e.id,
-                e.name,
-                e.url,
-                e.events.join(","),
-                e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
-                String(e.consecutiveFailures),
-                e.createdBy ?? "-",
-                when(e.createdAt)
-              ])
-          )
-        )
+        const rows = yield* rowsOf(w, company.id)
+        yield* output(args.json, rows, () => listing(rows, text(company), headers, () => rows.map(row)))
       })
     )
-).pipe(Command.withDescription("List a company's webhook endpoints: address, events, on or switched off (and why)"))
+  ).pipe(Command.withDescription(description))
+
+const list = companyListing(
+  "List a company's webhook endpoints: address, events, on or switched off (and why)",
+  (w, companyId) => w.listEndpoints({ companyId }),
+  (company) => ({ empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` }),
+  ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
+  (e) => [
+    e.id,
+    e.name,
+    e.url,
+    e.events.join(","),
+    e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
+    String(e.consecutiveFailures),
+    e.createdBy ?? "-",
+    when(e.createdAt)
+  ]
+)
 
 const endpointDeliveries = Command.make(
   "deliveries",
@@ -301,11 +307,9 @@ const resend = Command.make(
   "resend",
   { id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")), company: companyOptional, as: asRequired, json },
   (args) =>
-    withWebhooks(
+    asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const w = yield* Webhooks
-        const actor = yield* adminOf(args.as, args.company)
-        const d = yield* w.resendDelivery(actorOf(actor), { id: args.id, companyId: actor.companyId })
+        const d = yield* w.resendDelivery(actor, { id: args.id, companyId })
         yield* output(args.json, d, () => `Delivery ${d.id} (${d.event}) will be sent again at once, with the same id.`)
       })
     )
@@ -319,45 +323,30 @@ export const deliveries = Command.make("deliveries").pipe(
 // -----------------------------------------------------------------------------
 // subscriptions (made by API keys through POST /api/v1/hooks)
 
-const subscriptionsList = Command.make(
-  "list",
-  { company, as: asOptional, json },
-  (args) =>
-    withWebhooks(
-      Effect.gen(function* () {
-        const w = yield* Webhooks
-        const { company } = yield* optionalAdmin(args.company, args.as)
-        const subs = yield* w.listSubscriptions({ companyId: company.id })
-        yield* output(args.json, subs, () =>
-          listing(
-            subs,
-            {
-              empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
-              title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
-            },
-            ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
-            () => subs.map((s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)])
-          )
-        )
-      })
-    )
-).pipe(Command.withDescription("List the webhook subscriptions a company's API keys made"))
+const subscriptionsList = companyListing(
+  "List the webhook subscriptions a company's API keys made",
+  (w, companyId) => w.listSubscriptions({ companyId }),
+  (company) => ({
+    empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
+    title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
+  }),
+  ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
+  (s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)]
+)
 
 const subscriptionChange = (name: "disable" | "enable" | "delete", description: string) =>
   Command.make(
     name,
     { id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")), company: companyOptional, as: asRequired, json },
     (args) =>
-      withWebhooks(
+      asAdmin(args, (w, actor, companyId) =>
         Effect.gen(function* () {
-          const w = yield* Webhooks
-          const actor = yield* adminOf(args.as, args.company)
-          const target = { id: args.id, companyId: actor.companyId }
+          const target = { id: args.id, companyId }
           if (name === "delete") {
-            yield* w.deleteSubscription(actorOf(actor), target)
+            yield* w.deleteSubscription(actor, target)
             return yield* output(args.json, { id: args.id, deleted: true }, () => `Deleted subscription ${args.id}.`)
           }
-          const s = name === "disable" ? yield* w.disableSubscription(actorOf(actor), target) : yield* w.enableSubscription(actorOf(actor), target)
+          const s = name === "disable" ? yield* w.disableSubscription(actor, target) : yield* w.enableSubscription(actor, target)
           yield* output(args.json, s, () => `Turned ${s.active ? "on" : "off"} subscription ${s.id} (${s.event} to ${s.url}).`)
         })
       )
