@@ -4,41 +4,31 @@
 // 429 retry, sync and deletions, hooks, events, and verifyWebhook on deliveries signed by
 // the sender's own signedHeaders.
 import { randomUUID } from "node:crypto"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { SafetyRecordsClient, SafetyRecordsError, verifyWebhook, WebhookVerificationError, type Deletion, type Event } from "../../client/src/index.ts"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import { deliveryBody } from "../../src/delivery/body.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
 import { newSecret, signedHeaders } from "../../src/delivery/signature.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
-import { startServer, type TestServer } from "../support/server.ts"
+import { startServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"
-import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch, type OpenApiChecker } from "../api/helpers.ts"
+import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch } from "../support/http.ts"
+import { useReadApi } from "../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
-let db: TestDatabase
-let server: TestServer
-let checker: OpenApiChecker
+const { db, server, checker } = useReadApi({ rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
 let acme: TestCompany
 let key: string
 let checked: CheckedFetch
 let client: SafetyRecordsClient
 
 beforeAll(async () => {
-  db = await freshDatabase()
-  server = await startServer(db.url, { rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
-  const served = await request(server.url, OPENAPI_PATH)
-  checker = await openApiChecker(served.json)
   acme = await createCompany(db.sql, { name: "Acme Client" })
   key = (await makeKey(db, acme, { webhooks: true })).key
   checked = checkedFetch(checker, NEVER_MARK)
   client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checked.fetch })
-})
-afterAll(async () => {
-  await server?.close()
-  await db?.drop()
 })
 
 /** The answers the client got from here on. */

@@ -3,20 +3,14 @@
 import { it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import { afterAll, beforeAll, describe, expect } from "vitest"
+import { describe, expect } from "vitest"
 import { makeEngine } from "../../src/delivery/engine.ts"
 import { DEFAULT_RETRY_SCHEDULE, parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, sleep, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, sleep, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE

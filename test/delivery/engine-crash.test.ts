@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest"
 import { deliveryId } from "../../src/delivery/ids.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
-import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor } from "../webhooks/support.ts"
+import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor } from "../support/world.ts"
 
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
 const s = useEngineWorld()

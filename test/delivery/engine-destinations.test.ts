@@ -10,7 +10,7 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { disableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
 import { PRIVACY_CASE_FIELDS } from "../../src/domain/records/incidents.ts"
-import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../webhooks/support.ts"
+import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
 
 const s = useEngineWorld()
 

@@ -4,18 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
-import { ADMIN, deliveries, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, deliveries, startEngine, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
+const w = useWorld()
 let hung: Receiver
 beforeAll(async () => {
-  w = await startWorld()
   hung = await startHttpsReceiver()
   hung.reply("/hook", { hang: true })
 })
 afterAll(async () => {
   await hung?.close()
-  await w?.close()
 })
 
 describe("isolation", () => {

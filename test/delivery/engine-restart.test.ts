@@ -1,19 +1,13 @@
 // Durability: the schedule lives in the database, so stopping an engine and starting another
 // (or running two at once) loses nothing and sends nothing twice on purpose.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { afterEach, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, startWorld, waitFor, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
+const w = useWorld()
 afterEach(async () => {
   await w.db.sql`delete from service.webhook_endpoints`
-})
-afterAll(async () => {
-  await w?.close()
 })
 
 const endpoint = (path: string) => createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] })
@@ -58,16 +52,25 @@ describe("restart", () => {
     }
   })
 
-  it("shutdown hands back an attempt that does not finish within the grace; the next engine sends it with the same id", async () => {
-    const path = "/slow"
-    w.receiver.reply(path, { status: 200, delayMs: 2_000 })
+  /**
+   * An endpoint at `path` answering after `delayMs`, one incident, and an engine with that
+   * shutdown grace stopped while the request is at the receiver; with how long the stop took.
+   */
+  const stopWhileSending = async (path: string, delayMs: number, shutdownGraceMs: number) => {
+    w.receiver.reply(path, { status: 200, delayMs })
     const e = await endpoint(path)
-    const first = await startEngine(w.deps, { shutdownGraceMs: 200 })
+    const engine = await startEngine(w.deps, { shutdownGraceMs })
     await insertIncident(w.db.sql, w.company.id)
     await waitFor(() => at(w.receiver, path).length === 1, "the request to arrive")
     const t0 = Date.now()
-    await first.stop()
-    expect(Date.now() - t0).toBeLessThan(1_500)
+    await engine.stop()
+    return { e, stopMs: Date.now() - t0 }
+  }
+
+  it("shutdown hands back an attempt that does not finish within the grace; the next engine sends it with the same id", async () => {
+    const path = "/slow"
+    const { e, stopMs } = await stopWhileSending(path, 2_000, 200)
+    expect(stopMs).toBeLessThan(1_500)
     const [d] = await ofEndpoint(e.id)
     expect([d!.state, d!.attempts]).toEqual(["pending", 0])
     const [lease] = await w.db.sql<{ leased_by: string | null; due: boolean }[]>`
@@ -87,13 +90,7 @@ describe("restart", () => {
   })
 
   it("shutdown waits for an attempt that finishes within the grace and records it", async () => {
-    const path = "/quick"
-    w.receiver.reply(path, { status: 200, delayMs: 400 })
-    const e = await endpoint(path)
-    const engine = await startEngine(w.deps, { shutdownGraceMs: 5_000 })
-    await insertIncident(w.db.sql, w.company.id)
-    await waitFor(() => at(w.receiver, path).length === 1, "the request to arrive")
-    await engine.stop()
+    const { e } = await stopWhileSending("/quick", 400, 5_000)
     const [d] = await ofEndpoint(e.id)
     expect([d!.state, d!.attempts]).toEqual(["succeeded", 1])
   })

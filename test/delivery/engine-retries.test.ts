@@ -8,7 +8,7 @@ import { createEndpoint, enableEndpoint, getEndpoint, rotateEndpointSecret } fro
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver } from "../support/https-receiver.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useEngineWorld, waitFor, type Answered } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useEngineWorld, waitFor, type Answered } from "../support/world.ts"
 
 const dns = dnsTable({ "gone.test": ["127.0.0.1"] })
 // Each test owns its destinations and its engine (s.engine, stopped after it).

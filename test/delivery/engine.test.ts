@@ -2,24 +2,16 @@
 // receiver, through real capture, the outbox, fan-out and the engine.
 import { Effect } from "effect"
 import Stripe from "stripe"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { USER_AGENT } from "../../src/delivery/sender.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertAction, insertIncident } from "../support/app.ts"
 import { view } from "../support/capture.ts"
-import { ADMIN, at, attemptsOf, deliveries, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+import { ADMIN, at, attemptsOf, deliveries, useEngine, useWorld, waitFor } from "../support/world.ts"
 
 describe("delivery engine: the request", () => {
-  let w: World
-  let engine: RunningEngine
-  beforeAll(async () => {
-    w = await startWorld()
-    engine = await startEngine(w.deps)
-  })
-  afterAll(async () => {
-    await engine?.stop()
-    await w?.close()
-  })
+  const w = useWorld()
+  const engine = useEngine(w)
 
   it("delivers an inserted incident with every header, the view's record and a Stripe-verifiable signature", async () => {
     const { id: endpointId, secret } = await createEndpoint(w.deps, ADMIN, {

@@ -1,15 +1,11 @@
 // A delivery's id is a function of (event, destination), computed by the engine before the
 // first attempt and by the database (replay, fan-out without sending): both must agree.
 import { randomUUID } from "node:crypto"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { deliveryId } from "../../src/delivery/ids.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
-let db: TestDatabase
-beforeAll(async () => {
-  db = await freshDatabase()
-})
-afterAll(() => db?.drop())
+const db = useDatabase()
 
 describe("delivery ids", () => {
   it("the engine's and the database's agree, for endpoints and subscriptions", async () => {

@@ -1,19 +1,13 @@
 // Recording a batch of attempts: the writer takes whatever outcomes finished together, so one
 // batch can hold the 15th fully failed delivery in a row and, after it, a success.
 import { randomUUID } from "node:crypto"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { fanoutRows, recordOutcomes, type Outcome } from "../../src/delivery/queries.ts"
 import { createEndpoint, getEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, deliveries, startWorld, type World } from "../webhooks/support.ts"
+import { ADMIN, deliveries, useWorld } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 /** n deliveries to a new endpoint (no engine runs), leased to `owner` as a claim would. */
 const leased = async (n: number, owner: string) => {

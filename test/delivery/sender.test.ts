@@ -2,36 +2,16 @@
 // connection the sender makes and blocks any that is not to a loopback IP literal, so even a
 // broken guard could never send traffic off this machine.
 import { createServer as createTcpServer, type Server as TcpServer } from "node:net"
-import { createRequire } from "node:module"
 import Stripe from "stripe"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
-import { closeSenderConnections, send, USER_AGENT, type SendOptions } from "../../src/delivery/sender.ts"
+import { send, USER_AGENT, type SendOptions } from "../../src/delivery/sender.ts"
 import { newSecret, verify } from "../../src/delivery/signature.ts"
-import { startHttpsReceiver, testCerts, type Receiver } from "../support/https-receiver.ts"
+import { startHttpsReceiver, testCerts } from "../support/https-receiver.ts"
+import { useReceiver } from "../support/fixtures.ts"
+import { useLoopbackOnlyTls } from "../support/tls-guard.ts"
 
-type Connect = { host: string; port: number; servername: string | undefined }
-const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")
-const realConnect = tls.connect
-const connects: Array<Connect> = []
-const blocked: Array<Connect> = []
-
-beforeAll(() => {
-  tls.connect = ((options: { host?: string; port?: number; servername?: string }, ...rest: Array<unknown>) => {
-    const c = { host: String(options.host), port: Number(options.port), servername: options.servername }
-    if (!/^127\.\d+\.\d+\.\d+$/.test(c.host)) {
-      blocked.push(c)
-      throw new Error(`test safety net: refused to connect to ${c.host}`)
-    }
-    connects.push(c)
-    return (realConnect as (...a: Array<unknown>) => unknown)(options, ...rest)
-  }) as typeof tls.connect
-})
-
-afterAll(async () => {
-  tls.connect = realConnect
-  await closeSenderConnections()
-})
+const { connects, blocked } = useLoopbackOnlyTls()
 
 const LOOPBACK = parseAllowedNetworksOrThrow("127.0.0.0/8")
 const secret = newSecret()
@@ -54,17 +34,7 @@ const lookupTable = (answers: Record<string, ReadonlyArray<string>>) => {
   return { lookup, calls }
 }
 
-let receiver: Receiver
-beforeAll(async () => {
-  receiver = await startHttpsReceiver()
-})
-afterAll(async () => {
-  await receiver.close()
-})
-beforeEach(() => {
-  connects.length = 0
-  blocked.length = 0
-})
+const receiver = useReceiver()
 
 const opts = (extra: SendOptions = {}): SendOptions => ({ allowed: LOOPBACK, ca, timeoutMs: 5_000, ...extra })
 

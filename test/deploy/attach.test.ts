@@ -11,22 +11,17 @@ import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { setupSql } from "../../src/pipeline/capture/setup-sql.ts"
 import { ensureDemoAppSchema } from "../../src/platform/db/demo-schema.ts"
-import { runCli } from "../admin/run-cli.ts"
+import { runCli } from "../support/cli.ts"
 import { makeCompany, insertIncident } from "../support/app.ts"
 import { adminUrl, urlFor } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
+import { waitFor } from "../support/wait.ts"
 import { startService, streaming, waitForUrl } from "../support/service-process.ts"
 
-const until = async <A>(check: () => Promise<A | undefined | false>, what: string, ms = 30_000): Promise<A> => {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await check().catch(() => undefined)
-    if (v) return v
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
+/** waitFor, where a check that fails (the service not up yet) counts as not yet. */
+const until = <A>(check: () => Promise<A | undefined | false>, what: string, ms = 30_000): Promise<A> =>
+  waitFor(() => check().catch(() => undefined), what, ms, 100) as Promise<A>
 
 const withUser = (url: string, user: string, password: string) => {
   const u = new URL(url)

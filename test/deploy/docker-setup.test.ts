@@ -2,7 +2,7 @@
 // `database setup-sql --role safety_records` prints, so the two cannot drift apart.
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { runCli } from "../admin/run-cli.ts"
+import { runCli } from "../support/cli.ts"
 
 describe("deploy/docker/initdb/03-setup.sql", () => {
   it("is the printed setup SQL for the compose file's service role", async () => {

@@ -12,7 +12,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { testCerts } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
-import { ADMIN, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../webhooks/support.ts"
+import { ADMIN, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../support/world.ts"
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url))
 const hasPython = spawnSync("python3", ["--version"]).status === 0
@@ -62,13 +62,7 @@ describe.each([
     })
     child.stdout!.on("data", (d) => (output += d))
     child.stderr!.on("data", (d) => (output += d))
-    const until = async (text: string) => {
-      const deadline = Date.now() + 30_000
-      while (!output.includes(text)) {
-        if (Date.now() > deadline) throw new Error(`no "${text}" from the example; it printed:\n${output}`)
-        await new Promise((r) => setTimeout(r, 50))
-      }
-    }
+    const until = (text: string) => waitFor(() => output.includes(text), () => `"${text}" from the example; it printed:\n${output}`, 30_000, 50)
     await until("listening on https://")
 
     const incident = await insertIncident(w.db.sql, w.company.id)

@@ -1,8 +1,9 @@
 // The demo seeder fills every app table the way the app would, NEVER columns included.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { RESOURCES } from "../../src/domain/resources.ts"
 import { APP_TABLES, DEMO_HOST, seedDemoOnce, type SeedSummary } from "../../src/seed/demo.ts"
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 // Every NEVER column of app-database.md, per table.
 const NEVER: Record<string, ReadonlyArray<string>> = {
@@ -37,14 +38,12 @@ const distinct = async (db: TestDatabase, table: string, column: string) =>
   (await db.sql<{ v: string }[]>`select distinct ${db.sql(column)}::text as v from ${db.sql("app." + table)} order by 1`).map((r) => r.v)
 
 describe("demo seed", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   let summary: SeedSummary
   let ms = 0
   beforeAll(async () => {
-    db = await freshDatabase()
     ;({ summary, ms } = await seed(db))
   })
-  afterAll(() => db.drop())
 
   it("seeds everything in one go, well under 5 seconds", () => {
     expect(ms).toBeLessThan(5000)

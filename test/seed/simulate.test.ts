@@ -1,12 +1,12 @@
 // The simulator plays the app at a rate, stops when told, and its expected-events tally is
 // exactly what app-database.md's rules derive from the transactions it committed.
 import { spawnSync } from "node:child_process"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { EVENT_KINDS } from "../../src/domain/event-kinds.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import { simulate, type SimulationResult } from "../../src/seed/simulate.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { installEventOracle, oracleEvents } from "./event-oracle.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 const CREATED = {
   incidents: "incident.created",
@@ -17,7 +17,7 @@ const CREATED = {
 } as const
 
 describe("simulate", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   const rowCounts = async () => {
     const out: Record<string, number> = {}
     for (const table of Object.keys(CREATED)) {
@@ -29,14 +29,12 @@ describe("simulate", () => {
   const total = (r: SimulationResult) => Object.values(r.operations).reduce((a, b) => a + b, 0)
 
   beforeAll(async () => {
-    db = await freshDatabase()
     await seedDemo(db.sql)
     await installEventOracle(db.sql)
   })
   beforeEach(async () => {
     await db.sql`truncate oracle.log`
   })
-  afterAll(() => db.drop())
 
   it("writes rows at a steady rate for the duration, and tallies the events they fire", async () => {
     const before = await rowCounts()

@@ -17,11 +17,11 @@ import { loadServiceRoles, parseServiceRoles } from "../../src/platform/config.t
 import { operationsStatus } from "../../src/faces/ops/status.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertAction, insertIncident, makeCompany } from "../support/app.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
-import { apiKey, sample } from "../observability/support.ts"
-import { ADMIN, LOOPBACK, sleep, waitFor } from "../webhooks/support.ts"
+import { apiKey, sample } from "../support/observed.ts"
+import { ADMIN, LOOPBACK, sleep, waitFor } from "../support/world.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 const RATE_LIMIT = 60
@@ -45,7 +45,7 @@ interface Replica {
   killedAt: number | null
 }
 
-let db: TestDatabase
+const db = useDatabase()
 let receiver: Receiver
 let dir: string
 let env: Record<string, string>
@@ -124,7 +124,6 @@ const settled = async () => {
 }
 
 beforeAll(async () => {
-  db = await freshDatabase()
   receiver = await startHttpsReceiver()
   dir = mkdtempSync(join(tmpdir(), "srs-replicas-"))
   const caFile = join(dir, "ca.pem")
@@ -150,7 +149,6 @@ afterAll(async () => {
   for (const r of replicas) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
   await Promise.all(replicas.map((r) => r.exited))
   await receiver?.close()
-  await db?.drop()
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
@@ -290,7 +288,7 @@ describe("several replicas on one database", () => {
     expect(of(survivor).filter((p) => p.status !== 200)).toEqual([])
     for (const r of [first, second]) expect(of(r).filter((p) => p.at < r.killedAt! - 100 && p.status !== 200)).toEqual([])
 
-    // status names the survivor's process as the leader (test/operations/status.test.ts runs
+    // status names the survivor's process as the leader (test/faces/ops/status.test.ts runs
     // the CLI); its metrics say it leads.
     const status = await operationsStatus(db.sql, env.REPLICATION_SLOT!)
     expect(status.capture.leader).toMatchObject({ applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}` })

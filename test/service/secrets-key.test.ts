@@ -6,16 +6,16 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { keyFingerprint } from "../../src/platform/secrets/secrets-key.ts"
-import { runCli } from "../admin/run-cli.ts"
+import { runCli } from "../support/cli.ts"
 import { makeCompany } from "../support/app.ts"
-import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { freePort } from "../support/global-setup.ts"
 import { startService, waitForUrl } from "../support/service-process.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 describe("one SECRETS_KEY per database", () => {
-  let db: TestDatabase
+  const db = useDatabase()
   const dirs: string[] = []
   const children: ChildProcess[] = []
   const tempDir = () => {
@@ -26,12 +26,8 @@ describe("one SECRETS_KEY per database", () => {
   const key = randomBytes(32).toString("base64")
   const slot = `srs_key_${randomBytes(4).toString("hex")}`
 
-  beforeAll(async () => {
-    db = await freshDatabase()
-  })
   afterAll(async () => {
     for (const c of children) c.kill("SIGKILL")
-    await db?.drop()
     for (const d of dirs) rmSync(d, { recursive: true, force: true })
   })
 

@@ -4,9 +4,9 @@ import type { Sql } from "postgres"
 import { captureRun, CaptureStats, type CaptureOptions } from "../../src/pipeline/capture/run.ts"
 import { lineLogger } from "../../src/platform/logging.ts"
 import { parseLsn } from "../../src/platform/db/lsn.ts"
-import { afterAll, beforeAll } from "vitest"
 import { makeCompany } from "./app.ts"
-import { freshDatabase, type TestDatabase } from "./db.ts"
+import type { TestDatabase } from "./db.ts"
+import { useDatabase, useResource } from "./fixtures.ts"
 
 export interface RunningCapture {
   readonly stats: CaptureStats
@@ -90,21 +90,29 @@ export interface CaptureWorld {
 }
 
 /**
- * For a describe block: a fresh database with one company and capture running and caught up
- * (beforeAll), stopped and dropped afterwards. `use` receives them once they exist.
+ * Capture started, caught up (within `timeoutMs`) and stopped: a first start builds the
+ * views from the rows there (no events for those); a later one drains what was written meanwhile.
  */
-export const useCaptureWorld = (use: (world: CaptureWorld) => void) => {
-  let world: CaptureWorld | undefined
-  beforeAll(async () => {
-    const db = await freshDatabase()
-    const company = await makeCompany(db.sql)
-    const cap = startCapture(db)
-    world = { db, cap, company }
-    use(world)
-    await cap.settle()
-  })
-  afterAll(async () => {
-    await world?.cap.stop()
-    await world?.db.drop()
-  })
+export const catchUp = async (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> = {}, timeoutMs = 60_000) => {
+  const cap = startCapture(db, options)
+  await cap.settle(timeoutMs)
+  await cap.stop()
+}
+
+/** Capture running on the database (caught up before the tests start), stopped afterwards. */
+export const useCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> & { settleMs?: number } = {}): RunningCapture => {
+  const { settleMs, ...rest } = options
+  return useResource("capture", async () => {
+    const cap = startCapture(db, rest)
+    await cap.settle(settleMs)
+    return cap
+  }, (cap) => cap.stop())
+}
+
+/** For a describe block: a fresh database with one company and capture running and caught up. */
+export const useCaptureWorld = (): CaptureWorld => {
+  const db = useDatabase()
+  const company = useResource("the company", () => makeCompany(db.sql), async () => {})
+  const cap = useCapture(db)
+  return { db, cap, company }
 }

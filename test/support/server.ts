@@ -6,6 +6,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { createServer } from "node:http"
+import { AdminWebRoutes } from "../../src/faces/pages/index.ts"
 import { makeApiRoutes, type ApiSettingsShape } from "../../src/faces/routes.ts"
 import { connect, Database } from "../../src/platform/db/Database.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
@@ -43,12 +44,14 @@ export const webhooksTestLayer = (overrides: Partial<Omit<WebhookDeps, "sql">> =
     )
   )
 
+/** The read API, docs and admin API (and the admin pages with `pages`) on a free loopback port. */
 export const startServer = async (
   databaseUrl: string,
   settings: Partial<ApiSettingsShape> = {},
-  options: { readonly poolSize?: number; readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
+  options: { readonly poolSize?: number; readonly webhooks?: Partial<Omit<WebhookDeps, "sql">>; readonly pages?: boolean } = {}
 ): Promise<TestServer> => {
-  const ServerLive = HttpRouter.serve(makeApiRoutes(settings), { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
+  const routes = options.pages ? Layer.mergeAll(makeApiRoutes(settings), AdminWebRoutes) : makeApiRoutes(settings)
+  const ServerLive = HttpRouter.serve(routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
     Layer.provide(webhooksTestLayer(options.webhooks)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(databaseLayer(databaseUrl, options.poolSize)),

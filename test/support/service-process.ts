@@ -2,6 +2,7 @@
 // its exit, and polling of its HTTP endpoints. One helper for every test that starts it.
 import { spawn, type ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { waitFor } from "./wait.ts"
 
 export const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 
@@ -38,18 +39,17 @@ export const streaming = (body: Readiness) => body.capture?.streaming === true
 
 /** Polls until the URL answers 200 (and, when given, its JSON body passes `check`); returns the body. */
 export const waitForUrl = async <B = Readiness>(url: string, ms: number, check: (body: B) => boolean = () => true): Promise<B> => {
-  const deadline = Date.now() + ms
-  for (;;) {
+  const answered = await waitFor(async () => {
     try {
       const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
       if (r.ok) {
         const body = (await r.json()) as B
-        if (check(body)) return body
+        if (check(body)) return { body }
       }
     } catch {
       // not up yet
     }
-    if (Date.now() > deadline) throw new Error(`${url} did not answer within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
+    return undefined
+  }, `${url} to answer within ${ms} ms`, ms, 100)
+  return answered.body
 }

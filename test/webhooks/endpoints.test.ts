@@ -1,7 +1,7 @@
 // Admin operations on endpoints, deliveries and API-made subscriptions, with the activity
 // log, the test ping, the delivery log and retention.
 import Stripe from "stripe"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { endpointSecretContext } from "../../src/platform/db/channels.ts"
 import { purgeOld } from "../../src/delivery/queries.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
@@ -12,15 +12,9 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { withEngine, ADMIN, at, deliveries, failure, makeKey, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 const create = (fields: Partial<{ companyId: string; name: string; url: string; events: ReadonlyArray<string> | string }> = {}) =>
   createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Receiver", url: w.receiver.url("/e"), events: ["incident.created"], ...fields })
@@ -241,15 +235,18 @@ describe("subscriptions on the webhooks page", () => {
 })
 
 describe("retention", () => {
-  it("purges deliveries and attempts older than 30 days, and the engine runs it by itself", async () => {
-    const e = await create({ url: w.receiver.url("/old") })
-    const engine = await startEngine(w.deps)
-    try {
+  /** An endpoint at `path` with three deliveries made to it, by an engine run for them. */
+  const threeDelivered = async (path: string) => {
+    const e = await create({ url: w.receiver.url(path) })
+    await withEngine(w.deps, {}, async () => {
       for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
       await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3, "3 deliveries")
-    } finally {
-      await engine.stop()
-    }
+    })
+    return e
+  }
+
+  it("purges deliveries and attempts older than 30 days, and the engine runs it by itself", async () => {
+    const e = await threeDelivered("/old")
     const ids = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id).map((d) => d.id)
     await w.db.sql`update service.webhook_deliveries set created_at = now() - interval '31 days' where id = ${ids[0]!}`
     // An attempt made 31 days ago, before the one the row holds (a delivery's latest attempt lives in its row).
@@ -273,14 +270,7 @@ describe("retention", () => {
   })
 
   it("purges outbox events older than 30 days once fan-out has passed them, keeping those a newer delivery points at", async () => {
-    const e = await create({ url: w.receiver.url("/old-events") })
-    const engine = await startEngine(w.deps)
-    try {
-      for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
-      await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3, "3 deliveries")
-    } finally {
-      await engine.stop()
-    }
+    const e = await threeDelivered("/old-events")
     const rows = await w.db.sql<{ id: string; event_id: string }[]>`
       select id::text, event_id::text from service.webhook_deliveries where endpoint_id = ${e.id} order by created_at`
     const [old, replayed, recent] = rows.map((r) => r.event_id)

@@ -1,19 +1,18 @@
 // Who gets an event (spec 1.5, 1.6, 3.2; issue rule 3): endpoints that chose it and are on;
 // subscriptions whose key is active and can still read the record, whose module is on and
 // whose company's API is on; nothing at all for a company that is not on the Company tier.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { disableSubscription, enableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, deliveries, fanoutNow, makeKey, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, deliveries, fanoutNow, makeKey, startEngine, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
+const w = useWorld()
 let endpointId: string
 let keyId: string
 let subscriptionId: string
 beforeAll(async () => {
-  w = await startWorld()
   endpointId = (await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ep", url: w.receiver.url("/ep"), events: ["incident.created"] })).id
 })
 beforeEach(async () => {
@@ -23,9 +22,6 @@ beforeEach(async () => {
   await w.cap.settle()
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
   subscriptionId = (await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })).subscription.id
-})
-afterAll(async () => {
-  await w?.close()
 })
 
 /** Commits an incident, lets capture write its event, fans it out, and returns who got it. */

@@ -1,20 +1,16 @@
 // /api/v1/hooks underneath the HTTP layer: the six rules of spec 4.1 and the 2.4 shape.
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import type { DomainError } from "../../src/domain/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
-import { answered, failure, makeKey, startWorld, type World } from "./support.ts"
+import { answered, failure, makeKey, useWorld } from "../support/world.ts"
 
-let w: World
+const w = useWorld()
 let key: HookKey
 beforeAll(async () => {
-  w = await startWorld()
   key = { keyId: await makeKey(w.db.sql, w.company.id, { scopes: ["incidents", "corrective-actions"] }), companyId: w.company.id }
-})
-afterAll(async () => {
-  await w?.close()
 })
 
 const hook = (url: string, event = "incident.created", k: HookKey = key, deps: WebhookDeps = w.deps) => createHook(deps, k, { url, event })

@@ -17,7 +17,7 @@ import { createEndpoint, getEndpoint, rotateEndpointSecret } from "../../src/web
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
 import type { RecordedRequest } from "../support/https-receiver.ts"
-import { ADMIN, at, failure, startEngine, useEngineWorld, waitFor } from "./support.ts"
+import { ADMIN, at, failure, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
 
 const state = useEngineWorld()
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Cause, ConfigProvider, Context, Effect, Exit, Layer, Option, Scope } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { Database } from "../../src/platform/db/Database.ts"
 import { DeliveryEngine } from "../../src/delivery/engine.ts"
 import { DeliveryLive } from "../../src/delivery/layer.ts"
@@ -13,15 +13,9 @@ import { Forbidden, type DomainError } from "../../src/domain/errors.ts"
 import { httpStatus } from "../../src/faces/http/errors.ts"
 import { Webhooks, WebhooksLive, webhooksLayer } from "../../src/webhooks/service.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, makeKey, startWorld, waitFor, type World } from "./support.ts"
+import { ADMIN, at, makeKey, useWorld, waitFor } from "../support/world.ts"
 
-let w: World
-beforeAll(async () => {
-  w = await startWorld()
-})
-afterAll(async () => {
-  await w?.close()
-})
+const w = useWorld()
 
 describe("Webhooks service", () => {
   it("fails with a typed DomainError the HTTP faces answer with its status, and succeeds with the value", async () => {
@@ -45,13 +39,7 @@ describe("Webhooks service", () => {
 describe("DeliveryLive and WebhooksLive from configuration", () => {
   // A database of its own: the one above holds a secret under the world's key, which this
   // key made under DATA_DIR would rightly be refused for (issue 13.7).
-  let w: World
-  beforeAll(async () => {
-    w = await startWorld()
-  })
-  afterAll(async () => {
-    await w?.close()
-  })
+  const w = useWorld()
 
   it("read WEBHOOK_* and the secrets key, share it, and deliver", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "srs-webhooks-"))

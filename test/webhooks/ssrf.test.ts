@@ -2,22 +2,16 @@
 // subscription is made and again before every delivery. A spy on tls.connect records every
 // connection and blocks any that is not to loopback, so a broken guard could never reach
 // another machine; the live receiver on 127.0.0.1 would show any loopback leak.
-import { createRequire } from "node:module"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { Lookup } from "../../src/delivery/address-guard.ts"
-import { closeSenderConnections } from "../../src/delivery/sender.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, startWorld, waitFor, type World } from "./support.ts"
+import { useLoopbackOnlyTls } from "../support/tls-guard.ts"
+import { withEngine, ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
 
-type Connect = { host: string; port: number }
-const tls = createRequire(import.meta.url)("node:tls") as typeof import("node:tls")
-const realConnect = tls.connect
-const connects: Array<Connect> = []
-const blocked: Array<Connect> = []
 
 const dns = dnsTable({
   localhost: ["127.0.0.1"],
@@ -38,29 +32,13 @@ const lookup: Lookup = async (host) => {
   return answerTtl === undefined ? answers : answers.map((a) => ({ ...a, ttl: answerTtl }))
 }
 
-let w: World
+const w = useWorld({ lookup })
+const { connects, blocked } = useLoopbackOnlyTls()
 let keyId: string
 beforeAll(async () => {
-  tls.connect = ((options: { host?: string; port?: number }, ...rest: Array<unknown>) => {
-    const c = { host: String(options.host), port: Number(options.port) }
-    if (!/^127\.\d+\.\d+\.\d+$/.test(c.host)) {
-      blocked.push(c)
-      throw new Error(`test safety net: refused to connect to ${c.host}`)
-    }
-    connects.push(c)
-    return (realConnect as (...a: Array<unknown>) => unknown)(options, ...rest)
-  }) as typeof tls.connect
-  w = await startWorld({ lookup })
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
 })
-afterAll(async () => {
-  tls.connect = realConnect
-  await closeSenderConnections()
-  await w?.close()
-})
 beforeEach(async () => {
-  connects.length = 0
-  blocked.length = 0
   await w.db.sql`delete from service.webhook_endpoints`
 })
 
@@ -200,19 +178,21 @@ describe("before every delivery", () => {
     }
   }, 30_000)
 
-  it("refuses at delivery an address the running configuration does not allow", async () => {
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] })
-    const engine = await startEngine({ ...w.deps, allowed: [] }, { retrySchedule: "1h" })
-    try {
+  /** One incident, and its delivery to the endpoint once attempted, by an engine run for it (one attempt per delivery). */
+  const firstAttempt = (deps: WebhookDeps, endpointId: string) =>
+    withEngine(deps, { retrySchedule: "1h" }, async () => {
       await insertIncident(w.db.sql, w.company.id)
       const [d] = await waitFor(async () => {
-        const all = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === e.id && x.attempts === 1)
+        const all = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === endpointId && x.attempts === 1)
         return all.length === 1 ? all : null
       }, "the attempt")
-      expect(d!.last_error).toBe("refused: 127.0.0.1 is not a public address (loopback)")
-    } finally {
-      await engine.stop()
-    }
+      return d!
+    })
+
+  it("refuses at delivery an address the running configuration does not allow", async () => {
+    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] })
+    const d = await firstAttempt({ ...w.deps, allowed: [] }, e.id)
+    expect(d.last_error).toBe("refused: 127.0.0.1 is not a public address (loopback)")
     expect(at(w.receiver, "/loop")).toHaveLength(0)
     expect(connects).toEqual([])
   })
@@ -220,18 +200,9 @@ describe("before every delivery", () => {
   it("never follows a redirect, here to the metadata service", async () => {
     w.receiver.reply("/redir", { redirect: "https://169.254.169.254/latest/meta-data/" })
     const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "redir", url: w.receiver.url("/redir"), events: ["incident.created"] })
-    const engine = await startEngine(w.deps, { retrySchedule: "1h" })
-    try {
-      await insertIncident(w.db.sql, w.company.id)
-      const [d] = await waitFor(async () => {
-        const all = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === e.id && x.attempts === 1)
-        return all.length === 1 ? all : null
-      }, "the attempt")
-      expect(d!.last_status).toBe(302)
-      expect(d!.last_error).toBe("redirect 302 to https://169.254.169.254/latest/meta-data/ (not followed)")
-    } finally {
-      await engine.stop()
-    }
+    const d = await firstAttempt(w.deps, e.id)
+    expect(d.last_status).toBe(302)
+    expect(d.last_error).toBe("redirect 302 to https://169.254.169.254/latest/meta-data/ (not followed)")
     expect(at(w.receiver, "/redir")).toHaveLength(1)
     expect(connects.every((c) => c.host === "127.0.0.1")).toBe(true)
     expect(blocked).toEqual([])

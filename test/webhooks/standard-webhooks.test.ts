@@ -13,7 +13,7 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
 import type { RecordedRequest } from "../support/https-receiver.ts"
-import { ADMIN, at, makeKey, startEngine, useEngineWorld, waitFor } from "./support.ts"
+import { ADMIN, at, makeKey, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
 
 const state = useEngineWorld()
 

@@ -1,0 +1,141 @@
+// The admin HTTP API (/admin/v1) with admin tokens the CLI issues: the same operations as
+// the CLI, JSON errors, and tokens that stop working when revoked or when their user is no
+// longer an admin. Every answer is checked against /admin/v1/openapi.json.
+import { beforeAll, describe, expect, it } from "vitest"
+import { RESOURCES } from "../../../src/domain/resources.ts"
+import { openApiChecker, request, type OpenApiChecker, caller } from "../../support/http.ts"
+import { createCompany, type TestCompany } from "../../support/views.ts"
+import { runCli } from "../../support/cli.ts"
+import { useDatabase, useServer } from "../../support/fixtures.ts"
+
+describe("admin HTTP API", () => {
+  const db = useDatabase()
+  const server = useServer(db)
+  let checker: OpenApiChecker
+  let acme: TestCompany
+  let token: string
+  let tokenId: string
+
+  const call = caller(() => server.url, () => checker)
+
+  beforeAll(async () => {
+    checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
+    acme = await createCompany(db.sql, { name: "Acme Safety" })
+    const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "ci", "--json"], { DATABASE_URL: db.url })
+    expect(r.code).toBe(0)
+    ;({ id: tokenId, token } = JSON.parse(r.stdout))
+    expect(token).toMatch(/^mat_/)
+  })
+
+  it("401 without a token or with a wrong one", async () => {
+    for (const t of [undefined, "mat_nope", "mk_" + "a".repeat(43)]) {
+      const a = await call("GET", "/admin/v1/keys", t === undefined ? {} : { token: t })
+      expect(a.status).toBe(401)
+    }
+  })
+
+  it("who am I", async () => {
+    const a = await call("GET", "/admin/v1", { token })
+    expect(a.status).toBe(200)
+    expect(a.json).toEqual({
+      company: { id: acme.id, name: "Acme Safety", host: acme.host },
+      admin: { id: acme.adminId, email: acme.adminEmail, name: "Ada Admin" }
+    })
+  })
+
+  it("creates, lists, shows and revokes keys; the read API follows", async () => {
+    const created = await call("POST", "/admin/v1/keys", { token, body: { name: "Tableau", read: ["incidents", "audits"], expires: "1y" } })
+    expect(created.status).toBe(201)
+    expect(created.json).toMatchObject({ name: "Tableau", scopes: ["incidents", "audits"], webhooks: false, companyId: acme.id })
+    expect(created.json.key).toMatch(/^mk_/)
+    expect((await request(server.url, "/api/v1", { key: created.json.key })).status).toBe(200)
+    const all = await call("POST", "/admin/v1/keys", { token, body: { name: "Everything", read: "all", webhooks: true } })
+    expect(all.json.scopes).toEqual([...RESOURCES])
+    expect(all.json.expiresAt).toBeNull()
+
+    const list = await call("GET", "/admin/v1/keys", { token })
+    expect(list.json.data.map((k: { name: string }) => k.name)).toEqual(["Everything", "Tableau"])
+    expect(list.json.data[1]).toMatchObject({ createdBy: acme.adminEmail, state: "active" })
+    // Tableau's one request may or may not be flushed yet (usage is written every few seconds); Everything made none.
+    expect(list.json.data[0]).toMatchObject({ requestCount: 0 })
+    expect(JSON.stringify(list.json)).not.toContain(created.json.key)
+
+    const one = await call("GET", `/admin/v1/keys/${created.json.id}`, { token })
+    expect(one.json.name).toBe("Tableau")
+
+    const revoked = await call("POST", `/admin/v1/keys/${created.json.id}/revoke`, { token })
+    expect(revoked.status).toBe(200)
+    expect(revoked.json).toMatchObject({ state: "revoked", revokedBy: acme.adminEmail })
+    expect((await request(server.url, "/api/v1", { key: created.json.key })).status).toBe(401)
+    const twice = await call("POST", `/admin/v1/keys/${created.json.id}/revoke`, { token })
+    expect(twice.status).toBe(409)
+    const kinds = await db.sql<{ kind: string }[]>`select kind from service.activity where subject_id = ${created.json.id} order by id`
+    expect(kinds.map((k) => k.kind)).toEqual(["key.created", "key.revoked"])
+  })
+
+  it("400 for a bad body, 404 for another company's or an unknown key, 405 for other methods", async () => {
+    for (const body of [{}, { name: "x" }, { name: "x", read: ["nope"] }, { name: "x", read: "all", expires: "2d" }, { name: "", read: "all" }, "{not json"]) {
+      const a = await call("POST", "/admin/v1/keys", { token, body })
+      expect(a.status, JSON.stringify(body)).toBe(400)
+    }
+    const them = await createCompany(db.sql)
+    const r = await runCli(["keys", "create", "--company", them.host, "--name", "theirs", "--read", "all", "--as", them.adminEmail, "--json"], { DATABASE_URL: db.url })
+    const theirs = JSON.parse(r.stdout).id
+    for (const path of [`/admin/v1/keys/${theirs}`, "/admin/v1/keys/00000000-0000-4000-8000-000000000000", "/admin/v1/keys/nope"]) {
+      expect((await call("GET", path, { token })).status).toBe(404)
+    }
+    expect((await call("POST", `/admin/v1/keys/${theirs}/revoke`, { token })).status).toBe(404)
+    // a body that is not JSON: 400 in the error shape too
+    const form = await request(server.url, "/admin/v1/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" },
+      body: "name=x&read=all"
+    })
+    expect(form.status).toBe(400)
+    expect(form.json).toEqual({ error: "invalid request body: send JSON with Content-Type: application/json (got application/x-www-form-urlencoded)" })
+    checker.check("POST", "/admin/v1/keys", form)
+    const wrong = await request(server.url, "/admin/v1/keys", { method: "DELETE", headers: { authorization: `Bearer ${token}` } })
+    expect(wrong.status).toBe(405)
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD, POST")
+  })
+
+  it("409 for the 21st active key", async () => {
+    const c = await createCompany(db.sql)
+    const t = JSON.parse((await runCli(["tokens", "create", "--as", c.adminEmail, "--json"], { DATABASE_URL: db.url })).stdout).token
+    for (let i = 0; i < 20; i++) {
+      const a = await call("POST", "/admin/v1/keys", { token: t, body: { name: `k${i}`, read: "all" } })
+      expect(a.status).toBe(201)
+    }
+    const refused = await call("POST", "/admin/v1/keys", { token: t, body: { name: "k21", read: "all" } })
+    expect(refused.status).toBe(409)
+    expect(refused.json.error).toMatch(/already has 20 active API keys/)
+  })
+
+  it("tokens: listed, revoked, and refused once their user is no longer an admin", async () => {
+    const list = await call("GET", "/admin/v1/tokens", { token })
+    expect(list.json.data[0]).toMatchObject({ id: tokenId, name: "ci", userEmail: acme.adminEmail, state: "active" })
+    const cliList = await runCli(["tokens", "list", "--company", acme.host, "--json"], { DATABASE_URL: db.url })
+    expect(JSON.parse(cliList.stdout)[0].id).toBe(tokenId)
+
+    const second = JSON.parse((await runCli(["tokens", "create", "--as", acme.adminEmail, "--json"], { DATABASE_URL: db.url })).stdout)
+    expect((await call("POST", `/admin/v1/tokens/${second.id}/revoke`, { token })).status).toBe(200)
+    expect((await call("GET", "/admin/v1/keys", { token: second.token })).status).toBe(401)
+
+    await db.sql`update app.users set role = 'member' where id = ${acme.adminId}`
+    try {
+      const a = await call("GET", "/admin/v1/keys", { token })
+      expect(a.status).toBe(401)
+      expect(a.json.error).toMatch(/no longer an admin/)
+    } finally {
+      await db.sql`update app.users set role = 'admin' where id = ${acme.adminId}`
+    }
+    const revoked = await runCli(["tokens", "revoke", tokenId, "--as", acme.adminEmail, "--json"], { DATABASE_URL: db.url })
+    expect(revoked.code).toBe(0)
+    expect((await call("GET", "/admin/v1/keys", { token })).status).toBe(401)
+  })
+
+  it("the admin document validates and the docs page is served", async () => {
+    expect(checker.document.openapi).toBe("3.1.0")
+    expect((await request(server.url, "/admin/v1/docs")).status).toBe(200)
+  })
+})

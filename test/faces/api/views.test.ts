@@ -1,0 +1,118 @@
+// Requests read by one statement (src/faces/api/batch.ts, src/faces/api/views.ts): started together,
+// they share a batch, and each must still get exactly its own answer: its key's refusal,
+// its company's records, its resource, its filters, its page.
+import { Effect, Exit, Layer, Schema, Scope } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { revokeKey } from "../../../src/access/keys.ts"
+import type { CurrentKeyShape } from "../../../src/faces/api/current-key.ts"
+import { ApiPool } from "../../../src/faces/api/pool.ts"
+import { ApiSettings } from "../../../src/faces/api/settings.ts"
+import { Views, type Served } from "../../../src/faces/api/views.ts"
+import { BASE_QUERY } from "../../../src/faces/api/query.ts"
+import type { Resource } from "../../../src/domain/resources.ts"
+import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
+import { makeKey, provideDb } from "../../support/http.ts"
+import { useDatabase } from "../../support/fixtures.ts"
+
+/** A list query as the endpoint decodes it (a number, canonical timestamps). */
+const listQuery = Schema.decodeUnknownSync(Schema.Struct(BASE_QUERY))
+
+const T0 = Date.parse("2026-05-01T12:00:00.000Z")
+
+describe("requests read together", () => {
+  const db = useDatabase()
+  let acme: TestCompany
+  let other: TestCompany
+  const seeded = new Map<string, ReadonlyArray<StoredRecord>>()
+  let run: <A, E>(effect: Effect.Effect<A, E, Views>) => Promise<A>
+  let close: () => Promise<void>
+
+  beforeAll(async () => {
+    acme = await createCompany(db.sql, { name: "Acme Safety" })
+    other = await createCompany(db.sql, { name: "Other Co" })
+    for (const r of ["incidents", "workers"] as const) {
+      seeded.set(`acme ${r}`, await seedRecords(db.sql, r, acme.id, 12, { newest: new Date(T0), stepMillis: 3_600_000 }))
+    }
+    seeded.set("other incidents", await seedRecords(db.sql, "incidents", other.id, 3, { newest: new Date(T0) }))
+    const layer = Views.layer.pipe(Layer.provideMerge(ApiPool.layer), Layer.provide(ApiSettings.layer({})), Layer.provide(provideDb(db)))
+    // The service with its pool, kept for the whole suite.
+    const scope = Effect.runSync(Scope.make())
+    const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
+    run = (effect) => Effect.runPromise(Effect.provide(effect, context))
+    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
+  })
+  afterAll(async () => {
+    await close?.()
+  })
+
+  const keyOf = async (company: TestCompany, scopes?: ReadonlyArray<Resource>): Promise<CurrentKeyShape & { readonly id: string }> => {
+    const k = await makeKey(db, company, scopes === undefined ? {} : { scopes })
+    return { id: k.id, keyId: k.id, keyName: "test key", companyId: company.id, companyName: "", expiresAt: null, webhooks: false, scopes: new Set(), modules: new Set(), readable: [], host: undefined }
+  }
+
+  const text = (served: Served | undefined) => (served?._tag === "Body" ? Buffer.from(served.body).toString("utf8") : served)
+  const ids = (served: Served | undefined) => (served?._tag === "Body" ? JSON.parse(Buffer.from(served.body).toString("utf8")).data.map((r: { id: string }) => r.id) : served)
+
+  it("gets and lists of several keys, companies, resources and filters in one batch", async () => {
+    const mine = await keyOf(acme)
+    const theirs = await keyOf(other)
+    const revoked = await keyOf(acme)
+    await Effect.runPromise(
+      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(Effect.provide(provideDb(db)))
+    )
+    const incidents = seeded.get("acme incidents")!
+    const workers = seeded.get("acme workers")!
+    const theirIncidents = seeded.get("other incidents")!
+    const next = JSON.parse(text(await run(Effect.flatMap(Effect.service(Views), (v) => v.list(mine, "incidents", listQuery({ limit: "5" }))))) as string).nextCursor
+    const [gets, lists] = await run(
+      Effect.flatMap(Effect.service(Views), (v) =>
+        Effect.all(
+          [
+            Effect.all(
+              [
+                v.get(mine, "incidents", incidents[0]!.id),
+                v.get(mine, "workers", workers[1]!.id),
+                v.get(mine, "workers", incidents[2]!.id),
+                v.get(theirs, "incidents", incidents[0]!.id),
+                v.get(theirs, "incidents", theirIncidents[1]!.id),
+                v.get(revoked, "incidents", incidents[1]!.id)
+              ],
+              { concurrency: "unbounded" }
+            ),
+            Effect.all(
+              [
+                v.list(mine, "incidents", listQuery({ limit: "5" })),
+                v.list(mine, "incidents", listQuery({ limit: "5", cursor: next })),
+                v.list(mine, "incidents", listQuery({ createdBefore: incidents[9]!.createdAt })),
+                v.list(mine, "incidents", listQuery({ createdAfter: incidents[3]!.createdAt })),
+                v.list(mine, "workers", listQuery({ limit: "3" })),
+                v.list(theirs, "incidents", {}),
+                v.list(revoked, "workers", {})
+              ],
+              { concurrency: "unbounded" }
+            )
+          ],
+          { concurrency: "unbounded" }
+        )
+      )
+    )
+    expect(gets.map(text)).toEqual([
+      `{"data":${incidents[0]!.body}}`,
+      `{"data":${workers[1]!.body}}`,
+      undefined,
+      undefined,
+      `{"data":${theirIncidents[1]!.body}}`,
+      { _tag: "Refused", state: "revoked" }
+    ])
+    const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) => records.slice(from, to).map((r) => r.id)
+    expect(lists.map(ids)).toEqual([
+      page(incidents, 0, 5),
+      page(incidents, 5, 10),
+      page(incidents, 10, 12),
+      page(incidents, 0, 3),
+      page(workers, 0, 3),
+      page(theirIncidents, 0, 3),
+      { _tag: "Refused", state: "revoked" }
+    ])
+  })
+})

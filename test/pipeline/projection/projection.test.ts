@@ -1,0 +1,113 @@
+// Views through the real stream: children and referenced rows re-project their parents,
+// privacy cases hide their fields, and no NEVER value reaches a view, the mirror or the outbox.
+import { describe, expect, it } from "vitest"
+import { NEVER_COLUMNS } from "../../../src/domain/records/index.ts"
+import { seedDemo } from "../../../src/seed/demo.ts"
+import { simulate } from "../../../src/seed/simulate.ts"
+import { insertIncident } from "../../support/app.ts"
+import { useCaptureWorld, view } from "../../support/capture.ts"
+
+describe("projection through the stream", () => {
+  const { db, cap, company } = useCaptureWorld()
+
+  it("an inspection shows its equipment and the site's name, and follows renames", async () => {
+    const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'Harbour') returning id::text`
+    const [eq] = await db.sql<{ id: string }[]>`
+      insert into app.equipment (company_id, name, identifier, category, job_site_id, qr_code)
+      values (${company.id}, 'Forklift 2', 'FL-2', 'vehicle', ${site!.id}, 'NEVER-qr') returning id::text`
+    const [ins] = await db.sql<{ id: string }[]>`
+      insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome, signature)
+      values (${company.id}, ${eq!.id}, 'Pre-use', 'Jo', '2026-05-01T08:00:00Z', 'pass', 'NEVER-sig') returning id::text`
+    await cap.settle()
+    expect(await view(db.sql, "inspections", ins!.id)).toEqual({
+      id: ins!.id,
+      equipment: { id: eq!.id, name: "Forklift 2", identifier: "FL-2", category: "vehicle", jobSite: "Harbour" },
+      checklist: "Pre-use",
+      performedBy: "Jo",
+      performedAt: "2026-05-01T08:00:00.000Z",
+      outcome: "pass",
+      notes: null,
+      items: [],
+      createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    })
+    await db.sql`update app.job_sites set name = 'Harbour East' where id = ${site!.id}`
+    await cap.settle()
+    expect(((await view(db.sql, "inspections", ins!.id))?.equipment as { jobSite: string }).jobSite).toBe("Harbour East")
+    expect((await view(db.sql, "job-sites", site!.id))?.name).toBe("Harbour East")
+    await db.sql`update app.equipment set name = 'Forklift 2B' where id = ${eq!.id}`
+    await cap.settle()
+    expect(((await view(db.sql, "inspections", ins!.id))?.equipment as { name: string }).name).toBe("Forklift 2B")
+    await db.sql`insert into app.inspection_items (inspection_id, position, item, result) values (${ins!.id}, 1, 'Horn', 'pass')`
+    await cap.settle()
+    expect((await view(db.sql, "inspections", ins!.id))?.items).toEqual([{ item: "Horn", result: "pass", note: null }])
+  })
+
+  it("audit items, acknowledgements and subcontractor documents re-project their parents", async () => {
+    const [a] = await db.sql<{ id: string }[]>`insert into app.audits (company_id, title, performed_at) values (${company.id}, 'Q2 audit', now()) returning id::text`
+    const [item] = await db.sql<{ id: string }[]>`insert into app.audit_items (audit_id, position, item, result) values (${a!.id}, 1, 'Exits', 'pass') returning id::text`
+    const [p] = await db.sql<{ id: string }[]>`insert into app.policies (company_id, title, status) values (${company.id}, 'PPE policy', 'published') returning id::text`
+    const [s] = await db.sql<{ id: string }[]>`insert into app.subcontractors (company_id, name, contact_phone) values (${company.id}, 'Sparks Ltd', 'NEVER-phone') returning id::text`
+    await cap.settle()
+    expect((await view(db.sql, "subcontractors", s!.id))?.documentStatus).toBe("missing")
+    await db.sql`update app.audit_items set result = 'fail', note = 'blocked' where id = ${item!.id}`
+    await db.sql`insert into app.policy_acknowledgements (policy_id) values (${p!.id}), (${p!.id})`
+    const [d] = await db.sql<{ id: string }[]>`insert into app.subcontractor_documents (subcontractor_id, kind, status) values (${s!.id}, 'insurance', 'approved') returning id::text`
+    await cap.settle()
+    expect((await view(db.sql, "audits", a!.id))?.items).toEqual([{ id: item!.id, item: "Exits", result: "fail", note: "blocked" }])
+    expect((await view(db.sql, "policies", p!.id))?.acknowledgementCount).toBe(2)
+    expect((await view(db.sql, "subcontractors", s!.id))?.documentStatus).toBe("compliant")
+    await db.sql`update app.subcontractor_documents set status = 'expired' where id = ${d!.id}`
+    await db.sql`delete from app.policy_acknowledgements where policy_id = ${p!.id} and ctid = (select min(ctid) from app.policy_acknowledgements where policy_id = ${p!.id})`
+    await db.sql`delete from app.audit_items where id = ${item!.id}`
+    await cap.settle()
+    expect((await view(db.sql, "subcontractors", s!.id))?.documentStatus).toBe("non_compliant")
+    expect((await view(db.sql, "policies", p!.id))?.acknowledgementCount).toBe(1)
+    expect((await view(db.sql, "audits", a!.id))?.items).toEqual([])
+  })
+
+  it("a privacy case hides the person, location, description, body part and injury type", async () => {
+    const id = await insertIncident(db.sql, company.id, {
+      privacy_case: true,
+      person_name: "Jane Doe",
+      body_part: "hand",
+      injury_type: "laceration",
+      location: "Bay 4",
+      description: "Cut on sheet metal"
+    })
+    await cap.settle()
+    const v = await view(db.sql, "incidents", id)
+    expect(v).toMatchObject({ privacyCase: true, personName: null, workerId: null, location: null, description: null, bodyPart: null, injuryType: null })
+    await db.sql`update app.incidents set privacy_case = false where id = ${id}`
+    await cap.settle()
+    expect((await view(db.sql, "incidents", id))?.personName).toBe("Jane Doe")
+  })
+
+  it("no NEVER value reaches a view, the mirror or an event payload", async () => {
+    await seedDemo(db.sql)
+    // Every NEVER column of every row holds a marker before and while the app keeps writing.
+    for (const [table, cols] of Object.entries(NEVER_COLUMNS)) {
+      for (const col of cols) {
+        const [column] = await db.sql<{ type: string }[]>`
+          select data_type as type from information_schema.columns where table_schema = 'app' and table_name = ${table} and column_name = ${col}`
+        const type = column!.type
+        const marker = `NEVER-marker-${table}-${col}`
+        await db.sql.unsafe(`update app.${table} set ${col} = ${type === "ARRAY" ? `array['${marker}']` : `'${marker}'`}`)
+      }
+    }
+    await simulate(db.sql, { rate: Infinity, maxOperations: 300, company: "acme.localhost", seed: 7 })
+    await cap.settle(60_000)
+    const [views] = await db.sql<{ n: number; total: number }[]>`select count(*) filter (where body like '%NEVER-marker%')::int as n, count(*)::int as total from service.views`
+    const [events] = await db.sql<{ n: number; total: number }[]>`select count(*) filter (where payload like '%NEVER-marker%')::int as n, count(*)::int as total from service.events`
+    const [mirror] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.rows where data::text like '%NEVER-marker%'`
+    expect(views!.total).toBeGreaterThan(1000)
+    expect(events!.total).toBeGreaterThan(50)
+    expect(views!.n).toBe(0)
+    expect(events!.n).toBe(0)
+    expect(mirror!.n).toBe(0)
+    // Nor do the NEVER column names appear as keys.
+    const keys = Object.values(NEVER_COLUMNS).flat().map((c) => c.replace(/_(\w)/g, (_, x: string) => x.toUpperCase()))
+    const [leak] = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from service.views v, jsonb_object_keys(v.body::jsonb) k where k = any(${keys}::text[])`
+    expect(leak!.n).toBe(0)
+  })
+})

@@ -1,0 +1,142 @@
+// The postgres.js guard (src/platform/db/postgres-patch.ts): the check tells a patched install from an
+// unpatched one (an install with --ignore-scripts), and the service and the CLIs refuse to run
+// on an unpatched one, exit 1 with what to do, before they connect anywhere.
+import { spawnSync } from "node:child_process"
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, describe, expect, it } from "vitest"
+import {
+  applyPostgresPatch,
+  installedPostgresRoot,
+  MARK,
+  patchConnection,
+  POSTGRES_NOT_PATCHED,
+  postgresPatched,
+  requirePostgresPatched
+} from "../../../src/platform/db/postgres-patch.ts"
+
+const PROJECT = fileURLToPath(new URL("../../../", import.meta.url))
+const FLAVOURS = ["src", "cjs/src", "cf/src"]
+
+const dirs: string[] = []
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+const tempDir = (prefix: string) => {
+  const d = mkdtempSync(join(tmpdir(), prefix))
+  dirs.push(d)
+  return d
+}
+
+// The file as npm ships it: the installed (patched) file with the patch taken out again. Patching
+// it must give the installed file back byte for byte, so this cannot drift from the real one.
+const unpatch = (text: string): string => {
+  const start = text.indexOf(`    ${MARK}\n`)
+  const end = text.indexOf("    const x = socket.write(chunk, fn)", start)
+  expect(start).toBeGreaterThan(0)
+  expect(end).toBeGreaterThan(start)
+  return (text.slice(0, start) + text.slice(end)).replaceAll(
+    "    clearImmediate(nextWriteTimer), nextWriteTimer = null, chunk = null\n",
+    "    clearImmediate(nextWriteTimer)\n"
+  )
+}
+
+const installed = installedPostgresRoot()
+const installedText = (flavour: string) => readFileSync(join(installed, flavour, "connection.js"), "utf8")
+
+/** A copy of the installed package's connection.js files, as npm would ship them. */
+const unpatchedCopy = (): string => {
+  const root = tempDir("srs-pg-unpatched-")
+  for (const flavour of FLAVOURS) {
+    mkdirSync(join(root, flavour), { recursive: true })
+    writeFileSync(join(root, flavour, "connection.js"), unpatch(installedText(flavour)))
+  }
+  return root
+}
+
+describe("postgresPatched", () => {
+  it("is true for the installed postgres.js, which is the exact version package.json pins", () => {
+    expect(postgresPatched()).toBe(true)
+    expect(() => requirePostgresPatched()).not.toThrow()
+    const pinned = JSON.parse(readFileSync(join(PROJECT, "package.json"), "utf8")).dependencies.postgres
+    const version = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")).version
+    expect(pinned).toMatch(/^\d+\.\d+\.\d+$/)
+    expect(version).toBe(pinned)
+  })
+
+  it("is false for an unpatched copy, and true once the postinstall patch has run on it", () => {
+    const root = unpatchedCopy()
+    for (const flavour of FLAVOURS) expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).not.toContain(MARK)
+    expect(postgresPatched(root)).toBe(false)
+    expect(() => requirePostgresPatched(root)).toThrow(POSTGRES_NOT_PATCHED)
+
+    applyPostgresPatch(root)
+    expect(postgresPatched(root)).toBe(true)
+    for (const flavour of FLAVOURS) expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).toBe(installedText(flavour))
+    // Idempotent, as `npm install` runs it again on every install.
+    applyPostgresPatch(root)
+    expect(readFileSync(join(root, "src", "connection.js"), "utf8")).toBe(installedText("src"))
+  })
+
+  it("is false when one flavour of the file lacks the patch, or when there is no file at all", () => {
+    const root = unpatchedCopy()
+    writeFileSync(join(root, "src", "connection.js"), installedText("src"))
+    writeFileSync(join(root, "cf/src", "connection.js"), installedText("cf/src"))
+    expect(postgresPatched(root)).toBe(false) // cjs/src is still as shipped
+    expect(postgresPatched(tempDir("srs-pg-empty-"))).toBe(false)
+  })
+
+  it("refuses a library that no longer looks as the patch expects", () => {
+    expect(() => patchConnection("function nextWrite(fn) {\n    return socket.write(chunk, fn)\n}")).toThrow(/postgres\.js changed/)
+  })
+})
+
+describe("an install without the patch", () => {
+  // The project as `npm ci --ignore-scripts` leaves it: the same code and packages, except that
+  // postgres.js is as npm ships it. Packages are linked, not copied; postgres is a real copy.
+  const project = (() => {
+    const root = tempDir("srs-pg-project-")
+    cpSync(join(PROJECT, "src"), join(root, "src"), { recursive: true })
+    cpSync(join(PROJECT, "sql"), join(root, "sql"), { recursive: true })
+    cpSync(join(PROJECT, "package.json"), join(root, "package.json"))
+    const modules = join(PROJECT, "node_modules")
+    mkdirSync(join(root, "node_modules"))
+    for (const name of readdirSync(modules)) {
+      if (name === "postgres" || name.startsWith(".")) continue
+      symlinkSync(join(modules, name), join(root, "node_modules", name))
+    }
+    cpSync(installed, join(root, "node_modules", "postgres"), { recursive: true })
+    for (const flavour of FLAVOURS) {
+      const file = join(root, "node_modules", "postgres", flavour, "connection.js")
+      writeFileSync(file, unpatch(readFileSync(file, "utf8")))
+    }
+    return root
+  })()
+
+  // Nothing listens on port 9 of loopback: a process that got past the check would fail on
+  // connecting, with another message.
+  const run = (script: string, ...args: string[]) =>
+    spawnSync(process.execPath, [join(project, script), ...args], {
+      cwd: project,
+      env: { ...process.env, DATABASE_URL: "postgres://nobody:nothing@127.0.0.1:9/none" },
+      encoding: "utf8",
+      timeout: 60_000
+    })
+
+  it("stops the service, the admin CLI and the seeder with exit 1 and what to do", { timeout: 120_000 }, () => {
+    for (const [script, ...args] of [["src/main.ts"], ["src/faces/cli/admin.ts", "status"], ["src/faces/cli/seed.ts"]] as const) {
+      const result = run(script, ...args)
+      expect(result.status, `${script}: ${result.stdout}${result.stderr}`).toBe(1)
+      expect(result.stdout + result.stderr, script).toContain("postgres.js is not patched")
+      expect(result.stdout + result.stderr, script).toContain("npm run postinstall")
+      expect(result.stdout + result.stderr, script).not.toMatch(/ECONNREFUSED/)
+    }
+    // What the message says to run (the postinstall script) puts the patch in place.
+    expect(postgresPatched(join(project, "node_modules", "postgres"))).toBe(false)
+    const patched = spawnSync(process.execPath, [join(project, "src/platform/db/patch-postgres.ts")], { cwd: project, encoding: "utf8" })
+    expect(patched.status, patched.stderr).toBe(0)
+    expect(postgresPatched(join(project, "node_modules", "postgres"))).toBe(true)
+  })
+})

@@ -1,0 +1,256 @@
+// Shared by the API tests: keys made through the real admin operations, requests over real
+// HTTP, and a check of every response against the served OpenAPI document.
+import { Effect, Layer } from "effect"
+import { Agent, request as httpRequest } from "node:http"
+import { Ajv2020 } from "ajv/dist/2020.js"
+import SwaggerParser from "@apidevtools/swagger-parser"
+import { createKey, type Expiry } from "../../src/access/keys.ts"
+import { Database } from "../../src/platform/db/Database.ts"
+import { RESOURCES, type Resource } from "../../src/domain/resources.ts"
+import type { TestDatabase } from "./db.ts"
+import type { TestCompany } from "./views.ts"
+
+export const provideDb = (db: TestDatabase) => Layer.succeed(Database, { sql: db.sql, url: db.url, embedded: false })
+
+export interface KeyOptions {
+  readonly scopes?: ReadonlyArray<Resource>
+  readonly webhooks?: boolean
+  readonly expires?: Expiry
+  readonly name?: string
+}
+
+/** A key made the way an admin makes one; returns its id and the key itself. */
+export const makeKey = async (db: TestDatabase, company: TestCompany, options: KeyOptions = {}) => {
+  const created = await Effect.runPromise(
+    createKey(
+      { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id },
+      {
+        companyId: company.id,
+        name: options.name ?? "test key",
+        scopes: options.scopes ?? RESOURCES,
+        webhooks: options.webhooks ?? false,
+        expires: options.expires ?? "never"
+      }
+    ).pipe(Effect.provide(provideDb(db)))
+  )
+  return { id: created.id, key: created.key }
+}
+
+export interface Answer {
+  readonly status: number
+  readonly headers: Headers
+  readonly text: string
+  readonly json: any
+}
+
+/** One HTTP request with node:http (fetch may not set Host). */
+export const request = (
+  base: string,
+  path: string,
+  options: { readonly key?: string; readonly method?: string; readonly headers?: Record<string, string>; readonly body?: string } = {}
+): Promise<Answer> =>
+  new Promise((resolve, reject) => {
+    const url = new URL(base)
+    const headers: Record<string, string> = { ...options.headers }
+    if (options.key !== undefined) headers["authorization"] = `Bearer ${options.key}`
+    if (options.body !== undefined && headers["content-type"] === undefined) headers["content-type"] = "application/json"
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path, method: options.method ?? "GET", headers, agent: keepAlive },
+      (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8")
+          let json: any = undefined
+          try {
+            json = text === "" ? undefined : JSON.parse(text)
+          } catch {
+            json = undefined
+          }
+          const h = new Headers()
+          for (const [k, v] of Object.entries(res.headers)) {
+            if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v)
+          }
+          resolve({ status: res.statusCode ?? 0, headers: h, text, json })
+        })
+        res.on("error", reject)
+      }
+    )
+    req.on("error", reject)
+    if (options.body !== undefined) req.write(options.body)
+    req.end()
+  })
+
+export type Call = (method: string, path: string, options?: { readonly token?: string | undefined; readonly body?: unknown; readonly base?: string }) => Promise<Answer>
+
+/**
+ * The one JSON `call` of the API tests, bound to a server and its document (read when
+ * called, as both are made in beforeAll). Each call is made as an API client makes it: a
+ * bearer credential (API key or admin token), a JSON body (a string is sent as it is); and
+ * each answer gets the same checks: an error is exactly {"error": string}, and the answer
+ * is one the OpenAPI document describes.
+ */
+export const caller = (server: () => string, checker: () => OpenApiChecker): Call => async (method, path, options = {}) => {
+  const answer = await request(options.base ?? server(), path, {
+    method,
+    ...(options.token === undefined ? {} : { key: options.token }),
+    ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) })
+  })
+  if (answer.status >= 400) {
+    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
+      throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
+    }
+  }
+  checker().check(method, path, answer)
+  return answer
+}
+
+const keepAlive = new Agent({ keepAlive: false, maxSockets: 64 })
+
+// -----------------------------------------------------------------------------
+// OpenAPI conformance
+
+interface Operation {
+  readonly re: RegExp
+  readonly method: string
+  readonly template: string
+  readonly responses: Record<string, { content?: Record<string, { schema?: unknown }> }>
+}
+
+export interface OpenApiChecker {
+  readonly document: any
+  /** Fails unless the answer is one the document describes for this method and path. */
+  readonly check: (method: string, path: string, answer: Answer) => void
+  /** How many answers were checked, per "METHOD template status". */
+  readonly seen: Map<string, number>
+}
+
+export const openApiChecker = async (document: unknown): Promise<OpenApiChecker> => {
+  // validate() dereferences in place: keep the served copy for the schema checks.
+  await SwaggerParser.validate(structuredClone(document) as any)
+  const doc = document as any
+  const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false })
+  ajv.addSchema({ $id: "openapi.json", components: doc.components }, "openapi.json")
+  const operations: Array<Operation> = []
+  for (const [template, item] of Object.entries<any>(doc.paths)) {
+    const re = new RegExp("^" + template.replace(/\{[^}]+\}/g, "[^/]+") + "$")
+    for (const [method, op] of Object.entries<any>(item)) {
+      operations.push({ re, method: method.toUpperCase(), template, responses: op.responses })
+    }
+  }
+  const cache = new Map<string, ReturnType<typeof ajv.compile>>()
+  const rewriteRefs = (schema: unknown): unknown =>
+    JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"openapi.json#/components/'))
+  const seen = new Map<string, number>()
+  return {
+    document: doc,
+    seen,
+    check: (method, path, answer) => {
+      const bare = path.split("?")[0]!
+      const op = operations.find((o) => o.method === method && o.re.test(bare))
+      if (op === undefined) throw new Error(`${method} ${bare} is not in the OpenAPI document`)
+      const response = op.responses[String(answer.status)]
+      if (response === undefined) throw new Error(`${method} ${op.template}: status ${answer.status} is not documented (${answer.text})`)
+      const content = response.content?.["application/json"]
+      if (content?.schema === undefined) {
+        if (answer.text !== "") throw new Error(`${method} ${op.template} ${answer.status}: expected no body`)
+      } else {
+        if (!(answer.headers.get("content-type") ?? "").startsWith("application/json")) {
+          throw new Error(`${method} ${op.template} ${answer.status}: content-type ${answer.headers.get("content-type")}`)
+        }
+        const key = `${method} ${op.template} ${answer.status}`
+        let validate = cache.get(key)
+        if (validate === undefined) {
+          validate = ajv.compile(rewriteRefs(content.schema) as object)
+          cache.set(key, validate)
+        }
+        if (!validate(answer.json)) {
+          throw new Error(`${key} does not match the document: ${ajv.errorsText(validate.errors)}\n${answer.text.slice(0, 2000)}`)
+        }
+      }
+      const k = `${method} ${op.template} ${answer.status}`
+      seen.set(k, (seen.get(k) ?? 0) + 1)
+    }
+  }
+}
+
+// -----------------------------------------------------------------------------
+// A client that checks every answer: against the OpenAPI document when the operation is
+// documented, the error shape otherwise, no NEVER marker anywhere, and the RateLimit
+// fields whenever a key was sent.
+
+export interface CheckedClient {
+  readonly get: (path: string, options?: { readonly key?: string; readonly host?: string; readonly method?: string }) => Promise<Answer>
+  readonly answers: Array<{ readonly method: string; readonly path: string; readonly status: number }>
+}
+
+/** The checks every answer gets: the document, the error shape, no NEVER marker, the RateLimit fields when a key was sent. */
+const checkAnswer = (checker: OpenApiChecker, neverMark: string, method: string, path: string, answer: Answer, keyed: boolean) => {
+  if (answer.text.includes(neverMark)) throw new Error(`${method} ${path}: the answer carries never-sent data: ${answer.text.slice(0, 500)}`)
+  if (answer.status >= 400) {
+    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
+      throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
+    }
+  }
+  const bare = path.split("?")[0]!
+  const known = Object.keys(checker.document.paths).some((t) => new RegExp("^" + t.replace(/\{[^}]+\}/g, "[^/]+") + "$").test(bare))
+  if (known && answer.status !== 405 && method !== "HEAD") checker.check(method, path, answer)
+  if (keyed && bare.startsWith("/api/v1") && known && answer.status !== 405) {
+    if (answer.headers.get("ratelimit-policy") === null) throw new Error(`${method} ${path} ${answer.status}: no RateLimit-Policy`)
+    if (answer.status !== 401 && !/^"default";r=\d+;t=\d+$/.test(answer.headers.get("ratelimit") ?? "")) {
+      throw new Error(`${method} ${path} ${answer.status}: RateLimit is ${answer.headers.get("ratelimit")}`)
+    }
+  }
+}
+
+export const checkedClient = (base: string, checker: OpenApiChecker, neverMark: string): CheckedClient => {
+  const answers: Array<{ method: string; path: string; status: number }> = []
+  const get: CheckedClient["get"] = async (path, options = {}) => {
+    const method = options.method ?? "GET"
+    const answer = await request(base, path, {
+      ...(options.key === undefined ? {} : { key: options.key }),
+      method,
+      headers: options.host === undefined ? {} : { host: options.host }
+    })
+    answers.push({ method, path, status: answer.status })
+    checkAnswer(checker, neverMark, method, path, answer, options.key !== undefined)
+    return answer
+  }
+  return { get, answers }
+}
+
+// -----------------------------------------------------------------------------
+// The same checks for the typed client (client/): a fetch to give it.
+
+export interface CheckedFetch {
+  readonly fetch: typeof globalThis.fetch
+  /** Every answer, in order. */
+  readonly answers: Array<{ readonly method: string; readonly path: string; readonly status: number }>
+}
+
+/**
+ * A fetch for SafetyRecordsClient that checks every answer as checkedClient does (against
+ * the served document, the error shape, no NEVER marker, the RateLimit fields), and notes it.
+ */
+export const checkedFetch = (checker: OpenApiChecker, neverMark: string): CheckedFetch => {
+  const answers: Array<{ method: string; path: string; status: number }> = []
+  const checked: typeof globalThis.fetch = async (input, init) => {
+    const req = new Request(input, init)
+    const response = await fetch(req)
+    const text = await response.text()
+    let json: any = undefined
+    try {
+      json = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    const url = new URL(req.url)
+    const path = url.pathname + url.search
+    answers.push({ method: req.method, path, status: response.status })
+    checkAnswer(checker, neverMark, req.method, path, { status: response.status, headers: response.headers, text, json }, req.headers.has("authorization"))
+    // Statuses that carry no body may not be given one.
+    const empty = response.status === 204 || response.status === 304
+    return new Response(empty ? null : text, { status: response.status, statusText: response.statusText, headers: response.headers })
+  }
+  return { fetch: checked, answers }
+}

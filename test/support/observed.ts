@@ -1,0 +1,95 @@
+// The real HTTP server as main.ts composes it (health, read API, admin API, /metrics and the
+// request middleware), over a test database with the test's own capture and delivery
+// engine, and the service's JSON logs captured from stdout.
+import { NodeHttpServer } from "@effect/platform-node"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { createServer } from "node:http"
+import type { Sql } from "postgres"
+import { makeApiRoutes, type ApiSettingsShape } from "../../src/faces/routes.ts"
+import { API_KEY_PREFIX, newSecret } from "../../src/access/bearer-secrets.ts"
+import { Capture } from "../../src/pipeline/capture/Capture.ts"
+import type { CaptureStats } from "../../src/pipeline/capture/run.ts"
+import { Database } from "../../src/platform/db/Database.ts"
+import { DeliveryEngine, type DeliveryEngineShape } from "../../src/delivery/engine.ts"
+import { HealthRoutes } from "../../src/faces/ops/health.ts"
+import { LoggingLive } from "../../src/platform/logging.ts"
+import { ObservabilityRoutes } from "../../src/faces/observability.ts"
+import { attemptObserver, Metrics, type ServiceMetrics } from "../../src/faces/ops/metrics.ts"
+import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
+import { startEngine, type RunningEngine } from "./world.ts"
+
+/** A delivery engine whose attempts feed the metrics' latency histogram, as in the service. */
+export const startObservedEngine = (deps: WebhookDeps, metrics: ServiceMetrics, retrySchedule = "100ms,100ms"): Promise<RunningEngine> =>
+  startEngine(deps, { retrySchedule, pollMs: 300, replayLane: false, observer: attemptObserver(metrics) })
+
+export interface ObservedServer {
+  readonly url: string
+  readonly close: () => Promise<void>
+}
+
+export const startObservedServer = async (options: {
+  readonly sql: Sql
+  readonly url: string
+  readonly deps: WebhookDeps
+  readonly metrics: ServiceMetrics
+  readonly capture: { readonly stats: CaptureStats; readonly slot: string }
+  readonly engine?: DeliveryEngineShape
+  readonly settings?: Partial<ApiSettingsShape>
+}): Promise<ObservedServer> => {
+  const Routes = Layer.mergeAll(HealthRoutes, makeApiRoutes(options.settings ?? {}), ObservabilityRoutes)
+  const Services = Layer.mergeAll(
+    Layer.succeed(Database, { sql: options.sql, url: options.url, embedded: false }),
+    Layer.succeed(Metrics, options.metrics),
+    Layer.succeed(Capture, options.capture),
+    Layer.succeed(Webhooks, makeWebhooks(options.deps)),
+    options.engine ? Layer.succeed(DeliveryEngine, options.engine) : Layer.empty
+  )
+  const ServerLive = HttpRouter.serve(Routes, { disableLogger: true }).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+    Layer.provide(Services),
+    Layer.provide(LoggingLive)
+  )
+  const scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(Layer.buildWithScope(ServerLive, scope))
+  const address = Context.get(context, HttpServer.HttpServer).address
+  if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+  return { url: `http://127.0.0.1:${address.port}`, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+}
+
+/** An API key row with a known key (as keys create makes it). */
+export const apiKey = async (sql: Sql, companyId: string, scopes: ReadonlyArray<string>) => {
+  const s = newSecret(API_KEY_PREFIX)
+  const [row] = await sql<{ id: string }[]>`
+    insert into service.api_keys (company_id, name, fingerprint, scopes)
+    values (${companyId}, 'metrics test', ${s.fingerprint}, ${scopes as string[]}) returning id::text`
+  return { id: row!.id, key: s.secret }
+}
+
+/** Every line the service's logger writes to stdout while `f` runs and until `stop` is called. */
+export const captureStdout = () => {
+  const lines: string[] = []
+  const original = process.stdout.write.bind(process.stdout)
+  process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    lines.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8"))
+    return (original as (c: string | Uint8Array, ...r: unknown[]) => boolean)(chunk, ...rest)
+  }) as typeof process.stdout.write
+  return {
+    lines: () => lines.join("").split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>),
+    text: () => lines.join(""),
+    stop: () => {
+      process.stdout.write = original
+    }
+  }
+}
+
+/** A sample's value in Prometheus text: `name{a="b",...}`; labels must match exactly. */
+export const sample = (text: string, name: string, labels: Record<string, string> = {}): number | undefined => {
+  const want = Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(",")
+  const prefix = want === "" ? `${name} ` : `${name}{${want}} `
+  const line = text.split("\n").find((l) => l.startsWith(prefix))
+  return line === undefined ? undefined : Number(line.slice(prefix.length))
+}
