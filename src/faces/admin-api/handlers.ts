@@ -5,7 +5,8 @@ import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { strayParameter } from "../api/auth.ts"
 import { errorResponse, toHttpError } from "../http/errors.ts"
 import { Database } from "../../platform/db/Database.ts"
-import { companyById, withSql } from "../../access/identity.ts"
+import { companyById, withSql, type AdminUser } from "../../access/identity.ts"
+import type { DomainError } from "../../domain/errors.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
 import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, CurrentAdmin } from "./definition.ts"
@@ -60,13 +61,14 @@ export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handle
   )
 )
 
+/** Runs an operation as the admin calling; the domain's errors become HTTP errors. */
+export const byAdmin = <A, E extends DomainError, R>(run: (admin: AdminUser) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(CurrentAdmin, run).pipe(Effect.mapError(toHttpError))
+
 export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
   handlers
     .handle("list", () =>
-      Effect.gen(function* () {
-        const admin = yield* CurrentAdmin
-        return { data: yield* listKeys(admin.companyId).pipe(Effect.mapError(toHttpError)) }
-      })
+      byAdmin((admin) => Effect.map(listKeys(admin.companyId), (data) => ({ data })))
     )
     .handle("create", ({ payload }) =>
       Effect.gen(function* () {
@@ -83,31 +85,19 @@ export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
       })
     )
     .handle("get", ({ params }) =>
-      Effect.gen(function* () {
-        const admin = yield* CurrentAdmin
-        return yield* getKey(admin.companyId, params.id).pipe(Effect.mapError(toHttpError))
-      })
+      byAdmin((admin) => getKey(admin.companyId, params.id))
     )
     .handle("revoke", ({ params }) =>
-      Effect.gen(function* () {
-        const admin = yield* CurrentAdmin
-        return yield* revokeKey(admin, params.id).pipe(Effect.mapError(toHttpError))
-      })
+      byAdmin((admin) => revokeKey(admin, params.id))
     )
 )
 
 export const TokensHandlers = HttpApiBuilder.group(AdminApi, "tokens", (handlers) =>
   handlers
     .handle("list", () =>
-      Effect.gen(function* () {
-        const admin = yield* CurrentAdmin
-        return { data: yield* listTokens(admin.companyId).pipe(Effect.mapError(toHttpError)) }
-      })
+      byAdmin((admin) => Effect.map(listTokens(admin.companyId), (data) => ({ data })))
     )
     .handle("revoke", ({ params }) =>
-      Effect.gen(function* () {
-        const admin = yield* CurrentAdmin
-        return yield* revokeToken(admin, params.id).pipe(Effect.mapError(toHttpError))
-      })
+      byAdmin((admin) => revokeToken(admin, params.id))
     )
 )

@@ -3,18 +3,14 @@
 import { userActor } from "../../access/activity.ts"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { toHttpError } from "../http/errors.ts"
+import { byAdmin } from "./handlers.ts"
 import { replaysOf, showReplay, startReplay, stopReplay } from "../../webhooks/replay/manage.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
 
 export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handlers) =>
   handlers
     .handle("createReplay", ({ payload }) =>
-      Effect.gen(function* () {
-        const a = yield* CurrentAdmin
-        const r = yield* startReplay(userActor(a), a.companyId, "api", payload)
-        return "replay" in r ? r.replay : r.plan
-      }).pipe(Effect.mapError(toHttpError))
+      byAdmin((a) => Effect.map(startReplay(userActor(a), a.companyId, "api", payload), (r) => ("replay" in r ? r.replay : r.plan)))
     )
     .handle("listReplays", () =>
       Effect.gen(function* () {
@@ -22,16 +18,6 @@ export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handle
         return { data: yield* replaysOf(a.companyId) }
       }).pipe(Effect.orDie)
     )
-    .handle("getReplay", ({ params }) =>
-      Effect.gen(function* () {
-        const a = yield* CurrentAdmin
-        return yield* showReplay(a.companyId, params.id)
-      }).pipe(Effect.mapError(toHttpError))
-    )
-    .handle("cancelReplay", ({ params }) =>
-      Effect.gen(function* () {
-        const a = yield* CurrentAdmin
-        return yield* stopReplay(userActor(a), a.companyId, params.id)
-      }).pipe(Effect.mapError(toHttpError))
-    )
+    .handle("getReplay", ({ params }) => byAdmin((a) => showReplay(a.companyId, params.id)))
+    .handle("cancelReplay", ({ params }) => byAdmin((a) => stopReplay(userActor(a), a.companyId, params.id)))
 )

@@ -4,113 +4,47 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { userActor, type Actor as WebhookActor } from "../../access/activity.ts"
 import { Webhooks } from "../../webhooks/service.ts"
-import type { AdminUser } from "../../access/identity.ts"
-import { AdminApi, CurrentAdmin } from "./definition.ts"
-import { toHttpError } from "../http/errors.ts"
-
+import type { DomainError } from "../../domain/errors.ts"
+import { AdminApi } from "./definition.ts"
+import { byAdmin } from "./handlers.ts"
 
 const ACTIVITY_LIMIT = 200
+
+/** Runs an operation as the admin calling, in their company; the domain's errors become HTTP errors. */
+const asAdmin = <A, E extends DomainError, R>(run: (actor: WebhookActor, companyId: string) => Effect.Effect<A, E, R>) =>
+  byAdmin((a) => run(userActor(a), a.companyId))
 
 export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (handlers) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
-    const admin = CurrentAdmin
     return handlers
-      .handle("listEndpoints", () =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return { data: yield* w.listEndpoints({ companyId: a.companyId }) }
-        }).pipe(Effect.mapError(toHttpError))
-      )
+      .handle("listEndpoints", () => asAdmin((_, companyId) => Effect.map(w.listEndpoints({ companyId }), (data) => ({ data }))))
       .handle("createEndpoint", ({ payload }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.createEndpoint(userActor(a), { companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
-        }).pipe(Effect.mapError(toHttpError))
-      )
-      .handle("getEndpoint", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.getEndpoint({ id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.createEndpoint(actor, { companyId, name: payload.name, url: payload.url, events: payload.events })))
+      .handle("getEndpoint", ({ params }) => asAdmin((_, companyId) => w.getEndpoint({ id: params.id, companyId })))
       .handle("updateEndpoint", ({ params, payload }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.updateEndpoint(userActor(a), { id: params.id, companyId: a.companyId, name: payload.name, url: payload.url, events: payload.events })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.updateEndpoint(actor, { id: params.id, companyId, name: payload.name, url: payload.url, events: payload.events })))
       .handle("rotateSecret", ({ params, payload }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.rotateEndpointSecret(userActor(a), { id: params.id, companyId: a.companyId, overlap: payload?.overlap })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.rotateEndpointSecret(actor, { id: params.id, companyId, overlap: payload?.overlap })))
       .handle("deleteEndpoint", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          yield* w.deleteEndpoint(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => Effect.asVoid(w.deleteEndpoint(actor, { id: params.id, companyId }))))
       .handle("enableEndpoint", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.enableEndpoint(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
-      .handle("testEndpoint", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.testEndpoint(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.enableEndpoint(actor, { id: params.id, companyId })))
+      .handle("testEndpoint", ({ params }) => asAdmin((actor, companyId) => w.testEndpoint(actor, { id: params.id, companyId })))
       .handle("endpointDeliveries", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return { data: yield* w.listEndpointDeliveries({ endpointId: params.id, companyId: a.companyId }) }
-        }).pipe(Effect.mapError(toHttpError))
-      )
-      .handle("getDelivery", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.getDelivery({ id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((_, companyId) => Effect.map(w.listEndpointDeliveries({ endpointId: params.id, companyId }), (data) => ({ data }))))
+      .handle("getDelivery", ({ params }) => asAdmin((_, companyId) => w.getDelivery({ id: params.id, companyId })))
       .handle("resendDelivery", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.resendDelivery(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.resendDelivery(actor, { id: params.id, companyId })))
       .handle("listSubscriptions", () =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return { data: yield* w.listSubscriptions({ companyId: a.companyId }) }
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((_, companyId) => Effect.map(w.listSubscriptions({ companyId }), (data) => ({ data }))))
       .handle("disableSubscription", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.disableSubscription(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.disableSubscription(actor, { id: params.id, companyId })))
       .handle("enableSubscription", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return yield* w.enableSubscription(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => w.enableSubscription(actor, { id: params.id, companyId })))
       .handle("deleteSubscription", ({ params }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          yield* w.deleteSubscription(userActor(a), { id: params.id, companyId: a.companyId })
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((actor, companyId) => Effect.asVoid(w.deleteSubscription(actor, { id: params.id, companyId }))))
       .handle("activity", ({ query }) =>
-        Effect.gen(function* () {
-          const a = yield* admin
-          return { data: yield* w.listActivity({ companyId: a.companyId, limit: ACTIVITY_LIMIT, kind: query.kind }) }
-        }).pipe(Effect.mapError(toHttpError))
-      )
+        asAdmin((_, companyId) => Effect.map(w.listActivity({ companyId, limit: ACTIVITY_LIMIT, kind: query.kind }), (data) => ({ data }))))
   })
 )
