@@ -112,11 +112,18 @@ describe("simulate", () => {
     expect(await oracleEvents(db.sql)).toEqual(result.events)
   })
 
-  it("the command refuses a flag given twice, before it touches any database", () => {
-    const r = spawnSync(process.execPath, ["src/faces/cli/simulate.ts", "--rate", "5", "--rate", "6"], { encoding: "utf8", env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } })
+  it.each([
+    [["--rate", "5", "--rate", "6"], /Invalid value for flag --rate: "2 occurrences"\. Expected: at most 1 value/],
+    [["--rate", "0"], /Invalid value for flag --rate: "0"\. Expected: a number above 0/],
+    [["--concurrency", "1.5"], /--concurrency/],
+    [["--duration", "5x"], /Invalid value for flag --duration: "5x"\. Expected: 500ms, 30s, 5m or 1h/],
+    [["--speed", "3"], /--speed/]
+  ])("the command refuses %j with exit code 2, before it touches any database", (args, why) => {
+    const r = spawnSync(process.execPath, ["src/faces/cli/simulate.ts", ...args], { encoding: "utf8", env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } })
     expect(r.status).toBe(2)
     expect(r.stdout).toBe("")
-    expect(r.stderr).toMatch(/^--rate is given more than once\./)
+    expect(r.stderr).toMatch(why)
+    expect(r.stderr).toContain("See: npm run admin -- simulate --help")
   })
 
   it("refuses an unknown company and a rate that is not above 0", async () => {
