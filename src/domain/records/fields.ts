@@ -61,10 +61,18 @@ export const readField = (row: Row, column: string, kind: FieldKind): unknown =>
   }
 }
 
-/** The listed columns of a row, in list order, under their camelCase names. */
-export const pickFields = (row: Row, specs: ReadonlyArray<FieldSpec>): Record<string, unknown> => {
-  const out: Record<string, unknown> = {}
-  for (const [column, kind] of specs) out[camelCase(column)] = readField(row, column, kind)
+/** A field list's API names, worked out once per list: shapers pick the same few lists for every record. */
+const namesOf = new WeakMap<ReadonlyArray<FieldSpec>, ReadonlyArray<string>>()
+
+/** The listed columns of a row, in list order, under their camelCase names; added to `out`
+ *  when given (a record built from several lists is then one object, not spread copies). */
+export const pickFields = (row: Row, specs: ReadonlyArray<FieldSpec>, out: Record<string, unknown> = {}): Record<string, unknown> => {
+  let names = namesOf.get(specs)
+  if (names === undefined) namesOf.set(specs, (names = specs.map(([column]) => camelCase(column))))
+  for (let i = 0; i < specs.length; i++) {
+    const spec = specs[i]!
+    out[names[i]!] = readField(row, spec[0], spec[1])
+  }
   return out
 }
 

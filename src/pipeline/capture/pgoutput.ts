@@ -3,6 +3,7 @@
 // and normalised as they are read. The library's parser makes a view, a decoder call and a
 // dictionary-mode object per value and tuple, which the normal form then copied again: about
 // a third of what capture allocated per change. Every other message goes to the library.
+import pg from "pg"
 import { PgoutputPlugin } from "pg-logical-replication"
 import type { Message, MessageDelete, MessageInsert, MessageRelation, MessageUpdate } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { normalizeValue } from "./normalize.ts"
@@ -72,12 +73,40 @@ class Reader {
   }
 }
 
+/** How a column's text becomes its normal value: as it is (text, varchar, uuid...), by the
+ *  timestamptz short cut, or by its pg-types parser and normalizeValue. */
+const PLAIN = 0
+const TIMESTAMP = 1
+const GENERAL = 2
+
+interface ColumnPlan {
+  readonly name: string
+  readonly how: typeof PLAIN | typeof TIMESTAMP | typeof GENERAL
+  readonly parser: (text: string) => unknown
+  readonly typeOid: number
+}
+
+// Types whose text is already their normal value: pg-types has no parser for them (its
+// parser gives the text back) and normalizeValue keeps a string. Checked against the parser
+// the library chose, in case one was registered for them.
+const TEXT_OIDS = new Set([19, 25, 1042, 1043, 2950]) // name, text, bpchar, varchar, uuid
+const textParser = pg.types.getTypeParser(25)
+
+/** A relation's columns, planned once (a relation message comes before its rows). */
+const planOf = (rel: MessageRelation): ReadonlyArray<ColumnPlan> =>
+  rel.columns.map((c) => ({
+    name: c.name,
+    how: c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
+    parser: c.parser,
+    typeOid: c.typeOid
+  }))
+
 /** Reads one TupleData; `fallback` supplies unchanged TOAST values (the old tuple, when sent). */
-const readTuple = (r: Reader, rel: MessageRelation, fallback: Tuple | null): Tuple => {
+const readTuple = (r: Reader, rel: MessageRelation, plan: ReadonlyArray<ColumnPlan>, fallback: Tuple | null): Tuple => {
   const n = r.i16()
   const out: Tuple = {}
   for (let i = 0; i < n; i++) {
-    const col = rel.columns[i]
+    const col = plan[i]
     if (col === undefined) throw new Error(`pgoutput tuple of ${rel.schema}.${rel.name} has more columns than its relation`)
     const kind = r.u8()
     if (kind === 0x74) {
@@ -87,8 +116,11 @@ const readTuple = (r: Reader, rel: MessageRelation, fallback: Tuple | null): Tup
       const end = start + len
       if (end > r.b.length) throw new Error("unexpected end of pgoutput message")
       r.p = end
-      const iso = col.typeOid === TIMESTAMPTZ ? utcTimestampIsoBytes(r.b, start, end) : null
-      out[col.name] = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+      if (col.how === PLAIN) out[col.name] = r.b.toString("utf8", start, end)
+      else {
+        const iso = col.how === TIMESTAMP ? utcTimestampIsoBytes(r.b, start, end) : null
+        out[col.name] = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+      }
     } else if (kind === 0x6e) {
       out[col.name] = null // 'n'
     } else if (kind === 0x75) {
@@ -114,35 +146,36 @@ const keyOf = (rel: MessageRelation, tuple: Tuple): Tuple => {
 }
 
 export class RowPgoutputPlugin extends PgoutputPlugin {
-  private readonly relations = new Map<number, MessageRelation>()
+  private readonly relations = new Map<number, { readonly relation: MessageRelation; readonly plan: ReadonlyArray<ColumnPlan> }>()
 
   override parse(buffer: Buffer): Message {
     const tag = buffer[0]
     if (tag === 0x49 || tag === 0x55 || tag === 0x44) return this.row(buffer, tag)
     const msg = super.parse(buffer) as Message
-    if (msg.tag === "relation") this.relations.set(msg.relationOid, msg)
+    if (msg.tag === "relation") this.relations.set(msg.relationOid, { relation: msg, plan: planOf(msg) })
     return msg
   }
 
   private row(buffer: Buffer, tag: number): MessageInsert | MessageUpdate | MessageDelete {
     const r = new Reader(buffer, 1)
-    const relation = this.relations.get(r.i32()) // signed, as the library keys its relations
-    if (relation === undefined) throw new Error("pgoutput row message for a relation not described first")
+    const known = this.relations.get(r.i32()) // signed, as the library keys its relations
+    if (known === undefined) throw new Error("pgoutput row message for a relation not described first")
+    const { relation, plan } = known
     if (tag === 0x49) {
       if (r.u8() !== 0x4e) throw new Error("pgoutput insert without its new tuple")
-      return { tag: "insert", relation, new: readTuple(r, relation, null) }
+      return { tag: "insert", relation, new: readTuple(r, relation, plan, null) }
     }
     let key: Tuple | null = null
     let old: Tuple | null = null
     let sub = r.u8()
-    if (sub === 0x4b) key = keyOf(relation, readTuple(r, relation, null)) // 'K'
-    else if (sub === 0x4f) old = readTuple(r, relation, null) // 'O'
+    if (sub === 0x4b) key = keyOf(relation, readTuple(r, relation, plan, null)) // 'K'
+    else if (sub === 0x4f) old = readTuple(r, relation, plan, null) // 'O'
     if (tag === 0x44) {
       if (key === null && old === null) throw new Error(`unknown pgoutput delete submessage ${String.fromCharCode(sub)}`)
       return { tag: "delete", relation, key, old }
     }
     if (key !== null || old !== null) sub = r.u8()
     if (sub !== 0x4e) throw new Error(`unknown pgoutput update submessage ${String.fromCharCode(sub)}`)
-    return { tag: "update", relation, key, old, new: readTuple(r, relation, old) }
+    return { tag: "update", relation, key, old, new: readTuple(r, relation, plan, old) }
   }
 }
