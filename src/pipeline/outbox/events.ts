@@ -4,7 +4,7 @@ import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import type { EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
 import { SEPARATOR } from "../projection/columns.ts"
-import { uuidv7 } from "./ids.ts"
+import { uuidv7s } from "./ids.ts"
 
 export const EVENTS_CHANNEL = "service_events"
 
@@ -43,7 +43,8 @@ export const eventWrites = (
   // Every column cannot hold the separator (src/pipeline/projection/columns.ts): ids, the service's
   // names, LSNs, numbers, timestamps and JSON payloads. Built in one pass (packed's form);
   // a transaction's events share its LSN and commit time, formatted once.
-  let id = "", company = "", event = "", resource = "", record = "", lsn = "", seq = "", payload = "", created = ""
+  const id = uuidv7s(events.length, now, SEPARATOR)
+  let company = "", event = "", resource = "", record = "", lsn = "", seq = "", payload = "", created = ""
   let lastLsn: Lsn | null = null
   let lsnText = ""
   let lastAt: Date | null = null
@@ -53,7 +54,6 @@ export const eventWrites = (
     if (e.commitLsn !== lastLsn) lsnText = formatLsn((lastLsn = e.commitLsn))
     if (e.createdAt !== lastAt) atText = (lastAt = e.createdAt).toISOString()
     const sep = i === 0 ? "" : SEPARATOR
-    id += sep + uuidv7(now)
     company += sep + e.companyId
     event += sep + e.event
     resource += sep + e.resource

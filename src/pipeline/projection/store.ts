@@ -133,6 +133,11 @@ export class Store {
     for (const [t, key] of keys) this.rememberAs(t, key, null)
   }
 
+  /** absent() for one key. */
+  absentKey(tbl: string, key: string): void {
+    this.rememberAs(tbl, key, null)
+  }
+
   /** Remembers a row's pre-batch state as given (null: absent), unless already loaded. */
   private rememberAs(tbl: string, key: string, row: MirrorRow | null) {
     if (row !== null) return this.remember(row)
