@@ -23,7 +23,7 @@ export interface MirrorRow {
  * Values by table, then by key (or parent): a lookup makes no "table|key" string to hash, and
  * the keys, strings decoded once, keep their hash. Capture looks rows up many times a change.
  */
-class TableMap<V> {
+export class TableMap<V> {
   private readonly tables = new Map<string, Map<string, V>>()
   get(tbl: string, key: string): V | undefined {
     return this.tables.get(tbl)?.get(key)
