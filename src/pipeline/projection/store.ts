@@ -40,8 +40,9 @@ export class TableMap<V> {
   of(tbl: string): ReadonlyMap<string, V> {
     return this.tables.get(tbl) ?? EMPTY
   }
-  *entries(): Generator<readonly [string, string, V]> {
-    for (const [tbl, m] of this.tables) for (const [key, v] of m) yield [tbl, key, v]
+  /** Every key of every table (no tuple made per key). */
+  forEachKey(f: (tbl: string, key: string) => void): void {
+    for (const [tbl, m] of this.tables) for (const key of m.keys()) f(tbl, key)
   }
 }
 const EMPTY: ReadonlyMap<string, never> = new Map<string, never>()
@@ -293,12 +294,12 @@ export class Store {
     const inserts: MirrorRow[] = []
     const updates: MirrorRow[] = []
     const deletes: Array<{ tbl: string; key: string }> = []
-    for (const [tbl, key] of this.dirty.entries()) {
+    this.dirty.forEachKey((tbl, key) => {
       const row = this.current.get(tbl, key)
       const before = this.base.get(tbl, key)
       if (row) (before ? updates : inserts).push(row)
       else if (before) deletes.push({ tbl: before.tbl, key: before.key })
-    }
+    })
     return { inserts, updates, deletes }
   }
 }
