@@ -92,23 +92,45 @@ interface ColumnPlan {
 const TEXT_OIDS = new Set([19, 25, 1042, 1043, 2950]) // name, text, bpchar, varchar, uuid
 const textParser = pg.types.getTypeParser(25)
 
-/** A relation's columns, planned once (a relation message comes before its rows). */
-const planOf = (rel: MessageRelation): ReadonlyArray<ColumnPlan> =>
-  rel.columns.map((c) => ({
-    name: c.name,
-    how: c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
-    parser: c.parser,
-    typeOid: c.typeOid
-  }))
+interface RelationPlan {
+  readonly columns: ReadonlyArray<ColumnPlan>
+  /** Makes a whole tuple from its values in column order as one object literal: V8 gives it
+   *  fixed properties, where a row of more than about 16 columns set one by one under computed
+   *  names becomes a dictionary, slower to read for every shaper and to stringify for the mirror. */
+  readonly make: (values: ReadonlyArray<unknown>) => Tuple
+  /** The values of the tuple being read (readTuple is synchronous and never reentered). */
+  readonly values: unknown[]
+}
+
+/** A relation's columns, planned once (a relation message comes before its rows). The names,
+ *  the app's column names, are quoted as JSON strings in the literal. */
+const planOf = (rel: MessageRelation): RelationPlan => {
+  const literal = rel.columns.map((c, i) => `${JSON.stringify(c.name)}: v[${i}]`).join(", ")
+  return {
+    columns: rel.columns.map((c) => ({
+      name: c.name,
+      how: c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
+      parser: c.parser,
+      typeOid: c.typeOid
+    })),
+    make: new Function("v", `return { ${literal} }`) as RelationPlan["make"],
+    values: new Array<unknown>(rel.columns.length)
+  }
+}
 
 /** Reads one TupleData; `fallback` supplies unchanged TOAST values (the old tuple, when sent). */
-const readTuple = (r: Reader, rel: MessageRelation, plan: ReadonlyArray<ColumnPlan>, fallback: Tuple | null): Tuple => {
+const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback: Tuple | null): Tuple => {
   const n = r.i16()
-  const out: Tuple = {}
+  // Every column (as pgoutput sends them): the tuple is made at once from its values; else
+  // its values are set one by one.
+  const whole = n === plan.columns.length
+  const values = plan.values
+  const some: Tuple = {}
   for (let i = 0; i < n; i++) {
-    const col = plan[i]
+    const col = plan.columns[i]
     if (col === undefined) throw new Error(`pgoutput tuple of ${rel.schema}.${rel.name} has more columns than its relation`)
     const kind = r.u8()
+    let value: unknown
     if (kind === 0x74) {
       // 't': text
       const len = r.i32()
@@ -116,26 +138,31 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: ReadonlyArray<ColumnPl
       const end = start + len
       if (end > r.b.length) throw new Error("unexpected end of pgoutput message")
       r.p = end
-      if (col.how === PLAIN) out[col.name] = r.b.toString("utf8", start, end)
+      if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
       else {
         const iso = col.how === TIMESTAMP ? utcTimestampIsoBytes(r.b, start, end) : null
-        out[col.name] = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+        value = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
       }
     } else if (kind === 0x6e) {
-      out[col.name] = null // 'n'
+      value = null // 'n'
     } else if (kind === 0x75) {
       // 'u': unchanged TOAST value; undefined when no old tuple came (the mirror keeps its value)
-      out[col.name] = fallback === null ? undefined : fallback[col.name]
+      value = fallback === null ? undefined : fallback[col.name]
     } else if (kind === 0x62) {
       // 'b': binary (not asked for); no bytea among the published columns
       const len = r.i32()
       r.p += len
-      out[col.name] = null
+      value = null
     } else {
       throw new Error(`unknown pgoutput tuple value kind ${String.fromCharCode(kind)}`)
     }
+    if (whole) values[i] = value
+    else some[col.name] = value
   }
-  return out
+  if (!whole) return some
+  const tuple = plan.make(values)
+  values.fill(undefined) // holds no row's values after
+  return tuple
 }
 
 /** A key tuple ('K'): only the key columns; their non-key places are null in it and left out. */
@@ -146,7 +173,7 @@ const keyOf = (rel: MessageRelation, tuple: Tuple): Tuple => {
 }
 
 export class RowPgoutputPlugin extends PgoutputPlugin {
-  private readonly relations = new Map<number, { readonly relation: MessageRelation; readonly plan: ReadonlyArray<ColumnPlan> }>()
+  private readonly relations = new Map<number, { readonly relation: MessageRelation; readonly plan: RelationPlan }>()
 
   override parse(buffer: Buffer): Message {
     const tag = buffer[0]
