@@ -6,6 +6,7 @@ import { EVENT_KINDS, type EventKind } from "./event-kinds.ts"
 import type { Row } from "./records/types.ts"
 
 const CLOSED = new Set(["completed", "verified"])
+const CLOSED_EVENT: ReadonlyArray<EventKind> = ["corrective_action.closed"]
 
 /** The column's value entered `value` (by insert or update) rather than staying at it. */
 const becomes = (before: Row | null, after: Row, column: string, value: string): boolean =>
@@ -13,20 +14,29 @@ const becomes = (before: Row | null, after: Row, column: string, value: string):
 
 type Rule = (before: Row | null, after: Row) => ReadonlyArray<EventKind>
 
-const inserted =
-  (kind: EventKind): Rule =>
-  (before) =>
-    before === null ? [kind] : []
+// Rules answer with shared arrays (read only): no allocation per change.
+const NONE: ReadonlyArray<EventKind> = []
 
-const becomesValue =
-  (column: string, value: string, kind: EventKind): Rule =>
-  (before, after) =>
-    becomes(before, after, column, value) ? [kind] : []
+const inserted = (kind: EventKind): Rule => {
+  const one: ReadonlyArray<EventKind> = [kind]
+  return (before) => (before === null ? one : NONE)
+}
+
+const becomesValue = (column: string, value: string, kind: EventKind): Rule => {
+  const one: ReadonlyArray<EventKind> = [kind]
+  return (before, after) => (becomes(before, after, column, value) ? one : NONE)
+}
 
 const all =
   (...rules: ReadonlyArray<Rule>): Rule =>
-  (before, after) =>
-    rules.flatMap((rule) => rule(before, after))
+  (before, after) => {
+    let out = NONE
+    for (const rule of rules) {
+      const kinds = rule(before, after)
+      if (kinds.length > 0) out = out.length === 0 ? kinds : [...out, ...kinds]
+    }
+    return out
+  }
 
 // Keyed by app table name; tables not listed (children, equipment, settings) fire nothing.
 const RULES: Readonly<Record<string, Rule>> = {
@@ -35,8 +45,8 @@ const RULES: Readonly<Record<string, Rule>> = {
   corrective_actions: all(inserted("corrective_action.created"), (before, after) =>
     // entering the closed group from outside it: completed -> verified stays inside, so nothing
     CLOSED.has(String(after["status"])) && (before === null || !CLOSED.has(String(before["status"])))
-      ? ["corrective_action.closed"]
-      : []
+      ? CLOSED_EVENT
+      : NONE
   ),
   audits: inserted("audit.created"),
   inspections: becomesValue("outcome", "fail", "inspection.failed"),
@@ -53,6 +63,8 @@ const rank = (kind: EventKind): number => EVENT_KINDS.indexOf(kind)
 /** The events, in EVENT_KINDS order (so created comes before closed). A delete fires nothing. */
 export const eventsFor = (table: string, before: Row | null, after: Row | null): ReadonlyArray<EventKind> => {
   const rule = Object.hasOwn(RULES, table) ? RULES[table] : undefined
-  if (rule === undefined || after === null) return []
-  return [...new Set(rule(before, after))].sort((a, b) => rank(a) - rank(b))
+  if (rule === undefined || after === null) return NONE
+  const kinds = rule(before, after)
+  // Most changes fire one event or none: nothing to order (capture asks once per changed row).
+  return kinds.length < 2 ? kinds : [...new Set(kinds)].sort((a, b) => rank(a) - rank(b))
 }

@@ -48,8 +48,10 @@ export const RESOURCE_INFO: Readonly<Record<Resource, ResourceInfo>> = {
 
 export const isResource = (s: string): s is Resource => (RESOURCES as ReadonlyArray<string>).includes(s)
 
-export const resourceOfTable = (table: string): Resource | undefined =>
-  RESOURCES.find((r) => RESOURCE_INFO[r].table === table)
+const BY_TABLE = new Map<string, Resource>()
+for (const r of RESOURCES) if (!BY_TABLE.has(RESOURCE_INFO[r].table)) BY_TABLE.set(RESOURCE_INFO[r].table, r)
+
+export const resourceOfTable = (table: string): Resource | undefined => BY_TABLE.get(table)
 
 /** The corrective-action status filter (spec 4.2): groups and exact values. */
 export const STATUS_FILTER: Readonly<Record<string, ReadonlyArray<string>>> = {

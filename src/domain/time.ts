@@ -92,6 +92,8 @@ export const toIsoUtc = (value: Date | string): string => {
  */
 export const toIsoUtcOrNull = (value: unknown): string | null => {
   if (value === null || value === undefined) return null
+  // Mirror values are canonical already (the common case): no trim, no pattern.
+  if (typeof value === "string" && isCanonical(value)) return value
   if (typeof value === "string" && /^[+-]?infinity$/i.test(value.trim())) return null
   if (typeof value === "number" && !Number.isFinite(value)) return null
   if (typeof value === "string" || value instanceof Date) return toIsoUtc(value)

@@ -7,4 +7,4 @@ const FIELDS = fields(`
   approved_at:timestamp implemented_at:timestamp job_site_id
 `)
 
-export const shapeChange = ({ row }: ShapeInput): ApiRecord => ({ ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) })
+export const shapeChange = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

@@ -7,7 +7,4 @@ const FIELDS = fields(`
   close_out_notes owner incident_id observation_id audit_item_id inspection_id change_id
 `)
 
-export const shapeCorrectiveAction = ({ row }: ShapeInput): ApiRecord => ({
-  ...pickFields(row, FIELDS),
-  ...pickFields(row, STAMPS)
-})
+export const shapeCorrectiveAction = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

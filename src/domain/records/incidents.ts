@@ -23,7 +23,7 @@ export const redactPrivacyCase = (json: string): string => {
 }
 
 export const shapeIncident = ({ row }: ShapeInput): ApiRecord => {
-  const record = { ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) }
+  const record = pickFields(row, STAMPS, pickFields(row, FIELDS))
   if (readField(row, "privacy_case", "boolean") === true) {
     for (const field of PRIVACY_CASE_FIELDS) record[field] = null
   }

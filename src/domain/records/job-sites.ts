@@ -6,4 +6,4 @@ const FIELDS = fields(`
   id company_id name address city region country active:boolean
 `)
 
-export const shapeJobSite = ({ row }: ShapeInput): ApiRecord => ({ ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) })
+export const shapeJobSite = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

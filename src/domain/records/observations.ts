@@ -7,4 +7,4 @@ const FIELDS = fields(`
   observed_by reported_via status
 `)
 
-export const shapeObservation = ({ row }: ShapeInput): ApiRecord => ({ ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) })
+export const shapeObservation = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

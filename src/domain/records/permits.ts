@@ -7,4 +7,4 @@ const FIELDS = fields(`
   approved_at:timestamp valid_from:timestamp valid_to:timestamp closed_at:timestamp
 `)
 
-export const shapePermit = ({ row }: ShapeInput): ApiRecord => ({ ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) })
+export const shapePermit = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

@@ -7,4 +7,4 @@ const FIELDS = fields(`
   signal_word job_site_id
 `)
 
-export const shapeSds = ({ row }: ShapeInput): ApiRecord => ({ ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) })
+export const shapeSds = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

@@ -6,7 +6,4 @@ const FIELDS = fields(`
   id company_id worker_id course provider completed_at:timestamp expires_at:timestamp via
 `)
 
-export const shapeTrainingRecord = ({ row }: ShapeInput): ApiRecord => ({
-  ...pickFields(row, FIELDS),
-  ...pickFields(row, STAMPS)
-})
+export const shapeTrainingRecord = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

@@ -6,4 +6,4 @@ const FIELDS = fields(`
   id company_id name job_title employer subcontractor_id job_site_id status
 `)
 
-export const shapeWorker = ({ row }: ShapeInput): ApiRecord => ({ ...pickFields(row, FIELDS), ...pickFields(row, STAMPS) })
+export const shapeWorker = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))

@@ -11,7 +11,7 @@ import { eventWrites, type OutboxEvent } from "../outbox/events.ts"
 import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
-import { Store } from "../projection/store.ts"
+import { Store, TableMap } from "../projection/store.ts"
 import { rowCompany } from "../projection/tables.ts"
 import { companyRows, mirrorWrites, type MirrorChanges, userRows, viewWrites, writeCompanyRows, writeUserRows } from "../projection/write.ts"
 import type { Txn } from "./txn.ts"
@@ -19,7 +19,18 @@ import type { Txn } from "./txn.ts"
 type Tx = TransactionSql<Record<string, unknown>>
 type Db = Sql<Record<string, unknown>> | Tx
 
-const refKey = (r: RecordRef) => r.resource + "|" + r.id
+/** Records, each once, in the order first met; looked up by resource, then id (no "resource|id" string per change). */
+class RefList {
+  readonly list: RecordRef[] = []
+  private readonly seen = new Map<string, Set<string>>()
+  add(r: RecordRef): void {
+    let ids = this.seen.get(r.resource)
+    if (ids === undefined) this.seen.set(r.resource, (ids = new Set()))
+    if (ids.has(r.id)) return
+    ids.add(r.id)
+    this.list.push(r)
+  }
+}
 
 export const moduleOn = (store: Store, companyId: string, resource: Resource): boolean =>
   store.someChild("company_modules", companyId, (m) => m.data.module === resource && m.data.enabled === true)
@@ -28,34 +39,40 @@ export const moduleOn = (store: Store, companyId: string, resource: Resource): b
 export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: string; key: string; data: Row | null; inserted?: true }>) => {
   // A key whose first change here is an INSERT was not in the app table, so it is not in the
   // mirror either (the mirror is the app table as of the batch's start): nothing to read.
-  const first = new Set<string>()
-  const absent: Array<readonly [string, string]> = []
+  // A key the store holds already was remembered so (or loaded before).
+  const wanted = new Map<string, Set<string>>()
   const load: Array<readonly [string, string]> = []
-  for (const c of changes) {
-    const id = c.table + "|" + c.key
-    if (first.has(id)) continue
-    first.add(id)
-    if (c.inserted) absent.push([c.table, c.key])
+  for (let i = 0; i < changes.length; i++) {
+    const c = changes[i]!
+    if (store.has(c.table, c.key)) continue
+    let keys = wanted.get(c.table)
+    if (keys === undefined) wanted.set(c.table, (keys = new Set()))
+    if (keys.has(c.key)) continue
+    keys.add(c.key)
+    if (c.inserted) store.absentKey(c.table, c.key)
     else load.push([c.table, c.key])
   }
-  store.absent(absent)
   await store.loadKeys(load)
-  const refs = new Map<string, RecordRef>()
+  const refs = new RefList()
   const equipment = new Set<string>()
   const sites = new Set<string>()
   const companies = new Set<string>()
   const tenancy = new Set<string>()
   const users = new Set<string>()
-  for (const c of changes) {
+  const seen: Array<{ tbl: string; data: Row }> = []
+  // Indexed loops: this runs once per change, and iterators would be made per change.
+  for (let i = 0; i < changes.length; i++) {
+    const c = changes[i]!
     const before = store.getBase(c.table, c.key)?.data ?? null
     const deps = dependentsOf(c.table, c.key, before, c.data)
-    for (const r of deps.records) refs.set(refKey(r), r)
-    for (const e of deps.inspectionsOfEquipment) equipment.add(e)
-    for (const s of deps.inspectionsAtSite) sites.add(s)
-    for (const row of [before, c.data]) {
-      const company = row ? rowCompany(c.table, row) : null
-      if (company) companies.add(company)
-    }
+    for (let j = 0; j < deps.records.length; j++) refs.add(deps.records[j]!)
+    for (let j = 0; j < deps.inspectionsOfEquipment.length; j++) equipment.add(deps.inspectionsOfEquipment[j]!)
+    for (let j = 0; j < deps.inspectionsAtSite.length; j++) sites.add(deps.inspectionsAtSite[j]!)
+    const was = before ? rowCompany(c.table, before) : null
+    if (was) companies.add(was)
+    const now = c.data ? rowCompany(c.table, c.data) : null
+    if (now) companies.add(now)
+    if (c.data) seen.push({ tbl: c.table, data: c.data })
     if (c.table === "companies") tenancy.add(c.key)
     if (c.table === "company_modules") tenancy.add(c.key.slice(0, c.key.indexOf(":")))
     if (c.table === "users") users.add(c.key)
@@ -66,31 +83,39 @@ export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: stri
   }
   if (equipment.size > 0) {
     await store.loadChildren("inspections", equipment)
-    for (const e of equipment) for (const i of store.childrenOf("inspections", e)) refs.set(refKey({ resource: "inspections", id: i.key }), { resource: "inspections", id: i.key })
+    for (const e of equipment) for (const i of store.childrenOf("inspections", e)) refs.add({ resource: "inspections", id: i.key })
   }
-  const seen = changes.flatMap((c) => (c.data ? [{ tbl: c.table, data: c.data }] : []))
-  await prepare(store, refs.values(), seen)
-  for (const id of [...refs.values()].map((r) => store.getBase(tableOf(r), r.id)?.companyId)) if (id) companies.add(id)
+  await prepare(store, refs.list, seen)
+  for (const r of refs.list) {
+    const id = store.getBase(tableOf(r), r.id)?.companyId
+    if (id) companies.add(id)
+  }
   for (const c of tenancy) companies.add(c)
   await store.loadKeys([...tenancy].map((id) => ["companies", id] as const))
   await store.loadChildren("company_modules", companies)
-  return { refs: [...refs.values()], tenancy, users }
+  return { refs: refs.list, tenancy, users }
 }
 
 const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
 
 /** Simulates one transaction over the store; returns its events (seq from 0). */
 export const simulate = (store: Store, txn: Txn, projections: Projections = new Projections(store)): OutboxEvent[] => {
-  const before = new Map<string, { table: string; key: string; data: Row | null }>()
-  for (const c of txn.changes) {
-    const id = c.table + "|" + c.key
-    if (!before.has(id)) before.set(id, { table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+  // Each changed row's state before the transaction, taken at its first change in it (a row
+  // not changed since the transaction began).
+  const start = store.version
+  const before: Array<{ table: string; key: string; data: Row | null }> = []
+  for (let i = 0; i < txn.changes.length; i++) {
+    const c = txn.changes[i]!
+    if (!store.changedSince(c.table, c.key, start)) before.push({ table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
     store.apply(c.table, c.key, c.data)
   }
   const events: OutboxEvent[] = []
-  for (const b of before.values()) {
+  for (let i = 0; i < before.length; i++) {
+    const b = before[i]!
     const after = store.get(b.table, b.key)?.data ?? null
-    for (const kind of eventsFor(b.table, b.data, after)) {
+    const kinds = eventsFor(b.table, b.data, after)
+    for (let k = 0; k < kinds.length; k++) {
+      const kind = kinds[k]!
       const resource = EVENT_RESOURCE[kind]
       const view = projections.get({ resource, id: b.key })
       if (!view || !moduleOn(store, view.companyId, resource)) continue
@@ -205,13 +230,14 @@ export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Sto
   // have has no view yet.
   const fresh = views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) === null)
   const known = fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
-  const finalBody = new Map(views.map((v) => [v.resource + "|" + v.id, v.body]))
+  const finalBody = new TableMap<string>()
+  for (const v of views) finalBody.set(v.resource, v.id, v.body)
   const writes = [
     mirrorWrites(mirrorChanges(store)),
     viewWrites(known, deletedAt(txns, gone), txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }, fresh),
     // An event that carries its record's final view (the most common case: nothing changed it
     // after) takes the body from the view written just before it, rather than shipping it twice.
-    eventWrites(events, (e) => finalBody.get(e.resource + "|" + e.recordId) === e.payload)
+    eventWrites(events, (e) => finalBody.get(e.resource, e.recordId) === e.payload)
   ]
   const companies = tenancy.size > 0 ? companyRows(store, tenancy) : null
   const people = users.size > 0 ? userRows(store, users) : null

@@ -3,6 +3,7 @@
 // and normalised as they are read. The library's parser makes a view, a decoder call and a
 // dictionary-mode object per value and tuple, which the normal form then copied again: about
 // a third of what capture allocated per change. Every other message goes to the library.
+import pg from "pg"
 import { PgoutputPlugin } from "pg-logical-replication"
 import type { Message, MessageDelete, MessageInsert, MessageRelation, MessageUpdate } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { normalizeValue } from "./normalize.ts"
@@ -72,14 +73,64 @@ class Reader {
   }
 }
 
+/** How a column's text becomes its normal value: as it is (text, varchar, uuid...), by the
+ *  timestamptz short cut, or by its pg-types parser and normalizeValue. */
+const PLAIN = 0
+const TIMESTAMP = 1
+const GENERAL = 2
+
+interface ColumnPlan {
+  readonly name: string
+  readonly how: typeof PLAIN | typeof TIMESTAMP | typeof GENERAL
+  readonly parser: (text: string) => unknown
+  readonly typeOid: number
+}
+
+// Types whose text is already their normal value: pg-types has no parser for them (its
+// parser gives the text back) and normalizeValue keeps a string. Checked against the parser
+// the library chose, in case one was registered for them.
+const TEXT_OIDS = new Set([19, 25, 1042, 1043, 2950]) // name, text, bpchar, varchar, uuid
+const textParser = pg.types.getTypeParser(25)
+
+interface RelationPlan {
+  readonly columns: ReadonlyArray<ColumnPlan>
+  /** Makes a whole tuple from its values in column order as one object literal: V8 gives it
+   *  fixed properties, where a row of more than about 16 columns set one by one under computed
+   *  names becomes a dictionary, slower to read for every shaper and to stringify for the mirror. */
+  readonly make: (values: ReadonlyArray<unknown>) => Tuple
+  /** The values of the tuple being read (readTuple is synchronous and never reentered). */
+  readonly values: unknown[]
+}
+
+/** A relation's columns, planned once (a relation message comes before its rows). The names,
+ *  the app's column names, are quoted as JSON strings in the literal. */
+const planOf = (rel: MessageRelation): RelationPlan => {
+  const literal = rel.columns.map((c, i) => `${JSON.stringify(c.name)}: v[${i}]`).join(", ")
+  return {
+    columns: rel.columns.map((c) => ({
+      name: c.name,
+      how: c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
+      parser: c.parser,
+      typeOid: c.typeOid
+    })),
+    make: new Function("v", `return { ${literal} }`) as RelationPlan["make"],
+    values: new Array<unknown>(rel.columns.length)
+  }
+}
+
 /** Reads one TupleData; `fallback` supplies unchanged TOAST values (the old tuple, when sent). */
-const readTuple = (r: Reader, rel: MessageRelation, fallback: Tuple | null): Tuple => {
+const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback: Tuple | null): Tuple => {
   const n = r.i16()
-  const out: Tuple = {}
+  // Every column (as pgoutput sends them): the tuple is made at once from its values; else
+  // its values are set one by one.
+  const whole = n === plan.columns.length
+  const values = plan.values
+  const some: Tuple = {}
   for (let i = 0; i < n; i++) {
-    const col = rel.columns[i]
+    const col = plan.columns[i]
     if (col === undefined) throw new Error(`pgoutput tuple of ${rel.schema}.${rel.name} has more columns than its relation`)
     const kind = r.u8()
+    let value: unknown
     if (kind === 0x74) {
       // 't': text
       const len = r.i32()
@@ -87,23 +138,31 @@ const readTuple = (r: Reader, rel: MessageRelation, fallback: Tuple | null): Tup
       const end = start + len
       if (end > r.b.length) throw new Error("unexpected end of pgoutput message")
       r.p = end
-      const iso = col.typeOid === TIMESTAMPTZ ? utcTimestampIsoBytes(r.b, start, end) : null
-      out[col.name] = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+      if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
+      else {
+        const iso = col.how === TIMESTAMP ? utcTimestampIsoBytes(r.b, start, end) : null
+        value = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+      }
     } else if (kind === 0x6e) {
-      out[col.name] = null // 'n'
+      value = null // 'n'
     } else if (kind === 0x75) {
       // 'u': unchanged TOAST value; undefined when no old tuple came (the mirror keeps its value)
-      out[col.name] = fallback === null ? undefined : fallback[col.name]
+      value = fallback === null ? undefined : fallback[col.name]
     } else if (kind === 0x62) {
       // 'b': binary (not asked for); no bytea among the published columns
       const len = r.i32()
       r.p += len
-      out[col.name] = null
+      value = null
     } else {
       throw new Error(`unknown pgoutput tuple value kind ${String.fromCharCode(kind)}`)
     }
+    if (whole) values[i] = value
+    else some[col.name] = value
   }
-  return out
+  if (!whole) return some
+  const tuple = plan.make(values)
+  values.fill(undefined) // holds no row's values after
+  return tuple
 }
 
 /** A key tuple ('K'): only the key columns; their non-key places are null in it and left out. */
@@ -114,35 +173,36 @@ const keyOf = (rel: MessageRelation, tuple: Tuple): Tuple => {
 }
 
 export class RowPgoutputPlugin extends PgoutputPlugin {
-  private readonly relations = new Map<number, MessageRelation>()
+  private readonly relations = new Map<number, { readonly relation: MessageRelation; readonly plan: RelationPlan }>()
 
   override parse(buffer: Buffer): Message {
     const tag = buffer[0]
     if (tag === 0x49 || tag === 0x55 || tag === 0x44) return this.row(buffer, tag)
     const msg = super.parse(buffer) as Message
-    if (msg.tag === "relation") this.relations.set(msg.relationOid, msg)
+    if (msg.tag === "relation") this.relations.set(msg.relationOid, { relation: msg, plan: planOf(msg) })
     return msg
   }
 
   private row(buffer: Buffer, tag: number): MessageInsert | MessageUpdate | MessageDelete {
     const r = new Reader(buffer, 1)
-    const relation = this.relations.get(r.i32()) // signed, as the library keys its relations
-    if (relation === undefined) throw new Error("pgoutput row message for a relation not described first")
+    const known = this.relations.get(r.i32()) // signed, as the library keys its relations
+    if (known === undefined) throw new Error("pgoutput row message for a relation not described first")
+    const { relation, plan } = known
     if (tag === 0x49) {
       if (r.u8() !== 0x4e) throw new Error("pgoutput insert without its new tuple")
-      return { tag: "insert", relation, new: readTuple(r, relation, null) }
+      return { tag: "insert", relation, new: readTuple(r, relation, plan, null) }
     }
     let key: Tuple | null = null
     let old: Tuple | null = null
     let sub = r.u8()
-    if (sub === 0x4b) key = keyOf(relation, readTuple(r, relation, null)) // 'K'
-    else if (sub === 0x4f) old = readTuple(r, relation, null) // 'O'
+    if (sub === 0x4b) key = keyOf(relation, readTuple(r, relation, plan, null)) // 'K'
+    else if (sub === 0x4f) old = readTuple(r, relation, plan, null) // 'O'
     if (tag === 0x44) {
       if (key === null && old === null) throw new Error(`unknown pgoutput delete submessage ${String.fromCharCode(sub)}`)
       return { tag: "delete", relation, key, old }
     }
     if (key !== null || old !== null) sub = r.u8()
     if (sub !== 0x4e) throw new Error(`unknown pgoutput update submessage ${String.fromCharCode(sub)}`)
-    return { tag: "update", relation, key, old, new: readTuple(r, relation, old) }
+    return { tag: "update", relation, key, old, new: readTuple(r, relation, plan, old) }
   }
 }

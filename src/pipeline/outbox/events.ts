@@ -3,8 +3,8 @@ import type { TransactionSql } from "postgres"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import type { EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
-import { packed } from "../projection/columns.ts"
-import { uuidv7 } from "./ids.ts"
+import { SEPARATOR } from "../projection/columns.ts"
+import { uuidv7s } from "./ids.ts"
 
 export const EVENTS_CHANNEL = "service_events"
 
@@ -41,16 +41,28 @@ export const eventWrites = (
   if (events.length === 0) return () => []
   const now = Date.now()
   // Every column cannot hold the separator (src/pipeline/projection/columns.ts): ids, the service's
-  // names, LSNs, numbers, timestamps and JSON payloads.
-  const id = packed(events.map(() => uuidv7(now)))
-  const company = packed(events.map((e) => e.companyId))
-  const event = packed(events.map((e) => e.event))
-  const resource = packed(events.map((e) => e.resource))
-  const record = packed(events.map((e) => e.recordId))
-  const lsn = packed(events.map((e) => formatLsn(e.commitLsn)))
-  const seq = packed(events.map((e) => e.seq))
-  const payload = packed(events.map((e) => (viewed(e) ? null : e.payload)))
-  const created = packed(events.map((e) => e.createdAt.toISOString()))
+  // names, LSNs, numbers, timestamps and JSON payloads. Built in one pass (packed's form);
+  // a transaction's events share its LSN and commit time, formatted once.
+  const id = uuidv7s(events.length, now, SEPARATOR)
+  let company = "", event = "", resource = "", record = "", lsn = "", seq = "", payload = "", created = ""
+  let lastLsn: Lsn | null = null
+  let lsnText = ""
+  let lastAt: Date | null = null
+  let atText = ""
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!
+    if (e.commitLsn !== lastLsn) lsnText = formatLsn((lastLsn = e.commitLsn))
+    if (e.createdAt !== lastAt) atText = (lastAt = e.createdAt).toISOString()
+    const sep = i === 0 ? "" : SEPARATOR
+    company += sep + e.companyId
+    event += sep + e.event
+    resource += sep + e.resource
+    record += sep + e.recordId
+    lsn += sep + lsnText
+    seq += sep + e.seq
+    payload += sep + (viewed(e) ? "" : e.payload)
+    created += sep + atText
+  }
   const count = String(events.length)
   return (tx) => [
     tx`

@@ -29,28 +29,32 @@ const EQUIPMENT_SHOWN = ["name", "identifier", "category", "job_site_id"] as con
 const changed = (before: Row | null, after: Row | null, cols: ReadonlyArray<string>) =>
   before === null || after === null || cols.some((c) => before[c] !== after[c])
 
-const distinct = (xs: ReadonlyArray<string | null | undefined>): string[] => [
-  ...new Set(xs.filter((x): x is string => typeof x === "string"))
-]
+// Answers built without spreads or sets: capture asks once per row change.
+const NONE: Dependents = { records: [], inspectionsOfEquipment: [], inspectionsAtSite: [] }
+const only = (records: ReadonlyArray<RecordRef>): Dependents => ({ records, inspectionsOfEquipment: NONE.inspectionsOfEquipment, inspectionsAtSite: NONE.inspectionsAtSite })
 
 /** before/after: the row's state before and after the change (null when absent). */
 export const dependentsOf = (table: string, id: string, before: Row | null, after: Row | null): Dependents => {
-  const none: Dependents = { records: [], inspectionsOfEquipment: [], inspectionsAtSite: [] }
-  const own = resourceOfTable(table)
   const child = CHILD_PARENT[table]
   if (child) {
     const [col, resource] = child
-    return { ...none, records: distinct([before?.[col] as string, after?.[col] as string]).map((pid) => ({ resource, id: pid })) }
+    const a = before?.[col]
+    const b = after?.[col]
+    const records: RecordRef[] = []
+    if (typeof a === "string") records.push({ resource, id: a })
+    if (typeof b === "string" && b !== a) records.push({ resource, id: b })
+    return only(records)
   }
   if (table === "equipment") {
-    return changed(before, after, EQUIPMENT_SHOWN) ? { ...none, inspectionsOfEquipment: [id] } : none
+    return changed(before, after, EQUIPMENT_SHOWN) ? { ...NONE, inspectionsOfEquipment: [id] } : NONE
   }
   if (table === "job_sites") {
     return {
-      ...none,
+      ...NONE,
       records: [{ resource: "job-sites", id }],
       inspectionsAtSite: changed(before, after, ["name"]) ? [id] : []
     }
   }
-  return own ? { ...none, records: [{ resource: own, id }] } : none
+  const own = resourceOfTable(table)
+  return own ? only([{ resource: own, id }]) : NONE
 }

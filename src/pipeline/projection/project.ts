@@ -3,7 +3,7 @@ import { shape, viewMeta } from "../../domain/records/index.ts"
 import type { ApiRecord, Row } from "../../domain/records/types.ts"
 import { RESOURCE_INFO, type Resource } from "../../domain/resources.ts"
 import type { RecordRef } from "./dependencies.ts"
-import type { Store } from "./store.ts"
+import { type Store, TableMap } from "./store.ts"
 import { groupSets } from "../../platform/sets.ts"
 
 const CHILD_TABLE: Partial<Record<Resource, string>> = {
@@ -111,18 +111,18 @@ export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
  */
 export class Projections {
   private readonly store: Store
-  private readonly made = new Map<string, { readonly at: number; readonly view: ProjectedView | null }>()
+  /** By resource, then id. */
+  private readonly made = new TableMap<{ readonly at: number; readonly view: ProjectedView | null }>()
 
   constructor(store: Store) {
     this.store = store
   }
 
   get(ref: RecordRef): ProjectedView | null {
-    const key = ref.resource + "|" + ref.id
-    const hit = this.made.get(key)
+    const hit = this.made.get(ref.resource, ref.id)
     if (hit !== undefined && this.unchangedSince(ref, hit.at)) return hit.view
     const view = project(this.store, ref)
-    this.made.set(key, { at: this.store.version, view })
+    this.made.set(ref.resource, ref.id, { at: this.store.version, view })
     return view
   }
 

@@ -23,7 +23,7 @@ export interface MirrorRow {
  * Values by table, then by key (or parent): a lookup makes no "table|key" string to hash, and
  * the keys, strings decoded once, keep their hash. Capture looks rows up many times a change.
  */
-class TableMap<V> {
+export class TableMap<V> {
   private readonly tables = new Map<string, Map<string, V>>()
   get(tbl: string, key: string): V | undefined {
     return this.tables.get(tbl)?.get(key)
@@ -40,8 +40,9 @@ class TableMap<V> {
   of(tbl: string): ReadonlyMap<string, V> {
     return this.tables.get(tbl) ?? EMPTY
   }
-  *entries(): Generator<readonly [string, string, V]> {
-    for (const [tbl, m] of this.tables) for (const [key, v] of m) yield [tbl, key, v]
+  /** Every key of every table (no tuple made per key). */
+  forEachKey(f: (tbl: string, key: string) => void): void {
+    for (const [tbl, m] of this.tables) for (const key of m.keys()) f(tbl, key)
   }
 }
 const EMPTY: ReadonlyMap<string, never> = new Map<string, never>()
@@ -131,6 +132,11 @@ export class Store {
   /** Remembers keys known to be absent before the batch (its first change of them is an INSERT). */
   absent(keys: Iterable<readonly [string, string]>): void {
     for (const [t, key] of keys) this.rememberAs(t, key, null)
+  }
+
+  /** absent() for one key. */
+  absentKey(tbl: string, key: string): void {
+    this.rememberAs(tbl, key, null)
   }
 
   /** Remembers a row's pre-batch state as given (null: absent), unless already loaded. */
@@ -288,12 +294,12 @@ export class Store {
     const inserts: MirrorRow[] = []
     const updates: MirrorRow[] = []
     const deletes: Array<{ tbl: string; key: string }> = []
-    for (const [tbl, key] of this.dirty.entries()) {
+    this.dirty.forEachKey((tbl, key) => {
       const row = this.current.get(tbl, key)
       const before = this.base.get(tbl, key)
       if (row) (before ? updates : inserts).push(row)
       else if (before) deletes.push({ tbl: before.tbl, key: before.key })
-    }
+    })
     return { inserts, updates, deletes }
   }
 }
