@@ -104,20 +104,7 @@ export const ApiKeyAuthLive = Layer.effect(
       }
       const entry = lookup.entry!
       usage.record(entry.keyId)
-      // The request's log line and span name the key, by id (never the key), whatever the answer.
-      return Effect.andThen(noteKeyId(entry.keyId), admitKey(httpEffect, entry, lookup, host, resource, hooks, strayQuery))
-    }
-
-    const admitKey = <E, R>(
-      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
-      entry: KeyEntry,
-      lookup: Lookup,
-      host: string | undefined,
-      resource: Resource | undefined,
-      hooks: boolean,
-      strayQuery: string | undefined
-    ) => {
-      return Effect.flatMap(limiter.take(entry.keyId), (rate) => {
+      const answer = Effect.flatMap(limiter.take(entry.keyId), (rate) => {
         const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
         if (!rate.allowed) {
           return tooMany(
@@ -139,6 +126,8 @@ export const ApiKeyAuthLive = Layer.effect(
           Effect.succeed(HttpServerResponse.setHeaders(response, headers))
         )
       })
+      // The request's log line and span name the key, by id (never the key), whatever the answer.
+      return Effect.andThen(noteKeyId(entry.keyId), answer)
     }
 
     return ApiKeyAuth.of({

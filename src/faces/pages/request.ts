@@ -98,14 +98,18 @@ export const refuseCrossOrigin = (request: Request): Response | undefined => {
   return check.ok ? undefined : refusedPage(403, "Request refused", `This form was refused: ${check.reason}. Admin changes are only accepted from the admin pages themselves.`)
 }
 
+/** A form POST's body, read only when it comes from the admin pages' own origin. */
+export const readOwnForm = (request: Request): Effect.Effect<FormRead> => {
+  const crossOrigin = refuseCrossOrigin(request)
+  return crossOrigin !== undefined ? Effect.succeed({ refused: crossOrigin }) : readForm(request)
+}
+
 /** A form of a signed-in admin's page: same origin, live session, the session's CSRF token. */
 export const signedInForm =
   <R>(handler: FormHandler<R>) =>
   (request: Request) =>
     Effect.gen(function* () {
-      const crossOrigin = refuseCrossOrigin(request)
-      if (crossOrigin !== undefined) return crossOrigin
-      const read = yield* readForm(request)
+      const read = yield* readOwnForm(request)
       if ("refused" in read) return read.refused
       const cookie = cookieOf(request, SESSION_COOKIE)
       const resolved = yield* resolveSession(cookie, { takeFlash: false })

@@ -8,7 +8,7 @@ import { HttpRouter, type HttpServerRequest } from "effect/http"
 import { html } from "./html.ts"
 import { barePage, htmlResponse, refusedPage, seeOther } from "./layout.ts"
 import { PATHS } from "./paths.ts"
-import { cookieOf, localTarget, readForm, refuseCrossOrigin, signedInForm } from "./request.ts"
+import { cookieOf, localTarget, readOwnForm, signedInForm } from "./request.ts"
 import { isToken, randomToken } from "../../access/bearer-secrets.ts"
 import { expiredCookie, safeEqual, serializeCookie, SESSION_COOKIE, SIGN_IN_COOKIE } from "./security.ts"
 import { endSession, openSession, resolveSession } from "../../access/sessions.ts"
@@ -68,9 +68,7 @@ export const SignInRoutes = Layer.mergeAll(
   ),
   HttpRouter.add("POST", PATHS.signIn, (request) =>
     Effect.gen(function* () {
-      const crossOrigin = refuseCrossOrigin(request)
-      if (crossOrigin !== undefined) return crossOrigin
-      const read = yield* readForm(request)
+      const read = yield* readOwnForm(request)
       if ("refused" in read) return read.refused
       const expected = cookieOf(request, SIGN_IN_COOKIE)
       const sent = read.form.get("csrf")
