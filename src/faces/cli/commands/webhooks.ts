@@ -83,6 +83,9 @@ const create = Command.make(
   ])
 )
 
+/** The flags of a change made by an admin: --as, --company (checked against the admin's), --json. */
+const asAdminFlags = { company: companyOptional, as: asRequired, json }
+
 /** Runs a webhook operation as the admin of --as, in their company (checked against --company when given). */
 const asAdmin = <A, E, R>(
   args: { readonly as: string; readonly company: Option.Option<string> },
@@ -102,9 +105,7 @@ const update = Command.make(
     name: Flag.String("name").pipe(Flag.withDescription("A new name"), Flag.optional),
     url: Flag.String("url").pipe(Flag.withDescription("A new https:// address"), Flag.optional),
     events: eventsFlag.pipe(Flag.optional),
-    company: companyOptional,
-    as: asRequired,
-    json
+    ...asAdminFlags
   },
   (args) =>
     asAdmin(args, (w, actor, companyId) =>
@@ -128,7 +129,7 @@ const onEndpoint = <E, R>(
   description: string,
   run: (w: WebhooksShape, actor: WebhookActor, ref: { id: string; companyId: string }, json: boolean) => Effect.Effect<void, E, R>
 ) =>
-  Command.make(name, { id: idArg("The endpoint's id"), company: companyOptional, as: asRequired, json }, (args) =>
+  Command.make(name, { id: idArg("The endpoint's id"), ...asAdminFlags }, (args) =>
     asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }, args.json))
   ).pipe(Command.withDescription(description))
 
@@ -142,9 +143,7 @@ const rotateSecret = Command.make(
       ),
       Flag.optional
     ),
-    company: companyOptional,
-    as: asRequired,
-    json
+    ...asAdminFlags
   },
   (args) =>
     asAdmin(args, (w, actor, companyId) =>
@@ -313,7 +312,7 @@ export const endpoints = Command.make("endpoints").pipe(
 
 const resend = Command.make(
   "resend",
-  { id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")), company: companyOptional, as: asRequired, json },
+  { id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")), ...asAdminFlags },
   (args) =>
     asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
@@ -345,7 +344,7 @@ const subscriptionsList = companyListing(
 const subscriptionChange = (name: "disable" | "enable" | "delete", description: string) =>
   Command.make(
     name,
-    { id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")), company: companyOptional, as: asRequired, json },
+    { id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")), ...asAdminFlags },
     (args) =>
       asAdmin(args, (w, actor, companyId) =>
         Effect.gen(function* () {
