@@ -5,7 +5,7 @@
 // the rules and the messages are the same.
 import { userActor } from "../../access/activity.ts"
 import { Effect, Layer } from "effect"
-import { HttpRouter } from "effect/http"
+import { HttpRouter, type HttpServerResponse } from "effect/http"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
 import { Database } from "../../platform/db/Database.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
@@ -261,44 +261,52 @@ export const replayOfferBox = (endpointId: string, offer: ReplayOfferInfo): Html
 
 const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
 
+/** Runs `use` on the replay's destination in the path; an unknown one is the 404 page. */
+const onTarget = <R>(
+  session: Session,
+  kind: Kind,
+  params: Readonly<Record<string, string | undefined>>,
+  use: (target: Target) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>
+) =>
+  Effect.flatMap(targetOf(session, kind, idOf(params)), (target) =>
+    target === undefined ? Effect.succeed(notFoundPage(`no ${kind} ${idOf(params)}`, session)) : use(target)
+  )
+
 const formRoutes = (kind: Kind, path: typeof PATHS.endpointReplay | typeof PATHS.subscriptionReplay) =>
   Layer.mergeAll(
     HttpRouter.add(
       "GET",
       path,
       signedIn((session, request, params) =>
-        Effect.gen(function* () {
-          const target = yield* targetOf(session, kind, idOf(params))
-          if (target === undefined) return notFoundPage(`no ${kind} ${idOf(params)}`, session)
-          const form = replayFormOf(new URL(request.url, "http://admin.invalid").searchParams)
-          return htmlResponse(replayFormPage(session, target, form))
-        })
+        onTarget(session, kind, params, (target) =>
+          Effect.succeed(htmlResponse(replayFormPage(session, target, replayFormOf(new URL(request.url, "http://admin.invalid").searchParams))))
+        )
       )
     ),
     HttpRouter.add(
       "POST",
       path,
       signedInForm((session, body, params) =>
-        Effect.gen(function* () {
-          const target = yield* targetOf(session, kind, idOf(params))
-          if (target === undefined) return notFoundPage(`no ${kind} ${idOf(params)}`)
-          const form = replayFormOf(body)
-          const start = body.get("step") === "start"
-          const actor = userActor(session.actor)
-          const r = yield* Effect.result(startReplay(actor, session.actor.companyId, "pages", requestOf(target, form, !start)))
-          if (r._tag === "Failure") {
-            if (r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
-            return htmlResponse(replayFormPage(session, target, form, httpMessage(r.failure)), { status: httpStatus(r.failure) })
-          }
-          if ("plan" in r.success) {
-            if (!start) return htmlResponse(checkPage(session, target, form, r.success.plan))
-            yield* setFlash(session, { kind: "success", message: "Nothing to replay: every event in the range was delivered." })
-            return seeOther(target.back)
-          }
-          const made = r.success.replay
-          yield* setFlash(session, { kind: "success", message: `Replay started: ${made.progress.queued} deliveries to ${target.url}, a few a second behind live deliveries.` })
-          return seeOther(pathFor(PATHS.replay, made.id))
-        })
+        onTarget(session, kind, params, (target) =>
+          Effect.gen(function* () {
+            const form = replayFormOf(body)
+            const start = body.get("step") === "start"
+            const actor = userActor(session.actor)
+            const r = yield* Effect.result(startReplay(actor, session.actor.companyId, "pages", requestOf(target, form, !start)))
+            if (r._tag === "Failure") {
+              if (r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
+              return htmlResponse(replayFormPage(session, target, form, httpMessage(r.failure)), { status: httpStatus(r.failure) })
+            }
+            if ("plan" in r.success) {
+              if (!start) return htmlResponse(checkPage(session, target, form, r.success.plan))
+              yield* setFlash(session, { kind: "success", message: "Nothing to replay: every event in the range was delivered." })
+              return seeOther(target.back)
+            }
+            const made = r.success.replay
+            yield* setFlash(session, { kind: "success", message: `Replay started: ${made.progress.queued} deliveries to ${target.url}, a few a second behind live deliveries.` })
+            return seeOther(pathFor(PATHS.replay, made.id))
+          })
+        )
       )
     )
   )
