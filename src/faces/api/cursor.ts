@@ -4,6 +4,7 @@
 // (company, resource and filters). A changed byte, or the same cursor on another list,
 // fails the check. Pure: the key is passed in.
 import { Schema } from "effect"
+import { isUuid } from "../../domain/ids.ts"
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
 
 /** A page's nextCursor in the documents. */
@@ -31,10 +32,12 @@ export type CursorError = "malformed" | "tampered" | "other-list"
 const VERSION = "1"
 const MAC_BYTES = 16
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}(:\d{2}){0,2})$/
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /** The signing key (a KeyObject: HMAC with a raw buffer key is several times slower). */
 export type CursorKey = KeyObject
+// Ids in a cursor are written lower-case by this API; any other form was not issued here.
+const isLowerUuid = (id: string) => isUuid(id) && id === id.toLowerCase()
+
 export const cursorKey = (secret: Uint8Array): CursorKey => createSecretKey(secret)
 
 const digests = new WeakMap<CursorKey, Map<string, string>>()
@@ -78,7 +81,7 @@ export const decodeCursor = (
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { error: "tampered" }
   const [version, digest, createdAt, id, ...rest] = payload.split("|")
   if (version !== VERSION || rest.length > 0 || createdAt === undefined || id === undefined) return { error: "malformed" }
-  if (!TIMESTAMP.test(createdAt) || !UUID.test(id)) return { error: "malformed" }
+  if (!TIMESTAMP.test(createdAt) || !isLowerUuid(id)) return { error: "malformed" }
   if (digest !== bindingDigest(key, binding)) return { error: "other-list" }
   return { position: { createdAt, id } }
 }

@@ -144,3 +144,6 @@ export const refusedPage = (status: 400 | 403 | 404 | 413 | 415, title: string, 
     ),
     { status }
   )
+
+/** 404 for an id in the path that is not the admin's company's (or not an id at all). */
+export const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)

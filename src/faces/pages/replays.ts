@@ -13,9 +13,9 @@ import { Webhooks } from "../../webhooks/service.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
 import { replaysOf, showReplay, startReplay, stopReplay, type ReplayPlan, type ReplayRequest } from "../../webhooks/replay/manage.ts"
 import { attr, html, type Html } from "./html.ts"
-import { csrfField, formError, formatDate, htmlResponse, page, postButton, refusedPage, seeOther, when } from "./layout.ts"
+import { csrfField, formError, formatDate, htmlResponse, page, notFoundPage, postButton, seeOther, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
-import { signedIn, signedInForm } from "./request.ts"
+import { idOf, signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
 
 type Kind = "endpoint" | "subscription"
@@ -61,8 +61,6 @@ const requestOf = (target: Target, form: ReplayForm, dryRun: boolean): ReplayReq
   failedOnly: form.failed,
   dryRun
 })
-
-const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
 
 const targetOf = (session: Session, kind: Kind, id: string): Effect.Effect<Target | undefined, never, Webhooks> =>
   Effect.gen(function* () {
@@ -258,8 +256,6 @@ export const replayOfferBox = (endpointId: string, offer: ReplayOfferInfo): Html
   <p>It was turned on again ${when(offer.at)}. Deliveries that failed before it was switched off, and events while it was off (${when(offer.since)} to ${when(offer.until)}), were not delivered.</p>
   <p><a href="${pathFor(PATHS.endpointReplay, endpointId)}${replayQuery({ since: offer.since, until: offer.until, events: [], failed: true })}">Replay what failed while it was off</a> <span class="muted">(you see the count first)</span></p>
 </section>`
-
-const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
 
 /** Runs `use` on the replay's destination in the path; an unknown one is the 404 page. */
 const onTarget = <R>(

@@ -62,7 +62,7 @@ export const signedIn =
 export type FormRead = { readonly form: URLSearchParams } | { readonly refused: Response }
 
 /** A small application/x-www-form-urlencoded body (what every form of these pages sends). */
-export const readForm = (request: Request): Effect.Effect<FormRead> => {
+const readForm = (request: Request): Effect.Effect<FormRead> => {
   const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
   if (type !== "application/x-www-form-urlencoded") {
     return Effect.succeed({ refused: refusedPage(415, "Request refused", "The admin pages take forms sent as application/x-www-form-urlencoded only.") })
@@ -89,7 +89,7 @@ export const readForm = (request: Request): Effect.Effect<FormRead> => {
 }
 
 /** Refuses a POST that does not come from a page of this origin; undefined when it does. */
-export const refuseCrossOrigin = (request: Request): Response | undefined => {
+const refuseCrossOrigin = (request: Request): Response | undefined => {
   const check = checkSameOrigin({
     origin: request.headers["origin"],
     secFetchSite: request.headers["sec-fetch-site"],
@@ -97,6 +97,9 @@ export const refuseCrossOrigin = (request: Request): Response | undefined => {
   })
   return check.ok ? undefined : refusedPage(403, "Request refused", `This form was refused: ${check.reason}. Admin changes are only accepted from the admin pages themselves.`)
 }
+
+/** The id in a page's path ("" when absent: no id matches it). */
+export const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
 
 /** A form POST's body, read only when it comes from the admin pages' own origin. */
 export const readOwnForm = (request: Request): Effect.Effect<FormRead> => {

@@ -17,10 +17,10 @@ import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
 import { attr, html, type Html } from "./html.ts"
-import { csrfField, formatDate, formError, htmlResponse, page, postButton, refusedPage, seeOther, shownOnce, when } from "./layout.ts"
+import { csrfField, formatDate, formError, htmlResponse, page, notFoundPage, postButton, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
 import { pendingOffer, recentReplays, replayOfferBox, replaysTable, type ReplayOfferInfo } from "./replays.ts"
-import { signedIn, signedInForm } from "./request.ts"
+import { idOf, signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
 
 export const EVENT_LABELS: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = {
@@ -293,8 +293,6 @@ ${replaysTable(replays.list)}
 
 const endpointFormOf = (body: URLSearchParams): EndpointForm => ({ name: body.get("name") ?? "", url: body.get("url") ?? "", events: body.getAll("events") })
 
-const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
-
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
 const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}) =>
@@ -332,8 +330,6 @@ const flashAfter = <A, E extends DomainError>(
     yield* setFlash(session, r._tag === "Success" ? success(r.success) : { kind: "error", message: httpMessage(r.failure) })
     return seeOther(location(r._tag === "Success"))
   })
-
-const idOf = (params: Readonly<Record<string, string | undefined>>) => params["id"] ?? ""
 
 /** What a form POST on one endpoint, delivery or subscription works with. */
 interface Post {

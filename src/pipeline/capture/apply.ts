@@ -2,7 +2,8 @@
 // views, the outbox and the checkpoint move together, so a crash replays the whole batch
 // or none of it. Transactions are simulated in commit order over an in-memory Store so
 // each event carries its record as it stood at its own commit.
-import type { Sql, TransactionSql } from "postgres"
+import type { Transaction as Tx } from "../../platform/db/Database.ts"
+import type { Sql } from "postgres"
 import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { eventsFor } from "../../domain/events.ts"
 import type { Row } from "../../domain/records/types.ts"
@@ -16,7 +17,6 @@ import { rowCompany } from "../projection/tables.ts"
 import { companyRows, mirrorWrites, type MirrorChanges, userRows, viewWrites, writeCompanyRows, writeUserRows } from "../projection/write.ts"
 import type { Txn } from "./txn.ts"
 
-type Tx = TransactionSql<Record<string, unknown>>
 type Db = Sql<Record<string, unknown>> | Tx
 
 /** Records, each once, in the order first met; looked up by resource, then id (no "resource|id" string per change). */

@@ -2,8 +2,9 @@
 // in one transaction that also stores the checkpoint (the slot's consistent point). The
 // stream then resumes exactly after it: nothing committed meanwhile is lost or applied twice,
 // and no event fires for rows that already existed.
+import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { markProjectionVersion } from "../projection/version.ts"
-import type { Sql, TransactionSql } from "postgres"
+import type { Sql } from "postgres"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
 import { finalViews } from "./apply.ts"
@@ -16,7 +17,6 @@ import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
 
-type Tx = TransactionSql<Record<string, unknown>>
 
 const CHUNK = 2000
 

@@ -2,7 +2,7 @@
 // into the mirror inside one open database transaction, remembering in temporary tables
 // each row's state before the transaction and the records it touched. At its commit the
 // touched views are rewritten and its events derived from those tables, chunk by chunk.
-import type { TransactionSql } from "postgres"
+import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { eventsFor } from "../../domain/events.ts"
 import type { Row } from "../../domain/records/types.ts"
@@ -17,7 +17,6 @@ import { finalViews, loadFor, mirrorChanges, moduleOn } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 
-type Tx = TransactionSql<Record<string, unknown>>
 
 const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
 const CHUNK = 1000

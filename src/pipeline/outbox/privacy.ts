@@ -1,11 +1,10 @@
 // When an incident becomes a privacy case, the copies of it that earlier events carry lose
 // the withheld fields too: the events feed, Send Again and replay serve those copies, and a
 // privacy case is never to be sent with the person's details again (spec 1).
-import type { TransactionSql } from "postgres"
+import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { DESTINATIONS_CHANNEL } from "../../platform/db/channels.ts"
 import { redactPrivacyCase } from "../../domain/records/incidents.ts"
 
-type Tx = TransactionSql<Record<string, unknown>>
 
 /** Rewrites the stored payloads of every outbox event about these incidents. Returns how many changed. */
 export const scrubPrivacyCases = async (tx: Tx, incidentIds: ReadonlyArray<string>): Promise<number> => {

@@ -1,11 +1,11 @@
 // Bulk writes of a batch's results: mirror rows, views, and the tenancy tables the API reads.
-import type { Sql, TransactionSql } from "postgres"
+import type { Transaction as Tx } from "../../platform/db/Database.ts"
+import type { Sql } from "postgres"
 import type { MirrorRow, Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
 
-type Tx = TransactionSql<Record<string, unknown>>
 
 /** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
 export interface MirrorChanges {

@@ -20,6 +20,9 @@ export interface DatabaseShape {
 /** A pool or a transaction. */
 export type Tx = postgres.ISql<{}>
 
+/** A transaction (capture's batch, a rebuild): work that must commit together. */
+export type Transaction = postgres.TransactionSql<Record<string, unknown>>
+
 export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
 
 export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean } = {}) =>
