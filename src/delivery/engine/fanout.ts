@@ -61,8 +61,9 @@ export const makeFanout = (env: EngineEnv, s: EngineState, pump: Pump) => {
         }
       }
       const at = Date.now()
-      // A partition lost or given up meanwhile is another process's now, or read again.
-      const same = (p: Part) => s.owned.get(p.part) === p
+      // A partition lost or given up meanwhile is another process's now, or read again: its
+      // events are not taken (its cursor may be being written as the point to resume from).
+      const same = (p: Part) => s.owned.get(p.part) === p && !p.draining
       let targets = 0
       const items: Array<Item> = []
       for (const ev of events) {

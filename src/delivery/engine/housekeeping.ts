@@ -13,7 +13,8 @@ const newPart = (p: OwnedPart): Part => ({
   recheck: comparePos(p.recorded, p.cursor) > 0 ? p.recorded : null,
   recorded: p.recorded,
   outstanding: [],
-  draining: false
+  draining: false,
+  releasing: false
 })
 
 /** Another process owns the partition now: it reads its unwritten events again. */
@@ -53,7 +54,7 @@ export const heartbeatOnce = (env: EngineEnv, s: EngineState) =>
     parts.forEach((p, i) => {
       const extra = i >= r.share
       if (extra && !p.draining) poke(s.wake.record)
-      p.draining = extra
+      p.draining = extra || p.releasing
     })
     s.stats.partitions = s.owned.size
     if (taken) poke(s.wake.fanout)

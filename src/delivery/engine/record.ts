@@ -87,6 +87,8 @@ export const recordOnce = (env: EngineEnv, s: EngineState, final: boolean) =>
       const rec = recorded.get(p) ?? p.recorded
       if (comparePos(cursor, p.durable) > 0 || release || comparePos(rec, p.recorded) > 0) {
         moves.push({ p, part: p.part, cursor, recorded: rec, release })
+        // From here the cursor written is where the next owner resumes: nothing more is read.
+        if (release) p.releasing = p.draining = true
       }
     }
     const order = done.map((it) => it.outcome!)
@@ -95,6 +97,7 @@ export const recordOnce = (env: EngineEnv, s: EngineState, final: boolean) =>
       writeBatch(sql, { owner, rows, leased, handBack: handBackIds, cursors: moves, order, switchOffAfter: o.switchOffAfter, now: new Date(at) })
     ).pipe(Effect.exit)
     if (Exit.isFailure(result)) {
+      for (const m of moves) if (m.release) m.p.releasing = false
       for (const it of written) it.src!.entry.remaining++
       s.completed.unshift(...done)
       for (const it of asked) s.requests.add(it)

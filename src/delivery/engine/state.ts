@@ -40,6 +40,8 @@ export type Part = {
   readonly outstanding: Array<Entry>
   /** Being given up: no more reading; freed once everything read is written. */
   draining: boolean
+  /** Its release is being written: it stays given up, whatever the heartbeat's share says meanwhile. */
+  releasing: boolean
 }
 
 /** An event read by fan-out, until every one of its deliveries is written. */
