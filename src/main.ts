@@ -12,6 +12,7 @@ import { SecretsKeyMismatch } from "./platform/secrets/key-check.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import { WebhookSettingsLive } from "./delivery/settings.ts"
 import * as Database from "./platform/db/Database.ts"
+import { Sql } from "./platform/db/Sql.ts"
 import { isStartRefused } from "./platform/db/refusal.ts"
 import { HealthRoutes } from "./faces/ops/health.ts"
 import { createServiceServer, ROUTER_CONFIG } from "./platform/http/node-server.ts"
@@ -61,6 +62,7 @@ export const MainLive = Layer.unwrap(
       Layer.provideMerge(capture),
       Layer.provideMerge(FirstStart),
       Layer.provideMerge(settings),
+      Layer.provideMerge(Sql.layer),
       Layer.provideMerge(Database.serviceLayer),
       Layer.provideMerge(MetricsLive),
       Layer.provideMerge(ReplayRateLive),

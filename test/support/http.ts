@@ -6,11 +6,14 @@ import { Ajv2020 } from "ajv/dist/2020.js"
 import SwaggerParser from "@apidevtools/swagger-parser"
 import { createKey, type Expiry } from "../../src/access/keys.ts"
 import { Database } from "../../src/platform/db/Database.ts"
+import { Sql } from "../../src/platform/db/Sql.ts"
 import { RESOURCES, type Resource } from "../../src/domain/resources.ts"
 import type { TestDatabase } from "./db.ts"
 import type { TestCompany } from "./views.ts"
 
-export const provideDb = (db: TestDatabase) => Layer.succeed(Database, { sql: db.sql, url: db.url, embedded: false })
+/** The Database and its Sql over a test database's pool. */
+export const provideDb = (db: TestDatabase) =>
+  Layer.merge(Layer.succeed(Database, { sql: db.sql, url: db.url, embedded: false }), Sql.fromPool(db.sql))
 
 export interface KeyOptions {
   readonly scopes?: ReadonlyArray<Resource>

@@ -4,6 +4,7 @@
 import { Console, Data, Effect, Layer, Option } from "effect"
 import { Flag } from "effect/cli"
 import * as Database from "../../platform/db/Database.ts"
+import { Sql } from "../../platform/db/Sql.ts"
 import type { DomainError, Reason } from "../../domain/errors.ts"
 import { findAdmin, findCompany, withSql, type AdminUser, type Company } from "../../access/identity.ts"
 
@@ -22,11 +23,11 @@ export const companyOptional = company.pipe(Flag.optional)
 /** Runs a command's work against the database (DATABASE_URL, else the embedded one, migrated). */
 export const withDatabase = <A, E, R>(
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | Error, Exclude<R, Database.Database>> =>
-  Effect.provide(effect, Database.layer as Layer.Layer<Database.Database, Error>) as Effect.Effect<
+): Effect.Effect<A, E | Error, Exclude<R, Database.Database | Sql>> =>
+  Effect.provide(effect, Sql.layer.pipe(Layer.provideMerge(Database.layer)) as Layer.Layer<Database.Database | Sql, Error>) as Effect.Effect<
     A,
     E | Error,
-    Exclude<R, Database.Database>
+    Exclude<R, Database.Database | Sql>
   >
 
 /** The company named by --company, and the admin named by --as in it. */

@@ -1,0 +1,74 @@
+// Statements as Effects. Rules take the database from the context instead of a handle in
+// every signature; `transaction` opens one on a reserved connection and every `query` inside
+// it (however deep) joins it, so a rule and its activity entry still commit together.
+//
+// The hot paths keep postgres.js handles on purpose (capture's batch and its pipelined
+// statements, the delivery engine's claim/record, the read API's raw JSON reads): there an
+// Effect per statement costs measured throughput (docs/design.md, "Where the raw handle stays").
+import { Context, Effect, Exit, Layer } from "effect"
+import type postgres from "postgres"
+import { Database, type Tx } from "./Database.ts"
+
+export interface SqlShape {
+  /** The pool. Statements go through `query`; this is for LISTEN and tools that need a handle. */
+  readonly pool: postgres.Sql
+}
+
+export class Sql extends Context.Service<Sql, SqlShape>()("platform/Sql") {
+  /** From the service's Database. */
+  static readonly layer = Layer.effect(Sql, Effect.map(Database, ({ sql }) => ({ pool: sql })))
+  /** Over a pool the caller owns (tools, tests). */
+  static readonly fromPool = (pool: postgres.Sql) => Layer.succeed(Sql, { pool })
+}
+
+/** The transaction the current fiber runs in, if any (set by `transaction` only). */
+const CurrentTx = Context.Reference<Tx | undefined>("platform/Sql/CurrentTx", { defaultValue: () => undefined })
+
+/**
+ * Runs statements on the caller's transaction, or else the pool. A database failure is a
+ * defect (the faces answer 500 / exit 1 and log it); an expected outcome such as a unique
+ * violation is caught inside `f` and returned as a value.
+ */
+export const query = <A>(f: (sql: Tx) => Promise<A>): Effect.Effect<A, never, Sql> =>
+  Effect.flatMap(CurrentTx, (tx) =>
+    tx !== undefined ? Effect.promise(() => f(tx)) : Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => f(pool)))
+  )
+
+/**
+ * Runs `self` in one transaction: committed when it succeeds, rolled back when it fails or is
+ * interrupted. Inside another `transaction` it joins the outer one (no savepoint): the outer
+ * decides.
+ */
+export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R | Sql> =>
+  Effect.flatMap(CurrentTx, (outer) =>
+    outer !== undefined
+      ? self
+      : Effect.flatMap(Sql, ({ pool }) =>
+          Effect.acquireUseRelease(
+            Effect.promise(async () => {
+              const conn = await pool.reserve()
+              try {
+                await conn`begin`
+              } catch (e) {
+                conn.release()
+                throw e
+              }
+              return conn
+            }),
+            (conn) =>
+              self.pipe(
+                Effect.provideService(CurrentTx, conn),
+                Effect.tap(() => Effect.promise(() => conn`commit`))
+              ),
+            (conn, exit) =>
+              Effect.promise(() => (Exit.isSuccess(exit) ? Promise.resolve() : conn`rollback`.then(() => {}))).pipe(
+                // A connection that failed mid-transaction is closed by postgres.js; nothing to undo.
+                Effect.catchDefect(() => Effect.void),
+                Effect.ensuring(Effect.sync(() => conn.release()))
+              )
+          )
+        )
+  )
+
+/** Whether the current fiber is inside `transaction` (a rule that must not run alone can check). */
+export const inTransaction: Effect.Effect<boolean> = Effect.map(CurrentTx, (tx) => tx !== undefined)

@@ -1,0 +1,78 @@
+import { Effect, Exit, Fiber } from "effect"
+import { beforeAll, describe, expect, it } from "vitest"
+import { inTransaction, query, Sql, transaction } from "../../../src/platform/db/Sql.ts"
+import { useDatabase } from "../../support/fixtures.ts"
+
+describe("the Sql service", () => {
+  const db = useDatabase({ migrated: false })
+  const run = <A, E>(effect: Effect.Effect<A, E, Sql>) => Effect.runPromiseExit(Effect.provide(effect, Sql.fromPool(db.sql)))
+  const insert = (n: number) => query((sql) => sql`insert into t (n) values (${n})`)
+  const all = () => db.sql<{ n: number }[]>`select n from t order by n`.then((rows) => rows.map((r) => r.n))
+
+  beforeAll(async () => {
+    await db.sql`create table t (n int primary key)`
+  })
+
+  it("query runs on the pool outside a transaction", async () => {
+    const exit = await run(Effect.zip(query((sql) => sql<{ one: number }[]>`select 1 as one`), inTransaction))
+    expect(exit).toEqual(Exit.succeed([[{ one: 1 }], false]))
+  })
+
+  it("a transaction commits every statement inside it, nested ones included, on one connection", async () => {
+    await db.sql`truncate t`
+    const backend = query((sql) => sql<{ pid: number }[]>`select pg_backend_pid() as pid`.then((r) => r[0]!.pid))
+    const exit = await run(
+      transaction(
+        Effect.gen(function* () {
+          yield* insert(1)
+          const outer = yield* backend
+          const inner = yield* transaction(Effect.zip(insert(2), backend))
+          return [outer, inner[1], yield* inTransaction] as const
+        })
+      )
+    )
+    expect(Exit.isSuccess(exit)).toBe(true)
+    const [outer, inner, inside] = (exit as Exit.Success<readonly [number, number, boolean]>).value
+    expect(inner).toBe(outer)
+    expect(inside).toBe(true)
+    expect(await all()).toEqual([1, 2])
+  })
+
+  it("a failure rolls back everything, the nested transaction's work too", async () => {
+    await db.sql`truncate t`
+    const exit = await run(
+      transaction(
+        Effect.gen(function* () {
+          yield* insert(1)
+          yield* transaction(insert(2))
+          return yield* Effect.fail("refused" as const)
+        })
+      )
+    )
+    expect(exit).toEqual(Exit.fail("refused"))
+    expect(await all()).toEqual([])
+  })
+
+  it("a database error is a defect and rolls back", async () => {
+    await db.sql`truncate t`
+    const exit = await run(transaction(Effect.zip(insert(1), insert(1))))
+    expect(Exit.isFailure(exit) && Exit.hasDies(exit)).toBe(true)
+    expect(await all()).toEqual([])
+  })
+
+  it("an interrupted transaction rolls back and gives its connection back", async () => {
+    await db.sql`truncate t`
+    const exit = await run(
+      Effect.gen(function* () {
+        const fiber = yield* Effect.forkChild(transaction(Effect.zip(insert(1), Effect.never)))
+        yield* Effect.sleep("100 millis")
+        yield* Fiber.interrupt(fiber)
+      })
+    )
+    expect(Exit.isSuccess(exit)).toBe(true)
+    expect(await all()).toEqual([])
+    // The pool (5 connections) still serves: every reserved connection went back.
+    const again = await Promise.all(Array.from({ length: 10 }, (_, i) => run(transaction(insert(10 + i)))))
+    expect(again.every(Exit.isSuccess)).toBe(true)
+  })
+})
