@@ -27,6 +27,7 @@ import postgres from "postgres"
 import { createKey } from "../src/access/keys.ts"
 import { makeApiRoutes } from "../src/faces/routes.ts"
 import { connect, Database } from "../src/platform/db/Database.ts"
+import { Sql } from "../src/platform/db/Sql.ts"
 import { startEmbedded } from "../src/platform/db/embedded.ts"
 import { prepareDemoDatabase } from "../src/platform/db/demo-schema.ts"
 import { ObservabilityRoutes } from "../src/faces/observability.ts"
@@ -62,7 +63,7 @@ const serveService = async (url: string, port: number) => {
     Layer.provide(WebhooksBench),
     Layer.provide(MetricsLive),
     Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),
-    Layer.provide(DatabaseLive),
+    Layer.provide(Sql.layer.pipe(Layer.provideMerge(DatabaseLive))),
     Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error"))
   )
   await Effect.runPromise(Layer.launch(Server))

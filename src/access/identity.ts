@@ -4,6 +4,7 @@
 import { Effect } from "effect"
 import type postgres from "postgres"
 import { Database } from "../platform/db/Database.ts"
+import { query } from "../platform/db/Sql.ts"
 import { isUuid } from "../domain/ids.ts"
 import { at, forbidden, invalid, isDomainError, notFound, words, type DomainError } from "../domain/errors.ts"
 
@@ -22,7 +23,10 @@ export interface AdminUser {
 }
 
 
-/** Runs database work that may fail with a DomainError; anything else is a defect. */
+/**
+ * Runs database work that may throw a DomainError; anything else is a defect.
+ * @deprecated For callers not yet on `Sql` (issue 14.3); goes with the last of them.
+ */
 export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<A, DomainError, Database> =>
   Effect.flatMap(Database, ({ sql }) =>
     Effect.tryPromise({ try: () => f(sql), catch: (e) => e }).pipe(
@@ -30,66 +34,70 @@ export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<
     )
   )
 
-export const findCompany = async (sql: postgres.Sql, ref: string): Promise<Company> => {
+/** A company by id or host. */
+export const findCompany = Effect.fn("findCompany")(function* (ref: string) {
   const trimmed = ref.trim()
-  if (trimmed === "") throw invalid(words`${at("company")} must name a company by id or host`)
-  const rows = isUuid(trimmed)
-    ? await sql<Company[]>`select id, name, host from app.companies where id = ${trimmed}`
-    : await sql<Company[]>`select id, name, host from app.companies where lower(host) = lower(${trimmed})`
+  if (trimmed === "") return yield* invalid(words`${at("company")} must name a company by id or host`)
+  const rows = yield* query((sql) =>
+    isUuid(trimmed)
+      ? sql<Company[]>`select id, name, host from app.companies where id = ${trimmed}`
+      : sql<Company[]>`select id, name, host from app.companies where lower(host) = lower(${trimmed})`
+  )
   const company = rows[0]
-  if (company === undefined) throw notFound(`no company with id or host "${trimmed}"`)
+  if (company === undefined) return yield* notFound(`no company with id or host "${trimmed}"`)
   return company
-}
+})
 
-export const companyById = async (sql: postgres.Sql, id: string): Promise<Company> => {
-  const [company] = await sql<Company[]>`select id, name, host from app.companies where id = ${id}`
-  if (company === undefined) throw notFound(`no company with id ${id}`)
+export const companyById = Effect.fn("companyById")(function* (id: string) {
+  const [company] = yield* query((sql) => sql<Company[]>`select id, name, host from app.companies where id = ${id}`)
+  if (company === undefined) return yield* notFound(`no company with id ${id}`)
   return company
-}
+})
 
 /**
  * The admin user with this e-mail in this company (or in the only company where they are
  * an admin, when none is named). Fails unless the user has role admin there. With
  * `anyCompany` (commands over the whole service), an admin of several companies is taken too.
  */
-export const findAdmin = async (sql: postgres.Sql, email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}): Promise<AdminUser> => {
+export const findAdmin = Effect.fn("findAdmin")(function* (email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}) {
   const wanted = email.trim()
-  if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) throw invalid(words`${at("admin")} must be an e-mail address, not "${email}"`)
-  const users = await sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
-    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`
-  if (users.length === 0) throw notFound(`no user with e-mail ${wanted}`)
+  if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) return yield* invalid(words`${at("admin")} must be an e-mail address, not "${email}"`)
+  const users = yield* query((sql) => sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
+    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`)
+  if (users.length === 0) return yield* notFound(`no user with e-mail ${wanted}`)
   const toActor = (u: (typeof users)[number]): AdminUser => ({ userId: u.id, email: u.email, name: u.name, companyId: u.company_id })
   if (company !== undefined) {
     const user = users.find((u) => u.company_id === company.id)
-    if (user === undefined) throw forbidden(`${wanted} is not a user of ${company.name} (${company.host})`)
-    if (user.role !== "admin") throw forbidden(`${wanted} is not an admin of ${company.name}: only admins can do this`)
+    if (user === undefined) return yield* forbidden(`${wanted} is not a user of ${company.name} (${company.host})`)
+    if (user.role !== "admin") return yield* forbidden(`${wanted} is not an admin of ${company.name}: only admins can do this`)
     return toActor(user)
   }
   const admins = users.filter((u) => u.role === "admin")
-  if (admins.length === 0) throw forbidden(`${wanted} is not an admin: only admins can do this`)
-  if (admins.length > 1 && options.anyCompany !== true) throw invalid(words`${wanted} is an admin of several companies; name one with ${at("company")}`)
+  if (admins.length === 0) return yield* forbidden(`${wanted} is not an admin: only admins can do this`)
+  if (admins.length > 1 && options.anyCompany !== true) return yield* invalid(words`${wanted} is an admin of several companies; name one with ${at("company")}`)
   return toActor(admins[0]!)
-}
+})
 
 /**
  * The admin acting on something by its id (a key, a token) that belongs to `owner`. To an
  * admin of another company such an id is "no such thing", as every other id is: whose it is
  * stays unsaid. (An --as that is no admin anywhere is still told so.)
  */
-export const adminOfOwner = async (sql: postgres.Sql, email: string, owner: Company, missing: string): Promise<AdminUser> => {
-  const inOwner = await sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`
+export const adminOfOwner = Effect.fn("adminOfOwner")(function* (email: string, owner: Company, missing: string) {
+  const inOwner = yield* query((sql) => sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`)
   if (inOwner.length === 0) {
-    await findAdmin(sql, email, undefined, { anyCompany: true })
-    throw notFound(missing)
+    yield* findAdmin(email, undefined, { anyCompany: true })
+    return yield* notFound(missing)
   }
-  return findAdmin(sql, email, owner)
-}
+  return yield* findAdmin(email, owner)
+})
 
 /** For commands over the whole service (status, rebuild-views): --as names an admin of any company. */
-export const requireSomeAdmin = (sql: postgres.Sql, email: string): Promise<AdminUser> => findAdmin(sql, email, undefined, { anyCompany: true })
+export const requireSomeAdmin = (email: string) => findAdmin(email, undefined, { anyCompany: true })
 
 /** Whether the user is (still) an admin of the company. */
-export const isAdmin = async (sql: postgres.Sql, userId: string, companyId: string): Promise<boolean> => {
-  const rows = await sql`select 1 from app.users where id = ${userId} and company_id = ${companyId} and role = 'admin'`
-  return rows.length > 0
-}
+export const isAdmin = (userId: string, companyId: string) =>
+  Effect.map(
+    query((sql) => sql`select 1 from app.users where id = ${userId} and company_id = ${companyId} and role = 'admin'`),
+    (rows) => rows.length > 0
+  )

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import { fingerprintOf, isToken, randomToken, sha256 } from "./bearer-secrets.ts"
 import { Database } from "../platform/db/Database.ts"
+import { Sql } from "../platform/db/Sql.ts"
 import { isAdmin, type AdminUser } from "./identity.ts"
 import { authenticateToken } from "./tokens.ts"
 
@@ -91,7 +92,7 @@ export const resolveSession = (sessionId: string | undefined, options: { readonl
         await sql`delete from service.admin_sessions where id_hash = ${idHash}`
         return { ended: "session" }
       }
-      if (!(await isAdmin(sql, row.user_id, row.company_id))) {
+      if (!(await Effect.runPromise(Effect.provide(isAdmin(row.user_id, row.company_id), Sql.fromPool(sql))))) {
         await sql`delete from service.admin_sessions where id_hash = ${idHash}`
         return { ended: "role" }
       }

@@ -7,6 +7,7 @@ import { userActor, writeActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { isAdmin, withSql, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
+import { Sql } from "../platform/db/Sql.ts"
 import { checkName, type Expiry } from "./keys.ts"
 
 export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
@@ -147,7 +148,7 @@ export const authenticateToken = (credential: string) =>
     if (row === undefined) return { refused: "unknown admin token" }
     if (row.revoked_at !== null) return { refused: "this admin token was revoked" }
     if (row.expired) return { refused: `this admin token expired at ${row.expires_at?.toISOString()}` }
-    if (!(await isAdmin(sql, row.user_id, row.company_id))) return { refused: `${row.user_email} is no longer an admin of this company` }
+    if (!(await Effect.runPromise(Effect.provide(isAdmin(row.user_id, row.company_id), Sql.fromPool(sql))))) return { refused: `${row.user_email} is no longer an admin of this company` }
     await sql`update service.admin_tokens set last_used_at = now() where id = ${row.id}`
     return { actor: { userId: row.user_id, email: row.user_email, name: row.user_name ?? row.user_email, companyId: row.company_id } }
   })

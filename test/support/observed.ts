@@ -11,6 +11,7 @@ import { API_KEY_PREFIX, newSecret } from "../../src/access/bearer-secrets.ts"
 import { Capture } from "../../src/pipeline/capture/Capture.ts"
 import type { CaptureStats } from "../../src/pipeline/capture/run.ts"
 import { Database } from "../../src/platform/db/Database.ts"
+import { Sql as SqlService } from "../../src/platform/db/Sql.ts"
 import { DeliveryEngine, type DeliveryEngineShape } from "../../src/delivery/engine.ts"
 import { HealthRoutes } from "../../src/faces/ops/health.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
@@ -41,6 +42,7 @@ export const startObservedServer = async (options: {
   const Routes = Layer.mergeAll(HealthRoutes, makeApiRoutes(options.settings ?? {}), ObservabilityRoutes)
   const Services = Layer.mergeAll(
     Layer.succeed(Database, { sql: options.sql, url: options.url, embedded: false }),
+    SqlService.fromPool(options.sql),
     Layer.succeed(Metrics, options.metrics),
     Layer.succeed(Capture, options.capture),
     Layer.succeed(Webhooks, makeWebhooks(options.deps)),

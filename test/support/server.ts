@@ -9,6 +9,7 @@ import { createServer } from "node:http"
 import { AdminWebRoutes } from "../../src/faces/pages/index.ts"
 import { makeApiRoutes, type ApiSettingsShape } from "../../src/faces/routes.ts"
 import { connect, Database } from "../../src/platform/db/Database.ts"
+import { Sql } from "../../src/platform/db/Sql.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
@@ -28,7 +29,7 @@ export const databaseLayer = (url: string, poolSize = 10) =>
       Effect.sync(() => connect(url, poolSize)),
       (sql) => Effect.promise(() => sql.end({ timeout: 2 }))
     ).pipe(Effect.map((sql) => ({ sql, url, embedded: false })))
-  )
+  ).pipe((database) => Layer.provideMerge(Sql.layer, database))
 
 /** The webhook operations over the test database: a fresh secrets key, WEBHOOK_ALLOWED_NETWORKS from the environment. */
 export const webhooksTestLayer = (overrides: Partial<Omit<WebhookDeps, "sql">> = {}) =>

@@ -55,7 +55,7 @@ export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handle
   handlers.handle("whoami", () =>
     Effect.gen(function* () {
       const admin = yield* CurrentAdmin
-      const company = yield* withSql((sql) => companyById(sql, admin.companyId)).pipe(Effect.mapError(toHttpError))
+      const company = yield* companyById(admin.companyId).pipe(Effect.mapError(toHttpError))
       return { company, admin: { id: admin.userId, email: admin.email, name: admin.name } }
     })
   )

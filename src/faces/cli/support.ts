@@ -31,17 +31,17 @@ export const withDatabase = <A, E, R>(
   >
 
 /** The company named by --company, and the admin named by --as in it. */
-export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: AdminUser }, DomainError, Database.Database> =>
-  withSql(async (sql) => {
-    const company = await findCompany(sql, companyRef)
-    const actor = await findAdmin(sql, email, company)
+export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: AdminUser }, DomainError, Sql> =>
+  Effect.gen(function* () {
+    const company = yield* findCompany(companyRef)
+    const actor = yield* findAdmin(email, company)
     return { company, actor }
   })
 
 export const optionalAdmin = (companyRef: string, email: Option.Option<string>) =>
-  withSql(async (sql) => {
-    const company = await findCompany(sql, companyRef)
-    const actor = Option.isSome(email) ? await findAdmin(sql, email.value, company) : undefined
+  Effect.gen(function* () {
+    const company = yield* findCompany(companyRef)
+    const actor = Option.isSome(email) ? yield* findAdmin(email.value, company) : undefined
     return { company, actor }
   })
 

@@ -1,5 +1,6 @@
 // keys create | list | revoke: API keys of a company (spec 5, issue 4).
 import { Console, Effect } from "effect"
+import { query } from "../../../platform/db/Sql.ts"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { notFound } from "../../../domain/errors.ts"
@@ -45,7 +46,7 @@ const create = Command.make(
           ].join("\n")
         )
         // Made all the same (an admin may make keys before the company moves up), but said.
-        const [standing] = yield* withSql((sql) =>
+        const [standing] = yield* query((sql) =>
           sql<{ tier: string | null; api_enabled: boolean | null }[]>`select tier, api_enabled from service.companies where id = ${company.id}`
         )
         if (standing !== undefined && standing.tier !== "company") {
@@ -105,14 +106,12 @@ const revoke = Command.make(
     withDatabase(
       Effect.gen(function* () {
         const companyId = yield* keyCompany(args.id)
-        const actor = yield* withSql(async (sql) => {
-          const owner = await companyById(sql, companyId)
-          if (args.company._tag === "Some") {
-            const named = await findCompany(sql, args.company.value)
-            if (named.id !== owner.id) throw notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
-          }
-          return adminOfOwner(sql, args.as, owner, `no API key with id ${args.id}`)
-        })
+        const owner = yield* companyById(companyId)
+        if (args.company._tag === "Some") {
+          const named = yield* findCompany(args.company.value)
+          if (named.id !== owner.id) return yield* notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
+        }
+        const actor = yield* adminOfOwner(args.as, owner, `no API key with id ${args.id}`)
         const key = yield* revokeKey(actor, args.id)
         yield* output(args.json, key, () =>
           `Revoked API key "${key.name}" (${key.id}). Its next request gets 401; its webhook subscriptions are deleted.`

@@ -1,5 +1,6 @@
 // The operator's admin commands: replay, rebuild-views, status. Registered in
 // src/faces/cli/commands/index.ts; they share its flags and output conventions (stdout is
+import { query } from "../../../platform/db/Sql.ts"
 // the answer, one JSON value with --json; progress goes to stderr on a terminal).
 import { Cause, Effect, Exit, Option } from "effect"
 import { Command, Flag } from "effect/cli"
@@ -91,18 +92,18 @@ export const replayCommand = Command.make(
           dryRun: args.dryRun,
           as: Option.getOrNull(args.as)
         }
-        const summary = yield* withSql(async (sql) => {
+        const summary = yield* Effect.gen(function* () {
           let actor: Actor = SYSTEM
           if (Option.isSome(args.as)) {
             // --as must be an admin of the company the destination belongs to.
             const ref = Option.getOrElse(Option.orElse(args.endpoint, () => args.subscription), () => "").trim().toLowerCase()
-            const [owner] = await sql<{ company_id: string }[]>`
+            const [owner] = yield* query((sql) => sql<{ company_id: string }[]>`
               select company_id::text from service.webhook_endpoints where id::text = ${ref}
-              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`
-            const admin = await findAdmin(sql, args.as.value, owner ? await companyById(sql, owner.company_id) : undefined)
+              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`)
+            const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner.company_id) : undefined)
             actor = { kind: "user", id: admin.userId, email: admin.email }
           }
-          return replay(
+          return yield* withSql((sql) => replay(
             sql,
             {
               endpointId: Option.getOrUndefined(args.endpoint),
@@ -115,7 +116,7 @@ export const replayCommand = Command.make(
               actor
             },
             (p) => bar.update(p.done, p.total, "queueing")
-          ).finally(bar.done)
+          ).finally(bar.done))
         }).pipe(Effect.tapCause((cause) => Effect.sync(() => writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr))))
         writeLog(
           "info",
@@ -156,8 +157,8 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
   withDatabase(
     Effect.gen(function* () {
       const bar = progressBar("rebuilding views")
-      const result = yield* withSql(async (sql) => {
-        if (Option.isSome(args.as)) await requireSomeAdmin(sql, args.as.value)
+      if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
+      const result = yield* withSql((sql) => {
         return rebuildViews(sql, (p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).finally(bar.done)
       })
       yield* output(args.json, result, () =>
@@ -242,9 +243,9 @@ export const statusCommand = Command.make(
       const { slot } = yield* CaptureConfig
       const read = yield* Effect.exit(
         withDatabase(
-          withSql(async (sql) => {
-            if (Option.isSome(args.as)) await requireSomeAdmin(sql, args.as.value)
-            return operationsStatus(sql, slot)
+          Effect.gen(function* () {
+            if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
+            return yield* withSql((sql) => operationsStatus(sql, slot))
           })
         )
       )

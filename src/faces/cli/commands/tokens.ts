@@ -22,10 +22,8 @@ const create = Command.make(
   (args) =>
     withDatabase(
       Effect.gen(function* () {
-        const actor = yield* withSql(async (sql) => {
-          const company = Option.isSome(args.company) ? await findCompany(sql, args.company.value) : undefined
-          return findAdmin(sql, args.as, company)
-        })
+        const company = Option.isSome(args.company) ? yield* findCompany(args.company.value) : undefined
+        const actor = yield* findAdmin(args.as, company)
         const token = yield* createToken(actor, { name: args.name, expires: args.expires })
         yield* output(args.json, { id: token.id, token: token.token }, () =>
           [
@@ -46,15 +44,15 @@ const list = Command.make(
   (args) =>
     withDatabase(
       Effect.gen(function* () {
-        const company = yield* withSql(async (sql) => {
+        const company = yield* Effect.gen(function* () {
           if (Option.isSome(args.company)) {
-            const company = await findCompany(sql, args.company.value)
-            if (Option.isSome(args.as)) await findAdmin(sql, args.as.value, company)
+            const company = yield* findCompany(args.company.value)
+            if (Option.isSome(args.as)) yield* findAdmin(args.as.value, company)
             return company
           }
-          if (Option.isNone(args.as)) throw invalid(words`name the company with ${at("company")} (or yourself with ${at("admin")})`)
-          const actor = await findAdmin(sql, args.as.value)
-          return companyById(sql, actor.companyId)
+          if (Option.isNone(args.as)) return yield* invalid(words`name the company with ${at("company")} (or yourself with ${at("admin")})`)
+          const actor = yield* findAdmin(args.as.value)
+          return yield* companyById(actor.companyId)
         })
         const tokens = yield* listTokens(company.id)
         yield* output(args.json, tokens, () =>
@@ -76,7 +74,7 @@ const revoke = Command.make(
     withDatabase(
       Effect.gen(function* () {
         const companyId = yield* tokenCompany(args.id)
-        const actor = yield* withSql(async (sql) => adminOfOwner(sql, args.as, await companyById(sql, companyId), `no admin token with id ${args.id}`))
+        const actor = yield* adminOfOwner(args.as, yield* companyById(companyId), `no admin token with id ${args.id}`)
         const token = yield* revokeToken(actor, args.id)
         yield* output(args.json, token, () => `Revoked admin token "${token.name}" (${token.id}).`)
       })

@@ -21,9 +21,9 @@ const idArg = (what: string) => Argument.String("id").pipe(Argument.withDescript
 
 /** The admin named by --as (in --company when given, else in the one company they administer). */
 const adminOf = (as: string, companyRef: Option.Option<string>) =>
-  withSql(async (sql) => {
-    const named = Option.isSome(companyRef) ? await findCompany(sql, companyRef.value) : undefined
-    return findAdmin(sql, as, named)
+  Effect.gen(function* () {
+    const named = Option.isSome(companyRef) ? yield* findCompany(companyRef.value) : undefined
+    return yield* findAdmin(as, named)
   })
 
 /** For reading by id: scoped to --company / --as when given, else any company. */
@@ -31,7 +31,7 @@ const scopeOf = (as: Option.Option<string>, companyRef: Option.Option<string>) =
   Option.isSome(as)
     ? Effect.map(adminOf(as.value, companyRef), (a): string | undefined => a.companyId)
     : Option.isSome(companyRef)
-      ? Effect.map(withSql((sql) => findCompany(sql, companyRef.value)), (c): string | undefined => c.id)
+      ? Effect.map(findCompany(companyRef.value), (c): string | undefined => c.id)
       : Effect.succeed<string | undefined>(undefined)
 
 const eventsFlag = Flag.String("events").pipe(Flag.withDescription("Event names separated by commas, e.g. incident.created,corrective_action.closed"))
