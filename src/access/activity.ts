@@ -1,6 +1,8 @@
 // The activity log (spec 1.7): who did what to which key, token, endpoint or subscription, and
 // when. Every writer goes through writeActivity, every reader through listActivity.
-import type { Sql } from "postgres"
+import type { Sql as Pool } from "postgres"
+import type { Effect } from "effect"
+import { query, type Sql } from "../platform/db/Sql.ts"
 import { requireCompanyId } from "../domain/ids.ts"
 import type { Tx } from "../platform/db/Database.ts"
 
@@ -47,10 +49,16 @@ export const SYSTEM: Actor = { kind: "system" }
 /** An admin user acting (the CLI, the admin API, the pages). */
 export const userActor = (user: { readonly userId: string; readonly email: string }): Actor => ({ kind: "user", id: user.userId, email: user.email })
 
-export const writeActivity = async (
-  tx: Tx,
-  entry: { companyId: string; actor: Actor; kind: string; subjectId: string | null; details?: Record<string, unknown> }
-): Promise<void> => {
+export type NewActivity = { companyId: string; actor: Actor; kind: string; subjectId: string | null; details?: Record<string, unknown> }
+
+/** Writes one entry, in the caller's transaction when it runs in one (Sql's `transaction`). */
+export const writeActivity = (entry: NewActivity): Effect.Effect<void, never, Sql> => query((sql) => insertActivity(sql, entry))
+
+/**
+ * The same on a handle.
+ * @deprecated For callers not yet on `Sql` (issue 14.3); goes with the last of them.
+ */
+export const insertActivity = async (tx: Tx, entry: NewActivity): Promise<void> => {
   const a = entry.actor
   const details = { ...(entry.details ?? {}), ...(a.kind === "key" ? { byKey: a.keyId } : a.kind === "system" ? { by: "service" } : {}) }
   await tx`
@@ -74,7 +82,7 @@ export type ActivityEntry = {
  * or family ("key"), however far back they are.
  */
 export const listActivity = async (
-  deps: { readonly sql: Sql },
+  deps: { readonly sql: Pool },
   input: { companyId: string; limit?: number; kind?: string | undefined }
 ): Promise<ReadonlyArray<ActivityEntry>> => {
   const companyId = requireCompanyId(input.companyId)

@@ -5,7 +5,7 @@ import { Effect } from "effect"
 import type postgres from "postgres"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
 import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
-import { userActor, writeActivity } from "./activity.ts"
+import { userActor, insertActivity } from "./activity.ts"
 import { at, conflict, invalid, notFound, words, type Invalid } from "../domain/errors.ts"
 import { withSql, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
@@ -177,7 +177,7 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
         createdAt: row!.created_at.toISOString(),
         expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      await writeActivity(tx, {
+      await insertActivity(tx, {
         companyId: input.companyId,
         actor: userActor(actor),
         kind: "key.created",
@@ -217,7 +217,7 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUse
         update service.api_keys set revoked_at = now(), revoked_by = ${actor.userId}, revoked_by_email = ${actor.email}
          where id = ${keyId}
          returning ${KEY_COLUMNS(tx)}`
-      await writeActivity(tx, {
+      await insertActivity(tx, {
         companyId: actor.companyId,
         actor: userActor(actor),
         kind: "key.revoked",

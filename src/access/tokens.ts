@@ -3,7 +3,7 @@
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
 import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./bearer-secrets.ts"
-import { userActor, writeActivity } from "./activity.ts"
+import { userActor, insertActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { isAdmin, withSql, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
@@ -88,7 +88,7 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Admi
         createdAt: row!.created_at.toISOString(),
         expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      await writeActivity(tx, {
+      await insertActivity(tx, {
         companyId: actor.companyId,
         actor: userActor(actor),
         kind: "admin_token.created",
@@ -112,7 +112,7 @@ export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Admi
       const [updated] = await tx<TokenRow[]>`
         update service.admin_tokens set revoked_at = now() where id = ${tokenId}
         returning *, (expires_at is not null and expires_at <= now()) as expired`
-      await writeActivity(tx, { companyId: actor.companyId, actor: userActor(actor), kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
+      await insertActivity(tx, { companyId: actor.companyId, actor: userActor(actor), kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
       return toInfo(updated!)
     })
   )

@@ -4,7 +4,7 @@ import type { Sql } from "postgres"
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { requireId } from "../domain/ids.ts"
 import { wakeDelivery, type WebhookDeps } from "./context.ts"
-import { type Actor, writeActivity } from "../access/activity.ts"
+import { type Actor, insertActivity } from "../access/activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { holdReason } from "../delivery/queries.ts"
 
@@ -151,7 +151,7 @@ export const resendDelivery = async (
     // what the destination may no longer receive (rolled back, so nothing changes).
     const reason = await holdReason(tx, id)
     if (reason !== null) throw conflict(`delivery ${id} cannot be sent again now: ${reason}`)
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: before.company_id,
       actor,
       kind: "delivery.resent",
@@ -181,7 +181,7 @@ export const replayFailed = async (
       update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', finished_at = null,
         leased_by = null, lease_until = null
       where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: e.company_id,
       actor,
       kind: "deliveries.replayed",

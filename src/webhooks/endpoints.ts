@@ -9,7 +9,7 @@ import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kin
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { requireCompanyId, requireId } from "../domain/ids.ts"
 import { wakeDelivery, type WebhookDeps } from "./context.ts"
-import { type Actor, writeActivity } from "../access/activity.ts"
+import { type Actor, insertActivity } from "../access/activity.ts"
 import { forbidden, invalid, notFound } from "../domain/errors.ts"
 import { DEFAULT_OVERLAP, parseOverlap } from "./overlap.ts"
 import { checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
@@ -138,7 +138,7 @@ export const createEndpoint = async (
        values ($1, $2, $3, $4, $5, $6, $7, $8) returning ${COLUMNS}`,
       [id, companyId, name, url, events as Array<string>, blob, actor.kind === "user" ? actor.id : null, actor.kind === "user" ? actor.email : null]
     )
-    await writeActivity(tx, { companyId, actor, kind: "endpoint.created", subjectId: id, details: { name, url, events } })
+    await insertActivity(tx, { companyId, actor, kind: "endpoint.created", subjectId: id, details: { name, url, events } })
     return r!
   })
   return { id, secret, endpoint: view(row) }
@@ -184,7 +184,7 @@ export const updateEndpoint = async (deps: WebhookDeps, actor: Actor, input: Upd
       // Deliveries still to go follow the endpoint to its new receiver.
       await tx.unsafe(`update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`, [r.id, r.url])
     }
-    await writeActivity(tx, { companyId: r.company_id, actor, kind: "endpoint.updated", subjectId: r.id, details: changes })
+    await insertActivity(tx, { companyId: r.company_id, actor, kind: "endpoint.updated", subjectId: r.id, details: changes })
     return view(r)
   })
 }
@@ -221,7 +221,7 @@ export const rotateEndpointSecret = async (deps: WebhookDeps, actor: Actor, inpu
       where id = ${current.id} returning previous_secret_expires_at as until`
     if (!r) throw notFound(`no endpoint ${current.id}`)
     const previousSecretExpiresAt = toIsoUtcOrNull(r.until)
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: current.company_id,
       actor,
       kind: "endpoint.secret_rotated",
@@ -239,7 +239,7 @@ export const deleteEndpoint = async (deps: WebhookDeps, actor: Actor, input: Tar
   await deps.sql.begin(async (tx) => {
     const r = await tx`delete from service.webhook_endpoints where id = ${current.id} returning id`
     if (r.length === 0) throw notFound(`no endpoint ${current.id}`)
-    await writeActivity(tx, { companyId: current.company_id, actor, kind: "endpoint.deleted", subjectId: current.id, details: { name: current.name, url: current.url } })
+    await insertActivity(tx, { companyId: current.company_id, actor, kind: "endpoint.deleted", subjectId: current.id, details: { name: current.name, url: current.url } })
   })
 }
 
@@ -289,7 +289,7 @@ export const enableEndpoint = async (deps: WebhookDeps, actor: Actor, input: Tar
       return { ...view(now), replayWhatFailed: null }
     }
     const offer: ReplayOffer = { endpointId: r.id, since: w!.since.toISOString(), until: w!.until.toISOString(), events: r.events, failedOnly: true }
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: r.company_id,
       actor,
       kind: "endpoint.enabled",

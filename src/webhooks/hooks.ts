@@ -6,7 +6,7 @@ import { decryptSecret, encryptSecret } from "../platform/secrets/secrets-key.ts
 import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { isUuid } from "../domain/ids.ts"
-import { writeActivity } from "../access/activity.ts"
+import { insertActivity } from "../access/activity.ts"
 import type { Tx } from "../platform/db/Database.ts"
 import type { WebhookDeps } from "./context.ts"
 import { forbidden, invalid, notFound, unauthorized } from "../domain/errors.ts"
@@ -119,7 +119,7 @@ export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown)
       if (!existing.active) {
         ;[row] = await tx<SubRow[]>`update service.webhook_subscriptions set active = true where id = ${existing.id}
           returning id::text, url, event, active, created_at`
-        await writeActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.enabled", subjectId: existing.id, details: { url, event, reason: "subscribed again" } })
+        await insertActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.enabled", subjectId: existing.id, details: { url, event, reason: "subscribed again" } })
       }
       return { created: false, subscription: { ...record(row!), secret: await keySecret(deps, tx, key.keyId) } }
     }
@@ -128,7 +128,7 @@ export const createHook = async (deps: WebhookDeps, key: HookKey, body: unknown)
     const secret = await keySecret(deps, tx, key.keyId)
     const [row] = await tx<SubRow[]>`insert into service.webhook_subscriptions (key_id, company_id, url, event)
       values (${key.keyId}, ${key.companyId.toLowerCase()}, ${url}, ${event}) returning id::text, url, event, active, created_at`
-    await writeActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.created", subjectId: row!.id, details: { url, event } })
+    await insertActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.created", subjectId: row!.id, details: { url, event } })
     return { created: true, subscription: { ...record(row!), secret } }
   })
 }
@@ -165,6 +165,6 @@ export const deleteHook = async (deps: WebhookDeps, key: HookKey, id: unknown): 
   await deps.sql.begin(async (tx) => {
     const row = await own(deps, tx, key, id)
     await tx`delete from service.webhook_subscriptions where id = ${row.id}`
-    await writeActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.deleted", subjectId: row.id, details: { url: row.url, event: row.event, reason: "unsubscribed" } })
+    await insertActivity(tx, { companyId: key.companyId, actor: { kind: "key", keyId: key.keyId }, kind: "subscription.deleted", subjectId: row.id, details: { url: row.url, event: row.event, reason: "unsubscribed" } })
   })
 }

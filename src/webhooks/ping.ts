@@ -6,7 +6,7 @@ import { endpointSecretContext } from "../platform/db/channels.ts"
 import { decryptSecret } from "../platform/secrets/secrets-key.ts"
 import { send, type SendErrorKind } from "../delivery/sender.ts"
 import { requireId } from "../domain/ids.ts"
-import { type Actor, writeActivity } from "../access/activity.ts"
+import { type Actor, insertActivity } from "../access/activity.ts"
 import type { WebhookDeps } from "./context.ts"
 import { notFound } from "../domain/errors.ts"
 
@@ -62,7 +62,7 @@ export const testEndpoint = async (
     response: r.responseSnippet.slice(0, SHOWN_CHARS),
     deliveryId
   }
-  await writeActivity(deps.sql, {
+  await insertActivity(deps.sql, {
     companyId: e.company_id,
     actor,
     kind: "endpoint.tested",

@@ -2,7 +2,7 @@
 // delete (spec 3.2). Deleting drops its pending deliveries too.
 import { requireCompanyId, requireId } from "../domain/ids.ts"
 import { wakeDelivery, type WebhookDeps } from "./context.ts"
-import { type Actor, writeActivity } from "../access/activity.ts"
+import { type Actor, insertActivity } from "../access/activity.ts"
 import { notFound } from "../domain/errors.ts"
 
 export type SubscriptionView = {
@@ -67,7 +67,7 @@ const setActive = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: T
     if (!now) throw notFound(`no subscription ${current.id}`)
     // Already so: nothing changed, and nothing is logged as a change (repeating is harmless).
     if (r.length === 0) return view(now)
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: current.company_id,
       actor,
       kind: active ? "subscription.enabled" : "subscription.disabled",
@@ -89,7 +89,7 @@ export const deleteSubscription = async (deps: Pick<WebhookDeps, "sql">, actor: 
   await deps.sql.begin(async (tx) => {
     const r = await tx`delete from service.webhook_subscriptions where id = ${current.id} returning id`
     if (r.length === 0) throw notFound(`no subscription ${current.id}`)
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: current.company_id,
       actor,
       kind: "subscription.deleted",

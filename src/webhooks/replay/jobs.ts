@@ -3,7 +3,7 @@
 import { isUuid } from "../../domain/ids.ts"
 import type { Sql } from "postgres"
 import { conflict, notFound } from "../../domain/errors.ts"
-import { type Actor, writeActivity } from "../../access/activity.ts"
+import { type Actor, insertActivity } from "../../access/activity.ts"
 
 /** Notified when a replay is made or cancelled: the replay lanes look at once. */
 export const REPLAYS_CHANNEL = "service_webhook_replays"
@@ -223,7 +223,7 @@ export const cancelReplay = async (
       returning sent, greatest(0, total - sent - skipped - restored)::int as remaining`
     // Items only serve a running replay.
     await tx`delete from service.webhook_replay_items where replay_id = ${current.id}`
-    await writeActivity(tx, {
+    await insertActivity(tx, {
       companyId: r.company_id,
       actor,
       kind: "deliveries.replay_cancelled",

@@ -21,7 +21,7 @@ import type { Sql } from "postgres"
 import { at, invalid, notFound, words } from "../../domain/errors.ts"
 import { isEventKind } from "../../domain/event-kinds.ts"
 import { originOf } from "../../delivery/queries.ts"
-import { type Actor, writeActivity } from "../../access/activity.ts"
+import { type Actor, insertActivity } from "../../access/activity.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
 
 export type ReplaySource = "api" | "pages" | "cli"
@@ -175,7 +175,7 @@ export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: Repla
           from unnest(${chunk.map((c) => c.event_id)}::uuid[], ${chunk.map((c) => c.delivery_id)}::uuid[]) with ordinality as x(event_id, delivery_id, n)`
         onProgress({ done: Math.min(i + CHUNK, todo.length), total: todo.length })
       }
-      await writeActivity(tx, {
+      await insertActivity(tx, {
         companyId: destination.companyId,
         actor: input.actor,
         kind: "deliveries.replayed",
