@@ -5,6 +5,7 @@ import { Database } from "../platform/db/Database.ts"
 import { isDomainError, type DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
 import { listActivity } from "../access/activity.ts"
+import { Sql } from "../platform/db/Sql.ts"
 import type { WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
@@ -59,7 +60,7 @@ export const makeWebhooks = (deps: WebhookDeps) => {
     listHooks: b(listHooks),
     getHook: b(getHook),
     deleteHook: b(deleteHook),
-    listActivity: b(listActivity)
+    listActivity: (input: Parameters<typeof listActivity>[0]) => Effect.provideService(listActivity(input), Sql, { pool: deps.sql })
   }
 }
 
