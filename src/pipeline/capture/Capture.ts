@@ -4,6 +4,7 @@
 import { Context, Duration, Effect, Fiber, Layer, Schedule } from "effect"
 import { CaptureConfig } from "../../platform/config.ts"
 import { Database } from "../../platform/db/Database.ts"
+import { Sql } from "../../platform/db/Sql.ts"
 import { spanRunner } from "../../platform/tracing.ts"
 import { formatLsn } from "../../platform/db/lsn.ts"
 import { toCaptureError } from "./errors.ts"
@@ -22,7 +23,10 @@ export const CaptureLive = Layer.effect(
     const config = yield* CaptureConfig
     // Refused here, before the loop starts (exit 1): a publication that carries NEVER columns
     // or lacks what capture reads, or a failover slot asked of a server that has none.
-    yield* Effect.tryPromise({ try: () => checkCaptureStart(db.sql, config), catch: toCaptureError })
+    yield* checkCaptureStart(config).pipe(
+      Effect.provideService(Sql, { pool: db.sql }),
+      Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
+    )
     const stats = new CaptureStats()
     const opts = {
       url: db.url,
