@@ -95,7 +95,7 @@ const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> => Effect.
 
 /** A step written over `Sql` (the publication, the slot, the leader, a rebuild), on capture's
  *  pool; a database failure (a defect there) ends the run as any other failure does. */
-const onPool = <A, E extends CaptureError>(sql: Sql, effect: Effect.Effect<A, E, SqlService>): Effect.Effect<A, CaptureError> =>
+export const onPool = <A, E extends CaptureError>(sql: Sql, effect: Effect.Effect<A, E, SqlService>): Effect.Effect<A, CaptureError> =>
   effect.pipe(
     Effect.provideService(SqlService, { pool: sql }),
     Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
