@@ -28,7 +28,9 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import postgres from "postgres"
 import { Pool } from "undici"
+import { Effect } from "effect"
 import { captureStatus } from "../src/pipeline/capture/status.ts"
+import { Sql } from "../src/platform/db/Sql.ts"
 import { embeddedUrl } from "../src/platform/db/embedded.ts"
 import { EVENT_KINDS, type EventKind } from "../src/domain/event-kinds.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
@@ -453,7 +455,7 @@ const main = async () => {
       await waitUntil(
         async () => {
           if (await enough()) return true
-          const s = await captureStatus(sql!, slot)
+          const s = await Effect.runPromise(captureStatus(slot).pipe(Effect.provideService(Sql, { pool: sql! })))
           if (s.checkpointLsn === null) return false
           const [r] = await sql!<{ ok: boolean }[]>`select ${s.checkpointLsn}::pg_lsn >= ${lsn}::pg_lsn as ok`
           return r!.ok
@@ -536,7 +538,7 @@ const main = async () => {
     const result = JSON.parse(simulateOut.trim().split("\n").at(-1)!) as SimulationResult
     const simulatedFor = (performance.now() - t0) / 1000
     for (const t of snapshotTimers) clearTimeout(t)
-    const lagAtEnd = await captureStatus(sql, slot)
+    const lagAtEnd = await Effect.runPromise(captureStatus(slot).pipe(Effect.provideService(Sql, { pool: sql })))
     const cpuRun = procCpuSeconds(pid) - cpu0
     await reader.stop()
     sampling = false

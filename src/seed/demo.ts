@@ -2,6 +2,8 @@
 // written with plain inserts into `app` in one transaction. The service never writes these
 // tables; this is the app's stand-in for demos, tests and benches. A seeded PRNG gives the
 // same shape on every run (ids and the exact times, relative to now, differ).
+// It takes a postgres.js handle, not the service's `Sql`: it plays the app, an outside
+// program with connections of its own (the demo CLIs, benches and tests call it with a pool).
 import type { Sql } from "postgres"
 import { RESOURCES, type Resource } from "../domain/resources.ts"
 import * as C from "./catalog.ts"

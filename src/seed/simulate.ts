@@ -1,7 +1,8 @@
 // Keeps playing the app at a steady rate: operations (operations.ts) chosen by weight, one
 // transaction each, until the duration ends, a count is reached or the signal aborts.
 // Returns what was done and the events those transactions must fire, for benches and the
-// capture tests to compare with the outbox.
+// capture tests to compare with the outbox. On a postgres.js handle, as the seed: it plays
+// the app, not the service (demo.ts).
 import { setTimeout as sleep } from "node:timers/promises"
 import type { Sql } from "postgres"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"

@@ -22,6 +22,7 @@ import { freePort } from "../support/net.ts"
 import { apiKey, sample } from "../support/observed.ts"
 import { ADMIN, LOOPBACK, sleep, waitFor } from "../support/world.ts"
 import { useDatabase } from "../support/fixtures.ts"
+import { runSql } from "../support/sql.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 const RATE_LIMIT = 60
@@ -290,7 +291,7 @@ describe("several replicas on one database", () => {
 
     // status names the survivor's process as the leader (test/faces/ops/status.test.ts runs
     // the CLI); its metrics say it leads.
-    const status = await operationsStatus(db.sql, env.REPLICATION_SLOT!)
+    const status = await runSql(db.sql, operationsStatus(env.REPLICATION_SLOT!))
     expect(status.capture.leader).toMatchObject({ applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}` })
     const metrics = await (await fetch(`${survivor.url}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(1)

@@ -2,12 +2,13 @@
 // are now (a bootstrap under a throwaway slot). Capture must be stopped first.
 import { bootstrap } from "../../src/pipeline/capture/bootstrap.ts"
 import type { TestDatabase } from "./db.ts"
+import { runSql } from "./sql.ts"
 
 export const diffAgainstFreshProjection = async (db: Pick<TestDatabase, "sql" | "url" | "name">) => {
   await db.sql`drop table if exists public.maintained_views`
   await db.sql`create table public.maintained_views as select resource, id, body from service.views`
   const slot = `check_${db.name}`
-  await bootstrap(db.sql, db.url, slot, null)
+  await runSql(db.sql, bootstrap(db.url, slot, null))
   await db.sql`select pg_drop_replication_slot(${slot})`
   const diff = await db.sql<{ resource: string; id: string; maintained: string | null; fresh: string | null }[]>`
     select coalesce(m.resource, v.resource) as resource, coalesce(m.id, v.id)::text as id, m.body as maintained, v.body as fresh

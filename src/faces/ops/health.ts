@@ -7,26 +7,29 @@ import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { CaptureConfig, ServiceRoles } from "../../platform/config.ts"
-import { Database } from "../../platform/db/Database.ts"
+import { query, Sql } from "../../platform/db/Sql.ts"
 import { loadMigrations } from "../../platform/db/migrate.ts"
 
 const CHECK_TIMEOUT_MS = 1_000
 
 export const HealthRoutes = Layer.unwrap(
   Effect.gen(function* () {
-    const { sql } = yield* Database
+    const sql = yield* Sql
     const roles = yield* ServiceRoles
     const capture = yield* Effect.serviceOption(Capture)
     // Without capture here, lag still reads from the database: what this replica serves is that far behind.
     const slot = Option.isSome(capture) ? capture.value.slot : (yield* CaptureConfig).slot
     const migrations = loadMigrations().map((m) => m.name)
-    const check = async () => {
-      const [[applied], status] = await Promise.all([
-        sql<{ n: number }[]>`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`,
-        captureStatus(sql, slot).catch(() => null)
-      ])
-      return { migrations: applied!.n === migrations.length, lagSeconds: status?.lagSeconds ?? null }
-    }
+    const check = Effect.all(
+      [
+        query((sql) => sql<{ n: number }[]>`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`),
+        captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))
+      ],
+      { concurrency: "unbounded" }
+    ).pipe(
+      Effect.map(([[applied], status]) => ({ migrations: applied!.n === migrations.length, lagSeconds: status?.lagSeconds ?? null })),
+      Effect.provideService(Sql, sql)
+    )
     return Layer.mergeAll(
       HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
       HttpRouter.add(
@@ -35,7 +38,11 @@ export const HealthRoutes = Layer.unwrap(
         Effect.gen(function* () {
           // A database that does not answer within the bound is down, for this check: an
           // orchestrator polling readiness gets its 503 at once, not after a connect timeout.
-          const result = yield* Effect.tryPromise(check).pipe(Effect.timeout(CHECK_TIMEOUT_MS), Effect.option)
+          const result = yield* check.pipe(
+            Effect.timeout(CHECK_TIMEOUT_MS),
+            Effect.option,
+            Effect.catchDefect(() => Effect.succeedNone)
+          )
           const database = Option.isSome(result)
           const applied = database && result.value.migrations
           const stats = Option.isSome(capture) ? capture.value.stats : null

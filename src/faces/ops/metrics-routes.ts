@@ -5,7 +5,6 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
-import { Database } from "../../platform/db/Database.ts"
 import { DeliveryEngine } from "../../delivery/engine.ts"
 import { captureOff, collectCapture, collectDatabase, collectDelivery, Metrics } from "./metrics.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "../../platform/metrics/registry.ts"
@@ -15,13 +14,12 @@ export const METRICS_PATH = "/metrics"
 export const MetricsRoutes = Layer.unwrap(
   Effect.gen(function* () {
     const m = yield* Metrics
-    const { sql } = yield* Database
     const capture = yield* Effect.serviceOption(Capture)
     const engine = yield* Effect.serviceOption(DeliveryEngine)
-    const removeDatabase = collectDatabase(m, sql)
+    const removeDatabase = yield* collectDatabase(m)
     yield* Effect.addFinalizer(() => Effect.sync(removeDatabase))
     if (Option.isSome(capture)) {
-      const remove = collectCapture(m, capture.value.stats, sql, capture.value.slot)
+      const remove = yield* collectCapture(m, capture.value.stats, capture.value.slot)
       yield* Effect.addFinalizer(() => Effect.sync(remove))
     } else captureOff(m)
     if (Option.isSome(engine)) {

@@ -5,7 +5,7 @@
 // engine's attempt observer); the /metrics route registers the collectors once capture and
 // delivery exist.
 import { Context, Effect, Layer } from "effect"
-import type { Sql } from "postgres"
+import { query, type Sql } from "../../platform/db/Sql.ts"
 import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { AttemptObserver, type EngineStats } from "../../delivery/engine.ts"
@@ -81,30 +81,37 @@ const setCaptureRole = (m: ServiceMetrics, role: (typeof CAPTURE_ROLES)[number])
 /** A process without the capture role (SERVICE_ROLES): its role reads off; capture's other series stay absent. */
 export const captureOff = (m: ServiceMetrics) => setCaptureRole(m, "off")
 
+/** Runs `read` at each scrape, on the database of the caller's context. Returns what unregisters it. */
+const collectFrom = (m: ServiceMetrics, read: Effect.Effect<void, never, Sql>) =>
+  Effect.map(Effect.context<Sql>(), (context) => m.registry.collect(() => Effect.runPromiseWith(context)(read)))
+
 /** Copies capture's in-memory counters, and reads lag, the slot's WAL and a stall from the database. */
-export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, sql: Sql, slot: string) =>
-  m.registry.collect(async () => {
-    setCaptureRole(m, stats.role)
-    mirror(m.captureErrors, undefined, stats.errors)
-    mirror(m.captureStalls, undefined, stats.stalls)
-    m.captureStreaming.set(stats.streaming ? 1 : 0)
-    mirror(m.captureChanges, undefined, stats.changes)
-    mirror(m.captureBatches, undefined, stats.batches)
-    for (const [event, n] of stats.events) mirror(m.captureEvents, { event }, n)
-    const s = await captureStatus(sql, slot)
-    if (s.lagBytes !== null) m.captureLagBytes.set(s.lagBytes)
-    if (s.lagSeconds !== null) m.captureLagSeconds.set(s.lagSeconds)
-    setOrClear(m.captureSinceApplied, s.sinceAppliedSeconds)
-    setOrClear(m.captureRetainedWal, s.retainedWalBytes)
-    const walStatus = s.slotExists ? (s.walStatus ?? "reserved") : "missing"
-    for (const status of SLOT_WAL_STATUSES) m.captureSlotWalStatus.set({ status }, status === walStatus ? 1 : 0)
-    setOrClear(m.captureSafeWal, s.slotExists ? s.safeWalBytes : null)
-    setOrClear(m.captureWalKeepSize, s.walKeepSizeBytes)
-    m.captureStalled.set(s.stalledAt === null ? 0 : 1)
-    const [b] = await sql<{ n: number }[]>`
-      select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`
-    m.outboxBacklog.set(b!.n)
-  })
+export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, slot: string) =>
+  collectFrom(
+    m,
+    Effect.gen(function* () {
+      setCaptureRole(m, stats.role)
+      mirror(m.captureErrors, undefined, stats.errors)
+      mirror(m.captureStalls, undefined, stats.stalls)
+      m.captureStreaming.set(stats.streaming ? 1 : 0)
+      mirror(m.captureChanges, undefined, stats.changes)
+      mirror(m.captureBatches, undefined, stats.batches)
+      for (const [event, n] of stats.events) mirror(m.captureEvents, { event }, n)
+      const s = yield* captureStatus(slot)
+      if (s.lagBytes !== null) m.captureLagBytes.set(s.lagBytes)
+      if (s.lagSeconds !== null) m.captureLagSeconds.set(s.lagSeconds)
+      setOrClear(m.captureSinceApplied, s.sinceAppliedSeconds)
+      setOrClear(m.captureRetainedWal, s.retainedWalBytes)
+      const walStatus = s.slotExists ? (s.walStatus ?? "reserved") : "missing"
+      for (const status of SLOT_WAL_STATUSES) m.captureSlotWalStatus.set({ status }, status === walStatus ? 1 : 0)
+      setOrClear(m.captureSafeWal, s.slotExists ? s.safeWalBytes : null)
+      setOrClear(m.captureWalKeepSize, s.walKeepSizeBytes)
+      m.captureStalled.set(s.stalledAt === null ? 0 : 1)
+      const [b] = yield* query((sql) => sql<{ n: number }[]>`
+        select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`)
+      m.outboxBacklog.set(b!.n)
+    })
+  )
 
 /** Copies the delivery engine's counters. */
 export const collectDelivery = (m: ServiceMetrics, stats: () => Promise<EngineStats>) =>
@@ -125,19 +132,22 @@ export const collectDelivery = (m: ServiceMetrics, stats: () => Promise<EngineSt
  * oldest pending one's age: the due index holds only pending rows), endpoints switched off,
  * and replays running with what they have still to send.
  */
-export const collectDatabase = (m: ServiceMetrics, sql: Sql) =>
-  m.registry.collect(async () => {
-    const [r] = await sql<{ oldest: number | null; off: number; replays: number; remaining: number }[]>`
-      select
-        (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
-        (select count(*)::int from service.webhook_endpoints where not enabled) as off,
-        (select count(*)::int from service.webhook_replays where state = 'running') as replays,
-        (select coalesce(sum(greatest(0, total - sent - skipped - restored)), 0)::int from service.webhook_replays where state = 'running') as remaining`
-    m.oldestPendingDelivery.set(Math.max(0, r!.oldest ?? 0))
-    m.endpointsOff.set(r!.off)
-    m.replaysRunning.set(r!.replays)
-    m.replayRemaining.set(r!.remaining)
-  })
+export const collectDatabase = (m: ServiceMetrics) =>
+  collectFrom(
+    m,
+    Effect.gen(function* () {
+      const [r] = yield* query((sql) => sql<{ oldest: number | null; off: number; replays: number; remaining: number }[]>`
+        select
+          (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
+          (select count(*)::int from service.webhook_endpoints where not enabled) as off,
+          (select count(*)::int from service.webhook_replays where state = 'running') as replays,
+          (select coalesce(sum(greatest(0, total - sent - skipped - restored)), 0)::int from service.webhook_replays where state = 'running') as remaining`)
+      m.oldestPendingDelivery.set(Math.max(0, r!.oldest ?? 0))
+      m.endpointsOff.set(r!.off)
+      m.replaysRunning.set(r!.replays)
+      m.replayRemaining.set(r!.remaining)
+    })
+  )
 
 export class Metrics extends Context.Service<Metrics, ServiceMetrics>()("service/Metrics") {}
 

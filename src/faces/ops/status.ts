@@ -2,7 +2,8 @@
 // deliveries due and failing, endpoints switched off and why, keys near expiry. Read from
 // the database only, so it works from any process while the service runs (or not).
 import { toIsoUtcOrNull } from "../../domain/time.ts"
-import type { Sql } from "postgres"
+import { Effect } from "effect"
+import { query, Sql } from "../../platform/db/Sql.ts"
 import { captureStatus, type CaptureStatus } from "../../pipeline/capture/status.ts"
 import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
 import { runningReplays, type ReplayView } from "../../webhooks/replay/jobs.ts"
@@ -62,15 +63,15 @@ export interface OperationsStatus {
 }
 
 
-export const operationsStatus = async (sql: Sql, slot: string): Promise<OperationsStatus> => {
-  const [capture, leader, [outbox], [d], off, keys, [now], replays] = await Promise.all([
-    captureStatus(sql, slot),
-    leaderInfo(sql),
-    sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
+export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: string) {
+  const [capture, leader, [outbox], [d], off, keys, [now], replays] = yield* Effect.all([
+    captureStatus(slot),
+    leaderInfo,
+    query((sql) => sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
       with waiting as (${sql.unsafe(OUTBOX_BACKLOG)})
       select (select count(*)::int from waiting) as backlog, (select min(created_at) from waiting) as oldest,
-        (select max(created_at) from service.events) as newest`,
-    sql<{ due: number; scheduled: number; in_flight: number; failing: number; held: number; failed: number; oldest_due: Date | null }[]>`
+        (select max(created_at) from service.events) as newest`),
+    query((sql) => sql<{ due: number; scheduled: number; in_flight: number; failing: number; held: number; failed: number; oldest_due: Date | null }[]>`
       select
         count(*) filter (where state = 'pending' and next_attempt_at <= now() and not leased)::int as due,
         count(*) filter (where state = 'pending' and next_attempt_at > now() and not leased)::int as scheduled,
@@ -80,21 +81,22 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
         count(*) filter (where state = 'failed' and finished_at > now() - interval '24 hours')::int as failed,
         min(next_attempt_at) filter (where state = 'pending' and next_attempt_at <= now() and not leased) as oldest_due
       from (select state, attempts, next_attempt_at, finished_at, (leased_by is not null and lease_until > now()) as leased
-            from service.webhook_deliveries where state <> 'succeeded') x`,
-    sql<{ id: string; company_id: string; name: string; url: string; disabled_at: Date | null; disabled_reason: string | null; held: number }[]>`
+            from service.webhook_deliveries where state <> 'succeeded') x`),
+    query((sql) => sql<{ id: string; company_id: string; name: string; url: string; disabled_at: Date | null; disabled_reason: string | null; held: number }[]>`
       select w.id::text, w.company_id::text, w.name, w.url, w.disabled_at, w.disabled_reason,
         (select count(*)::int from service.webhook_deliveries d where d.endpoint_id = w.id and d.state = 'held') as held
-      from service.webhook_endpoints w where not w.enabled order by w.disabled_at desc nulls last, w.id`,
-    sql<{ id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]>`
+      from service.webhook_endpoints w where not w.enabled order by w.disabled_at desc nulls last, w.id`),
+    query((sql) => sql<{ id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]>`
       select k.id::text, k.company_id::text, k.name, k.expires_at, k.webhooks,
         (select count(*)::int from service.webhook_subscriptions s where s.key_id = k.id) as subscriptions
       from service.api_keys k
       where k.revoked_at is null and k.expires_at > now() and k.expires_at <= now() + make_interval(days => ${KEY_EXPIRY_WARNING_DAYS})
-      order by k.expires_at, k.id`,
-    sql<{ now: Date }[]>`select now()`,
-    runningReplays(sql)
-  ])
-  return {
+      order by k.expires_at, k.id`),
+    query((sql) => sql<{ now: Date }[]>`select now()`),
+    // runningReplays still takes a pool (webhooks/replay).
+    Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => runningReplays(pool)))
+  ], { concurrency: "unbounded" })
+  const status: OperationsStatus = {
     at: now!.now.toISOString(),
     capture: { ...capture, leaderRunning: leader !== null, leader },
     outbox: { backlog: outbox!.backlog, oldestBacklogAt: toIsoUtcOrNull(outbox!.oldest), newestEventAt: toIsoUtcOrNull(outbox!.newest) },
@@ -126,7 +128,8 @@ export const operationsStatus = async (sql: Sql, slot: string): Promise<Operatio
       subscriptions: k.subscriptions
     }))
   }
-}
+  return status
+})
 
 /** What `status` exits with, for scripts: 0 healthy, 1 degraded, 2 broken. */
 export type Health = "healthy" | "degraded" | "broken"

@@ -6,9 +6,8 @@ import { CaptureConfig } from "../../platform/config.ts"
 import { Database } from "../../platform/db/Database.ts"
 import { spanRunner } from "../../platform/tracing.ts"
 import { formatLsn } from "../../platform/db/lsn.ts"
-import { toCaptureError } from "./errors.ts"
 import { checkCaptureStart } from "./publication.ts"
-import { captureRun, CaptureStats } from "./run.ts"
+import { captureRun, CaptureStats, onPool } from "./run.ts"
 
 export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()("service/Capture") {}
 
@@ -22,7 +21,7 @@ export const CaptureLive = Layer.effect(
     const config = yield* CaptureConfig
     // Refused here, before the loop starts (exit 1): a publication that carries NEVER columns
     // or lacks what capture reads, or a failover slot asked of a server that has none.
-    yield* Effect.tryPromise({ try: () => checkCaptureStart(db.sql, config), catch: toCaptureError })
+    yield* onPool(db.sql, checkCaptureStart(config))
     const stats = new CaptureStats()
     const opts = {
       url: db.url,

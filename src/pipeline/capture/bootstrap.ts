@@ -3,8 +3,9 @@
 // stream then resumes exactly after it: nothing committed meanwhile is lost or applied twice,
 // and no event fires for rows that already existed.
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
+import { Effect } from "effect"
+import { query, transaction } from "../../platform/db/Sql.ts"
 import { markProjectionVersion } from "../projection/version.ts"
-import type { Sql } from "postgres"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
 import { finalViews } from "./apply.ts"
@@ -19,6 +20,13 @@ import { toIsoUtcOrNull } from "../../domain/time.ts"
 
 
 const CHUNK = 2000
+
+/**
+ * Capture's projection code on the current transaction's connection. It takes a Transaction
+ * (it must not run alone); called from inside `transaction`, the handle `query` gives is that
+ * transaction's connection.
+ */
+export const onTransaction = <A>(f: (tx: Tx) => Promise<A>) => query((sql) => f(sql as Tx))
 
 const timestampColumns = async (tx: Tx) => {
   const rows = await tx<{ table_name: string; column_name: string }[]>`
@@ -119,31 +127,32 @@ export interface BootstrapResult {
  * (Re)creates the slot and rebuilds mirror, views and tenancy from its snapshot.
  * `gapReason` records that events between the old checkpoint and now could not be derived.
  */
-export const bootstrap = async (sql: Sql, url: string, slot: string, gapReason: string | null, failover = false): Promise<BootstrapResult> => {
-  await dropSlot(sql, slot)
-  const exported = await createSlotWithSnapshot(url, slot, failover)
-  try {
-    return await sql.begin("isolation level repeatable read", async (tx) => {
-      await tx.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`)
+export const bootstrap = Effect.fn("bootstrap")(function* (url: string, slot: string, gapReason: string | null, failover = false) {
+  yield* dropSlot(slot)
+  const exported = yield* Effect.promise(() => createSlotWithSnapshot(url, slot, failover))
+  const result: BootstrapResult = yield* transaction(
+    Effect.gen(function* () {
+      // Both before the transaction's first query: the snapshot needs repeatable read.
+      yield* query((tx) => tx`set transaction isolation level repeatable read`)
+      yield* query((tx) => tx.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`))
       // Views are rewritten in place, not truncated: a view that did not change keeps its
       // change time, and one whose record went while the slot was lost gets a tombstone.
-      await tx`truncate service.rows, service.companies, service.users`
-      const rows = await loadMirror(tx)
-      const views = await projectAll(tx)
-      await removeOrphanViews(tx, RESOURCES, RESOURCES.map((r) => RESOURCE_INFO[r].table), null)
-      await projectTenancy(tx)
-      await markProjectionVersion(tx)
-      await tx`
+      yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
+      const rows = yield* onTransaction(loadMirror)
+      const views = yield* onTransaction((tx) => projectAll(tx))
+      yield* onTransaction((tx) => removeOrphanViews(tx, RESOURCES, RESOURCES.map((r) => RESOURCE_INFO[r].table), null))
+      yield* onTransaction(projectTenancy)
+      yield* markProjectionVersion()
+      yield* query((tx) => tx`
         insert into service.capture_state (slot_name, checkpoint_lsn, bootstrapped_at, gap_at, gap_reason)
         values (${slot}, ${formatLsn(exported.consistentPoint)}::pg_lsn, now(),
                 ${gapReason === null ? null : new Date()}, ${gapReason})
         on conflict (slot_name) do update set checkpoint_lsn = excluded.checkpoint_lsn,
           bootstrapped_at = excluded.bootstrapped_at, last_commit_at = null, applied_at = null,
           gap_at = coalesce(excluded.gap_at, service.capture_state.gap_at),
-          gap_reason = coalesce(excluded.gap_reason, service.capture_state.gap_reason)`
+          gap_reason = coalesce(excluded.gap_reason, service.capture_state.gap_reason)`)
       return { consistentPoint: exported.consistentPoint, rows, views }
     })
-  } finally {
-    await exported.release().catch(() => {})
-  }
-}
+  ).pipe(Effect.ensuring(Effect.promise(() => exported.release().catch(() => {}))))
+  return result
+})

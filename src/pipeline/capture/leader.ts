@@ -2,7 +2,8 @@
 // the others wait as standbys. Who holds it is read from pg_locks and pg_stat_activity, so a
 // standby can say whom it waits for and `status` can name the leader from any process.
 import { hostname } from "node:os"
-import type { Sql } from "postgres"
+import { Effect } from "effect"
+import { query, type Sql } from "../../platform/db/Sql.ts"
 
 export const LEADER_LOCK = 7_351_009_002 // one capture process per database
 
@@ -25,13 +26,13 @@ export interface LeaderInfo {
 }
 
 /** Who holds the leader lock in this database, or null. */
-export const leaderInfo = async (sql: Sql): Promise<LeaderInfo | null> => {
-  const [r] = await sql<{ pid: number; application_name: string | null; client_addr: string | null; client_port: number | null; backend_start: Date | null }[]>`
+export const leaderInfo: Effect.Effect<LeaderInfo | null, never, Sql> = Effect.gen(function* () {
+  const [r] = yield* query((sql) => sql<{ pid: number; application_name: string | null; client_addr: string | null; client_port: number | null; backend_start: Date | null }[]>`
     select l.pid, a.application_name, host(a.client_addr) as client_addr, a.client_port, a.backend_start
     from pg_locks l left join pg_stat_activity a on a.pid = l.pid
     where l.locktype = 'advisory' and l.granted and l.database = (select oid from pg_database where datname = current_database())
       and l.classid = ${LOCK_HIGH}::text::oid and l.objid = ${LOCK_LOW}::text::oid and l.objsubid = 1
-    limit 1`
+    limit 1`)
   if (!r) return null
   return {
     pid: r.pid,
@@ -39,4 +40,4 @@ export const leaderInfo = async (sql: Sql): Promise<LeaderInfo | null> => {
     clientAddress: r.client_addr === null ? null : r.client_port !== null && r.client_port > 0 ? `${r.client_addr.includes(":") ? `[${r.client_addr}]` : r.client_addr}:${r.client_port}` : r.client_addr,
     since: r.backend_start ? r.backend_start.toISOString() : null
   }
-}
+})

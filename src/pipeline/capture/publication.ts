@@ -2,7 +2,8 @@
 // that leaves NEVER columns out, so data that must never leave never reaches capture. The
 // service uses the publication it finds and never widens one; it creates it only when it
 // may (owning the app's tables, or superuser), else a DBA makes it from `database setup-sql`.
-import type { Sql } from "postgres"
+import { Effect } from "effect"
+import { query } from "../../platform/db/Sql.ts"
 import { NEVER_COLUMNS, PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { APP_TABLES } from "../projection/tables.ts"
@@ -55,18 +56,19 @@ export const publicationProblems = (name: string, pub: FoundPublication): Readon
   return problems
 }
 
-export const readPublication = async (sql: Sql, name: string): Promise<FoundPublication | null> => {
-  const [pub] = await sql<{ puballtables: boolean; pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean }[]>`
-    select puballtables, pubinsert, pubupdate, pubdelete, pubtruncate from pg_publication where pubname = ${name}`
+export const readPublication = Effect.fn("readPublication")(function* (name: string) {
+  const [pub] = yield* query((sql) => sql<{ puballtables: boolean; pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean }[]>`
+    select puballtables, pubinsert, pubupdate, pubdelete, pubtruncate from pg_publication where pubname = ${name}`)
   if (!pub) return null
-  const rows = await sql<{ schemaname: string; tablename: string; attnames: string[] | null; rowfilter: string | null }[]>`
-    select schemaname, tablename, attnames::text[] as attnames, rowfilter from pg_publication_tables where pubname = ${name}`
-  return {
+  const rows = yield* query((sql) => sql<{ schemaname: string; tablename: string; attnames: string[] | null; rowfilter: string | null }[]>`
+    select schemaname, tablename, attnames::text[] as attnames, rowfilter from pg_publication_tables where pubname = ${name}`)
+  const found: FoundPublication = {
     allTables: pub.puballtables,
     publishes: { insert: pub.pubinsert, update: pub.pubupdate, delete: pub.pubdelete, truncate: pub.pubtruncate },
     tables: new Map(rows.map((r) => [`${r.schemaname}.${r.tablename}`, { columns: r.attnames ?? [], rowFilter: r.rowfilter }]))
   }
-}
+  return found
+})
 
 const setupHint = (role: string) => `npm run -s admin -- database setup-sql --role ${role}`
 
@@ -74,34 +76,36 @@ const setupHint = (role: string) => `npm run -s admin -- database setup-sql --ro
  * Uses the publication named `name`: creates it when missing and this role may, then refuses
  * (StartRefused) unless it publishes exactly what the service reads. Never alters one.
  */
-export const ensurePublication = async (sql: Sql, name: string): Promise<{ readonly created: boolean }> => {
-  const [{ role } = { role: "?" }] = await sql<{ role: string }[]>`select current_user as role`
-  let pub = await readPublication(sql, name)
+export const ensurePublication = Effect.fn("ensurePublication")(function* (name: string) {
+  const [{ role } = { role: "?" }] = yield* query((sql) => sql<{ role: string }[]>`select current_user as role`)
+  let pub = yield* readPublication(name)
   let created = false
   if (pub === null) {
-    try {
-      await sql.unsafe(createPublicationStatement(name))
-      created = true
-    } catch (e) {
-      const code = (e as { code?: string }).code
-      // Another process made it meanwhile: use theirs.
-      if (code !== "42710") {
-        if (code === "42501") {
-          throw new StartRefused({
-            message:
-              `Publication ${name} does not exist, and role ${role} may not create it (only the owner of the app's tables or a superuser can). ` +
-              `Have a DBA run the SQL that "${setupHint(role)}" prints, or set PUBLICATION to the name of the publication made for this service.`
-          })
+    // The error code, or null when it was made. Another process made it meanwhile (42710): use theirs.
+    const code = yield* query((sql) =>
+      sql.unsafe(createPublicationStatement(name)).then(
+        () => null,
+        (e) => {
+          const code = (e as { code?: string }).code
+          if (code === "42710" || code === "42501") return code
+          throw e
         }
-        throw e
-      }
+      )
+    )
+    if (code === "42501") {
+      return yield* new StartRefused({
+        message:
+          `Publication ${name} does not exist, and role ${role} may not create it (only the owner of the app's tables or a superuser can). ` +
+          `Have a DBA run the SQL that "${setupHint(role)}" prints, or set PUBLICATION to the name of the publication made for this service.`
+      })
     }
-    pub = await readPublication(sql, name)
-    if (pub === null) throw new Error(`publication ${name} vanished right after it was created`)
+    created = code === null
+    pub = yield* readPublication(name)
+    if (pub === null) return yield* Effect.die(new Error(`publication ${name} vanished right after it was created`))
   }
   const problems = publicationProblems(name, pub)
   if (problems.length > 0) {
-    throw new StartRefused({
+    return yield* new StartRefused({
       message:
         `Publication ${name} does not publish what the service reads, and the service never changes a publication:\n` +
         problems.map((p) => `  - ${p}`).join("\n") +
@@ -111,17 +115,17 @@ export const ensurePublication = async (sql: Sql, name: string): Promise<{ reado
     })
   }
   return { created }
-}
+})
 
 /** What capture checks before it starts: the publication, and failover slots need 17+. */
-export const checkCaptureStart = async (sql: Sql, config: { readonly publication: string; readonly failover: boolean }): Promise<void> => {
+export const checkCaptureStart = Effect.fn("checkCaptureStart")(function* (config: { readonly publication: string; readonly failover: boolean }) {
   if (config.failover) {
-    const [row] = await sql<{ version: number }[]>`select current_setting('server_version_num')::int as version`
+    const [row] = yield* query((sql) => sql<{ version: number }[]>`select current_setting('server_version_num')::int as version`)
     if (row!.version < 170000) {
-      throw new StartRefused({
+      return yield* new StartRefused({
         message: `REPLICATION_SLOT_FAILOVER=true needs PostgreSQL 17 or newer (failover slots); this server runs ${Math.floor(row!.version / 10000)}. Unset it, or use the pg_failover_slots extension on older servers.`
       })
     }
   }
-  await ensurePublication(sql, config.publication)
-}
+  yield* ensurePublication(config.publication)
+})

@@ -12,6 +12,7 @@ import { Cause, Duration, Effect, Exit, Schedule, type Scope } from "effect"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { connect } from "../../platform/db/Database.ts"
+import { Sql as SqlService } from "../../platform/db/Sql.ts"
 import { prepareBatch } from "./apply.ts"
 import { bootstrap } from "./bootstrap.ts"
 import { advanceCheckpoint, readState } from "./checkpoint.ts"
@@ -92,6 +93,14 @@ const HEARTBEAT_PREFIX = "safety-records-heartbeat"
 /** A call into the database (or the plain code), its rejection a capture error. */
 const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> => Effect.tryPromise({ try: f, catch: toCaptureError })
 
+/** A step written over `Sql` (the publication, the slot, the leader, a rebuild), on capture's
+ *  pool; a database failure (a defect there) ends the run as any other failure does. */
+export const onPool = <A, E extends CaptureError>(sql: Sql, effect: Effect.Effect<A, E, SqlService>): Effect.Effect<A, CaptureError> =>
+  effect.pipe(
+    Effect.provideService(SqlService, { pool: sql }),
+    Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
+  )
+
 /** A log line: its text is the contract (docs/operations.md), its fields are annotations. */
 const log = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown> = {}) =>
   (level === "info" ? Effect.logInfo(message) : level === "warn" ? Effect.logWarning(message) : Effect.logError(message)).pipe(Effect.annotateLogs(fields))
@@ -141,14 +150,14 @@ const takeLeadership = (sql: Sql, opts: CaptureOptions) =>
     const t0 = Date.now()
     let logged: number | null | undefined
     for (;;) {
-      let holder = yield* call(() => leaderInfo(sql))
+      let holder = yield* onPool(sql, leaderInfo)
       if (holder === null) {
         const lock = yield* tryLock(opts)
         if (lock !== null) {
           yield* log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
           return lock
         }
-        holder = yield* call(() => leaderInfo(sql))
+        holder = yield* onPool(sql, leaderInfo)
       }
       // Once, and again only when another process leads.
       if (logged === undefined || (holder !== null && holder.pid !== logged)) {
@@ -298,9 +307,9 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
           yield* log("info", "capture leader: stepped down", { reason: outcomeOf(exit) })
         })
       )
-      yield* call(() => ensurePublication(sql, opts.publication))
+      yield* onPool(sql, ensurePublication(opts.publication))
       let state = yield* call(() => readState(sql, opts.slot))
-      const slot = yield* call(() => slotInfo(sql, opts.slot))
+      const slot = yield* onPool(sql, slotInfo(opts.slot))
       if (!state || !slot.exists || slot.invalidation) {
         const gap = state ? (slot.exists ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})` : `replication slot ${opts.slot} was lost`) : null
         if (gap) {
@@ -313,7 +322,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         }
         const t0 = Date.now()
         // Not interrupted halfway: the lock is held until the slot and the views are made.
-        const result = yield* Effect.uninterruptible(call(() => bootstrap(sql, opts.url, opts.slot, gap, opts.failover ?? false)))
+        const result = yield* Effect.uninterruptible(onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false)))
         yield* log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
           slot: opts.slot,
           rows: result.rows,
@@ -328,10 +337,10 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         yield* log("info", "replication slot marked for failover", { slot: opts.slot })
       }
       // Views stored in older shapes are rebuilt from the mirror before streaming resumes.
-      const stored = yield* call(() => storedProjectionVersion(sql))
+      const stored = yield* onPool(sql, storedProjectionVersion)
       if (stored !== PROJECTION_VERSION) {
         const t0 = Date.now()
-        const r = yield* Effect.uninterruptible(call(() => rebuildViews(sql)))
+        const r = yield* Effect.uninterruptible(onPool(sql, rebuildViews()))
         yield* log("info", "record shapes changed: every view rebuilt from the mirror", { from: stored, to: PROJECTION_VERSION, views: r.views, changed: r.changed, ms: Date.now() - t0 })
       }
       const from = state.checkpoint

@@ -2,7 +2,8 @@
 // initial views and the stream meet exactly at its consistent point. With `failover` (17+)
 // the slot can be synchronised to physical standbys and so survives a primary failover.
 import pg from "pg"
-import type { Sql } from "postgres"
+import { Effect } from "effect"
+import { query } from "../../platform/db/Sql.ts"
 import { parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { ident } from "./publication.ts"
 
@@ -16,13 +17,13 @@ export interface SlotInfo {
   readonly failover: boolean | null
 }
 
-export const slotInfo = async (sql: Sql, slot: string): Promise<SlotInfo> => {
-  const [row] = await sql<{ active: boolean; wal_status: string | null; confirmed_flush_lsn: string | null; invalidation: string | null; failover: string | null }[]>`
+export const slotInfo = Effect.fn("slotInfo")(function* (slot: string) {
+  const [row] = yield* query((sql) => sql<{ active: boolean; wal_status: string | null; confirmed_flush_lsn: string | null; invalidation: string | null; failover: string | null }[]>`
     select active, wal_status, confirmed_flush_lsn::text,
            ${sql.unsafe("to_jsonb(s)->>'invalidation_reason'")} as invalidation,
            ${sql.unsafe("to_jsonb(s)->>'failover'")} as failover
-    from pg_replication_slots s where slot_name = ${slot}`
-  if (!row) return { exists: false, active: false, walStatus: null, invalidation: null, confirmedFlush: null, failover: null }
+    from pg_replication_slots s where slot_name = ${slot}`)
+  if (!row) return { exists: false, active: false, walStatus: null, invalidation: null, confirmedFlush: null, failover: null } satisfies SlotInfo
   return {
     exists: true,
     active: row.active,
@@ -30,12 +31,11 @@ export const slotInfo = async (sql: Sql, slot: string): Promise<SlotInfo> => {
     invalidation: row.invalidation ?? (row.wal_status === "lost" ? "wal_removed" : null),
     confirmedFlush: row.confirmed_flush_lsn ? parseLsn(row.confirmed_flush_lsn) : null,
     failover: row.failover === null ? null : row.failover === "true"
-  }
-}
+  } satisfies SlotInfo
+})
 
-export const dropSlot = async (sql: Sql, slot: string) => {
-  await sql`select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = ${slot} and not active`
-}
+export const dropSlot = (slot: string) =>
+  query((sql) => sql`select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = ${slot} and not active`).pipe(Effect.asVoid)
 
 export interface ExportedSlot {
   readonly consistentPoint: Lsn

@@ -1,7 +1,8 @@
 // Capture status for operators: slot state, checkpoint, server WAL position, lag, retained
 // WAL and how much more the slot may hold, and a stall capture could not get over by
 // reconnecting. Read from the database, so any process (or the admin CLI) can show it.
-import type { Sql } from "postgres"
+import { Effect } from "effect"
+import { query } from "../../platform/db/Sql.ts"
 
 export interface CaptureStatus {
   readonly slot: string
@@ -35,8 +36,8 @@ export interface CaptureStatus {
   readonly stallReconnects: number
 }
 
-export const captureStatus = async (sql: Sql, slot: string): Promise<CaptureStatus> => {
-  const [r] = await sql<Array<Record<string, unknown>>>`
+export const captureStatus = Effect.fn("captureStatus")(function* (slot: string) {
+  const [r] = yield* query((sql) => sql<Array<Record<string, unknown>>>`
     with s as (select *, ${sql.unsafe("to_jsonb(p)->>'invalidation_reason'")} as invalidation from pg_replication_slots p where slot_name = ${slot}),
          c as (select * from service.capture_state where slot_name = ${slot})
     select
@@ -58,12 +59,12 @@ export const captureStatus = async (sql: Sql, slot: string): Promise<CaptureStat
       (select gap_reason from c) as gap_reason,
       (select stalled_at from c) as stalled_at,
       (select stall_reason from c) as stall_reason,
-      coalesce((select stall_reconnects from c), 0) as stall_reconnects`
+      coalesce((select stall_reconnects from c), 0) as stall_reconnects`)
   const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : null)
   const lagBytes = r!.lag_bytes === null ? null : Math.max(0, Number(r!.lag_bytes))
   const sinceApplied = r!.since_applied === null ? null : Math.max(0, Number(r!.since_applied))
   const keep = Number(r!.keep_size)
-  return {
+  const status: CaptureStatus = {
     slot,
     slotExists: Boolean(r!.slot_exists),
     slotActive: Boolean(r!.slot_active),
@@ -86,4 +87,5 @@ export const captureStatus = async (sql: Sql, slot: string): Promise<CaptureStat
     stallReason: (r!.stall_reason as string | null) ?? null,
     stallReconnects: Number(r!.stall_reconnects)
   }
-}
+  return status
+})

@@ -3,18 +3,15 @@
 //   1: the first shapes
 //   2: companyId on every record but corrective actions and inspections; a risk assessment's
 //      hazards keep only their four keys
-import type { Sql } from "postgres"
+import { Effect } from "effect"
+import { query } from "../../platform/db/Sql.ts"
 
 export const PROJECTION_VERSION = 2
 
-// A transaction's sql is called the same way; one type keeps the signatures compatible.
-type AnySql = Pick<Sql, "unsafe">
+export const storedProjectionVersion = query((sql) => sql<{ version: number }[]>`select version from service.projection`).pipe(
+  Effect.map(([row]) => row?.version ?? 0)
+)
 
-export const storedProjectionVersion = async (sql: AnySql): Promise<number> => {
-  const [row] = await sql.unsafe<{ version: number }[]>("select version from service.projection")
-  return row?.version ?? 0
-}
-
-export const markProjectionVersion = async (sql: AnySql, version = PROJECTION_VERSION): Promise<void> => {
-  await sql.unsafe("insert into service.projection (version) values ($1) on conflict (id) do update set version = excluded.version", [version])
-}
+/** Inside a rebuild's or a bootstrap's transaction: the views and their version commit together. */
+export const markProjectionVersion = (version = PROJECTION_VERSION) =>
+  query((sql) => sql`insert into service.projection (version) values (${version}) on conflict (id) do update set version = excluded.version`).pipe(Effect.asVoid)

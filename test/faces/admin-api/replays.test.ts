@@ -16,6 +16,7 @@ import { sample } from "../../support/observed.ts"
 import { insertIncident } from "../../support/app.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { at, fannedOut, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
 /** REPLAY_RATE of this file's lane: slow, so a replay of 30 lasts 15 s unless cancelled. */
@@ -137,11 +138,11 @@ describe("admin HTTP API: replays", () => {
 
     // `status` and the metrics show it with its progress (the CLI's text and --json of a
     // running replay: test/faces/pages/replays.test.ts, where one waits for as long as it takes).
-    const shown = (await operationsStatus(db.sql, `slot_${db.name}`)).replays
+    const shown = (await runSql(db.sql, operationsStatus(`slot_${db.name}`))).replays
     expect(shown.map((r) => [r.id, r.state, r.progress.queued])).toEqual([[replayId, "running", 30]])
     expect(shown[0]!.progress.remaining).toBeGreaterThan(0)
     const metrics = makeServiceMetrics()
-    const stop = collectDatabase(metrics, db.sql)
+    const stop = await runSql(db.sql, collectDatabase(metrics))
     const scraped = await metrics.registry.scrape()
     stop()
     expect(sample(scraped, "srs_replays_running")).toBe(1)

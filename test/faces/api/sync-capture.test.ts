@@ -13,6 +13,7 @@ import { createCompany, NEVER_MARK, type TestCompany } from "../../support/views
 import { SafetyRecordsClient, type Deletion } from "../../../client/src/index.ts"
 import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient } from "../../support/http.ts"
 import { useServiceWorld } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
 
 describe("sync through capture", () => {
   let acme: TestCompany
@@ -259,7 +260,7 @@ describe("sync through capture", () => {
     const ghost = randomUUID()
     await db.sql`insert into service.views (resource, id, company_id, created_at, body) values ('audits', ${ghost}, ${acme.id}, now(), '{"ghost":true}')`
     const [state] = await db.sql<{ at: Date }[]>`select last_commit_at as at from service.capture_state`
-    const r = await rebuildViews(db.sql)
+    const r = await runSql(db.sql, rebuildViews())
     expect([r.changed, r.removed]).toEqual([1, 1])
     const after = await times()
     for (const [id, t] of before) if (id !== stale!.id) expect([id, after.get(id)]).toEqual([id, t])

@@ -10,6 +10,7 @@ import { HttpRouter, HttpServer } from "effect/http"
 import { Capture } from "../../../src/pipeline/capture/Capture.ts"
 import { serviceRolesLayer } from "../../../src/platform/config.ts"
 import { connect, Database } from "../../../src/platform/db/Database.ts"
+import { Sql } from "../../../src/platform/db/Sql.ts"
 import { HealthRoutes } from "../../../src/faces/ops/health.ts"
 import { ObservabilityRoutes } from "../../../src/faces/observability.ts"
 import { makeServiceMetrics, Metrics } from "../../../src/faces/ops/metrics.ts"
@@ -41,7 +42,7 @@ const serveHealth = async (services: Layer.Layer<Database | Metrics>) => {
   const scope = Effect.runSync(Scope.make())
   const ServerLive = HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), { disableLogger: true }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(createHttpServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(services)
+    Layer.provide(Layer.provideMerge(Sql.layer, services))
   )
   const context = await Effect.runPromise(Layer.buildWithScope(ServerLive, scope))
   const address = Context.get(context, HttpServer.HttpServer).address as { port: number }

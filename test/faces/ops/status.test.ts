@@ -10,6 +10,7 @@ import { ADMIN, fanoutNow, makeKey, useWorld, waitFor } from "../../support/worl
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase } from "../../support/db.ts"
 import { freePort } from "../../support/net.ts"
+import { runSql } from "../../support/sql.ts"
 
 const DAY = 86_400_000
 const w = useWorld()
@@ -19,7 +20,7 @@ const slot = () => `slot_${w.db.name}`
 describe("status", () => {
   it("reports capture, backlog, deliveries, endpoints switched off and keys near expiry", async () => {
     await waitFor(() => w.cap.stats.streaming, "capture to stream")
-    const empty = await operationsStatus(w.db.sql, slot())
+    const empty = await runSql(w.db.sql, operationsStatus(slot()))
     expect(empty.capture).toMatchObject({ slot: slot(), slotExists: true, slotActive: true, leaderRunning: true, gapReason: null })
     expect(empty.capture.lagBytes).toBeGreaterThanOrEqual(0)
     // who leads: the lock's session, named by the leader after its host and process id
@@ -42,7 +43,7 @@ describe("status", () => {
     await w.cap.settle()
 
     // no engine runs: the events wait in the outbox
-    const waiting = await operationsStatus(w.db.sql, slot())
+    const waiting = await runSql(w.db.sql, operationsStatus(slot()))
     expect(waiting.outbox.backlog).toBe(2)
     expect(waiting.outbox.oldestBacklogAt).not.toBeNull()
     expect(waiting.endpointsSwitchedOff).toEqual([
@@ -52,14 +53,14 @@ describe("status", () => {
 
     // fanned out: due now (only the endpoint that is on gets deliveries)
     await fanoutNow(w.db.sql)
-    const due = await operationsStatus(w.db.sql, slot())
+    const due = await runSql(w.db.sql, operationsStatus(slot()))
     expect(due.outbox.backlog).toBe(0)
     expect(due.deliveries).toMatchObject({ due: 2, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0 })
     // one failed attempt with a retry later, one held, one failed for good
     const ids = (await w.db.sql<{ id: string }[]>`select id::text from service.webhook_deliveries order by created_at, id`).map((r) => r.id)
     await w.db.sql`update service.webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '1 hour' where id = ${ids[0]!}`
     await w.db.sql`update service.webhook_deliveries set state = 'failed', attempts = 6, next_attempt_at = null, finished_at = now() where id = ${ids[1]!}`
-    const mixed = await operationsStatus(w.db.sql, slot())
+    const mixed = await runSql(w.db.sql, operationsStatus(slot()))
     expect(mixed.deliveries).toMatchObject({ due: 0, scheduled: 1, failing: 1, failedLast24h: 1 })
 
     // the CLI shows the same, for scripts and for people
@@ -96,19 +97,19 @@ describe("status", () => {
     await insertIncident(w.db.sql, w.company.id)
     await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
-    expect((await operationsStatus(w.db.sql, slot())).outbox.backlog).toBe(2)
+    expect((await runSql(w.db.sql, operationsStatus(slot()))).outbox.backlog).toBe(2)
     const [a, b] = await w.db.sql<{ id: string; created_at: Date }[]>`
       select e.id::text, e.created_at from service.events e, service.webhook_fanout f
       where (e.commit_lsn, e.seq) > (f.commit_lsn, f.seq) order by e.commit_lsn, e.seq`
     await w.db.sql`update service.webhook_fanout_parts p set commit_lsn = e.commit_lsn, seq = e.seq
       from service.events e where e.id = ${a!.id} and p.part = service.webhook_part(e.id)`
-    const partly = await operationsStatus(w.db.sql, slot())
+    const partly = await runSql(w.db.sql, operationsStatus(slot()))
     expect(partly.outbox.backlog).toBe(1)
     expect(partly.outbox.oldestBacklogAt).toBe(b!.created_at.toISOString())
 
     // capture stopped: no leader, slot inactive
     await w.cap.stop()
-    const stopped = await operationsStatus(w.db.sql, slot())
+    const stopped = await runSql(w.db.sql, operationsStatus(slot()))
     expect(stopped.capture).toMatchObject({ slotExists: true, slotActive: false, leaderRunning: false, leader: null })
     expect((await runCli(["status"], env)).stdout).toMatch(/leader: +no leader: no capture process is running/)
   })

@@ -8,6 +8,7 @@ import { type TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { runCli } from "../../support/cli.ts"
 import { useDemoDatabase } from "../../support/fixtures.ts"
+import { runSql } from "../../support/sql.ts"
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -79,7 +80,7 @@ describe("rebuild-views", () => {
     await sleep(700)
     const batchesBefore = cap.stats.batches
     const phases: RebuildProgress[] = []
-    const result = await rebuildViews(db.sql, (p) => phases.push(p))
+    const result = await runSql(db.sql, rebuildViews((p) => phases.push(p)))
     await sleep(700)
     const written = await stop()
     expect(written.failed).toBe(0)

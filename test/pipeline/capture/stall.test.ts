@@ -17,6 +17,7 @@ import { startCapture, view, type RunningCapture } from "../../support/capture.t
 import { startTcpProxy, type TcpProxy } from "../../support/tcp-proxy.ts"
 import { waitFor } from "../../support/world.ts"
 import { useDatabase } from "../../support/fixtures.ts"
+import { runSql } from "../../support/sql.ts"
 
 const STALL_MS = 3_000
 
@@ -81,7 +82,7 @@ describe("a stalled capture", () => {
     await cap.settle()
     expect(await view(db.sql, "incidents", id)).toBeDefined()
     expect(cap.stats.stalls).toBe(1)
-    expect(await captureStatus(db.sql, slot())).toMatchObject({ stalledAt: null, stallReason: null, stallReconnects: 0, slotActive: true })
+    expect(await runSql(db.sql, captureStatus(slot()))).toMatchObject({ stalledAt: null, stallReason: null, stallReconnects: 0, slotActive: true })
     // The sessions the server kept for the hung connection were ended: one leader session, streaming again.
     const [leaders] = await db.sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${leaderApplicationName()}`
     expect(leaders!.n).toBe(1)
@@ -92,7 +93,7 @@ describe("a stalled capture", () => {
 
   it("reconnecting does not help: status and the metrics say it is stalled, until it applies again", async () => {
     const metrics = makeServiceMetrics()
-    collectCapture(metrics, cap.stats, db.sql, slot())
+    await runSql(db.sql, collectCapture(metrics, cap.stats, slot()))
     expect(sample(await metrics.registry.scrape(), "srs_capture_stalled")).toBe(0)
     proxy.freeze()
     proxy.refuseNew = true
@@ -104,7 +105,7 @@ describe("a stalled capture", () => {
     expect(sample(text, "srs_capture_stalled")).toBe(1)
     expect(sample(text, "srs_capture_stalls_total")).toBe(2)
     expect(sample(text, "srs_capture_streaming")).toBe(0)
-    const status = await operationsStatus(db.sql, slot())
+    const status = await runSql(db.sql, operationsStatus(slot()))
     expect(status.capture.stalledAt).not.toBeNull()
     expect(status.capture.stallReason).toContain("nothing received from the replication stream")
     expect(status.capture.stallReconnects).toBe(1)
@@ -121,7 +122,7 @@ describe("a stalled capture", () => {
     await cap.settle()
     expect(await view(db.sql, "incidents", id)).toBeDefined()
     expect(sample(await metrics.registry.scrape(), "srs_capture_stalled")).toBe(0)
-    expect((await captureStatus(db.sql, slot())).stalledAt).toBeNull()
+    expect((await runSql(db.sql, captureStatus(slot()))).stalledAt).toBeNull()
   })
 })
 
@@ -129,7 +130,7 @@ describe("while capture is stopped", () => {
   it("the metrics show the slot's WAL growing, and how much it may still grow", async () => {
     await cap.stop()
     const metrics = makeServiceMetrics()
-    collectCapture(metrics, cap.stats, db.sql, slot())
+    await runSql(db.sql, collectCapture(metrics, cap.stats, slot()))
     const before = await metrics.registry.scrape()
     for (let i = 0; i < 20; i++) await insertIncident(db.sql, companyId)
     await db.sql`select pg_logical_emit_message(true, 'test-wal', repeat('x', 2000000))`

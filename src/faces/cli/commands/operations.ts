@@ -158,9 +158,9 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
     Effect.gen(function* () {
       const bar = progressBar("rebuilding views")
       if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-      const result = yield* withSql((sql) => {
-        return rebuildViews(sql, (p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).finally(bar.done)
-      })
+      const result = yield* rebuildViews((p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).pipe(
+        Effect.ensuring(Effect.sync(bar.done))
+      )
       yield* output(args.json, result, () =>
         [
           `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
@@ -245,7 +245,7 @@ export const statusCommand = Command.make(
         withDatabase(
           Effect.gen(function* () {
             if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-            return yield* withSql((sql) => operationsStatus(sql, slot))
+            return yield* operationsStatus(slot)
           })
         )
       )
