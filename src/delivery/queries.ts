@@ -46,7 +46,7 @@ const HOLD_REASON = `case
   end`
 
 /** Why the delivery could not be sent now, as the engine would decide it; null if it could. */
-export const holdReason = async (sql: Sql | TransactionSql<Record<string, unknown>>, id: string): Promise<string | null> => {
+export const holdReason = async (sql: ISql<{}>, id: string): Promise<string | null> => {
   const [r] = await sql.unsafe<{ reason: string | null }[]>(`select ${HOLD_REASON} as reason from ${FROM} where d.id = $1`, [id])
   return r?.reason ?? null
 }
