@@ -4,7 +4,7 @@
 // Plain async functions over the raw handle, each one batched statement: the steps in
 // engine/ wrap each call once (runtime.ts `db`), and nothing per row goes through Effect, which
 // would cost delivery throughput (one write carries up to hundreds of rows).
-import type { ISql, Sql, TransactionSql } from "postgres"
+import type { ISql, Sql } from "postgres"
 import { pruneDeletions } from "../pipeline/projection/write.ts"
 import { PARTITIONS_CHANNEL } from "../platform/db/channels.ts"
 
