@@ -296,7 +296,7 @@ const seed = async (sql: postgres.Sql) => {
     createKey(
       { userId: u!.id, email: "bench@example.test", name: "Bench Admin", companyId },
       { companyId, name: "bench", scopes: ["incidents"], webhooks: false, expires: "never" }
-    ).pipe(Effect.provide(Layer.succeed(Database, { sql, url: "", embedded: false })))
+    ).pipe(Effect.provide(Sql.fromPool(sql)))
   )
   return { companyId, key: created.key, ids }
 }

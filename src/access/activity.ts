@@ -1,9 +1,9 @@
 // The activity log (spec 1.7): who did what to which key, token, endpoint or subscription, and
 // when. Every writer goes through writeActivity, every reader through listActivity.
-import type { Sql as Pool } from "postgres"
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import { query, type Sql } from "../platform/db/Sql.ts"
 import { requireCompanyId } from "../domain/ids.ts"
+import type { Invalid } from "../domain/errors.ts"
 import type { Tx } from "../platform/db/Database.ts"
 
 /**
@@ -81,20 +81,17 @@ export type ActivityEntry = {
  * A company's activity, newest first; with `kind`, only entries of that kind ("key.created")
  * or family ("key"), however far back they are.
  */
-export const listActivity = async (
-  deps: { readonly sql: Pool },
-  input: { companyId: string; limit?: number; kind?: string | undefined }
-): Promise<ReadonlyArray<ActivityEntry>> => {
-  const companyId = requireCompanyId(input.companyId)
+export const listActivity = Effect.fn("listActivity")(function* (input: { companyId: string; limit?: number; kind?: string | undefined }) {
+  const companyId = yield* Effect.try({ try: () => requireCompanyId(input.companyId), catch: (e) => e as Invalid })
   const limit = Math.min(Math.max(Math.trunc(input.limit ?? 50), 1), 500)
   const kind = input.kind === undefined || input.kind === "" ? null : input.kind
-  const rows = await deps.sql<{ id: string; at: Date; kind: string; subject_id: string | null; actor_id: string | null; actor_email: string | null; details: Record<string, unknown> }[]>`
+  const rows = yield* query((sql) => sql<{ id: string; at: Date; kind: string; subject_id: string | null; actor_id: string | null; actor_email: string | null; details: Record<string, unknown> }[]>`
     select id::text, at, kind, subject_id, actor_id::text, actor_email, details
     from service.activity
     where company_id = ${companyId}
       and (${kind}::text is null or kind = ${kind}::text or starts_with(kind, ${kind}::text || '.'))
-    order by at desc, id desc limit ${limit}`
-  return rows.map((r) => ({
+    order by at desc, id desc limit ${limit}`)
+  return rows.map((r): ActivityEntry => ({
     id: r.id,
     at: r.at.toISOString(),
     kind: r.kind,
@@ -103,5 +100,4 @@ export const listActivity = async (
     actorEmail: r.actor_email,
     details: r.details
   }))
-}
-
+})

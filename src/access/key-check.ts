@@ -2,6 +2,10 @@
 // starts from the key's row and its company and yields a state; data is read only when
 // the state is ok. Revocation, expiry, the Host binding, the company's API and tier and
 // the module are thus decided by the database in the same round trip as the data.
+//
+// A fragment on a postgres.js handle, not an Effect over Sql: it is spliced into the read
+// API's own statements, which run on its own pool (faces/api/pool.ts) on the hot path
+// (bench:api); an Effect per statement there costs measured throughput (docs/design.md).
 import type postgres from "postgres"
 import type { Resource } from "../domain/resources.ts"
 

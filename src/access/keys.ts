@@ -2,12 +2,13 @@
 // and the admin HTTP API are two faces of these functions.
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
-import type postgres from "postgres"
+import { query, transaction } from "../platform/db/Sql.ts"
+import type { Tx } from "../platform/db/Database.ts"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
 import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
-import { userActor, insertActivity } from "./activity.ts"
+import { userActor, writeActivity } from "./activity.ts"
 import { at, conflict, invalid, notFound, words, type Invalid } from "../domain/errors.ts"
-import { withSql, type AdminUser } from "./identity.ts"
+import type { AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
@@ -136,7 +137,7 @@ const toInfo = (r: KeyRow): KeyInfo => ({
   requestCount: Number(r.request_count)
 })
 
-const KEY_COLUMNS = (sql: postgres.Sql | postgres.TransactionSql) =>
+const KEY_COLUMNS = (sql: Tx) =>
   sql`id, company_id, name, scopes, webhooks, created_at, created_by_email, expires_at, revoked_at,
       revoked_by_email, last_used_at, request_count, (expires_at is not null and expires_at <= now()) as expired`
 
@@ -148,25 +149,27 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
   if (actor.companyId !== input.companyId) return yield* invalid("an admin creates keys for their own company only", { field: "company" })
   const secret = newSecret(API_KEY_PREFIX)
   const name = input.name.trim()
-  return yield* withSql((sql) =>
-    sql.begin(async (tx) => {
+  return yield* transaction(
+    Effect.gen(function* () {
       // Serialise key creation per company so that two at once cannot both be the 20th.
-      await tx`select pg_advisory_xact_lock(hashtextextended(${"service.api_keys:" + input.companyId}, 0))`
-      const [active] = await tx<{ n: number }[]>`
-        select count(*)::int as n from service.api_keys
-         where company_id = ${input.companyId} and revoked_at is null and (expires_at is null or expires_at > now())`
+      const [active] = yield* query(async (tx) => {
+        await tx`select pg_advisory_xact_lock(hashtextextended(${"service.api_keys:" + input.companyId}, 0))`
+        return tx<{ n: number }[]>`
+          select count(*)::int as n from service.api_keys
+           where company_id = ${input.companyId} and revoked_at is null and (expires_at is null or expires_at > now())`
+      })
       const n = active?.n ?? 0
       if (n >= MAX_ACTIVE_KEYS) {
-        throw conflict(
+        return yield* conflict(
           `this company already has ${n} active API keys, the most it may hold (${MAX_ACTIVE_KEYS}); revoke one first`
         )
       }
       const interval = EXPIRY_INTERVAL[input.expires]
-      const [row] = await tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
+      const [row] = yield* query((tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
         insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks, expires_at, created_by, created_by_email)
         values (${input.companyId}, ${name}, ${secret.fingerprint}, ${input.scopes as string[]}::text[],
                 ${input.webhooks}, ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.userId}, ${actor.email})
-        returning id, created_at, expires_at`
+        returning id, created_at, expires_at`)
       const created: CreatedKey = {
         id: row!.id,
         key: secret.secret,
@@ -177,7 +180,7 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
         createdAt: row!.created_at.toISOString(),
         expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      await insertActivity(tx, {
+      yield* writeActivity({
         companyId: input.companyId,
         actor: userActor(actor),
         kind: "key.created",
@@ -190,13 +193,12 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
 })
 
 /** The company a key belongs to (to check the actor against it), or a not-found error. */
-export const keyCompany = (keyId: string) =>
-  withSql(async (sql) => {
-    if (!isUuid(keyId)) throw invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`, { field: "id" })
-    const [row] = await sql<{ company_id: string }[]>`select company_id from service.api_keys where id = ${keyId}`
-    if (row === undefined) throw notFound(`no API key with id ${keyId}`)
-    return row.company_id
-  })
+export const keyCompany = Effect.fn("keyCompany")(function* (keyId: string) {
+  if (!isUuid(keyId)) return yield* invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`, { field: "id" })
+  const [row] = yield* query((sql) => sql<{ company_id: string }[]>`select company_id from service.api_keys where id = ${keyId}`)
+  if (row === undefined) return yield* notFound(`no API key with id ${keyId}`)
+  return row.company_id
+})
 
 /**
  * Revokes a key of the actor's company: its next request gets 401 (no process caches keys).
@@ -206,18 +208,18 @@ export const keyCompany = (keyId: string) =>
 export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUser, keyId: string) {
   // An id of another shape names no key, as an unknown one does.
   if (!isUuid(keyId)) return yield* notFound(`no API key with id ${keyId}`)
-  return yield* withSql((sql) =>
-    sql.begin(async (tx) => {
-      const [row] = await tx<KeyRow[]>`select ${KEY_COLUMNS(tx)} from service.api_keys where id = ${keyId} for update`
-      if (row === undefined || row.company_id !== actor.companyId) throw notFound(`no API key with id ${keyId}`)
+  return yield* transaction(
+    Effect.gen(function* () {
+      const [row] = yield* query((tx) => tx<KeyRow[]>`select ${KEY_COLUMNS(tx)} from service.api_keys where id = ${keyId} for update`)
+      if (row === undefined || row.company_id !== actor.companyId) return yield* notFound(`no API key with id ${keyId}`)
       if (row.revoked_at !== null) {
-        throw conflict(`API key ${keyId} ("${row.name}") was already revoked at ${row.revoked_at.toISOString()}`)
+        return yield* conflict(`API key ${keyId} ("${row.name}") was already revoked at ${row.revoked_at.toISOString()}`)
       }
-      const [updated] = await tx<KeyRow[]>`
+      const [updated] = yield* query((tx) => tx<KeyRow[]>`
         update service.api_keys set revoked_at = now(), revoked_by = ${actor.userId}, revoked_by_email = ${actor.email}
          where id = ${keyId}
-         returning ${KEY_COLUMNS(tx)}`
-      await insertActivity(tx, {
+         returning ${KEY_COLUMNS(tx)}`)
+      yield* writeActivity({
         companyId: actor.companyId,
         actor: userActor(actor),
         kind: "key.revoked",
@@ -231,16 +233,15 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUse
 
 /** Every key of a company, newest first, with who made it, its state and its usage. */
 export const listKeys = (companyId: string) =>
-  withSql(async (sql) => {
-    const rows = await sql<KeyRow[]>`
-      select ${KEY_COLUMNS(sql)} from service.api_keys where company_id = ${companyId} order by created_at desc, id desc`
-    return rows.map(toInfo)
-  })
+  Effect.map(
+    query((sql) => sql<KeyRow[]>`
+      select ${KEY_COLUMNS(sql)} from service.api_keys where company_id = ${companyId} order by created_at desc, id desc`),
+    (rows) => rows.map(toInfo)
+  )
 
-export const getKey = (companyId: string, keyId: string) =>
-  withSql(async (sql) => {
-    if (!isUuid(keyId)) throw notFound(`no API key with id ${keyId}`)
-    const [row] = await sql<KeyRow[]>`select ${KEY_COLUMNS(sql)} from service.api_keys where id = ${keyId} and company_id = ${companyId}`
-    if (row === undefined) throw notFound(`no API key with id ${keyId}`)
-    return toInfo(row)
-  })
+export const getKey = Effect.fn("getKey")(function* (companyId: string, keyId: string) {
+  if (!isUuid(keyId)) return yield* notFound(`no API key with id ${keyId}`)
+  const [row] = yield* query((sql) => sql<KeyRow[]>`select ${KEY_COLUMNS(sql)} from service.api_keys where id = ${keyId} and company_id = ${companyId}`)
+  if (row === undefined) return yield* notFound(`no API key with id ${keyId}`)
+  return toInfo(row)
+})

@@ -3,11 +3,11 @@
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
 import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./bearer-secrets.ts"
-import { userActor, insertActivity } from "./activity.ts"
+import { userActor, writeActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
-import { isAdmin, withSql, type AdminUser } from "./identity.ts"
+import { isAdmin, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
-import { Sql } from "../platform/db/Sql.ts"
+import { query, transaction } from "../platform/db/Sql.ts"
 import { checkName, type Expiry } from "./keys.ts"
 
 export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
@@ -71,13 +71,13 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Admi
   const secret = newSecret(ADMIN_TOKEN_PREFIX)
   const name = input.name.trim()
   const interval = INTERVAL[input.expires]
-  return yield* withSql((sql) =>
-    sql.begin(async (tx) => {
-      const [row] = await tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
+  return yield* transaction(
+    Effect.gen(function* () {
+      const [row] = yield* query((tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
         insert into service.admin_tokens (company_id, user_id, user_email, name, prefix, fingerprint, expires_at, created_by_email)
         values (${actor.companyId}, ${actor.userId}, ${actor.email}, ${name}, ${secret.prefix}, ${secret.fingerprint},
                 ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.email})
-        returning id, created_at, expires_at`
+        returning id, created_at, expires_at`)
       const created: CreatedToken = {
         id: row!.id,
         token: secret.secret,
@@ -88,7 +88,7 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Admi
         createdAt: row!.created_at.toISOString(),
         expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      await insertActivity(tx, {
+      yield* writeActivity({
         companyId: actor.companyId,
         actor: userActor(actor),
         kind: "admin_token.created",
@@ -103,52 +103,52 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Admi
 export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: AdminUser, tokenId: string) {
   // An id of another shape names no token, as an unknown one does.
   if (!isUuid(tokenId)) return yield* notFound(`no admin token with id ${tokenId}`)
-  return yield* withSql((sql) =>
-    sql.begin(async (tx) => {
-      const [row] = await tx<TokenRow[]>`
-        select *, (expires_at is not null and expires_at <= now()) as expired from service.admin_tokens where id = ${tokenId} for update`
-      if (row === undefined || row.company_id !== actor.companyId) throw notFound(`no admin token with id ${tokenId}`)
-      if (row.revoked_at !== null) throw conflict(`admin token ${tokenId} was already revoked at ${row.revoked_at.toISOString()}`)
-      const [updated] = await tx<TokenRow[]>`
+  return yield* transaction(
+    Effect.gen(function* () {
+      const [row] = yield* query((tx) => tx<TokenRow[]>`
+        select *, (expires_at is not null and expires_at <= now()) as expired from service.admin_tokens where id = ${tokenId} for update`)
+      if (row === undefined || row.company_id !== actor.companyId) return yield* notFound(`no admin token with id ${tokenId}`)
+      if (row.revoked_at !== null) return yield* conflict(`admin token ${tokenId} was already revoked at ${row.revoked_at.toISOString()}`)
+      const [updated] = yield* query((tx) => tx<TokenRow[]>`
         update service.admin_tokens set revoked_at = now() where id = ${tokenId}
-        returning *, (expires_at is not null and expires_at <= now()) as expired`
-      await insertActivity(tx, { companyId: actor.companyId, actor: userActor(actor), kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
+        returning *, (expires_at is not null and expires_at <= now()) as expired`)
+      yield* writeActivity({ companyId: actor.companyId, actor: userActor(actor), kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
       return toInfo(updated!)
     })
   )
 })
 
-export const tokenCompany = (tokenId: string) =>
-  withSql(async (sql) => {
-    if (!isUuid(tokenId)) throw invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`, { field: "id" })
-    const [row] = await sql<{ company_id: string }[]>`select company_id from service.admin_tokens where id = ${tokenId}`
-    if (row === undefined) throw notFound(`no admin token with id ${tokenId}`)
-    return row.company_id
-  })
+export const tokenCompany = Effect.fn("tokenCompany")(function* (tokenId: string) {
+  if (!isUuid(tokenId)) return yield* invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`, { field: "id" })
+  const [row] = yield* query((sql) => sql<{ company_id: string }[]>`select company_id from service.admin_tokens where id = ${tokenId}`)
+  if (row === undefined) return yield* notFound(`no admin token with id ${tokenId}`)
+  return row.company_id
+})
 
 export const listTokens = (companyId: string) =>
-  withSql(async (sql) => {
-    const rows = await sql<TokenRow[]>`
+  Effect.map(
+    query((sql) => sql<TokenRow[]>`
       select *, (expires_at is not null and expires_at <= now()) as expired
-        from service.admin_tokens where company_id = ${companyId} order by created_at desc, id desc`
-    return rows.map(toInfo)
-  })
+        from service.admin_tokens where company_id = ${companyId} order by created_at desc, id desc`),
+    (rows) => rows.map(toInfo)
+  )
 
 export type TokenCheck = { readonly actor: AdminUser } | { readonly refused: string }
 
+const refused = (message: string): TokenCheck => ({ refused: message })
+
 /** The admin a bearer token stands for, if it is active and its user is still an admin. */
-export const authenticateToken = (credential: string) =>
-  withSql(async (sql): Promise<TokenCheck> => {
-    if (credential === "") return { refused: "missing admin token: send the header Authorization: Bearer mat_..." }
-    if (!looksLike(ADMIN_TOKEN_PREFIX, credential)) return { refused: "unknown admin token" }
-    const [row] = await sql<(TokenRow & { user_name: string | null })[]>`
-      select t.*, (t.expires_at is not null and t.expires_at <= now()) as expired, u.name as user_name
-        from service.admin_tokens t left join app.users u on u.id = t.user_id
-       where t.fingerprint = ${fingerprintOf(credential)}`
-    if (row === undefined) return { refused: "unknown admin token" }
-    if (row.revoked_at !== null) return { refused: "this admin token was revoked" }
-    if (row.expired) return { refused: `this admin token expired at ${row.expires_at?.toISOString()}` }
-    if (!(await Effect.runPromise(Effect.provide(isAdmin(row.user_id, row.company_id), Sql.fromPool(sql))))) return { refused: `${row.user_email} is no longer an admin of this company` }
-    await sql`update service.admin_tokens set last_used_at = now() where id = ${row.id}`
-    return { actor: { userId: row.user_id, email: row.user_email, name: row.user_name ?? row.user_email, companyId: row.company_id } }
-  })
+export const authenticateToken = Effect.fn("authenticateToken")(function* (credential: string) {
+  if (credential === "") return refused("missing admin token: send the header Authorization: Bearer mat_...")
+  if (!looksLike(ADMIN_TOKEN_PREFIX, credential)) return refused("unknown admin token")
+  const [row] = yield* query((sql) => sql<(TokenRow & { user_name: string | null })[]>`
+    select t.*, (t.expires_at is not null and t.expires_at <= now()) as expired, u.name as user_name
+      from service.admin_tokens t left join app.users u on u.id = t.user_id
+     where t.fingerprint = ${fingerprintOf(credential)}`)
+  if (row === undefined) return refused("unknown admin token")
+  if (row.revoked_at !== null) return refused("this admin token was revoked")
+  if (row.expired) return refused(`this admin token expired at ${row.expires_at?.toISOString()}`)
+  if (!(yield* isAdmin(row.user_id, row.company_id))) return refused(`${row.user_email} is no longer an admin of this company`)
+  yield* query((sql) => sql`update service.admin_tokens set last_used_at = now() where id = ${row.id}`)
+  return { actor: { userId: row.user_id, email: row.user_email, name: row.user_name ?? row.user_email, companyId: row.company_id } }
+})

@@ -4,6 +4,7 @@
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { DatabaseConfig, WebhookConfig } from "../platform/config.ts"
 import { Database } from "../platform/db/Database.ts"
+import { Sql } from "../platform/db/Sql.ts"
 import { parseAllowedNetworks, type AllowedNetworks } from "./address-guard.ts"
 import { checkSecretsKey } from "../platform/secrets/key-check.ts"
 import { parseRetrySchedule, type RetrySchedule } from "../domain/retry-schedule.ts"
@@ -49,7 +50,8 @@ export const WebhookSettingsLive = Layer.effect(
   Effect.gen(function* () {
     const settings = yield* loadWebhookSettings
     const { sql } = yield* Database
-    const check = yield* Effect.tryPromise({ try: () => checkSecretsKey(sql, settings.secretsKey), catch: (e) => e as Error })
+    // On the Database's pool: this layer (and the engine's, the CLI's) need only the Database.
+    const check = yield* checkSecretsKey(settings.secretsKey).pipe(Effect.provideService(Sql, { pool: sql }))
     if (!check.ok) return yield* Effect.fail(check.error)
     if (check.recorded) yield* Effect.logInfo("secrets key fingerprint recorded in the database", { secretsKey: settings.secretsKey.source })
     if (check.undecryptable.length > 0) {

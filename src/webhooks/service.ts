@@ -3,26 +3,15 @@
 // the Sql it was built with, so its callers need only `Webhooks`.
 import { Context, Effect, Layer } from "effect"
 import { Sql, type SqlShape } from "../platform/db/Sql.ts"
-import { isDomainError, type DomainError } from "../domain/errors.ts"
+import type { DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
-import { listActivity as listActivityOnPool } from "../access/activity.ts"
+import { listActivity } from "../access/activity.ts"
 import type { WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
 import { createHook, deleteHook, getHook, listHooks } from "./hooks.ts"
 import { testEndpoint } from "./ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "./subscriptions.ts"
-
-/**
- * TRANSITIONAL: access/activity's listActivity as an Effect over Sql, until it is one itself
- * (the sql-access change); then this goes and `b(listActivity)` takes that one.
- */
-const listActivity = (input: Parameters<typeof listActivityOnPool>[1]): Effect.Effect<Awaited<ReturnType<typeof listActivityOnPool>>, DomainError, Sql> =>
-  Effect.flatMap(Sql, ({ pool }) =>
-    Effect.tryPromise({ try: () => listActivityOnPool({ sql: pool }, input), catch: (e) => e }).pipe(
-      Effect.catch((e) => (isDomainError(e) ? Effect.fail(e) : Effect.die(e)))
-    )
-  )
 
 export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
   /** The operation on the service's database. */

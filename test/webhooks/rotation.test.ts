@@ -13,12 +13,12 @@ import { endpointSecretContext } from "../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import { newSecret, verify } from "../../src/delivery/signature.ts"
 import { listActivity } from "../../src/access/activity.ts"
+import { runSql } from "../support/sql.ts"
 import { createEndpoint, getEndpoint, rotateEndpointSecret } from "../../src/webhooks/endpoints.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
 import type { RecordedRequest } from "../support/https-receiver.ts"
 import { ADMIN, at, failure, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
-import { runSql } from "../support/sql.ts"
 
 const state = useEngineWorld()
 
@@ -96,7 +96,7 @@ describe("rotation with overlap", () => {
     expect(decryptSecret(state.w.deps.secretsKey, row.secret, endpointSecretContext(e.id))).toBe(rotated.secret)
 
     // The activity log says until when, never a secret.
-    const [log] = (await listActivity(state.w.deps, { companyId: state.w.company.id, kind: "endpoint.secret_rotated" })).filter((a) => a.subjectId === e.id)
+    const [log] = (await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))).filter((a) => a.subjectId === e.id)
     expect(log!.details).toEqual({ overlapSeconds: 86_400, previousSecretExpiresAt: rotated.previousSecretExpiresAt })
     expect(JSON.stringify(log)).not.toContain("whsec_")
 
@@ -161,7 +161,7 @@ describe("rotation with overlap", () => {
     expect((await runSql(state.w.deps.sql, getEndpoint({ id: a.id }))).previousSecretExpiresAt).toBeNull()
     await insertIncident(state.w.db.sql, state.w.company.id)
     signedWithExactly(await nth(path, 2, "the delivery after cutting the overlap short"), [d.secret], [c.secret, b.secret, a.secret])
-    const logs = (await listActivity(state.w.deps, { companyId: state.w.company.id, kind: "endpoint.secret_rotated" })).filter((x) => x.subjectId === a.id)
+    const logs = (await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))).filter((x) => x.subjectId === a.id)
     expect(logs.map((x) => x.details)).toEqual([
       { overlapSeconds: 0, previousSecretExpiresAt: null },
       { overlapSeconds: 604_800, previousSecretExpiresAt: c.previousSecretExpiresAt },

@@ -4,8 +4,8 @@ import { HttpServerRequest } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { strayParameter } from "../api/auth.ts"
 import { errorResponse, toHttpError } from "../http/errors.ts"
-import { Database } from "../../platform/db/Database.ts"
-import { companyById, withSql, type AdminUser } from "../../access/identity.ts"
+import { Sql } from "../../platform/db/Sql.ts"
+import { companyById, type AdminUser } from "../../access/identity.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
 import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
@@ -14,12 +14,12 @@ import { AdminApi, AdminAuth, AdminRequestErrors, CurrentAdmin } from "./definit
 export const AdminAuthLive = Layer.effect(
   AdminAuth,
   Effect.gen(function* () {
-    const db = yield* Database
+    const sql = yield* Sql
     return AdminAuth.of({
       adminToken: (httpEffect, { credential, endpoint }) =>
         Effect.gen(function* () {
           const check = yield* authenticateToken(Redacted.value(credential)).pipe(
-            Effect.provideService(Database, db),
+            Effect.provideService(Sql, sql),
             Effect.orDie
           )
           if ("refused" in check) return errorResponse(401, check.refused, { "www-authenticate": 'Bearer realm="admin"' })

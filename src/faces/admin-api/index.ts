@@ -10,7 +10,7 @@ import { WebhooksHandlers } from "./webhooks-handlers.ts"
 
 export { AdminApi } from "./definition.ts"
 
-/** The admin routes; they require Database and Webhooks. */
+/** The admin routes; they require Sql, Database and Webhooks. */
 export const AdminRoutesFor = Layer.mergeAll(
   HttpApiBuilder.layer(AdminApi, { openapiPath: ADMIN_OPENAPI_PATH }).pipe(
     Layer.provide([AdminRootHandlers, KeysHandlers, TokensHandlers]),

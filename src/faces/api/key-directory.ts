@@ -5,6 +5,10 @@
 // next request in every process, with no extra round trip. A refusal decided from memory
 // about something that can change back (the company, its modules, the Host) is confirmed
 // against the database first.
+//
+// Its statements stay on the read API's pool handle (faces/api/pool.ts), not Sql: a remembered
+// key is resolved with no Effect at all, and a lookup is one promise; going through `query`
+// would add an Effect per lookup on the hot path (bench:api) and move it to the main pool.
 import { Context, Effect, Layer } from "effect"
 import { ApiPool } from "./pool.ts"
 import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"

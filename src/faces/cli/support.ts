@@ -6,7 +6,7 @@ import { Flag } from "effect/cli"
 import * as Database from "../../platform/db/Database.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import type { DomainError, Reason } from "../../domain/errors.ts"
-import { findAdmin, findCompany, withSql, type AdminUser, type Company } from "../../access/identity.ts"
+import { findAdmin, findCompany, type AdminUser, type Company } from "../../access/identity.ts"
 
 /** --json: print the answer as one JSON value on stdout. */
 export const json = Flag.Boolean("json").pipe(Flag.withDescription("Print the answer as one JSON value on stdout"), Flag.withDefault(false))

@@ -1,5 +1,5 @@
 // The admin pages (/admin): server-rendered HTML for admins in a browser, over the same
-// operations as the admin API (/admin/v1). Requires Database and Webhooks, like the API's
+// operations as the admin API (/admin/v1). Requires Sql, Database and Webhooks, like the API's
 // routes; src/main.ts merges AdminWebRoutes into its routes.
 import { Layer } from "effect"
 import { ActivityRoutes } from "./activity.ts"

@@ -4,8 +4,8 @@
 // database records the key's fingerprint (sql/011) and a process whose key differs refuses to
 // start, saying what to do.
 import { rmSync } from "node:fs"
-import { Data, Runtime } from "effect"
-import type { Sql } from "postgres"
+import { Data, Effect, Runtime } from "effect"
+import { query } from "../db/Sql.ts"
 import { endpointSecretContext, keySecretContext } from "../db/channels.ts"
 import { decryptSecret, keyFingerprint, SECRETS_KEY_FILE, type SecretsKey } from "./secrets-key.ts"
 
@@ -66,13 +66,16 @@ const decryptsNone = (key: SecretsKey, count: number): SecretsKeyMismatch =>
  * The refusal. A key file this process has just made is removed: left behind, it would be
  * taken for the right key next time, or by an operator looking for it.
  */
-const refuse = (key: SecretsKey, error: SecretsKeyMismatch): KeyCheck => {
-  if (key.source === "created" && key.path !== null) rmSync(key.path, { force: true })
-  return { ok: false, error }
-}
+const refuse = (key: SecretsKey, error: SecretsKeyMismatch): Effect.Effect<KeyCheck> =>
+  Effect.sync(() => {
+    if (key.source === "created" && key.path !== null) rmSync(key.path, { force: true })
+    return { ok: false, error }
+  })
 
-const readRecorded = async (sql: Sql): Promise<Recorded | undefined> =>
-  (await sql<Recorded[]>`select fingerprint, source, recorded_at from service.secrets_key`)[0]
+const readRecorded = Effect.map(
+  query((sql) => sql<Recorded[]>`select fingerprint, source, recorded_at from service.secrets_key`),
+  (rows) => rows[0]
+)
 
 /**
  * Checks this process's key against the database's, after migrations. With no fingerprint
@@ -80,16 +83,16 @@ const readRecorded = async (sql: Sql): Promise<Recorded | undefined> =>
  * only if this key decrypts at least one of them. Two processes starting together agree: the
  * first insert wins and both compare against what was stored.
  */
-export const checkSecretsKey = async (sql: Sql, key: SecretsKey): Promise<KeyCheck> => {
+export const checkSecretsKey = Effect.fn("checkSecretsKey")(function* (key: SecretsKey) {
   const fingerprint = keyFingerprint(key.key)
-  const stored = await readRecorded(sql)
-  if (stored !== undefined) return stored.fingerprint === fingerprint ? { ok: true, recorded: false, undecryptable: [] } : refuse(key, differs(key, stored))
+  const stored = yield* readRecorded
+  if (stored !== undefined) return stored.fingerprint === fingerprint ? accepted(false, []) : yield* refuse(key, differs(key, stored))
 
   // Every stored secret: few (one per endpoint, one per API key with webhooks), read once.
-  const secrets = await sql<{ kind: "endpoint" | "key"; id: string; secret: Buffer }[]>`
+  const secrets = yield* query((sql) => sql<{ kind: "endpoint" | "key"; id: string; secret: Buffer }[]>`
     select 'endpoint' as kind, id::text as id, secret from service.webhook_endpoints
     union all
-    select 'key', key_id::text, secret from service.webhook_key_secrets`
+    select 'key', key_id::text, secret from service.webhook_key_secrets`)
   const undecryptable: string[] = []
   for (const s of secrets) {
     try {
@@ -98,13 +101,15 @@ export const checkSecretsKey = async (sql: Sql, key: SecretsKey): Promise<KeyChe
       undecryptable.push(`${s.kind === "endpoint" ? "endpoint" : "API key"} ${s.id}`)
     }
   }
-  if (secrets.length > 0 && undecryptable.length === secrets.length) return refuse(key, decryptsNone(key, secrets.length))
+  if (secrets.length > 0 && undecryptable.length === secrets.length) return yield* refuse(key, decryptsNone(key, secrets.length))
 
-  const inserted = await sql`
+  const inserted = yield* query((sql) => sql`
     insert into service.secrets_key (fingerprint, source) values (${fingerprint}, ${key.source === "SECRETS_KEY" ? "SECRETS_KEY" : "file"})
-    on conflict (id) do nothing`
-  const now = await readRecorded(sql)
-  if (now === undefined) throw new Error("service.secrets_key is empty after recording the secrets key's fingerprint")
-  if (now.fingerprint !== fingerprint) return refuse(key, differs(key, now))
-  return { ok: true, recorded: inserted.count === 1, undecryptable }
-}
+    on conflict (id) do nothing`)
+  const now = yield* readRecorded
+  if (now === undefined) return yield* Effect.die(new Error("service.secrets_key is empty after recording the secrets key's fingerprint"))
+  if (now.fingerprint !== fingerprint) return yield* refuse(key, differs(key, now))
+  return accepted(inserted.count === 1, undecryptable)
+})
+
+const accepted = (recorded: boolean, undecryptable: ReadonlyArray<string>): KeyCheck => ({ ok: true, recorded, undecryptable })

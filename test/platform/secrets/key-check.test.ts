@@ -15,6 +15,7 @@ import { WebhookSettings, WebhookSettingsLive } from "../../../src/delivery/sett
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { makeKey } from "../../support/world.ts"
 import { useTempDirs } from "../../support/fixtures.ts"
+import { runSql } from "../../support/sql.ts"
 
 const dbs: TestDatabase[] = []
 const database = async () => {
@@ -57,7 +58,7 @@ describe("checkSecretsKey", () => {
     const key = randomBytes(32)
     expect(await recorded(sql)).toEqual([])
 
-    expect(await checkSecretsKey(sql, fromEnv(key))).toEqual({ ok: true, recorded: true, undecryptable: [] })
+    expect(await runSql(sql, checkSecretsKey(fromEnv(key)))).toEqual({ ok: true, recorded: true, undecryptable: [] })
     const [row] = await recorded(sql)
     expect(row).toMatchObject({ fingerprint: keyFingerprint(key), source: "SECRETS_KEY" })
     // Nothing secret stored: the table's columns, and no trace of the key in them.
@@ -68,10 +69,10 @@ describe("checkSecretsKey", () => {
     expect(JSON.stringify(row)).not.toContain(key.toString("base64"))
 
     // The same key, again (a restart, another replica): passes, nothing new recorded.
-    expect(await checkSecretsKey(sql, fromEnv(Buffer.from(key)))).toEqual({ ok: true, recorded: false, undecryptable: [] })
+    expect(await runSql(sql, checkSecretsKey(fromEnv(Buffer.from(key))))).toEqual({ ok: true, recorded: false, undecryptable: [] })
     expect(await recorded(sql)).toEqual([row])
 
-    const message = refusal(await checkSecretsKey(sql, fromEnv(randomBytes(32))))
+    const message = refusal(await runSql(sql, checkSecretsKey(fromEnv(randomBytes(32)))))
     expect(message).toMatch(/^SECRETS_KEY: /)
     expect(message).toContain("Give every process on this database (each replica of the service, and the admin CLI) the same SECRETS_KEY")
     expect(message).toContain("its key comes from SECRETS_KEY")
@@ -83,7 +84,7 @@ describe("checkSecretsKey", () => {
   it("two processes starting together with different keys: one records, the other is refused", async () => {
     const { sql } = await database()
     const [a, b] = [randomBytes(32), randomBytes(32)]
-    const checks = await Promise.all([checkSecretsKey(sql, fromEnv(a)), checkSecretsKey(sql, fromEnv(b))])
+    const checks = await Promise.all([runSql(sql, checkSecretsKey(fromEnv(a))), runSql(sql, checkSecretsKey(fromEnv(b)))])
     expect(checks.filter((c) => c.ok)).toHaveLength(1)
     const [row] = await recorded(sql)
     expect(row!.fingerprint).toBe(keyFingerprint(checks[0]!.ok ? a : b))
@@ -93,14 +94,14 @@ describe("checkSecretsKey", () => {
     const { sql } = await database()
     const first = loadSecretsKey({ dataDir: tempDir() })
     expect(first.source).toBe("created")
-    expect((await checkSecretsKey(sql, first)).ok).toBe(true)
+    expect((await runSql(sql, checkSecretsKey(first))).ok).toBe(true)
     expect((await recorded(sql))[0]!.source).toBe("file")
-    expect(await checkSecretsKey(sql, loadSecretsKey({ dataDir: join(first.path!, "..") }))).toEqual({ ok: true, recorded: false, undecryptable: [] })
+    expect(await runSql(sql, checkSecretsKey(loadSecretsKey({ dataDir: join(first.path!, "..") })))).toEqual({ ok: true, recorded: false, undecryptable: [] })
 
     const otherDir = tempDir()
     const other = loadSecretsKey({ dataDir: otherDir })
     expect(other.source).toBe("created")
-    const message = refusal(await checkSecretsKey(sql, other))
+    const message = refusal(await runSql(sql, checkSecretsKey(other)))
     expect(message).toContain(`SECRETS_KEY is not set and there was no ${other.path}`)
     expect(message).toContain("the content of secrets.key in the DATA_DIR of the process that first ran on this database")
     expect(existsSync(other.path!)).toBe(false)
@@ -108,7 +109,7 @@ describe("checkSecretsKey", () => {
     expect(loadSecretsKey({ dataDir: otherDir }).source).toBe("created")
     const kept = loadSecretsKey({ dataDir: otherDir })
     expect(kept.source).toBe("file")
-    expect(refusal(await checkSecretsKey(sql, kept))).toContain(`SECRETS_KEY is not set, so its key is the file ${kept.path}`)
+    expect(refusal(await runSql(sql, checkSecretsKey(kept)))).toContain(`SECRETS_KEY is not set, so its key is the file ${kept.path}`)
     expect(existsSync(kept.path!)).toBe(true)
   })
 
@@ -118,12 +119,12 @@ describe("checkSecretsKey", () => {
       const right = randomBytes(32)
       await storeSecrets(sql, right)
 
-      const message = refusal(await checkSecretsKey(sql, fromEnv(randomBytes(32))))
+      const message = refusal(await runSql(sql, checkSecretsKey(fromEnv(randomBytes(32)))))
       expect(message).toMatch(/^SECRETS_KEY: this process's secrets key decrypts none of the 2 webhook signing secrets this database holds/)
       expect(message).toContain("the same SECRETS_KEY")
       expect(await recorded(sql)).toEqual([])
 
-      expect(await checkSecretsKey(sql, fromEnv(right))).toEqual({ ok: true, recorded: true, undecryptable: [] })
+      expect(await runSql(sql, checkSecretsKey(fromEnv(right)))).toEqual({ ok: true, recorded: true, undecryptable: [] })
       expect((await recorded(sql))[0]!.fingerprint).toBe(keyFingerprint(right))
     })
 
@@ -136,7 +137,7 @@ describe("checkSecretsKey", () => {
         insert into service.webhook_endpoints (id, company_id, name, url, events, secret)
         values (${endpointId}, ${randomUUID()}, 'made elsewhere', 'https://receiver.example/b', ${["incident.created"]},
           ${encryptSecret(b, "whsec_b", endpointSecretContext(endpointId))})`
-      const check = await checkSecretsKey(sql, fromEnv(a))
+      const check = await runSql(sql, checkSecretsKey(fromEnv(a)))
       expect(check).toEqual({ ok: true, recorded: true, undecryptable: [`endpoint ${endpointId}`] })
       expect(made.endpointId).not.toBe(endpointId)
     })

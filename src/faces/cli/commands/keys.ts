@@ -4,7 +4,7 @@ import { query } from "../../../platform/db/Sql.ts"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { notFound } from "../../../domain/errors.ts"
-import { adminOfOwner, companyById, findCompany, withSql } from "../../../access/identity.ts"
+import { adminOfOwner, companyById, findCompany } from "../../../access/identity.ts"
 import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, keyCompany, listKeys, MAX_ACTIVE_KEYS, parseScopes, revokeKey } from "../../../access/keys.ts"
 import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, listing, output, when, withDatabase } from "../support.ts"
 
