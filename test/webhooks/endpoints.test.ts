@@ -1,12 +1,14 @@
 // Admin operations on endpoints, deliveries and API-made subscriptions, with the activity
 // log, the test ping, the delivery log and retention.
 import Stripe from "stripe"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { endpointSecretContext } from "../../src/platform/db/channels.ts"
 import { purgeOld } from "../../src/delivery/queries.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import { listActivity } from "../../src/access/activity.ts"
 import { runSql } from "../support/sql.ts"
+import { transaction } from "../../src/platform/db/Sql.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed } from "../../src/webhooks/deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, updateEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
@@ -114,6 +116,18 @@ describe("update and delete", () => {
     const kinds = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id }))).filter((a) => a.subjectId === e.id).map((a) => a.kind)
     expect(kinds).toEqual(["endpoint.deleted", "endpoint.created"]) // newest first
     await w.db.sql`delete from service.webhook_endpoints`
+  })
+
+  it("run in a caller's transaction, a change and its activity entry commit or roll back with it", async () => {
+    const e = await create({ url: w.receiver.url("/joined") })
+    const logged = async () => (await w.db.sql`select 1 from service.activity where kind = 'endpoint.deleted' and subject_id = ${e.id}`).length
+    const undone = await runSql(w.db.sql, Effect.result(transaction(Effect.andThen(deleteEndpoint(ADMIN, { id: e.id }), Effect.fail("the caller's next step fails")))))
+    expect(undone._tag).toBe("Failure")
+    expect((await runSql(w.deps.sql, getEndpoint({ id: e.id }))).id).toBe(e.id)
+    expect(await logged()).toBe(0)
+    await runSql(w.db.sql, transaction(deleteEndpoint(ADMIN, { id: e.id })))
+    expect((await failure(runSql(w.deps.sql, getEndpoint({ id: e.id })))).status).toBe(404)
+    expect(await logged()).toBe(1)
   })
 })
 
