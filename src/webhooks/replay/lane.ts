@@ -124,8 +124,8 @@ export const paceReplays = Effect.fn("paceReplays")(function* (rate: number) {
   let released = 0
   const finished: Array<FinishedReplay> = []
   for (const { id } of candidates) {
-    // Each replay's step is its own transaction on one connection: a few batched statements
-    // with the replay's row locked (the handing over is measured: REPLAY_RATE pacing).
+    // One transaction per replay, its row locked; the step inside stays on the handle: its
+    // batched statements are the handing over the REPLAY_RATE pacing test measures.
     const r = yield* transaction(query((tx) => stepReplay(tx, id, rate)))
     if (r === null) continue
     released += r.handed
