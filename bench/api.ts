@@ -56,7 +56,7 @@ const serveService = async (url: string, port: number) => {
     )
   )
   // The webhook operations (/api/v1/hooks) are not measured here: a throwaway secrets key.
-  const WebhooksBench = Layer.effect(Webhooks, Effect.map(Database, ({ sql }) => makeWebhooks({ sql, secretsKey: randomBytes(32), allowed: [] })))
+  const WebhooksBench = Layer.effect(Webhooks, Effect.map(Sql, (sql) => makeWebhooks({ secretsKey: randomBytes(32), allowed: [] }, sql)))
   // As src/main.ts serves them: with the per-request middleware (request id, metrics) and GET /metrics.
   const Routes = Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000_000 }), ObservabilityRoutes)
   const Server = HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(

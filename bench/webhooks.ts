@@ -29,6 +29,7 @@ import { prepareDemoDatabase } from "../src/platform/db/demo-schema.ts"
 import { createEndpoint } from "../src/webhooks/endpoints.ts"
 import type { WebhookDeps } from "../src/webhooks/context.ts"
 import { makeCompany } from "../test/support/app.ts"
+import { runSql } from "../test/support/sql.ts"
 import { startCapture } from "../test/support/capture.ts"
 import { startLocalReceiver } from "./webhooks-receiver.ts"
 import { freePort } from "../test/support/global-setup.ts"
@@ -213,7 +214,7 @@ const main = async () => {
     await cap.settle()
     // The receiver's certificate names, all pointing at it: six origins, one server.
     const lookup: Lookup = async () => [{ address: "127.0.0.1", family: 4 }]
-    const deps: WebhookDeps = { sql, secretsKey: randomBytes(32), allowed: parseAllowedNetworksOrThrow("127.0.0.0/8"), ca: receiver.ca, lookup }
+    const deps: WebhookDeps = { secretsKey: randomBytes(32), allowed: parseAllowedNetworksOrThrow("127.0.0.0/8"), ca: receiver.ca, lookup }
     const engineOptions: EngineOptions = {
       sql,
       secretsKey: deps.secretsKey,
@@ -339,7 +340,7 @@ const main = async () => {
       return { rate: (expected / ms) * 1000, ms, engineMs, cpuUs }
     }
 
-    const one = await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] })
+    const one = await runSql(sql, createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] }))
     await backlog("incidents")
     const [sample] = await sql<{ payload: string; created_at: Date }[]>`select payload, created_at from service.events limit 1`
     const body = `{"id":"00000000-0000-4000-8000-000000000000","event":"incident.created","createdAt":"${sample!.created_at.toISOString()}","data":${sample!.payload}}`
@@ -362,7 +363,7 @@ const main = async () => {
 
     const paths = NAMES.map((_, i) => `/many${i}`)
     for (const [i, name] of NAMES.entries()) {
-      await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] })
+      await runSql(sql, createEndpoint(deps, { kind: "system" }, { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] }))
     }
     await backlog("corrective_actions")
     log(`engine draining the backlog to ${NAMES.length} endpoints...`)
@@ -382,7 +383,7 @@ const main = async () => {
 
     // 2. Latency: one incident per transaction at a fixed rate, commit time (the event's
     // created_at, PostgreSQL's commit timestamp) to the receiver's arrival time.
-    await createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "latency", url: receiver.url("/lat"), events: ["incident.created"] })
+    await runSql(sql, createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "latency", url: receiver.url("/lat"), events: ["incident.created"] }))
     log(`committing ${RATE} incidents/s for ${SECONDS} s (after 2 s warm-up)...`)
     const total = RATE * (SECONDS + 2)
     const warm = RATE * 2

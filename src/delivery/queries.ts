@@ -4,7 +4,7 @@
 // Plain async functions over the raw handle, each one batched statement: the steps in
 // engine/ wrap each call once (runtime.ts `db`), and nothing per row goes through Effect, which
 // would cost delivery throughput (one write carries up to hundreds of rows).
-import type { ISql, Sql, TransactionSql } from "postgres"
+import type { ISql, Sql } from "postgres"
 import { pruneDeletions } from "../pipeline/projection/write.ts"
 import { PARTITIONS_CHANNEL } from "../platform/db/channels.ts"
 
@@ -46,7 +46,7 @@ const HOLD_REASON = `case
   end`
 
 /** Why the delivery could not be sent now, as the engine would decide it; null if it could. */
-export const holdReason = async (sql: Sql | TransactionSql<Record<string, unknown>>, id: string): Promise<string | null> => {
+export const holdReason = async (sql: ISql<{}>, id: string): Promise<string | null> => {
   const [r] = await sql.unsafe<{ reason: string | null }[]>(`select ${HOLD_REASON} as reason from ${FROM} where d.id = $1`, [id])
   return r?.reason ?? null
 }

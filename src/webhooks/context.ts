@@ -1,12 +1,12 @@
-// What the webhook operations need (the database, the secrets key, the address guard's settings).
-import type { Sql } from "postgres"
-import type { Tx } from "../platform/db/Database.ts"
+// What the webhook operations need besides the database (the secrets key, the address
+// guard's settings); the database comes from `Sql`.
+import type { Effect } from "effect"
 import type { AllowedNetworks, Lookup } from "../delivery/address-guard.ts"
 import { DELIVERIES_CHANNEL } from "../platform/db/channels.ts"
+import { query, type Sql } from "../platform/db/Sql.ts"
 import type { SendOptions } from "../delivery/sender.ts"
 
 export interface WebhookDeps {
-  readonly sql: Sql
   /** 32 bytes (loadSecretsKey). */
   readonly secretsKey: Uint8Array
   /** WEBHOOK_ALLOWED_NETWORKS, parsed; empty allows public unicast only. */
@@ -19,8 +19,5 @@ export interface WebhookDeps {
   readonly pingTimeoutMs?: number
 }
 
-/** Wakes delivery engines (they also poll, so a lost notification only delays). */
-export const wakeDelivery = async (tx: Tx): Promise<void> => {
-  await tx`select pg_notify(${DELIVERIES_CHANNEL}, '')`
-}
-
+/** Wakes delivery engines (they also poll, so a lost notification only delays); in the caller's transaction, sent at its commit. */
+export const wakeDelivery: Effect.Effect<void, never, Sql> = query((sql) => sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`.then(() => {}))

@@ -1,10 +1,12 @@
 // The delivery log an admin sees (the last 25 of an endpoint, one delivery with its
 // attempts), Send Again (same delivery id, at once) and replay of failures since a time.
-import type { Sql } from "postgres"
+import { Effect } from "effect"
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { requireId } from "../domain/ids.ts"
-import { wakeDelivery, type WebhookDeps } from "./context.ts"
-import { type Actor, insertActivity } from "../access/activity.ts"
+import { wakeDelivery } from "./context.ts"
+import { type Actor, writeActivity } from "../access/activity.ts"
+import { query, transaction } from "../platform/db/Sql.ts"
+import { checked } from "./validate.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { holdReason } from "../delivery/queries.ts"
 
@@ -85,38 +87,40 @@ const view = (r: Row): DeliveryView => ({
 
 export const LOG_SIZE = 25
 
-/** An endpoint's most recent deliveries (at most 25), newest first. */
-export const listEndpointDeliveries = async (
-  deps: Pick<WebhookDeps, "sql">,
-  input: { readonly endpointId: string; readonly companyId?: string | undefined; readonly limit?: number | undefined }
-): Promise<ReadonlyArray<DeliveryView>> => {
-  const endpointId = requireId(input.endpointId, "endpoint")
-  const [e] = await deps.sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`
-  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${endpointId}`)
-  const limit = Math.min(Math.max(Math.trunc(input.limit ?? LOG_SIZE), 1), LOG_SIZE)
-  const rows = await deps.sql.unsafe<Row[]>(`${SELECT} where d.endpoint_id = $1 order by d.created_at desc, d.id desc limit $2`, [endpointId, limit])
-  return rows.map(view)
-}
+/** The endpoint's company; another company's endpoint is not found. */
+const endpointCompany = Effect.fn("endpointCompany")(function* (endpointId: string, companyId: string | undefined) {
+  const [e] = yield* query((sql) => sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`)
+  if (!e || (companyId !== undefined && e.company_id !== companyId.toLowerCase())) return yield* notFound(`no endpoint ${endpointId}`)
+  return e.company_id
+})
 
-const load = async (sql: Sql, id: string, companyId: string | undefined): Promise<Row> => {
-  const [r] = await sql.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id])
-  if (!r || (companyId !== undefined && r.company_id !== companyId.toLowerCase())) throw notFound(`no delivery ${id}`)
+/** An endpoint's most recent deliveries (at most 25), newest first. */
+export const listEndpointDeliveries = Effect.fn("listEndpointDeliveries")(function* (
+  input: { readonly endpointId: string; readonly companyId?: string | undefined; readonly limit?: number | undefined }
+) {
+  const endpointId = yield* checked(() => requireId(input.endpointId, "endpoint"))
+  yield* endpointCompany(endpointId, input.companyId)
+  const limit = Math.min(Math.max(Math.trunc(input.limit ?? LOG_SIZE), 1), LOG_SIZE)
+  const rows = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where d.endpoint_id = $1 order by d.created_at desc, d.id desc limit $2`, [endpointId, limit]))
+  return rows.map(view)
+})
+
+const load = Effect.fn("loadDelivery")(function* (id: string, companyId: string | undefined) {
+  const [r] = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id]))
+  if (!r || (companyId !== undefined && r.company_id !== companyId.toLowerCase())) return yield* notFound(`no delivery ${id}`)
   return r
-}
+})
 
 /** One delivery with every attempt, oldest first. */
-export const getDelivery = async (
-  deps: Pick<WebhookDeps, "sql">,
-  input: { readonly id: string; readonly companyId?: string | undefined }
-): Promise<DeliveryView & { readonly attemptLog: ReadonlyArray<AttemptView> }> => {
-  const id = requireId(input.id, "delivery")
-  const r = await load(deps.sql, id, input.companyId)
-  const attempts = await deps.sql<{ number: number; started_at: Date; duration_ms: number; status: number | null; error: string | null; error_kind: string | null; response_snippet: string | null }[]>`
+export const getDelivery = Effect.fn("getDelivery")(function* (input: { readonly id: string; readonly companyId?: string | undefined }) {
+  const id = yield* checked(() => requireId(input.id, "delivery"))
+  const r = yield* load(id, input.companyId)
+  const attempts = yield* query((sql) => sql<{ number: number; started_at: Date; duration_ms: number; status: number | null; error: string | null; error_kind: string | null; response_snippet: string | null }[]>`
     select number, started_at, duration_ms, status, error, error_kind, response_snippet
-    from service.webhook_attempts where delivery_id = ${id} order by number`
+    from service.webhook_attempts where delivery_id = ${id} order by number`)
   return {
     ...view(r),
-    attemptLog: attempts.map((a) => ({
+    attemptLog: attempts.map((a): AttemptView => ({
       number: a.number,
       startedAt: a.started_at.toISOString(),
       durationMs: a.duration_ms,
@@ -126,7 +130,7 @@ export const getDelivery = async (
       response: a.response_snippet
     }))
   }
-}
+})
 
 /**
  * Send Again: an attempt at once, with the same delivery id (receivers drop repeats by it).
@@ -134,61 +138,59 @@ export const getDelivery = async (
  * (or held) delivery it is that one attempt (`manual`); a delivery still in its retry
  * schedule is just tried now, and keeps the rest of its schedule if this attempt fails.
  */
-export const resendDelivery = async (
-  deps: Pick<WebhookDeps, "sql">,
-  actor: Actor,
-  input: { readonly id: string; readonly companyId?: string | undefined }
-): Promise<DeliveryView> => {
-  const id = requireId(input.id, "delivery")
-  const before = await load(deps.sql, id, input.companyId)
-  return deps.sql.begin(async (tx) => {
-    const r = await tx`
-      update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = state <> 'pending', held_reason = null,
-        finished_at = null, leased_by = null, lease_until = null
-      where id = ${id} and (leased_by is null or lease_until < now()) returning id`
-    if (r.length === 0) throw conflict(`delivery ${id} is being attempted right now; try again in a moment`)
-    // Send Again tries a receiver at once, even a switched-off endpoint's; it does not send
-    // what the destination may no longer receive (rolled back, so nothing changes).
-    const reason = await holdReason(tx, id)
-    if (reason !== null) throw conflict(`delivery ${id} cannot be sent again now: ${reason}`)
-    await insertActivity(tx, {
-      companyId: before.company_id,
-      actor,
-      kind: "delivery.resent",
-      subjectId: id,
-      details: { endpointId: before.endpoint_id, subscriptionId: before.subscription_id, previousState: before.state, event: before.event }
+export const resendDelivery = Effect.fn("resendDelivery")(function* (actor: Actor, input: { readonly id: string; readonly companyId?: string | undefined }) {
+  const id = yield* checked(() => requireId(input.id, "delivery"))
+  const before = yield* load(id, input.companyId)
+  return yield* transaction(
+    Effect.gen(function* () {
+      const r = yield* query((tx) => tx`
+        update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = state <> 'pending', held_reason = null,
+          finished_at = null, leased_by = null, lease_until = null
+        where id = ${id} and (leased_by is null or lease_until < now()) returning id`)
+      if (r.length === 0) return yield* conflict(`delivery ${id} is being attempted right now; try again in a moment`)
+      // Send Again tries a receiver at once, even a switched-off endpoint's; it does not send
+      // what the destination may no longer receive (rolled back, so nothing changes).
+      const reason = yield* query((tx) => holdReason(tx, id))
+      if (reason !== null) return yield* conflict(`delivery ${id} cannot be sent again now: ${reason}`)
+      yield* writeActivity({
+        companyId: before.company_id,
+        actor,
+        kind: "delivery.resent",
+        subjectId: id,
+        details: { endpointId: before.endpoint_id, subscriptionId: before.subscription_id, previousState: before.state, event: before.event }
+      })
+      yield* wakeDelivery
+      return view((yield* query((tx) => tx.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id])))[0]!)
     })
-    await wakeDelivery(tx)
-    return view((await tx.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id]))[0]!)
-  })
-}
+  )
+})
 
 /**
  * Recovery after an outage: every failed delivery of the endpoint created since `since` is
  * attempted again at once, each with its own id. Returns how many.
  */
-export const replayFailed = async (
-  deps: Pick<WebhookDeps, "sql">,
+export const replayFailed = Effect.fn("replayFailed")(function* (
   actor: Actor,
   input: { readonly endpointId: string; readonly since: Date; readonly companyId?: string | undefined }
-): Promise<{ readonly count: number }> => {
-  const endpointId = requireId(input.endpointId, "endpoint")
-  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime())) throw invalid("since must be a date", { field: "since" })
-  const [e] = await deps.sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`
-  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) throw notFound(`no endpoint ${endpointId}`)
-  return deps.sql.begin(async (tx) => {
-    const rows = await tx`
-      update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', finished_at = null,
-        leased_by = null, lease_until = null
-      where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`
-    await insertActivity(tx, {
-      companyId: e.company_id,
-      actor,
-      kind: "deliveries.replayed",
-      subjectId: endpointId,
-      details: { since: input.since.toISOString(), count: rows.length }
+) {
+  const endpointId = yield* checked(() => requireId(input.endpointId, "endpoint"))
+  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime())) return yield* invalid("since must be a date", { field: "since" })
+  const companyId = yield* endpointCompany(endpointId, input.companyId)
+  return yield* transaction(
+    Effect.gen(function* () {
+      const rows = yield* query((tx) => tx`
+        update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', finished_at = null,
+          leased_by = null, lease_until = null
+        where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`)
+      yield* writeActivity({
+        companyId,
+        actor,
+        kind: "deliveries.replayed",
+        subjectId: endpointId,
+        details: { since: input.since.toISOString(), count: rows.length }
+      })
+      if (rows.length > 0) yield* wakeDelivery
+      return { count: rows.length }
     })
-    if (rows.length > 0) await wakeDelivery(tx)
-    return { count: rows.length }
-  })
-}
+  )
+})

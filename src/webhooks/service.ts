@@ -1,11 +1,11 @@
 // The webhook operations as one Effect service, for the API handlers, the admin HTTP API
-// and the CLI. Each fails with a DomainError; anything else is a defect.
+// and the CLI. Each fails with a DomainError; anything else is a defect. The service holds
+// the Sql it was built with, so its callers need only `Webhooks`.
 import { Context, Effect, Layer } from "effect"
-import { Database } from "../platform/db/Database.ts"
-import { isDomainError, type DomainError } from "../domain/errors.ts"
+import { Sql, type SqlShape } from "../platform/db/Sql.ts"
+import type { DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
 import { listActivity } from "../access/activity.ts"
-import { Sql } from "../platform/db/Sql.ts"
 import type { WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
@@ -13,35 +13,23 @@ import { createHook, deleteHook, getHook, listHooks } from "./hooks.ts"
 import { testEndpoint } from "./ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "./subscriptions.ts"
 
-const lift = <A>(run: () => Promise<A>): Effect.Effect<A, DomainError> =>
-  Effect.promise(() =>
-    run().then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => {
-        if (isDomainError(error)) return { ok: false as const, error }
-        throw error
-      }
-    )
-  ).pipe(Effect.flatMap((r) => (r.ok ? Effect.succeed(r.value) : Effect.fail(r.error))))
-
-type Op<Args extends ReadonlyArray<unknown>, A> = (deps: WebhookDeps, ...args: Args) => Promise<A>
-
-const bind =
-  (deps: WebhookDeps) =>
-  <Args extends ReadonlyArray<unknown>, A>(op: Op<Args, A>) =>
-  (...args: Args): Effect.Effect<A, DomainError> =>
-    lift(() => op(deps, ...args))
-
-export const makeWebhooks = (deps: WebhookDeps) => {
-  const b = bind(deps)
+export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
+  /** The operation on the service's database. */
+  const b =
+    <Args extends ReadonlyArray<unknown>, A>(op: (...args: Args) => Effect.Effect<A, DomainError, Sql>) =>
+    (...args: Args): Effect.Effect<A, DomainError> =>
+      Effect.provideService(op(...args), Sql, sql)
+  /** ... with the settings too (the secrets key, the address guard's). */
+  const d = <Args extends ReadonlyArray<unknown>, A>(op: (deps: WebhookDeps, ...args: Args) => Effect.Effect<A, DomainError, Sql>) =>
+    b((...args: Args) => op(deps, ...args))
   return {
     // admin: endpoints
-    createEndpoint: b(createEndpoint),
-    updateEndpoint: b(updateEndpoint),
-    rotateEndpointSecret: b(rotateEndpointSecret),
+    createEndpoint: d(createEndpoint),
+    updateEndpoint: d(updateEndpoint),
+    rotateEndpointSecret: d(rotateEndpointSecret),
     deleteEndpoint: b(deleteEndpoint),
     enableEndpoint: b(enableEndpoint),
-    testEndpoint: b(testEndpoint),
+    testEndpoint: d(testEndpoint),
     getEndpoint: b(getEndpoint),
     listEndpoints: b(listEndpoints),
     offeredEvents: b(offeredEvents),
@@ -56,11 +44,11 @@ export const makeWebhooks = (deps: WebhookDeps) => {
     enableSubscription: b(enableSubscription),
     deleteSubscription: b(deleteSubscription),
     // API: /api/v1/hooks
-    createHook: b(createHook),
+    createHook: d(createHook),
     listHooks: b(listHooks),
     getHook: b(getHook),
     deleteHook: b(deleteHook),
-    listActivity: (input: Parameters<typeof listActivity>[0]) => Effect.provideService(listActivity(input), Sql, { pool: deps.sql })
+    listActivity: b(listActivity)
   }
 }
 
@@ -68,14 +56,15 @@ export type WebhooksShape = ReturnType<typeof makeWebhooks>
 
 export class Webhooks extends Context.Service<Webhooks, WebhooksShape>()("service/Webhooks") {}
 
-/** The operations over the Database, configured like the engine (secrets key checked, allowed networks). */
+/** The operations over the service's Sql, configured like the engine (secrets key checked, allowed networks). */
 export const WebhooksLive = Layer.effect(
   Webhooks,
   Effect.gen(function* () {
-    const { sql } = yield* Database
+    const sql = yield* Sql
     const settings = yield* WebhookSettings
-    return makeWebhooks({ sql, secretsKey: settings.secretsKey.key, allowed: settings.allowed })
+    return makeWebhooks({ secretsKey: settings.secretsKey.key, allowed: settings.allowed }, sql)
   })
 ).pipe(Layer.provide(WebhookSettingsLive))
 
-export const webhooksLayer = (deps: WebhookDeps) => Layer.succeed(Webhooks, makeWebhooks(deps))
+/** The operations with these settings over the Sql in context (tests, tools). */
+export const webhooksLayer = (deps: WebhookDeps) => Layer.effect(Webhooks, Effect.map(Sql, (sql) => makeWebhooks(deps, sql)))

@@ -1,8 +1,11 @@
 // The webhooks page's view of subscriptions keys made through the API: list, turn off or on,
 // delete (spec 3.2). Deleting drops its pending deliveries too.
+import { Effect } from "effect"
 import { requireCompanyId, requireId } from "../domain/ids.ts"
-import { wakeDelivery, type WebhookDeps } from "./context.ts"
-import { type Actor, insertActivity } from "../access/activity.ts"
+import { wakeDelivery } from "./context.ts"
+import { type Actor, writeActivity } from "../access/activity.ts"
+import { query, transaction } from "../platform/db/Sql.ts"
+import { checked } from "./validate.ts"
 import { notFound } from "../domain/errors.ts"
 
 export type SubscriptionView = {
@@ -34,67 +37,67 @@ const view = (r: Row): SubscriptionView => ({
   updatedAt: r.updated_at.toISOString()
 })
 
-export const listSubscriptions = async (
-  deps: Pick<WebhookDeps, "sql">,
-  input: { readonly companyId: string; readonly keyId?: string | undefined }
-): Promise<ReadonlyArray<SubscriptionView>> => {
-  const companyId = requireCompanyId(input.companyId)
-  const rows =
-    input.keyId === undefined
-      ? await deps.sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 order by s.created_at desc, s.id desc`, [companyId])
-      : await deps.sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 and s.key_id = $2 order by s.created_at desc, s.id desc`, [
-          companyId,
-          requireId(input.keyId, "key")
-        ])
+export const listSubscriptions = Effect.fn("listSubscriptions")(function* (input: { readonly companyId: string; readonly keyId?: string | undefined }) {
+  const companyId = yield* checked(() => requireCompanyId(input.companyId))
+  const keyId = input.keyId === undefined ? undefined : yield* checked(() => requireId(input.keyId, "key"))
+  const rows = yield* query((sql) =>
+    keyId === undefined
+      ? sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 order by s.created_at desc, s.id desc`, [companyId])
+      : sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 and s.key_id = $2 order by s.created_at desc, s.id desc`, [companyId, keyId])
+  )
   return rows.map(view)
-}
+})
 
 type Target = { readonly id: string; readonly companyId?: string | undefined }
 
-const load = async (deps: Pick<WebhookDeps, "sql">, target: Target): Promise<Row> => {
-  const id = requireId(target.id, "subscription")
-  const [r] = await deps.sql.unsafe<Row[]>(`${SELECT} where s.id = $1`, [id])
-  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase())) throw notFound(`no subscription ${id}`)
+const load = Effect.fn("loadSubscription")(function* (target: Target) {
+  const id = yield* checked(() => requireId(target.id, "subscription"))
+  const [r] = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where s.id = $1`, [id]))
+  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase())) return yield* notFound(`no subscription ${id}`)
   return r
-}
+})
 
-const setActive = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target, active: boolean): Promise<SubscriptionView> => {
-  const current = await load(deps, target)
-  return deps.sql.begin(async (tx) => {
-    const r = await tx`update service.webhook_subscriptions set active = ${active}, updated_at = now()
-      where id = ${current.id} and active <> ${active} returning id`
-    const now = (await tx.unsafe<Row[]>(`${SELECT} where s.id = $1`, [current.id]))[0]
-    if (!now) throw notFound(`no subscription ${current.id}`)
-    // Already so: nothing changed, and nothing is logged as a change (repeating is harmless).
-    if (r.length === 0) return view(now)
-    await insertActivity(tx, {
-      companyId: current.company_id,
-      actor,
-      kind: active ? "subscription.enabled" : "subscription.disabled",
-      subjectId: current.id,
-      details: { keyId: current.key_id, url: current.url, event: current.event }
+const setActive = Effect.fn("setSubscriptionActive")(function* (actor: Actor, target: Target, active: boolean) {
+  const current = yield* load(target)
+  return yield* transaction(
+    Effect.gen(function* () {
+      const r = yield* query((tx) => tx`update service.webhook_subscriptions set active = ${active}, updated_at = now()
+        where id = ${current.id} and active <> ${active} returning id`)
+      const [now] = yield* query((tx) => tx.unsafe<Row[]>(`${SELECT} where s.id = $1`, [current.id]))
+      if (!now) return yield* notFound(`no subscription ${current.id}`)
+      // Already so: nothing changed, and nothing is logged as a change (repeating is harmless).
+      if (r.length === 0) return view(now)
+      yield* writeActivity({
+        companyId: current.company_id,
+        actor,
+        kind: active ? "subscription.enabled" : "subscription.disabled",
+        subjectId: current.id,
+        details: { keyId: current.key_id, url: current.url, event: current.event }
+      })
+      if (active) yield* wakeDelivery
+      return view(now)
     })
-    if (active) await wakeDelivery(tx)
-    return view(now)
-  })
-}
+  )
+})
 
 /** Turns a subscription off: it gets nothing until turned on; its pending deliveries rest. */
-export const disableSubscription = (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target) => setActive(deps, actor, target, false)
+export const disableSubscription = (actor: Actor, target: Target) => setActive(actor, target, false)
 
-export const enableSubscription = (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target) => setActive(deps, actor, target, true)
+export const enableSubscription = (actor: Actor, target: Target) => setActive(actor, target, true)
 
-export const deleteSubscription = async (deps: Pick<WebhookDeps, "sql">, actor: Actor, target: Target): Promise<void> => {
-  const current = await load(deps, target)
-  await deps.sql.begin(async (tx) => {
-    const r = await tx`delete from service.webhook_subscriptions where id = ${current.id} returning id`
-    if (r.length === 0) throw notFound(`no subscription ${current.id}`)
-    await insertActivity(tx, {
-      companyId: current.company_id,
-      actor,
-      kind: "subscription.deleted",
-      subjectId: current.id,
-      details: { keyId: current.key_id, url: current.url, event: current.event, reason: "deleted by an admin" }
+export const deleteSubscription = Effect.fn("deleteSubscription")(function* (actor: Actor, target: Target) {
+  const current = yield* load(target)
+  yield* transaction(
+    Effect.gen(function* () {
+      const r = yield* query((tx) => tx`delete from service.webhook_subscriptions where id = ${current.id} returning id`)
+      if (r.length === 0) return yield* notFound(`no subscription ${current.id}`)
+      yield* writeActivity({
+        companyId: current.company_id,
+        actor,
+        kind: "subscription.deleted",
+        subjectId: current.id,
+        details: { keyId: current.key_id, url: current.url, event: current.event, reason: "deleted by an admin" }
+      })
     })
-  })
-}
+  )
+})

@@ -1,11 +1,26 @@
 // Input checks shared by endpoints and subscriptions: event names and receiver addresses.
+import { Effect } from "effect"
 import { resolveAndCheck } from "../delivery/address-guard.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../domain/event-kinds.ts"
 import type { WebhookDeps } from "./context.ts"
-import { forbidden, invalid } from "../domain/errors.ts"
+import { forbidden, invalid, isDomainError, type DomainError } from "../domain/errors.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
 
 const KNOWN = EVENT_KINDS.join(", ")
+
+/**
+ * A check that throws a DomainError (these, requireId...) as an Effect failing with it: thrown
+ * inside Effect.gen it would be a defect (a 500), not the refusal it is.
+ */
+export const checked = <A>(check: () => A): Effect.Effect<A, DomainError> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(check())
+    } catch (e) {
+      if (isDomainError(e)) return Effect.fail(e)
+      throw e
+    }
+  })
 
 export const parseEvent = (input: unknown): EventKind => {
   if (typeof input !== "string" || input.trim() === "") throw invalid(`event must be one of: ${KNOWN}`, { field: "event" })
@@ -50,9 +65,9 @@ export const parseName = (input: unknown): string => {
  * Resolves the address now and refuses anything but https to public unicast (or an allowed
  * network). Returns the normalised URL that is stored; it is checked again before each send.
  */
-export const checkUrl = async (deps: Pick<WebhookDeps, "allowed" | "lookup">, input: unknown): Promise<string> => {
-  if (typeof input !== "string") throw invalid("url must be an https:// address", { field: "url" })
-  const r = await resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) })
-  if (!r.ok) throw invalid(`url ${r.error}`, { field: "url", ...(r.notPublic === true ? { reason: "address_not_public" } : {}) })
+export const checkUrl = Effect.fn("checkUrl")(function* (deps: Pick<WebhookDeps, "allowed" | "lookup">, input: unknown) {
+  if (typeof input !== "string") return yield* invalid("url must be an https:// address", { field: "url" })
+  const r = yield* Effect.promise(() => resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) }))
+  if (!r.ok) return yield* invalid(`url ${r.error}`, { field: "url", ...(r.notPublic === true ? { reason: "address_not_public" } : {}) })
   return r.target.href
-}
+})

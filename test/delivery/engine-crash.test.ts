@@ -12,6 +12,7 @@ import { deliveryId } from "../../src/delivery/ids.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
 const s = useEngineWorld()
@@ -25,12 +26,12 @@ describe("engines killed during a burst", () => {
     for (const path of ["/crash-a", "/crash-b", "/crash-c"]) {
       // A short wait widens the window between a send and its write.
       w.receiver.reply(path, { status: 200, delayMs: 40 })
-      const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] })
+      const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] }))
       destinations.push({ path, endpointId: e.id, subscriptionId: null })
     }
     w.receiver.reply("/crash-sub", { status: 200, delayMs: 40 })
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-    const { subscription } = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/crash-sub"), event: "incident.created" })
+    const { subscription } = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/crash-sub"), event: "incident.created" }))
     destinations.push({ path: "/crash-sub", endpointId: null, subscriptionId: subscription.id })
 
     const children: Array<Child> = []

@@ -11,6 +11,7 @@ import { disableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
 import { PRIVACY_CASE_FIELDS } from "../../src/domain/records/incidents.ts"
 import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const s = useEngineWorld()
 
@@ -37,10 +38,10 @@ const threeQueued = async (path: string) => {
 describe("a destination that changes while its deliveries wait for a send slot", () => {
   it("a rotated secret signs every request that starts after the rotation", async () => {
     s.w.receiver.reply("/rotate", { status: 200, delayMs: SLOW })
-    const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "rotate", url: s.w.receiver.url("/rotate"), events: ["incident.created"] })
+    const e = await runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "rotate", url: s.w.receiver.url("/rotate"), events: ["incident.created"] }))
     s.engine = await slowEngine()
     await threeQueued("/rotate")
-    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" }) // no overlap: the old secret stops at once
+    const rotated = await runSql(s.w.deps.sql, rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" })) // no overlap: the old secret stops at once
     await waitFor(() => at(s.w.receiver, "/rotate").length === 3, "all three")
     const [first, ...later] = at(s.w.receiver, "/rotate")
     const verify = (r: typeof first, secret: string) => Stripe.webhooks.constructEvent(r!.body, String(r!.headers["service-signature"]), secret)
@@ -55,28 +56,28 @@ describe("a destination that changes while its deliveries wait for a send slot",
   it("a changed address gets the waiting requests; a deleted endpoint gets none", async () => {
     s.w.receiver.reply("/old", { status: 200, delayMs: SLOW })
     s.w.receiver.reply("/new", { status: 200 })
-    const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "moved", url: s.w.receiver.url("/old"), events: ["incident.created"] })
+    const e = await runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "moved", url: s.w.receiver.url("/old"), events: ["incident.created"] }))
     s.engine = await slowEngine()
     await threeQueued("/old")
-    await updateEndpoint(s.w.deps, ADMIN, { id: e.id, url: s.w.receiver.url("/new") })
+    await runSql(s.w.deps.sql, updateEndpoint(s.w.deps, ADMIN, { id: e.id, url: s.w.receiver.url("/new") }))
     await waitFor(() => at(s.w.receiver, "/new").length === 2, "the two waiting, at the new address")
     expect(at(s.w.receiver, "/old")).toHaveLength(1)
 
     s.w.receiver.reply("/gone", { status: 200, delayMs: SLOW })
-    const g = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "deleted", url: s.w.receiver.url("/gone"), events: ["incident.created"] })
+    const g = await runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "deleted", url: s.w.receiver.url("/gone"), events: ["incident.created"] }))
     await s.w.db.sql`delete from service.webhook_endpoints where id = ${e.id}`
     await threeQueued("/gone")
-    await deleteEndpoint(s.w.deps, ADMIN, { id: g.id })
+    await runSql(s.w.deps.sql, deleteEndpoint(ADMIN, { id: g.id }))
     await sleep(3 * SLOW)
     expect(at(s.w.receiver, "/gone")).toHaveLength(1)
   })
 
   it("an event the endpoint no longer takes is not sent: its waiting deliveries are held, saying why", async () => {
     s.w.receiver.reply("/narrowed", { status: 200, delayMs: SLOW })
-    const e = await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "narrowed", url: s.w.receiver.url("/narrowed"), events: ["incident.created", "observation.created"] })
+    const e = await runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "narrowed", url: s.w.receiver.url("/narrowed"), events: ["incident.created", "observation.created"] }))
     s.engine = await slowEngine()
     await threeQueued("/narrowed")
-    await updateEndpoint(s.w.deps, ADMIN, { id: e.id, events: ["observation.created"] })
+    await runSql(s.w.deps.sql, updateEndpoint(s.w.deps, ADMIN, { id: e.id, events: ["observation.created"] }))
     const held = await twoHeld((d) => d.endpoint_id === e.id)
     expect(held.every((d) => d.held_reason === "the endpoint no longer takes incident.created")).toBe(true)
     await sleep(SLOW)
@@ -86,7 +87,7 @@ describe("a destination that changes while its deliveries wait for a send slot",
   it("an incident that becomes a privacy case: its waiting deliveries go without the person's details", async () => {
     // Slow enough that capture applies the update while the first is on its way, even on a busy machine.
     s.w.receiver.reply("/private", { status: 200, delayMs: 4 * SLOW })
-    await createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "private", url: s.w.receiver.url("/private"), events: ["incident.created"] })
+    await runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: "private", url: s.w.receiver.url("/private"), events: ["incident.created"] }))
     s.engine = await slowEngine()
     await threeQueued("/private")
     await s.w.db.sql`update app.incidents set privacy_case = true where company_id = ${s.w.company.id} and title like 'queued %'`
@@ -100,7 +101,7 @@ describe("a destination that changes while its deliveries wait for a send slot",
   it("a revoked key's and a turned-off subscription's waiting deliveries are not sent", async () => {
     s.w.receiver.reply("/revoked", { status: 200, delayMs: SLOW })
     const keyId = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })
-    await createHook(s.w.deps, { keyId, companyId: s.w.company.id }, { url: s.w.receiver.url("/revoked"), event: "incident.created" })
+    await runSql(s.w.deps.sql, createHook(s.w.deps, { keyId, companyId: s.w.company.id }, { url: s.w.receiver.url("/revoked"), event: "incident.created" }))
     s.engine = await slowEngine()
     await threeQueued("/revoked")
     await s.w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}` // as keys revoke does
@@ -109,9 +110,9 @@ describe("a destination that changes while its deliveries wait for a send slot",
 
     s.w.receiver.reply("/off", { status: 200, delayMs: SLOW })
     const other = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await createHook(s.w.deps, { keyId: other, companyId: s.w.company.id }, { url: s.w.receiver.url("/off"), event: "incident.created" })
+    const { subscription } = await runSql(s.w.deps.sql, createHook(s.w.deps, { keyId: other, companyId: s.w.company.id }, { url: s.w.receiver.url("/off"), event: "incident.created" }))
     await threeQueued("/off")
-    await disableSubscription(s.w.deps, ADMIN, { id: subscription.id })
+    await runSql(s.w.deps.sql, disableSubscription(ADMIN, { id: subscription.id }))
     // handed back, claimed again and held there, unsent
     const held = await twoHeld((d) => d.subscription_id === subscription.id)
     expect(held.every((d) => d.held_reason === "the subscription is turned off")).toBe(true)

@@ -5,6 +5,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { ADMIN, deliveries, startEngine, useWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
 let hung: Receiver
@@ -18,8 +19,8 @@ afterAll(async () => {
 
 describe("isolation", () => {
   it("a hung receiver does not delay deliveries to another", async () => {
-    const slow = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "hung", url: hung.url("/hook"), events: ["incident.created"] })
-    const fast = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "fine", url: w.receiver.url("/fine"), events: ["incident.created"] })
+    const slow = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "hung", url: hung.url("/hook"), events: ["incident.created"] }))
+    const fast = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "fine", url: w.receiver.url("/fine"), events: ["incident.created"] }))
     // Few slots in all, so without the per-origin bound the hung receiver would take them all.
     const engine = await startEngine(w.deps, { timeoutMs: 10_000, leaseMs: 30_000, concurrency: 4, perOrigin: 2, shutdownGraceMs: 100 })
     try {

@@ -4,13 +4,14 @@ import { afterEach, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
 afterEach(async () => {
   await w.db.sql`delete from service.webhook_endpoints`
 })
 
-const endpoint = (path: string) => createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] })
+const endpoint = (path: string) => runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] }))
 const ofEndpoint = async (id: string) => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === id)
 const deliveryIds = (path: string) => at(w.receiver, path).map((r) => String(r.headers["service-delivery"]))
 

@@ -9,13 +9,14 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver } from "../support/https-receiver.ts"
 import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useEngineWorld, waitFor, type Answered } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const dns = dnsTable({ "gone.test": ["127.0.0.1"] })
 // Each test owns its destinations and its engine (s.engine, stopped after it).
 const s = useEngineWorld({ lookup: dns.lookup })
 
 const endpoint = (url: string, events: ReadonlyArray<string> = ["incident.created"]) =>
-  createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: url, url, events })
+  runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: url, url, events }))
 
 const deliveryOf = async (endpointId: string) => (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === endpointId)
 
@@ -62,7 +63,7 @@ describe("each kind of failure is recorded and retried", () => {
         const [a] = await attemptsOf(s.w.db.sql, d!.id)
         expect([a!.error_kind, a!.status]).toEqual([kind, status])
         expect(a!.error).toMatch(error)
-        const full = await getDelivery(s.w.deps, { id: d!.id })
+        const full = await runSql(s.w.deps.sql, getDelivery({ id: d!.id }))
         expect(Date.parse(full.nextAttemptAt!) - Date.parse(full.lastAttemptAt!)).toBeGreaterThan(3_590_000)
         expect(full.attemptLog[0]!.error).toMatch(error)
       }
@@ -98,7 +99,7 @@ describe("the retry schedule", () => {
     gaps.forEach((g, i) => expect(g).toBeGreaterThanOrEqual(waits[i]! - 10))
     expect((await attemptsOf(s.w.db.sql, d!.id)).map((a) => a.number)).toEqual([1, 2, 3, 4, 5, 6])
     expect(d!.attempts).toBe(6)
-    expect((await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures).toBe(1)
+    expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures).toBe(1)
     await sleep(700)
     expect(at(s.w.receiver, "/always500")).toHaveLength(6) // nothing after the last attempt
   })
@@ -119,7 +120,7 @@ describe("the retry schedule", () => {
     expect(d!.attempts).toBe(at(s.w.receiver, path).length)
     expect(d!.attempts).toBeGreaterThanOrEqual(n + 1)
     expect(d!.last_status).toBe(202)
-    expect((await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures).toBe(0)
+    expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures).toBe(0)
   })
 })
 
@@ -129,11 +130,11 @@ describe("switching off and Turn On", () => {
     const e = await endpoint(s.w.receiver.url("/down"))
     s.engine = await startEngine(s.w.deps, { retrySchedule: "20ms" })
     for (let i = 0; i < 14; i++) await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures === 14, "14 failures")
-    expect((await getEndpoint(s.w.deps, { id: e.id })).enabled).toBe(true)
+    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 14, "14 failures")
+    expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).enabled).toBe(true)
     await insertIncident(s.w.db.sql, s.w.company.id)
     const off = await waitFor(async () => {
-      const ep = await getEndpoint(s.w.deps, { id: e.id })
+      const ep = await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))
       return ep.enabled ? null : ep
     }, "switch-off")
     expect(off.consecutiveFailures).toBe(15)
@@ -157,7 +158,7 @@ describe("switching off and Turn On", () => {
 
     // The receiver is fixed; Turn On.
     s.w.receiver.reply("/down", { status: 200 })
-    const on = await enableEndpoint(s.w.deps, ADMIN, { id: e.id, companyId: s.w.company.id })
+    const on = await runSql(s.w.deps.sql, enableEndpoint(ADMIN, { id: e.id, companyId: s.w.company.id }))
     expect([on.enabled, on.disabledReason, on.consecutiveFailures]).toEqual([true, null, 0])
     const incident = await insertIncident(s.w.db.sql, s.w.company.id)
     await waitFor(async () => (await deliveryOf(e.id)).some((d) => d.state === "succeeded"), "delivery after Turn On")
@@ -174,13 +175,13 @@ describe("switching off and Turn On", () => {
     const e = await endpoint(s.w.receiver.url("/sometimes"))
     s.engine = await startEngine(s.w.deps, { retrySchedule: "20ms" })
     for (let i = 0; i < 3; i++) await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures === 3, "3 failures")
+    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 3, "3 failures")
     s.w.receiver.reply("/sometimes", { status: 200 })
     await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures === 0, "the reset")
+    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 0, "the reset")
     s.w.receiver.reply("/sometimes", { status: 500 })
     await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures === 1, "1 failure")
+    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 1, "1 failure")
   })
 })
 
@@ -196,7 +197,7 @@ describe("Send Again", () => {
     }, "failure")
     s.w.receiver.reply("/again", { status: 200 })
     const before = at(s.w.receiver, "/again")
-    const resent = await resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id })
+    const resent = await runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id }))
     expect([resent.id, resent.state]).toEqual([d!.id, "pending"])
     await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "succeeded", "the resend")
     const after = at(s.w.receiver, "/again")
@@ -208,7 +209,7 @@ describe("Send Again", () => {
     expect(before).toHaveLength(2)
     expect((await deliveryOf(e.id))[0]!.attempts).toBe(3)
     // A failed Send Again does not count twice toward switching off.
-    expect((await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures).toBe(0)
+    expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures).toBe(0)
     const [log] = await s.w.db.sql`select 1 from service.activity where kind = 'delivery.resent' and subject_id = ${d!.id}`
     expect(log).toBeDefined()
   })
@@ -225,13 +226,13 @@ describe("Send Again of a delivery that had succeeded", () => {
       return ds[0]?.state === "succeeded" ? ds : null
     }, "success")
     s.w.receiver.reply("/again-ok", { status: 500 })
-    await resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id })
+    await runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id }))
     await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "failed", "the failed resend")
     await sleep(300) // a schedule of 20 ms waits would have tried again by now
     expect(at(s.w.receiver, "/again-ok")).toHaveLength(2)
     expect((await attemptsOf(s.w.db.sql, d!.id)).map((a) => a.status)).toEqual([200, 500])
     expect((await deliveryOf(e.id))[0]).toMatchObject({ state: "failed", attempts: 2 })
-    expect((await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures).toBe(0)
+    expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures).toBe(0)
   })
 
   it("a delivery still in its schedule is tried now and keeps the rest of its schedule", async () => {
@@ -244,11 +245,11 @@ describe("Send Again of a delivery that had succeeded", () => {
       return ds[0]?.attempts === 1 ? ds : null
     }, "the first attempt")
     expect(d!.state).toBe("pending") // next in an hour
-    await resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id })
+    await runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id }))
     // the resend (attempt 2) fails; the schedule's last wait (20 ms) brings attempt 3
     await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "failed", "the schedule to run out")
     expect(at(s.w.receiver, "/again-mid")).toHaveLength(3)
-    expect((await getEndpoint(s.w.deps, { id: e.id })).consecutiveFailures).toBe(1)
+    expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures).toBe(1)
   })
 })
 
@@ -272,7 +273,7 @@ describe("Send Again and what stops a destination", () => {
         const [c] = await s.w.db.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${s.w.company.id}`
         return !c!.modules.includes("incidents")
       }, "the module off in the service")
-      refused = await failure(resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id }))
+      refused = await failure(runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id })))
     } finally {
       await s.w.db.sql`update app.company_modules set enabled = true where company_id = ${s.w.company.id} and module = 'incidents'`
     }
@@ -286,7 +287,7 @@ describe("Send Again and what stops a destination", () => {
       return c!.modules.includes("incidents")
     }, "the module on in the service")
     await s.w.db.sql`update service.webhook_endpoints set enabled = false where id = ${e.id}`
-    await resendDelivery(s.w.deps, ADMIN, { id: d!.id, companyId: s.w.company.id })
+    await runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id }))
     await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "succeeded", "the resend to the switched-off endpoint")
     expect(at(s.w.receiver, "/again-rules").length).toBe(sent + 1)
   })
@@ -299,7 +300,7 @@ describe("secret rotation", () => {
     s.engine = await startEngine(s.w.deps, { retrySchedule: "400ms" })
     await insertIncident(s.w.db.sql, s.w.company.id)
     await waitFor(() => at(s.w.receiver, "/rot").length === 1, "first attempt")
-    const rotated = await rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" }) // no overlap: the old secret stops at once
+    const rotated = await runSql(s.w.deps.sql, rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" })) // no overlap: the old secret stops at once
     expect(rotated.secret).toMatch(/^whsec_/)
     expect(rotated.secret).not.toBe(e.secret)
     s.w.receiver.reply("/rot", { status: 200 })
@@ -318,7 +319,7 @@ describe("410 Gone", () => {
   it("deletes a subscription whose receiver answers 410, and sends it nothing more", async () => {
     const keyId = await makeKey(s.w.db.sql, s.w.company.id)
     s.w.receiver.reply("/gone", { status: 410 })
-    const { subscription } = await createHook(s.w.deps, { keyId, companyId: s.w.company.id }, { url: s.w.receiver.url("/gone"), event: "incident.created" })
+    const { subscription } = await runSql(s.w.deps.sql, createHook(s.w.deps, { keyId, companyId: s.w.company.id }, { url: s.w.receiver.url("/gone"), event: "incident.created" }))
     s.engine = await startEngine(s.w.deps)
     await insertIncident(s.w.db.sql, s.w.company.id)
     await waitFor(async () => (await s.w.db.sql`select 1 from service.webhook_subscriptions where id = ${subscription.id}`).length === 0, "the deletion")

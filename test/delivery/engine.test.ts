@@ -8,18 +8,19 @@ import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertAction, insertIncident } from "../support/app.ts"
 import { view } from "../support/capture.ts"
 import { ADMIN, at, attemptsOf, deliveries, useEngine, useWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 describe("delivery engine: the request", () => {
   const w = useWorld()
   const engine = useEngine(w)
 
   it("delivers an inserted incident with every header, the view's record and a Stripe-verifiable signature", async () => {
-    const { id: endpointId, secret } = await createEndpoint(w.deps, ADMIN, {
+    const { id: endpointId, secret } = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, {
       companyId: w.company.id,
       name: "Receiver",
       url: w.receiver.url("/incidents"),
       events: ["incident.created", "corrective_action.created"]
-    })
+    }))
     const incidentId = await insertIncident(w.db.sql, w.company.id, { title: "Guard rail — réparé ✓" })
     const [req] = await waitFor(() => (at(w.receiver, "/incidents").length > 0 ? at(w.receiver, "/incidents") : null), "the webhook")
     const raw = req!.body
@@ -55,12 +56,12 @@ describe("delivery engine: the request", () => {
   })
 
   it("sends only the events an endpoint chose, once each", async () => {
-    const { id: endpointId } = await createEndpoint(w.deps, ADMIN, {
+    const { id: endpointId } = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, {
       companyId: w.company.id,
       name: "Actions only",
       url: w.receiver.url("/actions"),
       events: "corrective_action.created"
-    })
+    }))
     await insertIncident(w.db.sql, w.company.id)
     const actionId = await insertAction(w.db.sql, w.company.id)
     await waitFor(() => at(w.receiver, "/actions").length > 0, "the action webhook")

@@ -6,11 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadMigrations, migrate } from "../../src/platform/db/migrate.ts"
 import { getDelivery } from "../../src/webhooks/deliveries.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { ensureDemoAppSchema } from "../../src/platform/db/demo-schema.ts"
 import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
-import { ADMIN, CA, LOOPBACK, at, startEngine, waitFor } from "../support/world.ts"
+import { ADMIN, CA, LOOPBACK, at, startEngine, waitFor, type TestDeps } from "../support/world.ts"
 import { useDatabase } from "../support/fixtures.ts"
+import { runSql } from "../support/sql.ts"
 
 const db = useDatabase({ migrated: false })
 let receiver: Receiver
@@ -29,11 +29,11 @@ describe("upgrading deliveries made before issue 17", () => {
   it("keeps every delivery, its id, state, schedule and attempts; the engine carries on", async () => {
     const before = loadMigrations().filter((m) => m.name < "020")
     await migrate(db.sql, before)
-    const deps: WebhookDeps = { sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA() }
+    const deps: TestDeps = { sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA() }
     const company = "0b7b1a52-5f7e-4c1e-9a57-3f0f0a7d1c01"
     await db.sql`insert into service.companies (id, name, host, tier, api_enabled, modules, created_at)
       values (${company}, 'Acme', 'acme.upgrade.test', 'company', true, '{incidents}', now())`
-    const e = await createEndpoint(deps, ADMIN, { companyId: company, name: "old", url: receiver.url("/old"), events: ["incident.created"] })
+    const e = await runSql(deps.sql, createEndpoint(deps, ADMIN, { companyId: company, name: "old", url: receiver.url("/old"), events: ["incident.created"] }))
     receiver.reply("/old", { status: 200 })
     const events = await db.sql<{ id: string }[]>`
       insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)
@@ -77,7 +77,7 @@ describe("upgrading deliveries made before issue 17", () => {
     // Only earlier attempts stay in a table of their own; a delivery's latest is in its row.
     const [earlier] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_earlier_attempts`
     expect(earlier!.n).toBe(1)
-    expect((await getDelivery(deps, { id: done! })).attemptLog.map((a) => [a.number, a.status, a.response])).toEqual([
+    expect((await runSql(deps.sql, getDelivery({ id: done! }))).attemptLog.map((a) => [a.number, a.status, a.response])).toEqual([
       [1, 500, "down"],
       [2, 200, "ok"]
     ])
@@ -92,7 +92,7 @@ describe("upgrading deliveries made before issue 17", () => {
         "the due and the held delivery"
       )
       expect(at(receiver, "/old").map((r) => r.headers["service-delivery"]).sort()).toEqual([due, held].sort())
-      expect((await getDelivery(deps, { id: due! })).attemptLog.map((a) => [a.number, a.status, a.response])).toEqual([
+      expect((await runSql(deps.sql, getDelivery({ id: due! }))).attemptLog.map((a) => [a.number, a.status, a.response])).toEqual([
         [1, 500, "boom"],
         [2, 200, ""]
       ])

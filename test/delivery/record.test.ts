@@ -6,12 +6,13 @@ import { fanoutRows, recordOutcomes, type Outcome } from "../../src/delivery/que
 import { createEndpoint, getEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, deliveries, useWorld } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
 
 /** n deliveries to a new endpoint (no engine runs), leased to `owner` as a claim would. */
 const leased = async (n: number, owner: string) => {
-  const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: `batch ${randomUUID()}`, url: w.receiver.url("/batch"), events: ["incident.created"] })
+  const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: `batch ${randomUUID()}`, url: w.receiver.url("/batch"), events: ["incident.created"] }))
   for (let i = 0; i < n; i++) await insertIncident(w.db.sql, w.company.id)
   await w.cap.settle()
   await fanoutRows(w.db.sql, 1_000, new Date())
@@ -46,7 +47,7 @@ describe("recording a batch of outcomes", () => {
     const r = await recordOutcomes(w.db.sql, { owner, outcomes, switchOffAfter: 15 })
     expect(r.applied.size).toBe(16)
     expect(r.switchedOff).toEqual([endpoint.id])
-    const after = await getEndpoint(w.deps, { id: endpoint.id })
+    const after = await runSql(w.deps.sql, getEndpoint({ id: endpoint.id }))
     expect(after.enabled).toBe(false)
     expect(after.consecutiveFailures).toBe(0) // the success ended the run
     expect(after.disabledReason).toMatch(/^15 deliveries in a row failed every attempt; last error: http 500$/)
@@ -75,7 +76,7 @@ describe("recording a batch of outcomes", () => {
     const pattern = [false, false, false, false, true, false, false, false]
     const r = await recordOutcomes(w.db.sql, { owner, outcomes: ids.map((id, i) => outcome(id, endpoint.id, pattern[i]!)), switchOffAfter: 15 })
     expect(r.switchedOff).toEqual([])
-    const after = await getEndpoint(w.deps, { id: endpoint.id })
+    const after = await runSql(w.deps.sql, getEndpoint({ id: endpoint.id }))
     expect([after.enabled, after.consecutiveFailures]).toEqual([true, 3])
   })
 
@@ -86,7 +87,7 @@ describe("recording a batch of outcomes", () => {
     // 13 stored + 2 failures = 15: off, although a success follows.
     const r = await recordOutcomes(w.db.sql, { owner, outcomes: ids.map((id, i) => outcome(id, endpoint.id, i === 2)), switchOffAfter: 15 })
     expect(r.switchedOff).toEqual([endpoint.id])
-    const after = await getEndpoint(w.deps, { id: endpoint.id })
+    const after = await runSql(w.deps.sql, getEndpoint({ id: endpoint.id }))
     expect([after.enabled, after.consecutiveFailures]).toEqual([false, 0])
   })
 })

@@ -13,6 +13,7 @@ import { insertIncident } from "../support/app.ts"
 import { testCerts } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { ADMIN, startEngine, startWorld, waitFor, type RunningEngine, type World } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const EXAMPLES = fileURLToPath(new URL("../../examples/", import.meta.url))
 const hasPython = spawnSync("python3", ["--version"]).status === 0
@@ -52,7 +53,7 @@ describe.each([
 
   it.runIf(run)("verifies a real delivery, refuses a tampered one, skips a repeat", { timeout: 60_000 }, async () => {
     const port = await freePort()
-    const made = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Example", url: `https://127.0.0.1:${port}/hooks`, events: ["incident.created"] })
+    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Example", url: `https://127.0.0.1:${port}/hooks`, events: ["incident.created"] }))
     const certs = testCerts().trusted
     writeFileSync(join(dir, "cert.pem"), certs.cert)
     writeFileSync(join(dir, "key.pem"), certs.key)

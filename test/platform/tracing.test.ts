@@ -22,6 +22,7 @@ import { startOtlpCollector, type OtlpCollector } from "../support/otlp-collecto
 import { ADMIN, LOOPBACK, waitFor } from "../support/world.ts"
 import { apiKey } from "../support/observed.ts"
 import { useDatabase } from "../support/fixtures.ts"
+import { runSql } from "../support/sql.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 const SERVER = 2
@@ -138,12 +139,12 @@ describe("traces", () => {
 
 describe("the delivery engine's spans", () => {
   it("a span per fan-out round with its event and delivery ids; the first attempt's span under it, a retry's on its own, each with its ids and outcome", async () => {
-    await createEndpoint({ sql: db.sql, secretsKey, allowed: LOOPBACK }, ADMIN, {
+    await runSql(db.sql, createEndpoint({ secretsKey, allowed: LOOPBACK }, ADMIN, {
       companyId,
       name: "Traced",
       url: receiver.url("/traced"),
       events: ["incident.created"]
-    })
+    }))
     // The first attempt fails; the retry, 300 ms later, is answered 200.
     receiver.reply("/traced", { status: 503 })
     const incident = await insertIncident(db.sql, companyId)

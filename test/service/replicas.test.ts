@@ -173,12 +173,12 @@ describe("several replicas on one database", () => {
     await waitFor(async () => (await db.sql`select 1 from service.companies where id = ${companyId}`).length > 0, "the company to be mirrored")
     const pollKeys = await Promise.all(three.map(() => apiKey(db.sql, companyId, ["incidents"])))
     const limited = await apiKey(db.sql, companyId, ["incidents"])
-    await createEndpoint({ sql: db.sql, secretsKey: Buffer.from(env.SECRETS_KEY!, "base64"), allowed: LOOPBACK }, ADMIN, {
+    await runSql(db.sql, createEndpoint({ secretsKey: Buffer.from(env.SECRETS_KEY!, "base64"), allowed: LOOPBACK }, ADMIN, {
       companyId,
       name: "Replicas",
       url: receiver.url("/hook"),
       events: [...EVENTS]
-    })
+    }))
 
     // One key's limit across the three processes: 30 requests to each at once (90), of which
     // at most the limit are admitted in its window. Leases can leave a request or two per

@@ -9,12 +9,12 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
-import { ADMIN, LOOPBACK, waitFor } from "../support/world.ts"
+import { ADMIN, LOOPBACK, waitFor, type TestDeps } from "../support/world.ts"
 import { useDatabase } from "../support/fixtures.ts"
+import { runSql } from "../support/sql.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
 
@@ -66,8 +66,8 @@ describe("graceful shutdown", () => {
         return r?.ok === true && ((await r.json()) as { capture: { streaming: boolean } }).capture.streaming
       }
       await waitFor(streaming, "the service to be ready and capture to stream", 60_000)
-      const deps: WebhookDeps = { sql: db.sql, secretsKey, allowed: LOOPBACK }
-      await createEndpoint(deps, ADMIN, { companyId: company.id, name: "Slow", url: receiver.url("/slow"), events: ["incident.created"] })
+      const deps: TestDeps = { sql: db.sql, secretsKey, allowed: LOOPBACK }
+      await runSql(deps.sql, createEndpoint(deps, ADMIN, { companyId: company.id, name: "Slow", url: receiver.url("/slow"), events: ["incident.created"] }))
       // The receiver takes 3 s to answer: the attempt is in flight when the stop comes.
       receiver.reply("/slow", { status: 200, delayMs: 3_000 })
       const incident = await insertIncident(db.sql, company.id)

@@ -76,7 +76,7 @@ export const useDemoDatabase = (): TestDatabase => {
 export const useServer = (
   db: Pick<TestDatabase, "url">,
   settings: Partial<ApiSettingsShape> = {},
-  options: { readonly poolSize?: number; readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
+  options: { readonly poolSize?: number; readonly webhooks?: Partial<WebhookDeps> } = {}
 ): TestServer => useResource("the test server", () => startServer(db.url, settings, options), (s) => s.close())
 
 /** A real HTTPS receiver on loopback (trusted CA unless told otherwise). */
@@ -90,7 +90,7 @@ export const useReceiver = (options: Parameters<typeof startHttpsReceiver>[0] = 
  */
 export const useReadApi = (
   settings: Partial<ApiSettingsShape> = { rateLimit: 1_000_000 },
-  options: { readonly webhooks?: Partial<Omit<WebhookDeps, "sql">> } = {}
+  options: { readonly webhooks?: Partial<WebhookDeps> } = {}
 ): { readonly db: TestDatabase; readonly server: TestServer; readonly checker: OpenApiChecker; readonly api: CheckedClient } => {
   const db = useDatabase()
   const server = useServer(db, settings, options)

@@ -17,12 +17,11 @@ import { HealthRoutes } from "../../src/faces/ops/health.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
 import { ObservabilityRoutes } from "../../src/faces/observability.ts"
 import { attemptObserver, Metrics, type ServiceMetrics } from "../../src/faces/ops/metrics.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
-import { startEngine, type RunningEngine } from "./world.ts"
+import { startEngine, type RunningEngine, type TestDeps } from "./world.ts"
 
 /** A delivery engine whose attempts feed the metrics' latency histogram, as in the service. */
-export const startObservedEngine = (deps: WebhookDeps, metrics: ServiceMetrics, retrySchedule = "100ms,100ms"): Promise<RunningEngine> =>
+export const startObservedEngine = (deps: TestDeps, metrics: ServiceMetrics, retrySchedule = "100ms,100ms"): Promise<RunningEngine> =>
   startEngine(deps, { retrySchedule, pollMs: 300, replayLane: false, observer: attemptObserver(metrics) })
 
 export interface ObservedServer {
@@ -33,7 +32,7 @@ export interface ObservedServer {
 export const startObservedServer = async (options: {
   readonly sql: Sql
   readonly url: string
-  readonly deps: WebhookDeps
+  readonly deps: TestDeps
   readonly metrics: ServiceMetrics
   readonly capture: { readonly stats: CaptureStats; readonly slot: string }
   readonly engine?: DeliveryEngineShape
@@ -45,7 +44,7 @@ export const startObservedServer = async (options: {
     SqlService.fromPool(options.sql),
     Layer.succeed(Metrics, options.metrics),
     Layer.succeed(Capture, options.capture),
-    Layer.succeed(Webhooks, makeWebhooks(options.deps)),
+    Layer.succeed(Webhooks, makeWebhooks(options.deps, { pool: options.sql })),
     options.engine ? Layer.succeed(DeliveryEngine, options.engine) : Layer.empty
   )
   const ServerLive = HttpRouter.serve(Routes, { disableLogger: true }).pipe(

@@ -12,7 +12,7 @@ import { request, type Answer } from "./http.ts"
 import { freePort } from "./net.ts"
 import { startServer, type TestServer } from "./server.ts"
 
-export const startWebServer = (databaseUrl: string, webhooks: Partial<Omit<WebhookDeps, "sql">> = {}): Promise<TestServer> =>
+export const startWebServer = (databaseUrl: string, webhooks: Partial<WebhookDeps> = {}): Promise<TestServer> =>
   startServer(databaseUrl, { rateLimit: 1_000_000 }, { webhooks, pages: true })
 
 /** The value of a hidden csrf field in a page. */

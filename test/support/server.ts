@@ -32,16 +32,18 @@ export const databaseLayer = (url: string, poolSize = 10) =>
   ).pipe((database) => Layer.provideMerge(Sql.layer, database))
 
 /** The webhook operations over the test database: a fresh secrets key, WEBHOOK_ALLOWED_NETWORKS from the environment. */
-export const webhooksTestLayer = (overrides: Partial<Omit<WebhookDeps, "sql">> = {}) =>
+export const webhooksTestLayer = (overrides: Partial<WebhookDeps> = {}) =>
   Layer.effect(
     Webhooks,
-    Effect.map(Database, ({ sql }) =>
-      makeWebhooks({
-        sql,
-        secretsKey: randomBytes(32),
-        allowed: parseAllowedNetworksOrThrow(process.env.WEBHOOK_ALLOWED_NETWORKS ?? ""),
-        ...overrides
-      })
+    Effect.map(Sql, (sql) =>
+      makeWebhooks(
+        {
+          secretsKey: randomBytes(32),
+          allowed: parseAllowedNetworksOrThrow(process.env.WEBHOOK_ALLOWED_NETWORKS ?? ""),
+          ...overrides
+        },
+        sql
+      )
     )
   )
 
@@ -49,7 +51,7 @@ export const webhooksTestLayer = (overrides: Partial<Omit<WebhookDeps, "sql">> =
 export const startServer = async (
   databaseUrl: string,
   settings: Partial<ApiSettingsShape> = {},
-  options: { readonly poolSize?: number; readonly webhooks?: Partial<Omit<WebhookDeps, "sql">>; readonly pages?: boolean } = {}
+  options: { readonly poolSize?: number; readonly webhooks?: Partial<WebhookDeps>; readonly pages?: boolean } = {}
 ): Promise<TestServer> => {
   const routes = options.pages ? Layer.mergeAll(makeApiRoutes(settings), AdminWebRoutes) : makeApiRoutes(settings)
   const ServerLive = HttpRouter.serve(routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(

@@ -12,6 +12,7 @@ import { LoggingLive } from "../../src/platform/logging.ts"
 import { makeReplayLane } from "../../src/webhooks/replay/lane.ts"
 import type { Actor } from "../../src/access/activity.ts"
 import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import { Sql as SqlService } from "../../src/platform/db/Sql.ts"
 import { isDomainError, type DomainError } from "../../src/domain/errors.ts"
 import { httpStatus } from "../../src/faces/http/errors.ts"
 import { startCapture, useCapture, type RunningCapture } from "./capture.ts"
@@ -41,12 +42,15 @@ export const dnsTable = (answers: Record<string, ReadonlyArray<string>>) => {
   return { lookup, table }
 }
 
+/** The operations' settings and the pool the test runs them on (`runSql(deps.sql, op(deps, ...))`) and the engine uses. */
+export type TestDeps = WebhookDeps & { readonly sql: Sql }
+
 export type World = {
   readonly db: TestDatabase
   readonly cap: RunningCapture
   readonly company: { id: string; host: string }
   readonly receiver: Receiver
-  readonly deps: WebhookDeps
+  readonly deps: TestDeps
   readonly close: () => Promise<void>
 }
 
@@ -56,7 +60,7 @@ export const startWorld = async (options: { lookup?: Lookup; modules?: ReadonlyA
   const cap = startCapture(db)
   await cap.settle()
   const receiver = await startHttpsReceiver()
-  const deps: WebhookDeps = {
+  const deps: TestDeps = {
     sql: db.sql,
     secretsKey: randomBytes(32),
     allowed: LOOPBACK,
@@ -85,7 +89,7 @@ export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise
  * runs them (at `replayRate`, default 100 per second); a fast schedule unless told otherwise.
  */
 export const startEngine = async (
-  deps: WebhookDeps,
+  deps: TestDeps,
   overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number; replayLane?: boolean; jsonLogs?: boolean; observer?: (a: AttemptObservation) => void } = {}
 ): Promise<RunningEngine> => {
   const { retrySchedule, replayRate, replayLane, jsonLogs, observer, ...rest } = overrides
@@ -93,7 +97,7 @@ export const startEngine = async (
   // The service's own log lines (JSON on stdout), for tests that read them.
   const logs = <A, E>(self: Effect.Effect<A, E>) => (jsonLogs ? self.pipe(Effect.provide(LoggingLive)) : self)
   if (replayLane !== false) {
-    await Effect.runPromise(logs(Scope.provide(scope)(makeReplayLane({ sql: deps.sql, rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 }))))
+    await Effect.runPromise(logs(Scope.provide(scope)(makeReplayLane({ rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 }).pipe(Effect.provide(SqlService.fromPool(deps.sql))))))
   }
   const engine = await Effect.runPromise(
     logs(
@@ -117,7 +121,7 @@ export const startEngine = async (
 }
 
 /** Runs `f` while an engine runs; the engine stops afterwards, whatever happens. */
-export const withEngine = async <A>(deps: WebhookDeps, overrides: Parameters<typeof startEngine>[1], f: (engine: RunningEngine) => Promise<A>): Promise<A> => {
+export const withEngine = async <A>(deps: TestDeps, overrides: Parameters<typeof startEngine>[1], f: (engine: RunningEngine) => Promise<A>): Promise<A> => {
   const engine = await startEngine(deps, overrides)
   try {
     return await f(engine)
@@ -137,7 +141,7 @@ export interface ServiceWorld {
   /** Only with a receiver (the default). */
   readonly receiver: Receiver
   /** The webhook dependencies the server and engine share (loopback allowed, the test CA); only with a receiver. */
-  readonly deps: WebhookDeps
+  readonly deps: TestDeps
   /** Only with a receiver, and unless `engine: false`. */
   readonly engine: RunningEngine
 }
@@ -163,7 +167,7 @@ export const useServiceWorld = (options: {
     return { db, cap, server } as ServiceWorld
   }
   const receiver = useReceiver()
-  const deps = useResource<WebhookDeps>("the webhook dependencies", async () => ({ sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }), async () => {})
+  const deps = useResource<TestDeps>("the webhook dependencies", async () => ({ sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }), async () => {})
   const server = useResource(
     "the test server",
     () => {

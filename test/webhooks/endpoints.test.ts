@@ -1,12 +1,14 @@
 // Admin operations on endpoints, deliveries and API-made subscriptions, with the activity
 // log, the test ping, the delivery log and retention.
 import Stripe from "stripe"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { endpointSecretContext } from "../../src/platform/db/channels.ts"
 import { purgeOld } from "../../src/delivery/queries.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import { listActivity } from "../../src/access/activity.ts"
 import { runSql } from "../support/sql.ts"
+import { transaction } from "../../src/platform/db/Sql.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed } from "../../src/webhooks/deliveries.ts"
 import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, updateEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
@@ -18,7 +20,7 @@ import { withEngine, ADMIN, at, deliveries, failure, makeKey, sleep, startEngine
 const w = useWorld()
 
 const create = (fields: Partial<{ companyId: string; name: string; url: string; events: ReadonlyArray<string> | string }> = {}) =>
-  createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Receiver", url: w.receiver.url("/e"), events: ["incident.created"], ...fields })
+  runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Receiver", url: w.receiver.url("/e"), events: ["incident.created"], ...fields }))
 
 describe("create", () => {
   it("returns the secret once; lists never show it; it is stored encrypted and bound to the endpoint", async () => {
@@ -26,8 +28,8 @@ describe("create", () => {
     expect(made.id).toMatch(/^[0-9a-f-]{36}$/)
     expect(made.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/)
     expect(made.endpoint).toMatchObject({ name: "Receiver", events: ["incident.created", "corrective_action.closed"], enabled: true, createdBy: "admin@example.test" })
-    expect(JSON.stringify(await listEndpoints(w.deps, { companyId: w.company.id }))).not.toContain(made.secret)
-    expect(JSON.stringify(await getEndpoint(w.deps, { id: made.id }))).not.toContain(made.secret)
+    expect(JSON.stringify(await runSql(w.deps.sql, listEndpoints({ companyId: w.company.id })))).not.toContain(made.secret)
+    expect(JSON.stringify(await runSql(w.deps.sql, getEndpoint({ id: made.id })))).not.toContain(made.secret)
     const [row] = await w.db.sql<{ secret: Buffer }[]>`select secret from service.webhook_endpoints where id = ${made.id}`
     expect(row!.secret.toString("latin1")).not.toContain(made.secret.slice(6, 20))
     expect(decryptSecret(w.deps.secretsKey, row!.secret, endpointSecretContext(made.id))).toBe(made.secret)
@@ -67,10 +69,10 @@ describe("create", () => {
 describe("update and delete", () => {
   it("changes name, url and events, checks the new url, and logs what changed", async () => {
     const e = await create()
-    const updated = await updateEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id, name: "Renamed", url: w.receiver.url("/new"), events: ["permit.closed"] })
+    const updated = await runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id, name: "Renamed", url: w.receiver.url("/new"), events: ["permit.closed"] }))
     expect(updated).toMatchObject({ name: "Renamed", url: w.receiver.url("/new"), events: ["permit.closed"] })
-    expect((await failure(updateEndpoint(w.deps, ADMIN, { id: e.id, url: "https://169.254.169.254/" }))).status).toBe(400)
-    expect((await failure(updateEndpoint(w.deps, ADMIN, { id: e.id }))).message).toBe("nothing to change: give a name, url or events")
+    expect((await failure(runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id, url: "https://169.254.169.254/" })))).status).toBe(400)
+    expect((await failure(runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id })))).message).toBe("nothing to change: give a name, url or events")
     const [log] = await w.db.sql<{ details: Record<string, unknown> }[]>`
       select details from service.activity where kind = 'endpoint.updated' and subject_id = ${e.id}`
     expect(log!.details).toEqual({ name: "Renamed", url: w.receiver.url("/new"), events: ["permit.closed"] })
@@ -82,7 +84,7 @@ describe("update and delete", () => {
     let renamed: Promise<unknown> | undefined
     await w.db.sql.begin(async (tx) => {
       await tx`select 1 from service.webhook_endpoints where id = ${e.id} for update`
-      renamed = updateEndpoint(w.deps, ADMIN, { id: e.id, name: "After" })
+      renamed = runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id, name: "After" }))
       await sleep(300) // the rename has read the endpoint and now waits for the lock
       await tx`update service.webhook_endpoints set url = ${w.receiver.url("/moved")} where id = ${e.id}`
     })
@@ -94,9 +96,9 @@ describe("update and delete", () => {
   it("scopes every id to the admin's company: another company's endpoint is 404", async () => {
     const e = await create()
     const other = await makeCompany(w.db.sql)
-    expect((await failure(getEndpoint(w.deps, { id: e.id, companyId: other.id }))).status).toBe(404)
-    expect((await failure(deleteEndpoint(w.deps, ADMIN, { id: e.id, companyId: other.id }))).status).toBe(404)
-    expect((await failure(getEndpoint(w.deps, { id: "nope" }))).status).toBe(404)
+    expect((await failure(runSql(w.deps.sql, getEndpoint({ id: e.id, companyId: other.id })))).status).toBe(404)
+    expect((await failure(runSql(w.deps.sql, deleteEndpoint(ADMIN, { id: e.id, companyId: other.id })))).status).toBe(404)
+    expect((await failure(runSql(w.deps.sql, getEndpoint({ id: "nope" })))).status).toBe(404)
   })
 
   it("delete removes the endpoint and its deliveries, and logs it", async () => {
@@ -108,12 +110,24 @@ describe("update and delete", () => {
     } finally {
       await engine.stop()
     }
-    await deleteEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id })
-    expect((await failure(getEndpoint(w.deps, { id: e.id }))).status).toBe(404)
+    await runSql(w.deps.sql, deleteEndpoint(ADMIN, { id: e.id, companyId: w.company.id }))
+    expect((await failure(runSql(w.deps.sql, getEndpoint({ id: e.id })))).status).toBe(404)
     expect((await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id)).toEqual([])
     const kinds = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id }))).filter((a) => a.subjectId === e.id).map((a) => a.kind)
     expect(kinds).toEqual(["endpoint.deleted", "endpoint.created"]) // newest first
     await w.db.sql`delete from service.webhook_endpoints`
+  })
+
+  it("run in a caller's transaction, a change and its activity entry commit or roll back with it", async () => {
+    const e = await create({ url: w.receiver.url("/joined") })
+    const logged = async () => (await w.db.sql`select 1 from service.activity where kind = 'endpoint.deleted' and subject_id = ${e.id}`).length
+    const undone = await runSql(w.db.sql, Effect.result(transaction(Effect.andThen(deleteEndpoint(ADMIN, { id: e.id }), Effect.fail("the caller's next step fails")))))
+    expect(undone._tag).toBe("Failure")
+    expect((await runSql(w.deps.sql, getEndpoint({ id: e.id }))).id).toBe(e.id)
+    expect(await logged()).toBe(0)
+    await runSql(w.db.sql, transaction(deleteEndpoint(ADMIN, { id: e.id })))
+    expect((await failure(runSql(w.deps.sql, getEndpoint({ id: e.id })))).status).toBe(404)
+    expect(await logged()).toBe(1)
   })
 })
 
@@ -121,14 +135,14 @@ describe("the activity log", () => {
   it("logs changes only: turning off what is off, on what is on, changes nothing and logs nothing", async () => {
     const e = await create({ name: "Twice" })
     const before = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id, limit: 500 }))).length
-    const on = await enableEndpoint(w.deps, ADMIN, { id: e.id })
+    const on = await runSql(w.deps.sql, enableEndpoint(ADMIN, { id: e.id }))
     expect(on.enabled).toBe(true)
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/twice"), event: "incident.created" })
+    const { subscription } = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/twice"), event: "incident.created" }))
     const afterCreate = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id, limit: 500 }))).length
     expect(afterCreate).toBe(before + 1) // the subscription.created, not an endpoint.enabled
-    for (let i = 0; i < 2; i++) expect((await disableSubscription(w.deps, ADMIN, { id: subscription.id })).active).toBe(false)
-    for (let i = 0; i < 2; i++) expect((await enableSubscription(w.deps, ADMIN, { id: subscription.id })).active).toBe(true)
+    for (let i = 0; i < 2; i++) expect((await runSql(w.deps.sql, disableSubscription(ADMIN, { id: subscription.id }))).active).toBe(false)
+    for (let i = 0; i < 2; i++) expect((await runSql(w.deps.sql, enableSubscription(ADMIN, { id: subscription.id }))).active).toBe(true)
     const kinds = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id, limit: 500 }))).slice(0, 3).map((a) => a.kind)
     expect(kinds).toEqual(["subscription.enabled", "subscription.disabled", "subscription.created"])
   })
@@ -153,7 +167,7 @@ describe("send test event", () => {
   it("pings now, signed with the endpoint's secret, and shows the receiver's status, time and answer", async () => {
     w.receiver.reply("/ping", { status: 200, body: "pong " + "x".repeat(2_000) })
     const e = await create({ url: w.receiver.url("/ping") })
-    const r = await testEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id })
+    const r = await runSql(w.deps.sql, testEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id }))
     expect(r).toMatchObject({ ok: true, status: 200, error: null })
     expect(r.response.startsWith("pong xxx")).toBe(true)
     expect(r.response.length).toBe(500)
@@ -164,7 +178,7 @@ describe("send test event", () => {
     expect([body.id, body.event, body.data.endpointId]).toEqual([r.deliveryId, "ping", e.id])
 
     w.receiver.reply("/ping", { status: 500, body: "down" })
-    const bad = await testEndpoint(w.deps, ADMIN, { id: e.id })
+    const bad = await runSql(w.deps.sql, testEndpoint(w.deps, ADMIN, { id: e.id }))
     expect(bad).toMatchObject({ ok: false, status: 500, error: "http 500", response: "down" })
     const logs = await w.db.sql<{ details: { ok: boolean; status: number } }[]>`
       select details from service.activity where kind = 'endpoint.tested' and subject_id = ${e.id} order by id`
@@ -185,18 +199,18 @@ describe("the delivery log", () => {
       w.receiver.reply("/log", { status: 500 })
       for (let i = 0; i < 7; i++) await insertIncident(w.db.sql, w.company.id)
       await waitFor(async () => (await mine("failed")).length === 7, "7 failures")
-      const log = await listEndpointDeliveries(w.deps, { endpointId: e.id, companyId: w.company.id, limit: 100 })
+      const log = await runSql(w.deps.sql, listEndpointDeliveries({ endpointId: e.id, companyId: w.company.id, limit: 100 }))
       expect(log).toHaveLength(25)
       expect(log.slice(0, 7).every((d) => d.state === "failed" && d.lastStatus === 500 && d.lastError === "http 500" && d.attempts === 1)).toBe(true)
       expect(log.slice(7).every((d) => d.state === "succeeded" && d.lastStatus === 200 && d.lastError === null)).toBe(true)
       const times = log.map((d) => d.createdAt)
       expect([...times].sort().reverse()).toEqual(times)
-      const one = await getDelivery(w.deps, { id: log[0]!.id })
+      const one = await runSql(w.deps.sql, getDelivery({ id: log[0]!.id }))
       expect(one.attemptLog).toMatchObject([{ number: 1, status: 500, error: "http 500", errorKind: "http" }])
       expect(one.event).toBe("incident.created")
 
       w.receiver.reply("/log", { status: 200 })
-      const { count } = await replayFailed(w.deps, ADMIN, { endpointId: e.id, since: new Date(Date.now() - 60_000) })
+      const { count } = await runSql(w.deps.sql, replayFailed(ADMIN, { endpointId: e.id, since: new Date(Date.now() - 60_000) }))
       expect(count).toBe(7)
       await waitFor(async () => (await mine("succeeded")).length === 27, "the replay")
       const failedIds = log.slice(0, 7).map((d) => d.id)
@@ -213,17 +227,17 @@ describe("the delivery log", () => {
 describe("subscriptions on the webhooks page", () => {
   it("lists keys' subscriptions, turns one off, deletes one, and logs each change", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id)
-    const a = (await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sa"), event: "incident.created" })).subscription
-    const b = (await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sb"), event: "incident.created" })).subscription
-    const list = await listSubscriptions(w.deps, { companyId: w.company.id, keyId })
+    const a = (await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sa"), event: "incident.created" }))).subscription
+    const b = (await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sb"), event: "incident.created" }))).subscription
+    const list = await runSql(w.deps.sql, listSubscriptions({ companyId: w.company.id, keyId }))
     expect(list.map((s) => [s.id, s.keyName, s.active])).toEqual([
       [b.id, "integration", true],
       [a.id, "integration", true]
     ])
-    const off = await disableSubscription(w.deps, ADMIN, { id: a.id, companyId: w.company.id })
+    const off = await runSql(w.deps.sql, disableSubscription(ADMIN, { id: a.id, companyId: w.company.id }))
     expect(off.active).toBe(false)
-    await deleteSubscription(w.deps, ADMIN, { id: b.id })
-    expect((await listSubscriptions(w.deps, { companyId: w.company.id, keyId })).map((s) => s.id)).toEqual([a.id])
+    await runSql(w.deps.sql, deleteSubscription(ADMIN, { id: b.id }))
+    expect((await runSql(w.deps.sql, listSubscriptions({ companyId: w.company.id, keyId }))).map((s) => s.id)).toEqual([a.id])
     const logs = await w.db.sql<{ kind: string; subject_id: string; actor_email: string | null }[]>`
       select kind, subject_id, actor_email from service.activity where subject_id in (${a.id}, ${b.id}) order by id`
     expect(logs.map((l) => [l.kind, l.subject_id, l.actor_email])).toEqual([

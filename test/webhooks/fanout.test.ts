@@ -7,13 +7,14 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { disableSubscription, enableSubscription } from "../../src/webhooks/subscriptions.ts"
 import { insertIncident } from "../support/app.ts"
 import { ADMIN, at, deliveries, fanoutNow, makeKey, startEngine, useWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
 let endpointId: string
 let keyId: string
 let subscriptionId: string
 beforeAll(async () => {
-  endpointId = (await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ep", url: w.receiver.url("/ep"), events: ["incident.created"] })).id
+  endpointId = (await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ep", url: w.receiver.url("/ep"), events: ["incident.created"] }))).id
 })
 beforeEach(async () => {
   // A fresh key and subscription per test; app state back to normal.
@@ -21,7 +22,7 @@ beforeEach(async () => {
   await w.db.sql`update app.company_modules set enabled = true where company_id = ${w.company.id}`
   await w.cap.settle()
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-  subscriptionId = (await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })).subscription.id
+  subscriptionId = (await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" }))).subscription.id
 })
 
 /** Commits an incident, lets capture write its event, fans it out, and returns who got it. */
@@ -88,9 +89,9 @@ describe("fan-out", () => {
   })
 
   it("a subscription an admin turned off gets nothing until turned on", async () => {
-    await disableSubscription(w.deps, ADMIN, { id: subscriptionId, companyId: w.company.id })
+    await runSql(w.deps.sql, disableSubscription(ADMIN, { id: subscriptionId, companyId: w.company.id }))
     expect(await deliver()).toEqual({ endpoint: true, subscription: false })
-    await enableSubscription(w.deps, ADMIN, { id: subscriptionId })
+    await runSql(w.deps.sql, enableSubscription(ADMIN, { id: subscriptionId }))
     expect(await deliver()).toEqual({ endpoint: true, subscription: true })
   })
 
@@ -106,7 +107,7 @@ describe("fan-out", () => {
   it("an endpoint made after an event does not get that event", async () => {
     const incident = await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
-    const late = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "late", url: w.receiver.url("/late"), events: ["incident.created"] })
+    const late = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "late", url: w.receiver.url("/late"), events: ["incident.created"] }))
     await fanoutNow(w.db.sql)
     const rows = await w.db.sql`select 1 from service.webhook_deliveries d join service.events e on e.id = d.event_id
       where e.record_id = ${incident} and d.endpoint_id = ${late.id}`

@@ -2,10 +2,10 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import type { DomainError } from "../../src/domain/errors.ts"
 import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
-import { answered, failure, makeKey, useWorld } from "../support/world.ts"
+import { answered, failure, makeKey, useWorld, type TestDeps } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
 let key: HookKey
@@ -13,16 +13,16 @@ beforeAll(async () => {
   key = { keyId: await makeKey(w.db.sql, w.company.id, { scopes: ["incidents", "corrective-actions"] }), companyId: w.company.id }
 })
 
-const hook = (url: string, event = "incident.created", k: HookKey = key, deps: WebhookDeps = w.deps) => createHook(deps, k, { url, event })
+const hook = (url: string, event = "incident.created", k: HookKey = key, deps: TestDeps = w.deps) => runSql(deps.sql, createHook(deps, k, { url, event }))
 
 describe("rule 1: the webhooks permission", () => {
   it("a key without it gets 403 on every hooks operation", async () => {
     const plain = { keyId: await makeKey(w.db.sql, w.company.id, { webhooks: false }), companyId: w.company.id }
     const e = await failure(hook(w.receiver.url("/x"), "incident.created", plain))
     expect([e.status, e.message]).toEqual([403, "this key does not have the webhooks permission"])
-    expect((await failure(listHooks(w.deps, plain))).status).toBe(403)
-    expect((await failure(getHook(w.deps, plain, "00000000-0000-0000-0000-000000000000"))).status).toBe(403)
-    expect((await failure(deleteHook(w.deps, plain, "00000000-0000-0000-0000-000000000000"))).status).toBe(403)
+    expect((await failure(runSql(w.deps.sql, listHooks(plain)))).status).toBe(403)
+    expect((await failure(runSql(w.deps.sql, getHook(plain, "00000000-0000-0000-0000-000000000000")))).status).toBe(403)
+    expect((await failure(runSql(w.deps.sql, deleteHook(plain, "00000000-0000-0000-0000-000000000000")))).status).toBe(403)
   })
 })
 
@@ -40,8 +40,8 @@ describe("rule 2: https and public addresses only", () => {
   })
 
   it("a body that is not an object is refused with 400", async () => {
-    expect((await failure(createHook(w.deps, key, "nope"))).status).toBe(400)
-    expect((await failure(createHook(w.deps, key, [1]))).status).toBe(400)
+    expect((await failure(runSql(w.deps.sql, createHook(w.deps, key, "nope")))).status).toBe(400)
+    expect((await failure(runSql(w.deps.sql, createHook(w.deps, key, [1])))).status).toBe(400)
   })
 })
 
@@ -62,7 +62,7 @@ describe("rule 3: a known event the key can read", () => {
     await w.cap.settle()
     try {
       expect((await failure(hook(w.receiver.url("/x"), "corrective_action.closed"))).status).toBe(403)
-      expect((await listHooks(w.deps, key)).events).toEqual(["incident.created"])
+      expect((await runSql(w.deps.sql, listHooks(key))).events).toEqual(["incident.created"])
     } finally {
       await w.db.sql`update app.company_modules set enabled = true where company_id = ${w.company.id}`
       await w.cap.settle()
@@ -95,9 +95,9 @@ describe("subscribing, reading and deleting", () => {
     expect(decryptSecret(w.deps.secretsKey, stored!.secret, keySecretContext(key.keyId))).toBe(s.secret)
 
     // GET never shows the secret.
-    const got = await getHook(w.deps, key, s.id)
+    const got = await runSql(w.deps.sql, getHook(key, s.id))
     expect(got).toEqual({ id: s.id, name: s.name, url: s.url, event: s.event, active: true, createdAt: s.createdAt })
-    const list = await listHooks(w.deps, key)
+    const list = await runSql(w.deps.sql, listHooks(key))
     expect(JSON.stringify(list)).not.toContain(s.secret)
     expect(list.data.map((d) => d.id)).toEqual(expect.arrayContaining([s.id, other.subscription.id]))
     expect(list.events).toEqual(["incident.created", "corrective_action.created", "corrective_action.closed"])
@@ -107,18 +107,18 @@ describe("subscribing, reading and deleting", () => {
     const mine = (await hook(w.receiver.url("/mine"))).subscription
     const stranger = { keyId: await makeKey(w.db.sql, w.company.id), companyId: w.company.id }
     for (const id of [mine.id, "3f1d1e0e-0000-4000-8000-000000000000", "not-a-uuid", "'; drop table x; --"]) {
-      const g = await failure(getHook(w.deps, stranger, id))
+      const g = await failure(runSql(w.deps.sql, getHook(stranger, id)))
       expect([g.status, g.message]).toEqual([404, "no such subscription"])
-      expect((await failure(deleteHook(w.deps, stranger, id))).status).toBe(404)
+      expect((await failure(runSql(w.deps.sql, deleteHook(stranger, id)))).status).toBe(404)
     }
-    expect((await listHooks(w.deps, stranger)).data).toEqual([])
-    expect((await getHook(w.deps, key, mine.id)).id).toBe(mine.id)
+    expect((await runSql(w.deps.sql, listHooks(stranger))).data).toEqual([])
+    expect((await runSql(w.deps.sql, getHook(key, mine.id))).id).toBe(mine.id)
   })
 
   it("DELETE removes the subscription and logs both changes as the key's", async () => {
     const s = (await hook(w.receiver.url("/bye"))).subscription
-    await deleteHook(w.deps, key, s.id)
-    expect((await failure(getHook(w.deps, key, s.id))).status).toBe(404)
+    await runSql(w.deps.sql, deleteHook(key, s.id))
+    expect((await failure(runSql(w.deps.sql, getHook(key, s.id)))).status).toBe(404)
     const logs = await w.db.sql<{ kind: string; details: { byKey: string } }[]>`
       select kind, details from service.activity where subject_id = ${s.id} order by id`
     expect(logs.map((l) => [l.kind, l.details.byKey])).toEqual([
@@ -138,7 +138,7 @@ describe("rule 5: at most 50 subscriptions per key", () => {
       const e = answered((r as PromiseRejectedResult).reason as DomainError)
       expect([e.status, e.message]).toEqual([400, "this key already holds 50 subscriptions, the most a key may hold"])
     }
-    expect((await listHooks(w.deps, k)).data).toHaveLength(50)
+    expect((await runSql(w.deps.sql, listHooks(k))).data).toHaveLength(50)
     expect((await hook(w.receiver.url("/many/0"), "incident.created", k)).created).toBe(false)
   })
 })

@@ -70,7 +70,7 @@ const stored = async (id: string) =>
   )[0]!
 
 const endpoint = (path: string) =>
-  createEndpoint(state.w.deps, ADMIN, { companyId: state.w.company.id, name: "Rotating", url: state.w.receiver.url(path), events: ["incident.created"] })
+  runSql(state.w.deps.sql, createEndpoint(state.w.deps, ADMIN, { companyId: state.w.company.id, name: "Rotating", url: state.w.receiver.url(path), events: ["incident.created"] }))
 
 /** The nth request (1-based) at a path. */
 const nth = (path: string, n: number, what: string) => waitFor(() => at(state.w.receiver, path)[n - 1], `${what} (request ${n} at ${path})`)
@@ -80,14 +80,14 @@ describe("rotation with overlap", () => {
     const path = "/rotation/default"
     const e = await endpoint(path)
     const before = await dbNow()
-    const rotated = await rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id })
+    const rotated = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id }))
     const after = await dbNow()
     expect(rotated.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/)
     expect(rotated.secret).not.toBe(e.secret)
     const until = Date.parse(rotated.previousSecretExpiresAt!)
     expect(until).toBeGreaterThanOrEqual(before + 86_400_000)
     expect(until).toBeLessThanOrEqual(after + 86_400_000)
-    expect((await getEndpoint(state.w.deps, { id: e.id })).previousSecretExpiresAt).toBe(rotated.previousSecretExpiresAt)
+    expect((await runSql(state.w.deps.sql, getEndpoint({ id: e.id }))).previousSecretExpiresAt).toBe(rotated.previousSecretExpiresAt)
 
     // The old secret is kept as it was stored: encrypted, bound to the endpoint.
     const row = await stored(e.id)
@@ -115,7 +115,7 @@ describe("rotation with overlap", () => {
     expect(verify(`t=${first.headers["webhook-timestamp"]},v1=${newHex}`, first.body, rotated.secret).ok).toBe(true)
     expect(verify(`t=${first.headers["webhook-timestamp"]},v1=${oldHex}`, first.body, e.secret).ok).toBe(true)
 
-    const ping = await testEndpoint(state.w.deps, ADMIN, { id: e.id })
+    const ping = await runSql(state.w.deps.sql, testEndpoint(state.w.deps, ADMIN, { id: e.id }))
     expect(ping.ok).toBe(true)
     signedWithExactly(await nth(path, 3, "the ping"), [rotated.secret, e.secret], [])
   })
@@ -123,42 +123,42 @@ describe("rotation with overlap", () => {
   it("rotating again during an overlap keeps only the secret being replaced; once a short overlap ends only the new secret signs", async () => {
     const path = "/rotation/again"
     const a = await endpoint(path)
-    const b = await rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id })
-    const c = await rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "24h" })
+    const b = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id }))
+    const c = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "24h" }))
     state.engine = await startEngine(state.w.deps)
     await insertIncident(state.w.db.sql, state.w.company.id)
     signedWithExactly(await nth(path, 1, "the delivery after two rotations"), [c.secret, b.secret], [a.secret])
 
-    const d = await rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "2s" })
+    const d = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "2s" }))
     const until = Date.parse(d.previousSecretExpiresAt!)
     const now = await dbNow()
     expect(until).toBeGreaterThan(now)
     expect(until).toBeLessThanOrEqual(now + 2_000)
     // The database's clock decides, as it set the end.
     await waitFor(async () => (await dbNow()) > until, "the overlap to end", 10_000)
-    expect((await getEndpoint(state.w.deps, { id: a.id })).previousSecretExpiresAt).toBeNull()
+    expect((await runSql(state.w.deps.sql, getEndpoint({ id: a.id }))).previousSecretExpiresAt).toBeNull()
     await insertIncident(state.w.db.sql, state.w.company.id)
     signedWithExactly(await nth(path, 2, "the delivery after the overlap"), [d.secret], [c.secret, b.secret, a.secret])
-    await testEndpoint(state.w.deps, ADMIN, { id: a.id })
+    await runSql(state.w.deps.sql, testEndpoint(state.w.deps, ADMIN, { id: a.id }))
     signedWithExactly(await nth(path, 3, "the ping after the overlap"), [d.secret], [c.secret])
   })
 
   it("overlap 0: only the new secret signs, at once, even when an overlap was running", async () => {
     const path = "/rotation/none"
     const a = await endpoint(path)
-    const b = await rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "0" })
+    const b = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "0" }))
     expect(b.previousSecretExpiresAt).toBeNull()
     expect(await stored(a.id)).toMatchObject({ previous_secret: null, previous_secret_expires_at: null })
     state.engine = await startEngine(state.w.deps)
     await insertIncident(state.w.db.sql, state.w.company.id)
     signedWithExactly(await nth(path, 1, "the delivery"), [b.secret], [a.secret])
 
-    const c = await rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "7d" })
+    const c = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "7d" }))
     expect(Date.parse(c.previousSecretExpiresAt!)).toBeGreaterThan((await dbNow()) + 7 * 86_400_000 - 60_000)
-    const d = await rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "0" })
+    const d = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: a.id, overlap: "0" }))
     expect(d.previousSecretExpiresAt).toBeNull()
     expect(await stored(a.id)).toMatchObject({ previous_secret: null, previous_secret_expires_at: null })
-    expect((await getEndpoint(state.w.deps, { id: a.id })).previousSecretExpiresAt).toBeNull()
+    expect((await runSql(state.w.deps.sql, getEndpoint({ id: a.id }))).previousSecretExpiresAt).toBeNull()
     await insertIncident(state.w.db.sql, state.w.company.id)
     signedWithExactly(await nth(path, 2, "the delivery after cutting the overlap short"), [d.secret], [c.secret, b.secret, a.secret])
     const logs = (await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))).filter((x) => x.subjectId === a.id)
@@ -178,11 +178,11 @@ describe("rotation with overlap", () => {
     ["", /^overlap must be a duration/]
   ])("a bad overlap %j is refused with 400 and changes nothing", async (overlap, message) => {
     const e = await endpoint("/rotation/refused")
-    const rotated = await rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id })
+    const rotated = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id }))
     const before = await stored(e.id)
     const activity = async () => (await state.w.db.sql<{ n: number }[]>`select count(*)::int as n from service.activity`)[0]!.n
     const logged = await activity()
-    const error = await failure(rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id, overlap }))
+    const error = await failure(runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id, overlap })))
     expect(error.status).toBe(400)
     expect(error.message).toMatch(message)
     expect(await stored(e.id)).toEqual(before)

@@ -7,6 +7,7 @@ import { join } from "node:path"
 import { Cause, ConfigProvider, Context, Effect, Exit, Layer, Option, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import { Database } from "../../src/platform/db/Database.ts"
+import { Sql } from "../../src/platform/db/Sql.ts"
 import { DeliveryEngine } from "../../src/delivery/engine.ts"
 import { DeliveryLive } from "../../src/delivery/layer.ts"
 import { Forbidden, type DomainError } from "../../src/domain/errors.ts"
@@ -24,7 +25,7 @@ describe("Webhooks service", () => {
       Effect.runPromiseExit(
         Effect.gen(function* () {
           return yield* f(yield* Webhooks)
-        }).pipe(Effect.provide(webhooksLayer(w.deps)))
+        }).pipe(Effect.provide(webhooksLayer(w.deps)), Effect.provide(Sql.fromPool(w.db.sql)))
       )
     const refused = await run((s) => s.createHook({ keyId: plain, companyId: w.company.id }, { url: w.receiver.url("/x"), event: "incident.created" }))
     expect(Exit.isFailure(refused)).toBe(true)
@@ -47,7 +48,7 @@ describe("DeliveryLive and WebhooksLive from configuration", () => {
       ConfigProvider.fromEnvRecord({ DATA_DIR: dataDir, WEBHOOK_RETRY_SCHEDULE: "100ms", WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8" })
     )
     const db = Layer.succeed(Database, { sql: w.db.sql, url: w.db.url, embedded: false })
-    const layer = Layer.mergeAll(DeliveryLive, WebhooksLive).pipe(Layer.provide(db), Layer.provide(env))
+    const layer = Layer.mergeAll(DeliveryLive, WebhooksLive).pipe(Layer.provide(Sql.layer), Layer.provide(db), Layer.provide(env))
     const scope = Effect.runSync(Scope.make())
     try {
       const ctx = await Effect.runPromise(Layer.buildWithScope(layer, scope))

@@ -4,13 +4,13 @@
 // another machine; the live receiver on 127.0.0.1 would show any loopback leak.
 import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import type { Lookup } from "../../src/delivery/address-guard.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
 import { useLoopbackOnlyTls } from "../support/tls-guard.ts"
-import { withEngine, ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
+import { withEngine, ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useWorld, waitFor, type TestDeps } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 
 const dns = dnsTable({
@@ -87,15 +87,15 @@ describe("at creation (production default: no allowed networks)", () => {
     ["javascript:", () => "javascript:alert(1)", /only https/],
     ["an unresolvable name", () => "https://nowhere.test/", /does not resolve/]
   ]
-  const strict = (): WebhookDeps => ({ ...w.deps, allowed: [] })
+  const strict = (): TestDeps => ({ ...w.deps, allowed: [] })
 
   it(`has at least 30 hostile addresses (${hostile.length})`, () => expect(hostile.length).toBeGreaterThanOrEqual(30))
 
   it.each(hostile)("refuses %s for an endpoint and for a subscription, reaching nothing", async (_, url, reason) => {
-    const e = await failure(createEndpoint(strict(), ADMIN, { companyId: w.company.id, name: "x", url: url(), events: ["incident.created"] }))
+    const e = await failure(runSql(strict().sql, createEndpoint(strict(), ADMIN, { companyId: w.company.id, name: "x", url: url(), events: ["incident.created"] })))
     expect(e.status).toBe(400)
     expect(e.message).toMatch(reason)
-    const s = await failure(createHook(strict(), { keyId, companyId: w.company.id }, { url: url(), event: "incident.created" }))
+    const s = await failure(runSql(strict().sql, createHook(strict(), { keyId, companyId: w.company.id }, { url: url(), event: "incident.created" })))
     expect(s.status).toBe(400)
     expect(s.message).toMatch(reason)
     expect(connects).toEqual([])
@@ -107,8 +107,8 @@ describe("at creation (production default: no allowed networks)", () => {
 describe("before every delivery", () => {
   it("refuses a name that resolved to an allowed address at creation and to a private one at delivery", async () => {
     dns.table["rebind.test"] = ["127.0.0.1"]
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "rebind", url: w.receiver.url("/rebind", "rebind.test"), events: ["incident.created"] })
-    const sub = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/rebind-sub", "rebind.test"), event: "incident.created" })
+    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "rebind", url: w.receiver.url("/rebind", "rebind.test"), events: ["incident.created"] }))
+    const sub = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/rebind-sub", "rebind.test"), event: "incident.created" }))
     dns.table["rebind.test"] = ["10.0.0.7"]
     const engine = await startEngine(w.deps, { retrySchedule: "1h" })
     try {
@@ -124,7 +124,7 @@ describe("before every delivery", () => {
       }
       // The test ping is checked the same way.
       dns.table["rebind.test"] = ["169.254.169.254"]
-      const ping = await testEndpoint(w.deps, ADMIN, { id: e.id })
+      const ping = await runSql(w.deps.sql, testEndpoint(w.deps, ADMIN, { id: e.id }))
       expect(ping).toMatchObject({ ok: false, status: null, error: "refused: rebind.test resolves to 169.254.169.254 (cloud metadata)" })
     } finally {
       await engine.stop()
@@ -140,7 +140,7 @@ describe("before every delivery", () => {
   it("reuses a vetted answer within its TTL (no lookup, the same connection) and vets a rebinding after it", async () => {
     answerTtl = 5
     dns.table["rebind.test"] = ["127.0.0.1"]
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ttl", url: w.receiver.url("/ttl", "rebind.test"), events: ["incident.created"] })
+    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ttl", url: w.receiver.url("/ttl", "rebind.test"), events: ["incident.created"] }))
     const attempted = (n: number) =>
       waitFor(async () => {
         const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.attempts === 1)
@@ -179,7 +179,7 @@ describe("before every delivery", () => {
   }, 30_000)
 
   /** One incident, and its delivery to the endpoint once attempted, by an engine run for it (one attempt per delivery). */
-  const firstAttempt = (deps: WebhookDeps, endpointId: string) =>
+  const firstAttempt = (deps: TestDeps, endpointId: string) =>
     withEngine(deps, { retrySchedule: "1h" }, async () => {
       await insertIncident(w.db.sql, w.company.id)
       const [d] = await waitFor(async () => {
@@ -190,7 +190,7 @@ describe("before every delivery", () => {
     })
 
   it("refuses at delivery an address the running configuration does not allow", async () => {
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] })
+    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] }))
     const d = await firstAttempt({ ...w.deps, allowed: [] }, e.id)
     expect(d.last_error).toBe("refused: 127.0.0.1 is not a public address (loopback)")
     expect(at(w.receiver, "/loop")).toHaveLength(0)
@@ -199,7 +199,7 @@ describe("before every delivery", () => {
 
   it("never follows a redirect, here to the metadata service", async () => {
     w.receiver.reply("/redir", { redirect: "https://169.254.169.254/latest/meta-data/" })
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "redir", url: w.receiver.url("/redir"), events: ["incident.created"] })
+    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "redir", url: w.receiver.url("/redir"), events: ["incident.created"] }))
     const d = await firstAttempt(w.deps, e.id)
     expect(d.last_status).toBe(302)
     expect(d.last_error).toBe("redirect 302 to https://169.254.169.254/latest/meta-data/ (not followed)")

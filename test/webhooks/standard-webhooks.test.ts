@@ -14,6 +14,7 @@ import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
 import type { RecordedRequest } from "../support/https-receiver.ts"
 import { ADMIN, at, makeKey, startEngine, useEngineWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 const state = useEngineWorld()
 
@@ -48,14 +49,14 @@ const verifiedByAll = (req: RecordedRequest, secret: string) => {
 
 describe("Standard Webhooks", () => {
   it("an endpoint's and a subscription's deliveries verify with standardwebhooks, svix and Stripe", async () => {
-    const endpoint = await createEndpoint(state.w.deps, ADMIN, {
+    const endpoint = await runSql(state.w.deps.sql, createEndpoint(state.w.deps, ADMIN, {
       companyId: state.w.company.id,
       name: "Standard",
       url: state.w.receiver.url("/standard/endpoint"),
       events: ["incident.created"]
-    })
+    }))
     const keyId = await makeKey(state.w.db.sql, state.w.company.id, { webhooks: true })
-    const hook = await createHook(state.w.deps, { keyId, companyId: state.w.company.id }, { url: state.w.receiver.url("/standard/hook"), event: "incident.created" })
+    const hook = await runSql(state.w.deps.sql, createHook(state.w.deps, { keyId, companyId: state.w.company.id }, { url: state.w.receiver.url("/standard/hook"), event: "incident.created" }))
     state.engine = await startEngine(state.w.deps)
     const incidentId = await insertIncident(state.w.db.sql, state.w.company.id, { title: "Ladder — unsafe ✓" })
     const [toEndpoint] = await waitFor(() => (at(state.w.receiver, "/standard/endpoint").length > 0 ? at(state.w.receiver, "/standard/endpoint") : null), "the endpoint's delivery")
@@ -67,12 +68,12 @@ describe("Standard Webhooks", () => {
   })
 
   it("a retry keeps its webhook-id, with a fresh timestamp and signature that verify", async () => {
-    const endpoint = await createEndpoint(state.w.deps, ADMIN, {
+    const endpoint = await runSql(state.w.deps.sql, createEndpoint(state.w.deps, ADMIN, {
       companyId: state.w.company.id,
       name: "Flaky",
       url: state.w.receiver.url("/standard/flaky"),
       events: ["incident.created"]
-    })
+    }))
     state.w.receiver.reply("/standard/flaky", { status: 503 })
     state.engine = await startEngine(state.w.deps, { retrySchedule: "1s" })
     await insertIncident(state.w.db.sql, state.w.company.id)
@@ -87,13 +88,13 @@ describe("Standard Webhooks", () => {
   })
 
   it("a test event (ping) verifies too", async () => {
-    const endpoint = await createEndpoint(state.w.deps, ADMIN, {
+    const endpoint = await runSql(state.w.deps.sql, createEndpoint(state.w.deps, ADMIN, {
       companyId: state.w.company.id,
       name: "Ping",
       url: state.w.receiver.url("/standard/ping"),
       events: ["incident.created"]
-    })
-    const r = await testEndpoint(state.w.deps, ADMIN, { id: endpoint.id })
+    }))
+    const r = await runSql(state.w.deps.sql, testEndpoint(state.w.deps, ADMIN, { id: endpoint.id }))
     expect(r.ok).toBe(true)
     const [req] = at(state.w.receiver, "/standard/ping")
     expect(verifiedByAll(req!, endpoint.secret)).toMatchObject({ id: r.deliveryId, event: "ping" })

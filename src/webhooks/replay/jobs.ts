@@ -1,9 +1,11 @@
 // Stored replays (service.webhook_replays, sql/019) as the admin API, the pages, `status` and
 // the metrics show them, and cancelling one. Made by replay.ts, sent by replay-lane.ts.
+import { Effect } from "effect"
 import { isUuid } from "../../domain/ids.ts"
-import type { Sql } from "postgres"
+import type { Sql as Pool } from "postgres"
 import { conflict, notFound } from "../../domain/errors.ts"
-import { type Actor, insertActivity } from "../../access/activity.ts"
+import { type Actor, writeActivity } from "../../access/activity.ts"
+import { query, transaction, type Sql } from "../../platform/db/Sql.ts"
 
 /** Notified when a replay is made or cancelled: the replay lanes look at once. */
 export const REPLAYS_CHANNEL = "service_webhook_replays"
@@ -153,30 +155,36 @@ const view = (r: Row): ReplayView => {
 
 
 /** One replay; with companyId, only that company's (another's is not found). */
-export const getReplay = async (sql: Sql, input: { readonly id: string; readonly companyId?: string | undefined }): Promise<ReplayView> => {
+export const getReplay = Effect.fn("getReplay")(function* (input: { readonly id: string; readonly companyId?: string | undefined }) {
   const id = input.id.trim().toLowerCase()
-  if (!isUuid(id)) throw notFound(`no replay ${JSON.stringify(input.id.slice(0, 60))}`)
-  const [r] = await sql.unsafe<Row[]>(`${SELECT} where r.id = $1`, [id])
-  if (!r || (input.companyId !== undefined && r.company_id !== input.companyId.toLowerCase())) throw notFound(`no replay ${id}`)
+  if (!isUuid(id)) return yield* notFound(`no replay ${JSON.stringify(input.id.slice(0, 60))}`)
+  const [r] = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where r.id = $1`, [id]))
+  if (!r || (input.companyId !== undefined && r.company_id !== input.companyId.toLowerCase())) return yield* notFound(`no replay ${id}`)
   return view(r)
-}
+})
 
 /** A company's replays, newest first; optionally only one destination's. */
-export const listReplays = async (
-  sql: Sql,
-  input: { readonly companyId: string; readonly endpointId?: string | undefined; readonly subscriptionId?: string | undefined; readonly limit?: number | undefined }
-): Promise<ReadonlyArray<ReplayView>> => {
+export const listReplays = (input: {
+  readonly companyId: string
+  readonly endpointId?: string | undefined
+  readonly subscriptionId?: string | undefined
+  readonly limit?: number | undefined
+}): Effect.Effect<ReadonlyArray<ReplayView>, never, Sql> => {
   const limit = Math.min(Math.max(Math.trunc(input.limit ?? 50), 1), 200)
-  const rows = await sql.unsafe<Row[]>(
-    `${SELECT} where r.company_id = $1 and ($2::uuid is null or r.endpoint_id = $2::uuid) and ($3::uuid is null or r.subscription_id = $3::uuid)
-     order by r.created_at desc, r.id desc limit $4`,
-    [input.companyId.toLowerCase(), input.endpointId ?? null, input.subscriptionId ?? null, limit]
-  )
-  return rows.map(view)
+  return query((sql) =>
+    sql.unsafe<Row[]>(
+      `${SELECT} where r.company_id = $1 and ($2::uuid is null or r.endpoint_id = $2::uuid) and ($3::uuid is null or r.subscription_id = $3::uuid)
+       order by r.created_at desc, r.id desc limit $4`,
+      [input.companyId.toLowerCase(), input.endpointId ?? null, input.subscriptionId ?? null, limit]
+    )
+  ).pipe(Effect.map((rows) => rows.map(view)))
 }
 
-/** Every running replay, oldest first (status, metrics). */
-export const runningReplays = async (sql: Sql): Promise<ReadonlyArray<ReplayView>> =>
+/**
+ * Every running replay, oldest first (status, metrics). On a handle: the status read runs it
+ * beside its other statements on the pool.
+ */
+export const runningReplays = async (sql: Pool): Promise<ReadonlyArray<ReplayView>> =>
   (await sql.unsafe<Row[]>(`${SELECT} where r.state = 'running' order by r.created_at, r.id`)).map(view)
 
 /**
@@ -185,52 +193,53 @@ export const runningReplays = async (sql: Sql): Promise<ReadonlyArray<ReplayView
  * deleted); nothing already sent is undone, and one being attempted right now goes. In one
  * transaction with the replay's row locked, so the lane hands nothing more over meanwhile.
  */
-export const cancelReplay = async (
-  sql: Sql,
-  actor: Actor,
-  input: { readonly id: string; readonly companyId?: string | undefined }
-): Promise<ReplayView> => {
-  const current = await getReplay(sql, input)
-  await sql.begin(async (tx) => {
-    const [r] = await tx<{ state: ReplayState; company_id: string }[]>`
-      select state, company_id::text from service.webhook_replays where id = ${current.id} for update`
-    if (!r) throw notFound(`no replay ${current.id}`)
-    if (r.state !== "running") throw conflict(`replay ${current.id} is ${r.state} already`)
-    // Put back: handed over, not attempted (the attempt count did not move) and not leased now.
-    const back = await tx<{ seq: number }[]>`
-      update service.webhook_deliveries d set state = i.prior_state, next_attempt_at = i.prior_next_attempt_at,
-        manual = i.prior_manual, held_reason = i.prior_held_reason, finished_at = i.prior_finished_at,
-        leased_by = null, lease_until = null
-      from service.webhook_replay_items i
-      where i.replay_id = ${current.id} and i.state = 'released' and not i.made and d.id = i.delivery_id
-        and d.attempts = i.attempts_before and (d.leased_by is null or d.lease_until <= now())
-      returning i.seq`
-    const gone = await tx<{ seq: number }[]>`
-      delete from service.webhook_deliveries d using service.webhook_replay_items i
-      where i.replay_id = ${current.id} and i.state = 'released' and i.made and d.id = i.delivery_id
-        and d.attempts = 0 and (d.leased_by is null or d.lease_until <= now())
-      returning i.seq`
-    const restored = back.length + gone.length
-    // The rest of what was handed over was attempted, or is being attempted now: sent.
-    const [c] = await tx<{ released: number }[]>`
-      select count(*)::int as released from service.webhook_replay_items where replay_id = ${current.id} and state = 'released'`
-    const sent = c!.released - restored
-    const [done] = await tx<{ sent: number; remaining: number }[]>`
-      update service.webhook_replays set state = 'cancelled', finished_at = now(), released = 0, restored = ${restored},
-        sent = sent + ${sent}, cancelled_by_id = ${actor.kind === "user" ? actor.id : null},
-        cancelled_by_email = ${actor.kind === "user" ? actor.email : null}
-      where id = ${current.id}
-      returning sent, greatest(0, total - sent - skipped - restored)::int as remaining`
-    // Items only serve a running replay.
-    await tx`delete from service.webhook_replay_items where replay_id = ${current.id}`
-    await insertActivity(tx, {
-      companyId: r.company_id,
-      actor,
-      kind: "deliveries.replay_cancelled",
-      subjectId: current.destination.id,
-      details: { replayId: current.id, destination: current.destination.kind, sent: done!.sent, notSent: done!.remaining, restored }
+export const cancelReplay = Effect.fn("cancelReplay")(function* (actor: Actor, input: { readonly id: string; readonly companyId?: string | undefined }) {
+  const current = yield* getReplay(input)
+  yield* transaction(
+    Effect.gen(function* () {
+      const [r] = yield* query((tx) => tx<{ state: ReplayState; company_id: string }[]>`
+        select state, company_id::text from service.webhook_replays where id = ${current.id} for update`)
+      if (!r) return yield* notFound(`no replay ${current.id}`)
+      if (r.state !== "running") return yield* conflict(`replay ${current.id} is ${r.state} already`)
+      const done = yield* query(async (tx) => {
+        // Put back: handed over, not attempted (the attempt count did not move) and not leased now.
+        const back = await tx<{ seq: number }[]>`
+          update service.webhook_deliveries d set state = i.prior_state, next_attempt_at = i.prior_next_attempt_at,
+            manual = i.prior_manual, held_reason = i.prior_held_reason, finished_at = i.prior_finished_at,
+            leased_by = null, lease_until = null
+          from service.webhook_replay_items i
+          where i.replay_id = ${current.id} and i.state = 'released' and not i.made and d.id = i.delivery_id
+            and d.attempts = i.attempts_before and (d.leased_by is null or d.lease_until <= now())
+          returning i.seq`
+        const gone = await tx<{ seq: number }[]>`
+          delete from service.webhook_deliveries d using service.webhook_replay_items i
+          where i.replay_id = ${current.id} and i.state = 'released' and i.made and d.id = i.delivery_id
+            and d.attempts = 0 and (d.leased_by is null or d.lease_until <= now())
+          returning i.seq`
+        const restored = back.length + gone.length
+        // The rest of what was handed over was attempted, or is being attempted now: sent.
+        const [c] = await tx<{ released: number }[]>`
+          select count(*)::int as released from service.webhook_replay_items where replay_id = ${current.id} and state = 'released'`
+        const sent = c!.released - restored
+        const [after] = await tx<{ sent: number; remaining: number }[]>`
+          update service.webhook_replays set state = 'cancelled', finished_at = now(), released = 0, restored = ${restored},
+            sent = sent + ${sent}, cancelled_by_id = ${actor.kind === "user" ? actor.id : null},
+            cancelled_by_email = ${actor.kind === "user" ? actor.email : null}
+          where id = ${current.id}
+          returning sent, greatest(0, total - sent - skipped - restored)::int as remaining`
+        // Items only serve a running replay.
+        await tx`delete from service.webhook_replay_items where replay_id = ${current.id}`
+        return { ...after!, restored }
+      })
+      yield* writeActivity({
+        companyId: r.company_id,
+        actor,
+        kind: "deliveries.replay_cancelled",
+        subjectId: current.destination.id,
+        details: { replayId: current.id, destination: current.destination.kind, sent: done.sent, notSent: done.remaining, restored: done.restored }
+      })
+      yield* query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${current.id})`)
     })
-    await tx`select pg_notify(${REPLAYS_CHANNEL}, ${current.id})`
-  })
-  return getReplay(sql, { id: current.id })
-}
+  )
+  return yield* getReplay({ id: current.id })
+})

@@ -12,9 +12,9 @@
 // each step locks the replay's row (skip locked), so every delivery process can run a lane:
 // together they keep the one rate.
 import { Cause, Context, Effect, Fiber, Layer, Queue } from "effect"
-import type { Sql, TransactionSql } from "postgres"
 import { ReplayRateConfig } from "../../platform/config.ts"
-import { Database } from "../../platform/db/Database.ts"
+import { query, Sql, transaction } from "../../platform/db/Sql.ts"
+import type { Tx } from "../../platform/db/Database.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
 import { originOf } from "../../delivery/queries.ts"
@@ -115,90 +115,95 @@ const CANDIDATES = `
   order by r.created_at, r.id
   limit 100`
 
+type Stepped = { readonly handed: number; readonly active: boolean; readonly finished: FinishedReplay | null }
+
 /** One step of every replay whose turn it is: count what the engine attempted, hand over more, finish. */
-export const paceReplays = async (sql: Sql, rate: number): Promise<PaceResult> => {
-  const candidates = await sql.unsafe<{ id: string }[]>(CANDIDATES)
+export const paceReplays = Effect.fn("paceReplays")(function* (rate: number) {
+  const candidates = yield* query((sql) => sql.unsafe<{ id: string }[]>(CANDIDATES))
   let active = 0
   let released = 0
   const finished: Array<FinishedReplay> = []
   for (const { id } of candidates) {
-    const r = await sql.begin(async (tx) => {
-      const [row] = await tx.unsafe<Locked[]>(
-        `select r.id::text, r.company_id::text, r.endpoint_id::text, r.subscription_id::text, r.failed_only, r.total, r.next_seq,
-           r.released, r.paced_at, r.created_at, coalesce(w.enabled, s.active, false) as on,
-           ${originOf("coalesce(w.url, s.url)")} as origin, now() as now
-         from service.webhook_replays r
-         left join service.webhook_endpoints w on w.id = r.endpoint_id
-         left join service.webhook_subscriptions s on s.id = r.subscription_id
-         where r.id = $1 and r.state = 'running'
-         for update of r skip locked`,
-        [id]
-      )
-      if (!row) return null // another process's lane has it now, or it ended
-      // What the engine attempted since (its attempt count moved), or deleted, is done.
-      const [settled] = await tx<{ sent: number; skipped: number }[]>`
-        with s as (
-          select i.seq, case when d.id is null then 'skipped' when d.attempts > i.attempts_before then 'sent' end as outcome
-          from service.webhook_replay_items i left join service.webhook_deliveries d on d.id = i.delivery_id
-          where i.replay_id = ${id} and i.state = 'released'
-        ), u as (
-          update service.webhook_replay_items i set state = s.outcome from s
-          where i.replay_id = ${id} and i.seq = s.seq and s.outcome is not null
-          returning s.outcome
-        )
-        select count(*) filter (where outcome = 'sent')::int as sent, count(*) filter (where outcome = 'skipped')::int as skipped from u`
-      const inEngine = row.released - settled!.sent - settled!.skipped
-      const left = row.total - row.next_seq + 1
-      let handed = 0
-      let skipped = settled!.skipped
-      let pacedAt = row.paced_at
-      // A destination that is off gets nothing more (its deliveries would only be held).
-      if (row.on && left > 0) {
-        const a = allowance({ nowMs: row.now.getTime(), pacedAtMs: row.paced_at?.getTime() ?? null, rate, inEngine, left })
-        if (a.n > 0) {
-          const step = await release(tx, row, a.n)
-          handed = step.released
-          skipped += step.skipped
-          pacedAt = new Date(a.pacedAtMs)
-        }
-      }
-      const nowInEngine = inEngine + handed
-      const done = row.next_seq + (handed + (skipped - settled!.skipped)) > row.total && nowInEngine === 0
-      const [after] = await tx<{ total: number; sent: number; skipped: number; ms: number }[]>`
-        update service.webhook_replays set
-          next_seq = next_seq + ${handed + skipped - settled!.skipped}, released = ${nowInEngine},
-          sent = sent + ${settled!.sent}, skipped = skipped + ${skipped}, paced_at = ${pacedAt},
-          state = case when ${done} then 'finished' else state end,
-          finished_at = case when ${done} then now() else finished_at end
-        where id = ${id}
-        returning total, sent, skipped, (extract(epoch from now() - created_at) * 1000)::float8 as ms`
-      if (done) await tx`delete from service.webhook_replay_items where replay_id = ${id}`
-      if (handed > 0) await tx`select pg_notify(${DELIVERIES_CHANNEL}, '')`
-      return {
-        handed,
-        active: !done && (row.on || nowInEngine > 0),
-        finished: done
-          ? {
-              id,
-              companyId: row.company_id,
-              destination: row.endpoint_id !== null ? { kind: "endpoint" as const, id: row.endpoint_id } : { kind: "subscription" as const, id: row.subscription_id! },
-              queued: after!.total,
-              sent: after!.sent,
-              skipped: after!.skipped,
-              ms: Math.round(after!.ms)
-            }
-          : null
-      }
-    })
+    // One transaction per replay, its row locked; the step inside stays on the handle: its
+    // batched statements are the handing over the REPLAY_RATE pacing test measures.
+    const r = yield* transaction(query((tx) => stepReplay(tx, id, rate)))
     if (r === null) continue
     released += r.handed
     if (r.active) active++
     if (r.finished) finished.push(r.finished)
   }
-  return { active, released, finished }
-}
+  return { active, released, finished } satisfies PaceResult
+})
 
-type Tx = TransactionSql<{}>
+/** One replay's step, in the caller's transaction; null when another lane has it or it ended. */
+const stepReplay = async (tx: Tx, id: string, rate: number): Promise<Stepped | null> => {
+  const [row] = await tx.unsafe<Locked[]>(
+    `select r.id::text, r.company_id::text, r.endpoint_id::text, r.subscription_id::text, r.failed_only, r.total, r.next_seq,
+       r.released, r.paced_at, r.created_at, coalesce(w.enabled, s.active, false) as on,
+       ${originOf("coalesce(w.url, s.url)")} as origin, now() as now
+     from service.webhook_replays r
+     left join service.webhook_endpoints w on w.id = r.endpoint_id
+     left join service.webhook_subscriptions s on s.id = r.subscription_id
+     where r.id = $1 and r.state = 'running'
+     for update of r skip locked`,
+    [id]
+  )
+  if (!row) return null // another process's lane has it now, or it ended
+  // What the engine attempted since (its attempt count moved), or deleted, is done.
+  const [settled] = await tx<{ sent: number; skipped: number }[]>`
+    with s as (
+      select i.seq, case when d.id is null then 'skipped' when d.attempts > i.attempts_before then 'sent' end as outcome
+      from service.webhook_replay_items i left join service.webhook_deliveries d on d.id = i.delivery_id
+      where i.replay_id = ${id} and i.state = 'released'
+    ), u as (
+      update service.webhook_replay_items i set state = s.outcome from s
+      where i.replay_id = ${id} and i.seq = s.seq and s.outcome is not null
+      returning s.outcome
+    )
+    select count(*) filter (where outcome = 'sent')::int as sent, count(*) filter (where outcome = 'skipped')::int as skipped from u`
+  const inEngine = row.released - settled!.sent - settled!.skipped
+  const left = row.total - row.next_seq + 1
+  let handed = 0
+  let skipped = settled!.skipped
+  let pacedAt = row.paced_at
+  // A destination that is off gets nothing more (its deliveries would only be held).
+  if (row.on && left > 0) {
+    const a = allowance({ nowMs: row.now.getTime(), pacedAtMs: row.paced_at?.getTime() ?? null, rate, inEngine, left })
+    if (a.n > 0) {
+      const step = await release(tx, row, a.n)
+      handed = step.released
+      skipped += step.skipped
+      pacedAt = new Date(a.pacedAtMs)
+    }
+  }
+  const nowInEngine = inEngine + handed
+  const done = row.next_seq + (handed + (skipped - settled!.skipped)) > row.total && nowInEngine === 0
+  const [after] = await tx<{ total: number; sent: number; skipped: number; ms: number }[]>`
+    update service.webhook_replays set
+      next_seq = next_seq + ${handed + skipped - settled!.skipped}, released = ${nowInEngine},
+      sent = sent + ${settled!.sent}, skipped = skipped + ${skipped}, paced_at = ${pacedAt},
+      state = case when ${done} then 'finished' else state end,
+      finished_at = case when ${done} then now() else finished_at end
+    where id = ${id}
+    returning total, sent, skipped, (extract(epoch from now() - created_at) * 1000)::float8 as ms`
+  if (done) await tx`delete from service.webhook_replay_items where replay_id = ${id}`
+  if (handed > 0) await tx`select pg_notify(${DELIVERIES_CHANNEL}, '')`
+  return {
+    handed,
+    active: !done && (row.on || nowInEngine > 0),
+    finished: done
+      ? {
+          id,
+          companyId: row.company_id,
+          destination: row.endpoint_id !== null ? { kind: "endpoint" as const, id: row.endpoint_id } : { kind: "subscription" as const, id: row.subscription_id! },
+          queued: after!.total,
+          sent: after!.sent,
+          skipped: after!.skipped,
+          ms: Math.round(after!.ms)
+        }
+      : null
+  }
+}
 
 /**
  * Hands the next `n` items to the engine: an existing delivery is reset to pending, due now,
@@ -282,31 +287,31 @@ const release = async (tx: Tx, row: Locked, n: number): Promise<{ released: numb
 const KEEP_MS = 30 * 86_400_000
 
 export type ReplayLaneOptions = {
-  readonly sql: Sql
   /** REPLAY_RATE: deliveries per second per destination. */
   readonly rate: number
   /** With no replay to send: how often to look anyway (a notification wakes it at once). */
   readonly pollMs?: number | undefined
 }
 
-/** Runs the lane in the current scope until it closes. */
+/** Runs the lane in the current scope until it closes, on the database of `Sql`. */
 export const makeReplayLane = (options: ReplayLaneOptions) =>
   Effect.gen(function* () {
-    const { sql, rate } = options
+    const { rate } = options
+    const sql = yield* Sql
     const pollMs = options.pollMs ?? 5_000
     // Often enough that a step hands over a few deliveries at most.
     const tickMs = Math.min(250, Math.max(20, Math.round(1_000 / rate)))
     const wakeQ = yield* Queue.sliding<void>(1)
     const poke = () => void Queue.offerUnsafe(wakeQ, undefined)
     const wait = (ms: number) => Queue.take(wakeQ).pipe(Effect.timeoutOption(ms), Effect.asVoid)
-    yield* listenScoped(sql, "replay lane: ", [
+    yield* listenScoped(sql.pool, "replay lane: ", [
       [REPLAYS_CHANNEL, poke],
       // A destination turned on again: its replay resumes at once.
       [DESTINATIONS_CHANNEL, poke]
     ])
     let lastPurge = 0
     const step = Effect.gen(function* () {
-      const r = yield* Effect.tryPromise(() => paceReplays(sql, rate))
+      const r = yield* paceReplays(rate)
       for (const f of r.finished) {
         // One line per replay's end, to grep for (its start is `replay started`).
         yield* Effect.logInfo("replay finished", {
@@ -321,12 +326,11 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
       }
       if (Date.now() - lastPurge > 3_600_000) {
         lastPurge = Date.now()
-        yield* Effect.tryPromise(() =>
-          sql`delete from service.webhook_replays where state <> 'running' and finished_at < now() - ${KEEP_MS / 1000} * interval '1 second'`
-        )
+        yield* query((db) => db`delete from service.webhook_replays where state <> 'running' and finished_at < now() - ${KEEP_MS / 1000} * interval '1 second'`)
       }
       return r.active > 0
     }).pipe(
+      Effect.provideService(Sql, sql),
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
           ? Effect.failCause(cause as Cause.Cause<never>)
@@ -345,10 +349,4 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
   })
 
 /** The lane over the Database at this process's REPLAY_RATE; runs beside the delivery engine. */
-export const ReplayLaneLive = Layer.effectDiscard(
-  Effect.gen(function* () {
-    const { sql } = yield* Database
-    const rate = yield* ReplayRate
-    yield* makeReplayLane({ sql, rate })
-  })
-)
+export const ReplayLaneLive = Layer.effectDiscard(Effect.flatMap(ReplayRate, (rate) => makeReplayLane({ rate }))).pipe(Layer.provide(Sql.layer))

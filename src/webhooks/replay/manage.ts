@@ -3,13 +3,13 @@
 // the one log line each (`replay started`, `replay cancelled`; the lane logs `replay finished`).
 import { Effect } from "effect"
 import { FILTER_DATE_FORMATS, parseFilterDate } from "../../domain/dates.ts"
-import type { Database } from "../../platform/db/Database.ts"
+import type { Sql } from "../../platform/db/Sql.ts"
 import { ReplayRate } from "./lane.ts"
 import { replay, type ReplaySource, type ReplaySummary } from "./select.ts"
 import { cancelReplay, getReplay, listReplays, type ReplayView } from "./jobs.ts"
 import type { Actor } from "../../access/activity.ts"
 import { at, invalid, words, type DomainError } from "../../domain/errors.ts"
-import { withSql } from "../../access/identity.ts"
+import { checked } from "../validate.ts"
 
 export interface ReplayRequest {
   readonly endpointId?: string | undefined
@@ -81,25 +81,24 @@ export const startReplay = (
   companyId: string,
   source: Exclude<ReplaySource, "cli">,
   request: ReplayRequest
-): Effect.Effect<ReplayStarted, DomainError, Database> =>
+): Effect.Effect<ReplayStarted, DomainError, Sql> =>
   Effect.gen(function* () {
     const rate = yield* ReplayRate
-    const result = yield* withSql(async (sql): Promise<ReplayStarted> => {
-      const summary = await replay(sql, {
-        endpointId: request.endpointId,
-        subscriptionId: request.subscriptionId,
-        since: dateOf("since", request.since),
-        until: dateOf("until", request.until),
-        events: request.events,
-        failedOnly: request.failedOnly ?? false,
-        dryRun: request.dryRun ?? false,
-        actor,
-        companyId,
-        source
-      })
-      if (summary.replayId === null) return { plan: planOf(summary, rate) }
-      return { replay: await getReplay(sql, { id: summary.replayId }) }
+    const since = yield* checked(() => dateOf("since", request.since))
+    const until = yield* checked(() => dateOf("until", request.until))
+    const summary = yield* replay({
+      endpointId: request.endpointId,
+      subscriptionId: request.subscriptionId,
+      since,
+      until,
+      events: request.events,
+      failedOnly: request.failedOnly ?? false,
+      dryRun: request.dryRun ?? false,
+      actor,
+      companyId,
+      source
     })
+    const result: ReplayStarted = summary.replayId === null ? { plan: planOf(summary, rate) } : { replay: yield* getReplay({ id: summary.replayId }) }
     if ("replay" in result) {
       const r = result.replay
       yield* Effect.logInfo("replay started", {
@@ -118,14 +117,14 @@ export const startReplay = (
     return result
   })
 
-export const showReplay = (companyId: string, id: string) => withSql((sql) => getReplay(sql, { id, companyId }))
+export const showReplay = (companyId: string, id: string) => getReplay({ id, companyId })
 
 export const replaysOf = (companyId: string, filter: { readonly endpointId?: string; readonly subscriptionId?: string; readonly limit?: number } = {}) =>
-  withSql((sql) => listReplays(sql, { companyId, ...filter }))
+  listReplays({ companyId, ...filter })
 
-export const stopReplay = (actor: Actor, companyId: string, id: string): Effect.Effect<ReplayView, DomainError, Database> =>
+export const stopReplay = (actor: Actor, companyId: string, id: string): Effect.Effect<ReplayView, DomainError, Sql> =>
   Effect.gen(function* () {
-    const r = yield* withSql((sql) => cancelReplay(sql, actor, { id, companyId }))
+    const r = yield* cancelReplay(actor, { id, companyId })
     yield* Effect.logInfo("replay cancelled", {
       replayId: r.id,
       companyId: r.companyId,

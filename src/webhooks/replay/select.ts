@@ -16,12 +16,13 @@
 // attempts gets one more (the schedule is not restarted, so a replay to a receiver still
 // down counts toward switching the endpoint off again, as it should). A dry run counts the
 // same plan and stores nothing.
+import { Effect } from "effect"
 import { isUuid } from "../../domain/ids.ts"
-import type { Sql } from "postgres"
 import { at, invalid, notFound, words } from "../../domain/errors.ts"
 import { isEventKind } from "../../domain/event-kinds.ts"
 import { originOf } from "../../delivery/queries.ts"
-import { type Actor, insertActivity } from "../../access/activity.ts"
+import { type Actor, writeActivity } from "../../access/activity.ts"
+import { query, transaction } from "../../platform/db/Sql.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
 
 export type ReplaySource = "api" | "pages" | "cli"
@@ -88,65 +89,71 @@ const CHUNK = 2_000
 
 type Plan = { event_id: string; delivery_id: string | null; state: string | null; leased: boolean }
 
-const destinationOf = async (sql: Sql, input: ReplayInput): Promise<ReplayDestination> => {
+const destinationOf = Effect.fn("replayDestination")(function* (input: ReplayInput) {
   if ((input.endpointId === undefined) === (input.subscriptionId === undefined)) {
-    throw invalid(words`name one destination: ${at("endpoint")} or ${at("subscription")}`)
+    return yield* invalid(words`name one destination: ${at("endpoint")} or ${at("subscription")}`)
   }
   const company = input.companyId?.toLowerCase()
   if (input.endpointId !== undefined) {
     const id = input.endpointId.trim().toLowerCase()
-    if (!isUuid(id)) throw notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
-    const [w] = await sql.unsafe<{ company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]>(
-      `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
-      [id]
+    if (!isUuid(id)) return yield* notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
+    const [w] = yield* query((sql) =>
+      sql.unsafe<{ company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]>(
+        `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
+        [id]
+      )
     )
-    if (!w || (company !== undefined && w.company_id !== company)) throw notFound(`no endpoint ${id}`)
-    return { kind: "endpoint", id, companyId: w.company_id, url: w.url, events: w.events, on: w.enabled, createdAt: w.created_at.toISOString(), origin: w.origin }
+    if (!w || (company !== undefined && w.company_id !== company)) return yield* notFound(`no endpoint ${id}`)
+    return { kind: "endpoint", id, companyId: w.company_id, url: w.url, events: w.events, on: w.enabled, createdAt: w.created_at.toISOString(), origin: w.origin } satisfies ReplayDestination
   }
   const id = input.subscriptionId!.trim().toLowerCase()
-  if (!isUuid(id)) throw notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
-  const [s] = await sql.unsafe<{ company_id: string; url: string; event: string; active: boolean; created_at: Date; origin: string }[]>(
-    `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
-    [id]
+  if (!isUuid(id)) return yield* notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
+  const [s] = yield* query((sql) =>
+    sql.unsafe<{ company_id: string; url: string; event: string; active: boolean; created_at: Date; origin: string }[]>(
+      `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
+      [id]
+    )
   )
-  if (!s || (company !== undefined && s.company_id !== company)) throw notFound(`no subscription ${id}`)
-  return { kind: "subscription", id, companyId: s.company_id, url: s.url, events: [s.event], on: s.active, createdAt: s.created_at.toISOString(), origin: s.origin }
-}
+  if (!s || (company !== undefined && s.company_id !== company)) return yield* notFound(`no subscription ${id}`)
+  return { kind: "subscription", id, companyId: s.company_id, url: s.url, events: [s.event], on: s.active, createdAt: s.created_at.toISOString(), origin: s.origin } satisfies ReplayDestination
+})
 
 /** Checks the input, finds the destination and what a replay would do to each event. */
-const plan = async (sql: Sql, input: ReplayInput) => {
-  const destination = await destinationOf(sql, input)
+const plan = Effect.fn("replayPlan")(function* (input: ReplayInput) {
+  const destination: ReplayDestination = yield* destinationOf(input)
   for (const e of input.events ?? []) {
-    if (!isEventKind(e)) throw invalid(`unknown event "${e}"`, { field: "events" })
-    if (!destination.events.includes(e)) throw invalid(`the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`, { field: "events" })
+    if (!isEventKind(e)) return yield* invalid(`unknown event "${e}"`, { field: "events" })
+    if (!destination.events.includes(e)) return yield* invalid(`the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`, { field: "events" })
   }
   const events = input.events && input.events.length > 0 ? [...new Set(input.events)] : [...destination.events]
-  const [now] = await sql<{ now: Date }[]>`select now()`
+  const [now] = yield* query((sql) => sql<{ now: Date }[]>`select now()`)
   const since = input.since ?? new Date(destination.createdAt)
   const until = input.until ?? now!.now
-  for (const d of [since, until]) if (Number.isNaN(d.getTime())) throw invalid(words`${at("since")} and ${at("until")} must be dates`)
-  if (since >= until) throw invalid(words`${at("since")} (${since.toISOString()}) must be before ${at("until")} (${until.toISOString()})`)
-  const column = destination.kind === "endpoint" ? sql`d.endpoint_id` : sql`d.subscription_id`
+  for (const d of [since, until]) if (Number.isNaN(d.getTime())) return yield* invalid(words`${at("since")} and ${at("until")} must be dates`)
+  if (since >= until) return yield* invalid(words`${at("since")} (${since.toISOString()}) must be before ${at("until")} (${until.toISOString()})`)
   // Commit order, so receivers get replays in the order the events happened.
-  const rows = await sql<Plan[]>`
-    select e.id::text as event_id, d.id::text as delivery_id, d.state,
-      coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased
-    from service.events e
-    join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
-    left join service.webhook_deliveries d on d.event_id = e.id and ${column} = ${destination.id}
-    where e.company_id = ${destination.companyId} and e.event = any(${events}::text[])
-      and e.created_at >= ${since} and e.created_at < ${until}
-    order by e.commit_lsn, e.seq`
+  const rows = yield* query((sql) => {
+    const column = destination.kind === "endpoint" ? sql`d.endpoint_id` : sql`d.subscription_id`
+    return sql<Plan[]>`
+      select e.id::text as event_id, d.id::text as delivery_id, d.state,
+        coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased
+      from service.events e
+      join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
+      left join service.webhook_deliveries d on d.event_id = e.id and ${column} = ${destination.id}
+      where e.company_id = ${destination.companyId} and e.event = any(${events}::text[])
+        and e.created_at >= ${since} and e.created_at < ${until}
+      order by e.commit_lsn, e.seq`
+  })
   return { destination, events, since, until, rows }
-}
+})
 
 /**
  * Counts (dry run) or makes a replay. Made, it is stored with its plan, one item per event
  * to send in event order, and written to the activity log; the replay lane sends it.
  * `onProgress` follows the writing of the items.
  */
-export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: ReplayProgress) => void = () => {}): Promise<ReplaySummary> => {
-  const { destination, events, since, until, rows } = await plan(sql, input)
+export const replay = Effect.fn("replay")(function* (input: ReplayInput, onProgress: (p: ReplayProgress) => void = () => {}) {
+  const { destination, events, since, until, rows } = yield* plan(input)
   const delivered = rows.filter((r) => r.state === "succeeded" && !r.leased)
   const inFlight = rows.filter((r) => r.leased)
   const todo = rows.filter((r) => !r.leased && !(input.failedOnly && r.state === "succeeded"))
@@ -156,44 +163,49 @@ export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: Repla
   let replayId: string | null = null
   if (!input.dryRun && todo.length > 0) {
     const a = input.actor
-    replayId = await sql.begin(async (tx) => {
-      const [r] = await tx<{ id: string }[]>`
-        insert into service.webhook_replays (company_id, endpoint_id, subscription_id, since, until, events, failed_only, source,
-          actor_id, actor_email, matched, planned_resend, planned_create, skipped_delivered, skipped_in_flight, total)
-        values (${destination.companyId}, ${destination.kind === "endpoint" ? destination.id : null}, ${destination.kind === "subscription" ? destination.id : null},
-          ${since}, ${until}, ${events}::text[], ${input.failedOnly}, ${input.source ?? "cli"},
-          ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
-          ${rows.length}, ${resent}, ${created}, ${skippedDelivered}, ${inFlight.length}, ${todo.length})
-        returning id::text`
-      const id = r!.id
-      onProgress({ done: 0, total: todo.length })
-      for (let i = 0; i < todo.length; i += CHUNK) {
-        const chunk = todo.slice(i, i + CHUNK)
-        await tx`
-          insert into service.webhook_replay_items (replay_id, seq, event_id, delivery_id)
-          select ${id}::uuid, ${i} + x.n, x.event_id, x.delivery_id
-          from unnest(${chunk.map((c) => c.event_id)}::uuid[], ${chunk.map((c) => c.delivery_id)}::uuid[]) with ordinality as x(event_id, delivery_id, n)`
-        onProgress({ done: Math.min(i + CHUNK, todo.length), total: todo.length })
-      }
-      await insertActivity(tx, {
-        companyId: destination.companyId,
-        actor: input.actor,
-        kind: "deliveries.replayed",
-        subjectId: destination.id,
-        details: {
-          replayId: id,
-          destination: destination.kind,
-          since: since.toISOString(),
-          until: until.toISOString(),
-          events,
-          failedOnly: input.failedOnly,
-          resent,
-          created
-        }
+    replayId = yield* transaction(
+      Effect.gen(function* () {
+        const id = yield* query(async (tx) => {
+          const [r] = await tx<{ id: string }[]>`
+            insert into service.webhook_replays (company_id, endpoint_id, subscription_id, since, until, events, failed_only, source,
+              actor_id, actor_email, matched, planned_resend, planned_create, skipped_delivered, skipped_in_flight, total)
+            values (${destination.companyId}, ${destination.kind === "endpoint" ? destination.id : null}, ${destination.kind === "subscription" ? destination.id : null},
+              ${since}, ${until}, ${events}::text[], ${input.failedOnly}, ${input.source ?? "cli"},
+              ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
+              ${rows.length}, ${resent}, ${created}, ${skippedDelivered}, ${inFlight.length}, ${todo.length})
+            returning id::text`
+          const id = r!.id
+          onProgress({ done: 0, total: todo.length })
+          for (let i = 0; i < todo.length; i += CHUNK) {
+            const chunk = todo.slice(i, i + CHUNK)
+            await tx`
+              insert into service.webhook_replay_items (replay_id, seq, event_id, delivery_id)
+              select ${id}::uuid, ${i} + x.n, x.event_id, x.delivery_id
+              from unnest(${chunk.map((c) => c.event_id)}::uuid[], ${chunk.map((c) => c.delivery_id)}::uuid[]) with ordinality as x(event_id, delivery_id, n)`
+            onProgress({ done: Math.min(i + CHUNK, todo.length), total: todo.length })
+          }
+          return id
+        })
+        yield* writeActivity({
+          companyId: destination.companyId,
+          actor: input.actor,
+          kind: "deliveries.replayed",
+          subjectId: destination.id,
+          details: {
+            replayId: id,
+            destination: destination.kind,
+            since: since.toISOString(),
+            until: until.toISOString(),
+            events,
+            failedOnly: input.failedOnly,
+            resent,
+            created
+          }
+        })
+        yield* query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`)
+        return id
       })
-      await tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`
-      return id
-    })
+    )
   }
   return {
     replayId,
@@ -208,5 +220,5 @@ export const replay = async (sql: Sql, input: ReplayInput, onProgress: (p: Repla
     created,
     skippedDelivered,
     skippedInFlight: inFlight.length
-  }
-}
+  } satisfies ReplaySummary
+})

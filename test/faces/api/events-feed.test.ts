@@ -12,6 +12,7 @@ import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
 
 type Listed = { data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>; nextCursor: string | null }
 
@@ -71,7 +72,7 @@ const backfill = async (companyId: string) => {
 
 describe("events feed", () => {
   it("an event is shown exactly as it was delivered, under the event's id", async () => {
-    await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Feed", url: w.receiver.url("/feed"), events: ["incident.created"] })
+    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Feed", url: w.receiver.url("/feed"), events: ["incident.created"] }))
     const incident = await insertIncident(w.db.sql, w.company.id, { title: "Ladder slipped", person_name: "Sam Smith" })
     await w.cap.settle()
     const delivered = await waitFor(() => w.receiver.requests.find((r) => r.path === "/feed"), "the delivery")

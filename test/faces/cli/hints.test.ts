@@ -1,6 +1,7 @@
 // The admin CLI checks receivers with its own environment: a refusal the service's settings
 // would allow names the setting to give the CLI too. The hint follows the error's reason,
 // which the receiver checks set; the message's text plays no part.
+import { Effect } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../../src/delivery/address-guard.ts"
 import { isDomainError, invalid, type DomainError } from "../../../src/domain/errors.ts"
@@ -20,7 +21,7 @@ const lookup: Lookup = async (host) => [{ address: host === "localhost" ? "127.0
 /** The error checking a receiver's url fails with. */
 const urlRefusal = async (url: string): Promise<DomainError> => {
   try {
-    await checkUrl({ allowed: parseAllowedNetworksOrThrow(""), lookup }, url)
+    await Effect.runPromise(checkUrl({ allowed: parseAllowedNetworksOrThrow(""), lookup }, url))
   } catch (e) {
     if (isDomainError(e)) return e
     throw e

@@ -10,6 +10,7 @@ import { createHook } from "../../../src/webhooks/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
 import { at, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
+import { runSql } from "../../support/sql.ts"
 
 describe("admin CLI: webhooks", () => {
   const w = useWorld()
@@ -164,7 +165,7 @@ describe("admin CLI: webhooks", () => {
 
   it("subscriptions list, disable and delete those keys made through the API", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id, { webhooks: true })
-    const made = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })
+    const made = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" }))
     const id = made.subscription.id
     const list = await cli("subscriptions", "list", "--company", w.company.host, "--json")
     expect(list.code).toBe(0)

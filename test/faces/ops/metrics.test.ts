@@ -9,6 +9,7 @@ import { insertIncident } from "../../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../../support/world.ts"
 import { apiKey, captureStdout, sample, startObservedEngine, startObservedServer, type ObservedServer } from "../../support/observed.ts"
 import type { RunningEngine } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
 
 let w: World
 let metrics: ServiceMetrics
@@ -62,8 +63,8 @@ describe("metrics", () => {
 
     w.receiver.reply("/ok", { status: 200 })
     w.receiver.reply("/flaky", { status: 500 })
-    await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "OK", url: w.receiver.url("/ok"), events: ["incident.created"] })
-    await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Flaky", url: w.receiver.url("/flaky"), events: ["incident.created"] })
+    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "OK", url: w.receiver.url("/ok"), events: ["incident.created"] }))
+    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Flaky", url: w.receiver.url("/flaky"), events: ["incident.created"] }))
     for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
     // 3 successes at /ok; 3 deliveries of 3 attempts each failing at /flaky

@@ -30,8 +30,8 @@ describe("status", () => {
     expect(empty.endpointsSwitchedOff).toEqual([])
     expect(empty.keysNearExpiry).toEqual([])
 
-    await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "On", url: w.receiver.url("/on"), events: ["incident.created"] })
-    const off = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Off", url: w.receiver.url("/off"), events: ["incident.created"] })
+    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "On", url: w.receiver.url("/on"), events: ["incident.created"] }))
+    const off = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Off", url: w.receiver.url("/off"), events: ["incident.created"] }))
     // as the engine switches one off
     await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(),
       disabled_reason = '15 deliveries in a row failed every attempt; last error: 503' where id = ${off.id}`

@@ -16,6 +16,7 @@ import { createCompany, type TestCompany } from "../../support/views.ts"
 import { at, makeKey, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
 import { webClient, type WebClient } from "../../support/pages.ts"
+import { runSql } from "../../support/sql.ts"
 
 type Body = { readonly id: string; readonly data: { readonly id: string } }
 
@@ -62,12 +63,12 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
     client = webClient(server.url)
     expect((await client.signIn(token)).status).toBe(303)
     receiver.reply(path, { status: 503, body: "down for maintenance" })
-    endpointId = (await createEndpoint(deps, { kind: "user", id: acme.adminId, email: acme.adminEmail }, {
+    endpointId = (await runSql(deps.sql, createEndpoint(deps, { kind: "user", id: acme.adminId, email: acme.adminEmail }, {
       companyId: acme.id,
       name: "Flaky",
       url: receiver.url(path),
       events: ["incident.created"]
-    })).id
+    }))).id
   })
 
   it("warns at ten deliveries in a row that failed every attempt: on the pages, and once in the activity log", async () => {
@@ -216,7 +217,7 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
 
   it("a subscription's replay from the webhooks page: its Replay link, the count, the start", async () => {
     const keyId = await makeKey(db.sql, acme.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await createHook(deps, { keyId, companyId: acme.id }, { url: receiver.url("/sub"), event: "incident.created" })
+    const { subscription } = await runSql(deps.sql, createHook(deps, { keyId, companyId: acme.id }, { url: receiver.url("/sub"), event: "incident.created" }))
     const ids = [await insertIncident(db.sql, acme.id), await insertIncident(db.sql, acme.id)]
     await waitFor(async () => (await db.sql`select 1 from service.webhook_deliveries where subscription_id = ${subscription.id} and state = 'succeeded'`).length === 2, "2 delivered")
     const list = await client.get("/admin/webhooks")

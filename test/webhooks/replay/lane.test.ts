@@ -6,11 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startReplay, stopReplay } from "../../../src/webhooks/replay/manage.ts"
 import { LoggingLive } from "../../../src/platform/logging.ts"
 import { makeReplayLane } from "../../../src/webhooks/replay/lane.ts"
-import { Database } from "../../../src/platform/db/Database.ts"
+import { Sql } from "../../../src/platform/db/Sql.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { captureStdout } from "../../support/observed.ts"
 import { ADMIN, at, deliveries, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
 let engine: RunningEngine
@@ -21,12 +22,12 @@ afterAll(async () => {
   await engine?.stop()
 })
 
-const db = () => Layer.succeed(Database, { sql: w.db.sql, url: w.db.url, embedded: false })
+const db = () => Sql.fromPool(w.db.sql)
 
 describe("the replay lane", () => {
   it("two lanes on one database send each delivery once; start and finish are one log line each", async () => {
     const path = "/lanes"
-    const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Lanes", url: w.receiver.url(path), events: ["incident.created"] })
+    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Lanes", url: w.receiver.url(path), events: ["incident.created"] }))
     const ids: Array<string> = []
     for (let i = 0; i < 12; i++) ids.push(await insertIncident(w.db.sql, w.company.id))
     await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 12, "12 delivered")
@@ -34,7 +35,7 @@ describe("the replay lane", () => {
     const scope = Effect.runSync(Scope.make())
     try {
       for (let i = 0; i < 2; i++) {
-        await Effect.runPromise(Scope.provide(scope)(makeReplayLane({ sql: w.db.sql, rate: 20, pollMs: 200 })).pipe(Effect.provide(LoggingLive)))
+        await Effect.runPromise(Scope.provide(scope)(makeReplayLane({ rate: 20, pollMs: 200 })).pipe(Effect.provide(db()), Effect.provide(LoggingLive)))
       }
       const started = await Effect.runPromise(
         startReplay(ADMIN, w.company.id, "api", { endpointId: e.id }).pipe(Effect.provide(db()), Effect.provide(LoggingLive))
@@ -71,7 +72,7 @@ describe("the replay lane", () => {
       engine = await startEngine(w.deps, { retrySchedule: "", replayLane: false, jsonLogs: true })
       const path = "/gone-dark"
       w.receiver.reply(path, { status: 503 })
-      const e = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Dark", url: w.receiver.url(path), events: ["incident.created"] })
+      const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Dark", url: w.receiver.url(path), events: ["incident.created"] }))
       for (let i = 0; i < 15; i++) await insertIncident(w.db.sql, w.company.id)
       await waitFor(() => logs.lines().some((l) => l.message === "webhook endpoint switched off"), "the switch-off line")
       const lines = logs.lines().filter((l) => l.message === "webhook endpoint switched off")

@@ -11,6 +11,7 @@ import { runCli } from "../../support/cli.ts"
 import { ADMIN, deliveries, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 import type { DomainError } from "../../../src/domain/errors.ts"
 import { cliMessage } from "../../../src/faces/cli/errors.ts"
+import { runSql } from "../../support/sql.ts"
 
 type Body = { id: string; event: string; createdAt: string; data: { id: string } }
 
@@ -40,7 +41,7 @@ describe("replay after an outage", () => {
   it("a receiver down for the whole schedule; switched off; turned on; replay --failed sends exactly what it missed", async () => {
     const path = "/outage"
     w.receiver.reply(path, { status: 503 })
-    const made = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Outage", url: w.receiver.url(path), events: ["incident.created"] })
+    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Outage", url: w.receiver.url(path), events: ["incident.created"] }))
     // 15 deliveries that fail every attempt switch the endpoint off (spec 6.4).
     const failedIncidents = await incidents(15)
     await waitFor(async () => {
@@ -61,13 +62,13 @@ describe("replay after an outage", () => {
     expect((await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)).toHaveLength(15)
 
     // Counting first sends nothing.
-    const dry = await replay(w.db.sql, { endpointId: made.id, failedOnly: true, dryRun: true, actor: ADMIN })
+    const dry = await runSql(w.db.sql, replay({ endpointId: made.id, failedOnly: true, dryRun: true, actor: ADMIN }))
     expect(dry).toMatchObject({ matched: 18, resent: 15, created: 3, skippedDelivered: 0, skippedInFlight: 0, dryRun: true })
     expect(dry.destination).toMatchObject({ kind: "endpoint", id: made.id, on: false })
 
     // The receiver is fixed and the admin turns the endpoint on; nothing is sent by that alone.
     w.receiver.reply(path, { status: 200 })
-    await enableEndpoint(w.deps, ADMIN, { id: made.id })
+    await runSql(w.deps.sql, enableEndpoint(ADMIN, { id: made.id }))
     await new Promise((r) => setTimeout(r, 500))
     const before = w.receiver.requests.filter((r) => r.path === path).length
     expect(before).toBe(90)
@@ -130,13 +131,13 @@ describe("replay after an outage", () => {
     expect(log).toMatchObject({ actor_email: null, details: { replayId, destination: "endpoint", failedOnly: true, resent: 15, created: 3 } })
 
     // A second replay --failed finds nothing left to send.
-    const again = await replay(w.db.sql, { endpointId: made.id, failedOnly: true, dryRun: false, actor: ADMIN })
+    const again = await runSql(w.db.sql, replay({ endpointId: made.id, failedOnly: true, dryRun: false, actor: ADMIN }))
     expect(again).toMatchObject({ replayId: null, matched: 18, resent: 0, created: 0, skippedDelivered: 18 })
   })
 
   it("without --failed resends delivered events with the same ids; --since/--until/--event narrow it", async () => {
     const path = "/all"
-    const made = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "All", url: w.receiver.url(path), events: ["incident.created", "corrective_action.created"] })
+    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "All", url: w.receiver.url(path), events: ["incident.created", "corrective_action.created"] }))
     // Event times are commit times to the millisecond: the fourth commits a little later so
     // --until can fall between the third and the fourth.
     const ids = await incidents(3)
@@ -150,9 +151,9 @@ describe("replay after an outage", () => {
     const until = new Date(middle!.at.getTime() + 1)
     const before = bodiesAt(path).length
     const progress: Array<[number, number]> = []
-    const s = await replay(w.db.sql, { endpointId: made.id, events: ["incident.created"], until, failedOnly: false, dryRun: false, actor: ADMIN }, (p) =>
+    const s = await runSql(w.db.sql, replay({ endpointId: made.id, events: ["incident.created"], until, failedOnly: false, dryRun: false, actor: ADMIN }, (p) =>
       progress.push([p.done, p.total])
-    )
+    ))
     expect(s).toMatchObject({ matched: 3, resent: 3, created: 0 })
     expect(progress).toEqual([[0, 3], [3, 3]])
     const [log] = await w.db.sql<{ actor_email: string | null }[]>`
@@ -166,23 +167,23 @@ describe("replay after an outage", () => {
   })
 
   it("refuses what it cannot do", async () => {
-    const made = await createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Narrow", url: w.receiver.url("/narrow"), events: ["incident.created"] })
+    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Narrow", url: w.receiver.url("/narrow"), events: ["incident.created"] }))
     const base = { failedOnly: false, dryRun: true, actor: ADMIN }
-    const none = await replay(w.db.sql, { ...base }).then(() => undefined, (e: DomainError) => e)
+    const none = await runSql(w.db.sql, replay({ ...base })).then(() => undefined, (e: DomainError) => e)
     expect(none).toMatchObject({ _tag: "Invalid", field: "endpoint" })
     expect(cliMessage(none!)).toBe("name one destination: --endpoint <id> or --subscription <id>")
-    await expect(replay(w.db.sql, { ...base, endpointId: "3f1d1e0e-0000-4000-8000-000000000000" })).rejects.toMatchObject({ _tag: "NotFound" })
-    await expect(replay(w.db.sql, { ...base, endpointId: made.id, events: ["permit.closed"] })).rejects.toMatchObject({
+    await expect(runSql(w.db.sql, replay({ ...base, endpointId: "3f1d1e0e-0000-4000-8000-000000000000" }))).rejects.toMatchObject({ _tag: "NotFound" })
+    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, events: ["permit.closed"] }))).rejects.toMatchObject({
       message: `the endpoint ${made.id} does not take permit.closed events (it takes incident.created)`
     })
-    await expect(replay(w.db.sql, { ...base, endpointId: made.id, events: ["nope"] })).rejects.toMatchObject({ message: 'unknown event "nope"' })
-    await expect(replay(w.db.sql, { ...base, endpointId: made.id, since: new Date("2026-01-02"), until: new Date("2026-01-01") })).rejects.toMatchObject({ _tag: "Invalid", field: "since" })
+    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, events: ["nope"] }))).rejects.toMatchObject({ message: 'unknown event "nope"' })
+    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, since: new Date("2026-01-02"), until: new Date("2026-01-01") }))).rejects.toMatchObject({ _tag: "Invalid", field: "since" })
   })
 
   it("a subscription made through the API: npm run admin -- replay --subscription, --dry-run, --json", async () => {
     const path = "/sub"
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url(path), event: "incident.created" })
+    const { subscription } = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url(path), event: "incident.created" }))
     const ids = await incidents(2)
     const recorded = async () => (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "succeeded").length === 2
     await waitFor(recorded, "2 deliveries recorded")

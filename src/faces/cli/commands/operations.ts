@@ -103,8 +103,7 @@ export const replayCommand = Command.make(
             const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner.company_id) : undefined)
             actor = { kind: "user", id: admin.userId, email: admin.email }
           }
-          return yield* withSql((sql) => replay(
-            sql,
+          return yield* replay(
             {
               endpointId: Option.getOrUndefined(args.endpoint),
               subscriptionId: Option.getOrUndefined(args.subscription),
@@ -116,7 +115,7 @@ export const replayCommand = Command.make(
               actor
             },
             (p) => bar.update(p.done, p.total, "queueing")
-          ).finally(bar.done))
+          ).pipe(Effect.ensuring(Effect.sync(bar.done)))
         }).pipe(Effect.tapCause((cause) => Effect.sync(() => writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr))))
         writeLog(
           "info",
