@@ -52,13 +52,9 @@ export const userActor = (user: { readonly userId: string; readonly email: strin
 export type NewActivity = { companyId: string; actor: Actor; kind: string; subjectId: string | null; details?: Record<string, unknown> }
 
 /** Writes one entry, in the caller's transaction when it runs in one (Sql's `transaction`). */
-export const writeActivity = (entry: NewActivity): Effect.Effect<void, never, Sql> => query((sql) => insertActivity(sql, entry))
+export const writeActivity = (entry: NewActivity): Effect.Effect<void, never, Sql> => query((sql) => insert(sql, entry))
 
-/**
- * The same on a handle.
- * @deprecated For callers not yet on `Sql` (issue 14.3); goes with the last of them.
- */
-export const insertActivity = async (tx: Tx, entry: NewActivity): Promise<void> => {
+const insert = async (tx: Tx, entry: NewActivity): Promise<void> => {
   const a = entry.actor
   const details = { ...(entry.details ?? {}), ...(a.kind === "key" ? { byKey: a.keyId } : a.kind === "system" ? { by: "service" } : {}) }
   await tx`

@@ -2,11 +2,9 @@
 // app.users), which are authoritative even before the service has mirrored anything: an
 // admin can make the first key for a company the service never saw running.
 import { Effect } from "effect"
-import type postgres from "postgres"
-import { Database } from "../platform/db/Database.ts"
 import { query } from "../platform/db/Sql.ts"
 import { isUuid } from "../domain/ids.ts"
-import { at, forbidden, invalid, isDomainError, notFound, words, type DomainError } from "../domain/errors.ts"
+import { at, forbidden, invalid, notFound, words } from "../domain/errors.ts"
 
 export interface Company {
   readonly id: string
@@ -22,17 +20,6 @@ export interface AdminUser {
   readonly companyId: string
 }
 
-
-/**
- * Runs database work that may throw a DomainError; anything else is a defect.
- * @deprecated For callers not yet on `Sql` (issue 14.3); goes with the last of them.
- */
-export const withSql = <A>(f: (sql: postgres.Sql) => Promise<A>): Effect.Effect<A, DomainError, Database> =>
-  Effect.flatMap(Database, ({ sql }) =>
-    Effect.tryPromise({ try: () => f(sql), catch: (e) => e }).pipe(
-      Effect.catch((e) => (isDomainError(e) ? Effect.fail(e) : Effect.die(e)))
-    )
-  )
 
 /** A company by id or host. */
 export const findCompany = Effect.fn("findCompany")(function* (ref: string) {

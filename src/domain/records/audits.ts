@@ -1,6 +1,6 @@
 // Site audits with their items in position order and a numeric score.
 // NEVER: audits.signature, audit_items.photos.
-import { byNumberThenCreatedThenId, fields, type FieldSpec, pickFields, STAMPS } from "./fields.ts"
+import { byNumberThenCreatedThenId, fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

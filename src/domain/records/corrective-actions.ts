@@ -1,5 +1,5 @@
 // Corrective actions: exactly the fields of spec 2.2, in its order. NEVER: evidence_photos, signature.
-import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

@@ -1,5 +1,5 @@
 // Incidents. NEVER: photos, voice_note_url, signature, work_restrictions.
-import { fields, pickFields, readField, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, readField, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

@@ -1,5 +1,5 @@
 // Safety observations. NEVER: photos, voice_note_url.
-import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

@@ -1,6 +1,6 @@
 // Policies with the number of their acknowledgements. NEVER: document_file (and the
 // acknowledgements' signature, which only the count summarises).
-import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

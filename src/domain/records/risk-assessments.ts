@@ -1,7 +1,7 @@
 // Risk assessments. No NEVER columns. hazards (jsonb) is an array of {hazard, likelihood,
 // severity, controls}: each entry is picked by that allow-list like any row, so a key the app
 // adds inside it (a photo's address, say) never leaves with the record.
-import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

@@ -1,7 +1,7 @@
 // Subcontractors with their documents and the overall document status.
 // NEVER: contact_phone, contact_email, subcontractor_documents.file_url.
 // Documents are ordered by createdAt, then id: oldest first, stable across reads.
-import { byCreatedThenId, fields, type FieldSpec, pickFields, readField, STAMPS } from "./fields.ts"
+import { byCreatedThenId, fields, pickFields, readField, STAMPS } from "./fields.ts"
 import type { ApiRecord, Row, ShapeInput } from "./types.ts"
 
 const FIELDS = fields("id company_id name trade status contact_name")

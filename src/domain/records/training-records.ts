@@ -1,5 +1,5 @@
 // Training records. NEVER: certificate_file, signature.
-import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

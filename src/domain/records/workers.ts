@@ -1,5 +1,5 @@
 // Workers on the roster. NEVER: phone, email, photo_url, qr_code, work_restrictions, medical_notes.
-import { fields, pickFields, STAMPS, type FieldSpec } from "./fields.ts"
+import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`

@@ -1,7 +1,7 @@
 // The replay lane as the service runs it, with the real engine and receiver: every delivery
 // process runs a lane, and two of them on one database send a replay's deliveries once each;
 // a replay's start and end are one JSON log line each (issue 16.7).
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startReplay, stopReplay } from "../../../src/webhooks/replay/manage.ts"
 import { LoggingLive } from "../../../src/platform/logging.ts"

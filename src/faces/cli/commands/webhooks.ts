@@ -10,7 +10,7 @@ import { ACTIVITY_FILTERS } from "../../../access/activity.ts"
 import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
-import { findAdmin, findCompany, type AdminUser, type Company } from "../../../access/identity.ts"
+import { findAdmin, findCompany, type Company } from "../../../access/identity.ts"
 import { asOptional, asRequired, CheckFailed, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
