@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# The Safety Records Service. Node 24 runs the TypeScript sources as they are (type stripping):
-# there is no build step, so the image is the sources, the SQL migrations and the production
-# dependencies. docker-compose.yml runs it against PostgreSQL 18; docs/deployment.md walks
+# The Safety Records Service. Node 24 runs the TypeScript sources as they are (type stripping);
+# the service process runs them bundled into one file (dist/service.mjs, built by src/build.ts
+# as `npm start` builds it: less memory, docs/design.md), the admin CLI runs them as they are.
+# The image is the sources, the bundle, the SQL migrations and the production dependencies. docker-compose.yml runs it against PostgreSQL 18; docs/deployment.md walks
 # through it.
 
 # Dependencies: production only, with install scripts on. The project's postinstall patches
@@ -21,6 +22,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY package.json package-lock.json ./
 COPY sql ./sql
 COPY src ./src
+RUN node src/build.ts
 # The code stays root's and read-only to the service. DATA_DIR (./.data) is the one place it may
 # write: the secrets key file when SECRETS_KEY is unset, or an embedded PostgreSQL when
 # DATABASE_URL is unset (both for trying the image alone; compose sets both).
@@ -36,4 +38,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
 # buffers go back to the system instead of fragmenting the heap (RSS 198 -> 175 MB steady).
 ENV GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072
 # Node itself is PID 1 and handles SIGTERM: in-flight work finishes, the checkpoint is stored.
-CMD ["node", "--max-semi-space-size=4", "--max-old-space-size=512", "src/main.ts"]
+CMD ["node", "--max-semi-space-size=4", "--max-old-space-size=512", "dist/service.mjs"]

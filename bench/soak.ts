@@ -120,13 +120,19 @@ const procCpuSeconds = (pid: number): number => {
 }
 
 /**
- * The service's command as `npm start` runs it: package.json's start script (environment
- * assignments such as MALLOC_ARENA_MAX=2, then node, its options, src/main.ts), run with this
- * node; SOAK_START replaces it, e.g. to compare settings.
+ * The service's command as `npm start` runs it: package.json's start script (steps before it
+ * joined by "&&", such as the build of dist/service.mjs; then environment assignments such as
+ * GLIBC_TUNABLES, node, its options and the file), run with this node; SOAK_START replaces it,
+ * e.g. to compare settings.
  */
-const startCommand = (): { env: Record<string, string>; args: Array<string> } => {
+const startCommand = (): { env: Record<string, string>; args: Array<string>; before: Array<Array<string>> } => {
   const script = process.env.SOAK_START ?? (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
-  const words = script.trim().split(/\s+/)
+  const steps = script.split("&&").map((step) => step.trim().split(/\s+/))
+  const before = steps.slice(0, -1).map(([node, ...rest]) => {
+    if (node !== "node" || rest.length === 0) throw new Error(`a step before the service must be "node <file> [args]", not "${script}"`)
+    return rest
+  })
+  const words = steps.at(-1)!
   const env: Record<string, string> = {}
   while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
     const [name, ...value] = words.shift()!.split("=")
@@ -134,7 +140,7 @@ const startCommand = (): { env: Record<string, string>; args: Array<string> } =>
   }
   const [node, ...rest] = words
   if (node !== "node" || rest.length === 0) throw new Error(`the start script must be "[NAME=value ...] node [options] <file>", not "${script}"`)
-  return { env, args: rest }
+  return { env, args: rest, before }
 }
 
 /** Unlabelled samples of a Prometheus text page. */
@@ -400,6 +406,10 @@ const main = async () => {
     log("  " + (await run("src/faces/cli/seed.ts", [], env, 300_000)).trim())
 
     const command = startCommand()
+    for (const step of command.before) {
+      log(`node ${step.join(" ")}`)
+      await run(step[0]!, step.slice(1), env, 120_000)
+    }
     log(`starting the service (${Object.entries(command.env).map(([k, v]) => `${k}=${v} `).join("")}node ${command.args.join(" ")})...`)
     // SOAK_NODE_OPTIONS: node options for the service alone (e.g. to try V8 settings).
     const nodeOptions = [process.env.SOAK_NODE_OPTIONS ?? ""]

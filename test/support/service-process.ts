@@ -1,4 +1,4 @@
-// The service as users run it: `node src/main.ts` in a child process, with what it prints,
+// The service as users run it: `node src/main.ts` (or the bundle `npm start` runs) in a child process, with what it prints,
 // its exit, and polling of its HTTP endpoints. One helper for every test that starts it.
 import { spawn, type ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -16,8 +16,9 @@ export interface ServiceProcess {
   readonly exited: (ms?: number) => Promise<number | null>
 }
 
-export const startService = (env: Record<string, string | undefined>): ServiceProcess => {
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+/** `main`: the file to run, src/main.ts unless given (e.g. the bundle `npm start` builds). */
+export const startService = (env: Record<string, string | undefined>, options: { readonly main?: string } = {}): ServiceProcess => {
+  const child = spawn(process.execPath, [options.main ?? MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
   let output = ""
   let stdout = ""
   let stderr = ""

@@ -2,6 +2,8 @@
 // Effect's HttpApiScalar.layer loads Scalar's 3.2 MB bundle when the layer is built, which kept
 // ~12 MB of heap in every process (docs/benchmarks.md, bench:soak) though few ever open the page.
 // Here the bundle is loaded, and the page rendered, on the first request only.
+import { createRequire } from "node:module"
+import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { OpenApi, type HttpApi, type HttpApiGroup } from "effect/http-api"
@@ -15,7 +17,8 @@ const escapeHtml = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;")
 
 const render = async <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>): Promise<string> => {
   // Effect's own bundle of Scalar, beside effect/http-api (its package exports do not name it).
-  const bundle = new URL("./internal/httpApiScalar.js", import.meta.resolve("effect/http-api"))
+  // (Resolved from this file, so the service bundle npm start runs finds it too: src/build.ts.)
+  const bundle = new URL("./internal/httpApiScalar.js", pathToFileURL(createRequire(import.meta.url).resolve("effect/http-api")))
   const { javascript } = (await import(/* @vite-ignore */ bundle.href)) as { javascript: string }
   const spec = OpenApi.fromApi(api)
   return `<!doctype html>
