@@ -109,7 +109,11 @@ describe("status", () => {
 
     // capture stopped: no leader, slot inactive
     await w.cap.stop()
-    const stopped = await runSql(w.db.sql, operationsStatus(slot()))
+    // The server ends the slot's walsender a moment after capture hangs up.
+    const stopped = await waitFor(async () => {
+      const s = await runSql(w.db.sql, operationsStatus(slot()))
+      return s.capture.slotActive ? undefined : s
+    }, "the slot to be inactive after capture stopped", 10_000, 50)
     expect(stopped.capture).toMatchObject({ slotExists: true, slotActive: false, leaderRunning: false, leader: null })
     expect((await runCli(["status"], env)).stdout).toMatch(/leader: +no leader: no capture process is running/)
   })
