@@ -1,9 +1,11 @@
 // What the webhook operations need besides the database (the secrets key, the address
 // guard's settings); the database comes from `Sql`.
-import type { Effect } from "effect"
+import { Effect } from "effect"
+import { writeActivity, type Actor } from "../access/activity.ts"
+import { notFound } from "../domain/errors.ts"
 import type { AllowedNetworks, Lookup } from "../delivery/address-guard.ts"
 import { DELIVERIES_CHANNEL } from "../platform/db/channels.ts"
-import { query, type Sql } from "../platform/db/Sql.ts"
+import { query, transaction, type Sql } from "../platform/db/Sql.ts"
 import type { SendOptions } from "../delivery/sender.ts"
 
 export interface WebhookDeps {
@@ -21,3 +23,19 @@ export interface WebhookDeps {
 
 /** Wakes delivery engines (they also poll, so a lost notification only delays); in the caller's transaction, sent at its commit. */
 export const wakeDelivery: Effect.Effect<void, never, Sql> = query((sql) => sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`.then(() => {}))
+
+/** Deletes an endpoint or a subscription and writes its activity entry, in one transaction. */
+export const deleteRecorded = (
+  table: "webhook_endpoints" | "webhook_subscriptions",
+  row: { readonly id: string; readonly company_id: string },
+  actor: Actor,
+  kind: string,
+  details: Record<string, unknown>
+) =>
+  transaction(
+    Effect.gen(function* () {
+      const r = yield* query((tx) => tx`delete from ${tx(`service.${table}`)} where id = ${row.id} returning id`)
+      if (r.length === 0) return yield* notFound(`no ${table === "webhook_endpoints" ? "endpoint" : "subscription"} ${row.id}`)
+      yield* writeActivity({ companyId: row.company_id, actor, kind, subjectId: row.id, details })
+    })
+  )

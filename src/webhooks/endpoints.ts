@@ -9,7 +9,7 @@ import { newSecret } from "../delivery/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE } from "../domain/event-kinds.ts"
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { requireCompanyId, requireId } from "../domain/ids.ts"
-import { wakeDelivery, type WebhookDeps } from "./context.ts"
+import { deleteRecorded, wakeDelivery, type WebhookDeps } from "./context.ts"
 import { type Actor, writeActivity } from "../access/activity.ts"
 import { query, transaction } from "../platform/db/Sql.ts"
 import { forbidden, invalid, notFound } from "../domain/errors.ts"
@@ -247,13 +247,7 @@ export const rotateEndpointSecret = Effect.fn("rotateEndpointSecret")(function* 
 /** Deletes the endpoint and its delivery log; pending deliveries go with it. */
 export const deleteEndpoint = Effect.fn("deleteEndpoint")(function* (actor: Actor, input: Target) {
   const current = yield* load(input)
-  yield* transaction(
-    Effect.gen(function* () {
-      const r = yield* query((tx) => tx`delete from service.webhook_endpoints where id = ${current.id} returning id`)
-      if (r.length === 0) return yield* notFound(`no endpoint ${current.id}`)
-      yield* writeActivity({ companyId: current.company_id, actor, kind: "endpoint.deleted", subjectId: current.id, details: { name: current.name, url: current.url } })
-    })
-  )
+  yield* deleteRecorded("webhook_endpoints", current, actor, "endpoint.deleted", { name: current.name, url: current.url })
 })
 
 /** Turn On: the endpoint takes events again; deliveries held while it was off resume. */

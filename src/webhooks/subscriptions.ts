@@ -2,7 +2,7 @@
 // delete (spec 3.2). Deleting drops its pending deliveries too.
 import { Effect } from "effect"
 import { requireCompanyId, requireId } from "../domain/ids.ts"
-import { wakeDelivery } from "./context.ts"
+import { deleteRecorded, wakeDelivery } from "./context.ts"
 import { type Actor, writeActivity } from "../access/activity.ts"
 import { query, transaction } from "../platform/db/Sql.ts"
 import { checked } from "./validate.ts"
@@ -87,17 +87,10 @@ export const enableSubscription = (actor: Actor, target: Target) => setActive(ac
 
 export const deleteSubscription = Effect.fn("deleteSubscription")(function* (actor: Actor, target: Target) {
   const current = yield* load(target)
-  yield* transaction(
-    Effect.gen(function* () {
-      const r = yield* query((tx) => tx`delete from service.webhook_subscriptions where id = ${current.id} returning id`)
-      if (r.length === 0) return yield* notFound(`no subscription ${current.id}`)
-      yield* writeActivity({
-        companyId: current.company_id,
-        actor,
-        kind: "subscription.deleted",
-        subjectId: current.id,
-        details: { keyId: current.key_id, url: current.url, event: current.event, reason: "deleted by an admin" }
-      })
-    })
-  )
+  yield* deleteRecorded("webhook_subscriptions", current, actor, "subscription.deleted", {
+    keyId: current.key_id,
+    url: current.url,
+    event: current.event,
+    reason: "deleted by an admin"
+  })
 })
