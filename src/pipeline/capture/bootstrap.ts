@@ -4,7 +4,7 @@
 // and no event fires for rows that already existed.
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { Effect } from "effect"
-import { query, transaction } from "../../platform/db/Sql.ts"
+import { inTransaction, query, transaction } from "../../platform/db/Sql.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
@@ -22,11 +22,12 @@ import { toIsoUtcOrNull } from "../../domain/time.ts"
 const CHUNK = 2000
 
 /**
- * Capture's projection code on the current transaction's connection. It takes a Transaction
- * (it must not run alone); called from inside `transaction`, the handle `query` gives is that
- * transaction's connection.
+ * Capture's projection code on the current transaction's connection: inside `transaction`,
+ * the handle `query` gives is that connection. The projection must never run alone (a view
+ * written without its mirror rows), so outside a transaction this is a defect.
  */
-export const onTransaction = <A>(f: (tx: Tx) => Promise<A>) => query((sql) => f(sql as Tx))
+export const onTransaction = <A>(f: (tx: Tx) => Promise<A>) =>
+  Effect.flatMap(inTransaction, (inside) => (inside ? query((sql) => f(sql as Tx)) : Effect.die(new Error("the projection runs inside a transaction only"))))
 
 const timestampColumns = async (tx: Tx) => {
   const rows = await tx<{ table_name: string; column_name: string }[]>`
