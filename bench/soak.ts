@@ -34,6 +34,7 @@ import { Sql } from "../src/platform/db/Sql.ts"
 import { embeddedUrl } from "../src/platform/db/embedded.ts"
 import { EVENT_KINDS, type EventKind } from "../src/domain/event-kinds.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
+import { parseShortDuration } from "../src/domain/time.ts"
 import { DEMO_HOST } from "../src/seed/demo.ts"
 import type { SimulationResult } from "../src/seed/simulate.ts"
 import { testCerts } from "../test/support/https-receiver.ts"
@@ -52,9 +53,9 @@ const USAGE = `Usage: npm run bench:soak -- [--duration 10m] [--rate 100] [--rea
 // Arguments
 
 const durationMs = (name: string, text: string): number => {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim())
-  if (!m) throw new Error(`--${name} must look like 500ms, 30s, 5m or 1h, not "${text}"`)
-  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "s"]!
+  const ms = parseShortDuration(text)
+  if (ms === undefined) throw new Error(`--${name} must look like 500ms, 30s, 5m or 1h, not "${text}"`)
+  return ms
 }
 
 const args = (() => {

@@ -99,3 +99,12 @@ export const toIsoUtcOrNull = (value: unknown): string | null => {
   if (typeof value === "string" || value instanceof Date) return toIsoUtc(value)
   throw new TypeError(`not a timestamp: ${typeof value}`)
 }
+
+/** The short durations of the tools' flags (simulate --duration, bench:soak): a bare number is seconds. */
+export const SHORT_DURATION_FORMS = "500ms, 30s, 5m or 1h (a bare number is seconds)"
+
+/** "500ms", "30s", "5m", "1h" (decimals allowed) in milliseconds; undefined when it is none of these. */
+export const parseShortDuration = (text: string): number | undefined => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim())
+  return m ? Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "s"]! : undefined
+}

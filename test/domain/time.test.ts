@@ -1,6 +1,6 @@
 // Timestamp normalisation: every form capture might hand over becomes UTC with milliseconds.
 import { describe, expect, it } from "vitest"
-import { toIsoUtc, toIsoUtcOrNull } from "../../src/domain/time.ts"
+import { toIsoUtc, toIsoUtcOrNull, parseShortDuration } from "../../src/domain/time.ts"
 
 describe("toIsoUtc", () => {
   it.each([
@@ -92,4 +92,22 @@ describe("toIsoUtc on values already canonical", () => {
       expect(() => toIsoUtc(input)).toThrow(TypeError)
     }
   )
+})
+
+describe("parseShortDuration (the tools' --duration, --sample)", () => {
+  it.each([
+    ["500ms", 500],
+    ["30s", 30_000],
+    ["5m", 300_000],
+    ["1h", 3_600_000],
+    ["1.5s", 1_500],
+    ["45", 45_000],
+    [" 10m ", 600_000]
+  ] as const)("%s is %i ms", (text, ms) => {
+    expect(parseShortDuration(text)).toBe(ms)
+  })
+
+  it.each(["", "5x", "1h30m", "-5s", "5 m", "ms", "1d"])("%j is none of the forms", (text) => {
+    expect(parseShortDuration(text)).toBeUndefined()
+  })
 })

@@ -8,6 +8,7 @@ import { seedDemoOnce } from "../../../seed/demo.ts"
 import { openDatabase } from "../../../seed/database.ts"
 import { simulate as runSimulation, type SimulationProgress } from "../../../seed/simulate.ts"
 import { ExitWith, json } from "../support.ts"
+import { parseShortDuration, SHORT_DURATION_FORMS } from "../../../domain/time.ts"
 
 /** The demo database for as long as `use` runs: DATABASE_URL, else the embedded one. */
 const withDemoDatabase = <A>(use: (db: Awaited<ReturnType<typeof openDatabase>>) => Promise<A>, connections?: number) =>
@@ -49,11 +50,11 @@ export const seed = Command.make(
   )
 )
 
-/** "500ms", "30s", "5m", "1h"; a bare number is seconds. */
-export const parseDuration = (text: string): number => {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim())
-  if (!m) throw new Error("500ms, 30s, 5m or 1h (a bare number is seconds)")
-  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] ?? "s"]!
+/** --duration in milliseconds. */
+const parseDuration = (text: string): number => {
+  const ms = parseShortDuration(text)
+  if (ms === undefined) throw new Error(SHORT_DURATION_FORMS)
+  return ms
 }
 
 const above0 = () => () => "a number above 0"
