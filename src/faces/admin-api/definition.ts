@@ -4,9 +4,10 @@
 //
 // Adding a group (the webhooks work adds endpoints, subscriptions, deliveries, activity):
 // define it in its own module and add it in AdminApi below, before the middleware lines.
-import { Context, Schema } from "effect"
+import { Context, Effect, Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
-import { BadRequest, Conflict, NotFound, Unauthorized } from "../http/errors.ts"
+import { BadRequest, Conflict, NotFound, toHttpError, Unauthorized } from "../http/errors.ts"
+import type { DomainError } from "../../domain/errors.ts"
 import { RESOURCES } from "../../domain/resources.ts"
 import type { AdminUser } from "../../access/identity.ts"
 import { EXPIRY_CHOICES } from "../../access/keys.ts"
@@ -18,6 +19,10 @@ export const ADMIN_OPENAPI_PATH = "/admin/v1/openapi.json"
 export const ADMIN_DOCS_PATH = "/admin/v1/docs"
 
 export class CurrentAdmin extends Context.Service<CurrentAdmin, AdminUser>()("service/admin/CurrentAdmin") {}
+
+/** Runs an operation as the admin calling; the domain's errors become HTTP errors. */
+export const byAdmin = <A, E extends DomainError, R>(run: (admin: AdminUser) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(CurrentAdmin, run).pipe(Effect.mapError(toHttpError))
 
 export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: CurrentAdmin }>()("service/admin/AdminAuth", {
   security: { adminToken: HttpApiSecurity.bearer.pipe(HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")) },

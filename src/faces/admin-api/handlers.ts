@@ -5,11 +5,10 @@ import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { strayParameter } from "../api/auth.ts"
 import { errorResponse, toHttpError } from "../http/errors.ts"
 import { Sql } from "../../platform/db/Sql.ts"
-import { companyById, type AdminUser } from "../../access/identity.ts"
-import type { DomainError } from "../../domain/errors.ts"
+import { companyById } from "../../access/identity.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
 import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
-import { AdminApi, AdminAuth, AdminRequestErrors, CurrentAdmin } from "./definition.ts"
+import { AdminApi, AdminAuth, AdminRequestErrors, byAdmin, CurrentAdmin } from "./definition.ts"
 
 export const AdminAuthLive = Layer.effect(
   AdminAuth,
@@ -60,10 +59,6 @@ export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handle
     })
   )
 )
-
-/** Runs an operation as the admin calling; the domain's errors become HTTP errors. */
-export const byAdmin = <A, E extends DomainError, R>(run: (admin: AdminUser) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(CurrentAdmin, run).pipe(Effect.mapError(toHttpError))
 
 export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
   handlers

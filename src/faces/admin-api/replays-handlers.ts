@@ -3,7 +3,7 @@
 import { userActor } from "../../access/activity.ts"
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
-import { byAdmin } from "./handlers.ts"
+import { byAdmin } from "./definition.ts"
 import { replaysOf, showReplay, startReplay, stopReplay } from "../../webhooks/replay/manage.ts"
 import { AdminApi, CurrentAdmin } from "./definition.ts"
 

@@ -6,7 +6,7 @@ import { userActor, type Actor as WebhookActor } from "../../access/activity.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { AdminApi } from "./definition.ts"
-import { byAdmin } from "./handlers.ts"
+import { byAdmin } from "./definition.ts"
 
 const ACTIVITY_LIMIT = 200
 
