@@ -12,6 +12,8 @@ import {
   installedPostgresRoot,
   MARK,
   patchConnection,
+  patchQueue,
+  QUEUE_MARK,
   POSTGRES_NOT_PATCHED,
   postgresPatched,
   requirePostgresPatched
@@ -90,6 +92,62 @@ describe("postgresPatched", () => {
 
   it("refuses a library that no longer looks as the patch expects", () => {
     expect(() => patchConnection("function nextWrite(fn) {\n    return socket.write(chunk, fn)\n}")).toThrow(/postgres\.js changed/)
+  })
+})
+
+describe("the queue patch (queue.js)", () => {
+  // The queue as npm ships it: the installed (patched) file with the patch taken out again.
+  const shipped = (flavour: string) => {
+    const text = readFileSync(join(installed, flavour, "queue.js"), "utf8")
+    const start = text.indexOf(`        ${QUEUE_MARK}\n`)
+    const end = text.indexOf("        }\n", start) + "        }\n".length
+    expect(start).toBeGreaterThan(0)
+    return text.slice(0, start) + text.slice(end)
+  }
+  /** Loads a queue.js text as a module, with a window onto its array (for this test only). */
+  const load = async (text: string, name: string) => {
+    const file = join(tempDir("srs-pg-queue-"), `${name}.mjs`)
+    writeFileSync(file, text.replace("let index = 0", "let index = 0\n  globalThis.__queueSlots = () => xs.length"))
+    const mod = (await import(file)) as { default: () => StringQueue }
+    return { Queue: mod.default, slots: () => (globalThis as unknown as { __queueSlots: () => number }).__queueSlots() }
+  }
+  type StringQueue = { push: (a: string | undefined) => string; shift: () => string | undefined; remove: (a: string) => string | null; readonly length: number }
+  /** A queue that never empties (two idle connections, one taken and given back each time). */
+  const churn = (q: StringQueue, n: number) => {
+    q.push("a")
+    q.push("b")
+    const order: Array<string | undefined> = []
+    for (let i = 0; i < n; i++) {
+      const c = q.shift()
+      if (i < 4) order.push(c)
+      q.push(c)
+    }
+    return order
+  }
+
+  it("shipped, a queue that never empties keeps a slot for every item it ever held; patched, it stays small", async () => {
+    const before = await load(shipped("src"), "shipped")
+    const q1 = before.Queue()
+    churn(q1, 100_000)
+    expect(before.slots()).toBeGreaterThan(100_000)
+
+    const after = await load(patchQueue(shipped("src")), "patched")
+    const q2 = after.Queue()
+    expect(churn(q2, 100_000)).toEqual(["a", "b", "a", "b"]) // still first in, first out
+    expect(after.slots()).toBeLessThan(200)
+    expect(q2.length).toBe(2)
+    expect(q2.remove("b")).toBe("b")
+    expect([q2.shift(), q2.shift(), q2.length]).toEqual(["a", undefined, 0])
+  })
+
+  it("patches every flavour as installed, idempotently, and refuses a queue that changed", () => {
+    for (const flavour of FLAVOURS) {
+      const installedQueue = readFileSync(join(installed, flavour, "queue.js"), "utf8")
+      expect(installedQueue).toContain(QUEUE_MARK)
+      expect(patchQueue(shipped(flavour))).toBe(installedQueue)
+      expect(patchQueue(installedQueue)).toBe(installedQueue)
+    }
+    expect(() => patchQueue("function Queue() { return [] }")).toThrow(/postgres\.js changed/)
   })
 })
 
