@@ -22,11 +22,11 @@ const ownUrl = (outfile: string): Plugin => ({
   name: "own-import-meta-url",
   setup(b) {
     b.onLoad({ filter: /\.[cm]?[jt]s$/ }, async (args) => {
+      // Every file is read once, here (returning nothing would make esbuild read it again).
       const text = await readFile(args.path, "utf8")
-      if (!text.includes("import.meta.url")) return undefined
       const rel = relative(dirname(outfile), args.path).split("\\").join("/")
       return {
-        contents: text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`),
+        contents: text.includes("import.meta.url") ? text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`) : text,
         loader: args.path.endsWith(".ts") ? "ts" : "js",
         resolveDir: dirname(args.path)
       }
