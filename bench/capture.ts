@@ -6,7 +6,8 @@
 //      three ways: set-based (two statements per 500 changes), per row pipelined, and per row
 //      one statement at a time (two statements per change);
 //   2. commit-to-outbox latency at a steady 1,000 changes/s with capture running;
-//   3. peak memory while a 20k-row and a 200k-row transaction are applied.
+//   3. peak memory while a 20k-row and a 200k-row transaction are applied;
+//   4. the heap a job site's rename takes while the views of 2,000 and 20,000 inspections at it are re-shaped.
 // Where capture's time goes while it drains the workload is printed beside: its phases (time
 // spent waiting for the stream, decoding, preparing a batch, writing one), the CPU time of this
 // process and of PostgreSQL's processes (Linux), and each statement's server time
@@ -279,6 +280,34 @@ const bigTxn = async (rows: number) => {
 }
 const small = await bigTxn(20_000)
 const big = await bigTxn(200_000)
+
+// ---- 4. memory for a job site renamed with many inspections at it ----
+// The rename shows in every inspection's view at the site (its equipment's site name): the
+// heap above its level before, at its peak while capture re-shapes them, for two sizes.
+let peakHeap = 0
+const heapSampler = setInterval(() => (peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed)), 20)
+const siteRename = async (inspections: number) => {
+  const [site] = await sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${companyId}, 'Bench site') returning id::text`
+  const eq = await sql<{ id: string }[]>`
+    insert into app.equipment (company_id, name, identifier, category, job_site_id)
+    select ${companyId}, 'Bench crane ' || g, 'BC-' || g, 'lifting', ${site!.id} from generate_series(1, 4) g returning id::text`
+  await sql`
+    with i as (
+      insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome, notes)
+      select ${companyId}, (${eq.map((e) => e.id)}::uuid[])[1 + g % 4], 'Daily checks', 'Bench', now(), 'pass', repeat('n', 100)
+      from generate_series(1, ${inspections}) g returning id)
+    insert into app.inspection_items (inspection_id, position, item, result)
+    select i.id, p, 'Check ' || p, 'pass' from i, generate_series(1, 4) p`
+  await until(live.stats, await marker())
+  const heapBefore = process.memoryUsage().heapUsed
+  peakHeap = heapBefore
+  const r0 = performance.now()
+  await sql`update app.job_sites set name = 'Bench site renamed' where id = ${site!.id}`
+  await until(live.stats, await marker())
+  return { inspections, ms: performance.now() - r0, heapBefore, peak: peakHeap }
+}
+const renames = [await siteRename(2_000), await siteRename(20_000)]
+clearInterval(heapSampler)
 await live.stop()
 clearInterval(sampler)
 const [outbox] = await sql<{ n: number }[]>`select count(*)::int as n from service.events`
@@ -338,6 +367,11 @@ table([
   ["capture draining the workload", fmt(totalChanges), `${fmt(captureMs / 1000, 1)} s`, "-", mb(capturePeak)],
   ["one transaction", fmt(small.rows), `${fmt(small.ms / 1000, 1)} s`, mb(small.rssBefore), mb(small.peak)],
   ["one transaction", fmt(big.rows), `${fmt(big.ms / 1000, 1)} s`, mb(big.rssBefore), mb(big.peak)]
+])
+console.log("")
+table([
+  ["job site renamed (its inspections' views re-shaped)", "inspections", "applied in", "V8 heap before", "heap peak above before"],
+  ...renames.map((r) => ["one rename", fmt(r.inspections), `${fmt(r.ms / 1000, 1)} s`, mb(r.heapBefore), mb(r.peak - r.heapBefore)])
 ])
 await db.close()
 process.exit(0)

@@ -226,7 +226,9 @@ export const overdueLoop = (env: EngineEnv, s: EngineState) =>
         s.requests.add(it)
         any = true
       }
-      if (s.unwrittenHead > 1_024 && s.unwrittenHead * 2 > s.unwritten.length) {
+      // Items behind the head are done with but still referenced (with their outcomes): drop
+      // them once they are half the array, so at most a few hundred wait for the next slice.
+      if (s.unwrittenHead > 256 && s.unwrittenHead * 2 > s.unwritten.length) {
         s.unwritten = s.unwritten.slice(s.unwrittenHead)
         s.unwrittenHead = 0
       }

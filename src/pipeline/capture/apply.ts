@@ -14,7 +14,7 @@ import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
 import { Store, TableMap } from "../projection/store.ts"
 import { rowCompany } from "../projection/tables.ts"
-import { companyRows, mirrorWrites, type MirrorChanges, userRows, viewWrites, writeCompanyRows, writeUserRows } from "../projection/write.ts"
+import { type ChangeTime, companyRows, mirrorWrites, type MirrorChanges, userRows, viewWrites, writeCompanyRows, writeUserRows, writeViews } from "../projection/write.ts"
 import type { Txn } from "./txn.ts"
 
 type Db = Sql<Record<string, unknown>> | Tx
@@ -77,14 +77,6 @@ export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: stri
     if (c.table === "company_modules") tenancy.add(c.key.slice(0, c.key.indexOf(":")))
     if (c.table === "users") users.add(c.key)
   }
-  if (sites.size > 0) {
-    await store.loadChildren("equipment", sites)
-    for (const s of sites) for (const e of store.childrenOf("equipment", s)) equipment.add(e.key)
-  }
-  if (equipment.size > 0) {
-    await store.loadChildren("inspections", equipment)
-    for (const e of equipment) for (const i of store.childrenOf("inspections", e)) refs.add({ resource: "inspections", id: i.key })
-  }
   await prepare(store, refs.list, seen)
   for (const r of refs.list) {
     const id = store.getBase(tableOf(r), r.id)?.companyId
@@ -93,7 +85,44 @@ export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: stri
   for (const c of tenancy) companies.add(c)
   await store.loadKeys([...tenancy].map((id) => ["companies", id] as const))
   await store.loadChildren("company_modules", companies)
-  return { refs: refs.list, tenancy, users }
+  return { refs: refs.list, tenancy, users, wide: { equipment: [...equipment], sites: [...sites] } satisfies Wide }
+}
+
+/**
+ * Equipment and job sites whose change shows in the views of all their inspections (a site's
+ * rename, equipment moved). Those inspections are not loaded with the batch: a site holds
+ * more of them the longer the app runs, and a batch that held them all would need memory in
+ * proportion. They are re-shaped after the batch's writes, in its transaction, a chunk at a time.
+ */
+export interface Wide {
+  readonly equipment: ReadonlyArray<string>
+  readonly sites: ReadonlyArray<string>
+}
+
+/** Inspections re-shaped at a time: what one chunk holds (rows, items, views) stays small. */
+const WIDE_CHUNK = 500
+
+/**
+ * Rewrites the views of the wide set's inspections from the mirror as `tx` sees it (the batch's
+ * mirror writes done), but those in `skip` (written with the batch). Only their keys are held
+ * in full; rows, items and views a chunk at a time.
+ */
+export const reshapeWide = async (tx: Tx, wide: Wide, skip: ReadonlySet<string>, time: ChangeTime): Promise<number> => {
+  if (wide.equipment.length === 0 && wide.sites.length === 0) return 0
+  const rows = await tx<{ key: string }[]>`
+    select key from service.rows
+    where tbl = 'inspections' and parent_id = any(
+      array(select key::uuid from service.rows where tbl = 'equipment' and parent_id = any(${wide.sites as string[]}::uuid[]))
+      || ${wide.equipment as string[]}::uuid[])`
+  const keys = rows.map((r) => r.key).filter((k) => !skip.has(k))
+  for (let i = 0; i < keys.length; i += WIDE_CHUNK) {
+    const refs: RecordRef[] = keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id }))
+    const store = new Store(tx)
+    await prepare(store, refs)
+    const { views, gone } = finalViews(store, refs)
+    await writeViews(tx, views, gone, time)
+  }
+  return keys.length
 }
 
 const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
@@ -197,6 +226,8 @@ export interface PreparedBatch {
   readonly store: Store
   /** Issues the batch's statements in order on the transaction (pipelined, not awaited). */
   readonly write: (tx: Tx) => Array<Promise<unknown>>
+  /** Then, on the same transaction: the views of the inspections its equipment and site changes reach (reshapeWide). */
+  readonly reshape: (tx: Tx) => Promise<number>
 }
 
 /**
@@ -208,7 +239,7 @@ export interface PreparedBatch {
 export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Store | null = null): Promise<PreparedBatch> => {
   const store = new Store(sql, prior)
   const changes = txns.flatMap((t) => t.changes)
-  const { refs, tenancy, users } = await loadFor(store, changes)
+  const { refs, tenancy, users, wide } = await loadFor(store, changes)
   store.seal()
   const projections = new Projections(store)
   // Simulated in slices that let the event loop turn between them: meanwhile the batch before
@@ -230,11 +261,12 @@ export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Sto
   // have has no view yet.
   const fresh = views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) === null)
   const known = fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
+  const time: ChangeTime = txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }
   const finalBody = new TableMap<string>()
   for (const v of views) finalBody.set(v.resource, v.id, v.body)
   const writes = [
     mirrorWrites(mirrorChanges(store)),
-    viewWrites(known, deletedAt(txns, gone), txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }, fresh),
+    viewWrites(known, deletedAt(txns, gone), time, fresh),
     // An event that carries its record's final view (the most common case: nothing changed it
     // after) takes the body from the view written just before it, rather than shipping it twice.
     eventWrites(events, (e) => finalBody.get(e.resource, e.recordId) === e.payload)
@@ -252,6 +284,7 @@ export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Sto
       if (people) out.push(writeUserRows(tx, people))
       if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
       return out
-    }
+    },
+    reshape: (tx) => reshapeWide(tx, wide, new Set(refs.filter((r) => r.resource === "inspections").map((r) => r.id)), time)
   }
 }

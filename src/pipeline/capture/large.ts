@@ -35,13 +35,15 @@ export class LargeTransaction {
     this.started = true
     await this.tx`create temp table txn_before (seq bigserial, tbl text, key text, data jsonb, primary key (tbl, key)) on commit drop`
     await this.tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, unique (resource, id)) on commit drop`
+    // Equipment and job sites whose inspections' views show what changed (apply.ts, Wide).
+    await this.tx`create temp table txn_wide (tbl text, id uuid, primary key (tbl, id)) on commit drop`
   }
 
   /** Applies a chunk of the transaction's changes to the mirror. */
   async add(chunk: ReadonlyArray<RowChange>): Promise<void> {
     await this.init()
     const store = new Store(this.tx)
-    const { refs, tenancy, users } = await loadFor(store, chunk)
+    const { refs, tenancy, users, wide } = await loadFor(store, chunk)
     const befores: Array<{ tbl: string; key: string; data: Row | null }> = []
     const seen = new Set<string>()
     for (const c of chunk) {
@@ -65,6 +67,13 @@ export class LargeTransaction {
         select resource, id from json_to_recordset(${JSON.stringify(refs)}::text::json) as x(resource text, id uuid)
         on conflict do nothing`
     }
+    if (wide.equipment.length > 0 || wide.sites.length > 0) {
+      await this.tx`
+        insert into txn_wide (tbl, id)
+        select 'equipment', unnest(${wide.equipment as string[]}::uuid[])
+        union select 'job_sites', unnest(${wide.sites as string[]}::uuid[])
+        on conflict do nothing`
+    }
     if (tenancy.size > 0) await writeCompanies(this.tx, store, tenancy)
     if (users.size > 0) await writeUsers(this.tx, store, users)
     this.changes += chunk.length
@@ -74,6 +83,15 @@ export class LargeTransaction {
   async finish(endLsn: Lsn, commitTime: Date): Promise<Map<string, number>> {
     const tally = new Map<string, number>()
     if (!this.started) return tally
+    // The inspections of the wide equipment and sites, as the mirror has them at the commit.
+    await this.tx`
+      insert into txn_affected (resource, id)
+      select 'inspections', i.key::uuid from service.rows i
+      where i.tbl = 'inspections' and i.parent_id in (
+        select id from txn_wide where tbl = 'equipment'
+        union all
+        select e.key::uuid from txn_wide w join service.rows e on e.tbl = 'equipment' and e.parent_id = w.id where w.tbl = 'job_sites')
+      order by 2 on conflict do nothing`
     let after = 0
     for (;;) {
       const rows = await this.tx<Array<{ seq: string; resource: string; id: string }>>`

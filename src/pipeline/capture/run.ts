@@ -483,6 +483,7 @@ const consume = async (
           // The checkpoint first: it fails the transaction, before anything is written, when
           // another process moved it. All statements go out at once, answered in order.
           await Promise.all([advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime), ...prepared.write(tx)])
+          await prepared.reshape(tx)
           answered = performance.now()
         })
         if (profile) {

@@ -190,6 +190,33 @@ describe("slot and bootstrap", () => {
     expect(JSON.parse(payload[0]!.payload).status).toBe("closed")
   })
 
+  it("a site renamed inside a transaction too large for memory reaches all its inspections", { timeout: 120_000 }, async () => {
+    const slot = `slot_${db.name}`
+    const company = await makeCompany(db.sql)
+    const cap = startCapture(db, { slot, largeTransaction: 200 })
+    await cap.settle(60_000)
+    const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'Yard') returning id::text`
+    const [eq] = await db.sql<{ id: string }[]>`
+      insert into app.equipment (company_id, name, identifier, category, job_site_id)
+      values (${company.id}, 'Loader', 'LD-1', 'vehicle', ${site!.id}) returning id::text`
+    await db.sql`
+      insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome)
+      select ${company.id}, ${eq!.id}, 'Daily', 'Ann', now(), 'pass' from generate_series(1, 300) g`
+    await cap.settle(60_000)
+    await db.sql.begin(async (tx) => {
+      await tx`update app.job_sites set name = 'Yard West' where id = ${site!.id}`
+      await tx`
+        insert into app.incidents (company_id, reference, type, title, occurred_at, severity)
+        select ${company.id}, 'YD-' || g, 'near_miss', 'Yard ' || g, now(), 'minor' from generate_series(1, 500) g`
+    })
+    await cap.settle(60_000)
+    await cap.stop()
+    const sites = await db.sql<{ site: string; n: number }[]>`
+      select body::jsonb->'equipment'->>'jobSite' as site, count(*)::int as n from service.views
+      where resource = 'inspections' and company_id = ${company.id} group by 1`
+    expect(sites).toEqual([{ site: "Yard West", n: 300 }])
+  })
+
   it("a TRUNCATE inside a transaction too large for memory empties the views and capture goes on", { timeout: 120_000 }, async () => {
     const slot = `slot_${db.name}`
     const company = await makeCompany(db.sql)

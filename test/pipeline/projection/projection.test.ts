@@ -42,6 +42,49 @@ describe("projection through the stream", () => {
     expect((await view(db.sql, "inspections", ins!.id))?.items).toEqual([{ item: "Horn", result: "pass", note: null }])
   })
 
+  it("a site's rename reaches every inspection at it, chunk after chunk, with those its transaction changed", { timeout: 60_000 }, async () => {
+    const [site, other] = await db.sql<{ id: string }[]>`
+      insert into app.job_sites (company_id, name) values (${company.id}, 'Quay'), (${company.id}, 'Depot') returning id::text`
+    const eqs = await db.sql<{ id: string }[]>`
+      insert into app.equipment (company_id, name, identifier, category, job_site_id)
+      select ${company.id}, 'Crane ' || g, 'CR-' || g, 'lifting', ${site!.id} from generate_series(1, 3) g returning id::text`
+    // 1,201 inspections over three pieces of equipment: more than two of capture's chunks.
+    await db.sql`
+      insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome)
+      select ${company.id}, (${eqs.map((e) => e.id)}::uuid[])[1 + g % 3], 'Daily', 'Ann', now(), 'pass' from generate_series(1, 1201) g`
+    const [elsewhere] = await db.sql<{ id: string }[]>`
+      insert into app.equipment (company_id, name, identifier, category, job_site_id)
+      values (${company.id}, 'Hoist', 'HO-1', 'lifting', ${other!.id}) returning id::text`
+    const [kept] = await db.sql<{ id: string }[]>`
+      insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome)
+      values (${company.id}, ${elsewhere!.id}, 'Daily', 'Ann', now(), 'pass') returning id::text`
+    await cap.settle(30_000)
+    const ours = [...eqs, elsewhere!].map((e) => e.id)
+    const sites = async () =>
+      await db.sql<{ site: string; n: number }[]>`
+        select body::jsonb->'equipment'->>'jobSite' as site, count(*)::int as n from service.views
+        where resource = 'inspections' and (body::jsonb->'equipment'->>'id')::uuid = any(${ours}::uuid[]) group by 1 order by 1`
+    expect(await sites()).toEqual([{ site: "Depot", n: 1 }, { site: "Quay", n: 1201 }])
+    // One transaction renames the site, changes one of its inspections and adds another.
+    const [changed] = await db.sql<{ id: string }[]>`select id::text from app.inspections where equipment_id = ${eqs[0]!.id} limit 1`
+    await db.sql.begin(async (tx) => {
+      await tx`update app.job_sites set name = 'Quay North' where id = ${site!.id}`
+      await tx`update app.inspections set outcome = 'fail' where id = ${changed!.id}`
+      await tx`
+        insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome)
+        values (${company.id}, ${eqs[1]!.id}, 'Weekly', 'Bo', now(), 'pass')`
+    })
+    await cap.settle(30_000)
+    expect(await sites()).toEqual([{ site: "Depot", n: 1 }, { site: "Quay North", n: 1202 }])
+    expect((await view(db.sql, "inspections", changed!.id))?.outcome).toBe("fail")
+    // Equipment moved to the other site takes its inspections' site along; the rest stay.
+    await db.sql`update app.equipment set job_site_id = ${other!.id} where id = ${eqs[2]!.id}`
+    await cap.settle(30_000)
+    const [moved] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.inspections where equipment_id = ${eqs[2]!.id}`
+    expect(await sites()).toEqual([{ site: "Depot", n: 1 + moved!.n }, { site: "Quay North", n: 1202 - moved!.n }])
+    expect(((await view(db.sql, "inspections", kept!.id))?.equipment as { jobSite: string }).jobSite).toBe("Depot")
+  })
+
   it("audit items, acknowledgements and subcontractor documents re-project their parents", async () => {
     const [a] = await db.sql<{ id: string }[]>`insert into app.audits (company_id, title, performed_at) values (${company.id}, 'Q2 audit', now()) returning id::text`
     const [item] = await db.sql<{ id: string }[]>`insert into app.audit_items (audit_id, position, item, result) values (${a!.id}, 1, 'Exits', 'pass') returning id::text`
