@@ -285,6 +285,9 @@ export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Sto
       if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
       return out
     },
-    reshape: (tx) => reshapeWide(tx, wide, new Set(refs.filter((r) => r.resource === "inspections").map((r) => r.id)), time)
+    reshape:
+      wide.equipment.length === 0 && wide.sites.length === 0
+        ? () => Promise.resolve(0)
+        : (tx) => reshapeWide(tx, wide, new Set(refs.filter((r) => r.resource === "inspections").map((r) => r.id)), time)
   }
 }
