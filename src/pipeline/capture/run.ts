@@ -118,7 +118,7 @@ const tryLock = (opts: CaptureOptions): Effect.Effect<Sql | null, CaptureError, 
   Effect.gen(function* () {
     const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
     const lock = yield* Effect.acquireRelease(
-      Effect.sync(() => connect(opts.url, 1, { keepForever: true })),
+      Effect.sync(() => connect(opts.url, 1, { keepForever: true, arrays: false })),
       (lock) => endConnection(lock, 1)
     )
     const rows = yield* call(

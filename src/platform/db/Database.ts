@@ -25,14 +25,17 @@ export type Transaction = postgres.TransactionSql<Record<string, unknown>>
 
 export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
 
-export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean } = {}) =>
+export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean; readonly arrays?: false } = {}) =>
   postgres(url, {
     max,
     onnotice: () => {},
     connection: { application_name: "safety-records-service" },
     // A connection that holds session state (capture's leader lock) must not be recycled:
     // postgres.js closes connections after a random 30 to 60 minutes by default.
-    ...(options.keepForever ? { max_lifetime: null, idle_timeout: 0 } : {})
+    ...(options.keepForever ? { max_lifetime: null, idle_timeout: 0 } : {}),
+    // No array parameters: postgres.js then skips its array-type query on connecting, whose
+    // failure, when the network cuts the connection right then, nothing awaits (an unhandled rejection).
+    ...(options.arrays === false ? { fetch_types: false } : {})
   })
 
 /** Who opens the database: the service (which marks the data directory it runs on) or a tool. */

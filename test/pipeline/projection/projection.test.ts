@@ -48,7 +48,7 @@ describe("projection through the stream", () => {
     const eqs = await db.sql<{ id: string }[]>`
       insert into app.equipment (company_id, name, identifier, category, job_site_id)
       select ${company.id}, 'Crane ' || g, 'CR-' || g, 'lifting', ${site!.id} from generate_series(1, 3) g returning id::text`
-    // 1,201 inspections over three pieces of equipment: more than two of capture's chunks.
+    // 1,201 inspections over three pieces of equipment: many of capture's chunks, the last one short.
     await db.sql`
       insert into app.inspections (company_id, equipment_id, checklist, performed_by, performed_at, outcome)
       select ${company.id}, (${eqs.map((e) => e.id)}::uuid[])[1 + g % 3], 'Daily', 'Ann', now(), 'pass' from generate_series(1, 1201) g`
