@@ -3,7 +3,6 @@
 // database's secrets are under (key-check.ts).
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { DatabaseConfig, WebhookConfig } from "../platform/config.ts"
-import { Database } from "../platform/db/Database.ts"
 import { Sql } from "../platform/db/Sql.ts"
 import { parseAllowedNetworks, type AllowedNetworks } from "./address-guard.ts"
 import { checkSecretsKey } from "../platform/secrets/key-check.ts"
@@ -49,9 +48,8 @@ export const WebhookSettingsLive = Layer.effect(
   WebhookSettings,
   Effect.gen(function* () {
     const settings = yield* loadWebhookSettings
-    const { sql } = yield* Database
     // On the Database's pool: this layer (and the engine's, the CLI's) need only the Database.
-    const check = yield* checkSecretsKey(settings.secretsKey).pipe(Effect.provideService(Sql, { pool: sql }))
+    const check = yield* checkSecretsKey(settings.secretsKey).pipe(Effect.provide(Sql.layer))
     if (!check.ok) return yield* Effect.fail(check.error)
     if (check.recorded) yield* Effect.logInfo("secrets key fingerprint recorded in the database", { secretsKey: settings.secretsKey.source })
     if (check.undecryptable.length > 0) {

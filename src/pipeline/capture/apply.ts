@@ -105,11 +105,12 @@ const WIDE_CHUNK = 100
 
 /**
  * Rewrites the views of the wide set's inspections from the mirror as `tx` sees it (the batch's
- * mirror writes done), but those in `skip` (written with the batch). Only their keys are held
- * in full; rows, items and views a chunk at a time.
+ * mirror writes done), but those among `written` (the batch's own records, written with it).
+ * Only their keys are held in full; rows, items and views a chunk at a time.
  */
-export const reshapeWide = async (tx: Tx, wide: Wide, skip: ReadonlySet<string>, time: ChangeTime): Promise<number> => {
+export const reshapeWide = async (tx: Tx, wide: Wide, written: ReadonlyArray<RecordRef>, time: ChangeTime): Promise<number> => {
   if (wide.equipment.length === 0 && wide.sites.length === 0) return 0
+  const skip = new Set(written.filter((r) => r.resource === "inspections").map((r) => r.id))
   const rows = await tx<{ key: string }[]>`
     select key from service.rows
     where tbl = 'inspections' and parent_id = any(
@@ -286,9 +287,6 @@ export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Sto
       if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
       return out
     },
-    reshape:
-      wide.equipment.length === 0 && wide.sites.length === 0
-        ? () => Promise.resolve(0)
-        : (tx) => reshapeWide(tx, wide, new Set(refs.filter((r) => r.resource === "inspections").map((r) => r.id)), time)
+    reshape: (tx) => reshapeWide(tx, wide, refs, time)
   }
 }

@@ -97,7 +97,7 @@ const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> => Effect.
  *  pool; a database failure (a defect there) ends the run as any other failure does. */
 export const onPool = <A, E extends CaptureError>(sql: Sql, effect: Effect.Effect<A, E, SqlService>): Effect.Effect<A, CaptureError> =>
   effect.pipe(
-    Effect.provideService(SqlService, { pool: sql }),
+    Effect.provide(SqlService.fromPool(sql)),
     Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
   )
 
