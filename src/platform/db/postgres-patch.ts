@@ -80,10 +80,15 @@ export const applyPostgresPatch = (root: string = installedPostgresRoot()): void
   for (const file of queueFiles(root)) writeFileSync(file, patchQueue(readFileSync(file, "utf8")))
 }
 
-/** True when every connection.js of the package at root carries the patch. */
+/** True when every connection.js of the package at root carries the patch, and every queue.js its own
+ *  (a tree patched before the queue patch existed, not installed again since, is not patched). */
 export const postgresPatched = (root: string = installedPostgresRoot()): boolean => {
   const files = connectionFiles(root)
-  return files.length > 0 && files.every((file) => readFileSync(file, "utf8").includes(MARK))
+  return (
+    files.length > 0 &&
+    files.every((file) => readFileSync(file, "utf8").includes(MARK)) &&
+    queueFiles(root).every((file) => readFileSync(file, "utf8").includes(QUEUE_MARK))
+  )
 }
 
 export const POSTGRES_NOT_PATCHED =

@@ -149,6 +149,18 @@ describe("the queue patch (queue.js)", () => {
     }
     expect(() => patchQueue("function Queue() { return [] }")).toThrow(/postgres\.js changed/)
   })
+
+  it("a tree whose connection is patched but whose queue is as shipped is not patched", () => {
+    const root = tempDir("srs-pg-half-")
+    for (const flavour of FLAVOURS) {
+      mkdirSync(join(root, flavour), { recursive: true })
+      writeFileSync(join(root, flavour, "connection.js"), installedText(flavour))
+      writeFileSync(join(root, flavour, "queue.js"), shipped(flavour))
+    }
+    expect(postgresPatched(root)).toBe(false)
+    applyPostgresPatch(root)
+    expect(postgresPatched(root)).toBe(true)
+  })
 })
 
 describe("an install without the patch", () => {
