@@ -10,6 +10,9 @@ import { query, transaction, type Sql } from "../../platform/db/Sql.ts"
 /** Notified when a replay is made or cancelled: the replay lanes look at once. */
 export const REPLAYS_CHANNEL = "service_webhook_replays"
 
+/** Wakes the replay lanes about a replay that began or ended; in the caller's transaction, sent at its commit. */
+export const wakeReplays = (id: string): Effect.Effect<void, never, Sql> => query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`.then(() => {}))
+
 export type ReplayState = "running" | "finished" | "cancelled"
 
 export interface ReplayView {
@@ -238,7 +241,7 @@ export const cancelReplay = Effect.fn("cancelReplay")(function* (actor: Actor, i
         subjectId: current.destination.id,
         details: { replayId: current.id, destination: current.destination.kind, sent: done.sent, notSent: done.remaining, restored: done.restored }
       })
-      yield* query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${current.id})`)
+      yield* wakeReplays(current.id)
     })
   )
   return yield* getReplay({ id: current.id })

@@ -16,9 +16,10 @@ import { ReplayRateConfig } from "../../platform/config.ts"
 import { query, Sql, transaction } from "../../platform/db/Sql.ts"
 import type { Tx } from "../../platform/db/Database.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
-import { DELIVERIES_CHANNEL, DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
+import { DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
 import { originOf } from "../../delivery/queries.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
+import { wakeDelivery } from "../context.ts"
 
 /** REPLAY_RATE's default: deliveries per second per destination. */
 export const DEFAULT_REPLAY_RATE = 10
@@ -126,7 +127,9 @@ export const paceReplays = Effect.fn("paceReplays")(function* (rate: number) {
   for (const { id } of candidates) {
     // One transaction per replay, its row locked; the step inside stays on the handle: its
     // batched statements are the handing over the REPLAY_RATE pacing test measures.
-    const r = yield* transaction(query((tx) => stepReplay(tx, id, rate)))
+    const r = yield* transaction(
+      Effect.tap(query((tx) => stepReplay(tx, id, rate)), (r) => (r !== null && r.handed > 0 ? wakeDelivery : Effect.void))
+    )
     if (r === null) continue
     released += r.handed
     if (r.active) active++
@@ -187,7 +190,6 @@ const stepReplay = async (tx: Tx, id: string, rate: number): Promise<Stepped | n
     where id = ${id}
     returning total, sent, skipped, (extract(epoch from now() - created_at) * 1000)::float8 as ms`
   if (done) await tx`delete from service.webhook_replay_items where replay_id = ${id}`
-  if (handed > 0) await tx`select pg_notify(${DELIVERIES_CHANNEL}, '')`
   return {
     handed,
     active: !done && (row.on || nowInEngine > 0),

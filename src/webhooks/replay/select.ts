@@ -23,7 +23,7 @@ import { isEventKind } from "../../domain/event-kinds.ts"
 import { originOf } from "../../delivery/queries.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
-import { REPLAYS_CHANNEL } from "./jobs.ts"
+import { wakeReplays } from "./jobs.ts"
 
 export type ReplaySource = "api" | "pages" | "cli"
 
@@ -202,7 +202,7 @@ export const replay = Effect.fn("replay")(function* (input: ReplayInput, onProgr
             created
           }
         })
-        yield* query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`)
+        yield* wakeReplays(id)
         return id
       })
     )
