@@ -81,13 +81,15 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
   let pub = yield* readPublication(name)
   let created = false
   if (pub === null) {
-    // The error code, or null when it was made. Another process made it meanwhile (42710): use theirs.
+    // The error code, or null when it was made. Another process made it meanwhile: use theirs.
+    // One that committed first gives 42710; one whose CREATE was still open when ours began
+    // gives 23505 (the catalog's unique index; replicas starting together meet this).
     const code = yield* query((sql) =>
       sql.unsafe(createPublicationStatement(name)).then(
         () => null,
         (e) => {
           const code = (e as { code?: string }).code
-          if (code === "42710" || code === "42501") return code
+          if (code === "42710" || code === "23505" || code === "42501") return code
           throw e
         }
       )
