@@ -3,7 +3,7 @@
 // or none of it. Transactions are simulated in commit order over an in-memory Store so
 // each event carries its record as it stood at its own commit.
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
-import type { Sql } from "postgres"
+import type { PendingQuery, Row as SqlRow, Sql } from "postgres"
 import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { eventsFor } from "../../domain/events.ts"
 import type { Row } from "../../domain/records/types.ts"
@@ -103,6 +103,18 @@ export interface Wide {
  * held RSS flatter at 100 than at 500; a 20,000-inspection rename takes about as long). */
 const WIDE_CHUNK = 100
 
+type Fragment = PendingQuery<SqlRow[]>
+
+/**
+ * The keys (`key`) of the inspections a wide set reaches, as the mirror has them: those of
+ * the equipment and of every piece of equipment at the sites, each given as a uuid[]
+ * expression (a batch's arrays; a large transaction's txn_wide table).
+ */
+export const wideInspectionKeys = (tx: Tx, equipment: Fragment, sites: Fragment) => tx<{ key: string }[]>`
+  select key from service.rows
+  where tbl = 'inspections' and parent_id = any(
+    array(select key::uuid from service.rows where tbl = 'equipment' and parent_id = any(${sites})) || ${equipment})`
+
 /**
  * Rewrites the views of the wide set's inspections from the mirror as `tx` sees it (the batch's
  * mirror writes done), but those among `written` (the batch's own records, written with it).
@@ -111,11 +123,7 @@ const WIDE_CHUNK = 100
 export const reshapeWide = async (tx: Tx, wide: Wide, written: ReadonlyArray<RecordRef>, time: ChangeTime): Promise<number> => {
   if (wide.equipment.length === 0 && wide.sites.length === 0) return 0
   const skip = new Set(written.filter((r) => r.resource === "inspections").map((r) => r.id))
-  const rows = await tx<{ key: string }[]>`
-    select key from service.rows
-    where tbl = 'inspections' and parent_id = any(
-      array(select key::uuid from service.rows where tbl = 'equipment' and parent_id = any(${wide.sites as string[]}::uuid[]))
-      || ${wide.equipment as string[]}::uuid[])`
+  const rows = await wideInspectionKeys(tx, tx`${wide.equipment as string[]}::uuid[]`, tx`${wide.sites as string[]}::uuid[]`)
   const keys = rows.map((r) => r.key).filter((k) => !skip.has(k))
   for (let i = 0; i < keys.length; i += WIDE_CHUNK) {
     const refs: RecordRef[] = keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id }))

@@ -13,7 +13,7 @@ import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
 import { mirrorWrites, writeCompanies, writeUsers, writeViews } from "../projection/write.ts"
-import { finalViews, loadFor, mirrorChanges, moduleOn } from "./apply.ts"
+import { finalViews, loadFor, mirrorChanges, moduleOn, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 
@@ -84,13 +84,10 @@ export class LargeTransaction {
     const tally = new Map<string, number>()
     if (!this.started) return tally
     // The inspections of the wide equipment and sites, as the mirror has them at the commit.
-    await this.tx`
+    const tx = this.tx
+    await tx`
       insert into txn_affected (resource, id)
-      select 'inspections', i.key::uuid from service.rows i
-      where i.tbl = 'inspections' and i.parent_id in (
-        select id from txn_wide where tbl = 'equipment'
-        union all
-        select e.key::uuid from txn_wide w join service.rows e on e.tbl = 'equipment' and e.parent_id = w.id where w.tbl = 'job_sites')
+      select 'inspections', i.key::uuid from (${wideInspectionKeys(tx, tx`array(select id from txn_wide where tbl = 'equipment')`, tx`array(select id from txn_wide where tbl = 'job_sites')`)}) i
       order by 2 on conflict do nothing`
     let after = 0
     for (;;) {
