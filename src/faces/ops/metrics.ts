@@ -10,6 +10,7 @@ import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { AttemptObserver, type EngineStats } from "../../delivery/engine.ts"
 import { OUTBOX_BACKLOG } from "../../delivery/queries.ts"
+import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
 import { mirror, Registry, setOrClear } from "../../platform/metrics/registry.ts"
 
 /** Seconds: from a fast loopback answer to the 10 s limit. */
@@ -136,16 +137,20 @@ export const collectDatabase = (m: ServiceMetrics) =>
   collectFrom(
     m,
     Effect.gen(function* () {
-      const [r] = yield* query((sql) => sql<{ oldest: number | null; off: number; replays: number; remaining: number }[]>`
-        select
-          (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
-          (select count(*)::int from service.webhook_endpoints where not enabled) as off,
-          (select count(*)::int from service.webhook_replays where state = 'running') as replays,
-          (select coalesce(sum(greatest(0, total - sent - skipped - restored)), 0)::int from service.webhook_replays where state = 'running') as remaining`)
+      const [[r], replays] = yield* Effect.all(
+        [
+          query((sql) => sql<{ oldest: number | null; off: number }[]>`
+            select
+              (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
+              (select count(*)::int from service.webhook_endpoints where not enabled) as off`),
+          runningReplayTotals
+        ],
+        { concurrency: "unbounded" }
+      )
       m.oldestPendingDelivery.set(Math.max(0, r!.oldest ?? 0))
       m.endpointsOff.set(r!.off)
-      m.replaysRunning.set(r!.replays)
-      m.replayRemaining.set(r!.remaining)
+      m.replaysRunning.set(replays.running)
+      m.replayRemaining.set(replays.remaining)
     })
   )
 

@@ -15,6 +15,18 @@ export const wakeReplays = (id: string): Effect.Effect<void, never, Sql> => quer
 
 export type ReplayState = "running" | "finished" | "cancelled"
 
+/** What a replay has still to send: what it queued, less what was sent, skipped or restored
+ *  (never below 0). SQL over a service.webhook_replays row (`r`: its alias and a dot); the one
+ *  place this rule is written. */
+const remaining = (r = "") => `greatest(0, ${r}total - ${r}sent - ${r}skipped - ${r}restored)::int`
+
+/** Replays running now, and what they have still to send together (the metrics' gauges). */
+export const runningReplayTotals: Effect.Effect<{ readonly running: number; readonly remaining: number }, never, Sql> = query((sql) =>
+  sql<{ running: number; remaining: number }[]>`
+    select count(*)::int as running, coalesce(sum(${sql.unsafe(remaining())}), 0)::int as remaining
+    from service.webhook_replays where state = 'running'`.then(([r]) => r!)
+)
+
 export interface ReplayView {
   readonly id: string
   readonly companyId: string
@@ -94,6 +106,7 @@ type Row = {
   sent: number
   skipped: number
   restored: number
+  remaining: number
   behind: string | null
 }
 
@@ -102,7 +115,7 @@ const SELECT = `
     coalesce(w.url, s.url) as url, coalesce(w.name, s.event) as name, coalesce(w.enabled, s.active) as on,
     r.since, r.until, r.events, r.failed_only, r.source, r.actor_email, r.created_at, r.finished_at, r.cancelled_by_email,
     r.matched, r.planned_resend, r.planned_create, r.skipped_delivered, r.skipped_in_flight,
-    r.total, r.released, r.sent, r.skipped, r.restored,
+    r.total, r.released, r.sent, r.skipped, r.restored, ${remaining("r.")} as remaining,
     case when r.state = 'running' then (
       select o.id::text from service.webhook_replays o
       where o.state = 'running' and (o.created_at, o.id) < (r.created_at, r.id)
@@ -150,7 +163,7 @@ const view = (r: Row): ReplayView => {
       inEngine: r.released,
       skipped: r.skipped,
       restored: r.restored,
-      remaining: Math.max(0, r.total - r.sent - r.skipped - r.restored)
+      remaining: r.remaining
     },
     waiting: waitingReason({ state: r.state, kind, on, behind: r.behind })
   }
@@ -229,7 +242,7 @@ export const cancelReplay = Effect.fn("cancelReplay")(function* (actor: Actor, i
             sent = sent + ${sent}, cancelled_by_id = ${actor.kind === "user" ? actor.id : null},
             cancelled_by_email = ${actor.kind === "user" ? actor.email : null}
           where id = ${current.id}
-          returning sent, greatest(0, total - sent - skipped - restored)::int as remaining`
+          returning sent, ${tx.unsafe(remaining())} as remaining`
         // Items only serve a running replay.
         await tx`delete from service.webhook_replay_items where replay_id = ${current.id}`
         return { ...after!, restored }
