@@ -126,11 +126,7 @@ export const reshapeWide = async (tx: Tx, wide: Wide, written: ReadonlyArray<Rec
   const rows = await wideInspectionKeys(tx, tx`${wide.equipment as string[]}::uuid[]`, tx`${wide.sites as string[]}::uuid[]`)
   const keys = rows.map((r) => r.key).filter((k) => !skip.has(k))
   for (let i = 0; i < keys.length; i += WIDE_CHUNK) {
-    const refs: RecordRef[] = keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id }))
-    const store = new Store(tx)
-    await prepare(store, refs)
-    const { views, gone } = finalViews(store, refs)
-    await writeViews(tx, views, gone, time)
+    await reprojectViews(tx, keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id })), time)
   }
   return keys.length
 }
@@ -171,6 +167,15 @@ export const simulate = (store: Store, txn: Txn, projections: Projections = new 
     }
   }
   return events
+}
+
+/** Re-projects the given records from the mirror as `tx` sees it and writes their views (or
+ *  deletes those whose row is gone): bootstrap, a large transaction's commit, wide re-shaping. */
+export const reprojectViews = async (tx: Tx, refs: ReadonlyArray<RecordRef>, time: ChangeTime): Promise<void> => {
+  const store = new Store(tx)
+  await prepare(store, refs)
+  const { views, gone } = finalViews(store, refs)
+  await writeViews(tx, views, gone, time)
 }
 
 /** Final views of the given records: rewritten, or deleted when their row is gone. */

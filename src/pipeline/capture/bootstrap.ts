@@ -8,11 +8,10 @@ import { inTransaction, query, transaction } from "../../platform/db/Sql.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
-import { finalViews } from "./apply.ts"
-import { prepare } from "../projection/project.ts"
+import { reprojectViews } from "./apply.ts"
 import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
-import { removeOrphanViews, writeCompanies, writeMirror, writeUsers, writeViews } from "../projection/write.ts"
+import { removeOrphanViews, writeCompanies, writeMirror, writeUsers } from "../projection/write.ts"
 import { groupSets } from "../../platform/sets.ts"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
@@ -91,11 +90,7 @@ export const projectAll = async (tx: Tx, onProgress?: (done: number) => void, mi
   for (const resource of RESOURCES) {
     const tbl = RESOURCE_INFO[resource].table
     for await (const keys of mirrorKeys(tx, tbl, CHUNK / 2)) {
-      const store = new Store(tx)
-      const refs = keys.map((id) => ({ resource, id }))
-      await prepare(store, refs)
-      const { views, gone } = finalViews(store, refs)
-      await writeViews(tx, views, gone, { mirror: mirrorAt })
+      await reprojectViews(tx, keys.map((id) => ({ resource, id })), { mirror: mirrorAt })
       done += keys.length
       onProgress?.(done)
     }

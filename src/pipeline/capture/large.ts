@@ -12,8 +12,8 @@ import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
-import { mirrorWrites, writeCompanies, writeUsers, writeViews } from "../projection/write.ts"
-import { finalViews, loadFor, mirrorChanges, moduleOn, wideInspectionKeys } from "./apply.ts"
+import { mirrorWrites, writeCompanies, writeUsers } from "../projection/write.ts"
+import { loadFor, mirrorChanges, moduleOn, reprojectViews, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 
@@ -96,10 +96,7 @@ export class LargeTransaction {
       if (rows.length === 0) break
       after = Number(rows[rows.length - 1]!.seq)
       const refs: RecordRef[] = rows.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
-      const store = new Store(this.tx)
-      await prepare(store, refs)
-      const { views, gone } = finalViews(store, refs)
-      await writeViews(this.tx, views, gone, { commit: commitTime })
+      await reprojectViews(this.tx, refs, { commit: commitTime })
     }
     let seq = 0
     let lastSeq = 0
