@@ -272,7 +272,7 @@ const pipelinedMs = performance.now() - q0
 // the WAL after the slot's restart point (back to the last running-transactions record, up to
 // ~15 s), which is a restart's cost, not throughput.
 const ROUNDS = arg("rounds", 3)
-const warm: Array<{ capture: number; bare: number; cpu: number }> = []
+const rounds: Array<{ capture: number; bare: number; cpu: number }> = []
 for (let round = 0; round < ROUNDS; round++) {
   actions.length = 0
   for (let i = 0; i < TRANSACTIONS; i++) await writeTxn(10_000_000 + round * TRANSACTIONS + i)
@@ -281,14 +281,12 @@ for (let round = 0; round < ROUNDS; round++) {
   const c = startCapture(roundProfile)
   while ((roundProfile.ms.get(PHASES.decode) ?? 0) === 0) await new Promise((r) => setTimeout(r, 1))
   const w0 = performance.now()
-  const cpu0 = process.cpuUsage()
-  await until(c.stats, target)
+  const { cpu } = await cpuOf(() => until(c.stats, target))
   const captureRoundMs = performance.now() - w0
-  const cpu = process.cpuUsage(cpu0)
   await c.stop()
-  warm.push({ capture: captureRoundMs, bare: await bareSetBased(`w${round}-`), cpu: (cpu.user + cpu.system) / 1000 })
+  rounds.push({ capture: captureRoundMs, bare: await bareSetBased(`w${round}-`), cpu: cpu.node })
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50)
 
 // ---- 2. latency at 1,000 changes/s ----
 const live = startCapture()
@@ -386,8 +384,8 @@ table([
 console.log("")
 table([
   ["rounds: the workload again, drained, then written bare", "capture, changes/s", "its CPU, ms", "bare set-based, changes/s", "capture / bare"],
-  ...warm.map((w, i) => [`round ${i + 1}`, rate(w.capture), fmt(w.cpu), rate(w.bare), fmt(w.bare / w.capture, 2)]),
-  ["median (the figure issue 18 sets at >= 0.8)", rate(median(warm.map((w) => w.capture))), fmt(median(warm.map((w) => w.cpu))), rate(median(warm.map((w) => w.bare))), fmt(median(warm.map((w) => w.bare / w.capture)), 2)]
+  ...rounds.map((w, i) => [`round ${i + 1}`, rate(w.capture), fmt(w.cpu), rate(w.bare), fmt(w.bare / w.capture, 2)]),
+  ["median (the figure issue 18 sets at >= 0.8)", rate(median(rounds.map((w) => w.capture))), fmt(median(rounds.map((w) => w.cpu))), rate(median(rounds.map((w) => w.bare))), fmt(median(rounds.map((w) => w.bare / w.capture)), 2)]
 ])
 console.log("")
 const phases = Object.values(PHASES).map((phase) => [phase, profile.ms.get(phase) ?? 0] as const)
