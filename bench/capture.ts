@@ -38,7 +38,8 @@ const CPU_PROFILE = (() => {
   return i > 0 ? process.argv[i + 1] : undefined
 })()
 
-const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements" })
+// track_planning: a custom plan evaluates string_to_array over a batch's column as it plans.
+const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track_planning": "on" })
 const { sql, url } = db
 const SLOT = "bench_capture"
 const statements = await sql`create extension if not exists pg_stat_statements`.then(
@@ -191,11 +192,11 @@ await capture.stop()
 const capturePeak = peakRss
 // Server time of each statement capture ran while draining (not those of this script).
 const statementTimes = statements
-  ? await sql<{ query: string; calls: number; ms: number; rows: number; wal: number }[]>`
-      select regexp_replace(query, '[[:space:]]+', ' ', 'g') as query, calls::int, total_exec_time::float8 as ms, rows::int, wal_bytes::float8 as wal
+  ? await sql<{ query: string; calls: number; ms: number; plan: number; rows: number; wal: number }[]>`
+      select regexp_replace(query, '[[:space:]]+', ' ', 'g') as query, calls::int, total_exec_time::float8 as ms, total_plan_time::float8 as plan, rows::int, wal_bytes::float8 as wal
       from pg_stat_statements
       where query !~* 'pg_stat_statements|pg_logical_emit_message|pg_catalog|pg_replication|pg_publication|application_name|pg_backend_pid'
-      order by total_exec_time desc limit 8`
+      order by total_exec_time + total_plan_time desc limit 9`
   : []
 
 const endText = formatLsn(end)
@@ -411,9 +412,10 @@ table([
 if (statementTimes.length > 0) {
   console.log("")
   table([
-    ["capture's statements while draining (server time, pg_stat_statements)", "calls", "rows", "ms", "WAL MB"],
-    ...statementTimes.map((r) => [r.query.slice(0, 90), fmt(r.calls), fmt(r.rows), fmt(r.ms), fmt(r.wal / 1024 / 1024, 1)])
+    ["capture's statements while draining (server time, pg_stat_statements)", "calls", "rows", "exec ms", "plan ms", "WAL MB"],
+    ...statementTimes.map((r) => [r.query.slice(0, 90), fmt(r.calls), fmt(r.rows), fmt(r.ms), fmt(r.plan), fmt(r.wal / 1024 / 1024, 1)])
   ])
+  console.log("(select ... for update: a batch's lock on the checkpoint, most of it waiting there for the batch before to commit)")
 }
 console.log("")
 table([
