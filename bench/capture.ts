@@ -415,7 +415,6 @@ if (statementTimes.length > 0) {
     ["capture's statements while draining (server time, pg_stat_statements)", "calls", "rows", "exec ms", "plan ms", "WAL MB"],
     ...statementTimes.map((r) => [r.query.slice(0, 90), fmt(r.calls), fmt(r.rows), fmt(r.ms), fmt(r.plan), fmt(r.wal / 1024 / 1024, 1)])
   ])
-  console.log("(select ... for update: a batch's lock on the checkpoint, most of it waiting there for the batch before to commit)")
 }
 console.log("")
 table([

@@ -35,25 +35,18 @@ export class CheckpointMoved extends Data.TaggedError("CheckpointMoved")<{ reado
  * fails the database transaction when it is elsewhere: a second capture process (a leader
  * that lost its lock and has not noticed yet) cannot apply the same changes again, and
  * every event is written once. Issued first in a batch's transaction, so the row lock
- * orders two such transactions and the later one fails before writing, or, when the earlier
- * one is this process's batch before, goes on from where that one left the checkpoint.
- *
- * Two statements, sent together: the row is locked first (waiting, on the server, for a
- * transaction that holds it), so that the update, in a snapshot taken after that wait
- * (read committed), compares the checkpoint as that transaction left it. An update alone
- * would compare the version its snapshot saw before the wait, and miss it.
+ * orders two such processes and the loser fails before writing.
  */
-export const advanceCheckpoint = (tx: TransactionSql<Record<string, unknown>>, slot: string, from: Lsn, lsn: Lsn, commitTime: Date): Promise<void> => {
-  const locked = tx`select 1 from service.capture_state where slot_name = ${slot} for update`.execute()
-  const moved = tx`
+export const advanceCheckpoint = (tx: TransactionSql<Record<string, unknown>>, slot: string, from: Lsn, lsn: Lsn, commitTime: Date): Promise<void> =>
+  tx`
     update service.capture_state
     set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()
-    where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`.execute()
-  return Promise.all([locked, moved]).then(([, r]) => {
-    if (r.count !== 1) {
-      throw new CheckpointMoved({
-        message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
-      })
-    }
-  })
-}
+    where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
+    .execute()
+    .then((r) => {
+      if (r.count !== 1) {
+        throw new CheckpointMoved({
+          message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
+        })
+      }
+    })

@@ -1,14 +1,13 @@
 // Where capture's time goes, by phase, for bench/capture: milliseconds summed over a run.
-// A batch is prepared while the one before is written, and sent while that one still runs
-// (it waits on the server for its commit), so the phases overlap.
+// A batch is prepared while the one before is written, so the phases overlap.
 export const PHASES = {
   stream: "waiting for the stream (nothing received yet)",
   decode: "row messages into changes (read as received)",
   prepare: "prepare: load, simulate, build statements",
-  waiting: "waiting to prepare: the batch before last not yet committed",
-  write: "write: the batch's database transaction (from sent)",
+  waiting: "prepared, waiting for the batch before to commit",
+  write: "write: the batch's database transaction",
   begin: "  of which begin (a connection, BEGIN)",
-  statements: "  of which statements (held for the batch before, run, answered)",
+  statements: "  of which statements (sent, run, answered)",
   commit: "  of which COMMIT (WAL flushed)"
 } as const
 

@@ -420,8 +420,7 @@ const traced = <A>(span: SpanRunner | undefined, name: string, attributes: Reado
 
 /**
  * The batcher: takes the stream's messages into transactions and batches, pipelined (a batch
- * prepared while the one before is written, and sent while it runs, to wait on the server for
- * its commit: the server goes from one batch to the next without a round trip to this process). Plain async code on purpose: it runs once per
+ * prepared while the one before is written). Plain async code on purpose: it runs once per
  * message, tens of thousands a second, where an effect per message costs throughput. It runs
  * until its stream fails (the run then ends with that error) or `signal` aborts.
  */
@@ -444,84 +443,55 @@ const consume = async (
   let pendingChanges = 0
   let current: { xid: number; changes: RowChange[] } | null = null
   let busy = false
-  // The newest batch handed to the database, and the one before it (its `done`), at most two
-  // in flight: the newest's transaction is open with its statements sent, held on the server
-  // until the older one commits. A batch is prepared over the newest's final state where the
-  // database may not show it yet (src/pipeline/projection/store.ts), and only once the older
-  // one is stored: a store overlays one batch.
-  let writing: { readonly store: Store; readonly held: Promise<void>; readonly done: Promise<void> } | null = null
-  let older: Promise<void> | null = null
-  /** The commit end LSN of the newest batch handed to the database: the next one's `from`. */
-  let dispatched = start
+  // The batch being written, at most one: the next one is prepared meanwhile, reading its
+  // final state where the database may not show it yet (src/pipeline/projection/store.ts).
+  let writing: { readonly store: Store; readonly done: Promise<void> } | null = null
   stream.idle = () => !busy && current === null && pending.length === 0 && stream.pending === 0 && writing === null
 
-  /** Waits until the batches being written are stored, both whatever either's outcome; throws the first error. */
+  /** Waits until the batch being written is stored; throws its error. */
   const settle = async () => {
     const w = writing
-    const o = older
-    const outcomes = await Promise.allSettled([o, w?.done])
+    if (w === null) return
+    await w.done
     if (writing === w) writing = null
-    if (older === o) older = null
-    for (const r of outcomes) if (r.status === "rejected") throw r.reason
   }
 
-  /** Prepares the pending transactions as a batch (once the batch before last is stored) and sends it. */
+  /** Prepares the pending transactions as a batch and starts writing it once the batch before is stored. */
   const flush = async () => {
     if (pending.length === 0) return
     const batch = pending
     pending = []
     pendingChanges = 0
     const last = batch[batch.length - 1]!
-    if (older !== null) {
-      const t = performance.now()
-      await older
-      profile?.add(PHASES.waiting, performance.now() - t)
-    }
     const t0 = performance.now()
     const prepared = await prepareBatch(sql, batch, writing?.store ?? null)
-    profile?.add(PHASES.prepare, performance.now() - t0)
-    const from = dispatched
-    dispatched = last.endLsn
-    const prior = writing
-    // Resolved once this batch's checkpoint update holds the checkpoint's row (or the batch is over).
-    let hold = () => {}
-    const held = new Promise<void>((resolve) => (hold = resolve))
+    const t1 = performance.now()
+    profile?.add(PHASES.prepare, t1 - t0)
+    if (writing !== null) {
+      await settle()
+      profile?.add(PHASES.waiting, performance.now() - t1)
+    }
+    const from = committed
     const w = {
       store: prepared.store,
-      held,
       done: traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": batch.length, "capture.checkpoint": formatLsn(last.endLsn) }, async (annotate) => {
-        try {
-          // This batch's checkpoint update must reach the server after the one before's: then
-          // it waits there for that batch's row lock.
-          if (prior !== null) await prior.held
-          const begun = performance.now()
-          let opened = 0
-          let answered = 0
-          // Read committed whatever the database's default: each statement then sees the batch
-          // before, committed while this one's checkpoint update waited for its row lock.
-          await sql.begin("isolation level read committed", async (tx) => {
-            opened = performance.now()
-            // The checkpoint first: it fails the transaction, before anything is written, when
-            // another process moved it, and while the batch before still holds the checkpoint's
-            // row it waits on the server, holding back every statement after it: this batch's
-            // statements travel while that one runs, and run the moment it commits (each then
-            // sees it), or fail with it (the checkpoint is then not where this one starts from).
-            // All statements go out at once, answered in order.
-            await Promise.all([advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime).then(hold), ...prepared.write(tx)])
-            await prepared.reshape(tx)
-            answered = performance.now()
-          })
-          // The batch before committed first; it is acknowledged and counted first too.
-          if (prior !== null) await prior.done
-          if (profile) {
-            const end = performance.now()
-            profile.add(PHASES.write, end - begun)
-            profile.add(PHASES.begin, opened - begun)
-            profile.add(PHASES.statements, answered - opened)
-            profile.add(PHASES.commit, end - answered)
-          }
-        } finally {
-          hold()
+        const begun = performance.now()
+        let opened = 0
+        let answered = 0
+        await sql.begin(async (tx) => {
+          opened = performance.now()
+          // The checkpoint first: it fails the transaction, before anything is written, when
+          // another process moved it. All statements go out at once, answered in order.
+          await Promise.all([advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime), ...prepared.write(tx)])
+          await prepared.reshape(tx)
+          answered = performance.now()
+        })
+        if (profile) {
+          const end = performance.now()
+          profile.add(PHASES.write, end - begun)
+          profile.add(PHASES.begin, opened - begun)
+          profile.add(PHASES.statements, answered - opened)
+          profile.add(PHASES.commit, end - answered)
         }
         committed = last.endLsn
         annotate("capture.changes", prepared.changes)
@@ -539,7 +509,6 @@ const consume = async (
         await applied()
       })
     }
-    older = prior?.done ?? null
     writing = w
     // Done: the next batch reads the database alone. Failed: the run ends with its error
     // (the stream is failed so the loop hears of it even while it waits for messages).
@@ -609,7 +578,7 @@ const consume = async (
       if (opts.span !== undefined && events > 0) annotate("event.ids", await eventIdsOf(sql, [c.endLsn]))
       return c
     })
-    accepted = committed = dispatched = done.endLsn
+    accepted = committed = done.endLsn
     await stream.ack(committed)
     stats.checkpoint = committed
     stats.lastAppliedAt = new Date()

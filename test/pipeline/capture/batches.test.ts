@@ -107,64 +107,6 @@ describe("a batch prepared while the one before is written", () => {
     expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(0)
   })
 
-  // Capture sends a batch while the one before is still being written (src/pipeline/capture/run.ts):
-  // its checkpoint update waits on the server for that batch's row lock, then goes on from where
-  // that batch left the checkpoint, each statement after it seeing that batch's rows; or fails
-  // with it when it rolls back.
-  for (const outcome of ["commit", "rollback"] as const) {
-    it(`a batch sent while the one before holds the checkpoint waits for it on the server: the one before ends with ${outcome}`, async () => {
-      const slot = `held_${outcome}_${db.name}`
-      await db.sql`insert into service.capture_state (slot_name, checkpoint_lsn) values (${slot}, '0/100')`
-      const at = new Date()
-      const [earlierRow, laterRow] = [randomUUID(), randomUUID()]
-      const earlier = await db.sql.reserve()
-      try {
-        await earlier`begin isolation level read committed`
-        await advanceCheckpoint(earlier as never, slot, parseLsn("0/100"), parseLsn("0/200"), at)
-        await earlier`insert into service.rows (tbl, key, company_id, data) values ('companies', ${earlierRow}, ${earlierRow}, '{"n":1}')`
-        // The later batch copies the earlier one's row: it finds it only if it runs after that commit.
-        const later = db.sql.begin("isolation level read committed", (tx) =>
-          Promise.all([
-            advanceCheckpoint(tx, slot, parseLsn("0/200"), parseLsn("0/300"), at),
-            tx`insert into service.rows (tbl, key, company_id, data)
-               select tbl, ${laterRow}, ${laterRow}::uuid, data from service.rows where tbl = 'companies' and key = ${earlierRow}`.execute()
-          ])
-        )
-        later.catch(() => {})
-        await waitUntilWaiting(db.name, slot)
-        await earlier.unsafe(outcome)
-        const [state] = await (async () => {
-          if (outcome === "commit") {
-            await later
-            return db.sql<{ lsn: string }[]>`select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
-          }
-          await expect(later).rejects.toBeInstanceOf(CheckpointMoved)
-          return db.sql<{ lsn: string }[]>`select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
-        })()
-        const copied = await db.sql`select 1 from service.rows where tbl = 'companies' and key = ${laterRow}`
-        if (outcome === "commit") {
-          expect(state!.lsn).toBe("0/300")
-          expect(copied).toHaveLength(1)
-        } else {
-          expect(state!.lsn).toBe("0/100")
-          expect(copied).toHaveLength(0)
-        }
-      } finally {
-        earlier.release()
-      }
-    })
-  }
-
-  /** Waits until a session of this database waits on a lock at the checkpoint of `slot`. */
-  const waitUntilWaiting = async (name: string, slot: string) => {
-    for (let i = 0; i < 200; i++) {
-      const rows = await db.sql`select 1 from pg_stat_activity where datname = ${name} and wait_event_type = 'Lock' and query ilike ${"%from service.capture_state%for update%"}`
-      if (rows.length > 0) return
-      await new Promise((r) => setTimeout(r, 25))
-    }
-    throw new Error(`no batch waited at the checkpoint of ${slot}`)
-  }
-
   it("shapes a view again only when something it shows changed: the same view as a fresh projection after every change", async () => {
     const company = randomUUID()
     const s = new Store(db.sql)
