@@ -14,10 +14,11 @@
 // spent waiting for the stream, decoding, preparing a batch, writing one), the CPU time of this
 // process and of PostgreSQL's processes (Linux), and each statement's server time
 // (pg_stat_statements, loaded into the embedded server).
-// Usage: npm run bench:capture [-- --transactions 4000] [--cpu-profile drain.cpuprofile]
+// Usage: npm run bench:capture [-- --transactions 4000] [--latency-seconds 10] [--rounds 3] [--cpu-profile drain.cpuprofile]
 // (--cpu-profile writes a V8 CPU profile of this process while capture drains the workload.)
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { parseArgs } from "node:util"
 import { readdirSync, readFileSync } from "node:fs"
 import { CaptureProfile, PHASES } from "../src/pipeline/capture/profile.ts"
 import { Effect, Fiber, Logger } from "effect"
@@ -26,17 +27,29 @@ import { formatLsn, parseLsn } from "../src/platform/db/lsn.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
 import { benchDatabase, fmt, percentile, table } from "./support.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i > 0 ? Number(process.argv[i + 1]) : fallback
-}
-const TRANSACTIONS = arg("transactions", 4000)
-const CHANGES_PER_TXN = 5
-const LATENCY_SECONDS = arg("latency-seconds", 10)
-const CPU_PROFILE = (() => {
-  const i = process.argv.indexOf("--cpu-profile")
-  return i > 0 ? process.argv[i + 1] : undefined
+const { TRANSACTIONS, LATENCY_SECONDS, ROUNDS, CPU_PROFILE } = (() => {
+  try {
+    const { values } = parseArgs({
+      options: {
+        transactions: { type: "string", default: "4000" },
+        "latency-seconds": { type: "string", default: "10" },
+        rounds: { type: "string", default: "3" },
+        "cpu-profile": { type: "string" }
+      },
+      strict: true
+    })
+    const count = (name: "transactions" | "latency-seconds" | "rounds") => {
+      const n = Number(values[name])
+      if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number, 1 or more, not "${values[name]}"`)
+      return n
+    }
+    return { TRANSACTIONS: count("transactions"), LATENCY_SECONDS: count("latency-seconds"), ROUNDS: count("rounds"), CPU_PROFILE: values["cpu-profile"] }
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nUsage: npm run bench:capture [-- --transactions 4000] [--latency-seconds 10] [--rounds 3] [--cpu-profile FILE]\n`)
+    process.exit(2)
+  }
 })()
+const CHANGES_PER_TXN = 5
 
 // track_planning: a custom plan evaluates string_to_array over a batch's column as it plans.
 const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track_planning": "on" })
@@ -272,7 +285,6 @@ const pipelinedMs = performance.now() - q0
 // round's drain is timed from the first change received: a restarted walsender first re-reads
 // the WAL after the slot's restart point (back to the last running-transactions record, up to
 // ~15 s), which is a restart's cost, not throughput.
-const ROUNDS = arg("rounds", 3)
 const rounds: Array<{ capture: number; bare: number; cpu: number }> = []
 for (let round = 0; round < ROUNDS; round++) {
   actions.length = 0
