@@ -51,12 +51,16 @@ const POOL = Number(process.env.DATABASE_POOL_SIZE ?? 10)
 const serveService = async (url: string, port: number) => {
   const DatabaseLive = Layer.effect(
     Database,
-    Effect.acquireRelease(Effect.sync(() => connect(url, POOL)), (sql) => Effect.promise(() => sql.end({ timeout: 2 }))).pipe(
-      Effect.map((sql) => ({ sql, url, embedded: false }))
-    )
+    Effect.acquireRelease(
+      Effect.sync(() => connect(url, POOL)),
+      (sql) => Effect.promise(() => sql.end({ timeout: 2 }))
+    ).pipe(Effect.map((sql) => ({ sql, url, embedded: false })))
   )
   // The webhook operations (/api/v1/hooks) are not measured here: a throwaway secrets key.
-  const WebhooksBench = Layer.effect(Webhooks, Effect.map(Sql, (sql) => makeWebhooks({ secretsKey: randomBytes(32), allowed: [] }, sql)))
+  const WebhooksBench = Layer.effect(
+    Webhooks,
+    Effect.map(Sql, (sql) => makeWebhooks({ secretsKey: randomBytes(32), allowed: [] }, sql))
+  )
   // As src/main.ts serves them: with the per-request middleware (request id, metrics) and GET /metrics.
   const Routes = Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000_000 }), ObservabilityRoutes)
   const Server = HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
@@ -165,7 +169,12 @@ interface Cpu {
 }
 
 /** The most requests per second at CONNECTIONS connections (autocannon), and the CPU they cost. */
-const run = async (url: string, headers: Record<string, string>, pid?: number, postmaster?: number): Promise<Result & { readonly cpu: Cpu }> => {
+const run = async (
+  url: string,
+  headers: Record<string, string>,
+  pid?: number,
+  postmaster?: number
+): Promise<Result & { readonly cpu: Cpu }> => {
   const s0 = pid === undefined ? NaN : ticksOf(pid)
   const p0 = postgresTicks(postmaster)
   const r = await autocannon({ url, headers, connections: CONNECTIONS, duration: SECONDS })
@@ -174,7 +183,14 @@ const run = async (url: string, headers: Record<string, string>, pid?: number, p
     server: ((ticksOf(pid ?? -1) - s0) * TICK_US) / total,
     postgres: ((postgresTicks(postmaster) - p0) * TICK_US) / total
   }
-  return { requests: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, cpu }
+  return {
+    requests: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    cpu
+  }
 }
 
 /**
@@ -192,14 +208,17 @@ const steady = async (url: string, headers: Record<string, string>, rate: number
   const once = () =>
     new Promise<void>((resolve) => {
       const started = process.hrtime.bigint()
-      const req = httpRequest({ host: u.hostname, port: u.port, path: u.pathname + u.search, agent, headers }, (res) => {
-        res.on("data", () => {})
-        res.on("end", () => {
-          latencies.push(Number(process.hrtime.bigint() - started) / 1e6)
-          if ((res.statusCode ?? 0) >= 300) non2xx++
-          resolve()
-        })
-      })
+      const req = httpRequest(
+        { host: u.hostname, port: u.port, path: u.pathname + u.search, agent, headers },
+        (res) => {
+          res.on("data", () => {})
+          res.on("end", () => {
+            latencies.push(Number(process.hrtime.bigint() - started) / 1e6)
+            if ((res.statusCode ?? 0) >= 300) non2xx++
+            resolve()
+          })
+        }
+      )
       req.on("error", (error: NodeJS.ErrnoException) => {
         errors++
         errorKinds.add(error.code ?? error.message)
@@ -218,8 +237,16 @@ const steady = async (url: string, headers: Record<string, string>, rate: number
   await Promise.all(pending)
   agent.destroy()
   latencies.sort((a, b) => a - b)
-  const at = (q: number) => Number(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(1))
-  return { requests: latencies.length / SECONDS, p50: at(0.5), p99: at(0.99), non2xx, errors, errorKinds: [...errorKinds] }
+  const at = (q: number) =>
+    Number(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(1))
+  return {
+    requests: latencies.length / SECONDS,
+    p50: at(0.5),
+    p99: at(0.99),
+    non2xx,
+    errors,
+    errorKinds: [...errorKinds]
+  }
 }
 
 const startChild = async (args: ReadonlyArray<string>, port: number): Promise<ChildProcess> => {
@@ -264,7 +291,8 @@ const seed = async (sql: postgres.Sql) => {
           reference: `INC-${String(i).padStart(5, "0")}`,
           type: "injury",
           title: `Laceration while cutting rebar (${i})`,
-          description: "Left hand cut on rebar end during placement; first aid given on site and the area was made safe.",
+          description:
+            "Left hand cut on rebar end during placement; first aid given on site and the area was made safe.",
           occurred_at: createdAt,
           job_site_id: crypto.randomUUID(),
           location: "Level 3, east core",
@@ -287,7 +315,15 @@ const seed = async (sql: postgres.Sql) => {
         equipmentJobSite: null
       })
       const meta = viewMeta("incidents", record)
-      rows.push({ resource: "incidents", id, company_id: companyId, created_at: meta.createdAt, name: null, status: null, body: JSON.stringify(record) })
+      rows.push({
+        resource: "incidents",
+        id,
+        company_id: companyId,
+        created_at: meta.createdAt,
+        name: null,
+        status: null,
+        body: JSON.stringify(record)
+      })
     }
     await sql`insert into service.views ${sql(rows)}`
   }
@@ -340,7 +376,8 @@ const main = async () => {
       { name: "get by id", path: `/api/v1/incidents/${id}` }
     ]
     const lines: Array<string> = []
-    const fmt = (r: Result) => `${r.requests.toFixed(0).padStart(6)} req/s  p50 ${String(r.p50).padStart(5)} ms  p99 ${String(r.p99).padStart(6)} ms`
+    const fmt = (r: Result) =>
+      `${r.requests.toFixed(0).padStart(6)} req/s  p50 ${String(r.p50).padStart(5)} ms  p99 ${String(r.p99).padStart(6)} ms`
     for (const s of scenarios) {
       const svcUrl = `http://127.0.0.1:${servicePort}${s.path}`
       const bareUrl = `http://127.0.0.1:${barePort}${s.path}`
@@ -348,14 +385,21 @@ const main = async () => {
       await run(svcUrl, auth)
       await run(bareUrl, {})
       const cpuRatios: Array<number> = []
-      lines.push(`${s.name}: ${CONNECTIONS} connections, ${SECONDS} s per measurement, ${ROUNDS} rounds (bare and service alternate)`)
+      lines.push(
+        `${s.name}: ${CONNECTIONS} connections, ${SECONDS} s per measurement, ${ROUNDS} rounds (bare and service alternate)`
+      )
       const ratios: Array<number> = []
       for (let round = 1; round <= ROUNDS; round++) {
         const bare = await run(bareUrl, {}, bareServer.pid, postmaster)
         const svc = await run(svcUrl, auth, service.pid, postmaster)
         const bareSteady = await steady(bareUrl, {}, STEADY_RATE)
         const svcSteady = await steady(svcUrl, auth, STEADY_RATE)
-        for (const [label, r] of [["bare, max", bare], ["service, max", svc], ["bare, steady", bareSteady], ["service, steady", svcSteady]] as const) {
+        for (const [label, r] of [
+          ["bare, max", bare],
+          ["service, max", svc],
+          ["bare, steady", bareSteady],
+          ["service, steady", svcSteady]
+        ] as const) {
           if (r.non2xx > 0 || r.errors > 0) {
             const kinds = r.errorKinds === undefined || r.errorKinds.length === 0 ? "" : ` (${r.errorKinds.join(", ")})`
             lines.push(`  warning: ${label}: ${r.non2xx} non-2xx answers, ${r.errors} errors${kinds}`)
@@ -365,7 +409,8 @@ const main = async () => {
         const cpuOf = (c: Cpu) => c.server + (Number.isNaN(c.postgres) ? 0 : c.postgres)
         cpuRatios.push(cpuOf(bare.cpu) / cpuOf(svc.cpu))
         const cpuText = (c: Cpu) =>
-          `CPU per request: server ${c.server.toFixed(0)} µs` + (Number.isNaN(c.postgres) ? "" : ` + PostgreSQL ${c.postgres.toFixed(0)} µs`)
+          `CPU per request: server ${c.server.toFixed(0)} µs` +
+          (Number.isNaN(c.postgres) ? "" : ` + PostgreSQL ${c.postgres.toFixed(0)} µs`)
         lines.push(
           `  round ${round}`,
           `    most req/s   bare    ${fmt(bare)}   ${cpuText(bare.cpu)}`,

@@ -40,19 +40,30 @@ const { TRANSACTIONS, LATENCY_SECONDS, ROUNDS, CPU_PROFILE } = (() => {
     })
     const count = (name: "transactions" | "latency-seconds" | "rounds") => {
       const n = Number(values[name])
-      if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number, 1 or more, not "${values[name]}"`)
+      if (!Number.isInteger(n) || n < 1)
+        throw new Error(`--${name} must be a whole number, 1 or more, not "${values[name]}"`)
       return n
     }
-    return { TRANSACTIONS: count("transactions"), LATENCY_SECONDS: count("latency-seconds"), ROUNDS: count("rounds"), CPU_PROFILE: values["cpu-profile"] }
+    return {
+      TRANSACTIONS: count("transactions"),
+      LATENCY_SECONDS: count("latency-seconds"),
+      ROUNDS: count("rounds"),
+      CPU_PROFILE: values["cpu-profile"]
+    }
   } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\nUsage: npm run bench:capture [-- --transactions 4000] [--latency-seconds 10] [--rounds 3] [--cpu-profile FILE]\n`)
+    process.stderr.write(
+      `${e instanceof Error ? e.message : String(e)}\nUsage: npm run bench:capture [-- --transactions 4000] [--latency-seconds 10] [--rounds 3] [--cpu-profile FILE]\n`
+    )
     process.exit(2)
   }
 })()
 const CHANGES_PER_TXN = 5
 
 // track_planning: a custom plan evaluates string_to_array over a batch's column as it plans.
-const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track_planning": "on" })
+const db = await benchDatabase({
+  shared_preload_libraries: "pg_stat_statements",
+  "pg_stat_statements.track_planning": "on"
+})
 const { sql, url } = db
 const SLOT = "bench_capture"
 const statements = await sql`create extension if not exists pg_stat_statements`.then(
@@ -117,7 +128,9 @@ const cpuOf = async <A>(f: () => Promise<A>, options: { processesEnd?: boolean }
   }
 }
 
-const [company] = await sql<{ id: string }[]>`insert into app.companies (name, host) values ('Bench', 'bench.test') returning id::text`
+const [company] = await sql<
+  { id: string }[]
+>`insert into app.companies (name, host) values ('Bench', 'bench.test') returning id::text`
 const companyId = company!.id
 for (const m of RESOURCES) await sql`insert into app.company_modules (company_id, module) values (${companyId}, ${m})`
 
@@ -147,7 +160,18 @@ const startCapture = (profile?: CaptureProfile) => {
   const stats = new CaptureStats()
   // No log lines (Logger.layer([])): the bench prints its own table.
   const run = Effect.runFork(
-    captureRun(sql, { url, slot: SLOT, publication: "safety_records_service", batchChanges: 2000, heartbeatMs: 60_000, ...(profile ? { profile } : {}) }, stats).pipe(Effect.provide(Logger.layer([])))
+    captureRun(
+      sql,
+      {
+        url,
+        slot: SLOT,
+        publication: "safety_records_service",
+        batchChanges: 2000,
+        heartbeatMs: 60_000,
+        ...(profile ? { profile } : {})
+      },
+      stats
+    ).pipe(Effect.provide(Logger.layer([])))
   )
   return { stats, stop: () => Effect.runPromise(Fiber.interrupt(run)).then(() => {}) }
 }
@@ -214,13 +238,36 @@ const statementTimes = statements
 
 const endText = formatLsn(end)
 const r0 = performance.now()
-const { cpu: recvCpu } = await cpuOf(() => new Promise<void>((resolve, reject) => {
-  const p = spawn("pg_recvlogical", ["-d", url, "--slot", "bench_raw", "--start", "--endpos", endText, "-o", "proto_version=1", "-o", "publication_names=safety_records_service", "-f", "/dev/null", "--no-loop"], { stdio: ["ignore", "ignore", "pipe"] })
-  let err = ""
-  p.stderr.on("data", (d) => (err += d))
-  p.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`pg_recvlogical exited ${code}: ${err}`))))
-  p.on("error", reject)
-}), { processesEnd: true })
+const { cpu: recvCpu } = await cpuOf(
+  () =>
+    new Promise<void>((resolve, reject) => {
+      const p = spawn(
+        "pg_recvlogical",
+        [
+          "-d",
+          url,
+          "--slot",
+          "bench_raw",
+          "--start",
+          "--endpos",
+          endText,
+          "-o",
+          "proto_version=1",
+          "-o",
+          "publication_names=safety_records_service",
+          "-f",
+          "/dev/null",
+          "--no-loop"
+        ],
+        { stdio: ["ignore", "ignore", "pipe"] }
+      )
+      let err = ""
+      p.stderr.on("data", (d) => (err += d))
+      p.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`pg_recvlogical exited ${code}: ${err}`))))
+      p.on("error", reject)
+    }),
+  { processesEnd: true }
+)
 const recvMs = performance.now() - r0
 await sql`select pg_drop_replication_slot('bench_raw')`
 
@@ -234,7 +281,10 @@ const body = sample!.body
 const bareSetBased = async (prefix: string) => {
   const b0 = performance.now()
   for (let done = 0; done < totalChanges; done += 500) {
-    const rows = Array.from({ length: Math.min(500, totalChanges - done) }, (_, j) => ({ k: `${prefix}${(done + j) % (totalChanges / 2)}`, body }))
+    const rows = Array.from({ length: Math.min(500, totalChanges - done) }, (_, j) => ({
+      k: `${prefix}${(done + j) % (totalChanges / 2)}`,
+      body
+    }))
     const json = JSON.stringify(rows)
     await sql.begin(async (tx) => {
       await tx`insert into public.bare_append (k, body) select k, body from json_to_recordset(${json}::text::json) as x(k text, body text)`
@@ -271,7 +321,9 @@ for (let done = 0; done < totalChanges; done += 500) {
     for (let j = 0; j < Math.min(500, totalChanges - done); j++) {
       const k = `r${(done + j) % (totalChanges / 2)}`
       statements.push(tx`insert into public.bare_append (k, body) values (${k}, ${body})`.execute())
-      statements.push(tx`insert into public.bare_keyed (k, body) values (${k}, ${body}) on conflict (k) do update set body = excluded.body`.execute())
+      statements.push(
+        tx`insert into public.bare_keyed (k, body) values (${k}, ${body}) on conflict (k) do update set body = excluded.body`.execute()
+      )
     }
     return Promise.all(statements)
   })
@@ -299,7 +351,11 @@ for (let round = 0; round < ROUNDS; round++) {
   await c.stop()
   rounds.push({ capture: captureRoundMs, bare: await bareSetBased(`w${round}-`), cpu: cpu.node })
 }
-const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50)
+const median = (xs: number[]) =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    50
+  )
 
 // ---- 2. latency at 1,000 changes/s ----
 const live = startCapture()
@@ -357,7 +413,9 @@ const big = await bigTxn(200_000)
 let peakHeap = 0
 const heapSampler = setInterval(() => (peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed)), 20)
 const siteRename = async (inspections: number) => {
-  const [site] = await sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${companyId}, 'Bench site') returning id::text`
+  const [site] = await sql<
+    { id: string }[]
+  >`insert into app.job_sites (company_id, name) values (${companyId}, 'Bench site') returning id::text`
   const eq = await sql<{ id: string }[]>`
     insert into app.equipment (company_id, name, identifier, category, job_site_id)
     select ${companyId}, 'Bench crane ' || g, 'BC-' || g, 'lifting', ${site!.id} from generate_series(1, 4) g returning id::text`
@@ -384,21 +442,43 @@ const [outbox] = await sql<{ n: number }[]>`select count(*)::int as n from servi
 const outboxRows = outbox!.n
 
 const mb = (b: number) => fmt(b / 1024 / 1024, 0) + " MB"
-console.log(`\nbench/capture: ${TRANSACTIONS} transactions of ${CHANGES_PER_TXN} row changes (${fmt(totalChanges)} changes), written in ${fmt(writeMs / 1000, 1)} s; drained in ${drainBatches} batches; outbox now ${fmt(outboxRows)} events\n`)
+console.log(
+  `\nbench/capture: ${TRANSACTIONS} transactions of ${CHANGES_PER_TXN} row changes (${fmt(totalChanges)} changes), written in ${fmt(writeMs / 1000, 1)} s; drained in ${drainBatches} batches; outbox now ${fmt(outboxRows)} events\n`
+)
 const rate = (ms: number) => fmt(totalChanges / (ms / 1000))
 table([
   ["throughput", "row changes/s", "capture / this"],
   ["capture: WAL -> mirror + views + outbox + checkpoint", rate(captureMs), "1.00"],
   ["pg_recvlogical: decoding alone", rate(recvMs), fmt(recvMs / captureMs, 2)],
   ["bare write, set-based (insert..select + upsert..select, 500/txn)", rate(bareMs), fmt(bareMs / captureMs, 2)],
-  ["bare write, per row, pipelined (insert + upsert statement each, 500/txn)", rate(pipelinedMs), fmt(pipelinedMs / captureMs, 2)],
-  ["bare write, per row, one at a time (insert + upsert statement each, 500/txn)", rate(perRowMs), fmt(perRowMs / captureMs, 2)]
+  [
+    "bare write, per row, pipelined (insert + upsert statement each, 500/txn)",
+    rate(pipelinedMs),
+    fmt(pipelinedMs / captureMs, 2)
+  ],
+  [
+    "bare write, per row, one at a time (insert + upsert statement each, 500/txn)",
+    rate(perRowMs),
+    fmt(perRowMs / captureMs, 2)
+  ]
 ])
 console.log("")
 table([
-  ["rounds: the workload again, drained, then written bare", "capture, changes/s", "its CPU, ms", "bare set-based, changes/s", "capture / bare"],
+  [
+    "rounds: the workload again, drained, then written bare",
+    "capture, changes/s",
+    "its CPU, ms",
+    "bare set-based, changes/s",
+    "capture / bare"
+  ],
   ...rounds.map((w, i) => [`round ${i + 1}`, rate(w.capture), fmt(w.cpu), rate(w.bare), fmt(w.bare / w.capture, 2)]),
-  ["median (the figure issue 18 sets at >= 0.8)", rate(median(rounds.map((w) => w.capture))), fmt(median(rounds.map((w) => w.cpu))), rate(median(rounds.map((w) => w.bare))), fmt(median(rounds.map((w) => w.bare / w.capture)), 2)]
+  [
+    "median (the figure issue 18 sets at >= 0.8)",
+    rate(median(rounds.map((w) => w.capture))),
+    fmt(median(rounds.map((w) => w.cpu))),
+    rate(median(rounds.map((w) => w.bare))),
+    fmt(median(rounds.map((w) => w.bare / w.capture)), 2)
+  ]
 ])
 console.log("")
 const phases = Object.values(PHASES).map((phase) => [phase, profile.ms.get(phase) ?? 0] as const)
@@ -424,8 +504,22 @@ table([
 if (statementTimes.length > 0) {
   console.log("")
   table([
-    ["capture's statements while draining (server time, pg_stat_statements)", "calls", "rows", "exec ms", "plan ms", "WAL MB"],
-    ...statementTimes.map((r) => [r.query.slice(0, 90), fmt(r.calls), fmt(r.rows), fmt(r.ms), fmt(r.plan), fmt(r.wal / 1024 / 1024, 1)])
+    [
+      "capture's statements while draining (server time, pg_stat_statements)",
+      "calls",
+      "rows",
+      "exec ms",
+      "plan ms",
+      "WAL MB"
+    ],
+    ...statementTimes.map((r) => [
+      r.query.slice(0, 90),
+      fmt(r.calls),
+      fmt(r.rows),
+      fmt(r.ms),
+      fmt(r.plan),
+      fmt(r.wal / 1024 / 1024, 1)
+    ])
   ])
 }
 console.log("")
@@ -446,8 +540,20 @@ table([
 ])
 console.log("")
 table([
-  ["job site renamed (its inspections' views re-shaped)", "inspections", "applied in", "V8 heap before", "heap peak above before"],
-  ...renames.map((r) => ["one rename", fmt(r.inspections), `${fmt(r.ms / 1000, 1)} s`, mb(r.heapBefore), mb(r.peak - r.heapBefore)])
+  [
+    "job site renamed (its inspections' views re-shaped)",
+    "inspections",
+    "applied in",
+    "V8 heap before",
+    "heap peak above before"
+  ],
+  ...renames.map((r) => [
+    "one rename",
+    fmt(r.inspections),
+    `${fmt(r.ms / 1000, 1)} s`,
+    mb(r.heapBefore),
+    mb(r.peak - r.heapBefore)
+  ])
 ])
 await db.close()
 process.exit(0)

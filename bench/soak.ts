@@ -78,7 +78,8 @@ const args = (() => {
     const rate = Number(values.rate)
     const reads = Number(values.reads)
     if (!(rate > 0) || !Number.isFinite(rate)) throw new Error(`--rate must be a number above 0, not "${values.rate}"`)
-    if (!(reads >= 0) || !Number.isFinite(reads)) throw new Error(`--reads must be a number, 0 or more, not "${values.reads}"`)
+    if (!(reads >= 0) || !Number.isFinite(reads))
+      throw new Error(`--reads must be a number, 0 or more, not "${values.reads}"`)
     const duration = durationMs("duration", values.duration)
     const sample = durationMs("sample", values.sample)
     if (duration < 10_000) throw new Error("--duration must be at least 10s")
@@ -127,10 +128,13 @@ const procCpuSeconds = (pid: number): number => {
  * e.g. to compare settings.
  */
 const startCommand = (): { env: Record<string, string>; args: Array<string>; before: Array<Array<string>> } => {
-  const script = process.env.SOAK_START ?? (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
+  const script =
+    process.env.SOAK_START ??
+    (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
   const steps = script.split("&&").map((step) => step.trim().split(/\s+/))
   const before = steps.slice(0, -1).map(([node, ...rest]) => {
-    if (node !== "node" || rest.length === 0) throw new Error(`a step before the service must be "node <file> [args]", not "${script}"`)
+    if (node !== "node" || rest.length === 0)
+      throw new Error(`a step before the service must be "node <file> [args]", not "${script}"`)
     return rest
   })
   const words = steps.at(-1)!
@@ -140,7 +144,8 @@ const startCommand = (): { env: Record<string, string>; args: Array<string>; bef
     env[name!] = value.join("=")
   }
   const [node, ...rest] = words
-  if (node !== "node" || rest.length === 0) throw new Error(`the start script must be "[NAME=value ...] node [options] <file>", not "${script}"`)
+  if (node !== "node" || rest.length === 0)
+    throw new Error(`the start script must be "[NAME=value ...] node [options] <file>", not "${script}"`)
   return { env, args: rest, before }
 }
 
@@ -158,7 +163,13 @@ const parseMetrics = (text: string): Map<string, number> => {
 const children = new Set<ChildProcess>()
 
 /** Runs a command to its end; its stdout, or an error with its stderr (exit codes in `ok` pass). */
-const run = (file: string, argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv, timeoutMs = 120_000, ok: ReadonlyArray<number> = [0]) =>
+const run = (
+  file: string,
+  argv: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 120_000,
+  ok: ReadonlyArray<number> = [0]
+) =>
   new Promise<string>((resolvePromise, reject) => {
     const child = spawn(process.execPath, [file, ...argv], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] })
     children.add(child)
@@ -238,7 +249,14 @@ const startReceiver = (cert: string, key: string) => {
 
 const startReader = (port: number, keys: ReadonlyArray<string>, perSecond: number) => {
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 16 })
-  const stats = { ok: 0, errors: 0, limited: 0, late: 0, byStatus: new Map<string, number>(), firstErrors: [] as Array<string> }
+  const stats = {
+    ok: 0,
+    errors: 0,
+    limited: 0,
+    late: 0,
+    byStatus: new Map<string, number>(),
+    firstErrors: [] as Array<string>
+  }
   const ids = new Map<string, Array<string>>()
   const cursors: Array<string> = []
   let inFlight = 0
@@ -260,15 +278,26 @@ const startReader = (port: number, keys: ReadonlyArray<string>, perSecond: numbe
     const p = path()
     inFlight++
     try {
-      const res = await pool.request({ path: p, method: "GET", headers: { authorization: `Bearer ${key}`, host: DEMO_HOST }, headersTimeout: 30_000, bodyTimeout: 30_000 })
+      const res = await pool.request({
+        path: p,
+        method: "GET",
+        headers: { authorization: `Bearer ${key}`, host: DEMO_HOST },
+        headersTimeout: 30_000,
+        bodyTimeout: 30_000
+      })
       const text = await res.body.text()
       if (res.statusCode === 200) {
         stats.ok++
         const m = /^\/api\/v1\/([a-z-]+)\?limit=50$/.exec(p)
         if (m) {
           const body = JSON.parse(text) as { data: Array<{ id: string }>; nextCursor: string | null }
-          if (m[1] !== "events") ids.set(m[1]!, body.data.slice(0, 20).map((d) => d.id))
-          if (body.nextCursor !== null && cursors.length < 100) cursors.push(`${p}&cursor=${encodeURIComponent(body.nextCursor)}`)
+          if (m[1] !== "events")
+            ids.set(
+              m[1]!,
+              body.data.slice(0, 20).map((d) => d.id)
+            )
+          if (body.nextCursor !== null && cursors.length < 100)
+            cursors.push(`${p}&cursor=${encodeURIComponent(body.nextCursor)}`)
         }
       } else {
         stats.errors++
@@ -279,7 +308,8 @@ const startReader = (port: number, keys: ReadonlyArray<string>, perSecond: numbe
     } catch (e) {
       stats.errors++
       stats.byStatus.set("network", (stats.byStatus.get("network") ?? 0) + 1)
-      if (stats.firstErrors.length < 5) stats.firstErrors.push(`GET ${p}: ${e instanceof Error ? e.message : String(e)}`)
+      if (stats.firstErrors.length < 5)
+        stats.firstErrors.push(`GET ${p}: ${e instanceof Error ? e.message : String(e)}`)
     } finally {
       inFlight--
     }
@@ -366,12 +396,15 @@ const main = async () => {
     }
   }
   // Bounded: the run, plus setup and draining; past that, everything is stopped.
-  const watchdog = setTimeout(() => {
-    log(`\nbench:soak: over its time bound; stopping.`)
-    for (const c of children) c.kill("SIGKILL")
-    stopPostgres()
-    process.exit(1)
-  }, args.duration + DRAIN_MS + 10 * 60_000)
+  const watchdog = setTimeout(
+    () => {
+      log(`\nbench:soak: over its time bound; stopping.`)
+      for (const c of children) c.kill("SIGKILL")
+      stopPostgres()
+      process.exit(1)
+    },
+    args.duration + DRAIN_MS + 10 * 60_000
+  )
   watchdog.unref()
 
   try {
@@ -400,7 +433,9 @@ const main = async () => {
     if (keyCount > MAX_KEYS) {
       keyCount = MAX_KEYS
       env.API_RATE_LIMIT = String(Math.ceil((args.reads * 60) / MAX_KEYS / 0.75))
-      log(`note: ${args.reads} reads/s is more than ${MAX_KEYS} keys may make at 120/min: API_RATE_LIMIT=${env.API_RATE_LIMIT} for this run`)
+      log(
+        `note: ${args.reads} reads/s is more than ${MAX_KEYS} keys may make at 120/min: API_RATE_LIMIT=${env.API_RATE_LIMIT} for this run`
+      )
     }
 
     log(`seeding the demo (node src/faces/cli/seed.ts) under ${dataDir}...`)
@@ -411,7 +446,11 @@ const main = async () => {
       log(`node ${step.join(" ")}`)
       await run(step[0]!, step.slice(1), env, 120_000)
     }
-    log(`starting the service (${Object.entries(command.env).map(([k, v]) => `${k}=${v} `).join("")}node ${command.args.join(" ")})...`)
+    log(
+      `starting the service (${Object.entries(command.env)
+        .map(([k, v]) => `${k}=${v} `)
+        .join("")}node ${command.args.join(" ")})...`
+    )
     // SOAK_NODE_OPTIONS: node options for the service alone (e.g. to try V8 settings).
     const nodeOptions = [process.env.SOAK_NODE_OPTIONS ?? ""]
     if (args.snapshots !== undefined) {
@@ -429,15 +468,22 @@ const main = async () => {
     const base = `http://127.0.0.1:${httpPort}`
     await waitUntil(
       async () => {
-        if (serviceExit !== undefined) throw new Error(`the service stopped (${serviceExit}):\n${readFileSync(logFile, "utf8").slice(-3000)}`)
-        return fetch(`${base}/readyz`, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false)
+        if (serviceExit !== undefined)
+          throw new Error(`the service stopped (${serviceExit}):\n${readFileSync(logFile, "utf8").slice(-3000)}`)
+        return fetch(`${base}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+          (r) => r.ok,
+          () => false
+        )
       },
       180_000,
       "the service to be ready"
     )
     log(`  ready, pid ${pid}, RSS ${mb(procMemory(pid)?.rss)} MB`)
 
-    sql = postgres(embeddedUrl(readFileSync(join(dataDir, "pg-password"), "utf8").trim(), pgPort), { max: 2, onnotice: () => {} })
+    sql = postgres(embeddedUrl(readFileSync(join(dataDir, "pg-password"), "utf8").trim(), pgPort), {
+      max: 2,
+      onnotice: () => {}
+    })
     const [company] = await sql<{ id: string }[]>`select id from app.companies where host = ${DEMO_HOST}`
     const companyId = company!.id
 
@@ -445,15 +491,43 @@ const main = async () => {
     const keys: Array<string> = []
     for (let made = 0; made < keyCount; made += 4) {
       const batch = Array.from({ length: Math.min(4, keyCount - made) }, (_, j) =>
-        run("src/faces/cli/admin.ts", ["keys", "create", "--company", DEMO_HOST, "--name", `soak ${made + j + 1}`, "--read", "all", "--as", ADMIN_EMAIL, "--json"], env).then(
-          (out) => (JSON.parse(out) as { key: string }).key
-        )
+        run(
+          "src/faces/cli/admin.ts",
+          [
+            "keys",
+            "create",
+            "--company",
+            DEMO_HOST,
+            "--name",
+            `soak ${made + j + 1}`,
+            "--read",
+            "all",
+            "--as",
+            ADMIN_EMAIL,
+            "--json"
+          ],
+          env
+        ).then((out) => (JSON.parse(out) as { key: string }).key)
       )
       keys.push(...(await Promise.all(batch)))
     }
     await run(
       "src/faces/cli/admin.ts",
-      ["endpoints", "create", "--company", DEMO_HOST, "--name", "soak", "--url", `https://127.0.0.1:${receiver.port}/hooks`, "--events", EVENT_KINDS.join(","), "--as", ADMIN_EMAIL, "--json"],
+      [
+        "endpoints",
+        "create",
+        "--company",
+        DEMO_HOST,
+        "--name",
+        "soak",
+        "--url",
+        `https://127.0.0.1:${receiver.port}/hooks`,
+        "--events",
+        EVENT_KINDS.join(","),
+        "--as",
+        ADMIN_EMAIL,
+        "--json"
+      ],
       env
     )
 
@@ -462,7 +536,9 @@ const main = async () => {
     // Caught up: the checkpoint has reached the WAL's end as it is now (the service's own
     // writes move it on only at capture's next heartbeat), or `enough` says so first.
     const caughtUp = async (enough: () => Promise<boolean> = async () => false) => {
-      const [{ lsn }] = [...(await sql!<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`)] as [{ lsn: string }]
+      const [{ lsn }] = [...(await sql!<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`)] as [
+        { lsn: string }
+      ]
       await waitUntil(
         async () => {
           if (await enough()) return true
@@ -477,12 +553,16 @@ const main = async () => {
     }
     await caughtUp()
     const countsByKind = async () => {
-      const rows = await sql!<{ event: string; n: number }[]>`select event, count(*)::int as n from service.events where company_id = ${companyId} group by event`
+      const rows = await sql!<
+        { event: string; n: number }[]
+      >`select event, count(*)::int as n from service.events where company_id = ${companyId} group by event`
       return new Map(rows.map((r) => [r.event, r.n]))
     }
     const before = await countsByKind()
     const outboxTotal = async () => {
-      const [r] = await sql!<{ n: number }[]>`select count(*)::int as n from service.events where company_id = ${companyId}`
+      const [r] = await sql!<
+        { n: number }[]
+      >`select count(*)::int as n from service.events where company_id = ${companyId}`
       return r!.n - [...before.values()].reduce((a, b) => a + b, 0)
     }
     const [{ since }] = [...(await sql<{ since: Date }[]>`select now() as since`)] as [{ since: Date }]
@@ -513,10 +593,33 @@ const main = async () => {
       }
       return s
     }
-    const header = ["t (s)", "RSS MB", "heap used MB", "heap total MB", "external MB", "events", "delivered", "API reads", "API errors", "lag bytes"]
-    const row = (s: Sample) => [s.t.toFixed(0), mb(s.rss), mb(s.heapUsed), mb(s.heapTotal), mb(s.external), fmt(s.events), fmt(s.delivered), fmt(s.reads), fmt(s.errors), fmt(s.lagBytes)]
+    const header = [
+      "t (s)",
+      "RSS MB",
+      "heap used MB",
+      "heap total MB",
+      "external MB",
+      "events",
+      "delivered",
+      "API reads",
+      "API errors",
+      "lag bytes"
+    ]
+    const row = (s: Sample) => [
+      s.t.toFixed(0),
+      mb(s.rss),
+      mb(s.heapUsed),
+      mb(s.heapTotal),
+      mb(s.external),
+      fmt(s.events),
+      fmt(s.delivered),
+      fmt(s.reads),
+      fmt(s.errors),
+      fmt(s.lagBytes)
+    ]
     const widths = header.map((h) => Math.max(h.length, 10))
-    const print = (cells: ReadonlyArray<string>) => process.stdout.write(cells.map((c, i) => c.padStart(widths[i]!)).join("  ") + "\n")
+    const print = (cells: ReadonlyArray<string>) =>
+      process.stdout.write(cells.map((c, i) => c.padStart(widths[i]!)).join("  ") + "\n")
     print(header)
     const take = async () => {
       const s = await sampleNow()
@@ -545,7 +648,13 @@ const main = async () => {
 
     // The simulation, to its end. It exits 1 when some of its transactions failed (rolled
     // back, they fire nothing and count nowhere); its totals are on stdout all the same.
-    const simulateOut = await run("src/faces/cli/simulate.ts", ["--rate", String(args.rate), "--duration", args.durationText, "--json"], env, args.duration + 120_000, [0, 1])
+    const simulateOut = await run(
+      "src/faces/cli/simulate.ts",
+      ["--rate", String(args.rate), "--duration", args.durationText, "--json"],
+      env,
+      args.duration + 120_000,
+      [0, 1]
+    )
     const result = JSON.parse(simulateOut.trim().split("\n").at(-1)!) as SimulationResult
     const simulatedFor = (performance.now() - t0) / 1000
     for (const t of snapshotTimers) clearTimeout(t)
@@ -561,7 +670,9 @@ const main = async () => {
     const drainStartedAt = Date.now()
     await caughtUp(async () => (await outboxTotal()) >= expectedTotal).catch((e: Error) => failures.push(e.message))
     const captureDrainMs = performance.now() - drain0
-    await waitUntil(() => receiver!.distinct() >= expectedTotal, DRAIN_MS, "the deliveries").catch((e: Error) => failures.push(e.message))
+    await waitUntil(() => receiver!.distinct() >= expectedTotal, DRAIN_MS, "the deliveries").catch((e: Error) =>
+      failures.push(e.message)
+    )
     await sleep(2000) // a delivery sent twice arrives late, if at all
     const deliveryDrainMs = receiver.lastAt() - drainStartedAt
     await take()
@@ -576,7 +687,8 @@ const main = async () => {
       const expected = result.events[kind as EventKind]
       const got = (after.get(kind) ?? 0) - (before.get(kind) ?? 0)
       const delivered = receiver.byKind().get(kind) ?? 0
-      const verdict = got === expected ? "ok" : got < expected ? `MISSING ${expected - got}` : `DOUBLED ${got - expected}`
+      const verdict =
+        got === expected ? "ok" : got < expected ? `MISSING ${expected - got}` : `DOUBLED ${got - expected}`
       if (got !== expected) broken.push(`${kind}: expected ${expected}, outbox has ${got} (${verdict})`)
       eventRows.push([kind, expected, got, delivered, verdict])
     }
@@ -593,12 +705,28 @@ const main = async () => {
     const operations = Object.values(result.operations).reduce((a, b) => a + b, 0)
     const half = samples.filter((s) => s.t >= simulatedFor / 2 && s.t <= simulatedFor + 1)
     const halfSpan = half.length > 1 ? half.at(-1)!.t - half[0]!.t : 0
-    const growth = half.length > 1 ? slope(half.map((s) => s.t), half.map((s) => s.rss)) * halfSpan : NaN
-    const heapGrowth = half.length > 1 ? slope(half.map((s) => s.t), half.map((s) => s.heapUsed)) * halfSpan : NaN
+    const growth =
+      half.length > 1
+        ? slope(
+            half.map((s) => s.t),
+            half.map((s) => s.rss)
+          ) * halfSpan
+        : NaN
+    const heapGrowth =
+      half.length > 1
+        ? slope(
+            half.map((s) => s.t),
+            half.map((s) => s.heapUsed)
+          ) * halfSpan
+        : NaN
     const steady = median(half.map((s) => s.rss))
     const lines = [
       "",
-      `Soak (${new Date().toISOString().slice(0, 10)}): \`${Object.entries(command.env).map(([k, v]) => `${k}=${v} `).join("")}node ${command.args.join(" ")}\`; simulate --rate ${args.rate} for ${args.durationText}, ${args.reads} API reads/s over ${keys.length} key(s)${env.API_RATE_LIMIT ? ` (API_RATE_LIMIT=${env.API_RATE_LIMIT})` : ""}, one HTTPS endpoint on all events`,
+      `Soak (${new Date().toISOString().slice(0, 10)}): \`${Object.entries(command.env)
+        .map(([k, v]) => `${k}=${v} `)
+        .join(
+          ""
+        )}node ${command.args.join(" ")}\`; simulate --rate ${args.rate} for ${args.durationText}, ${args.reads} API reads/s over ${keys.length} key(s)${env.API_RATE_LIMIT ? ` (API_RATE_LIMIT=${env.API_RATE_LIMIT})` : ""}, one HTTPS endpoint on all events`,
       "",
       "| Measure | Value |",
       "|---|---|",
@@ -626,7 +754,8 @@ const main = async () => {
     if (broken.length > 0) {
       failures.push("EVENTS MISSING OR DOUBLED:\n" + broken.map((b) => `    ${b}`).join("\n"))
     }
-    if (receiver.distinct() !== expectedTotal) failures.push(`deliveries: ${expectedTotal} expected, ${receiver.distinct()} received`)
+    if (receiver.distinct() !== expectedTotal)
+      failures.push(`deliveries: ${expectedTotal} expected, ${receiver.distinct()} received`)
     if (receiver.repeated() > 0) failures.push(`deliveries: ${receiver.repeated()} delivered more than once`)
     if (reader.stats.errors > 0) failures.push(`API reads: ${reader.stats.errors} errors`)
   } catch (e) {
@@ -637,7 +766,8 @@ const main = async () => {
       service.kill("SIGTERM")
       await Promise.race([exited, sleep(30_000)])
       if (service.exitCode === null && service.signalCode === null) service.kill("SIGKILL")
-      else if (service.exitCode !== 0 && failures.length === 0) failures.push(`the service did not stop cleanly on SIGTERM (${service.exitCode ?? service.signalCode})`)
+      else if (service.exitCode !== 0 && failures.length === 0)
+        failures.push(`the service did not stop cleanly on SIGTERM (${service.exitCode ?? service.signalCode})`)
     }
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL")
     await sql?.end({ timeout: 2 })

@@ -32,7 +32,10 @@ process.on("message", (m: Command) => {
     ).then((e) => {
       engine = e
       stop = async () => {
-        if (process.env.BENCH_CPU) process.stderr.write(`  engine process ${process.pid}: ${JSON.stringify(await Effect.runPromise(engine.stats))}\n`)
+        if (process.env.BENCH_CPU)
+          process.stderr.write(
+            `  engine process ${process.pid}: ${JSON.stringify(await Effect.runPromise(engine.stats))}\n`
+          )
         await Effect.runPromise(Scope.close(scope, Exit.void))
         await closeSenderConnections()
         await sql.end({ timeout: 5 })

@@ -6,7 +6,12 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { createServer, type Server } from "node:https"
 import { testCerts } from "../test/support/https-receiver.ts"
 
-type Command = { readonly id: number; readonly cmd: "count" | "latency" | "close"; readonly path?: string; readonly from?: number }
+type Command = {
+  readonly id: number
+  readonly cmd: "count" | "latency" | "close"
+  readonly path?: string
+  readonly from?: number
+}
 
 export type LocalReceiver = {
   readonly server: Server
@@ -28,8 +33,14 @@ export const startLocalReceiver = (): Promise<LocalReceiver & { readonly port: n
       const path = req.url ?? "/"
       counts.set(path, (counts.get(path) ?? 0) + 1)
       if (path === "/lat") {
-        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { createdAt: string; data: { reference?: string } }
-        latency.push({ i: Number(String(body.data.reference ?? "").slice(4)), ms: arrived - Date.parse(body.createdAt) })
+        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
+          createdAt: string
+          data: { reference?: string }
+        }
+        latency.push({
+          i: Number(String(body.data.reference ?? "").slice(4)),
+          ms: arrived - Date.parse(body.createdAt)
+        })
       }
       res.writeHead(200, { "content-type": "text/plain" })
       res.end("ok")
@@ -49,7 +60,11 @@ export const startLocalReceiver = (): Promise<LocalReceiver & { readonly port: n
 }
 
 // Forked by bench/webhooks.ts: serve, and answer its questions over IPC.
-if (process.send !== undefined && process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split("/").pop()!)) {
+if (
+  process.send !== undefined &&
+  process.argv[1] !== undefined &&
+  import.meta.url.endsWith(process.argv[1].split("/").pop()!)
+) {
   const receiver = await startLocalReceiver()
   process.send({ ready: true, port: receiver.port, ca: receiver.ca })
   process.on("message", (m: Command) => {

@@ -68,7 +68,11 @@ const cpuByTitle = (root: number): Map<string, number> => {
       const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
       if (Number(f[1]) !== root) continue
       const title = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").trim()
-      const kind = title.replace(/^postgres: /, "").split(" ")[0]!.replace(/[^a-z ]/g, "") || "other"
+      const kind =
+        title
+          .replace(/^postgres: /, "")
+          .split(" ")[0]!
+          .replace(/[^a-z ]/g, "") || "other"
       const key = kind === "bench" || kind === "postgres" ? "client backends" : kind
       out.set(key, (out.get(key) ?? 0) + (Number(f[11]) + Number(f[12])) * 10)
     } catch {
@@ -84,7 +88,8 @@ const cpuRow = (name: string, c: CpuUs) => {
   const cell = (v: number | null) => (v === null ? "–" : Math.round(v).toLocaleString("en-US"))
   return `| ${name} | ${cell(c.engine)} | ${cell(c.postgres)} | ${cell(c.receiver)} | ${cell(c.engine + (c.postgres ?? 0) + (c.receiver ?? 0))} |`
 }
-const pct = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
+const pct = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 const log = (s: string) => process.stderr.write(s + "\n")
 
@@ -126,7 +131,9 @@ const startInProcessReceiver = async (): Promise<RemoteReceiver> => {
 
 /** Starts bench/webhooks-receiver.ts in a child process. */
 const startReceiver = async (): Promise<RemoteReceiver> => {
-  const child = fork(new URL("./webhooks-receiver.ts", import.meta.url), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  const child = fork(new URL("./webhooks-receiver.ts", import.meta.url), [], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"]
+  })
   const ready = await new Promise<{ port: number; ca: string }>((resolve, reject) => {
     child.once("message", (m) => resolve(m as { port: number; ca: string }))
     child.once("exit", (code) => reject(new Error(`receiver exited with ${code}`)))
@@ -214,7 +221,12 @@ const main = async () => {
     await cap.settle()
     // The receiver's certificate names, all pointing at it: six origins, one server.
     const lookup: Lookup = async () => [{ address: "127.0.0.1", family: 4 }]
-    const deps: WebhookDeps = { secretsKey: randomBytes(32), allowed: parseAllowedNetworksOrThrow("127.0.0.0/8"), ca: receiver.ca, lookup }
+    const deps: WebhookDeps = {
+      secretsKey: randomBytes(32),
+      allowed: parseAllowedNetworksOrThrow("127.0.0.0/8"),
+      ca: receiver.ca,
+      lookup
+    }
     const engineOptions: EngineOptions = {
       sql,
       secretsKey: deps.secretsKey,
@@ -270,15 +282,25 @@ const main = async () => {
       const ms = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
       const perUs = (cpuMs: number) => (cpuMs * 1000) / expected
-      const cpuUs = { engine: perUs((cpu.user + cpu.system) / 1000), postgres: perUs(cpuOf(postmaster, true) - pg0), receiver: local ? null : perUs(cpuOf(receiver.pid, false) - rc0) }
+      const cpuUs = {
+        engine: perUs((cpu.user + cpu.system) / 1000),
+        postgres: perUs(cpuOf(postmaster, true) - pg0),
+        receiver: local ? null : perUs(cpuOf(receiver.pid, false) - rc0)
+      }
       if (process.env.BENCH_CPU) {
         const perDelivery = (cpuMs: number) => ((cpuMs * 1000) / expected).toFixed(0)
         const engineName = local ? "engine and receiver" : "engine"
         const receiverMs = local ? "" : `, receiver ${cpuOf(receiver.pid, false) - rc0} ms`
-        log(`  cpu: ${engineName} ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms${receiverMs}, wall ${Math.round(ms)} ms`)
+        log(
+          `  cpu: ${engineName} ${Math.round((cpu.user + cpu.system) / 1000)} ms, postgres ${cpuOf(postmaster, true) - pg0} ms${receiverMs}, wall ${Math.round(ms)} ms`
+        )
         const receiverUs = local ? "" : `, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`
-        log(`  cpu per delivery: ${engineName} ${perDelivery((cpu.user + cpu.system) / 1000)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs${receiverUs}`)
-        const parts = [...cpuByTitle(postmaster)].map(([k, v]) => [k, v - (titles0.get(k) ?? 0)] as const).filter(([, v]) => v > 0)
+        log(
+          `  cpu per delivery: ${engineName} ${perDelivery((cpu.user + cpu.system) / 1000)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs${receiverUs}`
+        )
+        const parts = [...cpuByTitle(postmaster)]
+          .map(([k, v]) => [k, v - (titles0.get(k) ?? 0)] as const)
+          .filter(([, v]) => v > 0)
         log(`  postgres by process: ${parts.map(([k, v]) => `${k} ${v} ms`).join(", ")}`)
       }
       if (profiler) {
@@ -291,10 +313,17 @@ const main = async () => {
     }
 
     /** Like drain, with `n` engine processes (bench/webhooks-engine.ts) started together. */
-    const drainByProcesses = async (n: number, paths: ReadonlyArray<string>, expected: number, secretsKey: Uint8Array) => {
+    const drainByProcesses = async (
+      n: number,
+      paths: ReadonlyArray<string>,
+      expected: number,
+      secretsKey: Uint8Array
+    ) => {
       const children = await Promise.all(
         Array.from({ length: n }, async () => {
-          const child = fork(new URL("./webhooks-engine.ts", import.meta.url), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] })
+          const child = fork(new URL("./webhooks-engine.ts", import.meta.url), [], {
+            stdio: ["ignore", "inherit", "inherit", "ipc"]
+          })
           await new Promise<void>((resolve, reject) => {
             child.once("message", () => resolve())
             child.once("exit", (code) => reject(new Error(`engine process exited with ${code}`)))
@@ -321,12 +350,20 @@ const main = async () => {
       const ms = performance.now() - t0
       const engineMs = children.map((c, i) => cpuOf(c.pid!, false) - engines0[i]!)
       const perUs = (cpuMs: number) => (cpuMs * 1000) / expected
-      const cpuUs = { engine: perUs(engineMs.reduce((a, b) => a + b, 0)), postgres: perUs(cpuOf(postmaster, true) - pg0), receiver: perUs(cpuOf(receiver.pid, false) - rc0) }
+      const cpuUs = {
+        engine: perUs(engineMs.reduce((a, b) => a + b, 0)),
+        postgres: perUs(cpuOf(postmaster, true) - pg0),
+        receiver: perUs(cpuOf(receiver.pid, false) - rc0)
+      }
       if (process.env.BENCH_CPU) {
         const perDelivery = (cpuMs: number) => ((cpuMs * 1000) / expected).toFixed(0)
         const all = engineMs.reduce((a, b) => a + b, 0)
-        log(`  cpu: engines ${engineMs.join(" + ")} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`)
-        log(`  cpu per delivery: engines ${perDelivery(all)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`)
+        log(
+          `  cpu: engines ${engineMs.join(" + ")} ms, postgres ${cpuOf(postmaster, true) - pg0} ms, receiver ${cpuOf(receiver.pid, false) - rc0} ms, wall ${Math.round(ms)} ms`
+        )
+        log(
+          `  cpu per delivery: engines ${perDelivery(all)} µs, postgres ${perDelivery(cpuOf(postmaster, true) - pg0)} µs, receiver ${perDelivery(cpuOf(receiver.pid, false) - rc0)} µs`
+        )
       }
       await Promise.all(
         children.map(
@@ -340,9 +377,18 @@ const main = async () => {
       return { rate: (expected / ms) * 1000, ms, engineMs, cpuUs }
     }
 
-    const one = await runSql(sql, createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] }))
+    const one = await runSql(
+      sql,
+      createEndpoint(
+        deps,
+        { kind: "system" },
+        { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] }
+      )
+    )
     await backlog("incidents")
-    const [sample] = await sql<{ payload: string; created_at: Date }[]>`select payload, created_at from service.events limit 1`
+    const [sample] = await sql<
+      { payload: string; created_at: Date }[]
+    >`select payload, created_at from service.events limit 1`
     const body = `{"id":"00000000-0000-4000-8000-000000000000","event":"incident.created","createdAt":"${sample!.created_at.toISOString()}","data":${sample!.payload}}`
 
     // 3. The baseline, run while the database is idle, on the same receiver.
@@ -351,7 +397,11 @@ const main = async () => {
     const bareRc0 = cpuOf(receiver.pid, false)
     const bare = await bareLoop(receiver, body, INFLIGHT, 5_000)
     const bareCpu = process.cpuUsage(bareCpu0)
-    const bareCpuUs = { engine: (bareCpu.user + bareCpu.system) / bare.sent, postgres: null, receiver: local ? null : ((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent }
+    const bareCpuUs = {
+      engine: (bareCpu.user + bareCpu.system) / bare.sent,
+      postgres: null,
+      receiver: local ? null : ((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent
+    }
     if (process.env.BENCH_CPU) {
       const receiverUs = bareCpuUs.receiver === null ? "" : `, receiver ${bareCpuUs.receiver.toFixed(0)} µs`
       log(`  cpu per delivery: ${local ? "loop and receiver" : "loop"} ${bareCpuUs.engine.toFixed(0)} µs${receiverUs}`)
@@ -363,7 +413,14 @@ const main = async () => {
 
     const paths = NAMES.map((_, i) => `/many${i}`)
     for (const [i, name] of NAMES.entries()) {
-      await runSql(sql, createEndpoint(deps, { kind: "system" }, { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] }))
+      await runSql(
+        sql,
+        createEndpoint(
+          deps,
+          { kind: "system" },
+          { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] }
+        )
+      )
     }
     await backlog("corrective_actions")
     log(`engine draining the backlog to ${NAMES.length} endpoints...`)
@@ -383,7 +440,14 @@ const main = async () => {
 
     // 2. Latency: one incident per transaction at a fixed rate, commit time (the event's
     // created_at, PostgreSQL's commit timestamp) to the receiver's arrival time.
-    await runSql(sql, createEndpoint(deps, { kind: "system" }, { companyId: company.id, name: "latency", url: receiver.url("/lat"), events: ["incident.created"] }))
+    await runSql(
+      sql,
+      createEndpoint(
+        deps,
+        { kind: "system" },
+        { companyId: company.id, name: "latency", url: receiver.url("/lat"), events: ["incident.created"] }
+      )
+    )
     log(`committing ${RATE} incidents/s for ${SECONDS} s (after 2 s warm-up)...`)
     const total = RATE * (SECONDS + 2)
     const warm = RATE * 2

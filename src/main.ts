@@ -35,7 +35,10 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
       // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
       const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
       return roles.includes("api")
-        ? HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes, ApiRoutes, AdminWebRoutes), options).pipe(Layer.provide(server), Layer.provide(WebhooksLive))
+        ? HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes, ApiRoutes, AdminWebRoutes), options).pipe(
+            Layer.provide(server),
+            Layer.provide(WebhooksLive)
+          )
         : HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), options).pipe(Layer.provide(server))
     })
   )
@@ -52,10 +55,15 @@ export const MainLive = Layer.unwrap(
   Effect.gen(function* () {
     const roles = yield* loadServiceRoles
     // Typed as providing nothing: what reads them asks whether they run here.
-    const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture") ? CaptureLive : Layer.empty
+    const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
+      ? CaptureLive
+      : Layer.empty
     // Replays go through their own lane beside the engine, at REPLAY_RATE per destination.
-    const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery") ? Layer.mergeAll(DeliveryLive, ReplayLaneLive) : Layer.empty
-    const settings: Layer.Layer<never, unknown, Database.Database> = roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
+    const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery")
+      ? Layer.mergeAll(DeliveryLive, ReplayLaneLive)
+      : Layer.empty
+    const settings: Layer.Layer<never, unknown, Database.Database> =
+      roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
     yield* Effect.logInfo("service roles", { roles })
     return httpFor(roles).pipe(
       Layer.provideMerge(delivery),
@@ -73,7 +81,8 @@ export const MainLive = Layer.unwrap(
 ).pipe(Layer.provide(Layer.merge(TracingLive, RequestSpanNames)), Layer.provide(LoggingLive))
 
 /** A refusal the operator must act on (the database or the secrets key does not fit). */
-const isRefusal = (e: unknown): e is { readonly message: string } => e instanceof SecretsKeyMismatch || isStartRefused(e)
+const isRefusal = (e: unknown): e is { readonly message: string } =>
+  e instanceof SecretsKeyMismatch || isStartRefused(e)
 
 // A stop asked for by SIGINT/SIGTERM that unwound cleanly is a success (exit 0). A refusal to
 // start goes to stderr as plain text (its message, not a stack trace), and to the log, exit 1.
@@ -86,6 +95,7 @@ Layer.launch(MainLive).pipe(
     })
   ),
   NodeRuntime.runMain({
-    teardown: (exit, onExit) => (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit))
+    teardown: (exit, onExit) =>
+      Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
   })
 )

@@ -38,7 +38,9 @@ const IMPORT = /(?:^|\n)\s*(?:import|export)\b[^"'`;]*?from\s*["'](\.[^"']+)["']
 /** Every relative import in src: [importing file, imported file]. */
 export const importsOf = (files: ReadonlyArray<string>): Array<readonly [string, string]> =>
   files.flatMap((file) =>
-    [...readFileSync(file, "utf8").matchAll(IMPORT)].map((m) => [file, resolve(dirname(file), (m[1] ?? m[2])!)] as const)
+    [...readFileSync(file, "utf8").matchAll(IMPORT)].map(
+      (m) => [file, resolve(dirname(file), (m[1] ?? m[2])!)] as const
+    )
   )
 
 /** Import edges between concepts, each with one file pair that makes it. */
@@ -132,6 +134,13 @@ describe("folder map", () => {
       ["d", []]
     ])
     expect(loopsIn(graph)).toEqual([["a", "b", "c"]])
-    expect(loopsIn(new Map([["a", ["b"]], ["b", []]]))).toEqual([])
+    expect(
+      loopsIn(
+        new Map([
+          ["a", ["b"]],
+          ["b", []]
+        ])
+      )
+    ).toEqual([])
   })
 })

@@ -38,13 +38,19 @@ const useTypeScript5 = () => {
  */
 const lintConfig = async () => {
   // Redocly's core as openapi-typescript itself has it (a dependency of its own).
-  const core = createRequire(createRequire(import.meta.url).resolve("openapi-typescript")).resolve("@redocly/openapi-core")
+  const core = createRequire(createRequire(import.meta.url).resolve("openapi-typescript")).resolve(
+    "@redocly/openapi-core"
+  )
   const { createConfig } = (await import(core)) as typeof import("@redocly/openapi-core")
-  return createConfig({ extends: ["recommended"], rules: { "info-license": "off", "operation-operationId-unique": "error" } })
+  return createConfig({
+    extends: ["recommended"],
+    rules: { "info-license": "off", "operation-operationId-unique": "error" }
+  })
 }
 
 /** The document as the server serves it at /api/v1/openapi.json. */
-export const apiDocument = (): Record<string, unknown> => OpenApi.fromApi(ServiceApi) as unknown as Record<string, unknown>
+export const apiDocument = (): Record<string, unknown> =>
+  OpenApi.fromApi(ServiceApi) as unknown as Record<string, unknown>
 
 export interface Generated {
   /** The text of client/src/schema.d.ts. */

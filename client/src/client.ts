@@ -67,8 +67,11 @@ const retryAfterSeconds = (value: string | null): number | undefined => {
  * `since` of a sync: what next() returned ("updatedAfter=...&deletedSince=..."), one moment for
  * both (an ISO 8601 date or date-time), or nothing (from the start).
  */
-const parseSince = (since: string | null | undefined): { updatedAfter: string | undefined; deletedSince: string | undefined } => {
-  if (since === undefined || since === null || since.trim() === "") return { updatedAfter: undefined, deletedSince: undefined }
+const parseSince = (
+  since: string | null | undefined
+): { updatedAfter: string | undefined; deletedSince: string | undefined } => {
+  if (since === undefined || since === null || since.trim() === "")
+    return { updatedAfter: undefined, deletedSince: undefined }
   if (!since.includes("=")) return { updatedAfter: since.trim(), deletedSince: since.trim() }
   const p = new URLSearchParams(since)
   return { updatedAfter: p.get("updatedAfter") || undefined, deletedSince: p.get("deletedSince") || undefined }
@@ -95,7 +98,11 @@ export class SafetyRecordsClient {
   // ---------------------------------------------------------------------------
   // Requests
 
-  async #request<T>(method: string, path: string, options: { readonly query?: Query; readonly body?: unknown; readonly etag?: string } = {}): Promise<Answer<T>> {
+  async #request<T>(
+    method: string,
+    path: string,
+    options: { readonly query?: Query; readonly body?: unknown; readonly etag?: string } = {}
+  ): Promise<Answer<T>> {
     const search = new URLSearchParams()
     for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) search.set(k, String(v))
     const url = `${this.#base}${path}${search.size > 0 ? `?${search}` : ""}`
@@ -103,7 +110,11 @@ export class SafetyRecordsClient {
     if (options.body !== undefined) headers["content-type"] = "application/json"
     if (options.etag !== undefined) headers["if-none-match"] = options.etag
     for (let attempt = 0; ; attempt++) {
-      const response = await this.#fetch(url, { method, headers, ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }) })
+      const response = await this.#fetch(url, {
+        method,
+        headers,
+        ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
+      })
       const text = await response.text()
       if (response.status === 429) {
         const wait = retryAfterSeconds(response.headers.get("retry-after"))
@@ -115,7 +126,11 @@ export class SafetyRecordsClient {
         throw new SafetyRecordsError(429, errorMessage(text, response.status), wait)
       }
       if (response.status >= 400) throw new SafetyRecordsError(response.status, errorMessage(text, response.status))
-      return { status: response.status, headers: response.headers, body: (text === "" ? undefined : JSON.parse(text)) as T }
+      return {
+        status: response.status,
+        headers: response.headers,
+        body: (text === "" ? undefined : JSON.parse(text)) as T
+      }
     }
   }
 
@@ -124,7 +139,12 @@ export class SafetyRecordsClient {
   }
 
   /** Follows nextCursor from the given page on, yielding each item. */
-  async *#pages<T>(page: (cursor: string | undefined) => Promise<{ readonly data: ReadonlyArray<T>; readonly nextCursor: string | null }>, cursor: string | undefined) {
+  async *#pages<T>(
+    page: (
+      cursor: string | undefined
+    ) => Promise<{ readonly data: ReadonlyArray<T>; readonly nextCursor: string | null }>,
+    cursor: string | undefined
+  ) {
     do {
       const p = await page(cursor)
       yield* p.data
@@ -146,9 +166,16 @@ export class SafetyRecordsClient {
   }
 
   /** Every record of a resource's list (from params.cursor on), page after page as they are read. */
-  list<R extends Resource>(resource: R, params: ListParams<R> = {} as ListParams<R>): AsyncGenerator<RecordOf<R>, void, undefined> {
+  list<R extends Resource>(
+    resource: R,
+    params: ListParams<R> = {} as ListParams<R>
+  ): AsyncGenerator<RecordOf<R>, void, undefined> {
     return this.#pages<RecordOf<R>>(
-      (cursor) => this.listPage(resource, { ...params, cursor } as ListParams<R>) as Promise<{ data: ReadonlyArray<RecordOf<R>>; nextCursor: string | null }>,
+      (cursor) =>
+        this.listPage(resource, { ...params, cursor } as ListParams<R>) as Promise<{
+          data: ReadonlyArray<RecordOf<R>>
+          nextCursor: string | null
+        }>,
       (params as { cursor?: string }).cursor
     )
   }
@@ -160,7 +187,11 @@ export class SafetyRecordsClient {
   async get<R extends Resource>(resource: R, id: string): Promise<RecordOf<R>> {
     const path = `${API}/${resource}/${encodeURIComponent(id)}`
     const cached = this.#cache.get(path)
-    const answer = await this.#request<{ data: RecordOf<R> }>("GET", path, cached === undefined ? {} : { etag: cached.etag })
+    const answer = await this.#request<{ data: RecordOf<R> }>(
+      "GET",
+      path,
+      cached === undefined ? {} : { etag: cached.etag }
+    )
     if (answer.status === 304 && cached !== undefined) {
       this.#remember(path, cached.etag, cached.value)
       return cached.value as RecordOf<R>
@@ -212,7 +243,11 @@ export class SafetyRecordsClient {
           let cursor: string | undefined
           do {
             const query = { sort: "updatedAt", limit, updatedAfter: start.updatedAfter, cursor } as ListParams<R>
-            const page = (await self.listPage(resource, query)) as { data: ReadonlyArray<RecordOf<R>>; nextCursor: string | null; nextUpdatedAfter?: string | null }
+            const page = (await self.listPage(resource, query)) as {
+              data: ReadonlyArray<RecordOf<R>>
+              nextCursor: string | null
+              nextUpdatedAfter?: string | null
+            }
             yield* page.data
             cursor = page.nextCursor ?? undefined
             // Only the last page carries it: the change time of the last record, or the bound given.
@@ -245,12 +280,14 @@ export class SafetyRecordsClient {
 
   readonly events = {
     /** One page of GET /api/v1/events (the last 30 days). */
-    listPage: (params: EventsParams = {}): Promise<EventsPage> => this.#getJson<EventsPage>(`${API}/events`, params as Query),
+    listPage: (params: EventsParams = {}): Promise<EventsPage> =>
+      this.#getJson<EventsPage>(`${API}/events`, params as Query),
     /** Every event of the last 30 days the key could subscribe to, newest first, every page. */
     list: (params: EventsParams = {}): AsyncGenerator<Event, void, undefined> =>
       this.#pages<Event>((cursor) => this.events.listPage({ ...params, cursor }), params.cursor),
     /** One event. */
-    get: async (id: string): Promise<Event> => (await this.#getJson<{ data: Event }>(`${API}/events/${encodeURIComponent(id)}`)).data
+    get: async (id: string): Promise<Event> =>
+      (await this.#getJson<{ data: Event }>(`${API}/events/${encodeURIComponent(id)}`)).data
   }
 
   /** The key's own webhook subscriptions (the key needs the webhooks permission). */
@@ -260,7 +297,8 @@ export class SafetyRecordsClient {
       (await this.#request<HookSubscriptionWithSecret>("POST", `${API}/hooks`, { body: hook })).body,
     /** The key's subscriptions and the events it may subscribe to. */
     list: (): Promise<HookList> => this.#getJson<HookList>(`${API}/hooks`),
-    get: (id: string): Promise<HookSubscription> => this.#getJson<HookSubscription>(`${API}/hooks/${encodeURIComponent(id)}`),
+    get: (id: string): Promise<HookSubscription> =>
+      this.#getJson<HookSubscription>(`${API}/hooks/${encodeURIComponent(id)}`),
     delete: async (id: string): Promise<void> => {
       await this.#request<undefined>("DELETE", `${API}/hooks/${encodeURIComponent(id)}`)
     }

@@ -32,7 +32,8 @@ const header = (headers: WebhookHeaders, name: string): string | undefined => {
   return undefined
 }
 
-const bytesOf = (body: string | Uint8Array): Buffer => (typeof body === "string" ? Buffer.from(body, "utf8") : Buffer.from(body.buffer, body.byteOffset, body.byteLength))
+const bytesOf = (body: string | Uint8Array): Buffer =>
+  typeof body === "string" ? Buffer.from(body, "utf8") : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
 
 /** Constant time over equal lengths; a length differs only for a malformed value, which is no secret. */
 const same = (a: string, b: string): boolean => {
@@ -48,10 +49,18 @@ const hmac = (key: string | Buffer, parts: ReadonlyArray<string | Buffer>) => {
 }
 
 const timely = (timestamp: number, tolerance: number, now: number): string | undefined =>
-  Math.abs(now - timestamp) <= tolerance ? undefined : `the signature's timestamp ${timestamp} is more than ${tolerance} seconds from now`
+  Math.abs(now - timestamp) <= tolerance
+    ? undefined
+    : `the signature's timestamp ${timestamp} is more than ${tolerance} seconds from now`
 
 /** The Standard Webhooks signature: undefined when it verifies, else why not. */
-const standard = (headers: WebhookHeaders, body: Buffer, secret: string, tolerance: number, now: number): string | undefined => {
+const standard = (
+  headers: WebhookHeaders,
+  body: Buffer,
+  secret: string,
+  tolerance: number,
+  now: number
+): string | undefined => {
   const id = header(headers, "webhook-id")
   const timestamp = header(headers, "webhook-timestamp")
   const signatures = header(headers, "webhook-signature") ?? ""
@@ -112,7 +121,9 @@ export const verifyWebhook = (
     if (problem === undefined) return parse(body)
     problems.push(problem)
   }
-  throw new WebhookVerificationError(problems.length === 0 ? "no webhook-signature or Service-Signature header" : problems.join("; "))
+  throw new WebhookVerificationError(
+    problems.length === 0 ? "no webhook-signature or Service-Signature header" : problems.join("; ")
+  )
 }
 
 const parse = (body: Buffer): WebhookDelivery | PingDelivery => {

@@ -42,7 +42,9 @@ const standardOk = (headers, body) => {
 
 /** Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of "t." + body>, keyed with the whole secret. */
 const serviceOk = (header, body) => {
-  const parts = String(header ?? "").split(",").map((p) => p.split("="))
+  const parts = String(header ?? "")
+    .split(",")
+    .map((p) => p.split("="))
   const t = Number(parts.find(([k]) => k === "t")?.[1])
   if (!fresh(t)) return false
   const expected = createHmac("sha256", SECRET).update(`${t}.`).update(body).digest("hex")
@@ -57,7 +59,9 @@ const handler = (req, res) => {
   req.on("data", (c) => chunks.push(c))
   req.on("end", () => {
     const body = Buffer.concat(chunks)
-    const ok = req.headers["webhook-signature"] ? standardOk(req.headers, body) : serviceOk(req.headers["service-signature"], body)
+    const ok = req.headers["webhook-signature"]
+      ? standardOk(req.headers, body)
+      : serviceOk(req.headers["service-signature"], body)
     if (!ok) {
       console.log("refused: bad signature")
       return res.writeHead(400, { "content-type": "application/json" }).end('{"error":"bad signature"}')
@@ -74,4 +78,8 @@ const port = Number(process.env.PORT ?? 4000)
 const server = process.env.TLS_CERT
   ? createHttps({ cert: readFileSync(process.env.TLS_CERT), key: readFileSync(process.env.TLS_KEY) }, handler)
   : createHttp(handler)
-server.listen(port, process.env.HOST ?? "127.0.0.1", () => console.log(`listening on ${process.env.TLS_CERT ? "https" : "http"}://${process.env.HOST ?? "127.0.0.1"}:${server.address().port}`))
+server.listen(port, process.env.HOST ?? "127.0.0.1", () =>
+  console.log(
+    `listening on ${process.env.TLS_CERT ? "https" : "http"}://${process.env.HOST ?? "127.0.0.1"}:${server.address().port}`
+  )
+)

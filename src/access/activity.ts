@@ -47,16 +47,29 @@ export type Actor =
 export const SYSTEM: Actor = { kind: "system" }
 
 /** An admin user acting (the CLI, the admin API, the pages). */
-export const userActor = (user: { readonly userId: string; readonly email: string }): Actor => ({ kind: "user", id: user.userId, email: user.email })
+export const userActor = (user: { readonly userId: string; readonly email: string }): Actor => ({
+  kind: "user",
+  id: user.userId,
+  email: user.email
+})
 
-export type NewActivity = { companyId: string; actor: Actor; kind: string; subjectId: string | null; details?: Record<string, unknown> }
+export type NewActivity = {
+  companyId: string
+  actor: Actor
+  kind: string
+  subjectId: string | null
+  details?: Record<string, unknown>
+}
 
 /** Writes one entry, in the caller's transaction when it runs in one (Sql's `transaction`). */
 export const writeActivity = (entry: NewActivity): Effect.Effect<void, never, Sql> => query((sql) => insert(sql, entry))
 
 const insert = async (tx: Tx, entry: NewActivity): Promise<void> => {
   const a = entry.actor
-  const details = { ...(entry.details ?? {}), ...(a.kind === "key" ? { byKey: a.keyId } : a.kind === "system" ? { by: "service" } : {}) }
+  const details = {
+    ...(entry.details ?? {}),
+    ...(a.kind === "key" ? { byKey: a.keyId } : a.kind === "system" ? { by: "service" } : {})
+  }
   await tx`
     insert into service.activity (company_id, actor_id, actor_email, kind, subject_id, details)
     values (${entry.companyId}, ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
@@ -77,23 +90,41 @@ export type ActivityEntry = {
  * A company's activity, newest first; with `kind`, only entries of that kind ("key.created")
  * or family ("key"), however far back they are.
  */
-export const listActivity = Effect.fn("listActivity")(function* (input: { companyId: string; limit?: number; kind?: string | undefined }) {
+export const listActivity = Effect.fn("listActivity")(function* (input: {
+  companyId: string
+  limit?: number
+  kind?: string | undefined
+}) {
   const companyId = yield* Effect.try({ try: () => requireCompanyId(input.companyId), catch: (e) => e as Invalid })
   const limit = Math.min(Math.max(Math.trunc(input.limit ?? 50), 1), 500)
   const kind = input.kind === undefined || input.kind === "" ? null : input.kind
-  const rows = yield* query((sql) => sql<{ id: string; at: Date; kind: string; subject_id: string | null; actor_id: string | null; actor_email: string | null; details: Record<string, unknown> }[]>`
+  const rows = yield* query(
+    (sql) => sql<
+      {
+        id: string
+        at: Date
+        kind: string
+        subject_id: string | null
+        actor_id: string | null
+        actor_email: string | null
+        details: Record<string, unknown>
+      }[]
+    >`
     select id::text, at, kind, subject_id, actor_id::text, actor_email, details
     from service.activity
     where company_id = ${companyId}
       and (${kind}::text is null or kind = ${kind}::text or starts_with(kind, ${kind}::text || '.'))
-    order by at desc, id desc limit ${limit}`)
-  return rows.map((r): ActivityEntry => ({
-    id: r.id,
-    at: r.at.toISOString(),
-    kind: r.kind,
-    subjectId: r.subject_id,
-    actorId: r.actor_id,
-    actorEmail: r.actor_email,
-    details: r.details
-  }))
+    order by at desc, id desc limit ${limit}`
+  )
+  return rows.map(
+    (r): ActivityEntry => ({
+      id: r.id,
+      at: r.at.toISOString(),
+      kind: r.kind,
+      subjectId: r.subject_id,
+      actorId: r.actor_id,
+      actorEmail: r.actor_email,
+      details: r.details
+    })
+  )
 })

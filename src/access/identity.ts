@@ -20,7 +20,6 @@ export interface AdminUser {
   readonly companyId: string
 }
 
-
 /** A company by id or host. */
 export const findCompany = Effect.fn("findCompany")(function* (ref: string) {
   const trimmed = ref.trim()
@@ -46,22 +45,36 @@ export const companyById = Effect.fn("companyById")(function* (id: string) {
  * an admin, when none is named). Fails unless the user has role admin there. With
  * `anyCompany` (commands over the whole service), an admin of several companies is taken too.
  */
-export const findAdmin = Effect.fn("findAdmin")(function* (email: string, company?: Company, options: { readonly anyCompany?: boolean } = {}) {
+export const findAdmin = Effect.fn("findAdmin")(function* (
+  email: string,
+  company?: Company,
+  options: { readonly anyCompany?: boolean } = {}
+) {
   const wanted = email.trim()
-  if (!/^[^\s@]+@[^\s@]+$/.test(wanted)) return yield* invalid(words`${at("admin")} must be an e-mail address, not "${email}"`)
-  const users = yield* query((sql) => sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
-    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`)
+  if (!/^[^\s@]+@[^\s@]+$/.test(wanted))
+    return yield* invalid(words`${at("admin")} must be an e-mail address, not "${email}"`)
+  const users = yield* query(
+    (sql) => sql<{ id: string; email: string; name: string; company_id: string; role: string }[]>`
+    select id, email, name, company_id, role from app.users where lower(email) = lower(${wanted}) order by company_id`
+  )
   if (users.length === 0) return yield* notFound(`no user with e-mail ${wanted}`)
-  const toActor = (u: (typeof users)[number]): AdminUser => ({ userId: u.id, email: u.email, name: u.name, companyId: u.company_id })
+  const toActor = (u: (typeof users)[number]): AdminUser => ({
+    userId: u.id,
+    email: u.email,
+    name: u.name,
+    companyId: u.company_id
+  })
   if (company !== undefined) {
     const user = users.find((u) => u.company_id === company.id)
     if (user === undefined) return yield* forbidden(`${wanted} is not a user of ${company.name} (${company.host})`)
-    if (user.role !== "admin") return yield* forbidden(`${wanted} is not an admin of ${company.name}: only admins can do this`)
+    if (user.role !== "admin")
+      return yield* forbidden(`${wanted} is not an admin of ${company.name}: only admins can do this`)
     return toActor(user)
   }
   const admins = users.filter((u) => u.role === "admin")
   if (admins.length === 0) return yield* forbidden(`${wanted} is not an admin: only admins can do this`)
-  if (admins.length > 1 && options.anyCompany !== true) return yield* invalid(words`${wanted} is an admin of several companies; name one with ${at("company")}`)
+  if (admins.length > 1 && options.anyCompany !== true)
+    return yield* invalid(words`${wanted} is an admin of several companies; name one with ${at("company")}`)
   return toActor(admins[0]!)
 })
 
@@ -71,7 +84,9 @@ export const findAdmin = Effect.fn("findAdmin")(function* (email: string, compan
  * stays unsaid. (An --as that is no admin anywhere is still told so.)
  */
 export const adminOfOwner = Effect.fn("adminOfOwner")(function* (email: string, owner: Company, missing: string) {
-  const inOwner = yield* query((sql) => sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`)
+  const inOwner = yield* query(
+    (sql) => sql`select 1 from app.users where lower(email) = lower(${email.trim()}) and company_id = ${owner.id}`
+  )
   if (inOwner.length === 0) {
     yield* findAdmin(email, undefined, { anyCompany: true })
     return yield* notFound(missing)

@@ -41,7 +41,8 @@ export const parseScopes = (
   input: string | ReadonlyArray<string>
 ): { readonly scopes: ReadonlyArray<Resource> } | { readonly error: Invalid } => {
   const items = (typeof input === "string" ? input.split(",") : input).map((s) => s.trim()).filter((s) => s !== "")
-  if (items.length === 0) return { error: invalid(words`${scopes} needs resources separated by commas, or all (${RESOURCES.join(", ")})`) }
+  if (items.length === 0)
+    return { error: invalid(words`${scopes} needs resources separated by commas, or all (${RESOURCES.join(", ")})`) }
   if (items.includes("all")) {
     if (items.length > 1) return { error: invalid(words`${scopes} takes all on its own, or a list of resources`) }
     return { scopes: RESOURCES }
@@ -49,7 +50,11 @@ export const parseScopes = (
   const unknown = items.filter((s) => !isResource(s))
   if (unknown.length > 0) {
     const listed = unknown.map((u) => `"${u}"`).join(", ")
-    return { error: invalid(words`unknown resource${unknown.length > 1 ? "s" : ""} ${listed} in ${scopes}; choose from ${RESOURCES.join(", ")}, or all`) }
+    return {
+      error: invalid(
+        words`unknown resource${unknown.length > 1 ? "s" : ""} ${listed} in ${scopes}; choose from ${RESOURCES.join(", ")}, or all`
+      )
+    }
   }
   return { scopes: RESOURCES.filter((r) => items.includes(r)) }
 }
@@ -121,7 +126,6 @@ interface KeyRow {
   readonly expired: boolean
 }
 
-
 const toInfo = (r: KeyRow): KeyInfo => ({
   id: r.id,
   name: r.name,
@@ -145,8 +149,10 @@ const KEY_COLUMNS = (sql: Tx) =>
 export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUser, input: CreateKeyInput) {
   const nameProblem = checkName(input.name)
   if (nameProblem !== undefined) return yield* nameProblem
-  if (input.scopes.length === 0) return yield* invalid("a key must be able to read at least one resource", { field: "scopes" })
-  if (actor.companyId !== input.companyId) return yield* invalid("an admin creates keys for their own company only", { field: "company" })
+  if (input.scopes.length === 0)
+    return yield* invalid("a key must be able to read at least one resource", { field: "scopes" })
+  if (actor.companyId !== input.companyId)
+    return yield* invalid("an admin creates keys for their own company only", { field: "company" })
   const secret = newSecret(API_KEY_PREFIX)
   const name = input.name.trim()
   return yield* transaction(
@@ -165,11 +171,13 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
         )
       }
       const interval = EXPIRY_INTERVAL[input.expires]
-      const [row] = yield* query((tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
+      const [row] = yield* query(
+        (tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
         insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks, expires_at, created_by, created_by_email)
         values (${input.companyId}, ${name}, ${secret.fingerprint}, ${input.scopes as string[]}::text[],
                 ${input.webhooks}, ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.userId}, ${actor.email})
-        returning id, created_at, expires_at`)
+        returning id, created_at, expires_at`
+      )
       const created: CreatedKey = {
         id: row!.id,
         key: secret.secret,
@@ -195,7 +203,9 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
 /** The company a key belongs to (to check the actor against it), or a not-found error. */
 export const keyCompany = Effect.fn("keyCompany")(function* (keyId: string) {
   if (!isUuid(keyId)) return yield* invalid(`"${keyId}" is not a key id (a UUID, as keys list shows)`, { field: "id" })
-  const [row] = yield* query((sql) => sql<{ company_id: string }[]>`select company_id from service.api_keys where id = ${keyId}`)
+  const [row] = yield* query(
+    (sql) => sql<{ company_id: string }[]>`select company_id from service.api_keys where id = ${keyId}`
+  )
   if (row === undefined) return yield* notFound(`no API key with id ${keyId}`)
   return row.company_id
 })
@@ -210,15 +220,21 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUse
   if (!isUuid(keyId)) return yield* notFound(`no API key with id ${keyId}`)
   return yield* transaction(
     Effect.gen(function* () {
-      const [row] = yield* query((tx) => tx<KeyRow[]>`select ${KEY_COLUMNS(tx)} from service.api_keys where id = ${keyId} for update`)
+      const [row] = yield* query(
+        (tx) => tx<KeyRow[]>`select ${KEY_COLUMNS(tx)} from service.api_keys where id = ${keyId} for update`
+      )
       if (row === undefined || row.company_id !== actor.companyId) return yield* notFound(`no API key with id ${keyId}`)
       if (row.revoked_at !== null) {
-        return yield* conflict(`API key ${keyId} ("${row.name}") was already revoked at ${row.revoked_at.toISOString()}`)
+        return yield* conflict(
+          `API key ${keyId} ("${row.name}") was already revoked at ${row.revoked_at.toISOString()}`
+        )
       }
-      const [updated] = yield* query((tx) => tx<KeyRow[]>`
+      const [updated] = yield* query(
+        (tx) => tx<KeyRow[]>`
         update service.api_keys set revoked_at = now(), revoked_by = ${actor.userId}, revoked_by_email = ${actor.email}
          where id = ${keyId}
-         returning ${KEY_COLUMNS(tx)}`)
+         returning ${KEY_COLUMNS(tx)}`
+      )
       yield* writeActivity({
         companyId: actor.companyId,
         actor: userActor(actor),
@@ -234,14 +250,19 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUse
 /** Every key of a company, newest first, with who made it, its state and its usage. */
 export const listKeys = (companyId: string) =>
   Effect.map(
-    query((sql) => sql<KeyRow[]>`
-      select ${KEY_COLUMNS(sql)} from service.api_keys where company_id = ${companyId} order by created_at desc, id desc`),
+    query(
+      (sql) => sql<KeyRow[]>`
+      select ${KEY_COLUMNS(sql)} from service.api_keys where company_id = ${companyId} order by created_at desc, id desc`
+    ),
     (rows) => rows.map(toInfo)
   )
 
 export const getKey = Effect.fn("getKey")(function* (companyId: string, keyId: string) {
   if (!isUuid(keyId)) return yield* notFound(`no API key with id ${keyId}`)
-  const [row] = yield* query((sql) => sql<KeyRow[]>`select ${KEY_COLUMNS(sql)} from service.api_keys where id = ${keyId} and company_id = ${companyId}`)
+  const [row] = yield* query(
+    (sql) =>
+      sql<KeyRow[]>`select ${KEY_COLUMNS(sql)} from service.api_keys where id = ${keyId} and company_id = ${companyId}`
+  )
   if (row === undefined) return yield* notFound(`no API key with id ${keyId}`)
   return toInfo(row)
 })

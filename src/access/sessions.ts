@@ -43,10 +43,12 @@ export type Opened = { readonly sessionId: string; readonly actor: AdminUser } |
 export type EndedReason = "session" | "role"
 export type Resolved = { readonly session: Session } | { readonly ended: EndedReason }
 
-const deleteSession = (idHash: Buffer) => query((sql) => sql`delete from service.admin_sessions where id_hash = ${idHash}`).pipe(Effect.asVoid)
+const deleteSession = (idHash: Buffer) =>
+  query((sql) => sql`delete from service.admin_sessions where id_hash = ${idHash}`).pipe(Effect.asVoid)
 
 /** Ends the session and says why. */
-const ended = (idHash: Buffer, reason: EndedReason): Effect.Effect<Resolved, never, Sql> => Effect.as(deleteSession(idHash), { ended: reason })
+const ended = (idHash: Buffer, reason: EndedReason): Effect.Effect<Resolved, never, Sql> =>
+  Effect.as(deleteSession(idHash), { ended: reason })
 
 /** Opens a session for an admin token, or says why the token is refused (as /admin/v1 would). */
 export const openSession = Effect.fn("openSession")(function* (credential: string) {
@@ -55,7 +57,9 @@ export const openSession = Effect.fn("openSession")(function* (credential: strin
   const sessionId = randomToken()
   const csrf = randomToken()
   const opened = yield* query(async (sql) => {
-    const [token] = await sql<{ id: string }[]>`select id::text from service.admin_tokens where fingerprint = ${fingerprintOf(credential.trim())}`
+    const [token] = await sql<
+      { id: string }[]
+    >`select id::text from service.admin_tokens where fingerprint = ${fingerprintOf(credential.trim())}`
     if (token === undefined) return false
     await sql`delete from service.admin_sessions where expires_at <= now() or absolute_expires_at <= now()`
     await sql`
@@ -73,12 +77,25 @@ export const openSession = Effect.fn("openSession")(function* (credential: strin
  * none. A session whose token was revoked or expired, or whose user is no longer an admin,
  * is ended here.
  */
-export const resolveSession = Effect.fn("resolveSession")(function* (sessionId: string | undefined, options: { readonly takeFlash: boolean }) {
+export const resolveSession = Effect.fn("resolveSession")(function* (
+  sessionId: string | undefined,
+  options: { readonly takeFlash: boolean }
+) {
   if (!isToken(sessionId)) return { ended: "session" } satisfies Resolved as Resolved
   const idHash = sha256(sessionId)
-  const [row] = yield* query((sql) => sql<
-    { token_id: string; user_id: string; user_email: string; company_id: string; user_name: string | null; company_name: string | null; csrf_secret: Buffer; flash: Flash | null }[]
-  >`
+  const [row] = yield* query(
+    (sql) => sql<
+      {
+        token_id: string
+        user_id: string
+        user_email: string
+        company_id: string
+        user_name: string | null
+        company_name: string | null
+        csrf_secret: Buffer
+        flash: Flash | null
+      }[]
+    >`
     update service.admin_sessions s
        set last_seen_at = now(), expires_at = least(now() + ${`${IDLE_HOURS} hours`}::interval, s.absolute_expires_at)
       from service.admin_tokens t
@@ -86,15 +103,22 @@ export const resolveSession = Effect.fn("resolveSession")(function* (sessionId: 
        and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())
     returning s.token_id::text, t.user_id::text, t.user_email, t.company_id::text, s.csrf_secret, s.flash,
               (select u.name from app.users u where u.id = t.user_id) as user_name,
-              (select c.name from app.companies c where c.id = t.company_id) as company_name`)
+              (select c.name from app.companies c where c.id = t.company_id) as company_name`
+  )
   if (row === undefined) return yield* ended(idHash, "session")
   if (!(yield* isAdmin(row.user_id, row.company_id))) return yield* ended(idHash, "role")
-  if (options.takeFlash && row.flash !== null) yield* query((sql) => sql`update service.admin_sessions set flash = null where id_hash = ${idHash}`)
+  if (options.takeFlash && row.flash !== null)
+    yield* query((sql) => sql`update service.admin_sessions set flash = null where id_hash = ${idHash}`)
   return {
     session: {
       idHash,
       tokenId: row.token_id,
-      actor: { userId: row.user_id, email: row.user_email, name: row.user_name ?? row.user_email, companyId: row.company_id },
+      actor: {
+        userId: row.user_id,
+        email: row.user_email,
+        name: row.user_name ?? row.user_email,
+        companyId: row.company_id
+      },
       companyName: row.company_name ?? "",
       csrf: row.csrf_secret.toString("utf8"),
       flash: row.flash
@@ -102,10 +126,14 @@ export const resolveSession = Effect.fn("resolveSession")(function* (sessionId: 
   } satisfies Resolved as Resolved
 })
 
-const withoutNul = (_key: string, value: unknown) => (typeof value === "string" ? value.replace(/\u0000/g, "\uFFFD") : value)
+const withoutNul = (_key: string, value: unknown) =>
+  typeof value === "string" ? value.replace(/\u0000/g, "\uFFFD") : value
 
 export const setFlash = (session: Session, flash: Flash) =>
   // jsonb cannot hold a NUL character, and a receiver's answer (a ping's) may carry one.
-  query((sql) => sql`update service.admin_sessions set flash = ${JSON.stringify(flash, withoutNul)}::text::jsonb where id_hash = ${session.idHash}`).pipe(Effect.asVoid)
+  query(
+    (sql) =>
+      sql`update service.admin_sessions set flash = ${JSON.stringify(flash, withoutNul)}::text::jsonb where id_hash = ${session.idHash}`
+  ).pipe(Effect.asVoid)
 
 export const endSession = (session: Session) => deleteSession(session.idHash)

@@ -12,7 +12,12 @@ import { checkName, type Expiry } from "./keys.ts"
 
 export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
 
-const INTERVAL: Readonly<Record<Expiry, string | null>> = { "30d": "30 days", "90d": "90 days", "1y": "1 year", never: null }
+const INTERVAL: Readonly<Record<Expiry, string | null>> = {
+  "30d": "30 days",
+  "90d": "90 days",
+  "1y": "1 year",
+  never: null
+}
 
 export interface CreatedToken {
   readonly id: string
@@ -52,7 +57,6 @@ interface TokenRow {
   readonly expired: boolean
 }
 
-
 const toInfo = (r: TokenRow): TokenInfo => ({
   id: r.id,
   name: r.name,
@@ -65,7 +69,10 @@ const toInfo = (r: TokenRow): TokenInfo => ({
   lastUsedAt: toIsoUtcOrNull(r.last_used_at)
 })
 
-export const createToken = Effect.fn("admin.createToken")(function* (actor: AdminUser, input: { readonly name: string; readonly expires: Expiry }) {
+export const createToken = Effect.fn("admin.createToken")(function* (
+  actor: AdminUser,
+  input: { readonly name: string; readonly expires: Expiry }
+) {
   const problem = checkName(input.name)
   if (problem !== undefined) return yield* problem
   const secret = newSecret(ADMIN_TOKEN_PREFIX)
@@ -73,11 +80,13 @@ export const createToken = Effect.fn("admin.createToken")(function* (actor: Admi
   const interval = INTERVAL[input.expires]
   return yield* transaction(
     Effect.gen(function* () {
-      const [row] = yield* query((tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
+      const [row] = yield* query(
+        (tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
         insert into service.admin_tokens (company_id, user_id, user_email, name, prefix, fingerprint, expires_at, created_by_email)
         values (${actor.companyId}, ${actor.userId}, ${actor.email}, ${name}, ${secret.prefix}, ${secret.fingerprint},
                 ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.email})
-        returning id, created_at, expires_at`)
+        returning id, created_at, expires_at`
+      )
       const created: CreatedToken = {
         id: row!.id,
         token: secret.secret,
@@ -105,31 +114,48 @@ export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Admi
   if (!isUuid(tokenId)) return yield* notFound(`no admin token with id ${tokenId}`)
   return yield* transaction(
     Effect.gen(function* () {
-      const [row] = yield* query((tx) => tx<TokenRow[]>`
-        select *, (expires_at is not null and expires_at <= now()) as expired from service.admin_tokens where id = ${tokenId} for update`)
-      if (row === undefined || row.company_id !== actor.companyId) return yield* notFound(`no admin token with id ${tokenId}`)
-      if (row.revoked_at !== null) return yield* conflict(`admin token ${tokenId} was already revoked at ${row.revoked_at.toISOString()}`)
-      const [updated] = yield* query((tx) => tx<TokenRow[]>`
+      const [row] = yield* query(
+        (tx) => tx<TokenRow[]>`
+        select *, (expires_at is not null and expires_at <= now()) as expired from service.admin_tokens where id = ${tokenId} for update`
+      )
+      if (row === undefined || row.company_id !== actor.companyId)
+        return yield* notFound(`no admin token with id ${tokenId}`)
+      if (row.revoked_at !== null)
+        return yield* conflict(`admin token ${tokenId} was already revoked at ${row.revoked_at.toISOString()}`)
+      const [updated] = yield* query(
+        (tx) => tx<TokenRow[]>`
         update service.admin_tokens set revoked_at = now() where id = ${tokenId}
-        returning *, (expires_at is not null and expires_at <= now()) as expired`)
-      yield* writeActivity({ companyId: actor.companyId, actor: userActor(actor), kind: "admin_token.revoked", subjectId: tokenId, details: { name: row.name } })
+        returning *, (expires_at is not null and expires_at <= now()) as expired`
+      )
+      yield* writeActivity({
+        companyId: actor.companyId,
+        actor: userActor(actor),
+        kind: "admin_token.revoked",
+        subjectId: tokenId,
+        details: { name: row.name }
+      })
       return toInfo(updated!)
     })
   )
 })
 
 export const tokenCompany = Effect.fn("tokenCompany")(function* (tokenId: string) {
-  if (!isUuid(tokenId)) return yield* invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`, { field: "id" })
-  const [row] = yield* query((sql) => sql<{ company_id: string }[]>`select company_id from service.admin_tokens where id = ${tokenId}`)
+  if (!isUuid(tokenId))
+    return yield* invalid(`"${tokenId}" is not a token id (a UUID, as tokens list shows)`, { field: "id" })
+  const [row] = yield* query(
+    (sql) => sql<{ company_id: string }[]>`select company_id from service.admin_tokens where id = ${tokenId}`
+  )
   if (row === undefined) return yield* notFound(`no admin token with id ${tokenId}`)
   return row.company_id
 })
 
 export const listTokens = (companyId: string) =>
   Effect.map(
-    query((sql) => sql<TokenRow[]>`
+    query(
+      (sql) => sql<TokenRow[]>`
       select *, (expires_at is not null and expires_at <= now()) as expired
-        from service.admin_tokens where company_id = ${companyId} order by created_at desc, id desc`),
+        from service.admin_tokens where company_id = ${companyId} order by created_at desc, id desc`
+    ),
     (rows) => rows.map(toInfo)
   )
 
@@ -141,14 +167,24 @@ const refused = (message: string): TokenCheck => ({ refused: message })
 export const authenticateToken = Effect.fn("authenticateToken")(function* (credential: string) {
   if (credential === "") return refused("missing admin token: send the header Authorization: Bearer mat_...")
   if (!looksLike(ADMIN_TOKEN_PREFIX, credential)) return refused("unknown admin token")
-  const [row] = yield* query((sql) => sql<(TokenRow & { user_name: string | null })[]>`
+  const [row] = yield* query(
+    (sql) => sql<(TokenRow & { user_name: string | null })[]>`
     select t.*, (t.expires_at is not null and t.expires_at <= now()) as expired, u.name as user_name
       from service.admin_tokens t left join app.users u on u.id = t.user_id
-     where t.fingerprint = ${fingerprintOf(credential)}`)
+     where t.fingerprint = ${fingerprintOf(credential)}`
+  )
   if (row === undefined) return refused("unknown admin token")
   if (row.revoked_at !== null) return refused("this admin token was revoked")
   if (row.expired) return refused(`this admin token expired at ${row.expires_at?.toISOString()}`)
-  if (!(yield* isAdmin(row.user_id, row.company_id))) return refused(`${row.user_email} is no longer an admin of this company`)
+  if (!(yield* isAdmin(row.user_id, row.company_id)))
+    return refused(`${row.user_email} is no longer an admin of this company`)
   yield* query((sql) => sql`update service.admin_tokens set last_used_at = now() where id = ${row.id}`)
-  return { actor: { userId: row.user_id, email: row.user_email, name: row.user_name ?? row.user_email, companyId: row.company_id } }
+  return {
+    actor: {
+      userId: row.user_id,
+      email: row.user_email,
+      name: row.user_name ?? row.user_email,
+      companyId: row.company_id
+    }
+  }
 })

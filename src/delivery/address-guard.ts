@@ -19,7 +19,12 @@ export type ResolvedAddress = {
 /** Resolves a host name to all its addresses (the default is `dns.lookup` with all: true, verbatim, plus DNS TTLs). */
 export type Lookup = (hostname: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
-export type Network = { readonly family: 4 | 6; readonly bytes: Uint8Array; readonly prefix: number; readonly text: string }
+export type Network = {
+  readonly family: 4 | 6
+  readonly bytes: Uint8Array
+  readonly prefix: number
+  readonly text: string
+}
 
 /** Networks let through despite not being public (WEBHOOK_ALLOWED_NETWORKS); empty by default. */
 export type AllowedNetworks = ReadonlyArray<Network>
@@ -97,7 +102,7 @@ const v4 = (a: number, b: number, c: number, d: number) => Uint8Array.of(a, b, c
 const V4_RULES: ReadonlyArray<Rule> = [
   [v4(169, 254, 169, 254), 32, "cloud metadata"],
   [v4(255, 255, 255, 255), 32, "broadcast"],
-  [v4(0, 0, 0, 0), 8, "\"this network\" (0.0.0.0/8)"],
+  [v4(0, 0, 0, 0), 8, '"this network" (0.0.0.0/8)'],
   [v4(10, 0, 0, 0), 8, "private network"],
   [v4(100, 64, 0, 0), 10, "carrier-grade NAT (shared address space)"],
   [v4(127, 0, 0, 0), 8, "loopback"],
@@ -281,21 +286,26 @@ export type WebhookUrl = {
   readonly ipLiteral: 4 | 6 | null
 }
 
-export type ParseUrlResult = { readonly ok: true; readonly value: WebhookUrl } | { readonly ok: false; readonly error: string }
+export type ParseUrlResult =
+  | { readonly ok: true; readonly value: WebhookUrl }
+  | { readonly ok: false; readonly error: string }
 
 const MAX_URL_LENGTH = 2048
 
 export const parseWebhookUrl = (input: string): ParseUrlResult => {
   if (typeof input !== "string" || input.trim() === "") return { ok: false, error: "invalid url: empty" }
-  if (input.length > MAX_URL_LENGTH) return { ok: false, error: `invalid url: longer than ${MAX_URL_LENGTH} characters` }
+  if (input.length > MAX_URL_LENGTH)
+    return { ok: false, error: `invalid url: longer than ${MAX_URL_LENGTH} characters` }
   let url: URL
   try {
     url = new URL(input)
   } catch {
     return { ok: false, error: "invalid url: not an absolute URL" }
   }
-  if (url.protocol !== "https:") return { ok: false, error: `refused: only https:// addresses are accepted (got ${url.protocol}//)` }
-  if (url.username !== "" || url.password !== "") return { ok: false, error: "refused: credentials in the URL are not accepted" }
+  if (url.protocol !== "https:")
+    return { ok: false, error: `refused: only https:// addresses are accepted (got ${url.protocol}//)` }
+  if (url.username !== "" || url.password !== "")
+    return { ok: false, error: "refused: credentials in the URL are not accepted" }
   if (url.hostname === "") return { ok: false, error: "invalid url: no host" }
   // WHATWG URL takes port 0, which no receiver can listen on.
   if (url.port === "0") return { ok: false, error: "invalid url: port 0 is not a port a receiver can use" }
@@ -323,8 +333,13 @@ export const parseWebhookUrl = (input: string): ParseUrlResult => {
 const TTL_GRACE_MS = 200
 
 const dnsTtl = async (resolver: Resolver, hostname: string): Promise<number | undefined> => {
-  const [a, aaaa] = await Promise.allSettled([resolver.resolve4(hostname, { ttl: true }), resolver.resolve6(hostname, { ttl: true })])
-  const ttls = [...(a.status === "fulfilled" ? a.value : []), ...(aaaa.status === "fulfilled" ? aaaa.value : [])].map((r) => r.ttl)
+  const [a, aaaa] = await Promise.allSettled([
+    resolver.resolve4(hostname, { ttl: true }),
+    resolver.resolve6(hostname, { ttl: true })
+  ])
+  const ttls = [...(a.status === "fulfilled" ? a.value : []), ...(aaaa.status === "fulfilled" ? aaaa.value : [])].map(
+    (r) => r.ttl
+  )
   return ttls.length === 0 ? undefined : Math.min(...ttls)
 }
 
@@ -335,9 +350,16 @@ export const systemLookup =
     const ttl = dnsTtl(resolver, hostname)
     const answers = await dnsLookup(hostname, { all: true, order: "verbatim" })
     let timer: ReturnType<typeof setTimeout> | undefined
-    const seconds = await Promise.race([ttl, new Promise<undefined>((done) => (timer = setTimeout(() => done(undefined), TTL_GRACE_MS)))])
+    const seconds = await Promise.race([
+      ttl,
+      new Promise<undefined>((done) => (timer = setTimeout(() => done(undefined), TTL_GRACE_MS)))
+    ])
     clearTimeout(timer)
-    return answers.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4, ...(seconds === undefined ? {} : { ttl: seconds }) }))
+    return answers.map((a) => ({
+      address: a.address,
+      family: a.family === 6 ? 6 : 4,
+      ...(seconds === undefined ? {} : { ttl: seconds })
+    }))
   }
 
 export const defaultLookup: Lookup = systemLookup(new Resolver({ timeout: 1_000, tries: 1 }))
@@ -347,7 +369,9 @@ export type GuardErrorKind = "invalid-url" | "refused" | "dns"
 /** `notPublic`: refused for an address (not for the URL's form), which an allowed network would let through. */
 type Refusal = { readonly ok: false; readonly kind: GuardErrorKind; readonly error: string; readonly notPublic?: true }
 
-export type CheckResult = { readonly ok: true; readonly target: WebhookUrl; readonly addresses: ReadonlyArray<ResolvedAddress> } | Refusal
+export type CheckResult =
+  | { readonly ok: true; readonly target: WebhookUrl; readonly addresses: ReadonlyArray<ResolvedAddress> }
+  | Refusal
 
 export type CheckOptions = {
   readonly allowed?: AllowedNetworks
@@ -382,7 +406,13 @@ type Vetted = { readonly ok: true; readonly addresses: ReadonlyArray<ResolvedAdd
 
 const vetLiteral = (target: WebhookUrl, allowed: AllowedNetworks): Vetted => {
   const v = vet(target.host, allowed)
-  if (!v.public) return { ok: false, kind: "refused", error: `refused: ${target.host} is not a public address (${v.reason})`, notPublic: true }
+  if (!v.public)
+    return {
+      ok: false,
+      kind: "refused",
+      error: `refused: ${target.host} is not a public address (${v.reason})`,
+      notPublic: true
+    }
   return { ok: true, addresses: [{ address: target.host, family: target.ipLiteral! }] }
 }
 
@@ -392,9 +422,20 @@ const vetAnswers = (host: string, answers: ReadonlyArray<ResolvedAddress>, allow
   const addresses: Array<ResolvedAddress> = []
   for (const a of answers) {
     const family = isIP(a.address)
-    if (family === 0) return { ok: false, kind: "dns", error: `dns: ${host} resolved to a non-address "${String(a.address).slice(0, 64)}"` }
+    if (family === 0)
+      return {
+        ok: false,
+        kind: "dns",
+        error: `dns: ${host} resolved to a non-address "${String(a.address).slice(0, 64)}"`
+      }
     const v = vet(a.address, allowed)
-    if (!v.public) return { ok: false, kind: "refused", error: `refused: ${host} resolves to ${a.address} (${v.reason})`, notPublic: true }
+    if (!v.public)
+      return {
+        ok: false,
+        kind: "refused",
+        error: `refused: ${host} resolves to ${a.address} (${v.reason})`,
+        notPublic: true
+      }
     if (!seen.has(a.address)) {
       seen.add(a.address)
       addresses.push({ address: a.address, family: family === 6 ? 6 : 4 })
@@ -406,7 +447,11 @@ const vetAnswers = (host: string, answers: ReadonlyArray<ResolvedAddress>, allow
 
 const dnsFailure = (host: string, err: unknown): Refusal => {
   const code = (err as { code?: unknown } | null)?.code
-  return { ok: false, kind: "dns", error: `dns: ${host} does not resolve${typeof code === "string" ? ` (${code})` : ""}` }
+  return {
+    ok: false,
+    kind: "dns",
+    error: `dns: ${host} does not resolve${typeof code === "string" ? ` (${code})` : ""}`
+  }
 }
 
 /**
@@ -431,7 +476,12 @@ export const resolveAndCheck = async (input: string, options: CheckOptions = {})
   return vetted.ok ? { ok: true, target, addresses: vetted.addresses } : vetted
 }
 
-const freshResolution = async (host: string, lookup: Lookup, allowed: AllowedNetworks, signal: AbortSignal | undefined): Promise<Vetted> => {
+const freshResolution = async (
+  host: string,
+  lookup: Lookup,
+  allowed: AllowedNetworks,
+  signal: AbortSignal | undefined
+): Promise<Vetted> => {
   let answers: ReadonlyArray<ResolvedAddress>
   try {
     answers = await abortable(lookup(host), signal)
@@ -507,7 +557,12 @@ const forget = (cache: Map<string, Resolution>, host: string, entry: Resolution)
  * vetted before any connection may use it. Only answers that pass are kept: a refusal or a
  * failure is asked again next time, so a fixed name is not refused for longer than its TTL.
  */
-const reusedResolution = async (host: string, lookup: Lookup, allowed: AllowedNetworks, signal: AbortSignal | undefined): Promise<Vetted> => {
+const reusedResolution = async (
+  host: string,
+  lookup: Lookup,
+  allowed: AllowedNetworks,
+  signal: AbortSignal | undefined
+): Promise<Vetted> => {
   let cache = resolutions.get(lookup)
   if (!cache) resolutions.set(lookup, (cache = new Map()))
   const held = cache.get(host)

@@ -53,9 +53,12 @@ export interface DeliveryEngineShape {
 export class DeliveryEngine extends Context.Service<DeliveryEngine, DeliveryEngineShape>()("service/DeliveryEngine") {}
 
 /** Told of every recorded attempt (metrics: the latency histogram); a no-op unless provided. */
-export const AttemptObserver = Context.Reference<(a: AttemptObservation) => void>("service/DeliveryEngine/AttemptObserver", {
-  defaultValue: () => () => {}
-})
+export const AttemptObserver = Context.Reference<(a: AttemptObservation) => void>(
+  "service/DeliveryEngine/AttemptObserver",
+  {
+    defaultValue: () => () => {}
+  }
+)
 
 /** Builds the engine in the current scope; closing the scope shuts it down gracefully. */
 export const makeEngine = (options: EngineOptions) =>
@@ -119,7 +122,14 @@ export const makeEngine = (options: EngineOptions) =>
     // 2. Sends: waiting ones go back at once, those in flight get the grace.
     yield* Scope.addFinalizer(scope, finishSends(env, s))
     // 1. The loops that take work: partitions, events, due and held rows; and the overdue sweep.
-    for (const loop of [heartbeatLoop(env, s), fanout.loop, overdueLoop(env, s), claim.loop, releaseLoop(env, s), purgeLoop(env, s)]) {
+    for (const loop of [
+      heartbeatLoop(env, s),
+      fanout.loop,
+      overdueLoop(env, s),
+      claim.loop,
+      releaseLoop(env, s),
+      purgeLoop(env, s)
+    ]) {
       yield* Effect.forkIn(loop, scope)
     }
     // 0. First of all: no send starts any more (an attempt ending would start the next).

@@ -16,7 +16,12 @@ export const DeliveryLive = Layer.effect(
       attempts: settings.schedule.maxAttempts,
       secretsKey: settings.secretsKey.source
     })
-    return yield* makeEngine({ sql, secretsKey: settings.secretsKey.key, schedule: settings.schedule, allowed: settings.allowed })
+    return yield* makeEngine({
+      sql,
+      secretsKey: settings.secretsKey.key,
+      schedule: settings.schedule,
+      allowed: settings.allowed
+    })
   })
 ).pipe(Layer.provide(WebhookSettingsLive))
 

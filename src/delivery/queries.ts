@@ -47,7 +47,10 @@ const HOLD_REASON = `case
 
 /** Why the delivery could not be sent now, as the engine would decide it; null if it could. */
 export const holdReason = async (sql: ISql<{}>, id: string): Promise<string | null> => {
-  const [r] = await sql.unsafe<{ reason: string | null }[]>(`select ${HOLD_REASON} as reason from ${FROM} where d.id = $1`, [id])
+  const [r] = await sql.unsafe<{ reason: string | null }[]>(
+    `select ${HOLD_REASON} as reason from ${FROM} where d.id = $1`,
+    [id]
+  )
   return r?.reason ?? null
 }
 
@@ -183,7 +186,15 @@ export const readFanout = async (sql: Sql, input: FanoutReadInput): Promise<Read
   const recheck = input.recheck.map((p) => p ?? START)
   const rows = await sql.unsafe<FanoutRow[]>(
     FANOUT_READ,
-    [from.lsn, from.seq, after.map((p) => p.lsn), after.map((p) => p.seq), input.limit, recheck.map((p) => p.lsn), recheck.map((p) => p.seq)],
+    [
+      from.lsn,
+      from.seq,
+      after.map((p) => p.lsn),
+      after.map((p) => p.seq),
+      input.limit,
+      recheck.map((p) => p.lsn),
+      recheck.map((p) => p.seq)
+    ],
     { prepare: true }
   )
   return rows.map((r) => ({
@@ -219,14 +230,34 @@ export const destinationsOf = async (
   endpoints: ReadonlyArray<string>,
   subscriptions: ReadonlyArray<string>
 ): Promise<ReadonlyMap<string, Destination>> => {
-  const rows = await sql<{ id: string; url: string; secret: Buffer | null; previous_secret: Buffer | null; until: Date | null; key_id: string | null }[]>`
+  const rows = await sql<
+    {
+      id: string
+      url: string
+      secret: Buffer | null
+      previous_secret: Buffer | null
+      until: Date | null
+      key_id: string | null
+    }[]
+  >`
     select w.id::text, w.url, w.secret, case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
       w.previous_secret_expires_at as until, null::text as key_id
     from service.webhook_endpoints w where w.id = any(${[...endpoints]}::uuid[])
     union all
     select s.id::text, s.url, ks.secret, null, null, s.key_id::text from service.webhook_subscriptions s
     left join service.webhook_key_secrets ks on ks.key_id = s.key_id where s.id = any(${[...subscriptions]}::uuid[])`
-  return new Map(rows.map((r) => [r.id, { url: r.url, secret: r.secret, previousSecret: r.previous_secret, previousSecretUntil: r.until?.getTime() ?? 0, keyId: r.key_id }]))
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      {
+        url: r.url,
+        secret: r.secret,
+        previousSecret: r.previous_secret,
+        previousSecretUntil: r.until?.getTime() ?? 0,
+        keyId: r.key_id
+      }
+    ])
+  )
 }
 
 /**
@@ -257,7 +288,11 @@ with ev as materialized (
 )
 select (select count(*) from ev)::int as events, (select count(*) from ins)::int as deliveries`
 
-export const fanoutRows = async (sql: Sql, batch: number, now: Date): Promise<{ readonly events: number; readonly deliveries: number }> => {
+export const fanoutRows = async (
+  sql: Sql,
+  batch: number,
+  now: Date
+): Promise<{ readonly events: number; readonly deliveries: number }> => {
   const [r] = await sql.unsafe<{ events: number; deliveries: number }[]>(FANOUT_ROWS, [batch, now])
   return r!
 }
@@ -277,7 +312,11 @@ export type HeartbeatResult = {
 }
 
 type PartRow = { part: number; commit_lsn: string; seq: number; recorded_lsn: string; recorded_seq: number }
-const owned = (r: PartRow): OwnedPart => ({ part: r.part, cursor: { lsn: r.commit_lsn, seq: r.seq }, recorded: { lsn: r.recorded_lsn, seq: r.recorded_seq } })
+const owned = (r: PartRow): OwnedPart => ({
+  part: r.part,
+  cursor: { lsn: r.commit_lsn, seq: r.seq },
+  recorded: { lsn: r.recorded_lsn, seq: r.recorded_seq }
+})
 
 /**
  * Says this process is alive, renews the leases of its partitions, and takes free ones (never
@@ -423,7 +462,10 @@ export type ClaimInput = {
   readonly owner: string
 }
 
-export const claim = async (sql: Sql, input: ClaimInput): Promise<{ claimed: ReadonlyArray<Claimed>; scanned: number }> => {
+export const claim = async (
+  sql: Sql,
+  input: ClaimInput
+): Promise<{ claimed: ReadonlyArray<Claimed>; scanned: number }> => {
   const rows = await sql.unsafe<ClaimRow[]>(
     CLAIM,
     [
@@ -485,7 +527,12 @@ export const releaseHeld = async (sql: Sql, now: Date): Promise<number> => {
 }
 
 /** Gives leased deliveries back unattempted (shutdown), due at once for whoever runs next. */
-export const handBack = async (sql: ISql<{}>, ids: ReadonlyArray<string>, owner: string, now: Date): Promise<number> => {
+export const handBack = async (
+  sql: ISql<{}>,
+  ids: ReadonlyArray<string>,
+  owner: string,
+  now: Date
+): Promise<number> => {
   if (ids.length === 0) return 0
   const rows = await sql`
     update service.webhook_deliveries set next_attempt_at = ${now}, lease_until = null, leased_by = null
@@ -694,7 +741,12 @@ const rowColumns = (rows: ReadonlyArray<NewRow>): Array<Array<string | number | 
 type Q = ISql<{}>
 
 /** Endpoint health and 410 Gone for the outcomes that were applied, in completion order. */
-const health = async (tx: Q, outcomes: ReadonlyArray<Outcome>, switchOffAfter: number, alreadyReset: ReadonlyArray<string>) => {
+const health = async (
+  tx: Q,
+  outcomes: ReadonlyArray<Outcome>,
+  switchOffAfter: number,
+  alreadyReset: ReadonlyArray<string>
+) => {
   const all = tallyEndpoints(outcomes)
   // Successes only: set the count to 0 where it is not 0 already (no write otherwise).
   const successesOnly = (t: EndpointTally) => t.reset && t.lead === 0 && t.peak === 0 && t.fails === 0
@@ -708,7 +760,16 @@ const health = async (tx: Q, outcomes: ReadonlyArray<Outcome>, switchOffAfter: n
     const rows = await tx.unsafe<{ subject_id: string }[]>(
       COUNTERS,
       [
-        JSON.stringify(tallies.map((e) => ({ id: e.id, reset: e.reset, lead: e.lead, peak: e.peak, fails: e.fails, last_error: clean(e.lastError) }))),
+        JSON.stringify(
+          tallies.map((e) => ({
+            id: e.id,
+            reset: e.reset,
+            lead: e.lead,
+            peak: e.peak,
+            fails: e.fails,
+            last_error: clean(e.lastError)
+          }))
+        ),
         switchOffAfter
       ],
       { prepare: true }
@@ -746,23 +807,41 @@ export const writeBatch = async (sql: Sql, input: WriteInput): Promise<WriteResu
     let parts = new Set<number>()
     if (input.rows.length > 0 || input.cursors.length > 0 || resets.length > 0) {
       const cursors = JSON.stringify(
-        input.cursors.map((c) => ({ part: c.part, lsn: c.cursor.lsn, seq: c.cursor.seq, rlsn: c.recorded.lsn, rseq: c.recorded.seq, release: c.release }))
+        input.cursors.map((c) => ({
+          part: c.part,
+          lsn: c.cursor.lsn,
+          seq: c.cursor.seq,
+          rlsn: c.recorded.lsn,
+          rseq: c.recorded.seq,
+          release: c.release
+        }))
       )
-      const [r] = await tx.unsafe<{ inserted: string; moved: string }[]>(WRITE, [...rowColumns(input.rows), input.owner, cursors, resets] as never, { prepare: true })
+      const [r] = await tx.unsafe<{ inserted: string; moved: string }[]>(
+        WRITE,
+        [...rowColumns(input.rows), input.owner, cursors, resets] as never,
+        { prepare: true }
+      )
       inserted = new Set(JSON.parse(r!.inserted) as Array<string>)
       parts = new Set(JSON.parse(r!.moved) as Array<number>)
-      if (input.cursors.some((c) => c.release && parts.has(c.part))) await tx`select pg_notify(${PARTITIONS_CHANNEL}, '')`
+      if (input.cursors.some((c) => c.release && parts.has(c.part)))
+        await tx`select pg_notify(${PARTITIONS_CHANNEL}, '')`
     }
     let applied = new Set<string>()
     if (input.leased.length > 0) {
-      const rows = await tx.unsafe<{ delivery_id: string }[]>(RECORD, [...outcomeColumns(input.leased), input.owner] as never, { prepare: true })
+      const rows = await tx.unsafe<{ delivery_id: string }[]>(
+        RECORD,
+        [...outcomeColumns(input.leased), input.owner] as never,
+        { prepare: true }
+      )
       applied = new Set(rows.map((r) => r.delivery_id))
     }
     let handedBack = 0
     if (input.handBack.length > 0) handedBack = await handBack(tx, input.handBack, input.owner, input.now)
     // Only what was applied counts: a row another process wrote first, a lease lost meanwhile, belong to them.
     const mine = input.order.filter((o) => inserted.has(o.id) || applied.has(o.id))
-    const h = simple ? { switchedOff: [], deletedSubscriptions: [] } : await health(tx, mine, input.switchOffAfter, resets)
+    const h = simple
+      ? { switchedOff: [], deletedSubscriptions: [] }
+      : await health(tx, mine, input.switchOffAfter, resets)
     return { inserted, applied, parts, handedBack, ...h }
   }
   return simple ? run(sql) : sql.begin((tx) => run(tx))
@@ -830,7 +909,10 @@ export type EndpointTally = {
 
 /** Per endpoint, in completion order: the runs of fully failed deliveries around successes. */
 export const tallyEndpoints = (outcomes: ReadonlyArray<Outcome>): ReadonlyArray<EndpointTally> => {
-  const byId = new Map<string, { reset: boolean; lead: number; peak: number; fails: number; lastError: string | null }>()
+  const byId = new Map<
+    string,
+    { reset: boolean; lead: number; peak: number; fails: number; lastError: string | null }
+  >()
   for (const o of outcomes) {
     if (o.endpointId === null || o.health === null) continue
     const t = byId.get(o.endpointId) ?? { reset: false, lead: 0, peak: 0, fails: 0, lastError: null }
@@ -855,15 +937,28 @@ export type RecordInput = {
   readonly switchOffAfter: number
 }
 
-export type RecordResult = { readonly applied: ReadonlySet<string>; readonly switchedOff: ReadonlyArray<string>; readonly deletedSubscriptions: ReadonlyArray<string> }
+export type RecordResult = {
+  readonly applied: ReadonlySet<string>
+  readonly switchedOff: ReadonlyArray<string>
+  readonly deletedSubscriptions: ReadonlyArray<string>
+}
 
 /** Outcomes of rows leased to `owner`, with endpoint health and 410 Gone. */
 export const recordOutcomes = async (sql: Sql, input: RecordInput): Promise<RecordResult> =>
   sql.begin(async (tx) => {
-    const rows = await tx.unsafe<{ delivery_id: string }[]>(RECORD, [...outcomeColumns(input.outcomes), input.owner] as never, { prepare: true })
+    const rows = await tx.unsafe<{ delivery_id: string }[]>(
+      RECORD,
+      [...outcomeColumns(input.outcomes), input.owner] as never,
+      { prepare: true }
+    )
     const applied = new Set(rows.map((r) => r.delivery_id))
     // An outcome whose lease was lost meanwhile belongs to whoever holds it now.
-    const h = await health(tx, input.outcomes.filter((o) => applied.has(o.id)), input.switchOffAfter, [])
+    const h = await health(
+      tx,
+      input.outcomes.filter((o) => applied.has(o.id)),
+      input.switchOffAfter,
+      []
+    )
     return { applied, ...h }
   })
 
@@ -876,7 +971,11 @@ export const recordOutcomes = async (sql: Sql, input: RecordInput): Promise<Reco
  * it and no delivery still points at it (a replay's, or one being attempted right now): the
  * events feed and replays cover the same 30 days as the delivery log.
  */
-export const purgeOld = async (sql: Sql, before: Date, chunk = 5_000): Promise<{ deliveries: number; attempts: number; events: number }> => {
+export const purgeOld = async (
+  sql: Sql,
+  before: Date,
+  chunk = 5_000
+): Promise<{ deliveries: number; attempts: number; events: number }> => {
   let deliveries = 0
   let attempts = 0
   for (;;) {

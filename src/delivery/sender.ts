@@ -83,12 +83,19 @@ export type SendResult = {
 
 class DeadlineError extends Error {}
 
-export const send = async (target: SendTarget, message: SendMessage, options: SendOptions = {}): Promise<SendResult> => {
+export const send = async (
+  target: SendTarget,
+  message: SendMessage,
+  options: SendOptions = {}
+): Promise<SendResult> => {
   const started = performance.now()
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
   const deadline = new AbortController()
-  const timer = setTimeout(() => deadline.abort(new DeadlineError(`no complete answer within ${timeoutMs} ms`)), timeoutMs)
+  const timer = setTimeout(
+    () => deadline.abort(new DeadlineError(`no complete answer within ${timeoutMs} ms`)),
+    timeoutMs
+  )
   // One signal for the attempt: the caller's cancel feeds the deadline's controller (cheaper
   // per attempt than AbortSignal.any, which the profile showed on the hot path).
   const cancel = options.signal
@@ -136,7 +143,12 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         "service-event": message.event,
-        ...signedHeaders(target.previousSecret ? [target.secret, target.previousSecret] : target.secret, message.deliveryId, seconds, body)
+        ...signedHeaders(
+          target.previousSecret ? [target.secret, target.previousSecret] : target.secret,
+          message.deliveryId,
+          seconds,
+          body
+        )
       },
       body,
       signal,
@@ -152,13 +164,20 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
     if (status >= 200 && status < 300) return result({ ok: true, responseSnippet: snippet })
     if (status >= 300 && status < 400) {
       const location = headerText(response.headers["location"])
-      return fail("redirect", `redirect ${status}${location ? ` to ${location}` : " without a Location"} (not followed)`, snippet)
+      return fail(
+        "redirect",
+        `redirect ${status}${location ? ` to ${location}` : " without a Location"} (not followed)`,
+        snippet
+      )
     }
     return fail("http", `http ${status}`, snippet)
   } catch (err) {
     if (cancel?.aborted) return fail("aborted", "aborted: the attempt was cancelled")
     if (deadline.signal.aborted) {
-      return fail("timeout", `timeout: ${(deadline.signal.reason as Error).message}${status === null ? "" : ` (status ${status} seen)`}`)
+      return fail(
+        "timeout",
+        `timeout: ${(deadline.signal.reason as Error).message}${status === null ? "" : ` (status ${status} seen)`}`
+      )
     }
     const [kind, text] = classifyError(err)
     return fail(kind, text)
@@ -171,7 +190,8 @@ export const send = async (target: SendTarget, message: SendMessage, options: Se
 // ---------------------------------------------------------------------------------------
 // Errors
 
-const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE)/
+const TLS_CODE =
+  /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE)/
 
 const classifyError = (err: unknown): [SendErrorKind, string] => {
   const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown }
@@ -275,10 +295,14 @@ const trustFor = (ca: CaInput): Trust => {
   const extra = caList(ca)
   let trust = NO_EXTRA
   if (extra.length > 0) {
-    const key = createHash("sha256").update(extra.map((c) => Buffer.from(c).toString("base64")).join(",")).digest("hex")
+    const key = createHash("sha256")
+      .update(extra.map((c) => Buffer.from(c).toString("base64")).join(","))
+      .digest("hex")
     trust = trustByKey.get(key) ?? {
       key,
-      context: createSecureContext({ ca: [...getCACertificates("default"), ...extra.map((c) => (typeof c === "string" ? c : Buffer.from(c)))] })
+      context: createSecureContext({
+        ca: [...getCACertificates("default"), ...extra.map((c) => (typeof c === "string" ? c : Buffer.from(c)))]
+      })
     }
     trustByKey.set(key, trust)
   }
@@ -303,13 +327,19 @@ const addressTexts = (addresses: ReadonlyArray<ResolvedAddress>): AddressTexts =
 
 // The pool last used for a reused parsed URL, with the vetted answer and trust it was for:
 // while those are the same objects, the pool is found without building its key again.
-type PoolUse = { readonly addresses: ReadonlyArray<ResolvedAddress>; readonly trust: Trust; readonly key: string; readonly pool: Pool }
+type PoolUse = {
+  readonly addresses: ReadonlyArray<ResolvedAddress>
+  readonly trust: Trust
+  readonly key: string
+  readonly pool: Pool
+}
 const poolByTarget = new WeakMap<WebhookUrl, PoolUse>()
 
 const poolFor = (target: WebhookUrl, addresses: ReadonlyArray<ResolvedAddress>, ca: CaInput): Pool => {
   const trust = trustFor(ca)
   const used = poolByTarget.get(target)
-  const same = used !== undefined && used.addresses === addresses && used.trust === trust && pools.get(used.key) === used.pool
+  const same =
+    used !== undefined && used.addresses === addresses && used.trust === trust && pools.get(used.key) === used.pool
   const key = same ? used.key : `${target.url.origin}|${addressTexts(addresses).key}|${trust.key}`
   const existing = same ? used.pool : pools.get(key)
   if (existing && !existing.closed && !existing.destroyed) {

@@ -36,7 +36,9 @@ export const loadWebhookSettings = Effect.gen(function* () {
   return { schedule: schedule.schedule, allowed: allowed.networks, secretsKey } satisfies WebhookSettingsShape
 })
 
-export class WebhookSettings extends Context.Service<WebhookSettings, WebhookSettingsShape>()("service/WebhookSettings") {}
+export class WebhookSettings extends Context.Service<WebhookSettings, WebhookSettingsShape>()(
+  "service/WebhookSettings"
+) {}
 
 /**
  * The settings, with the secrets key checked against the database's (recorded there on a
@@ -51,7 +53,10 @@ export const WebhookSettingsLive = Layer.effect(
     // On the Database's pool: this layer (and the engine's, the CLI's) need only the Database.
     const check = yield* checkSecretsKey(settings.secretsKey).pipe(Effect.provide(Sql.layer))
     if (!check.ok) return yield* Effect.fail(check.error)
-    if (check.recorded) yield* Effect.logInfo("secrets key fingerprint recorded in the database", { secretsKey: settings.secretsKey.source })
+    if (check.recorded)
+      yield* Effect.logInfo("secrets key fingerprint recorded in the database", {
+        secretsKey: settings.secretsKey.source
+      })
     if (check.undecryptable.length > 0) {
       yield* Effect.logWarning("stored webhook signing secrets that this secrets key does not decrypt: rotate them", {
         count: check.undecryptable.length,

@@ -40,11 +40,14 @@ export const sign = (secrets: Secrets, timestampSeconds: number, body: Body): st
   if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
     throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
   }
-  return `t=${timestampSeconds},${listOf(secrets).map((s) => `v1=${hmacHex(s, timestampSeconds, body)}`).join(",")}`
+  return `t=${timestampSeconds},${listOf(secrets)
+    .map((s) => `v1=${hmacHex(s, timestampSeconds, body)}`)
+    .join(",")}`
 }
 
 /** The key of the Standard Webhooks signature: the base64 after whsec_ (or the whole secret without that prefix). */
-export const standardKey = (secret: string): Buffer => Buffer.from(secret.startsWith("whsec_") ? secret.slice(6) : secret, "base64")
+export const standardKey = (secret: string): Buffer =>
+  Buffer.from(secret.startsWith("whsec_") ? secret.slice(6) : secret, "base64")
 
 /** The Standard Webhooks headers of a delivery, for these exact body bytes: one v1,<base64> per secret, in order. */
 export const standardHeaders = (
@@ -64,11 +67,15 @@ export const standardHeaders = (
   return {
     "webhook-id": id,
     "webhook-timestamp": String(timestampSeconds),
-    "webhook-signature": listOf<string | Buffer>(secrets).map((s) => `v1,${signature(s)}`).join(" ")
+    "webhook-signature": listOf<string | Buffer>(secrets)
+      .map((s) => `v1,${signature(s)}`)
+      .join(" ")
   }
 }
 
-export type VerifyResult = { readonly ok: true; readonly timestamp: number } | { readonly ok: false; readonly reason: string }
+export type VerifyResult =
+  | { readonly ok: true; readonly timestamp: number }
+  | { readonly ok: false; readonly reason: string }
 
 /**
  * What a receiver does (spec 5, "Webhook signing secret"): recompute v1 over the raw body,
@@ -130,13 +137,19 @@ const keysOf = (secret: string) => {
  * schemes, each with one signature per secret (the current one, then the previous one while
  * its overlap lasts). The same values as sign and standardHeaders, with cached keys.
  */
-export const signedHeaders = (secrets: Secrets, id: string, timestampSeconds: number, body: Body): Record<string, string> => {
+export const signedHeaders = (
+  secrets: Secrets,
+  id: string,
+  timestampSeconds: number,
+  body: Body
+): Record<string, string> => {
   if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) {
     throw new RangeError(`signature timestamp must be whole unix seconds, got ${timestampSeconds}`)
   }
   const keys = listOf(secrets).map(keysOf)
   const bytes = typeof body === "string" ? Buffer.from(body, "utf8") : body
-  const standard = (key: KeyObject) => createHmac("sha256", key).update(`${id}.${timestampSeconds}.`, "utf8").update(bytes).digest("base64")
+  const standard = (key: KeyObject) =>
+    createHmac("sha256", key).update(`${id}.${timestampSeconds}.`, "utf8").update(bytes).digest("base64")
   return {
     "service-delivery": id,
     "service-signature": `t=${timestampSeconds},${keys.map((k) => `v1=${hmacHex(k.stripe, timestampSeconds, bytes)}`).join(",")}`,

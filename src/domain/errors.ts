@@ -44,7 +44,11 @@ export type DomainError = Invalid | Unauthorized | Forbidden | NotFound | Confli
 export type DomainErrorTag = DomainError["_tag"]
 
 export const isDomainError = (e: unknown): e is DomainError =>
-  e instanceof Invalid || e instanceof Unauthorized || e instanceof Forbidden || e instanceof NotFound || e instanceof Conflict
+  e instanceof Invalid ||
+  e instanceof Unauthorized ||
+  e instanceof Forbidden ||
+  e instanceof NotFound ||
+  e instanceof Conflict
 
 /** A field to name in a message: words`${at("name")} must not be empty`. */
 export const at = (field: string): FieldRef => ({ field })
@@ -63,7 +67,10 @@ export const words = (strings: TemplateStringsArray, ...values: ReadonlyArray<st
 }
 
 /** The message with each field it names spelled by `name` (a face's spelling). */
-export const spell = (e: { readonly message: string; readonly words?: Words | undefined }, name: (field: string) => string): string =>
+export const spell = (
+  e: { readonly message: string; readonly words?: Words | undefined },
+  name: (field: string) => string
+): string =>
   e.words === undefined ? e.message : e.words.map((w) => (typeof w === "string" ? w : name(w.field))).join("")
 
 type Options = { readonly field?: string; readonly reason?: Reason }

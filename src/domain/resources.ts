@@ -30,20 +30,55 @@ export interface ResourceInfo {
 }
 
 export const RESOURCE_INFO: Readonly<Record<Resource, ResourceInfo>> = {
-  incidents: { resource: "incidents", table: "incidents", filters: [], description: "Incidents, injuries, illnesses, near misses" },
+  incidents: {
+    resource: "incidents",
+    table: "incidents",
+    filters: [],
+    description: "Incidents, injuries, illnesses, near misses"
+  },
   observations: { resource: "observations", table: "observations", filters: [], description: "Safety observations" },
-  "corrective-actions": { resource: "corrective-actions", table: "corrective_actions", filters: ["status"], description: "Corrective actions" },
-  audits: { resource: "audits", table: "audits", filters: [], description: "Site audits, each with its items and a score" },
+  "corrective-actions": {
+    resource: "corrective-actions",
+    table: "corrective_actions",
+    filters: ["status"],
+    description: "Corrective actions"
+  },
+  audits: {
+    resource: "audits",
+    table: "audits",
+    filters: [],
+    description: "Site audits, each with its items and a score"
+  },
   inspections: { resource: "inspections", table: "inspections", filters: [], description: "Equipment inspections" },
-  "training-records": { resource: "training-records", table: "training_records", filters: [], description: "Training records" },
+  "training-records": {
+    resource: "training-records",
+    table: "training_records",
+    filters: [],
+    description: "Training records"
+  },
   workers: { resource: "workers", table: "workers", filters: ["name"], description: "Workers on the roster" },
   "job-sites": { resource: "job-sites", table: "job_sites", filters: ["name"], description: "Job sites" },
   changes: { resource: "changes", table: "changes", filters: [], description: "Management of change requests" },
   permits: { resource: "permits", table: "permits", filters: [], description: "Permits to work" },
-  policies: { resource: "policies", table: "policies", filters: [], description: "Policies, with acknowledgement counts" },
+  policies: {
+    resource: "policies",
+    table: "policies",
+    filters: [],
+    description: "Policies, with acknowledgement counts"
+  },
   sds: { resource: "sds", table: "sds", filters: [], description: "Safety data sheets" },
-  "risk-assessments": { resource: "risk-assessments", table: "risk_assessments", filters: [], description: "Risk assessments" },
-  subcontractors: { resource: "subcontractors", table: "subcontractors", filters: [], description: "Subcontractors and their document status" }
+  "risk-assessments": {
+    resource: "risk-assessments",
+    table: "risk_assessments",
+    filters: [],
+    description: "Risk assessments"
+  },
+  subcontractors: {
+    resource: "subcontractors",
+    table: "subcontractors",
+    filters: [],
+    description: "Subcontractors and their document status"
+  }
 }
 
 export const isResource = (s: string): s is Resource => (RESOURCES as ReadonlyArray<string>).includes(s)

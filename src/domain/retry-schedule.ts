@@ -13,7 +13,9 @@ export type RetrySchedule = {
   readonly text: string
 }
 
-export type ParseScheduleResult = { readonly ok: true; readonly schedule: RetrySchedule } | { readonly ok: false; readonly error: string }
+export type ParseScheduleResult =
+  | { readonly ok: true; readonly schedule: RetrySchedule }
+  | { readonly ok: false; readonly error: string }
 
 const MAX_WAIT_MS = 30 * 86_400_000 // beyond the 30 days deliveries are kept
 
@@ -25,7 +27,8 @@ export const parseRetrySchedule = (text: string): ParseScheduleResult => {
     for (const raw of trimmed.split(",")) {
       const part = raw.trim()
       const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(part)
-      if (!m) return { ok: false, error: `WEBHOOK_RETRY_SCHEDULE: "${part}" is not a wait like 100ms, 30s, 15m, 1h or 1d` }
+      if (!m)
+        return { ok: false, error: `WEBHOOK_RETRY_SCHEDULE: "${part}" is not a wait like 100ms, 30s, 15m, 1h or 1d` }
       const ms = Math.round(Number(m[1]) * UNITS[m[2]!]!)
       if (ms > MAX_WAIT_MS) return { ok: false, error: `WEBHOOK_RETRY_SCHEDULE: "${part}" is longer than 30 days` }
       delaysMs.push(ms)

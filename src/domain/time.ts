@@ -58,7 +58,14 @@ const num = (s: string, i: number, n: number) => {
   }
   return v
 }
-const daysIn = (y: number, m: number) => (m === 2 ? (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 29 : 28) : m === 4 || m === 6 || m === 9 || m === 11 ? 30 : 31)
+const daysIn = (y: number, m: number) =>
+  m === 2
+    ? y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0)
+      ? 29
+      : 28
+    : m === 4 || m === 6 || m === 9 || m === 11
+      ? 30
+      : 31
 
 /**
  * Whether `s` is already the canonical form (what Date#toISOString gives, for years 0000 to
@@ -66,7 +73,17 @@ const daysIn = (y: number, m: number) => (m === 2 ? (y % 4 === 0 && (y % 100 !==
  * parsing every timestamp of every record again.
  */
 const isCanonical = (s: string): boolean => {
-  if (s.length !== 24 || s[4] !== "-" || s[7] !== "-" || s[10] !== "T" || s[13] !== ":" || s[16] !== ":" || s[19] !== "." || s[23] !== "Z") return false
+  if (
+    s.length !== 24 ||
+    s[4] !== "-" ||
+    s[7] !== "-" ||
+    s[10] !== "T" ||
+    s[13] !== ":" ||
+    s[16] !== ":" ||
+    s[19] !== "." ||
+    s[23] !== "Z"
+  )
+    return false
   const y = num(s, 0, 4)
   const mo = num(s, 5, 2)
   const d = num(s, 8, 2)
@@ -74,7 +91,20 @@ const isCanonical = (s: string): boolean => {
   const mi = num(s, 14, 2)
   const se = num(s, 17, 2)
   const ms = num(s, 20, 3)
-  return y >= 0 && mo >= 1 && mo <= 12 && d >= 1 && d <= daysIn(y, mo) && h >= 0 && h < 24 && mi >= 0 && mi < 60 && se >= 0 && se < 60 && ms >= 0
+  return (
+    y >= 0 &&
+    mo >= 1 &&
+    mo <= 12 &&
+    d >= 1 &&
+    d <= daysIn(y, mo) &&
+    h >= 0 &&
+    h < 24 &&
+    mi >= 0 &&
+    mi < 60 &&
+    se >= 0 &&
+    se < 60 &&
+    ms >= 0
+  )
 }
 
 export const toIsoUtc = (value: Date | string): string => {

@@ -51,7 +51,12 @@ const STATUS_MESSAGES: Readonly<Record<number, string>> = {
  * 4), and a body that is not JSON is a bad request body (spec 7: 400, as documented).
  */
 const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
-  if (response.status !== 415 || response.body._tag !== "Uint8Array" || !response.body.contentType.startsWith("text/plain")) return response
+  if (
+    response.status !== 415 ||
+    response.body._tag !== "Uint8Array" ||
+    !response.body.contentType.startsWith("text/plain")
+  )
+    return response
   const given = /^Unsupported content-type: (.*)$/s.exec(new TextDecoder().decode(response.body.body))?.[1]
   if (given === undefined) return response
   return errorResponse(
@@ -89,10 +94,14 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
                   usage.record(lookup.entry!.keyId)
                   return HttpServerResponse.setHeaders(answer, headers)
                 }
-                return errorResponse(429, `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`, {
-                  ...headers,
-                  "retry-after": String(rate.reset)
-                })
+                return errorResponse(
+                  429,
+                  `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`,
+                  {
+                    ...headers,
+                    "retry-after": String(rate.reset)
+                  }
+                )
               })
         )
       }
@@ -103,12 +112,16 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
       const strict = (httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const path = pathOf(request.url)
-          if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/")) return rated(request, errorResponse(404, `no such path: ${path}`))
+          if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/"))
+            return rated(request, errorResponse(404, `no such path: ${path}`))
           // No route can match these, and a NUL cannot reach the database: say so, on every path.
-          if (!decodable(request.url)) return rated(request, errorResponse(400, `the path is not valid percent-encoding: ${path.slice(0, 200)}`))
-          if (path.includes("\u0000")) return rated(request, errorResponse(400, "the path contains a NUL character (%00)"))
+          if (!decodable(request.url))
+            return rated(request, errorResponse(400, `the path is not valid percent-encoding: ${path.slice(0, 200)}`))
+          if (path.includes("\u0000"))
+            return rated(request, errorResponse(400, "the path contains a NUL character (%00)"))
           const nul = nulParameter(request.url)
-          if (nul !== undefined) return rated(request, errorResponse(400, `query parameter "${nul}" contains a NUL character (%00)`))
+          if (nul !== undefined)
+            return rated(request, errorResponse(400, `query parameter "${nul}" contains a NUL character (%00)`))
           if (!isJsonApiPath(path)) return httpEffect
           // Answers the endpoints do not rate (the OpenAPI document) still state the policy.
           // Every answer under /api/ has an ETag, and If-None-Match may make it a 304 (etag.ts).
@@ -117,7 +130,9 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
                 conditional(
                   request.method,
                   request.headers["if-none-match"],
-                  r.headers["ratelimit-policy"] === undefined ? HttpServerResponse.setHeader(r, "ratelimit-policy", policy) : r
+                  r.headers["ratelimit-policy"] === undefined
+                    ? HttpServerResponse.setHeader(r, "ratelimit-policy", policy)
+                    : r
                 )
               )
             : httpEffect
@@ -146,7 +161,8 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
           if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
           return Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => {
             if (response.status < 500 && response.body._tag !== "Empty") return Effect.succeed(response)
-            const message = STATUS_MESSAGES[response.status] ?? (response.status >= 500 ? "internal error" : "request failed")
+            const message =
+              STATUS_MESSAGES[response.status] ?? (response.status >= 500 ? "internal error" : "request failed")
             const answer = errorResponse(response.status, message, response.headers)
             return response.status >= 500
               ? Effect.as(Effect.logError("request failed", Cause.pretty(cause)), answer)

@@ -10,8 +10,12 @@ export type ServiceRole = (typeof SERVICE_ROLE_NAMES)[number]
 
 /** SERVICE_ROLES: names separated by commas, in any order and case; undefined when empty or unknown. */
 export const parseServiceRoles = (text: string): ReadonlyArray<ServiceRole> | undefined => {
-  const names = text.split(",").map((n) => n.trim().toLowerCase()).filter((n) => n !== "")
-  if (names.length === 0 || names.some((n) => !(SERVICE_ROLE_NAMES as ReadonlyArray<string>).includes(n))) return undefined
+  const names = text
+    .split(",")
+    .map((n) => n.trim().toLowerCase())
+    .filter((n) => n !== "")
+  if (names.length === 0 || names.some((n) => !(SERVICE_ROLE_NAMES as ReadonlyArray<string>).includes(n)))
+    return undefined
   // Listed in one order whatever the order given, each once.
   return SERVICE_ROLE_NAMES.filter((r) => names.includes(r))
 }
@@ -19,7 +23,9 @@ export const parseServiceRoles = (text: string): ReadonlyArray<ServiceRole> | un
 export const ServiceRolesConfig = Config.String("SERVICE_ROLES").pipe(Config.withDefault(SERVICE_ROLE_NAMES.join(",")))
 
 /** This process's roles; the default (every role) is what a test server composed by hand runs. */
-export const ServiceRoles = Context.Reference<ReadonlyArray<ServiceRole>>("service/ServiceRoles", { defaultValue: () => SERVICE_ROLE_NAMES })
+export const ServiceRoles = Context.Reference<ReadonlyArray<ServiceRole>>("service/ServiceRoles", {
+  defaultValue: () => SERVICE_ROLE_NAMES
+})
 
 /** SERVICE_ROLES from the environment, refused (a defect: the process exits 1) when it names no known role. */
 export const loadServiceRoles = Effect.gen(function* () {
@@ -28,7 +34,11 @@ export const loadServiceRoles = Effect.gen(function* () {
   const raw = process.env.SERVICE_ROLES?.trim() === "" ? "" : yield* ServiceRolesConfig
   const roles = parseServiceRoles(raw)
   if (roles === undefined) {
-    return yield* Effect.fail(new StartRefused({ message: `SERVICE_ROLES must list one or more of ${SERVICE_ROLE_NAMES.join(", ")}, separated by commas (default ${SERVICE_ROLE_NAMES.join(",")}), not "${raw}"` }))
+    return yield* Effect.fail(
+      new StartRefused({
+        message: `SERVICE_ROLES must list one or more of ${SERVICE_ROLE_NAMES.join(", ")}, separated by commas (default ${SERVICE_ROLE_NAMES.join(",")}), not "${raw}"`
+      })
+    )
   }
   return roles
 })

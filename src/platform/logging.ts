@@ -9,12 +9,18 @@ const SECRET_KEYS = /^(key|secret|token|authorization|password|signature)$/i
 
 const clean = (fields: Record<string, unknown>) => {
   const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(fields)) out[k] = SECRET_KEYS.test(k) ? "[redacted]" : v instanceof Error ? v.message : v
+  for (const [k, v] of Object.entries(fields))
+    out[k] = SECRET_KEYS.test(k) ? "[redacted]" : v instanceof Error ? v.message : v
   return out
 }
 
 /** One log line, as the service writes them; `out` is stdout but for the admin CLI, whose stdout is its answer. */
-export const writeLog = (level: Level, message: string, fields: Record<string, unknown> = {}, out: NodeJS.WritableStream = process.stdout) => {
+export const writeLog = (
+  level: Level,
+  message: string,
+  fields: Record<string, unknown> = {},
+  out: NodeJS.WritableStream = process.stdout
+) => {
   out.write(JSON.stringify({ time: new Date().toISOString(), level, message, ...clean(fields) }) + "\n")
 }
 
@@ -23,7 +29,9 @@ export const writeLog = (level: Level, message: string, fields: Record<string, u
  * and any object passed along with the message. The service writes them as JSON; a test
  * (or a benchmark) keeps or drops them.
  */
-export const lineLogger = (write: (level: string, message: string, fields: Record<string, unknown>, date: Date) => void) =>
+export const lineLogger = (
+  write: (level: string, message: string, fields: Record<string, unknown>, date: Date) => void
+) =>
   Logger.make<unknown, void>(({ message, logLevel, cause, fiber, date }) => {
     const parts = Array.isArray(message) ? message : [message]
     const text = parts.filter((p) => typeof p === "string").join(" ")
@@ -57,7 +65,9 @@ export const LoggingLive = Layer.unwrap(
     const raw = yield* Config.String("LOG_LEVEL").pipe(Config.withDefault("Info"))
     const level = parseLogLevel(raw)
     if (level === undefined) {
-      return yield* Effect.die(new Error(`LOG_LEVEL must be one of debug, info, warn, error (or trace, fatal, all, none), not "${raw}"`))
+      return yield* Effect.die(
+        new Error(`LOG_LEVEL must be one of debug, info, warn, error (or trace, fatal, all, none), not "${raw}"`)
+      )
     }
     return Layer.mergeAll(Logger.layer([jsonLogger]), Layer.succeed(References.MinimumLogLevel, level))
   })

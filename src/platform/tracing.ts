@@ -31,25 +31,39 @@ export const TracingLive = Layer.unwrap(
     const endpoint = Option.getOrElse(config.endpoint, () => "").trim()
     if (endpoint === "") return Layer.empty
     const url = Option.getOrElse(config.tracesEndpoint, () => `${endpoint.replace(/\/+$/, "")}/v1/traces`)
-    const [{ OTLPTraceExporter }, { BasicTracerProvider, BatchSpanProcessor }, OtelTracer, Resource] = yield* Effect.promise(() =>
-      Promise.all([
-        import("@opentelemetry/exporter-trace-otlp-http"),
-        import("@opentelemetry/sdk-trace-base"),
-        import("@effect/opentelemetry/OtelTracer"),
-        import("@effect/opentelemetry/Resource")
-      ])
-    )
+    const [{ OTLPTraceExporter }, { BasicTracerProvider, BatchSpanProcessor }, OtelTracer, Resource] =
+      yield* Effect.promise(() =>
+        Promise.all([
+          import("@opentelemetry/exporter-trace-otlp-http"),
+          import("@opentelemetry/sdk-trace-base"),
+          import("@effect/opentelemetry/OtelTracer"),
+          import("@effect/opentelemetry/Resource")
+        ])
+      )
     const provider = Layer.effect(
       OtelTracer.OtelTracerProvider,
       Effect.gen(function* () {
         const resource = yield* Resource.Resource
         return yield* Effect.acquireRelease(
-          Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url }))] })),
-          (p) => Effect.promise(() => p.forceFlush().then(() => p.shutdown())).pipe(Effect.timeoutOption("5 seconds"), Effect.ignore)
+          Effect.sync(
+            () =>
+              new BasicTracerProvider({
+                resource,
+                spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url }))]
+              })
+          ),
+          (p) =>
+            Effect.promise(() => p.forceFlush().then(() => p.shutdown())).pipe(
+              Effect.timeoutOption("5 seconds"),
+              Effect.ignore
+            )
         )
       })
     ).pipe(Layer.provide(Resource.layer({ serviceName: config.serviceName, serviceVersion: VERSION })))
-    yield* Effect.logInfo("tracing on: spans go to the OTLP endpoint", { endpoint: url, serviceName: config.serviceName })
+    yield* Effect.logInfo("tracing on: spans go to the OTLP endpoint", {
+      endpoint: url,
+      serviceName: config.serviceName
+    })
     return Layer.mergeAll(OtelTracer.layer, Layer.succeed(TracingEnabled, true)).pipe(Layer.provide(provider))
   })
 )
@@ -65,10 +79,16 @@ export type SpanRunner = <A>(
 export const spanRunner: Effect.Effect<SpanRunner | undefined> = Effect.gen(function* () {
   if (!(yield* TracingEnabled)) return undefined
   const run = Effect.runPromiseWith(yield* Effect.context<never>())
-  return <A>(name: string, attributes: Readonly<Record<string, unknown>>, f: (annotate: (key: string, value: unknown) => void) => Promise<A>) =>
+  return <A>(
+    name: string,
+    attributes: Readonly<Record<string, unknown>>,
+    f: (annotate: (key: string, value: unknown) => void) => Promise<A>
+  ) =>
     run(
       Effect.withSpan(
-        Effect.flatMap(Effect.currentSpan, (span) => Effect.tryPromise({ try: () => f((key, value) => span.attribute(key, value)), catch: (e) => e })),
+        Effect.flatMap(Effect.currentSpan, (span) =>
+          Effect.tryPromise({ try: () => f((key, value) => span.attribute(key, value)), catch: (e) => e })
+        ),
         name,
         { attributes }
       )
@@ -112,12 +132,20 @@ export const withFanoutSpan =
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.withSpan(self, "webhook.fanout", {
       kind: "producer",
-      attributes: ids.eventIds === undefined ? {} : { "event.ids": ids.eventIds.slice(0, 100), "fanout.events": ids.eventIds.length }
+      attributes:
+        ids.eventIds === undefined
+          ? {}
+          : { "event.ids": ids.eventIds.slice(0, 100), "fanout.events": ids.eventIds.length }
     })
 
 /** Adds what a fan-out made to its span (inside withFanoutSpan). */
-export const annotateFanout = (made: { readonly events: number; readonly deliveryIds?: ReadonlyArray<string> | undefined }) =>
+export const annotateFanout = (made: {
+  readonly events: number
+  readonly deliveryIds?: ReadonlyArray<string> | undefined
+}) =>
   Effect.annotateCurrentSpan({
     "fanout.events": made.events,
-    ...(made.deliveryIds === undefined ? {} : { "delivery.ids": made.deliveryIds.slice(0, 100), "fanout.deliveries": made.deliveryIds.length })
+    ...(made.deliveryIds === undefined
+      ? {}
+      : { "delivery.ids": made.deliveryIds.slice(0, 100), "fanout.deliveries": made.deliveryIds.length })
   })

@@ -45,6 +45,13 @@ export const INCIDENT_SCENARIOS: Readonly<Record<string, ReadonlyArray<IncidentS
 export const personName = (r: Random) => `${r.pick(FIRST_NAMES)} ${r.pick(LAST_NAMES)}`
 
 export const emailOf = (name: string, domain: string) =>
-  name.toLowerCase().normalize("NFD").replace(/[^a-z ]/g, "").trim().replace(/\s+/g, ".") + "@" + domain
+  name
+    .toLowerCase()
+    .normalize("NFD")
+    .replace(/[^a-z ]/g, "")
+    .trim()
+    .replace(/\s+/g, ".") +
+  "@" +
+  domain
 
 export const phone = (r: Random) => `+1 555 ${r.int(100, 999)} ${String(r.int(0, 9999)).padStart(4, "0")}`

@@ -16,7 +16,8 @@ export interface OpenDatabase {
 const port = (text: string | undefined, fallback: number) => {
   if (text === undefined || text === "") return fallback
   const n = Number(text)
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Error(`EMBEDDED_PG_PORT must be a port number, not "${text}".`)
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new Error(`EMBEDDED_PG_PORT must be a port number, not "${text}".`)
   return n
 }
 
@@ -27,7 +28,10 @@ export const openDatabase = async (poolSize = 4): Promise<OpenDatabase> => {
   const url = process.env.DATABASE_URL
   const server = url
     ? undefined
-    : await startEmbedded({ dataDir: process.env.DATA_DIR || "./.data", port: port(process.env.EMBEDDED_PG_PORT, 54329) })
+    : await startEmbedded({
+        dataDir: process.env.DATA_DIR || "./.data",
+        port: port(process.env.EMBEDDED_PG_PORT, 54329)
+      })
   const sql = connect(url ?? server!.url, poolSize)
   const close = async () => {
     await sql.end({ timeout: 5 })

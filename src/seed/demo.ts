@@ -9,10 +9,37 @@ import { RESOURCES, type Resource } from "../domain/resources.ts"
 import * as C from "./catalog.ts"
 import { seededRandom, type Random } from "./random.ts"
 import {
-  acknowledgementRow, after, auditWithItems, CA_SOURCES, CA_STATUSES, CHANGE_STATUSES, changeRow, correctiveActionRow,
-  DAY, equipmentRow, HOUR, incidentRow, inspectionWithItems, jobSiteRow, observationRow, PERMIT_STATUSES, permitRow,
-  policyRow, riskAssessmentRow, sdsRow, subcontractorDocumentRow, subcontractorRow, trainingRow, workerRow,
-  type CaLinks, type CaSource, type CaStatus, type ChangeStatus, type CompanyRefs, type EquipmentRef, type PermitStatus,
+  acknowledgementRow,
+  after,
+  auditWithItems,
+  CA_SOURCES,
+  CA_STATUSES,
+  CHANGE_STATUSES,
+  changeRow,
+  correctiveActionRow,
+  DAY,
+  equipmentRow,
+  HOUR,
+  incidentRow,
+  inspectionWithItems,
+  jobSiteRow,
+  observationRow,
+  PERMIT_STATUSES,
+  permitRow,
+  policyRow,
+  riskAssessmentRow,
+  sdsRow,
+  subcontractorDocumentRow,
+  subcontractorRow,
+  trainingRow,
+  workerRow,
+  type CaLinks,
+  type CaSource,
+  type CaStatus,
+  type ChangeStatus,
+  type CompanyRefs,
+  type EquipmentRef,
+  type PermitStatus,
   type Ref
 } from "./records.ts"
 import { insertRows, type Row } from "./rows.ts"
@@ -42,9 +69,28 @@ export const DEMO_SEED = 20_240_917
 
 /** Parents before children, so foreign keys hold at every insert. */
 export const APP_TABLES: ReadonlyArray<string> = [
-  "companies", "company_modules", "users", "job_sites", "subcontractors", "subcontractor_documents", "workers", "equipment",
-  "incidents", "observations", "audits", "audit_items", "inspections", "inspection_items", "changes", "corrective_actions",
-  "training_records", "permits", "policies", "policy_acknowledgements", "sds", "risk_assessments"
+  "companies",
+  "company_modules",
+  "users",
+  "job_sites",
+  "subcontractors",
+  "subcontractor_documents",
+  "workers",
+  "equipment",
+  "incidents",
+  "observations",
+  "audits",
+  "audit_items",
+  "inspections",
+  "inspection_items",
+  "changes",
+  "corrective_actions",
+  "training_records",
+  "permits",
+  "policies",
+  "policy_acknowledgements",
+  "sds",
+  "risk_assessments"
 ]
 
 interface Scale {
@@ -95,8 +141,21 @@ const ACME: CompanyPlan = {
   ],
   sites: C.JOB_SITES.slice(0, 8),
   scale: {
-    jobSites: 8, subcontractors: 12, workers: 120, equipment: 30, incidents: 300, observations: 200, audits: 40,
-    inspections: 150, training: 300, changes: 30, permits: 45, policies: 10, sds: 20, riskAssessments: 18, standaloneActions: 8
+    jobSites: 8,
+    subcontractors: 12,
+    workers: 120,
+    equipment: 30,
+    incidents: 300,
+    observations: 200,
+    audits: 40,
+    inspections: 150,
+    training: 300,
+    changes: 30,
+    permits: 45,
+    policies: 10,
+    sds: 20,
+    riskAssessments: 18,
+    standaloneActions: 8
   }
 }
 
@@ -109,9 +168,18 @@ const GLOBEX: CompanyPlan = {
   slug: "globex",
   mailDomain: "globex.example",
   modules: {
-    incidents: true, observations: true, "corrective-actions": true, audits: true, inspections: true,
-    "training-records": true, workers: true, "job-sites": true, policies: true,
-    permits: false, sds: false, "risk-assessments": false
+    incidents: true,
+    observations: true,
+    "corrective-actions": true,
+    audits: true,
+    inspections: true,
+    "training-records": true,
+    workers: true,
+    "job-sites": true,
+    policies: true,
+    permits: false,
+    sds: false,
+    "risk-assessments": false
     // changes and subcontractors: no row, which also means off
   },
   users: [
@@ -120,8 +188,21 @@ const GLOBEX: CompanyPlan = {
   ],
   sites: C.JOB_SITES.slice(8, 10),
   scale: {
-    jobSites: 2, subcontractors: 3, workers: 14, equipment: 5, incidents: 24, observations: 16, audits: 4,
-    inspections: 10, training: 20, changes: 6, permits: 6, policies: 2, sds: 3, riskAssessments: 2, standaloneActions: 1
+    jobSites: 2,
+    subcontractors: 3,
+    workers: 14,
+    equipment: 5,
+    incidents: 24,
+    observations: 16,
+    audits: 4,
+    inspections: 10,
+    training: 20,
+    changes: 6,
+    permits: 6,
+    policies: 2,
+    sds: 3,
+    riskAssessments: 2,
+    standaloneActions: 1
   }
 }
 
@@ -143,7 +224,10 @@ const ageDays = (at: Date, now: Date) => (now.getTime() - at.getTime()) / DAY
 const cover = <P extends { status: string }>(r: Random, plans: P[], statuses: ReadonlyArray<P["status"]>) => {
   const missing = statuses.filter((s) => !plans.some((p) => p.status === s))
   if (missing.length === 0) return
-  const spare = r.sample(plans.map((_, i) => i), plans.length)
+  const spare = r.sample(
+    plans.map((_, i) => i),
+    plans.length
+  )
   for (const status of missing) {
     // take a plan whose status still has another representative
     const i = spare.find((k) => plans.filter((p) => p.status === plans[k]!.status).length > 1)
@@ -194,7 +278,12 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
   )
   put(
     "users",
-    ...plan.users.map((u, i) => ({ id: crypto.randomUUID(), company_id: company.id, ...u, created_at: new Date(t0.getTime() + i * DAY) }))
+    ...plan.users.map((u, i) => ({
+      id: crypto.randomUUID(),
+      company_id: company.id,
+      ...u,
+      created_at: new Date(t0.getTime() + i * DAY)
+    }))
   )
 
   const c: CompanyRefs = {
@@ -221,7 +310,14 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
   const cases = ["missing", "rejected", "expired", "pending", "compliant", "missing", "expired", "pending"] as const
   for (let i = 0; i < s.subcontractors; i++) {
     const at = new Date(t0.getTime() + r.int(2, 120) * DAY)
-    const row = subcontractorRow(r, c, C.SUBCONTRACTOR_NAMES[i % C.SUBCONTRACTOR_NAMES.length]!, C.TRADES[i % C.TRADES.length]!, at, i !== 7)
+    const row = subcontractorRow(
+      r,
+      c,
+      C.SUBCONTRACTOR_NAMES[i % C.SUBCONTRACTOR_NAMES.length]!,
+      C.TRADES[i % C.TRADES.length]!,
+      at,
+      i !== 7
+    )
     put("subcontractors", row)
     c.subcontractors.push(ref(row))
     const which = cases[i] ?? "compliant"
@@ -229,7 +325,10 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
     const kinds = r.sample(["insurance", "license", "safety_program", "other"] as const, r.int(2, 4))
     kinds.forEach((kind, k) => {
       const status = k === 0 && which !== "compliant" ? which : "approved"
-      put("subcontractor_documents", subcontractorDocumentRow(r, c, row.id as string, kind, status, after(r, at, 30 * DAY, now), now))
+      put(
+        "subcontractor_documents",
+        subcontractorDocumentRow(r, c, row.id as string, kind, status, after(r, at, 30 * DAY, now), now)
+      )
     })
   }
 
@@ -249,7 +348,9 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
   }
 
   // Incidents, numbered in the order they were reported.
-  const incidentTimes = Array.from({ length: s.incidents }, () => momentIn(r, now)).sort((a, b) => a.getTime() - b.getTime())
+  const incidentTimes = Array.from({ length: s.incidents }, () => momentIn(r, now)).sort(
+    (a, b) => a.getTime() - b.getTime()
+  )
   const incidents = incidentTimes.map((at, i) => {
     const days = ageDays(at, now)
     const status =
@@ -261,7 +362,15 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
     const updated = status === "open" ? at : after(r, at, Math.min(days, 30) * DAY, now)
     // Every type at least once, even in a small company.
     const types = ["injury", "illness", "near_miss", "property_damage", "environmental"] as const
-    return incidentRow(r, c, at, `INC-${String(i + 1).padStart(4, "0")}`, status, updated, i < types.length ? types[i] : undefined)
+    return incidentRow(
+      r,
+      c,
+      at,
+      `INC-${String(i + 1).padStart(4, "0")}`,
+      status,
+      updated,
+      i < types.length ? types[i] : undefined
+    )
   })
   put("incidents", ...incidents)
 
@@ -298,15 +407,18 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
     if (r.chance(serious ? 0.8 : 0.25)) raise("incident", soon(i.created_at as Date), { incident_id: i.id as string })
   }
   for (const o of observations) {
-    if (o.type !== "safe_behavior" && r.chance(0.35)) raise("observation", soon(o.created_at as Date), { observation_id: o.id as string })
+    if (o.type !== "safe_behavior" && r.chance(0.35))
+      raise("observation", soon(o.created_at as Date), { observation_id: o.id as string })
   }
   for (const a of audits) {
     for (const item of a.items) {
-      if (item.result === "fail" && r.chance(0.7)) raise("audit", soon(a.row.created_at as Date), { audit_item_id: item.id as string })
+      if (item.result === "fail" && r.chance(0.7))
+        raise("audit", soon(a.row.created_at as Date), { audit_item_id: item.id as string })
     }
   }
   for (const x of inspections) {
-    if (x.outcome !== "pass" && r.chance(0.8)) raise("inspection", soon(x.row.created_at as Date), { inspection_id: x.row.id as string })
+    if (x.outcome !== "pass" && r.chance(0.8))
+      raise("inspection", soon(x.row.created_at as Date), { inspection_id: x.row.id as string })
   }
   for (const ch of changes) {
     if ((ch.status === "approved" || ch.status === "implemented" || ch.status === "closed") && r.chance(0.6)) {
@@ -320,7 +432,12 @@ const seedCompany = (r: Random, plan: CompanyPlan, now: Date, tables: Tables): S
       raise(source, source === "gap_analysis_import" ? importedAt : momentIn(r, now))
     }
   }
-  for (const source of CA_SOURCES) cover(r, caPlans.filter((p) => p.source === source), CA_STATUSES)
+  for (const source of CA_SOURCES)
+    cover(
+      r,
+      caPlans.filter((p) => p.source === source),
+      CA_STATUSES
+    )
   put("corrective_actions", ...caPlans.map((p) => correctiveActionRow(r, c, p.source, p.status, p.at, now, p.links)))
 
   put(

@@ -7,8 +7,19 @@ import type { EventKind } from "../domain/event-kinds.ts"
 import * as C from "./catalog.ts"
 import type { Random } from "./random.ts"
 import {
-  auditWithItems, type CaSource, changeRow, correctiveActionRow, incidentRow, inspectionWithItems, observationRow,
-  permitRow, type CompanyRefs, staffName, trainingRow, workerRow, subcontractorDocumentRow
+  auditWithItems,
+  type CaSource,
+  changeRow,
+  correctiveActionRow,
+  incidentRow,
+  inspectionWithItems,
+  observationRow,
+  permitRow,
+  type CompanyRefs,
+  staffName,
+  trainingRow,
+  workerRow,
+  subcontractorDocumentRow
 } from "./records.ts"
 import { insertRows } from "./rows.ts"
 
@@ -47,13 +58,21 @@ const insertActions = async (
   status: "open" | "completed" = "open"
 ): Promise<EventKind[]> => {
   const now = new Date()
-  const rows = Array.from({ length: count }, () => correctiveActionRow(ctx.r, ctx.refs, source, status, now, now, links))
+  const rows = Array.from({ length: count }, () =>
+    correctiveActionRow(ctx.r, ctx.refs, source, status, now, now, links)
+  )
   await insertRows(tx, "corrective_actions", rows)
   return rows.flatMap(() => ["corrective_action.created" as const, ...caClosed(null, status)])
 }
 
 /** A random row of the company in one of `statuses`, locked for this transaction. */
-const pickLocked = async <T extends object>(tx: Tx, table: string, column: string, values: ReadonlyArray<string>, companyId: string) => {
+const pickLocked = async <T extends object>(
+  tx: Tx,
+  table: string,
+  column: string,
+  values: ReadonlyArray<string>,
+  companyId: string
+) => {
   const [row] = await tx<(T & { id: string })[]>`
     select * from ${tx("app." + table)}
     where company_id = ${companyId} and ${tx(column)} = any(${values as string[]})
@@ -76,7 +95,13 @@ const reportIncident: Operation = async (tx, ctx) => {
 }
 
 const progressIncident: Operation = async (tx, ctx) => {
-  const row = await pickLocked<{ status: string }>(tx, "incidents", "status", ["open", "investigating"], ctx.refs.companyId)
+  const row = await pickLocked<{ status: string }>(
+    tx,
+    "incidents",
+    "status",
+    ["open", "investigating"],
+    ctx.refs.companyId
+  )
   if (!row) return null
   const next = row.status === "open" ? "investigating" : "closed"
   await tx`update app.incidents set status = ${next}, updated_at = now() where id = ${row.id}`
@@ -124,11 +149,15 @@ const progressAction: Operation = async (tx, ctx) => {
   const r = ctx.r
   const next =
     from === "open"
-      ? r.chance(0.7) ? "in_progress" : "completed"
+      ? r.chance(0.7)
+        ? "in_progress"
+        : "completed"
       : from === "in_progress"
         ? "completed"
         : from === "completed"
-          ? r.chance(0.75) ? "verified" : "in_progress" // verified, or reopened after a failed check
+          ? r.chance(0.75)
+            ? "verified"
+            : "in_progress" // verified, or reopened after a failed check
           : "in_progress" // a verified action reopened when the hazard came back
   if (next === "completed") {
     await tx`update app.corrective_actions set status = 'completed', completed_at = now(), updated_at = now(),
@@ -176,7 +205,8 @@ const performAudit: Operation = async (tx, ctx) => {
   await insertRows(tx, "audit_items", audit.items)
   const events: EventKind[] = ["audit.created"]
   for (const item of audit.items) {
-    if (item.result === "fail" && ctx.r.chance(0.6)) events.push(...(await insertActions(tx, ctx, "audit", 1, { audit_item_id: item.id as string })))
+    if (item.result === "fail" && ctx.r.chance(0.6))
+      events.push(...(await insertActions(tx, ctx, "audit", 1, { audit_item_id: item.id as string })))
   }
   return { events }
 }
@@ -325,7 +355,8 @@ const hireWorker: Operation = async (tx, ctx) => {
   await insertRows(tx, "workers", [row])
   return {
     events: [],
-    committed: () => void refs.workers.push({ id: row.id as string, name: row.name as string, at: row.created_at as Date })
+    committed: () =>
+      void refs.workers.push({ id: row.id as string, name: row.name as string, at: row.created_at as Date })
   }
 }
 
@@ -362,7 +393,13 @@ const acknowledgePolicy: Operation = async (tx, ctx) => {
   if (!pair) return null
   const now = new Date()
   await insertRows(tx, "policy_acknowledgements", [
-    { policy_id: pair.policy_id, worker_id: pair.worker_id, acknowledged_at: now, created_at: now, signature: "data:image/png;base64,iVBORw0KGgo=" }
+    {
+      policy_id: pair.policy_id,
+      worker_id: pair.worker_id,
+      acknowledged_at: now,
+      created_at: now,
+      signature: "data:image/png;base64,iVBORw0KGgo="
+    }
   ])
   return { events: [] }
 }

@@ -35,7 +35,15 @@ export interface CompanyRefs {
 }
 
 export const CA_SOURCES = [
-  "incident", "observation", "audit", "inspection", "change", "maturity_gap", "gap_analysis_import", "manual", "assistant"
+  "incident",
+  "observation",
+  "audit",
+  "inspection",
+  "change",
+  "maturity_gap",
+  "gap_analysis_import",
+  "manual",
+  "assistant"
 ] as const
 export type CaSource = (typeof CA_SOURCES)[number]
 export const CA_STATUSES = ["open", "in_progress", "completed", "verified"] as const
@@ -44,7 +52,14 @@ export const CHANGE_STATUSES = ["draft", "submitted", "approved", "rejected", "i
 export type ChangeStatus = (typeof CHANGE_STATUSES)[number]
 export const PERMIT_STATUSES = ["requested", "approved", "active", "closed", "cancelled", "rejected"] as const
 export type PermitStatus = (typeof PERMIT_STATUSES)[number]
-export const PERMIT_TYPES = ["hot_work", "confined_space", "work_at_height", "electrical", "excavation", "general"] as const
+export const PERMIT_TYPES = [
+  "hot_work",
+  "confined_space",
+  "work_at_height",
+  "electrical",
+  "excavation",
+  "general"
+] as const
 
 const min = (a: Date, b: Date) => (a.getTime() <= b.getTime() ? a : b)
 /** A moment between `from` and `from + span`, never after `now`. */
@@ -56,7 +71,8 @@ const fileUrl = (c: CompanyRefs, kind: string, id: string, file: string) =>
   `https://files.safety.example/${c.slug}/${kind}/${id}/${file}`
 export const qrCode = (c: CompanyRefs, kind: string, id: string) =>
   `https://${c.slug}.safety.example/qr/${kind}/${id.slice(0, 8)}`
-const signature = (r: Random) => `data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA${r.int(100000, 999999)}AAAASUVORK5CYII=`
+const signature = (r: Random) =>
+  `data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA${r.int(100000, 999999)}AAAASUVORK5CYII=`
 const photos = (r: Random, c: CompanyRefs, kind: string, id: string, max = 3) =>
   Array.from({ length: r.int(1, max) }, (_, i) => fileUrl(c, kind, id, `photo-${i + 1}.jpg`))
 
@@ -76,7 +92,13 @@ const base = (c: CompanyRefs, at: Date, updatedAt: Date = at) => ({
   updated_at: updatedAt
 })
 
-export const jobSiteRow = (r: Random, c: CompanyRefs, site: (typeof C.JOB_SITES)[number], at: Date, active = true): Row => {
+export const jobSiteRow = (
+  r: Random,
+  c: CompanyRefs,
+  site: (typeof C.JOB_SITES)[number],
+  at: Date,
+  active = true
+): Row => {
   const row = base(c, at)
   return {
     ...row,
@@ -90,7 +112,14 @@ export const jobSiteRow = (r: Random, c: CompanyRefs, site: (typeof C.JOB_SITES)
   }
 }
 
-export const subcontractorRow = (r: Random, c: CompanyRefs, name: string, trade: string, at: Date, active = true): Row => {
+export const subcontractorRow = (
+  r: Random,
+  c: CompanyRefs,
+  name: string,
+  trade: string,
+  at: Date,
+  active = true
+): Row => {
   const contact = C.personName(r)
   return {
     ...base(c, at),
@@ -180,7 +209,13 @@ export const incidentRow = (
   reference: string,
   status: "open" | "investigating" | "closed",
   updatedAt: Date = at,
-  type: IncidentType = r.weighted<IncidentType>({ near_miss: 30, injury: 28, property_damage: 16, environmental: 10, illness: 8 })
+  type: IncidentType = r.weighted<IncidentType>({
+    near_miss: 30,
+    injury: 28,
+    property_damage: 16,
+    environmental: 10,
+    illness: 8
+  })
 ): Row => {
   const row = base(c, at, updatedAt)
   const person = type === "injury" || type === "illness"
@@ -223,7 +258,13 @@ export const incidentRow = (
 
 export type ObservationType = "unsafe_act" | "unsafe_condition" | "safe_behavior" | "near_miss"
 
-export const observationRow = (r: Random, c: CompanyRefs, at: Date, status: "open" | "closed", updatedAt: Date = at): Row => {
+export const observationRow = (
+  r: Random,
+  c: CompanyRefs,
+  at: Date,
+  status: "open" | "closed",
+  updatedAt: Date = at
+): Row => {
   const row = base(c, at, updatedAt)
   const type = r.weighted<ObservationType>({ unsafe_condition: 40, unsafe_act: 25, safe_behavior: 25, near_miss: 10 })
   const via = r.weighted({ app: 55, qr: 30, assistant: 15 })
@@ -261,7 +302,9 @@ export const correctiveActionRow = (
   links: CaLinks = {}
 ): Row => {
   const closed = status === "completed" || status === "verified"
-  const completedAt = closed ? after(r, plus(at, HOUR), Math.min(45 * DAY, Math.max(0, now.getTime() - at.getTime())), now) : null
+  const completedAt = closed
+    ? after(r, plus(at, HOUR), Math.min(45 * DAY, Math.max(0, now.getTime() - at.getTime())), now)
+    : null
   const updatedAt =
     status === "verified"
       ? after(r, completedAt!, 10 * DAY, now)
@@ -321,7 +364,12 @@ export const auditWithItems = (r: Random, c: CompanyRefs, at: Date, scored = tru
   const failRate = r.pick([0.03, 0.08, 0.15, 0.3])
   const row = base(c, at)
   const items = checklistItems(r, questions.slice(0, count), failRate, { audit_id: row.id }, at, (result, id) => ({
-    note: result === "fail" ? r.pick(["Raised with foreman.", "Needs follow-up.", "Photo taken.", "Fixed during audit."]) : result === "na" ? "Not applicable today." : "",
+    note:
+      result === "fail"
+        ? r.pick(["Raised with foreman.", "Needs follow-up.", "Photo taken.", "Fixed during audit."])
+        : result === "na"
+          ? "Not applicable today."
+          : "",
     photos: result === "fail" && r.chance(0.7) ? photos(r, c, "audit-items", id, 2) : null
   }))
   const pass = items.filter((i) => i.result === "pass").length
@@ -346,18 +394,27 @@ export const auditWithItems = (r: Random, c: CompanyRefs, at: Date, scored = tru
 
 export type Outcome = "pass" | "fail" | "needs_attention"
 
-export const inspectionWithItems = (r: Random, c: CompanyRefs, at: Date, failRate = 0.06): WithItems & { outcome: Outcome } => {
+export const inspectionWithItems = (
+  r: Random,
+  c: CompanyRefs,
+  at: Date,
+  failRate = 0.06
+): WithItems & { outcome: Outcome } => {
   const eq = c.equipment.length > 0 ? r.pick(before(c.equipment, at)) : null
   const questions = C.CHECKLISTS[eq?.category ?? "Ladder"]!
   const row = base(c, at)
   const asked = questions.slice(0, r.int(Math.min(4, questions.length), questions.length))
   const items = checklistItems(r, asked, failRate, { inspection_id: row.id }, at, (result, id) => ({
-    note: result === "fail" ? r.pick(["Tagged out of service.", "Reported to fleet.", "Worn beyond limit.", "Leak found."]) : "",
+    note:
+      result === "fail"
+        ? r.pick(["Tagged out of service.", "Reported to fleet.", "Worn beyond limit.", "Leak found."])
+        : "",
     photo: result === "fail" ? fileUrl(c, "inspection-items", id, "defect.jpg") : null
   }))
   const fails = items.filter((i) => i.result === "fail").length
   // A failed item fails the inspection, unless the inspector judged it minor.
-  const outcome: Outcome = fails === 0 ? (r.chance(0.05) ? "needs_attention" : "pass") : r.chance(0.75) ? "fail" : "needs_attention"
+  const outcome: Outcome =
+    fails === 0 ? (r.chance(0.05) ? "needs_attention" : "pass") : r.chance(0.75) ? "fail" : "needs_attention"
   return {
     outcome,
     row: {
@@ -367,7 +424,12 @@ export const inspectionWithItems = (r: Random, c: CompanyRefs, at: Date, failRat
       performed_by: workerAt(r, c, at)?.name ?? staffName(r, c),
       performed_at: new Date(at.getTime() - r.int(1, 120) * 60_000),
       outcome,
-      notes: outcome === "pass" ? "Fit for use." : outcome === "fail" ? "Removed from service pending repair." : "Usable; defect to monitor.",
+      notes:
+        outcome === "pass"
+          ? "Fit for use."
+          : outcome === "fail"
+            ? "Removed from service pending repair."
+            : "Usable; defect to monitor.",
       via: r.weighted({ app: 70, offline_upload: 30 }),
       signature: r.chance(0.6) ? signature(r) : null,
       photos: outcome !== "pass" && r.chance(0.6) ? photos(r, c, "inspections", row.id, 2) : null
@@ -376,7 +438,13 @@ export const inspectionWithItems = (r: Random, c: CompanyRefs, at: Date, failRat
   }
 }
 
-export const trainingRow = (r: Random, c: CompanyRefs, at: Date, worker: Ref | null, via?: "training_page" | "qr_course"): Row => {
+export const trainingRow = (
+  r: Random,
+  c: CompanyRefs,
+  at: Date,
+  worker: Ref | null,
+  via?: "training_page" | "qr_course"
+): Row => {
   const course = r.pick(C.COURSES)
   const completed = new Date(at.getTime() - r.int(0, 3 * 24) * HOUR)
   const row = base(c, at)
@@ -410,7 +478,12 @@ export const changeRow = (r: Random, c: CompanyRefs, status: ChangeStatus, at: D
     approved_at: approvedAt,
     implemented_at: implementedAt,
     job_site_id: r.chance(0.75) ? (siteAt(r, c, at)?.id ?? null) : null,
-    attachments: r.chance(0.6) ? [fileUrl(c, "changes", row.id, "proposal.pdf"), fileUrl(c, "changes", row.id, "drawing.dwg")].slice(0, r.int(1, 2)) : null
+    attachments: r.chance(0.6)
+      ? [fileUrl(c, "changes", row.id, "proposal.pdf"), fileUrl(c, "changes", row.id, "drawing.dwg")].slice(
+          0,
+          r.int(1, 2)
+        )
+      : null
   }
 }
 
@@ -440,7 +513,14 @@ export const permitRow = (r: Random, c: CompanyRefs, status: PermitStatus, at: D
   }
 }
 
-export const policyRow = (r: Random, c: CompanyRefs, title: string, status: "draft" | "published" | "archived", at: Date, now: Date): Row => {
+export const policyRow = (
+  r: Random,
+  c: CompanyRefs,
+  title: string,
+  status: "draft" | "published" | "archived",
+  at: Date,
+  now: Date
+): Row => {
   const row = base(c, at, after(r, at, 30 * DAY, now))
   return {
     ...row,
@@ -481,7 +561,12 @@ export const sdsRow = (r: Random, c: CompanyRefs, product: (typeof C.SDS_PRODUCT
 
 const riskLevel = (score: number) => (score <= 4 ? "low" : score <= 9 ? "medium" : score <= 16 ? "high" : "extreme")
 
-export const riskAssessmentRow = (r: Random, c: CompanyRefs, at: Date, status: "draft" | "approved" | "archived"): Row => {
+export const riskAssessmentRow = (
+  r: Random,
+  c: CompanyRefs,
+  at: Date,
+  status: "draft" | "approved" | "archived"
+): Row => {
   const activity = r.pick(C.RISK_ACTIVITIES)
   const hazards = r.sample(activity.hazards, r.int(2, activity.hazards.length)).map((hazard) => ({
     hazard,

@@ -7,7 +7,14 @@ import { setTimeout as sleep } from "node:timers/promises"
 import type { Sql } from "postgres"
 import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { DEMO_HOST } from "./demo.ts"
-import { DEFAULT_WEIGHTS, OPERATION_NAMES, OPERATIONS, type OperationName, type SimulationContext, type Tx } from "./operations.ts"
+import {
+  DEFAULT_WEIGHTS,
+  OPERATION_NAMES,
+  OPERATIONS,
+  type OperationName,
+  type SimulationContext,
+  type Tx
+} from "./operations.ts"
 import { seededRandom } from "./random.ts"
 import type { CompanyRefs, EquipmentRef, Ref } from "./records.ts"
 
@@ -52,24 +59,38 @@ export interface SimulationResult extends SimulationProgress {
   readonly errors: ReadonlyArray<string>
 }
 
-const zeros = <K extends string>(keys: ReadonlyArray<K>) => Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>
+const zeros = <K extends string>(keys: ReadonlyArray<K>) =>
+  Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>
 
 const SUPERVISORS = ["Foreman", "Site supervisor", "Safety officer"]
 
 /** What the operations point at, read once at the start (hires are added as they commit). */
 export const loadContext = async (sql: Sql, host: string, seed: number): Promise<SimulationContext> => {
-  const [company] = await sql<{ id: string; host: string }[]>`select id, host from app.companies where lower(host) = lower(${host})`
+  const [company] = await sql<
+    { id: string; host: string }[]
+  >`select id, host from app.companies where lower(host) = lower(${host})`
   if (!company) throw new Error(`No company with host ${host}: run "npm run seed" first, or pass --company <host>.`)
   const id = company.id
   const [jobSites, workers, equipment, subcontractors, users, [incidents]] = await Promise.all([
     sql<Ref[]>`select id, name, created_at as at from app.job_sites where company_id = ${id} and active`,
-    sql<(Ref & { job_title: string | null })[]>`select id, name, job_title, created_at as at from app.workers where company_id = ${id} and status = 'active'`,
-    sql<EquipmentRef[]>`select id, name, coalesce(category, 'Ladder') as category, created_at as at from app.equipment where company_id = ${id}`,
-    sql<Ref[]>`select id, name, created_at as at from app.subcontractors where company_id = ${id} and status = 'active'`,
+    sql<
+      (Ref & { job_title: string | null })[]
+    >`select id, name, job_title, created_at as at from app.workers where company_id = ${id} and status = 'active'`,
+    sql<
+      EquipmentRef[]
+    >`select id, name, coalesce(category, 'Ladder') as category, created_at as at from app.equipment where company_id = ${id}`,
+    sql<
+      Ref[]
+    >`select id, name, created_at as at from app.subcontractors where company_id = ${id} and status = 'active'`,
     sql<{ name: string }[]>`select name from app.users where company_id = ${id}`,
-    sql<{ n: number }[]>`select coalesce(max(substring(reference from '[0-9]+$')::int), 0)::int as n from app.incidents where company_id = ${id}`
+    sql<
+      { n: number }[]
+    >`select coalesce(max(substring(reference from '[0-9]+$')::int), 0)::int as n from app.incidents where company_id = ${id}`
   ])
-  const staff = [...users.map((u) => u.name), ...workers.filter((w) => SUPERVISORS.includes(w.job_title ?? "")).map((w) => w.name)]
+  const staff = [
+    ...users.map((u) => u.name),
+    ...workers.filter((w) => SUPERVISORS.includes(w.job_title ?? "")).map((w) => w.name)
+  ]
   const refs: CompanyRefs = {
     companyId: id,
     slug: company.host.split(".")[0] ?? "company",
@@ -95,7 +116,11 @@ export const simulate = async (sql: Sql, options: SimulateOptions): Promise<Simu
   // The service makes no events for a module the company has turned off (its records still
   // reach the views): only those of modules that are on are expected.
   const modulesOn = new Set(
-    (await sql<{ module: string }[]>`select module from app.company_modules where company_id = ${ctx.refs.companyId} and enabled`).map((m) => m.module)
+    (
+      await sql<
+        { module: string }[]
+      >`select module from app.company_modules where company_id = ${ctx.refs.companyId} and enabled`
+    ).map((m) => m.module)
   )
   const operations = zeros(OPERATION_NAMES)
   const events = zeros(EVENT_KINDS)

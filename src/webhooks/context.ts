@@ -22,7 +22,9 @@ export interface WebhookDeps {
 }
 
 /** Wakes delivery engines (they also poll, so a lost notification only delays); in the caller's transaction, sent at its commit. */
-export const wakeDelivery: Effect.Effect<void, never, Sql> = query((sql) => sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`.then(() => {}))
+export const wakeDelivery: Effect.Effect<void, never, Sql> = query((sql) =>
+  sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`.then(() => {})
+)
 
 /** Deletes an endpoint or a subscription and writes its activity entry, in one transaction. */
 export const deleteRecorded = (
@@ -35,7 +37,8 @@ export const deleteRecorded = (
   transaction(
     Effect.gen(function* () {
       const r = yield* query((tx) => tx`delete from ${tx(`service.${table}`)} where id = ${row.id} returning id`)
-      if (r.length === 0) return yield* notFound(`no ${table === "webhook_endpoints" ? "endpoint" : "subscription"} ${row.id}`)
+      if (r.length === 0)
+        return yield* notFound(`no ${table === "webhook_endpoints" ? "endpoint" : "subscription"} ${row.id}`)
       yield* writeActivity({ companyId: row.company_id, actor, kind, subjectId: row.id, details })
     })
   )

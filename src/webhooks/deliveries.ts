@@ -89,46 +89,75 @@ export const LOG_SIZE = 25
 
 /** The endpoint's company; another company's endpoint is not found. */
 const endpointCompany = Effect.fn("endpointCompany")(function* (endpointId: string, companyId: string | undefined) {
-  const [e] = yield* query((sql) => sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`)
-  if (!e || (companyId !== undefined && e.company_id !== companyId.toLowerCase())) return yield* notFound(`no endpoint ${endpointId}`)
+  const [e] = yield* query(
+    (sql) =>
+      sql<{ company_id: string }[]>`select company_id::text from service.webhook_endpoints where id = ${endpointId}`
+  )
+  if (!e || (companyId !== undefined && e.company_id !== companyId.toLowerCase()))
+    return yield* notFound(`no endpoint ${endpointId}`)
   return e.company_id
 })
 
 /** An endpoint's most recent deliveries (at most 25), newest first. */
-export const listEndpointDeliveries = Effect.fn("listEndpointDeliveries")(function* (
-  input: { readonly endpointId: string; readonly companyId?: string | undefined; readonly limit?: number | undefined }
-) {
+export const listEndpointDeliveries = Effect.fn("listEndpointDeliveries")(function* (input: {
+  readonly endpointId: string
+  readonly companyId?: string | undefined
+  readonly limit?: number | undefined
+}) {
   const endpointId = yield* checked(() => requireId(input.endpointId, "endpoint"))
   yield* endpointCompany(endpointId, input.companyId)
   const limit = Math.min(Math.max(Math.trunc(input.limit ?? LOG_SIZE), 1), LOG_SIZE)
-  const rows = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where d.endpoint_id = $1 order by d.created_at desc, d.id desc limit $2`, [endpointId, limit]))
+  const rows = yield* query((sql) =>
+    sql.unsafe<Row[]>(`${SELECT} where d.endpoint_id = $1 order by d.created_at desc, d.id desc limit $2`, [
+      endpointId,
+      limit
+    ])
+  )
   return rows.map(view)
 })
 
 const load = Effect.fn("loadDelivery")(function* (id: string, companyId: string | undefined) {
   const [r] = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id]))
-  if (!r || (companyId !== undefined && r.company_id !== companyId.toLowerCase())) return yield* notFound(`no delivery ${id}`)
+  if (!r || (companyId !== undefined && r.company_id !== companyId.toLowerCase()))
+    return yield* notFound(`no delivery ${id}`)
   return r
 })
 
 /** One delivery with every attempt, oldest first. */
-export const getDelivery = Effect.fn("getDelivery")(function* (input: { readonly id: string; readonly companyId?: string | undefined }) {
+export const getDelivery = Effect.fn("getDelivery")(function* (input: {
+  readonly id: string
+  readonly companyId?: string | undefined
+}) {
   const id = yield* checked(() => requireId(input.id, "delivery"))
   const r = yield* load(id, input.companyId)
-  const attempts = yield* query((sql) => sql<{ number: number; started_at: Date; duration_ms: number; status: number | null; error: string | null; error_kind: string | null; response_snippet: string | null }[]>`
+  const attempts = yield* query(
+    (sql) => sql<
+      {
+        number: number
+        started_at: Date
+        duration_ms: number
+        status: number | null
+        error: string | null
+        error_kind: string | null
+        response_snippet: string | null
+      }[]
+    >`
     select number, started_at, duration_ms, status, error, error_kind, response_snippet
-    from service.webhook_attempts where delivery_id = ${id} order by number`)
+    from service.webhook_attempts where delivery_id = ${id} order by number`
+  )
   return {
     ...view(r),
-    attemptLog: attempts.map((a): AttemptView => ({
-      number: a.number,
-      startedAt: a.started_at.toISOString(),
-      durationMs: a.duration_ms,
-      status: a.status,
-      error: a.error,
-      errorKind: a.error_kind,
-      response: a.response_snippet
-    }))
+    attemptLog: attempts.map(
+      (a): AttemptView => ({
+        number: a.number,
+        startedAt: a.started_at.toISOString(),
+        durationMs: a.duration_ms,
+        status: a.status,
+        error: a.error,
+        errorKind: a.error_kind,
+        response: a.response_snippet
+      })
+    )
   }
 })
 
@@ -138,15 +167,20 @@ export const getDelivery = Effect.fn("getDelivery")(function* (input: { readonly
  * (or held) delivery it is that one attempt (`manual`); a delivery still in its retry
  * schedule is just tried now, and keeps the rest of its schedule if this attempt fails.
  */
-export const resendDelivery = Effect.fn("resendDelivery")(function* (actor: Actor, input: { readonly id: string; readonly companyId?: string | undefined }) {
+export const resendDelivery = Effect.fn("resendDelivery")(function* (
+  actor: Actor,
+  input: { readonly id: string; readonly companyId?: string | undefined }
+) {
   const id = yield* checked(() => requireId(input.id, "delivery"))
   const before = yield* load(id, input.companyId)
   return yield* transaction(
     Effect.gen(function* () {
-      const r = yield* query((tx) => tx`
+      const r = yield* query(
+        (tx) => tx`
         update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = state <> 'pending', held_reason = null,
           finished_at = null, leased_by = null, lease_until = null
-        where id = ${id} and (leased_by is null or lease_until < now()) returning id`)
+        where id = ${id} and (leased_by is null or lease_until < now()) returning id`
+      )
       if (r.length === 0) return yield* conflict(`delivery ${id} is being attempted right now; try again in a moment`)
       // Send Again tries a receiver at once, even a switched-off endpoint's; it does not send
       // what the destination may no longer receive (rolled back, so nothing changes).
@@ -157,7 +191,12 @@ export const resendDelivery = Effect.fn("resendDelivery")(function* (actor: Acto
         actor,
         kind: "delivery.resent",
         subjectId: id,
-        details: { endpointId: before.endpoint_id, subscriptionId: before.subscription_id, previousState: before.state, event: before.event }
+        details: {
+          endpointId: before.endpoint_id,
+          subscriptionId: before.subscription_id,
+          previousState: before.state,
+          event: before.event
+        }
       })
       yield* wakeDelivery
       return view((yield* query((tx) => tx.unsafe<Row[]>(`${SELECT} where d.id = $1`, [id])))[0]!)
@@ -174,14 +213,17 @@ export const replayFailed = Effect.fn("replayFailed")(function* (
   input: { readonly endpointId: string; readonly since: Date; readonly companyId?: string | undefined }
 ) {
   const endpointId = yield* checked(() => requireId(input.endpointId, "endpoint"))
-  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime())) return yield* invalid("since must be a date", { field: "since" })
+  if (!(input.since instanceof Date) || Number.isNaN(input.since.getTime()))
+    return yield* invalid("since must be a date", { field: "since" })
   const companyId = yield* endpointCompany(endpointId, input.companyId)
   return yield* transaction(
     Effect.gen(function* () {
-      const rows = yield* query((tx) => tx`
+      const rows = yield* query(
+        (tx) => tx`
         update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', finished_at = null,
           leased_by = null, lease_until = null
-        where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`)
+        where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`
+      )
       yield* writeActivity({
         companyId,
         actor,

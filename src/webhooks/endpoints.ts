@@ -88,15 +88,20 @@ const view = (r: Row): EndpointView => ({
 type Company = { id: string; tier: string; modules: string[] }
 
 const companyFor = Effect.fn("companyFor")(function* (companyId: string) {
-  const [c] = yield* query((sql) => sql<Company[]>`select id::text, tier, modules from service.companies where id = ${companyId}`)
+  const [c] = yield* query(
+    (sql) => sql<Company[]>`select id::text, tier, modules from service.companies where id = ${companyId}`
+  )
   if (!c) return yield* notFound(`no company ${companyId}`)
-  if (c.tier !== "company") return yield* forbidden(`webhooks belong to the Company tier; this company is on the ${c.tier} tier`)
+  if (c.tier !== "company")
+    return yield* forbidden(`webhooks belong to the Company tier; this company is on the ${c.tier} tier`)
   return c
 })
 
 /** The events an endpoint of the company may choose now: those of the modules it has on (spec 1.6). */
 export const offeredEvents = Effect.fn("offeredEvents")(function* (input: { readonly companyId: string }) {
-  const [c] = yield* query((sql) => sql<{ modules: string[] }[]>`select modules from service.companies where id = ${input.companyId}`)
+  const [c] = yield* query(
+    (sql) => sql<{ modules: string[] }[]>`select modules from service.companies where id = ${input.companyId}`
+  )
   const modules = c?.modules ?? []
   return EVENT_KINDS.filter((e) => modules.includes(EVENT_RESOURCE[e]))
 })
@@ -106,8 +111,11 @@ type Target = { readonly id: string; readonly companyId?: string | undefined }
 
 const load = Effect.fn("loadEndpoint")(function* (target: Target) {
   const id = yield* checked(() => requireId(target.id, "endpoint"))
-  const [r] = yield* query((sql) => sql.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [id]))
-  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase())) return yield* notFound(`no endpoint ${id}`)
+  const [r] = yield* query((sql) =>
+    sql.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [id])
+  )
+  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase()))
+    return yield* notFound(`no endpoint ${id}`)
   return r
 })
 
@@ -120,7 +128,11 @@ export type CreateEndpointInput = {
 }
 
 /** Returns the signing secret once; only its encrypted form is kept. */
-export const createEndpoint = Effect.fn("createEndpoint")(function* (deps: WebhookDeps, actor: Actor, input: CreateEndpointInput) {
+export const createEndpoint = Effect.fn("createEndpoint")(function* (
+  deps: WebhookDeps,
+  actor: Actor,
+  input: CreateEndpointInput
+) {
   const companyId = yield* checked(() => requireCompanyId(input.companyId))
   const name = yield* checked(() => parseName(input.name))
   const events = yield* checked(() => parseEvents(input.events))
@@ -136,10 +148,25 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (deps: Webho
         tx.unsafe<Row[]>(
           `insert into service.webhook_endpoints (id, company_id, name, url, events, secret, created_by, created_by_email)
            values ($1, $2, $3, $4, $5, $6, $7, $8) returning ${COLUMNS}`,
-          [id, companyId, name, url, events as Array<string>, blob, actor.kind === "user" ? actor.id : null, actor.kind === "user" ? actor.email : null]
+          [
+            id,
+            companyId,
+            name,
+            url,
+            events as Array<string>,
+            blob,
+            actor.kind === "user" ? actor.id : null,
+            actor.kind === "user" ? actor.email : null
+          ]
         )
       )
-      yield* writeActivity({ companyId, actor, kind: "endpoint.created", subjectId: id, details: { name, url, events } })
+      yield* writeActivity({
+        companyId,
+        actor,
+        kind: "endpoint.created",
+        subjectId: id,
+        details: { name, url, events }
+      })
       return r!
     })
   )
@@ -152,7 +179,11 @@ export type UpdateEndpointInput = Target & {
   readonly events?: ReadonlyArray<string> | string | undefined
 }
 
-export const updateEndpoint = Effect.fn("updateEndpoint")(function* (deps: WebhookDeps, actor: Actor, input: UpdateEndpointInput) {
+export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
+  deps: WebhookDeps,
+  actor: Actor,
+  input: UpdateEndpointInput
+) {
   const current = yield* load(input)
   if (input.name === undefined && input.url === undefined && input.events === undefined) {
     return yield* invalid("nothing to change: give a name, url or events")
@@ -170,10 +201,16 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (deps: Webho
     Effect.gen(function* () {
       // Only the fields given are written, against the row as it stands under its lock: two
       // admins changing different fields at once both keep their change.
-      const [before] = yield* query((tx) => tx<{ name: string; url: string; events: string[] }[]>`
-        select name, url, events from service.webhook_endpoints where id = ${current.id} for update`)
+      const [before] = yield* query(
+        (tx) => tx<{ name: string; url: string; events: string[] }[]>`
+        select name, url, events from service.webhook_endpoints where id = ${current.id} for update`
+      )
       if (!before) return yield* notFound(`no endpoint ${current.id}`)
-      const given = { name: input.name === undefined ? null : name, url: input.url === undefined ? null : url, events: input.events === undefined ? null : events }
+      const given = {
+        name: input.name === undefined ? null : name,
+        url: input.url === undefined ? null : url,
+        events: input.events === undefined ? null : events
+      }
       const [r] = yield* query((tx) =>
         tx.unsafe<Row[]>(
           `update service.webhook_endpoints set name = coalesce($2, name), url = coalesce($3, url), events = coalesce($4::text[], events),
@@ -189,10 +226,19 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (deps: Webho
       if (r.url !== before.url) {
         // Deliveries still to go follow the endpoint to its new receiver.
         yield* query((tx) =>
-          tx.unsafe(`update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`, [r.id, r.url])
+          tx.unsafe(
+            `update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`,
+            [r.id, r.url]
+          )
         )
       }
-      yield* writeActivity({ companyId: r.company_id, actor, kind: "endpoint.updated", subjectId: r.id, details: changes })
+      yield* writeActivity({
+        companyId: r.company_id,
+        actor,
+        kind: "endpoint.updated",
+        subjectId: r.id,
+        details: changes
+      })
       return view(r)
     })
   )
@@ -215,7 +261,11 @@ export type RotatedSecret = {
  * 5.2). During the overlap the old one signs too (issue 15.5), so the receiver may switch
  * when it likes; rotating again meanwhile keeps only the secret being replaced.
  */
-export const rotateEndpointSecret = Effect.fn("rotateEndpointSecret")(function* (deps: WebhookDeps, actor: Actor, input: RotateEndpointInput) {
+export const rotateEndpointSecret = Effect.fn("rotateEndpointSecret")(function* (
+  deps: WebhookDeps,
+  actor: Actor,
+  input: RotateEndpointInput
+) {
   const overlap = parseOverlap(input.overlap ?? DEFAULT_OVERLAP)
   if (!overlap.ok) return yield* invalid(overlap.error, { field: "overlap" })
   const current = yield* load(input)
@@ -224,11 +274,13 @@ export const rotateEndpointSecret = Effect.fn("rotateEndpointSecret")(function* 
   const until = yield* transaction(
     Effect.gen(function* () {
       // The right-hand `secret` is the one being replaced; it stays encrypted as it was.
-      const [r] = yield* query((tx) => tx<{ until: Date | null }[]>`update service.webhook_endpoints set
+      const [r] = yield* query(
+        (tx) => tx<{ until: Date | null }[]>`update service.webhook_endpoints set
           previous_secret = case when ${overlap.seconds}::int > 0 then secret end,
           previous_secret_expires_at = case when ${overlap.seconds}::int > 0 then now() + make_interval(secs => ${overlap.seconds}::int) end,
           secret = ${blob}, secret_rotated_at = now(), updated_at = now()
-        where id = ${current.id} returning previous_secret_expires_at as until`)
+        where id = ${current.id} returning previous_secret_expires_at as until`
+      )
       if (!r) return yield* notFound(`no endpoint ${current.id}`)
       const previousSecretExpiresAt = toIsoUtcOrNull(r.until)
       yield* writeActivity({
@@ -247,7 +299,10 @@ export const rotateEndpointSecret = Effect.fn("rotateEndpointSecret")(function* 
 /** Deletes the endpoint and its delivery log; pending deliveries go with it. */
 export const deleteEndpoint = Effect.fn("deleteEndpoint")(function* (actor: Actor, input: Target) {
   const current = yield* load(input)
-  yield* deleteRecorded("webhook_endpoints", current, actor, "endpoint.deleted", { name: current.name, url: current.url })
+  yield* deleteRecorded("webhook_endpoints", current, actor, "endpoint.deleted", {
+    name: current.name,
+    url: current.url
+  })
 })
 
 /** Turn On: the endpoint takes events again; deliveries held while it was off resume. */
@@ -296,17 +351,28 @@ export const enableEndpoint = Effect.fn("enableEndpoint")(function* (actor: Acto
       )
       if (!r) {
         // Already on: nothing changes and nothing is logged (repeating Turn On is harmless).
-        const [now] = yield* query((tx) => tx.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [current.id]))
+        const [now] = yield* query((tx) =>
+          tx.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where id = $1`, [current.id])
+        )
         if (!now) return yield* notFound(`no endpoint ${current.id}`)
         return { ...view(now), replayWhatFailed: null } satisfies EnabledEndpointView
       }
-      const offer: ReplayOffer = { endpointId: r.id, since: w!.since.toISOString(), until: w!.until.toISOString(), events: r.events, failedOnly: true }
+      const offer: ReplayOffer = {
+        endpointId: r.id,
+        since: w!.since.toISOString(),
+        until: w!.until.toISOString(),
+        events: r.events,
+        failedOnly: true
+      }
       yield* writeActivity({
         companyId: r.company_id,
         actor,
         kind: "endpoint.enabled",
         subjectId: r.id,
-        details: { previousReason: current.disabled_reason, replayWhatFailed: { since: offer.since, until: offer.until } }
+        details: {
+          previousReason: current.disabled_reason,
+          replayWhatFailed: { since: offer.since, until: offer.until }
+        }
       })
       yield* wakeDelivery
       return { ...view(r), replayWhatFailed: offer } satisfies EnabledEndpointView
@@ -321,7 +387,10 @@ export const getEndpoint = Effect.fn("getEndpoint")(function* (input: Target) {
 export const listEndpoints = Effect.fn("listEndpoints")(function* (input: { readonly companyId: string }) {
   const companyId = yield* checked(() => requireCompanyId(input.companyId))
   const rows = yield* query((sql) =>
-    sql.unsafe<Row[]>(`select ${COLUMNS} from service.webhook_endpoints where company_id = $1 order by created_at desc, id desc`, [companyId])
+    sql.unsafe<Row[]>(
+      `select ${COLUMNS} from service.webhook_endpoints where company_id = $1 order by created_at desc, id desc`,
+      [companyId]
+    )
   )
   return rows.map(view)
 })

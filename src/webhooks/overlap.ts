@@ -15,7 +15,9 @@ const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/
 
 const FORMS = "a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none"
 
-export type ParsedOverlap = { readonly ok: true; readonly seconds: number } | { readonly ok: false; readonly error: string }
+export type ParsedOverlap =
+  | { readonly ok: true; readonly seconds: number }
+  | { readonly ok: false; readonly error: string }
 
 /** "24h" → 86400 seconds; "0" → 0 (the old secret stops signing at once). At most 7 days. */
 export const parseOverlap = (input: string): ParsedOverlap => {
@@ -26,12 +28,20 @@ export const parseOverlap = (input: string): ParsedOverlap => {
   if (m === null) return { ok: false, error: `overlap must be ${FORMS} (at most 7d); got ${shown}` }
   const [, d, h, mi, s] = m
   let seconds = 0
-  for (const [digits, unit] of [[d, "d"], [h, "h"], [mi, "m"], [s, "s"]] as const) {
+  for (const [digits, unit] of [
+    [d, "d"],
+    [h, "h"],
+    [mi, "m"],
+    [s, "s"]
+  ] as const) {
     // More digits than any overlap up to 7 days needs (and than a safe integer holds) is over the cap.
     if (digits !== undefined) seconds += digits.length > 9 ? Infinity : Number(digits) * UNIT_SECONDS[unit]
   }
   if (seconds > MAX_OVERLAP_SECONDS) {
-    return { ok: false, error: `overlap may be at most 7d (168h): the old secret signs for a week at the most; got ${shown}` }
+    return {
+      ok: false,
+      error: `overlap may be at most 7d (168h): the old secret signs for a week at the most; got ${shown}`
+    }
   }
   return { ok: true, seconds }
 }

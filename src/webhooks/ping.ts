@@ -36,27 +36,41 @@ export const testEndpoint = Effect.fn("testEndpoint")(function* (
 ) {
   const id = yield* checked(() => requireId(input.id, "endpoint"))
   // Signed as a delivery would be now: with the previous secret too while its overlap lasts.
-  const [e] = yield* query((sql) => sql<{ id: string; company_id: string; name: string; url: string; secret: Buffer; previous_secret: Buffer | null }[]>`
+  const [e] = yield* query(
+    (sql) => sql<
+      { id: string; company_id: string; name: string; url: string; secret: Buffer; previous_secret: Buffer | null }[]
+    >`
     select id::text, company_id::text, name, url, secret,
       case when previous_secret_expires_at > now() then previous_secret end as previous_secret
-    from service.webhook_endpoints where id = ${id}`)
-  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase())) return yield* notFound(`no endpoint ${id}`)
+    from service.webhook_endpoints where id = ${id}`
+  )
+  if (!e || (input.companyId !== undefined && e.company_id !== input.companyId.toLowerCase()))
+    return yield* notFound(`no endpoint ${id}`)
   const secret = decryptSecret(deps.secretsKey, e.secret, endpointSecretContext(e.id))
-  const previousSecret = e.previous_secret === null ? null : decryptSecret(deps.secretsKey, e.previous_secret, endpointSecretContext(e.id))
+  const previousSecret =
+    e.previous_secret === null ? null : decryptSecret(deps.secretsKey, e.previous_secret, endpointSecretContext(e.id))
   const deliveryId = randomUUID()
   const body = deliveryBody({
     deliveryId,
     event: PING_EVENT,
     createdAt: new Date().toISOString(),
-    payload: JSON.stringify({ endpointId: e.id, name: e.name, message: "A test event from the Safety Records Service." })
+    payload: JSON.stringify({
+      endpointId: e.id,
+      name: e.name,
+      message: "A test event from the Safety Records Service."
+    })
   })
   const r = yield* Effect.promise(() =>
-    send({ url: e.url, secret, previousSecret }, { deliveryId, event: PING_EVENT, body }, {
-      allowed: deps.allowed,
-      ...(deps.lookup ? { lookup: deps.lookup } : {}),
-      ...(deps.ca ? { ca: deps.ca } : {}),
-      ...(deps.pingTimeoutMs ? { timeoutMs: deps.pingTimeoutMs } : {})
-    })
+    send(
+      { url: e.url, secret, previousSecret },
+      { deliveryId, event: PING_EVENT, body },
+      {
+        allowed: deps.allowed,
+        ...(deps.lookup ? { lookup: deps.lookup } : {}),
+        ...(deps.ca ? { ca: deps.ca } : {}),
+        ...(deps.pingTimeoutMs ? { timeoutMs: deps.pingTimeoutMs } : {})
+      }
+    )
   )
   const result: PingResult = {
     ok: r.ok,

@@ -8,7 +8,16 @@ import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
 import { listActivity } from "../access/activity.ts"
 import type { WebhookDeps } from "./context.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
-import { createEndpoint, deleteEndpoint, enableEndpoint, getEndpoint, listEndpoints, offeredEvents, rotateEndpointSecret, updateEndpoint } from "./endpoints.ts"
+import {
+  createEndpoint,
+  deleteEndpoint,
+  enableEndpoint,
+  getEndpoint,
+  listEndpoints,
+  offeredEvents,
+  rotateEndpointSecret,
+  updateEndpoint
+} from "./endpoints.ts"
 import { createHook, deleteHook, getHook, listHooks } from "./hooks.ts"
 import { testEndpoint } from "./ping.ts"
 import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "./subscriptions.ts"
@@ -20,8 +29,9 @@ export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
     (...args: Args): Effect.Effect<A, DomainError> =>
       Effect.provideService(op(...args), Sql, sql)
   /** ... with the settings too (the secrets key, the address guard's). */
-  const d = <Args extends ReadonlyArray<unknown>, A>(op: (deps: WebhookDeps, ...args: Args) => Effect.Effect<A, DomainError, Sql>) =>
-    b((...args: Args) => op(deps, ...args))
+  const d = <Args extends ReadonlyArray<unknown>, A>(
+    op: (deps: WebhookDeps, ...args: Args) => Effect.Effect<A, DomainError, Sql>
+  ) => b((...args: Args) => op(deps, ...args))
   return {
     // admin: endpoints
     createEndpoint: d(createEndpoint),
@@ -67,4 +77,8 @@ export const WebhooksLive = Layer.effect(
 ).pipe(Layer.provide(WebhookSettingsLive))
 
 /** The operations with these settings over the Sql in context (tests, tools). */
-export const webhooksLayer = (deps: WebhookDeps) => Layer.effect(Webhooks, Effect.map(Sql, (sql) => makeWebhooks(deps, sql)))
+export const webhooksLayer = (deps: WebhookDeps) =>
+  Layer.effect(
+    Webhooks,
+    Effect.map(Sql, (sql) => makeWebhooks(deps, sql))
+  )

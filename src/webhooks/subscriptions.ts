@@ -20,7 +20,17 @@ export type SubscriptionView = {
   readonly updatedAt: string
 }
 
-type Row = { id: string; company_id: string; key_id: string; key_name: string | null; url: string; event: string; active: boolean; created_at: Date; updated_at: Date }
+type Row = {
+  id: string
+  company_id: string
+  key_id: string
+  key_name: string | null
+  url: string
+  event: string
+  active: boolean
+  created_at: Date
+  updated_at: Date
+}
 
 const SELECT = `select s.id::text, s.company_id::text, s.key_id::text, k.name as key_name, s.url, s.event, s.active, s.created_at, s.updated_at
   from service.webhook_subscriptions s left join service.api_keys k on k.id = s.key_id`
@@ -37,13 +47,19 @@ const view = (r: Row): SubscriptionView => ({
   updatedAt: r.updated_at.toISOString()
 })
 
-export const listSubscriptions = Effect.fn("listSubscriptions")(function* (input: { readonly companyId: string; readonly keyId?: string | undefined }) {
+export const listSubscriptions = Effect.fn("listSubscriptions")(function* (input: {
+  readonly companyId: string
+  readonly keyId?: string | undefined
+}) {
   const companyId = yield* checked(() => requireCompanyId(input.companyId))
   const keyId = input.keyId === undefined ? undefined : yield* checked(() => requireId(input.keyId, "key"))
   const rows = yield* query((sql) =>
     keyId === undefined
       ? sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 order by s.created_at desc, s.id desc`, [companyId])
-      : sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 and s.key_id = $2 order by s.created_at desc, s.id desc`, [companyId, keyId])
+      : sql.unsafe<Row[]>(`${SELECT} where s.company_id = $1 and s.key_id = $2 order by s.created_at desc, s.id desc`, [
+          companyId,
+          keyId
+        ])
   )
   return rows.map(view)
 })
@@ -53,7 +69,8 @@ type Target = { readonly id: string; readonly companyId?: string | undefined }
 const load = Effect.fn("loadSubscription")(function* (target: Target) {
   const id = yield* checked(() => requireId(target.id, "subscription"))
   const [r] = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where s.id = $1`, [id]))
-  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase())) return yield* notFound(`no subscription ${id}`)
+  if (!r || (target.companyId !== undefined && r.company_id !== target.companyId.toLowerCase()))
+    return yield* notFound(`no subscription ${id}`)
   return r
 })
 
@@ -61,8 +78,10 @@ const setActive = Effect.fn("setSubscriptionActive")(function* (actor: Actor, ta
   const current = yield* load(target)
   return yield* transaction(
     Effect.gen(function* () {
-      const r = yield* query((tx) => tx`update service.webhook_subscriptions set active = ${active}, updated_at = now()
-        where id = ${current.id} and active <> ${active} returning id`)
+      const r = yield* query(
+        (tx) => tx`update service.webhook_subscriptions set active = ${active}, updated_at = now()
+        where id = ${current.id} and active <> ${active} returning id`
+      )
       const [now] = yield* query((tx) => tx.unsafe<Row[]>(`${SELECT} where s.id = $1`, [current.id]))
       if (!now) return yield* notFound(`no subscription ${current.id}`)
       // Already so: nothing changed, and nothing is logged as a change (repeating is harmless).

@@ -23,7 +23,8 @@ export const checked = <A>(check: () => A): Effect.Effect<A, DomainError> =>
   })
 
 export const parseEvent = (input: unknown): EventKind => {
-  if (typeof input !== "string" || input.trim() === "") throw invalid(`event must be one of: ${KNOWN}`, { field: "event" })
+  if (typeof input !== "string" || input.trim() === "")
+    throw invalid(`event must be one of: ${KNOWN}`, { field: "event" })
   const e = input.trim()
   if (!isEventKind(e)) throw invalid(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`, { field: "event" })
   return e
@@ -48,7 +49,10 @@ export const requireModulesOn = (events: ReadonlyArray<EventKind>, modules: Read
   const off = events.filter((e) => !modules.includes(EVENT_RESOURCE[e]))
   if (off.length > 0) {
     const names = [...new Set(off.map((e) => EVENT_RESOURCE[e]))].join(", ")
-    throw forbidden(`the ${names} module${off.length > 1 ? "s are" : " is"} turned off for this company (${off.join(", ")})`, { field: "events" })
+    throw forbidden(
+      `the ${names} module${off.length > 1 ? "s are" : " is"} turned off for this company (${off.join(", ")})`,
+      { field: "events" }
+    )
   }
 }
 
@@ -65,9 +69,18 @@ export const parseName = (input: unknown): string => {
  * Resolves the address now and refuses anything but https to public unicast (or an allowed
  * network). Returns the normalised URL that is stored; it is checked again before each send.
  */
-export const checkUrl = Effect.fn("checkUrl")(function* (deps: Pick<WebhookDeps, "allowed" | "lookup">, input: unknown) {
+export const checkUrl = Effect.fn("checkUrl")(function* (
+  deps: Pick<WebhookDeps, "allowed" | "lookup">,
+  input: unknown
+) {
   if (typeof input !== "string") return yield* invalid("url must be an https:// address", { field: "url" })
-  const r = yield* Effect.promise(() => resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) }))
-  if (!r.ok) return yield* invalid(`url ${r.error}`, { field: "url", ...(r.notPublic === true ? { reason: "address_not_public" } : {}) })
+  const r = yield* Effect.promise(() =>
+    resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) })
+  )
+  if (!r.ok)
+    return yield* invalid(`url ${r.error}`, {
+      field: "url",
+      ...(r.notPublic === true ? { reason: "address_not_public" } : {})
+    })
   return r.target.href
 })

@@ -11,7 +11,10 @@ describe("parseScopes", () => {
     ["incidents", ["incidents"]],
     ["workers,incidents", ["incidents", "workers"]],
     ["incidents, incidents ,workers,", ["incidents", "workers"]],
-    [["sds", "audits"], ["audits", "sds"]]
+    [
+      ["sds", "audits"],
+      ["audits", "sds"]
+    ]
   ] as const)("%j", (input, scopes) => expect(parseScopes(input)).toEqual({ scopes }))
   it.each([
     ["", /needs resources/],
@@ -28,18 +31,26 @@ describe("parseScopes", () => {
 })
 
 describe("parseExpiry and checkName", () => {
-  it.each([["30d", "30d"], ["90d", "90d"], ["1y", "1y"], ["never", "never"], ["2d", undefined], ["", undefined], ["1Y", undefined]])(
-    "expiry %j",
-    (input, expected) => expect(parseExpiry(input)).toBe(expected)
-  )
-  it.each([["Power BI", undefined], ["", /empty/], ["   ", /empty/], ["x".repeat(100), undefined], ["x".repeat(101), /at most 100/]])(
-    "name %j",
-    (name, problem) => {
-      const r = checkName(name)
-      if (problem === undefined) expect(r).toBeUndefined()
-      else expect([r?.field, r?.message]).toEqual(["name", expect.stringMatching(problem)])
-    }
-  )
+  it.each([
+    ["30d", "30d"],
+    ["90d", "90d"],
+    ["1y", "1y"],
+    ["never", "never"],
+    ["2d", undefined],
+    ["", undefined],
+    ["1Y", undefined]
+  ])("expiry %j", (input, expected) => expect(parseExpiry(input)).toBe(expected))
+  it.each([
+    ["Power BI", undefined],
+    ["", /empty/],
+    ["   ", /empty/],
+    ["x".repeat(100), undefined],
+    ["x".repeat(101), /at most 100/]
+  ])("name %j", (name, problem) => {
+    const r = checkName(name)
+    if (problem === undefined) expect(r).toBeUndefined()
+    else expect([r?.field, r?.message]).toEqual(["name", expect.stringMatching(problem)])
+  })
 })
 
 describe("secrets", () => {

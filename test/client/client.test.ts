@@ -5,7 +5,14 @@
 // the sender's own signedHeaders.
 import { randomUUID } from "node:crypto"
 import { beforeAll, describe, expect, it } from "vitest"
-import { SafetyRecordsClient, SafetyRecordsError, verifyWebhook, WebhookVerificationError, type Deletion, type Event } from "../../client/src/index.ts"
+import {
+  SafetyRecordsClient,
+  SafetyRecordsError,
+  verifyWebhook,
+  WebhookVerificationError,
+  type Deletion,
+  type Event
+} from "../../client/src/index.ts"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import { deliveryBody } from "../../src/delivery/body.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
@@ -18,7 +25,10 @@ import { useReadApi } from "../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
-const { db, server, checker } = useReadApi({ rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
+const { db, server, checker } = useReadApi(
+  { rateLimit: 1_000_000 },
+  { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } }
+)
 let acme: TestCompany
 let key: string
 let checked: CheckedFetch
@@ -50,7 +60,10 @@ describe("the client", () => {
   })
 
   it("list(): every record, page after page, newest first; listPage(): one page", async () => {
-    const stored = await seedRecords(db.sql, "training-records", acme.id, 95, { newest: new Date("2026-06-01T00:00:00Z"), stepMillis: 7_000 })
+    const stored = await seedRecords(db.sql, "training-records", acme.id, 95, {
+      newest: new Date("2026-06-01T00:00:00Z"),
+      stepMillis: 7_000
+    })
     const seen = watch()
     const ids: Array<string> = []
     for await (const record of client.list("training-records", { limit: 20 })) ids.push(record.id)
@@ -61,10 +74,17 @@ describe("the client", () => {
     const first = await client.listPage("training-records", { limit: 10, createdBefore: "2026-06-01T00:00:00Z" })
     expect(first.data.map((r) => r.id)).toEqual(stored.slice(1, 11).map((s) => s.id))
     const rest: Array<string> = []
-    for await (const r of client.list("training-records", { limit: 50, createdBefore: "2026-06-01T00:00:00Z", cursor: first.nextCursor! })) rest.push(r.id)
+    for await (const r of client.list("training-records", {
+      limit: 50,
+      createdBefore: "2026-06-01T00:00:00Z",
+      cursor: first.nextCursor!
+    }))
+      rest.push(r.id)
     expect(rest).toEqual(stored.slice(11).map((s) => s.id))
     // A resource's own filter.
-    await seedRecords(db.sql, "workers", acme.id, 3, { row: (i) => ({ name: ["Ada Lovelace", "Alan Turing", "Grace Hopper"][i] }) })
+    await seedRecords(db.sql, "workers", acme.id, 3, {
+      row: (i) => ({ name: ["Ada Lovelace", "Alan Turing", "Grace Hopper"][i] })
+    })
     const names: Array<string> = []
     for await (const w of client.list("workers", { name: "a" })) names.push(w.name)
     expect(names.sort()).toEqual(["Ada Lovelace", "Alan Turing", "Grace Hopper"])
@@ -72,14 +92,24 @@ describe("the client", () => {
   })
 
   it("get(): a record; asked again with its ETag, 304 and the record read before; a changed record anew", async () => {
-    const [stored] = await storeRecords(db.sql, "observations", [makeRecord("observations", { companyId: acme.id, createdAt: at(1) })], acme.id)
+    const [stored] = await storeRecords(
+      db.sql,
+      "observations",
+      [makeRecord("observations", { companyId: acme.id, createdAt: at(1) })],
+      acme.id
+    )
     const seen = watch()
     const first = await client.get("observations", stored!.id)
     expect(first.id).toBe(stored!.id)
     const again = await client.get("observations", stored!.id)
     expect(again).toEqual(first)
     expect(seen().map((a) => a.status)).toEqual([200, 304])
-    const changed = makeRecord("observations", { id: stored!.id, companyId: acme.id, createdAt: at(1), row: { title: "Changed title", updated_at: at(50) } })
+    const changed = makeRecord("observations", {
+      id: stored!.id,
+      companyId: acme.id,
+      createdAt: at(1),
+      row: { title: "Changed title", updated_at: at(50) }
+    })
     await db.sql`update service.views set body = ${JSON.stringify(changed)} where resource = 'observations' and id = ${stored!.id}`
     expect((await client.get("observations", stored!.id)).title).toBe("Changed title")
     expect(seen().map((a) => a.status)).toEqual([200, 304, 200])
@@ -87,7 +117,11 @@ describe("the client", () => {
     const plain = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checked.fetch, cacheSize: 0 })
     await plain.get("observations", stored!.id)
     await plain.get("observations", stored!.id)
-    expect(seen().slice(3).map((a) => a.status)).toEqual([200, 200])
+    expect(
+      seen()
+        .slice(3)
+        .map((a) => a.status)
+    ).toEqual([200, 200])
   })
 
   it("errors are SafetyRecordsError with the API's status and message", async () => {
@@ -101,25 +135,40 @@ describe("the client", () => {
       throw new Error("did not fail")
     }
     const missing = await fails(client.get("incidents", "00000000-0000-0000-0000-000000000000"))
-    expect([missing.status, missing.message]).toEqual([404, "no incidents record with id 00000000-0000-0000-0000-000000000000"])
+    expect([missing.status, missing.message]).toEqual([
+      404,
+      "no incidents record with id 00000000-0000-0000-0000-000000000000"
+    ])
     const bad = await fails(client.listPage("incidents", { createdAfter: "yesterday" }))
     expect(bad.status).toBe(400)
     expect(bad.message).toMatch(/^query parameter "createdAfter" /)
     const tooMany = await fails(client.listPage("incidents", { limit: 500 }))
     expect([tooMany.status, tooMany.message]).toEqual([400, 'query parameter "limit" must be an integer from 1 to 200'])
-    const unknown = await fails(new SafetyRecordsClient({ baseUrl: server.url, apiKey: "mk_" + "A".repeat(43), fetch: checked.fetch }).index())
+    const unknown = await fails(
+      new SafetyRecordsClient({ baseUrl: server.url, apiKey: "mk_" + "A".repeat(43), fetch: checked.fetch }).index()
+    )
     expect([unknown.status, unknown.message]).toEqual([401, "unknown API key"])
     const narrow = (await makeKey(db, acme, { scopes: ["incidents"] })).key
-    const refused = await fails(new SafetyRecordsClient({ baseUrl: server.url, apiKey: narrow, fetch: checked.fetch }).listPage("permits"))
+    const refused = await fails(
+      new SafetyRecordsClient({ baseUrl: server.url, apiKey: narrow, fetch: checked.fetch }).listPage("permits")
+    )
     expect(refused.status).toBe(403)
-    const hooksRefused = await fails(new SafetyRecordsClient({ baseUrl: server.url, apiKey: narrow, fetch: checked.fetch }).hooks.list())
+    const hooksRefused = await fails(
+      new SafetyRecordsClient({ baseUrl: server.url, apiKey: narrow, fetch: checked.fetch }).hooks.list()
+    )
     expect([hooksRefused.status, hooksRefused.message]).toEqual([403, "this key does not have the webhooks permission"])
   })
 })
 
 describe("keeping a copy in step", () => {
   it("sync(): everything the first time, then only what changed and what was deleted; next() is where to start again", async () => {
-    const permits = Array.from({ length: 23 }, (_, i) => makeRecord("permits", { companyId: acme.id, createdAt: at(1000 - i), row: { updated_at: at(100 + (i % 4) * 10) } }))
+    const permits = Array.from({ length: 23 }, (_, i) =>
+      makeRecord("permits", {
+        companyId: acme.id,
+        createdAt: at(1000 - i),
+        row: { updated_at: at(100 + (i % 4) * 10) }
+      })
+    )
     await storeRecords(db.sql, "permits", permits, acme.id)
     const byChange = [...permits].sort((a, b) => {
       const [ua, ub] = [String(a["updatedAt"]), String(b["updatedAt"])]
@@ -191,10 +240,20 @@ describe("keeping a copy in step", () => {
 describe("events and hooks", () => {
   it("events.list(): the feed page after page, each event typed by its name; events.get(): one", async () => {
     const rows = Array.from({ length: 9 }, (_, i) => {
-      const [event, resource] = i % 2 === 0 ? (["permit.closed", "permits"] as const) : (["incident.created", "incidents"] as const)
+      const [event, resource] =
+        i % 2 === 0 ? (["permit.closed", "permits"] as const) : (["incident.created", "incidents"] as const)
       const createdAt = new Date(Date.now() - (i + 1) * 3_600_000).toISOString()
       const record = makeRecord(resource, { companyId: acme.id, createdAt })
-      return { company_id: acme.id, event, resource, record_id: String(record["id"]), commit_lsn: `0/${(0x5000 + i).toString(16)}`, seq: 0, payload: JSON.stringify(record), created_at: createdAt }
+      return {
+        company_id: acme.id,
+        event,
+        resource,
+        record_id: String(record["id"]),
+        commit_lsn: `0/${(0x5000 + i).toString(16)}`,
+        seq: 0,
+        payload: JSON.stringify(record),
+        created_at: createdAt
+      }
     })
     await db.sql`insert into service.events ${db.sql(rows)}`
     const events: Array<Event> = []
@@ -202,7 +261,8 @@ describe("events and hooks", () => {
     expect(events.map((e) => e.data.id)).toEqual(rows.map((r) => r.record_id))
     for (const e of events) {
       // The union is discriminated by event: each narrows to its record.
-      if (e.event === "permit.closed") expect(typeof e.data.closedAt === "string" || e.data.closedAt === null).toBe(true)
+      if (e.event === "permit.closed")
+        expect(typeof e.data.closedAt === "string" || e.data.closedAt === null).toBe(true)
       else if (e.event === "incident.created") expect(typeof e.data.severity).toBe("string")
       else throw new Error(`unexpected ${e.event}`)
     }
@@ -223,7 +283,9 @@ describe("events and hooks", () => {
     expect(await client.hooks.get(made.id)).toEqual(withoutSecret)
     await client.hooks.delete(made.id)
     await expect(client.hooks.get(made.id)).rejects.toMatchObject({ status: 404 })
-    await expect(client.hooks.create({ url: "https://127.0.0.1:9/hooks/client", event: "incident.deleted" as "incident.created" })).rejects.toMatchObject({ status: 400 })
+    await expect(
+      client.hooks.create({ url: "https://127.0.0.1:9/hooks/client", event: "incident.deleted" as "incident.created" })
+    ).rejects.toMatchObject({ status: 400 })
   })
 
   it("retries a 429 after Retry-After, a bounded number of times", async () => {
@@ -250,22 +312,43 @@ describe("verifyWebhook", () => {
   const secret = newSecret()
   const record = makeRecord("incidents", { companyId: randomUUID(), createdAt: at(1) })
   const id = randomUUID()
-  const body = deliveryBody({ deliveryId: id, event: "incident.created", createdAt: at(1), payload: JSON.stringify(record) })
+  const body = deliveryBody({
+    deliveryId: id,
+    event: "incident.created",
+    createdAt: at(1),
+    payload: JSON.stringify(record)
+  })
   const now = Math.floor(Date.now() / 1000)
   // The headers the sender sends (src/delivery/sender.ts uses signedHeaders too).
   const headers = signedHeaders(secret, id, now, body)
-  const standardOnly = { "webhook-id": headers["webhook-id"]!, "webhook-timestamp": headers["webhook-timestamp"]!, "webhook-signature": headers["webhook-signature"]! }
+  const standardOnly = {
+    "webhook-id": headers["webhook-id"]!,
+    "webhook-timestamp": headers["webhook-timestamp"]!,
+    "webhook-signature": headers["webhook-signature"]!
+  }
   const serviceOnly = { "service-signature": headers["service-signature"]! }
 
   it("accepts a delivery by either signature, from node:http or fetch headers, and returns its body", () => {
-    for (const h of [headers, standardOnly, serviceOnly, new Headers(headers), { "Service-Signature": headers["service-signature"]! }]) {
+    for (const h of [
+      headers,
+      standardOnly,
+      serviceOnly,
+      new Headers(headers),
+      { "Service-Signature": headers["service-signature"]! }
+    ]) {
       const delivery = verifyWebhook(body, h, secret)
       expect(delivery).toEqual(JSON.parse(body))
       expect(delivery.event === "incident.created" && delivery.data.id).toBe(record["id"])
     }
     expect(verifyWebhook(Buffer.from(body), standardOnly, secret).id).toBe(id)
     // Several signatures (a secret being rotated): one that matches is enough.
-    expect(verifyWebhook(body, { ...standardOnly, "webhook-signature": `v1,AAAA ${standardOnly["webhook-signature"]}` }, secret).id).toBe(id)
+    expect(
+      verifyWebhook(
+        body,
+        { ...standardOnly, "webhook-signature": `v1,AAAA ${standardOnly["webhook-signature"]}` },
+        secret
+      ).id
+    ).toBe(id)
   })
 
   it("refuses a changed body, another secret, an old timestamp and a delivery without signatures", () => {
@@ -285,6 +368,12 @@ describe("verifyWebhook", () => {
     refuses(body, { "webhook-signature": standardOnly["webhook-signature"] })
     expect(() => verifyWebhook(body, {}, secret)).toThrow(/no webhook-signature or Service-Signature/)
     // One bad scheme and one good: the good one verifies.
-    expect(verifyWebhook(body, { ...serviceOnly, "webhook-id": id, "webhook-timestamp": String(now), "webhook-signature": "v1,AAAA" }, secret).id).toBe(id)
+    expect(
+      verifyWebhook(
+        body,
+        { ...serviceOnly, "webhook-id": id, "webhook-timestamp": String(now), "webhook-signature": "v1,AAAA" },
+        secret
+      ).id
+    ).toBe(id)
   })
 })

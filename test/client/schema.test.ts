@@ -34,14 +34,26 @@ describe("the OpenAPI document", () => {
     expect(Object.keys(doc.webhooks)).toEqual([...EVENT_KINDS])
     for (const kind of EVENT_KINDS) {
       const post = doc.webhooks[kind].post
-      expect(post.requestBody.content["application/json"].schema).toEqual({ $ref: `#/components/schemas/${eventSchemaName(kind)}` })
+      expect(post.requestBody.content["application/json"].schema).toEqual({
+        $ref: `#/components/schemas/${eventSchemaName(kind)}`
+      })
       const headers = post.parameters.filter((p: any) => p.in === "header").map((p: any) => p.name)
-      expect(headers).toEqual(expect.arrayContaining(["webhook-id", "webhook-timestamp", "webhook-signature", "Service-Signature", "Service-Event", "Service-Delivery"]))
+      expect(headers).toEqual(
+        expect.arrayContaining([
+          "webhook-id",
+          "webhook-timestamp",
+          "webhook-signature",
+          "Service-Signature",
+          "Service-Event",
+          "Service-Delivery"
+        ])
+      )
       expect(post.parameters.find((p: any) => p.name === "Service-Event").schema.enum).toEqual([kind])
       const payload = doc.components.schemas[eventSchemaName(kind)]
       expect(payload.properties.event).toMatchObject({ enum: [kind] })
       const record = RESOURCES.find((r) => r === EVENT_RESOURCE[kind])!
-      const recordRef = doc.paths[`/api/v1/${record}/{id}`].get.responses["200"].content["application/json"].schema.properties.data
+      const recordRef =
+        doc.paths[`/api/v1/${record}/{id}`].get.responses["200"].content["application/json"].schema.properties.data
       expect(payload.properties.data).toEqual(recordRef)
       expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(["2XX", "410"]))
     }
@@ -55,7 +67,8 @@ describe("the OpenAPI document", () => {
       propertyName: "event",
       mapping: Object.fromEntries(EVENT_KINDS.map((k) => [k, `#/components/schemas/${eventSchemaName(k)}`]))
     })
-    const items = doc.paths["/api/v1/events"].get.responses["200"].content["application/json"].schema.properties.data.items
+    const items =
+      doc.paths["/api/v1/events"].get.responses["200"].content["application/json"].schema.properties.data.items
     expect(items).toEqual({ $ref: "#/components/schemas/Event" })
   })
 
@@ -65,7 +78,13 @@ describe("the OpenAPI document", () => {
       for (const p of op.parameters ?? []) {
         if (p.name === "limit") {
           limits++
-          expect([where, p.schema.type, p.schema.minimum, p.schema.maximum, p.schema.default]).toEqual([where, "integer", 1, 200, 50])
+          expect([where, p.schema.type, p.schema.minimum, p.schema.maximum, p.schema.default]).toEqual([
+            where,
+            "integer",
+            1,
+            200,
+            50
+          ])
         }
       }
     }
@@ -83,11 +102,21 @@ describe("the OpenAPI document", () => {
     const typeParam = doc.paths["/api/v1/events"].get.parameters.find((p: any) => p.name === "type")
     expect(typeParam.schema).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
     expect(doc.components.schemas.CreateHook.properties.event).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
-    expect(doc.components.schemas.HookSubscription.properties.event).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
-    expect(doc.components.schemas.HookList.properties.events.items).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
-    expect(doc.components.schemas.ApiIndex.properties.events.items).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    expect(doc.components.schemas.HookSubscription.properties.event).toMatchObject({
+      type: "string",
+      enum: [...EVENT_KINDS]
+    })
+    expect(doc.components.schemas.HookList.properties.events.items).toMatchObject({
+      type: "string",
+      enum: [...EVENT_KINDS]
+    })
+    expect(doc.components.schemas.ApiIndex.properties.events.items).toMatchObject({
+      type: "string",
+      enum: [...EVENT_KINDS]
+    })
     for (const { where, schema } of schemasIn(doc)) {
-      if (Array.isArray(schema.allOf) && schema.type !== undefined) throw new Error(`${where}: {type, allOf} left in the document`)
+      if (Array.isArray(schema.allOf) && schema.type !== undefined)
+        throw new Error(`${where}: {type, allOf} left in the document`)
     }
   })
 
@@ -105,10 +134,25 @@ describe("the OpenAPI document", () => {
     const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false })
     ajv.addSchema({ $id: "doc.json", components: doc.components })
     const main = [
-      ...new Set(RESOURCES.map((r) => doc.paths[`/api/v1/${r}/{id}`].get.responses["200"].content["application/json"].schema.properties.data.$ref.split("/").at(-1)))
+      ...new Set(
+        RESOURCES.map((r) =>
+          doc.paths[`/api/v1/${r}/{id}`].get.responses["200"].content["application/json"].schema.properties.data.$ref
+            .split("/")
+            .at(-1)
+        )
+      )
     ]
     expect(main).toHaveLength(14)
-    for (const name of [...main, ...EVENT_KINDS.map(eventSchemaName), "Deletion", "HookSubscription", "HookSubscriptionWithSecret", "CreateHook", "HookList", "ApiIndex"]) {
+    for (const name of [
+      ...main,
+      ...EVENT_KINDS.map(eventSchemaName),
+      "Deletion",
+      "HookSubscription",
+      "HookSubscriptionWithSecret",
+      "CreateHook",
+      "HookList",
+      "ApiIndex"
+    ]) {
       expect(doc.components.schemas[name]?.examples?.length, name).toBeGreaterThan(0)
     }
     let checked = 0
@@ -141,7 +185,10 @@ describe("the client's types", () => {
   it("client/src/schema.d.ts is what the document gives now (else: npm run client:generate)", async () => {
     const { source } = await generateSchema()
     const committed = readFileSync(SCHEMA_FILE, "utf8")
-    expect(committed === source, "client/src/schema.d.ts differs from the document: run npm run client:generate and commit it").toBe(true)
+    expect(
+      committed === source,
+      "client/src/schema.d.ts differs from the document: run npm run client:generate and commit it"
+    ).toBe(true)
   })
 
   it("the check sees a document that changed", async () => {
@@ -157,7 +204,9 @@ describe("the client's types", () => {
     delete unsummarised.paths["/api/v1/incidents"].get.summary
     await expect(generateSchema(unsummarised)).rejects.toThrow(/summary/)
     const broken = structuredClone(doc)
-    broken.paths["/api/v1/incidents"].get.responses["200"].content["application/json"].schema = { $ref: "#/components/schemas/Nope" }
+    broken.paths["/api/v1/incidents"].get.responses["200"].content["application/json"].schema = {
+      $ref: "#/components/schemas/Nope"
+    }
     await expect(generateSchema(broken)).rejects.toThrow(/Nope|resolve/i)
   })
 })

@@ -121,7 +121,13 @@ describe("parseAllowedNetworks", () => {
     const r = parseAllowedNetworks("127.0.0.0/8, 10.1.0.0/16,fd00::/8 ,192.168.1.7, ::1")
     expect(r.ok).toBe(true)
     if (!r.ok) return
-    expect(r.networks.map((n) => n.text)).toEqual(["127.0.0.0/8", "10.1.0.0/16", "fd00::/8", "192.168.1.7/32", "::1/128"])
+    expect(r.networks.map((n) => n.text)).toEqual([
+      "127.0.0.0/8",
+      "10.1.0.0/16",
+      "fd00::/8",
+      "192.168.1.7/32",
+      "::1/128"
+    ])
     expect(isAllowed("127.9.9.9", r.networks)).toBe(true)
     expect(isAllowed("::ffff:127.0.0.1", r.networks)).toBe(true) // mapped form of an allowed v4 host
     expect(isAllowed("10.1.200.3", r.networks)).toBe(true)
@@ -134,12 +140,12 @@ describe("parseAllowedNetworks", () => {
   })
 
   it.each([
-    ["10.0.0.0/33", "\"10.0.0.0/33\" has a bad prefix length"],
+    ["10.0.0.0/33", '"10.0.0.0/33" has a bad prefix length'],
     ["10.0.0.0/x", "bad prefix length"],
     ["10.0.0.0/", "bad prefix length"],
     ["fd00::/129", "bad prefix length (0 to 128)"],
-    ["localhost", "\"localhost\" is not an IP address or CIDR network"],
-    ["10.0.0/8", "\"10.0.0/8\" is not an IP address"],
+    ["localhost", '"localhost" is not an IP address or CIDR network'],
+    ["10.0.0/8", '"10.0.0/8" is not an IP address'],
     ["10.0.0.5/8", "has host bits set; did you mean 10.0.0.0/8?"],
     ["fd00::1/8", "did you mean fd00::/8?"],
     ["fe80::1%eth0/64", "zone id"]
@@ -157,7 +163,10 @@ describe("parseAllowedNetworks", () => {
 describe("parseWebhookUrl", () => {
   it("normalises", () => {
     const r = parseWebhookUrl("HTTPS://Hooks.Example.COM:443/a/b?x=1#frag")
-    expect(r).toMatchObject({ ok: true, value: { href: "https://hooks.example.com/a/b?x=1", host: "hooks.example.com", port: 443, ipLiteral: null } })
+    expect(r).toMatchObject({
+      ok: true,
+      value: { href: "https://hooks.example.com/a/b?x=1", host: "hooks.example.com", port: 443, ipLiteral: null }
+    })
   })
 
   it("turns numeric IPv4 forms into the address they mean", () => {
@@ -165,7 +174,10 @@ describe("parseWebhookUrl", () => {
       const r = parseWebhookUrl(`https://${form}/`)
       expect(r).toMatchObject({ ok: true, value: { host: "127.0.0.1", ipLiteral: 4 } })
     }
-    expect(parseWebhookUrl("https://[::ffff:127.0.0.1]:8443/")).toMatchObject({ ok: true, value: { host: "::ffff:7f00:1", port: 8443, ipLiteral: 6 } })
+    expect(parseWebhookUrl("https://[::ffff:127.0.0.1]:8443/")).toMatchObject({
+      ok: true,
+      value: { host: "::ffff:7f00:1", port: 8443, ipLiteral: 6 }
+    })
   })
 
   it.each([
@@ -203,19 +215,34 @@ describe("resolveAndCheck", () => {
   it("refuses a name that resolves to a private address, with a message naming both", async () => {
     const { lookup } = table({ "webhook-test.local": ["10.0.0.5"] })
     const r = await resolveAndCheck("https://webhook-test.local/hook", { lookup })
-    expect(r).toEqual({ ok: false, kind: "refused", error: "refused: webhook-test.local resolves to 10.0.0.5 (private network)", notPublic: true })
+    expect(r).toEqual({
+      ok: false,
+      kind: "refused",
+      error: "refused: webhook-test.local resolves to 10.0.0.5 (private network)",
+      notPublic: true
+    })
   })
 
   it("refuses when any one of several addresses is not public", async () => {
     const { lookup } = table({ "mixed.example": ["93.184.216.34", "2606:4700::1", "fd00::7"] })
     const r = await resolveAndCheck("https://mixed.example/", { lookup })
-    expect(r).toMatchObject({ ok: false, kind: "refused", error: "refused: mixed.example resolves to fd00::7 (unique-local (private network))" })
+    expect(r).toMatchObject({
+      ok: false,
+      kind: "refused",
+      error: "refused: mixed.example resolves to fd00::7 (unique-local (private network))"
+    })
   })
 
   it("returns the vetted addresses, deduplicated, in resolver order", async () => {
     const { lookup, calls } = table({ "ok.example": ["93.184.216.34", "2606:4700::1", "93.184.216.34"] })
     const r = await resolveAndCheck("https://ok.example/x", { lookup })
-    expect(r).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34", family: 4 }, { address: "2606:4700::1", family: 6 }] })
+    expect(r).toMatchObject({
+      ok: true,
+      addresses: [
+        { address: "93.184.216.34", family: 4 },
+        { address: "2606:4700::1", family: 6 }
+      ]
+    })
     expect(calls).toEqual(["ok.example"])
   })
 
@@ -227,23 +254,40 @@ describe("resolveAndCheck", () => {
       error: "refused: 127.0.0.1 is not a public address (loopback)",
       notPublic: true
     })
-    expect(await resolveAndCheck("https://8.8.8.8/", { lookup })).toMatchObject({ ok: true, addresses: [{ address: "8.8.8.8", family: 4 }] })
+    expect(await resolveAndCheck("https://8.8.8.8/", { lookup })).toMatchObject({
+      ok: true,
+      addresses: [{ address: "8.8.8.8", family: 4 }]
+    })
     expect(calls).toEqual([])
   })
 
   it("lets allowed networks through, and only those", async () => {
     const allowed = parseAllowedNetworksOrThrow("127.0.0.0/8")
     const { lookup } = table({ "receiver.test": ["127.0.0.1"], "both.test": ["127.0.0.1", "10.0.0.1"] })
-    expect(await resolveAndCheck("https://receiver.test/", { lookup, allowed })).toMatchObject({ ok: true, addresses: [{ address: "127.0.0.1" }] })
+    expect(await resolveAndCheck("https://receiver.test/", { lookup, allowed })).toMatchObject({
+      ok: true,
+      addresses: [{ address: "127.0.0.1" }]
+    })
     expect(await resolveAndCheck("https://[::ffff:127.0.0.1]/", { lookup, allowed })).toMatchObject({ ok: true })
-    expect(await resolveAndCheck("https://both.test/", { lookup, allowed })).toMatchObject({ ok: false, error: "refused: both.test resolves to 10.0.0.1 (private network)" })
+    expect(await resolveAndCheck("https://both.test/", { lookup, allowed })).toMatchObject({
+      ok: false,
+      error: "refused: both.test resolves to 10.0.0.1 (private network)"
+    })
     expect(await resolveAndCheck("https://[::1]/", { lookup, allowed })).toMatchObject({ ok: false, kind: "refused" })
   })
 
   it("reports names that do not resolve, or resolve to nothing", async () => {
     const { lookup } = table({ "empty.test": [] })
-    expect(await resolveAndCheck("https://nowhere.test/", { lookup })).toEqual({ ok: false, kind: "dns", error: "dns: nowhere.test does not resolve (ENOTFOUND)" })
-    expect(await resolveAndCheck("https://empty.test/", { lookup })).toEqual({ ok: false, kind: "dns", error: "dns: empty.test has no addresses" })
+    expect(await resolveAndCheck("https://nowhere.test/", { lookup })).toEqual({
+      ok: false,
+      kind: "dns",
+      error: "dns: nowhere.test does not resolve (ENOTFOUND)"
+    })
+    expect(await resolveAndCheck("https://empty.test/", { lookup })).toEqual({
+      ok: false,
+      kind: "dns",
+      error: "dns: empty.test has no addresses"
+    })
   })
 
   it("refuses localhost through the real resolver", async () => {
@@ -254,7 +298,9 @@ describe("resolveAndCheck", () => {
 
   it("gives up on a hanging lookup when the signal aborts", async () => {
     const lookup: Lookup = () => new Promise(() => undefined)
-    await expect(resolveAndCheck("https://slow.test/", { lookup, signal: AbortSignal.timeout(50) })).rejects.toMatchObject({ name: "TimeoutError" })
+    await expect(
+      resolveAndCheck("https://slow.test/", { lookup, signal: AbortSignal.timeout(50) })
+    ).rejects.toMatchObject({ name: "TimeoutError" })
   })
 })
 
@@ -275,17 +321,30 @@ describe("reused resolutions (deliveries)", () => {
       calls.push(host)
       const a = table[host]
       if (!a) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: "ENOTFOUND" })
-      return a.map((address) => ({ address, family: address.includes(":") ? (6 as const) : (4 as const), ...(ttl === undefined ? {} : { ttl }) }))
+      return a.map((address) => ({
+        address,
+        family: address.includes(":") ? (6 as const) : (4 as const),
+        ...(ttl === undefined ? {} : { ttl })
+      }))
     }
     return { lookup, calls, table }
   }
-  const reuse = (url: string, lookup: Lookup, extra: { allowed?: ReturnType<typeof parseAllowedNetworksOrThrow>; signal?: AbortSignal } = {}) =>
-    resolveAndCheck(url, { lookup, reuse: true, ...extra })
+  const reuse = (
+    url: string,
+    lookup: Lookup,
+    extra: { allowed?: ReturnType<typeof parseAllowedNetworksOrThrow>; signal?: AbortSignal } = {}
+  ) => resolveAndCheck(url, { lookup, reuse: true, ...extra })
 
   it("keeps a vetted answer for its TTL without asking again, then asks again", async () => {
     const d = dns({ "hooks.example": ["93.184.216.34"] }, 5)
-    expect(await reuse("https://hooks.example/a", d.lookup)).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34" }] })
-    expect(await reuse("https://hooks.example/b?x=1", d.lookup)).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34" }] })
+    expect(await reuse("https://hooks.example/a", d.lookup)).toMatchObject({
+      ok: true,
+      addresses: [{ address: "93.184.216.34" }]
+    })
+    expect(await reuse("https://hooks.example/b?x=1", d.lookup)).toMatchObject({
+      ok: true,
+      addresses: [{ address: "93.184.216.34" }]
+    })
     vi.advanceTimersByTime(4_990)
     expect(await reuse("https://hooks.example:8443/c", d.lookup)).toMatchObject({ ok: true })
     expect(d.calls).toEqual(["hooks.example"])
@@ -319,7 +378,10 @@ describe("reused resolutions (deliveries)", () => {
     expect(await reuse("https://rebind.example/", d.lookup)).toMatchObject({ ok: true })
     d.table["rebind.example"] = ["10.0.0.5"]
     // Still the answer that was vetted: DNS changing meanwhile redirects nothing.
-    expect(await reuse("https://rebind.example/", d.lookup)).toMatchObject({ ok: true, addresses: [{ address: "93.184.216.34" }] })
+    expect(await reuse("https://rebind.example/", d.lookup)).toMatchObject({
+      ok: true,
+      addresses: [{ address: "93.184.216.34" }]
+    })
     vi.advanceTimersByTime(2_001)
     expect(await reuse("https://rebind.example/", d.lookup)).toEqual({
       ok: false,
@@ -335,13 +397,28 @@ describe("reused resolutions (deliveries)", () => {
     expect(await reuse("https://fixed.example/", d.lookup)).toMatchObject({ ok: false, kind: "refused" })
     d.table["fixed.example"] = ["93.184.216.34"]
     expect(await reuse("https://fixed.example/", d.lookup)).toMatchObject({ ok: true })
-    expect(await reuse("https://later.example/", d.lookup)).toMatchObject({ ok: false, kind: "dns", error: "dns: later.example does not resolve (ENOTFOUND)" })
+    expect(await reuse("https://later.example/", d.lookup)).toMatchObject({
+      ok: false,
+      kind: "dns",
+      error: "dns: later.example does not resolve (ENOTFOUND)"
+    })
     d.table["later.example"] = ["93.184.216.34"]
     expect(await reuse("https://later.example/", d.lookup)).toMatchObject({ ok: true })
     d.table["empty.example"] = []
-    expect(await reuse("https://empty.example/", d.lookup)).toMatchObject({ ok: false, kind: "dns", error: "dns: empty.example has no addresses" })
+    expect(await reuse("https://empty.example/", d.lookup)).toMatchObject({
+      ok: false,
+      kind: "dns",
+      error: "dns: empty.example has no addresses"
+    })
     expect(await reuse("https://empty.example/", d.lookup)).toMatchObject({ ok: false, kind: "dns" })
-    expect(d.calls).toEqual(["fixed.example", "fixed.example", "later.example", "later.example", "empty.example", "empty.example"])
+    expect(d.calls).toEqual([
+      "fixed.example",
+      "fixed.example",
+      "later.example",
+      "later.example",
+      "empty.example",
+      "empty.example"
+    ])
   })
 
   it("vets a kept answer again, without a lookup, for other allowed networks", async () => {
@@ -400,8 +477,14 @@ describe("reused resolutions (deliveries)", () => {
     const b = dns({ "same.example": ["10.0.0.5"] }, 30)
     expect(await reuse("https://same.example/", a.lookup)).toMatchObject({ ok: true })
     expect(await reuse("https://same.example/", b.lookup)).toMatchObject({ ok: false, kind: "refused" })
-    expect(await reuse("https://8.8.8.8/", a.lookup)).toMatchObject({ ok: true, addresses: [{ address: "8.8.8.8", family: 4 }] })
-    expect(await reuse("https://[::1]/", a.lookup)).toMatchObject({ ok: false, error: "refused: ::1 is not a public address (loopback)" })
+    expect(await reuse("https://8.8.8.8/", a.lookup)).toMatchObject({
+      ok: true,
+      addresses: [{ address: "8.8.8.8", family: 4 }]
+    })
+    expect(await reuse("https://[::1]/", a.lookup)).toMatchObject({
+      ok: false,
+      error: "refused: ::1 is not a public address (loopback)"
+    })
     expect(a.calls).toEqual(["same.example"])
     // Without reuse (endpoint creation, the API's checks) every check is a fresh lookup.
     await resolveAndCheck("https://same.example/", { lookup: a.lookup })

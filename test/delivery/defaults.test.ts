@@ -39,7 +39,9 @@ describe("delivery defaults (spec 6)", () => {
     // A claim lease must cover two timeouts and 5 s; a partition lease three heartbeats.
     expect(refused({ leaseMs: 2 * ENGINE_DEFAULTS.timeoutMs + 4_999 })).toBeInstanceOf(EngineMisconfigured)
     expect(refused({ heartbeatMs: 1_000, partitionLeaseMs: 2_999 })).toBeInstanceOf(EngineMisconfigured)
-    expect(refused({ leaseMs: 2 * ENGINE_DEFAULTS.timeoutMs + 5_000, heartbeatMs: 1_000, partitionLeaseMs: 3_000 })).toBeNull()
+    expect(
+      refused({ leaseMs: 2 * ENGINE_DEFAULTS.timeoutMs + 5_000, heartbeatMs: 1_000, partitionLeaseMs: 3_000 })
+    ).toBeNull()
     const settings = Effect.runSync(resolveSettings({ concurrency: 4, perOrigin: undefined }))
     expect(settings).toEqual({ ...ENGINE_DEFAULTS, concurrency: 4 })
   })

@@ -24,7 +24,8 @@ const engine = await Effect.runPromise(
     })
   )
 )
-const report = async () => process.stdout.write(JSON.stringify({ id: engine.instanceId, ...(await Effect.runPromise(engine.stats)) }) + "\n")
+const report = async () =>
+  process.stdout.write(JSON.stringify({ id: engine.instanceId, ...(await Effect.runPromise(engine.stats)) }) + "\n")
 const timer = setInterval(() => void report(), 100)
 process.on("SIGTERM", () => {
   clearInterval(timer)

@@ -20,7 +20,17 @@ describe("the default retry schedule on a test clock", () => {
   it.effect("attempts at once, then after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day", () =>
     Effect.gen(function* () {
       w.receiver.reply("/clock", { status: 500 })
-      yield* Effect.promise(() => runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "clock", url: w.receiver.url("/clock"), events: ["incident.created"] })))
+      yield* Effect.promise(() =>
+        runSql(
+          w.deps.sql,
+          createEndpoint(w.deps, ADMIN, {
+            companyId: w.company.id,
+            name: "clock",
+            url: w.receiver.url("/clock"),
+            events: ["incident.created"]
+          })
+        )
+      )
       const engine = yield* makeEngine({
         sql: w.deps.sql,
         secretsKey: w.deps.secretsKey,
@@ -36,12 +46,21 @@ describe("the default retry schedule on a test clock", () => {
       yield* real(() => insertIncident(w.db.sql, w.company.id))
       yield* real(() => waitFor(() => count() === 1, "the first attempt"))
       // The row is written with the first attempt's outcome, just after the answer.
-      const [d] = yield* real(() => waitFor(async () => ((await deliveries(w.db.sql)).length === 1 ? deliveries(w.db.sql) : null), "the delivery row")) as Effect.Effect<
-        Awaited<ReturnType<typeof deliveries>>
-      >
+      const [d] = yield* real(() =>
+        waitFor(
+          async () => ((await deliveries(w.db.sql)).length === 1 ? deliveries(w.db.sql) : null),
+          "the delivery row"
+        )
+      ) as Effect.Effect<Awaited<ReturnType<typeof deliveries>>>
       yield* real(() => waitFor(async () => (await attemptsOf(w.db.sql, d!.id)).length === 1, "attempt 1 recorded"))
 
-      for (const [n, wait] of [[2, 15 * MINUTE], [3, HOUR], [4, 4 * HOUR], [5, 12 * HOUR], [6, 24 * HOUR]] as const) {
+      for (const [n, wait] of [
+        [2, 15 * MINUTE],
+        [3, HOUR],
+        [4, 4 * HOUR],
+        [5, 12 * HOUR],
+        [6, 24 * HOUR]
+      ] as const) {
         // A second short of the wait: nothing is due yet.
         yield* TestClock.adjust(wait - 1_000)
         yield* engine.wake
@@ -50,10 +69,14 @@ describe("the default retry schedule on a test clock", () => {
         // The wait is over: the next attempt goes.
         yield* TestClock.adjust(1_000)
         yield* engine.wake
-        yield* real(() => waitFor(async () => (await attemptsOf(w.db.sql, d!.id)).length === n, `attempt ${n} recorded`))
+        yield* real(() =>
+          waitFor(async () => (await attemptsOf(w.db.sql, d!.id)).length === n, `attempt ${n} recorded`)
+        )
         expect(count()).toBe(n)
       }
-      const attempts = yield* real(() => attemptsOf(w.db.sql, d!.id)) as Effect.Effect<Awaited<ReturnType<typeof attemptsOf>>>
+      const attempts = yield* real(() => attemptsOf(w.db.sql, d!.id)) as Effect.Effect<
+        Awaited<ReturnType<typeof attemptsOf>>
+      >
       // started_at is on the test clock: the gaps are the schedule exactly.
       const gaps = attempts.slice(1).map((a, i) => a.started_at.getTime() - attempts[i]!.started_at.getTime())
       expect(gaps).toEqual([15 * MINUTE, HOUR, 4 * HOUR, 12 * HOUR, 24 * HOUR])

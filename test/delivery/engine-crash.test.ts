@@ -17,7 +17,10 @@ import { runSql } from "../support/sql.ts"
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
 const s = useEngineWorld()
 
-type Child = { readonly process: ChildProcess; stats: { id: string; attempts: number; inFlight: number; partitions: number } | null }
+type Child = {
+  readonly process: ChildProcess
+  stats: { id: string; attempts: number; inFlight: number; partitions: number } | null
+}
 
 describe("engines killed during a burst", () => {
   it("every delivery arrives under its one id, and three processes share the work", { timeout: 240_000 }, async () => {
@@ -26,18 +29,38 @@ describe("engines killed during a burst", () => {
     for (const path of ["/crash-a", "/crash-b", "/crash-c"]) {
       // A short wait widens the window between a send and its write.
       w.receiver.reply(path, { status: 200, delayMs: 40 })
-      const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] }))
+      const e = await runSql(
+        w.deps.sql,
+        createEndpoint(w.deps, ADMIN, {
+          companyId: w.company.id,
+          name: path,
+          url: w.receiver.url(path),
+          events: ["incident.created"]
+        })
+      )
       destinations.push({ path, endpointId: e.id, subscriptionId: null })
     }
     w.receiver.reply("/crash-sub", { status: 200, delayMs: 40 })
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-    const { subscription } = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/crash-sub"), event: "incident.created" }))
+    const { subscription } = await runSql(
+      w.deps.sql,
+      createHook(
+        w.deps,
+        { keyId, companyId: w.company.id },
+        { url: w.receiver.url("/crash-sub"), event: "incident.created" }
+      )
+    )
     destinations.push({ path: "/crash-sub", endpointId: null, subscriptionId: subscription.id })
 
     const children: Array<Child> = []
     const start = () => {
       const child = spawn(process.execPath, [CHILD], {
-        env: { ...process.env, ENGINE_URL: w.db.url, ENGINE_SECRETS_KEY: Buffer.from(w.deps.secretsKey).toString("base64"), ENGINE_CA: CA() },
+        env: {
+          ...process.env,
+          ENGINE_URL: w.db.url,
+          ENGINE_SECRETS_KEY: Buffer.from(w.deps.secretsKey).toString("base64"),
+          ENGINE_CA: CA()
+        },
         stdio: ["ignore", "pipe", "inherit"]
       })
       const c: Child = { process: child, stats: null }
@@ -106,14 +129,23 @@ describe("engines killed during a burst", () => {
       // Every (event, destination) ends as one delivery row, delivered, with the id that is a function of them.
       const expected = new Map<string, { event: string; record: string; path: string }>()
       for (const e of events) {
-        for (const d of destinations) expected.set(deliveryId(e.id, d.endpointId, d.subscriptionId), { event: e.id, record: e.record_id, path: d.path })
+        for (const d of destinations)
+          expected.set(deliveryId(e.id, d.endpointId, d.subscriptionId), {
+            event: e.id,
+            record: e.record_id,
+            path: d.path
+          })
       }
-      const rows = await waitFor(async () => {
-        const r = await w.db.sql<{ id: string; state: string; attempts: number }[]>`
+      const rows = await waitFor(
+        async () => {
+          const r = await w.db.sql<{ id: string; state: string; attempts: number }[]>`
           select d.id::text, d.state, d.attempts from service.webhook_deliveries d
           join service.events e on e.id = d.event_id join app.incidents i on i.id = e.record_id where i.reference like 'CRASH-%'`
-        return r.length === expected.size && r.every((x) => x.state === "succeeded") ? r : null
-      }, "every delivery written as succeeded", 120_000)
+          return r.length === expected.size && r.every((x) => x.state === "succeeded") ? r : null
+        },
+        "every delivery written as succeeded",
+        120_000
+      )
       expect(new Set(rows.map((r) => r.id))).toEqual(new Set(expected.keys()))
 
       // Every request carried its delivery's one id; some went twice (a kill between send and write).
@@ -131,15 +163,21 @@ describe("engines killed during a burst", () => {
       expect(new Set(got.keys())).toEqual(new Set(expected.keys()))
 
       // The three that run now share the fan-out partitions between them.
-      const owners = await waitFor(async () => {
-        const r = await w.db.sql<{ owner: string; n: number }[]>`
+      const owners = await waitFor(
+        async () => {
+          const r = await w.db.sql<{ owner: string; n: number }[]>`
           select owner::text, count(*)::int as n from service.webhook_fanout_parts where owner is not null and lease_until > now() group by owner`
-        return r.length === 3 && r.every((x) => x.n === 4) ? r : null
-      }, "three owners of four partitions each", 20_000)
+          return r.length === 3 && r.every((x) => x.n === 4) ? r : null
+        },
+        "three owners of four partitions each",
+        20_000
+      )
       expect(new Set(owners.map((o) => o.owner))).toEqual(new Set(live().map((c) => c.stats!.id)))
       // Some were killed between a send and its write: sent again, under the same id.
       const repeats = [...got.values()].filter((n) => n > 1).length
-      process.stdout.write(`crash test: ${kills} kills, ${expected.size} deliveries, ${repeats} sent again under their id\n`)
+      process.stdout.write(
+        `crash test: ${kills} kills, ${expected.size} deliveries, ${repeats} sent again under their id\n`
+      )
       expect(repeats).toBeGreaterThan(0)
     } finally {
       for (const c of live()) c.process.kill("SIGKILL")

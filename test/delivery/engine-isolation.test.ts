@@ -19,10 +19,32 @@ afterAll(async () => {
 
 describe("isolation", () => {
   it("a hung receiver does not delay deliveries to another", async () => {
-    const slow = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "hung", url: hung.url("/hook"), events: ["incident.created"] }))
-    const fast = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "fine", url: w.receiver.url("/fine"), events: ["incident.created"] }))
+    const slow = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "hung",
+        url: hung.url("/hook"),
+        events: ["incident.created"]
+      })
+    )
+    const fast = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "fine",
+        url: w.receiver.url("/fine"),
+        events: ["incident.created"]
+      })
+    )
     // Few slots in all, so without the per-origin bound the hung receiver would take them all.
-    const engine = await startEngine(w.deps, { timeoutMs: 10_000, leaseMs: 30_000, concurrency: 4, perOrigin: 2, shutdownGraceMs: 100 })
+    const engine = await startEngine(w.deps, {
+      timeoutMs: 10_000,
+      leaseMs: 30_000,
+      concurrency: 4,
+      perOrigin: 2,
+      shutdownGraceMs: 100
+    })
     try {
       const started = Date.now()
       for (let i = 0; i < 12; i++) await insertIncident(w.db.sql, w.company.id)
@@ -31,9 +53,19 @@ describe("isolation", () => {
       expect(elapsed).toBeLessThan(6_000) // well inside the hung receiver's 10 s timeout
       // The hung receiver holds exactly its two slots; its other deliveries wait their turn.
       expect(hung.requests.length).toBe(2)
-      await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === fast.id && d.state === "succeeded").length === 12, "12 recorded")
+      await waitFor(
+        async () =>
+          (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === fast.id && d.state === "succeeded").length ===
+          12,
+        "12 recorded"
+      )
       // Those waiting (or hung) for a second are written as rows, still unattempted.
-      await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === slow.id && d.attempts === 0).length === 12, "12 waiting, written", 5_000)
+      await waitFor(
+        async () =>
+          (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === slow.id && d.attempts === 0).length === 12,
+        "12 waiting, written",
+        5_000
+      )
       expect(hung.requests.length).toBe(2)
     } finally {
       await engine.stop()

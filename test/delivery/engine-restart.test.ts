@@ -3,7 +3,18 @@
 import { afterEach, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, fannedOut, fanoutNow, sleep, startEngine, useWorld, waitFor } from "../support/world.ts"
+import {
+  ADMIN,
+  at,
+  attemptsOf,
+  deliveries,
+  fannedOut,
+  fanoutNow,
+  sleep,
+  startEngine,
+  useWorld,
+  waitFor
+} from "../support/world.ts"
 import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
@@ -11,7 +22,16 @@ afterEach(async () => {
   await w.db.sql`delete from service.webhook_endpoints`
 })
 
-const endpoint = (path: string) => runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: path, url: w.receiver.url(path), events: ["incident.created"] }))
+const endpoint = (path: string) =>
+  runSql(
+    w.deps.sql,
+    createEndpoint(w.deps, ADMIN, {
+      companyId: w.company.id,
+      name: path,
+      url: w.receiver.url(path),
+      events: ["incident.created"]
+    })
+  )
 const ofEndpoint = async (id: string) => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === id)
 const deliveryIds = (path: string) => at(w.receiver, path).map((r) => String(r.headers["service-delivery"]))
 
@@ -174,7 +194,10 @@ describe("restart", () => {
     const b = await startEngine(w.deps)
     try {
       for (let i = 0; i < 30; i++) await insertIncident(w.db.sql, w.company.id)
-      await waitFor(async () => (await ofEndpoint(e.id)).filter((d) => d.state === "succeeded").length === 30, "30 deliveries")
+      await waitFor(
+        async () => (await ofEndpoint(e.id)).filter((d) => d.state === "succeeded").length === 30,
+        "30 deliveries"
+      )
       const sent = deliveryIds(path)
       expect(sent).toHaveLength(30)
       expect(new Set(sent).size).toBe(30)

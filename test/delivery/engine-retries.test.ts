@@ -8,7 +8,20 @@ import { createEndpoint, enableEndpoint, getEndpoint, rotateEndpointSecret } fro
 import { createHook } from "../../src/webhooks/hooks.ts"
 import { insertIncident } from "../support/app.ts"
 import { startHttpsReceiver } from "../support/https-receiver.ts"
-import { ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useEngineWorld, waitFor, type Answered } from "../support/world.ts"
+import {
+  ADMIN,
+  at,
+  attemptsOf,
+  deliveries,
+  dnsTable,
+  failure,
+  makeKey,
+  sleep,
+  startEngine,
+  useEngineWorld,
+  waitFor,
+  type Answered
+} from "../support/world.ts"
 import { runSql } from "../support/sql.ts"
 
 const dns = dnsTable({ "gone.test": ["127.0.0.1"] })
@@ -18,9 +31,11 @@ const s = useEngineWorld({ lookup: dns.lookup })
 const endpoint = (url: string, events: ReadonlyArray<string> = ["incident.created"]) =>
   runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: url, url, events }))
 
-const deliveryOf = async (endpointId: string) => (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === endpointId)
+const deliveryOf = async (endpointId: string) =>
+  (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === endpointId)
 
-const ids = (reqs: ReadonlyArray<{ headers: Record<string, unknown> }>) => reqs.map((r) => String(r.headers["service-delivery"]))
+const ids = (reqs: ReadonlyArray<{ headers: Record<string, unknown> }>) =>
+  reqs.map((r) => String(r.headers["service-delivery"]))
 
 describe("each kind of failure is recorded and retried", () => {
   it("classifies http, redirect, timeout, refused connection, reset, TLS and DNS failures", async () => {
@@ -39,7 +54,12 @@ describe("each kind of failure is recorded and retried", () => {
       s.w.receiver.reply("/f410", { status: 410 })
       const cases: ReadonlyArray<readonly [string, string, RegExp, number | null]> = [
         [s.w.receiver.url("/f500"), "http", /^http 500$/, 500],
-        [s.w.receiver.url("/f302"), "redirect", /^redirect 302 to https:\/\/127\.0\.0\.1:\d+\/target \(not followed\)$/, 302],
+        [
+          s.w.receiver.url("/f302"),
+          "redirect",
+          /^redirect 302 to https:\/\/127\.0\.0\.1:\d+\/target \(not followed\)$/,
+          302
+        ],
         [s.w.receiver.url("/fhang"), "timeout", /^timeout: /, null],
         [s.w.receiver.url("/freset"), "connection", /^connection/, null],
         [`https://127.0.0.1:${closedPort}/x`, "connection", /^connection refused/, null],
@@ -130,7 +150,10 @@ describe("switching off and Turn On", () => {
     const e = await endpoint(s.w.receiver.url("/down"))
     s.engine = await startEngine(s.w.deps, { retrySchedule: "20ms" })
     for (let i = 0; i < 14; i++) await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 14, "14 failures")
+    await waitFor(
+      async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 14,
+      "14 failures"
+    )
     expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).enabled).toBe(true)
     await insertIncident(s.w.db.sql, s.w.company.id)
     const off = await waitFor(async () => {
@@ -143,7 +166,9 @@ describe("switching off and Turn On", () => {
     // Each of the 15 deliveries (one per incident) was attempted exactly twice.
     const sent = ids(at(s.w.receiver, "/down"))
     const ds = await deliveryOf(e.id)
-    expect(ds.map((d) => [d.state, d.attempts, sent.filter((s) => s === d.id).length])).toEqual(ds.map(() => ["failed", 2, 2]))
+    expect(ds.map((d) => [d.state, d.attempts, sent.filter((s) => s === d.id).length])).toEqual(
+      ds.map(() => ["failed", 2, 2])
+    )
     expect(sent).toHaveLength(2 * ds.length)
     expect(ds).toHaveLength(15)
     const [log] = await s.w.db.sql<{ details: { reason: string } }[]>`
@@ -175,13 +200,22 @@ describe("switching off and Turn On", () => {
     const e = await endpoint(s.w.receiver.url("/sometimes"))
     s.engine = await startEngine(s.w.deps, { retrySchedule: "20ms" })
     for (let i = 0; i < 3; i++) await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 3, "3 failures")
+    await waitFor(
+      async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 3,
+      "3 failures"
+    )
     s.w.receiver.reply("/sometimes", { status: 200 })
     await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 0, "the reset")
+    await waitFor(
+      async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 0,
+      "the reset"
+    )
     s.w.receiver.reply("/sometimes", { status: 500 })
     await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 1, "1 failure")
+    await waitFor(
+      async () => (await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures === 1,
+      "1 failure"
+    )
   })
 })
 
@@ -210,7 +244,8 @@ describe("Send Again", () => {
     expect((await deliveryOf(e.id))[0]!.attempts).toBe(3)
     // A failed Send Again does not count twice toward switching off.
     expect((await runSql(s.w.deps.sql, getEndpoint({ id: e.id }))).consecutiveFailures).toBe(0)
-    const [log] = await s.w.db.sql`select 1 from service.activity where kind = 'delivery.resent' and subject_id = ${d!.id}`
+    const [log] = await s.w.db
+      .sql`select 1 from service.activity where kind = 'delivery.resent' and subject_id = ${d!.id}`
     expect(log).toBeDefined()
   })
 })
@@ -266,16 +301,20 @@ describe("Send Again and what stops a destination", () => {
     s.w.receiver.reply("/again-rules", { status: 200 })
     const sent = at(s.w.receiver, "/again-rules").length
 
-    await s.w.db.sql`update app.company_modules set enabled = false where company_id = ${s.w.company.id} and module = 'incidents'`
+    await s.w.db
+      .sql`update app.company_modules set enabled = false where company_id = ${s.w.company.id} and module = 'incidents'`
     let refused: Answered | null
     try {
       await waitFor(async () => {
-        const [c] = await s.w.db.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${s.w.company.id}`
+        const [c] = await s.w.db.sql<
+          { modules: string[] }[]
+        >`select modules from service.companies where id = ${s.w.company.id}`
         return !c!.modules.includes("incidents")
       }, "the module off in the service")
       refused = await failure(runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id })))
     } finally {
-      await s.w.db.sql`update app.company_modules set enabled = true where company_id = ${s.w.company.id} and module = 'incidents'`
+      await s.w.db
+        .sql`update app.company_modules set enabled = true where company_id = ${s.w.company.id} and module = 'incidents'`
     }
     expect(refused?.status).toBe(409)
     expect(refused?.message).toMatch(/incidents module is turned off/)
@@ -283,12 +322,17 @@ describe("Send Again and what stops a destination", () => {
 
     // Module back on, endpoint switched off by an admin: Send Again still tries the receiver.
     await waitFor(async () => {
-      const [c] = await s.w.db.sql<{ modules: string[] }[]>`select modules from service.companies where id = ${s.w.company.id}`
+      const [c] = await s.w.db.sql<
+        { modules: string[] }[]
+      >`select modules from service.companies where id = ${s.w.company.id}`
       return c!.modules.includes("incidents")
     }, "the module on in the service")
     await s.w.db.sql`update service.webhook_endpoints set enabled = false where id = ${e.id}`
     await runSql(s.w.deps.sql, resendDelivery(ADMIN, { id: d!.id, companyId: s.w.company.id }))
-    await waitFor(async () => (await deliveryOf(e.id))[0]?.state === "succeeded", "the resend to the switched-off endpoint")
+    await waitFor(
+      async () => (await deliveryOf(e.id))[0]?.state === "succeeded",
+      "the resend to the switched-off endpoint"
+    )
     expect(at(s.w.receiver, "/again-rules").length).toBe(sent + 1)
   })
 })
@@ -310,7 +354,8 @@ describe("secret rotation", () => {
     expect(() => Stripe.webhooks.constructEvent(first!.body, sig(first), e.secret)).not.toThrow()
     expect(() => Stripe.webhooks.constructEvent(retry!.body, sig(retry), rotated.secret)).not.toThrow()
     expect(() => Stripe.webhooks.constructEvent(retry!.body, sig(retry), e.secret)).toThrow()
-    const [log] = await s.w.db.sql`select 1 from service.activity where kind = 'endpoint.secret_rotated' and subject_id = ${e.id}`
+    const [log] = await s.w.db
+      .sql`select 1 from service.activity where kind = 'endpoint.secret_rotated' and subject_id = ${e.id}`
     expect(log).toBeDefined()
   })
 })
@@ -319,10 +364,21 @@ describe("410 Gone", () => {
   it("deletes a subscription whose receiver answers 410, and sends it nothing more", async () => {
     const keyId = await makeKey(s.w.db.sql, s.w.company.id)
     s.w.receiver.reply("/gone", { status: 410 })
-    const { subscription } = await runSql(s.w.deps.sql, createHook(s.w.deps, { keyId, companyId: s.w.company.id }, { url: s.w.receiver.url("/gone"), event: "incident.created" }))
+    const { subscription } = await runSql(
+      s.w.deps.sql,
+      createHook(
+        s.w.deps,
+        { keyId, companyId: s.w.company.id },
+        { url: s.w.receiver.url("/gone"), event: "incident.created" }
+      )
+    )
     s.engine = await startEngine(s.w.deps)
     await insertIncident(s.w.db.sql, s.w.company.id)
-    await waitFor(async () => (await s.w.db.sql`select 1 from service.webhook_subscriptions where id = ${subscription.id}`).length === 0, "the deletion")
+    await waitFor(
+      async () =>
+        (await s.w.db.sql`select 1 from service.webhook_subscriptions where id = ${subscription.id}`).length === 0,
+      "the deletion"
+    )
     expect(at(s.w.receiver, "/gone")).toHaveLength(1) // no retry after 410
     const [log] = await s.w.db.sql<{ details: { reason: string; keyId: string } }[]>`
       select details from service.activity where kind = 'subscription.deleted' and subject_id = ${subscription.id}`
@@ -334,4 +390,3 @@ describe("410 Gone", () => {
     expect(at(s.w.receiver, "/gone")).toHaveLength(1)
   })
 })
-

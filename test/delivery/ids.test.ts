@@ -9,7 +9,11 @@ const db = useDatabase()
 
 describe("delivery ids", () => {
   it("the engine's and the database's agree, for endpoints and subscriptions", async () => {
-    const cases = Array.from({ length: 50 }, (_, i) => ({ event: randomUUID(), dest: randomUUID(), endpoint: i % 2 === 0 }))
+    const cases = Array.from({ length: 50 }, (_, i) => ({
+      event: randomUUID(),
+      dest: randomUUID(),
+      endpoint: i % 2 === 0
+    }))
     cases.push({ event: "01966a3e-8a2b-7c3d-9e4f-0123456789ab", dest: randomUUID(), endpoint: true })
     for (const c of cases) {
       const [r] = await db.sql<{ id: string }[]>`

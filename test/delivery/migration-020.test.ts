@@ -22,8 +22,24 @@ afterAll(async () => {
   await receiver?.close()
 })
 
-type Attempt = { delivery_id: string; number: number; status: number | null; error: string | null; error_kind: string | null; duration_ms: number; response_snippet: string | null; started_at: Date }
-type Row = { id: string; state: string; attempts: number; next_attempt_at: Date | null; held_reason: string | null; last_status: number | null }
+type Attempt = {
+  delivery_id: string
+  number: number
+  status: number | null
+  error: string | null
+  error_kind: string | null
+  duration_ms: number
+  response_snippet: string | null
+  started_at: Date
+}
+type Row = {
+  id: string
+  state: string
+  attempts: number
+  next_attempt_at: Date | null
+  held_reason: string | null
+  last_status: number | null
+}
 
 describe("upgrading deliveries made before issue 17", () => {
   it("keeps every delivery, its id, state, schedule and attempts; the engine carries on", async () => {
@@ -33,7 +49,15 @@ describe("upgrading deliveries made before issue 17", () => {
     const company = "0b7b1a52-5f7e-4c1e-9a57-3f0f0a7d1c01"
     await db.sql`insert into service.companies (id, name, host, tier, api_enabled, modules, created_at)
       values (${company}, 'Acme', 'acme.upgrade.test', 'company', true, '{incidents}', now())`
-    const e = await runSql(deps.sql, createEndpoint(deps, ADMIN, { companyId: company, name: "old", url: receiver.url("/old"), events: ["incident.created"] }))
+    const e = await runSql(
+      deps.sql,
+      createEndpoint(deps, ADMIN, {
+        companyId: company,
+        name: "old",
+        url: receiver.url("/old"),
+        events: ["incident.created"]
+      })
+    )
     receiver.reply("/old", { status: 200 })
     const events = await db.sql<{ id: string }[]>`
       insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)
@@ -59,14 +83,22 @@ describe("upgrading deliveries made before issue 17", () => {
       (${later!}, 1, now() - interval '1 minute', 30, 503, 'http 503', 'http', '')`
     const read = () =>
       Promise.all([
-        db.sql<Row[]>`select id::text, state, attempts, next_attempt_at, held_reason, last_status from service.webhook_deliveries order by id`,
-        db.sql<Attempt[]>`select delivery_id::text, number, status, error, error_kind, duration_ms, response_snippet, started_at
+        db.sql<
+          Row[]
+        >`select id::text, state, attempts, next_attempt_at, held_reason, last_status from service.webhook_deliveries order by id`,
+        db.sql<
+          Attempt[]
+        >`select delivery_id::text, number, status, error, error_kind, duration_ms, response_snippet, started_at
           from service.webhook_attempts order by delivery_id, number`,
         db.sql<{ commit_lsn: string; seq: number }[]>`select commit_lsn::text, seq from service.webhook_fanout`
       ])
     const [rows0, attempts0, cursor0] = await read()
 
-    expect(await migrate(db.sql)).toEqual(loadMigrations().filter((m) => m.name >= "020").map((m) => m.name))
+    expect(await migrate(db.sql)).toEqual(
+      loadMigrations()
+        .filter((m) => m.name >= "020")
+        .map((m) => m.name)
+    )
     const [rows1, attempts1, cursor1] = await read()
     expect(rows1).toEqual(rows0)
     expect(attempts1).toEqual(attempts0)
@@ -77,7 +109,9 @@ describe("upgrading deliveries made before issue 17", () => {
     // Only earlier attempts stay in a table of their own; a delivery's latest is in its row.
     const [earlier] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_earlier_attempts`
     expect(earlier!.n).toBe(1)
-    expect((await runSql(deps.sql, getDelivery({ id: done! }))).attemptLog.map((a) => [a.number, a.status, a.response])).toEqual([
+    expect(
+      (await runSql(deps.sql, getDelivery({ id: done! }))).attemptLog.map((a) => [a.number, a.status, a.response])
+    ).toEqual([
       [1, 500, "down"],
       [2, 200, "ok"]
     ])
@@ -88,15 +122,26 @@ describe("upgrading deliveries made before issue 17", () => {
     const engine = await startEngine(deps)
     try {
       await waitFor(
-        async () => (await db.sql`select 1 from service.webhook_deliveries where id in (${due!}, ${held!}) and state = 'succeeded'`).length === 2,
+        async () =>
+          (
+            await db.sql`select 1 from service.webhook_deliveries where id in (${due!}, ${held!}) and state = 'succeeded'`
+          ).length === 2,
         "the due and the held delivery"
       )
-      expect(at(receiver, "/old").map((r) => r.headers["service-delivery"]).sort()).toEqual([due, held].sort())
-      expect((await runSql(deps.sql, getDelivery({ id: due! }))).attemptLog.map((a) => [a.number, a.status, a.response])).toEqual([
+      expect(
+        at(receiver, "/old")
+          .map((r) => r.headers["service-delivery"])
+          .sort()
+      ).toEqual([due, held].sort())
+      expect(
+        (await runSql(deps.sql, getDelivery({ id: due! }))).attemptLog.map((a) => [a.number, a.status, a.response])
+      ).toEqual([
         [1, 500, "boom"],
         [2, 200, ""]
       ])
-      const [l] = await db.sql<Row[]>`select id::text, state, attempts, next_attempt_at, held_reason, last_status from service.webhook_deliveries where id = ${later!}`
+      const [l] = await db.sql<
+        Row[]
+      >`select id::text, state, attempts, next_attempt_at, held_reason, last_status from service.webhook_deliveries where id = ${later!}`
       expect(l).toEqual(rows0.find((r) => r.id === later))
     } finally {
       await engine.stop()

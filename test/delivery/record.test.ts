@@ -12,11 +12,20 @@ const w = useWorld()
 
 /** n deliveries to a new endpoint (no engine runs), leased to `owner` as a claim would. */
 const leased = async (n: number, owner: string) => {
-  const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: `batch ${randomUUID()}`, url: w.receiver.url("/batch"), events: ["incident.created"] }))
+  const e = await runSql(
+    w.deps.sql,
+    createEndpoint(w.deps, ADMIN, {
+      companyId: w.company.id,
+      name: `batch ${randomUUID()}`,
+      url: w.receiver.url("/batch"),
+      events: ["incident.created"]
+    })
+  )
   for (let i = 0; i < n; i++) await insertIncident(w.db.sql, w.company.id)
   await w.cap.settle()
   await fanoutRows(w.db.sql, 1_000, new Date())
-  await w.db.sql`update service.webhook_deliveries set leased_by = ${owner}, lease_until = now() + interval '1 minute' where endpoint_id = ${e.id}`
+  await w.db
+    .sql`update service.webhook_deliveries set leased_by = ${owner}, lease_until = now() + interval '1 minute' where endpoint_id = ${e.id}`
   const ds = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id)
   expect(ds).toHaveLength(n)
   return { endpoint: e, ids: ds.map((d) => d.id) }
@@ -59,7 +68,11 @@ describe("recording a batch of outcomes", () => {
     const waiting = ids.slice(15)
     await w.db.sql`update service.webhook_deliveries set leased_by = null, lease_until = null, attempts = 1,
       next_attempt_at = now() + interval '1 hour' where id = any(${waiting}::uuid[])`
-    const r = await recordOutcomes(w.db.sql, { owner, outcomes: ids.slice(0, 15).map((id) => outcome(id, endpoint.id, false)), switchOffAfter: 15 })
+    const r = await recordOutcomes(w.db.sql, {
+      owner,
+      outcomes: ids.slice(0, 15).map((id) => outcome(id, endpoint.id, false)),
+      switchOffAfter: 15
+    })
     expect(r.switchedOff).toEqual([endpoint.id])
     const rows = (await deliveries(w.db.sql)).filter((d) => waiting.includes(d.id))
     expect(rows.map((d) => [d.state, d.held_reason])).toEqual([
@@ -74,7 +87,11 @@ describe("recording a batch of outcomes", () => {
     await w.db.sql`update service.webhook_endpoints set consecutive_failures = 10 where id = ${endpoint.id}`
     // 10 stored + 4 failures = 14, a success, then 3 failures: on, count 3.
     const pattern = [false, false, false, false, true, false, false, false]
-    const r = await recordOutcomes(w.db.sql, { owner, outcomes: ids.map((id, i) => outcome(id, endpoint.id, pattern[i]!)), switchOffAfter: 15 })
+    const r = await recordOutcomes(w.db.sql, {
+      owner,
+      outcomes: ids.map((id, i) => outcome(id, endpoint.id, pattern[i]!)),
+      switchOffAfter: 15
+    })
     expect(r.switchedOff).toEqual([])
     const after = await runSql(w.deps.sql, getEndpoint({ id: endpoint.id }))
     expect([after.enabled, after.consecutiveFailures]).toEqual([true, 3])
@@ -85,7 +102,11 @@ describe("recording a batch of outcomes", () => {
     const { endpoint, ids } = await leased(3, owner)
     await w.db.sql`update service.webhook_endpoints set consecutive_failures = 13 where id = ${endpoint.id}`
     // 13 stored + 2 failures = 15: off, although a success follows.
-    const r = await recordOutcomes(w.db.sql, { owner, outcomes: ids.map((id, i) => outcome(id, endpoint.id, i === 2)), switchOffAfter: 15 })
+    const r = await recordOutcomes(w.db.sql, {
+      owner,
+      outcomes: ids.map((id, i) => outcome(id, endpoint.id, i === 2)),
+      switchOffAfter: 15
+    })
     expect(r.switchedOff).toEqual([endpoint.id])
     const after = await runSql(w.deps.sql, getEndpoint({ id: endpoint.id }))
     expect([after.enabled, after.consecutiveFailures]).toEqual([false, 0])

@@ -4,7 +4,12 @@ import { describe, expect, it } from "vitest"
 import { deliveryBody } from "../../src/delivery/body.ts"
 import { decide } from "../../src/delivery/engine.ts"
 import { tallyEndpoints, type Claimed, type Outcome } from "../../src/delivery/queries.ts"
-import { DEFAULT_RETRY_SCHEDULE, delayAfter, parseRetrySchedule, parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
+import {
+  DEFAULT_RETRY_SCHEDULE,
+  delayAfter,
+  parseRetrySchedule,
+  parseRetryScheduleOrThrow
+} from "../../src/domain/retry-schedule.ts"
 import type { SendResult } from "../../src/delivery/sender.ts"
 
 describe("WEBHOOK_RETRY_SCHEDULE", () => {
@@ -36,8 +41,15 @@ describe("WEBHOOK_RETRY_SCHEDULE", () => {
 describe("the body", () => {
   it("splices the stored record text in verbatim", () => {
     const payload = '{"id":"a","title":"caf\\u00e9","n":1.50,"z":null}'
-    const body = deliveryBody({ deliveryId: "d\"1", event: "incident.created", createdAt: "2026-01-02T03:04:05.006Z", payload })
-    expect(body).toBe(`{"id":"d\\"1","event":"incident.created","createdAt":"2026-01-02T03:04:05.006Z","data":${payload}}`)
+    const body = deliveryBody({
+      deliveryId: 'd"1',
+      event: "incident.created",
+      createdAt: "2026-01-02T03:04:05.006Z",
+      payload
+    })
+    expect(body).toBe(
+      `{"id":"d\\"1","event":"incident.created","createdAt":"2026-01-02T03:04:05.006Z","data":${payload}}`
+    )
     expect(JSON.parse(body).data.n).toBe(1.5)
   })
 })
@@ -73,7 +85,9 @@ const schedule = parseRetryScheduleOrThrow("1m,2m")
 
 describe("what an attempt means", () => {
   it("success finishes and resets endpoint health", () => {
-    expect(decide(claimed(), result({ ok: true, status: 204, error: null, errorKind: null }), 0, 10, schedule)).toMatchObject({
+    expect(
+      decide(claimed(), result({ ok: true, status: 204, error: null, errorKind: null }), 0, 10, schedule)
+    ).toMatchObject({
       state: "succeeded",
       nextAt: null,
       health: "reset"
@@ -86,14 +100,32 @@ describe("what an attempt means", () => {
   })
 
   it("the last failure finishes the delivery and counts toward switching off; a failed Send Again does not", () => {
-    expect(decide(claimed({ attempts: 2 }), result(), 0, 0, schedule)).toMatchObject({ state: "failed", health: "fail" })
-    expect(decide(claimed({ attempts: 3, manual: true }), result(), 0, 0, schedule)).toMatchObject({ state: "failed", health: null })
+    expect(decide(claimed({ attempts: 2 }), result(), 0, 0, schedule)).toMatchObject({
+      state: "failed",
+      health: "fail"
+    })
+    expect(decide(claimed({ attempts: 3, manual: true }), result(), 0, 0, schedule)).toMatchObject({
+      state: "failed",
+      health: null
+    })
   })
 
   it("a Send Again of a finished delivery is one attempt, however few attempts it had used", () => {
     // A delivery that succeeded at its first attempt, sent again to a receiver now failing.
-    expect(decide(claimed({ attempts: 1, manual: true }), result(), 0, 0, schedule)).toMatchObject({ state: "failed", nextAt: null, health: null })
-    expect(decide(claimed({ attempts: 1, manual: true }), result({ ok: true, status: 200, error: null, errorKind: null }), 0, 0, schedule)).toMatchObject({
+    expect(decide(claimed({ attempts: 1, manual: true }), result(), 0, 0, schedule)).toMatchObject({
+      state: "failed",
+      nextAt: null,
+      health: null
+    })
+    expect(
+      decide(
+        claimed({ attempts: 1, manual: true }),
+        result({ ok: true, status: 200, error: null, errorKind: null }),
+        0,
+        0,
+        schedule
+      )
+    ).toMatchObject({
       state: "succeeded",
       nextAt: null
     })
@@ -101,8 +133,15 @@ describe("what an attempt means", () => {
 
   it("410 from a subscription's receiver ends it at once; from an endpoint's it is a failure like any", () => {
     const sub = claimed({ endpointId: null, subscriptionId: "s1", keyId: "k1" })
-    expect(decide(sub, result({ status: 410, error: "http 410" }), 0, 0, schedule)).toMatchObject({ state: "failed", gone: true, health: null })
-    expect(decide(claimed(), result({ status: 410, error: "http 410" }), 0, 0, schedule)).toMatchObject({ state: "pending", gone: false })
+    expect(decide(sub, result({ status: 410, error: "http 410" }), 0, 0, schedule)).toMatchObject({
+      state: "failed",
+      gone: true,
+      health: null
+    })
+    expect(decide(claimed(), result({ status: 410, error: "http 410" }), 0, 0, schedule)).toMatchObject({
+      state: "pending",
+      gone: false
+    })
   })
 })
 
@@ -110,7 +149,16 @@ describe("endpoint health tally", () => {
   const o = (endpointId: string, health: Outcome["health"], error: string | null = null): Outcome =>
     ({ endpointId, health, error }) as Outcome
   it("counts failures after the last success, per endpoint, in completion order", () => {
-    expect(tallyEndpoints([o("a", "fail", "x"), o("a", "reset"), o("a", "fail", "y"), o("a", "fail", "z"), o("b", "fail", "q"), o("c", null)])).toEqual([
+    expect(
+      tallyEndpoints([
+        o("a", "fail", "x"),
+        o("a", "reset"),
+        o("a", "fail", "y"),
+        o("a", "fail", "z"),
+        o("b", "fail", "q"),
+        o("c", null)
+      ])
+    ).toEqual([
       { id: "a", reset: true, lead: 1, peak: 2, fails: 2, lastError: "z" },
       { id: "b", reset: false, lead: 1, peak: 0, fails: 1, lastError: "q" }
     ])
@@ -118,8 +166,8 @@ describe("endpoint health tally", () => {
 
   it("keeps the runs a later success would hide: before the first success, and the longest after one", () => {
     const run = (n: number) => Array.from({ length: n }, (_, i) => o("a", "fail", `e${i}`))
-    expect(tallyEndpoints([...run(4), o("a", "reset"), ...run(15), o("a", "reset"), ...run(3), o("a", "reset")])).toEqual([
-      { id: "a", reset: true, lead: 4, peak: 15, fails: 0, lastError: "e2" }
-    ])
+    expect(
+      tallyEndpoints([...run(4), o("a", "reset"), ...run(15), o("a", "reset"), ...run(3), o("a", "reset")])
+    ).toEqual([{ id: "a", reset: true, lead: 4, peak: 15, fails: 0, lastError: "e2" }])
   })
 })

@@ -19,7 +19,12 @@ const ca = testCerts().trusted.caCert
 const message = {
   deliveryId: "dlv_01JABCDEF",
   event: "corrective_action.closed",
-  body: JSON.stringify({ id: "dlv_01JABCDEF", event: "corrective_action.closed", createdAt: "2026-11-22T10:00:00.000Z", data: { id: "ca_1", title: "Guard rail — réparé ✓" } })
+  body: JSON.stringify({
+    id: "dlv_01JABCDEF",
+    event: "corrective_action.closed",
+    createdAt: "2026-11-22T10:00:00.000Z",
+    data: { id: "ca_1", title: "Guard rail — réparé ✓" }
+  })
 }
 
 /** A lookup answering from a table, recording every question. */
@@ -79,7 +84,11 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
     ["6to4 of loopback", () => "https://[2002:7f00:1::1]/", "6to4 form of 127.0.0.1"],
     ["Teredo", () => "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "Teredo"],
     ["documentation IPv6", () => "https://[2001:db8::1]/", "documentation"],
-    ["name -> private", () => "https://webhook-test.local/hook", "webhook-test.local resolves to 10.0.0.5 (private network)"],
+    [
+      "name -> private",
+      () => "https://webhook-test.local/hook",
+      "webhook-test.local resolves to 10.0.0.5 (private network)"
+    ],
     ["name -> metadata", () => "https://metadata.test/", "resolves to 169.254.169.254 (cloud metadata)"],
     ["name -> public + private", () => "https://mixed.test/", "resolves to 192.168.1.20 (private network)"],
     ["name -> mapped private", () => "https://mapped.test/", "resolves to ::ffff:10.0.0.1"],
@@ -113,7 +122,17 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
   })
 
   it("resolved names only through the lookup given, never IP literals", () => {
-    expect(new Set(calls)).toEqual(new Set(["localhost", "webhook-test.local", "metadata.test", "mixed.test", "mapped.test", "sixtofour.test", "ula.test"]))
+    expect(new Set(calls)).toEqual(
+      new Set([
+        "localhost",
+        "webhook-test.local",
+        "metadata.test",
+        "mixed.test",
+        "mapped.test",
+        "sixtofour.test",
+        "ula.test"
+      ])
+    )
   })
 
   it("refuses localhost through the real resolver", async () => {
@@ -139,7 +158,14 @@ describe("delivery request", () => {
     const before = receiver.requests.length
     receiver.reply("/hooks/in", { status: 200, body: "thanks" })
     const r = await send({ url: receiver.url("/hooks/in?source=srs", host), secret }, message, opts({ lookup }))
-    expect(r).toMatchObject({ ok: true, status: 200, error: null, errorKind: null, responseSnippet: "thanks", addresses: ["127.0.0.1"] })
+    expect(r).toMatchObject({
+      ok: true,
+      status: 200,
+      error: null,
+      errorKind: null,
+      responseSnippet: "thanks",
+      addresses: ["127.0.0.1"]
+    })
     expect(receiver.requests).toHaveLength(before + 1)
     const req = receiver.requests.at(-1)!
     expect(req.method).toBe("POST")
@@ -170,7 +196,10 @@ describe("delivery request", () => {
     expect(r.ok).toBe(true)
     const header = String(receiver.requests.at(-1)!.headers["service-signature"])
     expect(header.startsWith("t=1800000123,v1=")).toBe(true)
-    expect(verify(header, message.body, secret, 300, 1_800_000_200)).toMatchObject({ ok: true, timestamp: 1_800_000_123 })
+    expect(verify(header, message.body, secret, 300, 1_800_000_200)).toMatchObject({
+      ok: true,
+      timestamp: 1_800_000_123
+    })
   })
 
   it("signs with the previous secret too when given one (a rotation's overlap), the current one first; not when it is null", async () => {
@@ -253,7 +282,11 @@ describe("DNS rebinding", () => {
     await sleep(2_050)
     const connected = connects.length
     const third = await send({ url, secret }, message, opts({ lookup }))
-    expect(third).toMatchObject({ ok: false, errorKind: "refused", error: "refused: rebind.test resolves to 10.0.0.5 (private network)" })
+    expect(third).toMatchObject({
+      ok: false,
+      errorKind: "refused",
+      error: "refused: rebind.test resolves to 10.0.0.5 (private network)"
+    })
     expect(calls).toHaveLength(2)
     expect(receiver.requests).toHaveLength(before + 2)
     expect(connects).toHaveLength(connected)
@@ -322,7 +355,11 @@ describe("failures", () => {
   it("any 2xx is success", async () => {
     receiver.reply("/204", { status: 204 })
     receiver.reply("/202", { status: 202, delayMs: 100 })
-    expect(await send({ url: receiver.url("/204"), secret }, message, opts())).toMatchObject({ ok: true, status: 204, responseSnippet: "" })
+    expect(await send({ url: receiver.url("/204"), secret }, message, opts())).toMatchObject({
+      ok: true,
+      status: 204,
+      responseSnippet: ""
+    })
     expect(await send({ url: receiver.url("/202"), secret }, message, opts())).toMatchObject({ ok: true, status: 202 })
   })
 
@@ -331,7 +368,12 @@ describe("failures", () => {
     receiver.reply("/to-metadata", { status: 307, redirect: "https://169.254.169.254/latest/meta-data/" })
     const before = receiver.requests.length
     const a = await send({ url: receiver.url("/moved"), secret }, message, opts())
-    expect(a).toMatchObject({ ok: false, status: 302, errorKind: "redirect", error: `redirect 302 to ${receiver.url("/elsewhere")} (not followed)` })
+    expect(a).toMatchObject({
+      ok: false,
+      status: 302,
+      errorKind: "redirect",
+      error: `redirect 302 to ${receiver.url("/elsewhere")} (not followed)`
+    })
     const b = await send({ url: receiver.url("/to-metadata"), secret }, message, opts())
     expect(b).toMatchObject({ ok: false, status: 307, errorKind: "redirect" })
     expect(receiver.requests.slice(before).map((r) => r.path)).toEqual(["/moved", "/to-metadata"])

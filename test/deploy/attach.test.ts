@@ -120,7 +120,9 @@ describe("attached to the app's own database, as a least-privilege role", () => 
       expect(r.output()).toContain("The app's tables are missing")
       expect(r.output()).toContain("npm run seed -- --schema-only")
       const other = postgres(urlFor(empty), { max: 1, onnotice: () => {} })
-      const schemas = await other<{ n: number }[]>`select count(*)::int as n from pg_namespace where nspname in ('app', 'service')`
+      const schemas = await other<
+        { n: number }[]
+      >`select count(*)::int as n from pg_namespace where nspname in ('app', 'service')`
       await other.end()
       expect(schemas[0]!.n).toBe(0)
     } finally {
@@ -140,7 +142,9 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     expect(r.output()).toContain(`database setup-sql --role ${role}`)
   })
 
-  it("runs from the printed setup SQL: records and webhooks flow, NEVER columns unreadable, the app's schema unchanged", { timeout: 120_000 }, async () => {
+  it("runs from the printed setup SQL: records and webhooks flow, NEVER columns unreadable, the app's schema unchanged", {
+    timeout: 120_000
+  }, async () => {
     await admin.unsafe(setupSql({ role, publication }))
     const company = await makeCompany(app, { host: `acme-${tag}.test` })
     await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${"ada@" + company.host}, 'admin')`
@@ -157,31 +161,73 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     const srs = postgres(serviceUrl, { max: 1, onnotice: () => {} })
     try {
       await expect(srs`select phone from app.workers`).rejects.toThrow(/permission denied/)
-      await expect(srs`insert into app.companies (name, host) values ('x', 'x.test')`).rejects.toThrow(/permission denied/)
+      await expect(srs`insert into app.companies (name, host) values ('x', 'x.test')`).rejects.toThrow(
+        /permission denied/
+      )
       // The heartbeat that moves the slot on an idle database needs no more than REPLICATION.
       await srs`select pg_logical_emit_message(true, 'safety-records-heartbeat', '')`
-      const [slot] = await srs<{ failover: boolean }[]>`select failover from pg_replication_slots where slot_name = ${env.REPLICATION_SLOT!}`
+      const [slot] = await srs<
+        { failover: boolean }[]
+      >`select failover from pg_replication_slots where slot_name = ${env.REPLICATION_SLOT!}`
       expect(slot?.failover).toBe(true)
     } finally {
       await srs.end()
     }
 
     const cliEnv = { ...env, PORT: undefined }
-    const key = await runCli(["keys", "create", "--company", company.host, "--name", "BI", "--read", "all", "--as", `ada@${company.host}`, "--json"], cliEnv)
+    const key = await runCli(
+      [
+        "keys",
+        "create",
+        "--company",
+        company.host,
+        "--name",
+        "BI",
+        "--read",
+        "all",
+        "--as",
+        `ada@${company.host}`,
+        "--json"
+      ],
+      cliEnv
+    )
     expect(key.stderr).toBe("")
     const apiKey = (JSON.parse(key.stdout) as { key: string }).key
     const endpoint = await runCli(
-      ["endpoints", "create", "--company", company.host, "--name", "Ops", "--url", receiver.url(`/attach-${tag}`), "--events", "incident.created", "--as", `ada@${company.host}`, "--json"],
+      [
+        "endpoints",
+        "create",
+        "--company",
+        company.host,
+        "--name",
+        "Ops",
+        "--url",
+        receiver.url(`/attach-${tag}`),
+        "--events",
+        "incident.created",
+        "--as",
+        `ada@${company.host}`,
+        "--json"
+      ],
       cliEnv
     )
     expect(endpoint.code, endpoint.stderr).toBe(0)
 
     const incident = await insertIncident(app, company.id, { title: "Attached" })
-    const delivery = await until(async () => receiver.requests.find((q) => q.path === `/attach-${tag}`), "the webhook", 30_000)
-    expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({ event: "incident.created", data: { id: incident, title: "Attached" } })
+    const delivery = await until(
+      async () => receiver.requests.find((q) => q.path === `/attach-${tag}`),
+      "the webhook",
+      30_000
+    )
+    expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({
+      event: "incident.created",
+      data: { id: incident, title: "Attached" }
+    })
     const got = await fetch(`${base}/api/v1/incidents/${incident}`, { headers: { authorization: `Bearer ${apiKey}` } })
     expect(got.status).toBe(200)
-    const workers = await (await fetch(`${base}/api/v1/workers`, { headers: { authorization: `Bearer ${apiKey}` } })).text()
+    const workers = await (
+      await fetch(`${base}/api/v1/workers`, { headers: { authorization: `Bearer ${apiKey}` } })
+    ).text()
     expect(workers).toContain("Wim")
     expect(workers).not.toContain("555")
 
@@ -192,7 +238,9 @@ describe("attached to the app's own database, as a least-privilege role", () => 
 
   it("a publication altered to carry app.workers.phone stops the next start, naming it and the fix", async () => {
     await admin.unsafe(`alter publication ${publication} drop table app.workers`)
-    await admin.unsafe(`alter publication ${publication} add table app.workers (id, company_id, name, job_title, employer, subcontractor_id, job_site_id, status, created_at, updated_at, phone)`)
+    await admin.unsafe(
+      `alter publication ${publication} add table app.workers (id, company_id, name, job_title, employer, subcontractor_id, job_site_id, status, created_at, updated_at, phone)`
+    )
     const r = startService({ ...env, PORT: String(await freePort()) })
     children.push(r.child)
     expect(await r.exited()).toBe(1)

@@ -31,7 +31,9 @@ const promtool = (...args: string[]) =>
 const rules = readFileSync(ALERTS, "utf8")
 const alertNames = [...rules.matchAll(/^\s*- alert: (\w+)$/gm)].map((m) => m[1]!)
 const expressions = [...rules.matchAll(/^\s*expr: (.+)$/gm)].map((m) => m[1]!)
-const dashboard = JSON.parse(readFileSync(DASHBOARD, "utf8")) as { panels: Array<{ type: string; title: string; targets?: Array<{ expr: string }> }> }
+const dashboard = JSON.parse(readFileSync(DASHBOARD, "utf8")) as {
+  panels: Array<{ type: string; title: string; targets?: Array<{ expr: string }> }>
+}
 const panelExpressions = dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr))
 
 /** The metric families an expression names, with the label names it matches on or groups by. */
@@ -75,17 +77,21 @@ describe("alert rules and dashboard", () => {
   it("name only metrics the service exports, with labels they have", async () => {
     const m = makeServiceMetrics()
     const families = new Map((await m.registry.prom.getMetricsAsJSON()).map((f) => [f.name, f]))
-    const labelsOf = (name: string) => (m.registry.prom.getSingleMetric(name) as unknown as { labelNames?: ReadonlyArray<string> } | undefined)?.labelNames ?? []
+    const labelsOf = (name: string) =>
+      (m.registry.prom.getSingleMetric(name) as unknown as { labelNames?: ReadonlyArray<string> } | undefined)
+        ?.labelNames ?? []
     const named = [...expressions, ...panelExpressions].flatMap(namedIn)
     expect(named.length).toBeGreaterThan(30)
     for (const n of named) {
       const family = families.get(n.family) ?? families.get(n.sample)
       expect(family, n.sample).toBeDefined()
       // job and instance are the scrape's; the rest must be the family's own
-      for (const l of n.labels.filter((l) => l !== "job" && l !== "instance" && l !== "le")) expect(labelsOf(family!.name), `${n.sample}{${l}}`).toContain(l)
+      for (const l of n.labels.filter((l) => l !== "job" && l !== "instance" && l !== "le"))
+        expect(labelsOf(family!.name), `${n.sample}{${l}}`).toContain(l)
     }
     // every panel queries something, and the dashboard shows every alert's metric
-    for (const p of dashboard.panels.filter((p) => p.type !== "row")) expect(p.targets?.length ?? 0, p.title).toBeGreaterThan(0)
+    for (const p of dashboard.panels.filter((p) => p.type !== "row"))
+      expect(p.targets?.length ?? 0, p.title).toBeGreaterThan(0)
     const shown = new Set(panelExpressions.flatMap(namedIn).map((n) => n.family))
     for (const n of expressions.flatMap(namedIn)) expect(shown, n.family).toContain(n.family)
   })

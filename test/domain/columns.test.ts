@@ -58,7 +58,14 @@ describe("sql/demo/app.sql parser", () => {
     expect(SQL.size).toBe(22)
     expect(SQL.get("company_modules")!.columns).toEqual(["company_id", "module", "enabled"])
     expect(SQL.get("changes")!.columns).toContain("status")
-    expect(SQL.get("workers")!.never).toEqual(["phone", "email", "photo_url", "qr_code", "work_restrictions", "medical_notes"])
+    expect(SQL.get("workers")!.never).toEqual([
+      "phone",
+      "email",
+      "photo_url",
+      "qr_code",
+      "work_restrictions",
+      "medical_notes"
+    ])
   })
 })
 
@@ -91,7 +98,9 @@ describe("PUBLISHED_COLUMNS and NEVER_COLUMNS", () => {
 
 // A shaper's keys are the camelCase of its table's published columns (without company_id)
 // plus its extra fields: a new published column fails here until a shaper decides about it.
-const EXTRAS: Readonly<Record<Resource, { readonly add: ReadonlyArray<string>; readonly omit: ReadonlyArray<string> }>> = {
+const EXTRAS: Readonly<
+  Record<Resource, { readonly add: ReadonlyArray<string>; readonly omit: ReadonlyArray<string> }>
+> = {
   incidents: { add: [], omit: [] },
   observations: { add: [], omit: [] },
   // spec 2.2 is exhaustive: no companyId
@@ -113,8 +122,7 @@ const EXTRAS: Readonly<Record<Resource, { readonly add: ReadonlyArray<string>; r
 describe("shapers against the published columns", () => {
   it.each(RESOURCES)("%s", (resource) => {
     const { add, omit } = EXTRAS[resource]
-    const expected = PUBLISHED_COLUMNS[RESOURCE_INFO[resource].table]!
-      .filter((c) => !omit.includes(c))
+    const expected = PUBLISHED_COLUMNS[RESOURCE_INFO[resource].table]!.filter((c) => !omit.includes(c))
       .map(camelCase)
       .concat(add)
     expect(Object.keys(shape(resource, FIXTURES[resource])).sort()).toEqual(expected.sort())
@@ -123,10 +131,24 @@ describe("shapers against the published columns", () => {
 
 describe("fields(): a shaper's field list written as words", () => {
   it.each([
-    ["id company_id title", [["id", "text"], ["company_id", "text"], ["title", "text"]]],
-    ["\n  occurred_at:timestamp privacy_case:boolean\n  score:number tags:textArray data:json\n", [
-      ["occurred_at", "timestamp"], ["privacy_case", "boolean"], ["score", "number"], ["tags", "textArray"], ["data", "json"]
-    ]]
+    [
+      "id company_id title",
+      [
+        ["id", "text"],
+        ["company_id", "text"],
+        ["title", "text"]
+      ]
+    ],
+    [
+      "\n  occurred_at:timestamp privacy_case:boolean\n  score:number tags:textArray data:json\n",
+      [
+        ["occurred_at", "timestamp"],
+        ["privacy_case", "boolean"],
+        ["score", "number"],
+        ["tags", "textArray"],
+        ["data", "json"]
+      ]
+    ]
   ])("%j, in order, text by default", (words, expected) => {
     expect(fields(words)).toEqual(expected)
   })

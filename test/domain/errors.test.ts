@@ -1,9 +1,27 @@
 // The one error model and its two wordings: HTTP (status and {"error": message}) and the CLI
 // (a field's flag, a hint by reason). Table tests, pure.
 import { afterEach, describe, expect, it } from "vitest"
-import { at, conflict, forbidden, invalid, notFound, unauthorized, words, type DomainError } from "../../src/domain/errors.ts"
+import {
+  at,
+  conflict,
+  forbidden,
+  invalid,
+  notFound,
+  unauthorized,
+  words,
+  type DomainError
+} from "../../src/domain/errors.ts"
 import { checkName, parseScopes } from "../../src/access/keys.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, httpMessage, httpStatus, toHttpError } from "../../src/faces/http/errors.ts"
+import {
+  BadRequest,
+  Conflict,
+  Forbidden,
+  NotFound,
+  Unauthorized,
+  httpMessage,
+  httpStatus,
+  toHttpError
+} from "../../src/faces/http/errors.ts"
 import { cliError, cliMessage, flagOf } from "../../src/faces/cli/errors.ts"
 
 const saved = process.env.WEBHOOK_ALLOWED_NETWORKS
@@ -21,8 +39,18 @@ const scopesError = (input: string): DomainError => {
 describe("domain errors", () => {
   it.each<[string, DomainError, string, string | undefined]>([
     ["a marked field", invalid(words`${at("name")} must not be empty`), "name must not be empty", "name"],
-    ["a field given", invalid("url must be an https:// address", { field: "url" }), "url must be an https:// address", "url"],
-    ["the first field named", invalid(words`${at("since")} and ${at("until")} must be dates`), "since and until must be dates", "since"],
+    [
+      "a field given",
+      invalid("url must be an https:// address", { field: "url" }),
+      "url must be an https:// address",
+      "url"
+    ],
+    [
+      "the first field named",
+      invalid(words`${at("since")} and ${at("until")} must be dates`),
+      "since and until must be dates",
+      "since"
+    ],
     ["no field", notFound("no endpoint 1"), "no endpoint 1", undefined]
   ])("%s: domain words and the field", (_, e, message, field) => {
     expect([e.message, e.field]).toEqual([message, field])
@@ -33,12 +61,22 @@ describe("HTTP: one status per kind, the body's message with the API's names", (
   it.each<[DomainError, number, new (...args: never) => unknown, string]>([
     [invalid(words`${at("name")} must not be empty`), 400, BadRequest, "name must not be empty"],
     [unauthorized("this key is revoked or expired"), 401, Unauthorized, "this key is revoked or expired"],
-    [forbidden("this key does not have the webhooks permission"), 403, Forbidden, "this key does not have the webhooks permission"],
+    [
+      forbidden("this key does not have the webhooks permission"),
+      403,
+      Forbidden,
+      "this key does not have the webhooks permission"
+    ],
     [notFound("no API key with id x"), 404, NotFound, "no API key with id x"],
     [conflict("replay r is done already"), 409, Conflict, "replay r is done already"],
     [scopesError("incidents,nope"), 400, BadRequest, 'unknown resource "nope" in read; choose from'],
     [scopesError(""), 400, BadRequest, "read needs resources separated by commas, or all"],
-    [invalid(words`name one destination: ${at("endpoint")} or ${at("subscription")}`), 400, BadRequest, "name one destination: endpointId or subscriptionId"],
+    [
+      invalid(words`name one destination: ${at("endpoint")} or ${at("subscription")}`),
+      400,
+      BadRequest,
+      "name one destination: endpointId or subscriptionId"
+    ],
     [invalid(words`${at("since")} must be a date`), 400, BadRequest, "since must be a date"]
   ])("%s", (e, status, Class, message) => {
     expect(httpStatus(e)).toBe(status)
@@ -65,8 +103,14 @@ describe("CLI: the flag for a field, the message otherwise as it is", () => {
     [checkName("  ")!, "error: --name must not be empty"],
     [checkName("x".repeat(101))!, "error: --name must be at most 100 characters"],
     [scopesError("all,incidents"), "error: --read takes all on its own, or a list of resources"],
-    [invalid(words`${at("admin")} must be an e-mail address, not "x"`), 'error: --as must be an e-mail address, not "x"'],
-    [invalid(words`${at("since")} (a) must be before ${at("until")} (b)`), "error: --since (a) must be before --until (b)"],
+    [
+      invalid(words`${at("admin")} must be an e-mail address, not "x"`),
+      'error: --as must be an e-mail address, not "x"'
+    ],
+    [
+      invalid(words`${at("since")} (a) must be before ${at("until")} (b)`),
+      "error: --since (a) must be before --until (b)"
+    ],
     // A field carried but not named in the words: the text is the domain's (pinned CLI texts).
     [invalid("overlap may be at most 7d", { field: "overlap" }), "error: overlap may be at most 7d"],
     [notFound("no user with e-mail a@b.c"), "error: no user with e-mail a@b.c"]
@@ -76,12 +120,19 @@ describe("CLI: the flag for a field, the message otherwise as it is", () => {
   })
 
   it("unknown resources name the flag where the message names the field", () => {
-    expect(cliMessage(scopesError("incidents,nope"))).toMatch(/^unknown resource "nope" in --read; choose from incidents, .*, or all$/)
+    expect(cliMessage(scopesError("incidents,nope"))).toMatch(
+      /^unknown resource "nope" in --read; choose from incidents, .*, or all$/
+    )
   })
 
   it("a reason adds its hint after the message", () => {
     delete process.env.WEBHOOK_ALLOWED_NETWORKS
-    const e = invalid("url refused: localhost resolves to 127.0.0.1 (loopback)", { field: "url", reason: "address_not_public" })
-    expect(cliError(e)).toMatch(/^error: url refused: localhost resolves to 127\.0\.0\.1 \(loopback\)\nhint: .*WEBHOOK_ALLOWED_NETWORKS/)
+    const e = invalid("url refused: localhost resolves to 127.0.0.1 (loopback)", {
+      field: "url",
+      reason: "address_not_public"
+    })
+    expect(cliError(e)).toMatch(
+      /^error: url refused: localhost resolves to 127\.0\.0\.1 \(loopback\)\nhint: .*WEBHOOK_ALLOWED_NETWORKS/
+    )
   })
 })

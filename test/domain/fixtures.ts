@@ -121,9 +121,33 @@ export const FIXTURES: Readonly<Record<Resource, ShapeInput>> = {
     {
       // deliberately out of position order
       children: [
-        { id: "e3000000-0000-4000-8000-000000000003", audit_id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e", position: 3, item: "First aid kit stocked", result: "na", note: null, created_at: "2026-03-03 11:00:00+00" },
-        { id: "e1000000-0000-4000-8000-000000000001", audit_id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e", position: 1, item: "Housekeeping", result: "pass", note: "Walkways clear", created_at: "2026-03-03 11:00:00+00" },
-        { id: "e2000000-0000-4000-8000-000000000002", audit_id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e", position: 2, item: "Guardrails complete", result: "fail", note: "Gap at stair 2", created_at: "2026-03-03 11:00:00+00" }
+        {
+          id: "e3000000-0000-4000-8000-000000000003",
+          audit_id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e",
+          position: 3,
+          item: "First aid kit stocked",
+          result: "na",
+          note: null,
+          created_at: "2026-03-03 11:00:00+00"
+        },
+        {
+          id: "e1000000-0000-4000-8000-000000000001",
+          audit_id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e",
+          position: 1,
+          item: "Housekeeping",
+          result: "pass",
+          note: "Walkways clear",
+          created_at: "2026-03-03 11:00:00+00"
+        },
+        {
+          id: "e2000000-0000-4000-8000-000000000002",
+          audit_id: "b7c6d5e4-f3a2-4b1c-9d0e-8f7a6b5c4d3e",
+          position: 2,
+          item: "Guardrails complete",
+          result: "fail",
+          note: "Gap at stair 2",
+          created_at: "2026-03-03 11:00:00+00"
+        }
       ]
     }
   ),
@@ -143,8 +167,24 @@ export const FIXTURES: Readonly<Record<Resource, ShapeInput>> = {
     },
     {
       children: [
-        { id: "i2", inspection_id: "d4c3b2a1-0f9e-4d8c-8b7a-6f5e4d3c2b1a", position: 2, item: "Outriggers", result: "fail", note: "Leak at rear left", created_at: "2026-03-05 06:45:12+00" },
-        { id: "i1", inspection_id: "d4c3b2a1-0f9e-4d8c-8b7a-6f5e4d3c2b1a", position: 1, item: "Load chart present", result: "pass", note: "", created_at: "2026-03-05 06:45:12+00" }
+        {
+          id: "i2",
+          inspection_id: "d4c3b2a1-0f9e-4d8c-8b7a-6f5e4d3c2b1a",
+          position: 2,
+          item: "Outriggers",
+          result: "fail",
+          note: "Leak at rear left",
+          created_at: "2026-03-05 06:45:12+00"
+        },
+        {
+          id: "i1",
+          inspection_id: "d4c3b2a1-0f9e-4d8c-8b7a-6f5e4d3c2b1a",
+          position: 1,
+          item: "Load chart present",
+          result: "pass",
+          note: "",
+          created_at: "2026-03-05 06:45:12+00"
+        }
       ],
       equipment: {
         id: "f0e1d2c3-b4a5-4968-8776-5a4b3c2d1e0f",
@@ -260,8 +300,22 @@ export const FIXTURES: Readonly<Record<Resource, ShapeInput>> = {
     },
     {
       children: [
-        { id: "d2", subcontractor_id: SUB, kind: "license", status: "pending", expires_at: null, created_at: "2025-10-02 00:00:00+00" },
-        { id: "d1", subcontractor_id: SUB, kind: "insurance", status: "approved", expires_at: "2026-12-31 23:59:59+00", created_at: "2025-10-01 00:00:00+00" }
+        {
+          id: "d2",
+          subcontractor_id: SUB,
+          kind: "license",
+          status: "pending",
+          expires_at: null,
+          created_at: "2025-10-02 00:00:00+00"
+        },
+        {
+          id: "d1",
+          subcontractor_id: SUB,
+          kind: "insurance",
+          status: "approved",
+          expires_at: "2026-12-31 23:59:59+00",
+          created_at: "2025-10-01 00:00:00+00"
+        }
       ]
     }
   )

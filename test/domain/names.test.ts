@@ -18,14 +18,21 @@ describe("names", () => {
   ])("refuses %j (%s)", (name, found) => {
     expect(forbiddenInName(name)).toBe(found)
     const problem = checkName(name)!
-    expect(cliMessage(problem)).toBe(`--name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`)
-    expect(httpMessage(problem)).toBe(`name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`)
+    expect(cliMessage(problem)).toBe(
+      `--name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`
+    )
+    expect(httpMessage(problem)).toBe(
+      `name may not contain control characters (such as a newline, a tab or an escape) or bidirectional overrides (found ${found})`
+    )
     expect(() => parseName(name)).toThrow(`(found ${found})`)
   })
 
-  it.each(["Power BI", "Zapier → Slack", "日本語の名前", "שם בעברית", "émoji 🚧 ok", "a-b_c.d (e) [f]"])("takes %j", (name) => {
-    expect(forbiddenInName(name)).toBeUndefined()
-    expect(checkName(name)).toBeUndefined()
-    expect(parseName(name)).toBe(name)
-  })
+  it.each(["Power BI", "Zapier → Slack", "日本語の名前", "שם בעברית", "émoji 🚧 ok", "a-b_c.d (e) [f]"])(
+    "takes %j",
+    (name) => {
+      expect(forbiddenInName(name)).toBeUndefined()
+      expect(checkName(name)).toBeUndefined()
+      expect(parseName(name)).toBe(name)
+    }
+  )
 })

@@ -22,7 +22,9 @@ const pollute = (input: ShapeInput): ShapeInput => ({
 
 describe("NEVER columns", () => {
   it("the list is not empty (guards the test below against vacuity)", () => {
-    expect(NEVER).toEqual(expect.arrayContaining(["qr_code", "phone", "email", "medical_notes", "work_restrictions", "photos", "signature"]))
+    expect(NEVER).toEqual(
+      expect.arrayContaining(["qr_code", "phone", "email", "medical_notes", "work_restrictions", "photos", "signature"])
+    )
   })
 
   it.each(RESOURCES)("%s: no marker, no NEVER column name, anywhere in the JSON", (resource) => {

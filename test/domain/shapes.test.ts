@@ -100,7 +100,12 @@ const EXPECTED: Readonly<Record<Resource, Record<string, unknown>>> = {
     via: "offline_upload",
     items: [
       { id: "e1000000-0000-4000-8000-000000000001", item: "Housekeeping", result: "pass", note: "Walkways clear" },
-      { id: "e2000000-0000-4000-8000-000000000002", item: "Guardrails complete", result: "fail", note: "Gap at stair 2" },
+      {
+        id: "e2000000-0000-4000-8000-000000000002",
+        item: "Guardrails complete",
+        result: "fail",
+        note: "Gap at stair 2"
+      },
       { id: "e3000000-0000-4000-8000-000000000003", item: "First aid kit stocked", result: "na", note: null }
     ],
     createdAt: "2026-03-03T11:00:00.000Z",
@@ -240,15 +245,38 @@ describe("shape", () => {
 
   it("corrective-actions has exactly the fields of spec 2.2", () => {
     expect(Object.keys(shape("corrective-actions", FIXTURES["corrective-actions"]))).toEqual([
-      "id", "title", "description", "source", "status", "priority", "dueDate", "completedAt", "closeOutNotes",
-      "owner", "incidentId", "observationId", "auditItemId", "inspectionId", "changeId", "createdAt", "updatedAt"
+      "id",
+      "title",
+      "description",
+      "source",
+      "status",
+      "priority",
+      "dueDate",
+      "completedAt",
+      "closeOutNotes",
+      "owner",
+      "incidentId",
+      "observationId",
+      "auditItemId",
+      "inspectionId",
+      "changeId",
+      "createdAt",
+      "updatedAt"
     ])
   })
 
   it("inspections has exactly the fields of spec 2.3, equipment with exactly its five", () => {
     const record = shape("inspections", FIXTURES.inspections)
     expect(Object.keys(record)).toEqual([
-      "id", "equipment", "checklist", "performedBy", "performedAt", "outcome", "notes", "items", "createdAt"
+      "id",
+      "equipment",
+      "checklist",
+      "performedBy",
+      "performedAt",
+      "outcome",
+      "notes",
+      "items",
+      "createdAt"
     ])
     expect(Object.keys(record["equipment"] as object)).toEqual(["id", "name", "identifier", "category", "jobSite"])
   })
@@ -256,18 +284,25 @@ describe("shape", () => {
   it("companyId on every record but corrective actions and inspections (exactly spec 2.2 and 2.3)", () => {
     for (const resource of Object.keys(FIXTURES) as Resource[]) {
       const record = shape(resource, FIXTURES[resource])
-      if (resource === "corrective-actions" || resource === "inspections") expect(record).not.toHaveProperty("companyId")
+      if (resource === "corrective-actions" || resource === "inspections")
+        expect(record).not.toHaveProperty("companyId")
       else expect(record["companyId"]).toBe(COMPANY)
     }
   })
 
-  it("a NULL element of a text array is left out, not sent as the text \"null\"", () => {
-    const record = shape("sds", { ...FIXTURES.sds, row: { ...FIXTURES.sds.row, hazard_classes: ["Flammable gas 1", null] } })
+  it('a NULL element of a text array is left out, not sent as the text "null"', () => {
+    const record = shape("sds", {
+      ...FIXTURES.sds,
+      row: { ...FIXTURES.sds.row, hazard_classes: ["Flammable gas 1", null] }
+    })
     expect(record["hazardClasses"]).toEqual(["Flammable gas 1"])
   })
 
   it("absent columns become null, not missing keys", () => {
-    const record = shape("permits", { ...FIXTURES.permits, row: { id: "p1", created_at: "2026-01-01", updated_at: "2026-01-01" } })
+    const record = shape("permits", {
+      ...FIXTURES.permits,
+      row: { id: "p1", created_at: "2026-01-01", updated_at: "2026-01-01" }
+    })
     expect(record).toStrictEqual({
       id: "p1",
       companyId: null,

@@ -33,8 +33,17 @@ describe("incident privacy case", () => {
   })
 
   it("the withheld values appear nowhere in the JSON", () => {
-    const json = JSON.stringify(shape("incidents", { ...FIXTURES.incidents, row: { ...FIXTURES.incidents.row, privacy_case: true } }))
-    for (const secret of ["Dana Okafor", "Level 3, east core", "Left hand cut", "left hand", "laceration", "9c8b7a6d"]) {
+    const json = JSON.stringify(
+      shape("incidents", { ...FIXTURES.incidents, row: { ...FIXTURES.incidents.row, privacy_case: true } })
+    )
+    for (const secret of [
+      "Dana Okafor",
+      "Level 3, east core",
+      "Left hand cut",
+      "left hand",
+      "laceration",
+      "9c8b7a6d"
+    ]) {
       expect(json).not.toContain(secret)
     }
   })
@@ -47,7 +56,13 @@ describe("incident privacy case", () => {
 })
 
 describe("subcontractor documentStatus", () => {
-  const doc = (id: string, status: string): Row => ({ id, kind: "insurance", status, expires_at: null, created_at: "2026-01-01" })
+  const doc = (id: string, status: string): Row => ({
+    id,
+    kind: "insurance",
+    status,
+    expires_at: null,
+    created_at: "2026-01-01"
+  })
   it.each([
     { statuses: [], expected: "missing" },
     { statuses: ["approved"], expected: "compliant" },
@@ -71,7 +86,9 @@ describe("subcontractor documentStatus", () => {
       { id: "a", kind: "other", status: "approved", expires_at: null, created_at: "2026-01-02T00:00:00Z" },
       { id: "z", kind: "other", status: "approved", expires_at: null, created_at: "2025-12-31 12:00:00+00" }
     ]
-    const documents = shape("subcontractors", { ...FIXTURES.subcontractors, children })["documents"] as Array<{ id: string }>
+    const documents = shape("subcontractors", { ...FIXTURES.subcontractors, children })["documents"] as Array<{
+      id: string
+    }>
     expect(documents.map((d) => d.id)).toEqual(["z", "a", "b", "c"])
   })
 
@@ -85,9 +102,22 @@ describe("subcontractor documentStatus", () => {
 describe("items in position order", () => {
   it("audit items: by position, numerically (10 after 9), ties by createdAt then id", () => {
     const item = (id: string, position: number, created_at = "2026-03-03 11:00:00+00"): Row => ({
-      id, audit_id: "a", position, item: `item ${id}`, result: "pass", note: null, created_at
+      id,
+      audit_id: "a",
+      position,
+      item: `item ${id}`,
+      result: "pass",
+      note: null,
+      created_at
     })
-    const children = [item("p10", 10), item("p9", 9), item("tie-b", 2), item("tie-a", 2), item("tie-early", 2, "2026-03-03 10:00:00+00"), item("p1", 1)]
+    const children = [
+      item("p10", 10),
+      item("p9", 9),
+      item("tie-b", 2),
+      item("tie-a", 2),
+      item("tie-early", 2, "2026-03-03 10:00:00+00"),
+      item("p1", 1)
+    ]
     const items = shape("audits", { ...FIXTURES.audits, children })["items"] as Array<{ id: string }>
     expect(items.map((i) => i.id)).toEqual(["p1", "tie-early", "tie-a", "tie-b", "p9", "p10"])
   })
@@ -95,8 +125,24 @@ describe("items in position order", () => {
   it("inspection items: by position, each only {item, result, note}", () => {
     const children: Row[] = [
       { id: "x3", inspection_id: "i", position: 3, item: "Horn", result: "pass", note: null, created_at: "2026-03-05" },
-      { id: "x1", inspection_id: "i", position: 1, item: "Brakes", result: "fail", note: "Soft pedal", created_at: "2026-03-05" },
-      { id: "x2", inspection_id: "i", position: 2, item: "Lights", result: "na", note: "Daytime", created_at: "2026-03-05" }
+      {
+        id: "x1",
+        inspection_id: "i",
+        position: 1,
+        item: "Brakes",
+        result: "fail",
+        note: "Soft pedal",
+        created_at: "2026-03-05"
+      },
+      {
+        id: "x2",
+        inspection_id: "i",
+        position: 2,
+        item: "Lights",
+        result: "na",
+        note: "Daytime",
+        created_at: "2026-03-05"
+      }
     ]
     expect(shape("inspections", { ...FIXTURES.inspections, children })["items"]).toStrictEqual([
       { item: "Brakes", result: "fail", note: "Soft pedal" },
@@ -126,7 +172,9 @@ describe("inspection equipment", () => {
 
   it("has jobSite null when the equipment has no job site; absent identifier/category are null", () => {
     const equipment = { id: "e1", name: "Ladder 3", identifier: null, category: null, job_site_id: null }
-    expect(shape("inspections", { ...FIXTURES.inspections, equipment, equipmentJobSite: null })["equipment"]).toStrictEqual({
+    expect(
+      shape("inspections", { ...FIXTURES.inspections, equipment, equipmentJobSite: null })["equipment"]
+    ).toStrictEqual({
       id: "e1",
       name: "Ladder 3",
       identifier: null,
@@ -137,7 +185,10 @@ describe("inspection equipment", () => {
 
   it("jobSite is the job site's name, not its id", () => {
     const site = { ...JOB_SITE_ROW, name: "Harbour Depot" }
-    const equipment = shape("inspections", { ...FIXTURES.inspections, equipmentJobSite: site })["equipment"] as Record<string, unknown>
+    const equipment = shape("inspections", { ...FIXTURES.inspections, equipmentJobSite: site })["equipment"] as Record<
+      string,
+      unknown
+    >
     expect(equipment["jobSite"]).toBe("Harbour Depot")
   })
 })
@@ -151,11 +202,21 @@ describe("policies", () => {
 
 describe("risk assessment hazards", () => {
   const withHazards = (hazards: unknown) =>
-    shape("risk-assessments", { ...FIXTURES["risk-assessments"], row: { ...FIXTURES["risk-assessments"].row, hazards } })
+    shape("risk-assessments", {
+      ...FIXTURES["risk-assessments"],
+      row: { ...FIXTURES["risk-assessments"].row, hazards }
+    })
 
   it("each entry carries exactly hazard, likelihood, severity and controls: anything else the app stores stays behind", () => {
     const hazards = [
-      { hazard: "Noise", likelihood: 4, severity: 2, controls: "Ear defenders", photoUrl: "https://files.example/NEVER.jpg", extra: { nested: [1, 2] } },
+      {
+        hazard: "Noise",
+        likelihood: 4,
+        severity: 2,
+        controls: "Ear defenders",
+        photoUrl: "https://files.example/NEVER.jpg",
+        extra: { nested: [1, 2] }
+      },
       { hazard: "Falls", likelihood: 2, severity: 5, controls: ["Harness", "Edge protection"] }
     ]
     const record = withHazards(hazards)
@@ -167,7 +228,9 @@ describe("risk assessment hazards", () => {
   })
 
   it("missing keys are null; entries that are not objects are dropped; no array is null", () => {
-    expect(withHazards([{ hazard: "Dust" }, "text", null, [1]])["hazards"]).toStrictEqual([{ hazard: "Dust", likelihood: null, severity: null, controls: null }])
+    expect(withHazards([{ hazard: "Dust" }, "text", null, [1]])["hazards"]).toStrictEqual([
+      { hazard: "Dust", likelihood: null, severity: null, controls: null }
+    ])
     expect(withHazards(null)["hazards"]).toBeNull()
     expect(withHazards({ hazard: "not an array" })["hazards"]).toBeNull()
   })
@@ -216,7 +279,18 @@ describe("viewMeta", () => {
 describe("redactPrivacyCase (stored copies of an incident that became a privacy case)", () => {
   it("withholds exactly the privacy fields, keeping every key in its place", async () => {
     const { redactPrivacyCase, PRIVACY_CASE_FIELDS } = await import("../../src/domain/records/incidents.ts")
-    const record = { id: "i1", title: "Cut", description: "Long text", personName: "Pat", workerId: "w1", location: "Bay", bodyPart: "hand", injuryType: "cut", severity: "minor", privacyCase: false }
+    const record = {
+      id: "i1",
+      title: "Cut",
+      description: "Long text",
+      personName: "Pat",
+      workerId: "w1",
+      location: "Bay",
+      bodyPart: "hand",
+      injuryType: "cut",
+      severity: "minor",
+      privacyCase: false
+    }
     const out = JSON.parse(redactPrivacyCase(JSON.stringify(record))) as Record<string, unknown>
     expect(Object.keys(out)).toEqual(Object.keys(record))
     for (const f of PRIVACY_CASE_FIELDS) expect(out[f]).toBeNull()

@@ -34,10 +34,22 @@ describe("toIsoUtc", () => {
   })
 
   it.each([
-    "", "yesterday", "2026-3-4", "2026-02-30", "2025-02-29 00:00:00+00", "2026-03-04 24:00:00",
-    "2026-03-04 12:60:00", "2026-03-04 12:00:60", "2026-13-01", "2026-03-04T05:06:07+05:99", "04/03/2026",
+    "",
+    "yesterday",
+    "2026-3-4",
+    "2026-02-30",
+    "2025-02-29 00:00:00+00",
+    "2026-03-04 24:00:00",
+    "2026-03-04 12:60:00",
+    "2026-03-04 12:00:60",
+    "2026-13-01",
+    "2026-03-04T05:06:07+05:99",
+    "04/03/2026",
     // canonical-looking but impossible: the fast path for canonical values must not wave them through
-    "2026-02-30T00:00:00.000Z", "2025-02-29T00:00:00.000Z", "2026-03-04T24:00:00.000Z", "2026-13-01T00:00:00.000Z"
+    "2026-02-30T00:00:00.000Z",
+    "2025-02-29T00:00:00.000Z",
+    "2026-03-04T24:00:00.000Z",
+    "2026-13-01T00:00:00.000Z"
   ])("refuses %j", (input) => {
     expect(() => toIsoUtc(input)).toThrow(TypeError)
   })
@@ -78,20 +90,29 @@ describe("toIsoUtcOrNull", () => {
 describe("toIsoUtc on values already canonical", () => {
   it("gives back every canonical instant unchanged, as Date#toISOString would", () => {
     // A spread of instants over four centuries, leap days and the last millisecond of a day.
-    const samples = [Date.UTC(2024, 1, 29, 23, 59, 59, 999), Date.UTC(2000, 1, 29), Date.UTC(1900, 0, 1), Date.UTC(9999, 11, 31, 23, 59, 59, 999)]
-    for (let t = Date.UTC(1970, 0, 1); t < Date.UTC(2370, 0, 1); t += 86_400_000 * 97 + 3_600_000 * 7 + 61_001) samples.push(t)
+    const samples = [
+      Date.UTC(2024, 1, 29, 23, 59, 59, 999),
+      Date.UTC(2000, 1, 29),
+      Date.UTC(1900, 0, 1),
+      Date.UTC(9999, 11, 31, 23, 59, 59, 999)
+    ]
+    for (let t = Date.UTC(1970, 0, 1); t < Date.UTC(2370, 0, 1); t += 86_400_000 * 97 + 3_600_000 * 7 + 61_001)
+      samples.push(t)
     for (const t of samples) {
       const iso = new Date(t).toISOString()
       expect(toIsoUtc(iso)).toBe(iso)
     }
   })
 
-  it.each(["1900-02-29T00:00:00.000Z", "2023-02-29T00:00:00.000Z", "2026-04-31T00:00:00.000Z", "2026-00-10T00:00:00.000Z", "2026-01-10T12:00:00.00aZ"])(
-    "still refuses %j",
-    (input) => {
-      expect(() => toIsoUtc(input)).toThrow(TypeError)
-    }
-  )
+  it.each([
+    "1900-02-29T00:00:00.000Z",
+    "2023-02-29T00:00:00.000Z",
+    "2026-04-31T00:00:00.000Z",
+    "2026-00-10T00:00:00.000Z",
+    "2026-01-10T12:00:00.00aZ"
+  ])("still refuses %j", (input) => {
+    expect(() => toIsoUtc(input)).toThrow(TypeError)
+  })
 })
 
 describe("parseShortDuration (the tools' --duration, --sample)", () => {

@@ -13,7 +13,14 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { annotateFanout, spanRunner, TracingEnabled, TracingLive, withDeliverySpan, withFanoutSpan } from "../../src/platform/tracing.ts"
+import {
+  annotateFanout,
+  spanRunner,
+  TracingEnabled,
+  TracingLive,
+  withDeliverySpan,
+  withFanoutSpan
+} from "../../src/platform/tracing.ts"
 import { createEndpoint } from "../../src/webhooks/endpoints.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "../support/https-receiver.ts"
@@ -41,9 +48,14 @@ let dir: string
 const secretsKey = randomBytes(32)
 
 /** TracingLive over the given environment (not the test process's own). */
-const tracing = (env: Record<string, string>) => TracingLive.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))))
+const tracing = (env: Record<string, string>) =>
+  TracingLive.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env }))))
 
-const logs = () => output.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>)
+const logs = () =>
+  output
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
 
 beforeAll(async () => {
   companyId = (await makeCompany(db.sql)).id
@@ -105,15 +117,34 @@ describe("traces", () => {
   it("a span per API request and per capture batch reach the collector, with request, key and event ids; the request's log line names the key by id", async () => {
     const { id: keyId, key } = await apiKey(db.sql, companyId, ["incidents"])
     const incident = await insertIncident(db.sql, companyId)
-    const eventId = await waitFor(async () => (await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${incident}`)[0]?.id, "the event")
-    const batch = await waitFor(() => collector.spans.find((s) => s.name === "capture.batch" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)), "the capture batch's span")
+    const eventId = await waitFor(
+      async () =>
+        (await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${incident}`)[0]?.id,
+      "the event"
+    )
+    const batch = await waitFor(
+      () =>
+        collector.spans.find(
+          (s) =>
+            s.name === "capture.batch" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)
+        ),
+      "the capture batch's span"
+    )
     expect(batch.service).toBe("srs-under-test")
-    expect(batch.attributes).toMatchObject({ "capture.slot": `slot_${db.name}`, "capture.events": 1, "capture.changes": expect.any(Number), "capture.checkpoint": expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/) })
+    expect(batch.attributes).toMatchObject({
+      "capture.slot": `slot_${db.name}`,
+      "capture.events": 1,
+      "capture.changes": expect.any(Number),
+      "capture.checkpoint": expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/)
+    })
 
     const answer = await fetch(`${url}/api/v1/incidents/${incident}`, { headers: { authorization: `Bearer ${key}` } })
     expect(answer.status).toBe(200)
     const requestId = answer.headers.get("x-request-id")!
-    const span = await waitFor(() => collector.spans.find((s) => s.attributes["request.id"] === requestId), "the request's span")
+    const span = await waitFor(
+      () => collector.spans.find((s) => s.attributes["request.id"] === requestId),
+      "the request's span"
+    )
     expect(span).toMatchObject({
       name: "GET /api/v1/incidents/:id",
       kind: SERVER,
@@ -123,13 +154,21 @@ describe("traces", () => {
     // a request without a key: its span and line name none
     const refused = await fetch(`${url}/api/v1/incidents`)
     expect(refused.status).toBe(401)
-    const refusedSpan = await waitFor(() => collector.spans.find((s) => s.attributes["request.id"] === refused.headers.get("x-request-id")), "the refused request's span")
+    const refusedSpan = await waitFor(
+      () => collector.spans.find((s) => s.attributes["request.id"] === refused.headers.get("x-request-id")),
+      "the refused request's span"
+    )
     expect(refusedSpan.name).toBe("GET /api/v1/incidents")
     expect(refusedSpan.attributes["api.key_id"]).toBeUndefined()
 
-    const line = await waitFor(() => logs().find((l) => l.message === "request" && l.requestId === requestId), "the request's log line")
+    const line = await waitFor(
+      () => logs().find((l) => l.message === "request" && l.requestId === requestId),
+      "the request's log line"
+    )
     expect(line).toMatchObject({ level: "info", keyId, method: "GET", route: "/api/v1/incidents/:id", status: 200 })
-    expect(logs().find((l) => l.message === "request" && l.requestId === refused.headers.get("x-request-id"))).toMatchObject({ status: 401, keyId: null })
+    expect(
+      logs().find((l) => l.message === "request" && l.requestId === refused.headers.get("x-request-id"))
+    ).toMatchObject({ status: 401, keyId: null })
     expect(logs().some((l) => l.message === "tracing on: spans go to the OTLP endpoint")).toBe(true)
     // the key itself never leaves the process: not in a span, not in a log line
     expect(collector.bodies.join("\n")).not.toContain(key)
@@ -139,31 +178,46 @@ describe("traces", () => {
 
 describe("the delivery engine's spans", () => {
   it("a span per fan-out round with its event and delivery ids; the first attempt's span under it, a retry's on its own, each with its ids and outcome", async () => {
-    await runSql(db.sql, createEndpoint({ secretsKey, allowed: LOOPBACK }, ADMIN, {
-      companyId,
-      name: "Traced",
-      url: receiver.url("/traced"),
-      events: ["incident.created"]
-    }))
+    await runSql(
+      db.sql,
+      createEndpoint({ secretsKey, allowed: LOOPBACK }, ADMIN, {
+        companyId,
+        name: "Traced",
+        url: receiver.url("/traced"),
+        events: ["incident.created"]
+      })
+    )
     // The first attempt fails; the retry, 300 ms later, is answered 200.
     receiver.reply("/traced", { status: 503 })
     const incident = await insertIncident(db.sql, companyId)
-    const eventId = await waitFor(async () => (await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${incident}`)[0]?.id, "the event")
+    const eventId = await waitFor(
+      async () =>
+        (await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${incident}`)[0]?.id,
+      "the event"
+    )
     const first = await waitFor(() => receiver.requests.find((r) => r.path === "/traced"), "the first attempt")
     receiver.reply("/traced", { status: 200 })
     const deliveryId = first.headers["service-delivery"] as string
     await waitFor(() => receiver.requests.filter((r) => r.path === "/traced").length >= 2, "the retry")
 
     const fanout = await waitFor(
-      () => collector.spans.find((s) => s.name === "webhook.fanout" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)),
+      () =>
+        collector.spans.find(
+          (s) =>
+            s.name === "webhook.fanout" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)
+        ),
       "the fan-out round's span"
     )
     expect(fanout).toMatchObject({ kind: PRODUCER, service: "srs-under-test" })
     expect(fanout.attributes["delivery.ids"]).toContain(deliveryId)
     expect(fanout.attributes["fanout.events"]).toBeGreaterThanOrEqual(1)
     const attempts = await waitFor(() => {
-      const a = collector.spans.filter((s) => s.name === "webhook.delivery" && s.attributes["delivery.id"] === deliveryId)
-      return a.length >= 2 ? a.sort((x, y) => Number(x.attributes["delivery.attempt"]) - Number(y.attributes["delivery.attempt"])) : null
+      const a = collector.spans.filter(
+        (s) => s.name === "webhook.delivery" && s.attributes["delivery.id"] === deliveryId
+      )
+      return a.length >= 2
+        ? a.sort((x, y) => Number(x.attributes["delivery.attempt"]) - Number(y.attributes["delivery.attempt"]))
+        : null
     }, "both attempts' spans")
     expect(attempts).toHaveLength(2)
     const [one, two] = attempts
@@ -171,13 +225,24 @@ describe("the delivery engine's spans", () => {
       kind: CLIENT,
       traceId: fanout.traceId,
       parentSpanId: fanout.spanId,
-      attributes: { "event.id": eventId, "event.type": "incident.created", "delivery.attempt": 1, "delivery.outcome": "pending", "http.response.status_code": 503 }
+      attributes: {
+        "event.id": eventId,
+        "event.type": "incident.created",
+        "delivery.attempt": 1,
+        "delivery.outcome": "pending",
+        "http.response.status_code": 503
+      }
     })
     expect(one!.attributes["endpoint.id"]).toEqual(expect.any(String))
     // The retry is claimed from its row, not part of a fan-out round: a trace of its own.
     expect(two).toMatchObject({
       kind: CLIENT,
-      attributes: { "event.id": eventId, "delivery.attempt": 2, "delivery.outcome": "succeeded", "http.response.status_code": 200 }
+      attributes: {
+        "event.id": eventId,
+        "delivery.attempt": 2,
+        "delivery.outcome": "succeeded",
+        "http.response.status_code": 200
+      }
     })
     expect(two!.traceId).not.toBe(fanout.traceId)
     expect(two!.parentSpanId).toBeUndefined()
@@ -192,26 +257,48 @@ describe("the delivery engine's hooks", () => {
         Effect.gen(function* () {
           expect(yield* TracingEnabled).toBe(true)
           yield* Effect.void.pipe(
-            withDeliverySpan({ deliveryId: "d-1", eventId: "e-1", event: "incident.created", endpointId: "ep-1", attempt: 2 }),
+            withDeliverySpan({
+              deliveryId: "d-1",
+              eventId: "e-1",
+              event: "incident.created",
+              endpointId: "ep-1",
+              attempt: 2
+            }),
             Effect.andThen(annotateFanout({ events: 1, deliveryIds: ["d-1"] })),
             withFanoutSpan({ eventIds: ["e-1"] })
           )
           const run = yield* spanRunner
-          expect(yield* Effect.promise(() => run!("outside.effect", { "a.b": 1 }, async (annotate) => (annotate("c.d", "two"), 42)))).toBe(42)
+          expect(
+            yield* Effect.promise(() =>
+              run!("outside.effect", { "a.b": 1 }, async (annotate) => (annotate("c.d", "two"), 42))
+            )
+          ).toBe(42)
         }).pipe(Effect.provide(tracing(env)))
       )
     }
     // The layer's end sent what was queued.
     const fanout = collector.spans.find((s) => s.name === "webhook.fanout" && s.service === "srs-hooks")
     const delivery = collector.spans.find((s) => s.name === "webhook.delivery" && s.service === "srs-hooks")
-    expect(fanout).toMatchObject({ kind: PRODUCER, attributes: { "event.ids": ["e-1"], "fanout.events": 1, "delivery.ids": ["d-1"], "fanout.deliveries": 1 } })
+    expect(fanout).toMatchObject({
+      kind: PRODUCER,
+      attributes: { "event.ids": ["e-1"], "fanout.events": 1, "delivery.ids": ["d-1"], "fanout.deliveries": 1 }
+    })
     expect(delivery).toMatchObject({
       kind: CLIENT,
       traceId: fanout!.traceId,
       parentSpanId: fanout!.spanId,
-      attributes: { "delivery.id": "d-1", "event.id": "e-1", "event.type": "incident.created", "endpoint.id": "ep-1", "delivery.attempt": 2 }
+      attributes: {
+        "delivery.id": "d-1",
+        "event.id": "e-1",
+        "event.type": "incident.created",
+        "endpoint.id": "ep-1",
+        "delivery.attempt": 2
+      }
     })
-    expect(collector.spans.find((s) => s.name === "outside.effect")?.attributes).toMatchObject({ "a.b": 1, "c.d": "two" })
+    expect(collector.spans.find((s) => s.name === "outside.effect")?.attributes).toMatchObject({
+      "a.b": 1,
+      "c.d": "two"
+    })
   })
 
   it("without OTEL_EXPORTER_OTLP_ENDPOINT there is no tracer: nothing to send, no spans made outside Effect", async () => {

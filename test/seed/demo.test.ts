@@ -35,7 +35,11 @@ const seed = async (db: TestDatabase) => {
 }
 
 const distinct = async (db: TestDatabase, table: string, column: string) =>
-  (await db.sql<{ v: string }[]>`select distinct ${db.sql(column)}::text as v from ${db.sql("app." + table)} order by 1`).map((r) => r.v)
+  (
+    await db.sql<
+      { v: string }[]
+    >`select distinct ${db.sql(column)}::text as v from ${db.sql("app." + table)} order by 1`
+  ).map((r) => r.v)
 
 describe("demo seed", () => {
   const db = useDatabase()
@@ -52,7 +56,9 @@ describe("demo seed", () => {
   })
 
   it("fills every app table, and its counts are true", async () => {
-    const tables = await db.sql<{ table_name: string }[]>`select table_name from information_schema.tables where table_schema = 'app'`
+    const tables = await db.sql<
+      { table_name: string }[]
+    >`select table_name from information_schema.tables where table_schema = 'app'`
     expect(tables.map((t) => t.table_name).sort()).toEqual([...APP_TABLES].sort())
     for (const table of APP_TABLES) {
       const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from ${db.sql("app." + table)}`
@@ -102,21 +108,54 @@ describe("demo seed", () => {
 
   it("covers every allowed value that the API and events turn on", async () => {
     expect(await distinct(db, "corrective_actions", "status")).toEqual(["completed", "in_progress", "open", "verified"])
-    expect(await distinct(db, "corrective_actions", "source")).toEqual(
-      ["assistant", "audit", "change", "gap_analysis_import", "incident", "inspection", "manual", "maturity_gap", "observation"]
-    )
+    expect(await distinct(db, "corrective_actions", "source")).toEqual([
+      "assistant",
+      "audit",
+      "change",
+      "gap_analysis_import",
+      "incident",
+      "inspection",
+      "manual",
+      "maturity_gap",
+      "observation"
+    ])
     // Acme has every status from every source.
     const pairs = await db.sql<{ source: string; n: number }[]>`
       select source, count(distinct status)::int as n from app.corrective_actions a join app.companies c on c.id = a.company_id
       where c.host = ${DEMO_HOST} group by source`
     expect(pairs.length).toBe(9)
     for (const p of pairs) expect(p.n, p.source).toBe(4)
-    expect(await distinct(db, "incidents", "type")).toEqual(["environmental", "illness", "injury", "near_miss", "property_damage"])
+    expect(await distinct(db, "incidents", "type")).toEqual([
+      "environmental",
+      "illness",
+      "injury",
+      "near_miss",
+      "property_damage"
+    ])
     expect(await distinct(db, "incidents", "severity")).toEqual(["critical", "minor", "moderate", "serious"])
     expect(await distinct(db, "incidents", "reported_via")).toEqual(["app", "assistant", "qr"])
-    expect(await distinct(db, "observations", "type")).toEqual(["near_miss", "safe_behavior", "unsafe_act", "unsafe_condition"])
-    expect(await distinct(db, "changes", "status")).toEqual(["approved", "closed", "draft", "implemented", "rejected", "submitted"])
-    expect(await distinct(db, "permits", "status")).toEqual(["active", "approved", "cancelled", "closed", "rejected", "requested"])
+    expect(await distinct(db, "observations", "type")).toEqual([
+      "near_miss",
+      "safe_behavior",
+      "unsafe_act",
+      "unsafe_condition"
+    ])
+    expect(await distinct(db, "changes", "status")).toEqual([
+      "approved",
+      "closed",
+      "draft",
+      "implemented",
+      "rejected",
+      "submitted"
+    ])
+    expect(await distinct(db, "permits", "status")).toEqual([
+      "active",
+      "approved",
+      "cancelled",
+      "closed",
+      "rejected",
+      "requested"
+    ])
     expect(await distinct(db, "inspections", "outcome")).toEqual(["fail", "needs_attention", "pass"])
     expect(await distinct(db, "inspection_items", "result")).toEqual(["fail", "na", "pass"])
     expect(await distinct(db, "audit_items", "result")).toEqual(["fail", "na", "pass"])
@@ -130,8 +169,10 @@ describe("demo seed", () => {
       select source, count(*)::int as n, count(coalesce(incident_id, observation_id, audit_item_id, inspection_id, change_id))::int as linked
       from app.corrective_actions group by source`
     const by = Object.fromEntries(rows.map((r) => [r.source, r]))
-    for (const source of ["incident", "observation", "audit", "inspection", "change"]) expect(by[source]!.linked, source).toBe(by[source]!.n)
-    for (const source of ["maturity_gap", "gap_analysis_import", "manual", "assistant"]) expect(by[source]!.linked, source).toBe(0)
+    for (const source of ["incident", "observation", "audit", "inspection", "change"])
+      expect(by[source]!.linked, source).toBe(by[source]!.n)
+    for (const source of ["maturity_gap", "gap_analysis_import", "manual", "assistant"])
+      expect(by[source]!.linked, source).toBe(0)
     const [closed] = await db.sql<{ bad: number }[]>`select count(*)::int as bad from app.corrective_actions
       where (status in ('completed', 'verified')) <> (completed_at is not null)`
     expect(closed!.bad).toBe(0)
@@ -162,12 +203,18 @@ describe("demo seed", () => {
   })
 
   it("gives every risk assessment its hazards as a JSON array of {hazard, likelihood, severity, controls}", async () => {
-    const rows = await db.sql<{ kind: string; n: number }[]>`select jsonb_typeof(hazards) as kind, count(*)::int as n from app.risk_assessments group by 1`
+    const rows = await db.sql<
+      { kind: string; n: number }[]
+    >`select jsonb_typeof(hazards) as kind, count(*)::int as n from app.risk_assessments group by 1`
     expect(rows).toEqual([{ kind: "array", n: expect.any(Number) }])
-    const [bad] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.risk_assessments, jsonb_array_elements(hazards) h
+    const [bad] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from app.risk_assessments, jsonb_array_elements(hazards) h
       where not (h ? 'hazard' and h ? 'likelihood' and h ? 'severity' and h ? 'controls')`
     expect(bad!.n).toBe(0)
-    const [some] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.risk_assessments where jsonb_array_length(hazards) > 0`
+    const [some] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from app.risk_assessments where jsonb_array_length(hazards) > 0`
     expect(some!.n).toBeGreaterThan(0)
   })
 
@@ -181,7 +228,12 @@ describe("demo seed", () => {
       from app.subcontractors s left join app.subcontractor_documents d on d.subcontractor_id = s.id
       group by s.id`
     expect(new Set(rows.map((r) => r.status))).toEqual(new Set(["missing", "non_compliant", "pending", "compliant"]))
-    expect(await distinct(db, "subcontractor_documents", "status")).toEqual(["approved", "expired", "pending", "rejected"])
+    expect(await distinct(db, "subcontractor_documents", "status")).toEqual([
+      "approved",
+      "expired",
+      "pending",
+      "rejected"
+    ])
   })
 
   it("spreads records over about 18 months, updated_at never before created_at", async () => {
@@ -192,7 +244,8 @@ describe("demo seed", () => {
     expect(Number(span!.oldest)).toBeLessThan(600)
     expect(Number(span!.newest)).toBeLessThan(7)
     for (const table of APP_TABLES) {
-      const cols = await db.sql`select 1 from information_schema.columns where table_schema = 'app' and table_name = ${table} and column_name = 'updated_at'`
+      const cols =
+        await db.sql`select 1 from information_schema.columns where table_schema = 'app' and table_name = ${table} and column_name = 'updated_at'`
       if (cols.length === 0) continue
       const [row] = await db.sql<{ n: number; future: number }[]>`
         select count(*) filter (where updated_at < created_at)::int as n, count(*) filter (where updated_at > now() or created_at > now())::int as future

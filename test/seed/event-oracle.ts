@@ -4,7 +4,16 @@
 import type postgres from "postgres"
 import { EVENT_KINDS, type EventKind } from "../../src/domain/event-kinds.ts"
 
-const TABLES = ["incidents", "observations", "corrective_actions", "audits", "inspections", "training_records", "changes", "permits"]
+const TABLES = [
+  "incidents",
+  "observations",
+  "corrective_actions",
+  "audits",
+  "inspections",
+  "training_records",
+  "changes",
+  "permits"
+]
 
 export const installEventOracle = async (sql: postgres.Sql) => {
   await sql.unsafe(`

@@ -66,10 +66,20 @@ describe("simulate", () => {
   })
 
   it("expects no events for a module the company has turned off, though it writes the records", async () => {
-    const [before] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.permits p join app.companies c on c.id = p.company_id where c.host = 'globex.localhost'`
-    const result = await simulate(db.sql, { rate: 40, durationMs: 600, seed: 3, company: "globex.localhost", weights: { "permit.request": 1, "permit.progress": 1 } })
+    const [before] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from app.permits p join app.companies c on c.id = p.company_id where c.host = 'globex.localhost'`
+    const result = await simulate(db.sql, {
+      rate: 40,
+      durationMs: 600,
+      seed: 3,
+      company: "globex.localhost",
+      weights: { "permit.request": 1, "permit.progress": 1 }
+    })
     expect(result.failed, result.errors.join("\n")).toBe(0)
-    const [after] = await db.sql<{ n: number }[]>`select count(*)::int as n from app.permits p join app.companies c on c.id = p.company_id where c.host = 'globex.localhost'`
+    const [after] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from app.permits p join app.companies c on c.id = p.company_id where c.host = 'globex.localhost'`
     expect(after!.n + result.operations["permit.progress"]).toBeGreaterThan(before!.n)
     expect(result.events["permit.approved"]).toBe(0)
     expect(result.events["permit.closed"]).toBe(0)
@@ -94,18 +104,42 @@ describe("simulate", () => {
       concurrency: 4,
       seed: 9,
       weights: {
-        "incident.report": 3, "observation.report": 3, "observation.delete": 1, "correctiveAction.raise": 3,
-        "correctiveAction.import": 1, "correctiveAction.progress": 6, "correctiveAction.rework": 3,
-        "correctiveAction.quickFix": 3, "audit.perform": 2, "audit.score": 1, "inspection.perform": 3,
-        "inspection.regrade": 3, "training.record": 2, "change.request": 3, "change.progress": 5, "change.fastTrack": 3,
-        "permit.request": 3, "permit.progress": 5, "worker.edit": 1, "worker.hire": 1, "jobSite.rename": 1,
-        "equipment.relocate": 1, "policy.acknowledge": 1, "subcontractor.paperwork": 1, "incident.progress": 1,
+        "incident.report": 3,
+        "observation.report": 3,
+        "observation.delete": 1,
+        "correctiveAction.raise": 3,
+        "correctiveAction.import": 1,
+        "correctiveAction.progress": 6,
+        "correctiveAction.rework": 3,
+        "correctiveAction.quickFix": 3,
+        "audit.perform": 2,
+        "audit.score": 1,
+        "inspection.perform": 3,
+        "inspection.regrade": 3,
+        "training.record": 2,
+        "change.request": 3,
+        "change.progress": 5,
+        "change.fastTrack": 3,
+        "permit.request": 3,
+        "permit.progress": 5,
+        "worker.edit": 1,
+        "worker.hire": 1,
+        "jobSite.rename": 1,
+        "equipment.relocate": 1,
+        "policy.acknowledge": 1,
+        "subcontractor.paperwork": 1,
+        "incident.progress": 1,
         "observation.close": 1
       }
     })
     expect(result.failed, result.errors.join("\n")).toBe(0)
     expect(total(result) + result.skipped).toBe(400)
-    for (const op of ["correctiveAction.rework", "correctiveAction.quickFix", "change.fastTrack", "inspection.regrade"] as const) {
+    for (const op of [
+      "correctiveAction.rework",
+      "correctiveAction.quickFix",
+      "change.fastTrack",
+      "inspection.regrade"
+    ] as const) {
       expect(result.operations[op], op).toBeGreaterThan(0)
     }
     for (const kind of EVENT_KINDS) expect(result.events[kind], kind).toBeGreaterThan(0)
@@ -119,7 +153,10 @@ describe("simulate", () => {
     [["--duration", "5x"], /Invalid value for flag --duration: "5x"\. Expected: 500ms, 30s, 5m or 1h/],
     [["--speed", "3"], /--speed/]
   ])("the command refuses %j with exit code 2, before it touches any database", (args, why) => {
-    const r = spawnSync(process.execPath, ["src/faces/cli/simulate.ts", ...args], { encoding: "utf8", env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } })
+    const r = spawnSync(process.execPath, ["src/faces/cli/simulate.ts", ...args], {
+      encoding: "utf8",
+      env: { ...process.env, DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" }
+    })
     expect(r.status).toBe(2)
     expect(r.stdout).toBe("")
     expect(r.stderr).toMatch(why)
@@ -127,7 +164,9 @@ describe("simulate", () => {
   })
 
   it("refuses an unknown company and a rate that is not above 0", async () => {
-    await expect(simulate(db.sql, { rate: 5, durationMs: 100, company: "nope.localhost" })).rejects.toThrow(/No company/)
+    await expect(simulate(db.sql, { rate: 5, durationMs: 100, company: "nope.localhost" })).rejects.toThrow(
+      /No company/
+    )
     await expect(simulate(db.sql, { rate: 0 })).rejects.toThrow(/rate/)
   })
 })

@@ -55,7 +55,10 @@ const replicas: Replica[] = []
 
 const start = async (name: string, extra: Record<string, string> = {}): Promise<Replica> => {
   const port = await freePort()
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, ...env, PORT: String(port), ...extra }, stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, ...env, PORT: String(port), ...extra },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   let output = ""
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))
@@ -65,7 +68,11 @@ const start = async (name: string, extra: Record<string, string> = {}): Promise<
     child,
     url: `http://127.0.0.1:${port}`,
     output: () => output,
-    logs: () => output.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>),
+    logs: () =>
+      output
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
     exited,
     killedAt: null
   }
@@ -85,7 +92,8 @@ const readiness = async (r: Replica): Promise<{ status: number; body: Readiness 
 const ready = (r: Replica) =>
   waitFor(
     async () => {
-      if (r.child.exitCode !== null) throw new Error(`${r.name} exited (${r.child.exitCode}):\n${r.output().slice(-3000)}`)
+      if (r.child.exitCode !== null)
+        throw new Error(`${r.name} exited (${r.child.exitCode}):\n${r.output().slice(-3000)}`)
       const answer = await readiness(r)
       return answer?.status === 200 ? answer.body : null
     },
@@ -102,7 +110,9 @@ const leader = (among: ReadonlyArray<Replica>) =>
       const answers = await Promise.all(among.map(async (r) => ({ r, answer: await readiness(r) })))
       const leading = answers.filter((a) => a.answer?.body.capture.role === "leader")
       if (leading.length !== 1 || !leading[0]!.answer!.body.capture.streaming) return null
-      for (const a of answers) if (a.r !== leading[0]!.r) expect(a.answer).toMatchObject({ status: 200, body: { capture: { role: "standby", streaming: false } } })
+      for (const a of answers)
+        if (a.r !== leading[0]!.r)
+          expect(a.answer).toMatchObject({ status: 200, body: { capture: { role: "standby", streaming: false } } })
       return leading[0]!.r
     },
     "one replica to lead capture and stream",
@@ -118,10 +128,16 @@ const kill = async (r: Replica) => {
 /** Capture has applied everything committed before the call. */
 const settled = async () => {
   const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
-  await waitFor(async () => {
-    const [c] = await db.sql<{ ok: boolean }[]>`select checkpoint_lsn >= ${row!.lsn}::pg_lsn as ok from service.capture_state where slot_name = ${env.REPLICATION_SLOT!}`
-    return c?.ok
-  }, "capture to catch up", 30_000)
+  await waitFor(
+    async () => {
+      const [c] = await db.sql<
+        { ok: boolean }[]
+      >`select checkpoint_lsn >= ${row!.lsn}::pg_lsn as ok from service.capture_state where slot_name = ${env.REPLICATION_SLOT!}`
+      return c?.ok
+    },
+    "capture to catch up",
+    30_000
+  )
 }
 
 beforeAll(async () => {
@@ -156,29 +172,45 @@ afterAll(async () => {
 describe("several replicas on one database", () => {
   let survivor: Replica
 
-  it("all ready; the capture leader killed twice, a standby takes over; one event per change, one id per delivery; the survivor's API never fails; one rate limit", { timeout: 90_000 }, async () => {
+  it("all ready; the capture leader killed twice, a standby takes over; one event per change, one id per delivery; the survivor's API never fails; one rate limit", {
+    timeout: 90_000
+  }, async () => {
     const three = await Promise.all(["a", "b", "c"].map((n) => start(n)))
-    for (const r of three) expect(await ready(r)).toMatchObject({ status: "ready", roles: ["api", "capture", "delivery"] })
+    for (const r of three)
+      expect(await ready(r)).toMatchObject({ status: "ready", roles: ["api", "capture", "delivery"] })
     const first = await leader(three)
     expect(first.logs().some((l) => l.message === "capture leader: took over")).toBe(true)
     // The standbys said so, and named the process that leads (its lock session's application name).
     for (const r of three.filter((r) => r !== first)) {
-      await waitFor(() => r.logs().find((l) => l.message === "capture standby: waiting for the leader lock"), `${r.name} to log that it waits`, 10_000)
+      await waitFor(
+        () => r.logs().find((l) => l.message === "capture standby: waiting for the leader lock"),
+        `${r.name} to log that it waits`,
+        10_000
+      )
       const waiting = r.logs().filter((l) => l.message === "capture standby: waiting for the leader lock")
-      expect(waiting.at(-1)).toMatchObject({ level: "info", leader: { applicationName: `safety-records-service capture leader ${hostname()}:${first.child.pid}` } })
+      expect(waiting.at(-1)).toMatchObject({
+        level: "info",
+        leader: { applicationName: `safety-records-service capture leader ${hostname()}:${first.child.pid}` }
+      })
     }
 
     // Capture mirrors the company; then its keys (one per replica for the pollers, one for
     // the rate limit) and an endpoint at the HTTPS receiver.
-    await waitFor(async () => (await db.sql`select 1 from service.companies where id = ${companyId}`).length > 0, "the company to be mirrored")
+    await waitFor(
+      async () => (await db.sql`select 1 from service.companies where id = ${companyId}`).length > 0,
+      "the company to be mirrored"
+    )
     const pollKeys = await Promise.all(three.map(() => apiKey(db.sql, companyId, ["incidents"])))
     const limited = await apiKey(db.sql, companyId, ["incidents"])
-    await runSql(db.sql, createEndpoint({ secretsKey: Buffer.from(env.SECRETS_KEY!, "base64"), allowed: LOOPBACK }, ADMIN, {
-      companyId,
-      name: "Replicas",
-      url: receiver.url("/hook"),
-      events: [...EVENTS]
-    }))
+    await runSql(
+      db.sql,
+      createEndpoint({ secretsKey: Buffer.from(env.SECRETS_KEY!, "base64"), allowed: LOOPBACK }, ADMIN, {
+        companyId,
+        name: "Replicas",
+        url: receiver.url("/hook"),
+        events: [...EVENTS]
+      })
+    )
 
     // One key's limit across the three processes: 30 requests to each at once (90), of which
     // at most the limit are admitted in its window. Leases can leave a request or two per
@@ -187,7 +219,9 @@ describe("several replicas on one database", () => {
     const statuses = await Promise.all(
       three.flatMap((r) =>
         Array.from({ length: 30 }, () =>
-          fetch(`${r.url}/api/v1/incidents?limit=1`, { headers: { authorization: `Bearer ${limited.key}` } }).then((a) => a.status)
+          fetch(`${r.url}/api/v1/incidents?limit=1`, { headers: { authorization: `Bearer ${limited.key}` } }).then(
+            (a) => a.status
+          )
         )
       )
     )
@@ -218,7 +252,10 @@ describe("several replicas on one database", () => {
     const pollers = three.map(async (r, i) => {
       while (polling && r.killedAt === null) {
         const at = Date.now()
-        const status = await fetch(`${r.url}/api/v1/incidents?limit=1`, { headers: { authorization: `Bearer ${pollKeys[i]!.key}` }, signal: AbortSignal.timeout(3_000) }).then(
+        const status = await fetch(`${r.url}/api/v1/incidents?limit=1`, {
+          headers: { authorization: `Bearer ${pollKeys[i]!.key}` },
+          signal: AbortSignal.timeout(3_000)
+        }).then(
           (a) => a.status,
           (e: Error) => e.message
         )
@@ -231,7 +268,12 @@ describe("several replicas on one database", () => {
     await kill(first)
     const second = await leader(alive())
     expect(second).not.toBe(first)
-    expect(second.logs().filter((l) => l.message === "capture leader: took over").at(-1)).toMatchObject({ waitedSeconds: expect.any(Number) })
+    expect(
+      second
+        .logs()
+        .filter((l) => l.message === "capture leader: took over")
+        .at(-1)
+    ).toMatchObject({ waitedSeconds: expect.any(Number) })
     await sleep(1_000)
     await kill(second)
     survivor = await leader(alive())
@@ -250,7 +292,9 @@ describe("several replicas on one database", () => {
       ...written.actions.map((id) => `corrective_action.created ${id}`),
       ...written.closed.map((id) => `corrective_action.closed ${id}`)
     ].sort()
-    const events = (await db.sql<{ e: string }[]>`select event || ' ' || record_id as e from service.events order by 1`).map((r) => r.e)
+    const events = (
+      await db.sql<{ e: string }[]>`select event || ' ' || record_id as e from service.events order by 1`
+    ).map((r) => r.e)
     expect(written.incidents.length).toBeGreaterThan(20)
     expect(written.closed.length).toBeGreaterThan(3)
     expect(events).toEqual(expected)
@@ -278,27 +322,38 @@ describe("several replicas on one database", () => {
     // A first attempt's row is written after it was sent (many per statement): wait for the
     // last ones, then there is exactly one row per event.
     const rowsNow = async () =>
-      (await db.sql<{ deliveries: number; events: number }[]>`
-        select count(*)::int as deliveries, count(distinct event_id)::int as events from service.webhook_deliveries`)[0]!
-    await waitFor(async () => ((await rowsNow()).deliveries >= expected.length ? true : undefined), "every delivery's row", 20_000)
+      (
+        await db.sql<{ deliveries: number; events: number }[]>`
+        select count(*)::int as deliveries, count(distinct event_id)::int as events from service.webhook_deliveries`
+      )[0]!
+    await waitFor(
+      async () => ((await rowsNow()).deliveries >= expected.length ? true : undefined),
+      "every delivery's row",
+      20_000
+    )
     expect(await rowsNow()).toEqual({ deliveries: expected.length, events: expected.length })
 
     // The survivor answered every poll; the others, every poll before they were killed.
     const of = (r: Replica) => polls.filter((p) => p.replica === r)
     expect(of(survivor).length).toBeGreaterThan(10)
     expect(of(survivor).filter((p) => p.status !== 200)).toEqual([])
-    for (const r of [first, second]) expect(of(r).filter((p) => p.at < r.killedAt! - 100 && p.status !== 200)).toEqual([])
+    for (const r of [first, second])
+      expect(of(r).filter((p) => p.at < r.killedAt! - 100 && p.status !== 200)).toEqual([])
 
     // status names the survivor's process as the leader (test/faces/ops/status.test.ts runs
     // the CLI); its metrics say it leads.
     const status = await runSql(db.sql, operationsStatus(env.REPLICATION_SLOT!))
-    expect(status.capture.leader).toMatchObject({ applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}` })
+    expect(status.capture.leader).toMatchObject({
+      applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}`
+    })
     const metrics = await (await fetch(`${survivor.url}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(1)
     expect(sample(metrics, "srs_capture_role", { role: "leader" })).toBe(1)
   })
 
-  it("SERVICE_ROLES: an API-only replica and a worker without the API are ready; an unknown value is refused (exit 1)", { timeout: 60_000 }, async () => {
+  it("SERVICE_ROLES: an API-only replica and a worker without the API are ready; an unknown value is refused (exit 1)", {
+    timeout: 60_000
+  }, async () => {
     // The survivor of the test above still leads capture: the worker waits as a standby.
     const [api, worker, bad, badRate] = await Promise.all([
       start("api-only", { SERVICE_ROLES: "api" }),
@@ -307,13 +362,26 @@ describe("several replicas on one database", () => {
       start("bad-rate", { REPLAY_RATE: "fast" })
     ])
     expect(await bad.exited).toBe(1)
-    expect(bad.output()).toContain('SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not "api,bogus"')
+    expect(bad.output()).toContain(
+      'SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not "api,bogus"'
+    )
     expect(await badRate.exited).toBe(1)
-    expect(badRate.output()).toContain('error: REPLAY_RATE must be deliveries per second per destination, more than 0 and at most 1000 (e.g. 10 or 0.5), not "fast"')
-    expect(await ready(api)).toMatchObject({ status: "ready", roles: ["api"], capture: { role: "off", streaming: false } })
-    expect(await ready(worker)).toMatchObject({ status: "ready", roles: ["capture", "delivery"], capture: { role: "standby" } })
+    expect(badRate.output()).toContain(
+      'error: REPLAY_RATE must be deliveries per second per destination, more than 0 and at most 1000 (e.g. 10 or 0.5), not "fast"'
+    )
+    expect(await ready(api)).toMatchObject({
+      status: "ready",
+      roles: ["api"],
+      capture: { role: "off", streaming: false }
+    })
+    expect(await ready(worker)).toMatchObject({
+      status: "ready",
+      roles: ["capture", "delivery"],
+      capture: { role: "standby" }
+    })
     const key = await apiKey(db.sql, companyId, ["incidents"])
-    const read = (r: Replica, path: string) => fetch(`${r.url}${path}`, { headers: { authorization: `Bearer ${key.key}` } })
+    const read = (r: Replica, path: string) =>
+      fetch(`${r.url}${path}`, { headers: { authorization: `Bearer ${key.key}` } })
     expect((await read(api, "/api/v1/incidents?limit=1")).status).toBe(200)
     expect(sample(await (await fetch(`${api.url}/metrics`)).text(), "srs_capture_role", { role: "off" })).toBe(1)
     // The worker serves what orchestrators ask, not the API or the admin.
@@ -321,7 +389,11 @@ describe("several replicas on one database", () => {
     expect((await fetch(`${worker.url}/admin/sign-in`)).status).toBe(404)
     expect((await fetch(`${worker.url}/healthz`)).status).toBe(200)
     expect(sample(await (await fetch(`${worker.url}/metrics`)).text(), "srs_capture_role", { role: "standby" })).toBe(1)
-    await waitFor(() => worker.logs().some((l) => l.message === "capture standby: waiting for the leader lock"), "the worker to wait as a standby", 10_000)
+    await waitFor(
+      () => worker.logs().some((l) => l.message === "capture standby: waiting for the leader lock"),
+      "the worker to wait as a standby",
+      10_000
+    )
     expect(api.output()).not.toContain("capture standby")
     expect(api.output()).not.toContain("capture streaming")
     expect(api.output()).not.toContain("webhook delivery started")
@@ -336,7 +408,9 @@ describe("several replicas on one database", () => {
       // The environment provider reads "" as unset (it would mean the default, every role).
       process.env.SERVICE_ROLES = ""
       const exit = await Effect.runPromiseExit(loadServiceRoles)
-      expect(Exit.isFailure(exit) && Cause.pretty(exit.cause)).toContain('SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not ""')
+      expect(Exit.isFailure(exit) && Cause.pretty(exit.cause)).toContain(
+        'SERVICE_ROLES must list one or more of api, capture, delivery, separated by commas (default api,capture,delivery), not ""'
+      )
       delete process.env.SERVICE_ROLES
       expect(await Effect.runPromise(loadServiceRoles)).toEqual(["api", "capture", "delivery"])
     } finally {

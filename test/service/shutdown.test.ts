@@ -32,7 +32,9 @@ afterAll(async () => {
 })
 
 describe("graceful shutdown", () => {
-  it("on SIGTERM: stops accepting requests, finishes the delivery in flight, stores the checkpoint, exits 0", { timeout: 60_000 }, async () => {
+  it("on SIGTERM: stops accepting requests, finishes the delivery in flight, stores the checkpoint, exits 0", {
+    timeout: 60_000
+  }, async () => {
     const company = await makeCompany(db.sql)
     const secretsKey = randomBytes(32)
     const caFile = join(dir, "ca.pem")
@@ -67,19 +69,41 @@ describe("graceful shutdown", () => {
       }
       await waitFor(streaming, "the service to be ready and capture to stream", 60_000)
       const deps: TestDeps = { sql: db.sql, secretsKey, allowed: LOOPBACK }
-      await runSql(deps.sql, createEndpoint(deps, ADMIN, { companyId: company.id, name: "Slow", url: receiver.url("/slow"), events: ["incident.created"] }))
+      await runSql(
+        deps.sql,
+        createEndpoint(deps, ADMIN, {
+          companyId: company.id,
+          name: "Slow",
+          url: receiver.url("/slow"),
+          events: ["incident.created"]
+        })
+      )
       // The receiver takes 3 s to answer: the attempt is in flight when the stop comes.
       receiver.reply("/slow", { status: 200, delayMs: 3_000 })
       const incident = await insertIncident(db.sql, company.id)
-      await waitFor(() => receiver.requests.some((r) => r.path === "/slow"), "the delivery to reach the receiver", 20_000)
+      await waitFor(
+        () => receiver.requests.some((r) => r.path === "/slow"),
+        "the delivery to reach the receiver",
+        20_000
+      )
       const stopAt = Date.now()
       child.kill("SIGTERM")
       // HTTP goes first: new connections are refused while the delivery is still finishing.
-      await waitFor(async () => await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(500) }).then(() => false, () => true), "HTTP to stop accepting", 2_000)
+      await waitFor(
+        async () =>
+          await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(500) }).then(
+            () => false,
+            () => true
+          ),
+        "HTTP to stop accepting",
+        2_000
+      )
       expect(await exited).toBe(0)
       expect(Date.now() - stopAt).toBeGreaterThan(2_000)
 
-      const [d] = await db.sql<{ state: string; attempts: number; last_status: number | null; leased_by: string | null }[]>`
+      const [d] = await db.sql<
+        { state: string; attempts: number; last_status: number | null; leased_by: string | null }[]
+      >`
         select state, attempts, last_status, leased_by::text from service.webhook_deliveries`
       expect(d).toEqual({ state: "succeeded", attempts: 1, last_status: 200, leased_by: null })
       const [stored] = await db.sql<{ covered: boolean }[]>`

@@ -31,7 +31,9 @@ describe("npm start", () => {
     await buildService(bundle)
   }, 60_000)
 
-  it("serves /healthz and /readyz on the embedded database, stops cleanly, restarts with its data", { timeout: 120_000 }, async () => {
+  it("serves /healthz and /readyz on the embedded database, stops cleanly, restarts with its data", {
+    timeout: 120_000
+  }, async () => {
     const dataDir = tempDir()
     const env = { DATA_DIR: dataDir, EMBEDDED_PG_PORT: String(await freePort()), PORT: String(await freePort()) }
     const base = `http://127.0.0.1:${env.PORT}`
@@ -41,7 +43,12 @@ describe("npm start", () => {
     await waitForUrl(`${base}/healthz`, 60_000)
     // Ready as soon as the database is; capture (which builds the first views) streams soon after.
     const ready = await waitForUrl(`${base}/readyz`, 30_000, streaming)
-    expect(ready).toMatchObject({ status: "ready", database: true, migrations: true, capture: { role: "leader", streaming: true } })
+    expect(ready).toMatchObject({
+      status: "ready",
+      database: true,
+      migrations: true,
+      capture: { role: "leader", streaming: true }
+    })
     expect(first.output()).toContain("demo data loaded")
     expect(first.output()).toContain("npm run admin -- keys create")
     expect(Date.now() - t0).toBeLessThan(60_000)

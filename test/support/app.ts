@@ -2,13 +2,17 @@
 import type { Sql } from "postgres"
 import { RESOURCES } from "../../src/domain/resources.ts"
 
-export const makeCompany = async (sql: Sql, options: { host?: string; tier?: string; modules?: ReadonlyArray<string> } = {}) => {
+export const makeCompany = async (
+  sql: Sql,
+  options: { host?: string; tier?: string; modules?: ReadonlyArray<string> } = {}
+) => {
   const host = options.host ?? `c${Math.random().toString(36).slice(2, 10)}.test`
   const [c] = await sql<{ id: string }[]>`
     insert into app.companies (name, host, tier, api_enabled) values (${"Company " + host}, ${host}, ${options.tier ?? "company"}, true)
     returning id::text`
   const modules = options.modules ?? RESOURCES
-  for (const m of modules) await sql`insert into app.company_modules (company_id, module, enabled) values (${c!.id}, ${m}, true)`
+  for (const m of modules)
+    await sql`insert into app.company_modules (company_id, module, enabled) values (${c!.id}, ${m}, true)`
   return { id: c!.id, host }
 }
 

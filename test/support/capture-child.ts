@@ -10,14 +10,18 @@ const sql = connect(url, 4)
 const stats = new CaptureStats()
 const line = (level: string, message: string) => process.stdout.write(JSON.stringify({ level, message }) + "\n")
 const run = Effect.runFork(
-  captureRun(sql, {
-    url,
-    slot,
-    publication: "safety_records_service",
-    batchChanges: Number(process.env.CAPTURE_BATCH ?? 500),
-    largeTransaction: Number(process.env.CAPTURE_LARGE ?? 10_000),
-    heartbeatMs: 60_000
-  }, stats).pipe(
+  captureRun(
+    sql,
+    {
+      url,
+      slot,
+      publication: "safety_records_service",
+      batchChanges: Number(process.env.CAPTURE_BATCH ?? 500),
+      largeTransaction: Number(process.env.CAPTURE_LARGE ?? 10_000),
+      heartbeatMs: 60_000
+    },
+    stats
+  ).pipe(
     Effect.tapError((e) => Effect.sync(() => line("retry", String(e)))),
     Effect.retry(Schedule.spaced("200 millis")),
     Effect.provide(Logger.layer([lineLogger(line)]))

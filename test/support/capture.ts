@@ -20,10 +20,14 @@ export interface RunningCapture {
 /** Where capture's log lines go: by default into `logs`. */
 export type CaptureLog = (level: string, message: string, fields?: Record<string, unknown>) => void
 
-export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> & { readonly log?: CaptureLog } = {}): RunningCapture => {
+export const startCapture = (
+  db: Pick<TestDatabase, "sql" | "url" | "name">,
+  options: Partial<CaptureOptions> & { readonly log?: CaptureLog } = {}
+): RunningCapture => {
   const stats = new CaptureStats()
   const logs: Array<{ level: string; message: string; fields?: Record<string, unknown> }> = []
-  const { log = (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }), ...rest } = options
+  const { log = (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }), ...rest } =
+    options
   const opts: CaptureOptions = {
     url: db.url,
     slot: `slot_${db.name}`,
@@ -53,7 +57,9 @@ export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, opt
     const deadline = Date.now() + timeoutMs
     while (stats.checkpoint < target) {
       if (Date.now() > deadline) {
-        throw new Error(`capture did not catch up (checkpoint ${stats.checkpoint}, target ${target}); errors: ${errors.map(String).join("; ")}; logs: ${logs.map((l) => l.message).join(" | ")}; running=${stats.running} streaming=${stats.streaming}`)
+        throw new Error(
+          `capture did not catch up (checkpoint ${stats.checkpoint}, target ${target}); errors: ${errors.map(String).join("; ")}; logs: ${logs.map((l) => l.message).join(" | ")}; running=${stats.running} streaming=${stats.streaming}`
+        )
       }
       await new Promise((r) => setTimeout(r, 10))
     }
@@ -72,13 +78,17 @@ export const startCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, opt
 
 /** Reads a view's record, or undefined. */
 export const view = async (sql: Sql, resource: string, id: string): Promise<Record<string, unknown> | undefined> => {
-  const [row] = await sql<{ body: string }[]>`select body from service.views where resource = ${resource} and id = ${id}`
+  const [row] = await sql<
+    { body: string }[]
+  >`select body from service.views where resource = ${resource} and id = ${id}`
   return row ? (JSON.parse(row.body) as Record<string, unknown>) : undefined
 }
 
 export const outbox = async (sql: Sql) =>
-  (await sql<{ event: string; record_id: string; payload: string; commit_lsn: string; seq: number }[]>`
-    select event, record_id::text, payload, commit_lsn::text, seq from service.events order by commit_lsn, seq`).map((e) => ({
+  (
+    await sql<{ event: string; record_id: string; payload: string; commit_lsn: string; seq: number }[]>`
+    select event, record_id::text, payload, commit_lsn::text, seq from service.events order by commit_lsn, seq`
+  ).map((e) => ({
     ...e,
     data: JSON.parse(e.payload) as Record<string, unknown>
   }))
@@ -93,26 +103,41 @@ export interface CaptureWorld {
  * Capture started, caught up (within `timeoutMs`) and stopped: a first start builds the
  * views from the rows there (no events for those); a later one drains what was written meanwhile.
  */
-export const catchUp = async (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> = {}, timeoutMs = 60_000) => {
+export const catchUp = async (
+  db: Pick<TestDatabase, "sql" | "url" | "name">,
+  options: Partial<CaptureOptions> = {},
+  timeoutMs = 60_000
+) => {
   const cap = startCapture(db, options)
   await cap.settle(timeoutMs)
   await cap.stop()
 }
 
 /** Capture running on the database (caught up before the tests start), stopped afterwards. */
-export const useCapture = (db: Pick<TestDatabase, "sql" | "url" | "name">, options: Partial<CaptureOptions> & { settleMs?: number } = {}): RunningCapture => {
+export const useCapture = (
+  db: Pick<TestDatabase, "sql" | "url" | "name">,
+  options: Partial<CaptureOptions> & { settleMs?: number } = {}
+): RunningCapture => {
   const { settleMs, ...rest } = options
-  return useResource("capture", async () => {
-    const cap = startCapture(db, rest)
-    await cap.settle(settleMs)
-    return cap
-  }, (cap) => cap.stop())
+  return useResource(
+    "capture",
+    async () => {
+      const cap = startCapture(db, rest)
+      await cap.settle(settleMs)
+      return cap
+    },
+    (cap) => cap.stop()
+  )
 }
 
 /** For a describe block: a fresh database with one company and capture running and caught up. */
 export const useCaptureWorld = (): CaptureWorld => {
   const db = useDatabase()
-  const company = useResource("the company", () => makeCompany(db.sql), async () => {})
+  const company = useResource(
+    "the company",
+    () => makeCompany(db.sql),
+    async () => {}
+  )
   const cap = useCapture(db)
   return { db, cap, company }
 }

@@ -20,7 +20,9 @@ import { NEVER_MARK } from "./views.ts"
  * A value made later (in a beforeAll): the stand-in forwards every read to it, getters
  * included (a receiver's `requests` is read live), and fails clearly when read too early.
  */
-export const late = <A extends object>(what: string): { readonly value: A; readonly set: (a: A) => void; readonly isSet: () => boolean } => {
+export const late = <A extends object>(
+  what: string
+): { readonly value: A; readonly set: (a: A) => void; readonly isSet: () => boolean } => {
   let current: A | undefined
   const get = (): A => {
     if (current === undefined) throw new Error(`${what} is used before its beforeAll made it`)
@@ -39,7 +41,11 @@ export const late = <A extends object>(what: string): { readonly value: A; reado
 }
 
 /** Starts something in beforeAll and stops it in afterAll (if it started). */
-export const useResource = <A extends object>(what: string, start: () => Promise<A>, stop: (a: A) => Promise<unknown>): A => {
+export const useResource = <A extends object>(
+  what: string,
+  start: () => Promise<A>,
+  stop: (a: A) => Promise<unknown>
+): A => {
   const r = late<A>(what)
   beforeAll(async () => r.set(await start()))
   afterAll(async () => {
@@ -50,7 +56,11 @@ export const useResource = <A extends object>(what: string, start: () => Promise
 
 /** A fresh database (migrated unless told otherwise), dropped afterwards. */
 export const useDatabase = (options: { migrated?: boolean } = {}): TestDatabase =>
-  useResource("the test database", () => freshDatabase(options), (db) => db.drop())
+  useResource(
+    "the test database",
+    () => freshDatabase(options),
+    (db) => db.drop()
+  )
 
 /** A temporary directory maker; what it made is removed after each test. */
 export const useTempDirs = (prefix: string): (() => string) => {
@@ -68,7 +78,11 @@ export const useTempDirs = (prefix: string): (() => string) => {
 /** A fresh database with the demo app's data. */
 export const useDemoDatabase = (): TestDatabase => {
   const db = useDatabase()
-  useResource("the demo data", async () => ({ summary: await seedDemo(db.sql) }), async () => {})
+  useResource(
+    "the demo data",
+    async () => ({ summary: await seedDemo(db.sql) }),
+    async () => {}
+  )
   return db
 }
 
@@ -77,11 +91,20 @@ export const useServer = (
   db: Pick<TestDatabase, "url">,
   settings: Partial<ApiSettingsShape> = {},
   options: { readonly poolSize?: number; readonly webhooks?: Partial<WebhookDeps> } = {}
-): TestServer => useResource("the test server", () => startServer(db.url, settings, options), (s) => s.close())
+): TestServer =>
+  useResource(
+    "the test server",
+    () => startServer(db.url, settings, options),
+    (s) => s.close()
+  )
 
 /** A real HTTPS receiver on loopback (trusted CA unless told otherwise). */
 export const useReceiver = (options: Parameters<typeof startHttpsReceiver>[0] = {}): Receiver =>
-  useResource("the HTTPS receiver", () => startHttpsReceiver(options), (r) => r.close())
+  useResource(
+    "the HTTPS receiver",
+    () => startHttpsReceiver(options),
+    (r) => r.close()
+  )
 
 /**
  * The read API for a file or describe block: a fresh database, the server (no rate limit to
@@ -91,14 +114,27 @@ export const useReceiver = (options: Parameters<typeof startHttpsReceiver>[0] = 
 export const useReadApi = (
   settings: Partial<ApiSettingsShape> = { rateLimit: 1_000_000 },
   options: { readonly webhooks?: Partial<WebhookDeps> } = {}
-): { readonly db: TestDatabase; readonly server: TestServer; readonly checker: OpenApiChecker; readonly api: CheckedClient } => {
+): {
+  readonly db: TestDatabase
+  readonly server: TestServer
+  readonly checker: OpenApiChecker
+  readonly api: CheckedClient
+} => {
   const db = useDatabase()
   const server = useServer(db, settings, options)
-  const checker = useResource("the OpenAPI checker", async () => {
-    const doc = await request(server.url, OPENAPI_PATH)
-    if (doc.status !== 200) throw new Error(`GET ${OPENAPI_PATH} answered ${doc.status}: ${doc.text}`)
-    return openApiChecker(doc.json)
-  }, async () => {})
-  const api = useResource("the checked client", async () => checkedClient(server.url, checker, NEVER_MARK), async () => {})
+  const checker = useResource(
+    "the OpenAPI checker",
+    async () => {
+      const doc = await request(server.url, OPENAPI_PATH)
+      if (doc.status !== 200) throw new Error(`GET ${OPENAPI_PATH} answered ${doc.status}: ${doc.text}`)
+      return openApiChecker(doc.json)
+    },
+    async () => {}
+  )
+  const api = useResource(
+    "the checked client",
+    async () => checkedClient(server.url, checker, NEVER_MARK),
+    async () => {}
+  )
   return { db, server, checker, api }
 }

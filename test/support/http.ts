@@ -50,13 +50,19 @@ export interface Answer {
 export const request = (
   base: string,
   path: string,
-  options: { readonly key?: string; readonly method?: string; readonly headers?: Record<string, string>; readonly body?: string } = {}
+  options: {
+    readonly key?: string
+    readonly method?: string
+    readonly headers?: Record<string, string>
+    readonly body?: string
+  } = {}
 ): Promise<Answer> =>
   new Promise((resolve, reject) => {
     const url = new URL(base)
     const headers: Record<string, string> = { ...options.headers }
     if (options.key !== undefined) headers["authorization"] = `Bearer ${options.key}`
-    if (options.body !== undefined && headers["content-type"] === undefined) headers["content-type"] = "application/json"
+    if (options.body !== undefined && headers["content-type"] === undefined)
+      headers["content-type"] = "application/json"
     const req = httpRequest(
       { host: url.hostname, port: url.port, path, method: options.method ?? "GET", headers, agent: keepAlive },
       (res) => {
@@ -84,7 +90,11 @@ export const request = (
     req.end()
   })
 
-export type Call = (method: string, path: string, options?: { readonly token?: string | undefined; readonly body?: unknown; readonly base?: string }) => Promise<Answer>
+export type Call = (
+  method: string,
+  path: string,
+  options?: { readonly token?: string | undefined; readonly body?: unknown; readonly base?: string }
+) => Promise<Answer>
 
 /**
  * The one JSON `call` of the API tests, bound to a server and its document (read when
@@ -93,20 +103,24 @@ export type Call = (method: string, path: string, options?: { readonly token?: s
  * each answer gets the same checks: an error is exactly {"error": string}, and the answer
  * is one the OpenAPI document describes.
  */
-export const caller = (server: () => string, checker: () => OpenApiChecker): Call => async (method, path, options = {}) => {
-  const answer = await request(options.base ?? server(), path, {
-    method,
-    ...(options.token === undefined ? {} : { key: options.token }),
-    ...(options.body === undefined ? {} : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) })
-  })
-  if (answer.status >= 400) {
-    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
-      throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
+export const caller =
+  (server: () => string, checker: () => OpenApiChecker): Call =>
+  async (method, path, options = {}) => {
+    const answer = await request(options.base ?? server(), path, {
+      method,
+      ...(options.token === undefined ? {} : { key: options.token }),
+      ...(options.body === undefined
+        ? {}
+        : { body: typeof options.body === "string" ? options.body : JSON.stringify(options.body) })
+    })
+    if (answer.status >= 400) {
+      if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
+        throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
+      }
     }
+    checker().check(method, path, answer)
+    return answer
   }
-  checker().check(method, path, answer)
-  return answer
-}
 
 const keepAlive = new Agent({ keepAlive: false, maxSockets: 64 })
 
@@ -153,13 +167,16 @@ export const openApiChecker = async (document: unknown): Promise<OpenApiChecker>
       const op = operations.find((o) => o.method === method && o.re.test(bare))
       if (op === undefined) throw new Error(`${method} ${bare} is not in the OpenAPI document`)
       const response = op.responses[String(answer.status)]
-      if (response === undefined) throw new Error(`${method} ${op.template}: status ${answer.status} is not documented (${answer.text})`)
+      if (response === undefined)
+        throw new Error(`${method} ${op.template}: status ${answer.status} is not documented (${answer.text})`)
       const content = response.content?.["application/json"]
       if (content?.schema === undefined) {
         if (answer.text !== "") throw new Error(`${method} ${op.template} ${answer.status}: expected no body`)
       } else {
         if (!(answer.headers.get("content-type") ?? "").startsWith("application/json")) {
-          throw new Error(`${method} ${op.template} ${answer.status}: content-type ${answer.headers.get("content-type")}`)
+          throw new Error(
+            `${method} ${op.template} ${answer.status}: content-type ${answer.headers.get("content-type")}`
+          )
         }
         const key = `${method} ${op.template} ${answer.status}`
         let validate = cache.get(key)
@@ -168,7 +185,9 @@ export const openApiChecker = async (document: unknown): Promise<OpenApiChecker>
           cache.set(key, validate)
         }
         if (!validate(answer.json)) {
-          throw new Error(`${key} does not match the document: ${ajv.errorsText(validate.errors)}\n${answer.text.slice(0, 2000)}`)
+          throw new Error(
+            `${key} does not match the document: ${ajv.errorsText(validate.errors)}\n${answer.text.slice(0, 2000)}`
+          )
         }
       }
       const k = `${method} ${op.template} ${answer.status}`
@@ -183,23 +202,37 @@ export const openApiChecker = async (document: unknown): Promise<OpenApiChecker>
 // fields whenever a key was sent.
 
 export interface CheckedClient {
-  readonly get: (path: string, options?: { readonly key?: string; readonly host?: string; readonly method?: string }) => Promise<Answer>
+  readonly get: (
+    path: string,
+    options?: { readonly key?: string; readonly host?: string; readonly method?: string }
+  ) => Promise<Answer>
   readonly answers: Array<{ readonly method: string; readonly path: string; readonly status: number }>
 }
 
 /** The checks every answer gets: the document, the error shape, no NEVER marker, the RateLimit fields when a key was sent. */
-const checkAnswer = (checker: OpenApiChecker, neverMark: string, method: string, path: string, answer: Answer, keyed: boolean) => {
-  if (answer.text.includes(neverMark)) throw new Error(`${method} ${path}: the answer carries never-sent data: ${answer.text.slice(0, 500)}`)
+const checkAnswer = (
+  checker: OpenApiChecker,
+  neverMark: string,
+  method: string,
+  path: string,
+  answer: Answer,
+  keyed: boolean
+) => {
+  if (answer.text.includes(neverMark))
+    throw new Error(`${method} ${path}: the answer carries never-sent data: ${answer.text.slice(0, 500)}`)
   if (answer.status >= 400) {
     if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
       throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
     }
   }
   const bare = path.split("?")[0]!
-  const known = Object.keys(checker.document.paths).some((t) => new RegExp("^" + t.replace(/\{[^}]+\}/g, "[^/]+") + "$").test(bare))
+  const known = Object.keys(checker.document.paths).some((t) =>
+    new RegExp("^" + t.replace(/\{[^}]+\}/g, "[^/]+") + "$").test(bare)
+  )
   if (known && answer.status !== 405 && method !== "HEAD") checker.check(method, path, answer)
   if (keyed && bare.startsWith("/api/v1") && known && answer.status !== 405) {
-    if (answer.headers.get("ratelimit-policy") === null) throw new Error(`${method} ${path} ${answer.status}: no RateLimit-Policy`)
+    if (answer.headers.get("ratelimit-policy") === null)
+      throw new Error(`${method} ${path} ${answer.status}: no RateLimit-Policy`)
     if (answer.status !== 401 && !/^"default";r=\d+;t=\d+$/.test(answer.headers.get("ratelimit") ?? "")) {
       throw new Error(`${method} ${path} ${answer.status}: RateLimit is ${answer.headers.get("ratelimit")}`)
     }
@@ -250,10 +283,21 @@ export const checkedFetch = (checker: OpenApiChecker, neverMark: string): Checke
     const url = new URL(req.url)
     const path = url.pathname + url.search
     answers.push({ method: req.method, path, status: response.status })
-    checkAnswer(checker, neverMark, req.method, path, { status: response.status, headers: response.headers, text, json }, req.headers.has("authorization"))
+    checkAnswer(
+      checker,
+      neverMark,
+      req.method,
+      path,
+      { status: response.status, headers: response.headers, text, json },
+      req.headers.has("authorization")
+    )
     // Statuses that carry no body may not be given one.
     const empty = response.status === 204 || response.status === 304
-    return new Response(empty ? null : text, { status: response.status, statusText: response.statusText, headers: response.headers })
+    return new Response(empty ? null : text, {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers
+    })
   }
   return { fetch: checked, answers }
 }

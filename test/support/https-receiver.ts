@@ -21,9 +21,25 @@ const openssl = (dir: string, args: ReadonlyArray<string>) => execFileSync("open
 
 const makeCa = (dir: string, name: string) => {
   openssl(dir, [
-    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-    "-keyout", `${name}.key`, "-out", `${name}.crt`, "-days", "2", "-subj", `/CN=${name}`,
-    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.crt`,
+    "-days",
+    "2",
+    "-subj",
+    `/CN=${name}`,
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign"
   ])
 }
 
@@ -34,12 +50,35 @@ const makeLeaf = (dir: string, ca: string, name: string): Certs => {
     `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`
   )
   openssl(dir, [
-    "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-    "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", "/CN=localhost"
+    "req",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.csr`,
+    "-subj",
+    "/CN=localhost"
   ])
   openssl(dir, [
-    "x509", "-req", "-in", `${name}.csr`, "-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-CAcreateserial",
-    "-out", `${name}.crt`, "-days", "2", "-extfile", `${name}.ext`
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    `${ca}.crt`,
+    "-CAkey",
+    `${ca}.key`,
+    "-CAcreateserial",
+    "-out",
+    `${name}.crt`,
+    "-days",
+    "2",
+    "-extfile",
+    `${name}.ext`
   ])
   return {
     caCert: readFileSync(join(dir, `${ca}.crt`), "utf8"),
@@ -109,7 +148,9 @@ export type Receiver = {
   close(): Promise<void>
 }
 
-export const startHttpsReceiver = async (options: { host?: string; port?: number; certs?: "trusted" | "untrusted" } = {}): Promise<Receiver> => {
+export const startHttpsReceiver = async (
+  options: { host?: string; port?: number; certs?: "trusted" | "untrusted" } = {}
+): Promise<Receiver> => {
   const host = options.host ?? "127.0.0.1"
   const pair = testCerts()[options.certs ?? "trusted"]
   const requests: Array<RecordedRequest> = []

@@ -21,7 +21,11 @@ import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
 import { startEngine, type RunningEngine, type TestDeps } from "./world.ts"
 
 /** A delivery engine whose attempts feed the metrics' latency histogram, as in the service. */
-export const startObservedEngine = (deps: TestDeps, metrics: ServiceMetrics, retrySchedule = "100ms,100ms"): Promise<RunningEngine> =>
+export const startObservedEngine = (
+  deps: TestDeps,
+  metrics: ServiceMetrics,
+  retrySchedule = "100ms,100ms"
+): Promise<RunningEngine> =>
   startEngine(deps, { retrySchedule, pollMs: 300, replayLane: false, observer: attemptObserver(metrics) })
 
 export interface ObservedServer {
@@ -77,7 +81,12 @@ export const captureStdout = () => {
     return (original as (c: string | Uint8Array, ...r: unknown[]) => boolean)(chunk, ...rest)
   }) as typeof process.stdout.write
   return {
-    lines: () => lines.join("").split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>),
+    lines: () =>
+      lines
+        .join("")
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
     text: () => lines.join(""),
     stop: () => {
       process.stdout.write = original

@@ -33,9 +33,14 @@ interface KeyValue {
 }
 
 const valueOf = (v: AnyValue): unknown =>
-  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : undefined) ?? v.doubleValue ?? v.boolValue ?? (v.arrayValue ? (v.arrayValue.values ?? []).map(valueOf) : undefined)
+  v.stringValue ??
+  (v.intValue !== undefined ? Number(v.intValue) : undefined) ??
+  v.doubleValue ??
+  v.boolValue ??
+  (v.arrayValue ? (v.arrayValue.values ?? []).map(valueOf) : undefined)
 
-const flatten = (attributes: ReadonlyArray<KeyValue> | undefined) => Object.fromEntries((attributes ?? []).map((a) => [a.key, valueOf(a.value)]))
+const flatten = (attributes: ReadonlyArray<KeyValue> | undefined) =>
+  Object.fromEntries((attributes ?? []).map((a) => [a.key, valueOf(a.value)]))
 
 export const startOtlpCollector = async (): Promise<OtlpCollector> => {
   const spans: ReceivedSpan[] = []
@@ -45,7 +50,11 @@ export const startOtlpCollector = async (): Promise<OtlpCollector> => {
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
       const body = Buffer.concat(chunks).toString("utf8")
-      if (req.method !== "POST" || req.url !== "/v1/traces" || !(req.headers["content-type"] ?? "").startsWith("application/json")) {
+      if (
+        req.method !== "POST" ||
+        req.url !== "/v1/traces" ||
+        !(req.headers["content-type"] ?? "").startsWith("application/json")
+      ) {
         res.writeHead(404).end()
         return
       }
@@ -53,14 +62,31 @@ export const startOtlpCollector = async (): Promise<OtlpCollector> => {
       const parsed = JSON.parse(body) as {
         resourceSpans?: Array<{
           resource?: { attributes?: KeyValue[] }
-          scopeSpans?: Array<{ spans?: Array<{ name: string; kind: number; traceId: string; spanId: string; parentSpanId?: string; attributes?: KeyValue[] }> }>
+          scopeSpans?: Array<{
+            spans?: Array<{
+              name: string
+              kind: number
+              traceId: string
+              spanId: string
+              parentSpanId?: string
+              attributes?: KeyValue[]
+            }>
+          }>
         }>
       }
       for (const rs of parsed.resourceSpans ?? []) {
         const service = flatten(rs.resource?.attributes)["service.name"] as string | undefined
         for (const ss of rs.scopeSpans ?? []) {
           for (const s of ss.spans ?? []) {
-            spans.push({ name: s.name, kind: s.kind, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, attributes: flatten(s.attributes), service })
+            spans.push({
+              name: s.name,
+              kind: s.kind,
+              traceId: s.traceId,
+              spanId: s.spanId,
+              parentSpanId: s.parentSpanId || undefined,
+              attributes: flatten(s.attributes),
+              service
+            })
           }
         }
       }

@@ -29,7 +29,11 @@ export interface WebClient {
   readonly post: (
     path: string,
     fields: Record<string, string | ReadonlyArray<string>>,
-    options?: { readonly headers?: Record<string, string>; readonly csrf?: string | null; readonly contentType?: string }
+    options?: {
+      readonly headers?: Record<string, string>
+      readonly csrf?: string | null
+      readonly contentType?: string
+    }
   ) => Promise<Answer>
   readonly signIn: (token: string) => Promise<Answer>
   /** The CSRF token of the last page that had one. */
@@ -56,12 +60,14 @@ export const webClient = (base: string): WebClient => {
   }
   const cookieHeader = (): Record<string, string> =>
     cookies.size === 0 ? {} : { cookie: [...cookies.entries()].map(([k, v]) => `${k}=${v}`).join("; ") }
-  const get = async (path: string) => remember(await request(base, path, { headers: { ...cookieHeader(), "sec-fetch-site": "same-origin" } }))
+  const get = async (path: string) =>
+    remember(await request(base, path, { headers: { ...cookieHeader(), "sec-fetch-site": "same-origin" } }))
   const post: WebClient["post"] = async (path, fields, options = {}) => {
     const body = new URLSearchParams()
     const csrf = options.csrf === undefined ? lastCsrf : options.csrf
     if (csrf !== null && csrf !== undefined) body.append("csrf", csrf)
-    for (const [k, v] of Object.entries(fields)) for (const item of typeof v === "string" ? [v] : v) body.append(k, item)
+    for (const [k, v] of Object.entries(fields))
+      for (const item of typeof v === "string" ? [v] : v) body.append(k, item)
     return remember(
       await request(base, path, {
         method: "POST",
@@ -152,11 +158,26 @@ let axeSource: string | undefined
 export const expectAccessible = async (page: Page, where: string = page.url()): Promise<void> => {
   axeSource ??= readFileSync(join(dirname(createRequire(import.meta.url).resolve("axe-core")), "axe.min.js"), "utf8")
   if (!(await page.evaluate<boolean>("typeof window.axe === 'object'"))) await page.evaluate(axeSource)
-  type Violation = { readonly id: string; readonly impact: string | null; readonly help: string; readonly targets: ReadonlyArray<string> }
+  type Violation = {
+    readonly id: string
+    readonly impact: string | null
+    readonly help: string
+    readonly targets: ReadonlyArray<string>
+  }
   const violations = await page.evaluate<ReadonlyArray<Violation>, ReadonlyArray<string>>(async (tags) => {
     // In the page (this file has no DOM types): axe.run(document, { runOnly: tags }).
-    type Result = { violations: Array<{ id: string; impact?: string | null; help: string; nodes: Array<{ target: ReadonlyArray<unknown> }> }> }
-    const { axe, document } = globalThis as unknown as { axe: { run: (context: unknown, options: { runOnly: Array<string> }) => Promise<Result> }; document: unknown }
+    type Result = {
+      violations: Array<{
+        id: string
+        impact?: string | null
+        help: string
+        nodes: Array<{ target: ReadonlyArray<unknown> }>
+      }>
+    }
+    const { axe, document } = globalThis as unknown as {
+      axe: { run: (context: unknown, options: { runOnly: Array<string> }) => Promise<Result> }
+      document: unknown
+    }
     const r = await axe.run(document, { runOnly: [...tags] })
     return r.violations.map((v) => ({
       id: v.id,
@@ -170,11 +191,15 @@ export const expectAccessible = async (page: Page, where: string = page.url()): 
     const more = v.targets.length > 3 ? ` (+${v.targets.length - 3} more)` : ""
     return `- ${v.id} [${v.impact ?? "no impact"}] ${v.help}: ${v.targets.length} node(s): ${v.targets.slice(0, 3).join(" | ")}${more}`
   })
-  throw new Error(`${where}: ${violations.length} accessibility violation(s) (axe-core, ${AXE_TAGS.join(", ")}):\n${lines.join("\n")}`)
+  throw new Error(
+    `${where}: ${violations.length} accessibility violation(s) (axe-core, ${AXE_TAGS.join(", ")}):\n${lines.join("\n")}`
+  )
 }
 
 /** A Set-Cookie value's name=value and its attributes (in any order, as browsers read them). */
-export const setCookieParts = (setCookie: string): { readonly pair: string; readonly attributes: ReadonlyArray<string> } => {
+export const setCookieParts = (
+  setCookie: string
+): { readonly pair: string; readonly attributes: ReadonlyArray<string> } => {
   const [pair, ...attributes] = setCookie.split("; ")
   return { pair: pair!, attributes: attributes.sort() }
 }

@@ -17,8 +17,14 @@ export interface ServiceProcess {
 }
 
 /** `main`: the file to run, src/main.ts unless given (e.g. the bundle `npm start` builds). */
-export const startService = (env: Record<string, string | undefined>, options: { readonly main?: string } = {}): ServiceProcess => {
-  const child = spawn(process.execPath, [options.main ?? MAIN], { env: { ...process.env, LOG_LEVEL: "Info", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+export const startService = (
+  env: Record<string, string | undefined>,
+  options: { readonly main?: string } = {}
+): ServiceProcess => {
+  const child = spawn(process.execPath, [options.main ?? MAIN], {
+    env: { ...process.env, LOG_LEVEL: "Info", ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   let output = ""
   let stdout = ""
   let stderr = ""
@@ -28,29 +34,43 @@ export const startService = (env: Record<string, string | undefined>, options: {
   const exited = (ms = 40_000) =>
     Promise.race([
       exit,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${output.slice(-4000)}`)), ms))
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${output.slice(-4000)}`)), ms)
+      )
     ])
   return { child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited }
 }
 
-export type Readiness = { readonly status?: string; readonly capture?: { readonly role?: string; readonly streaming?: boolean } }
+export type Readiness = {
+  readonly status?: string
+  readonly capture?: { readonly role?: string; readonly streaming?: boolean }
+}
 
 /** readyz with capture streaming: this process leads and follows the slot. */
 export const streaming = (body: Readiness) => body.capture?.streaming === true
 
 /** Polls until the URL answers 200 (and, when given, its JSON body passes `check`); returns the body. */
-export const waitForUrl = async <B = Readiness>(url: string, ms: number, check: (body: B) => boolean = () => true): Promise<B> => {
-  const answered = await waitFor(async () => {
-    try {
-      const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
-      if (r.ok) {
-        const body = (await r.json()) as B
-        if (check(body)) return { body }
+export const waitForUrl = async <B = Readiness>(
+  url: string,
+  ms: number,
+  check: (body: B) => boolean = () => true
+): Promise<B> => {
+  const answered = await waitFor(
+    async () => {
+      try {
+        const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
+        if (r.ok) {
+          const body = (await r.json()) as B
+          if (check(body)) return { body }
+        }
+      } catch {
+        // not up yet
       }
-    } catch {
-      // not up yet
-    }
-    return undefined
-  }, `${url} to answer within ${ms} ms`, ms, 100)
+      return undefined
+    },
+    `${url} to answer within ${ms} ms`,
+    ms,
+    100
+  )
   return answered.body
 }

@@ -73,7 +73,8 @@ export const updateCompany = async (
   change: { readonly tier?: string; readonly apiEnabled?: boolean; readonly modules?: ReadonlyArray<Resource> }
 ) => {
   if (change.tier !== undefined) await sql`update service.companies set tier = ${change.tier} where id = ${companyId}`
-  if (change.apiEnabled !== undefined) await sql`update service.companies set api_enabled = ${change.apiEnabled} where id = ${companyId}`
+  if (change.apiEnabled !== undefined)
+    await sql`update service.companies set api_enabled = ${change.apiEnabled} where id = ${companyId}`
   if (change.modules !== undefined) {
     await sql`update service.companies set modules = ${change.modules as string[]}::text[] where id = ${companyId}`
   }
@@ -116,7 +117,10 @@ export const makeRecord = (resource: Resource, options: RecordOptions): Record<s
       updated_at: options.createdAt,
       ...options.row
     }),
-    children: childTable === undefined ? fixture.children : fixture.children.map((c) => marked(childTable, { ...c, id: randomUUID() })),
+    children:
+      childTable === undefined
+        ? fixture.children
+        : fixture.children.map((c) => marked(childTable, { ...c, id: randomUUID() })),
     acknowledgementCount: fixture.acknowledgementCount,
     equipment: fixture.equipment === null ? null : marked("equipment", fixture.equipment),
     equipmentJobSite: fixture.equipmentJobSite === null ? null : marked("job_sites", fixture.equipmentJobSite)

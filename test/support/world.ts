@@ -5,7 +5,13 @@ import { Effect, Exit, Scope } from "effect"
 import { afterEach } from "vitest"
 import type { Sql } from "postgres"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
-import { AttemptObserver, makeEngine, type AttemptObservation, type DeliveryEngineShape, type EngineOptions } from "../../src/delivery/engine.ts"
+import {
+  AttemptObserver,
+  makeEngine,
+  type AttemptObservation,
+  type DeliveryEngineShape,
+  type EngineOptions
+} from "../../src/delivery/engine.ts"
 import { fanoutRows } from "../../src/delivery/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
@@ -54,9 +60,14 @@ export type World = {
   readonly close: () => Promise<void>
 }
 
-export const startWorld = async (options: { lookup?: Lookup; modules?: ReadonlyArray<string>; tier?: string } = {}): Promise<World> => {
+export const startWorld = async (
+  options: { lookup?: Lookup; modules?: ReadonlyArray<string>; tier?: string } = {}
+): Promise<World> => {
   const db = await freshDatabase()
-  const company = await makeCompany(db.sql, { ...(options.modules ? { modules: options.modules } : {}), ...(options.tier ? { tier: options.tier } : {}) })
+  const company = await makeCompany(db.sql, {
+    ...(options.modules ? { modules: options.modules } : {}),
+    ...(options.tier ? { tier: options.tier } : {})
+  })
   const cap = startCapture(db)
   await cap.settle()
   const receiver = await startHttpsReceiver()
@@ -90,14 +101,28 @@ export type RunningEngine = DeliveryEngineShape & { readonly stop: () => Promise
  */
 export const startEngine = async (
   deps: TestDeps,
-  overrides: Partial<EngineOptions> & { retrySchedule?: string; replayRate?: number; replayLane?: boolean; jsonLogs?: boolean; observer?: (a: AttemptObservation) => void } = {}
+  overrides: Partial<EngineOptions> & {
+    retrySchedule?: string
+    replayRate?: number
+    replayLane?: boolean
+    jsonLogs?: boolean
+    observer?: (a: AttemptObservation) => void
+  } = {}
 ): Promise<RunningEngine> => {
   const { retrySchedule, replayRate, replayLane, jsonLogs, observer, ...rest } = overrides
   const scope = Effect.runSync(Scope.make())
   // The service's own log lines (JSON on stdout), for tests that read them.
   const logs = <A, E>(self: Effect.Effect<A, E>) => (jsonLogs ? self.pipe(Effect.provide(LoggingLive)) : self)
   if (replayLane !== false) {
-    await Effect.runPromise(logs(Scope.provide(scope)(makeReplayLane({ rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 }).pipe(Effect.provide(SqlService.fromPool(deps.sql))))))
+    await Effect.runPromise(
+      logs(
+        Scope.provide(scope)(
+          makeReplayLane({ rate: replayRate ?? 100, pollMs: rest.pollMs ?? 500 }).pipe(
+            Effect.provide(SqlService.fromPool(deps.sql))
+          )
+        )
+      )
+    )
   }
   const engine = await Effect.runPromise(
     logs(
@@ -121,7 +146,11 @@ export const startEngine = async (
 }
 
 /** Runs `f` while an engine runs; the engine stops afterwards, whatever happens. */
-export const withEngine = async <A>(deps: TestDeps, overrides: Parameters<typeof startEngine>[1], f: (engine: RunningEngine) => Promise<A>): Promise<A> => {
+export const withEngine = async <A>(
+  deps: TestDeps,
+  overrides: Parameters<typeof startEngine>[1],
+  f: (engine: RunningEngine) => Promise<A>
+): Promise<A> => {
   const engine = await startEngine(deps, overrides)
   try {
     return await f(engine)
@@ -132,7 +161,11 @@ export const withEngine = async <A>(deps: TestDeps, overrides: Parameters<typeof
 
 /** The world for a file or describe block: made in beforeAll, closed in afterAll. */
 export const useWorld = (options: Parameters<typeof startWorld>[0] = {}): World =>
-  useResource("the world", () => startWorld(options), (w) => w.close())
+  useResource(
+    "the world",
+    () => startWorld(options),
+    (w) => w.close()
+  )
 
 export interface ServiceWorld {
   readonly db: TestDatabase
@@ -160,14 +193,26 @@ export const useServiceWorld = (options: {
   readonly engine?: Parameters<typeof startEngine>[1] | false
 }): ServiceWorld => {
   const db = useDatabase()
-  useResource("the app rows", async () => ({ seeded: await options.seed(db.sql) }), async () => {})
+  useResource(
+    "the app rows",
+    async () => ({ seeded: await options.seed(db.sql) }),
+    async () => {}
+  )
   const cap = useCapture(db)
   if (options.receiver === false) {
-    const server = useResource("the test server", () => (options.pages ? startWebServer(db.url) : startServer(db.url, options.settings)), (s) => s.close())
+    const server = useResource(
+      "the test server",
+      () => (options.pages ? startWebServer(db.url) : startServer(db.url, options.settings)),
+      (s) => s.close()
+    )
     return { db, cap, server } as ServiceWorld
   }
   const receiver = useReceiver()
-  const deps = useResource<TestDeps>("the webhook dependencies", async () => ({ sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }), async () => {})
+  const deps = useResource<TestDeps>(
+    "the webhook dependencies",
+    async () => ({ sql: db.sql, secretsKey: randomBytes(32), allowed: LOOPBACK, ca: CA(), pingTimeoutMs: 3_000 }),
+    async () => {}
+  )
   const server = useResource(
     "the test server",
     () => {
@@ -176,13 +221,18 @@ export const useServiceWorld = (options: {
     },
     (s) => s.close()
   )
-  const engine = options.engine === false ? (undefined as unknown as RunningEngine) : useEngine({ deps }, options.engine)
+  const engine =
+    options.engine === false ? (undefined as unknown as RunningEngine) : useEngine({ deps }, options.engine)
   return { db, cap, receiver, deps, server, engine }
 }
 
 /** An engine on the world for the file or block (after the world starts, stopped before it closes). */
 export const useEngine = (w: Pick<World, "deps">, overrides: Parameters<typeof startEngine>[1] = {}): RunningEngine =>
-  useResource("the engine", () => startEngine(w.deps, overrides), (e) => e.stop())
+  useResource(
+    "the engine",
+    () => startEngine(w.deps, overrides),
+    (e) => e.stop()
+  )
 
 /** An API key row, as the keys operations would make it. */
 export const makeKey = async (
@@ -208,10 +258,21 @@ export const fannedOut = async (sql: Sql) =>
     return r?.done
   }, "fan-out")
 
-export type DeliveryRow = { id: string; state: string; attempts: number; endpoint_id: string | null; subscription_id: string | null; last_status: number | null; last_error: string | null; held_reason: string | null }
+export type DeliveryRow = {
+  id: string
+  state: string
+  attempts: number
+  endpoint_id: string | null
+  subscription_id: string | null
+  last_status: number | null
+  last_error: string | null
+  held_reason: string | null
+}
 
 export const deliveries = (sql: Sql) =>
-  sql<DeliveryRow[]>`select id::text, state, attempts, endpoint_id::text, subscription_id::text, last_status, last_error, held_reason
+  sql<
+    DeliveryRow[]
+  >`select id::text, state, attempts, endpoint_id::text, subscription_id::text, last_status, last_error, held_reason
     from service.webhook_deliveries order by created_at, id`
 
 export const attemptsOf = (sql: Sql, deliveryId: string) =>

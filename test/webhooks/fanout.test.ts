@@ -14,7 +14,17 @@ let endpointId: string
 let keyId: string
 let subscriptionId: string
 beforeAll(async () => {
-  endpointId = (await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ep", url: w.receiver.url("/ep"), events: ["incident.created"] }))).id
+  endpointId = (
+    await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "ep",
+        url: w.receiver.url("/ep"),
+        events: ["incident.created"]
+      })
+    )
+  ).id
 })
 beforeEach(async () => {
   // A fresh key and subscription per test; app state back to normal.
@@ -22,7 +32,12 @@ beforeEach(async () => {
   await w.db.sql`update app.company_modules set enabled = true where company_id = ${w.company.id}`
   await w.cap.settle()
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-  subscriptionId = (await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" }))).subscription.id
+  subscriptionId = (
+    await runSql(
+      w.deps.sql,
+      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })
+    )
+  ).subscription.id
 })
 
 /** Commits an incident, lets capture write its event, fans it out, and returns who got it. */
@@ -33,7 +48,10 @@ const deliver = async (): Promise<{ endpoint: boolean; subscription: boolean }> 
   const rows = await w.db.sql<{ endpoint_id: string | null; subscription_id: string | null }[]>`
     select d.endpoint_id::text, d.subscription_id::text from service.webhook_deliveries d
     join service.events e on e.id = d.event_id where e.record_id = ${incident}`
-  return { endpoint: rows.some((r) => r.endpoint_id === endpointId), subscription: rows.some((r) => r.subscription_id === subscriptionId) }
+  return {
+    endpoint: rows.some((r) => r.endpoint_id === endpointId),
+    subscription: rows.some((r) => r.subscription_id === subscriptionId)
+  }
 }
 
 describe("fan-out", () => {
@@ -42,7 +60,9 @@ describe("fan-out", () => {
     // Fanning out again changes nothing: the cursor moved, and (event, destination) is unique.
     await w.db.sql`update service.webhook_fanout_parts set commit_lsn = '0/0', seq = 0`
     await fanoutNow(w.db.sql)
-    const [dupes] = await w.db.sql<{ n: number }[]>`select count(*)::int as n from (select event_id from service.webhook_deliveries
+    const [dupes] = await w.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from (select event_id from service.webhook_deliveries
       group by event_id, endpoint_id, subscription_id having count(*) > 1) x`
     expect(dupes!.n).toBe(0)
   })
@@ -56,10 +76,12 @@ describe("fan-out", () => {
   it("nothing when the record's module was turned off before fan-out", async () => {
     const incident = await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
-    await w.db.sql`update app.company_modules set enabled = false where company_id = ${w.company.id} and module = 'incidents'`
+    await w.db
+      .sql`update app.company_modules set enabled = false where company_id = ${w.company.id} and module = 'incidents'`
     await w.cap.settle()
     await fanoutNow(w.db.sql)
-    const rows = await w.db.sql`select 1 from service.webhook_deliveries d join service.events e on e.id = d.event_id where e.record_id = ${incident}`
+    const rows = await w.db
+      .sql`select 1 from service.webhook_deliveries d join service.events e on e.id = d.event_id where e.record_id = ${incident}`
     expect(rows).toHaveLength(0)
   })
 
@@ -70,11 +92,15 @@ describe("fan-out", () => {
   })
 
   it("revoking the key deletes its subscriptions and logs it", async () => {
-    await w.db.sql`update service.api_keys set revoked_at = now(), revoked_by_email = 'boss@example.test' where id = ${keyId}`
+    await w.db
+      .sql`update service.api_keys set revoked_at = now(), revoked_by_email = 'boss@example.test' where id = ${keyId}`
     expect(await w.db.sql`select 1 from service.webhook_subscriptions where key_id = ${keyId}`).toHaveLength(0)
     const [log] = await w.db.sql<{ actor_email: string; details: { reason: string } }[]>`
       select actor_email, details from service.activity where kind = 'subscription.deleted' and subject_id = ${subscriptionId}`
-    expect(log).toEqual({ actor_email: "boss@example.test", details: expect.objectContaining({ reason: "key revoked", keyId }) })
+    expect(log).toEqual({
+      actor_email: "boss@example.test",
+      details: expect.objectContaining({ reason: "key revoked", keyId })
+    })
     expect((await deliver()).endpoint).toBe(true)
   })
 
@@ -107,7 +133,15 @@ describe("fan-out", () => {
   it("an endpoint made after an event does not get that event", async () => {
     const incident = await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
-    const late = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "late", url: w.receiver.url("/late"), events: ["incident.created"] }))
+    const late = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "late",
+        url: w.receiver.url("/late"),
+        events: ["incident.created"]
+      })
+    )
     await fanoutNow(w.db.sql)
     const rows = await w.db.sql`select 1 from service.webhook_deliveries d join service.events e on e.id = d.event_id
       where e.record_id = ${incident} and d.endpoint_id = ${late.id}`
@@ -127,12 +161,22 @@ describe("deliveries whose destination turns off before they are sent", () => {
     const before = at(w.receiver, "/sub").length
     const engine = await startEngine(w.deps, { pollMs: 200 })
     try {
-      const held = await waitFor(async () => (await deliveries(w.db.sql)).find((d) => d.id === pending!.id && d.state === "held"), "held")
+      const held = await waitFor(
+        async () => (await deliveries(w.db.sql)).find((d) => d.id === pending!.id && d.state === "held"),
+        "held"
+      )
       expect(held.held_reason).toBe("the API is turned off for the company")
       await w.db.sql`update app.companies set api_enabled = true where id = ${w.company.id}`
       await w.cap.settle()
-      await waitFor(async () => (await deliveries(w.db.sql)).find((d) => d.id === pending!.id && d.state === "succeeded"), "released and sent")
-      expect(at(w.receiver, "/sub").slice(before).map((r) => r.headers["service-delivery"])).toContain(pending!.id)
+      await waitFor(
+        async () => (await deliveries(w.db.sql)).find((d) => d.id === pending!.id && d.state === "succeeded"),
+        "released and sent"
+      )
+      expect(
+        at(w.receiver, "/sub")
+          .slice(before)
+          .map((r) => r.headers["service-delivery"])
+      ).toContain(pending!.id)
     } finally {
       await engine.stop()
     }

@@ -3,17 +3,28 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../src/platform/secrets/secrets-key.ts"
 import type { DomainError } from "../../src/domain/errors.ts"
-import { createHook, deleteHook, getHook, listHooks, MAX_SUBSCRIPTIONS_PER_KEY, type HookKey } from "../../src/webhooks/hooks.ts"
+import {
+  createHook,
+  deleteHook,
+  getHook,
+  listHooks,
+  MAX_SUBSCRIPTIONS_PER_KEY,
+  type HookKey
+} from "../../src/webhooks/hooks.ts"
 import { answered, failure, makeKey, useWorld, type TestDeps } from "../support/world.ts"
 import { runSql } from "../support/sql.ts"
 
 const w = useWorld()
 let key: HookKey
 beforeAll(async () => {
-  key = { keyId: await makeKey(w.db.sql, w.company.id, { scopes: ["incidents", "corrective-actions"] }), companyId: w.company.id }
+  key = {
+    keyId: await makeKey(w.db.sql, w.company.id, { scopes: ["incidents", "corrective-actions"] }),
+    companyId: w.company.id
+  }
 })
 
-const hook = (url: string, event = "incident.created", k: HookKey = key, deps: TestDeps = w.deps) => runSql(deps.sql, createHook(deps, k, { url, event }))
+const hook = (url: string, event = "incident.created", k: HookKey = key, deps: TestDeps = w.deps) =>
+  runSql(deps.sql, createHook(deps, k, { url, event }))
 
 describe("rule 1: the webhooks permission", () => {
   it("a key without it gets 403 on every hooks operation", async () => {
@@ -22,7 +33,9 @@ describe("rule 1: the webhooks permission", () => {
     expect([e.status, e.message]).toEqual([403, "this key does not have the webhooks permission"])
     expect((await failure(runSql(w.deps.sql, listHooks(plain)))).status).toBe(403)
     expect((await failure(runSql(w.deps.sql, getHook(plain, "00000000-0000-0000-0000-000000000000")))).status).toBe(403)
-    expect((await failure(runSql(w.deps.sql, deleteHook(plain, "00000000-0000-0000-0000-000000000000")))).status).toBe(403)
+    expect((await failure(runSql(w.deps.sql, deleteHook(plain, "00000000-0000-0000-0000-000000000000")))).status).toBe(
+      403
+    )
   })
 })
 
@@ -58,7 +71,8 @@ describe("rule 3: a known event the key can read", () => {
   })
 
   it("an event whose module is off is 403, and is not offered", async () => {
-    await w.db.sql`update app.company_modules set enabled = false where company_id = ${w.company.id} and module = 'corrective-actions'`
+    await w.db
+      .sql`update app.company_modules set enabled = false where company_id = ${w.company.id} and module = 'corrective-actions'`
     await w.cap.settle()
     try {
       expect((await failure(hook(w.receiver.url("/x"), "corrective_action.closed"))).status).toBe(403)
@@ -84,13 +98,17 @@ describe("subscribing, reading and deleting", () => {
     const again = await hook(url)
     expect(again.created).toBe(false)
     expect(again.subscription).toEqual(s)
-    const [n] = await w.db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions where url = ${url}`
+    const [n] = await w.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from service.webhook_subscriptions where url = ${url}`
     expect(n!.n).toBe(1)
 
     // Rule 6: one secret per key, shared by every subscription it makes; stored encrypted.
     const other = await hook(w.receiver.url("/created"), "corrective_action.created")
     expect(other.subscription.secret).toBe(s.secret)
-    const [stored] = await w.db.sql<{ secret: Buffer }[]>`select secret from service.webhook_key_secrets where key_id = ${key.keyId}`
+    const [stored] = await w.db.sql<
+      { secret: Buffer }[]
+    >`select secret from service.webhook_key_secrets where key_id = ${key.keyId}`
     expect(stored!.secret.includes(Buffer.from(s.secret.slice(6)))).toBe(false)
     expect(decryptSecret(w.deps.secretsKey, stored!.secret, keySecretContext(key.keyId))).toBe(s.secret)
 
@@ -131,8 +149,11 @@ describe("subscribing, reading and deleting", () => {
 describe("rule 5: at most 50 subscriptions per key", () => {
   it("refuses the 51st with 400, even under concurrent subscribes, but a repeat still answers", async () => {
     const k = { keyId: await makeKey(w.db.sql, w.company.id), companyId: w.company.id }
-    for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_KEY - 2; i++) await hook(w.receiver.url(`/many/${i}`), "incident.created", k)
-    const racing = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => hook(w.receiver.url(`/race/${i}`), "incident.created", k)))
+    for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_KEY - 2; i++)
+      await hook(w.receiver.url(`/many/${i}`), "incident.created", k)
+    const racing = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) => hook(w.receiver.url(`/race/${i}`), "incident.created", k))
+    )
     expect(racing.filter((r) => r.status === "fulfilled")).toHaveLength(2)
     for (const r of racing.filter((r) => r.status === "rejected")) {
       const e = answered((r as PromiseRejectedResult).reason as DomainError)

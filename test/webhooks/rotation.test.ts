@@ -65,15 +65,32 @@ const dbNow = async (): Promise<number> => (await state.w.db.sql<{ now: Date }[]
 
 const stored = async (id: string) =>
   (
-    await state.w.db.sql<{ secret: Buffer; previous_secret: Buffer | null; previous_secret_expires_at: Date | null; secret_rotated_at: Date | null; updated_at: Date }[]>`
+    await state.w.db.sql<
+      {
+        secret: Buffer
+        previous_secret: Buffer | null
+        previous_secret_expires_at: Date | null
+        secret_rotated_at: Date | null
+        updated_at: Date
+      }[]
+    >`
       select secret, previous_secret, previous_secret_expires_at, secret_rotated_at, updated_at from service.webhook_endpoints where id = ${id}`
   )[0]!
 
 const endpoint = (path: string) =>
-  runSql(state.w.deps.sql, createEndpoint(state.w.deps, ADMIN, { companyId: state.w.company.id, name: "Rotating", url: state.w.receiver.url(path), events: ["incident.created"] }))
+  runSql(
+    state.w.deps.sql,
+    createEndpoint(state.w.deps, ADMIN, {
+      companyId: state.w.company.id,
+      name: "Rotating",
+      url: state.w.receiver.url(path),
+      events: ["incident.created"]
+    })
+  )
 
 /** The nth request (1-based) at a path. */
-const nth = (path: string, n: number, what: string) => waitFor(() => at(state.w.receiver, path)[n - 1], `${what} (request ${n} at ${path})`)
+const nth = (path: string, n: number, what: string) =>
+  waitFor(() => at(state.w.receiver, path)[n - 1], `${what} (request ${n} at ${path})`)
 
 describe("rotation with overlap", () => {
   it("by default the old secret signs beside the new one for 24 hours: a first attempt, its retry and a ping verify with either", async () => {
@@ -87,7 +104,9 @@ describe("rotation with overlap", () => {
     const until = Date.parse(rotated.previousSecretExpiresAt!)
     expect(until).toBeGreaterThanOrEqual(before + 86_400_000)
     expect(until).toBeLessThanOrEqual(after + 86_400_000)
-    expect((await runSql(state.w.deps.sql, getEndpoint({ id: e.id }))).previousSecretExpiresAt).toBe(rotated.previousSecretExpiresAt)
+    expect((await runSql(state.w.deps.sql, getEndpoint({ id: e.id }))).previousSecretExpiresAt).toBe(
+      rotated.previousSecretExpiresAt
+    )
 
     // The old secret is kept as it was stored: encrypted, bound to the endpoint.
     const row = await stored(e.id)
@@ -96,7 +115,9 @@ describe("rotation with overlap", () => {
     expect(decryptSecret(state.w.deps.secretsKey, row.secret, endpointSecretContext(e.id))).toBe(rotated.secret)
 
     // The activity log says until when, never a secret.
-    const [log] = (await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))).filter((a) => a.subjectId === e.id)
+    const [log] = (
+      await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))
+    ).filter((a) => a.subjectId === e.id)
     expect(log!.details).toEqual({ overlapSeconds: 86_400, previousSecretExpiresAt: rotated.previousSecretExpiresAt })
     expect(JSON.stringify(log)).not.toContain("whsec_")
 
@@ -111,7 +132,9 @@ describe("rotation with overlap", () => {
     signedWithExactly(first, [rotated.secret, e.secret], [])
     signedWithExactly(retry, [rotated.secret, e.secret], [])
     // The new secret comes first.
-    const [newHex, oldHex] = [...String(first.headers["service-signature"]).matchAll(/v1=([0-9a-f]{64})/g)].map((m) => m[1])
+    const [newHex, oldHex] = [...String(first.headers["service-signature"]).matchAll(/v1=([0-9a-f]{64})/g)].map(
+      (m) => m[1]
+    )
     expect(verify(`t=${first.headers["webhook-timestamp"]},v1=${newHex}`, first.body, rotated.secret).ok).toBe(true)
     expect(verify(`t=${first.headers["webhook-timestamp"]},v1=${oldHex}`, first.body, e.secret).ok).toBe(true)
 
@@ -160,8 +183,14 @@ describe("rotation with overlap", () => {
     expect(await stored(a.id)).toMatchObject({ previous_secret: null, previous_secret_expires_at: null })
     expect((await runSql(state.w.deps.sql, getEndpoint({ id: a.id }))).previousSecretExpiresAt).toBeNull()
     await insertIncident(state.w.db.sql, state.w.company.id)
-    signedWithExactly(await nth(path, 2, "the delivery after cutting the overlap short"), [d.secret], [c.secret, b.secret, a.secret])
-    const logs = (await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))).filter((x) => x.subjectId === a.id)
+    signedWithExactly(
+      await nth(path, 2, "the delivery after cutting the overlap short"),
+      [d.secret],
+      [c.secret, b.secret, a.secret]
+    )
+    const logs = (
+      await runSql(state.w.deps.sql, listActivity({ companyId: state.w.company.id, kind: "endpoint.secret_rotated" }))
+    ).filter((x) => x.subjectId === a.id)
     expect(logs.map((x) => x.details)).toEqual([
       { overlapSeconds: 0, previousSecretExpiresAt: null },
       { overlapSeconds: 604_800, previousSecretExpiresAt: c.previousSecretExpiresAt },
@@ -172,7 +201,10 @@ describe("rotation with overlap", () => {
   it.each([
     ["8d", /^overlap may be at most 7d \(168h\)/],
     ["604801s", /^overlap may be at most 7d/],
-    ["soon", /^overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none \(at most 7d\); got "soon"$/],
+    [
+      "soon",
+      /^overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none \(at most 7d\); got "soon"$/
+    ],
     ["-1h", /^overlap must be a duration/],
     ["3600", /^overlap must be a duration/],
     ["", /^overlap must be a duration/]
@@ -180,9 +212,12 @@ describe("rotation with overlap", () => {
     const e = await endpoint("/rotation/refused")
     const rotated = await runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id }))
     const before = await stored(e.id)
-    const activity = async () => (await state.w.db.sql<{ n: number }[]>`select count(*)::int as n from service.activity`)[0]!.n
+    const activity = async () =>
+      (await state.w.db.sql<{ n: number }[]>`select count(*)::int as n from service.activity`)[0]!.n
     const logged = await activity()
-    const error = await failure(runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id, overlap })))
+    const error = await failure(
+      runSql(state.w.deps.sql, rotateEndpointSecret(state.w.deps, ADMIN, { id: e.id, overlap }))
+    )
     expect(error.status).toBe(400)
     expect(error.message).toMatch(message)
     expect(await stored(e.id)).toEqual(before)

@@ -27,12 +27,24 @@ describe("Webhooks service", () => {
           return yield* f(yield* Webhooks)
         }).pipe(Effect.provide(webhooksLayer(w.deps)), Effect.provide(Sql.fromPool(w.db.sql)))
       )
-    const refused = await run((s) => s.createHook({ keyId: plain, companyId: w.company.id }, { url: w.receiver.url("/x"), event: "incident.created" }))
+    const refused = await run((s) =>
+      s.createHook({ keyId: plain, companyId: w.company.id }, { url: w.receiver.url("/x"), event: "incident.created" })
+    )
     expect(Exit.isFailure(refused)).toBe(true)
     const error = Exit.isFailure(refused) ? Option.getOrUndefined(Cause.findErrorOption(refused.cause)) : undefined
     expect(error).toBeInstanceOf(Forbidden)
-    expect([error && httpStatus(error), error?.message]).toEqual([403, "this key does not have the webhooks permission"])
-    const made = await run((s) => s.createEndpoint(ADMIN, { companyId: w.company.id, name: "svc", url: w.receiver.url("/svc"), events: ["incident.created"] }))
+    expect([error && httpStatus(error), error?.message]).toEqual([
+      403,
+      "this key does not have the webhooks permission"
+    ])
+    const made = await run((s) =>
+      s.createEndpoint(ADMIN, {
+        companyId: w.company.id,
+        name: "svc",
+        url: w.receiver.url("/svc"),
+        events: ["incident.created"]
+      })
+    )
     expect(Exit.isSuccess(made) && made.value.secret.startsWith("whsec_")).toBe(true)
   })
 })
@@ -45,10 +57,18 @@ describe("DeliveryLive and WebhooksLive from configuration", () => {
   it("read WEBHOOK_* and the secrets key, share it, and deliver", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "srs-webhooks-"))
     const env = ConfigProvider.layer(
-      ConfigProvider.fromEnvRecord({ DATA_DIR: dataDir, WEBHOOK_RETRY_SCHEDULE: "100ms", WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8" })
+      ConfigProvider.fromEnvRecord({
+        DATA_DIR: dataDir,
+        WEBHOOK_RETRY_SCHEDULE: "100ms",
+        WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8"
+      })
     )
     const db = Layer.succeed(Database, { sql: w.db.sql, url: w.db.url, embedded: false })
-    const layer = Layer.mergeAll(DeliveryLive, WebhooksLive).pipe(Layer.provide(Sql.layer), Layer.provide(db), Layer.provide(env))
+    const layer = Layer.mergeAll(DeliveryLive, WebhooksLive).pipe(
+      Layer.provide(Sql.layer),
+      Layer.provide(db),
+      Layer.provide(env)
+    )
     const scope = Effect.runSync(Scope.make())
     try {
       const ctx = await Effect.runPromise(Layer.buildWithScope(layer, scope))
@@ -57,7 +77,14 @@ describe("DeliveryLive and WebhooksLive from configuration", () => {
       // NODE_EXTRA_CA_CERTS is how production trusts a private CA; the test receiver's CA was
       // made at run time, so this receiver answers with a TLS error, which is still an attempt.
       const webhooks = Context.get(ctx, Webhooks)
-      const made = await Effect.runPromise(webhooks.createEndpoint(ADMIN, { companyId: w.company.id, name: "live", url: w.receiver.url("/live"), events: ["incident.created"] }))
+      const made = await Effect.runPromise(
+        webhooks.createEndpoint(ADMIN, {
+          companyId: w.company.id,
+          name: "live",
+          url: w.receiver.url("/live"),
+          events: ["incident.created"]
+        })
+      )
       await insertIncident(w.db.sql, w.company.id)
       const engine = Context.get(ctx, DeliveryEngine)
       const d = await waitFor(async () => {
@@ -76,9 +103,17 @@ describe("DeliveryLive and WebhooksLive from configuration", () => {
   })
 
   it("refuses a malformed retry schedule at startup with a clear message", async () => {
-    const env = ConfigProvider.layer(ConfigProvider.fromEnvRecord({ DATA_DIR: tmpdir(), WEBHOOK_RETRY_SCHEDULE: "soon", SECRETS_KEY: randomBytes(32).toString("base64") }))
+    const env = ConfigProvider.layer(
+      ConfigProvider.fromEnvRecord({
+        DATA_DIR: tmpdir(),
+        WEBHOOK_RETRY_SCHEDULE: "soon",
+        SECRETS_KEY: randomBytes(32).toString("base64")
+      })
+    )
     const db = Layer.succeed(Database, { sql: w.db.sql, url: w.db.url, embedded: false })
-    const exit = await Effect.runPromiseExit(Effect.scoped(Layer.build(DeliveryLive.pipe(Layer.provide(db), Layer.provide(env)))))
+    const exit = await Effect.runPromiseExit(
+      Effect.scoped(Layer.build(DeliveryLive.pipe(Layer.provide(db), Layer.provide(env))))
+    )
     expect(Exit.isFailure(exit)).toBe(true)
     expect(String(Exit.isFailure(exit) ? exit.cause : "")).toContain('WEBHOOK_RETRY_SCHEDULE: "soon" is not a wait')
   })

@@ -9,9 +9,22 @@ import { createHook } from "../../src/webhooks/hooks.ts"
 import { testEndpoint } from "../../src/webhooks/ping.ts"
 import { insertIncident } from "../support/app.ts"
 import { useLoopbackOnlyTls } from "../support/tls-guard.ts"
-import { withEngine, ADMIN, at, attemptsOf, deliveries, dnsTable, failure, makeKey, sleep, startEngine, useWorld, waitFor, type TestDeps } from "../support/world.ts"
+import {
+  withEngine,
+  ADMIN,
+  at,
+  attemptsOf,
+  deliveries,
+  dnsTable,
+  failure,
+  makeKey,
+  sleep,
+  startEngine,
+  useWorld,
+  waitFor,
+  type TestDeps
+} from "../support/world.ts"
 import { runSql } from "../support/sql.ts"
-
 
 const dns = dnsTable({
   localhost: ["127.0.0.1"],
@@ -60,7 +73,11 @@ describe("at creation (production default: no allowed networks)", () => {
     ["0", () => `https://0:${p()}/hook`, /not a public address/],
     ["cloud metadata", () => "https://169.254.169.254/latest/meta-data/", /cloud metadata/],
     ["AWS IPv6 metadata", () => "https://[fd00:ec2::254]/latest/meta-data/", /unique-local/],
-    ["IPv4-mapped metadata", () => "https://[::ffff:169.254.169.254]/", /IPv4-mapped form of 169\.254\.169\.254: cloud metadata/],
+    [
+      "IPv4-mapped metadata",
+      () => "https://[::ffff:169.254.169.254]/",
+      /IPv4-mapped form of 169\.254\.169\.254: cloud metadata/
+    ],
     ["10/8", () => "https://10.0.0.1/", /private network/],
     ["172.16/12", () => "https://172.16.5.4/", /private network/],
     ["192.168/16", () => "https://192.168.1.1/", /private network/],
@@ -75,10 +92,26 @@ describe("at creation (production default: no allowed networks)", () => {
     ["NAT64 of loopback", () => "https://[64:ff9b::7f00:1]/", /loopback/],
     ["IPv6 unspecified", () => "https://[::]/", /unspecified/],
     ["localhost", () => `https://localhost:${p()}/hook`, /localhost resolves to 127\.0\.0\.1 \(loopback\)/],
-    ["a name for the live receiver", () => `https://receiver.test:${p()}/hook`, /receiver\.test resolves to 127\.0\.0\.1/],
-    ["a name for a private address", () => "https://internal.test/", /internal\.test resolves to 10\.0\.0\.5 \(private network\)/],
-    ["a name for the metadata service", () => "https://metadata.google.internal/computeMetadata/v1/", /169\.254\.169\.254/],
-    ["a name with one public and one loopback address", () => "https://mixed.test/", /mixed\.test resolves to 127\.0\.0\.1/],
+    [
+      "a name for the live receiver",
+      () => `https://receiver.test:${p()}/hook`,
+      /receiver\.test resolves to 127\.0\.0\.1/
+    ],
+    [
+      "a name for a private address",
+      () => "https://internal.test/",
+      /internal\.test resolves to 10\.0\.0\.5 \(private network\)/
+    ],
+    [
+      "a name for the metadata service",
+      () => "https://metadata.google.internal/computeMetadata/v1/",
+      /169\.254\.169\.254/
+    ],
+    [
+      "a name with one public and one loopback address",
+      () => "https://mixed.test/",
+      /mixed\.test resolves to 127\.0\.0\.1/
+    ],
     ["a name for IPv6 loopback", () => "https://v6loop.test/", /::1/],
     ["a name for an IPv4-mapped private address", () => "https://mapped.test/", /10\.0\.0\.1/],
     ["credentials in the URL", () => `https://user:pass@receiver.test:${p()}/hook`, /credentials/],
@@ -92,10 +125,25 @@ describe("at creation (production default: no allowed networks)", () => {
   it(`has at least 30 hostile addresses (${hostile.length})`, () => expect(hostile.length).toBeGreaterThanOrEqual(30))
 
   it.each(hostile)("refuses %s for an endpoint and for a subscription, reaching nothing", async (_, url, reason) => {
-    const e = await failure(runSql(strict().sql, createEndpoint(strict(), ADMIN, { companyId: w.company.id, name: "x", url: url(), events: ["incident.created"] })))
+    const e = await failure(
+      runSql(
+        strict().sql,
+        createEndpoint(strict(), ADMIN, {
+          companyId: w.company.id,
+          name: "x",
+          url: url(),
+          events: ["incident.created"]
+        })
+      )
+    )
     expect(e.status).toBe(400)
     expect(e.message).toMatch(reason)
-    const s = await failure(runSql(strict().sql, createHook(strict(), { keyId, companyId: w.company.id }, { url: url(), event: "incident.created" })))
+    const s = await failure(
+      runSql(
+        strict().sql,
+        createHook(strict(), { keyId, companyId: w.company.id }, { url: url(), event: "incident.created" })
+      )
+    )
     expect(s.status).toBe(400)
     expect(s.message).toMatch(reason)
     expect(connects).toEqual([])
@@ -107,14 +155,31 @@ describe("at creation (production default: no allowed networks)", () => {
 describe("before every delivery", () => {
   it("refuses a name that resolved to an allowed address at creation and to a private one at delivery", async () => {
     dns.table["rebind.test"] = ["127.0.0.1"]
-    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "rebind", url: w.receiver.url("/rebind", "rebind.test"), events: ["incident.created"] }))
-    const sub = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/rebind-sub", "rebind.test"), event: "incident.created" }))
+    const e = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "rebind",
+        url: w.receiver.url("/rebind", "rebind.test"),
+        events: ["incident.created"]
+      })
+    )
+    const sub = await runSql(
+      w.deps.sql,
+      createHook(
+        w.deps,
+        { keyId, companyId: w.company.id },
+        { url: w.receiver.url("/rebind-sub", "rebind.test"), event: "incident.created" }
+      )
+    )
     dns.table["rebind.test"] = ["10.0.0.7"]
     const engine = await startEngine(w.deps, { retrySchedule: "1h" })
     try {
       await insertIncident(w.db.sql, w.company.id)
       const ds = await waitFor(async () => {
-        const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id || d.subscription_id === sub.subscription.id)
+        const all = (await deliveries(w.db.sql)).filter(
+          (d) => d.endpoint_id === e.id || d.subscription_id === sub.subscription.id
+        )
         return all.length === 2 && all.every((d) => d.attempts === 1) ? all : null
       }, "the attempts")
       for (const d of ds) {
@@ -125,7 +190,11 @@ describe("before every delivery", () => {
       // The test ping is checked the same way.
       dns.table["rebind.test"] = ["169.254.169.254"]
       const ping = await runSql(w.deps.sql, testEndpoint(w.deps, ADMIN, { id: e.id }))
-      expect(ping).toMatchObject({ ok: false, status: null, error: "refused: rebind.test resolves to 169.254.169.254 (cloud metadata)" })
+      expect(ping).toMatchObject({
+        ok: false,
+        status: null,
+        error: "refused: rebind.test resolves to 169.254.169.254 (cloud metadata)"
+      })
     } finally {
       await engine.stop()
       dns.table["rebind.test"] = ["127.0.0.1"]
@@ -140,7 +209,15 @@ describe("before every delivery", () => {
   it("reuses a vetted answer within its TTL (no lookup, the same connection) and vets a rebinding after it", async () => {
     answerTtl = 5
     dns.table["rebind.test"] = ["127.0.0.1"]
-    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "ttl", url: w.receiver.url("/ttl", "rebind.test"), events: ["incident.created"] }))
+    const e = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "ttl",
+        url: w.receiver.url("/ttl", "rebind.test"),
+        events: ["incident.created"]
+      })
+    )
     const attempted = (n: number) =>
       waitFor(async () => {
         const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.attempts === 1)
@@ -166,7 +243,9 @@ describe("before every delivery", () => {
       await insertIncident(w.db.sql, w.company.id)
       const ds = await attempted(3)
       expect(ds.filter((d) => d.state === "succeeded")).toHaveLength(2)
-      expect(ds.filter((d) => d.last_error === "refused: rebind.test resolves to 10.0.0.7 (private network)")).toHaveLength(1)
+      expect(
+        ds.filter((d) => d.last_error === "refused: rebind.test resolves to 10.0.0.7 (private network)")
+      ).toHaveLength(1)
       expect(asked).toEqual(["rebind.test", "rebind.test"])
       expect(at(w.receiver, "/ttl")).toHaveLength(2)
       expect(connects).toHaveLength(connected)
@@ -190,7 +269,15 @@ describe("before every delivery", () => {
     })
 
   it("refuses at delivery an address the running configuration does not allow", async () => {
-    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "loop", url: w.receiver.url("/loop"), events: ["incident.created"] }))
+    const e = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "loop",
+        url: w.receiver.url("/loop"),
+        events: ["incident.created"]
+      })
+    )
     const d = await firstAttempt({ ...w.deps, allowed: [] }, e.id)
     expect(d.last_error).toBe("refused: 127.0.0.1 is not a public address (loopback)")
     expect(at(w.receiver, "/loop")).toHaveLength(0)
@@ -199,7 +286,15 @@ describe("before every delivery", () => {
 
   it("never follows a redirect, here to the metadata service", async () => {
     w.receiver.reply("/redir", { redirect: "https://169.254.169.254/latest/meta-data/" })
-    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "redir", url: w.receiver.url("/redir"), events: ["incident.created"] }))
+    const e = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "redir",
+        url: w.receiver.url("/redir"),
+        events: ["incident.created"]
+      })
+    )
     const d = await firstAttempt(w.deps, e.id)
     expect(d.last_status).toBe(302)
     expect(d.last_error).toBe("redirect 302 to https://169.254.169.254/latest/meta-data/ (not followed)")

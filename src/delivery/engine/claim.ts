@@ -26,7 +26,16 @@ export const makeClaim = (env: EngineEnv, s: EngineState, pump: Pump) => {
     const scan = Math.min(free, 256)
     const seen = s.generation
     const { claimed, scanned } = yield* db("claim", () =>
-      claim(sql, { now: at, free, scan, perOrigin: maxOpenPerOrigin, saturated, busy: s.open, leaseUntil: new Date(at.getTime() + o.leaseMs), owner })
+      claim(sql, {
+        now: at,
+        free,
+        scan,
+        perOrigin: maxOpenPerOrigin,
+        saturated,
+        busy: s.open,
+        leaseUntil: new Date(at.getTime() + o.leaseMs),
+        owner
+      })
     )
     for (const c of claimed) {
       const it: Item = {

@@ -53,7 +53,9 @@ export const makeFanout = (env: EngineEnv, s: EngineState, pump: Pump) => {
         for (const id of ev.subscriptions) if (!s.destinations.has(id)) missing.subscriptions.add(id)
       }
       if (missing.endpoints.size + missing.subscriptions.size > 0) {
-        const found = yield* db("fan-out", () => destinationsOf(sql, [...missing.endpoints], [...missing.subscriptions]))
+        const found = yield* db("fan-out", () =>
+          destinationsOf(sql, [...missing.endpoints], [...missing.subscriptions])
+        )
         // Read before a change that arrived meanwhile: not kept (what uses them goes back below).
         if (seen === s.generation) {
           if (s.destinations.size >= 10_000) s.destinations.clear()

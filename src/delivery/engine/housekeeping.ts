@@ -87,7 +87,9 @@ export const purgeLoop = (env: EngineEnv, s: EngineState) =>
       Effect.forever(
         Effect.gen(function* () {
           const at = yield* now
-          const r = yield* survive("purge")(db("purge", () => purgeOld(env.sql, new Date(at.getTime() - env.o.retentionMs))))
+          const r = yield* survive("purge")(
+            db("purge", () => purgeOld(env.sql, new Date(at.getTime() - env.o.retentionMs)))
+          )
           if (r && typeof r === "object") s.stats.purged += r.deliveries
           yield* Effect.sleep(env.o.purgeEveryMs)
         })

@@ -66,13 +66,23 @@ export const ENGINE_DEFAULTS = {
 export type Settings = { readonly [K in keyof typeof ENGINE_DEFAULTS]: number }
 
 /** The options with defaults; dies (EngineMisconfigured) when leases are too short for what they cover. */
-export const resolveSettings = (options: { readonly [K in keyof Settings]?: number | undefined }): Effect.Effect<Settings> => {
+export const resolveSettings = (
+  options: { readonly [K in keyof Settings]?: number | undefined }
+): Effect.Effect<Settings> => {
   const o: Settings = { ...ENGINE_DEFAULTS, ...defined(options) }
   if (o.leaseMs < 2 * o.timeoutMs + 5_000) {
-    return Effect.die(new EngineMisconfigured({ message: `delivery lease (${o.leaseMs} ms) must be at least two timeouts (${o.timeoutMs} ms) plus 5 s` }))
+    return Effect.die(
+      new EngineMisconfigured({
+        message: `delivery lease (${o.leaseMs} ms) must be at least two timeouts (${o.timeoutMs} ms) plus 5 s`
+      })
+    )
   }
   if (o.heartbeatMs * 3 > o.partitionLeaseMs) {
-    return Effect.die(new EngineMisconfigured({ message: `partition lease (${o.partitionLeaseMs} ms) must be at least three heartbeats (${o.heartbeatMs} ms)` }))
+    return Effect.die(
+      new EngineMisconfigured({
+        message: `partition lease (${o.partitionLeaseMs} ms) must be at least three heartbeats (${o.heartbeatMs} ms)`
+      })
+    )
   }
   return Effect.succeed(o)
 }

@@ -92,9 +92,25 @@ export const recordOnce = (env: EngineEnv, s: EngineState, final: boolean) =>
       }
     }
     const order = done.map((it) => it.outcome!)
-    if (rows.length === 0 && leased.length === 0 && handBackIds.length === 0 && moves.length === 0 && order.length === 0) return true
+    if (
+      rows.length === 0 &&
+      leased.length === 0 &&
+      handBackIds.length === 0 &&
+      moves.length === 0 &&
+      order.length === 0
+    )
+      return true
     const result = yield* db("record", () =>
-      writeBatch(sql, { owner, rows, leased, handBack: handBackIds, cursors: moves, order, switchOffAfter: o.switchOffAfter, now: new Date(at) })
+      writeBatch(sql, {
+        owner,
+        rows,
+        leased,
+        handBack: handBackIds,
+        cursors: moves,
+        order,
+        switchOffAfter: o.switchOffAfter,
+        now: new Date(at)
+      })
     ).pipe(Effect.exit)
     if (Exit.isFailure(result)) {
       for (const m of moves) if (m.release) m.p.releasing = false
@@ -155,16 +171,23 @@ export const recordOnce = (env: EngineEnv, s: EngineState, final: boolean) =>
     s.stats.subscriptionsGone += r.deletedSubscriptions.length
     // Issue 16.7: one greppable line per switch-off, with the reason the activity log has.
     if (r.switchedOff.length > 0) {
-      const off = yield* db("record", () =>
-        sql<{ id: string; company_id: string; disabled_reason: string | null }[]>`
+      const off = yield* db(
+        "record",
+        () =>
+          sql<{ id: string; company_id: string; disabled_reason: string | null }[]>`
           select id::text, company_id::text, disabled_reason from service.webhook_endpoints where id = any(${[...r.switchedOff]}::uuid[])`
       ).pipe(Effect.orElseSucceed(() => []))
       const why = new Map(off.map((e) => [e.id, e]))
       for (const id of r.switchedOff) {
-        yield* Effect.logWarning("webhook endpoint switched off", { endpointId: id, companyId: why.get(id)?.company_id ?? null, reason: why.get(id)?.disabled_reason ?? null })
+        yield* Effect.logWarning("webhook endpoint switched off", {
+          endpointId: id,
+          companyId: why.get(id)?.company_id ?? null,
+          reason: why.get(id)?.disabled_reason ?? null
+        })
       }
     }
-    for (const id of r.deletedSubscriptions) yield* Effect.logInfo("subscription deleted: its receiver answered 410", { subscriptionId: id })
+    for (const id of r.deletedSubscriptions)
+      yield* Effect.logInfo("subscription deleted: its receiver answered 410", { subscriptionId: id })
     // Room for more; rows handed back are due now, and a retry may be due before the claim
     // loop's next look.
     poke(s.wake.fanout)
@@ -183,7 +206,8 @@ export const recordLoop = (env: EngineEnv, s: EngineState) =>
       // While answers keep coming, gather them: one statement writes them together (a
       // statement's own cost is that of tens of rows).
       const gatherUntil = Date.now() + GATHER_MS
-      while (!s.stopping && s.sendingTotal > 0 && s.completed.length < WRITE_BATCH && Date.now() < gatherUntil) yield* realSleep(5)
+      while (!s.stopping && s.sendingTotal > 0 && s.completed.length < WRITE_BATCH && Date.now() < gatherUntil)
+        yield* realSleep(5)
       // A write, once begun, finishes: its outcome decides what is held and what is freed.
       const ok = yield* Effect.uninterruptible(recordOnce(env, s, false))
       if (!ok) {

@@ -5,7 +5,11 @@ import { DeliveryQueryFailed, type EngineStep } from "./errors.ts"
 import type { EngineOptions, Settings } from "./options.ts"
 
 /** Told of every recorded attempt (metrics: the latency histogram). */
-export type AttemptObservation = { readonly ok: boolean; readonly durationMs: number; readonly errorKind: string | null }
+export type AttemptObservation = {
+  readonly ok: boolean
+  readonly durationMs: number
+  readonly errorKind: string | null
+}
 
 /** The engine's fixed inputs: set once at start, read by every step. */
 export type EngineEnv = {
@@ -54,14 +58,18 @@ export const waitFor = (q: Queue.Queue<void>, ms: number) =>
   )
 
 /** A loop's step that fails is logged and tried again a second later; interruption passes. */
-export const survive = (what: EngineStep) => <A, E>(self: Effect.Effect<A, E>) =>
-  self.pipe(
-    Effect.catchCause((cause) =>
-      Cause.hasInterruptsOnly(cause)
-        ? Effect.failCause(cause as Cause.Cause<never>)
-        : Effect.logWarning(`delivery ${what} failed; retrying in 1 s`, Cause.pretty(cause)).pipe(Effect.andThen(Effect.sleep(1_000)))
+export const survive =
+  (what: EngineStep) =>
+  <A, E>(self: Effect.Effect<A, E>) =>
+    self.pipe(
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.failCause(cause as Cause.Cause<never>)
+          : Effect.logWarning(`delivery ${what} failed; retrying in 1 s`, Cause.pretty(cause)).pipe(
+              Effect.andThen(Effect.sleep(1_000))
+            )
+      )
     )
-  )
 
 /**
  * Real time, whatever the engine's Clock: partition leases and how long a delivery stays

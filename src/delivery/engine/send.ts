@@ -46,16 +46,28 @@ export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
       const body = deliveryBody({ deliveryId: c.id, event: c.event, createdAt: c.eventCreatedAt, payload: c.payload })
       // A rotated secret's predecessor signs too while its overlap lasts (issue 15.5).
       const previousSecret = c.previousSecret === null ? null : secretFor(c, c.previousSecret)
-      result = await send({ url: c.url, secret: secretFor(c), previousSecret }, { deliveryId: c.id, event: c.event, body }, {
-        allowed: options.allowed,
-        timeoutMs: o.timeoutMs,
-        maxResponseBytes: o.maxResponseBytes,
-        signal,
-        ...(options.lookup ? { lookup: options.lookup } : {}),
-        ...(options.ca ? { ca: options.ca } : {})
-      })
+      result = await send(
+        { url: c.url, secret: secretFor(c), previousSecret },
+        { deliveryId: c.id, event: c.event, body },
+        {
+          allowed: options.allowed,
+          timeoutMs: o.timeoutMs,
+          maxResponseBytes: o.maxResponseBytes,
+          signal,
+          ...(options.lookup ? { lookup: options.lookup } : {}),
+          ...(options.ca ? { ca: options.ca } : {})
+        }
+      )
     } catch (e) {
-      result = { ok: false, status: null, error: `internal: ${(e as Error).message}`, errorKind: "internal", durationMs: 0, responseSnippet: "", addresses: [] }
+      result = {
+        ok: false,
+        status: null,
+        error: `internal: ${(e as Error).message}`,
+        errorKind: "internal",
+        durationMs: 0,
+        responseSnippet: "",
+        addresses: []
+      }
     }
     it.state = "done"
     // Cancelled by shutdown: not an attempt to record; the delivery is handed back.
@@ -107,15 +119,17 @@ export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
         add(s.sending, origin, 1)
         s.sendingTotal++
         const abort = new AbortController()
-        const running = (env.runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(() => {
-          add(s.sending, origin, -1)
-          add(s.open, origin, -1)
-          s.sendingTotal--
-          s.inFlight.delete(running)
-          s.stats.inFlight = s.sendingTotal
-          if (s.claimWaiting) poke(s.wake.claim) // room in this origin's queue
-          pump()
-        })
+        const running = (env.runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(
+          () => {
+            add(s.sending, origin, -1)
+            add(s.open, origin, -1)
+            s.sendingTotal--
+            s.inFlight.delete(running)
+            s.stats.inFlight = s.sendingTotal
+            if (s.claimWaiting) poke(s.wake.claim) // room in this origin's queue
+            pump()
+          }
+        )
         s.inFlight.set(running, abort)
       }
       if (queue.length === 0) s.queues.delete(origin)
@@ -126,7 +140,13 @@ export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
 }
 
 /** What an attempt's result means for the delivery. */
-export const decide = (c: Claimed, r: SendResult, startedMs: number, finishedMs: number, schedule: RetrySchedule): Outcome => {
+export const decide = (
+  c: Claimed,
+  r: SendResult,
+  startedMs: number,
+  finishedMs: number,
+  schedule: RetrySchedule
+): Outcome => {
   const number = c.attempts + 1
   const common = {
     id: c.id,
@@ -140,11 +160,13 @@ export const decide = (c: Claimed, r: SendResult, startedMs: number, finishedMs:
     endpointId: c.endpointId,
     subscriptionId: c.subscriptionId
   }
-  if (r.ok) return { ...common, state: "succeeded", nextAt: null, health: c.endpointId !== null ? "reset" : null, gone: false }
+  if (r.ok)
+    return { ...common, state: "succeeded", nextAt: null, health: c.endpointId !== null ? "reset" : null, gone: false }
   const gone = c.subscriptionId !== null && r.status === 410
   // Send Again of a finished delivery is one attempt: failing, it is finished again.
   const wait = gone || c.manual ? null : delayAfter(schedule, number)
-  if (wait !== null) return { ...common, state: "pending", nextAt: new Date(finishedMs + wait), health: null, gone: false }
+  if (wait !== null)
+    return { ...common, state: "pending", nextAt: new Date(finishedMs + wait), health: null, gone: false }
   // A Send Again that fails again was counted when the delivery first failed.
   return { ...common, state: "failed", nextAt: null, health: c.endpointId !== null && !c.manual ? "fail" : null, gone }
 }

@@ -7,4 +7,5 @@ const FIELDS = fields(`
   close_out_notes owner incident_id observation_id audit_item_id inspection_id change_id
 `)
 
-export const shapeCorrectiveAction = ({ row }: ShapeInput): ApiRecord => pickFields(row, STAMPS, pickFields(row, FIELDS))
+export const shapeCorrectiveAction = ({ row }: ShapeInput): ApiRecord =>
+  pickFields(row, STAMPS, pickFields(row, FIELDS))

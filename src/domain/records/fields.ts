@@ -7,7 +7,14 @@ import type { Row } from "./types.ts"
 /** How a column's value becomes JSON. */
 export type FieldKind = "text" | "timestamp" | "boolean" | "number" | "textArray" | "json"
 
-const FIELD_KINDS: ReadonlySet<string> = new Set<FieldKind>(["text", "timestamp", "boolean", "number", "textArray", "json"])
+const FIELD_KINDS: ReadonlySet<string> = new Set<FieldKind>([
+  "text",
+  "timestamp",
+  "boolean",
+  "number",
+  "textArray",
+  "json"
+])
 
 /** [app column, kind]; the API name is the column's camelCase. */
 export type FieldSpec = readonly [column: string, kind: FieldKind]
@@ -48,13 +55,16 @@ export const readField = (row: Row, column: string, kind: FieldKind): unknown =>
       return fail(column, kind, value)
     case "number": {
       // numeric may arrive as a string to keep its precision; the API gives a JSON number
-      const n = typeof value === "number" ? value : typeof value === "string" && value.trim() !== "" ? Number(value) : NaN
+      const n =
+        typeof value === "number" ? value : typeof value === "string" && value.trim() !== "" ? Number(value) : NaN
       return Number.isFinite(n) ? n : fail(column, kind, value)
     }
     case "textArray":
       // A NULL element (PostgreSQL allows one) says nothing: left out, so the API keeps its
       // documented array of strings rather than sending the text "null".
-      return Array.isArray(value) ? value.filter((v) => v !== null && v !== undefined).map(String) : fail(column, kind, value)
+      return Array.isArray(value)
+        ? value.filter((v) => v !== null && v !== undefined).map(String)
+        : fail(column, kind, value)
     case "json":
       // jsonb is passed through as given
       return value
@@ -89,7 +99,11 @@ const pickerOf = (specs: ReadonlyArray<FieldSpec>): Picker => {
 
 /** The listed columns of a row, in list order, under their camelCase names; added to `out`
  *  when given (a record built from several lists is then one object, not spread copies). */
-export const pickFields = (row: Row, specs: ReadonlyArray<FieldSpec>, out?: Record<string, unknown>): Record<string, unknown> => {
+export const pickFields = (
+  row: Row,
+  specs: ReadonlyArray<FieldSpec>,
+  out?: Record<string, unknown>
+): Record<string, unknown> => {
   const { names, make, values } = pickerOf(specs)
   if (out !== undefined) {
     for (let i = 0; i < specs.length; i++) out[names[i]!] = readField(row, specs[i]![0], specs[i]![1])

@@ -9,7 +9,14 @@ const FIELDS = fields(`
 `)
 
 /** Withheld on a privacy case, as on an exported OSHA log (spec 1). */
-export const PRIVACY_CASE_FIELDS = ["personName", "workerId", "location", "description", "bodyPart", "injuryType"] as const
+export const PRIVACY_CASE_FIELDS = [
+  "personName",
+  "workerId",
+  "location",
+  "description",
+  "bodyPart",
+  "injuryType"
+] as const
 
 /** An incident's API JSON with the privacy-case fields withheld (null), keys in place;
  *  text that is not an incident object comes back unchanged. */

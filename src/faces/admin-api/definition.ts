@@ -5,7 +5,15 @@
 // Adding a group (the webhooks work adds endpoints, subscriptions, deliveries, activity):
 // define it in its own module and add it in AdminApi below, before the middleware lines.
 import { Context, Effect, Schema } from "effect"
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "effect/http-api"
+import {
+  HttpApi,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity,
+  OpenApi
+} from "effect/http-api"
 import { BadRequest, Conflict, NotFound, toHttpError, Unauthorized } from "../http/errors.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { RESOURCES } from "../../domain/resources.ts"
@@ -24,14 +32,24 @@ export class CurrentAdmin extends Context.Service<CurrentAdmin, AdminUser>()("se
 export const byAdmin = <A, E extends DomainError, R>(run: (admin: AdminUser) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(CurrentAdmin, run).pipe(Effect.mapError(toHttpError))
 
-export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: CurrentAdmin }>()("service/admin/AdminAuth", {
-  security: { adminToken: HttpApiSecurity.bearer.pipe(HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")) },
-  error: Unauthorized
-}) {}
+export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: CurrentAdmin }>()(
+  "service/admin/AdminAuth",
+  {
+    security: {
+      adminToken: HttpApiSecurity.bearer.pipe(
+        HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")
+      )
+    },
+    error: Unauthorized
+  }
+) {}
 
-export class AdminRequestErrors extends HttpApiMiddleware.Service<AdminRequestErrors>()("service/admin/AdminRequestErrors", {
-  error: BadRequest
-}) {}
+export class AdminRequestErrors extends HttpApiMiddleware.Service<AdminRequestErrors>()(
+  "service/admin/AdminRequestErrors",
+  {
+    error: BadRequest
+  }
+) {}
 
 const Timestamp = Schema.String.annotate({ format: "date-time", description: "ISO 8601 timestamp in UTC" })
 const State = Schema.Literals(["active", "expired", "revoked"])
@@ -107,14 +125,22 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       params: IdParam,
       success: KeyInfo,
       error: [NotFound, Conflict]
-    }).annotateMerge(OpenApi.annotations({ description: "The key's next request gets 401; its webhook subscriptions are deleted." }))
+    }).annotateMerge(
+      OpenApi.annotations({ description: "The key's next request gets 401; its webhook subscriptions are deleted." })
+    )
   )
   .annotateMerge(OpenApi.annotations({ description: "API keys of the admin's company" })) {}
 
 export class TokensGroup extends HttpApiGroup.make("tokens")
   .add(
-    HttpApiEndpoint.get("list", `${ADMIN_PREFIX}/tokens`, { success: Schema.Struct({ data: Schema.Array(TokenInfo) }) }),
-    HttpApiEndpoint.post("revoke", `${ADMIN_PREFIX}/tokens/:id/revoke`, { params: IdParam, success: TokenInfo, error: [NotFound, Conflict] })
+    HttpApiEndpoint.get("list", `${ADMIN_PREFIX}/tokens`, {
+      success: Schema.Struct({ data: Schema.Array(TokenInfo) })
+    }),
+    HttpApiEndpoint.post("revoke", `${ADMIN_PREFIX}/tokens/:id/revoke`, {
+      params: IdParam,
+      success: TokenInfo,
+      error: [NotFound, Conflict]
+    })
   )
   .annotateMerge(OpenApi.annotations({ description: "Admin tokens of the admin's company (issued by the CLI)" })) {}
 
@@ -131,6 +157,7 @@ export class AdminApi extends HttpApi.make("admin")
     OpenApi.annotations({
       title: "Safety Records Service: admin API",
       version: "1",
-      description: "Manage API keys, webhook endpoints, deliveries, subscriptions and activity as an admin, with an admin token from `npm run admin -- tokens create --as <e-mail>`. Errors are JSON {\"error\": \"...\"}."
+      description:
+        'Manage API keys, webhook endpoints, deliveries, subscriptions and activity as an admin, with an admin token from `npm run admin -- tokens create --as <e-mail>`. Errors are JSON {"error": "..."}.'
     })
   ) {}

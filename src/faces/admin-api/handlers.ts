@@ -21,12 +21,14 @@ export const AdminAuthLive = Layer.effect(
             Effect.provideService(Sql, sql),
             Effect.orDie
           )
-          if ("refused" in check) return errorResponse(401, check.refused, { "www-authenticate": 'Bearer realm="admin"' })
+          if ("refused" in check)
+            return errorResponse(401, check.refused, { "www-authenticate": 'Bearer realm="admin"' })
           // Paths that declare their parameters refuse others by their schema; the rest take
           // none, and one given is refused rather than silently ignored (?key=... filters nothing).
           if (endpoint.query === undefined) {
             const stray = strayParameter((yield* HttpServerRequest.HttpServerRequest).url)
-            if (stray !== undefined) return errorResponse(400, `unknown query parameter "${stray}"; this path takes none`)
+            if (stray !== undefined)
+              return errorResponse(400, `unknown query parameter "${stray}"; this path takes none`)
           }
           return yield* Effect.provideService(httpEffect, CurrentAdmin, check.actor)
         })
@@ -62,9 +64,7 @@ export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handle
 
 export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
   handlers
-    .handle("list", () =>
-      byAdmin((admin) => Effect.map(listKeys(admin.companyId), (data) => ({ data })))
-    )
+    .handle("list", () => byAdmin((admin) => Effect.map(listKeys(admin.companyId), (data) => ({ data }))))
     .handle("create", ({ payload }) =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
@@ -79,20 +79,12 @@ export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
         }).pipe(Effect.mapError(toHttpError))
       })
     )
-    .handle("get", ({ params }) =>
-      byAdmin((admin) => getKey(admin.companyId, params.id))
-    )
-    .handle("revoke", ({ params }) =>
-      byAdmin((admin) => revokeKey(admin, params.id))
-    )
+    .handle("get", ({ params }) => byAdmin((admin) => getKey(admin.companyId, params.id)))
+    .handle("revoke", ({ params }) => byAdmin((admin) => revokeKey(admin, params.id)))
 )
 
 export const TokensHandlers = HttpApiBuilder.group(AdminApi, "tokens", (handlers) =>
   handlers
-    .handle("list", () =>
-      byAdmin((admin) => Effect.map(listTokens(admin.companyId), (data) => ({ data })))
-    )
-    .handle("revoke", ({ params }) =>
-      byAdmin((admin) => revokeToken(admin, params.id))
-    )
+    .handle("list", () => byAdmin((admin) => Effect.map(listTokens(admin.companyId), (data) => ({ data }))))
+    .handle("revoke", ({ params }) => byAdmin((admin) => revokeToken(admin, params.id)))
 )

@@ -10,7 +10,9 @@ import { AdminApi, CurrentAdmin } from "./definition.ts"
 export const ReplaysHandlers = HttpApiBuilder.group(AdminApi, "replays", (handlers) =>
   handlers
     .handle("createReplay", ({ payload }) =>
-      byAdmin((a) => Effect.map(startReplay(userActor(a), a.companyId, "api", payload), (r) => ("replay" in r ? r.replay : r.plan)))
+      byAdmin((a) =>
+        Effect.map(startReplay(userActor(a), a.companyId, "api", payload), (r) => ("replay" in r ? r.replay : r.plan))
+      )
     )
     .handle("listReplays", () =>
       Effect.gen(function* () {

@@ -17,16 +17,30 @@ const Kind = Schema.Literals(["endpoint", "subscription"])
 
 export const CreateReplay = Schema.Struct({
   endpointId: Schema.optional(Schema.String).annotate({ description: "The endpoint to replay to (or subscriptionId)" }),
-  subscriptionId: Schema.optional(Schema.String).annotate({ description: "The API subscription to replay to (or endpointId)" }),
-  since: Schema.optional(Schema.String).annotate({ description: `Events from this moment on: ${FILTER_DATE_FORMATS}. Default: when the destination was made` }),
-  until: Schema.optional(Schema.String).annotate({ description: `Events before this moment: ${FILTER_DATE_FORMATS}. Default: now` }),
-  events: Schema.optional(Schema.Array(Schema.String)).annotate({ description: `Only these events (${EVENT_KINDS.join(", ")}); default: all the destination takes` }),
-  failedOnly: Schema.optional(Schema.Boolean).annotate({ description: "Only events never delivered successfully to this destination; default false" }),
-  dryRun: Schema.optional(Schema.Boolean).annotate({ description: "Count what would be sent and where; send nothing. Default false" })
+  subscriptionId: Schema.optional(Schema.String).annotate({
+    description: "The API subscription to replay to (or endpointId)"
+  }),
+  since: Schema.optional(Schema.String).annotate({
+    description: `Events from this moment on: ${FILTER_DATE_FORMATS}. Default: when the destination was made`
+  }),
+  until: Schema.optional(Schema.String).annotate({
+    description: `Events before this moment: ${FILTER_DATE_FORMATS}. Default: now`
+  }),
+  events: Schema.optional(Schema.Array(Schema.String)).annotate({
+    description: `Only these events (${EVENT_KINDS.join(", ")}); default: all the destination takes`
+  }),
+  failedOnly: Schema.optional(Schema.Boolean).annotate({
+    description: "Only events never delivered successfully to this destination; default false"
+  }),
+  dryRun: Schema.optional(Schema.Boolean).annotate({
+    description: "Count what would be sent and where; send nothing. Default false"
+  })
 }).annotate({ identifier: "CreateWebhookReplay" })
 
 export const ReplayPlanInfo = Schema.Struct({
-  dryRun: Schema.Boolean.annotate({ description: "true: a dry run; false: there was nothing to send, and no replay was made" }),
+  dryRun: Schema.Boolean.annotate({
+    description: "true: a dry run; false: there was nothing to send, and no replay was made"
+  }),
   destination: Schema.Struct({ kind: Kind, id: Schema.String, url: Schema.String, on: Schema.Boolean }),
   since: Timestamp,
   until: Timestamp,
@@ -58,22 +72,36 @@ export const ReplayInfo = Schema.Struct({
   events: Schema.Array(Schema.String),
   failedOnly: Schema.Boolean,
   source: Schema.String.annotate({ description: "Where it was made: api, pages or cli" }),
-  createdBy: Schema.NullOr(Schema.String).annotate({ description: "The admin's e-mail; null: the service (an operator's CLI replay)" }),
+  createdBy: Schema.NullOr(Schema.String).annotate({
+    description: "The admin's e-mail; null: the service (an operator's CLI replay)"
+  }),
   createdAt: Timestamp,
   finishedAt: Schema.NullOr(Timestamp),
   cancelledBy: Schema.NullOr(Schema.String),
-  plan: Schema.Struct({ matched: Count, resend: Count, create: Count, skippedDelivered: Count, skippedInFlight: Count }).annotate({
+  plan: Schema.Struct({
+    matched: Count,
+    resend: Count,
+    create: Count,
+    skippedDelivered: Count,
+    skippedInFlight: Count
+  }).annotate({
     description: "What the dry run counted when it was made"
   }),
   progress: Schema.Struct({
     queued: Count.annotate({ description: "Deliveries the replay queued" }),
     sent: Count.annotate({ description: "Attempted since the replay handed them to the engine" }),
     inEngine: Count.annotate({ description: "Handed to the engine, not attempted yet" }),
-    skipped: Count.annotate({ description: "Being attempted, or (failedOnly) delivered, when their turn came; or gone" }),
-    restored: Count.annotate({ description: "Handed over but not attempted when it was cancelled: put back as they were" }),
+    skipped: Count.annotate({
+      description: "Being attempted, or (failedOnly) delivered, when their turn came; or gone"
+    }),
+    restored: Count.annotate({
+      description: "Handed over but not attempted when it was cancelled: put back as they were"
+    }),
     remaining: Count.annotate({ description: "Not sent: still to go while running; left unsent once cancelled" })
   }),
-  waiting: Schema.NullOr(Schema.String).annotate({ description: "Why a running replay sends nothing now (its destination is off, another replay to it runs first)" })
+  waiting: Schema.NullOr(Schema.String).annotate({
+    description: "Why a running replay sends nothing now (its destination is off, another replay to it runs first)"
+  })
 }).annotate({ identifier: "WebhookReplay" })
 
 const IdParam = { id: Schema.String }
@@ -90,15 +118,22 @@ export class ReplaysGroup extends HttpApiGroup.make("replays")
           "With dryRun: counts what would be sent to the destination (200), and sends nothing. Without: makes the replay (201), sent at REPLAY_RATE per destination behind live deliveries; 200 with the plan when there is nothing to send."
       })
     ),
-    HttpApiEndpoint.get("listReplays", `${PREFIX}/replays`, { success: Schema.Struct({ data: Schema.Array(ReplayInfo) }) }).annotateMerge(
-      OpenApi.annotations({ description: "The company's last 50 replays, newest first." })
-    ),
-    HttpApiEndpoint.get("getReplay", `${PREFIX}/replays/:id`, { params: IdParam, success: ReplayInfo, error: NotFound }).annotateMerge(
-      OpenApi.annotations({ description: "A replay and its progress." })
-    ),
-    HttpApiEndpoint.post("cancelReplay", `${PREFIX}/replays/:id/cancel`, { params: IdParam, success: ReplayInfo, error: [NotFound, Conflict] }).annotateMerge(
+    HttpApiEndpoint.get("listReplays", `${PREFIX}/replays`, {
+      success: Schema.Struct({ data: Schema.Array(ReplayInfo) })
+    }).annotateMerge(OpenApi.annotations({ description: "The company's last 50 replays, newest first." })),
+    HttpApiEndpoint.get("getReplay", `${PREFIX}/replays/:id`, {
+      params: IdParam,
+      success: ReplayInfo,
+      error: NotFound
+    }).annotateMerge(OpenApi.annotations({ description: "A replay and its progress." })),
+    HttpApiEndpoint.post("cancelReplay", `${PREFIX}/replays/:id/cancel`, {
+      params: IdParam,
+      success: ReplayInfo,
+      error: [NotFound, Conflict]
+    }).annotateMerge(
       OpenApi.annotations({
-        description: "Stops a running replay: what it has not sent yet is left as it was (unattempted deliveries it had handed over are put back); nothing sent is undone. 409 once it finished or was cancelled."
+        description:
+          "Stops a running replay: what it has not sent yet is left as it was (unattempted deliveries it had handed over are put back); nothing sent is undone. 409 once it finished or was cancelled."
       })
     )
   )

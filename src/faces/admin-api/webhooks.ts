@@ -21,7 +21,9 @@ export const EndpointInfo = Schema.Struct({
   name: Schema.String,
   url: Schema.String,
   events: Events,
-  enabled: Schema.Boolean.annotate({ description: "false once switched off after 15 failed deliveries in a row, until Turn On" }),
+  enabled: Schema.Boolean.annotate({
+    description: "false once switched off after 15 failed deliveries in a row, until Turn On"
+  }),
   disabledReason: Schema.NullOr(Schema.String),
   disabledAt: Schema.NullOr(Timestamp),
   consecutiveFailures: Schema.Number,
@@ -30,7 +32,8 @@ export const EndpointInfo = Schema.Struct({
   updatedAt: Timestamp,
   secretRotatedAt: Schema.NullOr(Timestamp),
   previousSecretExpiresAt: Schema.NullOr(Timestamp).annotate({
-    description: "Until when the secret the last rotation replaced still signs deliveries beside the current one; null when it no longer does"
+    description:
+      "Until when the secret the last rotation replaced still signs deliveries beside the current one; null when it no longer does"
   })
 }).annotate({ identifier: "WebhookEndpoint" })
 
@@ -80,9 +83,12 @@ export const RotateSecret = Schema.Struct({
 
 export const RotatedSecret = Schema.Struct({
   id: Schema.String,
-  secret: Schema.String.annotate({ description: "The new signing secret: shown this once; deliveries are signed with it at once" }),
+  secret: Schema.String.annotate({
+    description: "The new signing secret: shown this once; deliveries are signed with it at once"
+  }),
   previousSecretExpiresAt: Schema.NullOr(Timestamp).annotate({
-    description: "Until when the old secret still signs every delivery beside the new one (two v1 signatures in each header); null with no overlap"
+    description:
+      "Until when the old secret still signs every delivery beside the new one (two v1 signatures in each header); null with no overlap"
   })
 }).annotate({ identifier: "RotatedWebhookSecret" })
 
@@ -152,7 +158,6 @@ export const ActivityInfo = Schema.Struct({
   details: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "ActivityEntry" })
 
-
 const IdParam = { id: Schema.String }
 const data = <S extends Schema.Top>(item: S) => Schema.Struct({ data: Schema.Array(item) })
 
@@ -164,7 +169,11 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       success: CreatedEndpoint.pipe(HttpApiSchema.status(201)),
       error: [BadRequest, Forbidden, NotFound, Conflict]
     }).annotateMerge(OpenApi.annotations({ description: "The signing secret is in this answer only." })),
-    HttpApiEndpoint.get("getEndpoint", `${PREFIX}/endpoints/:id`, { params: IdParam, success: EndpointInfo, error: NotFound }),
+    HttpApiEndpoint.get("getEndpoint", `${PREFIX}/endpoints/:id`, {
+      params: IdParam,
+      success: EndpointInfo,
+      error: NotFound
+    }),
     HttpApiEndpoint.patch("updateEndpoint", `${PREFIX}/endpoints/:id`, {
       params: IdParam,
       payload: UpdateEndpoint,
@@ -182,35 +191,89 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
         description:
           "A new signing secret, shown this once; deliveries are signed with it at once. Until the overlap ends (24h unless the body says otherwise, at most 7d) they are signed with the old secret too, so the receiver switches when it likes.",
         // The body may be left out.
-        transform: (op) => (op.requestBody === undefined ? op : { ...op, requestBody: { ...op.requestBody, required: false } })
+        transform: (op) =>
+          op.requestBody === undefined ? op : { ...op, requestBody: { ...op.requestBody, required: false } }
       })
     ),
-    HttpApiEndpoint.delete("deleteEndpoint", `${PREFIX}/endpoints/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [NotFound, Conflict] }),
-    HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, { params: IdParam, success: EnabledEndpoint, error: [Forbidden, NotFound, Conflict] }).annotateMerge(
-      OpenApi.annotations({ description: "Turn On: the endpoint receives deliveries again; replayWhatFailed offers the replay of what it missed." })
+    HttpApiEndpoint.delete("deleteEndpoint", `${PREFIX}/endpoints/:id`, {
+      params: IdParam,
+      success: HttpApiSchema.NoContent,
+      error: [NotFound, Conflict]
+    }),
+    HttpApiEndpoint.post("enableEndpoint", `${PREFIX}/endpoints/:id/enable`, {
+      params: IdParam,
+      success: EnabledEndpoint,
+      error: [Forbidden, NotFound, Conflict]
+    }).annotateMerge(
+      OpenApi.annotations({
+        description:
+          "Turn On: the endpoint receives deliveries again; replayWhatFailed offers the replay of what it missed."
+      })
     ),
-    HttpApiEndpoint.post("testEndpoint", `${PREFIX}/endpoints/:id/test`, { params: IdParam, success: PingInfo, error: [BadRequest, NotFound] }).annotateMerge(
-      OpenApi.annotations({ description: "Sends a signed ping event now and shows the receiver's status, time and the start of its answer." })
+    HttpApiEndpoint.post("testEndpoint", `${PREFIX}/endpoints/:id/test`, {
+      params: IdParam,
+      success: PingInfo,
+      error: [BadRequest, NotFound]
+    }).annotateMerge(
+      OpenApi.annotations({
+        description: "Sends a signed ping event now and shows the receiver's status, time and the start of its answer."
+      })
     ),
-    HttpApiEndpoint.get("endpointDeliveries", `${PREFIX}/endpoints/:id/deliveries`, { params: IdParam, success: data(DeliveryInfo), error: NotFound }).annotateMerge(
-      OpenApi.annotations({ description: "The endpoint's last 25 deliveries, newest first." })
-    ),
-    HttpApiEndpoint.get("getDelivery", `${PREFIX}/deliveries/:id`, { params: IdParam, success: DeliveryDetail, error: NotFound }),
-    HttpApiEndpoint.post("resendDelivery", `${PREFIX}/deliveries/:id/resend`, { params: IdParam, success: DeliveryInfo, error: [NotFound, Conflict] }).annotateMerge(
+    HttpApiEndpoint.get("endpointDeliveries", `${PREFIX}/endpoints/:id/deliveries`, {
+      params: IdParam,
+      success: data(DeliveryInfo),
+      error: NotFound
+    }).annotateMerge(OpenApi.annotations({ description: "The endpoint's last 25 deliveries, newest first." })),
+    HttpApiEndpoint.get("getDelivery", `${PREFIX}/deliveries/:id`, {
+      params: IdParam,
+      success: DeliveryDetail,
+      error: NotFound
+    }),
+    HttpApiEndpoint.post("resendDelivery", `${PREFIX}/deliveries/:id/resend`, {
+      params: IdParam,
+      success: DeliveryInfo,
+      error: [NotFound, Conflict]
+    }).annotateMerge(
       OpenApi.annotations({ description: "Send Again: one attempt at once, with the same delivery id." })
     ),
-    HttpApiEndpoint.get("listSubscriptions", `${PREFIX}/subscriptions`, { success: data(SubscriptionInfo), error: [BadRequest] }),
-    HttpApiEndpoint.post("disableSubscription", `${PREFIX}/subscriptions/:id/disable`, { params: IdParam, success: SubscriptionInfo, error: NotFound }),
-    HttpApiEndpoint.post("enableSubscription", `${PREFIX}/subscriptions/:id/enable`, { params: IdParam, success: SubscriptionInfo, error: NotFound }),
-    HttpApiEndpoint.delete("deleteSubscription", `${PREFIX}/subscriptions/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: NotFound }),
+    HttpApiEndpoint.get("listSubscriptions", `${PREFIX}/subscriptions`, {
+      success: data(SubscriptionInfo),
+      error: [BadRequest]
+    }),
+    HttpApiEndpoint.post("disableSubscription", `${PREFIX}/subscriptions/:id/disable`, {
+      params: IdParam,
+      success: SubscriptionInfo,
+      error: NotFound
+    }),
+    HttpApiEndpoint.post("enableSubscription", `${PREFIX}/subscriptions/:id/enable`, {
+      params: IdParam,
+      success: SubscriptionInfo,
+      error: NotFound
+    }),
+    HttpApiEndpoint.delete("deleteSubscription", `${PREFIX}/subscriptions/:id`, {
+      params: IdParam,
+      success: HttpApiSchema.NoContent,
+      error: NotFound
+    }),
     HttpApiEndpoint.get("activity", `${PREFIX}/activity`, {
-      query: { kind: Schema.optional(Schema.Literals(ACTIVITY_FILTERS)).annotate({ description: "Only this kind (e.g. endpoint.created), or a family (endpoint)" }) },
+      query: {
+        kind: Schema.optional(Schema.Literals(ACTIVITY_FILTERS)).annotate({
+          description: "Only this kind (e.g. endpoint.created), or a family (endpoint)"
+        })
+      },
       success: data(ActivityInfo),
       error: [BadRequest]
-    }).annotateMerge(OpenApi.annotations({ description: "The company's activity log, newest first: every change to an endpoint or subscription." }))
+    }).annotateMerge(
+      OpenApi.annotations({
+        description: "The company's activity log, newest first: every change to an endpoint or subscription."
+      })
+    )
   )
   // A field the body does not take is refused (400), never silently dropped: {"name": "x",
   // "enabled": false} must not rename the endpoint and leave it on.
   .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "first" })
-  .annotateMerge(OpenApi.annotations({ description: "Webhook endpoints, deliveries, API-made subscriptions and the activity log of the admin's company" })) {}
-
+  .annotateMerge(
+    OpenApi.annotations({
+      description: "Webhook endpoints, deliveries, API-made subscriptions and the activity log of the admin's company"
+    })
+  ) {}

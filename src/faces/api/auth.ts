@@ -80,12 +80,20 @@ export const ApiKeyAuthLive = Layer.effect(
     // before answering 429 ask the database whether it is still a key at all: revoking one
     // takes effect on its very next request, which gets 401 (spec 5.6), however busy it was.
     // One statement per refused request, as a served request costs.
-    const tooMany = (entry: KeyEntry, host: string | undefined, resource: Resource | undefined, answer: HttpServerResponse.HttpServerResponse) =>
+    const tooMany = (
+      entry: KeyEntry,
+      host: string | undefined,
+      resource: Resource | undefined,
+      answer: HttpServerResponse.HttpServerResponse
+    ) =>
       Effect.flatMap(views.check(currentKeyOf(entry, host), resource), (now) =>
         now.state !== "revoked" && now.state !== "expired" && now.state !== "unknown" && now.state !== "host"
           ? Effect.succeed(answer)
           : Effect.map(directory.explain(entry.keyId, host, resource), (refusal) =>
-              errorResponse(401, refusal?.status === 401 ? refusal.message : UNUSABLE[now.state as Unusable], { ...policyOnly, ...UNAUTHORIZED_HEADERS })
+              errorResponse(401, refusal?.status === 401 ? refusal.message : UNUSABLE[now.state as Unusable], {
+                ...policyOnly,
+                ...UNAUTHORIZED_HEADERS
+              })
             )
       )
 
@@ -111,19 +119,29 @@ export const ApiKeyAuthLive = Layer.effect(
             entry,
             host,
             resource,
-            errorResponse(429, `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`, {
-              ...headers,
-              "retry-after": String(rate.reset)
-            })
+            errorResponse(
+              429,
+              `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`,
+              {
+                ...headers,
+                "retry-after": String(rate.reset)
+              }
+            )
           )
         }
-        if (lookup._tag === "Refused") return Effect.succeed(errorResponse(lookup.refusal.status, lookup.refusal.message, headers))
+        if (lookup._tag === "Refused")
+          return Effect.succeed(errorResponse(lookup.refusal.status, lookup.refusal.message, headers))
         // Hooks rule 1: without the webhooks permission the answer is 403, whatever the body
         // (checked here, before the handler reads and validates it).
-        if (hooks && !entry.webhooks) return Effect.succeed(errorResponse(403, "this key does not have the webhooks permission", headers))
-        if (strayQuery !== undefined) return Effect.succeed(errorResponse(400, `unknown query parameter "${strayQuery}"; this path takes none`, headers))
-        return HttpEffect.withPreResponseHandler(Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host)), (_request, response) =>
-          Effect.succeed(HttpServerResponse.setHeaders(response, headers))
+        if (hooks && !entry.webhooks)
+          return Effect.succeed(errorResponse(403, "this key does not have the webhooks permission", headers))
+        if (strayQuery !== undefined)
+          return Effect.succeed(
+            errorResponse(400, `unknown query parameter "${strayQuery}"; this path takes none`, headers)
+          )
+        return HttpEffect.withPreResponseHandler(
+          Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host)),
+          (_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers))
         )
       })
       // The request's log line and span name the key, by id (never the key), whatever the answer.

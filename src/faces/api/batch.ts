@@ -21,7 +21,10 @@ interface Waiting<A, B> {
  * several fails, each of its requests is run again alone, so that a request fails only for
  * its own reasons, as it would with a statement of its own.
  */
-export const makeBatcher = <A, B>(run: (items: ReadonlyArray<A>) => Promise<ReadonlyArray<B>>, maxBatch: number): Batcher<A, B> => {
+export const makeBatcher = <A, B>(
+  run: (items: ReadonlyArray<A>) => Promise<ReadonlyArray<B>>,
+  maxBatch: number
+): Batcher<A, B> => {
   let waiting: Array<Waiting<A, B>> = []
   let scheduled: ReturnType<typeof setImmediate> | undefined
 

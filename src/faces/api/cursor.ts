@@ -8,7 +8,9 @@ import { isUuid } from "../../domain/ids.ts"
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
 
 /** A page's nextCursor in the documents. */
-export const NextCursor = Schema.NullOr(Schema.String).annotate({ description: "Pass as cursor for the next page; null on the last page" })
+export const NextCursor = Schema.NullOr(Schema.String).annotate({
+  description: "Pass as cursor for the next page; null on the last page"
+})
 
 /** A page of items: their order, described, and the next page's cursor. */
 export const pageOf = <S extends Schema.Top>(item: S, order: string) =>
@@ -80,7 +82,8 @@ export const decodeCursor = (
   const expected = mac(key, payload)
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { error: "tampered" }
   const [version, digest, createdAt, id, ...rest] = payload.split("|")
-  if (version !== VERSION || rest.length > 0 || createdAt === undefined || id === undefined) return { error: "malformed" }
+  if (version !== VERSION || rest.length > 0 || createdAt === undefined || id === undefined)
+    return { error: "malformed" }
   if (!TIMESTAMP.test(createdAt) || !isLowerUuid(id)) return { error: "malformed" }
   if (digest !== bindingDigest(key, binding)) return { error: "other-list" }
   return { position: { createdAt, id } }
@@ -88,8 +91,10 @@ export const decodeCursor = (
 
 export const CURSOR_ERROR_MESSAGES: Readonly<Record<CursorError, string>> = {
   malformed: "cursor is not a cursor this API issued; pass the nextCursor of the previous page unchanged",
-  tampered: "cursor is invalid (it was changed or issued by another server); pass the nextCursor of the previous page unchanged",
-  "other-list": "cursor belongs to another list: use it with the same resource, filters and sort (createdAfter, createdBefore, updatedAfter, updatedBefore, name, status, sort) as the page it came from"
+  tampered:
+    "cursor is invalid (it was changed or issued by another server); pass the nextCursor of the previous page unchanged",
+  "other-list":
+    "cursor belongs to another list: use it with the same resource, filters and sort (createdAfter, createdBefore, updatedAfter, updatedBefore, name, status, sort) as the page it came from"
 }
 
 /**

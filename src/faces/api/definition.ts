@@ -28,10 +28,17 @@ export const DOCS_PATH = "/docs"
 // Middleware (implemented in auth.ts and request-errors.ts)
 
 /** Bearer API key: 401 unknown/revoked/expired/other company, 429 over the limit, 403 off. */
-export class ApiKeyAuth extends HttpApiMiddleware.Service<ApiKeyAuth, { provides: CurrentKey }>()("service/api/ApiKeyAuth", {
-  security: { apiKey: HttpApiSecurity.bearer.pipe(HttpApiSecurity.annotate(OpenApi.Description, "An API key: Authorization: Bearer mk_...")) },
-  error: [Unauthorized, Forbidden, TooManyRequests]
-}) {}
+export class ApiKeyAuth extends HttpApiMiddleware.Service<ApiKeyAuth, { provides: CurrentKey }>()(
+  "service/api/ApiKeyAuth",
+  {
+    security: {
+      apiKey: HttpApiSecurity.bearer.pipe(
+        HttpApiSecurity.annotate(OpenApi.Description, "An API key: Authorization: Bearer mk_...")
+      )
+    },
+    error: [Unauthorized, Forbidden, TooManyRequests]
+  }
+) {}
 
 /** Turns a request that does not decode (query parameters, a body) into a 400 naming what is wrong. */
 export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("service/api/RequestErrors", {
@@ -41,7 +48,10 @@ export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("s
 // -----------------------------------------------------------------------------
 // GET /api/v1
 
-const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })
+const Timestamp = Schema.String.annotate({
+  description: "ISO 8601 timestamp in UTC with milliseconds",
+  format: "date-time"
+})
 
 export const ApiIndex = Schema.Struct({
   company: Schema.Struct({ id: Schema.String, name: Schema.String }),
@@ -51,19 +61,26 @@ export const ApiIndex = Schema.Struct({
     expiresAt: Schema.NullOr(Timestamp).annotate({ description: "null: the key does not expire" }),
     webhooks: Schema.Boolean.annotate({ description: "The key may subscribe itself to events (POST /api/v1/hooks)" })
   }),
-  resources: Schema.Array(
-    Schema.Struct({ name: Schema.Literals(RESOURCES), path: Schema.String })
-  ).annotate({ description: "What the key can read now: its resources whose module is turned on" }),
+  resources: Schema.Array(Schema.Struct({ name: Schema.Literals(RESOURCES), path: Schema.String })).annotate({
+    description: "What the key can read now: its resources whose module is turned on"
+  }),
   events: Schema.Array(Schema.Literals(EVENT_KINDS)).annotate({
-    description: "Events the key may subscribe to: none without the webhooks permission, else those about records it can read"
+    description:
+      "Events the key may subscribe to: none without the webhooks permission, else those about records it can read"
   })
 }).annotate({ identifier: "ApiIndex", description: "What this key can read now", examples: [API_INDEX_EXAMPLE] })
 
-export class RootGroup extends HttpApiGroup.make("api").add(
-  HttpApiEndpoint.get("index", API_PREFIX, { success: ApiIndex }).annotateMerge(
-    OpenApi.annotations({ summary: "What this key can read", description: "The key's company, the key, the resources it can read now and the events it may subscribe to. Doubles as a check that the key works." })
+export class RootGroup extends HttpApiGroup.make("api")
+  .add(
+    HttpApiEndpoint.get("index", API_PREFIX, { success: ApiIndex }).annotateMerge(
+      OpenApi.annotations({
+        summary: "What this key can read",
+        description:
+          "The key's company, the key, the resources it can read now and the events it may subscribe to. Doubles as a check that the key works."
+      })
+    )
   )
-).annotateMerge(OpenApi.annotations({ title: "key", description: "The API key in use" })) {}
+  .annotateMerge(OpenApi.annotations({ title: "key", description: "The API key in use" })) {}
 
 // -----------------------------------------------------------------------------
 // The 14 resources: GET /api/v1/<resource> and GET /api/v1/<resource>/{id}
@@ -92,7 +109,10 @@ const resourceGroup = <const R extends Resource, S extends Schema.Top, Q extends
       HttpApiEndpoint.get("list", `${API_PREFIX}/${resource}`, {
         query,
         success: Schema.Struct({
-          data: Schema.Array(record).annotate({ description: "Newest first (by createdAt, then id); with sort=updatedAt, oldest change first (by change time, then id)" }),
+          data: Schema.Array(record).annotate({
+            description:
+              "Newest first (by createdAt, then id); with sort=updatedAt, oldest change first (by change time, then id)"
+          }),
           nextCursor: NextCursor,
           nextUpdatedAfter: Schema.optionalKey(
             Schema.NullOr(Timestamp).annotate({
@@ -123,7 +143,11 @@ const resourceGroup = <const R extends Resource, S extends Schema.Top, Q extends
 
 export const IncidentsGroup = resourceGroup("incidents", RECORD_SCHEMAS.incidents, BASE_QUERY)
 export const ObservationsGroup = resourceGroup("observations", RECORD_SCHEMAS.observations, BASE_QUERY)
-export const CorrectiveActionsGroup = resourceGroup("corrective-actions", RECORD_SCHEMAS["corrective-actions"], STATUS_QUERY)
+export const CorrectiveActionsGroup = resourceGroup(
+  "corrective-actions",
+  RECORD_SCHEMAS["corrective-actions"],
+  STATUS_QUERY
+)
 export const AuditsGroup = resourceGroup("audits", RECORD_SCHEMAS.audits, BASE_QUERY)
 export const InspectionsGroup = resourceGroup("inspections", RECORD_SCHEMAS.inspections, BASE_QUERY)
 export const TrainingRecordsGroup = resourceGroup("training-records", RECORD_SCHEMAS["training-records"], BASE_QUERY)
@@ -178,7 +202,7 @@ export class ServiceApi extends HttpApi.make("service")
       version: "1",
       description: [
         "Read-only access to a company's safety records with an API key (Authorization: Bearer mk_...).",
-        "Lists are newest first and paged with nextCursor. Every error is JSON {\"error\": \"...\"}.",
+        'Lists are newest first and paged with nextCursor. Every error is JSON {"error": "..."}.',
         "To keep a copy in step, list with sort=updatedAt&updatedAfter=<the nextUpdatedAfter of your last sync> (oldest change first) and ask GET /api/v1/deletions?since=<the last deletedAt you saw> for what was deleted. Every record and list answer carries an ETag; If-None-Match with it answers 304 with no body.",
         "Each key may make 120 requests a minute; every answer carries the RateLimit and RateLimit-Policy headers, and a refused request gets 429 with Retry-After."
       ].join("\n\n"),
@@ -186,7 +210,8 @@ export class ServiceApi extends HttpApi.make("service")
         { url: "/", description: "This service: the address this document was read from" },
         {
           url: "https://{host}",
-          description: "Your company's address (host: its host name): a key works only at the address of its own company",
+          description:
+            "Your company's address (host: its host name): a key works only at the address of its own company",
           // No description on the variable: @apidevtools/swagger-parser refuses one there.
           variables: { host: { default: "safety.example.com" } }
         }

@@ -10,7 +10,16 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type postgres from "postgres"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, pageOf, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
+import {
+  CURSOR_ERROR_MESSAGES,
+  decodeCursor,
+  encodeCursor,
+  pageJson,
+  pageOf,
+  type CursorBinding,
+  type CursorKey,
+  type CursorPosition
+} from "./cursor.ts"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
 import { BadRequest, Forbidden } from "../http/errors.ts"
 import { DELETION_EXAMPLE } from "./examples.ts"
@@ -39,12 +48,18 @@ export const DELETIONS_QUERY = {
   cursor: Schema.optional(CursorParam)
 } as const
 
-const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })
+const Timestamp = Schema.String.annotate({
+  description: "ISO 8601 timestamp in UTC with milliseconds",
+  format: "date-time"
+})
 
 export const Deletion = Schema.Struct({
   resource: Schema.Literals(RESOURCES),
   id: Schema.String.annotate({ description: "The deleted record's id" }),
-  deletedAt: Timestamp.annotate({ description: "When the deletion was committed (or, after the service rebuilt its views, when it found the record gone)" })
+  deletedAt: Timestamp.annotate({
+    description:
+      "When the deletion was committed (or, after the service rebuilt its views, when it found the record gone)"
+  })
 }).annotate({ identifier: "Deletion", description: "A record that was deleted", examples: [DELETION_EXAMPLE] })
 
 export class DeletionsGroup extends HttpApiGroup.make("deletions")
@@ -86,7 +101,12 @@ export interface DeletionsRequest {
 /** A decoded query as a request. Pure. */
 export const deletionsRequest = (companyId: string, query: DeletionsQuery): DeletionsRequest => {
   const { resource, since } = query
-  return { resource, since, limit: query.limit ?? DEFAULT_LIMIT, binding: { companyId, resource: "deletions", filters: { resource, since } } }
+  return {
+    resource,
+    since,
+    limit: query.limit ?? DEFAULT_LIMIT,
+    binding: { companyId, resource: "deletions", filters: { resource, since } }
+  }
 }
 
 export type DeletionsAnswer =
@@ -112,19 +132,29 @@ interface DeletionRow {
 
 const MILLIS = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
-export const listDeletions = async (sql: postgres.Sql, cursorKey: CursorKey, key: DeletionsKey, query: DeletionsQuery): Promise<DeletionsAnswer> => {
+export const listDeletions = async (
+  sql: postgres.Sql,
+  cursorKey: CursorKey,
+  key: DeletionsKey,
+  query: DeletionsQuery
+): Promise<DeletionsAnswer> => {
   const r = deletionsRequest(key.companyId, query)
   let position: CursorPosition | undefined
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
     if ("error" in decoded) {
       // A refused key gets its 401/403 before any complaint about its cursor.
-      const [k] = await sql<{ state: KeyState }[]>`select s.state from ${keyStateRelation(sql, key.keyId, key.host, r.resource)}`
+      const [k] = await sql<
+        { state: KeyState }[]
+      >`select s.state from ${keyStateRelation(sql, key.keyId, key.host, r.resource)}`
       if (k === undefined) return { _tag: "Refused", state: "unknown", resource: r.resource }
       if (k.state !== "ok") return { _tag: "Refused", state: k.state, resource: r.resource }
       return {
         _tag: "BadRequest",
-        message: decoded.error === "other-list" ? "cursor belongs to another list: use it with the same resource and since as the page it came from" : CURSOR_ERROR_MESSAGES[decoded.error]
+        message:
+          decoded.error === "other-list"
+            ? "cursor belongs to another list: use it with the same resource and since as the page it came from"
+            : CURSOR_ERROR_MESSAGES[decoded.error]
       }
     }
     position = decoded.position

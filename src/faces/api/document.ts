@@ -15,7 +15,8 @@ type Json = Record<string, any>
 
 const RATE_LIMIT_HEADERS = {
   RateLimit: {
-    description: 'What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers).',
+    description:
+      'What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers).',
     schema: { type: "string" }
   },
   "RateLimit-Policy": {
@@ -25,7 +26,8 @@ const RATE_LIMIT_HEADERS = {
 }
 
 const ETAG_HEADER = {
-  description: "A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged.",
+  description:
+    "A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged.",
   schema: { type: "string" }
 }
 
@@ -48,8 +50,13 @@ export const documentHeaders = (spec: Json): Json => {
         // Without a usable key there is no allowance to report, only the policy.
         const headers: Record<string, unknown> =
           status === "401" ? { "RateLimit-Policy": RATE_LIMIT_HEADERS["RateLimit-Policy"] } : { ...RATE_LIMIT_HEADERS }
-        if (status === "429") headers["Retry-After"] = { description: "Seconds to wait before the next request.", schema: { type: "integer", minimum: 1 } }
-        if (status === "401") headers["WWW-Authenticate"] = { description: 'Bearer realm="api"', schema: { type: "string" } }
+        if (status === "429")
+          headers["Retry-After"] = {
+            description: "Seconds to wait before the next request.",
+            schema: { type: "integer", minimum: 1 }
+          }
+        if (status === "401")
+          headers["WWW-Authenticate"] = { description: 'Bearer realm="api"', schema: { type: "string" } }
         response.headers = { ...response.headers, ...headers }
       }
     }
@@ -98,7 +105,10 @@ const ref = (name: string) => `#/components/schemas/${name}`
 export const documentEventUnion = (spec: Json): Json => {
   const event = spec.components?.schemas?.Event
   if (event?.oneOf !== undefined) {
-    event.discriminator = { propertyName: "event", mapping: Object.fromEntries(EVENT_KINDS.map((k) => [k, ref(eventSchemaName(k))])) }
+    event.discriminator = {
+      propertyName: "event",
+      mapping: Object.fromEntries(EVENT_KINDS.map((k) => [k, ref(eventSchemaName(k))]))
+    }
   }
   return spec
 }
@@ -106,12 +116,21 @@ export const documentEventUnion = (spec: Json): Json => {
 const text = (description: string, extra: Json = {}) => ({ description, schema: { type: "string", ...extra } })
 
 const WEBHOOK_HEADERS = (kind: string): Array<Json> => [
-  { name: "webhook-id", in: "header", required: true, ...text("Standard Webhooks: the delivery's id, the same on every retry of this delivery (equals the body's id and Service-Delivery). Use it to drop repeats.") },
+  {
+    name: "webhook-id",
+    in: "header",
+    required: true,
+    ...text(
+      "Standard Webhooks: the delivery's id, the same on every retry of this delivery (equals the body's id and Service-Delivery). Use it to drop repeats."
+    )
+  },
   {
     name: "webhook-timestamp",
     in: "header",
     required: true,
-    ...text("Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now.", { pattern: "^[0-9]+$" })
+    ...text("Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now.", {
+      pattern: "^[0-9]+$"
+    })
   },
   {
     name: "webhook-signature",
@@ -127,12 +146,23 @@ const WEBHOOK_HEADERS = (kind: string): Array<Json> => [
     in: "header",
     required: true,
     ...text(
-      "Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of \"<t>.<raw body>\">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches.",
+      'Stripe\'s scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches.',
       { pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" }
     )
   },
-  { name: "Service-Event", in: "header", required: true, description: "The event name", schema: { type: "string", enum: [kind] } },
-  { name: "Service-Delivery", in: "header", required: true, ...text("The delivery's id (equals the body's id and webhook-id)") },
+  {
+    name: "Service-Event",
+    in: "header",
+    required: true,
+    description: "The event name",
+    schema: { type: "string", enum: [kind] }
+  },
+  {
+    name: "Service-Delivery",
+    in: "header",
+    required: true,
+    ...text("The delivery's id (equals the body's id and webhook-id)")
+  },
   { name: "User-Agent", in: "header", required: true, ...text("Service-Webhooks/1", { enum: ["Service-Webhooks/1"] }) }
 ]
 
@@ -162,8 +192,13 @@ export const documentWebhooks = (spec: Json): Json => {
           },
           responses: {
             "2XX": { description: "Delivered. Any 2xx answered within 10 seconds; the body is not read." },
-            "410": { description: "Gone: a subscription made through the API is deleted and the delivery not retried; to an admin's endpoint it is a failure like any other." },
-            default: { description: "A failure (as are 3xx, a timeout and a refused connection): the delivery is retried later." }
+            "410": {
+              description:
+                "Gone: a subscription made through the API is deleted and the delivery not retried; to an admin's endpoint it is a failure like any other."
+            },
+            default: {
+              description: "A failure (as are 3xx, a timeout and a refused connection): the delivery is retried later."
+            }
           }
         }
       }
@@ -171,10 +206,14 @@ export const documentWebhooks = (spec: Json): Json => {
   )
   spec.tags = [
     ...(spec.tags ?? []),
-    { name: "webhooks", description: "Deliveries the service POSTs to your receiver, one kind per event. Not requests you make." }
+    {
+      name: "webhooks",
+      description: "Deliveries the service POSTs to your receiver, one kind per event. Not requests you make."
+    }
   ]
   return spec
 }
 
 /** Everything above, in order: the transform of ServiceApi's document. */
-export const completeDocument = (spec: Json): Json => documentWebhooks(documentEventUnion(flattenTextSchemas(documentHeaders(spec)) as Json))
+export const completeDocument = (spec: Json): Json =>
+  documentWebhooks(documentEventUnion(flattenTextSchemas(documentHeaders(spec)) as Json))

@@ -28,7 +28,8 @@ export const conditional = (
   ifNoneMatch: string | undefined,
   response: HttpServerResponse.HttpServerResponse
 ): HttpServerResponse.HttpServerResponse => {
-  if ((method !== "GET" && method !== "HEAD") || response.status !== 200 || response.body._tag !== "Uint8Array") return response
+  if ((method !== "GET" && method !== "HEAD") || response.status !== 200 || response.body._tag !== "Uint8Array")
+    return response
   const body = response.body
   const etag = etagOf(body.text ?? body.body)
   if (ifNoneMatch !== undefined && ifNoneMatchHits(ifNoneMatch, etag)) {

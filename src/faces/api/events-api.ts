@@ -15,7 +15,8 @@ import { cursorParam, dateParam, LimitParam } from "./query.ts"
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
 
-const DATE_FORMATS = "a date (YYYY-MM-DD, midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset; none means UTC)"
+const DATE_FORMATS =
+  "a date (YYYY-MM-DD, midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset; none means UTC)"
 
 const TypeParam = Schema.Literals(EVENT_KINDS).annotate({
   description: "Only events of this name; an unknown name is a 400, one about records the key cannot read a 403.",
@@ -31,7 +32,10 @@ export const EVENTS_QUERY = {
   type: Schema.optional(TypeParam)
 } as const
 
-const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })
+const Timestamp = Schema.String.annotate({
+  description: "ISO 8601 timestamp in UTC with milliseconds",
+  format: "date-time"
+})
 
 const EVENT_ID_DESCRIPTION =
   "The event's id. A webhook delivery of this event carries its delivery's id in the same place instead (one per event and destination, the same on every retry: webhook-id and Service-Delivery); match the two by event, data.id and createdAt."
@@ -45,12 +49,19 @@ const eventOf = <K extends EventKind>(kind: K) => {
   const payload = Schema.Struct({
     id: Schema.String.annotate({ description: EVENT_ID_DESCRIPTION }),
     event: Schema.Literal(kind),
-    createdAt: Timestamp.annotate({ description: "When the change that fired the event was committed; the same value as in its webhook deliveries" }),
+    createdAt: Timestamp.annotate({
+      description: "When the change that fired the event was committed; the same value as in its webhook deliveries"
+    }),
     // Not annotated: that would make a second copy of the record's schema in the document.
     data: RECORD_SCHEMAS[EVENT_RESOURCE[kind]] as (typeof RECORD_SCHEMAS)[(typeof EVENT_RESOURCE)[K]]
   })
   // The record example is its schema's own; the type cannot follow it through the generic kind.
-  const example = { id: "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10", event: kind, createdAt: "2026-03-08T10:15:42.317Z", data: RECORD_EXAMPLES[EVENT_RESOURCE[kind]] }
+  const example = {
+    id: "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
+    event: kind,
+    createdAt: "2026-03-08T10:15:42.317Z",
+    data: RECORD_EXAMPLES[EVENT_RESOURCE[kind]]
+  }
   return payload.annotate({
     identifier: eventSchemaName(kind),
     description: `${kind}: fired when ${EVENT_WHEN[kind]}. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the ${EVENT_RESOURCE[kind]} record as it was when the event fired, exactly as GET /api/v1/${EVENT_RESOURCE[kind]}/{id} returned it then.`,
@@ -59,12 +70,18 @@ const eventOf = <K extends EventKind>(kind: K) => {
 }
 
 /** The payload schema of each event kind, by name. */
-export const EVENT_SCHEMAS = Object.fromEntries(EVENT_KINDS.map((k) => [k, eventOf(k)])) as { readonly [K in EventKind]: ReturnType<typeof eventOf<K>> }
+export const EVENT_SCHEMAS = Object.fromEntries(EVENT_KINDS.map((k) => [k, eventOf(k)])) as {
+  readonly [K in EventKind]: ReturnType<typeof eventOf<K>>
+}
 
 /** Any event: one of the eleven payloads, told apart by `event` (the document adds the discriminator). */
-export const Event = Schema.Union(EVENT_KINDS.map((k) => EVENT_SCHEMAS[k]), { mode: "oneOf" }).annotate({
+export const Event = Schema.Union(
+  EVENT_KINDS.map((k) => EVENT_SCHEMAS[k]),
+  { mode: "oneOf" }
+).annotate({
   identifier: "Event",
-  description: "An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event"
+  description:
+    "An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event"
 })
 
 export class EventsGroup extends HttpApiGroup.make("events")
@@ -86,6 +103,11 @@ export class EventsGroup extends HttpApiGroup.make("events")
       params: { id: Schema.String },
       success: Schema.Struct({ data: Event }),
       error: NotFound
-    }).annotateMerge(OpenApi.annotations({ summary: "One event", description: `404 when there is no such event of the last ${EVENTS_WINDOW_DAYS} days that this key can read.` }))
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "One event",
+        description: `404 when there is no such event of the last ${EVENTS_WINDOW_DAYS} days that this key can read.`
+      })
+    )
   )
   .annotateMerge(OpenApi.annotations({ description: "Events, as webhooks deliver them" })) {}

@@ -12,7 +12,15 @@ import type postgres from "postgres"
 import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
 import { deliveryBody } from "../../delivery/body.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson, type CursorBinding, type CursorKey, type CursorPosition } from "./cursor.ts"
+import {
+  CURSOR_ERROR_MESSAGES,
+  decodeCursor,
+  encodeCursor,
+  pageJson,
+  type CursorBinding,
+  type CursorKey,
+  type CursorPosition
+} from "./cursor.ts"
 import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
 import { DEFAULT_LIMIT } from "./query.ts"
 
@@ -46,7 +54,13 @@ export interface FeedKey {
 /** A decoded query as a request. Pure. */
 export const eventsRequest = (companyId: string, query: EventsQuery): EventsRequest => {
   const { createdAfter, createdBefore, type } = query
-  return { limit: query.limit ?? DEFAULT_LIMIT, createdAfter, createdBefore, type, binding: { companyId, resource: "events", filters: { createdAfter, createdBefore, type } } }
+  return {
+    limit: query.limit ?? DEFAULT_LIMIT,
+    createdAfter,
+    createdBefore,
+    type,
+    binding: { companyId, resource: "events", filters: { createdAfter, createdBefore, type } }
+  }
 }
 
 export type FeedAnswer =
@@ -68,7 +82,8 @@ interface EventRow {
 
 const CREATED = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
-const bodyOf = (r: EventRow) => deliveryBody({ deliveryId: r.id!, event: r.event!, createdAt: r.created!, payload: r.payload! })
+const bodyOf = (r: EventRow) =>
+  deliveryBody({ deliveryId: r.id!, event: r.event!, createdAt: r.created!, payload: r.payload! })
 
 /** An event row's columns as the feed reads them. */
 const eventColumns = (sql: postgres.Sql) =>
@@ -78,7 +93,12 @@ const eventColumns = (sql: postgres.Sql) =>
 const readableByKey = (sql: postgres.Sql) =>
   sql`e.resource = any(s.k_scopes) and e.resource = any(s.c_modules) and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})`
 
-export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: FeedKey, query: EventsQuery): Promise<FeedAnswer> => {
+export const listEvents = async (
+  sql: postgres.Sql,
+  cursorKey: CursorKey,
+  key: FeedKey,
+  query: EventsQuery
+): Promise<FeedAnswer> => {
   const r = eventsRequest(key.companyId, query)
   const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
   let position: CursorPosition | undefined
@@ -86,7 +106,9 @@ export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: F
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
     if ("error" in decoded) {
       // A refused key gets its 401/403 before any complaint about its cursor.
-      const [k] = await sql<{ state: KeyState }[]>`select s.state from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
+      const [k] = await sql<
+        { state: KeyState }[]
+      >`select s.state from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
       if (k === undefined) return { _tag: "Refused", state: "unknown" }
       if (k.state !== "ok") return { _tag: "Refused", state: k.state }
       return { _tag: "BadRequest", message: CURSOR_ERROR_MESSAGES[decoded.error] }
@@ -119,7 +141,6 @@ export const listEvents = async (sql: postgres.Sql, cursorKey: CursorKey, key: F
   return { _tag: "Body", body }
 }
 
-
 /** One event the key could see in the list; 404 otherwise (another company's, too old, not readable). */
 export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Promise<FeedAnswer> => {
   const wanted = isUuid(id) ? id.toLowerCase() : null
@@ -134,6 +155,10 @@ export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Pro
       ) w on true`
   if (row === undefined) return { _tag: "Refused", state: "unknown" }
   if (row.state !== "ok") return { _tag: "Refused", state: row.state }
-  if (row.id === null) return { _tag: "NotFound", message: `no event with id ${id} in the last ${EVENTS_WINDOW_DAYS} days that this key can read` }
+  if (row.id === null)
+    return {
+      _tag: "NotFound",
+      message: `no event with id ${id} in the last ${EVENTS_WINDOW_DAYS} days that this key can read`
+    }
   return { _tag: "Body", body: `{"data":${bodyOf(row)}}` }
 }

@@ -80,7 +80,12 @@ export const AUDIT_EXAMPLE = {
   via: "app",
   items: [
     { id: "5a7c9e1a-3b4d-4f6b-8c8e-0a2c4e6a8b03", item: "Exits clear", result: "pass", note: null },
-    { id: "6b8d0f2b-4c5e-4a7c-9d9f-1b3d5f7b9c14", item: "Guard rails in place", result: "fail", note: "Mezzanine rail missing" }
+    {
+      id: "6b8d0f2b-4c5e-4a7c-9d9f-1b3d5f7b9c14",
+      item: "Guard rails in place",
+      result: "fail",
+      note: "Mezzanine rail missing"
+    }
   ],
   createdAt: "2026-03-02T09:01:44.870Z",
   updatedAt: "2026-03-02T09:01:44.870Z"
@@ -217,7 +222,12 @@ export const RISK_ASSESSMENT_EXAMPLE = {
   reviewAt: "2026-09-05T00:00:00.000Z",
   riskLevel: "high",
   hazards: [
-    { hazard: "Fall from the roof edge", likelihood: 2, severity: 5, controls: ["Edge protection", "Harness on a fixed anchor"] },
+    {
+      hazard: "Fall from the roof edge",
+      likelihood: 2,
+      severity: 5,
+      controls: ["Edge protection", "Harness on a fixed anchor"]
+    },
     { hazard: "Sparks igniting debris", likelihood: 3, severity: 3, controls: "Fire watch for 60 minutes after work" }
   ],
   status: "approved",
@@ -233,7 +243,12 @@ export const SUBCONTRACTOR_EXAMPLE = {
   status: "active",
   contactName: "Alex Moreau",
   documents: [
-    { id: "a7b9c1d3-e5f6-4a8b-8c0d-2e4f6a8b0c14", kind: "insurance", status: "approved", expiresAt: "2026-12-31T00:00:00.000Z" },
+    {
+      id: "a7b9c1d3-e5f6-4a8b-8c0d-2e4f6a8b0c14",
+      kind: "insurance",
+      status: "approved",
+      expiresAt: "2026-12-31T00:00:00.000Z"
+    },
     { id: "b8c0d2e4-f6a7-4b9c-9d1e-3f5a7b9c1d25", kind: "safety_program", status: "pending", expiresAt: null }
   ],
   documentStatus: "pending",
@@ -256,7 +271,10 @@ export const HOOK_EXAMPLE = {
   createdAt: "2026-03-01T12:00:00.000Z"
 } as const
 
-export const CREATE_HOOK_EXAMPLE = { url: "https://hooks.example.com/safety/incidents", event: "incident.created" } as const
+export const CREATE_HOOK_EXAMPLE = {
+  url: "https://hooks.example.com/safety/incidents",
+  event: "incident.created"
+} as const
 
 export const API_INDEX_EXAMPLE = {
   company: { id: COMPANY, name: "Acme Construction" },

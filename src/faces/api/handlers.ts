@@ -21,7 +21,9 @@ const json = (body: string | Uint8Array) =>
     ? HttpServerResponse.text(body, { contentType: "application/json" })
     : HttpServerResponse.uint8Array(body, { contentType: "application/json" })
 
-const STATE_REFUSALS: Readonly<Record<Exclude<KeyState, "ok">, { readonly status: 401 | 403; readonly message: string }>> = {
+const STATE_REFUSALS: Readonly<
+  Record<Exclude<KeyState, "ok">, { readonly status: 401 | 403; readonly message: string }>
+> = {
   unknown: { status: 401, message: "unknown API key" },
   revoked: { status: 401, message: "this API key was revoked" },
   expired: { status: 401, message: "this API key expired" },
@@ -87,15 +89,20 @@ const resourceHandlers = (resource: Resource) =>
         .handle("list", ({ query }) =>
           Effect.flatMap(Effect.service(CurrentKey), (key) =>
             Effect.flatMap(views.list(key, resource, query), (served) =>
-              served._tag === "Body" ? Effect.succeed(json(served.body)) : refused(key, served.state as Exclude<KeyState, "ok">)
+              served._tag === "Body"
+                ? Effect.succeed(json(served.body))
+                : refused(key, served.state as Exclude<KeyState, "ok">)
             )
           )
         )
         .handle("get", ({ params }) =>
           Effect.flatMap(Effect.service(CurrentKey), (key) =>
             Effect.flatMap(views.get(key, resource, params.id), (served) => {
-              if (served === undefined) return Effect.fail(new NotFound({ error: `no ${resource} record with id ${params.id}` }))
-              return served._tag === "Body" ? Effect.succeed(json(served.body)) : refused(key, served.state as Exclude<KeyState, "ok">)
+              if (served === undefined)
+                return Effect.fail(new NotFound({ error: `no ${resource} record with id ${params.id}` }))
+              return served._tag === "Body"
+                ? Effect.succeed(json(served.body))
+                : refused(key, served.state as Exclude<KeyState, "ok">)
             })
           )
         )
@@ -103,8 +110,6 @@ const resourceHandlers = (resource: Resource) =>
   )
 
 /** The handlers of all fourteen resource groups. */
-export const ResourceHandlers = Layer.mergeAll(...(RESOURCES.map(resourceHandlers) as [ReturnType<typeof resourceHandlers>])) as Layer.Layer<
-  HttpApiGroup.Service<"service", Resource>,
-  never,
-  Views | KeyDirectory
->
+export const ResourceHandlers = Layer.mergeAll(
+  ...(RESOURCES.map(resourceHandlers) as [ReturnType<typeof resourceHandlers>])
+) as Layer.Layer<HttpApiGroup.Service<"service", Resource>, never, Views | KeyDirectory>

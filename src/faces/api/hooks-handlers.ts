@@ -14,7 +14,9 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          const r = yield* webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload).pipe(Effect.mapError(toHttpError))
+          const r = yield* webhooks
+            .createHook({ keyId: key.keyId, companyId: key.companyId }, payload)
+            .pipe(Effect.mapError(toHttpError))
           // 201 also when the key already had this url and event (spec 4.1 fixes 201): the
           // answer is that subscription, on, as a retried subscribe expects.
           return r.subscription
@@ -23,19 +25,25 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
       .handle("list", () =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          return yield* webhooks.listHooks({ keyId: key.keyId, companyId: key.companyId }).pipe(Effect.mapError(toHttpError))
+          return yield* webhooks
+            .listHooks({ keyId: key.keyId, companyId: key.companyId })
+            .pipe(Effect.mapError(toHttpError))
         })
       )
       .handle("get", ({ params }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          return yield* webhooks.getHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(toHttpError))
+          return yield* webhooks
+            .getHook({ keyId: key.keyId, companyId: key.companyId }, params.id)
+            .pipe(Effect.mapError(toHttpError))
         })
       )
       .handle("delete", ({ params }) =>
         Effect.gen(function* () {
           const key = yield* CurrentKey
-          yield* webhooks.deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id).pipe(Effect.mapError(toHttpError))
+          yield* webhooks
+            .deleteHook({ keyId: key.keyId, companyId: key.companyId }, params.id)
+            .pipe(Effect.mapError(toHttpError))
         })
       )
   })

@@ -10,14 +10,19 @@ import { CREATE_HOOK_EXAMPLE, HOOK_EXAMPLE } from "./examples.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
 
-const Timestamp = Schema.String.annotate({ description: "ISO 8601 timestamp in UTC with milliseconds", format: "date-time" })
+const Timestamp = Schema.String.annotate({
+  description: "ISO 8601 timestamp in UTC with milliseconds",
+  format: "date-time"
+})
 
 /**
  * An event name: text to the server, which checks it itself (so that a bad one gets the
  * Webhooks service's own 400 or 403), and an enum of the eleven names in the document.
  */
 const EventName = (description: string) =>
-  Schema.String.check(Schema.makeFilter(() => true, { toJsonSchema: () => ({ enum: [...EVENT_KINDS] }) })).annotate({ description })
+  Schema.String.check(Schema.makeFilter(() => true, { toJsonSchema: () => ({ enum: [...EVENT_KINDS] }) })).annotate({
+    description
+  })
 
 const recordFields = {
   id: Schema.String,
@@ -38,7 +43,10 @@ export const HookRecord = Schema.Struct(recordFields).annotate({
 /** Spec 2.4, as subscribing answers it: with the key's signing secret. */
 export const CreatedHookRecord = Schema.Struct({
   ...recordFields,
-  secret: Schema.String.annotate({ description: "The key's signing secret (whsec_...); every subscription of the key shares it. Returned on subscribing only." })
+  secret: Schema.String.annotate({
+    description:
+      "The key's signing secret (whsec_...); every subscription of the key shares it. Returned on subscribing only."
+  })
 }).annotate({
   identifier: "HookSubscriptionWithSecret",
   description: "A subscription as subscribing answers it: with the key's signing secret",
@@ -48,11 +56,17 @@ export const CreatedHookRecord = Schema.Struct({
 export const CreateHook = Schema.Struct({
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
   event: EventName("An event about records the key can read (GET /api/v1/hooks lists them)")
-}).annotate({ identifier: "CreateHook", description: "What to subscribe to, and where to send it", examples: [CREATE_HOOK_EXAMPLE] })
+}).annotate({
+  identifier: "CreateHook",
+  description: "What to subscribe to, and where to send it",
+  examples: [CREATE_HOOK_EXAMPLE]
+})
 
 export const HookList = Schema.Struct({
   data: Schema.Array(HookRecord).annotate({ description: "The key's subscriptions, newest first" }),
-  events: Schema.Array(EventName("An event name")).annotate({ description: "The events the key may subscribe to: those about records it can read now" })
+  events: Schema.Array(EventName("An event name")).annotate({
+    description: "The events the key may subscribe to: those about records it can read now"
+  })
 }).annotate({
   identifier: "HookList",
   description: "The key's subscriptions and what it may subscribe to",
@@ -77,21 +91,31 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
     HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: [Unauthorized, Forbidden] }).annotateMerge(
       OpenApi.annotations({
         summary: "This key's subscriptions and the events it may subscribe to",
-        description: "Needs a key with the webhooks permission. Every subscription made with this key, newest first, and the events it may subscribe to now (those about records it can read)."
+        description:
+          "Needs a key with the webhooks permission. Every subscription made with this key, newest first, and the events it may subscribe to now (those about records it can read)."
       })
     ),
-    HttpApiEndpoint.get("get", `${HOOKS_PATH}/:id`, { params: IdParam, success: HookRecord, error: [Unauthorized, Forbidden, NotFound] }).annotateMerge(
+    HttpApiEndpoint.get("get", `${HOOKS_PATH}/:id`, {
+      params: IdParam,
+      success: HookRecord,
+      error: [Unauthorized, Forbidden, NotFound]
+    }).annotateMerge(
       OpenApi.annotations({
         summary: "One subscription of this key (never the secret)",
-        description: "Needs a key with the webhooks permission. 404 for a subscription that does not exist or was made with another key."
+        description:
+          "Needs a key with the webhooks permission. 404 for a subscription that does not exist or was made with another key."
       })
     ),
-    HttpApiEndpoint.delete("delete", `${HOOKS_PATH}/:id`, { params: IdParam, success: HttpApiSchema.NoContent, error: [Unauthorized, Forbidden, NotFound] }).annotateMerge(
+    HttpApiEndpoint.delete("delete", `${HOOKS_PATH}/:id`, {
+      params: IdParam,
+      success: HttpApiSchema.NoContent,
+      error: [Unauthorized, Forbidden, NotFound]
+    }).annotateMerge(
       OpenApi.annotations({
         summary: "Unsubscribe",
-        description: "Needs a key with the webhooks permission. 204 with no body. 404 for a subscription that does not exist or was made with another key."
+        description:
+          "Needs a key with the webhooks permission. 204 with no body. 404 for a subscription that does not exist or was made with another key."
       })
     )
   )
   .annotateMerge(OpenApi.annotations({ description: "Webhook subscriptions made by the key itself" })) {}
-

@@ -54,19 +54,32 @@ export const refusalFor = (
   if (entry === undefined) return { status: 401, message: "unknown API key", mutable: false }
   if (entry.revoked) return { status: 401, message: "this API key was revoked", mutable: false }
   if (entry.expiresAt !== null && entry.expiresAt <= now) {
-    return { status: 401, message: `this API key expired at ${new Date(entry.expiresAt).toISOString()}`, mutable: false }
+    return {
+      status: 401,
+      message: `this API key expired at ${new Date(entry.expiresAt).toISOString()}`,
+      mutable: false
+    }
   }
   if (hostCompany !== null && hostCompany !== entry.companyId) {
-    return { status: 401, message: "this API key belongs to another company: use it at your company's own address", mutable: true }
+    return {
+      status: 401,
+      message: "this API key belongs to another company: use it at your company's own address",
+      mutable: true
+    }
   }
   const company = entry.company
   if (company === null) return { status: 403, message: "the API is not available for this company", mutable: true }
   if (company.tier !== "company") {
-    return { status: 403, message: `the API belongs to the Company tier; this company is on the ${company.tier} tier`, mutable: true }
+    return {
+      status: 403,
+      message: `the API belongs to the Company tier; this company is on the ${company.tier} tier`,
+      mutable: true
+    }
   }
   if (!company.apiEnabled) return { status: 403, message: "the API is turned off for this company", mutable: true }
   if (resource !== undefined) {
-    if (!entry.scopes.has(resource)) return { status: 403, message: `this API key may not read ${resource}`, mutable: false }
+    if (!entry.scopes.has(resource))
+      return { status: 403, message: `this API key may not read ${resource}`, mutable: false }
     if (!company.modules.has(resource)) {
       return { status: 403, message: `the ${resource} module is turned off for this company`, mutable: true }
     }
@@ -127,7 +140,12 @@ const toEntry = (row: KeyRow): KeyEntry => ({
   company:
     row.company_name === null
       ? null
-      : { name: row.company_name, tier: row.tier ?? "", apiEnabled: row.api_enabled === true, modules: new Set(row.modules ?? []) }
+      : {
+          name: row.company_name,
+          tier: row.tier ?? "",
+          apiEnabled: row.api_enabled === true,
+          modules: new Set(row.modules ?? [])
+        }
 })
 
 /** How long a remembered key or host is used before it is read again. */
@@ -142,9 +160,17 @@ export class KeyDirectory extends Context.Service<
   KeyDirectory,
   {
     /** Resolves a bearer credential for a request to this host (and resource, if any). */
-    readonly resolve: (credential: string, host: string | undefined, resource: Resource | undefined) => Effect.Effect<Lookup>
+    readonly resolve: (
+      credential: string,
+      host: string | undefined,
+      resource: Resource | undefined
+    ) => Effect.Effect<Lookup>
     /** Reads a key afresh and tells why it is refused now (after a statement found it refused). */
-    readonly explain: (keyId: string, host: string | undefined, resource: Resource | undefined) => Effect.Effect<Refusal | undefined>
+    readonly explain: (
+      keyId: string,
+      host: string | undefined,
+      resource: Resource | undefined
+    ) => Effect.Effect<Refusal | undefined>
   }
 >()("service/api/KeyDirectory") {
   static readonly layer = Layer.effect(
@@ -184,7 +210,11 @@ export class KeyDirectory extends Context.Service<
         return company
       }
 
-      const resolveAsync = async (credential: string, host: string | undefined, resource: Resource | undefined): Promise<Lookup> => {
+      const resolveAsync = async (
+        credential: string,
+        host: string | undefined,
+        resource: Resource | undefined
+      ): Promise<Lookup> => {
         const now = Date.now()
         const cachedKey = keys.get(credential)
         const cachedHost = host === undefined ? { company: null, at: now } : hosts.get(host)
@@ -202,23 +232,39 @@ export class KeyDirectory extends Context.Service<
         return refusal === undefined ? { _tag: "Ok", entry: entry! } : { _tag: "Refused", refusal, entry }
       }
 
-      const resolve = (credential: string, host: string | undefined, resource: Resource | undefined): Effect.Effect<Lookup> => {
+      const resolve = (
+        credential: string,
+        host: string | undefined,
+        resource: Resource | undefined
+      ): Effect.Effect<Lookup> => {
         if (credential === "") {
           return Effect.succeed({
             _tag: "Refused",
-            refusal: { status: 401, message: "missing API key: send the header Authorization: Bearer mk_...", mutable: false },
+            refusal: {
+              status: 401,
+              message: "missing API key: send the header Authorization: Bearer mk_...",
+              mutable: false
+            },
             entry: undefined
           })
         }
         if (!looksLike(API_KEY_PREFIX, credential)) {
-          return Effect.succeed({ _tag: "Refused", refusal: { status: 401, message: "unknown API key", mutable: false }, entry: undefined })
+          return Effect.succeed({
+            _tag: "Refused",
+            refusal: { status: 401, message: "unknown API key", mutable: false },
+            entry: undefined
+          })
         }
         // The common case, a remembered key that may be served, stays synchronous.
         const now = Date.now()
         const cachedKey = keys.get(credential)
         if (cachedKey !== undefined && now - cachedKey.at < TTL_MS) {
           const cachedHost = host === undefined ? { company: null, at: now } : hosts.get(host)
-          if (cachedHost !== undefined && now - cachedHost.at < TTL_MS && refusalFor(cachedKey.entry, cachedHost.company, resource, now) === undefined) {
+          if (
+            cachedHost !== undefined &&
+            now - cachedHost.at < TTL_MS &&
+            refusalFor(cachedKey.entry, cachedHost.company, resource, now) === undefined
+          ) {
             return Effect.succeed({ _tag: "Ok", entry: cachedKey.entry })
           }
         }

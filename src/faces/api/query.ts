@@ -38,23 +38,26 @@ const textParam = (
     })
   ).annotate({ description: annotations.description })
 
-export const LimitParam = textParam(
-  (t) => parseLimit(t) !== undefined || `must be an integer from 1 to ${MAX_LIMIT}`,
-  {
-    description: `Page size: an integer from 1 to ${MAX_LIMIT}; ${DEFAULT_LIMIT} when absent.`,
-    // Text that must be digits; the document says what it holds: an integer (document.ts
-    // flattens this over the string the query parameter is).
-    jsonSchema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }
-  }
-).pipe(
+export const LimitParam = textParam((t) => parseLimit(t) !== undefined || `must be an integer from 1 to ${MAX_LIMIT}`, {
+  description: `Page size: an integer from 1 to ${MAX_LIMIT}; ${DEFAULT_LIMIT} when absent.`,
+  // Text that must be digits; the document says what it holds: an integer (document.ts
+  // flattens this over the string the query parameter is).
+  jsonSchema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }
+}).pipe(
   // Decoded once: the check above guarantees the parse.
-  Schema.decodeTo(Schema.Number, SchemaTransformation.transform({ decode: (t: string) => parseLimit(t)!, encode: String }))
+  Schema.decodeTo(
+    Schema.Number,
+    SchemaTransformation.transform({ decode: (t: string) => parseLimit(t)!, encode: String })
+  )
 )
 
 /** A cursor: opaque text, checked by the list it belongs to (cursor.ts). */
-export const cursorParam = (description: string) => textParam((t) => t.length > 0 || "must not be empty", { description, jsonSchema: { minLength: 1 } })
+export const cursorParam = (description: string) =>
+  textParam((t) => t.length > 0 || "must not be empty", { description, jsonSchema: { minLength: 1 } })
 
-export const CursorParam = cursorParam("The nextCursor of the previous page, unchanged. It only works with the same resource and filters.")
+export const CursorParam = cursorParam(
+  "The nextCursor of the previous page, unchanged. It only works with the same resource and filters."
+)
 
 const DATE_JSON_SCHEMA = {
   pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
@@ -62,8 +65,14 @@ const DATE_JSON_SCHEMA = {
 
 /** A filter date, decoded into its canonical UTC timestamp (what PostgreSQL compares and cursors carry). */
 export const dateParam = (description: string) =>
-  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), { description, jsonSchema: DATE_JSON_SCHEMA }).pipe(
-    Schema.decodeTo(Schema.String, SchemaTransformation.transform({ decode: (t: string) => parseFilterDate(t)!.iso, encode: (iso: string) => iso }))
+  textParam((t) => parseFilterDate(t) !== undefined || filterDateRefusal(t), {
+    description,
+    jsonSchema: DATE_JSON_SCHEMA
+  }).pipe(
+    Schema.decodeTo(
+      Schema.String,
+      SchemaTransformation.transform({ decode: (t: string) => parseFilterDate(t)!.iso, encode: (iso: string) => iso })
+    )
   )
 
 export const CreatedAfterParam = dateParam(`Only records created strictly after this moment: ${FILTER_DATE_FORMATS}.`)
@@ -75,7 +84,9 @@ const CHANGED =
 export const UpdatedAfterParam = dateParam(
   `Only records that changed strictly after this moment: ${FILTER_DATE_FORMATS}. Pass the nextUpdatedAfter of your last sync (or the updatedAt of the last record it saw) to get what changed since. ${CHANGED}`
 )
-export const UpdatedBeforeParam = dateParam(`Only records whose last change was strictly before this moment: ${FILTER_DATE_FORMATS}. ${CHANGED}`)
+export const UpdatedBeforeParam = dateParam(
+  `Only records whose last change was strictly before this moment: ${FILTER_DATE_FORMATS}. ${CHANGED}`
+)
 
 export const SORT_VALUES = ["updatedAt"] as const
 
@@ -140,7 +151,12 @@ const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
 export const describeQueryIssue = (issue: SchemaIssue.Issue, known: ReadonlyArray<string>): string => {
   const first = formatIssues(issue).issues[0]
   const seg = first?.path?.[0]
-  const param = typeof seg === "object" && seg !== null && "key" in seg ? String(seg.key) : seg === undefined ? undefined : String(seg)
+  const param =
+    typeof seg === "object" && seg !== null && "key" in seg
+      ? String(seg.key)
+      : seg === undefined
+        ? undefined
+        : String(seg)
   if (param === undefined) return "invalid query parameters"
   if (!known.includes(param)) {
     return `unknown query parameter "${param}"; this list takes ${known.join(", ")}`

@@ -27,16 +27,24 @@ const Nullable = <S extends Schema.Top>(s: S) => Schema.NullOr(s)
 
 const TIMESTAMP_PATTERN = "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$"
 const Timestamp = Schema.String.check(
-  Schema.makeFilter((s: string) => new RegExp(TIMESTAMP_PATTERN).test(s) || "must be an ISO 8601 UTC timestamp with milliseconds", {
-    toJsonSchema: () => ({ format: "date-time", pattern: TIMESTAMP_PATTERN })
-  })
+  Schema.makeFilter(
+    (s: string) => new RegExp(TIMESTAMP_PATTERN).test(s) || "must be an ISO 8601 UTC timestamp with milliseconds",
+    {
+      toJsonSchema: () => ({ format: "date-time", pattern: TIMESTAMP_PATTERN })
+    }
+  )
 ).annotate({ description: "ISO 8601 timestamp in UTC with milliseconds" })
 
 const Stamps = { createdAt: Timestamp, updatedAt: Timestamp }
 const CompanyId = Schema.String.annotate({ description: "The company the record belongs to (a UUID, as a string)" })
 
 /** A company's record: its id and company first, its own fields, the stamps last. */
-const companyRecord = <const Fields extends Schema.Struct.Fields>(identifier: string, description: string, example: unknown, fields: Fields) => {
+const companyRecord = <const Fields extends Schema.Struct.Fields>(
+  identifier: string,
+  description: string,
+  example: unknown,
+  fields: Fields
+) => {
   const record = Schema.Struct({ id: Id, companyId: CompanyId, ...fields, ...Stamps })
   // Every example is validated against its schema in the document (test/client/schema.test.ts).
   return record.annotate({ identifier, description, examples: [example as typeof record.Type] })
@@ -84,7 +92,15 @@ export const CorrectiveAction = Schema.Struct({
   title: Text,
   description: Nullable(Text),
   source: Schema.Literals([
-    "incident", "observation", "audit", "inspection", "change", "maturity_gap", "gap_analysis_import", "manual", "assistant"
+    "incident",
+    "observation",
+    "audit",
+    "inspection",
+    "change",
+    "maturity_gap",
+    "gap_analysis_import",
+    "manual",
+    "assistant"
   ]),
   status: Schema.Literals(["open", "in_progress", "completed", "verified"]),
   priority: Schema.Literals(["low", "medium", "high", "critical"]),
@@ -164,14 +180,19 @@ export const TrainingRecord = companyRecord("TrainingRecord", "A training record
   via: Schema.Literals(["training_page", "qr_course"])
 })
 
-export const Worker = companyRecord("Worker", "A worker on the roster (no phone, e-mail, photo or medical data)", WORKER_EXAMPLE, {
-  name: Text,
-  jobTitle: Nullable(Text),
-  employer: Nullable(Text),
-  subcontractorId: Nullable(Id),
-  jobSiteId: Nullable(Id),
-  status: Schema.Literals(["active", "inactive"])
-})
+export const Worker = companyRecord(
+  "Worker",
+  "A worker on the roster (no phone, e-mail, photo or medical data)",
+  WORKER_EXAMPLE,
+  {
+    name: Text,
+    jobTitle: Nullable(Text),
+    employer: Nullable(Text),
+    subcontractorId: Nullable(Id),
+    jobSiteId: Nullable(Id),
+    status: Schema.Literals(["active", "inactive"])
+  }
+)
 
 export const JobSite = companyRecord("JobSite", "A job site", JOB_SITE_EXAMPLE, {
   name: Text,
@@ -219,14 +240,19 @@ export const Policy = companyRecord("Policy", "A policy with its acknowledgement
   })
 })
 
-export const Sds = companyRecord("SafetyDataSheet", "A safety data sheet (the file itself is never sent)", SDS_EXAMPLE, {
-  productName: Text,
-  manufacturer: Nullable(Text),
-  revisionAt: Nullable(Timestamp),
-  hazardClasses: Schema.Array(Text),
-  signalWord: Nullable(Schema.Literals(["danger", "warning"])),
-  jobSiteId: Nullable(Id)
-})
+export const Sds = companyRecord(
+  "SafetyDataSheet",
+  "A safety data sheet (the file itself is never sent)",
+  SDS_EXAMPLE,
+  {
+    productName: Text,
+    manufacturer: Nullable(Text),
+    revisionAt: Nullable(Timestamp),
+    hazardClasses: Schema.Array(Text),
+    signalWord: Nullable(Schema.Literals(["danger", "warning"])),
+    jobSiteId: Nullable(Id)
+  }
+)
 
 const Score = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 5 }))
 
@@ -256,17 +282,22 @@ export const SubcontractorDocument = Schema.Struct({
   expiresAt: Nullable(Timestamp)
 }).annotate({ identifier: "SubcontractorDocument" })
 
-export const Subcontractor = companyRecord("Subcontractor", "A subcontractor and its document status (no contact phone or e-mail)", SUBCONTRACTOR_EXAMPLE, {
-  name: Text,
-  trade: Nullable(Text),
-  status: Schema.Literals(["active", "inactive"]),
-  contactName: Nullable(Text),
-  documents: Schema.Array(SubcontractorDocument),
-  documentStatus: Schema.Literals(["missing", "non_compliant", "pending", "compliant"]).annotate({
-    description:
-      "missing without documents; else non_compliant when any is rejected or expired; else pending when any is pending; else compliant"
-  })
-})
+export const Subcontractor = companyRecord(
+  "Subcontractor",
+  "A subcontractor and its document status (no contact phone or e-mail)",
+  SUBCONTRACTOR_EXAMPLE,
+  {
+    name: Text,
+    trade: Nullable(Text),
+    status: Schema.Literals(["active", "inactive"]),
+    contactName: Nullable(Text),
+    documents: Schema.Array(SubcontractorDocument),
+    documentStatus: Schema.Literals(["missing", "non_compliant", "pending", "compliant"]).annotate({
+      description:
+        "missing without documents; else non_compliant when any is rejected or expired; else pending when any is pending; else compliant"
+    })
+  }
+)
 
 export const RECORD_SCHEMAS = {
   incidents: Incident,

@@ -16,7 +16,13 @@ import { Views } from "./views.ts"
 
 /** The query parameters an endpoint of the group takes, for the message about an unknown one. */
 const queryParams = (group: string): ReadonlyArray<string> =>
-  isResource(group) ? listParams(group) : group === "events" ? EVENTS_PARAMS : group === "deletions" ? DELETIONS_PARAMS : []
+  isResource(group)
+    ? listParams(group)
+    : group === "events"
+      ? EVENTS_PARAMS
+      : group === "deletions"
+        ? DELETIONS_PARAMS
+        : []
 
 export const RequestErrorsLive = Layer.unwrap(
   Effect.gen(function* () {
@@ -29,7 +35,9 @@ export const RequestErrorsLive = Layer.unwrap(
         if (key._tag === "Some") {
           const now = yield* views.check(key.value, resource)
           if (now.state !== "ok") {
-            return yield* refusedResponse(key.value, resource, now.state).pipe(Effect.provideService(KeyDirectory, directory))
+            return yield* refusedResponse(key.value, resource, now.state).pipe(
+              Effect.provideService(KeyDirectory, directory)
+            )
           }
         }
         switch (error.kind) {

@@ -23,8 +23,12 @@ export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
 
 export const ApiSettingsConfig = Config.all({
   rateLimit: Config.Int("API_RATE_LIMIT").pipe(Config.withDefault(DEFAULT_API_SETTINGS.rateLimit)),
-  rateWindowSeconds: Config.Int("API_RATE_WINDOW_SECONDS").pipe(Config.withDefault(DEFAULT_API_SETTINGS.rateWindowSeconds)),
-  usageFlush: Config.Duration("API_USAGE_FLUSH").pipe(Config.withDefault(Duration.millis(DEFAULT_API_SETTINGS.usageFlushMillis))),
+  rateWindowSeconds: Config.Int("API_RATE_WINDOW_SECONDS").pipe(
+    Config.withDefault(DEFAULT_API_SETTINGS.rateWindowSeconds)
+  ),
+  usageFlush: Config.Duration("API_USAGE_FLUSH").pipe(
+    Config.withDefault(Duration.millis(DEFAULT_API_SETTINGS.usageFlushMillis))
+  ),
   poolSize: Config.Int("API_DATABASE_POOL_SIZE").pipe(Config.withDefault(DEFAULT_API_SETTINGS.poolSize))
 })
 

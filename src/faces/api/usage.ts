@@ -42,7 +42,9 @@ export class UsageRecorder extends Context.Service<
                 const now = pending.get(id)
                 pending.set(id, now === undefined ? v : { count: now.count + v.count, at: Math.max(now.at, v.at) })
               }
-            }).pipe(Effect.andThen(Effect.logWarning("could not record API key usage; will retry", { error: String(error) })))
+            }).pipe(
+              Effect.andThen(Effect.logWarning("could not record API key usage; will retry", { error: String(error) }))
+            )
           )
         )
       })

@@ -12,14 +12,19 @@ import type postgres from "postgres"
 import { Database } from "../../platform/db/Database.ts"
 import type { Resource } from "../../domain/resources.ts"
 import type { CurrentKeyShape } from "./current-key.ts"
-import { CURSOR_ERROR_MESSAGES, cursorKey as makeCursorKey, decodeCursor, encodeCursor, type CursorBinding, type CursorPosition } from "./cursor.ts"
+import {
+  CURSOR_ERROR_MESSAGES,
+  cursorKey as makeCursorKey,
+  decodeCursor,
+  encodeCursor,
+  type CursorBinding,
+  type CursorPosition
+} from "./cursor.ts"
 import { BadRequest } from "../http/errors.ts"
 import { makeBatcher } from "./batch.ts"
 import { keyStateRelation, keyStateSql, type KeyState } from "../../access/key-check.ts"
 import { ApiPool } from "./pool.ts"
 import { DEFAULT_LIMIT, namePattern, statusesFor, type ListQuery } from "./query.ts"
-
-
 
 /** What a list asks for once its parameters are checked: pure, testable without a database. */
 export interface ListRequest {
@@ -67,7 +72,9 @@ export const listRequest = (companyId: string, resource: Resource, query: ListQu
 }
 
 /** A JSON answer (text, or UTF-8 bytes exactly as sent), or the key's state when the check in the statement refused it. */
-export type Served = { readonly _tag: "Body"; readonly body: string | Uint8Array } | { readonly _tag: "Refused"; readonly state: KeyState }
+export type Served =
+  | { readonly _tag: "Body"; readonly body: string | Uint8Array }
+  | { readonly _tag: "Refused"; readonly state: KeyState }
 
 // -----------------------------------------------------------------------------
 // Batch statements (batch.ts). Each row of `r` is one request: its key, Host and resource
@@ -136,7 +143,13 @@ const PAGE_BATCH = `
     ) w on true`
 
 /** A page's row as read (raw): the key's state, then id, body and created_at, null when refused or empty. */
-type PageRow = readonly [state: Buffer, id: Buffer | null, body: Buffer | null, ts: Buffer | null, changed?: Buffer | null]
+type PageRow = readonly [
+  state: Buffer,
+  id: Buffer | null,
+  body: Buffer | null,
+  ts: Buffer | null,
+  changed?: Buffer | null
+]
 
 /** States, ids and timestamps are ASCII. */
 const textOf = (b: Buffer) => b.toString("latin1")
@@ -173,7 +186,13 @@ const pageAnswer = (
   if (sync !== undefined) {
     // Where the next sync starts: known once the walk is over (the last page). Nothing
     // changed: where this one started. The change times are whole milliseconds.
-    const next = more ? null : n > 0 ? textOf(rows[n - 1]![4]!) : sync.after === undefined ? null : `${sync.after.slice(0, 23)}Z`
+    const next = more
+      ? null
+      : n > 0
+        ? textOf(rows[n - 1]![4]!)
+        : sync.after === undefined
+          ? null
+          : `${sync.after.slice(0, 23)}Z`
     body += `,"nextUpdatedAfter":${next === null ? "null" : `"${next}"`}`
   }
   return { _tag: "Body", body: body + "}" }
@@ -189,7 +208,15 @@ export interface KeyCheckRow {
   readonly c_modules: ReadonlyArray<string> | null
 }
 
-const UNKNOWN: KeyCheckRow = { state: "unknown", k_name: null, k_expires_at: null, k_webhooks: null, k_scopes: null, c_name: null, c_modules: null }
+const UNKNOWN: KeyCheckRow = {
+  state: "unknown",
+  k_name: null,
+  k_expires_at: null,
+  k_webhooks: null,
+  k_scopes: null,
+  c_name: null,
+  c_modules: null
+}
 
 export class Views extends Context.Service<
   Views,
@@ -214,7 +241,9 @@ export class Views extends Context.Service<
 
       const check = (key: CurrentKeyShape, resource: Resource | undefined) =>
         Effect.promise(async () => {
-          const [row] = await sql<KeyCheckRow[]>`select s.* from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
+          const [row] = await sql<
+            KeyCheckRow[]
+          >`select s.* from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
           return row ?? UNKNOWN
         })
 
@@ -222,7 +251,13 @@ export class Views extends Context.Service<
         const rows = (await sql
           .unsafe(
             GET_BATCH,
-            [items.map((g) => g.keyId), items.map((g) => g.host ?? null), items.map((g) => g.resource), items.map((g) => g.companyId), items.map((g) => g.id)],
+            [
+              items.map((g) => g.keyId),
+              items.map((g) => g.host ?? null),
+              items.map((g) => g.resource),
+              items.map((g) => g.companyId),
+              items.map((g) => g.id)
+            ],
             { prepare: true }
           )
           .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, state: Buffer, body: Buffer | null]>
@@ -230,7 +265,8 @@ export class Views extends Context.Service<
         const answers = new Array<Served | undefined>(items.length).fill({ _tag: "Refused", state: "unknown" })
         for (const [n, stateText, body] of rows) {
           const state = textOf(stateText) as KeyState
-          answers[Number(textOf(n)) - 1] = state !== "ok" ? { _tag: "Refused", state } : body === null ? undefined : { _tag: "Body", body }
+          answers[Number(textOf(n)) - 1] =
+            state !== "ok" ? { _tag: "Refused", state } : body === null ? undefined : { _tag: "Body", body }
         }
         return answers
       }, MAX_GETS)
@@ -294,7 +330,8 @@ export class Views extends Context.Service<
         const db = r.name === undefined ? sql : planned
         const byChange = r.byChange
         const rows = yield* Effect.promise(
-          () => db`
+          () =>
+            db`
             select s.state, w.id, w.body, w.ts${byChange ? db`, w.changed` : db``}
               from ${keyStateRelation(db, key.keyId, key.host, resource)}
               left join lateral (
@@ -324,9 +361,13 @@ export class Views extends Context.Service<
 
       const get = (key: CurrentKeyShape, resource: Resource, id: string): Effect.Effect<Served | undefined> => {
         if (!isUuid(id)) {
-          return Effect.map(check(key, resource), (state) => (state.state === "ok" ? undefined : ({ _tag: "Refused", state: state.state } as const)))
+          return Effect.map(check(key, resource), (state) =>
+            state.state === "ok" ? undefined : ({ _tag: "Refused", state: state.state } as const)
+          )
         }
-        return Effect.promise(() => gets.load({ keyId: key.keyId, host: key.host, resource, companyId: key.companyId, id }))
+        return Effect.promise(() =>
+          gets.load({ keyId: key.keyId, host: key.host, resource, companyId: key.companyId, id })
+        )
       }
 
       return Views.of({ list, get, check })

@@ -12,10 +12,15 @@ const FLAGS: Readonly<Record<string, string>> = {
   subscription: "--subscription <id>"
 }
 
-export const flagOf = (field: string): string => FLAGS[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+export const flagOf = (field: string): string =>
+  FLAGS[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 
 /** What the CLI prints for an error it stops with (a domain error, a failed check). */
-export type Refusal = { readonly message: string; readonly words?: Words | undefined; readonly reason?: Reason | undefined }
+export type Refusal = {
+  readonly message: string
+  readonly words?: Words | undefined
+  readonly reason?: Reason | undefined
+}
 
 /** The message, with the fields it names spelled as flags. */
 export const cliMessage = (e: Refusal): string => spell(e, flagOf)

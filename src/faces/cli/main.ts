@@ -17,7 +17,9 @@ export const PROGRAM = "npm run admin --"
 export const VERSION: string = (createRequire(import.meta.url)("../../../package.json") as { version: string }).version
 
 export const AdminCommand = Command.make("admin").pipe(
-  Command.withDescription("Administer the Safety Records Service: API keys, admin tokens and more. Every command accepts --as <admin e-mail> and --json."),
+  Command.withDescription(
+    "Administer the Safety Records Service: API keys, admin tokens and more. Every command accepts --as <admin e-mail> and --json."
+  ),
   Command.withSubcommands(Object.values(Commands))
 )
 
@@ -48,7 +50,8 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
         const error = failure.value
         if (error instanceof ExitWith) return Effect.succeed(error.code)
         // SecretsKeyMismatch: the webhook commands' key is not the database's (issue 13.7).
-        if (isDomainError(error) || error instanceof CheckFailed || error instanceof SecretsKeyMismatch) return Effect.as(Console.error(cliError(error)), 1)
+        if (isDomainError(error) || error instanceof CheckFailed || error instanceof SecretsKeyMismatch)
+          return Effect.as(Console.error(cliError(error)), 1)
         if (CliError.isCliError(error)) return Effect.succeed(2) // already presented
         return Effect.as(Console.error(`error: ${error instanceof Error ? error.message : String(error)}`), 1)
       }

@@ -10,5 +10,7 @@ const Quiet = Layer.mergeAll(
 )
 
 export const runCliProcess = async (args: ReadonlyArray<string>): Promise<void> => {
-  process.exitCode = await Effect.runPromise(runAdminCli(args).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Quiet))))
+  process.exitCode = await Effect.runPromise(
+    runAdminCli(args).pipe(Effect.provide(Layer.mergeAll(NodeServices.layer, Quiet)))
+  )
 }

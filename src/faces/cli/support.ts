@@ -9,29 +9,39 @@ import type { DomainError, Reason } from "../../domain/errors.ts"
 import { findAdmin, findCompany, type AdminUser, type Company } from "../../access/identity.ts"
 
 /** --json: print the answer as one JSON value on stdout. */
-export const json = Flag.Boolean("json").pipe(Flag.withDescription("Print the answer as one JSON value on stdout"), Flag.withDefault(false))
+export const json = Flag.Boolean("json").pipe(
+  Flag.withDescription("Print the answer as one JSON value on stdout"),
+  Flag.withDefault(false)
+)
 
 /** --as for commands that change something. */
 export const asRequired = Flag.String("as").pipe(Flag.withDescription("Your e-mail: an admin of the company"))
 
 /** --as for commands that only read (checked when given). */
-export const asOptional = Flag.String("as").pipe(Flag.withDescription("Your e-mail: an admin of the company (checked when given)"), Flag.optional)
+export const asOptional = Flag.String("as").pipe(
+  Flag.withDescription("Your e-mail: an admin of the company (checked when given)"),
+  Flag.optional
+)
 
-export const company = Flag.String("company").pipe(Flag.withDescription("The company, by id or host (e.g. acme.safety.example)"))
+export const company = Flag.String("company").pipe(
+  Flag.withDescription("The company, by id or host (e.g. acme.safety.example)")
+)
 export const companyOptional = company.pipe(Flag.optional)
 
 /** Runs a command's work against the database (DATABASE_URL, else the embedded one, migrated). */
 export const withDatabase = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | Error, Exclude<R, Database.Database | Sql>> =>
-  Effect.provide(effect, Sql.layer.pipe(Layer.provideMerge(Database.layer)) as Layer.Layer<Database.Database | Sql, Error>) as Effect.Effect<
-    A,
-    E | Error,
-    Exclude<R, Database.Database | Sql>
-  >
+  Effect.provide(
+    effect,
+    Sql.layer.pipe(Layer.provideMerge(Database.layer)) as Layer.Layer<Database.Database | Sql, Error>
+  ) as Effect.Effect<A, E | Error, Exclude<R, Database.Database | Sql>>
 
 /** The company named by --company, and the admin named by --as in it. */
-export const companyAndAdmin = (companyRef: string, email: string): Effect.Effect<{ company: Company; actor: AdminUser }, DomainError, Sql> =>
+export const companyAndAdmin = (
+  companyRef: string,
+  email: string
+): Effect.Effect<{ company: Company; actor: AdminUser }, DomainError, Sql> =>
   Effect.gen(function* () {
     const company = yield* findCompany(companyRef)
     const actor = yield* findAdmin(email, company)
@@ -50,7 +60,10 @@ export const optionalAdmin = (companyRef: string, email: Option.Option<string>) 
  * refused a test event): exit code 1, with this message on stderr, so scripts can tell;
  * `reason` chooses a hint (errors.ts).
  */
-export class CheckFailed extends Data.TaggedError("CheckFailed")<{ readonly message: string; readonly reason?: Reason }> {}
+export class CheckFailed extends Data.TaggedError("CheckFailed")<{
+  readonly message: string
+  readonly reason?: Reason
+}> {}
 
 /**
  * The command printed its answer, and its exit code says more (status: 1 degraded, 2 broken),
@@ -65,7 +78,11 @@ export const output = (asJson: boolean, value: unknown, human: () => string) =>
 /** A plain table: a header row and aligned columns. */
 export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
-  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => (c ?? "").padEnd(widths[i]!)).join("  ").trimEnd()
+  const line = (cells: ReadonlyArray<string>) =>
+    cells
+      .map((c, i) => (c ?? "").padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd()
   return [line(headers), ...rows.map(line)].join("\n")
 }
 
@@ -77,4 +94,5 @@ export const listing = (
   rows: () => ReadonlyArray<ReadonlyArray<string>>
 ): string => (items.length === 0 ? text.empty : [text.title, "", table(headers, rows())].join("\n"))
 
-export const when = (iso: string | null, none = "-") => (iso === null ? none : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z"))
+export const when = (iso: string | null, none = "-") =>
+  iso === null ? none : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z")

@@ -13,12 +13,18 @@ const scriptJson = (value: unknown) =>
   JSON.stringify(value)
     .replace(/</g, "\\u003c")
     .replace(/[\u2028\u2029]/g, (c) => (c === "\u2028" ? "\\u2028" : "\\u2029"))
-const escapeHtml = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
+const escapeHtml = (s: string) =>
+  s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
 
-const render = async <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>): Promise<string> => {
+const render = async <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): Promise<string> => {
   // Effect's own bundle of Scalar, beside effect/http-api (its package exports do not name it).
   // (Resolved from this file, so the service bundle npm start runs finds it too: src/build.ts.)
-  const bundle = new URL("./internal/httpApiScalar.js", pathToFileURL(createRequire(import.meta.url).resolve("effect/http-api")))
+  const bundle = new URL(
+    "./internal/httpApiScalar.js",
+    pathToFileURL(createRequire(import.meta.url).resolve("effect/http-api"))
+  )
   const { javascript } = (await import(/* @vite-ignore */ bundle.href)) as { javascript: string }
   const spec = OpenApi.fromApi(api)
   return `<!doctype html>
@@ -42,7 +48,10 @@ const render = async <Id extends string, Groups extends HttpApiGroup.Constraint>
 }
 
 /** GET `path`: the Scalar reference for `api`, rendered once, on first use. */
-export const docsPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(api: HttpApi.HttpApi<Id, Groups>, path: `/${string}`) => {
+export const docsPage = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>,
+  path: `/${string}`
+) => {
   let page: Promise<string> | undefined
   return HttpRouter.add(
     "GET",

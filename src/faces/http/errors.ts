@@ -24,7 +24,8 @@ export class Unauthorized extends Schema.Error<Unauthorized>("Unauthorized")(fie
 
 export class Forbidden extends Schema.Error<Forbidden>("Forbidden")(fields, {
   httpApiStatus: 403,
-  description: "The key may not read this, the module or the API is turned off, or the company is not on the Company tier"
+  description:
+    "The key may not read this, the module or the API is turned off, or the company is not on the Company tier"
 }) {
   override readonly [ErrorReporter.ignore] = true
 }
@@ -69,14 +70,25 @@ export const errorResponse = (
 // The one mapping of domain errors to HTTP, for the read API, the admin API and the pages.
 
 /** Where the API calls a domain field otherwise (its schemas' names). */
-const API_NAMES: Readonly<Record<string, string>> = { scopes: "read", endpoint: "endpointId", subscription: "subscriptionId" }
+const API_NAMES: Readonly<Record<string, string>> = {
+  scopes: "read",
+  endpoint: "endpointId",
+  subscription: "subscriptionId"
+}
 
 /** A domain error's message as the API words it. */
 export const httpMessage = (e: Domain.DomainError): string => Domain.spell(e, (field) => API_NAMES[field] ?? field)
 
-const STATUS = { Invalid: 400, Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409 } as const satisfies Record<Domain.DomainErrorTag, number>
+const STATUS = {
+  Invalid: 400,
+  Unauthorized: 401,
+  Forbidden: 403,
+  NotFound: 404,
+  Conflict: 409
+} as const satisfies Record<Domain.DomainErrorTag, number>
 
-export const httpStatus = <E extends Domain.DomainError>(e: E): (typeof STATUS)[E["_tag"]] => STATUS[e._tag as E["_tag"]]
+export const httpStatus = <E extends Domain.DomainError>(e: E): (typeof STATUS)[E["_tag"]] =>
+  STATUS[e._tag as E["_tag"]]
 
 type HttpErrorOf<E extends Domain.DomainError> = E extends Domain.Invalid
   ? BadRequest

@@ -11,10 +11,14 @@ export const MAX_JSON_BODY_BYTES = 64 * 1024
 
 export type Refusal = { readonly status: 400 | 413; readonly message: string }
 
-const TOO_LARGE: Refusal = { status: 413, message: `the request body is too large: at most ${MAX_JSON_BODY_BYTES / 1024} KiB` }
+const TOO_LARGE: Refusal = {
+  status: 413,
+  message: `the request body is too large: at most ${MAX_JSON_BODY_BYTES / 1024} KiB`
+}
 
 /** Paths whose answers are JSON: the read API and the admin API. */
-export const isJsonApiPath = (path: string): boolean => path.startsWith("/api/") || path === "/api" || path.startsWith("/admin/v1/") || path === "/admin/v1"
+export const isJsonApiPath = (path: string): boolean =>
+  path.startsWith("/api/") || path === "/api" || path.startsWith("/admin/v1/") || path === "/admin/v1"
 
 /** Whether a JSON value holds a NUL character in any string or key, walked without recursion (bodies may nest deeply). */
 export const containsNul = (value: unknown): boolean => {
@@ -73,7 +77,8 @@ export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effe
   const length = request.headers["content-length"]
   if (length !== undefined && Number(length) > MAX_JSON_BODY_BYTES) return Effect.succeed(TOO_LARGE)
   const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
-  if (!isJsonType(request.headers["content-type"]) || (length === undefined && !chunked)) return Effect.succeed(undefined)
+  if (!isJsonType(request.headers["content-type"]) || (length === undefined && !chunked))
+    return Effect.succeed(undefined)
   // Read once, bounded; the handler reads the same (cached) bytes afterwards.
   return request.text.pipe(
     Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MAX_JSON_BODY_BYTES)),
@@ -84,7 +89,9 @@ export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effe
       } catch {
         return undefined // not JSON: the handler's own answer (400 invalid request body)
       }
-      return containsNul(body) ? { status: 400, message: "invalid request body: text may not contain NUL characters (\\u0000)" } : undefined
+      return containsNul(body)
+        ? { status: 400, message: "invalid request body: text may not contain NUL characters (\\u0000)" }
+        : undefined
     }),
     Effect.catch(() => Effect.succeed<Refusal>(TOO_LARGE))
   )

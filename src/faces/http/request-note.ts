@@ -8,7 +8,9 @@ export interface RequestNoteShape {
 }
 
 /** Provided per request by the middleware; absent where no middleware runs (tests of one handler). */
-export const RequestNote = Context.Reference<RequestNoteShape | undefined>("service/http/RequestNote", { defaultValue: () => undefined })
+export const RequestNote = Context.Reference<RequestNoteShape | undefined>("service/http/RequestNote", {
+  defaultValue: () => undefined
+})
 
 /** Names the key that made this request (the auth middleware, once it knows the key). */
 export const noteKeyId = (keyId: string): Effect.Effect<void> =>

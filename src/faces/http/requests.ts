@@ -31,13 +31,18 @@ const requestLogLevel = Effect.gen(function* () {
   const raw = yield* RequestLogLevelConfig
   const level = parseLogLevel(raw)
   if (level === undefined) {
-    return yield* Effect.die(new Error(`REQUEST_LOG_LEVEL must be one of debug, info, warn, error (or none), not "${raw}"`))
+    return yield* Effect.die(
+      new Error(`REQUEST_LOG_LEVEL must be one of debug, info, warn, error (or none), not "${raw}"`)
+    )
   }
   return level
 })
 
 /** A global router middleware: install once, beside every route (e.g. in main.ts's Routes). */
-export const requestObservability = (known: ReadonlyArray<KnownRoute>, options: { readonly apiPrefix?: string } = {}) => {
+export const requestObservability = (
+  known: ReadonlyArray<KnownRoute>,
+  options: { readonly apiPrefix?: string } = {}
+) => {
   const routes = routeTable(known)
   const apiPrefix = options.apiPrefix ?? "/api/"
   return HttpRouter.middleware(
@@ -57,7 +62,8 @@ export const requestObservability = (known: ReadonlyArray<KnownRoute>, options: 
         timed.observe(seconds)
         const countKey = `${key} ${status}`
         let counted = counts.get(countKey)
-        if (counted === undefined) counts.set(countKey, (counted = m.httpRequests.labels({ method, route, status: String(status) })))
+        if (counted === undefined)
+          counts.set(countKey, (counted = m.httpRequests.labels({ method, route, status: String(status) })))
         counted.inc()
         if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
       }
@@ -73,18 +79,32 @@ export const requestObservability = (known: ReadonlyArray<KnownRoute>, options: 
             record(method, route, status, seconds)
             const keyId = note.keyId ?? null
             const annotated = tracing
-              ? Effect.annotateCurrentSpan({ "http.route": route, "request.id": requestId, ...(keyId === null ? {} : { "api.key_id": keyId }) })
+              ? Effect.annotateCurrentSpan({
+                  "http.route": route,
+                  "request.id": requestId,
+                  ...(keyId === null ? {} : { "api.key_id": keyId })
+                })
               : Effect.void
             return logRequest === undefined
               ? annotated
-              : Effect.andThen(annotated, logRequest("request", { requestId, method, route, status, ms: Math.round(seconds * 1000), keyId }))
+              : Effect.andThen(
+                  annotated,
+                  logRequest("request", { requestId, method, route, status, ms: Math.round(seconds * 1000), keyId })
+                )
           }
-          const served = Effect.provideService(Effect.annotateLogs(httpEffect, "requestId", requestId), RequestNote, note)
+          const served = Effect.provideService(
+            Effect.annotateLogs(httpEffect, "requestId", requestId),
+            RequestNote,
+            note
+          )
           return Effect.matchCauseEffect(served, {
-            onSuccess: (response) => Effect.as(done(response.status), HttpServerResponse.setHeader(response, REQUEST_ID_HEADER, requestId)),
+            onSuccess: (response) =>
+              Effect.as(done(response.status), HttpServerResponse.setHeader(response, REQUEST_ID_HEADER, requestId)),
             // A failure here is answered further out (the API's fallback); its status is the one it will get.
             onFailure: (cause) =>
-              Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => Effect.andThen(done(response.status), Effect.failCause(cause)))
+              Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) =>
+                Effect.andThen(done(response.status), Effect.failCause(cause))
+              )
           })
         })
     }),

@@ -22,12 +22,20 @@ export const HealthRoutes = Layer.unwrap(
     const migrations = loadMigrations().map((m) => m.name)
     const check = Effect.all(
       [
-        query((sql) => sql<{ n: number }[]>`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`),
+        query(
+          (sql) =>
+            sql<
+              { n: number }[]
+            >`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`
+        ),
         captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))
       ],
       { concurrency: "unbounded" }
     ).pipe(
-      Effect.map(([[applied], status]) => ({ migrations: applied!.n === migrations.length, lagSeconds: status?.lagSeconds ?? null })),
+      Effect.map(([[applied], status]) => ({
+        migrations: applied!.n === migrations.length,
+        lagSeconds: status?.lagSeconds ?? null
+      })),
       Effect.provideService(Sql, sql)
     )
     return Layer.mergeAll(

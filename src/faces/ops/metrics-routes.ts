@@ -30,7 +30,9 @@ export const MetricsRoutes = Layer.unwrap(
     return HttpRouter.add(
       "GET",
       METRICS_PATH,
-      Effect.promise(() => m.registry.scrape()).pipe(Effect.map((text) => HttpServerResponse.text(text, { contentType: PROMETHEUS_CONTENT_TYPE })))
+      Effect.promise(() => m.registry.scrape()).pipe(
+        Effect.map((text) => HttpServerResponse.text(text, { contentType: PROMETHEUS_CONTENT_TYPE }))
+      )
     )
   })
 )

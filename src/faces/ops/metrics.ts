@@ -24,40 +24,130 @@ export const makeServiceMetrics = (registry = new Registry()) => {
   const m = {
     registry,
     // capture (CaptureStats and capture_state)
-    captureStreaming: registry.gauge("srs_capture_streaming", "1 while capture streams changes from the replication slot, else 0"),
-    captureLeader: registry.gauge("srs_capture_leader", "1 while this process holds capture's leader lock (one per database), else 0"),
-    captureRole: registry.gauge("srs_capture_role", "This process's capture role: 1 for its role (leader; standby: waiting for the leader lock; off: SERVICE_ROLES has no capture), 0 for the others", ["role"]),
-    captureErrors: registry.counter("srs_capture_errors_total", "Capture runs in this process that stopped on an error and were retried (the last error is in /readyz)"),
-    captureStalls: registry.counter("srs_capture_stalls_total", "Stalls capture noticed in this process (nothing from the replication stream while WAL waited); each made it reconnect"),
-    captureStalled: registry.gauge("srs_capture_stalled", "1 while capture is stalled: it noticed a stall and has applied nothing since (reconnecting did not help yet), else 0"),
-    captureLagBytes: registry.gauge("srs_capture_lag_bytes", "WAL bytes between the server's position and capture's stored checkpoint"),
-    captureLagSeconds: registry.gauge("srs_capture_lag_seconds", "Seconds since capture last applied a transaction, while WAL is waiting (0 when caught up; on an idle database up to the heartbeat interval, as the service's own writes wait for the next heartbeat)"),
-    captureSinceApplied: registry.gauge("srs_capture_last_applied_age_seconds", "Seconds since capture last applied a transaction (or built the views), whether WAL waits or not"),
+    captureStreaming: registry.gauge(
+      "srs_capture_streaming",
+      "1 while capture streams changes from the replication slot, else 0"
+    ),
+    captureLeader: registry.gauge(
+      "srs_capture_leader",
+      "1 while this process holds capture's leader lock (one per database), else 0"
+    ),
+    captureRole: registry.gauge(
+      "srs_capture_role",
+      "This process's capture role: 1 for its role (leader; standby: waiting for the leader lock; off: SERVICE_ROLES has no capture), 0 for the others",
+      ["role"]
+    ),
+    captureErrors: registry.counter(
+      "srs_capture_errors_total",
+      "Capture runs in this process that stopped on an error and were retried (the last error is in /readyz)"
+    ),
+    captureStalls: registry.counter(
+      "srs_capture_stalls_total",
+      "Stalls capture noticed in this process (nothing from the replication stream while WAL waited); each made it reconnect"
+    ),
+    captureStalled: registry.gauge(
+      "srs_capture_stalled",
+      "1 while capture is stalled: it noticed a stall and has applied nothing since (reconnecting did not help yet), else 0"
+    ),
+    captureLagBytes: registry.gauge(
+      "srs_capture_lag_bytes",
+      "WAL bytes between the server's position and capture's stored checkpoint"
+    ),
+    captureLagSeconds: registry.gauge(
+      "srs_capture_lag_seconds",
+      "Seconds since capture last applied a transaction, while WAL is waiting (0 when caught up; on an idle database up to the heartbeat interval, as the service's own writes wait for the next heartbeat)"
+    ),
+    captureSinceApplied: registry.gauge(
+      "srs_capture_last_applied_age_seconds",
+      "Seconds since capture last applied a transaction (or built the views), whether WAL waits or not"
+    ),
     captureRetainedWal: registry.gauge("srs_capture_retained_wal_bytes", "WAL bytes the replication slot holds back"),
-    captureSlotWalStatus: registry.gauge("srs_capture_slot_wal_status", "The replication slot's wal_status: 1 for its status (reserved, extended, unreserved, lost; missing: no slot), 0 for the others", ["status"]),
-    captureSafeWal: registry.gauge("srs_capture_slot_safe_wal_bytes", "WAL bytes that may still be written before the slot is lost (pg_replication_slots.safe_wal_size; absent when max_slot_wal_keep_size is unlimited)"),
-    captureWalKeepSize: registry.gauge("srs_capture_slot_wal_keep_size_bytes", "The server's max_slot_wal_keep_size in bytes (absent when unlimited)"),
+    captureSlotWalStatus: registry.gauge(
+      "srs_capture_slot_wal_status",
+      "The replication slot's wal_status: 1 for its status (reserved, extended, unreserved, lost; missing: no slot), 0 for the others",
+      ["status"]
+    ),
+    captureSafeWal: registry.gauge(
+      "srs_capture_slot_safe_wal_bytes",
+      "WAL bytes that may still be written before the slot is lost (pg_replication_slots.safe_wal_size; absent when max_slot_wal_keep_size is unlimited)"
+    ),
+    captureWalKeepSize: registry.gauge(
+      "srs_capture_slot_wal_keep_size_bytes",
+      "The server's max_slot_wal_keep_size in bytes (absent when unlimited)"
+    ),
     captureChanges: registry.counter("srs_capture_changes_total", "Row changes applied by capture in this process"),
-    captureBatches: registry.counter("srs_capture_batches_total", "Database transactions capture committed (views, outbox and checkpoint together)"),
-    captureEvents: registry.counter("srs_capture_events_total", "Events written to the outbox by capture in this process, by kind", ["event"]),
-    outboxBacklog: registry.gauge("srs_outbox_backlog_events", "Outbox events not yet fanned out into deliveries (counted up to 100000)"),
+    captureBatches: registry.counter(
+      "srs_capture_batches_total",
+      "Database transactions capture committed (views, outbox and checkpoint together)"
+    ),
+    captureEvents: registry.counter(
+      "srs_capture_events_total",
+      "Events written to the outbox by capture in this process, by kind",
+      ["event"]
+    ),
+    outboxBacklog: registry.gauge(
+      "srs_outbox_backlog_events",
+      "Outbox events not yet fanned out into deliveries (counted up to 100000)"
+    ),
     // delivery (DeliveryEngine.stats, and the attempt observer)
-    deliveries: registry.counter("srs_deliveries_total", "Delivery attempts recorded by this process, by outcome (succeeded; retry_scheduled; failed: no attempt left)", ["outcome"]),
+    deliveries: registry.counter(
+      "srs_deliveries_total",
+      "Delivery attempts recorded by this process, by outcome (succeeded; retry_scheduled; failed: no attempt left)",
+      ["outcome"]
+    ),
     deliveriesCreated: registry.counter("srs_deliveries_created_total", "Deliveries made by fan-out in this process"),
-    deliveriesHandedBack: registry.counter("srs_deliveries_handed_back_total", "Leased deliveries handed back unattempted at shutdown"),
+    deliveriesHandedBack: registry.counter(
+      "srs_deliveries_handed_back_total",
+      "Leased deliveries handed back unattempted at shutdown"
+    ),
     deliveriesInFlight: registry.gauge("srs_deliveries_in_flight", "Attempts being sent now"),
-    endpointsSwitchedOff: registry.counter("srs_endpoints_switched_off_total", "Endpoints this process switched off after deliveries failed every attempt"),
-    subscriptionsGone: registry.counter("srs_subscriptions_gone_total", "Subscriptions deleted because the receiver answered 410"),
-    attemptSeconds: registry.histogram("srs_delivery_attempt_duration_seconds", "Time from sending a delivery to its answer (or failure)", ["result"], ATTEMPT_BUCKETS),
+    endpointsSwitchedOff: registry.counter(
+      "srs_endpoints_switched_off_total",
+      "Endpoints this process switched off after deliveries failed every attempt"
+    ),
+    subscriptionsGone: registry.counter(
+      "srs_subscriptions_gone_total",
+      "Subscriptions deleted because the receiver answered 410"
+    ),
+    attemptSeconds: registry.histogram(
+      "srs_delivery_attempt_duration_seconds",
+      "Time from sending a delivery to its answer (or failure)",
+      ["result"],
+      ATTEMPT_BUCKETS
+    ),
     // the database, as every process sees it (the same figure in each: aggregate with max)
-    oldestPendingDelivery: registry.gauge("srs_deliveries_oldest_pending_seconds", "Age of the oldest pending delivery (created, not yet delivered nor given up), 0 when none; read from the database"),
-    endpointsOff: registry.gauge("srs_endpoints_off", "Webhook endpoints switched off now (not enabled); read from the database"),
-    replaysRunning: registry.gauge("srs_replays_running", "Replays being sent now (admin API, pages or CLI); read from the database"),
-    replayRemaining: registry.gauge("srs_replay_remaining_deliveries", "Deliveries running replays have still to send, all replays together; read from the database"),
+    oldestPendingDelivery: registry.gauge(
+      "srs_deliveries_oldest_pending_seconds",
+      "Age of the oldest pending delivery (created, not yet delivered nor given up), 0 when none; read from the database"
+    ),
+    endpointsOff: registry.gauge(
+      "srs_endpoints_off",
+      "Webhook endpoints switched off now (not enabled); read from the database"
+    ),
+    replaysRunning: registry.gauge(
+      "srs_replays_running",
+      "Replays being sent now (admin API, pages or CLI); read from the database"
+    ),
+    replayRemaining: registry.gauge(
+      "srs_replay_remaining_deliveries",
+      "Deliveries running replays have still to send, all replays together; read from the database"
+    ),
     // HTTP
-    httpRequests: registry.counter("srs_http_requests_total", "HTTP requests answered, by method, route pattern and status", ["method", "route", "status"]),
-    httpSeconds: registry.histogram("srs_http_request_duration_seconds", "Time to answer an HTTP request, by route pattern", ["method", "route"], REQUEST_BUCKETS),
-    rateLimited: registry.counter("srs_api_rate_limited_total", "API requests refused with 429 by the per-key rate limit"),
+    httpRequests: registry.counter(
+      "srs_http_requests_total",
+      "HTTP requests answered, by method, route pattern and status",
+      ["method", "route", "status"]
+    ),
+    httpSeconds: registry.histogram(
+      "srs_http_request_duration_seconds",
+      "Time to answer an HTTP request, by route pattern",
+      ["method", "route"],
+      REQUEST_BUCKETS
+    ),
+    rateLimited: registry.counter(
+      "srs_api_rate_limited_total",
+      "API requests refused with 429 by the per-key rate limit"
+    ),
     // process (beside prom-client's standard process_* and nodejs_* metrics: heap totals,
     // external memory, RSS, the event loop)
     heapUsed: registry.gauge("nodejs_heap_used_bytes", "V8 heap in use, in bytes")
@@ -108,8 +198,10 @@ export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, slot: str
       setOrClear(m.captureSafeWal, s.slotExists ? s.safeWalBytes : null)
       setOrClear(m.captureWalKeepSize, s.walKeepSizeBytes)
       m.captureStalled.set(s.stalledAt === null ? 0 : 1)
-      const [b] = yield* query((sql) => sql<{ n: number }[]>`
-        select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`)
+      const [b] = yield* query(
+        (sql) => sql<{ n: number }[]>`
+        select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`
+      )
       m.outboxBacklog.set(b!.n)
     })
   )
@@ -139,10 +231,12 @@ export const collectDatabase = (m: ServiceMetrics) =>
     Effect.gen(function* () {
       const [[r], replays] = yield* Effect.all(
         [
-          query((sql) => sql<{ oldest: number | null; off: number }[]>`
+          query(
+            (sql) => sql<{ oldest: number | null; off: number }[]>`
             select
               (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
-              (select count(*)::int from service.webhook_endpoints where not enabled) as off`),
+              (select count(*)::int from service.webhook_endpoints where not enabled) as off`
+          ),
           runningReplayTotals
         ],
         { concurrency: "unbounded" }

@@ -62,16 +62,29 @@ export interface OperationsStatus {
   }>
 }
 
-
 export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: string) {
-  const [capture, leader, [outbox], [d], off, keys, [now], replays] = yield* Effect.all([
-    captureStatus(slot),
-    leaderInfo,
-    query((sql) => sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
+  const [capture, leader, [outbox], [d], off, keys, [now], replays] = yield* Effect.all(
+    [
+      captureStatus(slot),
+      leaderInfo,
+      query(
+        (sql) => sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
       with waiting as (${sql.unsafe(OUTBOX_BACKLOG)})
       select (select count(*)::int from waiting) as backlog, (select min(created_at) from waiting) as oldest,
-        (select max(created_at) from service.events) as newest`),
-    query((sql) => sql<{ due: number; scheduled: number; in_flight: number; failing: number; held: number; failed: number; oldest_due: Date | null }[]>`
+        (select max(created_at) from service.events) as newest`
+      ),
+      query(
+        (sql) => sql<
+          {
+            due: number
+            scheduled: number
+            in_flight: number
+            failing: number
+            held: number
+            failed: number
+            oldest_due: Date | null
+          }[]
+        >`
       select
         count(*) filter (where state = 'pending' and next_attempt_at <= now() and not leased)::int as due,
         count(*) filter (where state = 'pending' and next_attempt_at > now() and not leased)::int as scheduled,
@@ -81,25 +94,48 @@ export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: s
         count(*) filter (where state = 'failed' and finished_at > now() - interval '24 hours')::int as failed,
         min(next_attempt_at) filter (where state = 'pending' and next_attempt_at <= now() and not leased) as oldest_due
       from (select state, attempts, next_attempt_at, finished_at, (leased_by is not null and lease_until > now()) as leased
-            from service.webhook_deliveries where state <> 'succeeded') x`),
-    query((sql) => sql<{ id: string; company_id: string; name: string; url: string; disabled_at: Date | null; disabled_reason: string | null; held: number }[]>`
+            from service.webhook_deliveries where state <> 'succeeded') x`
+      ),
+      query(
+        (sql) => sql<
+          {
+            id: string
+            company_id: string
+            name: string
+            url: string
+            disabled_at: Date | null
+            disabled_reason: string | null
+            held: number
+          }[]
+        >`
       select w.id::text, w.company_id::text, w.name, w.url, w.disabled_at, w.disabled_reason,
         (select count(*)::int from service.webhook_deliveries d where d.endpoint_id = w.id and d.state = 'held') as held
-      from service.webhook_endpoints w where not w.enabled order by w.disabled_at desc nulls last, w.id`),
-    query((sql) => sql<{ id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]>`
+      from service.webhook_endpoints w where not w.enabled order by w.disabled_at desc nulls last, w.id`
+      ),
+      query(
+        (sql) => sql<
+          { id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]
+        >`
       select k.id::text, k.company_id::text, k.name, k.expires_at, k.webhooks,
         (select count(*)::int from service.webhook_subscriptions s where s.key_id = k.id) as subscriptions
       from service.api_keys k
       where k.revoked_at is null and k.expires_at > now() and k.expires_at <= now() + make_interval(days => ${KEY_EXPIRY_WARNING_DAYS})
-      order by k.expires_at, k.id`),
-    query((sql) => sql<{ now: Date }[]>`select now()`),
-    // runningReplays still takes a pool (webhooks/replay).
-    Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => runningReplays(pool)))
-  ], { concurrency: "unbounded" })
+      order by k.expires_at, k.id`
+      ),
+      query((sql) => sql<{ now: Date }[]>`select now()`),
+      // runningReplays still takes a pool (webhooks/replay).
+      Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => runningReplays(pool)))
+    ],
+    { concurrency: "unbounded" }
+  )
   const status: OperationsStatus = {
     at: now!.now.toISOString(),
     capture: { ...capture, leaderRunning: leader !== null, leader },
-    outbox: { backlog: outbox!.backlog, oldestBacklogAt: toIsoUtcOrNull(outbox!.oldest), newestEventAt: toIsoUtcOrNull(outbox!.newest) },
+    outbox: {
+      backlog: outbox!.backlog,
+      oldestBacklogAt: toIsoUtcOrNull(outbox!.oldest),
+      newestEventAt: toIsoUtcOrNull(outbox!.newest)
+    },
     deliveries: {
       due: d!.due,
       scheduled: d!.scheduled,
@@ -151,26 +187,49 @@ export interface HealthVerdict {
  * mends itself or waits on someone else (capture behind or stalled, no capture leader, e.g.
  * while a standby takes over, the slot about to lose WAL, endpoints switched off).
  */
-export const assessStatus = (s: OperationsStatus, options: { readonly lagThresholdSeconds?: number } = {}): HealthVerdict => {
+export const assessStatus = (
+  s: OperationsStatus,
+  options: { readonly lagThresholdSeconds?: number } = {}
+): HealthVerdict => {
   const threshold = options.lagThresholdSeconds ?? LAG_THRESHOLD_SECONDS
   const c = s.capture
   const broken: string[] = []
   const degraded: string[] = []
   if (!c.slotExists) {
-    if (c.checkpointLsn !== null) broken.push(`replication slot ${c.slot} is missing: it was lost (capture recreates it and rebuilds the views; events in the gap are not sent)`)
+    if (c.checkpointLsn !== null)
+      broken.push(
+        `replication slot ${c.slot} is missing: it was lost (capture recreates it and rebuilds the views; events in the gap are not sent)`
+      )
     else degraded.push(`replication slot ${c.slot} does not exist yet: capture has not started`)
   } else if (c.walStatus === "lost" || c.invalidationReason !== null) {
-    broken.push(`replication slot ${c.slot} was invalidated (${c.invalidationReason ?? "wal_status lost"}): capture rebuilds; events in the gap are not sent`)
+    broken.push(
+      `replication slot ${c.slot} was invalidated (${c.invalidationReason ?? "wal_status lost"}): capture rebuilds; events in the gap are not sent`
+    )
   } else if (c.walStatus === "unreserved") {
-    degraded.push(`replication slot ${c.slot} is about to lose WAL (wal_status unreserved${c.safeWalBytes === null ? "" : `, ${c.safeWalBytes} bytes to go`})`)
+    degraded.push(
+      `replication slot ${c.slot} is about to lose WAL (wal_status unreserved${c.safeWalBytes === null ? "" : `, ${c.safeWalBytes} bytes to go`})`
+    )
   }
-  if (c.leader === null) degraded.push("no capture leader: no process is capturing (a standby takes over within seconds; if none runs, start one)")
-  if (c.stalledAt !== null) degraded.push(`capture stalled since ${c.stalledAt} (${c.stallReconnects} reconnect${c.stallReconnects === 1 ? "" : "s"} so far): ${c.stallReason ?? "no reason recorded"}`)
-  if (c.lagSeconds !== null && c.lagSeconds > threshold) degraded.push(`capture is ${Math.round(c.lagSeconds)} s behind (threshold ${threshold} s)`)
+  if (c.leader === null)
+    degraded.push(
+      "no capture leader: no process is capturing (a standby takes over within seconds; if none runs, start one)"
+    )
+  if (c.stalledAt !== null)
+    degraded.push(
+      `capture stalled since ${c.stalledAt} (${c.stallReconnects} reconnect${c.stallReconnects === 1 ? "" : "s"} so far): ${c.stallReason ?? "no reason recorded"}`
+    )
+  if (c.lagSeconds !== null && c.lagSeconds > threshold)
+    degraded.push(`capture is ${Math.round(c.lagSeconds)} s behind (threshold ${threshold} s)`)
   if (s.endpointsSwitchedOff.length > 0) {
-    degraded.push(`${s.endpointsSwitchedOff.length} webhook endpoint${s.endpointsSwitchedOff.length === 1 ? " is" : "s are"} switched off`)
+    degraded.push(
+      `${s.endpointsSwitchedOff.length} webhook endpoint${s.endpointsSwitchedOff.length === 1 ? " is" : "s are"} switched off`
+    )
   }
-  return broken.length > 0 ? { state: "broken", reasons: [...broken, ...degraded] } : degraded.length > 0 ? { state: "degraded", reasons: degraded } : { state: "healthy", reasons: [] }
+  return broken.length > 0
+    ? { state: "broken", reasons: [...broken, ...degraded] }
+    : degraded.length > 0
+      ? { state: "degraded", reasons: degraded }
+      : { state: "healthy", reasons: [] }
 }
 
 /** The verdict when the database does not answer (or refuses the service): broken. */

@@ -32,7 +32,8 @@ const detailsOf = (details: Record<string, unknown>): Html => {
   const entries = Object.entries(details).filter(([, v]) => v !== null && v !== undefined)
   if (entries.length === 0) return html``
   return html`<ul class="details">${entries.map(
-    ([k, v]) => html`<li><span class="muted">${k}:</span> ${Array.isArray(v) ? v.join(", ") : typeof v === "object" ? JSON.stringify(v) : String(v)}</li>`
+    ([k, v]) =>
+      html`<li><span class="muted">${k}:</span> ${Array.isArray(v) ? v.join(", ") : typeof v === "object" ? JSON.stringify(v) : String(v)}</li>`
   )}</ul>`
 }
 
@@ -63,7 +64,9 @@ export const ActivityRoutes = HttpRouter.add(
     Effect.gen(function* () {
       const w = yield* Webhooks
       const kind = (new URL(request.url, "http://admin.invalid").searchParams.get("kind") ?? "").trim().slice(0, 100)
-      const shown = yield* w.listActivity({ companyId: session.actor.companyId, limit: ACTIVITY_LIMIT, kind }).pipe(Effect.orDie)
+      const shown = yield* w
+        .listActivity({ companyId: session.actor.companyId, limit: ACTIVITY_LIMIT, kind })
+        .pipe(Effect.orDie)
       return htmlResponse(
         page({
           title: "Activity log",

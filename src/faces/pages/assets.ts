@@ -140,9 +140,21 @@ ul.details { list-style: none; margin: 0; padding: 0; font-size: .92rem; word-br
 }
 `
 
-const ASSET_HEADERS = { "cache-control": "no-cache", "x-content-type-options": "nosniff", "cross-origin-resource-policy": "same-origin" }
+const ASSET_HEADERS = {
+  "cache-control": "no-cache",
+  "x-content-type-options": "nosniff",
+  "cross-origin-resource-policy": "same-origin"
+}
 
 export const AssetRoutes = Layer.mergeAll(
-  HttpRouter.add("GET", PATHS.script, HttpServerResponse.text(SCRIPT, { contentType: "text/javascript; charset=utf-8", headers: ASSET_HEADERS })),
-  HttpRouter.add("GET", PATHS.styles, HttpServerResponse.text(STYLES, { contentType: "text/css; charset=utf-8", headers: ASSET_HEADERS }))
+  HttpRouter.add(
+    "GET",
+    PATHS.script,
+    HttpServerResponse.text(SCRIPT, { contentType: "text/javascript; charset=utf-8", headers: ASSET_HEADERS })
+  ),
+  HttpRouter.add(
+    "GET",
+    PATHS.styles,
+    HttpServerResponse.text(STYLES, { contentType: "text/css; charset=utf-8", headers: ASSET_HEADERS })
+  )
 )

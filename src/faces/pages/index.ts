@@ -11,4 +11,11 @@ import { WebhooksRoutes } from "./webhooks.ts"
 
 export { ADMIN_WEB_ROUTES, PATHS as ADMIN_WEB_PATHS } from "./paths.ts"
 
-export const AdminWebRoutes = Layer.mergeAll(SignInRoutes, KeysRoutes, WebhooksRoutes, ReplaysRoutes, ActivityRoutes, AssetRoutes)
+export const AdminWebRoutes = Layer.mergeAll(
+  SignInRoutes,
+  KeysRoutes,
+  WebhooksRoutes,
+  ReplaysRoutes,
+  ActivityRoutes,
+  AssetRoutes
+)

@@ -7,20 +7,45 @@ import { HttpRouter } from "effect/http"
 import { RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
-import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, listKeys, parseExpiry, parseScopes, revokeKey, type CreatedKey, type Expiry, type KeyInfo } from "../../access/keys.ts"
+import {
+  createKey,
+  DEFAULT_EXPIRY,
+  EXPIRY_CHOICES,
+  listKeys,
+  parseExpiry,
+  parseScopes,
+  revokeKey,
+  type CreatedKey,
+  type Expiry,
+  type KeyInfo
+} from "../../access/keys.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formError, htmlResponse, page, postButton, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
 import { signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
 
-export const EXPIRY_LABELS: Readonly<Record<Expiry, string>> = { "30d": "30 days", "90d": "90 days", "1y": "1 year", never: "Never" }
+export const EXPIRY_LABELS: Readonly<Record<Expiry, string>> = {
+  "30d": "30 days",
+  "90d": "90 days",
+  "1y": "1 year",
+  never: "Never"
+}
 
-type CreateForm = { readonly name: string; readonly read: ReadonlyArray<string>; readonly expires: string; readonly webhooks: boolean }
+type CreateForm = {
+  readonly name: string
+  readonly read: ReadonlyArray<string>
+  readonly expires: string
+  readonly webhooks: boolean
+}
 
 const EMPTY_FORM: CreateForm = { name: "", read: [], expires: DEFAULT_EXPIRY, webhooks: false }
 
-const createForm = (session: Session, form: CreateForm, error: string | undefined): Html => html`<form method="post" action="${PATHS.keys}" class="card" id="create-key" aria-labelledby="create-key-title">
+const createForm = (
+  session: Session,
+  form: CreateForm,
+  error: string | undefined
+): Html => html`<form method="post" action="${PATHS.keys}" class="card" id="create-key" aria-labelledby="create-key-title">
   ${csrfField(session)}
   <h2 id="create-key-title">Create a key</h2>
   ${formError("create-key-error", error)}
@@ -31,7 +56,8 @@ const createForm = (session: Session, form: CreateForm, error: string | undefine
     <legend>Record kinds it may read</legend>
     <div class="choices">
       ${RESOURCES.map(
-        (r) => html`<label for="read-${r}"><input type="checkbox" id="read-${r}" name="read" value="${r}"${attr("checked", form.read.includes(r))}> <span>${RESOURCE_INFO[r].description} <code class="muted">${r}</code></span></label>`
+        (r) =>
+          html`<label for="read-${r}"><input type="checkbox" id="read-${r}" name="read" value="${r}"${attr("checked", form.read.includes(r))}> <span>${RESOURCE_INFO[r].description} <code class="muted">${r}</code></span></label>`
       )}
     </div>
     <button type="button" class="link" data-check-all="key-read" hidden>Tick all / none</button>
@@ -40,7 +66,8 @@ const createForm = (session: Session, form: CreateForm, error: string | undefine
     <legend>Expires</legend>
     <div class="choices">
       ${EXPIRY_CHOICES.map(
-        (e) => html`<label for="expires-${e}"><input type="radio" id="expires-${e}" name="expires" value="${e}"${attr("checked", form.expires === e)}> ${e === "never" ? "Never" : `After ${EXPIRY_LABELS[e]}`}</label>`
+        (e) =>
+          html`<label for="expires-${e}"><input type="radio" id="expires-${e}" name="expires" value="${e}"${attr("checked", form.expires === e)}> ${e === "never" ? "Never" : `After ${EXPIRY_LABELS[e]}`}</label>`
       )}
     </div>
   </fieldset>
@@ -95,7 +122,8 @@ const keysPage = (
             id: "new-key",
             label: `Key "${options.created.name}" created`,
             secret: options.created.key,
-            warning: "This is the only time the key is shown: only a fingerprint of it is kept. If it is lost, revoke it and make another."
+            warning:
+              "This is the only time the key is shown: only a fingerprint of it is kept. If it is lost, revoke it and make another."
           })}`
         : ""
     }
@@ -125,7 +153,9 @@ export const KeysRoutes = Layer.mergeAll(
           webhooks: body.get("webhooks") === "on"
         }
         const refuse = (status: number, error: string) =>
-          Effect.map(listKeys(session.actor.companyId).pipe(Effect.orDie), (keys) => htmlResponse(keysPage(session, keys, { form, error }), { status }))
+          Effect.map(listKeys(session.actor.companyId).pipe(Effect.orDie), (keys) =>
+            htmlResponse(keysPage(session, keys, { form, error }), { status })
+          )
         // As the admin API answers (faces/http/errors.ts).
         const refuseWith = (e: DomainError) => refuse(httpStatus(e), httpMessage(e))
         const expires = parseExpiry(form.expires)
@@ -133,7 +163,13 @@ export const KeysRoutes = Layer.mergeAll(
         const parsed = parseScopes(form.read)
         if ("error" in parsed) return yield* refuseWith(parsed.error)
         const created = yield* Effect.result(
-          createKey(session.actor, { companyId: session.actor.companyId, name: form.name, scopes: parsed.scopes, webhooks: form.webhooks, expires })
+          createKey(session.actor, {
+            companyId: session.actor.companyId,
+            name: form.name,
+            scopes: parsed.scopes,
+            webhooks: form.webhooks,
+            expires
+          })
         )
         if (created._tag === "Failure") return yield* refuseWith(created.failure)
         const keys = yield* listKeys(session.actor.companyId).pipe(Effect.orDie)
@@ -151,7 +187,10 @@ export const KeysRoutes = Layer.mergeAll(
         yield* setFlash(
           session,
           revoked._tag === "Success"
-            ? { kind: "success", message: `Key "${revoked.success.name}" revoked: its next request gets 401, and its webhook subscriptions were deleted.` }
+            ? {
+                kind: "success",
+                message: `Key "${revoked.success.name}" revoked: its next request gets 401, and its webhook subscriptions were deleted.`
+              }
             : { kind: "error", message: httpMessage(revoked.failure) }
         )
         return seeOther(PATHS.keys)

@@ -44,7 +44,8 @@ export const page = (options: {
   <nav aria-label="Admin sections">
     <ul>
       ${NAV.map(
-        (n) => html`<li><a href="${n.href}"${n.section === options.section ? html` aria-current="page"` : ""}>${n.label}</a></li>`
+        (n) =>
+          html`<li><a href="${n.href}"${n.section === options.section ? html` aria-current="page"` : ""}>${n.label}</a></li>`
       )}
     </ul>
   </nav>
@@ -94,15 +95,25 @@ export const postButton = (
   session: Session,
   action: string,
   label: Interpolation,
-  options: { readonly confirm?: string; readonly style?: "primary" | "danger" | "secondary"; readonly accessibleLabel?: string } = {}
-): Html => html`<form method="post" action="${action}" class="inline"${options.confirm !== undefined ? html` data-confirm="${options.confirm}"` : ""}>${csrfField(session)}<button type="submit" class="${options.style ?? "secondary"}"${options.accessibleLabel !== undefined ? html` aria-label="${options.accessibleLabel}"` : ""}>${label}</button></form>`
+  options: {
+    readonly confirm?: string
+    readonly style?: "primary" | "danger" | "secondary"
+    readonly accessibleLabel?: string
+  } = {}
+): Html =>
+  html`<form method="post" action="${action}" class="inline"${options.confirm !== undefined ? html` data-confirm="${options.confirm}"` : ""}>${csrfField(session)}<button type="submit" class="${options.style ?? "secondary"}"${options.accessibleLabel !== undefined ? html` aria-label="${options.accessibleLabel}"` : ""}>${label}</button></form>`
 
 /** The error next to a form, announced by screen readers. */
 export const formError = (id: string, message: string | undefined): Html =>
   message === undefined ? html`` : html`<p class="form-error" role="alert" id="${id}">${message}</p>`
 
 /** A secret shown once, with a copy button and the warning that it will not be shown again. */
-export const shownOnce = (options: { readonly id: string; readonly label: string; readonly secret: string; readonly warning: string }): Html => html`<section class="once" aria-labelledby="${options.id}-label">
+export const shownOnce = (options: {
+  readonly id: string
+  readonly label: string
+  readonly secret: string
+  readonly warning: string
+}): Html => html`<section class="once" aria-labelledby="${options.id}-label">
   <h2 id="${options.id}-label">${options.label}</h2>
   <p class="warning"><strong>Copy it now.</strong> ${options.warning}</p>
   <div class="secret-row">
@@ -122,7 +133,10 @@ export const formatDate = (iso: string): string => {
   return `${d.toISOString().slice(0, 16).replace("T", " ")} UTC`
 }
 
-export const htmlResponse = (body: Html, options: { readonly status?: number; readonly headers?: Record<string, string> } = {}) =>
+export const htmlResponse = (
+  body: Html,
+  options: { readonly status?: number; readonly headers?: Record<string, string> } = {}
+) =>
   HttpServerResponse.text(body.value, {
     status: options.status ?? 200,
     contentType: "text/html; charset=utf-8",
@@ -134,7 +148,12 @@ export const seeOther = (location: string, headers: Record<string, string> = {})
   HttpServerResponse.redirect(location, { status: 303, headers: { ...PAGE_HEADERS, ...headers } })
 
 /** The answer to a refused request: an HTML page for the browser; nothing was changed. */
-export const refusedPage = (status: 400 | 403 | 404 | 413 | 415, title: string, reason: string, pending: Flash | null = null) =>
+export const refusedPage = (
+  status: 400 | 403 | 404 | 413 | 415,
+  title: string,
+  reason: string,
+  pending: Flash | null = null
+) =>
   htmlResponse(
     barePage(
       title,
@@ -146,4 +165,5 @@ export const refusedPage = (status: 400 | 403 | 404 | 413 | 415, title: string, 
   )
 
 /** 404 for an id in the path that is not the admin's company's (or not an id at all). */
-export const notFoundPage = (message: string, session?: Session) => refusedPage(404, "Not found", message, session?.flash ?? null)
+export const notFoundPage = (message: string, session?: Session) =>
+  refusedPage(404, "Not found", message, session?.flash ?? null)

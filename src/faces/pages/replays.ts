@@ -11,9 +11,26 @@ import { query, type Sql } from "../../platform/db/Sql.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
-import { replaysOf, showReplay, startReplay, stopReplay, type ReplayPlan, type ReplayRequest } from "../../webhooks/replay/manage.ts"
+import {
+  replaysOf,
+  showReplay,
+  startReplay,
+  stopReplay,
+  type ReplayPlan,
+  type ReplayRequest
+} from "../../webhooks/replay/manage.ts"
 import { attr, html, type Html } from "./html.ts"
-import { csrfField, formError, formatDate, htmlResponse, page, notFoundPage, postButton, seeOther, when } from "./layout.ts"
+import {
+  csrfField,
+  formError,
+  formatDate,
+  htmlResponse,
+  page,
+  notFoundPage,
+  postButton,
+  seeOther,
+  when
+} from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
 import { idOf, signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
@@ -32,7 +49,12 @@ type Target = {
   readonly back: string
 }
 
-export type ReplayForm = { readonly since: string; readonly until: string; readonly events: ReadonlyArray<string>; readonly failed: boolean }
+export type ReplayForm = {
+  readonly since: string
+  readonly until: string
+  readonly events: ReadonlyArray<string>
+  readonly failed: boolean
+}
 
 /** The form as a query string, e.g. Turn On's offer (failed only, the window it was off). */
 export const replayQuery = (form: ReplayForm): string => {
@@ -49,7 +71,10 @@ export const replayQuery = (form: ReplayForm): string => {
 export const replayFormOf = (params: URLSearchParams): ReplayForm => ({
   since: (params.get("since") ?? "").trim().slice(0, 100),
   until: (params.get("until") ?? "").trim().slice(0, 100),
-  events: params.getAll("events").map((e) => e.trim()).filter((e) => e !== ""),
+  events: params
+    .getAll("events")
+    .map((e) => e.trim())
+    .filter((e) => e !== ""),
   failed: params.get("failed") === "1"
 })
 
@@ -70,15 +95,32 @@ const targetOf = (session: Session, kind: Kind, id: string): Effect.Effect<Targe
       const e = yield* Effect.result(w.getEndpoint({ id, companyId }))
       if (e._tag === "Failure") return undefined
       const v = e.success
-      return { kind, id: v.id, label: `endpoint "${v.name}"`, url: v.url, events: v.events, on: v.enabled, back: pathFor(PATHS.endpoint, v.id) }
+      return {
+        kind,
+        id: v.id,
+        label: `endpoint "${v.name}"`,
+        url: v.url,
+        events: v.events,
+        on: v.enabled,
+        back: pathFor(PATHS.endpoint, v.id)
+      }
     }
     const all = yield* w.listSubscriptions({ companyId }).pipe(Effect.orElseSucceed(() => []))
     const s = all.find((x) => x.id === id.toLowerCase())
     if (s === undefined) return undefined
-    return { kind, id: s.id, label: `subscription to ${s.event}`, url: s.url, events: [s.event], on: s.active, back: `${PATHS.webhooks}#subscriptions` }
+    return {
+      kind,
+      id: s.id,
+      label: `subscription to ${s.event}`,
+      url: s.url,
+      events: [s.event],
+      on: s.active,
+      back: `${PATHS.webhooks}#subscriptions`
+    }
   })
 
-const formPath = (target: Pick<Target, "kind" | "id">) => pathFor(target.kind === "endpoint" ? PATHS.endpointReplay : PATHS.subscriptionReplay, target.id)
+const formPath = (target: Pick<Target, "kind" | "id">) =>
+  pathFor(target.kind === "endpoint" ? PATHS.endpointReplay : PATHS.subscriptionReplay, target.id)
 
 const offNote = (target: Target): Html =>
   target.on
@@ -109,7 +151,8 @@ ${offNote(target)}
     <legend>Events (none ticked: all of them)</legend>
     <div class="choices">
       ${target.events.map(
-        (e) => html`<label for="replay-event-${e}"><input type="checkbox" id="replay-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <code>${e}</code></label>`
+        (e) =>
+          html`<label for="replay-event-${e}"><input type="checkbox" id="replay-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <code>${e}</code></label>`
       )}
     </div>
   </fieldset>`
@@ -121,7 +164,11 @@ ${offNote(target)}
   })
 
 const duration = (seconds: number): string =>
-  seconds < 60 ? `${seconds} s` : seconds < 3_600 ? `${Math.ceil(seconds / 60)} min` : `${(seconds / 3_600).toFixed(1)} h`
+  seconds < 60
+    ? `${seconds} s`
+    : seconds < 3_600
+      ? `${Math.ceil(seconds / 60)} min`
+      : `${(seconds / 3_600).toFixed(1)} h`
 
 /** The dry run: how many deliveries go to which destination, and a button to start. */
 const checkPage = (session: Session, target: Target, form: ReplayForm, plan: ReplayPlan): Html => {
@@ -171,7 +218,10 @@ const progressText = (r: ReplayView): Html =>
   html`${r.progress.sent} of ${r.progress.queued} sent${r.progress.skipped > 0 ? html`, ${r.progress.skipped} skipped` : ""}${r.progress.restored > 0 ? html`, ${r.progress.restored} put back` : ""}`
 
 /** Replays, newest first, linked to their pages. */
-export const replaysTable = (replays: ReadonlyArray<ReplayView>, options: { readonly showDestination?: boolean } = {}): Html =>
+export const replaysTable = (
+  replays: ReadonlyArray<ReplayView>,
+  options: { readonly showDestination?: boolean } = {}
+): Html =>
   replays.length === 0
     ? html`<p class="muted">No replays yet.</p>`
     : html`<table class="stack" id="replays">
@@ -191,7 +241,8 @@ export const replaysTable = (replays: ReadonlyArray<ReplayView>, options: { read
 
 const replayPage = (session: Session, r: ReplayView): Html => {
   const done = r.progress.sent + r.progress.skipped + r.progress.restored
-  const back = r.destination.kind === "endpoint" ? pathFor(PATHS.endpoint, r.destination.id) : `${PATHS.webhooks}#subscriptions`
+  const back =
+    r.destination.kind === "endpoint" ? pathFor(PATHS.endpoint, r.destination.id) : `${PATHS.webhooks}#subscriptions`
   return page({
     title: `Replay to ${r.destination.kind} ${r.destination.name !== null ? `"${r.destination.name}"` : r.destination.id}`,
     section: "webhooks",
@@ -217,10 +268,15 @@ const replayPage = (session: Session, r: ReplayView): Html => {
   <div class="actions">
     ${
       r.state === "running"
-        ? html`<a href="${pathFor(PATHS.replay, r.id)}">Refresh</a> ${postButton(session, pathFor(PATHS.replayCancel, r.id), "Cancel replay", {
-            style: "danger",
-            confirm: "Cancel this replay? What it has not sent stays as it was; nothing already sent is undone."
-          })}`
+        ? html`<a href="${pathFor(PATHS.replay, r.id)}">Refresh</a> ${postButton(
+            session,
+            pathFor(PATHS.replayCancel, r.id),
+            "Cancel replay",
+            {
+              style: "danger",
+              confirm: "Cancel this replay? What it has not sent stays as it was; nothing already sent is undone."
+            }
+          )}`
         : ""
     }
   </div>
@@ -234,20 +290,30 @@ export type ReplayOfferInfo = { readonly since: string; readonly until: string; 
  * Turn On's offer, while it stands: the endpoint's last Turn On recorded the window it was
  * off (sql activity details, src/webhooks/endpoints.ts) and no replay of it was made since.
  */
-export const pendingOffer = (companyId: string, endpointId: string): Effect.Effect<ReplayOfferInfo | null, never, Sql> =>
-  query((sql) => sql<{ at: Date; since: string | null; until: string | null }[]>`
+export const pendingOffer = (
+  companyId: string,
+  endpointId: string
+): Effect.Effect<ReplayOfferInfo | null, never, Sql> =>
+  query(
+    (sql) => sql<{ at: Date; since: string | null; until: string | null }[]>`
     select a.at, a.details->'replayWhatFailed'->>'since' as since, a.details->'replayWhatFailed'->>'until' as until
     from service.activity a
     where a.company_id = ${companyId} and a.kind = 'endpoint.enabled' and a.subject_id = ${endpointId}
       and not exists (select 1 from service.webhook_replays p where p.endpoint_id = ${endpointId}::uuid and p.created_at > a.at)
       and not exists (select 1 from service.activity b where b.company_id = a.company_id and b.subject_id = a.subject_id
         and b.kind = 'endpoint.switched_off' and b.at > a.at)
-    order by a.at desc limit 1`).pipe(
-    Effect.map(([r]) => (r && r.since !== null && r.until !== null ? { since: r.since, until: r.until, at: r.at.toISOString() } : null))
+    order by a.at desc limit 1`
+  ).pipe(
+    Effect.map(([r]) =>
+      r && r.since !== null && r.until !== null ? { since: r.since, until: r.until, at: r.at.toISOString() } : null
+    )
   )
 
 /** The offer on the endpoint's page after Turn On. */
-export const replayOfferBox = (endpointId: string, offer: ReplayOfferInfo): Html => html`<section class="flash info" aria-labelledby="offer-title" id="replay-offer">
+export const replayOfferBox = (
+  endpointId: string,
+  offer: ReplayOfferInfo
+): Html => html`<section class="flash info" aria-labelledby="offer-title" id="replay-offer">
   <h2 id="offer-title">Send what it missed?</h2>
   <p>It was turned on again ${when(offer.at)}. Deliveries that failed before it was switched off, and events while it was off (${when(offer.since)} to ${when(offer.until)}), were not delivered.</p>
   <p><a href="${pathFor(PATHS.endpointReplay, endpointId)}${replayQuery({ since: offer.since, until: offer.until, events: [], failed: true })}">Replay what failed while it was off</a> <span class="muted">(you see the count first)</span></p>
@@ -271,7 +337,11 @@ const formRoutes = (kind: Kind, path: typeof PATHS.endpointReplay | typeof PATHS
       path,
       signedIn((session, request, params) =>
         onTarget(session, kind, params, (target) =>
-          Effect.succeed(htmlResponse(replayFormPage(session, target, replayFormOf(new URL(request.url, "http://admin.invalid").searchParams))))
+          Effect.succeed(
+            htmlResponse(
+              replayFormPage(session, target, replayFormOf(new URL(request.url, "http://admin.invalid").searchParams))
+            )
+          )
         )
       )
     ),
@@ -284,18 +354,28 @@ const formRoutes = (kind: Kind, path: typeof PATHS.endpointReplay | typeof PATHS
             const form = replayFormOf(body)
             const start = body.get("step") === "start"
             const actor = userActor(session.actor)
-            const r = yield* Effect.result(startReplay(actor, session.actor.companyId, "pages", requestOf(target, form, !start)))
+            const r = yield* Effect.result(
+              startReplay(actor, session.actor.companyId, "pages", requestOf(target, form, !start))
+            )
             if (r._tag === "Failure") {
               if (r.failure._tag === "NotFound") return notFoundPage(httpMessage(r.failure))
-              return htmlResponse(replayFormPage(session, target, form, httpMessage(r.failure)), { status: httpStatus(r.failure) })
+              return htmlResponse(replayFormPage(session, target, form, httpMessage(r.failure)), {
+                status: httpStatus(r.failure)
+              })
             }
             if ("plan" in r.success) {
               if (!start) return htmlResponse(checkPage(session, target, form, r.success.plan))
-              yield* setFlash(session, { kind: "success", message: "Nothing to replay: every event in the range was delivered." })
+              yield* setFlash(session, {
+                kind: "success",
+                message: "Nothing to replay: every event in the range was delivered."
+              })
               return seeOther(target.back)
             }
             const made = r.success.replay
-            yield* setFlash(session, { kind: "success", message: `Replay started: ${made.progress.queued} deliveries to ${target.url}, a few a second behind live deliveries.` })
+            yield* setFlash(session, {
+              kind: "success",
+              message: `Replay started: ${made.progress.queued} deliveries to ${target.url}, a few a second behind live deliveries.`
+            })
             return seeOther(pathFor(PATHS.replay, made.id))
           })
         )
@@ -328,7 +408,10 @@ export const ReplaysRoutes = Layer.mergeAll(
         yield* setFlash(
           session,
           r._tag === "Success"
-            ? { kind: "success", message: `Replay cancelled: ${r.success.progress.sent} sent, ${r.success.progress.remaining} not sent.` }
+            ? {
+                kind: "success",
+                message: `Replay cancelled: ${r.success.progress.sent} sent, ${r.success.progress.remaining} not sent.`
+              }
             : { kind: "error", message: httpMessage(r.failure) }
         )
         return seeOther(pathFor(PATHS.replay, id))

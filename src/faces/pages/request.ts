@@ -21,7 +21,8 @@ export const cookieOf = (request: Request, name: string): string | undefined => 
 /** The path and query of a request, if it is one of ours to come back to after signing in. */
 export const localTarget = (url: string | null | undefined): string | undefined => {
   if (url === null || url === undefined) return undefined
-  if (!/^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) || url.includes("//") || url.includes("..")) return undefined
+  if (!/^\/admin(\/[A-Za-z0-9/_.-]*)?(\?[A-Za-z0-9=&%._-]*)?$/.test(url) || url.includes("//") || url.includes(".."))
+    return undefined
   // A page, that is, something a browser can be sent to (not /admin/sign-out, a form's action).
   const path = url.split("?")[0]!
   return PAGES.routeOf("GET", path) === "unmatched" ? undefined : url
@@ -37,10 +38,17 @@ const toSignIn = (request: Request, ended: EndedReason | undefined) => {
   if (next !== undefined && next !== PATHS.root) params.set("next", next)
   if (ended !== undefined) params.set("ended", ended)
   const query = params.toString()
-  return seeOther(`${PATHS.signIn}${query === "" ? "" : `?${query}`}`, ended !== undefined ? { "set-cookie": expiredCookie(SESSION_COOKIE) } : {})
+  return seeOther(
+    `${PATHS.signIn}${query === "" ? "" : `?${query}`}`,
+    ended !== undefined ? { "set-cookie": expiredCookie(SESSION_COOKIE) } : {}
+  )
 }
 
-export type PageHandler<R> = (session: Session, request: Request, params: Readonly<Record<string, string | undefined>>) => Effect.Effect<Response, never, R>
+export type PageHandler<R> = (
+  session: Session,
+  request: Request,
+  params: Readonly<Record<string, string | undefined>>
+) => Effect.Effect<Response, never, R>
 export type FormHandler<R> = (
   session: Session,
   form: URLSearchParams,
@@ -65,7 +73,13 @@ export type FormRead = { readonly form: URLSearchParams } | { readonly refused: 
 const readForm = (request: Request): Effect.Effect<FormRead> => {
   const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
   if (type !== "application/x-www-form-urlencoded") {
-    return Effect.succeed({ refused: refusedPage(415, "Request refused", "The admin pages take forms sent as application/x-www-form-urlencoded only.") })
+    return Effect.succeed({
+      refused: refusedPage(
+        415,
+        "Request refused",
+        "The admin pages take forms sent as application/x-www-form-urlencoded only."
+      )
+    })
   }
   const length = Number(request.headers["content-length"] ?? "0")
   if (Number.isFinite(length) && length > MAX_FORM_BYTES) {
@@ -79,12 +93,20 @@ const readForm = (request: Request): Effect.Effect<FormRead> => {
       // PostgreSQL text cannot hold a NUL character: refuse it here, not as a failure deep inside.
       for (const [name, value] of form) {
         if (name.includes("\u0000") || value.includes("\u0000")) {
-          return { refused: refusedPage(400, "Request refused", "The form contains a NUL character (%00), which no field can hold.") }
+          return {
+            refused: refusedPage(
+              400,
+              "Request refused",
+              "The form contains a NUL character (%00), which no field can hold."
+            )
+          }
         }
       }
       return { form }
     }),
-    Effect.catch(() => Effect.succeed<FormRead>({ refused: refusedPage(400, "Request refused", "The form could not be read.") }))
+    Effect.catch(() =>
+      Effect.succeed<FormRead>({ refused: refusedPage(400, "Request refused", "The form could not be read.") })
+    )
   )
 }
 
@@ -95,7 +117,13 @@ const refuseCrossOrigin = (request: Request): Response | undefined => {
     secFetchSite: request.headers["sec-fetch-site"],
     host: request.headers["host"]
   })
-  return check.ok ? undefined : refusedPage(403, "Request refused", `This form was refused: ${check.reason}. Admin changes are only accepted from the admin pages themselves.`)
+  return check.ok
+    ? undefined
+    : refusedPage(
+        403,
+        "Request refused",
+        `This form was refused: ${check.reason}. Admin changes are only accepted from the admin pages themselves.`
+      )
 }
 
 /** The id in a page's path ("" when absent: no id matches it). */
@@ -119,7 +147,11 @@ export const signedInForm =
       if ("ended" in resolved) return toSignIn(request, cookie === undefined ? undefined : resolved.ended)
       const token = read.form.get("csrf")
       if (token === null || !safeEqual(token, resolved.session.csrf)) {
-        return refusedPage(403, "Request refused", "This form's security token is missing or out of date. Reload the page and try again.")
+        return refusedPage(
+          403,
+          "Request refused",
+          "This form's security token is missing or out of date. Reload the page and try again."
+        )
       }
       // A page this form's answer renders shows no flash left from before (that is for the next GET).
       return yield* handler({ ...resolved.session, flash: null }, read.form, yield* HttpRouter.params, request)

@@ -26,7 +26,8 @@ const COOKIE_ATTRIBUTES = { path: "/", secure: true, httpOnly: true, sameSite: "
 export const serializeCookie = (name: string, value: string, options: { readonly maxAge?: number } = {}): string => {
   // Our values are random base64url tokens: anything else is a bug here, not text to encode.
   if (!/^[A-Za-z0-9_-]*$/.test(value)) throw new Error("a cookie value must be base64url")
-  const maxAge = options.maxAge === undefined ? {} : { maxAge: Duration.seconds(Math.max(0, Math.trunc(options.maxAge))) }
+  const maxAge =
+    options.maxAge === undefined ? {} : { maxAge: Duration.seconds(Math.max(0, Math.trunc(options.maxAge))) }
   // Throws on a name that is no cookie name.
   return Cookies.serializeCookie(Cookies.makeCookieUnsafe(name, value, { ...COOKIE_ATTRIBUTES, ...maxAge }))
 }

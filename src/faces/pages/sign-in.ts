@@ -14,12 +14,18 @@ import { expiredCookie, safeEqual, serializeCookie, SESSION_COOKIE, SIGN_IN_COOK
 import { endSession, openSession, resolveSession } from "../../access/sessions.ts"
 
 const ENDED_MESSAGES: Readonly<Record<string, string>> = {
-  session: "Your session has ended: it expired, you signed out elsewhere, or its admin token was revoked. Sign in again.",
+  session:
+    "Your session has ended: it expired, you signed out elsewhere, or its admin token was revoked. Sign in again.",
   role: "You are no longer an admin of this company.",
   "signed-out": "You signed out."
 }
 
-const signInForm = (options: { readonly csrf: string; readonly next: string | undefined; readonly error?: string; readonly notice?: string }) =>
+const signInForm = (options: {
+  readonly csrf: string
+  readonly next: string | undefined
+  readonly error?: string
+  readonly notice?: string
+}) =>
   barePage(
     "Sign in",
     html`${options.notice !== undefined ? html`<div class="flash info" role="status"><p>${options.notice}</p></div>` : ""}
@@ -36,13 +42,29 @@ const signInForm = (options: { readonly csrf: string; readonly next: string | un
   )
 
 /** The sign-in form with its double-submit token (kept while the cookie lasts, so two tabs work). */
-const showSignIn = (request: HttpServerRequest.HttpServerRequest, options: { readonly next: string | undefined; readonly error?: string; readonly notice?: string; readonly status?: number }) => {
+const showSignIn = (
+  request: HttpServerRequest.HttpServerRequest,
+  options: {
+    readonly next: string | undefined
+    readonly error?: string
+    readonly notice?: string
+    readonly status?: number
+  }
+) => {
   const existing = cookieOf(request, SIGN_IN_COOKIE)
   const csrf = isToken(existing) ? existing : randomToken()
-  return htmlResponse(signInForm({ csrf, next: options.next, ...(options.error !== undefined ? { error: options.error } : {}), ...(options.notice !== undefined ? { notice: options.notice } : {}) }), {
-    status: options.status ?? 200,
-    headers: { "set-cookie": serializeCookie(SIGN_IN_COOKIE, csrf) }
-  })
+  return htmlResponse(
+    signInForm({
+      csrf,
+      next: options.next,
+      ...(options.error !== undefined ? { error: options.error } : {}),
+      ...(options.notice !== undefined ? { notice: options.notice } : {})
+    }),
+    {
+      status: options.status ?? 200,
+      headers: { "set-cookie": serializeCookie(SIGN_IN_COOKIE, csrf) }
+    }
+  )
 }
 
 const nextOf = (value: string | null | undefined): string | undefined => {
@@ -55,7 +77,9 @@ const searchParam = (request: HttpServerRequest.HttpServerRequest, name: string)
 
 export const SignInRoutes = Layer.mergeAll(
   HttpRouter.add("GET", PATHS.root, (request) =>
-    Effect.map(resolveSession(cookieOf(request, SESSION_COOKIE), { takeFlash: false }), (r) => seeOther("session" in r ? PATHS.keys : PATHS.signIn))
+    Effect.map(resolveSession(cookieOf(request, SESSION_COOKIE), { takeFlash: false }), (r) =>
+      seeOther("session" in r ? PATHS.keys : PATHS.signIn)
+    )
   ),
   HttpRouter.add("GET", PATHS.signIn, (request) =>
     Effect.gen(function* () {
@@ -73,13 +97,19 @@ export const SignInRoutes = Layer.mergeAll(
       const expected = cookieOf(request, SIGN_IN_COOKIE)
       const sent = read.form.get("csrf")
       if (!isToken(expected) || sent === null || !safeEqual(sent, expected)) {
-        return refusedPage(403, "Request refused", "The sign-in form's security token is missing or out of date. Open the sign-in page again.")
+        return refusedPage(
+          403,
+          "Request refused",
+          "The sign-in form's security token is missing or out of date. Open the sign-in page again."
+        )
       }
       const next = nextOf(read.form.get("next"))
       const token = (read.form.get("token") ?? "").trim()
-      if (token === "") return showSignIn(request, { next, error: "Paste your admin token (it starts with mat_).", status: 400 })
+      if (token === "")
+        return showSignIn(request, { next, error: "Paste your admin token (it starts with mat_).", status: 400 })
       const opened = yield* openSession(token)
-      if ("refused" in opened) return showSignIn(request, { next, error: `Not signed in: ${opened.refused}.`, status: 401 })
+      if ("refused" in opened)
+        return showSignIn(request, { next, error: `Not signed in: ${opened.refused}.`, status: 401 })
       return seeOther(next ?? PATHS.keys, { "set-cookie": serializeCookie(SESSION_COOKIE, opened.sessionId) })
     })
   ),
@@ -87,7 +117,10 @@ export const SignInRoutes = Layer.mergeAll(
     "POST",
     PATHS.signOut,
     signedInForm((session) =>
-      Effect.as(endSession(session), seeOther(`${PATHS.signIn}?ended=signed-out`, { "set-cookie": expiredCookie(SESSION_COOKIE) }))
+      Effect.as(
+        endSession(session),
+        seeOther(`${PATHS.signIn}?ended=signed-out`, { "set-cookie": expiredCookie(SESSION_COOKIE) })
+      )
     )
   )
 )

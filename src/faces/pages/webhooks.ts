@@ -17,7 +17,18 @@ import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
 import { attr, html, type Html } from "./html.ts"
-import { csrfField, formatDate, formError, htmlResponse, page, notFoundPage, postButton, seeOther, shownOnce, when } from "./layout.ts"
+import {
+  csrfField,
+  formatDate,
+  formError,
+  htmlResponse,
+  page,
+  notFoundPage,
+  postButton,
+  seeOther,
+  shownOnce,
+  when
+} from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
 import { pendingOffer, recentReplays, replayOfferBox, replaysTable, type ReplayOfferInfo } from "./replays.ts"
 import { idOf, signedIn, signedInForm } from "./request.ts"
@@ -43,7 +54,11 @@ const EMPTY: EndpointForm = { name: "", url: "", events: [] }
 
 /** The events offered: those of the modules that are on (spec 1.6), and any the endpoint
  *  already has (marked, so an admin sees why they would be refused now). */
-const endpointFields = (prefix: string, form: EndpointForm, offered: ReadonlyArray<string>): Html => html`<label for="${prefix}-name">Name</label>
+const endpointFields = (
+  prefix: string,
+  form: EndpointForm,
+  offered: ReadonlyArray<string>
+): Html => html`<label for="${prefix}-name">Name</label>
   <input type="text" id="${prefix}-name" name="name" maxlength="200" required value="${form.name}">
   <label for="${prefix}-url">Address</label>
   <input type="url" id="${prefix}-url" name="url" required value="${form.url}" placeholder="https://" aria-describedby="${prefix}-url-hint" inputmode="url" spellcheck="false">
@@ -52,7 +67,8 @@ const endpointFields = (prefix: string, form: EndpointForm, offered: ReadonlyArr
     <legend>Events to send</legend>
     <div class="choices">
       ${EVENT_KINDS.filter((e) => offered.includes(e) || form.events.includes(e)).map(
-        (e) => html`<label for="${prefix}-event-${e}"><input type="checkbox" id="${prefix}-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <span>${EVENT_LABELS[e]} <code class="muted">${e}</code>${offered.includes(e) ? "" : html` <span class="muted">(its module is turned off)</span>`}</span></label>`
+        (e) =>
+          html`<label for="${prefix}-event-${e}"><input type="checkbox" id="${prefix}-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <span>${EVENT_LABELS[e]} <code class="muted">${e}</code>${offered.includes(e) ? "" : html` <span class="muted">(its module is turned off)</span>`}</span></label>`
       )}
     </div>
     <button type="button" class="link" data-check-all="${prefix}-events" hidden>Tick all / none</button>
@@ -119,13 +135,22 @@ ${
     <td data-label="Made">${when(s.createdAt)}</td>
     <td data-label="Actions"><div class="actions">${
       s.active
-        ? postButton(session, pathFor(PATHS.subscriptionDisable, s.id), "Turn off", { accessibleLabel: `Turn off ${s.event} to ${s.url}` })
-        : postButton(session, pathFor(PATHS.subscriptionEnable, s.id), "Turn on", { accessibleLabel: `Turn on ${s.event} to ${s.url}` })
-    }<a href="${pathFor(PATHS.subscriptionReplay, s.id)}" aria-label="Replay ${s.event} to ${s.url}">Replay</a>${postButton(session, pathFor(PATHS.subscriptionDelete, s.id), "Delete", {
-      style: "danger",
-      accessibleLabel: `Delete ${s.event} to ${s.url}`,
-      confirm: `Delete the subscription to ${s.event} at ${s.url}? Its pending deliveries go with it.`
-    })}</div></td>
+        ? postButton(session, pathFor(PATHS.subscriptionDisable, s.id), "Turn off", {
+            accessibleLabel: `Turn off ${s.event} to ${s.url}`
+          })
+        : postButton(session, pathFor(PATHS.subscriptionEnable, s.id), "Turn on", {
+            accessibleLabel: `Turn on ${s.event} to ${s.url}`
+          })
+    }<a href="${pathFor(PATHS.subscriptionReplay, s.id)}" aria-label="Replay ${s.event} to ${s.url}">Replay</a>${postButton(
+      session,
+      pathFor(PATHS.subscriptionDelete, s.id),
+      "Delete",
+      {
+        style: "danger",
+        accessibleLabel: `Delete ${s.event} to ${s.url}`,
+        confirm: `Delete the subscription to ${s.event} at ${s.url}? Its pending deliveries go with it.`
+      }
+    )}</div></td>
   </tr>`
   )}
   </tbody>
@@ -141,7 +166,11 @@ const webhooksPage = (
   endpoints: ReadonlyArray<EndpointView>,
   subscriptions: ReadonlyArray<SubscriptionView>,
   replays: ReadonlyArray<ReplayView>,
-  options: { readonly form?: EndpointForm; readonly error?: string; readonly created?: { readonly id: string; readonly name: string; readonly secret: string } } = {}
+  options: {
+    readonly form?: EndpointForm
+    readonly error?: string
+    readonly created?: { readonly id: string; readonly name: string; readonly secret: string }
+  } = {}
 ): Html =>
   page({
     title: "Webhooks",
@@ -153,7 +182,8 @@ const webhooksPage = (
             id: "new-secret",
             label: `Endpoint "${options.created.name}" added: its signing secret`,
             secret: options.created.secret,
-            warning: "The receiver checks the Service-Signature header with it. This is the only time it is shown; if it is lost, rotate it."
+            warning:
+              "The receiver checks the Service-Signature header with it. This is the only time it is shown; if it is lost, rotate it."
           })}<p><a href="${pathFor(PATHS.endpoint, options.created.id)}">Open the endpoint</a> to send it a test event.</p>`
         : ""
     }
@@ -181,7 +211,8 @@ ${replaysTable(replays, { showDestination: true })}
  */
 export const lastAnswer = (d: Pick<DeliveryView, "lastStatus" | "lastError">): Html => {
   const status = d.lastStatus !== null ? `HTTP ${d.lastStatus}` : null
-  const error = d.lastError !== null && (d.lastStatus === null || d.lastError !== `http ${d.lastStatus}`) ? d.lastError : null
+  const error =
+    d.lastError !== null && (d.lastStatus === null || d.lastError !== `http ${d.lastStatus}`) ? d.lastError : null
   if (status === null && error === null) return html`<span class="muted">none yet</span>`
   return html`${status}${status !== null && error !== null ? html`<br>` : ""}${error !== null ? html`<span class="muted">${error}</span>` : ""}`
 }
@@ -291,23 +322,37 @@ ${replaysTable(replays.list)}
 </form>`
   })
 
-const endpointFormOf = (body: URLSearchParams): EndpointForm => ({ name: body.get("name") ?? "", url: body.get("url") ?? "", events: body.getAll("events") })
-
+const endpointFormOf = (body: URLSearchParams): EndpointForm => ({
+  name: body.get("name") ?? "",
+  url: body.get("url") ?? "",
+  events: body.getAll("events")
+})
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
-const showEndpoint = (session: Session, id: string, options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}) =>
+const showEndpoint = (
+  session: Session,
+  id: string,
+  options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}
+) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
     const found = yield* Effect.result(w.getEndpoint({ id, companyId: session.actor.companyId }))
     if (found._tag === "Failure") return notFoundPage(httpMessage(found.failure), session)
-    const deliveries = yield* w.listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId }).pipe(Effect.orElseSucceed(() => []))
+    const deliveries = yield* w
+      .listEndpointDeliveries({ endpointId: id, companyId: session.actor.companyId })
+      .pipe(Effect.orElseSucceed(() => []))
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
     const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
     const offer = yield* pendingOffer(session.actor.companyId, found.success.id)
-    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), { status: options.status ?? 200 })
+    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), {
+      status: options.status ?? 200
+    })
   })
 
-const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>[5] & { readonly status?: number } = {}) =>
+const showWebhooks = (
+  session: Session,
+  options: Parameters<typeof webhooksPage>[5] & { readonly status?: number } = {}
+) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
     const companyId = session.actor.companyId
@@ -315,7 +360,9 @@ const showWebhooks = (session: Session, options: Parameters<typeof webhooksPage>
     const subscriptions = yield* w.listSubscriptions({ companyId }).pipe(Effect.orDie)
     const offered = yield* w.offeredEvents({ companyId }).pipe(Effect.orDie)
     const replays = yield* recentReplays(companyId)
-    return htmlResponse(webhooksPage(session, offered, endpoints, subscriptions, replays, options), { status: options.status ?? 200 })
+    return htmlResponse(webhooksPage(session, offered, endpoints, subscriptions, replays, options), {
+      status: options.status ?? 200
+    })
   })
 
 /** A change whose result is a flash message on the page it redirects to. */
@@ -327,7 +374,10 @@ const flashAfter = <A, E extends DomainError>(
 ) =>
   Effect.gen(function* () {
     const r = yield* Effect.result(operation)
-    yield* setFlash(session, r._tag === "Success" ? success(r.success) : { kind: "error", message: httpMessage(r.failure) })
+    yield* setFlash(
+      session,
+      r._tag === "Success" ? success(r.success) : { kind: "error", message: httpMessage(r.failure) }
+    )
     return seeOther(location(r._tag === "Success"))
   })
 
@@ -343,13 +393,22 @@ interface Post {
 }
 
 /** A signed-in form POST (same-origin and CSRF checked by signedInForm) on the item in the path. */
-const postOn = <R>(path: HttpRouter.PathInput, handle: (post: Post) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>) =>
+const postOn = <R>(
+  path: HttpRouter.PathInput,
+  handle: (post: Post) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, R>
+) =>
   HttpRouter.add(
     "POST",
     path,
     signedInForm((session, body, params) =>
       Effect.flatMap(Webhooks, (w) =>
-        handle({ w, session, body, actor: userActor(session.actor), target: { id: idOf(params), companyId: session.actor.companyId } })
+        handle({
+          w,
+          session,
+          body,
+          actor: userActor(session.actor),
+          target: { id: idOf(params), companyId: session.actor.companyId }
+        })
       )
     )
   )
@@ -362,25 +421,51 @@ const onEndpoint = <A, E extends DomainError>(
 ) => flashAfter(session, operation, success, () => pathFor(PATHS.endpoint, target.id))
 
 export const WebhooksRoutes = Layer.mergeAll(
-  HttpRouter.add("GET", PATHS.webhooks, signedIn((session) => showWebhooks(session))),
+  HttpRouter.add(
+    "GET",
+    PATHS.webhooks,
+    signedIn((session) => showWebhooks(session))
+  ),
   postOn(PATHS.endpoints, ({ w, session, body, actor }) =>
     Effect.gen(function* () {
       const form = endpointFormOf(body)
       const created = yield* Effect.result(
-        w.createEndpoint(actor, { companyId: session.actor.companyId, name: form.name, url: form.url, events: form.events })
+        w.createEndpoint(actor, {
+          companyId: session.actor.companyId,
+          name: form.name,
+          url: form.url,
+          events: form.events
+        })
       )
-      if (created._tag === "Failure") return yield* showWebhooks(session, { form, error: httpMessage(created.failure), status: httpStatus(created.failure) })
-      return yield* showWebhooks(session, { created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret } })
+      if (created._tag === "Failure")
+        return yield* showWebhooks(session, {
+          form,
+          error: httpMessage(created.failure),
+          status: httpStatus(created.failure)
+        })
+      return yield* showWebhooks(session, {
+        created: { id: created.success.id, name: created.success.endpoint.name, secret: created.success.secret }
+      })
     })
   ),
-  HttpRouter.add("GET", PATHS.endpoint, signedIn((session, _request, params) => showEndpoint(session, idOf(params)))),
+  HttpRouter.add(
+    "GET",
+    PATHS.endpoint,
+    signedIn((session, _request, params) => showEndpoint(session, idOf(params)))
+  ),
   postOn(PATHS.endpoint, ({ w, session, body, actor, target }) =>
     Effect.gen(function* () {
       const form = endpointFormOf(body)
-      const updated = yield* Effect.result(w.updateEndpoint(actor, { ...target, name: form.name, url: form.url, events: form.events }))
+      const updated = yield* Effect.result(
+        w.updateEndpoint(actor, { ...target, name: form.name, url: form.url, events: form.events })
+      )
       if (updated._tag === "Failure") {
         if (updated.failure._tag === "NotFound") return notFoundPage(httpMessage(updated.failure))
-        return yield* showEndpoint(session, target.id, { form, error: httpMessage(updated.failure), status: httpStatus(updated.failure) })
+        return yield* showEndpoint(session, target.id, {
+          form,
+          error: httpMessage(updated.failure),
+          status: httpStatus(updated.failure)
+        })
       }
       yield* setFlash(session, { kind: "success", message: `Endpoint "${updated.success.name}" saved.` })
       return seeOther(pathFor(PATHS.endpoint, target.id))
@@ -392,7 +477,10 @@ export const WebhooksRoutes = Layer.mergeAll(
       const rotated = yield* Effect.result(w.rotateEndpointSecret(actor, { ...target, overlap }))
       if (rotated._tag === "Failure") {
         if (rotated.failure._tag === "NotFound") return notFoundPage(httpMessage(rotated.failure))
-        return yield* showEndpoint(session, target.id, { rotate: { overlap, error: httpMessage(rotated.failure) }, status: httpStatus(rotated.failure) })
+        return yield* showEndpoint(session, target.id, {
+          rotate: { overlap, error: httpMessage(rotated.failure) },
+          status: httpStatus(rotated.failure)
+        })
       }
       return yield* showEndpoint(session, target.id, { secret: rotated.success.secret })
     })
@@ -410,12 +498,17 @@ export const WebhooksRoutes = Layer.mergeAll(
     })
   ),
   postOn(PATHS.endpointEnable, (post) =>
-    onEndpoint(post, post.w.enableEndpoint(post.actor, post.target), (e) => ({ kind: "success", message: `Endpoint "${e.name}" is on again.` }))
+    onEndpoint(post, post.w.enableEndpoint(post.actor, post.target), (e) => ({
+      kind: "success",
+      message: `Endpoint "${e.name}" is on again.`
+    }))
   ),
   postOn(PATHS.endpointTest, (post) =>
     onEndpoint(post, post.w.testEndpoint(post.actor, post.target), (p) => ({
       kind: p.ok ? "success" : "error",
-      message: p.ok ? `Test event delivered: the receiver answered HTTP ${p.status}.` : `Test event failed: ${p.error ?? "no answer"}.`,
+      message: p.ok
+        ? `Test event delivered: the receiver answered HTTP ${p.status}.`
+        : `Test event failed: ${p.error ?? "no answer"}.`,
       ping: { ok: p.ok, status: p.status, durationMs: p.durationMs, error: p.error, response: p.response }
     }))
   ),
@@ -427,23 +520,43 @@ export const WebhooksRoutes = Layer.mergeAll(
       yield* setFlash(
         session,
         r._tag === "Success"
-          ? { kind: "success", message: `Delivery ${r.success.id} (${r.success.event}) is being sent again now, with the same delivery id.` }
+          ? {
+              kind: "success",
+              message: `Delivery ${r.success.id} (${r.success.event}) is being sent again now, with the same delivery id.`
+            }
           : { kind: "error", message: httpMessage(r.failure) }
       )
-      return seeOther(r._tag === "Success" && r.success.endpointId !== null ? pathFor(PATHS.endpoint, r.success.endpointId) : back)
+      return seeOther(
+        r._tag === "Success" && r.success.endpointId !== null ? pathFor(PATHS.endpoint, r.success.endpointId) : back
+      )
     })
   ),
   ...(["disable", "enable", "delete"] as const).map((action) =>
     postOn(
-      action === "disable" ? PATHS.subscriptionDisable : action === "enable" ? PATHS.subscriptionEnable : PATHS.subscriptionDelete,
+      action === "disable"
+        ? PATHS.subscriptionDisable
+        : action === "enable"
+          ? PATHS.subscriptionEnable
+          : PATHS.subscriptionDelete,
       ({ w, session, actor, target }) => {
         const operation =
           action === "disable"
-            ? Effect.map(w.disableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned off.`)
+            ? Effect.map(
+                w.disableSubscription(actor, target),
+                (s) => `Subscription to ${s.event} at ${s.url} turned off.`
+              )
             : action === "enable"
-              ? Effect.map(w.enableSubscription(actor, target), (s) => `Subscription to ${s.event} at ${s.url} turned on.`)
+              ? Effect.map(
+                  w.enableSubscription(actor, target),
+                  (s) => `Subscription to ${s.event} at ${s.url} turned on.`
+                )
               : Effect.as(w.deleteSubscription(actor, target), "Subscription deleted.")
-        return flashAfter(session, operation, (message) => ({ kind: "success", message }), () => `${PATHS.webhooks}#subscriptions`)
+        return flashAfter(
+          session,
+          operation,
+          (message) => ({ kind: "success", message }),
+          () => `${PATHS.webhooks}#subscriptions`
+        )
       }
     )
   )

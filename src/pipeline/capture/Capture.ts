@@ -9,7 +9,9 @@ import { formatLsn } from "../../platform/db/lsn.ts"
 import { checkCaptureStart } from "./publication.ts"
 import { captureRun, CaptureStats, onPool } from "./run.ts"
 
-export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()("service/Capture") {}
+export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()(
+  "service/Capture"
+) {}
 
 /** Between failed runs: 0.5 s, doubling, at most 30 s. */
 const backoff = Schedule.min([Schedule.exponential("500 millis", 2), Schedule.spaced("30 seconds")])
@@ -39,13 +41,18 @@ export const CaptureLive = Layer.effect(
           stats.lastError = e.message
           stats.errors++
           // A stall said so itself ("capture stalled: reconnecting"), with what it did about it.
-          if (e._tag !== "CaptureStalled") yield* Effect.logWarning("capture stopped; reconnecting").pipe(Effect.annotateLogs({ error: e.message }))
+          if (e._tag !== "CaptureStalled")
+            yield* Effect.logWarning("capture stopped; reconnecting").pipe(Effect.annotateLogs({ error: e.message }))
         })
       )
     )
     const running = yield* Effect.forkScoped(Effect.retry(once, backoff))
     yield* Effect.addFinalizer(() =>
-      Fiber.interrupt(running).pipe(Effect.andThen(Effect.logInfo("capture stopped").pipe(Effect.annotateLogs({ checkpoint: formatLsn(stats.checkpoint) }))))
+      Fiber.interrupt(running).pipe(
+        Effect.andThen(
+          Effect.logInfo("capture stopped").pipe(Effect.annotateLogs({ checkpoint: formatLsn(stats.checkpoint) }))
+        )
+      )
     )
     return { stats, slot: config.slot }
   })

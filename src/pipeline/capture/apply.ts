@@ -14,7 +14,17 @@ import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
 import { Store, TableMap } from "../projection/store.ts"
 import { rowCompany } from "../projection/tables.ts"
-import { type ChangeTime, companyRows, mirrorWrites, type MirrorChanges, userRows, viewWrites, writeCompanyRows, writeUserRows, writeViews } from "../projection/write.ts"
+import {
+  type ChangeTime,
+  companyRows,
+  mirrorWrites,
+  type MirrorChanges,
+  userRows,
+  viewWrites,
+  writeCompanyRows,
+  writeUserRows,
+  writeViews
+} from "../projection/write.ts"
 import type { Txn } from "./txn.ts"
 
 type Db = Sql<Record<string, unknown>> | Tx
@@ -36,7 +46,10 @@ export const moduleOn = (store: Store, companyId: string, resource: Resource): b
   store.someChild("company_modules", companyId, (m) => m.data.module === resource && m.data.enabled === true)
 
 /** Everything a set of row changes makes the views depend on, loaded into the store. */
-export const loadFor = async (store: Store, changes: ReadonlyArray<{ table: string; key: string; data: Row | null; inserted?: true }>) => {
+export const loadFor = async (
+  store: Store,
+  changes: ReadonlyArray<{ table: string; key: string; data: Row | null; inserted?: true }>
+) => {
   // A key whose first change here is an INSERT was not in the app table, so it is not in the
   // mirror either (the mirror is the app table as of the batch's start): nothing to read.
   // A key the store holds already was remembered so (or loaded before).
@@ -120,13 +133,26 @@ export const wideInspectionKeys = (tx: Tx, equipment: Fragment, sites: Fragment)
  * mirror writes done), but those among `written` (the batch's own records, written with it).
  * Only their keys are held in full; rows, items and views a chunk at a time.
  */
-export const reshapeWide = async (tx: Tx, wide: Wide, written: ReadonlyArray<RecordRef>, time: ChangeTime): Promise<number> => {
+export const reshapeWide = async (
+  tx: Tx,
+  wide: Wide,
+  written: ReadonlyArray<RecordRef>,
+  time: ChangeTime
+): Promise<number> => {
   if (wide.equipment.length === 0 && wide.sites.length === 0) return 0
   const skip = new Set(written.filter((r) => r.resource === "inspections").map((r) => r.id))
-  const rows = await wideInspectionKeys(tx, tx`${wide.equipment as string[]}::uuid[]`, tx`${wide.sites as string[]}::uuid[]`)
+  const rows = await wideInspectionKeys(
+    tx,
+    tx`${wide.equipment as string[]}::uuid[]`,
+    tx`${wide.sites as string[]}::uuid[]`
+  )
   const keys = rows.map((r) => r.key).filter((k) => !skip.has(k))
   for (let i = 0; i < keys.length; i += WIDE_CHUNK) {
-    await reprojectViews(tx, keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id })), time)
+    await reprojectViews(
+      tx,
+      keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id })),
+      time
+    )
   }
   return keys.length
 }
@@ -141,7 +167,8 @@ export const simulate = (store: Store, txn: Txn, projections: Projections = new 
   const before: Array<{ table: string; key: string; data: Row | null }> = []
   for (let i = 0; i < txn.changes.length; i++) {
     const c = txn.changes[i]!
-    if (!store.changedSince(c.table, c.key, start)) before.push({ table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+    if (!store.changedSince(c.table, c.key, start))
+      before.push({ table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
     store.apply(c.table, c.key, c.data)
   }
   const events: OutboxEvent[] = []
@@ -179,7 +206,11 @@ export const reprojectViews = async (tx: Tx, refs: ReadonlyArray<RecordRef>, tim
 }
 
 /** Final views of the given records: rewritten, or deleted when their row is gone. */
-export const finalViews = (store: Store, refs: ReadonlyArray<RecordRef>, projections: Projections = new Projections(store)) => {
+export const finalViews = (
+  store: Store,
+  refs: ReadonlyArray<RecordRef>,
+  projections: Projections = new Projections(store)
+) => {
   const views: ProjectedView[] = []
   const gone: RecordRef[] = []
   for (const r of refs) {
@@ -191,7 +222,10 @@ export const finalViews = (store: Store, refs: ReadonlyArray<RecordRef>, project
 }
 
 /** The gone records with the commit time of the last transaction of the batch that changed their row. */
-export const deletedAt = (txns: ReadonlyArray<Txn>, gone: ReadonlyArray<RecordRef>): ReadonlyArray<RecordRef & { readonly at?: Date }> => {
+export const deletedAt = (
+  txns: ReadonlyArray<Txn>,
+  gone: ReadonlyArray<RecordRef>
+): ReadonlyArray<RecordRef & { readonly at?: Date }> => {
   if (gone.length === 0) return gone
   const wanted = new Map(gone.map((r) => [tableOf(r) + "|" + r.id, r]))
   const at = new Map<RecordRef, Date>()
@@ -211,7 +245,11 @@ export const deletedAt = (txns: ReadonlyArray<Txn>, gone: ReadonlyArray<RecordRe
  * Incidents that are privacy cases at the end of the batch and whose stored events may still
  * carry the withheld fields: they were not one before it, or they have events in it.
  */
-export const newPrivacyCases = (store: Store, changes: ReadonlyArray<{ table: string; key: string }>, events: ReadonlyArray<OutboxEvent>): string[] => {
+export const newPrivacyCases = (
+  store: Store,
+  changes: ReadonlyArray<{ table: string; key: string }>,
+  events: ReadonlyArray<OutboxEvent>
+): string[] => {
   const ids = new Set<string>()
   const withEvents = new Set(events.filter((e) => e.resource === "incidents").map((e) => e.recordId))
   for (const c of changes) {
@@ -251,7 +289,11 @@ export interface PreparedBatch {
  * writes the mirror), with `prior`, the batch before that may still be being written,
  * laid over them (src/pipeline/projection/store.ts).
  */
-export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Store | null = null): Promise<PreparedBatch> => {
+export const prepareBatch = async (
+  sql: Db,
+  txns: ReadonlyArray<Txn>,
+  prior: Store | null = null
+): Promise<PreparedBatch> => {
   const store = new Store(sql, prior)
   const changes = txns.flatMap((t) => t.changes)
   const { refs, tenancy, users, wide } = await loadFor(store, changes)
@@ -275,7 +317,8 @@ export const prepareBatch = async (sql: Db, txns: ReadonlyArray<Txn>, prior: Sto
   // last transaction that changed its row committed. A record whose row the mirror did not
   // have has no view yet.
   const fresh = views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) === null)
-  const known = fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
+  const known =
+    fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
   const time: ChangeTime = txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }
   const finalBody = new TableMap<string>()
   for (const v of views) finalBody.set(v.resource, v.id, v.body)

@@ -17,7 +17,6 @@ import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
 
-
 const CHUNK = 2000
 
 /**
@@ -26,13 +25,19 @@ const CHUNK = 2000
  * written without its mirror rows), so outside a transaction this is a defect.
  */
 export const onTransaction = <A>(f: (tx: Tx) => Promise<A>) =>
-  Effect.flatMap(inTransaction, (inside) => (inside ? query((sql) => f(sql as Tx)) : Effect.die(new Error("the projection runs inside a transaction only"))))
+  Effect.flatMap(inTransaction, (inside) =>
+    inside ? query((sql) => f(sql as Tx)) : Effect.die(new Error("the projection runs inside a transaction only"))
+  )
 
 const timestampColumns = async (tx: Tx) => {
   const rows = await tx<{ table_name: string; column_name: string }[]>`
     select table_name, column_name from information_schema.columns
     where table_schema = 'app' and data_type = 'timestamp with time zone'`
-  return groupSets(rows, (r) => r.table_name, (r) => r.column_name)
+  return groupSets(
+    rows,
+    (r) => r.table_name,
+    (r) => r.column_name
+  )
 }
 
 /** Copies the published columns of every app row into the mirror, as the stream would.
@@ -50,7 +55,10 @@ const loadMirror = async (tx: Tx) => {
     let after: string[] | null = null
     for (;;) {
       const rows: Array<{ row: Record<string, unknown>; k0: string; k1?: string }> = after
-        ? await tx.unsafe(`${select} where (${keyCols.join(", ")}) > (${keyCols.map((c, i) => `$${i + 1}::${c === "module" ? "text" : "uuid"}`).join(", ")}) ${order}`, after)
+        ? await tx.unsafe(
+            `${select} where (${keyCols.join(", ")}) > (${keyCols.map((c, i) => `$${i + 1}::${c === "module" ? "text" : "uuid"}`).join(", ")}) ${order}`,
+            after
+          )
         : await tx.unsafe(`${select} ${order}`)
       if (rows.length === 0) break
       const last = rows[rows.length - 1]!
@@ -58,7 +66,13 @@ const loadMirror = async (tx: Tx) => {
       const upserts: MirrorRow[] = rows.map(({ row }) => {
         // As the stream's values are normalised: canonical ISO, and "infinity" is null.
         for (const c of tsCols) if (typeof row[c] === "string") row[c] = toIsoUtcOrNull(row[c])
-        return { tbl: table, key: rowKey(table, row), companyId: rowCompany(table, row), parentId: rowParent(table, row), data: row }
+        return {
+          tbl: table,
+          key: rowKey(table, row),
+          companyId: rowCompany(table, row),
+          parentId: rowParent(table, row),
+          data: row
+        }
       })
       await writeMirror(tx, upserts, [])
       total += rows.length
@@ -90,7 +104,11 @@ export const projectAll = async (tx: Tx, onProgress?: (done: number) => void, mi
   for (const resource of RESOURCES) {
     const tbl = RESOURCE_INFO[resource].table
     for await (const keys of mirrorKeys(tx, tbl, CHUNK / 2)) {
-      await reprojectViews(tx, keys.map((id) => ({ resource, id })), { mirror: mirrorAt })
+      await reprojectViews(
+        tx,
+        keys.map((id) => ({ resource, id })),
+        { mirror: mirrorAt }
+      )
       done += keys.length
       onProgress?.(done)
     }
@@ -123,7 +141,12 @@ export interface BootstrapResult {
  * (Re)creates the slot and rebuilds mirror, views and tenancy from its snapshot.
  * `gapReason` records that events between the old checkpoint and now could not be derived.
  */
-export const bootstrap = Effect.fn("bootstrap")(function* (url: string, slot: string, gapReason: string | null, failover = false) {
+export const bootstrap = Effect.fn("bootstrap")(function* (
+  url: string,
+  slot: string,
+  gapReason: string | null,
+  failover = false
+) {
   yield* dropSlot(slot)
   const exported = yield* Effect.promise(() => createSlotWithSnapshot(url, slot, failover))
   const result: BootstrapResult = yield* transaction(
@@ -136,17 +159,26 @@ export const bootstrap = Effect.fn("bootstrap")(function* (url: string, slot: st
       yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
       const rows = yield* onTransaction(loadMirror)
       const views = yield* onTransaction((tx) => projectAll(tx))
-      yield* onTransaction((tx) => removeOrphanViews(tx, RESOURCES, RESOURCES.map((r) => RESOURCE_INFO[r].table), null))
+      yield* onTransaction((tx) =>
+        removeOrphanViews(
+          tx,
+          RESOURCES,
+          RESOURCES.map((r) => RESOURCE_INFO[r].table),
+          null
+        )
+      )
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()
-      yield* query((tx) => tx`
+      yield* query(
+        (tx) => tx`
         insert into service.capture_state (slot_name, checkpoint_lsn, bootstrapped_at, gap_at, gap_reason)
         values (${slot}, ${formatLsn(exported.consistentPoint)}::pg_lsn, now(),
                 ${gapReason === null ? null : new Date()}, ${gapReason})
         on conflict (slot_name) do update set checkpoint_lsn = excluded.checkpoint_lsn,
           bootstrapped_at = excluded.bootstrapped_at, last_commit_at = null, applied_at = null,
           gap_at = coalesce(excluded.gap_at, service.capture_state.gap_at),
-          gap_reason = coalesce(excluded.gap_reason, service.capture_state.gap_reason)`)
+          gap_reason = coalesce(excluded.gap_reason, service.capture_state.gap_reason)`
+      )
       return { consistentPoint: exported.consistentPoint, rows, views }
     })
   ).pipe(Effect.ensuring(Effect.promise(() => exported.release().catch(() => {}))))

@@ -13,7 +13,15 @@ export interface CaptureState {
 }
 
 export const readState = async (sql: Sql, slot: string): Promise<CaptureState | null> => {
-  const [row] = await sql<{ checkpoint_lsn: string; last_commit_at: Date | null; bootstrapped_at: Date | null; gap_at: Date | null; gap_reason: string | null }[]>`
+  const [row] = await sql<
+    {
+      checkpoint_lsn: string
+      last_commit_at: Date | null
+      bootstrapped_at: Date | null
+      gap_at: Date | null
+      gap_reason: string | null
+    }[]
+  >`
     select checkpoint_lsn::text, last_commit_at, bootstrapped_at, gap_at, gap_reason
     from service.capture_state where slot_name = ${slot}`
   return row
@@ -37,7 +45,13 @@ export class CheckpointMoved extends Data.TaggedError("CheckpointMoved")<{ reado
  * every event is written once. Issued first in a batch's transaction, so the row lock
  * orders two such processes and the loser fails before writing.
  */
-export const advanceCheckpoint = (tx: TransactionSql<Record<string, unknown>>, slot: string, from: Lsn, lsn: Lsn, commitTime: Date): Promise<void> =>
+export const advanceCheckpoint = (
+  tx: TransactionSql<Record<string, unknown>>,
+  slot: string,
+  from: Lsn,
+  lsn: Lsn,
+  commitTime: Date
+): Promise<void> =>
   tx`
     update service.capture_state
     set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()

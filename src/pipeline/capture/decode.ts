@@ -1,6 +1,11 @@
 // pgoutput messages into row changes of the app tables. Their values are in the mirror's
 // normal form already: src/pipeline/capture/pgoutput.ts reads them so.
-import type { MessageDelete, MessageInsert, MessageRelation, MessageUpdate } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import type {
+  MessageDelete,
+  MessageInsert,
+  MessageRelation,
+  MessageUpdate
+} from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { rowKey, TABLES } from "../projection/tables.ts"
 import type { RowChange } from "./txn.ts"
@@ -36,7 +41,10 @@ export const decodeChange = (msg: MessageInsert | MessageUpdate | MessageDelete)
     return [{ table: rel.name, key: rowKey(rel.name, key), data: null }]
   }
   const data = msg.new as Record<string, unknown>
-  const change: RowChange = msg.tag === "insert" ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true } : { table: rel.name, key: rowKey(rel.name, data), data }
+  const change: RowChange =
+    msg.tag === "insert"
+      ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true }
+      : { table: rel.name, key: rowKey(rel.name, data), data }
   const before = msg.tag === "update" ? (msg.key ?? msg.old) : null // the old key, or the old row (REPLICA IDENTITY FULL)
   if (before !== null && before !== undefined) {
     const old = rowKey(rel.name, before as Record<string, unknown>)

@@ -15,17 +15,31 @@ export class LeaderLost extends Data.TaggedError("LeaderLost")<{ readonly messag
 export class LeaderLockUnreachable extends Data.TaggedError("LeaderLockUnreachable")<{ readonly message: string }> {}
 
 /** The replication stream or a database call failed (a connection lost, a server restarted, ...). */
-export class CaptureFailed extends Data.TaggedError("CaptureFailed")<{ readonly message: string; readonly cause?: unknown }> {}
+export class CaptureFailed extends Data.TaggedError("CaptureFailed")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
 
 /**
  * Everything a run can end with. CheckpointMoved: another process applied changes (this run's
  * batch wrote nothing). StartRefused: the publication does not publish what capture reads. A
  * lost slot is no failure: the run rebuilds the views and goes on (its error line says what was lost).
  */
-export type CaptureError = CaptureStalled | LeaderLost | LeaderLockUnreachable | CaptureFailed | CheckpointMoved | StartRefused
+export type CaptureError =
+  | CaptureStalled
+  | LeaderLost
+  | LeaderLockUnreachable
+  | CaptureFailed
+  | CheckpointMoved
+  | StartRefused
 
 /** What a promise of the plain code rejected with, as a capture error. */
 export const toCaptureError = (e: unknown): CaptureError =>
-  e instanceof CaptureStalled || e instanceof LeaderLost || e instanceof LeaderLockUnreachable || e instanceof CaptureFailed || e instanceof CheckpointMoved || e instanceof StartRefused
+  e instanceof CaptureStalled ||
+  e instanceof LeaderLost ||
+  e instanceof LeaderLockUnreachable ||
+  e instanceof CaptureFailed ||
+  e instanceof CheckpointMoved ||
+  e instanceof StartRefused
     ? e
     : new CaptureFailed({ message: e instanceof Error ? e.message : String(e), cause: e })

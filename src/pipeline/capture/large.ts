@@ -17,7 +17,6 @@ import { loadFor, mirrorChanges, moduleOn, reprojectViews, wideInspectionKeys } 
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 
-
 const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
 const CHUNK = 1000
 
@@ -33,8 +32,10 @@ export class LargeTransaction {
   private async init() {
     if (this.started) return
     this.started = true
-    await this.tx`create temp table txn_before (seq bigserial, tbl text, key text, data jsonb, primary key (tbl, key)) on commit drop`
-    await this.tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, unique (resource, id)) on commit drop`
+    await this
+      .tx`create temp table txn_before (seq bigserial, tbl text, key text, data jsonb, primary key (tbl, key)) on commit drop`
+    await this
+      .tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, unique (resource, id)) on commit drop`
     // Equipment and job sites whose inspections' views show what changed (apply.ts, Wide).
     await this.tx`create temp table txn_wide (tbl text, id uuid, primary key (tbl, id)) on commit drop`
   }
@@ -95,7 +96,9 @@ export class LargeTransaction {
         select seq, resource, id::text from txn_affected where seq > ${after} order by seq limit ${CHUNK}`
       if (rows.length === 0) break
       after = Number(rows[rows.length - 1]!.seq)
-      const refs: RecordRef[] = rows.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
+      const refs: RecordRef[] = rows.flatMap((r) =>
+        isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []
+      )
       await reprojectViews(this.tx, refs, { commit: commitTime })
     }
     let seq = 0
@@ -108,10 +111,17 @@ export class LargeTransaction {
       const store = new Store(this.tx)
       const candidates = rows
       await store.loadKeys(candidates.map((r) => [r.tbl, r.key] as const))
-      const kinds = candidates.map((r) => ({ r, kinds: eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null) }))
+      const kinds = candidates.map((r) => ({
+        r,
+        kinds: eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null)
+      }))
       const refs = kinds.flatMap(({ r, kinds }) => kinds.map((k) => ({ resource: EVENT_RESOURCE[k], id: r.key })))
       await prepare(store, refs)
-      const companies = new Set(refs.map((ref) => store.get(RESOURCE_INFO[ref.resource].table, ref.id)?.companyId).filter((c): c is string => !!c))
+      const companies = new Set(
+        refs
+          .map((ref) => store.get(RESOURCE_INFO[ref.resource].table, ref.id)?.companyId)
+          .filter((c): c is string => !!c)
+      )
       await store.loadChildren("company_modules", companies)
       const events: OutboxEvent[] = []
       for (const { r, kinds: ks } of kinds) {
@@ -119,7 +129,16 @@ export class LargeTransaction {
           const resource = EVENT_RESOURCE[kind]
           const view = project(store, { resource, id: r.key })
           if (!view || !moduleOn(store, view.companyId, resource)) continue
-          events.push({ companyId: view.companyId, event: kind, resource, recordId: r.key, commitLsn: endLsn, seq: seq++, payload: view.body, createdAt: commitTime })
+          events.push({
+            companyId: view.companyId,
+            event: kind,
+            resource,
+            recordId: r.key,
+            commitLsn: endLsn,
+            seq: seq++,
+            payload: view.body,
+            createdAt: commitTime
+          })
         }
       }
       await writeEvents(this.tx, events)
@@ -127,7 +146,14 @@ export class LargeTransaction {
       // Incidents this transaction made privacy cases: their earlier events lose the fields too.
       await scrubPrivacyCases(
         this.tx,
-        candidates.filter((r) => r.tbl === "incidents" && r.data?.privacy_case !== true && store.get("incidents", r.key)?.data.privacy_case === true).map((r) => r.key)
+        candidates
+          .filter(
+            (r) =>
+              r.tbl === "incidents" &&
+              r.data?.privacy_case !== true &&
+              store.get("incidents", r.key)?.data.privacy_case === true
+          )
+          .map((r) => r.key)
       )
     }
     return tally

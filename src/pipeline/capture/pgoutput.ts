@@ -5,7 +5,13 @@
 // a third of what capture allocated per change. Every other message goes to the library.
 import pg from "pg"
 import { PgoutputPlugin } from "pg-logical-replication"
-import type { Message, MessageDelete, MessageInsert, MessageRelation, MessageUpdate } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import type {
+  Message,
+  MessageDelete,
+  MessageInsert,
+  MessageRelation,
+  MessageUpdate
+} from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { normalizeValue } from "./normalize.ts"
 
 type Tuple = Record<string, unknown>
@@ -109,7 +115,8 @@ const planOf = (rel: MessageRelation): RelationPlan => {
   return {
     columns: rel.columns.map((c) => ({
       name: c.name,
-      how: c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
+      how:
+        c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
       parser: c.parser,
       typeOid: c.typeOid
     })),
@@ -128,7 +135,8 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback
   const some: Tuple = {}
   for (let i = 0; i < n; i++) {
     const col = plan.columns[i]
-    if (col === undefined) throw new Error(`pgoutput tuple of ${rel.schema}.${rel.name} has more columns than its relation`)
+    if (col === undefined)
+      throw new Error(`pgoutput tuple of ${rel.schema}.${rel.name} has more columns than its relation`)
     const kind = r.u8()
     let value: unknown
     if (kind === 0x74) {
@@ -195,10 +203,12 @@ export class RowPgoutputPlugin extends PgoutputPlugin {
     let key: Tuple | null = null
     let old: Tuple | null = null
     let sub = r.u8()
-    if (sub === 0x4b) key = keyOf(relation, readTuple(r, relation, plan, null)) // 'K'
+    if (sub === 0x4b)
+      key = keyOf(relation, readTuple(r, relation, plan, null)) // 'K'
     else if (sub === 0x4f) old = readTuple(r, relation, plan, null) // 'O'
     if (tag === 0x44) {
-      if (key === null && old === null) throw new Error(`unknown pgoutput delete submessage ${String.fromCharCode(sub)}`)
+      if (key === null && old === null)
+        throw new Error(`unknown pgoutput delete submessage ${String.fromCharCode(sub)}`)
       return { tag: "delete", relation, key, old }
     }
     if (key !== null || old !== null) sub = r.u8()

@@ -22,7 +22,12 @@ export const createPublicationStatement = (name: string, separator = ", ") =>
 
 export interface FoundPublication {
   readonly allTables: boolean
-  readonly publishes: { readonly insert: boolean; readonly update: boolean; readonly delete: boolean; readonly truncate: boolean }
+  readonly publishes: {
+    readonly insert: boolean
+    readonly update: boolean
+    readonly delete: boolean
+    readonly truncate: boolean
+  }
   /** "schema.table" to its published columns and row filter (null: none). */
   readonly tables: ReadonlyMap<string, { readonly columns: ReadonlyArray<string>; readonly rowFilter: string | null }>
 }
@@ -30,9 +35,13 @@ export interface FoundPublication {
 /** What is wrong with a publication, one line each, naming `app.table.column`. Pure. */
 export const publicationProblems = (name: string, pub: FoundPublication): ReadonlyArray<string> => {
   const problems: string[] = []
-  if (pub.allTables) problems.push(`publication ${name} is FOR ALL TABLES: it publishes every column of every table, NEVER ones too`)
+  if (pub.allTables)
+    problems.push(`publication ${name} is FOR ALL TABLES: it publishes every column of every table, NEVER ones too`)
   for (const [op, on] of Object.entries(pub.publishes)) {
-    if (!on) problems.push(`publication ${name} does not publish ${op}s (publish = 'insert, update, delete, truncate' is needed)`)
+    if (!on)
+      problems.push(
+        `publication ${name} does not publish ${op}s (publish = 'insert, update, delete, truncate' is needed)`
+      )
   }
   for (const table of APP_TABLES) {
     const found = pub.tables.get(`app.${table}`)
@@ -43,29 +52,42 @@ export const publicationProblems = (name: string, pub: FoundPublication): Readon
     const never = NEVER_COLUMNS[table] ?? []
     const wanted = PUBLISHED_COLUMNS[table]!
     for (const column of found.columns) {
-      if (never.includes(column)) problems.push(`app.${table}.${column} is published, and it is NEVER sent: it must not reach capture either`)
-      else if (!wanted.includes(column)) problems.push(`app.${table}.${column} is published, but the service does not read it`)
+      if (never.includes(column))
+        problems.push(`app.${table}.${column} is published, and it is NEVER sent: it must not reach capture either`)
+      else if (!wanted.includes(column))
+        problems.push(`app.${table}.${column} is published, but the service does not read it`)
     }
-    for (const column of wanted) if (!found.columns.includes(column)) problems.push(`app.${table}.${column} is not published`)
-    if (found.rowFilter !== null) problems.push(`app.${table} is published with a row filter (${found.rowFilter}): capture must see every row`)
+    for (const column of wanted)
+      if (!found.columns.includes(column)) problems.push(`app.${table}.${column} is not published`)
+    if (found.rowFilter !== null)
+      problems.push(`app.${table} is published with a row filter (${found.rowFilter}): capture must see every row`)
   }
   for (const table of pub.tables.keys()) {
     const [schema, name_] = table.split(".")
-    if (schema !== "app" || !APP_TABLES.includes(name_!)) problems.push(`${table} is in publication ${name}, but the service does not follow it`)
+    if (schema !== "app" || !APP_TABLES.includes(name_!))
+      problems.push(`${table} is in publication ${name}, but the service does not follow it`)
   }
   return problems
 }
 
 export const readPublication = Effect.fn("readPublication")(function* (name: string) {
-  const [pub] = yield* query((sql) => sql<{ puballtables: boolean; pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean }[]>`
-    select puballtables, pubinsert, pubupdate, pubdelete, pubtruncate from pg_publication where pubname = ${name}`)
+  const [pub] = yield* query(
+    (sql) => sql<
+      { puballtables: boolean; pubinsert: boolean; pubupdate: boolean; pubdelete: boolean; pubtruncate: boolean }[]
+    >`
+    select puballtables, pubinsert, pubupdate, pubdelete, pubtruncate from pg_publication where pubname = ${name}`
+  )
   if (!pub) return null
-  const rows = yield* query((sql) => sql<{ schemaname: string; tablename: string; attnames: string[] | null; rowfilter: string | null }[]>`
-    select schemaname, tablename, attnames::text[] as attnames, rowfilter from pg_publication_tables where pubname = ${name}`)
+  const rows = yield* query(
+    (sql) => sql<{ schemaname: string; tablename: string; attnames: string[] | null; rowfilter: string | null }[]>`
+    select schemaname, tablename, attnames::text[] as attnames, rowfilter from pg_publication_tables where pubname = ${name}`
+  )
   const found: FoundPublication = {
     allTables: pub.puballtables,
     publishes: { insert: pub.pubinsert, update: pub.pubupdate, delete: pub.pubdelete, truncate: pub.pubtruncate },
-    tables: new Map(rows.map((r) => [`${r.schemaname}.${r.tablename}`, { columns: r.attnames ?? [], rowFilter: r.rowfilter }]))
+    tables: new Map(
+      rows.map((r) => [`${r.schemaname}.${r.tablename}`, { columns: r.attnames ?? [], rowFilter: r.rowfilter }])
+    )
   }
   return found
 })
@@ -120,9 +142,14 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
 })
 
 /** What capture checks before it starts: the publication, and failover slots need 17+. */
-export const checkCaptureStart = Effect.fn("checkCaptureStart")(function* (config: { readonly publication: string; readonly failover: boolean }) {
+export const checkCaptureStart = Effect.fn("checkCaptureStart")(function* (config: {
+  readonly publication: string
+  readonly failover: boolean
+}) {
   if (config.failover) {
-    const [row] = yield* query((sql) => sql<{ version: number }[]>`select current_setting('server_version_num')::int as version`)
+    const [row] = yield* query(
+      (sql) => sql<{ version: number }[]>`select current_setting('server_version_num')::int as version`
+    )
     if (row!.version < 170000) {
       return yield* new StartRefused({
         message: `REPLICATION_SLOT_FAILOVER=true needs PostgreSQL 17 or newer (failover slots); this server runs ${Math.floor(row!.version / 10000)}. Unset it, or use the pg_failover_slots extension on older servers.`

@@ -50,28 +50,40 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
       yield* query((tx) => tx`lock table service.rows in share mode`)
       locked = Date.now()
       const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
-      const [counts] = yield* query((tx) => tx<{ total: number; checkpoint: string | null; committed: Date | null }[]>`
+      const [counts] = yield* query(
+        (tx) => tx<{ total: number; checkpoint: string | null; committed: Date | null }[]>`
         select (select count(*)::int from service.rows where tbl = any(${tables})) as total,
           (select checkpoint_lsn::text from service.capture_state order by slot_name limit 1) as checkpoint,
-          (select last_commit_at from service.capture_state order by slot_name limit 1) as committed`)
+          (select last_commit_at from service.capture_state order by slot_name limit 1) as committed`
+      )
       // The mirror is the app as of the checkpoint's commit: what changed here changed then
       // (not now, which would run ahead of the changes capture applies next if it lags).
       const mirrorAt = counts!.committed
       const total = counts!.total
       onProgress({ phase: "views", done: 0, total })
-      const views = yield* onTransaction((tx) => projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt))
+      const views = yield* onTransaction((tx) =>
+        projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt)
+      )
       onProgress({ phase: "tenancy", done: views, total })
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()
       onProgress({ phase: "cleanup", done: views, total })
       // Views whose record left the mirror (e.g. written by an older version that missed a delete).
       const removed = yield* onTransaction((tx) => removeOrphanViews(tx, RESOURCES, tables, mirrorAt))
-      yield* query((tx) => tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`)
-      yield* query((tx) => tx`delete from service.users u where not exists (select 1 from service.rows r where r.tbl = 'users' and r.key = u.id::text)`)
+      yield* query(
+        (tx) =>
+          tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`
+      )
+      yield* query(
+        (tx) =>
+          tx`delete from service.users u where not exists (select 1 from service.rows r where r.tbl = 'users' and r.key = u.id::text)`
+      )
       // Rows this transaction wrote carry its id as xmin: those are the views that differed.
-      const [changed] = yield* query((tx) => tx<{ n: number; companies: number }[]>`
+      const [changed] = yield* query(
+        (tx) => tx<{ n: number; companies: number }[]>`
         select (select count(*)::int from service.views where xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text) as n,
-          (select count(*)::int from service.companies) as companies`)
+          (select count(*)::int from service.companies) as companies`
+      )
       onProgress({ phase: "committing", done: views, total })
       return { views, changed: changed!.n, removed, companies: changed!.companies, checkpoint: counts!.checkpoint }
     })

@@ -17,7 +17,14 @@ import { prepareBatch } from "./apply.ts"
 import { bootstrap } from "./bootstrap.ts"
 import { advanceCheckpoint, readState } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
-import { CaptureFailed, CaptureStalled, LeaderLockUnreachable, LeaderLost, toCaptureError, type CaptureError } from "./errors.ts"
+import {
+  CaptureFailed,
+  CaptureStalled,
+  LeaderLockUnreachable,
+  LeaderLost,
+  toCaptureError,
+  type CaptureError
+} from "./errors.ts"
 import { LargeTransaction } from "./large.ts"
 import { LEADER_LOCK, leaderApplicationName, leaderInfo } from "./leader.ts"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
@@ -91,11 +98,15 @@ const TURN_EVERY = 200
 const HEARTBEAT_PREFIX = "safety-records-heartbeat"
 
 /** A call into the database (or the plain code), its rejection a capture error. */
-const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> => Effect.tryPromise({ try: f, catch: toCaptureError })
+const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> =>
+  Effect.tryPromise({ try: f, catch: toCaptureError })
 
 /** A step written over `Sql` (the publication, the slot, the leader, a rebuild), on capture's
  *  pool; a database failure (a defect there) ends the run as any other failure does. */
-export const onPool = <A, E extends CaptureError>(sql: Sql, effect: Effect.Effect<A, E, SqlService>): Effect.Effect<A, CaptureError> =>
+export const onPool = <A, E extends CaptureError>(
+  sql: Sql,
+  effect: Effect.Effect<A, E, SqlService>
+): Effect.Effect<A, CaptureError> =>
   effect.pipe(
     Effect.provide(SqlService.fromPool(sql)),
     Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
@@ -103,7 +114,12 @@ export const onPool = <A, E extends CaptureError>(sql: Sql, effect: Effect.Effec
 
 /** A log line: its text is the contract (docs/operations.md), its fields are annotations. */
 const log = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown> = {}) =>
-  (level === "info" ? Effect.logInfo(message) : level === "warn" ? Effect.logWarning(message) : Effect.logError(message)).pipe(Effect.annotateLogs(fields))
+  (level === "info"
+    ? Effect.logInfo(message)
+    : level === "warn"
+      ? Effect.logWarning(message)
+      : Effect.logError(message)
+  ).pipe(Effect.annotateLogs(fields))
 
 /** Ends a connection; ending it releases its session's advisory lock, also when its server went away. */
 const endConnection = (conn: Sql, timeout: number) => Effect.promise(() => conn.end({ timeout }).catch(() => {}))
@@ -128,7 +144,12 @@ const tryLock = (opts: CaptureOptions): Effect.Effect<Sql | null, CaptureError, 
     ).pipe(
       Effect.timeoutOrElse({
         duration: limit,
-        orElse: () => Effect.fail(new LeaderLockUnreachable({ message: `capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s` }))
+        orElse: () =>
+          Effect.fail(
+            new LeaderLockUnreachable({
+              message: `capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s`
+            })
+          )
       }),
       Effect.tapError(() => endConnection(lock, 0))
     )
@@ -154,7 +175,11 @@ const takeLeadership = (sql: Sql, opts: CaptureOptions) =>
       if (holder === null) {
         const lock = yield* tryLock(opts)
         if (lock !== null) {
-          yield* log("info", "capture leader: took over", logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) })
+          yield* log(
+            "info",
+            "capture leader: took over",
+            logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) }
+          )
           return lock
         }
         holder = yield* onPool(sql, leaderInfo)
@@ -163,7 +188,15 @@ const takeLeadership = (sql: Sql, opts: CaptureOptions) =>
       if (logged === undefined || (holder !== null && holder.pid !== logged)) {
         logged = holder?.pid ?? null
         yield* log("info", "capture standby: waiting for the leader lock", {
-          leader: holder === null ? null : { pid: holder.pid, applicationName: holder.applicationName, clientAddress: holder.clientAddress, since: holder.since }
+          leader:
+            holder === null
+              ? null
+              : {
+                  pid: holder.pid,
+                  applicationName: holder.applicationName,
+                  clientAddress: holder.clientAddress,
+                  since: holder.since
+                }
         })
       }
       yield* Effect.sleep(STANDBY_POLL)
@@ -215,7 +248,9 @@ const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Ef
     Effect.mapError(() => lost("its connection failed")),
     Effect.flatMap(([r]) => (r?.pid === lockPid ? Effect.void : Effect.fail(lost("its connection was replaced"))))
   )
-  const beat = Effect.all([emit, check], { concurrency: "unbounded", discard: true }).pipe(Effect.timeoutOption(intervalMs))
+  const beat = Effect.all([emit, check], { concurrency: "unbounded", discard: true }).pipe(
+    Effect.timeoutOption(intervalMs)
+  )
   return Effect.schedule(beat, Schedule.spaced(intervalMs)).pipe(Effect.asVoid)
 }
 
@@ -234,7 +269,14 @@ const releaseStalledSessions = async (sql: Sql, slot: string, lockPid: number) =
 }
 
 /** A stall: said once, in the log and in the database (status, metrics); the old sessions are ended so a new run can start. */
-const stalledRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats, stream: ReplicationStream, lockPid: number, stall: CaptureStalled) =>
+const stalledRun = (
+  sql: Sql,
+  opts: CaptureOptions,
+  stats: CaptureStats,
+  stream: ReplicationStream,
+  lockPid: number,
+  stall: CaptureStalled
+) =>
   Effect.gen(function* () {
     stats.stalls++
     yield* Effect.promise(() => stream.close())
@@ -249,7 +291,12 @@ const stalledRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats, stream:
       // The database does not answer either: the next run's errors tell.
       Effect.orElseSucceed(() => 1)
     )
-    yield* log("warn", "capture stalled: reconnecting", { slot: opts.slot, why: stall.message, checkpoint: formatLsn(stats.checkpoint), reconnects })
+    yield* log("warn", "capture stalled: reconnecting", {
+      slot: opts.slot,
+      why: stall.message,
+      checkpoint: formatLsn(stats.checkpoint),
+      reconnects
+    })
   })
 
 /**
@@ -257,7 +304,11 @@ const stalledRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats, stream:
  * failed), the code's signal aborts and `stop` is called; the effect then waits up to `grace`
  * for the code to finish, so a batch being written ends before the run lets go of its lock.
  */
-const plain = <A>(f: (signal: AbortSignal) => Promise<A>, stop: () => void, grace: Duration.Input): Effect.Effect<A, CaptureError> =>
+const plain = <A>(
+  f: (signal: AbortSignal) => Promise<A>,
+  stop: () => void,
+  grace: Duration.Input
+): Effect.Effect<A, CaptureError> =>
   Effect.callback<A, CaptureError>((resume) => {
     const ac = new AbortController()
     const running = f(ac.signal)
@@ -311,7 +362,11 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       let state = yield* call(() => readState(sql, opts.slot))
       const slot = yield* onPool(sql, slotInfo(opts.slot))
       if (!state || !slot.exists || slot.invalidation) {
-        const gap = state ? (slot.exists ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})` : `replication slot ${opts.slot} was lost`) : null
+        const gap = state
+          ? slot.exists
+            ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})`
+            : `replication slot ${opts.slot} was lost`
+          : null
         if (gap) {
           yield* log("error", "capture slot lost: recreating it and rebuilding every view from the app tables", {
             slot: opts.slot,
@@ -322,14 +377,20 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         }
         const t0 = Date.now()
         // Not interrupted halfway: the lock is held until the slot and the views are made.
-        const result = yield* Effect.uninterruptible(onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false)))
-        yield* log("info", gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)", {
-          slot: opts.slot,
-          rows: result.rows,
-          views: result.views,
-          consistentPoint: formatLsn(result.consistentPoint),
-          ms: Date.now() - t0
-        })
+        const result = yield* Effect.uninterruptible(
+          onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false))
+        )
+        yield* log(
+          "info",
+          gap ? "views rebuilt after slot loss" : "initial views built from existing rows (no events for them)",
+          {
+            slot: opts.slot,
+            rows: result.rows,
+            views: result.views,
+            consistentPoint: formatLsn(result.consistentPoint),
+            ms: Date.now() - t0
+          }
+        )
         state = yield* call(() => readState(sql, opts.slot))
         if (!state) return yield* new CaptureFailed({ message: "bootstrap left no capture state" })
       } else if (opts.failover && slot.failover === false) {
@@ -341,7 +402,13 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       if (stored !== PROJECTION_VERSION) {
         const t0 = Date.now()
         const r = yield* Effect.uninterruptible(onPool(sql, rebuildViews()))
-        yield* log("info", "record shapes changed: every view rebuilt from the mirror", { from: stored, to: PROJECTION_VERSION, views: r.views, changed: r.changed, ms: Date.now() - t0 })
+        yield* log("info", "record shapes changed: every view rebuilt from the mirror", {
+          from: stored,
+          to: PROJECTION_VERSION,
+          views: r.views,
+          changed: r.changed,
+          ms: Date.now() - t0
+        })
       }
       const from = state.checkpoint
       stats.checkpoint = from
@@ -357,13 +424,19 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         yield* log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
         // The batcher, until its stream fails or a heartbeat finds the lock lost.
         yield* Effect.raceFirst(
-          plain((signal) => consume(sql, stream, from, opts, signal, stats, applied), () => void stream.close(), opts.stallTimeoutMs ?? STALL_TIMEOUT_MS),
+          plain(
+            (signal) => consume(sql, stream, from, opts, signal, stats, applied),
+            () => void stream.close(),
+            opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+          ),
           heartbeat(sql, lock, lockPid, opts.heartbeatMs)
         )
       })
       // Watched from before it starts: a connection that hangs may never even start.
       yield* Effect.raceFirst(streaming, watchStall(sql, stream, opts.stallTimeoutMs ?? STALL_TIMEOUT_MS)).pipe(
-        Effect.tapError((e) => (e._tag === "CaptureStalled" ? stalledRun(sql, opts, stats, stream, lockPid, e) : Effect.void))
+        Effect.tapError((e) =>
+          e._tag === "CaptureStalled" ? stalledRun(sql, opts, stats, stream, lockPid, e) : Effect.void
+        )
       )
     })
   ).pipe(
@@ -378,17 +451,30 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
  */
 const stallOver = (sql: Sql, opts: CaptureOptions) =>
   Effect.gen(function* () {
-    let stallMarked = (yield* call(() => sql<{ stalled: boolean }[]>`
-      select stalled_at is not null as stalled from service.capture_state where slot_name = ${opts.slot}`))[0]?.stalled ?? false
+    let stallMarked =
+      (yield* call(
+        () => sql<{ stalled: boolean }[]>`
+      select stalled_at is not null as stalled from service.capture_state where slot_name = ${opts.slot}`
+      ))[0]?.stalled ?? false
     const services = yield* Effect.context<never>()
-    const over = call(() => sql<{ seconds: number; reconnects: number }[]>`
+    const over = call(
+      () => sql<{ seconds: number; reconnects: number }[]>`
         with before as (
           select stalled_at, stall_reconnects from service.capture_state
           where slot_name = ${opts.slot} and stalled_at is not null for update)
         update service.capture_state c set stalled_at = null, stall_reason = null, stall_reconnects = 0
         from before where c.slot_name = ${opts.slot}
-        returning extract(epoch from now() - before.stalled_at)::float8 as seconds, before.stall_reconnects as reconnects`).pipe(
-      Effect.flatMap(([r]) => (r ? log("info", "capture stall over: applying again", { slot: opts.slot, stalledSeconds: Math.round(r.seconds), reconnects: r.reconnects }) : Effect.void)),
+        returning extract(epoch from now() - before.stalled_at)::float8 as seconds, before.stall_reconnects as reconnects`
+    ).pipe(
+      Effect.flatMap(([r]) =>
+        r
+          ? log("info", "capture stall over: applying again", {
+              slot: opts.slot,
+              stalledSeconds: Math.round(r.seconds),
+              reconnects: r.reconnects
+            })
+          : Effect.void
+      ),
       Effect.catch(() =>
         Effect.sync(() => {
           stallMarked = true // told at the next apply instead
@@ -415,8 +501,12 @@ const eventIdsOf = async (sql: Sql, commitLsns: ReadonlyArray<Lsn>): Promise<str
   )
 
 /** Runs `f` in a span when tracing is on. */
-const traced = <A>(span: SpanRunner | undefined, name: string, attributes: Readonly<Record<string, unknown>>, f: (annotate: (key: string, value: unknown) => void) => Promise<A>) =>
-  span === undefined ? f(() => {}) : span(name, attributes, f)
+const traced = <A>(
+  span: SpanRunner | undefined,
+  name: string,
+  attributes: Readonly<Record<string, unknown>>,
+  f: (annotate: (key: string, value: unknown) => void) => Promise<A>
+) => (span === undefined ? f(() => {}) : span(name, attributes, f))
 
 /**
  * The batcher: takes the stream's messages into transactions and batches, pipelined (a batch
@@ -474,40 +564,53 @@ const consume = async (
     const from = committed
     const w = {
       store: prepared.store,
-      done: traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": batch.length, "capture.checkpoint": formatLsn(last.endLsn) }, async (annotate) => {
-        const begun = performance.now()
-        let opened = 0
-        let answered = 0
-        await sql.begin(async (tx) => {
-          opened = performance.now()
-          // The checkpoint first: it fails the transaction, before anything is written, when
-          // another process moved it. All statements go out at once, answered in order.
-          await Promise.all([advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime), ...prepared.write(tx)])
-          await prepared.reshape(tx)
-          answered = performance.now()
-        })
-        if (profile) {
-          const end = performance.now()
-          profile.add(PHASES.write, end - begun)
-          profile.add(PHASES.begin, opened - begun)
-          profile.add(PHASES.statements, answered - opened)
-          profile.add(PHASES.commit, end - answered)
+      done: traced(
+        opts.span,
+        "capture.batch",
+        {
+          "capture.slot": opts.slot,
+          "capture.transactions": batch.length,
+          "capture.checkpoint": formatLsn(last.endLsn)
+        },
+        async (annotate) => {
+          const begun = performance.now()
+          let opened = 0
+          let answered = 0
+          await sql.begin(async (tx) => {
+            opened = performance.now()
+            // The checkpoint first: it fails the transaction, before anything is written, when
+            // another process moved it. All statements go out at once, answered in order.
+            await Promise.all([
+              advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime),
+              ...prepared.write(tx)
+            ])
+            await prepared.reshape(tx)
+            answered = performance.now()
+          })
+          if (profile) {
+            const end = performance.now()
+            profile.add(PHASES.write, end - begun)
+            profile.add(PHASES.begin, opened - begun)
+            profile.add(PHASES.statements, answered - opened)
+            profile.add(PHASES.commit, end - answered)
+          }
+          committed = last.endLsn
+          annotate("capture.changes", prepared.changes)
+          annotate("capture.events", prepared.events.length)
+          // Read only for a span: the next batch's write waits behind this.
+          if (opts.span !== undefined && prepared.events.length > 0)
+            annotate("event.ids", await eventIdsOf(sql, [...new Set(prepared.events.map((e) => e.commitLsn))]))
+          await stream.ack(committed)
+          stats.checkpoint = committed
+          stats.lastAppliedAt = new Date()
+          stats.changes += prepared.changes
+          stats.batches++
+          const tally = new Map<string, number>()
+          for (const e of prepared.events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+          stats.countEvents(tally)
+          await applied()
         }
-        committed = last.endLsn
-        annotate("capture.changes", prepared.changes)
-        annotate("capture.events", prepared.events.length)
-        // Read only for a span: the next batch's write waits behind this.
-        if (opts.span !== undefined && prepared.events.length > 0) annotate("event.ids", await eventIdsOf(sql, [...new Set(prepared.events.map((e) => e.commitLsn))]))
-        await stream.ack(committed)
-        stats.checkpoint = committed
-        stats.lastAppliedAt = new Date()
-        stats.changes += prepared.changes
-        stats.batches++
-        const tally = new Map<string, number>()
-        for (const e of prepared.events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
-        stats.countEvents(tally)
-        await applied()
-      })
+      )
     }
     writing = w
     // Done: the next batch reads the database alone. Failed: the run ends with its error
@@ -569,15 +672,20 @@ const consume = async (
           }
         }
       })
-    const done = await traced(opts.span, "capture.batch", { "capture.slot": opts.slot, "capture.transactions": 1, "capture.large": true }, async (annotate) => {
-      const c = await applyLargeTransaction()
-      annotate("capture.checkpoint", formatLsn(c.endLsn))
-      annotate("capture.changes", total)
-      const events = [...c.tally.values()].reduce((a, b) => a + b, 0)
-      annotate("capture.events", events)
-      if (opts.span !== undefined && events > 0) annotate("event.ids", await eventIdsOf(sql, [c.endLsn]))
-      return c
-    })
+    const done = await traced(
+      opts.span,
+      "capture.batch",
+      { "capture.slot": opts.slot, "capture.transactions": 1, "capture.large": true },
+      async (annotate) => {
+        const c = await applyLargeTransaction()
+        annotate("capture.checkpoint", formatLsn(c.endLsn))
+        annotate("capture.changes", total)
+        const events = [...c.tally.values()].reduce((a, b) => a + b, 0)
+        annotate("capture.events", events)
+        if (opts.span !== undefined && events > 0) annotate("event.ids", await eventIdsOf(sql, [c.endLsn]))
+        return c
+      }
+    )
     accepted = committed = done.endLsn
     await stream.ack(committed)
     stats.checkpoint = committed
@@ -628,7 +736,9 @@ const consume = async (
           await drain()
           if (!current) break
           for (const table of truncatedTables(msg)) {
-            const keys = new Set((await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key))
+            const keys = new Set(
+              (await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key)
+            )
             for (const c of current.changes) if (c.table === table) keys.add(c.key)
             for (const key of keys) current.changes.push({ table, key, data: null })
           }

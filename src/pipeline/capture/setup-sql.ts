@@ -7,7 +7,8 @@ import { APP_TABLES } from "../projection/tables.ts"
 import { createPublicationStatement, ident } from "./publication.ts"
 
 /** A role name as SQL: plain when it can be, else double-quoted. */
-export const quoteRole = (name: string): string => (/^[a-z_][a-z0-9_]*$/.test(name) ? name : `"${name.replaceAll('"', '""')}"`)
+export const quoteRole = (name: string): string =>
+  /^[a-z_][a-z0-9_]*$/.test(name) ? name : `"${name.replaceAll('"', '""')}"`
 
 /** Why a role name cannot be used, or null. */
 export const badRoleName = (name: string): string | null =>
@@ -55,7 +56,9 @@ export const setupSql = (options: { readonly role: string; readonly publication:
     `--    workers' phones and e-mails, QR codes, medical data:`,
     ...never,
     `grant usage on schema app to ${role};`,
-    ...APP_TABLES.map((t) => `grant select (${PUBLISHED_COLUMNS[t]!.map(ident).join(", ")}) on app.${ident(t)} to ${role};`),
+    ...APP_TABLES.map(
+      (t) => `grant select (${PUBLISHED_COLUMNS[t]!.map(ident).join(", ")}) on app.${ident(t)} to ${role};`
+    ),
     ``,
     `-- 4. Trigram indexes for the name filters (pg_trgm, a trusted extension every provider offers).`,
     `create extension if not exists pg_trgm;`,

@@ -18,12 +18,30 @@ export interface SlotInfo {
 }
 
 export const slotInfo = Effect.fn("slotInfo")(function* (slot: string) {
-  const [row] = yield* query((sql) => sql<{ active: boolean; wal_status: string | null; confirmed_flush_lsn: string | null; invalidation: string | null; failover: string | null }[]>`
+  const [row] = yield* query(
+    (sql) => sql<
+      {
+        active: boolean
+        wal_status: string | null
+        confirmed_flush_lsn: string | null
+        invalidation: string | null
+        failover: string | null
+      }[]
+    >`
     select active, wal_status, confirmed_flush_lsn::text,
            ${sql.unsafe("to_jsonb(s)->>'invalidation_reason'")} as invalidation,
            ${sql.unsafe("to_jsonb(s)->>'failover'")} as failover
-    from pg_replication_slots s where slot_name = ${slot}`)
-  if (!row) return { exists: false, active: false, walStatus: null, invalidation: null, confirmedFlush: null, failover: null } satisfies SlotInfo
+    from pg_replication_slots s where slot_name = ${slot}`
+  )
+  if (!row)
+    return {
+      exists: false,
+      active: false,
+      walStatus: null,
+      invalidation: null,
+      confirmedFlush: null,
+      failover: null
+    } satisfies SlotInfo
   return {
     exists: true,
     active: row.active,
@@ -35,7 +53,10 @@ export const slotInfo = Effect.fn("slotInfo")(function* (slot: string) {
 })
 
 export const dropSlot = (slot: string) =>
-  query((sql) => sql`select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = ${slot} and not active`).pipe(Effect.asVoid)
+  query(
+    (sql) =>
+      sql`select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = ${slot} and not active`
+  ).pipe(Effect.asVoid)
 
 export interface ExportedSlot {
   readonly consistentPoint: Lsn
@@ -44,7 +65,8 @@ export interface ExportedSlot {
   readonly release: () => Promise<void>
 }
 
-const replicationClient = (url: string) => new pg.Client({ connectionString: url, replication: "database" } as pg.ClientConfig)
+const replicationClient = (url: string) =>
+  new pg.Client({ connectionString: url, replication: "database" } as pg.ClientConfig)
 
 /** Turns an existing slot's failover flag on or off (PostgreSQL 17+), keeping its position. */
 export const setSlotFailover = async (url: string, slot: string, failover: boolean): Promise<void> => {
@@ -62,7 +84,9 @@ export const createSlotWithSnapshot = async (url: string, slot: string, failover
   const client = replicationClient(url)
   await client.connect()
   try {
-    const res = await client.query(`CREATE_REPLICATION_SLOT "${ident(slot)}" LOGICAL pgoutput (SNAPSHOT 'export'${failover ? ", FAILOVER" : ""})`)
+    const res = await client.query(
+      `CREATE_REPLICATION_SLOT "${ident(slot)}" LOGICAL pgoutput (SNAPSHOT 'export'${failover ? ", FAILOVER" : ""})`
+    )
     const row = res.rows[0] as { consistent_point: string; snapshot_name: string }
     return {
       consistentPoint: parseLsn(row.consistent_point),

@@ -37,7 +37,8 @@ export interface CaptureStatus {
 }
 
 export const captureStatus = Effect.fn("captureStatus")(function* (slot: string) {
-  const [r] = yield* query((sql) => sql<Array<Record<string, unknown>>>`
+  const [r] = yield* query(
+    (sql) => sql<Array<Record<string, unknown>>>`
     with s as (select *, ${sql.unsafe("to_jsonb(p)->>'invalidation_reason'")} as invalidation from pg_replication_slots p where slot_name = ${slot}),
          c as (select * from service.capture_state where slot_name = ${slot})
     select
@@ -59,7 +60,8 @@ export const captureStatus = Effect.fn("captureStatus")(function* (slot: string)
       (select gap_reason from c) as gap_reason,
       (select stalled_at from c) as stalled_at,
       (select stall_reason from c) as stall_reason,
-      coalesce((select stall_reconnects from c), 0) as stall_reconnects`)
+      coalesce((select stall_reconnects from c), 0) as stall_reconnects`
+  )
   const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : null)
   const lagBytes = r!.lag_bytes === null ? null : Math.max(0, Number(r!.lag_bytes))
   const sinceApplied = r!.since_applied === null ? null : Math.max(0, Number(r!.since_applied))

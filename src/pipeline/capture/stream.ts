@@ -145,7 +145,9 @@ export class ReplicationStream {
     this.acknowledged = lsn
     if (lsn <= 0n || this.closed) return
     // The library reports lsn + 1; hand it lsn - 1 so the server hears exactly lsn.
-    await this.service.acknowledge(formatLsn(lsn - 1n)).catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
+    await this.service
+      .acknowledge(formatLsn(lsn - 1n))
+      .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
   }
 
   async close(): Promise<void> {

@@ -44,7 +44,14 @@ export const eventWrites = (
   // names, LSNs, numbers, timestamps and JSON payloads. Built in one pass (packed's form);
   // a transaction's events share its LSN and commit time, formatted once.
   const id = uuidv7s(events.length, now, SEPARATOR)
-  let company = "", event = "", resource = "", record = "", lsn = "", seq = "", payload = "", created = ""
+  let company = "",
+    event = "",
+    resource = "",
+    record = "",
+    lsn = "",
+    seq = "",
+    payload = "",
+    created = ""
   let lastLsn: Lsn | null = null
   let lsnText = ""
   let lastAt: Date | null = null

@@ -5,7 +5,6 @@ import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { DESTINATIONS_CHANNEL } from "../../platform/db/channels.ts"
 import { redactPrivacyCase } from "../../domain/records/incidents.ts"
 
-
 /** Rewrites the stored payloads of every outbox event about these incidents. Returns how many changed. */
 export const scrubPrivacyCases = async (tx: Tx, incidentIds: ReadonlyArray<string>): Promise<number> => {
   if (incidentIds.length === 0) return 0

@@ -31,7 +31,11 @@ const changed = (before: Row | null, after: Row | null, cols: ReadonlyArray<stri
 
 // Answers built without spreads or sets: capture asks once per row change.
 const NONE: Dependents = { records: [], inspectionsOfEquipment: [], inspectionsAtSite: [] }
-const only = (records: ReadonlyArray<RecordRef>): Dependents => ({ records, inspectionsOfEquipment: NONE.inspectionsOfEquipment, inspectionsAtSite: NONE.inspectionsAtSite })
+const only = (records: ReadonlyArray<RecordRef>): Dependents => ({
+  records,
+  inspectionsOfEquipment: NONE.inspectionsOfEquipment,
+  inspectionsAtSite: NONE.inspectionsAtSite
+})
 
 /** before/after: the row's state before and after the change (null when absent). */
 export const dependentsOf = (table: string, id: string, before: Row | null, after: Row | null): Dependents => {

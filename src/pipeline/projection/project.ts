@@ -25,7 +25,12 @@ export interface ProjectedView {
   readonly status: string | null
 }
 
-const byResource = (refs: Iterable<RecordRef>) => groupSets(refs, (r) => r.resource, (r) => r.id)
+const byResource = (refs: Iterable<RecordRef>) =>
+  groupSets(
+    refs,
+    (r) => r.resource,
+    (r) => r.id
+  )
 
 /** Loads the rows that `ids`' rows of `tbl` (and the batch's new rows of it) name in `column`; returns their keys. */
 const loadReferenced = async (
@@ -52,7 +57,11 @@ const loadReferenced = async (
  * references they introduce (an inspection's new equipment, that equipment's new site)
  * are loaded too.
  */
-export const prepare = async (store: Store, refs: Iterable<RecordRef>, seen: ReadonlyArray<{ tbl: string; data: Row }> = []) => {
+export const prepare = async (
+  store: Store,
+  refs: Iterable<RecordRef>,
+  seen: ReadonlyArray<{ tbl: string; data: Row }> = []
+) => {
   const groups = byResource(refs)
   for (const [resource, ids] of groups) {
     const tbl = RESOURCE_INFO[resource].table
@@ -100,7 +109,15 @@ export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
     equipmentJobSite
   })
   const meta = viewMeta(ref.resource, record)
-  return { resource: ref.resource, id: ref.id, companyId: row.companyId, record, body: JSON.stringify(record), updatedAt: updatedAtOf(record), ...meta }
+  return {
+    resource: ref.resource,
+    id: ref.id,
+    companyId: row.companyId,
+    record,
+    body: JSON.stringify(record),
+    updatedAt: updatedAtOf(record),
+    ...meta
+  }
 }
 
 /**

@@ -156,7 +156,8 @@ export class Store {
     // Parents whose children the prior batch loaded: its final children are the answer.
     const fromDb = prior === null ? want : want.filter((p) => !prior.children.has(tbl, p))
     if (prior !== null && fromDb.length < want.length) {
-      for (const p of want) if (prior.children.has(tbl, p)) for (const row of prior.childrenOf(tbl, p)) this.remember(row)
+      for (const p of want)
+        if (prior.children.has(tbl, p)) for (const row of prior.childrenOf(tbl, p)) this.remember(row)
     }
     if (fromDb.length > 0) {
       const rows = await this.sql<RowRecord[]>`
@@ -195,7 +196,8 @@ export class Store {
     const wanted = new Set(want)
     for (const [key, row] of this.prior?.current.of(tbl) ?? EMPTY) {
       skip.push(key)
-      if (row && row.parentId !== null && wanted.has(row.parentId)) this.baseCounts.set(tbl, row.parentId, this.baseCounts.get(tbl, row.parentId)! + 1)
+      if (row && row.parentId !== null && wanted.has(row.parentId))
+        this.baseCounts.set(tbl, row.parentId, this.baseCounts.get(tbl, row.parentId)! + 1)
     }
     const rows = await this.sql<{ parent_id: string; n: number }[]>`
       select parent_id, count(*)::int as n from service.rows

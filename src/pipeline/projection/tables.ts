@@ -48,7 +48,11 @@ export const rowKey = (table: string, row: Row): string =>
   table === "company_modules" ? `${String(row.company_id)}:${String(row.module)}` : String(row.id)
 
 export const rowCompany = (table: string, row: Row): string | null =>
-  table === "companies" ? String(row.id) : TABLES[table]?.hasCompany ? ((row.company_id as string | null) ?? null) : null
+  table === "companies"
+    ? String(row.id)
+    : TABLES[table]?.hasCompany
+      ? ((row.company_id as string | null) ?? null)
+      : null
 
 export const rowParent = (table: string, row: Row): string | null => {
   const col = TABLES[table]?.parentColumn

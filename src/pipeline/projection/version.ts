@@ -8,10 +8,13 @@ import { query } from "../../platform/db/Sql.ts"
 
 export const PROJECTION_VERSION = 2
 
-export const storedProjectionVersion = query((sql) => sql<{ version: number }[]>`select version from service.projection`).pipe(
-  Effect.map(([row]) => row?.version ?? 0)
-)
+export const storedProjectionVersion = query(
+  (sql) => sql<{ version: number }[]>`select version from service.projection`
+).pipe(Effect.map(([row]) => row?.version ?? 0))
 
 /** Inside a rebuild's or a bootstrap's transaction: the views and their version commit together. */
 export const markProjectionVersion = (version = PROJECTION_VERSION) =>
-  query((sql) => sql`insert into service.projection (version) values (${version}) on conflict (id) do update set version = excluded.version`).pipe(Effect.asVoid)
+  query(
+    (sql) =>
+      sql`insert into service.projection (version) values (${version}) on conflict (id) do update set version = excluded.version`
+  ).pipe(Effect.asVoid)

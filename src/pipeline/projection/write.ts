@@ -6,7 +6,6 @@ import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
 
-
 /** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
 export interface MirrorChanges {
   /** Rows the mirror does not have: a plain insert (a conflict would be a bug, and fails). */
@@ -37,29 +36,39 @@ export const mirrorWrites = (changes: MirrorChanges): ((tx: Tx) => Array<Promise
   return (tx) => {
     const out: Array<Promise<unknown>> = []
     if (del) {
-      out.push(tx`
+      out.push(
+        tx`
         delete from service.rows r using unnest(string_to_array(${del.tbl}, chr(30)), ${del.key}::text[]) as d(tbl, key)
-        where r.tbl = d.tbl and r.key = d.key`.execute())
+        where r.tbl = d.tbl and r.key = d.key`.execute()
+      )
     }
     if (ins) {
-      out.push(tx`
+      out.push(
+        tx`
         insert into service.rows (tbl, key, company_id, parent_id, data)
         select * from unnest(string_to_array(${ins.tbl}, chr(30)), ${ins.key}::text[], string_to_array(${ins.company}, chr(30), '')::uuid[],
-          string_to_array(${ins.parent}, chr(30), '')::uuid[], string_to_array(${ins.data}, chr(30)))`.execute())
+          string_to_array(${ins.parent}, chr(30), '')::uuid[], string_to_array(${ins.data}, chr(30)))`.execute()
+      )
     }
     if (ups) {
-      out.push(tx`
+      out.push(
+        tx`
         insert into service.rows (tbl, key, company_id, parent_id, data)
         select * from unnest(string_to_array(${ups.tbl}, chr(30)), ${ups.key}::text[], string_to_array(${ups.company}, chr(30), '')::uuid[],
           string_to_array(${ups.parent}, chr(30), '')::uuid[], string_to_array(${ups.data}, chr(30)))
         on conflict (tbl, key) do update
-          set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`.execute())
+          set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`.execute()
+      )
     }
     return out
   }
 }
 
-export const writeMirror = async (tx: Tx, upserts: ReadonlyArray<MirrorRow>, deletes: ReadonlyArray<{ tbl: string; key: string }>) => {
+export const writeMirror = async (
+  tx: Tx,
+  upserts: ReadonlyArray<MirrorRow>,
+  deletes: ReadonlyArray<{ tbl: string; key: string }>
+) => {
   await Promise.all(mirrorWrites({ upserts, deletes })(tx))
 }
 
@@ -125,7 +134,8 @@ export const viewWrites = (
   return (tx) => {
     const out: Array<Promise<unknown>> = []
     if (goneJson !== null) {
-      out.push(tx`
+      out.push(
+        tx`
       with d as (
         delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz)
         where v.resource = g.resource and v.id = g.id
@@ -133,21 +143,25 @@ export const viewWrites = (
       )
       insert into service.deletions (resource, id, company_id, deleted_at)
       select resource, id, company_id, date_trunc('milliseconds', coalesce(d.at, ${at}::timestamptz, now())) from d
-      on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`.execute())
+      on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`.execute()
+      )
     }
     // A record that comes back (deleted, then its id inserted again) is no longer deleted.
     if (ins !== null) {
-      out.push(tx`
+      out.push(
+        tx`
       with up as (
         ${insertViews(tx, ins, commit)}
         returning resource, id
       )
-      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute())
+      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute()
+      )
     }
     if (ups !== null) {
       // A view whose bytes did not change is not written (the where of the update): it keeps
       // its row, and its changed_at.
-      out.push(tx`
+      out.push(
+        tx`
       with up as (
         ${insertViews(tx, ups, commit)}
         on conflict (resource, id) do update
@@ -165,7 +179,8 @@ export const viewWrites = (
              or service.views.company_id is distinct from excluded.company_id
         returning resource, id
       )
-      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute())
+      delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute()
+      )
     }
     return out
   }
@@ -263,7 +278,8 @@ export const writeCompanyRows = async (tx: Tx, { upserts, gone }: ReturnType<typ
 }
 
 /** Rewrites service.companies for the given companies from the batch's final state. */
-export const writeCompanies = (tx: Tx, store: Store, companyIds: Iterable<string>) => writeCompanyRows(tx, companyRows(store, companyIds))
+export const writeCompanies = (tx: Tx, store: Store, companyIds: Iterable<string>) =>
+  writeCompanyRows(tx, companyRows(store, companyIds))
 
 /** service.users rows for the given users from a store's final state. */
 export const userRows = (store: Store, userIds: Iterable<string>) => {
@@ -289,4 +305,5 @@ export const writeUserRows = async (tx: Tx, { upserts, gone }: ReturnType<typeof
   }
 }
 
-export const writeUsers = (tx: Tx, store: Store, userIds: Iterable<string>) => writeUserRows(tx, userRows(store, userIds))
+export const writeUsers = (tx: Tx, store: Store, userIds: Iterable<string>) =>
+  writeUserRows(tx, userRows(store, userIds))

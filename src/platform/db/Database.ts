@@ -25,7 +25,11 @@ export type Transaction = postgres.TransactionSql<Record<string, unknown>>
 
 export class Database extends Context.Service<Database, DatabaseShape>()("service/Database") {}
 
-export const connect = (url: string, max = 10, options: { readonly keepForever?: boolean; readonly arrays?: false } = {}) =>
+export const connect = (
+  url: string,
+  max = 10,
+  options: { readonly keepForever?: boolean; readonly arrays?: false } = {}
+) =>
   postgres(url, {
     max,
     onnotice: () => {},
@@ -78,14 +82,19 @@ const layerFor = (role: Role) =>
       yield* Effect.try({ try: () => requirePostgresPatched(), catch: (e) => e as Error })
       const config = yield* DatabaseConfig
       const where = yield* Effect.acquireRelease(locate(role), (w) =>
-        Effect.promise(() => w.stop()).pipe(Effect.tap(() => (w.owned ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void)))
+        Effect.promise(() => w.stop()).pipe(
+          Effect.tap(() => (w.owned ? Effect.logInfo("embedded PostgreSQL stopped") : Effect.void))
+        )
       )
       const sql = yield* Effect.acquireRelease(
         Effect.sync(() => connect(where.url, config.poolSize)),
         (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
       )
       yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
-      if (where.embedded && (yield* Effect.tryPromise({ try: () => ensureDemoAppSchema(sql), catch: (e) => e as Error }))) {
+      if (
+        where.embedded &&
+        (yield* Effect.tryPromise({ try: () => ensureDemoAppSchema(sql), catch: (e) => e as Error }))
+      ) {
         yield* Effect.logInfo("demo app tables created (embedded database)")
       }
       yield* Effect.tryPromise({ try: () => checkAppContract(sql), catch: (e) => e as Error })

@@ -16,7 +16,10 @@ export interface SqlShape {
 
 export class Sql extends Context.Service<Sql, SqlShape>()("platform/Sql") {
   /** From the service's Database. */
-  static readonly layer = Layer.effect(Sql, Effect.map(Database, ({ sql }) => ({ pool: sql })))
+  static readonly layer = Layer.effect(
+    Sql,
+    Effect.map(Database, ({ sql }) => ({ pool: sql }))
+  )
   /** Over a pool the caller owns (tools, tests). */
   static readonly fromPool = (pool: postgres.Sql) => Layer.succeed(Sql, { pool })
 }

@@ -19,7 +19,8 @@ const FITS: Readonly<Record<ColumnType, ReadonlyArray<string>>> = {
 }
 
 /** The columns that identify a row of each table: its replica identity must be exactly these. */
-export const keyColumns = (table: string): ReadonlyArray<string> => (table === "company_modules" ? ["company_id", "module"] : ["id"])
+export const keyColumns = (table: string): ReadonlyArray<string> =>
+  table === "company_modules" ? ["company_id", "module"] : ["id"]
 
 export interface FoundColumn {
   readonly type: string
@@ -36,9 +37,11 @@ export interface FoundTable {
   readonly identityColumns: ReadonlyArray<string>
 }
 
-const fits = (want: ColumnType, found: FoundColumn) => FITS[want].includes(found.type) || (want === "text" && found.isEnum)
+const fits = (want: ColumnType, found: FoundColumn) =>
+  FITS[want].includes(found.type) || (want === "text" && found.isEnum)
 
-const sameSet = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) => a.length === b.length && a.every((x) => b.includes(x))
+const sameSet = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
+  a.length === b.length && a.every((x) => b.includes(x))
 
 /** What does not fit, one line per problem, each naming `app.table[.column]`. Pure. */
 export const contractProblems = (found: ReadonlyMap<string, FoundTable>, role: string): ReadonlyArray<string> => {
@@ -57,9 +60,13 @@ export const contractProblems = (found: ReadonlyMap<string, FoundTable>, role: s
     }
     const key = keyColumns(table)
     if (t.replicaIdentity === "f") {
-      problems.push(`app.${table} has REPLICA IDENTITY FULL, which would publish every column (NEVER ones too) with each update; use its primary key (ALTER TABLE app.${table} REPLICA IDENTITY DEFAULT)`)
+      problems.push(
+        `app.${table} has REPLICA IDENTITY FULL, which would publish every column (NEVER ones too) with each update; use its primary key (ALTER TABLE app.${table} REPLICA IDENTITY DEFAULT)`
+      )
     } else if (t.replicaIdentity === "n") {
-      problems.push(`app.${table} has REPLICA IDENTITY NOTHING: its updates and deletes cannot be followed (ALTER TABLE app.${table} REPLICA IDENTITY DEFAULT)`)
+      problems.push(
+        `app.${table} has REPLICA IDENTITY NOTHING: its updates and deletes cannot be followed (ALTER TABLE app.${table} REPLICA IDENTITY DEFAULT)`
+      )
     } else if (!sameSet(t.identityColumns, key)) {
       problems.push(
         t.identityColumns.length === 0
@@ -74,7 +81,15 @@ export const contractProblems = (found: ReadonlyMap<string, FoundTable>, role: s
 /** Reads what the app's tables look like (catalogs only, which every role may read). */
 export const readAppTables = async (sql: Sql): Promise<ReadonlyMap<string, FoundTable>> => {
   const rows = await sql<
-    { table: string; column: string | null; type: string | null; is_enum: boolean | null; readable: boolean | null; replident: string; identity: string[] }[]
+    {
+      table: string
+      column: string | null
+      type: string | null
+      is_enum: boolean | null
+      readable: boolean | null
+      replident: string
+      identity: string[]
+    }[]
   >`
     select c.relname as table, a.attname as column,
            format_type(coalesce(nullif(t.typbasetype, 0), t.oid), null) as type,
@@ -91,11 +106,15 @@ export const readAppTables = async (sql: Sql): Promise<ReadonlyMap<string, Found
     left join pg_type t on t.oid = a.atttypid
     left join pg_type bt on bt.oid = coalesce(nullif(t.typbasetype, 0), t.oid)
     where c.relkind in ('r', 'p') and c.relname = any(${Object.keys(APP_COLUMNS)})`
-  const tables = new Map<string, { columns: Map<string, FoundColumn>; replicaIdentity: string; identityColumns: ReadonlyArray<string> }>()
+  const tables = new Map<
+    string,
+    { columns: Map<string, FoundColumn>; replicaIdentity: string; identityColumns: ReadonlyArray<string> }
+  >()
   for (const r of rows) {
     let t = tables.get(r.table)
     if (!t) tables.set(r.table, (t = { columns: new Map(), replicaIdentity: r.replident, identityColumns: r.identity }))
-    if (r.column !== null) t.columns.set(r.column, { type: r.type ?? "", isEnum: r.is_enum ?? false, readable: r.readable ?? false })
+    if (r.column !== null)
+      t.columns.set(r.column, { type: r.type ?? "", isEnum: r.is_enum ?? false, readable: r.readable ?? false })
   }
   return tables
 }

@@ -25,7 +25,11 @@ export const PARTITIONS_CHANNEL = "service_webhook_partitions"
  * (re)connect so a change made while the listener was down is not missed. A LISTEN that
  * fails is logged (`<who>: LISTEN failed; relying on the poll`): callers poll anyway.
  */
-export const listenScoped = (sql: Sql, who: string, channels: ReadonlyArray<readonly [channel: string, onNotify: () => void]>) =>
+export const listenScoped = (
+  sql: Sql,
+  who: string,
+  channels: ReadonlyArray<readonly [channel: string, onNotify: () => void]>
+) =>
   Effect.acquireRelease(
     Effect.tryPromise(() => Promise.all(channels.map(([channel, f]) => sql.listen(channel, f, f)))).pipe(
       Effect.catchCause((cause) =>

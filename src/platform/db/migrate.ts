@@ -31,7 +31,9 @@ export const migrate = async (sql: Sql, migrations = loadMigrations()): Promise<
     await tx`select pg_advisory_xact_lock(${LOCK_KEY})`
     // In a least-privilege deployment a DBA made the schema, owned by the service's role,
     // and the role may not create schemas: create it only when it is missing.
-    const [schema] = await tx<{ ok: boolean }[]>`select exists (select 1 from pg_namespace where nspname = 'service') as ok`
+    const [schema] = await tx<
+      { ok: boolean }[]
+    >`select exists (select 1 from pg_namespace where nspname = 'service') as ok`
     if (!schema?.ok) await tx.unsafe(`create schema service`)
     await tx.unsafe(`
       create table if not exists service.schema_migrations (

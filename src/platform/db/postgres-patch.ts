@@ -13,7 +13,8 @@ import { dirname, join } from "node:path"
 import { StartRefused } from "./refusal.ts"
 
 /** The installed postgres package; its main is cjs/src/index.js, three levels down. */
-export const installedPostgresRoot = (): string => dirname(dirname(dirname(createRequire(import.meta.url).resolve("postgres"))))
+export const installedPostgresRoot = (): string =>
+  dirname(dirname(dirname(createRequire(import.meta.url).resolve("postgres"))))
 
 export const MARK = "/* safety-records-service: guarded nextWrite */"
 
@@ -40,8 +41,12 @@ export const patchConnection = (text: string): string => {
     const x = socket.write(chunk, fn)`
     )
     // terminate() and closed() cancel the timer but leave it set: clear it and the chunk.
-    .replace(/^    clearImmediate\(nextWriteTimer\)$/gm, "    clearImmediate(nextWriteTimer), nextWriteTimer = null, chunk = null")
-  if (!out.includes(MARK) || out === text) throw new Error("postgres.js changed: review src/platform/db/postgres-patch.ts")
+    .replace(
+      /^    clearImmediate\(nextWriteTimer\)$/gm,
+      "    clearImmediate(nextWriteTimer), nextWriteTimer = null, chunk = null"
+    )
+  if (!out.includes(MARK) || out === text)
+    throw new Error("postgres.js changed: review src/platform/db/postgres-patch.ts")
   return out
 }
 

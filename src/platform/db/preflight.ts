@@ -53,11 +53,15 @@ const LOGICAL_WAL: Readonly<Record<Provider, string>> = {
 
 /** How to give the service's role the right to replicate, on each provider. */
 const REPLICATION_RIGHT: Readonly<Record<Provider, (role: string) => string>> = {
-  rds: (role) => `On RDS and Aurora the REPLICATION attribute cannot be set: run "GRANT rds_replication TO ${role};" as the master user.`,
-  cloudsql: (role) => `Run "ALTER ROLE ${role} WITH REPLICATION;" as a member of cloudsqlsuperuser (e.g. the postgres user).`,
-  azure: (role) => `Run "ALTER ROLE ${role} WITH REPLICATION;" as the server's admin user (a member of azure_pg_admin).`,
+  rds: (role) =>
+    `On RDS and Aurora the REPLICATION attribute cannot be set: run "GRANT rds_replication TO ${role};" as the master user.`,
+  cloudsql: (role) =>
+    `Run "ALTER ROLE ${role} WITH REPLICATION;" as a member of cloudsqlsuperuser (e.g. the postgres user).`,
+  azure: (role) =>
+    `Run "ALTER ROLE ${role} WITH REPLICATION;" as the server's admin user (a member of azure_pg_admin).`,
   supabase: (role) => `Run "ALTER ROLE ${role} WITH REPLICATION;" as the postgres user (SQL editor).`,
-  neon: (role) => `Run "ALTER ROLE ${role} WITH REPLICATION;" as the project's owner role (e.g. neondb_owner), or make ${role} in the Neon console, CLI or API, whose roles can replicate (neon_superuser).`,
+  neon: (role) =>
+    `Run "ALTER ROLE ${role} WITH REPLICATION;" as the project's owner role (e.g. neondb_owner), or make ${role} in the Neon console, CLI or API, whose roles can replicate (neon_superuser).`,
   postgres: (role) => `Run "ALTER ROLE ${role} WITH REPLICATION;" as a superuser.`
 }
 
@@ -82,7 +86,17 @@ export const preflightProblem = (facts: ServerFacts): string | null => {
 
 export const readFacts = async (sql: Sql): Promise<ServerFacts> => {
   const [row] = await sql<
-    { wal_level: string; version: number; slots: number; senders: number; role: string; superuser: boolean; replication: boolean; rds: boolean | null; provider_roles: string[] }[]
+    {
+      wal_level: string
+      version: number
+      slots: number
+      senders: number
+      role: string
+      superuser: boolean
+      replication: boolean
+      rds: boolean | null
+      provider_roles: string[]
+    }[]
   >`
     select current_setting('wal_level') as wal_level,
            current_setting('server_version_num')::int as version,

@@ -22,7 +22,10 @@ export const PROMETHEUS_CONTENT_TYPE: string = client.Registry.PROMETHEUS_CONTEN
 
 // A series without labels is absent until it is first set (prom-client starts it at 0): a
 // process without capture shows no capture lag rather than a lag of 0.
-const absentUntilSet = <M extends { remove: (...values: string[]) => void }>(metric: M, labelNames: ReadonlyArray<string>): M => {
+const absentUntilSet = <M extends { remove: (...values: string[]) => void }>(
+  metric: M,
+  labelNames: ReadonlyArray<string>
+): M => {
   if (labelNames.length === 0) metric.remove()
   return metric
 }

@@ -59,7 +59,9 @@ const decryptsNone = (key: SecretsKey, count: number): SecretsKeyMismatch =>
     message:
       `SECRETS_KEY: this process's secrets key decrypts none of the ${count} webhook signing secret${count === 1 ? "" : "s"} this database holds, ` +
       `so they were encrypted under another key. This process: ${thisProcess(key)}. ` +
-      sameKeyAdvice(`the key of the processes that made these secrets (their SECRETS_KEY, or the content of ${SECRETS_KEY_FILE} in their DATA_DIR)`)
+      sameKeyAdvice(
+        `the key of the processes that made these secrets (their SECRETS_KEY, or the content of ${SECRETS_KEY_FILE} in their DATA_DIR)`
+      )
   })
 
 /**
@@ -86,13 +88,16 @@ const readRecorded = Effect.map(
 export const checkSecretsKey = Effect.fn("checkSecretsKey")(function* (key: SecretsKey) {
   const fingerprint = keyFingerprint(key.key)
   const stored = yield* readRecorded
-  if (stored !== undefined) return stored.fingerprint === fingerprint ? accepted(false, []) : yield* refuse(key, differs(key, stored))
+  if (stored !== undefined)
+    return stored.fingerprint === fingerprint ? accepted(false, []) : yield* refuse(key, differs(key, stored))
 
   // Every stored secret: few (one per endpoint, one per API key with webhooks), read once.
-  const secrets = yield* query((sql) => sql<{ kind: "endpoint" | "key"; id: string; secret: Buffer }[]>`
+  const secrets = yield* query(
+    (sql) => sql<{ kind: "endpoint" | "key"; id: string; secret: Buffer }[]>`
     select 'endpoint' as kind, id::text as id, secret from service.webhook_endpoints
     union all
-    select 'key', key_id::text, secret from service.webhook_key_secrets`)
+    select 'key', key_id::text, secret from service.webhook_key_secrets`
+  )
   const undecryptable: string[] = []
   for (const s of secrets) {
     try {
@@ -101,15 +106,23 @@ export const checkSecretsKey = Effect.fn("checkSecretsKey")(function* (key: Secr
       undecryptable.push(`${s.kind === "endpoint" ? "endpoint" : "API key"} ${s.id}`)
     }
   }
-  if (secrets.length > 0 && undecryptable.length === secrets.length) return yield* refuse(key, decryptsNone(key, secrets.length))
+  if (secrets.length > 0 && undecryptable.length === secrets.length)
+    return yield* refuse(key, decryptsNone(key, secrets.length))
 
-  const inserted = yield* query((sql) => sql`
+  const inserted = yield* query(
+    (sql) => sql`
     insert into service.secrets_key (fingerprint, source) values (${fingerprint}, ${key.source === "SECRETS_KEY" ? "SECRETS_KEY" : "file"})
-    on conflict (id) do nothing`)
+    on conflict (id) do nothing`
+  )
   const now = yield* readRecorded
-  if (now === undefined) return yield* Effect.die(new Error("service.secrets_key is empty after recording the secrets key's fingerprint"))
+  if (now === undefined)
+    return yield* Effect.die(new Error("service.secrets_key is empty after recording the secrets key's fingerprint"))
   if (now.fingerprint !== fingerprint) return yield* refuse(key, differs(key, now))
   return accepted(inserted.count === 1, undecryptable)
 })
 
-const accepted = (recorded: boolean, undecryptable: ReadonlyArray<string>): KeyCheck => ({ ok: true, recorded, undecryptable })
+const accepted = (recorded: boolean, undecryptable: ReadonlyArray<string>): KeyCheck => ({
+  ok: true,
+  recorded,
+  undecryptable
+})

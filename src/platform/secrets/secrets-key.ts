@@ -2,7 +2,18 @@
 // with AES-256-GCM under one service key, not hashed. Blob layout:
 //   [1 byte version = 1][12 bytes IV][16 bytes auth tag][ciphertext]
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto"
-import { chmodSync, fsyncSync, linkSync, mkdirSync, openSync, closeSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs"
+import {
+  chmodSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  closeSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  writeSync
+} from "node:fs"
 import { join } from "node:path"
 
 const VERSION = 1
@@ -75,7 +86,8 @@ export const decodeKey = (text: string, what: string): Buffer => {
   const hint = "; make one with: openssl rand -base64 32"
   if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(t)) throw new Error(`${what} is not base64${hint}`)
   const key = Buffer.from(t.replace(/-/g, "+").replace(/_/g, "/"), "base64")
-  if (key.length !== KEY_BYTES) throw new Error(`${what} must be base64 of ${KEY_BYTES} bytes, got ${key.length} bytes${hint}`)
+  if (key.length !== KEY_BYTES)
+    throw new Error(`${what} must be base64 of ${KEY_BYTES} bytes, got ${key.length} bytes${hint}`)
   return key
 }
 
@@ -125,7 +137,9 @@ const readKeyFile = (path: string): Buffer | undefined => {
   }
   // Like ssh with private keys: refuse a key others can read rather than use it silently.
   if ((mode & 0o077) !== 0) {
-    throw new Error(`${path} is accessible by group or others (mode ${(mode & 0o777).toString(8)}); run: chmod 600 ${path}`)
+    throw new Error(
+      `${path} is accessible by group or others (mode ${(mode & 0o777).toString(8)}); run: chmod 600 ${path}`
+    )
   }
   return decodeKey(readFileSync(path, "utf8"), path)
 }

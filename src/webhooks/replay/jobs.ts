@@ -11,7 +11,8 @@ import { query, transaction, type Sql } from "../../platform/db/Sql.ts"
 export const REPLAYS_CHANNEL = "service_webhook_replays"
 
 /** Wakes the replay lanes about a replay that began or ended; in the caller's transaction, sent at its commit. */
-export const wakeReplays = (id: string): Effect.Effect<void, never, Sql> => query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`.then(() => {}))
+export const wakeReplays = (id: string): Effect.Effect<void, never, Sql> =>
+  query((tx) => tx`select pg_notify(${REPLAYS_CHANNEL}, ${id})`.then(() => {}))
 
 export type ReplayState = "running" | "finished" | "cancelled"
 
@@ -21,11 +22,12 @@ export type ReplayState = "running" | "finished" | "cancelled"
 const remaining = (r = "") => `greatest(0, ${r}total - ${r}sent - ${r}skipped - ${r}restored)::int`
 
 /** Replays running now, and what they have still to send together (the metrics' gauges). */
-export const runningReplayTotals: Effect.Effect<{ readonly running: number; readonly remaining: number }, never, Sql> = query((sql) =>
-  sql<{ running: number; remaining: number }[]>`
+export const runningReplayTotals: Effect.Effect<{ readonly running: number; readonly remaining: number }, never, Sql> =
+  query((sql) =>
+    sql<{ running: number; remaining: number }[]>`
     select count(*)::int as running, coalesce(sum(${sql.unsafe(remaining())}), 0)::int as remaining
     from service.webhook_replays where state = 'running'`.then(([r]) => r!)
-)
+  )
 
 export interface ReplayView {
   readonly id: string
@@ -126,9 +128,17 @@ const SELECT = `
   left join service.webhook_subscriptions s on s.id = r.subscription_id`
 
 /** Why a running replay sends nothing now, or null. Pure. */
-export const waitingReason = (r: { readonly state: ReplayState; readonly kind: "endpoint" | "subscription"; readonly on: boolean; readonly behind: string | null }): string | null => {
+export const waitingReason = (r: {
+  readonly state: ReplayState
+  readonly kind: "endpoint" | "subscription"
+  readonly on: boolean
+  readonly behind: string | null
+}): string | null => {
   if (r.state !== "running") return null
-  if (!r.on) return r.kind === "endpoint" ? "the endpoint is switched off: it goes on once it is turned on" : "the subscription is turned off: it goes on once it is turned on"
+  if (!r.on)
+    return r.kind === "endpoint"
+      ? "the endpoint is switched off: it goes on once it is turned on"
+      : "the subscription is turned off: it goes on once it is turned on"
   if (r.behind !== null) return `another replay to this ${r.kind} runs first (${r.behind})`
   return null
 }
@@ -169,13 +179,16 @@ const view = (r: Row): ReplayView => {
   }
 }
 
-
 /** One replay; with companyId, only that company's (another's is not found). */
-export const getReplay = Effect.fn("getReplay")(function* (input: { readonly id: string; readonly companyId?: string | undefined }) {
+export const getReplay = Effect.fn("getReplay")(function* (input: {
+  readonly id: string
+  readonly companyId?: string | undefined
+}) {
   const id = input.id.trim().toLowerCase()
   if (!isUuid(id)) return yield* notFound(`no replay ${JSON.stringify(input.id.slice(0, 60))}`)
   const [r] = yield* query((sql) => sql.unsafe<Row[]>(`${SELECT} where r.id = $1`, [id]))
-  if (!r || (input.companyId !== undefined && r.company_id !== input.companyId.toLowerCase())) return yield* notFound(`no replay ${id}`)
+  if (!r || (input.companyId !== undefined && r.company_id !== input.companyId.toLowerCase()))
+    return yield* notFound(`no replay ${id}`)
   return view(r)
 })
 
@@ -209,12 +222,17 @@ export const runningReplays = async (sql: Pool): Promise<ReadonlyArray<ReplayVie
  * deleted); nothing already sent is undone, and one being attempted right now goes. In one
  * transaction with the replay's row locked, so the lane hands nothing more over meanwhile.
  */
-export const cancelReplay = Effect.fn("cancelReplay")(function* (actor: Actor, input: { readonly id: string; readonly companyId?: string | undefined }) {
+export const cancelReplay = Effect.fn("cancelReplay")(function* (
+  actor: Actor,
+  input: { readonly id: string; readonly companyId?: string | undefined }
+) {
   const current = yield* getReplay(input)
   yield* transaction(
     Effect.gen(function* () {
-      const [r] = yield* query((tx) => tx<{ state: ReplayState; company_id: string }[]>`
-        select state, company_id::text from service.webhook_replays where id = ${current.id} for update`)
+      const [r] = yield* query(
+        (tx) => tx<{ state: ReplayState; company_id: string }[]>`
+        select state, company_id::text from service.webhook_replays where id = ${current.id} for update`
+      )
       if (!r) return yield* notFound(`no replay ${current.id}`)
       if (r.state !== "running") return yield* conflict(`replay ${current.id} is ${r.state} already`)
       const done = yield* query(async (tx) => {
@@ -252,7 +270,13 @@ export const cancelReplay = Effect.fn("cancelReplay")(function* (actor: Actor, i
         actor,
         kind: "deliveries.replay_cancelled",
         subjectId: current.destination.id,
-        details: { replayId: current.id, destination: current.destination.kind, sent: done.sent, notSent: done.remaining, restored: done.restored }
+        details: {
+          replayId: current.id,
+          destination: current.destination.kind,
+          sent: done.sent,
+          notSent: done.remaining,
+          restored: done.restored
+        }
       })
       yield* wakeReplays(current.id)
     })

@@ -26,11 +26,16 @@ export const DEFAULT_REPLAY_RATE = 10
 export const MAX_REPLAY_RATE = 1_000
 
 /** REPLAY_RATE: a positive number of deliveries per second (decimals allowed, e.g. 0.5), at most 1000. */
-export const parseReplayRate = (text: string): { readonly ok: true; readonly rate: number } | { readonly ok: false; readonly error: string } => {
+export const parseReplayRate = (
+  text: string
+): { readonly ok: true; readonly rate: number } | { readonly ok: false; readonly error: string } => {
   const t = text.trim()
   const n = /^\d+(\.\d+)?$/.test(t) ? Number(t) : Number.NaN
   if (!Number.isFinite(n) || n <= 0 || n > MAX_REPLAY_RATE) {
-    return { ok: false, error: `REPLAY_RATE must be deliveries per second per destination, more than 0 and at most ${MAX_REPLAY_RATE} (e.g. 10 or 0.5), not "${text}"` }
+    return {
+      ok: false,
+      error: `REPLAY_RATE must be deliveries per second per destination, more than 0 and at most ${MAX_REPLAY_RATE} (e.g. 10 or 0.5), not "${text}"`
+    }
   }
   return { ok: true, rate: n }
 }
@@ -128,7 +133,10 @@ export const paceReplays = Effect.fn("paceReplays")(function* (rate: number) {
     // One transaction per replay, its row locked; the step inside stays on the handle: its
     // batched statements are the handing over the REPLAY_RATE pacing test measures.
     const r = yield* transaction(
-      Effect.tap(query((tx) => stepReplay(tx, id, rate)), (r) => (r !== null && r.handed > 0 ? wakeDelivery : Effect.void))
+      Effect.tap(
+        query((tx) => stepReplay(tx, id, rate)),
+        (r) => (r !== null && r.handed > 0 ? wakeDelivery : Effect.void)
+      )
     )
     if (r === null) continue
     released += r.handed
@@ -197,7 +205,10 @@ const stepReplay = async (tx: Tx, id: string, rate: number): Promise<Stepped | n
       ? {
           id,
           companyId: row.company_id,
-          destination: row.endpoint_id !== null ? { kind: "endpoint" as const, id: row.endpoint_id } : { kind: "subscription" as const, id: row.subscription_id! },
+          destination:
+            row.endpoint_id !== null
+              ? { kind: "endpoint" as const, id: row.endpoint_id }
+              : { kind: "subscription" as const, id: row.subscription_id! },
           queued: after!.total,
           sent: after!.sent,
           skipped: after!.skipped,
@@ -261,7 +272,9 @@ const release = async (tx: Tx, row: Locked, n: number): Promise<{ released: numb
     // meanwhile gets no rows (sql/020_delivery_once.sql).
     const table = row.endpoint_id !== null ? tx`service.webhook_endpoints` : tx`service.webhook_subscriptions`
     const [there] = await tx`select 1 from ${table} where id = ${destination} for key share`
-    const made = !there ? [] : await tx<{ seq: number }[]>`
+    const made = !there
+      ? []
+      : await tx<{ seq: number }[]>`
       with ins as (
         insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
         select service.webhook_delivery_id(e.id, ${row.endpoint_id}::uuid, ${row.subscription_id}::uuid), e.id, e.company_id, e.event,
@@ -328,7 +341,10 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
       }
       if (Date.now() - lastPurge > 3_600_000) {
         lastPurge = Date.now()
-        yield* query((db) => db`delete from service.webhook_replays where state <> 'running' and finished_at < now() - ${KEEP_MS / 1000} * interval '1 second'`)
+        yield* query(
+          (db) =>
+            db`delete from service.webhook_replays where state <> 'running' and finished_at < now() - ${KEEP_MS / 1000} * interval '1 second'`
+        )
       }
       return r.active > 0
     }).pipe(
@@ -336,7 +352,10 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
           ? Effect.failCause(cause as Cause.Cause<never>)
-          : Effect.logWarning("replay lane step failed; retrying in 1 s", Cause.pretty(cause)).pipe(Effect.andThen(Effect.sleep(1_000)), Effect.as(false))
+          : Effect.logWarning("replay lane step failed; retrying in 1 s", Cause.pretty(cause)).pipe(
+              Effect.andThen(Effect.sleep(1_000)),
+              Effect.as(false)
+            )
       )
     )
     const loop = Effect.forever(
@@ -351,4 +370,6 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
   })
 
 /** The lane over the Database at this process's REPLAY_RATE; runs beside the delivery engine. */
-export const ReplayLaneLive = Layer.effectDiscard(Effect.flatMap(ReplayRate, (rate) => makeReplayLane({ rate }))).pipe(Layer.provide(Sql.layer))
+export const ReplayLaneLive = Layer.effectDiscard(Effect.flatMap(ReplayRate, (rate) => makeReplayLane({ rate }))).pipe(
+  Layer.provide(Sql.layer)
+)

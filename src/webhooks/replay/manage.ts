@@ -26,7 +26,12 @@ export interface ReplayRequest {
 /** What a replay would send (a dry run), or did not make because there is nothing to send. */
 export interface ReplayPlan {
   readonly dryRun: boolean
-  readonly destination: { readonly kind: "endpoint" | "subscription"; readonly id: string; readonly url: string; readonly on: boolean }
+  readonly destination: {
+    readonly kind: "endpoint" | "subscription"
+    readonly id: string
+    readonly url: string
+    readonly on: boolean
+  }
   readonly since: string
   readonly until: string
   readonly events: ReadonlyArray<string>
@@ -71,7 +76,8 @@ export const planOf = (s: ReplaySummary, rate: number): ReplayPlan => {
 const dateOf = (name: string, text: string | undefined): Date | undefined => {
   if (text === undefined || text.trim() === "") return undefined
   const d = parseFilterDate(text.trim())
-  if (d === undefined) throw invalid(words`${at(name)} must be ${FILTER_DATE_FORMATS}, not ${JSON.stringify(text.slice(0, 60))}`)
+  if (d === undefined)
+    throw invalid(words`${at(name)} must be ${FILTER_DATE_FORMATS}, not ${JSON.stringify(text.slice(0, 60))}`)
   return new Date(d.epochMillis)
 }
 
@@ -98,7 +104,10 @@ export const startReplay = (
       companyId,
       source
     })
-    const result: ReplayStarted = summary.replayId === null ? { plan: planOf(summary, rate) } : { replay: yield* getReplay({ id: summary.replayId }) }
+    const result: ReplayStarted =
+      summary.replayId === null
+        ? { plan: planOf(summary, rate) }
+        : { replay: yield* getReplay({ id: summary.replayId }) }
     if ("replay" in result) {
       const r = result.replay
       yield* Effect.logInfo("replay started", {
@@ -119,8 +128,10 @@ export const startReplay = (
 
 export const showReplay = (companyId: string, id: string) => getReplay({ id, companyId })
 
-export const replaysOf = (companyId: string, filter: { readonly endpointId?: string; readonly subscriptionId?: string; readonly limit?: number } = {}) =>
-  listReplays({ companyId, ...filter })
+export const replaysOf = (
+  companyId: string,
+  filter: { readonly endpointId?: string; readonly subscriptionId?: string; readonly limit?: number } = {}
+) => listReplays({ companyId, ...filter })
 
 export const stopReplay = (actor: Actor, companyId: string, id: string): Effect.Effect<ReplayView, DomainError, Sql> =>
   Effect.gen(function* () {

@@ -98,13 +98,24 @@ const destinationOf = Effect.fn("replayDestination")(function* (input: ReplayInp
     const id = input.endpointId.trim().toLowerCase()
     if (!isUuid(id)) return yield* notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
     const [w] = yield* query((sql) =>
-      sql.unsafe<{ company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]>(
+      sql.unsafe<
+        { company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]
+      >(
         `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
         [id]
       )
     )
     if (!w || (company !== undefined && w.company_id !== company)) return yield* notFound(`no endpoint ${id}`)
-    return { kind: "endpoint", id, companyId: w.company_id, url: w.url, events: w.events, on: w.enabled, createdAt: w.created_at.toISOString(), origin: w.origin } satisfies ReplayDestination
+    return {
+      kind: "endpoint",
+      id,
+      companyId: w.company_id,
+      url: w.url,
+      events: w.events,
+      on: w.enabled,
+      createdAt: w.created_at.toISOString(),
+      origin: w.origin
+    } satisfies ReplayDestination
   }
   const id = input.subscriptionId!.trim().toLowerCase()
   if (!isUuid(id)) return yield* notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
@@ -115,7 +126,16 @@ const destinationOf = Effect.fn("replayDestination")(function* (input: ReplayInp
     )
   )
   if (!s || (company !== undefined && s.company_id !== company)) return yield* notFound(`no subscription ${id}`)
-  return { kind: "subscription", id, companyId: s.company_id, url: s.url, events: [s.event], on: s.active, createdAt: s.created_at.toISOString(), origin: s.origin } satisfies ReplayDestination
+  return {
+    kind: "subscription",
+    id,
+    companyId: s.company_id,
+    url: s.url,
+    events: [s.event],
+    on: s.active,
+    createdAt: s.created_at.toISOString(),
+    origin: s.origin
+  } satisfies ReplayDestination
 })
 
 /** Checks the input, finds the destination and what a replay would do to each event. */
@@ -123,14 +143,22 @@ const plan = Effect.fn("replayPlan")(function* (input: ReplayInput) {
   const destination: ReplayDestination = yield* destinationOf(input)
   for (const e of input.events ?? []) {
     if (!isEventKind(e)) return yield* invalid(`unknown event "${e}"`, { field: "events" })
-    if (!destination.events.includes(e)) return yield* invalid(`the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`, { field: "events" })
+    if (!destination.events.includes(e))
+      return yield* invalid(
+        `the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`,
+        { field: "events" }
+      )
   }
   const events = input.events && input.events.length > 0 ? [...new Set(input.events)] : [...destination.events]
   const [now] = yield* query((sql) => sql<{ now: Date }[]>`select now()`)
   const since = input.since ?? new Date(destination.createdAt)
   const until = input.until ?? now!.now
-  for (const d of [since, until]) if (Number.isNaN(d.getTime())) return yield* invalid(words`${at("since")} and ${at("until")} must be dates`)
-  if (since >= until) return yield* invalid(words`${at("since")} (${since.toISOString()}) must be before ${at("until")} (${until.toISOString()})`)
+  for (const d of [since, until])
+    if (Number.isNaN(d.getTime())) return yield* invalid(words`${at("since")} and ${at("until")} must be dates`)
+  if (since >= until)
+    return yield* invalid(
+      words`${at("since")} (${since.toISOString()}) must be before ${at("until")} (${until.toISOString()})`
+    )
   // Commit order, so receivers get replays in the order the events happened.
   const rows = yield* query((sql) => {
     const column = destination.kind === "endpoint" ? sql`d.endpoint_id` : sql`d.subscription_id`
@@ -152,7 +180,10 @@ const plan = Effect.fn("replayPlan")(function* (input: ReplayInput) {
  * to send in event order, and written to the activity log; the replay lane sends it.
  * `onProgress` follows the writing of the items.
  */
-export const replay = Effect.fn("replay")(function* (input: ReplayInput, onProgress: (p: ReplayProgress) => void = () => {}) {
+export const replay = Effect.fn("replay")(function* (
+  input: ReplayInput,
+  onProgress: (p: ReplayProgress) => void = () => {}
+) {
   const { destination, events, since, until, rows } = yield* plan(input)
   const delivered = rows.filter((r) => r.state === "succeeded" && !r.leased)
   const inFlight = rows.filter((r) => r.leased)

@@ -16,12 +16,17 @@ describe("admin HTTP API", () => {
   let token: string
   let tokenId: string
 
-  const call = caller(() => server.url, () => checker)
+  const call = caller(
+    () => server.url,
+    () => checker
+  )
 
   beforeAll(async () => {
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
     acme = await createCompany(db.sql, { name: "Acme Safety" })
-    const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "ci", "--json"], { DATABASE_URL: db.url })
+    const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "ci", "--json"], {
+      DATABASE_URL: db.url
+    })
     expect(r.code).toBe(0)
     ;({ id: tokenId, token } = JSON.parse(r.stdout))
     expect(token).toMatch(/^mat_/)
@@ -44,12 +49,23 @@ describe("admin HTTP API", () => {
   })
 
   it("creates, lists, shows and revokes keys; the read API follows", async () => {
-    const created = await call("POST", "/admin/v1/keys", { token, body: { name: "Tableau", read: ["incidents", "audits"], expires: "1y" } })
+    const created = await call("POST", "/admin/v1/keys", {
+      token,
+      body: { name: "Tableau", read: ["incidents", "audits"], expires: "1y" }
+    })
     expect(created.status).toBe(201)
-    expect(created.json).toMatchObject({ name: "Tableau", scopes: ["incidents", "audits"], webhooks: false, companyId: acme.id })
+    expect(created.json).toMatchObject({
+      name: "Tableau",
+      scopes: ["incidents", "audits"],
+      webhooks: false,
+      companyId: acme.id
+    })
     expect(created.json.key).toMatch(/^mk_/)
     expect((await request(server.url, "/api/v1", { key: created.json.key })).status).toBe(200)
-    const all = await call("POST", "/admin/v1/keys", { token, body: { name: "Everything", read: "all", webhooks: true } })
+    const all = await call("POST", "/admin/v1/keys", {
+      token,
+      body: { name: "Everything", read: "all", webhooks: true }
+    })
     expect(all.json.scopes).toEqual([...RESOURCES])
     expect(all.json.expiresAt).toBeNull()
 
@@ -69,19 +85,47 @@ describe("admin HTTP API", () => {
     expect((await request(server.url, "/api/v1", { key: created.json.key })).status).toBe(401)
     const twice = await call("POST", `/admin/v1/keys/${created.json.id}/revoke`, { token })
     expect(twice.status).toBe(409)
-    const kinds = await db.sql<{ kind: string }[]>`select kind from service.activity where subject_id = ${created.json.id} order by id`
+    const kinds = await db.sql<
+      { kind: string }[]
+    >`select kind from service.activity where subject_id = ${created.json.id} order by id`
     expect(kinds.map((k) => k.kind)).toEqual(["key.created", "key.revoked"])
   })
 
   it("400 for a bad body, 404 for another company's or an unknown key, 405 for other methods", async () => {
-    for (const body of [{}, { name: "x" }, { name: "x", read: ["nope"] }, { name: "x", read: "all", expires: "2d" }, { name: "", read: "all" }, "{not json"]) {
+    for (const body of [
+      {},
+      { name: "x" },
+      { name: "x", read: ["nope"] },
+      { name: "x", read: "all", expires: "2d" },
+      { name: "", read: "all" },
+      "{not json"
+    ]) {
       const a = await call("POST", "/admin/v1/keys", { token, body })
       expect(a.status, JSON.stringify(body)).toBe(400)
     }
     const them = await createCompany(db.sql)
-    const r = await runCli(["keys", "create", "--company", them.host, "--name", "theirs", "--read", "all", "--as", them.adminEmail, "--json"], { DATABASE_URL: db.url })
+    const r = await runCli(
+      [
+        "keys",
+        "create",
+        "--company",
+        them.host,
+        "--name",
+        "theirs",
+        "--read",
+        "all",
+        "--as",
+        them.adminEmail,
+        "--json"
+      ],
+      { DATABASE_URL: db.url }
+    )
     const theirs = JSON.parse(r.stdout).id
-    for (const path of [`/admin/v1/keys/${theirs}`, "/admin/v1/keys/00000000-0000-4000-8000-000000000000", "/admin/v1/keys/nope"]) {
+    for (const path of [
+      `/admin/v1/keys/${theirs}`,
+      "/admin/v1/keys/00000000-0000-4000-8000-000000000000",
+      "/admin/v1/keys/nope"
+    ]) {
       expect((await call("GET", path, { token })).status).toBe(404)
     }
     expect((await call("POST", `/admin/v1/keys/${theirs}/revoke`, { token })).status).toBe(404)
@@ -92,16 +136,24 @@ describe("admin HTTP API", () => {
       body: "name=x&read=all"
     })
     expect(form.status).toBe(400)
-    expect(form.json).toEqual({ error: "invalid request body: send JSON with Content-Type: application/json (got application/x-www-form-urlencoded)" })
+    expect(form.json).toEqual({
+      error:
+        "invalid request body: send JSON with Content-Type: application/json (got application/x-www-form-urlencoded)"
+    })
     checker.check("POST", "/admin/v1/keys", form)
-    const wrong = await request(server.url, "/admin/v1/keys", { method: "DELETE", headers: { authorization: `Bearer ${token}` } })
+    const wrong = await request(server.url, "/admin/v1/keys", {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${token}` }
+    })
     expect(wrong.status).toBe(405)
     expect(wrong.headers.get("allow")).toBe("GET, HEAD, POST")
   })
 
   it("409 for the 21st active key", async () => {
     const c = await createCompany(db.sql)
-    const t = JSON.parse((await runCli(["tokens", "create", "--as", c.adminEmail, "--json"], { DATABASE_URL: db.url })).stdout).token
+    const t = JSON.parse(
+      (await runCli(["tokens", "create", "--as", c.adminEmail, "--json"], { DATABASE_URL: db.url })).stdout
+    ).token
     for (let i = 0; i < 20; i++) {
       const a = await call("POST", "/admin/v1/keys", { token: t, body: { name: `k${i}`, read: "all" } })
       expect(a.status).toBe(201)
@@ -117,7 +169,9 @@ describe("admin HTTP API", () => {
     const cliList = await runCli(["tokens", "list", "--company", acme.host, "--json"], { DATABASE_URL: db.url })
     expect(JSON.parse(cliList.stdout)[0].id).toBe(tokenId)
 
-    const second = JSON.parse((await runCli(["tokens", "create", "--as", acme.adminEmail, "--json"], { DATABASE_URL: db.url })).stdout)
+    const second = JSON.parse(
+      (await runCli(["tokens", "create", "--as", acme.adminEmail, "--json"], { DATABASE_URL: db.url })).stdout
+    )
     expect((await call("POST", `/admin/v1/tokens/${second.id}/revoke`, { token })).status).toBe(200)
     expect((await call("GET", "/admin/v1/keys", { token: second.token })).status).toBe(401)
 
@@ -129,7 +183,9 @@ describe("admin HTTP API", () => {
     } finally {
       await db.sql`update app.users set role = 'admin' where id = ${acme.adminId}`
     }
-    const revoked = await runCli(["tokens", "revoke", tokenId, "--as", acme.adminEmail, "--json"], { DATABASE_URL: db.url })
+    const revoked = await runCli(["tokens", "revoke", tokenId, "--as", acme.adminEmail, "--json"], {
+      DATABASE_URL: db.url
+    })
     expect(revoked.code).toBe(0)
     expect((await call("GET", "/admin/v1/keys", { token })).status).toBe(401)
   })

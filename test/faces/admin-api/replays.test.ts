@@ -38,30 +38,48 @@ describe("admin HTTP API: replays", () => {
   let token: string
   let otherToken: string
 
-  const send = caller(() => server.url, () => checker)
+  const send = caller(
+    () => server.url,
+    () => checker
+  )
   const call = (method: string, path: string, t: string, body?: unknown) => send(method, path, { token: t, body })
   const admin = (method: string, path: string, body?: unknown) => call(method, path, token, body)
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, otherToken, body)
 
   const newToken = async (company: TestCompany) => {
-    const actor: AdminUser = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
-    return (await Effect.runPromise(createToken(actor, { name: "replays test", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
+    const actor: AdminUser = {
+      userId: company.adminId,
+      email: company.adminEmail,
+      name: "Ada Admin",
+      companyId: company.id
+    }
+    return (
+      await Effect.runPromise(
+        createToken(actor, { name: "replays test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
+      )
+    ).token
   }
 
   const createEndpoint = async (name: string, path: string, t = token) => {
-    const a = await call("POST", "/admin/v1/endpoints", t, { name, url: receiver.url(path), events: ["incident.created"] })
+    const a = await call("POST", "/admin/v1/endpoints", t, {
+      name,
+      url: receiver.url(path),
+      events: ["incident.created"]
+    })
     expect(a.status, a.text).toBe(201)
     return a.json.id as string
   }
 
-  const bodies = (path: string) => at(receiver, path).map((r) => ({ ...(JSON.parse(r.body.toString("utf8")) as Body), arrivedAt: r.arrivedAt }))
+  const bodies = (path: string) =>
+    at(receiver, path).map((r) => ({ ...(JSON.parse(r.body.toString("utf8")) as Body), arrivedAt: r.arrivedAt }))
 
   const stateOf = async (endpointId: string) =>
     db.sql<{ id: string; state: string; attempts: number; record_id: string }[]>`
       select d.id::text, d.state, d.attempts, e.record_id::text from service.webhook_deliveries d join service.events e on e.id = d.event_id
       where d.endpoint_id = ${endpointId} order by e.commit_lsn, e.seq`
 
-  const replayRows = async () => Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_replays`)[0]!.n)
+  const replayRows = async () =>
+    Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_replays`)[0]!.n)
 
   beforeAll(async () => {
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
@@ -91,7 +109,11 @@ describe("admin HTTP API: replays", () => {
     const endpointId = await createEndpoint("Busy", path)
     const first: Array<string> = []
     for (let i = 0; i < 30; i++) first.push(await insertIncident(db.sql, acme.id, { title: `Old ${i}` }))
-    await waitFor(async () => (await stateOf(endpointId)).filter((d) => d.state === "succeeded").length === 30, "30 delivered", 60_000)
+    await waitFor(
+      async () => (await stateOf(endpointId)).filter((d) => d.state === "succeeded").length === 30,
+      "30 delivered",
+      60_000
+    )
     const originalIds = new Map(bodies(path).map((b) => [b.data.id, b.id]))
     const before = at(receiver, path).length
     const rowsBefore = await stateOf(endpointId)
@@ -170,16 +192,29 @@ describe("admin HTTP API: replays", () => {
         select e.created_at as at from service.events e where e.record_id = ${l.id} and e.event = 'incident.created'`
       const replayedMeanwhile = bodies(path)
         .slice(before)
-        .filter((b) => first.includes(b.data.id) && b.arrivedAt >= made!.at.getTime() && b.arrivedAt <= arrived[i]!.arrivedAt).length
+        .filter(
+          (b) => first.includes(b.data.id) && b.arrivedAt >= made!.at.getTime() && b.arrivedAt <= arrived[i]!.arrivedAt
+        ).length
       expect(l.queuedThen, "the replay still had work queued").toBeGreaterThan(replayWindow(RATE) + 2 * RATE)
-      expect(replayedMeanwhile, `replayed deliveries ahead of live ${i}`).toBeLessThanOrEqual(replayWindow(RATE) + 2 * RATE)
+      expect(replayedMeanwhile, `replayed deliveries ahead of live ${i}`).toBeLessThanOrEqual(
+        replayWindow(RATE) + 2 * RATE
+      )
     }
 
     // Cancel midway: sent stays sent; what was not sent stays as it was, and is never sent.
-    await waitFor(async () => (await admin("GET", `/admin/v1/replays/${replayId}`)).json.progress.sent >= 10, "10 replayed", 30_000)
+    await waitFor(
+      async () => (await admin("GET", `/admin/v1/replays/${replayId}`)).json.progress.sent >= 10,
+      "10 replayed",
+      30_000
+    )
     const cancelled = await admin("POST", `/admin/v1/replays/${replayId}/cancel`)
     expect(cancelled.status, cancelled.text).toBe(200)
-    expect(cancelled.json).toMatchObject({ id: replayId, state: "cancelled", cancelledBy: acme.adminEmail, waiting: null })
+    expect(cancelled.json).toMatchObject({
+      id: replayId,
+      state: "cancelled",
+      cancelledBy: acme.adminEmail,
+      waiting: null
+    })
     const p = cancelled.json.progress
     expect(p.sent).toBeGreaterThanOrEqual(10)
     expect(p.remaining).toBeGreaterThan(0)
@@ -187,13 +222,17 @@ describe("admin HTTP API: replays", () => {
     expect(p.sent + p.skipped + p.restored + p.remaining).toBe(30)
     expect(cancelled.json.finishedAt).not.toBeNull()
     await sleep(1_500)
-    const replayed = bodies(path).slice(before).filter((b) => first.includes(b.data.id))
+    const replayed = bodies(path)
+      .slice(before)
+      .filter((b) => first.includes(b.data.id))
     expect(replayed).toHaveLength(p.sent)
     // the oldest events, each once, with its original delivery id
     expect(replayed.map((b) => b.data.id).sort()).toEqual(first.slice(0, p.sent).sort())
     for (const b of replayed) expect(b.id).toBe(originalIds.get(b.data.id))
     // every delivery is as it was: delivered, nothing pending or held for the endpoint
-    expect((await stateOf(endpointId)).filter((d) => first.includes(d.record_id)).every((d) => d.state === "succeeded")).toBe(true)
+    expect(
+      (await stateOf(endpointId)).filter((d) => first.includes(d.record_id)).every((d) => d.state === "succeeded")
+    ).toBe(true)
     expect(await db.sql`select 1 from service.webhook_replay_items where replay_id = ${replayId}`).toHaveLength(0)
 
     // Cancelled is final: 409, and nothing changes.
@@ -208,19 +247,31 @@ describe("admin HTTP API: replays", () => {
     expect((await foreign("POST", `/admin/v1/replays/${replayId}/cancel`)).status).toBe(404)
 
     // The activity log: who started it, who cancelled it.
-    const log = (await admin("GET", "/admin/v1/activity?kind=deliveries")).json.data as Array<{ kind: string; actorEmail: string; details: Record<string, unknown> }>
+    const log = (await admin("GET", "/admin/v1/activity?kind=deliveries")).json.data as Array<{
+      kind: string
+      actorEmail: string
+      details: Record<string, unknown>
+    }>
     expect(log.map((e) => [e.kind, e.actorEmail, e.details.replayId])).toEqual([
       ["deliveries.replay_cancelled", acme.adminEmail, replayId],
       ["deliveries.replayed", acme.adminEmail, replayId]
     ])
-    expect(log[0]!.details).toMatchObject({ destination: "endpoint", sent: p.sent, notSent: p.remaining, restored: p.restored })
+    expect(log[0]!.details).toMatchObject({
+      destination: "endpoint",
+      sent: p.sent,
+      notSent: p.remaining,
+      restored: p.restored
+    })
   })
 
   it("a replay with nothing left to go finishes on its own; failed only skips what was delivered", async () => {
     const path = "/quiet"
     const endpointId = await createEndpoint("Quiet", path)
     for (let i = 0; i < 3; i++) await insertIncident(db.sql, acme.id)
-    await waitFor(async () => (await stateOf(endpointId)).filter((d) => d.state === "succeeded").length === 3, "3 delivered")
+    await waitFor(
+      async () => (await stateOf(endpointId)).filter((d) => d.state === "succeeded").length === 3,
+      "3 delivered"
+    )
     const nothing = await admin("POST", "/admin/v1/replays", { endpointId, failedOnly: true })
     expect(nothing.status).toBe(200)
     expect(nothing.json).toMatchObject({ dryRun: false, matched: 3, deliveries: 0, skippedDelivered: 3 })
@@ -249,8 +300,16 @@ describe("admin HTTP API: replays", () => {
       [{ subscriptionId: NO_SUCH, dryRun: true }, 404, `no subscription ${NO_SUCH}`],
       [{ endpointId, since: "yesterday" }, 400, /^since must be /],
       [{ endpointId, until: "2026-13-01" }, 400, /^until must be /],
-      [{ endpointId, since: "2026-03-02", until: "2026-03-01" }, 400, "since (2026-03-02T00:00:00.000Z) must be before until (2026-03-01T00:00:00.000Z)"],
-      [{ endpointId, events: ["permit.closed"] }, 400, `the endpoint ${endpointId} does not take permit.closed events (it takes incident.created)`],
+      [
+        { endpointId, since: "2026-03-02", until: "2026-03-01" },
+        400,
+        "since (2026-03-02T00:00:00.000Z) must be before until (2026-03-01T00:00:00.000Z)"
+      ],
+      [
+        { endpointId, events: ["permit.closed"] },
+        400,
+        `the endpoint ${endpointId} does not take permit.closed events (it takes incident.created)`
+      ],
       [{ endpointId, events: ["nope"] }, 400, 'unknown event "nope"'],
       [{ endpointId, failedOnly: "yes" }, 400, /^invalid request body: /],
       [{ endpointId, rate: 1000 }, 400, /^invalid request body: .*rate/],

@@ -14,7 +14,15 @@ import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { AdminUser } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
-import { makeKey, openApiChecker, provideDb, request, type Answer, type OpenApiChecker, caller } from "../../support/http.ts"
+import {
+  makeKey,
+  openApiChecker,
+  provideDb,
+  request,
+  type Answer,
+  type OpenApiChecker,
+  caller
+} from "../../support/http.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
 import { startServer } from "../../support/server.ts"
@@ -46,7 +54,12 @@ const OPERATIONS = (ids: { endpoint: string; delivery: string; subscription: str
     ["GET", "/admin/v1/activity"]
   ] as const
 
-type Delivered = { readonly id: string; readonly event: string; readonly createdAt: string; readonly data: { readonly id: string } & Record<string, unknown> }
+type Delivered = {
+  readonly id: string
+  readonly event: string
+  readonly createdAt: string
+  readonly data: { readonly id: string } & Record<string, unknown>
+}
 
 describe("admin HTTP API: webhooks", () => {
   let acme: TestCompany
@@ -60,10 +73,14 @@ describe("admin HTTP API: webhooks", () => {
     engine: { retrySchedule: `${RETRY_AFTER_MS}ms` }
   })
   // The production default: no allowed networks.
-  const strict = useResource("the strict server", () => {
-    const { sql: _sql, ...webhooks } = deps
-    return startServer(db.url, {}, { webhooks: { ...webhooks, allowed: parseAllowedNetworksOrThrow("") } })
-  }, (s) => s.close())
+  const strict = useResource(
+    "the strict server",
+    () => {
+      const { sql: _sql, ...webhooks } = deps
+      return startServer(db.url, {}, { webhooks: { ...webhooks, allowed: parseAllowedNetworksOrThrow("") } })
+    },
+    (s) => s.close()
+  )
   let checker: OpenApiChecker
   let apiChecker: OpenApiChecker
   let token: string
@@ -71,20 +88,36 @@ describe("admin HTTP API: webhooks", () => {
   /** [kind, subjectId, actorEmail] of every change the tests made, for the activity test. */
   const changes: Array<readonly [string, string, string | null]> = []
 
-  const call = caller(() => server.url, () => checker)
+  const call = caller(
+    () => server.url,
+    () => checker
+  )
   /** As the acme admin. */
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
   /** As the admin of another company. */
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, { token: otherToken, body })
   const hooks = async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
-    const a = await request(server.url, path, { key, method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+    const a = await request(server.url, path, {
+      key,
+      method,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
     apiChecker.check(method, path, a)
     return a
   }
 
   const newToken = async (company: TestCompany) => {
-    const actor: AdminUser = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
-    return (await Effect.runPromise(createToken(actor, { name: "webhooks test", expires: "90d" }).pipe(Effect.provide(provideDb(db))))).token
+    const actor: AdminUser = {
+      userId: company.adminId,
+      email: company.adminEmail,
+      name: "Ada Admin",
+      companyId: company.id
+    }
+    return (
+      await Effect.runPromise(
+        createToken(actor, { name: "webhooks test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
+      )
+    ).token
   }
 
   const createEndpoint = async (name: string, path: string, events: ReadonlyArray<string> = ["incident.created"]) => {
@@ -109,7 +142,11 @@ describe("admin HTTP API: webhooks", () => {
 
   /** Waits for the nth request (1-based) at a path. */
   const nth = (path: string, n: number, what: string, timeoutMs?: number) =>
-    waitFor(() => at(receiver, path)[n - 1], `${what} (request ${n} at ${path}; got ${at(receiver, path).length})`, timeoutMs)
+    waitFor(
+      () => at(receiver, path)[n - 1],
+      `${what} (request ${n} at ${path}; got ${at(receiver, path).length})`,
+      timeoutMs
+    )
 
   /** Everything committed so far is captured and fanned out into deliveries. */
   const settled = async () => {
@@ -133,9 +170,15 @@ describe("admin HTTP API: webhooks", () => {
     const ids = { endpoint: NO_SUCH, delivery: NO_SUCH, subscription: NO_SUCH }
     for (const [method, path] of OPERATIONS(ids)) {
       const template = path.replaceAll(NO_SUCH, "{id}")
-      expect(checker.document.paths[template]?.[method.toLowerCase()], `${method} ${template} in the document`).toBeDefined()
+      expect(
+        checker.document.paths[template]?.[method.toLowerCase()],
+        `${method} ${template} in the document`
+      ).toBeDefined()
       for (const t of [undefined, "mat_nope", "mk_" + "a".repeat(43)]) {
-        const a = await call(method, path, { token: t, ...(method === "POST" || method === "PATCH" ? { body: {} } : {}) })
+        const a = await call(method, path, {
+          token: t,
+          ...(method === "POST" || method === "PATCH" ? { body: {} } : {})
+        })
         expect(a.status, `${method} ${path} with ${t ?? "no token"}`).toBe(401)
         expect(a.headers.get("www-authenticate")).toMatch(/^Bearer/)
       }
@@ -143,7 +186,11 @@ describe("admin HTTP API: webhooks", () => {
   })
 
   it("create: 201 with the whsec_ secret, shown this once; GET and the list never show it", async () => {
-    const a = await admin("POST", "/admin/v1/endpoints", { name: "Ops", url: receiver.url("/ops"), events: ["incident.created", "permit.approved"] })
+    const a = await admin("POST", "/admin/v1/endpoints", {
+      name: "Ops",
+      url: receiver.url("/ops"),
+      events: ["incident.created", "permit.approved"]
+    })
     expect(a.status).toBe(201)
     expect(a.json.id).toMatch(/^[0-9a-f-]{36}$/)
     expect(a.json.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/)
@@ -180,11 +227,23 @@ describe("admin HTTP API: webhooks", () => {
     const good = { name: "X", url: receiver.url("/x"), events: ["incident.created"] }
     const cases: ReadonlyArray<readonly [string, unknown, RegExp]> = [
       ["http://", { ...good, url: "http://127.0.0.1/x" }, /^url refused: only https/],
-      ["a private address", { ...good, url: "https://10.0.0.1/x" }, /^url refused: 10\.0\.0\.1 is not a public address/],
-      ["cloud metadata", { ...good, url: "https://169.254.169.254/latest" }, /^url refused: 169\.254\.169\.254 .*metadata/],
+      [
+        "a private address",
+        { ...good, url: "https://10.0.0.1/x" },
+        /^url refused: 10\.0\.0\.1 is not a public address/
+      ],
+      [
+        "cloud metadata",
+        { ...good, url: "https://169.254.169.254/latest" },
+        /^url refused: 169\.254\.169\.254 .*metadata/
+      ],
       ["IPv6 loopback, not in the allowed networks", { ...good, url: "https://[::1]/x" }, /^url refused: .*loopback/],
       ["not a URL", { ...good, url: "not a url" }, /^url /],
-      ["an unknown event", { ...good, events: ["incident.created", "incident.deleted"] }, /^unknown event "incident\.deleted"; known events: incident\.created, /],
+      [
+        "an unknown event",
+        { ...good, events: ["incident.created", "incident.deleted"] },
+        /^unknown event "incident\.deleted"; known events: incident\.created, /
+      ],
       ["no events", { ...good, events: [] }, /^choose at least one event/],
       ["events as text", { ...good, events: "incident.created" }, /^invalid request body: .*events/s],
       ["an empty name", { ...good, name: " " }, /^name is required$/],
@@ -192,7 +251,11 @@ describe("admin HTTP API: webhooks", () => {
       ["no url", { name: "X", events: good.events }, /^invalid request body: .*url/s],
       ["no events field", { name: "X", url: good.url }, /^invalid request body: .*events/s],
       ["an unknown field", { ...good, secret: "whsec_mine" }, /^invalid request body: .*secret/s],
-      ["a misspelt field", { name: "X", url: good.url, event: ["incident.created"] }, /^invalid request body: .*event/s],
+      [
+        "a misspelt field",
+        { name: "X", url: good.url, event: ["incident.created"] },
+        /^invalid request body: .*event/s
+      ],
       ["an array", [good], /^invalid request body/],
       ["malformed JSON", "{not json", /./]
     ]
@@ -216,11 +279,23 @@ describe("admin HTTP API: webhooks", () => {
     const e = await createEndpoint("Before", "/patch")
     const renamed = await admin("PATCH", `/admin/v1/endpoints/${e.id}`, { name: "After" })
     expect(renamed.status).toBe(200)
-    expect(renamed.json).toMatchObject({ id: e.id, name: "After", url: receiver.url("/patch"), events: ["incident.created"] })
+    expect(renamed.json).toMatchObject({
+      id: e.id,
+      name: "After",
+      url: receiver.url("/patch"),
+      events: ["incident.created"]
+    })
     changes.push(["endpoint.updated", e.id, acme.adminEmail])
-    const moved = await admin("PATCH", `/admin/v1/endpoints/${e.id}`, { url: receiver.url("/patched"), events: ["corrective_action.created", "incident.created"] })
+    const moved = await admin("PATCH", `/admin/v1/endpoints/${e.id}`, {
+      url: receiver.url("/patched"),
+      events: ["corrective_action.created", "incident.created"]
+    })
     expect(moved.status).toBe(200)
-    expect(moved.json).toMatchObject({ name: "After", url: receiver.url("/patched"), events: ["corrective_action.created", "incident.created"] })
+    expect(moved.json).toMatchObject({
+      name: "After",
+      url: receiver.url("/patched"),
+      events: ["corrective_action.created", "incident.created"]
+    })
     changes.push(["endpoint.updated", e.id, acme.adminEmail])
     expect((await admin("GET", `/admin/v1/endpoints/${e.id}`)).json).toEqual(moved.json)
 
@@ -241,7 +316,11 @@ describe("admin HTTP API: webhooks", () => {
     expect((await admin("GET", `/admin/v1/endpoints/${e.id}`)).json).toEqual(moved.json) // nothing changed
 
     // Another company's endpoint, an unknown id and a malformed one: 404 on every operation.
-    const theirs = await foreign("POST", "/admin/v1/endpoints", { name: "Theirs", url: receiver.url("/theirs"), events: ["incident.created"] })
+    const theirs = await foreign("POST", "/admin/v1/endpoints", {
+      name: "Theirs",
+      url: receiver.url("/theirs"),
+      events: ["incident.created"]
+    })
     expect(theirs.status).toBe(201)
     for (const id of [theirs.json.id, NO_SUCH, "nope"]) {
       for (const [method, path, body] of [
@@ -260,7 +339,9 @@ describe("admin HTTP API: webhooks", () => {
     }
     expect((await foreign("GET", `/admin/v1/endpoints/${theirs.json.id}`)).json).toEqual(theirs.json.endpoint) // untouched
     expect(at(receiver, "/theirs")).toHaveLength(0) // no test ping went out
-    expect((await foreign("GET", "/admin/v1/endpoints")).json.data.map((x: { id: string }) => x.id)).toEqual([theirs.json.id])
+    expect((await foreign("GET", "/admin/v1/endpoints")).json.data.map((x: { id: string }) => x.id)).toEqual([
+      theirs.json.id
+    ])
 
     for (const [method, path, allow] of [
       ["PUT", `/admin/v1/endpoints/${e.id}`, "GET, HEAD, PATCH, DELETE"],
@@ -318,7 +399,11 @@ describe("admin HTTP API: webhooks", () => {
     const before = Date.now()
     const rotated = await admin("POST", `/admin/v1/endpoints/${e.id}/rotate-secret`)
     expect(rotated.status).toBe(200)
-    expect(rotated.json).toEqual({ id: e.id, secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/), previousSecretExpiresAt: expect.any(String) })
+    expect(rotated.json).toEqual({
+      id: e.id,
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+      previousSecretExpiresAt: expect.any(String)
+    })
     const until = Date.parse(rotated.json.previousSecretExpiresAt)
     expect(Math.abs(until - (before + 86_400_000))).toBeLessThan(60_000)
     expect(rotated.json.secret).not.toBe(e.secret)
@@ -346,7 +431,10 @@ describe("admin HTTP API: webhooks", () => {
     // A bad overlap: 400 with why, and nothing changes (the old secret keeps signing).
     for (const [body, message] of [
       [{ overlap: "8d" }, /^overlap may be at most 7d \(168h\)/],
-      [{ overlap: "tomorrow" }, /^overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none \(at most 7d\); got "tomorrow"$/],
+      [
+        { overlap: "tomorrow" },
+        /^overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none \(at most 7d\); got "tomorrow"$/
+      ],
       [{ overlap: "" }, /^overlap must be a duration/],
       [{ overlap: 3600 }, /^invalid request body: .*overlap/s],
       [{ overlap: "1h", secret: "whsec_mine" }, /^invalid request body: .*secret/s],
@@ -366,7 +454,11 @@ describe("admin HTTP API: webhooks", () => {
     expect((await admin("GET", `/admin/v1/endpoints/${e.id}`)).json.previousSecretExpiresAt).toBeNull()
     await insertIncident(db.sql, acme.id)
     const third = await nth("/rot", 4, "the delivery after a rotation without overlap")
-    expect([signedWith(third, cut.json.secret), signedWith(third, rotated.json.secret), signedWith(third, e.secret)]).toEqual([true, false, false])
+    expect([
+      signedWith(third, cut.json.secret),
+      signedWith(third, rotated.json.secret),
+      signedWith(third, e.secret)
+    ]).toEqual([true, false, false])
     expect(() => verified(third, rotated.json.secret)).toThrow(/signature/i)
   })
 
@@ -381,13 +473,26 @@ describe("admin HTTP API: webhooks", () => {
     const log = await waitFor(async () => {
       const a = await admin("GET", `/admin/v1/endpoints/${e.id}/deliveries`)
       expect(a.status).toBe(200)
-      return a.json.data.every((d: { state: string }) => d.state === "succeeded") ? (a.json.data as Array<Record<string, any>>) : undefined
+      return a.json.data.every((d: { state: string }) => d.state === "succeeded")
+        ? (a.json.data as Array<Record<string, any>>)
+        : undefined
     }, "the log to show every delivery succeeded")
     expect(log).toHaveLength(25) // the last 25 of 26
     for (const d of log) {
-      expect(d).toMatchObject({ event: "incident.created", endpointId: e.id, subscriptionId: null, state: "succeeded", attempts: 1, lastStatus: 200, lastError: null, heldReason: null, nextAttemptAt: null })
+      expect(d).toMatchObject({
+        event: "incident.created",
+        endpointId: e.id,
+        subscriptionId: null,
+        state: "succeeded",
+        attempts: 1,
+        lastStatus: 200,
+        lastError: null,
+        heldReason: null,
+        nextAttemptAt: null
+      })
       expect(sent).toContain(d.id)
-      for (const field of ["createdAt", "lastAttemptAt", "finishedAt"]) expect(new Date(d[field]).toISOString()).toBe(d[field])
+      for (const field of ["createdAt", "lastAttemptAt", "finishedAt"])
+        expect(new Date(d[field]).toISOString()).toBe(d[field])
       expect(Date.parse(d.finishedAt)).toBeGreaterThanOrEqual(Date.parse(d.createdAt))
     }
     expect(new Set(log.map((d) => d.id)).size).toBe(25)
@@ -403,7 +508,17 @@ describe("admin HTTP API: webhooks", () => {
     expect(one.status).toBe(200)
     const { attemptLog, ...fields } = one.json
     expect(fields).toEqual(d)
-    expect(attemptLog).toEqual([{ number: 1, startedAt: d.lastAttemptAt, durationMs: expect.any(Number), status: 200, error: null, errorKind: null, response: "got it" }])
+    expect(attemptLog).toEqual([
+      {
+        number: 1,
+        startedAt: d.lastAttemptAt,
+        durationMs: expect.any(Number),
+        status: 200,
+        error: null,
+        errorKind: null,
+        response: "got it"
+      }
+    ])
     const original = at(receiver, "/log").find((r) => r.headers["service-delivery"] === d.id)!
 
     // Send Again: one more attempt at once, with the same delivery id in the header and the body.
@@ -422,7 +537,10 @@ describe("admin HTTP API: webhooks", () => {
       const a = await admin("GET", `/admin/v1/deliveries/${d.id}`)
       return a.json.state === "succeeded" && a.json.attempts === 2 ? a.json : undefined
     }, "the resend to be recorded")
-    expect(after.attemptLog.map((x: { number: number; status: number }) => [x.number, x.status])).toEqual([[1, 200], [2, 200]])
+    expect(after.attemptLog.map((x: { number: number; status: number }) => [x.number, x.status])).toEqual([
+      [1, 200],
+      [2, 200]
+    ])
 
     for (const id of [NO_SUCH, "nope"]) {
       expect((await admin("GET", `/admin/v1/deliveries/${id}`)).status).toBe(404)
@@ -452,14 +570,27 @@ describe("admin HTTP API: webhooks", () => {
       "the endpoint to be switched off",
       40_000
     )
-    expect(off).toMatchObject({ enabled: false, consecutiveFailures: 15, disabledReason: "15 deliveries in a row failed every attempt; last error: http 500" })
+    expect(off).toMatchObject({
+      enabled: false,
+      consecutiveFailures: 15,
+      disabledReason: "15 deliveries in a row failed every attempt; last error: http 500"
+    })
     expect(new Date(off.disabledAt).toISOString()).toBe(off.disabledAt)
     expect((await admin("GET", "/admin/v1/endpoints")).json.data).toEqual([off])
     changes.push(["endpoint.switched_off", e.id, null])
 
-    const log = (await admin("GET", `/admin/v1/endpoints/${e.id}/deliveries`)).json.data as Array<Record<string, unknown>>
+    const log = (await admin("GET", `/admin/v1/endpoints/${e.id}/deliveries`)).json.data as Array<
+      Record<string, unknown>
+    >
     expect(log).toHaveLength(15)
-    for (const d of log) expect(d).toMatchObject({ state: "failed", attempts: 2, lastStatus: 500, lastError: "http 500", nextAttemptAt: null })
+    for (const d of log)
+      expect(d).toMatchObject({
+        state: "failed",
+        attempts: 2,
+        lastStatus: 500,
+        lastError: "http 500",
+        nextAttemptAt: null
+      })
     expect(at(receiver, "/down")).toHaveLength(30)
 
     // While off, new events are not sent to it.
@@ -476,14 +607,26 @@ describe("admin HTTP API: webhooks", () => {
     receiver.reply("/down", { status: 200 })
     const on = await admin("POST", `/admin/v1/endpoints/${e.id}/enable`)
     expect(on.status).toBe(200)
-    expect(on.json).toMatchObject({ id: e.id, enabled: true, disabledReason: null, disabledAt: null, consecutiveFailures: 0 })
+    expect(on.json).toMatchObject({
+      id: e.id,
+      enabled: true,
+      disabledReason: null,
+      disabledAt: null,
+      consecutiveFailures: 0
+    })
     changes.push(["endpoint.enabled", e.id, acme.adminEmail])
     // Turn On offers the replay of what failed while it was off: the streak and the event
     // that happened meanwhile, counted by a dry run of exactly that.
     const offer = on.json.replayWhatFailed
     expect(offer).toMatchObject({ endpointId: e.id, events: ["incident.created"], failedOnly: true })
     expect(Date.parse(offer.since)).toBeLessThan(Date.parse(off.disabledAt))
-    const dry = await admin("POST", "/admin/v1/replays", { endpointId: e.id, since: offer.since, until: offer.until, failedOnly: true, dryRun: true })
+    const dry = await admin("POST", "/admin/v1/replays", {
+      endpointId: e.id,
+      since: offer.since,
+      until: offer.until,
+      failedOnly: true,
+      dryRun: true
+    })
     expect(dry.json).toMatchObject({ dryRun: true, resend: 15, create: 1, deliveries: 16 })
     expect((await admin("POST", `/admin/v1/endpoints/${e.id}/enable`)).json.replayWhatFailed).toBeNull() // on already: nothing to offer
     const incident = await insertIncident(db.sql, acme.id)
@@ -542,7 +685,17 @@ describe("admin HTTP API: webhooks", () => {
     const list = await admin("GET", "/admin/v1/subscriptions")
     expect(list.status).toBe(200)
     expect(list.json.data).toEqual([
-      { id, companyId: acme.id, keyId: expect.any(String), keyName: "Zapier", url: receiver.url("/sub"), event: "incident.created", active: true, createdAt: made.json.createdAt, updatedAt: expect.any(String) }
+      {
+        id,
+        companyId: acme.id,
+        keyId: expect.any(String),
+        keyName: "Zapier",
+        url: receiver.url("/sub"),
+        event: "incident.created",
+        active: true,
+        createdAt: made.json.createdAt,
+        updatedAt: expect.any(String)
+      }
     ])
     expect(list.text).not.toContain("whsec_")
     expect((await foreign("GET", "/admin/v1/subscriptions")).json).toEqual({ data: [] })
@@ -565,7 +718,9 @@ describe("admin HTTP API: webhooks", () => {
     // While off, its events are not delivered (no delivery is even made for them).
     const whileOff = await insertIncident(db.sql, acme.id)
     await settled()
-    const deliveredRecords = () => db.sql<{ record_id: string }[]>`select e.record_id::text from service.webhook_deliveries d
+    const deliveredRecords = () => db.sql<
+      { record_id: string }[]
+    >`select e.record_id::text from service.webhook_deliveries d
       join service.events e on e.id = d.event_id where d.subscription_id = ${id} order by d.created_at`
     expect((await deliveredRecords()).map((r) => r.record_id)).toEqual([first])
     await sleep(300)
@@ -607,21 +762,36 @@ describe("admin HTTP API: webhooks", () => {
   it("activity: every change, newest first, with the admin's e-mail, kind and subject; filters by kind; 400 for a bad filter", async () => {
     const a = await admin("GET", "/admin/v1/activity")
     expect(a.status).toBe(200)
-    const entries = a.json.data as Array<{ id: string; at: string; kind: string; subjectId: string | null; actorEmail: string | null; details: Record<string, unknown> }>
+    const entries = a.json.data as Array<{
+      id: string
+      at: string
+      kind: string
+      subjectId: string | null
+      actorEmail: string | null
+      details: Record<string, unknown>
+    }>
     const times = entries.map((e) => e.at)
     expect([...times].sort().reverse()).toEqual(times)
     // Each change made above, in the order made (the log is newest first).
     // (endpoint.failing, the warning at ten failures in a row, is left out: the switch-off
     // above records fifteen in one batch or a few, and a batch that also switches the
     // endpoint off logs the switch-off only; test/faces/pages/replays.test.ts covers it.)
-    const webhookEntries = entries.filter((e) => /^(endpoint|subscription|delivery)\./.test(e.kind) && e.kind !== "endpoint.failing").reverse()
+    const webhookEntries = entries
+      .filter((e) => /^(endpoint|subscription|delivery)\./.test(e.kind) && e.kind !== "endpoint.failing")
+      .reverse()
     expect(webhookEntries.map((e) => [e.kind, e.subjectId, e.actorEmail])).toEqual(changes)
     const switched = entries.find((e) => e.kind === "endpoint.switched_off")!
-    expect(switched.details).toMatchObject({ by: "service", reason: expect.stringMatching(/^15 deliveries in a row failed every attempt/) })
+    expect(switched.details).toMatchObject({
+      by: "service",
+      reason: expect.stringMatching(/^15 deliveries in a row failed every attempt/)
+    })
     const created = entries.find((e) => e.kind === "subscription.created")!
     expect(created.details).toMatchObject({ byKey: expect.any(String), event: "incident.created" })
     const updates = entries.filter((e) => e.kind === "endpoint.updated").map((e) => e.details)
-    expect(updates).toEqual([{ url: receiver.url("/patched"), events: ["corrective_action.created", "incident.created"] }, { name: "After" }])
+    expect(updates).toEqual([
+      { url: receiver.url("/patched"), events: ["corrective_action.created", "incident.created"] },
+      { name: "After" }
+    ])
     expect(a.text).not.toContain("whsec_")
 
     for (const [kind, test] of [

@@ -29,7 +29,10 @@ describe("makeBatcher", () => {
   it("never puts more than the maximum in one batch", async () => {
     const { batches, load } = recording()
     expect(await Promise.all([1, 2, 3, 4, 5, 6].map(load))).toEqual([10, 20, 30, 40, 50, 60])
-    expect(batches).toEqual([[1, 2, 3, 4], [5, 6]])
+    expect(batches).toEqual([
+      [1, 2, 3, 4],
+      [5, 6]
+    ])
   })
 
   it("when a batch fails, each request is tried alone and fails only for its own reasons", async () => {

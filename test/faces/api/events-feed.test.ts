@@ -5,7 +5,13 @@ import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { cursorKey } from "../../../src/faces/api/cursor.ts"
 import { Exit, Schema } from "effect"
-import { EVENTS_PARAMS, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../../src/faces/api/events-feed.ts"
+import {
+  EVENTS_PARAMS,
+  getEvent,
+  listEvents,
+  type FeedAnswer,
+  type FeedKey
+} from "../../../src/faces/api/events-feed.ts"
 import { EVENTS_QUERY } from "../../../src/faces/api/events-api.ts"
 import { describeQueryIssue } from "../../../src/faces/api/query.ts"
 import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
@@ -14,7 +20,10 @@ import { insertIncident, makeCompany } from "../../support/app.ts"
 import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
-type Listed = { data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>; nextCursor: string | null }
+type Listed = {
+  data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>
+  nextCursor: string | null
+}
 
 const w = useWorld()
 useEngine(w)
@@ -22,7 +31,10 @@ const key = cursorKey(randomBytes(32))
 const HOUR = 3_600_000
 
 /** The query as GET /api/v1/events decodes it, then the feed. */
-const decodeQuery = Schema.decodeUnknownExit(Schema.Struct(EVENTS_QUERY), { onExcessProperty: "error", errors: "first" })
+const decodeQuery = Schema.decodeUnknownExit(Schema.Struct(EVENTS_QUERY), {
+  onExcessProperty: "error",
+  errors: "first"
+})
 const feed = (feedKey: FeedKey, query: Record<string, string>) => {
   const decoded = decodeQuery(query)
   if (Exit.isFailure(decoded)) throw new Error(`${JSON.stringify(query)} does not decode`)
@@ -33,7 +45,9 @@ const refusal = (query: Record<string, string>): string => {
   const decoded = decodeQuery(query)
   if (Exit.isSuccess(decoded)) return "decoded"
   const failure = decoded.cause.reasons.find((r) => r._tag === "Fail")
-  return failure === undefined ? "no failure" : describeQueryIssue((failure.error as Schema.SchemaError).issue, EVENTS_PARAMS)
+  return failure === undefined
+    ? "no failure"
+    : describeQueryIssue((failure.error as Schema.SchemaError).issue, EVENTS_PARAMS)
 }
 
 const body = (a: FeedAnswer) => {
@@ -69,10 +83,17 @@ const backfill = async (companyId: string) => {
   return rows
 }
 
-
 describe("events feed", () => {
   it("an event is shown exactly as it was delivered, under the event's id", async () => {
-    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Feed", url: w.receiver.url("/feed"), events: ["incident.created"] }))
+    await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "Feed",
+        url: w.receiver.url("/feed"),
+        events: ["incident.created"]
+      })
+    )
     const incident = await insertIncident(w.db.sql, w.company.id, { title: "Ladder slipped", person_name: "Sam Smith" })
     await w.cap.settle()
     const delivered = await waitFor(() => w.receiver.requests.find((r) => r.path === "/feed"), "the delivery")
@@ -115,22 +136,32 @@ describe("events feed", () => {
     // type, and dates, as the other lists take them
     const closed = JSON.parse(body(await feed(feedKey, { type: "corrective_action.closed", limit: "200" }))) as Listed
     expect(closed.data.every((e) => e.event === "corrective_action.closed")).toBe(true)
-    expect(closed.data.map((e) => e.data.id)).toEqual(expected.filter((id) => rows.find((r) => r.record_id === id)!.resource === "corrective-actions"))
+    expect(closed.data.map((e) => e.data.id)).toEqual(
+      expected.filter((id) => rows.find((r) => r.record_id === id)!.resource === "corrective-actions")
+    )
     const after = new Date(Date.now() - 48 * HOUR).toISOString()
     const recent = JSON.parse(body(await feed(feedKey, { createdAfter: after, limit: "200" }))) as Listed
     expect(recent.data.map((e) => e.data.id)).toEqual(
-      rows.filter((r) => r.resource !== "permits" && r.created_at > after).sort((a, b) => b.created_at.localeCompare(a.created_at)).map((r) => r.record_id)
+      rows
+        .filter((r) => r.resource !== "permits" && r.created_at > after)
+        .sort((a, b) => b.created_at.localeCompare(a.created_at))
+        .map((r) => r.record_id)
     )
-    const day = JSON.parse(body(await feed(feedKey, { createdBefore: after, createdAfter: new Date(Date.now() - 72 * HOUR).toISOString() }))) as Listed
+    const day = JSON.parse(
+      body(await feed(feedKey, { createdBefore: after, createdAfter: new Date(Date.now() - 72 * HOUR).toISOString() }))
+    ) as Listed
     expect(day.data.length).toBeGreaterThan(0)
     expect(day.data.every((e) => e.createdAt < after)).toBe(true)
 
     // a module turned off hides its events at once; the key's scopes hide the rest
-    await w.db.sql`update app.company_modules set enabled = false where company_id = ${company.id} and module = 'corrective-actions'`
+    await w.db
+      .sql`update app.company_modules set enabled = false where company_id = ${company.id} and module = 'corrective-actions'`
     await w.cap.settle()
     const fewer = JSON.parse(body(await feed(feedKey, { limit: "200" }))) as Listed
     expect(fewer.data.every((e) => e.event === "incident.created")).toBe(true)
-    expect(fewer.data.map((e) => e.data.id)).toEqual(expected.filter((id) => rows.find((r) => r.record_id === id)!.resource === "incidents"))
+    expect(fewer.data.map((e) => e.data.id)).toEqual(
+      expected.filter((id) => rows.find((r) => r.record_id === id)!.resource === "incidents")
+    )
   })
 
   it("400 for an unknown type, a bad limit, date or cursor; 403 for a type the key cannot read; 404 for what it cannot see", async () => {
@@ -161,7 +192,11 @@ describe("events feed", () => {
       message: "this API key cannot read permits, so it cannot see permit.closed events"
     })
     const idOf = async (r: { commit_lsn: string }) =>
-      (await w.db.sql<{ id: string }[]>`select id::text from service.events where commit_lsn = ${r.commit_lsn}::pg_lsn and company_id = ${company.id}`)[0]!.id
+      (
+        await w.db.sql<
+          { id: string }[]
+        >`select id::text from service.events where commit_lsn = ${r.commit_lsn}::pg_lsn and company_id = ${company.id}`
+      )[0]!.id
     const recentIncident = rows.find((r) => r.resource === "incidents")!
     expect(await getEvent(w.db.sql, feedKey, await idOf(recentIncident))).toMatchObject({ _tag: "Body" })
     const permit = rows.find((r) => r.resource === "permits")!
@@ -169,7 +204,9 @@ describe("events feed", () => {
     const old = rows.filter((r) => r.resource === "incidents").at(-1)!
     expect(Date.now() - Date.parse(old.created_at)).toBeGreaterThan(30 * 24 * HOUR)
     expect(await getEvent(w.db.sql, feedKey, await idOf(old))).toMatchObject({ _tag: "NotFound" })
-    const [foreign] = await w.db.sql<{ id: string }[]>`select id::text from service.events where company_id = ${other.id} and resource = 'incidents' limit 1`
+    const [foreign] = await w.db.sql<
+      { id: string }[]
+    >`select id::text from service.events where company_id = ${other.id} and resource = 'incidents' limit 1`
     expect(await getEvent(w.db.sql, feedKey, foreign!.id)).toMatchObject({ _tag: "NotFound" })
     expect(await getEvent(w.db.sql, feedKey, "not-a-uuid")).toMatchObject({ _tag: "NotFound" })
     // a revoked key is refused before anything else
@@ -179,5 +216,3 @@ describe("events feed", () => {
     expect(await getEvent(w.db.sql, feedKey, foreign!.id)).toMatchObject({ _tag: "Refused", state: "revoked" })
   })
 })
-
-

@@ -53,9 +53,17 @@ describe("GET /api/v1/events", () => {
     const doc = (await request(server.url, "/api/v1/openapi.json")).json
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/api/v1/events", "/api/v1/events/{id}"]))
     const list = doc.paths["/api/v1/events"].get
-    expect(list.parameters.map((p: { name: string }) => p.name).sort()).toEqual(["createdAfter", "createdBefore", "cursor", "limit", "type"])
+    expect(list.parameters.map((p: { name: string }) => p.name).sort()).toEqual([
+      "createdAfter",
+      "createdBefore",
+      "cursor",
+      "limit",
+      "type"
+    ])
     expect(Object.keys(list.responses)).toEqual(expect.arrayContaining(["200", "400", "401", "403", "429"]))
-    expect(Object.keys(doc.paths["/api/v1/events/{id}"].get.responses)).toEqual(expect.arrayContaining(["200", "401", "404"]))
+    expect(Object.keys(doc.paths["/api/v1/events/{id}"].get.responses)).toEqual(
+      expect.arrayContaining(["200", "401", "404"])
+    )
   })
 
   it("pages through the last 30 days, newest first, with only what the key could subscribe to", async () => {
@@ -70,21 +78,29 @@ describe("GET /api/v1/events", () => {
     const from = checked.answers.length
     const seen: Array<Event> = []
     for await (const e of typed.events.list({ limit: 40 })) seen.push(e)
-    expect(checked.answers.slice(from).map((a) => a.status)).toEqual(Array.from({ length: Math.ceil(expected.length / 40) }, () => 200))
+    expect(checked.answers.slice(from).map((a) => a.status)).toEqual(
+      Array.from({ length: Math.ceil(expected.length / 40) }, () => 200)
+    )
     expect(seen.map((e) => e.data.id)).toEqual(expected.map((r) => r.record_id))
     expect(seen.map((e) => e.event)).toEqual(expected.map((r) => r.event))
     expect(await typed.events.get(seen[1]!.id)).toEqual(seen[1])
     // the payload is the stored one, byte for byte
     const one = await client.get(`/api/v1/events/${seen[0]!.id}`, { key, host: acme.host })
     expect(one.status).toBe(200)
-    expect(one.text).toBe(`{"data":{"id":"${seen[0]!.id}","event":"${expected[0]!.event}","createdAt":"${expected[0]!.created_at}","data":${expected[0]!.payload}}}`)
+    expect(one.text).toBe(
+      `{"data":{"id":"${seen[0]!.id}","event":"${expected[0]!.event}","createdAt":"${expected[0]!.created_at}","data":${expected[0]!.payload}}}`
+    )
 
     // filters, as on the other lists
     const closed = await client.get("/api/v1/events?type=corrective_action.closed&limit=200", { key, host: acme.host })
-    expect(closed.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(expected.filter((r) => r.event === "corrective_action.closed").map((r) => r.record_id))
+    expect(closed.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(
+      expected.filter((r) => r.event === "corrective_action.closed").map((r) => r.record_id)
+    )
     const since = new Date(Date.now() - 50 * HOUR).toISOString()
     const recent = await client.get(`/api/v1/events?createdAfter=${since}`, { key, host: acme.host })
-    expect(recent.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(expected.filter((r) => r.created_at > since).map((r) => r.record_id))
+    expect(recent.json.data.map((e: { data: { id: string } }) => e.data.id)).toEqual(
+      expected.filter((r) => r.created_at > since).map((r) => r.record_id)
+    )
 
     // a module turned off takes its events out at once
     await updateCompany(db.sql, acme.id, { modules: ["incidents", "permits"] })
@@ -95,7 +111,8 @@ describe("GET /api/v1/events", () => {
 
   it("answers 400, 401, 403 and 404 in the API's error shape", async () => {
     const { key } = await makeKey(db, acme, { scopes: ["incidents"] })
-    const get = (path: string, k: string | null = key) => client.get(path, { ...(k === null ? {} : { key: k }), host: acme.host })
+    const get = (path: string, k: string | null = key) =>
+      client.get(path, { ...(k === null ? {} : { key: k }), host: acme.host })
     const unknown = await get("/api/v1/events?type=incident.deleted")
     expect(unknown.status).toBe(400)
     expect(unknown.json.error).toMatch(/^query parameter "type" must be one of incident\.created, /)
@@ -103,14 +120,19 @@ describe("GET /api/v1/events", () => {
     expect((await get("/api/v1/events?createdBefore=soon")).status).toBe(400)
     expect((await get("/api/v1/events?cursor=abc")).status).toBe(400)
     const excess = await get("/api/v1/events?colour=red")
-    expect([excess.status, excess.json.error]).toEqual([400, 'unknown query parameter "colour"; this list takes limit, cursor, createdAfter, createdBefore, type'])
+    expect([excess.status, excess.json.error]).toEqual([
+      400,
+      'unknown query parameter "colour"; this list takes limit, cursor, createdAfter, createdBefore, type'
+    ])
     const refused = await get("/api/v1/events?type=permit.closed")
     expect(refused.status).toBe(403)
     expect(refused.json.error).toBe("this API key cannot read permits, so it cannot see permit.closed events")
     expect((await get("/api/v1/events", null)).status).toBe(401)
     expect((await get("/api/v1/events/7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10")).status).toBe(404)
     expect((await get("/api/v1/events/nope")).status).toBe(404)
-    const [theirs] = await db.sql<{ id: string }[]>`select id::text from service.events where company_id = ${other.id} and resource = 'incidents' limit 1`
+    const [theirs] = await db.sql<
+      { id: string }[]
+    >`select id::text from service.events where company_id = ${other.id} and resource = 'incidents' limit 1`
     expect((await get(`/api/v1/events/${theirs!.id}`)).status).toBe(404)
   })
 })

@@ -20,7 +20,10 @@ describe("/api/v1/hooks", () => {
   let narrow: string // webhooks, reads incidents only
   let foreign: string // webhooks, another company
 
-  const send = caller(() => server.url, () => checker)
+  const send = caller(
+    () => server.url,
+    () => checker
+  )
   const call = (method: string, path: string, key: string, body?: unknown) => send(method, path, { token: key, body })
 
   beforeAll(async () => {
@@ -38,7 +41,9 @@ describe("/api/v1/hooks", () => {
     const paths = checker.document.paths
     expect(Object.keys(paths["/api/v1/hooks"])).toEqual(expect.arrayContaining(["post", "get"]))
     expect(Object.keys(paths["/api/v1/hooks/{id}"])).toEqual(expect.arrayContaining(["get", "delete"]))
-    expect(Object.keys(paths["/api/v1/hooks"].post.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403"]))
+    expect(Object.keys(paths["/api/v1/hooks"].post.responses)).toEqual(
+      expect.arrayContaining(["201", "400", "401", "403"])
+    )
   })
 
   it("403 without the webhooks permission, on every operation", async () => {
@@ -103,7 +108,9 @@ describe("/api/v1/hooks", () => {
     const back = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "incident.created" })
     expect(back.status).toBe(201)
     expect(back.json).toMatchObject({ id: a.json.id, active: true })
-    const [on] = await db.sql<{ active: boolean }[]>`select active from service.webhook_subscriptions where id = ${a.json.id}`
+    const [on] = await db.sql<
+      { active: boolean }[]
+    >`select active from service.webhook_subscriptions where id = ${a.json.id}`
     expect(on!.active).toBe(true)
 
     // one secret per key (rule 6)
@@ -111,7 +118,9 @@ describe("/api/v1/hooks", () => {
     expect(second.status).toBe(201)
     expect(second.json.id).not.toBe(a.json.id)
     expect(second.json.secret).toBe(a.json.secret)
-    const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions where url = ${HOOK_URL}`
+    const [row] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from service.webhook_subscriptions where url = ${HOOK_URL}`
     expect(row!.n).toBe(2)
   })
 
@@ -132,7 +141,13 @@ describe("/api/v1/hooks", () => {
   })
 
   it("400 for http://, private addresses, a non-URL and a malformed body", async () => {
-    for (const url of ["http://127.0.0.1:9/x", "https://10.0.0.1/x", "https://169.254.169.254/latest", "https://[::1]/x", "not a url"]) {
+    for (const url of [
+      "http://127.0.0.1:9/x",
+      "https://10.0.0.1/x",
+      "https://169.254.169.254/latest",
+      "https://[::1]/x",
+      "not a url"
+    ]) {
       const a = await call("POST", "/api/v1/hooks", full, { url, event: "incident.created" })
       expect(a.status, url).toBe(400)
     }
@@ -152,7 +167,10 @@ describe("/api/v1/hooks", () => {
   })
 
   it("404 for a missing, malformed or foreign id; DELETE answers 204 and the id is gone", async () => {
-    const mine = await call("POST", "/api/v1/hooks", full, { url: "https://127.0.0.1:9/hooks/del", event: "audit.created" })
+    const mine = await call("POST", "/api/v1/hooks", full, {
+      url: "https://127.0.0.1:9/hooks/del",
+      event: "audit.created"
+    })
     expect(mine.status).toBe(201)
     for (const key of [foreign, narrow]) {
       expect((await call("GET", `/api/v1/hooks/${mine.json.id}`, key)).status).toBe(404)

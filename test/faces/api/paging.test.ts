@@ -2,7 +2,14 @@
 // ties on createdAt broken by id, also while new records keep arriving; and page N costs
 // what page 1 costs (the plan is an index scan that starts at the cursor).
 import { beforeAll, describe, expect, it } from "vitest"
-import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../../support/views.ts"
+import {
+  createCompany,
+  makeRecord,
+  NEVER_MARK,
+  seedRecords,
+  storeRecords,
+  type TestCompany
+} from "../../support/views.ts"
 import { SafetyRecordsClient } from "../../../client/src/index.ts"
 import { checkedFetch, makeKey, type CheckedFetch } from "../../support/http.ts"
 import { useReadApi } from "../../support/fixtures.ts"
@@ -33,11 +40,12 @@ describe("paging", () => {
     let cursor: string | null = null
     let pages = 0
     do {
-      const page: { data: ReadonlyArray<{ id: string; createdAt: string }>; nextCursor: string | null } = await client.listPage(resource, {
-        ...params,
-        limit,
-        ...(cursor === null ? {} : { cursor })
-      })
+      const page: { data: ReadonlyArray<{ id: string; createdAt: string }>; nextCursor: string | null } =
+        await client.listPage(resource, {
+          ...params,
+          limit,
+          ...(cursor === null ? {} : { cursor })
+        })
       expect(page.data.length).toBeLessThanOrEqual(limit)
       seen.push(...page.data.map((r) => ({ id: r.id, createdAt: r.createdAt })))
       cursor = page.nextCursor
@@ -48,7 +56,10 @@ describe("paging", () => {
   }
 
   it("collects 3,000 records exactly once, newest first", async () => {
-    const stored = await seedRecords(db.sql, "training-records", company.id, 3000, { newest: new Date("2026-06-01T00:00:00Z"), stepMillis: 7_000 })
+    const stored = await seedRecords(db.sql, "training-records", company.id, 3000, {
+      newest: new Date("2026-06-01T00:00:00Z"),
+      stepMillis: 7_000
+    })
     const { seen, pages } = await pageThrough("training-records", {}, 200)
     expect(pages).toBe(15)
     expect(seen.map((r) => r.id)).toEqual(stored.map((s) => s.id))
@@ -70,9 +81,14 @@ describe("paging", () => {
       .map((r) => ({ id: String(r["id"]), createdAt: String(r["createdAt"]) }))
       .sort((a, b) => (a.createdAt !== b.createdAt ? (a.createdAt < b.createdAt ? 1 : -1) : a.id < b.id ? 1 : -1))
     for (const limit of [1, 7, 50, 200]) {
-      const { seen } = limit === 1 ? { seen: (await pageThrough("sds", { createdAfter: "2026-01-01T00:00:03Z" }, 1)).seen } : await pageThrough("sds", {}, limit)
+      const { seen } =
+        limit === 1
+          ? { seen: (await pageThrough("sds", { createdAfter: "2026-01-01T00:00:03Z" }, 1)).seen }
+          : await pageThrough("sds", {}, limit)
       if (limit === 1) {
-        expect(seen.map((r) => r.id)).toEqual(expected.filter((r) => r.createdAt > "2026-01-01T00:00:03.000Z").map((r) => r.id))
+        expect(seen.map((r) => r.id)).toEqual(
+          expected.filter((r) => r.createdAt > "2026-01-01T00:00:03.000Z").map((r) => r.id)
+        )
       } else {
         expect(seen.map((r) => r.id)).toEqual(expected.map((r) => r.id))
       }
@@ -86,7 +102,10 @@ describe("paging", () => {
     const { seen } = await pageThrough("changes", {}, 100, async (page) => {
       // newer records arrive between pages, some exactly at the newest time, others later
       const records = Array.from({ length: 25 }, (_, i) =>
-        makeRecord("changes", { companyId: company.id, createdAt: new Date(start + (i % 3 === 0 ? 0 : (page * 100 + i) * 1000)).toISOString() })
+        makeRecord("changes", {
+          companyId: company.id,
+          createdAt: new Date(start + (i % 3 === 0 ? 0 : (page * 100 + i) * 1000)).toISOString()
+        })
       )
       await storeRecords(db.sql, "changes", records, company.id)
       arrived += records.length
@@ -103,7 +122,8 @@ describe("paging", () => {
   it("page N is read from the index like page 1", async () => {
     const first = await api.get("/api/v1/training-records?limit=200", { key })
     let cursor = first.json.nextCursor as string
-    for (let i = 0; i < 10; i++) cursor = (await api.get(`/api/v1/training-records?limit=200&cursor=${cursor}`, { key })).json.nextCursor
+    for (let i = 0; i < 10; i++)
+      cursor = (await api.get(`/api/v1/training-records?limit=200&cursor=${cursor}`, { key })).json.nextCursor
     // The same statement the API runs for a later page, explained
     const [last] = await db.sql<{ created_at: string; id: string }[]>`
       select created_at::text, id::text from service.views where resource = 'training-records' and company_id = ${company.id}

@@ -7,7 +7,15 @@ import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../..
 import { parseFilterDate } from "../../../src/domain/dates.ts"
 import { routeTable } from "../../../src/faces/http/routes.ts"
 import { refusalFor, type KeyEntry } from "../../../src/faces/api/key-directory.ts"
-import { BASE_QUERY, describeQueryIssue, namePattern, NAME_QUERY, parseLimit, STATUS_QUERY, statusesFor } from "../../../src/faces/api/query.ts"
+import {
+  BASE_QUERY,
+  describeQueryIssue,
+  namePattern,
+  NAME_QUERY,
+  parseLimit,
+  STATUS_QUERY,
+  statusesFor
+} from "../../../src/faces/api/query.ts"
 import { leaseSize } from "../../../src/faces/api/rate-limit.ts"
 import { listRequest } from "../../../src/faces/api/views.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
@@ -56,9 +64,20 @@ describe("parseFilterDate", () => {
 
 describe("parseLimit", () => {
   const cases: ReadonlyArray<readonly [string, number | undefined]> = [
-    ["1", 1], ["50", 50], ["200", 200], ["007", 7],
-    ["0", undefined], ["201", undefined], ["-1", undefined], ["1.5", undefined], ["1e2", undefined],
-    ["abc", undefined], ["", undefined], [" 5", undefined], ["99999", undefined], ["0x10", undefined]
+    ["1", 1],
+    ["50", 50],
+    ["200", 200],
+    ["007", 7],
+    ["0", undefined],
+    ["201", undefined],
+    ["-1", undefined],
+    ["1.5", undefined],
+    ["1e2", undefined],
+    ["abc", undefined],
+    ["", undefined],
+    [" 5", undefined],
+    ["99999", undefined],
+    ["0x10", undefined]
   ]
   it.each(cases)("%j -> %s", (input, expected) => expect(parseLimit(input)).toBe(expected))
 })
@@ -104,11 +123,17 @@ describe("query decoding messages", () => {
     [{ limit: ["1", "2"] }, 'query parameter "limit" must be given once'],
     [{ createdAfter: "2026-02-30" }, /^query parameter "createdAfter" must be a date/],
     [{ createdBefore: "soon" }, /^query parameter "createdBefore" must be a date/],
-    [{ createdAfter: "2026-11-19T00:00:00 02:00" }, /^query parameter "createdAfter" must be a date.* \(a "\+" in a URL must be sent as %2B\)$/],
+    [
+      { createdAfter: "2026-11-19T00:00:00 02:00" },
+      /^query parameter "createdAfter" must be a date.* \(a "\+" in a URL must be sent as %2B\)$/
+    ],
     [{ createdAfter: "2026-11-19T00:00 0200" }, /\(a "\+" in a URL must be sent as %2B\)$/],
     [{ createdAfter: "2026-11-19 00:00" }, /^query parameter "createdAfter" must be a date.*none means UTC\)$/],
     [{ cursor: "" }, 'query parameter "cursor" must not be empty'],
-    [{ colour: "red" }, /^unknown query parameter "colour"; this list takes limit, cursor, createdAfter, createdBefore$/]
+    [
+      { colour: "red" },
+      /^unknown query parameter "colour"; this list takes limit, cursor, createdAfter, createdBefore$/
+    ]
   ] as const)("%j", (query, expected) => {
     const m = message(BASE_QUERY, query as any)
     if (typeof expected === "string") expect(m).toBe(expected)
@@ -119,14 +144,20 @@ describe("query decoding messages", () => {
       'query parameter "status" must be one of open, closed, in_progress, completed, verified'
     )
     expect(message(NAME_QUERY, { name: " " }, [...known, "name"])).toBe('query parameter "name" must not be empty')
-    expect(message(NAME_QUERY, { name: "x".repeat(201) }, [...known, "name"])).toBe('query parameter "name" must be at most 200 characters')
+    expect(message(NAME_QUERY, { name: "x".repeat(201) }, [...known, "name"])).toBe(
+      'query parameter "name" must be at most 200 characters'
+    )
     expect(message(BASE_QUERY, { status: "open" })).toMatch(/^unknown query parameter "status"/)
   })
 })
 
 describe("cursors", () => {
   const key = cursorKey(Buffer.alloc(32, 7))
-  const binding: CursorBinding = { companyId: "c1", resource: "incidents", filters: { createdAfter: "2026-01-01T00:00:00.000000Z" } }
+  const binding: CursorBinding = {
+    companyId: "c1",
+    resource: "incidents",
+    filters: { createdAfter: "2026-01-01T00:00:00.000000Z" }
+  }
   const position = { createdAt: "2026-03-04 05:06:07.089123+00", id: "1f2e3d4c-5b6a-4978-8877-665544332211" }
   const cursor = encodeCursor(key, binding, position)
 
@@ -135,7 +166,11 @@ describe("cursors", () => {
     expect(decodeCursor(key, binding, cursor)).toEqual({ position })
   })
   it("binding ignores undefined filters and key order", () => {
-    const same: CursorBinding = { companyId: "c1", resource: "incidents", filters: { name: undefined, createdAfter: "2026-01-01T00:00:00.000000Z" } }
+    const same: CursorBinding = {
+      companyId: "c1",
+      resource: "incidents",
+      filters: { name: undefined, createdAfter: "2026-01-01T00:00:00.000000Z" }
+    }
     expect(decodeCursor(key, same, cursor)).toEqual({ position })
   })
   it("refuses every single-character change", () => {
@@ -151,7 +186,9 @@ describe("cursors", () => {
     ["other company", { ...binding, companyId: "c2" }],
     ["other filters", { ...binding, filters: {} }],
     ["added filter", { ...binding, filters: { ...binding.filters, name: "ana" } }]
-  ])("%s: other-list", (_, other) => expect(decodeCursor(key, other as CursorBinding, cursor)).toEqual({ error: "other-list" }))
+  ])("%s: other-list", (_, other) =>
+    expect(decodeCursor(key, other as CursorBinding, cursor)).toEqual({ error: "other-list" })
+  )
   it("another server's key: tampered", () => {
     expect(decodeCursor(cursorKey(Buffer.alloc(32, 8)), binding, cursor)).toEqual({ error: "tampered" })
   })
@@ -185,9 +222,21 @@ describe("listRequest", () => {
       byChange: false,
       name: "Ana",
       statuses: undefined,
-      binding: { companyId: "c1", resource: "workers", filters: { createdAfter: "2026-01-01T00:00:00.000000Z", createdBefore: undefined, name: "ana", status: undefined } }
+      binding: {
+        companyId: "c1",
+        resource: "workers",
+        filters: {
+          createdAfter: "2026-01-01T00:00:00.000000Z",
+          createdBefore: undefined,
+          name: "ana",
+          status: undefined
+        }
+      }
     })
-    expect(listRequest("c1", "corrective-actions", decoded({ status: "open", sort: "updatedAt" }))).toMatchObject({ statuses: statusesFor("open"), byChange: true })
+    expect(listRequest("c1", "corrective-actions", decoded({ status: "open", sort: "updatedAt" }))).toMatchObject({
+      statuses: statusesFor("open"),
+      byChange: true
+    })
   })
   it.each([
     [{ limit: "0" }, "limit"],
@@ -198,7 +247,9 @@ describe("listRequest", () => {
     [{ updatedAfter: "2026-13-01" }, "updatedAfter"],
     [{ updatedBefore: "yesterday" }, "updatedBefore"],
     [{ sort: "createdAt" }, "sort"]
-  ])("%j names %s", (query, bad) => expect(message(LIST_QUERY, query, Object.keys(LIST_QUERY))).toMatch(new RegExp(`^query parameter "${bad}" `)))
+  ])("%j names %s", (query, bad) =>
+    expect(message(LIST_QUERY, query, Object.keys(LIST_QUERY))).toMatch(new RegExp(`^query parameter "${bad}" `))
+  )
 })
 
 describe("hostOf", () => {
@@ -237,7 +288,14 @@ describe("allowedMethods", () => {
 
 describe("rate limit helpers", () => {
   it.each([
-    [120, 15], [119, 14], [16, 2], [15, 1], [8, 1], [1, 1], [0, 1], [1_000_000_000, 1000]
+    [120, 15],
+    [119, 14],
+    [16, 2],
+    [15, 1],
+    [8, 1],
+    [1, 1],
+    [0, 1],
+    [1_000_000_000, 1000]
   ])("lease for %i remaining: %i", (remaining, size) => expect(leaseSize(remaining)).toBe(size))
   it("IETF fields", () => {
     expect(rateLimitHeaders({ allowed: true, limit: 120, windowSeconds: 60, remaining: 7, reset: 42 })).toEqual({
@@ -249,7 +307,10 @@ describe("rate limit helpers", () => {
 
 describe("refusalFor", () => {
   const now = Date.parse("2026-06-01T00:00:00Z")
-  const entry = (over: Partial<KeyEntry> = {}, company: Partial<NonNullable<KeyEntry["company"]>> | null = {}): KeyEntry => ({
+  const entry = (
+    over: Partial<KeyEntry> = {},
+    company: Partial<NonNullable<KeyEntry["company"]>> | null = {}
+  ): KeyEntry => ({
     keyId: "k",
     keyName: "n",
     companyId: "c1",
@@ -257,7 +318,10 @@ describe("refusalFor", () => {
     webhooks: false,
     expiresAt: null,
     revoked: false,
-    company: company === null ? null : { name: "Acme", tier: "company", apiEnabled: true, modules: new Set(RESOURCES), ...company },
+    company:
+      company === null
+        ? null
+        : { name: "Acme", tier: "company", apiEnabled: true, modules: new Set(RESOURCES), ...company },
     ...over
   })
   it.each([
@@ -268,10 +332,24 @@ describe("refusalFor", () => {
     ["other host", entry(), "c2", "incidents", 401, /another company/],
     ["own host", entry(), "c1", "incidents", 0, null],
     ["not mirrored", entry({}, null), null, "incidents", 403, /not available/],
-    ["team tier", entry({}, { tier: "team" }), null, "incidents", 403, /Company tier; this company is on the team tier/],
+    [
+      "team tier",
+      entry({}, { tier: "team" }),
+      null,
+      "incidents",
+      403,
+      /Company tier; this company is on the team tier/
+    ],
     ["api off", entry({}, { apiEnabled: false }), null, "incidents", 403, /turned off/],
     ["scope", entry(), null, "workers", 403, /may not read workers/],
-    ["module off", entry({}, { modules: new Set(["workers"]) }), null, "incidents", 403, /incidents module is turned off/],
+    [
+      "module off",
+      entry({}, { modules: new Set(["workers"]) }),
+      null,
+      "incidents",
+      403,
+      /incidents module is turned off/
+    ],
     ["index needs no resource", entry({}, { modules: new Set() }), null, undefined, 0, null]
   ] as const)("%s", (_, e, host, resource, status, message) => {
     const refusal = refusalFor(e, host, resource, now)

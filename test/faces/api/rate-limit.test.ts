@@ -35,10 +35,19 @@ describe("rate limit", () => {
 
   it("admits 120 requests a minute, then 429 with Retry-After; every answer carries the fields", async () => {
     const server = await start()
-    api = checkedClient(server.url, await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json), NEVER_MARK)
+    api = checkedClient(
+      server.url,
+      await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json),
+      NEVER_MARK
+    )
     const { key } = await makeKey(db, company)
     const answers = []
-    for (let i = 0; i < 120; i++) answers.push(await api.get(i % 3 === 0 ? "/api/v1" : i % 3 === 1 ? "/api/v1/incidents" : "/api/v1/incidents?limit=0", { key }))
+    for (let i = 0; i < 120; i++)
+      answers.push(
+        await api.get(i % 3 === 0 ? "/api/v1" : i % 3 === 1 ? "/api/v1/incidents" : "/api/v1/incidents?limit=0", {
+          key
+        })
+      )
     expect(answers.map((a) => a.status)).toEqual(Array.from({ length: 120 }, (_, i) => (i % 3 === 2 ? 400 : 200)))
     answers.forEach((a, i) => {
       expect(a.headers.get("ratelimit-policy")).toBe('"default";q=120;w=60')
@@ -77,7 +86,9 @@ describe("rate limit", () => {
       return k!.n === 5 ? true : null
     }, "the usage flush")
     // The OpenAPI document is no key's request, and still states the policy.
-    expect((await request(server.url, "/api/v1/openapi.json")).headers.get("ratelimit-policy")).toBe('"default";q=120;w=60')
+    expect((await request(server.url, "/api/v1/openapi.json")).headers.get("ratelimit-policy")).toBe(
+      '"default";q=120;w=60'
+    )
   })
 
   it("holds a key to its limit across two service processes on one database", async () => {
@@ -88,7 +99,9 @@ describe("rate limit", () => {
     // interleaved and concurrent, half to each process
     for (let round = 0; round < 10; round++) {
       const batch = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => request((i + round) % 2 === 0 ? a.url : b.url, "/api/v1/incidents", { key }))
+        Array.from({ length: 10 }, (_, i) =>
+          request((i + round) % 2 === 0 ? a.url : b.url, "/api/v1/incidents", { key })
+        )
       )
       statuses.push(...batch.map((x) => x.status))
     }
@@ -122,7 +135,9 @@ describe("rate limit", () => {
     for (let i = 0; i < 3; i++) expect((await request(server.url, "/api/v1/incidents", { key })).status).toBe(200)
     expect((await request(server.url, "/api/v1/incidents", { key })).status).toBe(429)
     await Effect.runPromise(
-      revokeKey({ userId: company.adminId, email: company.adminEmail, name: "Ada", companyId: company.id }, id).pipe(Effect.provide(provideDb(db)))
+      revokeKey({ userId: company.adminId, email: company.adminEmail, name: "Ada", companyId: company.id }, id).pipe(
+        Effect.provide(provideDb(db))
+      )
     )
     for (const path of ["/api/v1/incidents", "/api/v1", "/api/v1/incidents?limit=abc"]) {
       const a = await request(server.url, path, { key })

@@ -174,7 +174,10 @@ describe("read API", () => {
       ["createdBefore=2026-05-01T03:00:00Z", ["02:00", "01:00"]],
       ["createdBefore=2026-05-01T03:00:00.001Z", ["03:00", "02:00", "01:00"]],
       ["createdAfter=2026-05-01T05:00:00Z&createdBefore=2026-05-01T08:00:00Z", ["07:00", "06:00"]],
-      ["createdAfter=2026-05-01", ["12:00", "11:00", "10:00", "09:00", "08:00", "07:00", "06:00", "05:00", "04:00", "03:00", "02:00", "01:00"]],
+      [
+        "createdAfter=2026-05-01",
+        ["12:00", "11:00", "10:00", "09:00", "08:00", "07:00", "06:00", "05:00", "04:00", "03:00", "02:00", "01:00"]
+      ],
       ["createdAfter=2026-05-02", []],
       ["createdBefore=2026-05-01", []],
       ["createdAfter=2026-05-01T10:00:00Z&createdBefore=2026-05-01T10:00:00Z", []]
@@ -238,7 +241,9 @@ describe("read API", () => {
     it("status belongs to corrective-actions only", async () => {
       const a = await api.get("/api/v1/incidents?status=open", { key })
       expect(a.status).toBe(400)
-      expect(a.json.error).toBe('unknown query parameter "status"; this list takes limit, cursor, createdAfter, createdBefore, updatedAfter, updatedBefore, sort')
+      expect(a.json.error).toBe(
+        'unknown query parameter "status"; this list takes limit, cursor, createdAfter, createdBefore, updatedAfter, updatedBefore, sort'
+      )
     })
   })
 
@@ -250,7 +255,9 @@ describe("read API", () => {
       await storeRecords(
         db.sql,
         "workers",
-        names.map((name, i) => makeRecord("workers", { companyId: c.id, createdAt: iso(T0 - i * 1000), row: { name } })),
+        names.map((name, i) =>
+          makeRecord("workers", { companyId: c.id, createdAt: iso(T0 - i * 1000), row: { name } })
+        ),
         c.id
       )
       await storeRecords(
@@ -293,8 +300,12 @@ describe("read API", () => {
       expect([...names(first), ...names(second)]).toEqual(["Dana Okafor", "Ana Lima", "ANAÏS Roy", "Bob 100% Safe"])
       expect(second.json.nextCursor).toBeNull()
       // the cursor is bound to the name, case aside
-      expect((await api.get(`/api/v1/workers?name=a&limit=3&cursor=${first.json.nextCursor}`, { key: nameKey })).status).toBe(200)
-      expect((await api.get(`/api/v1/workers?name=an&limit=3&cursor=${first.json.nextCursor}`, { key: nameKey })).status).toBe(400)
+      expect(
+        (await api.get(`/api/v1/workers?name=a&limit=3&cursor=${first.json.nextCursor}`, { key: nameKey })).status
+      ).toBe(200)
+      expect(
+        (await api.get(`/api/v1/workers?name=an&limit=3&cursor=${first.json.nextCursor}`, { key: nameKey })).status
+      ).toBe(400)
     })
   })
 
@@ -334,7 +345,12 @@ describe("read API", () => {
     })
     it("continues where the page ended", async () => {
       const next = await api.get(`/api/v1/audits?limit=5&cursor=${cursor}`, { key })
-      expect(next.json.data.map((r: { id: string }) => r.id)).toEqual(seeded.get("audits")!.slice(5, 10).map((s) => s.id))
+      expect(next.json.data.map((r: { id: string }) => r.id)).toEqual(
+        seeded
+          .get("audits")!
+          .slice(5, 10)
+          .map((s) => s.id)
+      )
     })
     it("may change the page size", async () => {
       const next = await api.get(`/api/v1/audits?limit=7&cursor=${cursor}`, { key })
@@ -362,7 +378,9 @@ describe("read API", () => {
         expect(a.json.error).toMatch(/^cursor belongs to another list/)
       }
       // the same filters written differently are the same list
-      const same = await api.get(`/api/v1/audits?cursor=${filtered}&createdAfter=2026-05-01T00:00:00%2B00:00&limit=2`, { key })
+      const same = await api.get(`/api/v1/audits?cursor=${filtered}&createdAfter=2026-05-01T00:00:00%2B00:00&limit=2`, {
+        key
+      })
       expect(same.status).toBe(200)
       const otherCompanyKey = (await makeKey(db, other)).key
       const foreign = await api.get(`/api/v1/audits?cursor=${cursor}`, { key: otherCompanyKey })
@@ -371,7 +389,19 @@ describe("read API", () => {
   })
 
   describe("paths and methods", () => {
-    it.each(["/api/v1/nothing", "/api/v2/incidents", "/api/v1/incidents/a/b", "/", "/api", "/api/v1//incidents/x/y", "/api/v1/incidents/", "/API/v1/incidents", "/api/v1/Incidents", "/api/v1//incidents", "/api/v1/"])("404 for %s", async (path) => {
+    it.each([
+      "/api/v1/nothing",
+      "/api/v2/incidents",
+      "/api/v1/incidents/a/b",
+      "/",
+      "/api",
+      "/api/v1//incidents/x/y",
+      "/api/v1/incidents/",
+      "/API/v1/incidents",
+      "/api/v1/Incidents",
+      "/api/v1//incidents",
+      "/api/v1/"
+    ])("404 for %s", async (path) => {
       const a = await api.get(path, { key })
       expect(a.status).toBe(404)
       expect(a.json.error).toMatch(/no such path/)
@@ -403,7 +433,9 @@ describe("read API", () => {
       expect(remaining(third.headers)).toBe(remaining(second.headers) - 1)
       // without a good key: the policy only; outside /api: neither
       const anonymous = await api.get("/api/v1/nothing", {})
-      expect([anonymous.status, anonymous.headers.get("ratelimit"), anonymous.headers.get("ratelimit-policy")]).toEqual([404, null, expect.stringMatching(/^"default"/)])
+      expect([anonymous.status, anonymous.headers.get("ratelimit"), anonymous.headers.get("ratelimit-policy")]).toEqual(
+        [404, null, expect.stringMatching(/^"default"/)]
+      )
       const unknownKey = await api.get("/api/v1/nothing", { key: "mk_nope" })
       expect([unknownKey.status, unknownKey.headers.get("ratelimit")]).toEqual([404, null])
       const elsewhere = await api.get("/nothing", { key })
@@ -424,7 +456,9 @@ describe("read API", () => {
         })
         expect(a.status).toBe(400)
         expect(a.headers.get("content-type")).toMatch(/^application\/json/)
-        expect(a.json).toEqual({ error: `invalid request body: send JSON with Content-Type: application/json (got ${contentType})` })
+        expect(a.json).toEqual({
+          error: `invalid request body: send JSON with Content-Type: application/json (got ${contentType})`
+        })
         expect(a.headers.get("ratelimit")).toMatch(/^"default";r=\d+;t=\d+$/)
         checker.check("POST", "/api/v1/hooks", a)
       }
@@ -435,7 +469,11 @@ describe("read API", () => {
     it("403 outside the key's scopes", async () => {
       const k = (await makeKey(db, acme, { scopes: ["incidents"] })).key
       expect((await api.get("/api/v1/incidents", { key: k })).status).toBe(200)
-      for (const path of ["/api/v1/workers", `/api/v1/workers/${seeded.get("workers")![0]!.id}`, "/api/v1/workers?limit=abc"]) {
+      for (const path of [
+        "/api/v1/workers",
+        `/api/v1/workers/${seeded.get("workers")![0]!.id}`,
+        "/api/v1/workers?limit=abc"
+      ]) {
         const a = await api.get(path, { key: k })
         expect(a.status, path).toBe(403)
         expect(a.json.error).toBe("this API key may not read workers")
@@ -510,17 +548,27 @@ describe("read API", () => {
       const second = await startServer(db.url, { rateLimit: 1_000_000 })
       try {
         const k = await makeKey(db, acme)
-        const clients = new Map([server.url, second.url].map((base) => [base, checkedClient(base, checker, NEVER_MARK)]))
+        const clients = new Map(
+          [server.url, second.url].map((base) => [base, checkedClient(base, checker, NEVER_MARK)])
+        )
         // both processes have served (and remembered) the key
         for (const client of clients.values()) {
           expect((await client.get("/api/v1/incidents", { key: k.key })).status).toBe(200)
           expect((await client.get("/api/v1/incidents?limit=abc", { key: k.key })).status).toBe(400)
         }
         await Effect.runPromise(
-          revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, k.id).pipe(Effect.provide(provideDb(db)))
+          revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, k.id).pipe(
+            Effect.provide(provideDb(db))
+          )
         )
         for (const base of [second.url, server.url]) {
-          for (const path of ["/api/v1/incidents", "/api/v1/incidents?limit=abc", "/api/v1", `/api/v1/incidents/${seeded.get("incidents")![0]!.id}`, "/api/v1/incidents/nope"]) {
+          for (const path of [
+            "/api/v1/incidents",
+            "/api/v1/incidents?limit=abc",
+            "/api/v1",
+            `/api/v1/incidents/${seeded.get("incidents")![0]!.id}`,
+            "/api/v1/incidents/nope"
+          ]) {
             const a = await clients.get(base)!.get(path, { key: k.key })
             expect(a.status, `${base} ${path}`).toBe(401)
             expect(a.json.error).toBe("this API key was revoked")
@@ -538,13 +586,16 @@ describe("read API", () => {
       // companies, resources, filters, pages and refusals must not leak into one another.
       const revoked = await makeKey(db, acme)
       await Effect.runPromise(
-        revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(Effect.provide(provideDb(db)))
+        revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(
+          Effect.provide(provideDb(db))
+        )
       )
       const otherKey = (await makeKey(db, other)).key
       const incidentsOnly = (await makeKey(db, acme, { scopes: ["incidents"] })).key
       const incidents = seeded.get("incidents")!
       const workers = seeded.get("workers")!
-      const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) => records.slice(from, to).map((r) => r.id)
+      const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) =>
+        records.slice(from, to).map((r) => r.id)
       const second = (await api.get("/api/v1/incidents?limit=5", { key })).json.nextCursor as string
       const asks: Array<{ path: string; key: string; status: number; text?: string; ids?: ReadonlyArray<string> }> = [
         { path: `/api/v1/incidents/${incidents[0]!.id}`, key, status: 200, text: `{"data":${incidents[0]!.body}}` },
@@ -555,8 +606,18 @@ describe("read API", () => {
         { path: `/api/v1/workers/${workers[0]!.id}`, key: incidentsOnly, status: 403 },
         { path: "/api/v1/incidents?limit=5", key, status: 200, ids: page(incidents, 0, 5) },
         { path: `/api/v1/incidents?limit=5&cursor=${second}`, key, status: 200, ids: page(incidents, 5, 10) },
-        { path: `/api/v1/incidents?createdBefore=${incidents[9]!.createdAt}`, key, status: 200, ids: page(incidents, 10, 12) },
-        { path: `/api/v1/incidents?createdAfter=${incidents[3]!.createdAt}`, key, status: 200, ids: page(incidents, 0, 3) },
+        {
+          path: `/api/v1/incidents?createdBefore=${incidents[9]!.createdAt}`,
+          key,
+          status: 200,
+          ids: page(incidents, 10, 12)
+        },
+        {
+          path: `/api/v1/incidents?createdAfter=${incidents[3]!.createdAt}`,
+          key,
+          status: 200,
+          ids: page(incidents, 0, 3)
+        },
         { path: "/api/v1/workers?limit=3", key, status: 200, ids: page(workers, 0, 3) },
         { path: "/api/v1/incidents", key: otherKey, status: 200 },
         { path: "/api/v1/incidents", key: revoked.key, status: 401 },
@@ -568,7 +629,11 @@ describe("read API", () => {
         const answer = answers[i]!
         expect(answer.status, ask.path).toBe(ask.status)
         if (ask.text !== undefined) expect(answer.text).toBe(ask.text)
-        if (ask.ids !== undefined) expect(answer.json.data.map((r: { id: string }) => r.id), ask.path).toEqual(ask.ids)
+        if (ask.ids !== undefined)
+          expect(
+            answer.json.data.map((r: { id: string }) => r.id),
+            ask.path
+          ).toEqual(ask.ids)
       })
       const theirs = answers[all.findIndex((a) => a.key === otherKey && a.path === "/api/v1/incidents")]!
       expect(theirs.json.data).toHaveLength(3)
@@ -582,16 +647,49 @@ describe("read API", () => {
       const record = makeRecord("incidents", {
         companyId: c.id,
         createdAt: iso(T0),
-        row: { privacy_case: true, person_name: NEVER_MARK, location: NEVER_MARK, description: NEVER_MARK, body_part: NEVER_MARK, injury_type: NEVER_MARK }
+        row: {
+          privacy_case: true,
+          person_name: NEVER_MARK,
+          location: NEVER_MARK,
+          description: NEVER_MARK,
+          body_part: NEVER_MARK,
+          injury_type: NEVER_MARK
+        }
       })
       await storeRecords(db.sql, "incidents", [record], c.id)
       const k = (await makeKey(db, c)).key
       const a = await api.get(`/api/v1/incidents/${record["id"]}`, { key: k })
       expect(a.status).toBe(200)
-      expect(a.json.data).toMatchObject({ privacyCase: true, personName: null, workerId: null, location: null, description: null, bodyPart: null, injuryType: null })
+      expect(a.json.data).toMatchObject({
+        privacyCase: true,
+        personName: null,
+        workerId: null,
+        location: null,
+        description: null,
+        bodyPart: null,
+        injuryType: null
+      })
     })
     it("no NEVER column reaches any answer, as a value or as a key", async () => {
-      const neverKeys = ["phone", "email", "photoUrl", "qrCode", "workRestrictions", "medicalNotes", "photos", "voiceNoteUrl", "signature", "evidencePhotos", "certificateFile", "attachments", "documentFile", "fileUrl", "contactPhone", "contactEmail", "photo"]
+      const neverKeys = [
+        "phone",
+        "email",
+        "photoUrl",
+        "qrCode",
+        "workRestrictions",
+        "medicalNotes",
+        "photos",
+        "voiceNoteUrl",
+        "signature",
+        "evidencePhotos",
+        "certificateFile",
+        "attachments",
+        "documentFile",
+        "fileUrl",
+        "contactPhone",
+        "contactEmail",
+        "photo"
+      ]
       for (const r of RESOURCES) {
         const a = await api.get(`/api/v1/${r}?limit=200`, { key })
         const walk = (v: unknown): void => {
@@ -618,7 +716,15 @@ describe("read API", () => {
       for (const r of RESOURCES) {
         const list = doc.paths[`/api/v1/${r}`].get
         expect(Object.keys(list.responses).sort()).toEqual(["200", "304", "400", "401", "403", "429"])
-        expect(Object.keys(doc.paths[`/api/v1/${r}/{id}`].get.responses).sort()).toEqual(["200", "304", "400", "401", "403", "404", "429"])
+        expect(Object.keys(doc.paths[`/api/v1/${r}/{id}`].get.responses).sort()).toEqual([
+          "200",
+          "304",
+          "400",
+          "401",
+          "403",
+          "404",
+          "429"
+        ])
         const params = list.parameters.map((p: { name: string }) => p.name)
         const base = ["limit", "cursor", "createdAfter", "createdBefore", "updatedAfter", "updatedBefore", "sort"]
         expect(params).toEqual(

@@ -11,7 +11,14 @@ import { startCapture, type RunningCapture } from "../../support/capture.ts"
 import { insertIncident } from "../../support/app.ts"
 import { createCompany, NEVER_MARK, type TestCompany } from "../../support/views.ts"
 import { SafetyRecordsClient, type Deletion } from "../../../client/src/index.ts"
-import { checkedClient, checkedFetch, makeKey, openApiChecker, request, type CheckedClient } from "../../support/http.ts"
+import {
+  checkedClient,
+  checkedFetch,
+  makeKey,
+  openApiChecker,
+  request,
+  type CheckedClient
+} from "../../support/http.ts"
 import { useServiceWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -40,7 +47,11 @@ describe("sync through capture", () => {
     api = checkedClient(server.url, checker, NEVER_MARK)
     key = (await makeKey(db, acme)).key
     // The typed client (client/), every answer checked against the document.
-    client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checkedFetch(checker, NEVER_MARK).fetch })
+    client = new SafetyRecordsClient({
+      baseUrl: server.url,
+      apiKey: key,
+      fetch: checkedFetch(checker, NEVER_MARK).fetch
+    })
   })
 
   afterAll(() => cap?.stop())
@@ -51,12 +62,13 @@ describe("sync through capture", () => {
     let cursor: string | null = null
     let next: string | null = null
     do {
-      const page: { data: ReadonlyArray<unknown>; nextCursor: string | null; nextUpdatedAfter?: string | null } = await client.listPage(resource, {
-        sort: "updatedAt",
-        limit: 2,
-        ...(since === null ? {} : { updatedAfter: since }),
-        ...(cursor === null ? {} : { cursor })
-      })
+      const page: { data: ReadonlyArray<unknown>; nextCursor: string | null; nextUpdatedAfter?: string | null } =
+        await client.listPage(resource, {
+          sort: "updatedAt",
+          limit: 2,
+          ...(since === null ? {} : { updatedAfter: since }),
+          ...(cursor === null ? {} : { cursor })
+        })
       records.push(...page.data)
       cursor = page.nextCursor
       next = page.nextUpdatedAfter ?? null
@@ -123,7 +135,11 @@ describe("sync through capture", () => {
   })
 
   it("deletions: oldest first, of what the key may read (scope, module, company), cursor-paged, since inclusive", async () => {
-    const incidents = [await insertIncident(db.sql, acme.id), await insertIncident(db.sql, acme.id), await insertIncident(db.sql, acme.id)]
+    const incidents = [
+      await insertIncident(db.sql, acme.id),
+      await insertIncident(db.sql, acme.id),
+      await insertIncident(db.sql, acme.id)
+    ]
     const [observation] = await db.sql<{ id: string }[]>`
       insert into app.observations (company_id, type, title, observed_at) values (${acme.id}, 'unsafe_act', 'No helmet', now()) returning id::text`
     const foreign = await insertIncident(db.sql, other.id)
@@ -164,7 +180,9 @@ describe("sync through capture", () => {
 
     // Another key of the company that reads observations only; the other company's key.
     const observer = (await makeKey(db, acme, { scopes: ["observations"] })).key
-    expect((await api.get("/api/v1/deletions", { key: observer })).json.data.map((d: any) => d.id)).toEqual([observation!.id])
+    expect((await api.get("/api/v1/deletions", { key: observer })).json.data.map((d: any) => d.id)).toEqual([
+      observation!.id
+    ])
     const refused = await api.get("/api/v1/deletions?resource=incidents", { key: observer })
     expect([refused.status, refused.json.error]).toEqual([403, "this API key may not read incidents"])
     const otherKey = (await makeKey(db, other)).key
@@ -173,7 +191,11 @@ describe("sync through capture", () => {
     // A module turned off: its deletions are not listed, and asking for them is a 403.
     await db.sql`update app.company_modules set enabled = false where company_id = ${acme.id} and module = 'observations'`
     await cap.settle()
-    expect((await api.get("/api/v1/deletions", { key })).json.data.map((d: any) => d.resource)).toEqual(["incidents", "incidents", "incidents"])
+    expect((await api.get("/api/v1/deletions", { key })).json.data.map((d: any) => d.resource)).toEqual([
+      "incidents",
+      "incidents",
+      "incidents"
+    ])
     const off = await api.get("/api/v1/deletions?resource=observations", { key })
     expect([off.status, off.json.error]).toEqual([403, "the observations module is turned off for this company"])
     await db.sql`update app.company_modules set enabled = true where company_id = ${acme.id} and module = 'observations'`
@@ -182,7 +204,9 @@ describe("sync through capture", () => {
     // A record created again with the same id is no longer deleted.
     await insertIncident(db.sql, acme.id, { id: incidents[0] })
     await cap.settle()
-    expect((await api.get("/api/v1/deletions?resource=incidents", { key })).json.data.map((d: any) => d.id)).toEqual(incidents.slice(1))
+    expect((await api.get("/api/v1/deletions?resource=incidents", { key })).json.data.map((d: any) => d.id)).toEqual(
+      incidents.slice(1)
+    )
   })
 
   it("the client's sync: what changed and what was deleted in the app since the last run, and where to go on from", async () => {
@@ -231,7 +255,9 @@ describe("sync through capture", () => {
       expect(a.json.error).toMatch(message)
     }
     const page = await api.get("/api/v1/deletions?limit=1", { key })
-    const mixed = await api.get(`/api/v1/deletions?limit=1&resource=observations&cursor=${page.json.nextCursor}`, { key })
+    const mixed = await api.get(`/api/v1/deletions?limit=1&resource=observations&cursor=${page.json.nextCursor}`, {
+      key
+    })
     expect([mixed.status, mixed.json.error]).toEqual([400, expect.stringMatching(/^cursor belongs to another list/)])
     const fromList = await api.get("/api/v1/audits?limit=1", { key })
     expect((await api.get(`/api/v1/deletions?cursor=${fromList.json.nextCursor}`, { key })).status).toBe(400)
@@ -248,9 +274,11 @@ describe("sync through capture", () => {
   it("rebuild-views keeps the change time of views it leaves alone, moves it for views it rewrites, and leaves tombstones", async () => {
     const times = async () =>
       new Map(
-        (await db.sql<{ id: string; t: string }[]>`select id::text, changed_at::text as t from service.views where company_id = ${acme.id}`).map(
-          (r) => [r.id, r.t] as const
-        )
+        (
+          await db.sql<
+            { id: string; t: string }[]
+          >`select id::text, changed_at::text as t from service.views where company_id = ${acme.id}`
+        ).map((r) => [r.id, r.t] as const)
       )
     const before = await times()
     const [stale] = await db.sql<{ id: string; changed: Date }[]>`

@@ -30,13 +30,26 @@ describe("sync by change time", () => {
     const other = await createCompany(db.sql, { name: "Other Sync" })
     key = (await makeKey(db, acme)).key
     // The typed client (client/), every answer checked against the document.
-    client = new SafetyRecordsClient({ baseUrl: server.url, apiKey: key, fetch: checkedFetch(checker, NEVER_MARK).fetch })
+    client = new SafetyRecordsClient({
+      baseUrl: server.url,
+      apiKey: key,
+      fetch: checkedFetch(checker, NEVER_MARK).fetch
+    })
     permits = Array.from({ length: 230 }, (_, i) =>
-      makeRecord("permits", { companyId: acme.id, createdAt: at(1000 - i), row: { updated_at: at(100 + (i % 4) * 10) } })
+      makeRecord("permits", {
+        companyId: acme.id,
+        createdAt: at(1000 - i),
+        row: { updated_at: at(100 + (i % 4) * 10) }
+      })
     )
     await storeRecords(db.sql, "permits", permits, acme.id)
     // Another company's records never show.
-    await storeRecords(db.sql, "permits", [makeRecord("permits", { companyId: other.id, createdAt: at(5), row: { updated_at: at(120) } })], other.id)
+    await storeRecords(
+      db.sql,
+      "permits",
+      [makeRecord("permits", { companyId: other.id, createdAt: at(5), row: { updated_at: at(120) } })],
+      other.id
+    )
   })
 
   const byChange = (records: ReadonlyArray<Record<string, unknown>>) =>
@@ -51,7 +64,12 @@ describe("sync by change time", () => {
     const pages: Array<ListPage<"permits">> = []
     let cursor: string | null = null
     do {
-      const page: ListPage<"permits"> = await client.listPage("permits", { sort: "updatedAt", ...params, limit, ...(cursor === null ? {} : { cursor }) })
+      const page: ListPage<"permits"> = await client.listPage("permits", {
+        sort: "updatedAt",
+        ...params,
+        limit,
+        ...(cursor === null ? {} : { cursor })
+      })
       pages.push(page)
       ids.push(...page.data.map((r) => r.id))
       cursor = page.nextCursor
@@ -81,15 +99,30 @@ describe("sync by change time", () => {
     // The default order stays newest created first.
     const newest = await api.get(`/api/v1/permits?updatedAfter=${at(100)}&updatedBefore=${at(130)}&limit=200`, { key })
     expect(newest.json.nextUpdatedAfter).toBeUndefined()
-    expectIds(newest.json, [...between].sort((a, b) => (String(a["createdAt"]) < String(b["createdAt"]) ? 1 : -1)))
-    const oldest = await api.get(`/api/v1/permits?updatedAfter=${at(100)}&updatedBefore=${at(130)}&sort=updatedAt&limit=200`, { key })
+    expectIds(
+      newest.json,
+      [...between].sort((a, b) => (String(a["createdAt"]) < String(b["createdAt"]) ? 1 : -1))
+    )
+    const oldest = await api.get(
+      `/api/v1/permits?updatedAfter=${at(100)}&updatedBefore=${at(130)}&sort=updatedAt&limit=200`,
+      { key }
+    )
     expectIds(oldest.json, byChange(between))
     // An offset, a date alone, and createdAfter together with updatedAfter.
-    const offset = await api.get(`/api/v1/permits?updatedAfter=${encodeURIComponent("2026-02-01T01:01:50+01:00")}&sort=updatedAt&limit=200`, { key })
+    const offset = await api.get(
+      `/api/v1/permits?updatedAfter=${encodeURIComponent("2026-02-01T01:01:50+01:00")}&sort=updatedAt&limit=200`,
+      { key }
+    )
     expectIds(offset.json, byChange(permits.filter((r) => String(r["updatedAt"]) > at(110))))
     expect((await api.get("/api/v1/permits?updatedBefore=2026-02-01&limit=200", { key })).json.data).toEqual([])
-    const both = await api.get(`/api/v1/permits?createdAfter=${at(900)}&updatedAfter=${at(120)}&sort=updatedAt&limit=200`, { key })
-    expectIds(both.json, byChange(permits.filter((r) => String(r["createdAt"]) > at(900) && String(r["updatedAt"]) > at(120))))
+    const both = await api.get(
+      `/api/v1/permits?createdAfter=${at(900)}&updatedAfter=${at(120)}&sort=updatedAt&limit=200`,
+      { key }
+    )
+    expectIds(
+      both.json,
+      byChange(permits.filter((r) => String(r["createdAt"]) > at(900) && String(r["updatedAt"]) > at(120)))
+    )
   })
 
   it("a sync asks again from nextUpdatedAfter: nothing while nothing changed, then only what changed", async () => {
@@ -158,12 +191,20 @@ describe("conditional GET", () => {
   beforeAll(async () => {
     acme = await createCompany(db.sql, { name: "Acme Etag" })
     key = (await makeKey(db, acme)).key
-    const [stored] = await storeRecords(db.sql, "observations", [makeRecord("observations", { companyId: acme.id, createdAt: at(1) })], acme.id)
+    const [stored] = await storeRecords(
+      db.sql,
+      "observations",
+      [makeRecord("observations", { companyId: acme.id, createdAt: at(1) })],
+      acme.id
+    )
     id = stored!.id
   })
 
   const get = async (path: string, ifNoneMatch?: string) => {
-    const a = await request(server.url, path, { key, ...(ifNoneMatch === undefined ? {} : { headers: { "if-none-match": ifNoneMatch } }) })
+    const a = await request(server.url, path, {
+      key,
+      ...(ifNoneMatch === undefined ? {} : { headers: { "if-none-match": ifNoneMatch } })
+    })
     checker.check("GET", path, a)
     return a
   }
@@ -192,7 +233,12 @@ describe("conditional GET", () => {
   it("a changed record has a new ETag, and the old one gets the new record", async () => {
     const path = `/api/v1/observations/${id}`
     const old = (await get(path)).headers.get("etag")!
-    const changed = makeRecord("observations", { id, companyId: acme.id, createdAt: at(1), row: { title: "Changed title", updated_at: at(50) } })
+    const changed = makeRecord("observations", {
+      id,
+      companyId: acme.id,
+      createdAt: at(1),
+      row: { title: "Changed title", updated_at: at(50) }
+    })
     await db.sql`update service.views set body = ${JSON.stringify(changed)} where resource = 'observations' and id = ${id}`
     const a = await get(path, old)
     expect(a.status).toBe(200)
@@ -209,7 +255,12 @@ describe("conditional GET", () => {
     expect((await get(path, etag)).status).toBe(304)
     // The same list by another query is another answer with the same bytes: same tag.
     expect((await get("/api/v1/observations?limit=11")).headers.get("etag")).toBe(etag)
-    await storeRecords(db.sql, "observations", [makeRecord("observations", { companyId: acme.id, createdAt: at(2) })], acme.id)
+    await storeRecords(
+      db.sql,
+      "observations",
+      [makeRecord("observations", { companyId: acme.id, createdAt: at(2) })],
+      acme.id
+    )
     const after = await get(path, etag)
     expect(after.status).toBe(200)
     expect(after.json.data).toHaveLength(2)

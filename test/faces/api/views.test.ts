@@ -31,10 +31,17 @@ describe("requests read together", () => {
     acme = await createCompany(db.sql, { name: "Acme Safety" })
     other = await createCompany(db.sql, { name: "Other Co" })
     for (const r of ["incidents", "workers"] as const) {
-      seeded.set(`acme ${r}`, await seedRecords(db.sql, r, acme.id, 12, { newest: new Date(T0), stepMillis: 3_600_000 }))
+      seeded.set(
+        `acme ${r}`,
+        await seedRecords(db.sql, r, acme.id, 12, { newest: new Date(T0), stepMillis: 3_600_000 })
+      )
     }
     seeded.set("other incidents", await seedRecords(db.sql, "incidents", other.id, 3, { newest: new Date(T0) }))
-    const layer = Views.layer.pipe(Layer.provideMerge(ApiPool.layer), Layer.provide(ApiSettings.layer({})), Layer.provide(provideDb(db)))
+    const layer = Views.layer.pipe(
+      Layer.provideMerge(ApiPool.layer),
+      Layer.provide(ApiSettings.layer({})),
+      Layer.provide(provideDb(db))
+    )
     // The service with its pool, kept for the whole suite.
     const scope = Effect.runSync(Scope.make())
     const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
@@ -45,25 +52,50 @@ describe("requests read together", () => {
     await close?.()
   })
 
-  const keyOf = async (company: TestCompany, scopes?: ReadonlyArray<Resource>): Promise<CurrentKeyShape & { readonly id: string }> => {
+  const keyOf = async (
+    company: TestCompany,
+    scopes?: ReadonlyArray<Resource>
+  ): Promise<CurrentKeyShape & { readonly id: string }> => {
     const k = await makeKey(db, company, scopes === undefined ? {} : { scopes })
-    return { id: k.id, keyId: k.id, keyName: "test key", companyId: company.id, companyName: "", expiresAt: null, webhooks: false, scopes: new Set(), modules: new Set(), readable: [], host: undefined }
+    return {
+      id: k.id,
+      keyId: k.id,
+      keyName: "test key",
+      companyId: company.id,
+      companyName: "",
+      expiresAt: null,
+      webhooks: false,
+      scopes: new Set(),
+      modules: new Set(),
+      readable: [],
+      host: undefined
+    }
   }
 
-  const text = (served: Served | undefined) => (served?._tag === "Body" ? Buffer.from(served.body).toString("utf8") : served)
-  const ids = (served: Served | undefined) => (served?._tag === "Body" ? JSON.parse(Buffer.from(served.body).toString("utf8")).data.map((r: { id: string }) => r.id) : served)
+  const text = (served: Served | undefined) =>
+    served?._tag === "Body" ? Buffer.from(served.body).toString("utf8") : served
+  const ids = (served: Served | undefined) =>
+    served?._tag === "Body"
+      ? JSON.parse(Buffer.from(served.body).toString("utf8")).data.map((r: { id: string }) => r.id)
+      : served
 
   it("gets and lists of several keys, companies, resources and filters in one batch", async () => {
     const mine = await keyOf(acme)
     const theirs = await keyOf(other)
     const revoked = await keyOf(acme)
     await Effect.runPromise(
-      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(Effect.provide(provideDb(db)))
+      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(
+        Effect.provide(provideDb(db))
+      )
     )
     const incidents = seeded.get("acme incidents")!
     const workers = seeded.get("acme workers")!
     const theirIncidents = seeded.get("other incidents")!
-    const next = JSON.parse(text(await run(Effect.flatMap(Effect.service(Views), (v) => v.list(mine, "incidents", listQuery({ limit: "5" }))))) as string).nextCursor
+    const next = JSON.parse(
+      text(
+        await run(Effect.flatMap(Effect.service(Views), (v) => v.list(mine, "incidents", listQuery({ limit: "5" }))))
+      ) as string
+    ).nextCursor
     const [gets, lists] = await run(
       Effect.flatMap(Effect.service(Views), (v) =>
         Effect.all(
@@ -104,7 +136,8 @@ describe("requests read together", () => {
       `{"data":${theirIncidents[1]!.body}}`,
       { _tag: "Refused", state: "revoked" }
     ])
-    const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) => records.slice(from, to).map((r) => r.id)
+    const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) =>
+      records.slice(from, to).map((r) => r.id)
     expect(lists.map(ids)).toEqual([
       page(incidents, 0, 5),
       page(incidents, 5, 10),

@@ -25,7 +25,19 @@ describe("admin CLI", () => {
   })
 
   it("keys create --json prints {id, key} once; the key works", async () => {
-    const r = await cli("keys", "create", "--company", acme.host, "--name", "Power BI", "--read", "incidents,workers", "--as", acme.adminEmail, "--json")
+    const r = await cli(
+      "keys",
+      "create",
+      "--company",
+      acme.host,
+      "--name",
+      "Power BI",
+      "--read",
+      "incidents,workers",
+      "--as",
+      acme.adminEmail,
+      "--json"
+    )
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     const answer = JSON.parse(r.stdout)
@@ -36,8 +48,12 @@ describe("admin CLI", () => {
     expect(a.json.key).toMatchObject({ id: answer.id, name: "Power BI", expiresAt: null, webhooks: false })
     expect(a.json.resources.map((x: { name: string }) => x.name)).toEqual(["incidents", "workers"])
     // only the fingerprint is stored
-    const [row] = await db.sql<{ fingerprint: Buffer }[]>`select fingerprint from service.api_keys where id = ${answer.id}`
-    expect(row!.fingerprint.toString("hex")).toBe((await import("node:crypto")).createHash("sha256").update(answer.key).digest("hex"))
+    const [row] = await db.sql<
+      { fingerprint: Buffer }[]
+    >`select fingerprint from service.api_keys where id = ${answer.id}`
+    expect(row!.fingerprint.toString("hex")).toBe(
+      (await import("node:crypto")).createHash("sha256").update(answer.key).digest("hex")
+    )
     // not the key, nor any part of it (spec 5.2), in the keys or in the activity log
     const random = answer.key.slice(3)
     for (const table of ["service.api_keys", "service.activity"]) {
@@ -48,18 +64,59 @@ describe("admin CLI", () => {
 
   it("keys create for a company the API does not serve makes the key and warns on stderr, JSON alone on stdout", async () => {
     const team = await createCompany(db.sql, { name: "Team Co", tier: "team" })
-    const r = await cli("keys", "create", "--company", team.host, "--name", "early", "--read", "all", "--as", team.adminEmail, "--json")
+    const r = await cli(
+      "keys",
+      "create",
+      "--company",
+      team.host,
+      "--name",
+      "early",
+      "--read",
+      "all",
+      "--as",
+      team.adminEmail,
+      "--json"
+    )
     expect(r.code).toBe(0)
     expect(Object.keys(JSON.parse(r.stdout))).toEqual(["id", "key"])
-    expect(r.stderr).toBe("warning: Team Co is on the team tier: the API answers this key 403 until the company is on the Company tier.\n")
+    expect(r.stderr).toBe(
+      "warning: Team Co is on the team tier: the API answers this key 403 until the company is on the Company tier.\n"
+    )
     const off = await createCompany(db.sql, { name: "Off Co", apiEnabled: false })
-    const o = await cli("keys", "create", "--company", off.host, "--name", "early", "--read", "all", "--as", off.adminEmail)
+    const o = await cli(
+      "keys",
+      "create",
+      "--company",
+      off.host,
+      "--name",
+      "early",
+      "--read",
+      "all",
+      "--as",
+      off.adminEmail
+    )
     expect(o.code).toBe(0)
-    expect(o.stderr).toBe("warning: the API is turned off for Off Co: it answers this key 403 until the API is turned on.\n")
+    expect(o.stderr).toBe(
+      "warning: the API is turned off for Off Co: it answers this key 403 until the API is turned on.\n"
+    )
   })
 
   it("keys create for a person: by company id, all resources, webhooks, an expiry", async () => {
-    const r = await cli("keys", "create", "--company", acme.id, "--name", "Zapier", "--read", "all", "--webhooks", "--expires", "90d", "--as", acme.adminEmail.toUpperCase())
+    const r = await cli(
+      "keys",
+      "create",
+      "--company",
+      acme.id,
+      "--name",
+      "Zapier",
+      "--read",
+      "all",
+      "--webhooks",
+      "--expires",
+      "90d",
+      "--as",
+      acme.adminEmail.toUpperCase()
+    )
     expect(r.code).toBe(0)
     expect(r.stdout).toContain('Created API key "Zapier"')
     expect(r.stdout).toContain("reads:    all")
@@ -78,16 +135,40 @@ describe("admin CLI", () => {
     const keys = JSON.parse(r.stdout)
     expect(keys.length).toBeGreaterThanOrEqual(2)
     const zap = keys.find((k: { name: string }) => k.name === "Zapier")
-    expect(zap).toMatchObject({ scopes: [...RESOURCES], webhooks: true, createdBy: acme.adminEmail, state: "active", revokedAt: null })
-    for (const field of ["id", "createdAt", "expiresAt", "lastUsedAt", "requestCount"]) expect(zap).toHaveProperty(field)
+    expect(zap).toMatchObject({
+      scopes: [...RESOURCES],
+      webhooks: true,
+      createdBy: acme.adminEmail,
+      state: "active",
+      revokedAt: null
+    })
+    for (const field of ["id", "createdAt", "expiresAt", "lastUsedAt", "requestCount"])
+      expect(zap).toHaveProperty(field)
     const text = await cli("keys", "list", "--company", acme.host, "--as", acme.adminEmail)
     expect(text.code).toBe(0)
-    for (const column of ["NAME", "READS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"]) expect(text.stdout).toContain(column)
+    for (const column of ["NAME", "READS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"])
+      expect(text.stdout).toContain(column)
     expect(text.stdout).toContain("Zapier")
   })
 
   it("keys revoke: the next request gets 401, the activity log says who did what to which key", async () => {
-    const created = JSON.parse((await cli("keys", "create", "--company", acme.host, "--name", "temp", "--read", "incidents", "--as", acme.adminEmail, "--json")).stdout)
+    const created = JSON.parse(
+      (
+        await cli(
+          "keys",
+          "create",
+          "--company",
+          acme.host,
+          "--name",
+          "temp",
+          "--read",
+          "incidents",
+          "--as",
+          acme.adminEmail,
+          "--json"
+        )
+      ).stdout
+    )
     expect((await request(server.url, "/api/v1/incidents", { key: created.key })).status).toBe(200)
     // a subscription the key made is deleted with it
     const hasSubscriptions = (await db.sql`select to_regclass('service.webhook_subscriptions') as t`)[0]!.t !== null
@@ -96,14 +177,21 @@ describe("admin CLI", () => {
     }
     const r = await cli("keys", "revoke", created.id, "--as", acme.adminEmail, "--json")
     expect(r.code).toBe(0)
-    expect(JSON.parse(r.stdout)).toMatchObject({ id: created.id, name: "temp", state: "revoked", revokedBy: acme.adminEmail })
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      id: created.id,
+      name: "temp",
+      state: "revoked",
+      revokedBy: acme.adminEmail
+    })
     const after = await request(server.url, "/api/v1/incidents", { key: created.key })
     expect(after.status).toBe(401)
     expect(after.json.error).toBe("this API key was revoked")
     if (hasSubscriptions) {
       expect(await db.sql`select 1 from service.webhook_subscriptions where key_id = ${created.id}`).toHaveLength(0)
     }
-    const log = await db.sql<{ kind: string; actor_email: string; actor_id: string; subject_id: string; details: any; at: Date }[]>`
+    const log = await db.sql<
+      { kind: string; actor_email: string; actor_id: string; subject_id: string; details: any; at: Date }[]
+    >`
       select kind, actor_email, actor_id::text, subject_id, details, at from service.activity
        where company_id = ${acme.id} and subject_id = ${created.id} order by id`
     expect(log.map((e) => e.kind)).toEqual(["key.created", "key.revoked"])
@@ -126,21 +214,85 @@ describe("admin CLI", () => {
     const ids: Array<string> = []
     for (let i = 0; i < 20; i++) {
       const k = await Effect.runPromise(
-        createKey(actor, { companyId: c.id, name: `k${i}`, scopes: ["incidents"], webhooks: false, expires: "never" }).pipe(Effect.provide(provideDb(db)))
+        createKey(actor, {
+          companyId: c.id,
+          name: `k${i}`,
+          scopes: ["incidents"],
+          webhooks: false,
+          expires: "never"
+        }).pipe(Effect.provide(provideDb(db)))
       )
       ids.push(k.id)
     }
-    const r = await cli("keys", "create", "--company", c.host, "--name", "one too many", "--read", "all", "--as", c.adminEmail, "--json")
+    const r = await cli(
+      "keys",
+      "create",
+      "--company",
+      c.host,
+      "--name",
+      "one too many",
+      "--read",
+      "all",
+      "--as",
+      c.adminEmail,
+      "--json"
+    )
     expect(r.code).toBe(1)
     expect(r.stdout).toBe("")
     expect(r.stderr).toBe(
       "error: this company already has 20 active API keys, the most it may hold (20); revoke one first\n"
     )
     await db.sql`update service.api_keys set expires_at = now() - interval '1 minute' where id = ${ids[0]!}`
-    expect((await cli("keys", "create", "--company", c.host, "--name", "replaces expired", "--read", "all", "--as", c.adminEmail, "--json")).code).toBe(0)
-    expect((await cli("keys", "create", "--company", c.host, "--name", "again too many", "--read", "all", "--as", c.adminEmail)).code).toBe(1)
+    expect(
+      (
+        await cli(
+          "keys",
+          "create",
+          "--company",
+          c.host,
+          "--name",
+          "replaces expired",
+          "--read",
+          "all",
+          "--as",
+          c.adminEmail,
+          "--json"
+        )
+      ).code
+    ).toBe(0)
+    expect(
+      (
+        await cli(
+          "keys",
+          "create",
+          "--company",
+          c.host,
+          "--name",
+          "again too many",
+          "--read",
+          "all",
+          "--as",
+          c.adminEmail
+        )
+      ).code
+    ).toBe(1)
     expect((await cli("keys", "revoke", ids[1]!, "--as", c.adminEmail)).code).toBe(0)
-    expect((await cli("keys", "create", "--company", c.host, "--name", "replaces revoked", "--read", "all", "--as", c.adminEmail)).code).toBe(0)
+    expect(
+      (
+        await cli(
+          "keys",
+          "create",
+          "--company",
+          c.host,
+          "--name",
+          "replaces revoked",
+          "--read",
+          "all",
+          "--as",
+          c.adminEmail
+        )
+      ).code
+    ).toBe(0)
   })
 
   it("20 at once from many processes still stop at 20", async () => {
@@ -148,15 +300,17 @@ describe("admin CLI", () => {
     const runs = await Promise.all(
       Array.from({ length: 24 }, (_, i) =>
         Effect.runPromise(
-          createKey({ userId: c.adminId, email: c.adminEmail, name: "Ada", companyId: c.id }, { companyId: c.id, name: `p${i}`, scopes: ["incidents"], webhooks: false, expires: "never" }).pipe(
-            Effect.provide(provideDb(db)),
-            Effect.result
-          )
+          createKey(
+            { userId: c.adminId, email: c.adminEmail, name: "Ada", companyId: c.id },
+            { companyId: c.id, name: `p${i}`, scopes: ["incidents"], webhooks: false, expires: "never" }
+          ).pipe(Effect.provide(provideDb(db)), Effect.result)
         )
       )
     )
     expect(runs.filter((r) => r._tag === "Success")).toHaveLength(20)
-    const [{ n }] = (await db.sql<{ n: number }[]>`select count(*)::int as n from service.api_keys where company_id = ${c.id}`) as unknown as [{ n: number }]
+    const [{ n }] = (await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from service.api_keys where company_id = ${c.id}`) as unknown as [{ n: number }]
     expect(n).toBe(20)
   })
 
@@ -164,8 +318,16 @@ describe("admin CLI", () => {
     it.each([
       [["keys", "creat"], 2, /Unknown subcommand "creat"[\s\S]*Did you mean this\?[\s\S]*create/],
       [["nothing"], 2, /Unknown subcommand "nothing"/],
-      [["keys", "create", "--company", "x", "--name", "n", "--read", "all", "--as", "a@b.c", "--bogus"], 2, /Unrecognized flag: --bogus/],
-      [["keys", "create", "--company", "x", "--name", "n", "--read", "all", "--as", "a@b.c", "--expires", "2d"], 2, /Invalid value for flag --expires: "2d"/],
+      [
+        ["keys", "create", "--company", "x", "--name", "n", "--read", "all", "--as", "a@b.c", "--bogus"],
+        2,
+        /Unrecognized flag: --bogus/
+      ],
+      [
+        ["keys", "create", "--company", "x", "--name", "n", "--read", "all", "--as", "a@b.c", "--expires", "2d"],
+        2,
+        /Invalid value for flag --expires: "2d"/
+      ],
       [["keys", "create", "--company", "x", "--name", "n", "--read", "all"], 2, /Missing required flag: --as/],
       [["keys", "revoke", "--as", "a@b.c"], 2, /Missing required argument: id/],
       [["keys", "list"], 2, /Missing required flag: --company/]
@@ -180,14 +342,46 @@ describe("admin CLI", () => {
     // Nine CLI processes, one after another (each starts Node and connects): a budget for a busy machine.
     it("for values the database decides", { timeout: 180_000 }, async () => {
       const cases: Array<[Array<string>, RegExp]> = [
-        [["keys", "create", "--company", "nowhere.test", "--name", "n", "--read", "all", "--as", acme.adminEmail], /^error: no company with id or host "nowhere.test"\n$/],
-        [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "nobody@example.test"], /^error: no user with e-mail nobody@example.test\n$/],
-        [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", acme.memberEmail], /^error: .* is not an admin of Acme Safety: only admins can do this\n$/],
-        [["keys", "create", "--company", acme.host, "--name", "n", "--read", "incidents,nope", "--as", acme.adminEmail], /^error: unknown resource "nope" in --read; choose from incidents, .*, or all\n$/],
-        [["keys", "create", "--company", acme.host, "--name", "  ", "--read", "all", "--as", acme.adminEmail], /^error: --name must not be empty\n$/],
-        [["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "not-an-email"], /^error: --as must be an e-mail address/],
+        [
+          ["keys", "create", "--company", "nowhere.test", "--name", "n", "--read", "all", "--as", acme.adminEmail],
+          /^error: no company with id or host "nowhere.test"\n$/
+        ],
+        [
+          ["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "nobody@example.test"],
+          /^error: no user with e-mail nobody@example.test\n$/
+        ],
+        [
+          ["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", acme.memberEmail],
+          /^error: .* is not an admin of Acme Safety: only admins can do this\n$/
+        ],
+        [
+          [
+            "keys",
+            "create",
+            "--company",
+            acme.host,
+            "--name",
+            "n",
+            "--read",
+            "incidents,nope",
+            "--as",
+            acme.adminEmail
+          ],
+          /^error: unknown resource "nope" in --read; choose from incidents, .*, or all\n$/
+        ],
+        [
+          ["keys", "create", "--company", acme.host, "--name", "  ", "--read", "all", "--as", acme.adminEmail],
+          /^error: --name must not be empty\n$/
+        ],
+        [
+          ["keys", "create", "--company", acme.host, "--name", "n", "--read", "all", "--as", "not-an-email"],
+          /^error: --as must be an e-mail address/
+        ],
         [["keys", "revoke", "not-a-key", "--as", acme.adminEmail], /^error: "not-a-key" is not a key id/],
-        [["keys", "revoke", "00000000-0000-4000-8000-000000000000", "--as", acme.adminEmail], /^error: no API key with id 00000000-0000-4000-8000-000000000000\n$/],
+        [
+          ["keys", "revoke", "00000000-0000-4000-8000-000000000000", "--as", acme.adminEmail],
+          /^error: no API key with id 00000000-0000-4000-8000-000000000000\n$/
+        ],
         [["keys", "list", "--company", acme.host, "--as", acme.memberEmail], /is not an admin of Acme Safety/]
       ]
       for (const [args, message] of cases) {
@@ -220,11 +414,14 @@ describe("admin CLI", () => {
     expect(top.stdout).toMatch(/keys[\s\S]*tokens/)
     const create = await cli("keys", "create", "--help")
     expect(create.code).toBe(0)
-    for (const flag of ["--company", "--name", "--read", "--webhooks", "--expires", "--as", "--json"]) expect(create.stdout).toContain(flag)
+    for (const flag of ["--company", "--name", "--read", "--webhooks", "--expires", "--as", "--json"])
+      expect(create.stdout).toContain(flag)
   })
 
   it("--version prints package.json's version", async () => {
-    const { version } = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }
+    const { version } = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as {
+      version: string
+    }
     const r = await cli("--version")
     expect(r.code).toBe(0)
     expect(r.stdout.trim()).toBe(`admin v${version}`)

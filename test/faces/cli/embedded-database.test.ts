@@ -35,10 +35,24 @@ describe("admin CLI on the embedded database", () => {
     running = await startEmbedded({ dataDir: dir, port })
     const sql = postgres(running.url, { max: 1, onnotice: () => {} })
     try {
-      const [c] = await sql<{ id: string }[]>`insert into app.companies (name, host) values ('Embedded Co', 'embedded.test') returning id::text`
+      const [c] = await sql<
+        { id: string }[]
+      >`insert into app.companies (name, host) values ('Embedded Co', 'embedded.test') returning id::text`
       await sql`insert into app.users (company_id, name, email, role) values (${c!.id}, 'Ed', 'ed@embedded.test', 'admin')`
       const r = await runCli(
-        ["keys", "create", "--company", "embedded.test", "--name", "n", "--read", "incidents", "--as", "ed@embedded.test", "--json"],
+        [
+          "keys",
+          "create",
+          "--company",
+          "embedded.test",
+          "--name",
+          "n",
+          "--read",
+          "incidents",
+          "--as",
+          "ed@embedded.test",
+          "--json"
+        ],
         { DATABASE_URL: undefined, DATA_DIR: dir, EMBEDDED_PG_PORT: String(await freePort()) }
       )
       expect(r.stderr).toBe("")

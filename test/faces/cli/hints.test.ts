@@ -10,7 +10,10 @@ import { checkUrl } from "../../../src/webhooks/validate.ts"
 
 const saved = { networks: process.env.WEBHOOK_ALLOWED_NETWORKS, ca: process.env.NODE_EXTRA_CA_CERTS }
 afterEach(() => {
-  for (const [k, v] of [["WEBHOOK_ALLOWED_NETWORKS", saved.networks], ["NODE_EXTRA_CA_CERTS", saved.ca]] as const) {
+  for (const [k, v] of [
+    ["WEBHOOK_ALLOWED_NETWORKS", saved.networks],
+    ["NODE_EXTRA_CA_CERTS", saved.ca]
+  ] as const) {
     if (v === undefined) delete process.env[k]
     else process.env[k] = v
   }
@@ -38,16 +41,25 @@ describe("hints on refusals", () => {
       expect(hintFor(e)).toMatch(/^\nhint: .*WEBHOOK_ALLOWED_NETWORKS/)
     }
     // A failed test event to such an address (the CLI's CheckFailed) carries the same reason.
-    expect(hintFor({ message: "the receiver did not accept the test event (refused: 10.0.0.1 is not a public address (private))", reason: "address_not_public" })).toMatch(
-      /^\nhint: .*WEBHOOK_ALLOWED_NETWORKS/
-    )
+    expect(
+      hintFor({
+        message: "the receiver did not accept the test event (refused: 10.0.0.1 is not a public address (private))",
+        reason: "address_not_public"
+      })
+    ).toMatch(/^\nhint: .*WEBHOOK_ALLOWED_NETWORKS/)
     process.env.WEBHOOK_ALLOWED_NETWORKS = "127.0.0.0/8"
     expect(hintFor(await urlRefusal("https://localhost/hooks"))).toBe("")
   })
   it("a TLS failure, with no extra CA, points at NODE_EXTRA_CA_CERTS; other failures get no hint", async () => {
     delete process.env.NODE_EXTRA_CA_CERTS
     delete process.env.WEBHOOK_ALLOWED_NETWORKS
-    expect(hintFor({ message: "the receiver did not accept the test event (tls: unable to verify the first certificate (UNABLE_TO_VERIFY_LEAF_SIGNATURE))", reason: "tls" })).toMatch(/NODE_EXTRA_CA_CERTS/)
+    expect(
+      hintFor({
+        message:
+          "the receiver did not accept the test event (tls: unable to verify the first certificate (UNABLE_TO_VERIFY_LEAF_SIGNATURE))",
+        reason: "tls"
+      })
+    ).toMatch(/NODE_EXTRA_CA_CERTS/)
     expect(hintFor({ message: "the receiver did not accept the test event (http 503)" })).toBe("")
     const http = await urlRefusal("http://hooks.example.com/")
     expect(http.message).toBe("url refused: only https:// addresses are accepted (got http://)")

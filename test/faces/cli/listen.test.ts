@@ -49,21 +49,28 @@ describe("admin listen", () => {
     await new Promise((r) => local?.close(r))
   })
 
-  it("forwards each new event, signed with the given secret, and nothing from before it started", { timeout: 60_000 }, async () => {
+  it("forwards each new event, signed with the given secret, and nothing from before it started", {
+    timeout: 60_000
+  }, async () => {
     const { key } = await makeKey(db, company, { scopes: ["incidents"] })
     await insertIncident(db.sql, company.id, { title: "Before listen" })
     await cap.settle()
     const secret = newSecret()
-    child = spawn(process.execPath, ["src/faces/cli/admin.ts", "listen", "--forward-to", localUrl, "--url", server.url, "--secret", secret, "--json"], {
-      cwd: new URL("../../../", import.meta.url).pathname,
-      env: { ...process.env, SERVICE_API_KEY: key },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
+    child = spawn(
+      process.execPath,
+      ["src/faces/cli/admin.ts", "listen", "--forward-to", localUrl, "--url", server.url, "--secret", secret, "--json"],
+      {
+        cwd: new URL("../../../", import.meta.url).pathname,
+        env: { ...process.env, SERVICE_API_KEY: key },
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
     let out = ""
     let err = ""
     child.stdout!.on("data", (d) => (out += d))
     child.stderr!.on("data", (d) => (err += d))
-    const until = (check: () => boolean, what: string) => waitFor(check, () => `${what}; stderr: ${err}; stdout: ${out}`, 30_000, 50)
+    const until = (check: () => boolean, what: string) =>
+      waitFor(check, () => `${what}; stderr: ${err}; stdout: ${out}`, 30_000, 50)
     await until(() => err.includes("Ready."), "listen to be ready")
     expect(err).toContain(secret)
 
@@ -79,16 +86,27 @@ describe("admin listen", () => {
     expect(verify(String(r!.headers["service-signature"]), r!.body, secret).ok).toBe(true)
     expect(verify(String(r!.headers["service-signature"]), r!.body, newSecret()).ok).toBe(false)
     // Standard Webhooks receivers verify it too.
-    const headers = { "webhook-id": String(r!.headers["webhook-id"]), "webhook-timestamp": String(r!.headers["webhook-timestamp"]), "webhook-signature": String(r!.headers["webhook-signature"]) }
+    const headers = {
+      "webhook-id": String(r!.headers["webhook-id"]),
+      "webhook-timestamp": String(r!.headers["webhook-timestamp"]),
+      "webhook-signature": String(r!.headers["webhook-signature"])
+    }
     expect(new Webhook(secret).verify(r!.body, headers)).toMatchObject({ event: "incident.created" })
-    expect(JSON.parse(out.trim().split("\n").at(-1)!)).toMatchObject({ id: body.id, event: "incident.created", status: "204" })
+    expect(JSON.parse(out.trim().split("\n").at(-1)!)).toMatchObject({
+      id: body.id,
+      event: "incident.created",
+      status: "204"
+    })
   })
 
   it("refuses a bad key, an unknown event and a URL that is not http(s), with exit 1", async () => {
     const bad = await runCli(["listen", "--forward-to", localUrl, "--url", server.url, "--api-key", "mk_nope"], {})
     expect(bad.code).toBe(1)
     expect(bad.stderr).toContain("401")
-    const event = await runCli(["listen", "--forward-to", localUrl, "--api-key", "mk_x", "--events", "incident.deleted"], {})
+    const event = await runCli(
+      ["listen", "--forward-to", localUrl, "--api-key", "mk_x", "--events", "incident.deleted"],
+      {}
+    )
     expect(event.code).toBe(1)
     expect(event.stderr).toContain("unknown event incident.deleted")
     const url = await runCli(["listen", "--forward-to", "ftp://x", "--api-key", "mk_x"], {})

@@ -23,7 +23,8 @@ describe("admin CLI: webhooks", () => {
 
   beforeAll(async () => {
     admin = `admin.${w.company.host}@example.test`
-    await w.db.sql`insert into app.users (company_id, name, email, role) values (${w.company.id}, 'Ada Admin', ${admin}, 'admin')`
+    await w.db
+      .sql`insert into app.users (company_id, name, email, role) values (${w.company.id}, 'Ada Admin', ${admin}, 'admin')`
     dir = mkdtempSync(join(tmpdir(), "srs-cli-webhooks-"))
     writeFileSync(join(dir, "ca.pem"), w.receiver.ca)
     env = {
@@ -42,7 +43,21 @@ describe("admin CLI: webhooks", () => {
 
   it("endpoints create --json prints exactly {id, secret}; the text form shows the secret once", async () => {
     w.receiver.reply("/cli", { status: 200, body: "thanks from the receiver" })
-    const r = await cli("endpoints", "create", "--company", w.company.host, "--name", "Ops", "--url", w.receiver.url("/cli"), "--events", "incident.created,permit.approved", "--as", admin, "--json")
+    const r = await cli(
+      "endpoints",
+      "create",
+      "--company",
+      w.company.host,
+      "--name",
+      "Ops",
+      "--url",
+      w.receiver.url("/cli"),
+      "--events",
+      "incident.created,permit.approved",
+      "--as",
+      admin,
+      "--json"
+    )
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     const answer = JSON.parse(r.stdout)
@@ -52,8 +67,28 @@ describe("admin CLI: webhooks", () => {
     const list = await cli("endpoints", "list", "--company", w.company.host, "--json")
     expect(list.code).toBe(0)
     expect(list.stdout).not.toContain(answer.secret)
-    expect(JSON.parse(list.stdout)).toEqual([expect.objectContaining({ id: endpointId, name: "Ops", events: ["incident.created", "permit.approved"], enabled: true })])
-    const text = await cli("endpoints", "create", "--company", w.company.id, "--name", "Second", "--url", w.receiver.url("/second"), "--events", "audit.created", "--as", admin)
+    expect(JSON.parse(list.stdout)).toEqual([
+      expect.objectContaining({
+        id: endpointId,
+        name: "Ops",
+        events: ["incident.created", "permit.approved"],
+        enabled: true
+      })
+    ])
+    const text = await cli(
+      "endpoints",
+      "create",
+      "--company",
+      w.company.id,
+      "--name",
+      "Second",
+      "--url",
+      w.receiver.url("/second"),
+      "--events",
+      "audit.created",
+      "--as",
+      admin
+    )
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/Created webhook endpoint "Second"/)
     expect(text.stdout).toMatch(/whsec_\S+/)
@@ -74,12 +109,31 @@ describe("admin CLI: webhooks", () => {
 
   it("endpoints test exits 1 when the receiver does not accept the ping, after printing its answer", async () => {
     w.receiver.reply("/cli-down", { status: 503, body: "down for maintenance" })
-    const made = await cli("endpoints", "create", "--company", w.company.host, "--name", "Down", "--url", w.receiver.url("/cli-down"), "--events", "audit.created", "--as", admin, "--json")
+    const made = await cli(
+      "endpoints",
+      "create",
+      "--company",
+      w.company.host,
+      "--name",
+      "Down",
+      "--url",
+      w.receiver.url("/cli-down"),
+      "--events",
+      "audit.created",
+      "--as",
+      admin,
+      "--json"
+    )
     expect(made.code).toBe(0)
     const { id } = JSON.parse(made.stdout)
     const r = await cli("endpoints", "test", id, "--as", admin, "--json")
     expect(r.code).toBe(1)
-    expect(JSON.parse(r.stdout)).toMatchObject({ ok: false, status: 503, error: "http 503", response: "down for maintenance" })
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      ok: false,
+      status: 503,
+      error: "http 503",
+      response: "down for maintenance"
+    })
     expect(r.stderr).toBe("error: the receiver did not accept the test event (http 503)\n")
     const text = await cli("endpoints", "test", id, "--as", admin)
     expect(text.code).toBe(1)
@@ -90,37 +144,61 @@ describe("admin CLI: webhooks", () => {
 
   it("endpoints deliveries lists status, attempts and times; deliveries resend sends the same id again", async () => {
     await insertIncident(w.db.sql, w.company.id)
-    await waitFor(() => at(w.receiver, "/cli").some((q) => q.headers["service-event"] === "incident.created"), "a delivery")
+    await waitFor(
+      () => at(w.receiver, "/cli").some((q) => q.headers["service-event"] === "incident.created"),
+      "a delivery"
+    )
     const r = await waitFor(async () => {
       const x = await cli("endpoints", "deliveries", endpointId, "--json")
       const rows = JSON.parse(x.stdout)
       return rows.length === 1 && rows[0].state === "succeeded" ? rows : undefined
     }, "a succeeded delivery in the log")
-    expect(r[0]).toMatchObject({ event: "incident.created", state: "succeeded", attempts: 1, lastStatus: 200, lastError: null, endpointId })
+    expect(r[0]).toMatchObject({
+      event: "incident.created",
+      state: "succeeded",
+      attempts: 1,
+      lastStatus: 200,
+      lastError: null,
+      endpointId
+    })
     for (const field of ["createdAt", "lastAttemptAt", "finishedAt"]) expect(typeof r[0][field]).toBe("string")
     const text = await cli("endpoints", "deliveries", endpointId, "--as", admin)
     expect(text.code).toBe(0)
-    for (const column of ["STATUS OR ERROR", "ATTEMPTS", "CREATED", "LAST ATTEMPT"]) expect(text.stdout).toContain(column)
+    for (const column of ["STATUS OR ERROR", "ATTEMPTS", "CREATED", "LAST ATTEMPT"])
+      expect(text.stdout).toContain(column)
     expect(text.stdout).toContain("HTTP 200")
 
     const resend = await cli("deliveries", "resend", r[0].id, "--as", admin, "--json")
     expect(resend.code).toBe(0)
     expect(JSON.parse(resend.stdout).id).toBe(r[0].id)
-    await waitFor(() => at(w.receiver, "/cli").filter((q) => q.headers["service-delivery"] === r[0].id).length === 2, "the resent delivery")
+    await waitFor(
+      () => at(w.receiver, "/cli").filter((q) => q.headers["service-delivery"] === r[0].id).length === 2,
+      "the resent delivery"
+    )
   })
 
   it("endpoints enable turns a switched-off endpoint on; update and rotate-secret", async () => {
-    await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_reason = 'test', disabled_at = now() where id = ${endpointId}`
+    await w.db
+      .sql`update service.webhook_endpoints set enabled = false, disabled_reason = 'test', disabled_at = now() where id = ${endpointId}`
     const r = await cli("endpoints", "enable", endpointId, "--as", admin, "--json")
     expect(r.code).toBe(0)
-    expect(JSON.parse(r.stdout)).toMatchObject({ id: endpointId, enabled: true, disabledReason: null, replayWhatFailed: { endpointId, failedOnly: true } })
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      id: endpointId,
+      enabled: true,
+      disabledReason: null,
+      replayWhatFailed: { endpointId, failedOnly: true }
+    })
     const u = await cli("endpoints", "update", endpointId, "--name", "Ops 2", "--as", admin, "--json")
     expect(u.code).toBe(0)
     expect(JSON.parse(u.stdout)).toMatchObject({ name: "Ops 2", url: w.receiver.url("/cli") })
     const rot = await cli("endpoints", "rotate-secret", endpointId, "--as", admin, "--json")
     expect(rot.code).toBe(0)
     const rotated = JSON.parse(rot.stdout)
-    expect(rotated).toEqual({ id: endpointId, secret: expect.stringMatching(/^whsec_/), previousSecretExpiresAt: expect.any(String) })
+    expect(rotated).toEqual({
+      id: endpointId,
+      secret: expect.stringMatching(/^whsec_/),
+      previousSecretExpiresAt: expect.any(String)
+    })
     // The default overlap: a day, by the database's clock.
     const [{ now }] = await w.db.sql<[{ now: Date }]>`select now()`
     expect(Math.abs(Date.parse(rotated.previousSecretExpiresAt) - (now.getTime() + 86_400_000))).toBeLessThan(60_000)
@@ -135,41 +213,63 @@ describe("admin CLI: webhooks", () => {
     const text = await cli("endpoints", "rotate-secret", endpointId, "--overlap", "90m", "--as", admin)
     expect(text.code).toBe(0)
     const secret = /whsec_\S+/.exec(text.stdout)![0]
-    const [{ until }] = await w.db.sql<[{ until: Date }]>`select previous_secret_expires_at as until from service.webhook_endpoints where id = ${endpointId}`
+    const [{ until }] = await w.db.sql<
+      [{ until: Date }]
+    >`select previous_secret_expires_at as until from service.webhook_endpoints where id = ${endpointId}`
     expect(text.stdout).toContain(`New signing secret of endpoint ${endpointId}`)
-    expect(text.stdout).toContain(`Until ${until.toISOString().replace("T", " ").replace(/\.\d{3}Z$/, "Z")} they are signed with the old secret too`)
-    const [{ minutes }] = await w.db.sql<[{ minutes: number }]>`select round(extract(epoch from previous_secret_expires_at - secret_rotated_at) / 60)::int as minutes
+    expect(text.stdout).toContain(
+      `Until ${until
+        .toISOString()
+        .replace("T", " ")
+        .replace(/\.\d{3}Z$/, "Z")} they are signed with the old secret too`
+    )
+    const [{ minutes }] = await w.db.sql<
+      [{ minutes: number }]
+    >`select round(extract(epoch from previous_secret_expires_at - secret_rotated_at) / 60)::int as minutes
       from service.webhook_endpoints where id = ${endpointId}`
     expect(minutes).toBe(90)
 
-    const before = await w.db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${endpointId}`
+    const before = await w.db
+      .sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${endpointId}`
     for (const [overlap, message] of [
-      ["8d", "error: overlap may be at most 7d (168h): the old secret signs for a week at the most; got \"8d\"\n"],
-      ["a while", "error: overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none (at most 7d); got \"a while\"\n"]
+      ["8d", 'error: overlap may be at most 7d (168h): the old secret signs for a week at the most; got "8d"\n'],
+      [
+        "a while",
+        'error: overlap must be a duration such as 24h, 90m, 7d, 3600s or 1h30m, or 0 for none (at most 7d); got "a while"\n'
+      ]
     ] as const) {
       const bad = await cli("endpoints", "rotate-secret", endpointId, "--overlap", overlap, "--as", admin, "--json")
       expect(bad.code, overlap).toBe(1)
       expect(bad.stderr, overlap).toBe(message)
       expect(bad.stdout, overlap).toBe("")
     }
-    expect(await w.db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${endpointId}`).toEqual(before)
+    expect(
+      await w.db
+        .sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${endpointId}`
+    ).toEqual(before)
 
     const none = await cli("endpoints", "rotate-secret", endpointId, "--overlap", "0", "--as", admin)
     expect(none.code).toBe(0)
     expect(none.stdout).toContain("The old secret no longer signs anything.")
     expect(/whsec_\S+/.exec(none.stdout)![0]).not.toBe(secret)
-    expect(await w.db.sql`select previous_secret, previous_secret_expires_at from service.webhook_endpoints where id = ${endpointId}`).toEqual([
-      { previous_secret: null, previous_secret_expires_at: null }
-    ])
+    expect(
+      await w.db
+        .sql`select previous_secret, previous_secret_expires_at from service.webhook_endpoints where id = ${endpointId}`
+    ).toEqual([{ previous_secret: null, previous_secret_expires_at: null }])
   })
 
   it("subscriptions list, disable and delete those keys made through the API", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id, { webhooks: true })
-    const made = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" }))
+    const made = await runSql(
+      w.deps.sql,
+      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })
+    )
     const id = made.subscription.id
     const list = await cli("subscriptions", "list", "--company", w.company.host, "--json")
     expect(list.code).toBe(0)
-    expect(JSON.parse(list.stdout)).toEqual([expect.objectContaining({ id, keyId, event: "incident.created", active: true })])
+    expect(JSON.parse(list.stdout)).toEqual([
+      expect.objectContaining({ id, keyId, event: "incident.created", active: true })
+    ])
     const off = await cli("subscriptions", "disable", id, "--as", admin, "--json")
     expect(off.code).toBe(0)
     expect(JSON.parse(off.stdout)).toMatchObject({ id, active: false })
@@ -186,8 +286,20 @@ describe("admin CLI: webhooks", () => {
     const r = await cli("activity", "--company", w.company.host, "--json")
     expect(r.code).toBe(0)
     const kinds = JSON.parse(r.stdout).map((e: { kind: string }) => e.kind)
-    for (const k of ["endpoint.created", "endpoint.tested", "endpoint.enabled", "endpoint.updated", "endpoint.secret_rotated", "delivery.resent", "subscription.disabled", "subscription.deleted"]) {
-      expect(kinds.some((x: string) => x === k || x.startsWith(k)), `${k} in ${kinds.join(",")}`).toBe(true)
+    for (const k of [
+      "endpoint.created",
+      "endpoint.tested",
+      "endpoint.enabled",
+      "endpoint.updated",
+      "endpoint.secret_rotated",
+      "delivery.resent",
+      "subscription.disabled",
+      "subscription.deleted"
+    ]) {
+      expect(
+        kinds.some((x: string) => x === k || x.startsWith(k)),
+        `${k} in ${kinds.join(",")}`
+      ).toBe(true)
     }
     const created = JSON.parse(r.stdout).find((e: { kind: string }) => e.kind === "endpoint.created")
     expect(created.actorEmail).toBe(admin)
@@ -208,10 +320,36 @@ describe("admin CLI: webhooks", () => {
     const noAs = await cli("endpoints", "delete", endpointId)
     expect(noAs.code).not.toBe(0)
     expect(noAs.stderr).toMatch(/as/)
-    const event = await cli("endpoints", "create", "--company", w.company.host, "--name", "X", "--url", w.receiver.url("/x"), "--events", "incident.deleted", "--as", admin)
+    const event = await cli(
+      "endpoints",
+      "create",
+      "--company",
+      w.company.host,
+      "--name",
+      "X",
+      "--url",
+      w.receiver.url("/x"),
+      "--events",
+      "incident.deleted",
+      "--as",
+      admin
+    )
     expect(event.code).toBe(1)
     expect(event.stderr).toMatch(/^error: .*incident\.deleted/m)
-    const http = await cli("endpoints", "create", "--company", w.company.host, "--name", "X", "--url", "http://127.0.0.1/x", "--events", "incident.created", "--as", admin)
+    const http = await cli(
+      "endpoints",
+      "create",
+      "--company",
+      w.company.host,
+      "--name",
+      "X",
+      "--url",
+      "http://127.0.0.1/x",
+      "--events",
+      "incident.created",
+      "--as",
+      admin
+    )
     expect(http.code).toBe(1)
     expect(http.stderr).toMatch(/^error: .*https/m)
     const missing = await cli("endpoints", "test", "00000000-0000-4000-8000-000000000000", "--as", admin)
@@ -224,6 +362,10 @@ describe("admin CLI: webhooks", () => {
   it("endpoints delete removes it", async () => {
     const r = await cli("endpoints", "delete", endpointId, "--as", admin)
     expect(r.code).toBe(0)
-    expect(JSON.parse((await cli("endpoints", "list", "--company", w.company.host, "--json")).stdout).map((e: { id: string }) => e.id)).not.toContain(endpointId)
+    expect(
+      JSON.parse((await cli("endpoints", "list", "--company", w.company.host, "--json")).stdout).map(
+        (e: { id: string }) => e.id
+      )
+    ).not.toContain(endpointId)
   })
 })

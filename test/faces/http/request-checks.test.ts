@@ -17,11 +17,23 @@ import { useDatabase, useServer } from "../../support/fixtures.ts"
 type Raw = { status: number; headers: Record<string, string | string[] | undefined>; json: any }
 
 /** One request with headers given raw (repeats allowed) and the body sent with a length or chunked. */
-const raw = (base: string, method: string, path: string, headers: ReadonlyArray<string>, body?: string, chunked = false) =>
+const raw = (
+  base: string,
+  method: string,
+  path: string,
+  headers: ReadonlyArray<string>,
+  body?: string,
+  chunked = false
+) =>
   new Promise<Raw>((resolve, reject) => {
     const url = new URL(base)
     const all = ["host", url.host, ...headers]
-    if (body !== undefined) all.push("content-type", "application/json", ...(chunked ? ["transfer-encoding", "chunked"] : ["content-length", String(Buffer.byteLength(body))]))
+    if (body !== undefined)
+      all.push(
+        "content-type",
+        "application/json",
+        ...(chunked ? ["transfer-encoding", "chunked"] : ["content-length", String(Buffer.byteLength(body))])
+      )
     const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers: all }, (res) => {
       const chunks: Array<Buffer> = []
       res.on("data", (c: Buffer) => chunks.push(c))
@@ -46,14 +58,19 @@ const raw = (base: string, method: string, path: string, headers: ReadonlyArray<
 
 describe("requests the JSON APIs refuse up front", () => {
   const db = useDatabase()
-  const server = useServer(db, { rateLimit: 1_000_000 }, { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } })
+  const server = useServer(
+    db,
+    { rateLimit: 1_000_000 },
+    { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } }
+  )
   let acme: TestCompany
   let key: string
   let keyId: string
   let revoked: string
   let token: string
   const bearer = (k: string) => ["authorization", `Bearer ${k}`]
-  const call = (method: string, path: string, credential: string, body?: string, chunked = false) => raw(server.url, method, path, bearer(credential), body, chunked)
+  const call = (method: string, path: string, credential: string, body?: string, chunked = false) =>
+    raw(server.url, method, path, bearer(credential), body, chunked)
   const counts = async () => {
     const [r] = await db.sql<{ keys: number; subs: number; endpoints: number }[]>`
       select (select count(*) from service.api_keys)::int as keys, (select count(*) from service.webhook_subscriptions)::int as subs,
@@ -72,8 +89,14 @@ describe("requests the JSON APIs refuse up front", () => {
     ;({ key, id: keyId } = await makeKey(db, acme, { webhooks: true, name: "full" }))
     const gone = await makeKey(db, acme, { name: "gone" })
     revoked = gone.key
-    await Effect.runPromise(revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, gone.id).pipe(Effect.provide(provideDb(db))))
-    const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "checks", "--json"], { DATABASE_URL: db.url })
+    await Effect.runPromise(
+      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, gone.id).pipe(
+        Effect.provide(provideDb(db))
+      )
+    )
+    const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "checks", "--json"], {
+      DATABASE_URL: db.url
+    })
     expect(r.code).toBe(0)
     token = JSON.parse(r.stdout).token
   })
@@ -89,23 +112,67 @@ describe("requests the JSON APIs refuse up front", () => {
     refused(await call("POST", "/api/v1/hooks", key, hook, true), 413, tooLarge)
     expect(await counts()).toEqual(before)
     // Under the bound, a chunked body is read as usual.
-    const small = await call("POST", "/api/v1/hooks", key, JSON.stringify({ url: "https://127.0.0.1:9/chunked", event: "incident.created" }), true)
+    const small = await call(
+      "POST",
+      "/api/v1/hooks",
+      key,
+      JSON.stringify({ url: "https://127.0.0.1:9/chunked", event: "incident.created" }),
+      true
+    )
     expect(small.status).toBe(201)
     expect((await counts()).subs).toBe(before.subs + 1)
   })
 
   it("400 for a NUL character in a query parameter or anywhere in a JSON body; nothing is made", async () => {
     const before = await counts()
-    refused(await call("GET", "/api/v1/workers?name=%00", key), 400, 'query parameter "name" contains a NUL character (%00)')
-    refused(await call("GET", "/api/v1/job-sites?limit=5&name=a%00b", key), 400, 'query parameter "name" contains a NUL character (%00)')
-    refused(await call("GET", "/admin/v1/activity?kind=%00", token), 400, 'query parameter "kind" contains a NUL character (%00)')
+    refused(
+      await call("GET", "/api/v1/workers?name=%00", key),
+      400,
+      'query parameter "name" contains a NUL character (%00)'
+    )
+    refused(
+      await call("GET", "/api/v1/job-sites?limit=5&name=a%00b", key),
+      400,
+      'query parameter "name" contains a NUL character (%00)'
+    )
+    refused(
+      await call("GET", "/admin/v1/activity?kind=%00", token),
+      400,
+      'query parameter "kind" contains a NUL character (%00)'
+    )
     const nulBody = "invalid request body: text may not contain NUL characters (\\u0000)"
     refused(await call("POST", "/admin/v1/keys", token, '{"name":"a\\u0000b","read":"all"}'), 400, nulBody)
-    refused(await call("POST", "/admin/v1/endpoints", token, '{"name":"n","url":"https://127.0.0.1:9/x","events":["incident.created"],"\\u0000":1}'), 400, nulBody)
-    refused(await call("POST", "/api/v1/hooks", key, '{"url":"https://127.0.0.1:9/a\\u0000","event":"incident.created"}'), 400, nulBody)
-    refused(await call("POST", "/api/v1/hooks", key, `{"url":"https://127.0.0.1:9/deep","event":"incident.created","x":${"[".repeat(20_000)}"\\u0000"${"]".repeat(20_000)}}`), 400, nulBody)
+    refused(
+      await call(
+        "POST",
+        "/admin/v1/endpoints",
+        token,
+        '{"name":"n","url":"https://127.0.0.1:9/x","events":["incident.created"],"\\u0000":1}'
+      ),
+      400,
+      nulBody
+    )
+    refused(
+      await call("POST", "/api/v1/hooks", key, '{"url":"https://127.0.0.1:9/a\\u0000","event":"incident.created"}'),
+      400,
+      nulBody
+    )
+    refused(
+      await call(
+        "POST",
+        "/api/v1/hooks",
+        key,
+        `{"url":"https://127.0.0.1:9/deep","event":"incident.created","x":${"[".repeat(20_000)}"\\u0000"${"]".repeat(20_000)}}`
+      ),
+      400,
+      nulBody
+    )
     // Deep nesting without a NUL is an ordinary bad body, not a crash.
-    refused(await call("POST", "/api/v1/hooks", key, `${"[".repeat(30_000)}${"]".repeat(30_000)}`), 400, /^invalid request body/)
+    refused(
+      await call("POST", "/api/v1/hooks", key, `${"[".repeat(30_000)}${"]".repeat(30_000)}`),
+      400,
+      /^invalid request body/
+    )
     expect(await counts()).toEqual(before)
   })
 
@@ -117,11 +184,19 @@ describe("requests the JSON APIs refuse up front", () => {
       const a = await raw(server.url, "GET", "/api/v1/incidents?limit=1", [...bearer(pair[0]!), ...bearer(pair[1]!)])
       refused(a, 400, "more than one Authorization header: send exactly one")
     }
-    refused(await raw(server.url, "GET", "/admin/v1/keys", [...bearer(token), ...bearer(token)]), 400, "more than one Authorization header: send exactly one")
+    refused(
+      await raw(server.url, "GET", "/admin/v1/keys", [...bearer(token), ...bearer(token)]),
+      400,
+      "more than one Authorization header: send exactly one"
+    )
   })
 
   it("a path that is not valid percent-encoding is a bad request, not a wrong method", async () => {
-    refused(await call("GET", "/api/v1/incidents/%zz", key), 400, "the path is not valid percent-encoding: /api/v1/incidents/%zz")
+    refused(
+      await call("GET", "/api/v1/incidents/%zz", key),
+      400,
+      "the path is not valid percent-encoding: /api/v1/incidents/%zz"
+    )
     refused(await raw(server.url, "GET", "/api/v1/incidents/%zz", []), 400, /not valid percent-encoding/)
     refused(await call("GET", "/admin/v1/endpoints/%E0%A4%A", token), 400, /not valid percent-encoding/)
     // The admin pages too; and a NUL in a path (no record's id has one) is refused before any handler.
@@ -140,10 +215,26 @@ describe("requests the JSON APIs refuse up front", () => {
 
   it("the admin API refuses parameters and fields a path does not take, as the read API does", async () => {
     const before = await counts()
-    refused(await call("GET", "/admin/v1/subscriptions?key=abc", token), 400, 'unknown query parameter "key"; this path takes none')
-    refused(await call("GET", "/admin/v1/keys?foo=bar", token), 400, 'unknown query parameter "foo"; this path takes none')
-    refused(await call("GET", `/admin/v1/endpoints/${keyId}/deliveries?limit=abc`, token), 400, 'unknown query parameter "limit"; this path takes none')
-    refused(await call("POST", "/admin/v1/keys", token, JSON.stringify({ name: "xf", read: "all", companyId: acme.id })), 400, 'invalid request body: Expected no excess property at ["companyId"]')
+    refused(
+      await call("GET", "/admin/v1/subscriptions?key=abc", token),
+      400,
+      'unknown query parameter "key"; this path takes none'
+    )
+    refused(
+      await call("GET", "/admin/v1/keys?foo=bar", token),
+      400,
+      'unknown query parameter "foo"; this path takes none'
+    )
+    refused(
+      await call("GET", `/admin/v1/endpoints/${keyId}/deliveries?limit=abc`, token),
+      400,
+      'unknown query parameter "limit"; this path takes none'
+    )
+    refused(
+      await call("POST", "/admin/v1/keys", token, JSON.stringify({ name: "xf", read: "all", companyId: acme.id })),
+      400,
+      'invalid request body: Expected no excess property at ["companyId"]'
+    )
     expect(await counts()).toEqual(before)
     // Without one, the same requests go through.
     expect((await call("GET", "/admin/v1/subscriptions", token)).status).toBe(200)
@@ -152,10 +243,28 @@ describe("requests the JSON APIs refuse up front", () => {
   it("hooks: a module that is off is named as the reason; port 0 is no address", async () => {
     await updateCompany(db.sql, acme.id, { modules: ["incidents"] })
     try {
-      refused(await call("POST", "/api/v1/hooks", key, JSON.stringify({ url: "https://127.0.0.1:9/pm", event: "permit.closed" })), 403, "the permits module is turned off for this company")
+      refused(
+        await call(
+          "POST",
+          "/api/v1/hooks",
+          key,
+          JSON.stringify({ url: "https://127.0.0.1:9/pm", event: "permit.closed" })
+        ),
+        403,
+        "the permits module is turned off for this company"
+      )
     } finally {
       await updateCompany(db.sql, acme.id, { modules: RESOURCES })
     }
-    refused(await call("POST", "/api/v1/hooks", key, JSON.stringify({ url: "https://127.0.0.1:0/x", event: "incident.created" })), 400, /port 0/)
+    refused(
+      await call(
+        "POST",
+        "/api/v1/hooks",
+        key,
+        JSON.stringify({ url: "https://127.0.0.1:0/x", event: "incident.created" })
+      ),
+      400,
+      /port 0/
+    )
   })
 })

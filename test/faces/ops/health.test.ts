@@ -53,7 +53,13 @@ beforeAll(async () => {
   w = await startWorld()
   await waitFor(() => w.cap.stats.streaming, "capture to stream")
   Object.assign(capture, { stats: w.cap.stats, slot: `slot_${w.db.name}` })
-  server = await startObservedServer({ sql: w.db.sql, url: w.db.url, deps: w.deps, metrics: makeServiceMetrics(), capture })
+  server = await startObservedServer({
+    sql: w.db.sql,
+    url: w.db.url,
+    deps: w.deps,
+    metrics: makeServiceMetrics(),
+    capture
+  })
 })
 afterAll(async () => {
   await server?.close()
@@ -65,16 +71,26 @@ describe("readyz", () => {
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
     expect(await ready()).toMatchObject({
       status: 200,
-      body: { status: "ready", database: true, migrations: true, roles: ["api", "capture", "delivery"], capture: { role: "leader", streaming: true, lastError: null } }
+      body: {
+        status: "ready",
+        database: true,
+        migrations: true,
+        roles: ["api", "capture", "delivery"],
+        capture: { role: "leader", streaming: true, lastError: null }
+      }
     })
     // Hold capture's next batch (as rebuild-views does) while the app writes, and make its
     // last apply look two minutes old: streaming, but behind.
     const held = w.db.sql.begin(async (tx) => {
       await tx`lock table service.rows in share mode`
       await insertIncident(w.db.sql, w.company.id)
-      await w.db.sql`update service.capture_state set applied_at = now() - interval '2 minutes' where slot_name = ${capture.slot}`
+      await w.db
+        .sql`update service.capture_state set applied_at = now() - interval '2 minutes' where slot_name = ${capture.slot}`
       const behind = await ready()
-      expect(behind).toMatchObject({ status: 200, body: { status: "ready", capture: { role: "leader", streaming: true } } })
+      expect(behind).toMatchObject({
+        status: 200,
+        body: { status: "ready", capture: { role: "leader", streaming: true } }
+      })
       expect(behind.body.capture.lagSeconds).toBeGreaterThan(60)
       const metrics = await (await fetch(`${server.url}/metrics`)).text()
       expect(sample(metrics, "srs_capture_lag_seconds")).toBeGreaterThan(60)
@@ -92,7 +108,10 @@ describe("readyz", () => {
 
   it("stays ready when capture stops (a standby), saying it does not stream, and leads again when it runs", async () => {
     await w.cap.stop()
-    expect(await ready()).toMatchObject({ status: 200, body: { status: "ready", database: true, capture: { role: "standby", streaming: false } } })
+    expect(await ready()).toMatchObject({
+      status: 200,
+      body: { status: "ready", database: true, capture: { role: "standby", streaming: false } }
+    })
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
     const metrics = await (await fetch(`${server.url}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(0)
@@ -109,12 +128,22 @@ describe("readyz", () => {
   it("without capture in the process: ready, role off, the lag read from the database; 503 when a migration is missing", async () => {
     const db = await freshDatabase()
     const health = await serveHealth(
-      Layer.mergeAll(Layer.succeed(Database, { sql: db.sql, url: db.url, embedded: false }), Layer.succeed(Metrics, makeServiceMetrics()), serviceRolesLayer(["api"]))
+      Layer.mergeAll(
+        Layer.succeed(Database, { sql: db.sql, url: db.url, embedded: false }),
+        Layer.succeed(Metrics, makeServiceMetrics()),
+        serviceRolesLayer(["api"])
+      )
     )
     try {
       expect(await ready(health.url)).toMatchObject({
         status: 200,
-        body: { status: "ready", database: true, migrations: true, roles: ["api"], capture: { role: "off", streaming: false, lastError: null } }
+        body: {
+          status: "ready",
+          database: true,
+          migrations: true,
+          roles: ["api"],
+          capture: { role: "off", streaming: false, lastError: null }
+        }
       })
       const metrics = await (await fetch(`${health.url}/metrics`)).text()
       expect(sample(metrics, "srs_capture_role", { role: "off" })).toBe(1)
@@ -122,7 +151,10 @@ describe("readyz", () => {
       expect(sample(metrics, "srs_capture_streaming")).toBeUndefined()
       // A database restored without this build's last migration.
       await db.sql`delete from service.schema_migrations where name = (select max(name) from service.schema_migrations)`
-      expect(await ready(health.url)).toMatchObject({ status: 503, body: { status: "not ready", database: true, migrations: false } })
+      expect(await ready(health.url)).toMatchObject({
+        status: 503,
+        body: { status: "not ready", database: true, migrations: false }
+      })
     } finally {
       await health.close()
       await db.drop()
@@ -149,7 +181,11 @@ describe("readyz", () => {
       const r = await fetch(`${health.url}/readyz`)
       expect(Date.now() - t0).toBeLessThan(3_000)
       expect(r.status).toBe(503)
-      expect(await r.json()).toMatchObject({ status: "not ready", database: false, capture: { role: "leader", streaming: true, lagSeconds: null } })
+      expect(await r.json()).toMatchObject({
+        status: "not ready",
+        database: false,
+        capture: { role: "leader", streaming: true, lagSeconds: null }
+      })
     } finally {
       await health.close()
       sockets.forEach((s) => s.destroy())

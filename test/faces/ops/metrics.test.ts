@@ -7,7 +7,14 @@ import { valueOf } from "../../../src/platform/metrics/registry.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../../support/world.ts"
-import { apiKey, captureStdout, sample, startObservedEngine, startObservedServer, type ObservedServer } from "../../support/observed.ts"
+import {
+  apiKey,
+  captureStdout,
+  sample,
+  startObservedEngine,
+  startObservedServer,
+  type ObservedServer
+} from "../../support/observed.ts"
 import type { RunningEngine } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -56,19 +63,41 @@ describe("metrics", () => {
     // The process's memory as bench:soak samples it: resident, V8 heap used of its total, external.
     expect(sample(before, "process_resident_memory_bytes")).toBeGreaterThan(0)
     expect(sample(before, "nodejs_heap_used_bytes")).toBeGreaterThan(0)
-    expect(sample(before, "nodejs_heap_used_bytes")).toBeLessThanOrEqual(sample(before, "nodejs_heap_size_total_bytes")!)
+    expect(sample(before, "nodejs_heap_used_bytes")).toBeLessThanOrEqual(
+      sample(before, "nodejs_heap_size_total_bytes")!
+    )
     expect(sample(before, "nodejs_external_memory_bytes")).toBeGreaterThan(0)
     const changes0 = sample(before, "srs_capture_changes_total") ?? 0
     const events0 = sample(before, "srs_capture_events_total", { event: "incident.created" }) ?? 0
 
     w.receiver.reply("/ok", { status: 200 })
     w.receiver.reply("/flaky", { status: 500 })
-    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "OK", url: w.receiver.url("/ok"), events: ["incident.created"] }))
-    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Flaky", url: w.receiver.url("/flaky"), events: ["incident.created"] }))
+    await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "OK",
+        url: w.receiver.url("/ok"),
+        events: ["incident.created"]
+      })
+    )
+    await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "Flaky",
+        url: w.receiver.url("/flaky"),
+        events: ["incident.created"]
+      })
+    )
     for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
     // 3 successes at /ok; 3 deliveries of 3 attempts each failing at /flaky
-    await waitFor(async () => (await w.db.sql`select 1 from service.webhook_deliveries where state in ('succeeded', 'failed')`).count === 6, "deliveries to finish")
+    await waitFor(
+      async () =>
+        (await w.db.sql`select 1 from service.webhook_deliveries where state in ('succeeded', 'failed')`).count === 6,
+      "deliveries to finish"
+    )
     const after = await waitFor(async () => {
       const t = await scrape()
       return sample(t, "srs_deliveries_total", { outcome: "failed" }) === 3 ? t : undefined
@@ -84,7 +113,9 @@ describe("metrics", () => {
     expect(sample(after, "srs_delivery_attempt_duration_seconds_bucket", { le: "+Inf", result: "success" })).toBe(3)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_sum", { result: "success" })).toBeGreaterThan(0)
     // the scrapes themselves were counted
-    expect(sample(after, "srs_http_requests_total", { method: "GET", route: "/metrics", status: "200" })).toBeGreaterThanOrEqual(1)
+    expect(
+      sample(after, "srs_http_requests_total", { method: "GET", route: "/metrics", status: "200" })
+    ).toBeGreaterThanOrEqual(1)
   })
 
   it("API requests by route and status, rate-limited requests, a request id on answers and logs, never a key in a log", async () => {
@@ -95,7 +126,9 @@ describe("metrics", () => {
     const answers: Response[] = []
     try {
       for (let i = 0; i < 4; i++) {
-        answers.push(await fetch(`${server.url}/api/v1/incidents/${id}`, { headers: { authorization: `Bearer ${key}` } }))
+        answers.push(
+          await fetch(`${server.url}/api/v1/incidents/${id}`, { headers: { authorization: `Bearer ${key}` } })
+        )
       }
       answers.push(await fetch(`${server.url}/api/v1/incidents`, { headers: { "x-request-id": "trace-0123456789" } }))
       answers.push(await fetch(`${server.url}/api/v1/no-such-thing?key=${key}`))
@@ -109,12 +142,20 @@ describe("metrics", () => {
     expect(ids[4]).toBe("trace-0123456789")
 
     const text = await scrape()
-    expect(sample(text, "srs_http_requests_total", { method: "GET", route: "/api/v1/incidents/:id", status: "200" })).toBe(3)
-    expect(sample(text, "srs_http_requests_total", { method: "GET", route: "/api/v1/incidents/:id", status: "429" })).toBe(1)
-    expect(sample(text, "srs_http_requests_total", { method: "GET", route: "/api/v1/incidents", status: "401" })).toBe(1)
+    expect(
+      sample(text, "srs_http_requests_total", { method: "GET", route: "/api/v1/incidents/:id", status: "200" })
+    ).toBe(3)
+    expect(
+      sample(text, "srs_http_requests_total", { method: "GET", route: "/api/v1/incidents/:id", status: "429" })
+    ).toBe(1)
+    expect(sample(text, "srs_http_requests_total", { method: "GET", route: "/api/v1/incidents", status: "401" })).toBe(
+      1
+    )
     expect(sample(text, "srs_http_requests_total", { method: "GET", route: "unmatched", status: "404" })).toBe(1)
     expect(sample(text, "srs_api_rate_limited_total")).toBe(1)
-    expect(sample(text, "srs_http_request_duration_seconds_count", { method: "GET", route: "/api/v1/incidents/:id" })).toBe(4)
+    expect(
+      sample(text, "srs_http_request_duration_seconds_count", { method: "GET", route: "/api/v1/incidents/:id" })
+    ).toBe(4)
     // one log line per request, with its request id, route and status (never the path's query),
     // and the key that made it by id (none when the request had no usable key)
     const lines = logs.lines().filter((l) => l.message === "request")
@@ -143,15 +184,21 @@ describe("what every process reads from the database", () => {
     }, "no delivery to be pending")
     expect(sample(before, "srs_endpoints_off")).toBe(0)
     // a delivery made 20 minutes ago still waits for a retry in an hour; an endpoint is switched off
-    const [d] = await w.db.sql<{ id: string; endpoint_id: string }[]>`select id::text, endpoint_id::text from service.webhook_deliveries where endpoint_id is not null limit 1`
-    await w.db.sql`update service.webhook_deliveries set state = 'pending', finished_at = null, next_attempt_at = now() + interval '1 hour', created_at = now() - interval '20 minutes' where id = ${d!.id}`
-    await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(), disabled_reason = 'test' where id = ${d!.endpoint_id}`
+    const [d] = await w.db.sql<
+      { id: string; endpoint_id: string }[]
+    >`select id::text, endpoint_id::text from service.webhook_deliveries where endpoint_id is not null limit 1`
+    await w.db
+      .sql`update service.webhook_deliveries set state = 'pending', finished_at = null, next_attempt_at = now() + interval '1 hour', created_at = now() - interval '20 minutes' where id = ${d!.id}`
+    await w.db
+      .sql`update service.webhook_endpoints set enabled = false, disabled_at = now(), disabled_reason = 'test' where id = ${d!.endpoint_id}`
     const after = await scrape()
     expect(sample(after, "srs_deliveries_oldest_pending_seconds")).toBeGreaterThanOrEqual(20 * 60)
     expect(sample(after, "srs_deliveries_oldest_pending_seconds")).toBeLessThan(21 * 60)
     expect(sample(after, "srs_endpoints_off")).toBe(1)
-    await w.db.sql`update service.webhook_deliveries set state = 'failed', finished_at = now(), next_attempt_at = null where id = ${d!.id}`
-    await w.db.sql`update service.webhook_endpoints set enabled = true, disabled_at = null, disabled_reason = null where id = ${d!.endpoint_id}`
+    await w.db
+      .sql`update service.webhook_deliveries set state = 'failed', finished_at = now(), next_attempt_at = null where id = ${d!.id}`
+    await w.db
+      .sql`update service.webhook_endpoints set enabled = true, disabled_at = null, disabled_reason = null where id = ${d!.endpoint_id}`
   })
 })
 
@@ -163,7 +210,9 @@ describe("the request log line's level", () => {
     const { Metrics } = await import("../../../src/faces/ops/metrics.ts")
     const { requestObservability } = await import("../../../src/faces/http/requests.ts")
     const run = async (requestLevel: string) => {
-      const env = ConfigProvider.layer(ConfigProvider.fromEnv({ env: { LOG_LEVEL: "info", REQUEST_LOG_LEVEL: requestLevel } }))
+      const env = ConfigProvider.layer(
+        ConfigProvider.fromEnv({ env: { LOG_LEVEL: "info", REQUEST_LOG_LEVEL: requestLevel } })
+      )
       const App = Layer.mergeAll(
         HttpRouter.add("GET", "/work", Effect.succeed(HttpServerResponse.text("done"))),
         requestObservability([{ method: "GET", path: "/work" }])
@@ -194,9 +243,20 @@ describe("request id", () => {
     const { requestObservability } = await import("../../../src/faces/http/requests.ts")
     const m = makeServiceMetrics()
     const App = Layer.mergeAll(
-      HttpRouter.add("GET", "/work", Effect.logWarning("working on it").pipe(Effect.as(HttpServerResponse.text("done")))),
-      HttpRouter.add("GET", "/boom", Effect.logError("about to fail").pipe(Effect.andThen(Effect.die(new Error("boom"))))),
-      requestObservability([{ method: "GET", path: "/work" }, { method: "GET", path: "/boom" }])
+      HttpRouter.add(
+        "GET",
+        "/work",
+        Effect.logWarning("working on it").pipe(Effect.as(HttpServerResponse.text("done")))
+      ),
+      HttpRouter.add(
+        "GET",
+        "/boom",
+        Effect.logError("about to fail").pipe(Effect.andThen(Effect.die(new Error("boom"))))
+      ),
+      requestObservability([
+        { method: "GET", path: "/work" },
+        { method: "GET", path: "/boom" }
+      ])
     ).pipe(Layer.provide(Layer.succeed(Metrics, m)), Layer.merge(LoggingLive))
     const { handler, dispose } = HttpRouter.toWebHandler(App, { disableLogger: true })
     const logs = captureStdout()

@@ -16,22 +16,46 @@ const DAY = 86_400_000
 const w = useWorld()
 const slot = () => `slot_${w.db.name}`
 
-
 describe("status", () => {
   it("reports capture, backlog, deliveries, endpoints switched off and keys near expiry", async () => {
     await waitFor(() => w.cap.stats.streaming, "capture to stream")
     const empty = await runSql(w.db.sql, operationsStatus(slot()))
-    expect(empty.capture).toMatchObject({ slot: slot(), slotExists: true, slotActive: true, leaderRunning: true, gapReason: null })
+    expect(empty.capture).toMatchObject({
+      slot: slot(),
+      slotExists: true,
+      slotActive: true,
+      leaderRunning: true,
+      gapReason: null
+    })
     expect(empty.capture.lagBytes).toBeGreaterThanOrEqual(0)
     // who leads: the lock's session, named by the leader after its host and process id
-    expect(empty.capture.leader).toMatchObject({ pid: expect.any(Number), applicationName: `safety-records-service capture leader ${hostname()}:${process.pid}` })
+    expect(empty.capture.leader).toMatchObject({
+      pid: expect.any(Number),
+      applicationName: `safety-records-service capture leader ${hostname()}:${process.pid}`
+    })
     expect(Date.parse(empty.capture.leader!.since!)).toBeLessThanOrEqual(Date.now())
     expect(empty.outbox.backlog).toBe(0)
     expect(empty.endpointsSwitchedOff).toEqual([])
     expect(empty.keysNearExpiry).toEqual([])
 
-    await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "On", url: w.receiver.url("/on"), events: ["incident.created"] }))
-    const off = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Off", url: w.receiver.url("/off"), events: ["incident.created"] }))
+    await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "On",
+        url: w.receiver.url("/on"),
+        events: ["incident.created"]
+      })
+    )
+    const off = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "Off",
+        url: w.receiver.url("/off"),
+        events: ["incident.created"]
+      })
+    )
     // as the engine switches one off
     await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(),
       disabled_reason = '15 deliveries in a row failed every attempt; last error: 503' where id = ${off.id}`
@@ -47,7 +71,12 @@ describe("status", () => {
     expect(waiting.outbox.backlog).toBe(2)
     expect(waiting.outbox.oldestBacklogAt).not.toBeNull()
     expect(waiting.endpointsSwitchedOff).toEqual([
-      expect.objectContaining({ id: off.id, name: "Off", reason: "15 deliveries in a row failed every attempt; last error: 503", held: 0 })
+      expect.objectContaining({
+        id: off.id,
+        name: "Off",
+        reason: "15 deliveries in a row failed every attempt; last error: 503",
+        held: 0
+      })
     ])
     expect(waiting.keysNearExpiry.map((k) => k.id)).toEqual([soon])
 
@@ -57,9 +86,13 @@ describe("status", () => {
     expect(due.outbox.backlog).toBe(0)
     expect(due.deliveries).toMatchObject({ due: 2, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0 })
     // one failed attempt with a retry later, one held, one failed for good
-    const ids = (await w.db.sql<{ id: string }[]>`select id::text from service.webhook_deliveries order by created_at, id`).map((r) => r.id)
-    await w.db.sql`update service.webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '1 hour' where id = ${ids[0]!}`
-    await w.db.sql`update service.webhook_deliveries set state = 'failed', attempts = 6, next_attempt_at = null, finished_at = now() where id = ${ids[1]!}`
+    const ids = (
+      await w.db.sql<{ id: string }[]>`select id::text from service.webhook_deliveries order by created_at, id`
+    ).map((r) => r.id)
+    await w.db
+      .sql`update service.webhook_deliveries set attempts = 1, next_attempt_at = now() + interval '1 hour' where id = ${ids[0]!}`
+    await w.db
+      .sql`update service.webhook_deliveries set state = 'failed', attempts = 6, next_attempt_at = null, finished_at = now() where id = ${ids[1]!}`
     const mixed = await runSql(w.db.sql, operationsStatus(slot()))
     expect(mixed.deliveries).toMatchObject({ due: 0, scheduled: 1, failing: 1, failedLast24h: 1 })
 
@@ -70,16 +103,34 @@ describe("status", () => {
     // an endpoint is switched off: degraded
     expect(j.code).toBe(1)
     const answer = JSON.parse(j.stdout)
-    expect(Object.keys(answer)).toEqual(["at", "capture", "outbox", "deliveries", "endpointsSwitchedOff", "replays", "keysNearExpiry", "health"])
+    expect(Object.keys(answer)).toEqual([
+      "at",
+      "capture",
+      "outbox",
+      "deliveries",
+      "endpointsSwitchedOff",
+      "replays",
+      "keysNearExpiry",
+      "health"
+    ])
     expect(answer.replays).toEqual([]) // none running (test/faces/admin-api/replays.test.ts shows one)
     expect(answer.health).toEqual({ state: "degraded", reasons: ["1 webhook endpoint is switched off"] })
-    expect(answer.capture).toMatchObject({ slot: slot(), slotExists: true, leaderRunning: true, leader: empty.capture.leader })
+    expect(answer.capture).toMatchObject({
+      slot: slot(),
+      slotExists: true,
+      leaderRunning: true,
+      leader: empty.capture.leader
+    })
     expect(answer.deliveries).toEqual(mixed.deliveries)
     expect(answer.endpointsSwitchedOff[0].id).toBe(off.id)
     const text = await runCli(["status"], env)
     expect(text.code).toBe(1)
     expect(text.stdout).toContain("Health: DEGRADED\n  - 1 webhook endpoint is switched off")
-    expect(text.stdout).toMatch(new RegExp(`leader: +safety-records-service capture leader ${hostname()}:${process.pid}, backend pid ${empty.capture.leader!.pid}`))
+    expect(text.stdout).toMatch(
+      new RegExp(
+        `leader: +safety-records-service capture leader ${hostname()}:${process.pid}, backend pid ${empty.capture.leader!.pid}`
+      )
+    )
     expect(text.stdout).toContain("Endpoints switched off: 1")
     expect(text.stdout).toContain("15 deliveries in a row failed every attempt")
     expect(text.stdout).toContain("Replays running: 0")
@@ -110,17 +161,24 @@ describe("status", () => {
     // capture stopped: no leader, slot inactive
     await w.cap.stop()
     // The server ends the slot's walsender a moment after capture hangs up.
-    const stopped = await waitFor(async () => {
-      const s = await runSql(w.db.sql, operationsStatus(slot()))
-      return s.capture.slotActive ? undefined : s
-    }, "the slot to be inactive after capture stopped", 10_000, 50)
+    const stopped = await waitFor(
+      async () => {
+        const s = await runSql(w.db.sql, operationsStatus(slot()))
+        return s.capture.slotActive ? undefined : s
+      },
+      "the slot to be inactive after capture stopped",
+      10_000,
+      50
+    )
     expect(stopped.capture).toMatchObject({ slotExists: true, slotActive: false, leaderRunning: false, leader: null })
     expect((await runCli(["status"], env)).stdout).toMatch(/leader: +no leader: no capture process is running/)
   })
 })
 
 describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () => {
-  it("healthy, capture behind, no leader, the slot lost, the database down: each with its code and why", { timeout: 150_000 }, async () => {
+  it("healthy, capture behind, no leader, the slot lost, the database down: each with its code and why", {
+    timeout: 150_000
+  }, async () => {
     const db = await freshDatabase()
     const cap = startCapture(db)
     try {
@@ -129,7 +187,11 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       const env = { DATABASE_URL: db.url, REPLICATION_SLOT: `slot_${db.name}` }
       const status = async (...args: string[]) => {
         const r = await runCli(["status", "--json", ...args], env)
-        return { code: r.code, stderr: r.stderr, health: JSON.parse(r.stdout).health as { state: string; reasons: string[] } }
+        return {
+          code: r.code,
+          stderr: r.stderr,
+          health: JSON.parse(r.stdout).health as { state: string; reasons: string[] }
+        }
       }
 
       expect(await status()).toEqual({ code: 0, stderr: "", health: { state: "healthy", reasons: [] } })
@@ -211,16 +273,26 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       replays: [],
       keysNearExpiry: []
     }
-    const capture = (c: Partial<OperationsStatus["capture"]>): OperationsStatus => ({ ...base, capture: { ...base.capture, ...c } })
+    const capture = (c: Partial<OperationsStatus["capture"]>): OperationsStatus => ({
+      ...base,
+      capture: { ...base.capture, ...c }
+    })
     expect(assessStatus(base)).toEqual({ state: "healthy", reasons: [] })
     expect(assessStatus(capture({ lagSeconds: 61 })).state).toBe("degraded")
     expect(assessStatus(capture({ lagSeconds: 61 }), { lagThresholdSeconds: 120 }).state).toBe("healthy")
-    expect(assessStatus(capture({ walStatus: "unreserved" })).reasons).toEqual(["replication slot s is about to lose WAL (wal_status unreserved, 1000 bytes to go)"])
-    expect(assessStatus(capture({ walStatus: "lost", invalidationReason: "wal_removed" }))).toMatchObject({ state: "broken", reasons: [expect.stringContaining("was invalidated (wal_removed)")] })
-    expect(assessStatus(capture({ slotExists: false, checkpointLsn: null })).reasons).toEqual(["replication slot s does not exist yet: capture has not started"])
-    expect(assessStatus(capture({ stalledAt: "2026-11-01T00:00:00.000Z", stallReason: "quiet", stallReconnects: 2 })).reasons).toEqual([
-      "capture stalled since 2026-11-01T00:00:00.000Z (2 reconnects so far): quiet"
+    expect(assessStatus(capture({ walStatus: "unreserved" })).reasons).toEqual([
+      "replication slot s is about to lose WAL (wal_status unreserved, 1000 bytes to go)"
     ])
+    expect(assessStatus(capture({ walStatus: "lost", invalidationReason: "wal_removed" }))).toMatchObject({
+      state: "broken",
+      reasons: [expect.stringContaining("was invalidated (wal_removed)")]
+    })
+    expect(assessStatus(capture({ slotExists: false, checkpointLsn: null })).reasons).toEqual([
+      "replication slot s does not exist yet: capture has not started"
+    ])
+    expect(
+      assessStatus(capture({ stalledAt: "2026-11-01T00:00:00.000Z", stallReason: "quiet", stallReconnects: 2 })).reasons
+    ).toEqual(["capture stalled since 2026-11-01T00:00:00.000Z (2 reconnects so far): quiet"])
     expect(assessStatus(capture({ leader: null, leaderRunning: false })).state).toBe("degraded")
   })
 })

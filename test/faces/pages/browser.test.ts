@@ -23,7 +23,9 @@ import { runCli } from "../../support/cli.ts"
 import { expectAccessible, startService, type ServiceProcess } from "../../support/pages.ts"
 
 // CHROMIUM_PATH when set (and only it), else Debian's chromium.
-const CHROMIUM = (process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ["/usr/bin/chromium", "/usr/bin/chromium-browser"]).find((p) => existsSync(p))
+const CHROMIUM = (
+  process.env.CHROMIUM_PATH ? [process.env.CHROMIUM_PATH] : ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+).find((p) => existsSync(p))
 const SHOTS = fileURLToPath(new URL("../../../test-output/admin/", import.meta.url))
 
 if (CHROMIUM === undefined) {
@@ -114,7 +116,9 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
       API_USAGE_FLUSH: "200 millis",
       CAPTURE_HEARTBEAT: "1 second"
     })
-    const created = await runCli(["tokens", "create", "--as", adminEmail, "--name", "browser test", "--json"], { DATABASE_URL: db.url })
+    const created = await runCli(["tokens", "create", "--as", adminEmail, "--name", "browser test", "--json"], {
+      DATABASE_URL: db.url
+    })
     expect(created.code, created.stderr).toBe(0)
     token = JSON.parse(created.stdout).token
     browser = await chromium.launch({ executablePath: CHROMIUM!, headless: true })
@@ -159,7 +163,13 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
 
     const cookies = await context.cookies(service.url)
     const session = cookies.find((c) => c.name === "__Host-srs_admin")
-    expect(session, JSON.stringify(cookies)).toMatchObject({ secure: true, httpOnly: true, sameSite: "Strict", path: "/", domain: "127.0.0.1" })
+    expect(session, JSON.stringify(cookies)).toMatchObject({
+      secure: true,
+      httpOnly: true,
+      sameSite: "Strict",
+      path: "/",
+      domain: "127.0.0.1"
+    })
     expect(session!.value).not.toContain(token)
     expect(await page.evaluate<string>("document.cookie")).not.toContain("srs_admin")
     expect(await page.evaluate<boolean>("window.isSecureContext")).toBe(true)
@@ -194,7 +204,11 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     expect((await request(service.url, "/api/v1/workers", { key: apiKey })).status).toBe(403)
 
     // Shown once: the list never shows it again; it shows who made it, its last use and requests.
-    await waitFor(async () => (await db.sql`select 1 from service.api_keys where request_count >= 3`).length > 0, "usage flush", 15_000)
+    await waitFor(
+      async () => (await db.sql`select 1 from service.api_keys where request_count >= 3`).length > 0,
+      "usage flush",
+      15_000
+    )
     await go("/admin/keys")
     expect(await page.content()).not.toContain(apiKey)
     const row = page.locator("tr", { hasText: keyName })
@@ -266,9 +280,17 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
 
   it("a real event is delivered and listed; Send Again sends it once more with the same delivery id", async () => {
     await insertIncident(db.sql, company.id, { title: "Scaffold plank cracked" })
-    const first = await waitFor(() => receiver.requests.find((r) => r.headers["service-event"] === "incident.created"), "the incident.created delivery")
+    const first = await waitFor(
+      () => receiver.requests.find((r) => r.headers["service-event"] === "incident.created"),
+      "the incident.created delivery"
+    )
     const deliveryId = String(first.headers["service-delivery"])
-    await waitFor(async () => (await db.sql`select 1 from service.webhook_deliveries where id = ${deliveryId} and state = 'succeeded'`).length > 0, "the delivery recorded")
+    await waitFor(
+      async () =>
+        (await db.sql`select 1 from service.webhook_deliveries where id = ${deliveryId} and state = 'succeeded'`)
+          .length > 0,
+      "the delivery recorded"
+    )
     await page.goto(endpointUrl)
     const row = page.locator(`tr[data-delivery-id="${deliveryId}"]`)
     expect(await text(row.locator('td[data-label="Event"]'))).toBe("incident.created")
@@ -279,9 +301,14 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
 
     await submit(row.getByRole("button", { name: /Send again/i }))
     expect(await text(page.locator(".flash.success"))).toContain("being sent again")
-    await waitFor(() => receiver.requests.filter((r) => r.headers["service-delivery"] === deliveryId).length === 2, "Send Again to arrive")
+    await waitFor(
+      () => receiver.requests.filter((r) => r.headers["service-delivery"] === deliveryId).length === 2,
+      "Send Again to arrive"
+    )
     await waitFor(async () => {
-      const [d] = await db.sql<{ attempts: number; state: string }[]>`select attempts, state from service.webhook_deliveries where id = ${deliveryId}`
+      const [d] = await db.sql<
+        { attempts: number; state: string }[]
+      >`select attempts, state from service.webhook_deliveries where id = ${deliveryId}`
       return d!.attempts === 2 && d!.state === "succeeded"
     }, "the second attempt recorded")
     await page.reload()
@@ -317,14 +344,20 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     await db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(), consecutive_failures = 15,
       disabled_reason = '15 deliveries in a row failed every attempt (last: http 503)' where id = ${id}`
     await page.goto(endpointUrl)
-    await page.getByRole("heading", { name: "This endpoint is switched off" }).waitFor({ state: "visible", timeout: 5_000 })
-    expect(await text(page.locator("section.flash.error"))).toContain("15 deliveries in a row failed every attempt (last: http 503)")
+    await page
+      .getByRole("heading", { name: "This endpoint is switched off" })
+      .waitFor({ state: "visible", timeout: 5_000 })
+    expect(await text(page.locator("section.flash.error"))).toContain(
+      "15 deliveries in a row failed every attempt (last: http 503)"
+    )
     await shot("12-endpoint-switched-off")
     await expectAccessible(page, "endpoint: switched off")
     await submit(page.getByRole("button", { name: "Turn On" }))
     expect(await text(page.locator(".flash.success"))).toContain("is on again")
     expect(await page.getByRole("heading", { name: "This endpoint is switched off" }).count()).toBe(0)
-    expect((await db.sql<{ enabled: boolean }[]>`select enabled from service.webhook_endpoints where id = ${id}`)[0]!.enabled).toBe(true)
+    expect(
+      (await db.sql<{ enabled: boolean }[]>`select enabled from service.webhook_endpoints where id = ${id}`)[0]!.enabled
+    ).toBe(true)
   })
 
   it("lists the subscriptions keys made through the API; turns one off and deletes one", async () => {
@@ -335,7 +368,11 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     await submit(page.getByRole("button", { name: "Create key" }))
     const key = ((await page.locator("#new-key").textContent()) ?? "").trim()
     for (const event of ["incident.created", "permit.approved"]) {
-      const r = await request(service.url, "/api/v1/hooks", { key, method: "POST", body: JSON.stringify({ url: receiver.url("/zap"), event }) })
+      const r = await request(service.url, "/api/v1/hooks", {
+        key,
+        method: "POST",
+        body: JSON.stringify({ url: receiver.url("/zap"), event })
+      })
       expect(r.status, r.text).toBe(201)
     }
     await go("/admin/webhooks")
@@ -348,18 +385,31 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     await shot("13-webhooks-subscriptions")
     await expectAccessible(page, "webhooks: list and subscriptions")
     page.once("dialog", (d) => void d.accept())
-    await submit(page.locator("#subscriptions tr", { hasText: "incident.created" }).getByRole("button", { name: /Delete/ }))
+    await submit(
+      page.locator("#subscriptions tr", { hasText: "incident.created" }).getByRole("button", { name: /Delete/ })
+    )
     expect(await text(page.locator(".flash.success"))).toContain("Subscription deleted")
     expect(await page.locator("#subscriptions tr", { hasText: "incident.created" }).count()).toBe(0)
     const hooks = await request(service.url, "/api/v1/hooks", { key })
-    expect(hooks.json.data.map((h: { event: string; active: boolean }) => [h.event, h.active])).toEqual([["permit.approved", false]])
+    expect(hooks.json.data.map((h: { event: string; active: boolean }) => [h.event, h.active])).toEqual([
+      ["permit.approved", false]
+    ])
   })
 
   it("shows the activity log newest first, filtered by kind", async () => {
     await go("/admin/activity")
     const kinds = await page.locator("#activity tbody tr td[data-label='What']").allTextContents()
     expect(kinds[0]).toBe("subscription.deleted")
-    expect(kinds).toEqual(expect.arrayContaining(["key.created", "key.revoked", "endpoint.created", "endpoint.tested", "delivery.resent", "admin_token.created"]))
+    expect(kinds).toEqual(
+      expect.arrayContaining([
+        "key.created",
+        "key.revoked",
+        "endpoint.created",
+        "endpoint.tested",
+        "delivery.resent",
+        "admin_token.created"
+      ])
+    )
     await shot("14-activity")
     await expectAccessible(page, "activity log")
     await page.getByLabel("Kind").selectOption("endpoint")
@@ -377,9 +427,19 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
     const keysBefore = await db.sql`select id, revoked_at from service.api_keys order by id`
     const cases = [
       // Another site: SameSite=Strict keeps the cookie home, and the Origin check refuses.
-      { name: "cross-site", host: "localhost", action: () => `${service.url}/admin/keys`, fields: () => ({ name: "Evil", read: "incidents", expires: "never" }) },
+      {
+        name: "cross-site",
+        host: "localhost",
+        action: () => `${service.url}/admin/keys`,
+        fields: () => ({ name: "Evil", read: "incidents", expires: "never" })
+      },
       // The same site on another port: the cookie goes along, the Origin check still refuses.
-      { name: "same-site", host: "127.0.0.1", action: () => `${service.url}/admin/keys/${victim!.id}/revoke`, fields: () => ({ csrf: "a".repeat(43) }) }
+      {
+        name: "same-site",
+        host: "127.0.0.1",
+        action: () => `${service.url}/admin/keys/${victim!.id}/revoke`,
+        fields: () => ({ csrf: "a".repeat(43) })
+      }
     ]
     for (const c of cases) {
       const hostile = await hostileServer(c.host, c.action, c.fields)
@@ -416,7 +476,9 @@ describe.skipIf(CHROMIUM === undefined)("admin pages in a browser", () => {
       ["/admin/activity", "20-phone-activity"]
     ] as const) {
       await go(path)
-      const overflow = await page.evaluate<number>("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+      const overflow = await page.evaluate<number>(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+      )
       expect(overflow, path).toBeLessThanOrEqual(0)
       const unlabelled = await page.evaluate<ReadonlyArray<string>>(
         `[...document.querySelectorAll("input:not([type=hidden]), select, textarea")]

@@ -20,8 +20,15 @@ describe("admin pages over HTTP", () => {
   let admin: AdminUser
 
   const newToken = async (company: TestCompany = acme) => {
-    const actor: AdminUser = { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id }
-    return Effect.runPromise(createToken(actor, { name: "web test", expires: "90d" }).pipe(Effect.provide(provideDb(db))))
+    const actor: AdminUser = {
+      userId: company.adminId,
+      email: company.adminEmail,
+      name: "Ada Admin",
+      companyId: company.id
+    }
+    return Effect.runPromise(
+      createToken(actor, { name: "web test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
+    )
   }
 
   const signedIn = async (): Promise<{ client: WebClient; token: string; tokenId: string }> => {
@@ -33,9 +40,14 @@ describe("admin pages over HTTP", () => {
   }
 
   const api = (token: string, method: string, path: string, body?: unknown) =>
-    request(server.url, path, { method, headers: { authorization: `Bearer ${token}` }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+    request(server.url, path, {
+      method,
+      headers: { authorization: `Bearer ${token}` },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
 
-  const keyCount = async () => Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.api_keys`)[0]!.n)
+  const keyCount = async () =>
+    Number((await db.sql<{ n: number }[]>`select count(*)::int as n from service.api_keys`)[0]!.n)
 
   beforeAll(async () => {
     server = await startWebServer(db.url)
@@ -120,13 +132,20 @@ describe("admin pages over HTTP", () => {
   })
 
   it("pages need a session: the browser is sent to sign in and comes back", async () => {
-    for (const path of ["/admin/keys", "/admin/webhooks", "/admin/activity?kind=key", "/admin/webhooks/endpoints/00000000-0000-4000-8000-000000000000"]) {
+    for (const path of [
+      "/admin/keys",
+      "/admin/webhooks",
+      "/admin/activity?kind=key",
+      "/admin/webhooks/endpoints/00000000-0000-4000-8000-000000000000"
+    ]) {
       const r = await request(server.url, path)
       expect(r.status, path).toBe(303)
       expect(r.headers.get("location")).toBe(`/admin/sign-in?next=${encodeURIComponent(path)}`)
     }
     expect((await request(server.url, "/admin")).headers.get("location")).toBe("/admin/sign-in")
-    const forged = await request(server.url, "/admin/keys", { headers: { cookie: "__Host-srs_admin=" + "x".repeat(43) } })
+    const forged = await request(server.url, "/admin/keys", {
+      headers: { cookie: "__Host-srs_admin=" + "x".repeat(43) }
+    })
     expect(forged.status).toBe(303)
     expect(forged.headers.get("location")).toContain("ended=session")
     expect(forged.headers.get("set-cookie")).toMatch(/^__Host-srs_admin=; .*Max-Age=0/)
@@ -134,7 +153,11 @@ describe("admin pages over HTTP", () => {
     const before = await keyCount()
     const post = await request(server.url, "/admin/keys", {
       method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded", origin: server.url, "sec-fetch-site": "same-origin" },
+      headers: {
+        "content-type": "application/x-www-form-urlencoded",
+        origin: server.url,
+        "sec-fetch-site": "same-origin"
+      },
       body: "name=x&read=incidents&expires=never"
     })
     expect(post.status).toBe(303)
@@ -187,7 +210,15 @@ describe("admin pages over HTTP", () => {
     const t = await newToken()
     const fresh = webClient(server.url)
     await fresh.get("/admin/sign-in")
-    expect((await fresh.post("/admin/sign-in", { token: t.token }, { headers: { origin: "http://evil.example", "sec-fetch-site": "cross-site" } })).status).toBe(403)
+    expect(
+      (
+        await fresh.post(
+          "/admin/sign-in",
+          { token: t.token },
+          { headers: { origin: "http://evil.example", "sec-fetch-site": "cross-site" } }
+        )
+      ).status
+    ).toBe(403)
     fresh.cookies.delete("__Host-srs_admin_signin")
     expect((await fresh.post("/admin/sign-in", { token: t.token })).status).toBe(403)
     expect(await db.sql`select 1 from service.admin_sessions where token_id = ${t.id}`).toHaveLength(0)
@@ -196,14 +227,21 @@ describe("admin pages over HTTP", () => {
   it("keys: created and shown once, listed with who made it and its use, revoked; errors are the admin API's", async () => {
     const { client, token } = await signedIn()
     await client.get("/admin/keys")
-    const created = await client.post("/admin/keys", { name: "Tableau <BI>", read: ["incidents", "audits"], expires: "1y", webhooks: "on" })
+    const created = await client.post("/admin/keys", {
+      name: "Tableau <BI>",
+      read: ["incidents", "audits"],
+      expires: "1y",
+      webhooks: "on"
+    })
     expect(created.status).toBe(200)
     const key = /mk_[A-Za-z0-9_-]{43}/.exec(created.text)![0]
     expect(created.text).toContain("This is the only time the key is shown")
     expect(created.text).toContain("Tableau &lt;BI&gt;")
     expect(created.text).not.toContain("Tableau <BI>")
     expect((await request(server.url, "/api/v1", { key })).status).toBe(200)
-    const [row] = await db.sql<{ id: string; scopes: string[]; webhooks: boolean; created_by_email: string; expires_at: Date }[]>`
+    const [row] = await db.sql<
+      { id: string; scopes: string[]; webhooks: boolean; created_by_email: string; expires_at: Date }[]
+    >`
       select id::text, scopes, webhooks, created_by_email, expires_at from service.api_keys where name = 'Tableau <BI>'`
     expect(row).toMatchObject({ scopes: ["incidents", "audits"], webhooks: true, created_by_email: acme.adminEmail })
     const list = await client.get("/admin/keys")
@@ -214,7 +252,11 @@ describe("admin pages over HTTP", () => {
     // The same refusals, in the same words, as POST /admin/v1/keys.
     for (const [fields, body, status] of [
       [{ name: "", read: ["incidents"], expires: "never" }, { name: "", read: ["incidents"], expires: "never" }, 400],
-      [{ name: "x".repeat(101), read: ["incidents"], expires: "never" }, { name: "x".repeat(101), read: ["incidents"], expires: "never" }, 400],
+      [
+        { name: "x".repeat(101), read: ["incidents"], expires: "never" },
+        { name: "x".repeat(101), read: ["incidents"], expires: "never" },
+        400
+      ],
       [{ name: "no scopes", expires: "never" }, { name: "no scopes", read: [], expires: "never" }, 400]
     ] as const) {
       const page = await client.post("/admin/keys", fields as Record<string, string | ReadonlyArray<string>>)
@@ -242,7 +284,10 @@ describe("admin pages over HTTP", () => {
     const client = webClient(server.url)
     await client.signIn(t.token)
     await client.get("/admin/keys")
-    for (let i = 0; i < 20; i++) expect((await client.post("/admin/keys", { name: `k${i}`, read: ["incidents"], expires: "30d" })).status).toBe(200)
+    for (let i = 0; i < 20; i++)
+      expect((await client.post("/admin/keys", { name: `k${i}`, read: ["incidents"], expires: "30d" })).status).toBe(
+        200
+      )
     const page = await client.post("/admin/keys", { name: "k21", read: ["incidents"], expires: "30d" })
     const answer = await api(t.token, "POST", "/admin/v1/keys", { name: "k21", read: ["incidents"] })
     expect(answer.status).toBe(409)
@@ -283,14 +328,19 @@ describe("admin pages over HTTP", () => {
 
   it("webhooks: rotating a secret takes an overlap (24h unless changed); a bad one is refused in the admin API's words and changes nothing", async () => {
     const { client, token } = await signedIn()
-    const made = await api(token, "POST", "/admin/v1/endpoints", { name: "Rotating", url: "https://93.184.216.34/rotate", events: ["incident.created"] })
+    const made = await api(token, "POST", "/admin/v1/endpoints", {
+      name: "Rotating",
+      url: "https://93.184.216.34/rotate",
+      events: ["incident.created"]
+    })
     expect(made.status).toBe(201)
     const path = `/admin/webhooks/endpoints/${made.json.id}`
     const page = await client.get(path)
     expect(page.text).toContain('<label for="rotate-overlap">Old secret keeps signing for</label>')
     expect(page.text).toMatch(/<input type="text" id="rotate-overlap" name="overlap" required value="24h"/)
     expect(page.text).not.toContain("Old secret signs until")
-    const stored = () => db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${made.json.id}`
+    const stored = () =>
+      db.sql`select secret, previous_secret, previous_secret_expires_at, secret_rotated_at from service.webhook_endpoints where id = ${made.json.id}`
     const before = await stored()
 
     for (const overlap of ["2 weeks", "8d", ""]) {
@@ -298,7 +348,9 @@ describe("admin pages over HTTP", () => {
       const answer = await api(token, "POST", `/admin/v1/endpoints/${made.json.id}/rotate-secret`, { overlap })
       expect(answer.status, overlap).toBe(400)
       expect(refused.status, overlap).toBe(400)
-      expect(refused.text, overlap).toContain(`<p class="form-error" role="alert" id="rotate-secret-error">${escapeHtml(answer.json.error)}</p>`)
+      expect(refused.text, overlap).toContain(
+        `<p class="form-error" role="alert" id="rotate-secret-error">${escapeHtml(answer.json.error)}</p>`
+      )
       expect(refused.text, overlap).toContain(`name="overlap" required value="${escapeHtml(overlap)}"`)
       expect(refused.text, overlap).not.toMatch(/whsec_/)
     }
@@ -306,19 +358,29 @@ describe("admin pages over HTTP", () => {
 
     const rotated = await client.post(`${path}/rotate-secret`, { overlap: "24h" })
     expect(rotated.status).toBe(200)
-    const [row] = await db.sql<{ until: Date }[]>`select previous_secret_expires_at as until from service.webhook_endpoints where id = ${made.json.id}`
+    const [row] = await db.sql<
+      { until: Date }[]
+    >`select previous_secret_expires_at as until from service.webhook_endpoints where id = ${made.json.id}`
     const until = row!.until.toISOString()
     expect(rotated.text).toMatch(/<code id="new-secret" class="secret" tabindex="0">whsec_[A-Za-z0-9+/]{43}=<\/code>/)
-    expect(rotated.text).toContain(`Until ${until.slice(0, 16).replace("T", " ")} UTC they are signed with the old secret too`)
+    expect(rotated.text).toContain(
+      `Until ${until.slice(0, 16).replace("T", " ")} UTC they are signed with the old secret too`
+    )
     expect(rotated.text).toContain(`<dt>Old secret signs until</dt><dd><time datetime="${until}">`)
 
     const cut = await client.post(`${path}/rotate-secret`, { overlap: "0" })
     expect(cut.status).toBe(200)
     expect(cut.text).toContain("The old secret no longer signs anything.")
     expect(cut.text).not.toContain("Old secret signs until")
-    expect((await db.sql`select previous_secret from service.webhook_endpoints where id = ${made.json.id}`)[0]).toEqual({ previous_secret: null })
+    expect((await db.sql`select previous_secret from service.webhook_endpoints where id = ${made.json.id}`)[0]).toEqual(
+      { previous_secret: null }
+    )
     const log = await api(token, "GET", "/admin/v1/activity?kind=endpoint.secret_rotated")
-    expect(log.json.data.filter((e: { subjectId: string }) => e.subjectId === made.json.id).map((e: { details: unknown }) => e.details)).toEqual([
+    expect(
+      log.json.data
+        .filter((e: { subjectId: string }) => e.subjectId === made.json.id)
+        .map((e: { details: unknown }) => e.details)
+    ).toEqual([
       { overlapSeconds: 0, previousSecretExpiresAt: null },
       { overlapSeconds: 86_400, previousSecretExpiresAt: until }
     ])

@@ -23,7 +23,7 @@ describe("html", () => {
   it("escapes every interpolated value by default", () => {
     const evil = `<script>alert("x")</script>&'\``
     expect(html`<p title="${evil}">${evil}</p>`.value).toBe(
-      "<p title=\"&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;&#96;\">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;&#96;</p>"
+      '<p title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;&#96;">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;&#96;</p>'
     )
     expect(escapeHtml(`" onmouseover="x`)).toBe("&quot; onmouseover=&quot;x")
   })
@@ -69,7 +69,9 @@ describe("CSRF tokens", () => {
 
 describe("cookies", () => {
   const withCookie = (cookie: string | undefined) =>
-    HttpServerRequest.fromWeb(new Request("http://localhost/admin", cookie === undefined ? {} : { headers: { cookie } }))
+    HttpServerRequest.fromWeb(
+      new Request("http://localhost/admin", cookie === undefined ? {} : { headers: { cookie } })
+    )
 
   it("reads a request's Cookie header; the first of a repeated name wins", () => {
     const request = withCookie(`a=1; ${SESSION_COOKIE}=abc_-; b="quoted"; a=2; junk; =x; c=`)
@@ -83,9 +85,18 @@ describe("cookies", () => {
   })
 
   it("serializes our cookies Secure, HttpOnly, SameSite=Strict, Path=/ and without Domain", () => {
-    expect(setCookieParts(serializeCookie(SESSION_COOKIE, "abc"))).toEqual({ pair: "__Host-srs_admin=abc", attributes: OUR_ATTRIBUTES })
-    expect(setCookieParts(serializeCookie("x", "v", { maxAge: 60.7 }))).toEqual({ pair: "x=v", attributes: [...OUR_ATTRIBUTES, "Max-Age=60"].sort() })
-    expect(setCookieParts(expiredCookie(SESSION_COOKIE))).toEqual({ pair: "__Host-srs_admin=", attributes: [...OUR_ATTRIBUTES, "Max-Age=0"].sort() })
+    expect(setCookieParts(serializeCookie(SESSION_COOKIE, "abc"))).toEqual({
+      pair: "__Host-srs_admin=abc",
+      attributes: OUR_ATTRIBUTES
+    })
+    expect(setCookieParts(serializeCookie("x", "v", { maxAge: 60.7 }))).toEqual({
+      pair: "x=v",
+      attributes: [...OUR_ATTRIBUTES, "Max-Age=60"].sort()
+    })
+    expect(setCookieParts(expiredCookie(SESSION_COOKIE))).toEqual({
+      pair: "__Host-srs_admin=",
+      attributes: [...OUR_ATTRIBUTES, "Max-Age=0"].sort()
+    })
     expect(() => serializeCookie(SESSION_COOKIE, "a;b")).toThrow()
     expect(() => serializeCookie("bad name", "a")).toThrow()
     const round = withCookie(serializeCookie(SESSION_COOKIE, "tok").split(";")[0])
@@ -96,7 +107,9 @@ describe("cookies", () => {
 describe("same-origin check", () => {
   const host = "127.0.0.1:3000"
   it("accepts a form from the same origin", () => {
-    expect(checkSameOrigin({ origin: "http://127.0.0.1:3000", secFetchSite: "same-origin", host })).toEqual({ ok: true })
+    expect(checkSameOrigin({ origin: "http://127.0.0.1:3000", secFetchSite: "same-origin", host })).toEqual({
+      ok: true
+    })
     expect(checkSameOrigin({ origin: "https://127.0.0.1:3000", host })).toEqual({ ok: true })
     expect(checkSameOrigin({ secFetchSite: "same-origin", host })).toEqual({ ok: true })
     expect(checkSameOrigin({ origin: "http://ADMIN.example:8080", host: "admin.example:8080" })).toEqual({ ok: true })
@@ -125,9 +138,24 @@ describe("paths", () => {
   it("sign-in only sends the browser back to an admin page of this origin", () => {
     expect(localTarget("/admin/keys")).toBe("/admin/keys")
     expect(localTarget("/admin/activity?kind=endpoint")).toBe("/admin/activity?kind=endpoint")
-    expect(localTarget("/admin/webhooks/endpoints/0b6c1f6e-4a39-4f4e-9d1e-2b7f2b1f9c11")).toBe("/admin/webhooks/endpoints/0b6c1f6e-4a39-4f4e-9d1e-2b7f2b1f9c11")
+    expect(localTarget("/admin/webhooks/endpoints/0b6c1f6e-4a39-4f4e-9d1e-2b7f2b1f9c11")).toBe(
+      "/admin/webhooks/endpoints/0b6c1f6e-4a39-4f4e-9d1e-2b7f2b1f9c11"
+    )
     // Only pages: not a form's action, nor a path that is no page.
-    for (const bad of ["/admin/sign-out", "/admin/keys/x/revoke", "/admin/nowhere", "//evil.example/admin", "https://evil.example/admin", "/admin/../x", "/adminx", "/admin//evil", "/admin/keys\\x", null, undefined, "javascript:alert(1)"]) {
+    for (const bad of [
+      "/admin/sign-out",
+      "/admin/keys/x/revoke",
+      "/admin/nowhere",
+      "//evil.example/admin",
+      "https://evil.example/admin",
+      "/admin/../x",
+      "/adminx",
+      "/admin//evil",
+      "/admin/keys\\x",
+      null,
+      undefined,
+      "javascript:alert(1)"
+    ]) {
       expect(localTarget(bad), String(bad)).toBeUndefined()
     }
   })
@@ -150,8 +178,12 @@ describe("deliveries table", () => {
   it("shows the last answer's status, and its error unless it only repeats the status", () => {
     expect(lastAnswer({ lastStatus: 500, lastError: "http 500" }).value).toBe("HTTP 500")
     expect(lastAnswer({ lastStatus: 200, lastError: null }).value).toBe("HTTP 200")
-    expect(lastAnswer({ lastStatus: 302, lastError: "redirect refused" }).value).toBe('HTTP 302<br><span class="muted">redirect refused</span>')
-    expect(lastAnswer({ lastStatus: null, lastError: "timeout after 10s" }).value).toBe('<span class="muted">timeout after 10s</span>')
+    expect(lastAnswer({ lastStatus: 302, lastError: "redirect refused" }).value).toBe(
+      'HTTP 302<br><span class="muted">redirect refused</span>'
+    )
+    expect(lastAnswer({ lastStatus: null, lastError: "timeout after 10s" }).value).toBe(
+      '<span class="muted">timeout after 10s</span>'
+    )
     expect(lastAnswer({ lastStatus: null, lastError: null }).value).toBe('<span class="muted">none yet</span>')
   })
 })

@@ -20,7 +20,14 @@ import { useDatabase, useDemoDatabase } from "../../support/fixtures.ts"
 const A = randomUUID()
 const B = randomUUID()
 const C = randomUUID()
-const item = (id: string, audit: string, position: number) => ({ id, audit_id: audit, position, item: `Item ${position}`, result: "pass", note: null })
+const item = (id: string, audit: string, position: number) => ({
+  id,
+  audit_id: audit,
+  position,
+  item: `Item ${position}`,
+  result: "pass",
+  note: null
+})
 
 describe("a batch prepared while the one before is written", () => {
   const db = useDatabase()
@@ -50,11 +57,21 @@ describe("a batch prepared while the one before is written", () => {
     // The earlier batch: item 1 moves from A to B, item 2 goes, a new item comes under B,
     // audit C is new, one acknowledgement goes and one comes.
     const first = new Store(db.sql)
-    await first.loadKeys([["audits", A], ["audits", B], ["audits", C], ["audit_items", i1], ["audit_items", i2], ["policy_acknowledgements", k1]])
+    await first.loadKeys([
+      ["audits", A],
+      ["audits", B],
+      ["audits", C],
+      ["audit_items", i1],
+      ["audit_items", i2],
+      ["policy_acknowledgements", k1]
+    ])
     await first.loadChildren("audit_items", [A, B])
     const i4 = randomUUID()
     const k3 = randomUUID()
-    first.absent([["audit_items", i4], ["policy_acknowledgements", k3]])
+    first.absent([
+      ["audit_items", i4],
+      ["policy_acknowledgements", k3]
+    ])
     first.apply("audit_items", i1, { ...item(i1, B, 3) })
     first.apply("audit_items", i2, null)
     first.apply("audit_items", i4, item(i4, B, 4))
@@ -67,12 +84,28 @@ describe("a batch prepared while the one before is written", () => {
     // still laid over; written and read alone.
     const read = async (prior: Store | null) => {
       const s = new Store(db.sql, prior)
-      await s.loadKeys([["audits", A], ["audits", C], ["audit_items", i1], ["audit_items", i2], ["audit_items", i3]])
+      await s.loadKeys([
+        ["audits", A],
+        ["audits", C],
+        ["audit_items", i1],
+        ["audit_items", i2],
+        ["audit_items", i3]
+      ])
       await s.loadChildren("audit_items", [A, B, C])
       await s.loadChildCounts("policy_acknowledgements", [P])
-      const keys = (parent: string) => s.childrenOf("audit_items", parent).map((r) => r.key).sort()
+      const keys = (parent: string) =>
+        s
+          .childrenOf("audit_items", parent)
+          .map((r) => r.key)
+          .sort()
       return {
-        rows: [s.get("audits", A)?.data.title, s.get("audits", C)?.data.title, s.get("audit_items", i1)?.parentId, s.get("audit_items", i2), s.get("audit_items", i3)?.parentId],
+        rows: [
+          s.get("audits", A)?.data.title,
+          s.get("audits", C)?.data.title,
+          s.get("audit_items", i1)?.parentId,
+          s.get("audit_items", i2),
+          s.get("audit_items", i3)?.parentId
+        ],
         children: { A: keys(A), B: keys(B), C: keys(C) },
         acknowledgements: s.childCount("policy_acknowledgements", P)
       }
@@ -102,7 +135,9 @@ describe("a batch prepared while the one before is written", () => {
       ])
     )
     await expect(late).rejects.toBeInstanceOf(CheckpointMoved)
-    const [state] = await db.sql<{ lsn: string }[]>`select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
+    const [state] = await db.sql<
+      { lsn: string }[]
+    >`select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
     expect(state!.lsn).toBe("0/200")
     expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(0)
   })
@@ -139,18 +174,46 @@ describe("a batch prepared while the one before is written", () => {
     const projections = new Projections(s)
     const steps: Array<() => void> = [
       () => s.apply("job_sites", site, { id: site, company_id: company, name: "Harbour", ...stamps }),
-      () => s.apply("equipment", equipment, { id: equipment, company_id: company, name: "Forklift", job_site_id: site, ...stamps }),
-      () => s.apply("inspections", inspection, { id: inspection, company_id: company, equipment_id: equipment, outcome: "pass", created_at: stamps.created_at }),
+      () =>
+        s.apply("equipment", equipment, {
+          id: equipment,
+          company_id: company,
+          name: "Forklift",
+          job_site_id: site,
+          ...stamps
+        }),
+      () =>
+        s.apply("inspections", inspection, {
+          id: inspection,
+          company_id: company,
+          equipment_id: equipment,
+          outcome: "pass",
+          created_at: stamps.created_at
+        }),
       () => s.apply("audits", audit, { id: audit, company_id: company, title: "Walk", ...stamps }),
       () => s.apply("policies", policy, { id: policy, company_id: company, title: "Helmets", ...stamps }),
       () => s.apply("job_sites", site, { id: site, company_id: company, name: "Harbour East", ...stamps }),
       () => s.apply("audit_items", it1, item(it1, audit, 1)),
       () => s.apply("policy_acknowledgements", ack, { id: ack, policy_id: policy, company_id: company }),
-      () => s.apply("equipment", equipment, { id: equipment, company_id: company, name: "Forklift 2", job_site_id: site, ...stamps }),
+      () =>
+        s.apply("equipment", equipment, {
+          id: equipment,
+          company_id: company,
+          name: "Forklift 2",
+          job_site_id: site,
+          ...stamps
+        }),
       () => s.apply("audit_items", it2, item(it2, audit, 2)),
       () => s.apply("audit_items", it1, null),
       () => s.apply("policy_acknowledgements", ack, null),
-      () => s.apply("inspections", inspection, { id: inspection, company_id: company, equipment_id: equipment, outcome: "fail", created_at: stamps.created_at })
+      () =>
+        s.apply("inspections", inspection, {
+          id: inspection,
+          company_id: company,
+          equipment_id: equipment,
+          outcome: "fail",
+          created_at: stamps.created_at
+        })
     ]
     let reused = 0
     for (const step of steps) {
@@ -177,19 +240,31 @@ describe("capture draining in small batches, each prepared while the one before 
     // depending on the ones just before (children, counts, names shown elsewhere). First,
     // transactions that each touch a child of the same parents as the one before.
     const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
-    const [audit] = await db.sql<{ id: string }[]>`insert into app.audits (company_id, title, performed_at) values (${acme!.id}, 'Chain', now()) returning id::text`
-    const [policy] = await db.sql<{ id: string }[]>`insert into app.policies (company_id, title) values (${acme!.id}, 'Chain') returning id::text`
-    const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${acme!.id}, 'Chain') returning id::text`
-    const [equipment] = await db.sql<{ id: string }[]>`insert into app.equipment (company_id, name, job_site_id) values (${acme!.id}, 'Chain', ${site!.id}) returning id::text`
+    const [audit] = await db.sql<
+      { id: string }[]
+    >`insert into app.audits (company_id, title, performed_at) values (${acme!.id}, 'Chain', now()) returning id::text`
+    const [policy] = await db.sql<
+      { id: string }[]
+    >`insert into app.policies (company_id, title) values (${acme!.id}, 'Chain') returning id::text`
+    const [site] = await db.sql<
+      { id: string }[]
+    >`insert into app.job_sites (company_id, name) values (${acme!.id}, 'Chain') returning id::text`
+    const [equipment] = await db.sql<
+      { id: string }[]
+    >`insert into app.equipment (company_id, name, job_site_id) values (${acme!.id}, 'Chain', ${site!.id}) returning id::text`
     const [inspection] = await db.sql<{ id: string }[]>`
       insert into app.inspections (company_id, equipment_id, performed_at, outcome) values (${acme!.id}, ${equipment!.id}, now(), 'pass') returning id::text`
-    const [other] = await db.sql<{ id: string }[]>`insert into app.audits (company_id, title, performed_at) values (${acme!.id}, 'Other', now()) returning id::text`
+    const [other] = await db.sql<
+      { id: string }[]
+    >`insert into app.audits (company_id, title, performed_at) values (${acme!.id}, 'Other', now()) returning id::text`
     for (let i = 1; i <= 12; i++) {
       await db.sql`insert into app.audit_items (audit_id, position, item, result) values (${audit!.id}, ${i}, ${"Item " + i}, 'pass')`
       await db.sql`insert into app.inspection_items (inspection_id, position, item, result) values (${inspection!.id}, ${i}, ${"Check " + i}, 'pass')`
       await db.sql`insert into app.policy_acknowledgements (policy_id) values (${policy!.id})`
-      if (i % 3 === 0) await db.sql`update app.audit_items set audit_id = ${other!.id} where audit_id = ${audit!.id} and position = ${i - 1}`
-      if (i % 4 === 0) await db.sql`delete from app.policy_acknowledgements where id = (select id from app.policy_acknowledgements where policy_id = ${policy!.id} limit 1)`
+      if (i % 3 === 0)
+        await db.sql`update app.audit_items set audit_id = ${other!.id} where audit_id = ${audit!.id} and position = ${i - 1}`
+      if (i % 4 === 0)
+        await db.sql`delete from app.policy_acknowledgements where id = (select id from app.policy_acknowledgements where policy_id = ${policy!.id} limit 1)`
       if (i % 5 === 0) await db.sql`update app.job_sites set name = ${"Chain " + i} where id = ${site!.id}`
     }
     const result = await simulate(db.sql, { rate: Infinity, maxOperations: 1500, company: "acme.localhost", seed: 7 })
@@ -205,7 +280,9 @@ describe("capture draining in small batches, each prepared while the one before 
     // none, records made in it none beyond their creation, checked apart).
     const counts = await db.sql<{ event: string; n: number }[]>`
       select event, count(*)::int as n from service.events where record_id <> all(${[audit!.id, policy!.id, inspection!.id, other!.id]}::uuid[]) group by event`
-    expect(Object.fromEntries(counts.map((r) => [r.event, r.n]))).toEqual(Object.fromEntries(Object.entries(result.events).filter(([, n]) => n > 0)))
+    expect(Object.fromEntries(counts.map((r) => [r.event, r.n]))).toEqual(
+      Object.fromEntries(Object.entries(result.events).filter(([, n]) => n > 0))
+    )
     const { diff, views } = await diffAgainstFreshProjection(db)
     expect(views).toBeGreaterThan(1000)
     expect(diff).toEqual([])

@@ -26,7 +26,13 @@ describe("capture survives SIGKILL at random moments", () => {
       })
     }
     startChild()
-    const writer = simulate(db.sql, { rate: Infinity, maxOperations: 3000, concurrency: 2, company: "acme.localhost", seed: 42 })
+    const writer = simulate(db.sql, {
+      rate: Infinity,
+      maxOperations: 3000,
+      concurrency: 2,
+      company: "acme.localhost",
+      seed: 42
+    })
     let finished = false
     void writer.finally(() => (finished = true))
     let kills = 0
@@ -50,7 +56,9 @@ describe("capture survives SIGKILL at random moments", () => {
     await new Promise((r) => setTimeout(r, 300))
     await catchUp(db, { slot }, 30_000)
 
-    const counts = await db.sql<{ event: string; n: number }[]>`select event, count(*)::int as n from service.events group by event`
+    const counts = await db.sql<
+      { event: string; n: number }[]
+    >`select event, count(*)::int as n from service.events group by event`
     const actual = Object.fromEntries(counts.map((r) => [r.event, r.n]))
     const expected = Object.fromEntries(Object.entries(result.events).filter(([, n]) => n > 0))
     expect(kills).toBeGreaterThanOrEqual(6)

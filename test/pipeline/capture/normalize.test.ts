@@ -42,7 +42,11 @@ describe("normalizeRow", () => {
   })
 
   it("keeps an unchanged TOAST value (undefined) undefined, so the mirror keeps the stored value", () => {
-    const tuple = Object.assign(Object.create(null) as Record<string, unknown>, { id: "a", score: null, description: undefined })
+    const tuple = Object.assign(Object.create(null) as Record<string, unknown>, {
+      id: "a",
+      score: null,
+      description: undefined
+    })
     const row = normalizeRow(tuple, types)
     expect("description" in row).toBe(true)
     expect(row.description).toBeUndefined()

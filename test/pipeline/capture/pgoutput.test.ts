@@ -58,9 +58,42 @@ const tuple = (values: ReadonlyArray<Value>) =>
   ])
 
 const ROWS: ReadonlyArray<ReadonlyArray<Value>> = [
-  ["7d3c1f7e-1f0a-4a55-9d5b-111111111111", "Zoë fell ✓ \"quoted\" \\ back", "12.50", "42", "9007199254740993", "0.25", "t", "2026-11-23 10:00:00.123456+00", "2026-11-23", "x"],
-  ["7d3c1f7e-1f0a-4a55-9d5b-222222222222", "", "NaN", "-7", "1", "NaN", "f", "2026-11-23 10:00:00+00", "infinity", null],
-  ["7d3c1f7e-1f0a-4a55-9d5b-333333333333", "a", "0", "0", "0", "Infinity", "t", "2026-11-23 10:00:00.5+00", "2026-01-01", null],
+  [
+    "7d3c1f7e-1f0a-4a55-9d5b-111111111111",
+    'Zoë fell ✓ "quoted" \\ back',
+    "12.50",
+    "42",
+    "9007199254740993",
+    "0.25",
+    "t",
+    "2026-11-23 10:00:00.123456+00",
+    "2026-11-23",
+    "x"
+  ],
+  [
+    "7d3c1f7e-1f0a-4a55-9d5b-222222222222",
+    "",
+    "NaN",
+    "-7",
+    "1",
+    "NaN",
+    "f",
+    "2026-11-23 10:00:00+00",
+    "infinity",
+    null
+  ],
+  [
+    "7d3c1f7e-1f0a-4a55-9d5b-333333333333",
+    "a",
+    "0",
+    "0",
+    "0",
+    "Infinity",
+    "t",
+    "2026-11-23 10:00:00.5+00",
+    "2026-01-01",
+    null
+  ],
   ["7d3c1f7e-1f0a-4a55-9d5b-444444444444", "b", null, null, null, null, null, "2026-11-23 11:00:00.129+01", null, null],
   ["7d3c1f7e-1f0a-4a55-9d5b-555555555555", "c", "1e3", "1", "2", "3.5", "t", "2026-11-23 10:00:00+05:30", null, null],
   ["7d3c1f7e-1f0a-4a55-9d5b-666666666666", "d", "1", "1", "2", "3", "t", "infinity", null, null],
@@ -104,14 +137,38 @@ describe("capture's pgoutput row reader", () => {
     for (const row of ROWS) parse(Buffer.concat([ch("I"), i32(RELID), ch("N"), tuple(row)]))
     const first = parse(Buffer.concat([ch("I"), i32(RELID), ch("N"), tuple(ROWS[0]!)]))
     expect(first.tag === "insert" && first.relation.name).toBe("things")
-    expect(first.tag === "insert" && first.new).toMatchObject({ title: 'Zoë fell ✓ "quoted" \\ back', score: 12.5, count: 42, done: true, at: "2026-11-23T10:00:00.123Z" })
+    expect(first.tag === "insert" && first.new).toMatchObject({
+      title: 'Zoë fell ✓ "quoted" \\ back',
+      score: 12.5,
+      count: 42,
+      done: true,
+      at: "2026-11-23T10:00:00.123Z"
+    })
   })
 
   it("reads updates with a key, with the old row (unchanged TOAST values from it), and alone", () => {
     const parse = both()
-    const withKey = parse(Buffer.concat([ch("U"), i32(RELID), ch("K"), tuple([ROWS[1]![0]!, null, null, null, null, null, null, null, null, null]), ch("N"), tuple(ROWS[0]!)]))
+    const withKey = parse(
+      Buffer.concat([
+        ch("U"),
+        i32(RELID),
+        ch("K"),
+        tuple([ROWS[1]![0]!, null, null, null, null, null, null, null, null, null]),
+        ch("N"),
+        tuple(ROWS[0]!)
+      ])
+    )
     expect(withKey.tag === "update" && withKey.key).toEqual({ id: ROWS[1]![0] })
-    const withOld = parse(Buffer.concat([ch("U"), i32(RELID), ch("O"), tuple(ROWS[2]!), ch("N"), tuple([...ROWS[2]!.slice(0, 9), "unchanged"])]))
+    const withOld = parse(
+      Buffer.concat([
+        ch("U"),
+        i32(RELID),
+        ch("O"),
+        tuple(ROWS[2]!),
+        ch("N"),
+        tuple([...ROWS[2]!.slice(0, 9), "unchanged"])
+      ])
+    )
     expect(withOld.tag === "update" && withOld.new.notes).toBeNull()
     const toast = parse(Buffer.concat([ch("U"), i32(RELID), ch("N"), tuple([...ROWS[0]!.slice(0, 9), "unchanged"])]))
     // No old row: the value stays undefined (not null), so the mirror keeps what it has.
@@ -120,7 +177,14 @@ describe("capture's pgoutput row reader", () => {
 
   it("reads deletes by key and by old row", () => {
     const parse = both()
-    const byKey = parse(Buffer.concat([ch("D"), i32(RELID), ch("K"), tuple([ROWS[3]![0]!, null, null, null, null, null, null, null, null, null])]))
+    const byKey = parse(
+      Buffer.concat([
+        ch("D"),
+        i32(RELID),
+        ch("K"),
+        tuple([ROWS[3]![0]!, null, null, null, null, null, null, null, null, null])
+      ])
+    )
     expect(byKey.tag === "delete" && byKey.key).toEqual({ id: ROWS[3]![0] })
     parse(Buffer.concat([ch("D"), i32(RELID), ch("O"), tuple(ROWS[4]!)]))
   })

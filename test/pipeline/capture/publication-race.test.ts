@@ -35,7 +35,8 @@ describe("ensurePublication", () => {
 /** Waits until a session of this database waits on a lock, its query creating `name`. */
 const waitUntilBlocked = async (db: TestDatabase, name: string) => {
   for (let i = 0; i < 200; i++) {
-    const rows = await db.sql`select 1 from pg_stat_activity where datname = ${db.name} and wait_event_type = 'Lock' and query ilike ${`create publication ${name}%`}`
+    const rows =
+      await db.sql`select 1 from pg_stat_activity where datname = ${db.name} and wait_event_type = 'Lock' and query ilike ${`create publication ${name}%`}`
     if (rows.length > 0) return
     await new Promise((r) => setTimeout(r, 25))
   }

@@ -49,7 +49,9 @@ describe("rebuild-views", () => {
     const ac = new AbortController()
     const run = simulate(db.sql, { rate: 200, concurrency: 2, signal: ac.signal, seed: 42 })
     const hammer = (async () => {
-      const ids = (await db.sql<{ id: string }[]>`select id::text from app.corrective_actions order by id limit 20`).map((r) => r.id)
+      const ids = (
+        await db.sql<{ id: string }[]>`select id::text from app.corrective_actions order by id limit 20`
+      ).map((r) => r.id)
       let n = 0
       while (!ac.signal.aborted) {
         await db.sql`update app.corrective_actions set title = ${"Retitled " + n}, updated_at = now() where id = ${ids[n % ids.length]!}`
@@ -80,7 +82,10 @@ describe("rebuild-views", () => {
     await sleep(700)
     const batchesBefore = cap.stats.batches
     const phases: RebuildProgress[] = []
-    const result = await runSql(db.sql, rebuildViews((p) => phases.push(p)))
+    const result = await runSql(
+      db.sql,
+      rebuildViews((p) => phases.push(p))
+    )
     await sleep(700)
     const written = await stop()
     expect(written.failed).toBe(0)
@@ -92,7 +97,9 @@ describe("rebuild-views", () => {
     expect(result.changed).toBeGreaterThanOrEqual(damaged)
     expect(result.removed).toBeGreaterThanOrEqual(1)
     expect(result.views).toBeGreaterThan(100)
-    expect(phases.map((p) => p.phase)).toEqual(expect.arrayContaining(["waiting", "views", "tenancy", "cleanup", "committing"]))
+    expect(phases.map((p) => p.phase)).toEqual(
+      expect.arrayContaining(["waiting", "views", "tenancy", "cleanup", "committing"])
+    )
     const last = phases.filter((p) => p.phase === "views").at(-1)!
     expect(last.done).toBe(last.total)
     await checkAgainstFresh()
@@ -108,7 +115,15 @@ describe("rebuild-views", () => {
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     const answer = JSON.parse(r.stdout)
-    expect(Object.keys(answer).sort()).toEqual(["changed", "checkpoint", "companies", "ms", "pausedCaptureMs", "removed", "views"])
+    expect(Object.keys(answer).sort()).toEqual([
+      "changed",
+      "checkpoint",
+      "companies",
+      "ms",
+      "pausedCaptureMs",
+      "removed",
+      "views"
+    ])
     expect(answer.changed).toBeGreaterThanOrEqual(damaged)
     expect(answer.removed).toBeGreaterThanOrEqual(1)
     await checkAgainstFresh()

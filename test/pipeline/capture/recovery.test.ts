@@ -20,7 +20,9 @@ import { useDatabase } from "../../support/fixtures.ts"
 describe("the leader lock", () => {
   const db = useDatabase()
 
-  it("is checked at every heartbeat: a capture whose lock connection is gone steps down, then leads again with nothing lost", { timeout: 60_000 }, async () => {
+  it("is checked at every heartbeat: a capture whose lock connection is gone steps down, then leads again with nothing lost", {
+    timeout: 60_000
+  }, async () => {
     const company = await makeCompany(db.sql)
     const cap = startCapture(db, { heartbeatMs: 200 })
     await cap.settle()
@@ -33,14 +35,21 @@ describe("the leader lock", () => {
     expect(holder).toBeDefined()
     await db.sql`select pg_terminate_backend(${holder!.pid})`
     const deadline = Date.now() + 20_000
-    while (!cap.logs.some((l) => l.level === "retry" && l.message.includes("lost its leader lock")) && Date.now() < deadline) {
+    while (
+      !cap.logs.some((l) => l.level === "retry" && l.message.includes("lost its leader lock")) &&
+      Date.now() < deadline
+    ) {
       await new Promise((r) => setTimeout(r, 50))
     }
-    expect(cap.logs.find((l) => l.message.includes("lost its leader lock"))?.message).toMatch(/capture lost its leader lock \(its connection (failed|was replaced)\); stepping down/)
+    expect(cap.logs.find((l) => l.message.includes("lost its leader lock"))?.message).toMatch(
+      /capture lost its leader lock \(its connection (failed|was replaced)\); stepping down/
+    )
     const second = await insertIncident(db.sql, company.id)
     await cap.settle(20_000)
     await cap.stop()
-    const events = await db.sql<{ record_id: string }[]>`select record_id::text from service.events where event = 'incident.created' order by commit_lsn, seq`
+    const events = await db.sql<
+      { record_id: string }[]
+    >`select record_id::text from service.events where event = 'incident.created' order by commit_lsn, seq`
     expect(events.map((e) => e.record_id)).toEqual([first, second])
   })
 })
@@ -80,12 +89,16 @@ describe("PostgreSQL restart mid-stream", () => {
     // The capture's pool reconnects on its own; the loop retries with a new replication connection.
     const deadline = Date.now() + 60_000
     for (;;) {
-      const [r] = await sql2<{ n: number }[]>`select count(*)::int as n from service.events where event = 'incident.created'`
+      const [r] = await sql2<
+        { n: number }[]
+      >`select count(*)::int as n from service.events where event = 'incident.created'`
       if (r!.n >= 100 || Date.now() > deadline) break
       await new Promise((r) => setTimeout(r, 100))
     }
     await cap.stop()
-    const events = await sql2<{ record_id: string }[]>`select record_id::text from service.events where event = 'incident.created'`
+    const events = await sql2<
+      { record_id: string }[]
+    >`select record_id::text from service.events where event = 'incident.created'`
     expect(events.map((e) => e.record_id).sort()).toEqual([...before, ...after].sort())
     expect(cap.logs.some((l) => l.level === "retry")).toBe(true)
     await sql2.end({ timeout: 2 })
@@ -96,7 +109,9 @@ describe("PostgreSQL restart mid-stream", () => {
 describe("slot and bootstrap", () => {
   const db = useDatabase()
 
-  it("a first start on existing rows builds views, fires nothing for them, and loses nothing written meanwhile", { timeout: 120_000 }, async () => {
+  it("a first start on existing rows builds views, fires nothing for them, and loses nothing written meanwhile", {
+    timeout: 120_000
+  }, async () => {
     await seedDemo(db.sql)
     // Timestamps without an everyday ISO form, read from the snapshot (not the stream).
     // (Training records: the writer below adds some but never updates one.)
@@ -113,11 +128,15 @@ describe("slot and bootstrap", () => {
     const total = Object.values(result.events).reduce((a, b) => a + b, 0)
     // Events only for writes after the snapshot: at most what the writer did, never twice.
     expect(n).toBeLessThanOrEqual(total)
-    const dupes = await db.sql`select record_id, event from service.events where event like '%.created' group by 1, 2 having count(*) > 1`
+    const dupes =
+      await db.sql`select record_id, event from service.events where event like '%.created' group by 1, 2 having count(*) > 1`
     expect(dupes.length).toBe(0)
     const seeded = await db.sql<{ id: string }[]>`select id::text from app.incidents order by created_at limit 1`
     expect(await view(db.sql, "incidents", seeded[0]!.id)).toBeDefined()
-    expect(await view(db.sql, "training-records", odd!.id)).toMatchObject({ expiresAt: null, completedAt: "+012026-03-04T05:06:07.000Z" })
+    expect(await view(db.sql, "training-records", odd!.id)).toMatchObject({
+      expiresAt: null,
+      completedAt: "+012026-03-04T05:06:07.000Z"
+    })
     const { diff } = await diffAgainstFreshProjection(db)
     expect(diff).toEqual([])
   })
@@ -126,7 +145,9 @@ describe("slot and bootstrap", () => {
     const cap = startCapture(db, { heartbeatMs: 100, slot: `slot_${db.name}` })
     await cap.settle(60_000)
     const slotLsn = async () => {
-      const [r] = await db.sql<{ lsn: string }[]>`select confirmed_flush_lsn::text as lsn from pg_replication_slots where slot_name = ${"slot_" + db.name}`
+      const [r] = await db.sql<
+        { lsn: string }[]
+      >`select confirmed_flush_lsn::text as lsn from pg_replication_slots where slot_name = ${"slot_" + db.name}`
       return parseLsn(r!.lsn)
     }
     // WAL the slot does not publish (the service's own tables) moves the server on.
@@ -159,7 +180,9 @@ describe("slot and bootstrap", () => {
     expect(ids).not.toContain(missed)
     expect(ids).toContain(after)
     void gapIncident
-    const [state] = await db.sql<{ gap_reason: string }[]>`select gap_reason from service.capture_state where slot_name = ${slot}`
+    const [state] = await db.sql<
+      { gap_reason: string }[]
+    >`select gap_reason from service.capture_state where slot_name = ${slot}`
     expect(state!.gap_reason).toMatch(/lost/)
   })
 
@@ -168,7 +191,9 @@ describe("slot and bootstrap", () => {
     const company = await makeCompany(db.sql)
     const cap = startCapture(db, { slot, largeTransaction: 1000 })
     await cap.settle(60_000)
-    const [a] = await db.sql<{ id: string }[]>`insert into app.audits (company_id, title, performed_at) values (${company.id}, 'Big import', now()) returning id::text`
+    const [a] = await db.sql<
+      { id: string }[]
+    >`insert into app.audits (company_id, title, performed_at) values (${company.id}, 'Big import', now()) returning id::text`
     await db.sql.begin(async (tx) => {
       await tx`
         insert into app.incidents (company_id, reference, type, title, occurred_at, severity)
@@ -190,12 +215,16 @@ describe("slot and bootstrap", () => {
     expect(JSON.parse(payload[0]!.payload).status).toBe("closed")
   })
 
-  it("a site renamed inside a transaction too large for memory reaches all its inspections", { timeout: 120_000 }, async () => {
+  it("a site renamed inside a transaction too large for memory reaches all its inspections", {
+    timeout: 120_000
+  }, async () => {
     const slot = `slot_${db.name}`
     const company = await makeCompany(db.sql)
     const cap = startCapture(db, { slot, largeTransaction: 200 })
     await cap.settle(60_000)
-    const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'Yard') returning id::text`
+    const [site] = await db.sql<
+      { id: string }[]
+    >`insert into app.job_sites (company_id, name) values (${company.id}, 'Yard') returning id::text`
     const [eq] = await db.sql<{ id: string }[]>`
       insert into app.equipment (company_id, name, identifier, category, job_site_id)
       values (${company.id}, 'Loader', 'LD-1', 'vehicle', ${site!.id}) returning id::text`
@@ -217,7 +246,9 @@ describe("slot and bootstrap", () => {
     expect(sites).toEqual([{ site: "Yard West", n: 300 }])
   })
 
-  it("a TRUNCATE inside a transaction too large for memory empties the views and capture goes on", { timeout: 120_000 }, async () => {
+  it("a TRUNCATE inside a transaction too large for memory empties the views and capture goes on", {
+    timeout: 120_000
+  }, async () => {
     const slot = `slot_${db.name}`
     const company = await makeCompany(db.sql)
     const cap = startCapture(db, { slot, largeTransaction: 200 })
@@ -235,7 +266,9 @@ describe("slot and bootstrap", () => {
     await cap.settle(60_000)
     await cap.stop()
     expect(cap.logs.filter((l) => l.level === "retry")).toEqual([])
-    const left = await db.sql<{ course: string }[]>`select body::jsonb->>'course' as course from service.views where resource = 'training-records'`
+    const left = await db.sql<
+      { course: string }[]
+    >`select body::jsonb->>'course' as course from service.views where resource = 'training-records'`
     expect(left.map((r) => r.course)).toEqual(["After the truncate"])
     expect((await view(db.sql, "incidents", later))?.id).toBe(later)
     expect((await view(db.sql, "corrective-actions", kept))?.id).toBe(kept)

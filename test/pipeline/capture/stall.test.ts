@@ -34,7 +34,12 @@ let companyId: string
 const lines: Line[] = []
 const slot = () => `slot_${db.name}`
 const logged = (message: string) => lines.filter((l) => l.message === message)
-const walsender = async () => (await db.sql<{ pid: number | null }[]>`select active_pid as pid from pg_replication_slots where slot_name = ${slot()}`)[0]?.pid ?? null
+const walsender = async () =>
+  (
+    await db.sql<
+      { pid: number | null }[]
+    >`select active_pid as pid from pg_replication_slots where slot_name = ${slot()}`
+  )[0]?.pid ?? null
 
 beforeAll(async () => {
   companyId = (await makeCompany(db.sql)).id
@@ -42,7 +47,11 @@ beforeAll(async () => {
   proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) })
   // The pool (applying, the stall watch's probe) goes straight to the server; the replication
   // stream and the leader lock's session go through the proxy.
-  cap = startCapture(db, { url: proxy.url(db.url), stallTimeoutMs: STALL_MS, log: (level, message, fields = {}) => lines.push({ level, message, fields }) })
+  cap = startCapture(db, {
+    url: proxy.url(db.url),
+    stallTimeoutMs: STALL_MS,
+    log: (level, message, fields = {}) => lines.push({ level, message, fields })
+  })
   await waitFor(() => cap.stats.streaming, "capture to stream")
   await cap.settle()
 })
@@ -75,16 +84,30 @@ describe("a stalled capture", () => {
     const id = await insertIncident(db.sql, companyId)
     const stalled = await waitFor(() => logged("capture stalled: reconnecting")[0], "the stall to be noticed", 20_000)
     expect(Date.now() - t0).toBeLessThan(STALL_MS * 4)
-    expect(stalled).toMatchObject({ level: "warn", fields: { slot: slot(), reconnects: 1, why: expect.stringContaining("nothing received from the replication stream") } })
+    expect(stalled).toMatchObject({
+      level: "warn",
+      fields: {
+        slot: slot(),
+        reconnects: 1,
+        why: expect.stringContaining("nothing received from the replication stream")
+      }
+    })
     expect(String(stalled.fields.why)).toMatch(/a probe written \d+ s ago never arrived/)
     const over = await waitFor(() => logged("capture stall over: applying again")[0], "capture to apply again", 30_000)
     expect(over.fields).toMatchObject({ slot: slot(), reconnects: 1, stalledSeconds: expect.any(Number) })
     await cap.settle()
     expect(await view(db.sql, "incidents", id)).toBeDefined()
     expect(cap.stats.stalls).toBe(1)
-    expect(await runSql(db.sql, captureStatus(slot()))).toMatchObject({ stalledAt: null, stallReason: null, stallReconnects: 0, slotActive: true })
+    expect(await runSql(db.sql, captureStatus(slot()))).toMatchObject({
+      stalledAt: null,
+      stallReason: null,
+      stallReconnects: 0,
+      slotActive: true
+    })
     // The sessions the server kept for the hung connection were ended: one leader session, streaming again.
-    const [leaders] = await db.sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${leaderApplicationName()}`
+    const [leaders] = await db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from pg_stat_activity where application_name = ${leaderApplicationName()}`
     expect(leaders!.n).toBe(1)
     // one line each, greppable by their messages
     expect(logged("capture stalled: reconnecting")).toHaveLength(1)
@@ -111,11 +134,15 @@ describe("a stalled capture", () => {
     expect(status.capture.stallReconnects).toBe(1)
     const verdict = assessStatus(status)
     expect(verdict.state).toBe("degraded")
-    expect(verdict.reasons.join("\n")).toMatch(/capture stalled since .* \(1 reconnect so far\): capture stalled: nothing received/)
+    expect(verdict.reasons.join("\n")).toMatch(
+      /capture stalled since .* \(1 reconnect so far\): capture stalled: nothing received/
+    )
     const cli = await runCli(["status", "--json"], { DATABASE_URL: db.url, REPLICATION_SLOT: slot() })
     expect(cli.code).toBe(1)
     expect(JSON.parse(cli.stdout).health.reasons.join("\n")).toContain("capture stalled since")
-    expect((await runCli(["status"], { DATABASE_URL: db.url, REPLICATION_SLOT: slot() })).stdout).toMatch(/STALLED: +since .*1 reconnect so far/)
+    expect((await runCli(["status"], { DATABASE_URL: db.url, REPLICATION_SLOT: slot() })).stdout).toMatch(
+      /STALLED: +since .*1 reconnect so far/
+    )
 
     proxy.refuseNew = false
     await waitFor(() => logged("capture stall over: applying again").length === 2, "capture to apply again", 40_000)
@@ -160,17 +187,28 @@ describe("while capture is stopped", () => {
     const again = startCapture(db, { log: (level, message, fields = {}) => seen.push({ level, message, fields }) })
     try {
       await waitFor(() => again.stats.streaming, "capture to stream again")
-      const lost = seen.filter((l) => l.message === "capture slot lost: recreating it and rebuilding every view from the app tables")
+      const lost = seen.filter(
+        (l) => l.message === "capture slot lost: recreating it and rebuilding every view from the app tables"
+      )
       expect(lost).toHaveLength(1)
       expect(lost[0]).toMatchObject({
         level: "error",
-        fields: { slot: slot(), reason: `replication slot ${slot()} was lost`, checkpoint: expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/), consequence: expect.stringContaining("will not be sent") }
+        fields: {
+          slot: slot(),
+          reason: `replication slot ${slot()} was lost`,
+          checkpoint: expect.stringMatching(/^[0-9A-F]+\/[0-9A-F]+$/),
+          consequence: expect.stringContaining("will not be sent")
+        }
       })
-      expect(seen.filter((l) => l.message === "views rebuilt after slot loss")).toEqual([expect.objectContaining({ level: "info", fields: expect.objectContaining({ slot: slot() }) })])
+      expect(seen.filter((l) => l.message === "views rebuilt after slot loss")).toEqual([
+        expect.objectContaining({ level: "info", fields: expect.objectContaining({ slot: slot() }) })
+      ])
       expect(seen.map((l) => l.message)).toContain("capture leader: took over")
     } finally {
       await again.stop()
     }
-    expect(seen.filter((l) => l.message === "capture leader: stepped down")).toEqual([expect.objectContaining({ fields: { reason: "stopping" } })])
+    expect(seen.filter((l) => l.message === "capture leader: stepped down")).toEqual([
+      expect.objectContaining({ fields: { reason: "stopping" } })
+    ])
   })
 })

@@ -7,9 +7,10 @@ describe("events from the stream", () => {
   const { db, cap, company } = useCaptureWorld()
   const eventsOf = async (id: string) => (await outbox(db.sql)).filter((e) => e.record_id === id).map((e) => e.event)
 
-
   const equipment = async () => {
-    const [site] = await db.sql<{ id: string }[]>`insert into app.job_sites (company_id, name) values (${company.id}, 'North Yard') returning id::text`
+    const [site] = await db.sql<
+      { id: string }[]
+    >`insert into app.job_sites (company_id, name) values (${company.id}, 'North Yard') returning id::text`
     const [e] = await db.sql<{ id: string }[]>`
       insert into app.equipment (company_id, name, identifier, category, job_site_id) values (${company.id}, 'Crane 7', 'CR-7', 'lifting', ${site!.id}) returning id::text`
     return { site: site!.id, equipment: e!.id }
@@ -27,7 +28,11 @@ describe("events from the stream", () => {
     await db.sql`update app.corrective_actions set status = 'in_progress' where id = ${id}`
     await db.sql`update app.corrective_actions set status = 'verified' where id = ${id}`
     await cap.settle()
-    expect(await eventsOf(id)).toEqual(["corrective_action.created", "corrective_action.closed", "corrective_action.closed"])
+    expect(await eventsOf(id)).toEqual([
+      "corrective_action.created",
+      "corrective_action.closed",
+      "corrective_action.closed"
+    ])
   })
 
   it("closed and reopened within one transaction fires nothing", async () => {
@@ -75,7 +80,8 @@ describe("events from the stream", () => {
   it("permits fire approved and closed on those transitions only", async () => {
     const [p] = await db.sql<{ id: string }[]>`
       insert into app.permits (company_id, type, title, status) values (${company.id}, 'hot_work', 'Welding bay 3', 'requested') returning id::text`
-    for (const status of ["approved", "active", "closed"]) await db.sql`update app.permits set status = ${status} where id = ${p!.id}`
+    for (const status of ["approved", "active", "closed"])
+      await db.sql`update app.permits set status = ${status} where id = ${p!.id}`
     await cap.settle()
     expect(await eventsOf(p!.id)).toEqual(["permit.approved", "permit.closed"])
   })
@@ -106,7 +112,9 @@ describe("events from the stream", () => {
   })
 
   it("training records and observations fire created", async () => {
-    const [w] = await db.sql<{ id: string }[]>`insert into app.workers (company_id, name) values (${company.id}, 'Ana') returning id::text`
+    const [w] = await db.sql<
+      { id: string }[]
+    >`insert into app.workers (company_id, name) values (${company.id}, 'Ana') returning id::text`
     const [t] = await db.sql<{ id: string }[]>`
       insert into app.training_records (company_id, worker_id, course, completed_at, via) values (${company.id}, ${w!.id}, 'Working at height', now(), 'qr_course') returning id::text`
     const [o] = await db.sql<{ id: string }[]>`

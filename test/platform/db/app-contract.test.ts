@@ -1,7 +1,12 @@
 // The app's tables are checked at start, never created or changed: each missing table or
 // column, unreadable column, wrong type or unfollowable identity is named app.table.column.
 import { describe, expect, it } from "vitest"
-import { checkAppContract, contractProblems, readAppTables, type FoundTable } from "../../../src/platform/db/app-contract.ts"
+import {
+  checkAppContract,
+  contractProblems,
+  readAppTables,
+  type FoundTable
+} from "../../../src/platform/db/app-contract.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the app contract on a real database", () => {
@@ -15,7 +20,10 @@ describe("the app contract on a real database", () => {
     await db.sql`alter table app.permits rename column status to state`
     await db.sql`alter table app.sds alter column hazard_classes type text using array_to_string(hazard_classes, ',')`
     await db.sql`alter table app.audit_items drop constraint audit_items_pkey cascade`
-    const error = await checkAppContract(db.sql).then(() => null, (e: Error) => e)
+    const error = await checkAppContract(db.sql).then(
+      () => null,
+      (e: Error) => e
+    )
     expect(error?.message).toContain("app.permits.status is missing (read as text)")
     expect(error?.message).toContain("app.sds.hazard_classes is text; the service reads it as text[]")
     expect(error?.message).toContain("app.audit_items has no primary key")
@@ -43,8 +51,34 @@ describe("contractProblems", () => {
 
   it("names a missing table, an unreadable column, and FULL or NOTHING identities", () => {
     const found = new Map<string, FoundTable>([
-      ["companies", table({ id: "uuid", name: "text", host: "text", tier: "text", api_enabled: "boolean", created_at: "timestamp with time zone" }, { replicaIdentity: "f" })],
-      ["users", table({ id: "uuid", company_id: "uuid", name: "text", email: "text", role: "text", created_at: "timestamp without time zone" }, { replicaIdentity: "n" })]
+      [
+        "companies",
+        table(
+          {
+            id: "uuid",
+            name: "text",
+            host: "text",
+            tier: "text",
+            api_enabled: "boolean",
+            created_at: "timestamp with time zone"
+          },
+          { replicaIdentity: "f" }
+        )
+      ],
+      [
+        "users",
+        table(
+          {
+            id: "uuid",
+            company_id: "uuid",
+            name: "text",
+            email: "text",
+            role: "text",
+            created_at: "timestamp without time zone"
+          },
+          { replicaIdentity: "n" }
+        )
+      ]
     ])
     const unreadable = new Map(found.get("companies")!.columns)
     unreadable.set("host", { type: "text", isEnum: false, readable: false })
@@ -52,7 +86,9 @@ describe("contractProblems", () => {
     const problems = contractProblems(found, "srs")
     expect(problems).toContain("app.job_sites is missing")
     expect(problems).toContain("app.companies.host cannot be read by role srs (no SELECT on it)")
-    expect(problems).toContain("app.users.created_at is timestamp without time zone; the service reads it as timestamptz")
+    expect(problems).toContain(
+      "app.users.created_at is timestamp without time zone; the service reads it as timestamptz"
+    )
     expect(problems.find((p) => p.startsWith("app.companies has REPLICA IDENTITY FULL"))).toBeDefined()
     expect(problems.find((p) => p.startsWith("app.users has REPLICA IDENTITY NOTHING"))).toBeDefined()
   })

@@ -41,7 +41,9 @@ describe("the service's mark on its data directory", () => {
     writeFileSync(join(dir, "service.pid"), `${service.pid}\n`)
     expect(liveServicePid(dir)).toBe(service.pid)
     await expect(startEmbedded({ dataDir: dir, port: 1, notUnderService: true })).rejects.toThrow(
-      new RegExp(`^The service \\(pid ${service.pid}\\) runs on .*, but its embedded PostgreSQL is not running: .*Restart the service`)
+      new RegExp(
+        `^The service \\(pid ${service.pid}\\) runs on .*, but its embedded PostgreSQL is not running: .*Restart the service`
+      )
     )
     expect(existsSync(join(dir, "pg"))).toBe(false)
   })

@@ -43,7 +43,9 @@ describe("the demo's app tables (sql/demo/app.sql)", () => {
   it("are made once, with their allowed values as constraints, and never remade", async () => {
     const made = await Promise.all([ensureDemoAppSchema(db.sql), ensureDemoAppSchema(db.sql)])
     expect(made.sort()).toEqual([false, true])
-    const [c] = await db.sql<{ id: string }[]>`insert into app.companies (name, host) values ('X', 'x.test') returning id`
+    const [c] = await db.sql<
+      { id: string }[]
+    >`insert into app.companies (name, host) values ('X', 'x.test') returning id`
     await expect(
       db.sql`insert into app.corrective_actions (company_id, title, source, status) values (${c!.id}, 't', 'manual', 'done')`
     ).rejects.toThrow(/check constraint/)

@@ -70,13 +70,15 @@ describe("postgresPatched", () => {
 
   it("is false for an unpatched copy, and true once the postinstall patch has run on it", () => {
     const root = unpatchedCopy()
-    for (const flavour of FLAVOURS) expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).not.toContain(MARK)
+    for (const flavour of FLAVOURS)
+      expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).not.toContain(MARK)
     expect(postgresPatched(root)).toBe(false)
     expect(() => requirePostgresPatched(root)).toThrow(POSTGRES_NOT_PATCHED)
 
     applyPostgresPatch(root)
     expect(postgresPatched(root)).toBe(true)
-    for (const flavour of FLAVOURS) expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).toBe(installedText(flavour))
+    for (const flavour of FLAVOURS)
+      expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).toBe(installedText(flavour))
     // Idempotent, as `npm install` runs it again on every install.
     applyPostgresPatch(root)
     expect(readFileSync(join(root, "src", "connection.js"), "utf8")).toBe(installedText("src"))
@@ -91,7 +93,9 @@ describe("postgresPatched", () => {
   })
 
   it("refuses a library that no longer looks as the patch expects", () => {
-    expect(() => patchConnection("function nextWrite(fn) {\n    return socket.write(chunk, fn)\n}")).toThrow(/postgres\.js changed/)
+    expect(() => patchConnection("function nextWrite(fn) {\n    return socket.write(chunk, fn)\n}")).toThrow(
+      /postgres\.js changed/
+    )
   })
 })
 
@@ -111,7 +115,12 @@ describe("the queue patch (queue.js)", () => {
     const mod = (await import(file)) as { default: () => StringQueue }
     return { Queue: mod.default, slots: () => (globalThis as unknown as { __queueSlots: () => number }).__queueSlots() }
   }
-  type StringQueue = { push: (a: string | undefined) => string; shift: () => string | undefined; remove: (a: string) => string | null; readonly length: number }
+  type StringQueue = {
+    push: (a: string | undefined) => string
+    shift: () => string | undefined
+    remove: (a: string) => string | null
+    readonly length: number
+  }
   /** A queue that never empties (two idle connections, one taken and given back each time). */
   const churn = (q: StringQueue, n: number) => {
     q.push("a")
@@ -196,7 +205,11 @@ describe("an install without the patch", () => {
     })
 
   it("stops the service, the admin CLI and the seeder with exit 1 and what to do", { timeout: 120_000 }, () => {
-    for (const [script, ...args] of [["src/main.ts"], ["src/faces/cli/admin.ts", "status"], ["src/faces/cli/seed.ts"]] as const) {
+    for (const [script, ...args] of [
+      ["src/main.ts"],
+      ["src/faces/cli/admin.ts", "status"],
+      ["src/faces/cli/seed.ts"]
+    ] as const) {
       const result = run(script, ...args)
       expect(result.status, `${script}: ${result.stdout}${result.stderr}`).toBe(1)
       expect(result.stdout + result.stderr, script).toContain("postgres.js is not patched")
@@ -205,7 +218,10 @@ describe("an install without the patch", () => {
     }
     // What the message says to run (the postinstall script) puts the patch in place.
     expect(postgresPatched(join(project, "node_modules", "postgres"))).toBe(false)
-    const patched = spawnSync(process.execPath, [join(project, "src/platform/db/patch-postgres.ts")], { cwd: project, encoding: "utf8" })
+    const patched = spawnSync(process.execPath, [join(project, "src/platform/db/patch-postgres.ts")], {
+      cwd: project,
+      encoding: "utf8"
+    })
     expect(patched.status, patched.stderr).toBe(0)
     expect(postgresPatched(join(project, "node_modules", "postgres"))).toBe(true)
   })

@@ -16,7 +16,14 @@ const ok: ServerFacts = {
 }
 
 const on = (provider: string): Partial<ServerFacts> =>
-  ({ rds: { providerRoles: ["rds_superuser"] }, cloudsql: { providerRoles: ["cloudsqlsuperuser"] }, azure: { providerRoles: ["azure_pg_admin"] }, supabase: { providerRoles: ["supabase_admin"] }, neon: { providerRoles: ["neon_superuser"] }, postgres: {} })[provider]!
+  ({
+    rds: { providerRoles: ["rds_superuser"] },
+    cloudsql: { providerRoles: ["cloudsqlsuperuser"] },
+    azure: { providerRoles: ["azure_pg_admin"] },
+    supabase: { providerRoles: ["supabase_admin"] },
+    neon: { providerRoles: ["neon_superuser"] },
+    postgres: {}
+  })[provider]!
 
 describe("preflight", () => {
   it.each([

@@ -5,7 +5,8 @@ import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the Sql service", () => {
   const db = useDatabase({ migrated: false })
-  const run = <A, E>(effect: Effect.Effect<A, E, Sql>) => Effect.runPromiseExit(Effect.provide(effect, Sql.fromPool(db.sql)))
+  const run = <A, E>(effect: Effect.Effect<A, E, Sql>) =>
+    Effect.runPromiseExit(Effect.provide(effect, Sql.fromPool(db.sql)))
   const insert = (n: number) => query((sql) => sql`insert into t (n) values (${n})`)
   const all = () => db.sql<{ n: number }[]>`select n from t order by n`.then((rows) => rows.map((r) => r.n))
 
@@ -14,7 +15,12 @@ describe("the Sql service", () => {
   })
 
   it("query runs on the pool outside a transaction", async () => {
-    const exit = await run(Effect.zip(query((sql) => sql<{ one: number }[]>`select 1 as one`), inTransaction))
+    const exit = await run(
+      Effect.zip(
+        query((sql) => sql<{ one: number }[]>`select 1 as one`),
+        inTransaction
+      )
+    )
     expect(exit).toEqual(Exit.succeed([[{ one: 1 }], false]))
   })
 

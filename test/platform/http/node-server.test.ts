@@ -51,7 +51,11 @@ describe("service server", () => {
       })
     const parse = (answer: string) => {
       const [head, body] = answer.split("\r\n\r\n")
-      return { status: Number(head!.split(" ")[1]), head: head!.toLowerCase(), json: JSON.parse(body!) as { error: string } }
+      return {
+        status: Number(head!.split(" ")[1]),
+        head: head!.toLowerCase(),
+        json: JSON.parse(body!) as { error: string }
+      }
     }
     const method = parse(await raw("FOO /api/v1/incidents HTTP/1.1\r\nHost: x\r\n\r\n"))
     expect(method.status).toBe(400)
@@ -60,7 +64,9 @@ describe("service server", () => {
     const nonAscii = parse(await raw("GET /api/v1/incidents?limit=\u0663 HTTP/1.1\r\nHost: x\r\n\r\n"))
     expect(nonAscii.status).toBe(400)
     expect(nonAscii.json.error).toMatch(/^malformed HTTP request: /)
-    const big = parse(await raw(`GET /api/v1/incidents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"k".repeat(20_000)}\r\n\r\n`))
+    const big = parse(
+      await raw(`GET /api/v1/incidents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"k".repeat(20_000)}\r\n\r\n`)
+    )
     expect(big.status).toBe(431)
     expect(big.json).toEqual({ error: "the request's headers are too large: at most 16 KiB" })
   })

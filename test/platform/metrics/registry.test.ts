@@ -51,11 +51,17 @@ describe("registry (prom-client)", () => {
     const text = await m.registry.render()
     for (const [name, type, labels] of FAMILIES) {
       expect(text, name).toContain(`# TYPE ${name} ${type}\n`)
-      const metric = m.registry.prom.getSingleMetric(name) as unknown as { readonly labelNames: ReadonlyArray<string> } | undefined
+      const metric = m.registry.prom.getSingleMetric(name) as unknown as
+        | { readonly labelNames: ReadonlyArray<string> }
+        | undefined
       expect(metric?.labelNames ?? null, name).toEqual(labels)
     }
     const srs = [...text.matchAll(/^# TYPE (srs_\w+) /gm)].map((x) => x[1])
-    expect(srs.sort()).toEqual(FAMILIES.map(([n]) => n).filter((n) => n.startsWith("srs_")).sort())
+    expect(srs.sort()).toEqual(
+      FAMILIES.map(([n]) => n)
+        .filter((n) => n.startsWith("srs_"))
+        .sort()
+    )
   })
 
   it("carries the standard process and event-loop metrics, and the old process names", async () => {
@@ -191,7 +197,11 @@ describe("request labels", () => {
     bar.update(0, 10)
     bar.update(10, 10)
     bar.done()
-    expect(written).toEqual(["\r\x1b[2K" + renderBar("replaying", 0, 10), "\r\x1b[2K" + renderBar("replaying", 10, 10), "\r\x1b[2K"])
+    expect(written).toEqual([
+      "\r\x1b[2K" + renderBar("replaying", 0, 10),
+      "\r\x1b[2K" + renderBar("replaying", 10, 10),
+      "\r\x1b[2K"
+    ])
     const pipe = { isTTY: false, write: (s: string) => written.push(s) } as unknown as NodeJS.WriteStream
     const quiet = progressBar("replaying", pipe)
     quiet.update(1, 2)

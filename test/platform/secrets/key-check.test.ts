@@ -10,7 +10,12 @@ import { afterAll, describe, expect, it } from "vitest"
 import { Database } from "../../../src/platform/db/Database.ts"
 import { endpointSecretContext, keySecretContext } from "../../../src/platform/db/channels.ts"
 import { checkSecretsKey, SecretsKeyMismatch, type KeyCheck } from "../../../src/platform/secrets/key-check.ts"
-import { encryptSecret, keyFingerprint, loadSecretsKey, type SecretsKey } from "../../../src/platform/secrets/secrets-key.ts"
+import {
+  encryptSecret,
+  keyFingerprint,
+  loadSecretsKey,
+  type SecretsKey
+} from "../../../src/platform/secrets/secrets-key.ts"
 import { WebhookSettings, WebhookSettingsLive } from "../../../src/delivery/settings.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { makeKey } from "../../support/world.ts"
@@ -37,7 +42,10 @@ const refusal = (check: KeyCheck): string => {
   return check.error.message
 }
 
-const recorded = (sql: Sql) => sql<{ fingerprint: string; source: string; recorded_at: Date }[]>`select fingerprint, source, recorded_at from service.secrets_key`
+const recorded = (sql: Sql) =>
+  sql<
+    { fingerprint: string; source: string; recorded_at: Date }[]
+  >`select fingerprint, source, recorded_at from service.secrets_key`
 
 /** Stored secrets as the webhook operations make them: one endpoint's, one API key's. */
 const storeSecrets = async (sql: Sql, key: Buffer) => {
@@ -69,12 +77,18 @@ describe("checkSecretsKey", () => {
     expect(JSON.stringify(row)).not.toContain(key.toString("base64"))
 
     // The same key, again (a restart, another replica): passes, nothing new recorded.
-    expect(await runSql(sql, checkSecretsKey(fromEnv(Buffer.from(key))))).toEqual({ ok: true, recorded: false, undecryptable: [] })
+    expect(await runSql(sql, checkSecretsKey(fromEnv(Buffer.from(key))))).toEqual({
+      ok: true,
+      recorded: false,
+      undecryptable: []
+    })
     expect(await recorded(sql)).toEqual([row])
 
     const message = refusal(await runSql(sql, checkSecretsKey(fromEnv(randomBytes(32)))))
     expect(message).toMatch(/^SECRETS_KEY: /)
-    expect(message).toContain("Give every process on this database (each replica of the service, and the admin CLI) the same SECRETS_KEY")
+    expect(message).toContain(
+      "Give every process on this database (each replica of the service, and the admin CLI) the same SECRETS_KEY"
+    )
     expect(message).toContain("its key comes from SECRETS_KEY")
     expect(message).toContain("re-encrypted under the new key, or every webhook signing secret rotated")
     expect(message).toContain(row!.recorded_at.toISOString())
@@ -84,7 +98,10 @@ describe("checkSecretsKey", () => {
   it("two processes starting together with different keys: one records, the other is refused", async () => {
     const { sql } = await database()
     const [a, b] = [randomBytes(32), randomBytes(32)]
-    const checks = await Promise.all([runSql(sql, checkSecretsKey(fromEnv(a))), runSql(sql, checkSecretsKey(fromEnv(b)))])
+    const checks = await Promise.all([
+      runSql(sql, checkSecretsKey(fromEnv(a))),
+      runSql(sql, checkSecretsKey(fromEnv(b)))
+    ])
     expect(checks.filter((c) => c.ok)).toHaveLength(1)
     const [row] = await recorded(sql)
     expect(row!.fingerprint).toBe(keyFingerprint(checks[0]!.ok ? a : b))
@@ -96,20 +113,28 @@ describe("checkSecretsKey", () => {
     expect(first.source).toBe("created")
     expect((await runSql(sql, checkSecretsKey(first))).ok).toBe(true)
     expect((await recorded(sql))[0]!.source).toBe("file")
-    expect(await runSql(sql, checkSecretsKey(loadSecretsKey({ dataDir: join(first.path!, "..") })))).toEqual({ ok: true, recorded: false, undecryptable: [] })
+    expect(await runSql(sql, checkSecretsKey(loadSecretsKey({ dataDir: join(first.path!, "..") })))).toEqual({
+      ok: true,
+      recorded: false,
+      undecryptable: []
+    })
 
     const otherDir = tempDir()
     const other = loadSecretsKey({ dataDir: otherDir })
     expect(other.source).toBe("created")
     const message = refusal(await runSql(sql, checkSecretsKey(other)))
     expect(message).toContain(`SECRETS_KEY is not set and there was no ${other.path}`)
-    expect(message).toContain("the content of secrets.key in the DATA_DIR of the process that first ran on this database")
+    expect(message).toContain(
+      "the content of secrets.key in the DATA_DIR of the process that first ran on this database"
+    )
     expect(existsSync(other.path!)).toBe(false)
     // A key file that was there before is the operator's: kept.
     expect(loadSecretsKey({ dataDir: otherDir }).source).toBe("created")
     const kept = loadSecretsKey({ dataDir: otherDir })
     expect(kept.source).toBe("file")
-    expect(refusal(await runSql(sql, checkSecretsKey(kept)))).toContain(`SECRETS_KEY is not set, so its key is the file ${kept.path}`)
+    expect(refusal(await runSql(sql, checkSecretsKey(kept)))).toContain(
+      `SECRETS_KEY is not set, so its key is the file ${kept.path}`
+    )
     expect(existsSync(kept.path!)).toBe(true)
   })
 
@@ -120,11 +145,17 @@ describe("checkSecretsKey", () => {
       await storeSecrets(sql, right)
 
       const message = refusal(await runSql(sql, checkSecretsKey(fromEnv(randomBytes(32)))))
-      expect(message).toMatch(/^SECRETS_KEY: this process's secrets key decrypts none of the 2 webhook signing secrets this database holds/)
+      expect(message).toMatch(
+        /^SECRETS_KEY: this process's secrets key decrypts none of the 2 webhook signing secrets this database holds/
+      )
       expect(message).toContain("the same SECRETS_KEY")
       expect(await recorded(sql)).toEqual([])
 
-      expect(await runSql(sql, checkSecretsKey(fromEnv(right)))).toEqual({ ok: true, recorded: true, undecryptable: [] })
+      expect(await runSql(sql, checkSecretsKey(fromEnv(right)))).toEqual({
+        ok: true,
+        recorded: true,
+        undecryptable: []
+      })
       expect((await recorded(sql))[0]!.fingerprint).toBe(keyFingerprint(right))
     })
 

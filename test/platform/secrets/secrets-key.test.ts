@@ -3,7 +3,12 @@ import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { useTempDirs } from "../../support/fixtures.ts"
-import { decryptSecret, encryptSecret, keyFingerprint, loadSecretsKey } from "../../../src/platform/secrets/secrets-key.ts"
+import {
+  decryptSecret,
+  encryptSecret,
+  keyFingerprint,
+  loadSecretsKey
+} from "../../../src/platform/secrets/secrets-key.ts"
 
 const tempDir = useTempDirs("srs-secrets-")
 
@@ -50,7 +55,10 @@ describe("keyFingerprint", () => {
   // key fingerprint v1" | openssl dgst -sha256 -mac HMAC -macopt hexkey:<key>
   const cases: ReadonlyArray<readonly [string, string]> = [
     ["00".repeat(32), "42ebfe5f8e97d470c3f9784a2c5052d7f30a03162515be948573b3ae6c8f2c82"],
-    [Buffer.from(Array.from({ length: 32 }, (_, i) => i)).toString("hex"), "636529d38faae5c605aa339d328bdc159f614fcbb1c1bde8a78a9081d3b9b7fb"],
+    [
+      Buffer.from(Array.from({ length: 32 }, (_, i) => i)).toString("hex"),
+      "636529d38faae5c605aa339d328bdc159f614fcbb1c1bde8a78a9081d3b9b7fb"
+    ],
     ["ff".repeat(32), "86daf6d23250b8fa0779d63d6d46ce3d0de74c93eface3555d9e24c7c5befbeb"]
   ]
   it.each(cases)("is HMAC-SHA256 of the fixed label under key %s", (keyHex, fingerprint) => {
@@ -73,15 +81,23 @@ describe("loadSecretsKey", () => {
   it("uses SECRETS_KEY when configured (standard or URL-safe base64)", () => {
     const raw = randomBytes(32)
     const dataDir = tempDir()
-    expect(loadSecretsKey({ configured: raw.toString("base64"), dataDir })).toEqual({ key: raw, source: "SECRETS_KEY", path: null })
+    expect(loadSecretsKey({ configured: raw.toString("base64"), dataDir })).toEqual({
+      key: raw,
+      source: "SECRETS_KEY",
+      path: null
+    })
     expect(loadSecretsKey({ configured: raw.toString("base64url"), dataDir }).key.equals(raw)).toBe(true)
     expect(() => statSync(join(dataDir, "secrets.key"))).toThrow() // no file made
   })
 
   it("explains a malformed SECRETS_KEY without echoing it", () => {
     const dataDir = tempDir()
-    expect(() => loadSecretsKey({ configured: randomBytes(16).toString("base64"), dataDir })).toThrow("SECRETS_KEY must be base64 of 32 bytes, got 16 bytes")
-    expect(() => loadSecretsKey({ configured: "not base64!!", dataDir })).toThrow(/^SECRETS_KEY is not base64; make one with: openssl rand -base64 32$/)
+    expect(() => loadSecretsKey({ configured: randomBytes(16).toString("base64"), dataDir })).toThrow(
+      "SECRETS_KEY must be base64 of 32 bytes, got 16 bytes"
+    )
+    expect(() => loadSecretsKey({ configured: "not base64!!", dataDir })).toThrow(
+      /^SECRETS_KEY is not base64; make one with: openssl rand -base64 32$/
+    )
   })
 
   it("creates <dataDir>/secrets.key with mode 0600 and reads it back", () => {

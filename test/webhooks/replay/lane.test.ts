@@ -27,18 +27,38 @@ const db = () => Sql.fromPool(w.db.sql)
 describe("the replay lane", () => {
   it("two lanes on one database send each delivery once; start and finish are one log line each", async () => {
     const path = "/lanes"
-    const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Lanes", url: w.receiver.url(path), events: ["incident.created"] }))
+    const e = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "Lanes",
+        url: w.receiver.url(path),
+        events: ["incident.created"]
+      })
+    )
     const ids: Array<string> = []
     for (let i = 0; i < 12; i++) ids.push(await insertIncident(w.db.sql, w.company.id))
-    await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 12, "12 delivered")
+    await waitFor(
+      async () =>
+        (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 12,
+      "12 delivered"
+    )
     const logs = captureStdout()
     const scope = Effect.runSync(Scope.make())
     try {
       for (let i = 0; i < 2; i++) {
-        await Effect.runPromise(Scope.provide(scope)(makeReplayLane({ rate: 20, pollMs: 200 })).pipe(Effect.provide(db()), Effect.provide(LoggingLive)))
+        await Effect.runPromise(
+          Scope.provide(scope)(makeReplayLane({ rate: 20, pollMs: 200 })).pipe(
+            Effect.provide(db()),
+            Effect.provide(LoggingLive)
+          )
+        )
       }
       const started = await Effect.runPromise(
-        startReplay(ADMIN, w.company.id, "api", { endpointId: e.id }).pipe(Effect.provide(db()), Effect.provide(LoggingLive))
+        startReplay(ADMIN, w.company.id, "api", { endpointId: e.id }).pipe(
+          Effect.provide(db()),
+          Effect.provide(LoggingLive)
+        )
       )
       if (!("replay" in started)) throw new Error("expected a replay")
       const id = started.replay.id
@@ -48,16 +68,41 @@ describe("the replay lane", () => {
       }, "the replay to finish")
       await waitFor(() => at(w.receiver, path).length >= 24, "12 replayed")
       await new Promise((r) => setTimeout(r, 500))
-      const replayed = at(w.receiver, path).slice(12).map((r) => (JSON.parse(r.body.toString("utf8")) as { data: { id: string } }).data.id)
+      const replayed = at(w.receiver, path)
+        .slice(12)
+        .map((r) => (JSON.parse(r.body.toString("utf8")) as { data: { id: string } }).data.id)
       expect(replayed.sort()).toEqual([...ids].sort())
-      const lines = logs.lines().filter((l) => typeof l.message === "string" && (l.message as string).startsWith("replay "))
+      const lines = logs
+        .lines()
+        .filter((l) => typeof l.message === "string" && (l.message as string).startsWith("replay "))
       expect(lines.map((l) => l.message)).toEqual(["replay started", "replay finished"])
-      expect(lines[0]).toMatchObject({ level: "info", replayId: id, destination: { kind: "endpoint", id: e.id }, queued: 12, source: "api", by: "admin@example.test" })
-      expect(lines[1]).toMatchObject({ level: "info", replayId: id, destination: { kind: "endpoint", id: e.id }, queued: 12, sent: 12, skipped: 0, ms: expect.any(Number) })
+      expect(lines[0]).toMatchObject({
+        level: "info",
+        replayId: id,
+        destination: { kind: "endpoint", id: e.id },
+        queued: 12,
+        source: "api",
+        by: "admin@example.test"
+      })
+      expect(lines[1]).toMatchObject({
+        level: "info",
+        replayId: id,
+        destination: { kind: "endpoint", id: e.id },
+        queued: 12,
+        sent: 12,
+        skipped: 0,
+        ms: expect.any(Number)
+      })
       // and a cancel is one line too (a finished replay cannot be cancelled: no line)
-      const again = await Effect.runPromise(startReplay(ADMIN, w.company.id, "api", { endpointId: e.id, since: "2000-01-01", until: "2000-01-02" }).pipe(Effect.provide(db())))
+      const again = await Effect.runPromise(
+        startReplay(ADMIN, w.company.id, "api", { endpointId: e.id, since: "2000-01-01", until: "2000-01-02" }).pipe(
+          Effect.provide(db())
+        )
+      )
       expect("plan" in again && again.plan.deliveries).toBe(0)
-      const failed = await Effect.runPromise(Effect.result(stopReplay(ADMIN, w.company.id, id).pipe(Effect.provide(db()))))
+      const failed = await Effect.runPromise(
+        Effect.result(stopReplay(ADMIN, w.company.id, id).pipe(Effect.provide(db())))
+      )
       expect(failed._tag).toBe("Failure")
     } finally {
       logs.stop()
@@ -72,9 +117,20 @@ describe("the replay lane", () => {
       engine = await startEngine(w.deps, { retrySchedule: "", replayLane: false, jsonLogs: true })
       const path = "/gone-dark"
       w.receiver.reply(path, { status: 503 })
-      const e = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Dark", url: w.receiver.url(path), events: ["incident.created"] }))
+      const e = await runSql(
+        w.deps.sql,
+        createEndpoint(w.deps, ADMIN, {
+          companyId: w.company.id,
+          name: "Dark",
+          url: w.receiver.url(path),
+          events: ["incident.created"]
+        })
+      )
       for (let i = 0; i < 15; i++) await insertIncident(w.db.sql, w.company.id)
-      await waitFor(() => logs.lines().some((l) => l.message === "webhook endpoint switched off"), "the switch-off line")
+      await waitFor(
+        () => logs.lines().some((l) => l.message === "webhook endpoint switched off"),
+        "the switch-off line"
+      )
       const lines = logs.lines().filter((l) => l.message === "webhook endpoint switched off")
       expect(lines).toEqual([
         expect.objectContaining({

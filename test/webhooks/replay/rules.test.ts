@@ -27,24 +27,60 @@ describe("the pacing allowance", () => {
   const now = 1_000_000
   it.each([
     // first step: a second's worth at most, the clock advances by what was handed over
-    [{ pacedAtMs: null, rate: 10, inEngine: 0, left: 100 }, { n: 10, pacedAtMs: now }],
-    [{ pacedAtMs: null, rate: 10, inEngine: 0, left: 3 }, { n: 3, pacedAtMs: now - 700 }],
+    [
+      { pacedAtMs: null, rate: 10, inEngine: 0, left: 100 },
+      { n: 10, pacedAtMs: now }
+    ],
+    [
+      { pacedAtMs: null, rate: 10, inEngine: 0, left: 3 },
+      { n: 3, pacedAtMs: now - 700 }
+    ],
     // 100 ms after the clock at 10/s: one more
-    [{ pacedAtMs: now - 100, rate: 10, inEngine: 0, left: 100 }, { n: 1, pacedAtMs: now }],
+    [
+      { pacedAtMs: now - 100, rate: 10, inEngine: 0, left: 100 },
+      { n: 1, pacedAtMs: now }
+    ],
     // 50 ms: none yet, the clock stays
-    [{ pacedAtMs: now - 50, rate: 10, inEngine: 0, left: 100 }, { n: 0, pacedAtMs: now - 50 }],
+    [
+      { pacedAtMs: now - 50, rate: 10, inEngine: 0, left: 100 },
+      { n: 0, pacedAtMs: now - 50 }
+    ],
     // the window is full: a slow receiver slows the replay down
-    [{ pacedAtMs: now - 1_000, rate: 10, inEngine: 10, left: 100 }, { n: 0, pacedAtMs: now - 1_000 }],
-    [{ pacedAtMs: now - 1_000, rate: 10, inEngine: 7, left: 100 }, { n: 3, pacedAtMs: now - 700 }],
+    [
+      { pacedAtMs: now - 1_000, rate: 10, inEngine: 10, left: 100 },
+      { n: 0, pacedAtMs: now - 1_000 }
+    ],
+    [
+      { pacedAtMs: now - 1_000, rate: 10, inEngine: 7, left: 100 },
+      { n: 3, pacedAtMs: now - 700 }
+    ],
     // after a long wait (endpoint off), no burst: a second's worth at most
-    [{ pacedAtMs: now - 3_600_000, rate: 10, inEngine: 0, left: 100 }, { n: 10, pacedAtMs: now }],
+    [
+      { pacedAtMs: now - 3_600_000, rate: 10, inEngine: 0, left: 100 },
+      { n: 10, pacedAtMs: now }
+    ],
     // slower than one a second
-    [{ pacedAtMs: now - 1_000, rate: 0.5, inEngine: 0, left: 100 }, { n: 0, pacedAtMs: now - 1_000 }],
-    [{ pacedAtMs: now - 2_000, rate: 0.5, inEngine: 0, left: 100 }, { n: 1, pacedAtMs: now }],
-    [{ pacedAtMs: null, rate: 0.5, inEngine: 0, left: 100 }, { n: 1, pacedAtMs: now }],
-    [{ pacedAtMs: now - 3_600_000, rate: 0.5, inEngine: 0, left: 100 }, { n: 1, pacedAtMs: now }],
+    [
+      { pacedAtMs: now - 1_000, rate: 0.5, inEngine: 0, left: 100 },
+      { n: 0, pacedAtMs: now - 1_000 }
+    ],
+    [
+      { pacedAtMs: now - 2_000, rate: 0.5, inEngine: 0, left: 100 },
+      { n: 1, pacedAtMs: now }
+    ],
+    [
+      { pacedAtMs: null, rate: 0.5, inEngine: 0, left: 100 },
+      { n: 1, pacedAtMs: now }
+    ],
+    [
+      { pacedAtMs: now - 3_600_000, rate: 0.5, inEngine: 0, left: 100 },
+      { n: 1, pacedAtMs: now }
+    ],
     // nothing left
-    [{ pacedAtMs: now - 1_000, rate: 10, inEngine: 0, left: 0 }, { n: 0, pacedAtMs: now - 1_000 }]
+    [
+      { pacedAtMs: now - 1_000, rate: 10, inEngine: 0, left: 0 },
+      { n: 0, pacedAtMs: now - 1_000 }
+    ]
   ])("%j: %j", (input, expected) => expect(allowance({ nowMs: now, ...input })).toEqual(expected))
 
   it("keeps the rate over many steps, whatever the tick", () => {
@@ -64,7 +100,9 @@ describe("the pacing allowance", () => {
         paced = a.pacedAtMs
       }
       // 60 s at `rate`, plus at most the first second's worth, minus at most one tick
-      expect(sent, `${rate}/s every ${tick} ms`).toBeGreaterThanOrEqual(Math.floor(60 * rate) - Math.ceil((rate * tick) / 1000))
+      expect(sent, `${rate}/s every ${tick} ms`).toBeGreaterThanOrEqual(
+        Math.floor(60 * rate) - Math.ceil((rate * tick) / 1000)
+      )
       expect(sent, `${rate}/s every ${tick} ms`).toBeLessThanOrEqual(Math.ceil(61 * rate))
     }
   })
@@ -73,8 +111,14 @@ describe("the pacing allowance", () => {
 describe("why a replay waits", () => {
   it.each([
     [{ state: "running", kind: "endpoint", on: true, behind: null }, null],
-    [{ state: "running", kind: "endpoint", on: false, behind: null }, "the endpoint is switched off: it goes on once it is turned on"],
-    [{ state: "running", kind: "subscription", on: false, behind: "r1" }, "the subscription is turned off: it goes on once it is turned on"],
+    [
+      { state: "running", kind: "endpoint", on: false, behind: null },
+      "the endpoint is switched off: it goes on once it is turned on"
+    ],
+    [
+      { state: "running", kind: "subscription", on: false, behind: "r1" },
+      "the subscription is turned off: it goes on once it is turned on"
+    ],
     [{ state: "running", kind: "endpoint", on: true, behind: "r1" }, "another replay to this endpoint runs first (r1)"],
     [{ state: "finished", kind: "endpoint", on: false, behind: null }, null],
     [{ state: "cancelled", kind: "endpoint", on: true, behind: "r1" }, null]
@@ -94,11 +138,23 @@ describe("an endpoint's health on the pages", () => {
 
 describe("the replay form's query", () => {
   it("round-trips, keeping only what is set", () => {
-    const form = { since: "2026-03-01T00:00:00.000Z", until: "2026-03-02", events: ["incident.created", "permit.closed"], failed: true }
+    const form = {
+      since: "2026-03-01T00:00:00.000Z",
+      until: "2026-03-02",
+      events: ["incident.created", "permit.closed"],
+      failed: true
+    }
     const q = replayQuery(form)
-    expect(q).toBe("?since=2026-03-01T00%3A00%3A00.000Z&until=2026-03-02&events=incident.created&events=permit.closed&failed=1")
+    expect(q).toBe(
+      "?since=2026-03-01T00%3A00%3A00.000Z&until=2026-03-02&events=incident.created&events=permit.closed&failed=1"
+    )
     expect(replayFormOf(new URLSearchParams(q))).toEqual(form)
     expect(replayQuery({ since: "", until: "", events: [], failed: false })).toBe("")
-    expect(replayFormOf(new URLSearchParams("failed=yes&events=&since=%20x%20"))).toEqual({ since: "x", until: "", events: [], failed: false })
+    expect(replayFormOf(new URLSearchParams("failed=yes&events=&since=%20x%20"))).toEqual({
+      since: "x",
+      until: "",
+      events: [],
+      failed: false
+    })
   })
 })

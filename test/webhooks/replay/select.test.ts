@@ -25,10 +25,18 @@ afterAll(async () => {
   await engine?.stop()
 })
 
-const bodiesAt = (path: string, from = 0) => w.receiver.requests.filter((r) => r.path === path).slice(from).map((r) => JSON.parse(r.body.toString("utf8")) as Body)
+const bodiesAt = (path: string, from = 0) =>
+  w.receiver.requests
+    .filter((r) => r.path === path)
+    .slice(from)
+    .map((r) => JSON.parse(r.body.toString("utf8")) as Body)
 
 /** The CLI's log lines on stderr (its stdout is the answer): a replay says when it starts and ends. */
-const logLines = (stderr: string) => stderr.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Record<string, unknown>)
+const logLines = (stderr: string) =>
+  stderr
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
 
 const incidents = async (n: number) => {
   const ids: string[] = []
@@ -41,11 +49,21 @@ describe("replay after an outage", () => {
   it("a receiver down for the whole schedule; switched off; turned on; replay --failed sends exactly what it missed", async () => {
     const path = "/outage"
     w.receiver.reply(path, { status: 503 })
-    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Outage", url: w.receiver.url(path), events: ["incident.created"] }))
+    const made = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "Outage",
+        url: w.receiver.url(path),
+        events: ["incident.created"]
+      })
+    )
     // 15 deliveries that fail every attempt switch the endpoint off (spec 6.4).
     const failedIncidents = await incidents(15)
     await waitFor(async () => {
-      const [e] = await w.db.sql<{ enabled: boolean }[]>`select enabled from service.webhook_endpoints where id = ${made.id}`
+      const [e] = await w.db.sql<
+        { enabled: boolean }[]
+      >`select enabled from service.webhook_endpoints where id = ${made.id}`
       return e?.enabled === false
     }, "the endpoint to be switched off")
     const rows = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)
@@ -63,7 +81,14 @@ describe("replay after an outage", () => {
 
     // Counting first sends nothing.
     const dry = await runSql(w.db.sql, replay({ endpointId: made.id, failedOnly: true, dryRun: true, actor: ADMIN }))
-    expect(dry).toMatchObject({ matched: 18, resent: 15, created: 3, skippedDelivered: 0, skippedInFlight: 0, dryRun: true })
+    expect(dry).toMatchObject({
+      matched: 18,
+      resent: 15,
+      created: 3,
+      skippedDelivered: 0,
+      skippedInFlight: 0,
+      dryRun: true
+    })
     expect(dry.destination).toMatchObject({ kind: "endpoint", id: made.id, on: false })
 
     // The receiver is fixed and the admin turns the endpoint on; nothing is sent by that alone.
@@ -92,7 +117,17 @@ describe("replay after an outage", () => {
     })
     expect(run.code).toBe(0)
     const summary = JSON.parse(run.stdout)
-    expect(summary).toMatchObject({ replayId: told[0]!.replayId, matched: 18, resent: 15, created: 3, skippedDelivered: 0, skippedInFlight: 0, dryRun: false, failedOnly: true, events: ["incident.created"] })
+    expect(summary).toMatchObject({
+      replayId: told[0]!.replayId,
+      matched: 18,
+      resent: 15,
+      created: 3,
+      skippedDelivered: 0,
+      skippedInFlight: 0,
+      dryRun: false,
+      failedOnly: true,
+      events: ["incident.created"]
+    })
     expect(summary.destination).toMatchObject({ kind: "endpoint", id: made.id, on: true })
     const replayId = summary.replayId as string
     const [job] = await w.db.sql<{ state: string; total: number; source: string; actor_email: string | null }[]>`
@@ -109,7 +144,9 @@ describe("replay after an outage", () => {
     engine = await startEngine(w.deps, { retrySchedule: "50ms,50ms,50ms,50ms,50ms" })
     await waitFor(() => bodiesAt(path, before).length >= 18, "18 replayed deliveries")
     await waitFor(async () => {
-      const [r] = await w.db.sql<{ state: string; sent: number }[]>`select state, sent from service.webhook_replays where id = ${replayId}`
+      const [r] = await w.db.sql<
+        { state: string; sent: number }[]
+      >`select state, sent from service.webhook_replays where id = ${replayId}`
       return r?.state === "finished" && r.sent === 18
     }, "the replay to finish")
     // a finished replay keeps its counts, not its items
@@ -128,7 +165,10 @@ describe("replay after an outage", () => {
     // the activity log says who replayed what
     const [log] = await w.db.sql<{ actor_email: string | null; details: Record<string, unknown> }[]>`
       select actor_email, details from service.activity where kind = 'deliveries.replayed' and subject_id = ${made.id}`
-    expect(log).toMatchObject({ actor_email: null, details: { replayId, destination: "endpoint", failedOnly: true, resent: 15, created: 3 } })
+    expect(log).toMatchObject({
+      actor_email: null,
+      details: { replayId, destination: "endpoint", failedOnly: true, resent: 15, created: 3 }
+    })
 
     // A second replay --failed finds nothing left to send.
     const again = await runSql(w.db.sql, replay({ endpointId: made.id, failedOnly: true, dryRun: false, actor: ADMIN }))
@@ -137,7 +177,15 @@ describe("replay after an outage", () => {
 
   it("without --failed resends delivered events with the same ids; --since/--until/--event narrow it", async () => {
     const path = "/all"
-    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "All", url: w.receiver.url(path), events: ["incident.created", "corrective_action.created"] }))
+    const made = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "All",
+        url: w.receiver.url(path),
+        events: ["incident.created", "corrective_action.created"]
+      })
+    )
     // Event times are commit times to the millisecond: the fourth commits a little later so
     // --until can fall between the third and the fourth.
     const ids = await incidents(3)
@@ -145,17 +193,30 @@ describe("replay after an outage", () => {
     ids.push(...(await incidents(1)))
     // Received is not yet recorded: wait for the engine to write the outcomes, or replay
     // rightly counts the still-leased rows as in flight.
-    await waitFor(async () => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id && d.state === "succeeded").length === 4, "4 deliveries recorded")
+    await waitFor(
+      async () =>
+        (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id && d.state === "succeeded").length === 4,
+      "4 deliveries recorded"
+    )
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
-    const [middle] = await w.db.sql<{ at: Date }[]>`select created_at as at from service.events where record_id = ${ids[2]!}`
+    const [middle] = await w.db.sql<
+      { at: Date }[]
+    >`select created_at as at from service.events where record_id = ${ids[2]!}`
     const until = new Date(middle!.at.getTime() + 1)
     const before = bodiesAt(path).length
     const progress: Array<[number, number]> = []
-    const s = await runSql(w.db.sql, replay({ endpointId: made.id, events: ["incident.created"], until, failedOnly: false, dryRun: false, actor: ADMIN }, (p) =>
-      progress.push([p.done, p.total])
-    ))
+    const s = await runSql(
+      w.db.sql,
+      replay(
+        { endpointId: made.id, events: ["incident.created"], until, failedOnly: false, dryRun: false, actor: ADMIN },
+        (p) => progress.push([p.done, p.total])
+      )
+    )
     expect(s).toMatchObject({ matched: 3, resent: 3, created: 0 })
-    expect(progress).toEqual([[0, 3], [3, 3]])
+    expect(progress).toEqual([
+      [0, 3],
+      [3, 3]
+    ])
     const [log] = await w.db.sql<{ actor_email: string | null }[]>`
       select actor_email from service.activity where kind = 'deliveries.replayed' and subject_id = ${made.id}`
     expect(log!.actor_email).toBe("admin@example.test")
@@ -167,33 +228,71 @@ describe("replay after an outage", () => {
   })
 
   it("refuses what it cannot do", async () => {
-    const made = await runSql(w.deps.sql, createEndpoint(w.deps, ADMIN, { companyId: w.company.id, name: "Narrow", url: w.receiver.url("/narrow"), events: ["incident.created"] }))
+    const made = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "Narrow",
+        url: w.receiver.url("/narrow"),
+        events: ["incident.created"]
+      })
+    )
     const base = { failedOnly: false, dryRun: true, actor: ADMIN }
-    const none = await runSql(w.db.sql, replay({ ...base })).then(() => undefined, (e: DomainError) => e)
+    const none = await runSql(w.db.sql, replay({ ...base })).then(
+      () => undefined,
+      (e: DomainError) => e
+    )
     expect(none).toMatchObject({ _tag: "Invalid", field: "endpoint" })
     expect(cliMessage(none!)).toBe("name one destination: --endpoint <id> or --subscription <id>")
-    await expect(runSql(w.db.sql, replay({ ...base, endpointId: "3f1d1e0e-0000-4000-8000-000000000000" }))).rejects.toMatchObject({ _tag: "NotFound" })
-    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, events: ["permit.closed"] }))).rejects.toMatchObject({
+    await expect(
+      runSql(w.db.sql, replay({ ...base, endpointId: "3f1d1e0e-0000-4000-8000-000000000000" }))
+    ).rejects.toMatchObject({ _tag: "NotFound" })
+    await expect(
+      runSql(w.db.sql, replay({ ...base, endpointId: made.id, events: ["permit.closed"] }))
+    ).rejects.toMatchObject({
       message: `the endpoint ${made.id} does not take permit.closed events (it takes incident.created)`
     })
-    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, events: ["nope"] }))).rejects.toMatchObject({ message: 'unknown event "nope"' })
-    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, since: new Date("2026-01-02"), until: new Date("2026-01-01") }))).rejects.toMatchObject({ _tag: "Invalid", field: "since" })
+    await expect(runSql(w.db.sql, replay({ ...base, endpointId: made.id, events: ["nope"] }))).rejects.toMatchObject({
+      message: 'unknown event "nope"'
+    })
+    await expect(
+      runSql(
+        w.db.sql,
+        replay({ ...base, endpointId: made.id, since: new Date("2026-01-02"), until: new Date("2026-01-01") })
+      )
+    ).rejects.toMatchObject({ _tag: "Invalid", field: "since" })
   })
 
   it("a subscription made through the API: npm run admin -- replay --subscription, --dry-run, --json", async () => {
     const path = "/sub"
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await runSql(w.deps.sql, createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url(path), event: "incident.created" }))
+    const { subscription } = await runSql(
+      w.deps.sql,
+      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url(path), event: "incident.created" })
+    )
     const ids = await incidents(2)
-    const recorded = async () => (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "succeeded").length === 2
+    const recorded = async () =>
+      (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "succeeded")
+        .length === 2
     await waitFor(recorded, "2 deliveries recorded")
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
     const env = { DATABASE_URL: w.db.url }
     const dry = await runCli(["replay", "--subscription", subscription.id, "--dry-run", "--json"], env)
     expect(logLines(dry.stderr).map((l) => l.message)).toEqual(["replay dry run"])
-    expect(logLines(dry.stderr)[0]).toMatchObject({ replayId: null, destination: { kind: "subscription", id: subscription.id }, dryRun: true, matched: 2 })
+    expect(logLines(dry.stderr)[0]).toMatchObject({
+      replayId: null,
+      destination: { kind: "subscription", id: subscription.id },
+      dryRun: true,
+      matched: 2
+    })
     expect(dry.code).toBe(0)
-    expect(JSON.parse(dry.stdout)).toMatchObject({ destination: { kind: "subscription", id: subscription.id, on: true }, matched: 2, resent: 2, created: 0, dryRun: true })
+    expect(JSON.parse(dry.stdout)).toMatchObject({
+      destination: { kind: "subscription", id: subscription.id, on: true },
+      matched: 2,
+      resent: 2,
+      created: 0,
+      dryRun: true
+    })
     expect(bodiesAt(path)).toHaveLength(2)
     const before = bodiesAt(path).length
     const r = await runCli(["replay", "--subscription", subscription.id, "--json"], env)
@@ -202,7 +301,11 @@ describe("replay after an outage", () => {
     await waitFor(() => bodiesAt(path, before).length >= 2, "2 resent")
     await waitFor(recorded, "2 resent deliveries recorded")
     for (const b of bodiesAt(path, before)) expect(b.id).toBe(first.get(b.data.id))
-    expect(bodiesAt(path, before).map((b) => b.data.id).sort()).toEqual([...ids].sort())
+    expect(
+      bodiesAt(path, before)
+        .map((b) => b.data.id)
+        .sort()
+    ).toEqual([...ids].sort())
     // a person gets a summary; mistakes get exit code 1 and a message
     const human = await runCli(["replay", "--subscription", subscription.id, "--failed", "--dry-run"], env)
     expect(human.code).toBe(0)

@@ -9,7 +9,9 @@ import { at, invalid, words } from "../../../domain/errors.ts"
 const setupSqlCommand = Command.make(
   "setup-sql",
   {
-    role: Flag.String("role").pipe(Flag.withDescription("The login role the service will run as (made by the DBA; see the comments printed)")),
+    role: Flag.String("role").pipe(
+      Flag.withDescription("The login role the service will run as (made by the DBA; see the comments printed)")
+    ),
     publication: Flag.String("publication").pipe(
       Flag.withDescription("The publication to create (default: PUBLICATION, else safety_records_service)"),
       Flag.optional
@@ -21,11 +23,17 @@ const setupSqlCommand = Command.make(
       if (bad !== null) return yield* Effect.fail(invalid(words`${at("role")}: ${bad}`))
       const publication = args.publication._tag === "Some" ? args.publication.value : (yield* CaptureConfig).publication
       if (!/^[a-z_][a-z0-9_]*$/.test(publication)) {
-        return yield* Effect.fail(invalid(`the publication name must be a plain lower-case identifier, not "${publication}"`))
+        return yield* Effect.fail(
+          invalid(`the publication name must be a plain lower-case identifier, not "${publication}"`)
+        )
       }
       process.stdout.write(setupSql({ role: args.role, publication }))
     })
-).pipe(Command.withDescription("Print the SQL a DBA runs once so the service can run as a least-privilege role (connects nowhere)"))
+).pipe(
+  Command.withDescription(
+    "Print the SQL a DBA runs once so the service can run as a least-privilege role (connects nowhere)"
+  )
+)
 
 export const database = Command.make("database").pipe(
   Command.withDescription("The service's database: what a DBA sets up for it"),

@@ -13,7 +13,10 @@ import { parseShortDuration, SHORT_DURATION_FORMS } from "../../../domain/time.t
 /** The demo database for as long as `use` runs: DATABASE_URL, else the embedded one. */
 const withDemoDatabase = <A>(use: (db: Awaited<ReturnType<typeof openDatabase>>) => Promise<A>, connections?: number) =>
   Effect.acquireUseRelease(
-    Effect.tryPromise({ try: () => openDatabase(connections), catch: (e) => (e instanceof Error ? e : new Error(String(e))) }),
+    Effect.tryPromise({
+      try: () => openDatabase(connections),
+      catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+    }),
     (db) => Effect.tryPromise({ try: () => use(db), catch: (e) => (e instanceof Error ? e : new Error(String(e))) }),
     (db) => Effect.promise(() => db.close())
   )
@@ -21,14 +24,19 @@ const withDemoDatabase = <A>(use: (db: Awaited<ReturnType<typeof openDatabase>>)
 export const seed = Command.make(
   "seed",
   {
-    schemaOnly: Flag.Boolean("schema-only").pipe(Flag.withDescription("The app's tables alone: no demo rows"), Flag.withDefault(false)),
+    schemaOnly: Flag.Boolean("schema-only").pipe(
+      Flag.withDescription("The app's tables alone: no demo rows"),
+      Flag.withDefault(false)
+    ),
     json
   },
   (args) =>
     withDemoDatabase(async (db) => {
       const created = await ensureDemoAppSchema(db.sql)
       if (args.schemaOnly) {
-        const message = created ? "Made the demo's app tables (schema app); no rows." : "Schema app is already there; nothing changed."
+        const message = created
+          ? "Made the demo's app tables (schema app); no rows."
+          : "Schema app is already there; nothing changed."
         return args.json ? JSON.stringify({ schemaCreated: created }) : message
       }
       const result = await seedDemoOnce(db.sql)
@@ -74,15 +82,30 @@ const progressLine = (p: SimulationProgress) => {
 export const simulate = Command.make(
   "simulate",
   {
-    rate: Flag.Finite("rate").pipe(Flag.withDescription("Operations per second"), Flag.withDefault(5), Flag.filter((n) => n > 0, above0())),
+    rate: Flag.Finite("rate").pipe(
+      Flag.withDescription("Operations per second"),
+      Flag.withDefault(5),
+      Flag.filter((n) => n > 0, above0())
+    ),
     duration: Flag.String("duration").pipe(
       Flag.withDescription("How long: 500ms, 30s, 5m, 1h (a bare number is seconds); default: until Ctrl-C"),
       Flag.mapTryCatch(parseDuration, (e) => (e instanceof Error ? e.message : String(e))),
       Flag.optional
     ),
-    company: Flag.String("company").pipe(Flag.withDescription("The company's host"), Flag.withDefault("acme.localhost")),
-    concurrency: Flag.Int("concurrency").pipe(Flag.withDescription("Operations in flight at once"), Flag.withDefault(1), Flag.filter((n) => n > 0, above0())),
-    seed: Flag.Int("seed").pipe(Flag.withDescription("Random seed, for a repeatable run"), Flag.filter((n) => n > 0, above0()), Flag.optional),
+    company: Flag.String("company").pipe(
+      Flag.withDescription("The company's host"),
+      Flag.withDefault("acme.localhost")
+    ),
+    concurrency: Flag.Int("concurrency").pipe(
+      Flag.withDescription("Operations in flight at once"),
+      Flag.withDefault(1),
+      Flag.filter((n) => n > 0, above0())
+    ),
+    seed: Flag.Int("seed").pipe(
+      Flag.withDescription("Random seed, for a repeatable run"),
+      Flag.filter((n) => n > 0, above0()),
+      Flag.optional
+    ),
     json
   },
   (args) =>
@@ -100,7 +123,9 @@ export const simulate = Command.make(
       process.on("SIGINT", onSignal)
       process.on("SIGTERM", onSignal)
       const result = yield* withDemoDatabase(async (db) => {
-        out.write(`Simulating ${args.company} at ${args.rate}/s${duration === undefined ? " until stopped (Ctrl-C)" : ` for ${duration / 1000}s`}…\n`)
+        out.write(
+          `Simulating ${args.company} at ${args.rate}/s${duration === undefined ? " until stopped (Ctrl-C)" : ` for ${duration / 1000}s`}…\n`
+        )
         return runSimulation(db.sql, {
           rate: args.rate,
           company: args.company,

@@ -5,17 +5,46 @@ import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { notFound } from "../../../domain/errors.ts"
 import { adminOfOwner, companyById, findCompany } from "../../../access/identity.ts"
-import { createKey, DEFAULT_EXPIRY, EXPIRY_CHOICES, keyCompany, listKeys, MAX_ACTIVE_KEYS, parseScopes, revokeKey } from "../../../access/keys.ts"
-import { asOptional, asRequired, company, companyAndAdmin, companyOptional, json, optionalAdmin, listing, output, when, withDatabase } from "../support.ts"
+import {
+  createKey,
+  DEFAULT_EXPIRY,
+  EXPIRY_CHOICES,
+  keyCompany,
+  listKeys,
+  MAX_ACTIVE_KEYS,
+  parseScopes,
+  revokeKey
+} from "../../../access/keys.ts"
+import {
+  asOptional,
+  asRequired,
+  company,
+  companyAndAdmin,
+  companyOptional,
+  json,
+  optionalAdmin,
+  listing,
+  output,
+  when,
+  withDatabase
+} from "../support.ts"
 
 const create = Command.make(
   "create",
   {
     company,
     name: Flag.String("name").pipe(Flag.withDescription("After what will use the key")),
-    read: Flag.String("read").pipe(Flag.withDescription(`Resources it may read, separated by commas, or all (${RESOURCES.join(", ")})`)),
-    webhooks: Flag.Boolean("webhooks").pipe(Flag.withDescription("May subscribe itself to events (POST /api/v1/hooks)"), Flag.withDefault(false)),
-    expires: Flag.Literals("expires", EXPIRY_CHOICES).pipe(Flag.withDescription(`When it stops working (default ${DEFAULT_EXPIRY})`), Flag.withDefault(DEFAULT_EXPIRY)),
+    read: Flag.String("read").pipe(
+      Flag.withDescription(`Resources it may read, separated by commas, or all (${RESOURCES.join(", ")})`)
+    ),
+    webhooks: Flag.Boolean("webhooks").pipe(
+      Flag.withDescription("May subscribe itself to events (POST /api/v1/hooks)"),
+      Flag.withDefault(false)
+    ),
+    expires: Flag.Literals("expires", EXPIRY_CHOICES).pipe(
+      Flag.withDescription(`When it stops working (default ${DEFAULT_EXPIRY})`),
+      Flag.withDefault(DEFAULT_EXPIRY)
+    ),
     as: asRequired,
     json
   },
@@ -46,62 +75,83 @@ const create = Command.make(
           ].join("\n")
         )
         // Made all the same (an admin may make keys before the company moves up), but said.
-        const [standing] = yield* query((sql) =>
-          sql<{ tier: string | null; api_enabled: boolean | null }[]>`select tier, api_enabled from service.companies where id = ${company.id}`
+        const [standing] = yield* query(
+          (sql) =>
+            sql<
+              { tier: string | null; api_enabled: boolean | null }[]
+            >`select tier, api_enabled from service.companies where id = ${company.id}`
         )
         if (standing !== undefined && standing.tier !== "company") {
-          yield* Console.error(`warning: ${company.name} is on the ${standing.tier} tier: the API answers this key 403 until the company is on the Company tier.`)
+          yield* Console.error(
+            `warning: ${company.name} is on the ${standing.tier} tier: the API answers this key 403 until the company is on the Company tier.`
+          )
         } else if (standing !== undefined && standing.api_enabled !== true) {
-          yield* Console.error(`warning: the API is turned off for ${company.name}: it answers this key 403 until the API is turned on.`)
+          yield* Console.error(
+            `warning: the API is turned off for ${company.name}: it answers this key 403 until the API is turned on.`
+          )
         }
       })
     )
 ).pipe(
   Command.withDescription(`Create an API key (shown once). A company holds at most ${MAX_ACTIVE_KEYS} active keys.`),
   Command.withExamples([
-    { command: "keys create --company acme.localhost --name 'Power BI' --read incidents,corrective-actions --as admin@acme.example", description: "A key that reads two resources" },
-    { command: "keys create --company acme.localhost --name Zapier --read all --webhooks --expires 1y --as admin@acme.example --json", description: "Prints {\"id\": ..., \"key\": \"mk_...\"}" }
+    {
+      command:
+        "keys create --company acme.localhost --name 'Power BI' --read incidents,corrective-actions --as admin@acme.example",
+      description: "A key that reads two resources"
+    },
+    {
+      command:
+        "keys create --company acme.localhost --name Zapier --read all --webhooks --expires 1y --as admin@acme.example --json",
+      description: 'Prints {"id": ..., "key": "mk_..."}'
+    }
   ])
 )
 
-const list = Command.make(
-  "list",
-  { company, as: asOptional, json },
-  (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        const { company } = yield* optionalAdmin(args.company, args.as)
-        const keys = yield* listKeys(company.id)
-        yield* output(args.json, keys, () =>
-          listing(
-            keys,
-            {
-              empty: `${company.name} (${company.host}) has no API keys.`,
-              title: `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`
-            },
-            ["ID", "NAME", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
-            () =>
-              keys.map((k) => [
-                k.id,
-                k.name,
-                k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
-                k.webhooks ? "yes" : "no",
-                k.createdBy ?? "-",
-                when(k.createdAt),
-                when(k.expiresAt, "never"),
-                when(k.lastUsedAt, "never"),
-                String(k.requestCount),
-                k.state
-              ])
-          )
+const list = Command.make("list", { company, as: asOptional, json }, (args) =>
+  withDatabase(
+    Effect.gen(function* () {
+      const { company } = yield* optionalAdmin(args.company, args.as)
+      const keys = yield* listKeys(company.id)
+      yield* output(args.json, keys, () =>
+        listing(
+          keys,
+          {
+            empty: `${company.name} (${company.host}) has no API keys.`,
+            title: `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`
+          },
+          ["ID", "NAME", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
+          () =>
+            keys.map((k) => [
+              k.id,
+              k.name,
+              k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
+              k.webhooks ? "yes" : "no",
+              k.createdBy ?? "-",
+              when(k.createdAt),
+              when(k.expiresAt, "never"),
+              when(k.lastUsedAt, "never"),
+              String(k.requestCount),
+              k.state
+            ])
         )
-      })
-    )
-).pipe(Command.withDescription("List a company's API keys: who made each, scopes, created, expiry, last use, request count, state"))
+      )
+    })
+  )
+).pipe(
+  Command.withDescription(
+    "List a company's API keys: who made each, scopes, created, expiry, last use, request count, state"
+  )
+)
 
 const revoke = Command.make(
   "revoke",
-  { id: Argument.String("id").pipe(Argument.withDescription("The key's id (see keys list)")), company: companyOptional, as: asRequired, json },
+  {
+    id: Argument.String("id").pipe(Argument.withDescription("The key's id (see keys list)")),
+    company: companyOptional,
+    as: asRequired,
+    json
+  },
   (args) =>
     withDatabase(
       Effect.gen(function* () {
@@ -109,16 +159,22 @@ const revoke = Command.make(
         const owner = yield* companyById(companyId)
         if (args.company._tag === "Some") {
           const named = yield* findCompany(args.company.value)
-          if (named.id !== owner.id) return yield* notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
+          if (named.id !== owner.id)
+            return yield* notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
         }
         const actor = yield* adminOfOwner(args.as, owner, `no API key with id ${args.id}`)
         const key = yield* revokeKey(actor, args.id)
-        yield* output(args.json, key, () =>
-          `Revoked API key "${key.name}" (${key.id}). Its next request gets 401; its webhook subscriptions are deleted.`
+        yield* output(
+          args.json,
+          key,
+          () =>
+            `Revoked API key "${key.name}" (${key.id}). Its next request gets 401; its webhook subscriptions are deleted.`
         )
       })
     )
-).pipe(Command.withDescription("Revoke an API key: its next request gets 401 and its webhook subscriptions are deleted"))
+).pipe(
+  Command.withDescription("Revoke an API key: its next request gets 401 and its webhook subscriptions are deleted")
+)
 
 export const keys = Command.make("keys").pipe(
   Command.withDescription("API keys: create, list, revoke"),

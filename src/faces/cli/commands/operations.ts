@@ -33,7 +33,9 @@ const dateFlag = (name: string, description: string) =>
 const parseDate = (flag: string, value: Option.Option<string>) => {
   if (Option.isNone(value)) return Effect.succeed(undefined)
   const d = parseFilterDate(value.value)
-  return d === undefined ? Effect.fail(invalid(words`${at(flag)} must be ${FILTER_DATE_FORMATS}, not "${value.value}"`)) : Effect.succeed(new Date(d.epochMillis))
+  return d === undefined
+    ? Effect.fail(invalid(words`${at(flag)} must be ${FILTER_DATE_FORMATS}, not "${value.value}"`))
+    : Effect.succeed(new Date(d.epochMillis))
 }
 
 const replaySummaryText = (s: ReplaySummary) =>
@@ -51,11 +53,15 @@ const replaySummaryText = (s: ReplaySummary) =>
     ...(s.failedOnly ? [`  skipped:   ${s.skippedDelivered} already delivered`] : []),
     ...(s.skippedInFlight > 0 ? [`  in flight: ${s.skippedInFlight} being attempted right now (left alone)`] : []),
     ...(s.replayId !== null
-      ? [`  the service sends them at REPLAY_RATE per destination, behind live deliveries; follow it with \`status\` or the admin pages`]
+      ? [
+          `  the service sends them at REPLAY_RATE per destination, behind live deliveries; follow it with \`status\` or the admin pages`
+        ]
       : []),
     ...(s.destination.on
       ? []
-      : [`  note: the ${s.destination.kind} is ${s.destination.kind === "endpoint" ? "switched off" : "turned off"}; the replay waits until it is turned on`])
+      : [
+          `  note: the ${s.destination.kind} is ${s.destination.kind === "endpoint" ? "switched off" : "turned off"}; the replay waits until it is turned on`
+        ])
   ].join("\n")
 
 export const replayCommand = Command.make(
@@ -65,9 +71,18 @@ export const replayCommand = Command.make(
     subscription: Flag.String("subscription").pipe(Flag.withDescription("The API subscription's id"), Flag.optional),
     since: dateFlag("since", "Events from this moment on (default: when the destination was made)"),
     until: dateFlag("until", "Events before this moment (default: now)"),
-    event: Flag.String("event").pipe(Flag.withDescription("Only these events, separated by commas (default: all the destination takes)"), Flag.optional),
-    failed: Flag.Boolean("failed").pipe(Flag.withDescription("Only events never delivered successfully to this destination"), Flag.withDefault(false)),
-    dryRun: Flag.Boolean("dry-run").pipe(Flag.withDescription("Count what would be sent; send nothing"), Flag.withDefault(false)),
+    event: Flag.String("event").pipe(
+      Flag.withDescription("Only these events, separated by commas (default: all the destination takes)"),
+      Flag.optional
+    ),
+    failed: Flag.Boolean("failed").pipe(
+      Flag.withDescription("Only events never delivered successfully to this destination"),
+      Flag.withDefault(false)
+    ),
+    dryRun: Flag.Boolean("dry-run").pipe(
+      Flag.withDescription("Count what would be sent; send nothing"),
+      Flag.withDefault(false)
+    ),
     as: asOptional,
     json
   },
@@ -76,7 +91,12 @@ export const replayCommand = Command.make(
       Effect.gen(function* () {
         const since = yield* parseDate("since", args.since)
         const until = yield* parseDate("until", args.until)
-        const events = Option.isSome(args.event) ? args.event.value.split(",").map((e) => e.trim()).filter((e) => e !== "") : undefined
+        const events = Option.isSome(args.event)
+          ? args.event.value
+              .split(",")
+              .map((e) => e.trim())
+              .filter((e) => e !== "")
+          : undefined
         const bar = progressBar("replaying")
         // An operator's action, told in the log's own shape on stderr (stdout is the answer):
         // one line once the replay is made (the service that sends it logs `replay finished`),
@@ -96,10 +116,17 @@ export const replayCommand = Command.make(
           let actor: Actor = SYSTEM
           if (Option.isSome(args.as)) {
             // --as must be an admin of the company the destination belongs to.
-            const ref = Option.getOrElse(Option.orElse(args.endpoint, () => args.subscription), () => "").trim().toLowerCase()
-            const [owner] = yield* query((sql) => sql<{ company_id: string }[]>`
+            const ref = Option.getOrElse(
+              Option.orElse(args.endpoint, () => args.subscription),
+              () => ""
+            )
+              .trim()
+              .toLowerCase()
+            const [owner] = yield* query(
+              (sql) => sql<{ company_id: string }[]>`
               select company_id::text from service.webhook_endpoints where id::text = ${ref}
-              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`)
+              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`
+            )
             const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner.company_id) : undefined)
             actor = { kind: "user", id: admin.userId, email: admin.email }
           }
@@ -116,7 +143,13 @@ export const replayCommand = Command.make(
             },
             (p) => bar.update(p.done, p.total, "queueing")
           ).pipe(Effect.ensuring(Effect.sync(bar.done)))
-        }).pipe(Effect.tapCause((cause) => Effect.sync(() => writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr))))
+        }).pipe(
+          Effect.tapCause((cause) =>
+            Effect.sync(() =>
+              writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr)
+            )
+          )
+        )
         writeLog(
           "info",
           summary.dryRun ? "replay dry run" : summary.replayId !== null ? "replay started" : "replay: nothing to send",
@@ -148,7 +181,11 @@ export const replayCommand = Command.make(
   ),
   Command.withExamples([
     { command: "replay --endpoint 6f1c... --failed", description: "Everything the endpoint missed since it was made" },
-    { command: "replay --endpoint 6f1c... --since 2026-03-01 --until 2026-03-04 --event incident.created --dry-run --json", description: "Count first" }
+    {
+      command:
+        "replay --endpoint 6f1c... --since 2026-03-01 --until 2026-03-04 --event incident.created --dry-run --json",
+      description: "Count first"
+    }
   ])
 )
 
@@ -157,9 +194,13 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
     Effect.gen(function* () {
       const bar = progressBar("rebuilding views")
       if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-      const result = yield* rebuildViews((p) => bar.update(p.done, p.total, p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`)).pipe(
-        Effect.ensuring(Effect.sync(bar.done))
-      )
+      const result = yield* rebuildViews((p) =>
+        bar.update(
+          p.done,
+          p.total,
+          p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
+        )
+      ).pipe(Effect.ensuring(Effect.sync(bar.done)))
       yield* output(args.json, result, () =>
         [
           `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
@@ -194,7 +235,11 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
     `  checkpoint:  ${c.checkpointLsn ?? "-"} (server ${c.serverLsn}); last commit applied ${when(c.lastCommitAt)}`,
     `  lag:         ${c.lagBytes === null ? "-" : `${c.lagBytes} bytes`}, ${c.lagSeconds === null ? "-" : `${c.lagSeconds.toFixed(1)} s`}`,
     `  retained WAL: ${mb(c.retainedWalBytes)}${c.safeWalBytes === null ? "" : ` (${mb(c.safeWalBytes)} more before the slot is lost)`}${c.walKeepSizeBytes === null ? "" : `; max_slot_wal_keep_size ${mb(c.walKeepSizeBytes)}`}`,
-    ...(c.stalledAt ? [`  STALLED:     since ${when(c.stalledAt)}, ${c.stallReconnects} reconnect${c.stallReconnects === 1 ? "" : "s"} so far: ${c.stallReason ?? "-"}`] : []),
+    ...(c.stalledAt
+      ? [
+          `  STALLED:     since ${when(c.stalledAt)}, ${c.stallReconnects} reconnect${c.stallReconnects === 1 ? "" : "s"} so far: ${c.stallReason ?? "-"}`
+        ]
+      : []),
     ...(c.gapReason ? [`  GAP:         ${c.gapReason} (at ${when(c.gapAt)}): events in the gap were not derived`] : []),
     "",
     "Outbox",
@@ -206,26 +251,45 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
     `Endpoints switched off: ${s.endpointsSwitchedOff.length}`
   ]
   if (s.endpointsSwitchedOff.length > 0) {
-    lines.push(table(["ID", "NAME", "URL", "SINCE", "HELD", "WHY"], s.endpointsSwitchedOff.map((e) => [e.id, e.name, e.url, when(e.disabledAt), String(e.held), e.reason ?? "-"])))
+    lines.push(
+      table(
+        ["ID", "NAME", "URL", "SINCE", "HELD", "WHY"],
+        s.endpointsSwitchedOff.map((e) => [e.id, e.name, e.url, when(e.disabledAt), String(e.held), e.reason ?? "-"])
+      )
+    )
   }
   lines.push("", `Replays running: ${s.replays.length}`)
   if (s.replays.length > 0) {
     lines.push(
       table(
         ["ID", "DESTINATION", "SENT", "QUEUED", "REMAINING", "SINCE", "WAITING"],
-        s.replays.map((r) => [r.id, `${r.destination.kind} ${r.destination.id}`, String(r.progress.sent), String(r.progress.queued), String(r.progress.remaining), when(r.createdAt), r.waiting ?? "-"])
+        s.replays.map((r) => [
+          r.id,
+          `${r.destination.kind} ${r.destination.id}`,
+          String(r.progress.sent),
+          String(r.progress.queued),
+          String(r.progress.remaining),
+          when(r.createdAt),
+          r.waiting ?? "-"
+        ])
       )
     )
   }
   lines.push("", `Keys expiring within ${KEY_EXPIRY_WARNING_DAYS} days: ${s.keysNearExpiry.length}`)
   if (s.keysNearExpiry.length > 0) {
-    lines.push(table(["ID", "NAME", "COMPANY", "EXPIRES", "SUBSCRIPTIONS"], s.keysNearExpiry.map((k) => [k.id, k.name, k.companyId, when(k.expiresAt), String(k.subscriptions)])))
+    lines.push(
+      table(
+        ["ID", "NAME", "COMPANY", "EXPIRES", "SUBSCRIPTIONS"],
+        s.keysNearExpiry.map((k) => [k.id, k.name, k.companyId, when(k.expiresAt), String(k.subscriptions)])
+      )
+    )
   }
   return lines.join("\n")
 }
 
 /** Exits with the verdict's code once the answer is printed (0 healthy: a plain success). */
-const exitFor = (health: HealthVerdict) => (health.state === "healthy" ? Effect.void : Effect.fail(new ExitWith({ code: HEALTH_EXIT_CODES[health.state] })))
+const exitFor = (health: HealthVerdict) =>
+  health.state === "healthy" ? Effect.void : Effect.fail(new ExitWith({ code: HEALTH_EXIT_CODES[health.state] }))
 
 export const statusCommand = Command.make(
   "status",
@@ -252,7 +316,10 @@ export const statusCommand = Command.make(
         const failure = Cause.findErrorOption(read.cause)
         // A refusal says what to fix (an unpatched postgres.js, a server that cannot feed capture):
         // it is printed as every command prints one, exit 1.
-        if ((Option.isSome(failure) && (isDomainError(failure.value) || isStartRefused(failure.value))) || Cause.hasInterruptsOnly(read.cause)) {
+        if (
+          (Option.isSome(failure) && (isDomainError(failure.value) || isStartRefused(failure.value))) ||
+          Cause.hasInterruptsOnly(read.cause)
+        ) {
           return yield* Effect.failCause(read.cause)
         }
         // The database does not answer: that is the answer, broken.

@@ -38,38 +38,49 @@ const create = Command.make(
     )
 ).pipe(Command.withDescription("Issue an admin token for the admin HTTP API, acting as the admin named by --as"))
 
-const list = Command.make(
-  "list",
-  { company: companyOptional, as: asOptional, json },
-  (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        const company = yield* Effect.gen(function* () {
-          if (Option.isSome(args.company)) {
-            const company = yield* findCompany(args.company.value)
-            if (Option.isSome(args.as)) yield* findAdmin(args.as.value, company)
-            return company
-          }
-          if (Option.isNone(args.as)) return yield* invalid(words`name the company with ${at("company")} (or yourself with ${at("admin")})`)
-          const actor = yield* findAdmin(args.as.value)
-          return yield* companyById(actor.companyId)
-        })
-        const tokens = yield* listTokens(company.id)
-        yield* output(args.json, tokens, () =>
-          tokens.length === 0
-            ? `${company.name} (${company.host}) has no admin tokens.`
-            : table(
-                ["ID", "NAME", "TOKEN", "ADMIN", "CREATED", "EXPIRES", "LAST USED", "STATE"],
-                tokens.map((t) => [t.id, t.name, `${t.prefix}...`, t.userEmail, when(t.createdAt), when(t.expiresAt, "never"), when(t.lastUsedAt, "never"), t.state])
-              )
-        )
+const list = Command.make("list", { company: companyOptional, as: asOptional, json }, (args) =>
+  withDatabase(
+    Effect.gen(function* () {
+      const company = yield* Effect.gen(function* () {
+        if (Option.isSome(args.company)) {
+          const company = yield* findCompany(args.company.value)
+          if (Option.isSome(args.as)) yield* findAdmin(args.as.value, company)
+          return company
+        }
+        if (Option.isNone(args.as))
+          return yield* invalid(words`name the company with ${at("company")} (or yourself with ${at("admin")})`)
+        const actor = yield* findAdmin(args.as.value)
+        return yield* companyById(actor.companyId)
       })
-    )
+      const tokens = yield* listTokens(company.id)
+      yield* output(args.json, tokens, () =>
+        tokens.length === 0
+          ? `${company.name} (${company.host}) has no admin tokens.`
+          : table(
+              ["ID", "NAME", "TOKEN", "ADMIN", "CREATED", "EXPIRES", "LAST USED", "STATE"],
+              tokens.map((t) => [
+                t.id,
+                t.name,
+                `${t.prefix}...`,
+                t.userEmail,
+                when(t.createdAt),
+                when(t.expiresAt, "never"),
+                when(t.lastUsedAt, "never"),
+                t.state
+              ])
+            )
+      )
+    })
+  )
 ).pipe(Command.withDescription("List a company's admin tokens"))
 
 const revoke = Command.make(
   "revoke",
-  { id: Argument.String("id").pipe(Argument.withDescription("The token's id (see tokens list)")), as: asRequired, json },
+  {
+    id: Argument.String("id").pipe(Argument.withDescription("The token's id (see tokens list)")),
+    as: asRequired,
+    json
+  },
   (args) =>
     withDatabase(
       Effect.gen(function* () {

@@ -11,11 +11,23 @@ import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
 import type { EndpointView } from "../../../webhooks/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, type Company } from "../../../access/identity.ts"
-import { asOptional, asRequired, CheckFailed, company, companyOptional, json, optionalAdmin, listing, output, table, when, withDatabase } from "../support.ts"
+import {
+  asOptional,
+  asRequired,
+  CheckFailed,
+  company,
+  companyOptional,
+  json,
+  optionalAdmin,
+  listing,
+  output,
+  table,
+  when,
+  withDatabase
+} from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
-
 
 const idArg = (what: string) => Argument.String("id").pipe(Argument.withDescription(what))
 
@@ -34,7 +46,9 @@ const scopeOf = (as: Option.Option<string>, companyRef: Option.Option<string>) =
       ? Effect.map(findCompany(companyRef.value), (c): string | undefined => c.id)
       : Effect.succeed<string | undefined>(undefined)
 
-const eventsFlag = Flag.String("events").pipe(Flag.withDescription("Event names separated by commas, e.g. incident.created,corrective_action.closed"))
+const eventsFlag = Flag.String("events").pipe(
+  Flag.withDescription("Event names separated by commas, e.g. incident.created,corrective_action.closed")
+)
 
 const describeEndpoint = (e: EndpointView) =>
   [
@@ -59,7 +73,12 @@ const create = Command.make(
   (args) =>
     asAdmin({ as: args.as, company: Option.some(args.company) }, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const created = yield* w.createEndpoint(actor, { companyId, name: args.name, url: args.url, events: args.events })
+        const created = yield* w.createEndpoint(actor, {
+          companyId,
+          name: args.name,
+          url: args.url,
+          events: args.events
+        })
         yield* output(args.json, { id: created.id, secret: created.secret }, () =>
           [
             `Created webhook endpoint "${created.endpoint.name}" (${created.id}).`,
@@ -77,7 +96,8 @@ const create = Command.make(
   Command.withDescription("Add a webhook endpoint; its signing secret is shown once"),
   Command.withExamples([
     {
-      command: "endpoints create --company acme.localhost --name Ops --url https://hooks.example.com/safety --events incident.created,corrective_action.closed --as admin@acme.example --json",
+      command:
+        "endpoints create --company acme.localhost --name Ops --url https://hooks.example.com/safety --events incident.created,corrective_action.closed --as admin@acme.example --json",
       description: 'Prints {"id": ..., "secret": "whsec_..."}'
     }
   ])
@@ -117,7 +137,9 @@ const update = Command.make(
           url: Option.getOrUndefined(args.url),
           events: Option.getOrUndefined(args.events)
         })
-        yield* output(args.json, e, () => [`Updated webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n"))
+        yield* output(args.json, e, () =>
+          [`Updated webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n")
+        )
       })
     )
 ).pipe(Command.withDescription("Change an endpoint's name, address or events"))
@@ -127,7 +149,12 @@ const update = Command.make(
 const onEndpoint = <E, R>(
   name: string,
   description: string,
-  run: (w: WebhooksShape, actor: WebhookActor, ref: { id: string; companyId: string }, json: boolean) => Effect.Effect<void, E, R>
+  run: (
+    w: WebhooksShape,
+    actor: WebhookActor,
+    ref: { id: string; companyId: string },
+    json: boolean
+  ) => Effect.Effect<void, E, R>
 ) =>
   Command.make(name, { id: idArg("The endpoint's id"), ...asAdminFlags }, (args) =>
     asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }, args.json))
@@ -148,7 +175,11 @@ const rotateSecret = Command.make(
   (args) =>
     asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
-        const r = yield* w.rotateEndpointSecret(actor, { id: args.id, companyId, overlap: Option.getOrUndefined(args.overlap) })
+        const r = yield* w.rotateEndpointSecret(actor, {
+          id: args.id,
+          companyId,
+          overlap: Option.getOrUndefined(args.overlap)
+        })
         yield* output(args.json, r, () =>
           [
             `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
@@ -168,31 +199,42 @@ const rotateSecret = Command.make(
     `Give an endpoint a new signing secret (shown once); new deliveries use it at once, and the old one signs beside it for the overlap (--overlap, ${DEFAULT_OVERLAP} unless told)`
   ),
   Command.withExamples([
-    { command: "endpoints rotate-secret <id> --as admin@acme.example", description: `The old secret signs beside the new one for ${DEFAULT_OVERLAP}` },
-    { command: "endpoints rotate-secret <id> --overlap 0 --as admin@acme.example --json", description: "The old secret stops signing at once (e.g. it leaked)" }
+    {
+      command: "endpoints rotate-secret <id> --as admin@acme.example",
+      description: `The old secret signs beside the new one for ${DEFAULT_OVERLAP}`
+    },
+    {
+      command: "endpoints rotate-secret <id> --overlap 0 --as admin@acme.example --json",
+      description: "The old secret stops signing at once (e.g. it leaked)"
+    }
   ])
 )
 
 const remove = onEndpoint("delete", "Delete an endpoint and its pending deliveries", (w, actor, ref, asJson) =>
-  Effect.flatMap(w.deleteEndpoint(actor, ref), () => output(asJson, { id: ref.id, deleted: true }, () => `Deleted webhook endpoint ${ref.id}.`))
+  Effect.flatMap(w.deleteEndpoint(actor, ref), () =>
+    output(asJson, { id: ref.id, deleted: true }, () => `Deleted webhook endpoint ${ref.id}.`)
+  )
 )
 
-const enable = onEndpoint("enable", "Turn On: an endpoint that was switched off receives deliveries again", (w, actor, ref, asJson) =>
-  Effect.flatMap(w.enableEndpoint(actor, ref), (e) =>
-    output(asJson, e, () =>
-      [
-        `Turned on webhook endpoint "${e.name}" (${e.id}).`,
-        describeEndpoint(e),
-        ...(e.replayWhatFailed !== null
-          ? [
-              "",
-              "To send what failed while it was off (count first):",
-              `  npm run admin -- replay --endpoint ${e.id} --failed --since ${e.replayWhatFailed.since} --until ${e.replayWhatFailed.until} --dry-run`
-            ]
-          : [])
-      ].join("\n")
+const enable = onEndpoint(
+  "enable",
+  "Turn On: an endpoint that was switched off receives deliveries again",
+  (w, actor, ref, asJson) =>
+    Effect.flatMap(w.enableEndpoint(actor, ref), (e) =>
+      output(asJson, e, () =>
+        [
+          `Turned on webhook endpoint "${e.name}" (${e.id}).`,
+          describeEndpoint(e),
+          ...(e.replayWhatFailed !== null
+            ? [
+                "",
+                "To send what failed while it was off (count first):",
+                `  npm run admin -- replay --endpoint ${e.id} --failed --since ${e.replayWhatFailed.since} --until ${e.replayWhatFailed.until} --dry-run`
+              ]
+            : [])
+        ].join("\n")
+      )
     )
-  )
 )
 
 const test = onEndpoint(
@@ -202,7 +244,9 @@ const test = onEndpoint(
     Effect.flatMap(w.testEndpoint(actor, ref), ({ errorKind, ...r }) =>
       output(asJson, r, () =>
         [
-          r.ok ? `The receiver accepted the test event: HTTP ${r.status} in ${r.durationMs} ms.` : `The test event failed after ${r.durationMs} ms: ${r.error ?? `HTTP ${r.status}`}`,
+          r.ok
+            ? `The receiver accepted the test event: HTTP ${r.status} in ${r.durationMs} ms.`
+            : `The test event failed after ${r.durationMs} ms: ${r.error ?? `HTTP ${r.status}`}`,
           `  status:   ${r.status ?? "-"}`,
           `  time:     ${r.durationMs} ms`,
           `  answer:   ${r.response === "" ? "(empty)" : r.response.replace(/\s+/g, " ").slice(0, 200)}`,
@@ -216,7 +260,11 @@ const test = onEndpoint(
                 new CheckFailed({
                   message: `the receiver did not accept the test event (${r.error ?? `HTTP ${r.status}`})`,
                   // A stored address had its form checked: "refused" now is for the address.
-                  ...(errorKind === "refused" ? { reason: "address_not_public" as const } : errorKind === "tls" ? { reason: "tls" as const } : {})
+                  ...(errorKind === "refused"
+                    ? { reason: "address_not_public" as const }
+                    : errorKind === "tls"
+                      ? { reason: "tls" as const }
+                      : {})
                 })
               )
         )
@@ -256,7 +304,10 @@ const companyListing = <A, E, R>(
 const list = companyListing(
   "List a company's webhook endpoints: address, events, on or switched off (and why)",
   (w, companyId) => w.listEndpoints({ companyId }),
-  (company) => ({ empty: `${company.name} (${company.host}) has no webhook endpoints.`, title: `Webhook endpoints of ${company.name} (${company.host}):` }),
+  (company) => ({
+    empty: `${company.name} (${company.host}) has no webhook endpoints.`,
+    title: `Webhook endpoints of ${company.name} (${company.host}):`
+  }),
   ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
   (e) => [
     e.id,
@@ -282,7 +333,10 @@ const endpointDeliveries = Command.make(
         yield* output(args.json, rows, () =>
           listing(
             rows,
-            { empty: `Endpoint ${args.id} has no deliveries yet.`, title: `The last ${LOG_SIZE} deliveries of endpoint ${args.id}, newest first:` },
+            {
+              empty: `Endpoint ${args.id} has no deliveries yet.`,
+              title: `The last ${LOG_SIZE} deliveries of endpoint ${args.id}, newest first:`
+            },
             ["ID", "EVENT", "STATE", "STATUS OR ERROR", "ATTEMPTS", "CREATED", "LAST ATTEMPT", "NEXT ATTEMPT"],
             () =>
               rows.map((d) => [
@@ -290,7 +344,11 @@ const endpointDeliveries = Command.make(
                 d.event,
                 d.state,
                 // One spelling for a status, answered or failed: HTTP 200, HTTP 500.
-                d.lastError !== null && !/^http \d{3}$/.test(d.lastError) ? d.lastError : d.lastStatus === null ? (d.heldReason ?? d.lastError ?? "-") : `HTTP ${d.lastStatus}`,
+                d.lastError !== null && !/^http \d{3}$/.test(d.lastError)
+                  ? d.lastError
+                  : d.lastStatus === null
+                    ? (d.heldReason ?? d.lastError ?? "-")
+                    : `HTTP ${d.lastStatus}`,
                 String(d.attempts),
                 when(d.createdAt),
                 when(d.lastAttemptAt),
@@ -312,7 +370,10 @@ export const endpoints = Command.make("endpoints").pipe(
 
 const resend = Command.make(
   "resend",
-  { id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")), ...asAdminFlags },
+  {
+    id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")),
+    ...asAdminFlags
+  },
   (args) =>
     asAdmin(args, (w, actor, companyId) =>
       Effect.gen(function* () {
@@ -344,7 +405,10 @@ const subscriptionsList = companyListing(
 const subscriptionChange = (name: "disable" | "enable" | "delete", description: string) =>
   Command.make(
     name,
-    { id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")), ...asAdminFlags },
+    {
+      id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")),
+      ...asAdminFlags
+    },
     (args) =>
       asAdmin(args, (w, actor, companyId) =>
         Effect.gen(function* () {
@@ -353,8 +417,15 @@ const subscriptionChange = (name: "disable" | "enable" | "delete", description: 
             yield* w.deleteSubscription(actor, target)
             return yield* output(args.json, { id: args.id, deleted: true }, () => `Deleted subscription ${args.id}.`)
           }
-          const s = name === "disable" ? yield* w.disableSubscription(actor, target) : yield* w.enableSubscription(actor, target)
-          yield* output(args.json, s, () => `Turned ${s.active ? "on" : "off"} subscription ${s.id} (${s.event} to ${s.url}).`)
+          const s =
+            name === "disable"
+              ? yield* w.disableSubscription(actor, target)
+              : yield* w.enableSubscription(actor, target)
+          yield* output(
+            args.json,
+            s,
+            () => `Turned ${s.active ? "on" : "off"} subscription ${s.id} (${s.event} to ${s.url}).`
+          )
         })
       )
   ).pipe(Command.withDescription(description))
@@ -378,7 +449,10 @@ export const activity = Command.make(
   "activity",
   {
     company,
-    kind: Flag.Literals("kind", ACTIVITY_FILTERS).pipe(Flag.withDescription("Only this kind (e.g. endpoint.created) or family (e.g. endpoint)"), Flag.optional),
+    kind: Flag.Literals("kind", ACTIVITY_FILTERS).pipe(
+      Flag.withDescription("Only this kind (e.g. endpoint.created) or family (e.g. endpoint)"),
+      Flag.optional
+    ),
     as: asOptional,
     json
   },
@@ -387,13 +461,24 @@ export const activity = Command.make(
       Effect.gen(function* () {
         const kind = Option.getOrUndefined(args.kind)
         const entries = yield* w.listActivity({ companyId: company.id, limit: ACTIVITY_LIMIT, kind })
-        if (!args.json && entries.length === 0) return yield* Console.log(`No activity${kind === undefined ? "" : ` of kind ${kind}`} for ${company.name} (${company.host}).`)
+        if (!args.json && entries.length === 0)
+          return yield* Console.log(
+            `No activity${kind === undefined ? "" : ` of kind ${kind}`} for ${company.name} (${company.host}).`
+          )
         yield* output(args.json, entries, () =>
           table(
             ["WHEN", "WHO", "WHAT", "SUBJECT", "DETAILS"],
-            entries.map((e) => [when(e.at), e.actorEmail ?? (typeof e.details.byKey === "string" ? `key ${e.details.byKey}` : "service"), e.kind, e.subjectId ?? "-", JSON.stringify(e.details)])
+            entries.map((e) => [
+              when(e.at),
+              e.actorEmail ?? (typeof e.details.byKey === "string" ? `key ${e.details.byKey}` : "service"),
+              e.kind,
+              e.subjectId ?? "-",
+              JSON.stringify(e.details)
+            ])
           )
         )
       })
     )
-).pipe(Command.withDescription("A company's activity log, newest first: who changed which endpoint, subscription or key"))
+).pipe(
+  Command.withDescription("A company's activity log, newest first: who changed which endpoint, subscription or key")
+)
