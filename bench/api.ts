@@ -268,7 +268,7 @@ const startChild = async (args: ReadonlyArray<string>, port: number): Promise<Ch
 
 const seed = async (sql: postgres.Sql) => {
   const [c] = await sql<{ id: string; created_at: Date }[]>`
-    insert into app.companies (name, host, tier, api_enabled) values ('Bench Co', ${"bench-" + randomBytes(4).toString("hex") + ".test"}, 'company', true)
+    insert into app.companies (name, host, tier, api_enabled) values ('Bench Co', ${`bench-${randomBytes(4).toString("hex")}.test`}, 'company', true)
     returning id::text, created_at`
   const companyId = c!.id
   const [u] = await sql<{ id: string }[]>`
@@ -352,11 +352,11 @@ const main = async () => {
     stopEmbedded = server.stop
     postmaster = Number(readFileSync(join(dir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
   }
-  const dbName = "bench_api_" + randomBytes(4).toString("hex")
+  const dbName = `bench_api_${randomBytes(4).toString("hex")}`
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} })
   await admin.unsafe(`create database ${dbName}`)
   const u = new URL(adminUrl)
-  u.pathname = "/" + dbName
+  u.pathname = `/${dbName}`
   const url = u.toString()
   const sql = connect(url, 4)
   const children: Array<ChildProcess> = []
@@ -427,7 +427,7 @@ const main = async () => {
         ""
       )
     }
-    process.stdout.write("\n" + lines.join("\n") + "\n")
+    process.stdout.write(`\n${lines.join("\n")}\n`)
     process.stdout.write(`targets: ratio >= 1.2x, service p99 < 25 ms at ${STEADY_RATE} req/s\n`)
   } finally {
     for (const c of children) c.kill("SIGTERM")

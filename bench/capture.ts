@@ -198,8 +198,8 @@ const writeTxn = async (i: number, incidentId = randomUUID()) => {
   await sql.begin(async (tx) => {
     await tx`
       insert into app.incidents (id, company_id, reference, type, title, description, occurred_at, severity, location, photos)
-      values (${incidentId}, ${companyId}, ${"INC-" + i}, 'injury', 'Slipped on stairs', 'Wet stairs near gate 3', now(), 'minor', 'Gate 3', '{never.jpg}'),
-             (${randomUUID()}, ${companyId}, ${"INC-" + i + "b"}, 'near_miss', 'Dropped tool', 'From scaffold level 2', now(), 'moderate', 'Scaffold', null)`
+      values (${incidentId}, ${companyId}, ${`INC-${i}`}, 'injury', 'Slipped on stairs', 'Wet stairs near gate 3', now(), 'minor', 'Gate 3', '{never.jpg}'),
+             (${randomUUID()}, ${companyId}, ${`INC-${i}b`}, 'near_miss', 'Dropped tool', 'From scaffold level 2', now(), 'moderate', 'Scaffold', null)`
     const [a] = await tx<{ id: string }[]>`
       insert into app.corrective_actions (company_id, title, description, source, status, priority, owner)
       values (${companyId}, 'Dry the stairs', 'Add mats', 'incident', 'open', 'high', 'Sam') returning id::text`
@@ -370,7 +370,10 @@ const listener = await sql.listen("service_events", async () => {
     where event = 'incident.created' and commit_lsn > ${lastLsn}::pg_lsn order by commit_lsn`
   for (const r of rows) {
     const t = sent.get(r.record_id)
-    if (t !== undefined) latencies.push(now - t), sent.delete(r.record_id)
+    if (t !== undefined) {
+      latencies.push(now - t)
+      sent.delete(r.record_id)
+    }
     lastLsn = r.lsn
   }
 })
@@ -441,7 +444,7 @@ clearInterval(sampler)
 const [outbox] = await sql<{ n: number }[]>`select count(*)::int as n from service.events`
 const outboxRows = outbox!.n
 
-const mb = (b: number) => fmt(b / 1024 / 1024, 0) + " MB"
+const mb = (b: number) => `${fmt(b / 1024 / 1024, 0)} MB`
 console.log(
   `\nbench/capture: ${TRANSACTIONS} transactions of ${CHANGES_PER_TXN} row changes (${fmt(totalChanges)} changes), written in ${fmt(writeMs / 1000, 1)} s; drained in ${drainBatches} batches; outbox now ${fmt(outboxRows)} events\n`
 )

@@ -72,7 +72,7 @@ const args = (() => {
       strict: true
     })
     if (values.help) {
-      process.stdout.write(USAGE + "\n")
+      process.stdout.write(`${USAGE}\n`)
       process.exit(0)
     }
     const rate = Number(values.rate)
@@ -95,7 +95,7 @@ const args = (() => {
 // Small helpers
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const log = (s: string) => process.stderr.write(s + "\n")
+const log = (s: string) => process.stderr.write(`${s}\n`)
 const mb = (bytes: number | undefined) => (bytes === undefined || Number.isNaN(bytes) ? "-" : (bytes / MB).toFixed(1))
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
 
@@ -439,7 +439,7 @@ const main = async () => {
     }
 
     log(`seeding the demo (node src/faces/cli/seed.ts) under ${dataDir}...`)
-    log("  " + (await run("src/faces/cli/seed.ts", [], env, 300_000)).trim())
+    log(`  ${(await run("src/faces/cli/seed.ts", [], env, 300_000)).trim()}`)
 
     const command = startCommand()
     for (const step of command.before) {
@@ -619,7 +619,7 @@ const main = async () => {
     ]
     const widths = header.map((h) => Math.max(h.length, 10))
     const print = (cells: ReadonlyArray<string>) =>
-      process.stdout.write(cells.map((c, i) => c.padStart(widths[i]!)).join("  ") + "\n")
+      process.stdout.write(`${cells.map((c, i) => c.padStart(widths[i]!)).join("  ")}\n`)
     print(header)
     const take = async () => {
       const s = await sampleNow()
@@ -747,12 +747,12 @@ const main = async () => {
       ...eventRows.map(([k, e, g, d, v]) => `| ${k} | ${fmt(e)} | ${fmt(g)} | ${fmt(d)} | ${v} |`),
       ""
     ]
-    process.stdout.write(lines.join("\n") + "\n")
+    process.stdout.write(`${lines.join("\n")}\n`)
     for (const e of reader.stats.firstErrors) log(`  API error: ${e}`)
     for (const e of result.errors) log(`  simulate failure: ${e}`)
 
     if (broken.length > 0) {
-      failures.push("EVENTS MISSING OR DOUBLED:\n" + broken.map((b) => `    ${b}`).join("\n"))
+      failures.push(`EVENTS MISSING OR DOUBLED:\n${broken.map((b) => `    ${b}`).join("\n")}`)
     }
     if (receiver.distinct() !== expectedTotal)
       failures.push(`deliveries: ${expectedTotal} expected, ${receiver.distinct()} received`)
@@ -785,7 +785,7 @@ const main = async () => {
     clearTimeout(watchdog)
   }
   if (failures.length > 0) {
-    log("\n" + "!".repeat(78))
+    log(`\n${"!".repeat(78)}`)
     for (const f of failures) log(`!! SOAK FAILED: ${f}`)
     log("!".repeat(78))
     process.exitCode = 1

@@ -91,7 +91,7 @@ const cpuRow = (name: string, c: CpuUs) => {
 const pct = (sorted: ReadonlyArray<number>, p: number) =>
   sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
-const log = (s: string) => process.stderr.write(s + "\n")
+const log = (s: string) => process.stderr.write(`${s}\n`)
 
 const waitUntil = async (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) => {
   const deadline = Date.now() + timeoutMs
@@ -462,7 +462,7 @@ const main = async () => {
       // postgres.js queries are lazy: execute() sends it now, at its scheduled time.
       inserts.push(
         sql`insert into app.incidents (company_id, reference, type, title, description, occurred_at, severity)
-          values (${company.id}, ${"LAT-" + i}, 'injury', 'Latency probe', 'Probe', now(), 'minor')`.execute()
+          values (${company.id}, ${`LAT-${i}`}, 'injury', 'Latency probe', 'Probe', now(), 'minor')`.execute()
       )
     }
     await Promise.all(inserts)

@@ -36,7 +36,7 @@ const sourceFiles = (dir: string): Array<string> =>
 const IMPORT = /(?:^|\n)\s*(?:import|export)\b[^"'`;]*?from\s*["'](\.[^"']+)["']|\bimport\(\s*["'](\.[^"']+)["']\s*\)/g
 
 /** Every relative import in src: [importing file, imported file]. */
-export const importsOf = (files: ReadonlyArray<string>): Array<readonly [string, string]> =>
+const importsOf = (files: ReadonlyArray<string>): Array<readonly [string, string]> =>
   files.flatMap((file) =>
     [...readFileSync(file, "utf8").matchAll(IMPORT)].map(
       (m) => [file, resolve(dirname(file), (m[1] ?? m[2])!)] as const
@@ -58,7 +58,7 @@ const conceptEdges = (edges: ReadonlyArray<readonly [string, string]>) => {
 }
 
 /** Loops in a directed graph (Tarjan's strongly connected components of more than one node). */
-export const loopsIn = (graph: ReadonlyMap<string, Iterable<string>>): Array<Array<string>> => {
+const loopsIn = (graph: ReadonlyMap<string, Iterable<string>>): Array<Array<string>> => {
   const index = new Map<string, number>()
   const low = new Map<string, number>()
   const stack: Array<string> = []

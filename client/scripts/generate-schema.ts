@@ -75,7 +75,7 @@ export const generateSchema = async (document: Record<string, unknown> = apiDocu
       immutable: true,
       defaultNonNullable: false
     })
-    return { source: HEADER + "\n" + astToString(ast), problems }
+    return { source: `${HEADER}\n${astToString(ast)}`, problems }
   } finally {
     console.warn = warn
     console.error = error

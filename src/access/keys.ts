@@ -159,7 +159,7 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
     Effect.gen(function* () {
       // Serialise key creation per company so that two at once cannot both be the 20th.
       const [active] = yield* query(async (tx) => {
-        await tx`select pg_advisory_xact_lock(hashtextextended(${"service.api_keys:" + input.companyId}, 0))`
+        await tx`select pg_advisory_xact_lock(hashtextextended(${`service.api_keys:${input.companyId}`}, 0))`
         return tx<{ n: number }[]>`
           select count(*)::int as n from service.api_keys
            where company_id = ${input.companyId} and revoked_at is null and (expires_at is null or expires_at > now())`

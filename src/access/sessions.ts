@@ -127,7 +127,7 @@ export const resolveSession = Effect.fn("resolveSession")(function* (
 })
 
 const withoutNul = (_key: string, value: unknown) =>
-  typeof value === "string" ? value.replace(/\u0000/g, "\uFFFD") : value
+  typeof value === "string" ? value.replaceAll("\u0000", "\uFFFD") : value
 
 export const setFlash = (session: Session, flash: Flash) =>
   // jsonb cannot hold a NUL character, and a receiver's answer (a ping's) may carry one.

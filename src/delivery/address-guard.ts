@@ -64,7 +64,7 @@ export const parseIPv6 = (text: string): Uint8Array | undefined => {
   const gap = addr.indexOf("::")
   if (gap === -1) {
     const all = toGroups(addr)
-    if (!all || all.length !== 8) return undefined
+    if (all?.length !== 8) return undefined
     groups.push(...all)
   } else {
     const head = toGroups(addr.slice(0, gap))

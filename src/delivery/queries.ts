@@ -4,7 +4,8 @@
 // Plain async functions over the raw handle, each one batched statement: the steps in
 // engine/ wrap each call once (runtime.ts `db`), and nothing per row goes through Effect, which
 // would cost delivery throughput (one write carries up to hundreds of rows).
-import type { ISql, Sql } from "postgres"
+import type { Sql } from "postgres"
+import type { Tx } from "../platform/db/Database.ts"
 import { pruneDeletions } from "../pipeline/projection/write.ts"
 import { PARTITIONS_CHANNEL } from "../platform/db/channels.ts"
 
@@ -46,7 +47,7 @@ const HOLD_REASON = `case
   end`
 
 /** Why the delivery could not be sent now, as the engine would decide it; null if it could. */
-export const holdReason = async (sql: ISql<{}>, id: string): Promise<string | null> => {
+export const holdReason = async (sql: Tx, id: string): Promise<string | null> => {
   const [r] = await sql.unsafe<{ reason: string | null }[]>(
     `select ${HOLD_REASON} as reason from ${FROM} where d.id = $1`,
     [id]
@@ -527,12 +528,7 @@ export const releaseHeld = async (sql: Sql, now: Date): Promise<number> => {
 }
 
 /** Gives leased deliveries back unattempted (shutdown), due at once for whoever runs next. */
-export const handBack = async (
-  sql: ISql<{}>,
-  ids: ReadonlyArray<string>,
-  owner: string,
-  now: Date
-): Promise<number> => {
+export const handBack = async (sql: Tx, ids: ReadonlyArray<string>, owner: string, now: Date): Promise<number> => {
   if (ids.length === 0) return 0
   const rows = await sql`
     update service.webhook_deliveries set next_attempt_at = ${now}, lease_until = null, leased_by = null
@@ -564,7 +560,7 @@ export type Outcome = {
 }
 
 // PostgreSQL text cannot hold NUL; receivers' answers may.
-const clean = (s: string | null): string | null => (s === null ? null : s.replace(/\u0000/g, "\uFFFD"))
+const clean = (s: string | null): string | null => (s === null ? null : s.replaceAll("\u0000", "\uFFFD"))
 
 /**
  * Outcomes of leased rows (retries, Send Again, first attempts written before they ended).
@@ -738,7 +734,7 @@ const rowColumns = (rows: ReadonlyArray<NewRow>): Array<Array<string | number | 
   return cols
 }
 
-type Q = ISql<{}>
+type Q = Tx
 
 /** Endpoint health and 410 Gone for the outcomes that were applied, in completion order. */
 const health = async (

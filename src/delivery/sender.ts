@@ -217,6 +217,7 @@ const classifyError = (err: unknown): [SendErrorKind, string] => {
 const headerText = (value: string | Array<string> | undefined): string => {
   const v = Array.isArray(value) ? value[0] : value
   // Keep log lines single-line and short whatever the receiver sent.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
   return (v ?? "").replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 300)
 }
 

@@ -48,9 +48,9 @@ export const EVENT_WHEN: Readonly<Record<EventKind, string>> = {
 
 /** The name of an event kind's payload schema in the OpenAPI document: incident.created -> IncidentCreatedEvent. */
 export const eventSchemaName = (kind: EventKind): string =>
-  kind
+  `${kind
     .split(/[._]/)
     .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
-    .join("") + "Event"
+    .join("")}Event`
 
 export const isEventKind = (s: string): s is EventKind => (EVENT_KINDS as ReadonlyArray<string>).includes(s)

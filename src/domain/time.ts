@@ -26,7 +26,7 @@ const parse = (text: string): Date => {
   if (m === null) throw new TypeError(`not a timestamp: ${JSON.stringify(text)}`)
   const [, y, mo, d, h = "0", mi = "0", s = "0", fraction = "", zone, bc] = m
   // Truncate (not round) beyond milliseconds: rounding could move a value into the next second.
-  const ms = Number((fraction + "000").slice(0, 3))
+  const ms = Number(`${fraction}000`.slice(0, 3))
   // 1 BC is year 0 of ISO 8601 (astronomical numbering), 44 BC is -43.
   const year = bc === undefined ? Number(y) : 1 - Number(y)
   const date = new Date(0)

@@ -21,7 +21,7 @@ export const writeLog = (
   fields: Record<string, unknown> = {},
   out: NodeJS.WritableStream = process.stdout
 ) => {
-  out.write(JSON.stringify({ time: new Date().toISOString(), level, message, ...clean(fields) }) + "\n")
+  out.write(`${JSON.stringify({ time: new Date().toISOString(), level, message, ...clean(fields) })}\n`)
 }
 
 /**
@@ -42,7 +42,7 @@ export const lineLogger = (
   })
 
 const jsonLogger = lineLogger((level, message, fields, date) => {
-  process.stdout.write(JSON.stringify({ time: date.toISOString(), level, message, ...clean(fields) }) + "\n")
+  process.stdout.write(`${JSON.stringify({ time: date.toISOString(), level, message, ...clean(fields) })}\n`)
 })
 
 const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = {

@@ -16,7 +16,7 @@ export const FirstStart = Layer.effectDiscard(
     const summary = yield* Effect.promise(() => seedDemo(db.sql))
     yield* Effect.logInfo("demo data loaded", summary)
     process.stdout.write(
-      [
+      `${[
         "",
         `Safety Records Service, first start: demo company "${summary.company}" (${summary.host}) loaded.`,
         `  API:        http://${host}:${port}/api/v1   (Host: ${summary.host} or any host)`,
@@ -24,7 +24,7 @@ export const FirstStart = Layer.effectDiscard(
         `  Try it:     curl -H "Authorization: Bearer mk_..." http://${host}:${port}/api/v1/incidents`,
         `  Admin:      http://${host === "0.0.0.0" ? "localhost" : host}:${port}/admin   (sign in with a token: npm run admin -- tokens create --as ${summary.adminEmail})`,
         ""
-      ].join("\n") + "\n"
+      ].join("\n")}\n`
     )
   })
 )

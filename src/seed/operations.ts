@@ -74,7 +74,7 @@ const pickLocked = async <T extends object>(
   companyId: string
 ) => {
   const [row] = await tx<(T & { id: string })[]>`
-    select * from ${tx("app." + table)}
+    select * from ${tx(`app.${table}`)}
     where company_id = ${companyId} and ${tx(column)} = any(${values as string[]})
     order by random() limit 1
     for update skip locked`
@@ -183,7 +183,7 @@ const reworkAction: Operation = async (tx, ctx) => {
   if (!row) return null
   await tx`update app.corrective_actions set status = 'in_progress', completed_at = null, updated_at = now() where id = ${row.id}`
   await tx`update app.corrective_actions set status = 'completed', completed_at = now(), updated_at = now(),
-    close_out_notes = ${ctx.r.pick(C.CLOSE_OUT_NOTES) + " (notes corrected)"} where id = ${row.id}`
+    close_out_notes = ${`${ctx.r.pick(C.CLOSE_OUT_NOTES)} (notes corrected)`} where id = ${row.id}`
   return { events: [] }
 }
 

@@ -128,7 +128,7 @@ export const subcontractorRow = (
     status: active ? "active" : "inactive",
     contact_name: contact,
     contact_phone: C.phone(r),
-    contact_email: C.emailOf(contact, name.toLowerCase().replace(/[^a-z]/g, "") + ".example")
+    contact_email: C.emailOf(contact, `${name.toLowerCase().replace(/[^a-z]/g, "")}.example`)
   }
 }
 
@@ -532,7 +532,7 @@ export const policyRow = (
   }
 }
 
-export const acknowledgementRow = (r: Random, c: CompanyRefs, policyId: string, workerId: string, at: Date): Row => {
+export const acknowledgementRow = (r: Random, _c: CompanyRefs, policyId: string, workerId: string, at: Date): Row => {
   const id = randomUUID()
   return {
     id,

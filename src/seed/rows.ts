@@ -16,7 +16,7 @@ export const insertRows = async (sql: Sql, table: string, rows: ReadonlyArray<Ro
   const perBatch = Math.max(1, Math.floor(MAX_PARAMETERS / columns.length))
   for (let i = 0; i < rows.length; i += perBatch) {
     const batch = rows.slice(i, i + perBatch) as Array<Record<string, postgres.ParameterOrJSON<never>>>
-    await sql`insert into ${sql("app." + table)} ${sql(batch, columns)}`
+    await sql`insert into ${sql(`app.${table}`)} ${sql(batch, columns)}`
   }
   return rows.length
 }

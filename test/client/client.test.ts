@@ -145,7 +145,7 @@ describe("the client", () => {
     const tooMany = await fails(client.listPage("incidents", { limit: 500 }))
     expect([tooMany.status, tooMany.message]).toEqual([400, 'query parameter "limit" must be an integer from 1 to 200'])
     const unknown = await fails(
-      new SafetyRecordsClient({ baseUrl: server.url, apiKey: "mk_" + "A".repeat(43), fetch: checked.fetch }).index()
+      new SafetyRecordsClient({ baseUrl: server.url, apiKey: `mk_${"A".repeat(43)}`, fetch: checked.fetch }).index()
     )
     expect([unknown.status, unknown.message]).toEqual([401, "unknown API key"])
     const narrow = (await makeKey(db, acme, { scopes: ["incidents"] })).key

@@ -25,7 +25,7 @@ const engine = await Effect.runPromise(
   )
 )
 const report = async () =>
-  process.stdout.write(JSON.stringify({ id: engine.instanceId, ...(await Effect.runPromise(engine.stats)) }) + "\n")
+  process.stdout.write(`${JSON.stringify({ id: engine.instanceId, ...(await Effect.runPromise(engine.stats)) })}\n`)
 const timer = setInterval(() => void report(), 100)
 process.on("SIGTERM", () => {
   clearInterval(timer)

@@ -88,7 +88,7 @@ describe("engines killed during a burst", () => {
           await w.db.sql.begin(async (tx) => {
             for (let i = 0; i < n; i++) {
               await tx`insert into app.incidents (company_id, reference, type, title, description, occurred_at, severity)
-                values (${w.company.id}, ${"CRASH-" + (written + i)}, 'injury', 'Burst', 'Burst', now(), 'minor')`
+                values (${w.company.id}, ${`CRASH-${written + i}`}, 'injury', 'Burst', 'Burst', now(), 'minor')`
             }
           })
           written += n

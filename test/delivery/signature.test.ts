@@ -28,7 +28,7 @@ describe("signature", () => {
     const header = sign(secret, Math.floor(Date.now() / 1000), body)
     const event = Stripe.webhooks.constructEvent(Buffer.from(body), header, secret)
     expect(event).toMatchObject({ id: "dlv_1", event: "incident.created" })
-    expect(() => Stripe.webhooks.constructEvent(Buffer.from(body + " "), header, secret)).toThrow()
+    expect(() => Stripe.webhooks.constructEvent(Buffer.from(`${body} `), header, secret)).toThrow()
     expect(() => Stripe.webhooks.constructEvent(Buffer.from(body), header, newSecret())).toThrow()
   })
 
@@ -166,8 +166,8 @@ describe("signature", () => {
       }
       // A changed body verifies with neither.
       for (const secret of [current, previous]) {
-        expect(() => new StandardWebhook(secret.slice(6)).verify(body + " ", headers)).toThrow()
-        expect(verify(headers["service-signature"]!, body + " ", secret, 300, now).ok).toBe(false)
+        expect(() => new StandardWebhook(secret.slice(6)).verify(`${body} `, headers)).toThrow()
+        expect(verify(headers["service-signature"]!, `${body} `, secret, 300, now).ok).toBe(false)
       }
     })
   })

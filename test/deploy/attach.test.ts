@@ -147,7 +147,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
   }, async () => {
     await admin.unsafe(setupSql({ role, publication }))
     const company = await makeCompany(app, { host: `acme-${tag}.test` })
-    await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${"ada@" + company.host}, 'admin')`
+    await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${`ada@${company.host}`}, 'admin')`
     await app`insert into app.workers (company_id, name, status, phone, email) values (${company.id}, 'Wim', 'active', '+1 555 0100', 'wim@example.test')`
     const before = await appSchemaFingerprint(admin)
 

@@ -252,30 +252,31 @@ describe("the delivery engine's spans", () => {
 describe("the delivery engine's hooks", () => {
   it("a fan-out span with its event and delivery ids, and a delivery attempt span under it", async () => {
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: `${collector.endpoint}/`, OTEL_SERVICE_NAME: "srs-hooks" }
-    {
-      await Effect.runPromise(
-        Effect.gen(function* () {
-          expect(yield* TracingEnabled).toBe(true)
-          yield* Effect.void.pipe(
-            withDeliverySpan({
-              deliveryId: "d-1",
-              eventId: "e-1",
-              event: "incident.created",
-              endpointId: "ep-1",
-              attempt: 2
-            }),
-            Effect.andThen(annotateFanout({ events: 1, deliveryIds: ["d-1"] })),
-            withFanoutSpan({ eventIds: ["e-1"] })
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        expect(yield* TracingEnabled).toBe(true)
+        yield* Effect.void.pipe(
+          withDeliverySpan({
+            deliveryId: "d-1",
+            eventId: "e-1",
+            event: "incident.created",
+            endpointId: "ep-1",
+            attempt: 2
+          }),
+          Effect.andThen(annotateFanout({ events: 1, deliveryIds: ["d-1"] })),
+          withFanoutSpan({ eventIds: ["e-1"] })
+        )
+        const run = yield* spanRunner
+        expect(
+          yield* Effect.promise(() =>
+            run!("outside.effect", { "a.b": 1 }, async (annotate) => {
+              annotate("c.d", "two")
+              return 42
+            })
           )
-          const run = yield* spanRunner
-          expect(
-            yield* Effect.promise(() =>
-              run!("outside.effect", { "a.b": 1 }, async (annotate) => (annotate("c.d", "two"), 42))
-            )
-          ).toBe(42)
-        }).pipe(Effect.provide(tracing(env)))
-      )
-    }
+        ).toBe(42)
+      }).pipe(Effect.provide(tracing(env)))
+    )
     // The layer's end sent what was queued.
     const fanout = collector.spans.find((s) => s.name === "webhook.fanout" && s.service === "srs-hooks")
     const delivery = collector.spans.find((s) => s.name === "webhook.delivery" && s.service === "srs-hooks")

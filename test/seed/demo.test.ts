@@ -38,7 +38,7 @@ const distinct = async (db: TestDatabase, table: string, column: string) =>
   (
     await db.sql<
       { v: string }[]
-    >`select distinct ${db.sql(column)}::text as v from ${db.sql("app." + table)} order by 1`
+    >`select distinct ${db.sql(column)}::text as v from ${db.sql(`app.${table}`)} order by 1`
   ).map((r) => r.v)
 
 describe("demo seed", () => {
@@ -61,7 +61,7 @@ describe("demo seed", () => {
     >`select table_name from information_schema.tables where table_schema = 'app'`
     expect(tables.map((t) => t.table_name).sort()).toEqual([...APP_TABLES].sort())
     for (const table of APP_TABLES) {
-      const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from ${db.sql("app." + table)}`
+      const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from ${db.sql(`app.${table}`)}`
       expect(row!.n, table).toBeGreaterThan(0)
       expect(summary.counts[table], table).toBe(row!.n)
     }
@@ -100,7 +100,7 @@ describe("demo seed", () => {
     for (const [table, columns] of Object.entries(NEVER)) {
       for (const column of columns) {
         const [row] = await db.sql<{ n: number }[]>`
-          select count(*)::int as n from ${db.sql("app." + table)} where ${db.sql(column)} is not null`
+          select count(*)::int as n from ${db.sql(`app.${table}`)} where ${db.sql(column)} is not null`
         expect(row!.n, `${table}.${column}`).toBeGreaterThan(0)
       }
     }
@@ -249,7 +249,7 @@ describe("demo seed", () => {
       if (cols.length === 0) continue
       const [row] = await db.sql<{ n: number; future: number }[]>`
         select count(*) filter (where updated_at < created_at)::int as n, count(*) filter (where updated_at > now() or created_at > now())::int as future
-        from ${db.sql("app." + table)}`
+        from ${db.sql(`app.${table}`)}`
       expect(row!.n, table).toBe(0)
       expect(row!.future, table).toBe(0)
     }

@@ -21,7 +21,7 @@ describe("simulate", () => {
   const rowCounts = async () => {
     const out: Record<string, number> = {}
     for (const table of Object.keys(CREATED)) {
-      const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from ${db.sql("app." + table)}`
+      const [row] = await db.sql<{ n: number }[]>`select count(*)::int as n from ${db.sql(`app.${table}`)}`
       out[table] = row!.n
     }
     return out

@@ -8,7 +8,7 @@ export const makeCompany = async (
 ) => {
   const host = options.host ?? `c${Math.random().toString(36).slice(2, 10)}.test`
   const [c] = await sql<{ id: string }[]>`
-    insert into app.companies (name, host, tier, api_enabled) values (${"Company " + host}, ${host}, ${options.tier ?? "company"}, true)
+    insert into app.companies (name, host, tier, api_enabled) values (${`Company ${host}`}, ${host}, ${options.tier ?? "company"}, true)
     returning id::text`
   const modules = options.modules ?? RESOURCES
   for (const m of modules)
@@ -20,7 +20,7 @@ export const insertIncident = async (sql: Sql, companyId: string, fields: Record
   const [r] = await sql<{ id: string }[]>`
     insert into app.incidents ${sql({
       company_id: companyId,
-      reference: "INC-" + Math.floor(Math.random() * 1e6),
+      reference: `INC-${Math.floor(Math.random() * 1e6)}`,
       type: "injury",
       title: "Slipped on wet floor",
       description: "Worker slipped near the loading bay",

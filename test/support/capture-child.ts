@@ -8,7 +8,7 @@ const url = process.env.CAPTURE_URL!
 const slot = process.env.CAPTURE_SLOT!
 const sql = connect(url, 4)
 const stats = new CaptureStats()
-const line = (level: string, message: string) => process.stdout.write(JSON.stringify({ level, message }) + "\n")
+const line = (level: string, message: string) => process.stdout.write(`${JSON.stringify({ level, message })}\n`)
 const run = Effect.runFork(
   captureRun(
     sql,

@@ -17,13 +17,13 @@ export const adminUrl = () => inject("pgAdminUrl")
 
 export const urlFor = (database: string) => {
   const u = new URL(adminUrl())
-  u.pathname = "/" + database
+  u.pathname = `/${database}`
   return u.toString()
 }
 
 /** A new database: with `migrated` (default true) the demo's app tables and the service's migrations, else empty. */
 export const freshDatabase = async (options: { migrated?: boolean } = {}): Promise<TestDatabase> => {
-  const name = "t_" + randomBytes(6).toString("hex")
+  const name = `t_${randomBytes(6).toString("hex")}`
   const admin = postgres(adminUrl(), { max: 1, onnotice: () => {} })
   await admin.unsafe(`create database ${name}`)
   await admin.end()

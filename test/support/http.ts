@@ -70,7 +70,7 @@ export const request = (
         res.on("data", (c: Buffer) => chunks.push(c))
         res.on("end", () => {
           const text = Buffer.concat(chunks).toString("utf8")
-          let json: any = undefined
+          let json: any
           try {
             json = text === "" ? undefined : JSON.parse(text)
           } catch {
@@ -150,7 +150,7 @@ export const openApiChecker = async (document: unknown): Promise<OpenApiChecker>
   ajv.addSchema({ $id: "openapi.json", components: doc.components }, "openapi.json")
   const operations: Array<Operation> = []
   for (const [template, item] of Object.entries<any>(doc.paths)) {
-    const re = new RegExp("^" + template.replace(/\{[^}]+\}/g, "[^/]+") + "$")
+    const re = new RegExp(`^${template.replace(/\{[^}]+\}/g, "[^/]+")}$`)
     for (const [method, op] of Object.entries<any>(item)) {
       operations.push({ re, method: method.toUpperCase(), template, responses: op.responses })
     }
@@ -227,7 +227,7 @@ const checkAnswer = (
   }
   const bare = path.split("?")[0]!
   const known = Object.keys(checker.document.paths).some((t) =>
-    new RegExp("^" + t.replace(/\{[^}]+\}/g, "[^/]+") + "$").test(bare)
+    new RegExp(`^${t.replace(/\{[^}]+\}/g, "[^/]+")}$`).test(bare)
   )
   if (known && answer.status !== 405 && method !== "HEAD") checker.check(method, path, answer)
   if (keyed && bare.startsWith("/api/v1") && known && answer.status !== 405) {
@@ -274,7 +274,7 @@ export const checkedFetch = (checker: OpenApiChecker, neverMark: string): Checke
     const req = new Request(input, init)
     const response = await fetch(req)
     const text = await response.text()
-    let json: any = undefined
+    let json: any
     try {
       json = text === "" ? undefined : JSON.parse(text)
     } catch {

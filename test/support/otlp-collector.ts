@@ -32,15 +32,15 @@ interface KeyValue {
   readonly value: AnyValue
 }
 
-const valueOf = (v: AnyValue): unknown =>
+const otlpValue = (v: AnyValue): unknown =>
   v.stringValue ??
   (v.intValue !== undefined ? Number(v.intValue) : undefined) ??
   v.doubleValue ??
   v.boolValue ??
-  (v.arrayValue ? (v.arrayValue.values ?? []).map(valueOf) : undefined)
+  (v.arrayValue ? (v.arrayValue.values ?? []).map(otlpValue) : undefined)
 
 const flatten = (attributes: ReadonlyArray<KeyValue> | undefined) =>
-  Object.fromEntries((attributes ?? []).map((a) => [a.key, valueOf(a.value)]))
+  Object.fromEntries((attributes ?? []).map((a) => [a.key, otlpValue(a.value)]))
 
 export const startOtlpCollector = async (): Promise<OtlpCollector> => {
   const spans: ReceivedSpan[] = []

@@ -28,8 +28,14 @@ export const startService = (
   let output = ""
   let stdout = ""
   let stderr = ""
-  child.stdout!.on("data", (d) => ((output += d), (stdout += d)))
-  child.stderr!.on("data", (d) => ((output += d), (stderr += d)))
+  child.stdout!.on("data", (d) => {
+    output += d
+    stdout += d
+  })
+  child.stderr!.on("data", (d) => {
+    output += d
+    stderr += d
+  })
   const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
   const exited = (ms = 40_000) =>
     Promise.race([

@@ -267,7 +267,7 @@ describe("the activity log", () => {
 
 describe("send test event", () => {
   it("pings now, signed with the endpoint's secret, and shows the receiver's status, time and answer", async () => {
-    w.receiver.reply("/ping", { status: 200, body: "pong " + "x".repeat(2_000) })
+    w.receiver.reply("/ping", { status: 200, body: `pong ${"x".repeat(2_000)}` })
     const e = await create({ url: w.receiver.url("/ping") })
     const r = await runSql(w.deps.sql, testEndpoint(w.deps, ADMIN, { id: e.id, companyId: w.company.id }))
     expect(r).toMatchObject({ ok: true, status: 200, error: null })

@@ -37,7 +37,7 @@ const verifiedByAll = (req: RecordedRequest, secret: string) => {
   expect(Stripe.webhooks.constructEvent(req.body, headers["service-signature"]!, secret)).toEqual(parsed)
 
   const other = newSecret()
-  const changed = body.replace(parsed.event, parsed.event + "x")
+  const changed = body.replace(parsed.event, `${parsed.event}x`)
   expect(() => new StandardWebhook(secret.slice("whsec_".length)).verify(changed, headers)).toThrow()
   expect(() => new StandardWebhook(other.slice("whsec_".length)).verify(body, headers)).toThrow()
   expect(() => new SvixWebhook(secret).verify(changed, headers)).toThrow()

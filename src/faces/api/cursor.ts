@@ -112,7 +112,7 @@ export const pageJson = <Row extends { readonly id: string | null; readonly ts: 
   const n = more ? limit : count
   let body = '{"data":['
   for (let i = 0; i < n; i++) body += (i > 0 ? "," : "") + item(rows[i]!)
-  if (!more) return body + '],"nextCursor":null}'
+  if (!more) return `${body}],"nextCursor":null}`
   const last = rows[n - 1]!
-  return body + `],"nextCursor":${JSON.stringify(next({ createdAt: last.ts!, id: last.id! }))}}`
+  return `${body}],"nextCursor":${JSON.stringify(next({ createdAt: last.ts!, id: last.id! }))}}`
 }

@@ -8,6 +8,7 @@
 // - the `webhooks` section: one entry per event kind, with its headers and payload.
 import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName } from "../../domain/event-kinds.ts"
 
+// biome-ignore lint/suspicious/noExplicitAny: the OpenAPI document is untyped JSON, walked by its keys
 type Json = Record<string, any>
 
 // -----------------------------------------------------------------------------
@@ -36,8 +37,8 @@ const ETAG_HEADER = {
  * and to every GET the ETag of its 200 and its 304 for If-None-Match (fallback.ts, etag.ts).
  */
 export const documentHeaders = (spec: Json): Json => {
-  for (const item of Object.values<any>(spec.paths ?? {})) {
-    for (const [method, operation] of Object.entries<any>(item)) {
+  for (const item of Object.values<Json>(spec.paths ?? {})) {
+    for (const [method, operation] of Object.entries<Json>(item)) {
       if (method === "get" && operation.responses?.["200"] !== undefined) {
         operation.responses["200"].headers = { ...operation.responses["200"].headers, ETag: ETAG_HEADER }
         operation.responses["304"] = {
@@ -46,7 +47,7 @@ export const documentHeaders = (spec: Json): Json => {
           headers: { ETag: ETAG_HEADER }
         }
       }
-      for (const [status, response] of Object.entries<any>(operation.responses ?? {})) {
+      for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
         // Without a usable key there is no allowance to report, only the policy.
         const headers: Record<string, unknown> =
           status === "401" ? { "RateLimit-Policy": RATE_LIMIT_HEADERS["RateLimit-Policy"] } : { ...RATE_LIMIT_HEADERS }

@@ -195,7 +195,7 @@ const pageAnswer = (
           : `${sync.after.slice(0, 23)}Z`
     body += `,"nextUpdatedAfter":${next === null ? "null" : `"${next}"`}`
   }
-  return { _tag: "Body", body: body + "}" }
+  return { _tag: "Body", body: `${body}}` }
 }
 
 export interface KeyCheckRow {

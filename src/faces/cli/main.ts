@@ -31,7 +31,7 @@ const Presenter = CliOutput.layerPresenter({
           const formatter = yield* CliOutput.Formatter
           const path = event.commandPath.slice(1).join(" ")
           yield* Console.error(formatter.formatErrors(event.errors).trim())
-          yield* Console.error(`\nSee: ${PROGRAM} ${path === "" ? "" : path + " "}--help`)
+          yield* Console.error(`\nSee: ${PROGRAM} ${path === "" ? "" : `${path} `}--help`)
         })
       : CliOutput.defaultPresenter.present(event)
 })

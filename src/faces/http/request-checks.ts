@@ -50,7 +50,7 @@ export const nulParameter = (url: string): string | undefined => {
     return undefined
   }
   for (const [name, value] of params) {
-    if (name.includes("\u0000") || value.includes("\u0000")) return name.replace(/\u0000/g, "%00")
+    if (name.includes("\u0000") || value.includes("\u0000")) return name.replaceAll("\u0000", "%00")
   }
   return undefined
 }

@@ -227,11 +227,11 @@ export const deletedAt = (
   gone: ReadonlyArray<RecordRef>
 ): ReadonlyArray<RecordRef & { readonly at?: Date }> => {
   if (gone.length === 0) return gone
-  const wanted = new Map(gone.map((r) => [tableOf(r) + "|" + r.id, r]))
+  const wanted = new Map(gone.map((r) => [`${tableOf(r)}|${r.id}`, r]))
   const at = new Map<RecordRef, Date>()
   for (const t of txns) {
     for (const c of t.changes) {
-      const r = wanted.get(c.table + "|" + c.key)
+      const r = wanted.get(`${c.table}|${c.key}`)
       if (r !== undefined) at.set(r, t.commitTime)
     }
   }

@@ -48,7 +48,7 @@ export class LargeTransaction {
     const befores: Array<{ tbl: string; key: string; data: Row | null }> = []
     const seen = new Set<string>()
     for (const c of chunk) {
-      const id = c.table + "|" + c.key
+      const id = `${c.table}|${c.key}`
       if (EVENT_TABLES.has(c.table) && !seen.has(id)) {
         seen.add(id)
         befores.push({ tbl: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })

@@ -16,7 +16,8 @@ export const badRoleName = (name: string): string | null =>
     ? "the role name is empty"
     : Buffer.byteLength(name) > 63
       ? "the role name is longer than PostgreSQL's 63-byte names"
-      : /[\u0000-\u001f\u007f]/.test(name)
+      : // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
+        /[\u0000-\u001f\u007f]/.test(name)
         ? "the role name has a control character"
         : null
 
@@ -79,5 +80,5 @@ export const setupSql = (options: { readonly role: string; readonly publication:
     `-- Then start the service with DATABASE_URL=postgres://${options.role}:<password>@<host>/<database>`,
     `-- (PUBLICATION=${publication} unless that is the default). It creates its replication slot itself.`
   ]
-  return lines.join("\n") + "\n"
+  return `${lines.join("\n")}\n`
 }

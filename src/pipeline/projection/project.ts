@@ -91,7 +91,7 @@ const updatedAtOf = (record: ApiRecord): string | null => {
 export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
   const tbl = RESOURCE_INFO[ref.resource].table
   const row = store.get(tbl, ref.id)
-  if (!row || !row.companyId) return null
+  if (!row?.companyId) return null
   const child = CHILD_TABLE[ref.resource]
   let equipment: Row | null = null
   let equipmentJobSite: Row | null = null

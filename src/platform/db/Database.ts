@@ -18,6 +18,7 @@ export interface DatabaseShape {
 }
 
 /** A pool or a transaction. */
+// biome-ignore lint/complexity/noBannedTypes: postgres.js names "no custom types" as {}
 export type Tx = postgres.ISql<{}>
 
 /** A transaction (capture's batch, a rebuild): work that must commit together. */

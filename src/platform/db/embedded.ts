@@ -228,7 +228,7 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   let password: string
   if (fresh || !existsSync(passwordFile)) {
     password = randomBytes(18).toString("base64url")
-    writeFileSync(passwordFile, password + "\n", { mode: 0o600 })
+    writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 })
   } else {
     password = readFileSync(passwordFile, "utf8").trim()
   }

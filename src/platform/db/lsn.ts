@@ -6,7 +6,7 @@ export const parseLsn = (text: string): Lsn => {
   if (hi === undefined || lo === undefined || !/^[0-9A-Fa-f]{1,8}$/.test(hi) || !/^[0-9A-Fa-f]{1,8}$/.test(lo)) {
     throw new Error(`not an LSN: ${text}`)
   }
-  return (BigInt("0x" + hi) << 32n) | BigInt("0x" + lo)
+  return (BigInt(`0x${hi}`) << 32n) | BigInt(`0x${lo}`)
 }
 
 export const formatLsn = (lsn: Lsn): string =>

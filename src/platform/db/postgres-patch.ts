@@ -42,7 +42,7 @@ export const patchConnection = (text: string): string => {
     )
     // terminate() and closed() cancel the timer but leave it set: clear it and the chunk.
     .replace(
-      /^    clearImmediate\(nextWriteTimer\)$/gm,
+      /^ {4}clearImmediate\(nextWriteTimer\)$/gm,
       "    clearImmediate(nextWriteTimer), nextWriteTimer = null, chunk = null"
     )
   if (!out.includes(MARK) || out === text)

@@ -100,7 +100,7 @@ export const setOrClear = (gauge: Gauge, value: number | null, labels?: Labels):
 }
 
 /** One series' value now, or undefined when absent (tests, and anyone reading a figure in process). */
-export const valueOf = async (metric: Counter | Gauge, labels: Labels = {}): Promise<number | undefined> => {
+export const seriesValue = async (metric: Counter | Gauge, labels: Labels = {}): Promise<number | undefined> => {
   const { values } = await metric.get()
   const wanted = Object.entries(labels)
   const found = values.find((v) => {

@@ -33,7 +33,7 @@ describe("admin HTTP API", () => {
   })
 
   it("401 without a token or with a wrong one", async () => {
-    for (const t of [undefined, "mat_nope", "mk_" + "a".repeat(43)]) {
+    for (const t of [undefined, "mat_nope", `mk_${"a".repeat(43)}`]) {
       const a = await call("GET", "/admin/v1/keys", t === undefined ? {} : { token: t })
       expect(a.status).toBe(401)
     }

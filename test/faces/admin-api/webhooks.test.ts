@@ -174,7 +174,7 @@ describe("admin HTTP API: webhooks", () => {
         checker.document.paths[template]?.[method.toLowerCase()],
         `${method} ${template} in the document`
       ).toBeDefined()
-      for (const t of [undefined, "mat_nope", "mk_" + "a".repeat(43)]) {
+      for (const t of [undefined, "mat_nope", `mk_${"a".repeat(43)}`]) {
         const a = await call(method, path, {
           token: t,
           ...(method === "POST" || method === "PATCH" ? { body: {} } : {})
@@ -365,12 +365,12 @@ describe("admin HTTP API: webhooks", () => {
   })
 
   it("test endpoint sends a signed ping and shows the receiver's status, time and the start of its answer", async () => {
-    receiver.reply("/ping", { status: 200, body: "pong " + "x".repeat(2_000) })
+    receiver.reply("/ping", { status: 200, body: `pong ${"x".repeat(2_000)}` })
     const e = await createEndpoint("Ping", "/ping")
     const ok = await admin("POST", `/admin/v1/endpoints/${e.id}/test`)
     expect(ok.status).toBe(200)
     expect(ok.json).toMatchObject({ ok: true, status: 200, error: null })
-    expect(ok.json.response).toBe(("pong " + "x".repeat(2_000)).slice(0, 500))
+    expect(ok.json.response).toBe(`pong ${"x".repeat(2_000)}`.slice(0, 500))
     expect(ok.json.durationMs).toBeGreaterThanOrEqual(0)
     expect(ok.json.durationMs).toBeLessThan(3_000)
     changes.push(["endpoint.tested", e.id, acme.adminEmail])

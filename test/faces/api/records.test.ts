@@ -43,7 +43,7 @@ describe("read API", () => {
 
   describe("GET /api/v1", () => {
     it("401 without a key, with a malformed one and with an unknown one", async () => {
-      for (const k of [undefined, "nonsense", "mk_" + "A".repeat(43)]) {
+      for (const k of [undefined, "nonsense", `mk_${"A".repeat(43)}`]) {
         const a = await api.get("/api/v1", k === undefined ? {} : { key: k })
         expect(a.status).toBe(401)
         expect(a.headers.get("www-authenticate")).toMatch(/^Bearer/)
@@ -359,7 +359,7 @@ describe("read API", () => {
     })
     it("400 when tampered with", async () => {
       const flipped = cursor.slice(0, 3) + (cursor[3] === "A" ? "B" : "A") + cursor.slice(4)
-      for (const bad of [flipped, cursor.slice(0, -2), cursor + "x", "garbage", "a.b"]) {
+      for (const bad of [flipped, cursor.slice(0, -2), `${cursor}x`, "garbage", "a.b"]) {
         const a = await api.get(`/api/v1/audits?cursor=${bad}`, { key })
         expect(a.status, bad).toBe(400)
         expect(a.json.error).toMatch(/^cursor /)

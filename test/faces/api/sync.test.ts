@@ -267,7 +267,7 @@ describe("conditional GET", () => {
     expect(after.headers.get("etag")).not.toBe(etag)
     const missing = await get(`/api/v1/observations/00000000-0000-0000-0000-000000000000`, "*")
     expect([missing.status, missing.headers.get("etag")]).toEqual([404, null])
-    const refused = await request(server.url, path, { key: "mk_" + "A".repeat(43), headers: { "if-none-match": "*" } })
+    const refused = await request(server.url, path, { key: `mk_${"A".repeat(43)}`, headers: { "if-none-match": "*" } })
     expect([refused.status, refused.headers.get("etag")]).toEqual([401, null])
   })
 

@@ -188,7 +188,7 @@ describe("readyz", () => {
       })
     } finally {
       await health.close()
-      sockets.forEach((s) => s.destroy())
+      for (const s of sockets) s.destroy()
       silent.close()
       await sql.end({ timeout: 0 }).catch(() => undefined)
     }

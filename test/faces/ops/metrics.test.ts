@@ -3,7 +3,7 @@
 // carries a request id that the logs carry too, and no log line carries a key.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeServiceMetrics, type ServiceMetrics } from "../../../src/faces/ops/metrics.ts"
-import { valueOf } from "../../../src/platform/metrics/registry.ts"
+import { seriesValue } from "../../../src/platform/metrics/registry.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../../support/world.ts"
@@ -274,7 +274,7 @@ describe("request id", () => {
     const line = logs.lines().find((l) => l.message === "working on it")!
     expect(line).toMatchObject({ level: "warn", requestId: rid })
     expect(logs.lines().find((l) => l.message === "about to fail")!.requestId).toMatch(/^[0-9a-f-]{36}$/)
-    expect(await valueOf(m.httpRequests, { method: "GET", route: "/boom", status: "500" })).toBe(1)
-    expect(await valueOf(m.httpRequests, { method: "GET", route: "/work", status: "200" })).toBe(1)
+    expect(await seriesValue(m.httpRequests, { method: "GET", route: "/boom", status: "500" })).toBe(1)
+    expect(await seriesValue(m.httpRequests, { method: "GET", route: "/work", status: "200" })).toBe(1)
   })
 })

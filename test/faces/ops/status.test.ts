@@ -236,7 +236,7 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
     expect(answer.health).toEqual({ state: "broken", reasons: [expect.stringMatching(/^database: .*ECONNREFUSED/)] })
     const t = await runCli(["status"], down)
     expect(t.code).toBe(2)
-    expect(t.stdout).toMatch(/^Health: BROKEN\n  - database: /)
+    expect(t.stdout).toMatch(/^Health: BROKEN\n {2}- database: /)
   })
 
   it("says why for every state it knows", () => {

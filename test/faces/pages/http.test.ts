@@ -72,7 +72,7 @@ describe("admin pages over HTTP", () => {
 
     for (const [token, message] of [
       ["mat_nope", "unknown admin token"],
-      ["mat_" + "a".repeat(43), "unknown admin token"]
+      [`mat_${"a".repeat(43)}`, "unknown admin token"]
     ] as const) {
       const r = await client.post("/admin/sign-in", { token })
       expect(r.status).toBe(401)
@@ -144,7 +144,7 @@ describe("admin pages over HTTP", () => {
     }
     expect((await request(server.url, "/admin")).headers.get("location")).toBe("/admin/sign-in")
     const forged = await request(server.url, "/admin/keys", {
-      headers: { cookie: "__Host-srs_admin=" + "x".repeat(43) }
+      headers: { cookie: `__Host-srs_admin=${"x".repeat(43)}` }
     })
     expect(forged.status).toBe(303)
     expect(forged.headers.get("location")).toContain("ended=session")
@@ -170,7 +170,7 @@ describe("admin pages over HTTP", () => {
     await client.get("/admin/keys")
     const before = await keyCount()
     const fields = { name: "Sneaky", read: ["incidents"], expires: "never" }
-    for (const csrf of [null, "", other.client.csrf(), client.csrf() + "x", "a".repeat(43)]) {
+    for (const csrf of [null, "", other.client.csrf(), `${client.csrf()}x`, "a".repeat(43)]) {
       const r = await client.post("/admin/keys", fields, { csrf })
       expect(r.status, String(csrf)).toBe(403)
       expect(r.headers.get("content-type")).toMatch(/^text\/html/)

@@ -258,14 +258,14 @@ describe("capture draining in small batches, each prepared while the one before 
       { id: string }[]
     >`insert into app.audits (company_id, title, performed_at) values (${acme!.id}, 'Other', now()) returning id::text`
     for (let i = 1; i <= 12; i++) {
-      await db.sql`insert into app.audit_items (audit_id, position, item, result) values (${audit!.id}, ${i}, ${"Item " + i}, 'pass')`
-      await db.sql`insert into app.inspection_items (inspection_id, position, item, result) values (${inspection!.id}, ${i}, ${"Check " + i}, 'pass')`
+      await db.sql`insert into app.audit_items (audit_id, position, item, result) values (${audit!.id}, ${i}, ${`Item ${i}`}, 'pass')`
+      await db.sql`insert into app.inspection_items (inspection_id, position, item, result) values (${inspection!.id}, ${i}, ${`Check ${i}`}, 'pass')`
       await db.sql`insert into app.policy_acknowledgements (policy_id) values (${policy!.id})`
       if (i % 3 === 0)
         await db.sql`update app.audit_items set audit_id = ${other!.id} where audit_id = ${audit!.id} and position = ${i - 1}`
       if (i % 4 === 0)
         await db.sql`delete from app.policy_acknowledgements where id = (select id from app.policy_acknowledgements where policy_id = ${policy!.id} limit 1)`
-      if (i % 5 === 0) await db.sql`update app.job_sites set name = ${"Chain " + i} where id = ${site!.id}`
+      if (i % 5 === 0) await db.sql`update app.job_sites set name = ${`Chain ${i}`} where id = ${site!.id}`
     }
     const result = await simulate(db.sql, { rate: Infinity, maxOperations: 1500, company: "acme.localhost", seed: 7 })
     expect(result.failed).toBe(0)

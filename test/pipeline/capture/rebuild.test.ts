@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { rebuildViews, type RebuildProgress } from "../../../src/pipeline/capture/rebuild.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
-import { type TestDatabase } from "../../support/db.ts"
+import type { TestDatabase } from "../../support/db.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { runCli } from "../../support/cli.ts"
 import { useDemoDatabase } from "../../support/fixtures.ts"
@@ -54,7 +54,7 @@ describe("rebuild-views", () => {
       ).map((r) => r.id)
       let n = 0
       while (!ac.signal.aborted) {
-        await db.sql`update app.corrective_actions set title = ${"Retitled " + n}, updated_at = now() where id = ${ids[n % ids.length]!}`
+        await db.sql`update app.corrective_actions set title = ${`Retitled ${n}`}, updated_at = now() where id = ${ids[n % ids.length]!}`
         n++
       }
       return n

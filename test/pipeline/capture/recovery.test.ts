@@ -147,7 +147,7 @@ describe("slot and bootstrap", () => {
     const slotLsn = async () => {
       const [r] = await db.sql<
         { lsn: string }[]
-      >`select confirmed_flush_lsn::text as lsn from pg_replication_slots where slot_name = ${"slot_" + db.name}`
+      >`select confirmed_flush_lsn::text as lsn from pg_replication_slots where slot_name = ${`slot_${db.name}`}`
       return parseLsn(r!.lsn)
     }
     // WAL the slot does not publish (the service's own tables) moves the server on.
@@ -209,7 +209,7 @@ describe("slot and bootstrap", () => {
     const [closed] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from service.views where resource = 'incidents' and company_id = ${company.id} and body::jsonb->>'status' = 'closed'`
     expect(closed!.n).toBe(5000)
-    expect(((await view(db.sql, "audits", a!.id))?.items as unknown[]).length).toBe(3000)
+    expect(((await view(db.sql, "audits", a!.id))!.items as unknown[]).length).toBe(3000)
     const payload = await db.sql<{ payload: string }[]>`
       select e.payload from service.events e join app.incidents i on i.id = e.record_id where i.reference = 'IMP-1'`
     expect(JSON.parse(payload[0]!.payload).status).toBe("closed")

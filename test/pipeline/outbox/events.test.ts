@@ -97,7 +97,7 @@ describe("events from the stream", () => {
     const [e] = (await outbox(db.sql)).filter((x) => x.record_id === a!.id)
     expect(e?.event).toBe("audit.created")
     expect(e?.data.score).toBe(87.5)
-    expect((e?.data.items as Array<{ item: string }>).map((x) => x.item)).toEqual(["Guardrails", "Signage"])
+    expect((e!.data.items as Array<{ item: string }>).map((x) => x.item)).toEqual(["Guardrails", "Signage"])
   })
 
   it("a module turned off at that moment writes no event; the view is still kept", async () => {

@@ -34,13 +34,13 @@ describe("projection through the stream", () => {
     })
     await db.sql`update app.job_sites set name = 'Harbour East' where id = ${site!.id}`
     await cap.settle()
-    expect(((await view(db.sql, "inspections", ins!.id))?.equipment as { jobSite: string }).jobSite).toBe(
+    expect(((await view(db.sql, "inspections", ins!.id))!.equipment as { jobSite: string }).jobSite).toBe(
       "Harbour East"
     )
     expect((await view(db.sql, "job-sites", site!.id))?.name).toBe("Harbour East")
     await db.sql`update app.equipment set name = 'Forklift 2B' where id = ${eq!.id}`
     await cap.settle()
-    expect(((await view(db.sql, "inspections", ins!.id))?.equipment as { name: string }).name).toBe("Forklift 2B")
+    expect(((await view(db.sql, "inspections", ins!.id))!.equipment as { name: string }).name).toBe("Forklift 2B")
     await db.sql`insert into app.inspection_items (inspection_id, position, item, result) values (${ins!.id}, 1, 'Horn', 'pass')`
     await cap.settle()
     expect((await view(db.sql, "inspections", ins!.id))?.items).toEqual([{ item: "Horn", result: "pass", note: null }])
@@ -101,7 +101,7 @@ describe("projection through the stream", () => {
       { site: "Depot", n: 1 + moved!.n },
       { site: "Quay North", n: 1202 - moved!.n }
     ])
-    expect(((await view(db.sql, "inspections", kept!.id))?.equipment as { jobSite: string }).jobSite).toBe("Depot")
+    expect(((await view(db.sql, "inspections", kept!.id))!.equipment as { jobSite: string }).jobSite).toBe("Depot")
   })
 
   it("audit items, acknowledgements and subcontractor documents re-project their parents", async () => {

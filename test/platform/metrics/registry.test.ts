@@ -3,7 +3,7 @@
 // then request labels, request ids and the operators' progress bar.
 import { describe, expect, it } from "vitest"
 import { makeServiceMetrics } from "../../../src/faces/ops/metrics.ts"
-import { mirror, Registry, setOrClear, valueOf } from "../../../src/platform/metrics/registry.ts"
+import { mirror, Registry, setOrClear, seriesValue } from "../../../src/platform/metrics/registry.ts"
 import { requestIdOf } from "../../../src/faces/http/requests.ts"
 import { routeTable } from "../../../src/faces/http/routes.ts"
 import { progressBar, renderBar } from "../../../src/faces/cli/progress.ts"
@@ -100,12 +100,12 @@ describe("registry (prom-client)", () => {
     expect(sample(text, "srs_things_total")).toBe(8)
     expect(text).toContain('srs_kinds_total{kind="a \\"quoted\\" \\\\ value"} 2')
     expect(sample(text, "srs_kinds_total", { kind: "b" })).toBe(0)
-    expect(await valueOf(c)).toBe(8)
-    expect(await valueOf(by, { kind: "b" })).toBe(0)
+    expect(await seriesValue(c)).toBe(8)
+    expect(await seriesValue(by, { kind: "b" })).toBe(0)
     expect(sample(text, "srs_level")).toBe(1.5)
     setOrClear(g, null)
     expect(sample(await r.render(), "srs_level")).toBeUndefined()
-    expect(await valueOf(g)).toBeUndefined()
+    expect(await seriesValue(g)).toBeUndefined()
   })
 
   it("renders histograms with cumulative buckets, +Inf, sum and count", async () => {
@@ -198,8 +198,8 @@ describe("request labels", () => {
     bar.update(10, 10)
     bar.done()
     expect(written).toEqual([
-      "\r\x1b[2K" + renderBar("replaying", 0, 10),
-      "\r\x1b[2K" + renderBar("replaying", 10, 10),
+      `\r\x1b[2K${renderBar("replaying", 0, 10)}`,
+      `\r\x1b[2K${renderBar("replaying", 10, 10)}`,
       "\r\x1b[2K"
     ])
     const pipe = { isTTY: false, write: (s: string) => written.push(s) } as unknown as NodeJS.WriteStream

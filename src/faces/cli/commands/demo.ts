@@ -49,7 +49,7 @@ export const seed = Command.make(
         .map(([table, n]) => `${n} ${table.replaceAll("_", " ")}`)
         .join(", ")
       return `Seeded ${names} in ${s.elapsedMs} ms: ${total} rows (${counts}).`
-    }).pipe(Effect.flatMap((line) => Effect.sync(() => process.stdout.write(line + "\n"))))
+    }).pipe(Effect.flatMap((line) => Effect.sync(() => process.stdout.write(`${line}\n`))))
 ).pipe(
   Command.withDescription(
     "Make the demo's copy of the app's tables (schema app, sql/demo/app.sql) where the database has none, then load the demo companies " +
@@ -131,12 +131,12 @@ export const simulate = Command.make(
           company: args.company,
           concurrency: args.concurrency,
           signal: stop.signal,
-          onProgress: (p) => out.write(progressLine(p) + "\n"),
+          onProgress: (p) => out.write(`${progressLine(p)}\n`),
           ...(duration === undefined ? {} : { durationMs: duration }),
           ...(seedValue === undefined ? {} : { seed: seedValue })
         })
       }, args.concurrency + 1)
-      if (args.json) process.stdout.write(JSON.stringify(result) + "\n")
+      if (args.json) process.stdout.write(`${JSON.stringify(result)}\n`)
       out.write(`Done. ${progressLine(result)}\n`)
       const events = Object.entries(result.events).filter(([, n]) => n > 0)
       out.write(`Events expected: ${events.map(([k, n]) => `${k} ${n}`).join(", ") || "none"}\n`)

@@ -114,7 +114,7 @@ const follow = (o: Options, since: string | undefined) =>
           const outcome = await forward(o, e)
           process.stdout.write(
             o.json
-              ? JSON.stringify({ id: e.id, event: e.event, createdAt: e.createdAt, status: outcome }) + "\n"
+              ? `${JSON.stringify({ id: e.id, event: e.event, createdAt: e.createdAt, status: outcome })}\n`
               : `${e.createdAt}  ${e.event.padEnd(26)} ${e.id}  -> ${outcome}\n`
           )
         }
