@@ -7,7 +7,14 @@ import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./faces/pages/index.ts"
 import { ApiRoutes } from "./faces/routes.ts"
 import { CaptureLive } from "./pipeline/capture/Capture.ts"
-import { HttpConfig, loadServiceRoles, serviceRolesLayer, type ServiceRole } from "./platform/config.ts"
+import {
+  HttpConfig,
+  loadHttpLimits,
+  loadServiceRoles,
+  serviceRolesLayer,
+  type HttpLimits,
+  type ServiceRole
+} from "./platform/config.ts"
 import { SecretsKeyMismatch } from "./platform/secrets/key-check.ts"
 import { DeliveryLive } from "./delivery/layer.ts"
 import { WebhookSettingsLive } from "./delivery/settings.ts"
@@ -27,11 +34,15 @@ import { WebhooksLive } from "./webhooks/service.ts"
 // Without the api role the server still answers /healthz, /readyz and /metrics, for
 // orchestrators; with it, the read API and the admin API and pages, over the webhook
 // operations behind their hooks and forms.
-const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
+const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const { port, host } = yield* HttpConfig
-      const server = NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" })
+      const server = NodeHttpServer.layer(() => createServiceServer(limits), {
+        port,
+        host,
+        gracefulShutdownTimeout: "10 seconds"
+      })
       // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
       const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
       return roles.includes("api")
@@ -54,6 +65,7 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
 export const MainLive = Layer.unwrap(
   Effect.gen(function* () {
     const roles = yield* loadServiceRoles
+    const limits = yield* loadHttpLimits
     // Typed as providing nothing: what reads them asks whether they run here.
     const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
       ? CaptureLive
@@ -65,7 +77,7 @@ export const MainLive = Layer.unwrap(
     const settings: Layer.Layer<never, unknown, Database.Database> =
       roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
     yield* Effect.logInfo("service roles", { roles })
-    return httpFor(roles).pipe(
+    return httpFor(roles, limits).pipe(
       Layer.provideMerge(delivery),
       Layer.provideMerge(capture),
       Layer.provideMerge(FirstStart),
