@@ -3,10 +3,10 @@
 import { Effect } from "effect"
 import { writeActivity, type Actor } from "../access/activity.ts"
 import { notFound } from "../domain/errors.ts"
-import type { AllowedNetworks, Lookup } from "../delivery/address-guard.ts"
+import type { AllowedNetworks, Lookup } from "./net/address-guard.ts"
 import { DELIVERIES_CHANNEL } from "../platform/db/channels.ts"
 import { query, transaction, type Sql } from "../platform/db/Sql.ts"
-import type { SendOptions } from "../delivery/sender.ts"
+import type { SendOptions } from "./net/sender.ts"
 
 export interface WebhookDeps {
   /** 32 bytes (loadSecretsKey). */

@@ -14,9 +14,9 @@ import {
   type Event
 } from "../../client/src/index.ts"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
-import { deliveryBody } from "../../src/delivery/body.ts"
-import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
-import { newSecret, signedHeaders } from "../../src/delivery/signature.ts"
+import { deliveryBody } from "../../src/webhooks/net/body.ts"
+import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
+import { newSecret, signedHeaders } from "../../src/webhooks/net/signature.ts"
 import { startServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"

@@ -4,15 +4,15 @@ import { randomBytes } from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
 import { afterEach } from "vitest"
 import type { Sql } from "postgres"
-import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
+import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/webhooks/net/address-guard.ts"
 import {
   AttemptObserver,
   makeEngine,
   type AttemptObservation,
   type DeliveryEngineShape,
   type EngineOptions
-} from "../../src/delivery/engine.ts"
-import { fanoutRows } from "../../src/delivery/queries.ts"
+} from "../../src/webhooks/engine/engine.ts"
+import { fanoutRows } from "../../src/webhooks/engine/queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
 import { makeReplayLane } from "../../src/webhooks/replay/lane.ts"

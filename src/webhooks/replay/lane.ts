@@ -17,7 +17,7 @@ import { query, Sql, transaction } from "../../platform/db/Sql.ts"
 import type { Tx } from "../../platform/db/Database.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
-import { originOf } from "../../delivery/queries.ts"
+import { originOf } from "../engine/queries.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
 import { wakeDelivery } from "../context.ts"
 
