@@ -6,7 +6,7 @@ import { Sql, type SqlShape } from "../platform/db/Sql.ts"
 import type { DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "./engine/settings.ts"
 import { listActivity } from "../access/activity.ts"
-import type { WebhookDeps } from "./context.ts"
+import type { WebhookDeps } from "./engine/settings.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries/deliveries.ts"
 import {
   createEndpoint,

@@ -11,7 +11,7 @@ import { makeApiRoutes, type ApiSettingsShape } from "../../src/faces/routes.ts"
 import { connect, Database } from "../../src/platform/db/Database.ts"
 import { Sql } from "../../src/platform/db/Sql.ts"
 import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
 import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
 import { randomBytes } from "node:crypto"
 

@@ -12,12 +12,12 @@ import {
   type DeliveryEngineShape,
   type EngineOptions
 } from "../../src/webhooks/engine/engine.ts"
-import { fanoutRows } from "../../src/webhooks/engine/queries.ts"
+import { fanoutRows } from "../../src/webhooks/engine/fanout-queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
 import { makeReplayLane } from "../../src/webhooks/replay/lane.ts"
 import type { Actor } from "../../src/access/activity.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
 import { Sql as SqlService } from "../../src/platform/db/Sql.ts"
 import { isDomainError, type DomainError } from "../../src/domain/errors.ts"
 import { httpStatus } from "../../src/faces/http/errors.ts"

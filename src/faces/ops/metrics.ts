@@ -9,7 +9,7 @@ import { query, type Sql } from "../../platform/db/Sql.ts"
 import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { AttemptObserver, type EngineStats } from "../../webhooks/engine/engine.ts"
-import { OUTBOX_BACKLOG } from "../../webhooks/engine/queries.ts"
+import { OUTBOX_BACKLOG } from "../../webhooks/engine/fanout-queries.ts"
 import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
 import { mirror, Registry, setOrClear } from "../../platform/metrics/registry.ts"
 

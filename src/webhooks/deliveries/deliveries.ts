@@ -3,12 +3,12 @@
 import { Effect } from "effect"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { requireId } from "../../domain/ids.ts"
-import { wakeDelivery } from "../context.ts"
+import { wakeDelivery } from "../engine/wake.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import { checked } from "../endpoints/validate.ts"
 import { conflict, invalid, notFound } from "../../domain/errors.ts"
-import { holdReason } from "../engine/queries.ts"
+import { holdReason } from "../engine/hold.ts"
 
 export type DeliveryView = {
   readonly id: string

@@ -3,13 +3,14 @@
 import { randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import { endpointSecretContext } from "../../platform/db/channels.ts"
-import { originOf } from "../engine/queries.ts"
+import { originOf } from "../net/origin.ts"
 import { encryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { newSecret } from "../net/signature.ts"
 import { EVENT_KINDS, EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { requireCompanyId, requireId } from "../../domain/ids.ts"
-import { deleteRecorded, wakeDelivery, type WebhookDeps } from "../context.ts"
+import { wakeDelivery } from "../engine/wake.ts"
+import type { WebhookDeps } from "../engine/settings.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import { forbidden, invalid, notFound } from "../../domain/errors.ts"
@@ -394,3 +395,20 @@ export const listEndpoints = Effect.fn("listEndpoints")(function* (input: { read
   )
   return rows.map(view)
 })
+
+/** Deletes an endpoint or a subscription and writes its activity entry, in one transaction. */
+export const deleteRecorded = (
+  table: "webhook_endpoints" | "webhook_subscriptions",
+  row: { readonly id: string; readonly company_id: string },
+  actor: Actor,
+  kind: string,
+  details: Record<string, unknown>
+) =>
+  transaction(
+    Effect.gen(function* () {
+      const r = yield* query((tx) => tx`delete from ${tx(`service.${table}`)} where id = ${row.id} returning id`)
+      if (r.length === 0)
+        return yield* notFound(`no ${table === "webhook_endpoints" ? "endpoint" : "subscription"} ${row.id}`)
+      yield* writeActivity({ companyId: row.company_id, actor, kind, subjectId: row.id, details })
+    })
+  )

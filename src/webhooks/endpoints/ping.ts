@@ -9,7 +9,7 @@ import { send, type SendErrorKind } from "../net/sender.ts"
 import { requireId } from "../../domain/ids.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query } from "../../platform/db/Sql.ts"
-import type { WebhookDeps } from "../context.ts"
+import type { WebhookDeps } from "../engine/settings.ts"
 import { checked } from "./validate.ts"
 import { notFound } from "../../domain/errors.ts"
 

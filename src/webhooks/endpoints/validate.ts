@@ -2,7 +2,7 @@
 import { Effect } from "effect"
 import { resolveAndCheck } from "../net/address-guard.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../../domain/event-kinds.ts"
-import type { WebhookDeps } from "../context.ts"
+import type { WebhookDeps } from "../engine/settings.ts"
 import { forbidden, invalid, isDomainError, type DomainError } from "../../domain/errors.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
 

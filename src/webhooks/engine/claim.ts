@@ -2,7 +2,7 @@
 // its origin's queue for a send slot, and starts only if its attempt can end within its lease
 // (else send hands it back).
 import { Effect } from "effect"
-import { claim, nextDue } from "./queries.ts"
+import { claim, nextDue } from "./claim-queries.ts"
 import type { DeliveryQueryFailed } from "./errors.ts"
 import { db, now, survive, waitFor, type EngineEnv } from "./runtime.ts"
 import type { Pump } from "./send.ts"

@@ -31,7 +31,7 @@ import {
   PARTITIONS_CHANNEL,
   listenScoped
 } from "../../platform/db/channels.ts"
-import { leaveFanout } from "./queries.ts"
+import { leaveFanout } from "./partitions-queries.ts"
 import { makeClaim } from "./claim.ts"
 import { makeFanout } from "./fanout.ts"
 import { heartbeatLoop, purgeLoop, releaseLoop } from "./housekeeping.ts"

@@ -3,13 +3,15 @@
 import { Effect } from "effect"
 import { annotateFanout, withFanoutSpan } from "../../platform/tracing.ts"
 import { deliveryId } from "./ids.ts"
-import { PARTS, comparePos, destinationsOf, maxPos, readFanout, type Claimed, type Pos } from "./queries.ts"
+import { urlOrigin } from "../net/origin.ts"
+import { PARTS, comparePos, maxPos, type Pos } from "./positions.ts"
+import { destinationsOf, readFanout } from "./fanout-queries.ts"
+import type { Claimed } from "./item.ts"
 import type { DeliveryQueryFailed } from "./errors.ts"
 import { db, survive, waitFor, type EngineEnv } from "./runtime.ts"
 import type { Pump } from "./send.ts"
 import { enqueue, handBack, poke, type EngineState, type Entry, type Item, type Part } from "./state.ts"
 
-const ORIGIN = /^https:\/\/([^/?#]+)/
 const NO_SECRET = Buffer.alloc(0)
 
 export const makeFanout = (env: EngineEnv, s: EngineState, pump: Pump) => {
@@ -18,7 +20,7 @@ export const makeFanout = (env: EngineEnv, s: EngineState, pump: Pump) => {
   const originOf = (url: string): string => {
     let origin = origins.get(url)
     if (origin === undefined) {
-      origin = ORIGIN.exec(url)?.[1] ?? url
+      origin = urlOrigin(url)
       if (origins.size >= 10_000) origins.clear()
       origins.set(url, origin)
     }

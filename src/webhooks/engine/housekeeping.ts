@@ -2,7 +2,9 @@
 // given up when its share shrinks, lost when another process took them), releasing held
 // deliveries whose destination is back, and retention.
 import { Effect } from "effect"
-import { comparePos, heartbeat, purgeOld, releaseHeld, type OwnedPart } from "./queries.ts"
+import { comparePos } from "./positions.ts"
+import { heartbeat, type OwnedPart } from "./partitions-queries.ts"
+import { purgeOld, releaseHeld } from "./housekeeping-queries.ts"
 import { db, now, realWaitFor, survive, waitFor, type EngineEnv } from "./runtime.ts"
 import { dequeue, poke, type EngineState, type Part } from "./state.ts"
 

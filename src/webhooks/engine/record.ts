@@ -3,7 +3,9 @@
 // (queries.ts `writeBatch`) when nothing failed. Nobody waits for a write: the receiver has
 // the delivery already.
 import { Cause, Effect, Exit, Queue } from "effect"
-import { comparePos, maxPos, writeBatch, type CursorMove, type NewRow, type Outcome, type Pos } from "./queries.ts"
+import { comparePos, maxPos, type Pos } from "./positions.ts"
+import { writeBatch, type CursorMove, type NewRow } from "./record-queries.ts"
+import type { Outcome } from "./item.ts"
 import { lose } from "./housekeeping.ts"
 import { db, realSleep, type EngineEnv } from "./runtime.ts"
 import { dequeue, poke, type EngineState, type Entry, type Item, type Part } from "./state.ts"

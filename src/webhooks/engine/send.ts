@@ -11,7 +11,7 @@ import { endpointSecretContext, keySecretContext } from "../../platform/db/chann
 import { decryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { delayAfter, type RetrySchedule } from "../../domain/retry-schedule.ts"
 import { deliveryBody } from "../net/body.ts"
-import type { Claimed, Outcome } from "./queries.ts"
+import type { Claimed, Outcome } from "./item.ts"
 import { send, type SendResult } from "../net/sender.ts"
 import type { EngineEnv } from "./runtime.ts"
 import { add, handBack, poke, toWrite, type EngineState, type Item } from "./state.ts"

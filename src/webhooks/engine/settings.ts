@@ -4,7 +4,8 @@
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { DatabaseConfig, WebhookConfig } from "../../platform/config.ts"
 import { Sql } from "../../platform/db/Sql.ts"
-import { parseAllowedNetworks, type AllowedNetworks } from "../net/address-guard.ts"
+import { parseAllowedNetworks, type AllowedNetworks, type Lookup } from "../net/address-guard.ts"
+import type { SendOptions } from "../net/sender.ts"
 import { checkSecretsKey } from "../../platform/secrets/key-check.ts"
 import { parseRetrySchedule, type RetrySchedule } from "../../domain/retry-schedule.ts"
 import { loadSecretsKey, type SecretsKey } from "../../platform/secrets/secrets-key.ts"
@@ -13,6 +14,20 @@ export type WebhookSettingsShape = {
   readonly schedule: RetrySchedule
   readonly allowed: AllowedNetworks
   readonly secretsKey: SecretsKey
+}
+
+/** What the webhook operations (endpoints, hooks, pings) are given from the settings, and tests' DNS and CA. */
+export interface WebhookDeps {
+  /** 32 bytes (loadSecretsKey). */
+  readonly secretsKey: Uint8Array
+  /** WEBHOOK_ALLOWED_NETWORKS, parsed; empty allows public unicast only. */
+  readonly allowed: AllowedNetworks
+  /** Tests: a DNS table. */
+  readonly lookup?: Lookup
+  /** Tests: a CA made at run time (production uses NODE_EXTRA_CA_CERTS). */
+  readonly ca?: SendOptions["ca"]
+  /** Time limit of a test ping (default 10 s, as deliveries). */
+  readonly pingTimeoutMs?: number
 }
 
 export class WebhookSettingsError extends Error {}

@@ -3,7 +3,9 @@
 // written on the send path (one touch per attempt), and all of it runs on the one JS thread,
 // so a step never sees another halfway through a change.
 import { Queue, type Tracer } from "effect"
-import type { Claimed, Destination, Outcome, Pos } from "./queries.ts"
+import type { Claimed, Outcome } from "./item.ts"
+import type { Destination } from "./fanout-queries.ts"
+import type { Pos } from "./positions.ts"
 
 export type EngineStats = {
   events: number

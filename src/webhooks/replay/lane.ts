@@ -17,9 +17,9 @@ import { query, Sql, transaction } from "../../platform/db/Sql.ts"
 import type { Tx } from "../../platform/db/Database.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
-import { originOf } from "../engine/queries.ts"
+import { originOf } from "../net/origin.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
-import { wakeDelivery } from "../context.ts"
+import { wakeDelivery } from "../engine/wake.ts"
 
 /** REPLAY_RATE's default: deliveries per second per destination. */
 export const DEFAULT_REPLAY_RATE = 10

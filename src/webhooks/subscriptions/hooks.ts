@@ -9,7 +9,7 @@ import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../../domain/event-
 import { isUuid } from "../../domain/ids.ts"
 import { writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
-import type { WebhookDeps } from "../context.ts"
+import type { WebhookDeps } from "../engine/settings.ts"
 import { forbidden, invalid, notFound, unauthorized } from "../../domain/errors.ts"
 import { checked, checkUrl, parseEvent } from "../endpoints/validate.ts"
 

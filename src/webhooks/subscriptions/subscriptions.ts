@@ -2,7 +2,8 @@
 // delete (spec 3.2). Deleting drops its pending deliveries too.
 import { Effect } from "effect"
 import { requireCompanyId, requireId } from "../../domain/ids.ts"
-import { deleteRecorded, wakeDelivery } from "../context.ts"
+import { deleteRecorded } from "../endpoints/endpoints.ts"
+import { wakeDelivery } from "../engine/wake.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import { checked } from "../endpoints/validate.ts"

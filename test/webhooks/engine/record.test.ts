@@ -2,7 +2,9 @@
 // batch can hold the 15th fully failed delivery in a row and, after it, a success.
 import { randomUUID } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import { fanoutRows, recordOutcomes, type Outcome } from "../../../src/webhooks/engine/queries.ts"
+import { fanoutRows } from "../../../src/webhooks/engine/fanout-queries.ts"
+import { recordOutcomes } from "../../../src/webhooks/engine/record-queries.ts"
+import type { Outcome } from "../../../src/webhooks/engine/item.ts"
 import { createEndpoint, getEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { ADMIN, deliveries, useWorld } from "../../support/world.ts"

@@ -3,7 +3,8 @@
 import { describe, expect, it } from "vitest"
 import { deliveryBody } from "../../../src/webhooks/net/body.ts"
 import { decide } from "../../../src/webhooks/engine/engine.ts"
-import { tallyEndpoints, type Claimed, type Outcome } from "../../../src/webhooks/engine/queries.ts"
+import { tallyEndpoints } from "../../../src/webhooks/engine/record-queries.ts"
+import type { Claimed, Outcome } from "../../../src/webhooks/engine/item.ts"
 import {
   DEFAULT_RETRY_SCHEDULE,
   delayAfter,
