@@ -4,27 +4,50 @@
 import { Effect } from "effect"
 import { claim, nextDue } from "./claim-queries.ts"
 import type { DeliveryQueryFailed } from "./errors.ts"
-import { db, now, survive, waitFor, type EngineEnv } from "./runtime.ts"
-import type { Pump } from "./send.ts"
-import { enqueue, handBack, type EngineState, type Item } from "./state.ts"
+import type { Item } from "./item.ts"
+import type { Pending } from "./record.ts"
+import { db, now, survive, waitFor, type EngineEnv, type Wake } from "./runtime.ts"
+import type { Sends } from "./send.ts"
 
 /** "more": a full scan, claim again at once; "full": no room; "idle": nothing due now. */
 type Step = "more" | "full" | "idle"
 
-export const makeClaim = (env: EngineEnv, s: EngineState, pump: Pump) => {
-  const { sql, o, owner, maxHeld, maxOpenPerOrigin } = env
+export type ClaimWake = ReturnType<typeof makeClaimWake>
+
+/** Claim's wake-up, and whether the last claim left due rows for lack of room (only claim says so). */
+export const makeClaimWake = (wake: Wake) => {
+  let waiting = false
+  return {
+    ...wake,
+    /** Room freed (an attempt ended, a write freed memory): another claim, if the last one left rows. */
+    roomFreed: () => {
+      if (waiting) wake.poke()
+    },
+    setWaiting: (w: boolean) => {
+      waiting = w
+    }
+  }
+}
+
+export const makeClaim = (
+  env: EngineEnv,
+  wake: ClaimWake,
+  sends: Pick<Sends, "enqueue" | "pump" | "open">,
+  pending: Pick<Pending, "held" | "admit" | "handBack">
+) => {
+  const { sql, o, owner, maxHeld, maxOpenPerOrigin, signals } = env
 
   const once: Effect.Effect<Step, DeliveryQueryFailed> = Effect.gen(function* () {
-    const free = maxHeld - s.held
+    const free = maxHeld - pending.held()
     // Claim in batches, not for a slot or two.
-    s.claimWaiting = true
-    if (s.stopping || free < Math.min(32, maxHeld / 8)) return "full"
+    wake.setWaiting(true)
+    if (signals.stopping || free < Math.min(32, maxHeld / 8)) return "full"
     const at = yield* now
-    const saturated = [...s.open].filter(([, n]) => n >= maxOpenPerOrigin).map(([origin]) => origin)
+    const saturated = [...sends.open].filter(([, n]) => n >= maxOpenPerOrigin).map(([origin]) => origin)
     // Enough rows to fill what is free; one origin's share stops at its limit, and a
     // saturated origin is not scanned at all, so the next claim moves on to the others.
     const scan = Math.min(free, 256)
-    const seen = s.generation
+    const seen = signals.generation
     const { claimed, scanned } = yield* db("claim", () =>
       claim(sql, {
         now: at,
@@ -32,7 +55,7 @@ export const makeClaim = (env: EngineEnv, s: EngineState, pump: Pump) => {
         scan,
         perOrigin: maxOpenPerOrigin,
         saturated,
-        busy: s.open,
+        busy: sends.open,
         leaseUntil: new Date(at.getTime() + o.leaseMs),
         owner
       })
@@ -46,18 +69,18 @@ export const makeClaim = (env: EngineEnv, s: EngineState, pump: Pump) => {
         fannedAt: Date.now(),
         state: "queued",
         outcome: null,
-        handBack: seen !== s.generation,
+        handBack: seen !== signals.generation,
         persist: false,
         dropped: false,
         span: null
       }
-      s.held++
-      if (it.handBack) handBack(s, it)
-      else enqueue(s, it)
+      pending.admit()
+      if (it.handBack) pending.handBack(it)
+      else sends.enqueue(it)
     }
-    pump()
+    sends.pump()
     // Rows may be left for later: room freed by a finished attempt is worth another claim.
-    s.claimWaiting = claimed.length >= free || saturated.length > 0
+    wake.setWaiting(claimed.length >= free || saturated.length > 0)
     if (claimed.length >= free) return "full"
     return claimed.length > 0 && scanned >= scan ? "more" : "idle"
   })
@@ -69,11 +92,11 @@ export const makeClaim = (env: EngineEnv, s: EngineState, pump: Pump) => {
         Effect.map((x) => x ?? "idle")
       )
       if (step === "more") return yield* Effect.yieldNow
-      if (step === "full") return void (yield* waitFor(s.wake.claim, o.pollMs))
+      if (step === "full") return void (yield* waitFor(wake.queue, o.pollMs))
       const at = yield* now
       const due = yield* db("next due", () => nextDue(sql, at)).pipe(Effect.orElseSucceed(() => null))
       const wait = due === null ? o.pollMs : Math.min(o.pollMs, due - at.getTime())
-      yield* waitFor(s.wake.claim, wait)
+      yield* waitFor(wake.queue, wait)
     })
   )
   return { once, loop }

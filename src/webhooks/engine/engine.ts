@@ -12,40 +12,64 @@
 // any process. Time that drives the schedule comes from Effect's Clock, so tests can run it
 // on a TestClock; partition leases are on the database's clock (liveness, not schedule).
 //
-// The steps, each in engine/ with its inputs explicit (EngineEnv: fixed; EngineState: what
-// this process holds, one object with a note on who writes what):
-//   fan-out (fanout.ts)   events of owned partitions -> deliveries in the send queues
-//   claim (claim.ts)      due rows -> the send queues
-//   send (send.ts)        the send queues -> attempts -> outcomes (the hot path, plain promises)
-//   record (record.ts)    outcomes, hand-backs, leased rows and cursors -> one statement
-//   housekeeping          partitions (heartbeat), release of held deliveries, purge
-// This file wires them: wake-ups from LISTEN, the loops as fibers in the engine's scope, and
-// the order they stop in.
+// The steps, each in its own file with its own queries (<step>-queries.ts), each owning its
+// state and reached by the others through a few functions:
+//   partitions      which partitions this process owns and their cursors; the heartbeat
+//   fan-out         events of owned partitions -> deliveries in the send queues; the destinations read
+//   claim           due rows -> the send queues; whether rows were left for lack of room
+//   send            the send queues and slots -> attempts -> outcomes (the hot path, plain promises)
+//   record          what is held until written: outcomes, hand-backs, leased rows and cursors -> one statement
+//   housekeeping    release of held deliveries, purge
+// This file wires them: wake-ups from LISTEN, the loops under the process's supervisor
+// (platform/supervisor.ts), the order they stop in, and the two signals every step reads
+// (stopping, and the generation bumped when a destination changes).
 import { randomUUID } from "node:crypto"
-import { Clock, Context, Effect, Queue, Scope } from "effect"
-import { TracingEnabled } from "../../platform/tracing.ts"
+import { Clock, Context, Effect, Layer } from "effect"
 import { EVENTS_CHANNEL } from "../../pipeline/outbox/events.ts"
+import { Database } from "../../platform/db/Database.ts"
 import {
   DELIVERIES_CHANNEL,
   DESTINATIONS_CHANNEL,
   PARTITIONS_CHANNEL,
   listenScoped
 } from "../../platform/db/channels.ts"
-import { leaveFanout } from "./partitions-queries.ts"
-import { makeClaim } from "./claim.ts"
+import { currentSupervisor } from "../../platform/supervisor.ts"
+import { TracingEnabled } from "../../platform/tracing.ts"
+import { makeClaim, makeClaimWake } from "./claim.ts"
 import { makeFanout } from "./fanout.ts"
-import { heartbeatLoop, purgeLoop, releaseLoop } from "./housekeeping.ts"
+import { makeHousekeeping } from "./housekeeping.ts"
 import { resolveSettings, type EngineOptions } from "./options.ts"
-import { overdueLoop, recordLast, recordLoop } from "./record.ts"
-import { QUEUE_ROUNDS, db, type AttemptObservation, type EngineEnv } from "./runtime.ts"
+import { leaveFanout } from "./partitions-queries.ts"
+import { makePartitions } from "./partitions.ts"
+import { makeRecord } from "./record.ts"
+import { QUEUE_ROUNDS, db, makeWake, type AttemptObservation, type EngineEnv } from "./runtime.ts"
 import { makeSend } from "./send.ts"
-import { handBackQueued, makeState, poke, type EngineState, type EngineStats } from "./state.ts"
+import { WebhookSettings, WebhookSettingsLive } from "./settings.ts"
 
 export { DeliveryQueryFailed, EngineMisconfigured } from "./errors.ts"
 export { ENGINE_DEFAULTS, type EngineOptions } from "./options.ts"
 export type { AttemptObservation } from "./runtime.ts"
 export { decide } from "./send.ts"
-export type { EngineStats } from "./state.ts"
+
+export type EngineStats = {
+  events: number
+  created: number
+  attempts: number
+  succeeded: number
+  failed: number
+  retried: number
+  inFlight: number
+  /** Waiting in memory for a send slot. */
+  queued: number
+  handedBack: number
+  /** Written as leased rows while their first attempt was on the wire (slow receivers). */
+  written: number
+  switchedOff: number
+  subscriptionsGone: number
+  purged: number
+  /** Fan-out partitions this process owns. */
+  partitions: number
+}
 
 export interface DeliveryEngineShape {
   /** This process's lease owner id. */
@@ -65,7 +89,7 @@ export const AttemptObserver = Context.Reference<(a: AttemptObservation) => void
   }
 )
 
-/** Builds the engine in the current scope; closing the scope shuts it down gracefully. */
+/** Builds the engine under the supervisor in context (or one of the current scope); stopping it shuts the engine down gracefully. */
 export const makeEngine = (options: EngineOptions) =>
   Effect.gen(function* () {
     const o = yield* resolveSettings(options)
@@ -73,6 +97,8 @@ export const makeEngine = (options: EngineOptions) =>
     // Spans (issue 16.3) only where TracingLive installed a tracer: with tracing off, neither
     // fan-out nor an attempt makes one, and the hot path stays plain promise code.
     const tracing = yield* TracingEnabled
+    // The only writer of the signals (shutdown, a destination's change); the steps read them.
+    const signals = { stopping: false, generation: 0 }
     const env: EngineEnv = {
       sql: options.sql,
       options,
@@ -83,107 +109,130 @@ export const makeEngine = (options: EngineOptions) =>
       nowMs: () => clock.currentTimeMillisUnsafe(),
       observeAttempt: yield* AttemptObserver,
       tracing,
-      runTraced: tracing ? Effect.runPromiseWith(yield* Effect.context<never>()) : null
+      runTraced: tracing ? Effect.runPromiseWith(yield* Effect.context<never>()) : null,
+      signals
     }
-    const s = makeState({
-      fanout: yield* Queue.sliding<void>(1),
-      claim: yield* Queue.sliding<void>(1),
-      release: yield* Queue.sliding<void>(1),
-      record: yield* Queue.sliding<void>(1),
-      heartbeat: yield* Queue.sliding<void>(1)
-    })
-    const pump = makeSend(env, s)
-    const fanout = makeFanout(env, s, pump)
-    const claim = makeClaim(env, s, pump)
+    const wakes = {
+      fanout: yield* makeWake,
+      release: yield* makeWake,
+      record: yield* makeWake,
+      heartbeat: yield* makeWake
+    }
+    const claimWake = makeClaimWake(yield* makeWake)
 
-    // The engine's own scope, inside the caller's, closing its parts one after another, last
-    // registered first. So each stage of the shutdown below is registered before the ones
-    // that must stop ahead of it; read from the bottom up: stop taking, finish in-flight
-    // sends, write their rows, release partitions, stop listening.
-    const scope = yield* Scope.fork(yield* Effect.scope, "sequential")
+    // Each step is made with the others' functions it calls (record's writes last: they go
+    // through all of them).
+    const record = makeRecord(env, wakes)
+    const send = makeSend(env, record.pending, claimWake.roomFreed)
+    const partitions = makePartitions(env, wakes, (lost) => {
+      for (const it of send.takeQueued(lost)) {
+        it.state = "done"
+        record.pending.forget(it)
+      }
+    })
+    const fanout = makeFanout(env, wakes, partitions, send, record.pending)
+    const claim = makeClaim(env, claimWake, send, record.pending)
+    const housekeeping = makeHousekeeping(env, { release: wakes.release, claim: claimWake })
+    const writer = record.writer({ partitions, sends: send, claim: claimWake })
+
+    // A destination changed (DESTINATIONS_CHANNEL): what waits for a send slot was read before
+    // the change, with the old address, secret, payload or eligibility. It goes back as rows
+    // due at once, and the next claim reads them as the destination now stands (or holds
+    // them). A claim or fan-out that was running when the change arrived hands its rows back too.
+    const destinationsChanged = () => {
+      signals.generation++
+      fanout.forgetDestinations()
+      send.handBackQueued()
+    }
+
+    // Under the supervisor, whose stop goes from the last thing started to the first. So each
+    // stage of the shutdown below is started before the ones that must stop ahead of it; read
+    // from the bottom up: stop taking, finish in-flight sends, write their rows, release
+    // partitions, stop listening.
+    const supervisor = yield* currentSupervisor
 
     // 5. LISTEN wakes the loops at commit; the polls are only a safety net.
-    yield* Scope.provide(scope)(
+    yield* supervisor.hold(
       listenScoped(options.sql, "", [
-        [EVENTS_CHANNEL, () => poke(s.wake.fanout)],
+        [EVENTS_CHANNEL, wakes.fanout.poke],
         [
           DELIVERIES_CHANNEL,
           () => {
-            poke(s.wake.claim)
-            poke(s.wake.release)
+            claimWake.poke()
+            wakes.release.poke()
           }
         ],
-        [DESTINATIONS_CHANNEL, () => destinationsChanged(s)],
-        [PARTITIONS_CHANNEL, () => poke(s.wake.heartbeat)]
+        [DESTINATIONS_CHANNEL, destinationsChanged],
+        [PARTITIONS_CHANNEL, wakes.heartbeat.poke]
       ])
     )
     // 4. The last writes free every partition with its cursor where everything is written.
-    yield* Scope.addFinalizer(
-      scope,
-      recordLast(env, s).pipe(Effect.andThen(db("leave", () => leaveFanout(options.sql, env.owner))), Effect.ignore)
+    yield* supervisor.onStop(
+      "delivery: last writes",
+      writer.last.pipe(Effect.andThen(db("leave", () => leaveFanout(options.sql, env.owner))), Effect.ignore)
     )
     // 3. The writer, interrupted between writes (a write once begun finishes).
-    yield* Effect.forkIn(recordLoop(env, s), scope)
+    yield* supervisor.run("delivery record", writer.loop)
     // 2. Sends: waiting ones go back at once, those in flight get the grace.
-    yield* Scope.addFinalizer(scope, finishSends(env, s))
+    yield* supervisor.onStop("delivery: finish sends", send.finish)
     // 1. The loops that take work: partitions, events, due and held rows; and the overdue sweep.
-    for (const loop of [
-      heartbeatLoop(env, s),
-      fanout.loop,
-      overdueLoop(env, s),
-      claim.loop,
-      releaseLoop(env, s),
-      purgeLoop(env, s)
-    ]) {
-      yield* Effect.forkIn(loop, scope)
-    }
+    yield* supervisor.run("delivery heartbeat", partitions.heartbeatLoop)
+    yield* supervisor.run("delivery fan-out", fanout.loop)
+    yield* supervisor.run("delivery overdue sweep", writer.overdueLoop)
+    yield* supervisor.run("delivery claim", claim.loop)
+    yield* supervisor.run("delivery release", housekeeping.releaseLoop)
+    yield* supervisor.run("delivery purge", housekeeping.purgeLoop)
     // 0. First of all: no send starts any more (an attempt ending would start the next).
-    yield* Scope.addFinalizer(
-      scope,
+    yield* supervisor.onStop(
+      "delivery: stop sending",
       Effect.sync(() => {
-        s.stopping = true
+        signals.stopping = true
       })
     )
 
     return {
       instanceId: env.owner,
       wake: Effect.sync(() => {
-        poke(s.wake.fanout)
-        poke(s.wake.claim)
-        poke(s.wake.release)
+        wakes.fanout.poke()
+        claimWake.poke()
+        wakes.release.poke()
       }),
-      stats: Effect.sync(() => {
-        let queued = 0
-        for (const q of s.queues.values()) queued += q.length
-        return { ...s.stats, queued }
-      })
+      stats: Effect.sync(
+        (): EngineStats => ({
+          ...fanout.stats,
+          ...record.stats,
+          ...housekeeping.stats,
+          inFlight: send.sending(),
+          queued: send.queued(),
+          partitions: partitions.size()
+        })
+      )
     } satisfies DeliveryEngineShape
   })
 
-// A destination changed (DESTINATIONS_CHANNEL): what waits for a send slot was read before
-// the change, with the old address, secret, payload or eligibility. It goes back as rows
-// due at once, and the next claim reads them as the destination now stands (or holds
-// them). A claim or fan-out that was running when the change arrived hands its rows back too.
-const destinationsChanged = (s: EngineState) => {
-  s.generation++
-  s.destinations.clear()
-  handBackQueued(s)
-}
-
 /**
- * Shutdown's sends: waiting for a slot, back at once. Attempts in flight get the grace to
- * finish and be written; whatever is still out after it is cancelled and handed back
- * unattempted, due at once for the next engine.
+ * The engine as a Layer over the Database, configured from the environment
+ * (WEBHOOK_RETRY_SCHEDULE, WEBHOOK_ALLOWED_NETWORKS, SECRETS_KEY / DATA_DIR, checked against
+ * the database's key).
  */
-const finishSends = (env: EngineEnv, s: EngineState) =>
+export const EngineLive = Layer.effect(
+  DeliveryEngine,
   Effect.gen(function* () {
-    handBackQueued(s)
-    s.open.clear()
-    if (s.inFlight.size > 0) {
-      const all = [...s.inFlight.keys()]
-      yield* Effect.promise(() => Promise.all(all)).pipe(Effect.timeoutOption(env.o.shutdownGraceMs))
-    }
-    const late = [...s.inFlight]
-    for (const [, abort] of late) abort.abort()
-    yield* Effect.promise(() => Promise.all(late.map(([p]) => p)))
+    const { sql } = yield* Database
+    const settings = yield* WebhookSettings
+    yield* Effect.logInfo("webhook delivery started", {
+      schedule: settings.schedule.text,
+      attempts: settings.schedule.maxAttempts,
+      secretsKey: settings.secretsKey.source
+    })
+    return yield* makeEngine({
+      sql,
+      secretsKey: settings.secretsKey.key,
+      schedule: settings.schedule,
+      allowed: settings.allowed
+    })
   })
+).pipe(Layer.provide(WebhookSettingsLive))
+
+/** The engine with explicit options (tests, bench). */
+export const deliveryLayer = (options: EngineOptions) => Layer.effect(DeliveryEngine, makeEngine(options))

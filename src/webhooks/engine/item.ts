@@ -1,5 +1,9 @@
-// A delivery in memory: what an attempt sends (Claimed, from fan-out or a claimed row) and
-// what came of it (Outcome, which record writes).
+// A delivery in memory (Item): what an attempt sends (Claimed, from fan-out or a claimed
+// row), what came of it (Outcome, which record writes), and where it stands. An item passes
+// from step to step: fan-out or claim make it, send attempts it, record writes it; each
+// field's comment says which step sets it.
+import type { Tracer } from "effect"
+import type { Entry } from "./partitions.ts"
 
 export type Claimed = {
   readonly id: string
@@ -37,4 +41,28 @@ export type Outcome = {
   readonly health: "reset" | "fail" | null
   /** The subscription's receiver answered 410 Gone. */
   readonly gone: boolean
+}
+
+/** A delivery in memory. From fan-out it has no row until its outcome (or a hand-back) is written. */
+export type Item = {
+  readonly c: Claimed
+  /** Fan-out's: the event, for the row and the cursor. Null for a claimed row. */
+  readonly src: { readonly eventId: string; readonly companyId: string; readonly entry: Entry } | null
+  /** A row exists, leased to this process until leaseUntil (the engine's clock): set by claim, or by record when it writes one. */
+  persisted: boolean
+  leaseUntil: number
+  /** Real time (Date.now) it came into memory. */
+  readonly fannedAt: number
+  /** Send moves it from queued to sending to done; a hand-back or a drop ends it as done too. */
+  state: "queued" | "sending" | "done"
+  /** Set by send when an attempt ends. */
+  outcome: Outcome | null
+  /** Give it back unattempted: a row due at once, for whoever claims it. */
+  handBack: boolean
+  /** Write it as a leased row now (it waited too long): set by the overdue sweep. */
+  persist: boolean
+  /** Gone from this process (written, or its partition was lost): nothing more is written for it. */
+  dropped: boolean
+  /** The fan-out round's span (tracing on): the first attempt's span goes under it. */
+  readonly span: Tracer.AnySpan | null
 }

@@ -1,4 +1,5 @@
-// What every step is given (EngineEnv), and how the loops call the database, wait and survive.
+// What every step is given (EngineEnv), its wake-ups, and how the loops call the database,
+// wait and survive.
 import { Cause, Clock, Effect, Queue } from "effect"
 import type { Sql } from "postgres"
 import { DeliveryQueryFailed, type EngineStep } from "./errors.ts"
@@ -9,6 +10,17 @@ export type AttemptObservation = {
   readonly ok: boolean
   readonly durationMs: number
   readonly errorKind: string | null
+}
+
+/**
+ * What changes under every step and only the engine's wiring (engine.ts) writes: the steps
+ * read it at their decisions.
+ */
+export type EngineSignals = {
+  /** Shutdown began: no read, claim, heartbeat or send starts any more. */
+  readonly stopping: boolean
+  /** Bumped when a destination changes: what was read before the change goes back. */
+  readonly generation: number
 }
 
 /** The engine's fixed inputs: set once at start, read by every step. */
@@ -31,7 +43,16 @@ export type EngineEnv = {
   readonly tracing: boolean
   /** Runs an attempt's span in the engine's context; null with tracing off. */
   readonly runTraced: (<E>(effect: Effect.Effect<void, E>) => Promise<void>) | null
+  readonly signals: EngineSignals
 }
+
+/** A loop's wake-up: a poke makes the loop look now instead of at its next poll. */
+export type Wake = { readonly queue: Queue.Queue<void>; readonly poke: () => void }
+
+export const makeWake: Effect.Effect<Wake> = Effect.map(Queue.sliding<void>(1), (queue) => ({
+  queue,
+  poke: () => void Queue.offerUnsafe(queue, undefined)
+}))
 
 /**
  * An origin may hold this many rounds of its send slots, queued or sending: deep enough that

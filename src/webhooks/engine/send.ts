@@ -1,9 +1,9 @@
-// Send: starts attempts from the origin queues while send slots are free, and turns each
-// answer into an outcome for record to write. This is the measured hot path (one call per
-// attempt, delivery ~5.3k/s): it stays plain promise code over the engine's state, with no
-// fiber or Effect per attempt, because that cost throughput; time still comes from the
-// engine's Clock, read synchronously. An attempt becomes an Effect only for its span, and
-// only with tracing on.
+// Send: owns the send queues and slots. Fan-out and claim queue deliveries per receiver
+// origin; send starts attempts while slots are free and hands each answer to record as an
+// outcome. This is the measured hot path (one call per attempt, delivery ~5.3k/s): it stays
+// plain promise code over this step's own maps and counters, with no fiber or Effect per
+// attempt, because that cost throughput; time still comes from the engine's Clock, read
+// synchronously. An attempt becomes an Effect only for its span, and only with tracing on.
 import type { Tracer } from "effect"
 import { Effect } from "effect"
 import { withDeliverySpan } from "../../platform/tracing.ts"
@@ -11,16 +11,64 @@ import { endpointSecretContext, keySecretContext } from "../../platform/db/chann
 import { decryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { delayAfter, type RetrySchedule } from "../../domain/retry-schedule.ts"
 import { deliveryBody } from "../net/body.ts"
-import type { Claimed, Outcome } from "./item.ts"
+import type { Claimed, Item, Outcome } from "./item.ts"
 import { send, type SendResult } from "../net/sender.ts"
+import type { Pending } from "./record.ts"
 import type { EngineEnv } from "./runtime.ts"
-import { add, handBack, poke, toWrite, type EngineState, type Item } from "./state.ts"
 
-/** Starts sends from the origin queues while slots are free. */
-export type Pump = () => void
+/** The send queues and slots, as the other steps see them. */
+export type Sends = {
+  /** Starts sends from the origin queues while slots are free. */
+  readonly pump: () => void
+  /** Queues an item for a send slot of its origin (`pump` starts it). */
+  readonly enqueue: (it: Item) => void
+  /** Takes an item out of its origin's queue (not started). */
+  readonly dequeue: (it: Item) => void
+  /** Takes the items waiting for a send slot that `which` picks out of their queues (not started). */
+  readonly takeQueued: (which: (it: Item) => boolean) => Array<Item>
+  /** Gives back everything waiting for a send slot (a destination changed, or shutdown). */
+  readonly handBackQueued: () => void
+  /** Per origin: deliveries queued or sending (claim's fairness between origins). */
+  readonly open: ReadonlyMap<string, number>
+  /** Deliveries queued or sending, in all. */
+  readonly openTotal: () => number
+  /** Attempts on the wire. */
+  readonly sending: () => number
+  /** Waiting for a send slot. */
+  readonly queued: () => number
+  /**
+   * Shutdown's sends (after `signals.stopping`, so none starts): waiting for a slot, back at
+   * once. Attempts in flight get the grace to finish and be written; whatever is still out
+   * after it is cancelled and handed back unattempted, due at once for the next engine.
+   */
+  readonly finish: Effect.Effect<void>
+}
 
-export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
-  const { o, options, nowMs } = env
+/** Adds d to a per-origin count, dropping it at zero. */
+const add = (m: Map<string, number>, k: string, d: number) => {
+  const n = (m.get(k) ?? 0) + d
+  if (n <= 0) m.delete(k)
+  else m.set(k, n)
+}
+
+/**
+ * `pending`: where outcomes and hand-backs go (record's); `roomFreed`: an attempt ended, so an
+ * origin has room again (claim's, which claims again if it left rows for lack of room).
+ */
+export const makeSend = (
+  env: EngineEnv,
+  pending: Pick<Pending, "complete" | "toWrite" | "handBack">,
+  roomFreed: () => void
+): Sends => {
+  const { o, options, nowMs, signals } = env
+  /** Per origin: queued + sending. */
+  const open = new Map<string, number>()
+  /** Per origin: items waiting for a send slot, in order. */
+  const queues = new Map<string, Array<Item>>()
+  /** Per origin: attempts on the wire. */
+  const sending = new Map<string, number>()
+  let sendingTotal = 0
+  const inFlight = new Map<Promise<void>, AbortController>()
   const secrets = new Map<string, string>() // decrypted signing secrets, by context and blob
   const byBlob = new WeakMap<Buffer, string>() // the same, by the blob fan-out shares among a destination's deliveries
   const secretFor = (c: Claimed, blob: Buffer = c.secret): string => {
@@ -73,7 +121,7 @@ export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
     // Cancelled by shutdown: not an attempt to record; the delivery is handed back.
     if (signal.aborted) {
       it.handBack = true
-      return toWrite(s, it)
+      return pending.toWrite(it)
     }
     env.observeAttempt({ ok: result.ok, durationMs: result.durationMs, errorKind: result.errorKind })
     if (it.dropped) return
@@ -83,8 +131,7 @@ export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
       if (result.status !== null) span.attribute("http.response.status_code", result.status)
       if (result.errorKind !== null) span.attribute("error.type", result.errorKind)
     }
-    s.completed.push(it)
-    poke(s.wake.record)
+    pending.complete(it)
   }
 
   /** An attempt in its span, under its fan-out round's span if it has one. */
@@ -104,39 +151,96 @@ export const makeSend = (env: EngineEnv, s: EngineState): Pump => {
   }
 
   const pump = (): void => {
-    if (s.stopping) return
+    if (signals.stopping) return
     const at = nowMs()
-    for (const [origin, queue] of s.queues) {
-      while (queue.length > 0 && s.sendingTotal < o.concurrency && (s.sending.get(origin) ?? 0) < o.perOrigin) {
+    for (const [origin, queue] of queues) {
+      while (queue.length > 0 && sendingTotal < o.concurrency && (sending.get(origin) ?? 0) < o.perOrigin) {
         const it = queue.shift()!
         // Never start an attempt that might outlive its lease: give it back instead.
         if (it.persisted && at > it.leaseUntil - o.timeoutMs - 5_000) {
-          add(s.open, origin, -1)
-          handBack(s, it)
+          add(open, origin, -1)
+          pending.handBack(it)
           continue
         }
         it.state = "sending"
-        add(s.sending, origin, 1)
-        s.sendingTotal++
+        add(sending, origin, 1)
+        sendingTotal++
         const abort = new AbortController()
         const running = (env.runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(
           () => {
-            add(s.sending, origin, -1)
-            add(s.open, origin, -1)
-            s.sendingTotal--
-            s.inFlight.delete(running)
-            s.stats.inFlight = s.sendingTotal
-            if (s.claimWaiting) poke(s.wake.claim) // room in this origin's queue
+            add(sending, origin, -1)
+            add(open, origin, -1)
+            sendingTotal--
+            inFlight.delete(running)
+            roomFreed()
             pump()
           }
         )
-        s.inFlight.set(running, abort)
+        inFlight.set(running, abort)
       }
-      if (queue.length === 0) s.queues.delete(origin)
+      if (queue.length === 0) queues.delete(origin)
     }
-    s.stats.inFlight = s.sendingTotal
   }
-  return pump
+
+  const takeQueued = (which: (it: Item) => boolean): Array<Item> => {
+    const taken: Array<Item> = []
+    for (const [origin, queue] of queues) {
+      const keep = queue.filter((it) => !which(it))
+      if (keep.length === queue.length) continue
+      for (const it of queue) if (which(it)) taken.push(it)
+      add(open, origin, keep.length - queue.length)
+      if (keep.length === 0) queues.delete(origin)
+      else queues.set(origin, keep)
+    }
+    return taken
+  }
+
+  const handBackQueued = () => {
+    for (const it of takeQueued(() => true)) pending.handBack(it)
+  }
+
+  return {
+    pump,
+    enqueue: (it: Item) => {
+      add(open, it.c.origin, 1)
+      const q = queues.get(it.c.origin)
+      if (q) q.push(it)
+      else queues.set(it.c.origin, [it])
+    },
+    dequeue: (it: Item) => {
+      const q = queues.get(it.c.origin)
+      const i = q?.indexOf(it) ?? -1
+      if (i < 0) return
+      q!.splice(i, 1)
+      if (q!.length === 0) queues.delete(it.c.origin)
+      add(open, it.c.origin, -1)
+    },
+    takeQueued,
+    handBackQueued,
+    open,
+    openTotal: () => {
+      let n = 0
+      for (const k of open.values()) n += k
+      return n
+    },
+    sending: () => sendingTotal,
+    queued: () => {
+      let n = 0
+      for (const q of queues.values()) n += q.length
+      return n
+    },
+    finish: Effect.gen(function* () {
+      handBackQueued()
+      open.clear()
+      if (inFlight.size > 0) {
+        const all = [...inFlight.keys()]
+        yield* Effect.promise(() => Promise.all(all)).pipe(Effect.timeoutOption(o.shutdownGraceMs))
+      }
+      const late = [...inFlight]
+      for (const [, abort] of late) abort.abort()
+      yield* Effect.promise(() => Promise.all(late.map(([p]) => p)))
+    })
+  }
 }
 
 /** What an attempt's result means for the delivery. */
