@@ -1,7 +1,7 @@
 // The webhook settings from configuration, checked once at startup: the retry schedule,
 // the allowed networks and the key that encrypts signing secrets, which must be the key the
 // database's secrets are under (key-check.ts).
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import { DatabaseConfig, WebhookConfig } from "../../platform/config.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import { parseAllowedNetworks, type AllowedNetworks, type Lookup } from "../net/address-guard.ts"
@@ -30,23 +30,24 @@ export interface WebhookDeps {
   readonly pingTimeoutMs?: number
 }
 
-export class WebhookSettingsError extends Error {}
+/** A setting that cannot be used (the retry schedule, the allowed networks, the secrets key file); the message says which and why. */
+export class WebhookSettingsError extends Data.TaggedError("WebhookSettingsError")<{ readonly message: string }> {}
 
 /** The settings from configuration alone (no database, no key check). */
 export const loadWebhookSettings = Effect.gen(function* () {
   const config = yield* WebhookConfig
   const { dataDir } = yield* DatabaseConfig
   const schedule = parseRetrySchedule(config.retrySchedule)
-  if (!schedule.ok) return yield* Effect.fail(new WebhookSettingsError(schedule.error))
+  if (!schedule.ok) return yield* Effect.fail(new WebhookSettingsError({ message: schedule.error }))
   const allowed = parseAllowedNetworks(config.allowedNetworks)
-  if (!allowed.ok) return yield* Effect.fail(new WebhookSettingsError(allowed.error))
+  if (!allowed.ok) return yield* Effect.fail(new WebhookSettingsError({ message: allowed.error }))
   const secretsKey = yield* Effect.try({
     try: () =>
       loadSecretsKey({
         configured: Option.isSome(config.secretsKey) ? Redacted.value(config.secretsKey.value) : undefined,
         dataDir
       }),
-    catch: (e) => new WebhookSettingsError((e as Error).message)
+    catch: (e) => new WebhookSettingsError({ message: (e as Error).message })
   })
   return { schedule: schedule.schedule, allowed: allowed.networks, secretsKey } satisfies WebhookSettingsShape
 })

@@ -6,6 +6,7 @@
 // not once per request, and still the only addresses a connection may use.
 import { lookup as dnsLookup, Resolver } from "node:dns/promises"
 import { isIP, isIPv4, isIPv6 } from "node:net"
+import { Data } from "effect"
 
 export type Classification = { readonly public: true } | { readonly public: false; readonly reason: string }
 
@@ -252,10 +253,13 @@ export const parseAllowedNetworks = (text: string): ParseNetworksResult => {
   return { ok: true, networks }
 }
 
+/** WEBHOOK_ALLOWED_NETWORKS that does not parse; the message says which entry and why. */
+export class AllowedNetworksInvalid extends Data.TaggedError("AllowedNetworksInvalid")<{ readonly message: string }> {}
+
 /** Like parseAllowedNetworks, for startup code that wants an exception on bad config. */
 export const parseAllowedNetworksOrThrow = (text: string): AllowedNetworks => {
   const r = parseAllowedNetworks(text)
-  if (!r.ok) throw new Error(r.error)
+  if (!r.ok) throw new AllowedNetworksInvalid({ message: r.error })
   return r.networks
 }
 

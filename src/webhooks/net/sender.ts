@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto"
 import type { Readable } from "node:stream"
 import { createSecureContext, getCACertificates, type SecureContext } from "node:tls"
+import { Data } from "effect"
 import { Pool, buildConnector } from "undici"
 import {
   forgetResolutions,
@@ -81,7 +82,8 @@ export type SendResult = {
   readonly addresses: ReadonlyArray<string>
 }
 
-class DeadlineError extends Error {}
+/** The attempt's deadline passed: the reason its signal is aborted with (a timeout, not a cancel). */
+class DeadlineError extends Data.TaggedError("DeadlineError")<{ readonly message: string }> {}
 
 export const send = async (
   target: SendTarget,
@@ -93,7 +95,7 @@ export const send = async (
   const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
   const deadline = new AbortController()
   const timer = setTimeout(
-    () => deadline.abort(new DeadlineError(`no complete answer within ${timeoutMs} ms`)),
+    () => deadline.abort(new DeadlineError({ message: `no complete answer within ${timeoutMs} ms` })),
     timeoutMs
   )
   // One signal for the attempt: the caller's cancel feeds the deadline's controller (cheaper
