@@ -319,7 +319,7 @@ describe("verifyWebhook", () => {
     payload: JSON.stringify(record)
   })
   const now = Math.floor(Date.now() / 1000)
-  // The headers the sender sends (src/delivery/sender.ts uses signedHeaders too).
+  // The headers the sender sends (src/webhooks/net/sender.ts uses signedHeaders too).
   const headers = signedHeaders(secret, id, now, body)
   const standardOnly = {
     "webhook-id": headers["webhook-id"]!,

@@ -1,6 +1,6 @@
 // Rotation with overlap (issue 15.5): after a rotation the old signing secret keeps signing,
 // beside the new one, for an overlap the admin chooses, so the receiver switches secrets when
-// it likes. A pure rule with its table test (test/webhooks/overlap.test.ts).
+// it likes. A pure rule with its table test (test/webhooks/endpoints/overlap.test.ts).
 
 /** The overlap when none is given: a day, as Svix and Outpost give. */
 export const DEFAULT_OVERLAP = "24h"
