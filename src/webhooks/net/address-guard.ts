@@ -480,12 +480,15 @@ export const resolveAndCheck = async (input: string, options: CheckOptions = {})
   return vetted.ok ? { ok: true, target, addresses: vetted.addresses } : vetted
 }
 
-const freshResolution = async (
+/** A host name's addresses, vetted: looked up now, or (reused) the answer still held. */
+type VetHost = (
   host: string,
   lookup: Lookup,
   allowed: AllowedNetworks,
   signal: AbortSignal | undefined
-): Promise<Vetted> => {
+) => Promise<Vetted>
+
+const freshResolution: VetHost = async (host, lookup, allowed, signal) => {
   let answers: ReadonlyArray<ResolvedAddress>
   try {
     answers = await abortable(lookup(host), signal)
@@ -561,12 +564,7 @@ const forget = (cache: Map<string, Resolution>, host: string, entry: Resolution)
  * vetted before any connection may use it. Only answers that pass are kept: a refusal or a
  * failure is asked again next time, so a fixed name is not refused for longer than its TTL.
  */
-const reusedResolution = async (
-  host: string,
-  lookup: Lookup,
-  allowed: AllowedNetworks,
-  signal: AbortSignal | undefined
-): Promise<Vetted> => {
+const reusedResolution: VetHost = async (host, lookup, allowed, signal) => {
   let cache = resolutions.get(lookup)
   if (!cache) resolutions.set(lookup, (cache = new Map()))
   const held = cache.get(host)
