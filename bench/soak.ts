@@ -39,6 +39,7 @@ import { DEMO_HOST } from "../src/seed/demo.ts"
 import type { SimulationResult } from "../src/seed/simulate.ts"
 import { testCerts } from "../test/support/https-receiver.ts"
 import { freePort } from "../test/support/net.ts"
+import { startCommand } from "./support.ts"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const ADMIN_EMAIL = "admin@acme.example"
@@ -119,34 +120,6 @@ const procCpuSeconds = (pid: number): number => {
   } catch {
     return NaN
   }
-}
-
-/**
- * The service's command as `npm start` runs it: package.json's start script (steps before it
- * joined by "&&", such as the build of dist/service.mjs; then environment assignments such as
- * GLIBC_TUNABLES, node, its options and the file), run with this node; SOAK_START replaces it,
- * e.g. to compare settings.
- */
-const startCommand = (): { env: Record<string, string>; args: Array<string>; before: Array<Array<string>> } => {
-  const script =
-    process.env.SOAK_START ??
-    (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
-  const steps = script.split("&&").map((step) => step.trim().split(/\s+/))
-  const before = steps.slice(0, -1).map(([node, ...rest]) => {
-    if (node !== "node" || rest.length === 0)
-      throw new Error(`a step before the service must be "node <file> [args]", not "${script}"`)
-    return rest
-  })
-  const words = steps.at(-1)!
-  const env: Record<string, string> = {}
-  while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
-    const [name, ...value] = words.shift()!.split("=")
-    env[name!] = value.join("=")
-  }
-  const [node, ...rest] = words
-  if (node !== "node" || rest.length === 0)
-    throw new Error(`the start script must be "[NAME=value ...] node [options] <file>", not "${script}"`)
-  return { env, args: rest, before }
 }
 
 /** Unlabelled samples of a Prometheus text page. */
