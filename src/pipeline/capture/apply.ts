@@ -7,7 +7,7 @@ import type { PendingQuery, Row as SqlRow, Sql } from "postgres"
 import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { eventsFor } from "../../domain/events.ts"
 import type { Row } from "../../domain/records/types.ts"
-import { RESOURCE_INFO, type Resource } from "../../domain/resources.ts"
+import { RESOURCE_INFO, resourceOfTable, type Resource } from "../../domain/resources.ts"
 import { eventWrites, type OutboxEvent } from "../outbox/events.ts"
 import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
@@ -25,7 +25,17 @@ import {
   writeUserRows,
   writeViews
 } from "../projection/write.ts"
+import {
+  type CaptureQuarantine,
+  EMPTY_DELTA,
+  errorText,
+  type Held,
+  isPoison,
+  type QuarantineDelta,
+  quarantineWrites
+} from "./quarantine.ts"
 import type { Txn } from "./txn.ts"
+import type { Lsn } from "../../platform/db/lsn.ts"
 
 type Db = Sql<Record<string, unknown>> | Tx
 
@@ -159,8 +169,131 @@ export const reshapeWide = async (
 
 const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
 
+/** A record's view could not be shaped: why. */
+interface Poisoned {
+  readonly poison: string
+}
+
+const tableOf2 = (r: RecordRef) => RESOURCE_INFO[r.resource].table
+
+/**
+ * One batch's dealings with the quarantine (quarantine.ts): which records it holds and why,
+ * what each owes (its row at its last event), and which held records it shapes again. Made
+ * only when a batch meets the quarantine: a batch that does not pays nothing for it.
+ */
+export class BatchHolds {
+  readonly q: CaptureQuarantine
+  /** Records held in this batch, by table and key. */
+  readonly held = new TableMap<Held>()
+  /** Records this batch holds whatever they shape to (a value not decoded, a broken table), and why. */
+  private readonly forced = new TableMap<{ readonly error: string; readonly blockedBy: string | null }>()
+  /** A record's row when its last event in this batch fired. */
+  private readonly fired = new TableMap<Row | null>()
+  /** Held records to shape again (retry, or their table fits again). */
+  readonly retried: RecordRef[] = []
+  readonly released: RecordRef[] = []
+  readonly contract: Array<{ table: string; problems: ReadonlyArray<string> | null; lsn: Lsn }> = []
+
+  constructor(q: CaptureQuarantine) {
+    this.q = q
+  }
+
+  /** Before loading: the held records the batch's retries and contract repairs shape again. */
+  scan(txns: ReadonlyArray<Txn>): void {
+    for (const t of txns) {
+      for (const m of t.markers ?? []) {
+        if (m.kind === "retry") this.retried.push(...this.q.retryable(m.records))
+        else if (m.kind === "contract" && m.problems === null && this.q.broken.has(m.table))
+          this.retried.push(...this.q.retryable([], m.table))
+      }
+    }
+  }
+
+  /** A transaction's markers, at its start. */
+  begin(txn: Txn): void {
+    for (const m of txn.markers ?? []) {
+      if (m.kind === "contract") {
+        const was = this.q.broken.get(m.table)
+        if (m.problems === null) {
+          if (was === undefined) continue
+          this.q.broken.delete(m.table)
+        } else {
+          if (was !== undefined && was.join("\n") === m.problems.join("\n")) continue
+          this.q.broken.set(m.table, m.problems)
+        }
+        this.contract.push({ table: m.table, problems: m.problems, lsn: txn.endLsn })
+      } else if (m.kind === "discard") {
+        for (const [table, key] of m.records) {
+          const resource = resourceOfTable(table)
+          if (resource !== undefined && this.q.release(table, key)) this.released.push({ resource, id: key })
+        }
+      }
+    }
+  }
+
+  /** A change the batch cannot take as it is (a value not decoded, its table broken): the records it feeds are held. */
+  force(change: { table: string; key: string; poison?: string }, before: Row | null, after: Row | null): void {
+    const problems = this.q.broken.get(change.table)
+    const error =
+      change.poison ??
+      (problems ? `app.${change.table} no longer fits what the service reads: ${problems.join("; ")}` : null)
+    if (error === null) return
+    const blockedBy = change.poison === undefined ? change.table : null
+    const deps = dependentsOf(change.table, change.key, before, after)
+    for (const r of deps.records) this.forced.set(tableOf2(r), r.id, { error, blockedBy })
+    const own = resourceOfTable(change.table)
+    if (own !== undefined) this.forced.set(change.table, change.key, { error, blockedBy })
+  }
+
+  isHeld(table: string, id: string): boolean {
+    return this.q.isHeld(table, id) || this.held.has(table, id)
+  }
+
+  /** The record's view, null when its row is gone, or why it cannot be shaped. */
+  shape(projections: Projections, ref: RecordRef): ProjectedView | null | Poisoned {
+    const forced = this.forced.get(tableOf2(ref), ref.id)
+    if (forced !== undefined) return { poison: forced.error }
+    try {
+      return projections.get(ref)
+    } catch (e) {
+      if (!isPoison(e)) throw e
+      return { poison: `${ref.resource} ${ref.id}: ${errorText(e)}` }
+    }
+  }
+
+  /** Holds a record in this batch; `before`: its row as of its last good view. */
+  hold(store: Store, ref: RecordRef, error: string, lsn: Lsn): void {
+    const table = tableOf2(ref)
+    if (this.held.has(table, ref.id)) return
+    const before = this.fired.has(table, ref.id)
+      ? (this.fired.get(table, ref.id) ?? null)
+      : (store.getBase(table, ref.id)?.data ?? null)
+    const row = store.has(table, ref.id) ? store.get(table, ref.id) : null
+    this.held.set(table, ref.id, {
+      ref,
+      table,
+      error,
+      companyId: row?.companyId ?? store.getBase(table, ref.id)?.companyId ?? null,
+      before,
+      blockedBy: this.forced.get(table, ref.id)?.blockedBy ?? null,
+      lsn
+    })
+  }
+
+  firedAt(store: Store, ref: RecordRef): void {
+    const table = tableOf2(ref)
+    this.fired.set(table, ref.id, store.get(table, ref.id)?.data ?? null)
+  }
+}
+
 /** Simulates one transaction over the store; returns its events (seq from 0). */
-export const simulate = (store: Store, txn: Txn, projections: Projections = new Projections(store)): OutboxEvent[] => {
+export const simulate = (
+  store: Store,
+  txn: Txn,
+  projections: Projections = new Projections(store),
+  holds: BatchHolds | null = null
+): OutboxEvent[] => {
+  holds?.begin(txn)
   // Each changed row's state before the transaction, taken at its first change in it (a row
   // not changed since the transaction began).
   const start = store.version
@@ -169,6 +302,7 @@ export const simulate = (store: Store, txn: Txn, projections: Projections = new 
     const c = txn.changes[i]!
     if (!store.changedSince(c.table, c.key, start))
       before.push({ table: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+    if (holds !== null) holds.force(c, store.get(c.table, c.key)?.data ?? null, c.data)
     store.apply(c.table, c.key, c.data)
   }
   const events: OutboxEvent[] = []
@@ -179,7 +313,19 @@ export const simulate = (store: Store, txn: Txn, projections: Projections = new 
     for (let k = 0; k < kinds.length; k++) {
       const kind = kinds[k]!
       const resource = EVENT_RESOURCE[kind]
-      const view = projections.get({ resource, id: b.key })
+      const ref = { resource, id: b.key }
+      let view: ProjectedView | null
+      if (holds === null) view = projections.get(ref)
+      else {
+        // A held record's events wait: it owes them until it shapes again.
+        if (holds.isHeld(b.table, b.key)) continue
+        const v = holds.shape(projections, ref)
+        if (v !== null && "poison" in v) {
+          holds.hold(store, ref, v.poison, txn.endLsn)
+          continue
+        }
+        view = v
+      }
       if (!view || !moduleOn(store, view.companyId, resource)) continue
       events.push({
         companyId: view.companyId,
@@ -191,6 +337,10 @@ export const simulate = (store: Store, txn: Txn, projections: Projections = new 
         payload: view.body,
         createdAt: txn.commitTime
       })
+    }
+    if (holds !== null && kinds.length > 0) {
+      const own = resourceOfTable(b.table)
+      if (own !== undefined && !holds.isHeld(b.table, b.key)) holds.firedAt(store, { resource: own, id: b.key })
     }
   }
   return events
@@ -281,6 +431,19 @@ export interface PreparedBatch {
   readonly write: (tx: Tx) => Array<Promise<unknown>>
   /** Then, on the same transaction: the views of the inspections its equipment and site changes reach (reshapeWide). */
   readonly reshape: (tx: Tx) => Promise<number>
+  /** What it changes in the quarantine (written by `reshape`, last). */
+  readonly quarantine: QuarantineDelta
+}
+
+/** Whether a batch has to deal with the quarantine: held records or broken tables, a request, a value not decoded. */
+const meetsQuarantine = (q: CaptureQuarantine | null, txns: ReadonlyArray<Txn>): boolean => {
+  if (q === null) return false
+  if (!q.empty) return true
+  for (const t of txns) {
+    if (t.markers !== undefined && t.markers.length > 0) return true
+    for (let i = 0; i < t.changes.length; i++) if (t.changes[i]!.poison !== undefined) return true
+  }
+  return false
 }
 
 /**
@@ -288,15 +451,49 @@ export interface PreparedBatch {
  * statements. Reads go through `sql` (the pool: a transaction is not needed, only capture
  * writes the mirror), with `prior`, the batch before that may still be being written,
  * laid over them (src/pipeline/projection/store.ts).
+ *
+ * With `q` (capture's quarantine), a record that cannot be shaped is held instead of failing
+ * the batch: the batch is first shaped as always, and only when that throws on a record, or
+ * when the batch meets the quarantine at all, is it shaped again record by record (BatchHolds).
  */
 export const prepareBatch = async (
   sql: Db,
   txns: ReadonlyArray<Txn>,
-  prior: Store | null = null
+  prior: Store | null = null,
+  q: CaptureQuarantine | null = null
+): Promise<PreparedBatch> => {
+  if (!meetsQuarantine(q, txns)) {
+    try {
+      return await prepareWith(sql, txns, prior, null)
+    } catch (e) {
+      if (q === null || !isPoison(e)) throw e
+    }
+  }
+  return prepareWith(sql, txns, prior, new BatchHolds(q!))
+}
+
+const prepareWith = async (
+  sql: Db,
+  txns: ReadonlyArray<Txn>,
+  prior: Store | null,
+  holds: BatchHolds | null
 ): Promise<PreparedBatch> => {
   const store = new Store(sql, prior)
   const changes = txns.flatMap((t) => t.changes)
-  const { refs, tenancy, users, wide } = await loadFor(store, changes)
+  holds?.scan(txns)
+  const { refs: changed, tenancy, users, wide } = await loadFor(store, changes)
+  let refs = changed
+  if (holds !== null && holds.retried.length > 0) {
+    await prepare(store, holds.retried)
+    const more = new RefList()
+    for (const r of changed) more.add(r)
+    for (const r of holds.retried) more.add(r)
+    refs = more.list
+    for (const r of holds.retried) {
+      const id = store.getBase(tableOf(r), r.id)?.companyId
+      if (id) await store.loadChildren("company_modules", [id])
+    }
+  }
   store.seal()
   const projections = new Projections(store)
   // Simulated in slices that let the event loop turn between them: meanwhile the batch before
@@ -304,14 +501,17 @@ export const prepareBatch = async (
   const events: OutboxEvent[] = []
   let slice = 0
   for (const t of txns) {
-    for (const e of simulate(store, t, projections)) events.push(e)
+    for (const e of simulate(store, t, projections, holds)) events.push(e)
     slice += t.changes.length
     if (slice >= SLICE_CHANGES) {
       slice = 0
       await turn()
     }
   }
-  const { views, gone } = finalViews(store, refs, projections)
+  const { views, gone, delta } =
+    holds === null
+      ? { ...finalViews(store, refs, projections), delta: EMPTY_DELTA }
+      : await settleHolds(sql, store, refs, projections, holds, txns, events)
   await turn()
   // No view of the batch changed after its last commit; a deleted record was deleted when the
   // last transaction that changed its row committed. A record whose row the mirror did not
@@ -332,6 +532,9 @@ export const prepareBatch = async (
   const companies = tenancy.size > 0 ? companyRows(store, tenancy) : null
   const people = users.size > 0 ? userRows(store, users) : null
   const privacy = newPrivacyCases(store, changes, events)
+  const quarantined = quarantineWrites(delta)
+  // Held records are not re-shaped with the wide set either: they keep their last good view.
+  const written = holds === null ? refs : [...refs, ...delta.held.map((h) => h.ref)]
   return {
     changes: changes.length,
     events,
@@ -343,6 +546,98 @@ export const prepareBatch = async (
       if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
       return out
     },
-    reshape: (tx) => reshapeWide(tx, wide, refs, time)
+    reshape: async (tx) => {
+      const n = await reshapeWide(tx, wide, written, time)
+      if (quarantined !== null) await quarantined(tx)
+      return n
+    },
+    quarantine: delta
   }
+}
+
+/**
+ * The final views of a batch that meets the quarantine: a record that cannot be shaped is held
+ * (its view is not written); a held record that shapes again is released, its view written
+ * and the events it owes appended to the batch's last transaction.
+ */
+const settleHolds = async (
+  sql: Db,
+  store: Store,
+  refs: ReadonlyArray<RecordRef>,
+  projections: Projections,
+  holds: BatchHolds,
+  txns: ReadonlyArray<Txn>,
+  events: OutboxEvent[]
+) => {
+  const last = txns[txns.length - 1]
+  const lsn = last?.endLsn ?? 0n
+  const q = holds.q
+  const views: ProjectedView[] = []
+  const gone: RecordRef[] = []
+  const healed: Array<{ ref: RecordRef; view: ProjectedView }> = []
+  const released: RecordRef[] = [...holds.released]
+  const seen = new TableMap<true>()
+  const take = (r: RecordRef) => {
+    const table = tableOf(r)
+    if (seen.has(table, r.id)) return
+    seen.set(table, r.id, true)
+    const v = holds.shape(projections, r)
+    if (v !== null && "poison" in v) return holds.hold(store, r, v.poison, lsn)
+    if (v === null) gone.push(r)
+    else views.push(v)
+    // Held before (or earlier in this batch) and shaped now: released, owing its events.
+    const inBatch = holds.held.get(table, r.id)
+    if (inBatch !== undefined) {
+      holds.held.delete(table, r.id)
+      owed.set(table, r.id, inBatch.before)
+    } else if (!q.isHeld(table, r.id)) return
+    else ask.push(r)
+    released.push(r)
+    if (v !== null) healed.push({ ref: r, view: v })
+  }
+  // What the healed records owe: those held in this batch know it, the others ask.
+  const owed = new TableMap<Row | null>()
+  const ask: RecordRef[] = []
+  for (const r of refs) take(r)
+  for (const r of holds.retried) take(r)
+  if (ask.length > 0) {
+    const more = await q.owedBy(sql as Sql, ask)
+    for (const r of ask) owed.set(tableOf(r), r.id, more.get(tableOf(r), r.id) ?? null)
+  }
+  if (last !== undefined) {
+    let seq = 0
+    for (const e of events) if (e.commitLsn === last.endLsn) seq++
+    for (const { ref, view } of healed) {
+      const table = tableOf(ref)
+      const kinds = eventsFor(table, owed.get(table, ref.id) ?? null, store.get(table, ref.id)?.data ?? null)
+      for (const kind of kinds) {
+        const resource = EVENT_RESOURCE[kind]
+        if (resource !== ref.resource || !moduleOn(store, view.companyId, resource)) continue
+        events.push({
+          companyId: view.companyId,
+          event: kind,
+          resource,
+          recordId: ref.id,
+          commitLsn: last.endLsn,
+          seq: seq++,
+          payload: view.body,
+          createdAt: last.commitTime
+        })
+      }
+    }
+  }
+  // The quarantine as the batch leaves it.
+  const heldList: Held[] = []
+  holds.held.forEachKey((table, key) => heldList.push(holds.held.get(table, key)!))
+  for (const r of released) q.release(tableOf(r), r.id)
+  for (const h of heldList) q.hold(h.table, h.ref.id, h.blockedBy)
+  q.owe(heldList)
+  const stillHeld = new TableMap<true>()
+  for (const h of heldList) stillHeld.set(h.table, h.ref.id, true)
+  const delta: QuarantineDelta = {
+    held: heldList,
+    released: released.filter((r) => !stillHeld.has(tableOf(r), r.id)),
+    contract: holds.contract
+  }
+  return { views, gone, delta }
 }

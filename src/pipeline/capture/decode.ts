@@ -41,10 +41,13 @@ export const decodeChange = (msg: MessageInsert | MessageUpdate | MessageDelete)
     return [{ table: rel.name, key: rowKey(rel.name, key), data: null }]
   }
   const data = msg.new as Record<string, unknown>
+  const poison = (msg as { poison?: string }).poison
   const change: RowChange =
-    msg.tag === "insert"
-      ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true }
-      : { table: rel.name, key: rowKey(rel.name, data), data }
+    poison !== undefined
+      ? { table: rel.name, key: rowKey(rel.name, data), data, poison }
+      : msg.tag === "insert"
+        ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true }
+        : { table: rel.name, key: rowKey(rel.name, data), data }
   const before = msg.tag === "update" ? (msg.key ?? msg.old) : null // the old key, or the old row (REPLICA IDENTITY FULL)
   if (before !== null && before !== undefined) {
     const old = rowKey(rel.name, before as Record<string, unknown>)

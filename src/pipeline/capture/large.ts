@@ -16,6 +16,19 @@ import { mirrorWrites, writeCompanies, writeUsers } from "../projection/write.ts
 import { loadFor, mirrorChanges, moduleOn, reprojectViews, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
+import { dependentsOf } from "../projection/dependencies.ts"
+import { finalViews } from "./apply.ts"
+import { writeViews } from "../projection/write.ts"
+import {
+  type CaptureQuarantine,
+  EMPTY_DELTA,
+  errorText,
+  type Held,
+  isPoison,
+  type QuarantineDelta,
+  quarantineWrites
+} from "./quarantine.ts"
+import { TableMap } from "../projection/store.ts"
 
 const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
 const CHUNK = 1000
@@ -24,9 +37,23 @@ export class LargeTransaction {
   private readonly tx: Tx
   private started = false
   changes = 0
+  /** Capture's quarantine: held records keep their last good view; records that cannot be shaped are held. */
+  private readonly q: CaptureQuarantine | null
+  /** Records fed by a value not decoded or a broken table's rows: held whatever they shape to. */
+  private readonly forced = new TableMap<{ readonly error: string; readonly blockedBy: string | null }>()
+  readonly contract: Array<{ table: string; problems: ReadonlyArray<string> | null; lsn: Lsn }> = []
 
-  constructor(tx: Tx) {
+  constructor(tx: Tx, q: CaptureQuarantine | null = null) {
     this.tx = tx
+    this.q = q
+  }
+
+  /** A Relation message in the transaction: the table's contract as it stands from here on (null: it fits). */
+  contractChanged(table: string, problems: ReadonlyArray<string> | null): void {
+    if (this.q === null) return
+    if (problems === null) this.q.broken.delete(table)
+    else this.q.broken.set(table, problems)
+    this.contract.push({ table, problems, lsn: 0n })
   }
 
   private async init() {
@@ -52,6 +79,13 @@ export class LargeTransaction {
       if (EVENT_TABLES.has(c.table) && !seen.has(id)) {
         seen.add(id)
         befores.push({ tbl: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
+      }
+      if (this.q !== null && (c.poison !== undefined || this.q.broken.has(c.table))) {
+        const problems = this.q.broken.get(c.table)
+        const error = c.poison ?? `app.${c.table} no longer fits what the service reads: ${problems!.join("; ")}`
+        const blockedBy = c.poison === undefined ? c.table : null
+        const deps = dependentsOf(c.table, c.key, store.get(c.table, c.key)?.data ?? null, c.data)
+        for (const r of deps.records) this.forced.set(RESOURCE_INFO[r.resource].table, r.id, { error, blockedBy })
       }
       store.apply(c.table, c.key, c.data)
     }
@@ -81,9 +115,9 @@ export class LargeTransaction {
   }
 
   /** At commit: rewrites the touched views and writes the transaction's events. */
-  async finish(endLsn: Lsn, commitTime: Date): Promise<Map<string, number>> {
+  async finish(endLsn: Lsn, commitTime: Date): Promise<{ tally: Map<string, number>; quarantine: QuarantineDelta }> {
     const tally = new Map<string, number>()
-    if (!this.started) return tally
+    if (!this.started) return { tally, quarantine: this.contractOnly(endLsn) }
     // The inspections of the wide equipment and sites, as the mirror has them at the commit.
     const tx = this.tx
     await tx`
@@ -99,7 +133,8 @@ export class LargeTransaction {
       const refs: RecordRef[] = rows.flatMap((r) =>
         isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []
       )
-      await reprojectViews(this.tx, refs, { commit: commitTime })
+      if (this.q === null) await reprojectViews(this.tx, refs, { commit: commitTime })
+      else await this.reprojectHolding(refs, commitTime, endLsn)
     }
     let seq = 0
     let lastSeq = 0
@@ -127,6 +162,7 @@ export class LargeTransaction {
       for (const { r, kinds: ks } of kinds) {
         for (const kind of ks) {
           const resource = EVENT_RESOURCE[kind]
+          if (this.q !== null && (this.q.isHeld(r.tbl, r.key) || this.poisoned.has(r.tbl, r.key))) continue
           const view = project(store, { resource, id: r.key })
           if (!view || !moduleOn(store, view.companyId, resource)) continue
           events.push({
@@ -156,6 +192,75 @@ export class LargeTransaction {
           .map((r) => r.key)
       )
     }
-    return tally
+    if (this.q === null) return { tally, quarantine: EMPTY_DELTA }
+    const held: Held[] = []
+    this.poisoned.forEachKey((table, key) => held.push({ ...this.poisoned.get(table, key)!, lsn: endLsn }))
+    // What the held records owe: their row before this transaction.
+    if (held.length > 0) {
+      const rows = await this.tx<{ tbl: string; key: string; data: Row | null }[]>`
+        select tbl, key, data from txn_before where (tbl, key) in (
+          select * from unnest(${held.map((h) => h.table)}::text[], ${held.map((h) => h.ref.id)}::text[]))`
+      const before = new TableMap<Row | null>()
+      for (const r of rows) before.set(r.tbl, r.key, r.data)
+      for (let i = 0; i < held.length; i++) {
+        const h = held[i]!
+        if (before.has(h.table, h.ref.id)) held[i] = { ...h, before: before.get(h.table, h.ref.id) ?? null }
+      }
+    }
+    for (const h of held) this.q.hold(h.table, h.ref.id, h.blockedBy)
+    this.q.owe(held)
+    const delta: QuarantineDelta = { held, released: [], contract: this.contract.map((c) => ({ ...c, lsn: endLsn })) }
+    const write = quarantineWrites(delta)
+    if (write !== null) await write(this.tx)
+    return { tally, quarantine: delta }
+  }
+
+  private contractOnly(endLsn: Lsn): QuarantineDelta {
+    return this.contract.length === 0
+      ? EMPTY_DELTA
+      : { held: [], released: [], contract: this.contract.map((c) => ({ ...c, lsn: endLsn })) }
+  }
+
+  /** Records this transaction could not shape, by table and key (their view is left as it was). */
+  private readonly poisoned = new TableMap<Omit<Held, "lsn">>()
+
+  /**
+   * reprojectViews, holding what cannot be shaped: a held record keeps its last good view (it is
+   * shaped again at its next batch or on retry); a record that throws is held, its row as it
+   * stands here taken as what it owes from (finish replaces it with its row before the transaction).
+   */
+  private async reprojectHolding(refs: ReadonlyArray<RecordRef>, commitTime: Date, endLsn: Lsn): Promise<void> {
+    const q = this.q!
+    const store = new Store(this.tx)
+    await prepare(store, refs)
+    const ok: RecordRef[] = []
+    for (const r of refs) {
+      const table = RESOURCE_INFO[r.resource].table
+      if (q.isHeld(table, r.id)) continue
+      const forced = this.forced.get(table, r.id)
+      let error = forced?.error ?? null
+      if (error === null) {
+        try {
+          project(store, r)
+          ok.push(r)
+          continue
+        } catch (e) {
+          if (!isPoison(e)) throw e
+          error = `${r.resource} ${r.id}: ${errorText(e)}`
+        }
+      }
+      const row = store.get(table, r.id)
+      this.poisoned.set(table, r.id, {
+        ref: r,
+        table,
+        error,
+        companyId: row?.companyId ?? null,
+        before: row?.data ?? null,
+        blockedBy: forced?.blockedBy ?? null
+      })
+    }
+    void endLsn
+    const { views, gone } = finalViews(store, ok)
+    await writeViews(this.tx, views, gone, { commit: commitTime })
   }
 }

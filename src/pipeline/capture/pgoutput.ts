@@ -125,6 +125,9 @@ const planOf = (rel: MessageRelation): RelationPlan => {
   }
 }
 
+/** The first value the tuple being read could not decode (readTuple is synchronous), or null. */
+let rejected: string | null = null
+
 /** Reads one TupleData; `fallback` supplies unchanged TOAST values (the old tuple, when sent). */
 const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback: Tuple | null): Tuple => {
   const n = r.i16()
@@ -149,7 +152,17 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback
       if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
       else {
         const iso = col.how === TIMESTAMP ? utcTimestampIsoBytes(r.b, start, end) : null
-        value = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+        if (iso !== null) value = iso
+        else {
+          // A value its type's parser rejects is left out (undefined, as an unchanged one) and
+          // the row is marked: the records it feeds are held, the rest of the stream goes on.
+          try {
+            value = normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+          } catch (e) {
+            value = undefined
+            rejected ??= `app.${rel.name}.${col.name}: the decoder rejects its value (${e instanceof Error ? e.message : String(e)})`
+          }
+        }
       }
     } else if (kind === 0x6e) {
       value = null // 'n'
@@ -196,6 +209,18 @@ export class RowPgoutputPlugin extends PgoutputPlugin {
     const known = this.relations.get(r.i32()) // signed, as the library keys its relations
     if (known === undefined) throw new Error("pgoutput row message for a relation not described first")
     const { relation, plan } = known
+    rejected = null
+    const msg = this.rowOf(r, tag, relation, plan)
+    if (rejected !== null) (msg as { poison?: string }).poison = rejected
+    return msg
+  }
+
+  private rowOf(
+    r: Reader,
+    tag: number,
+    relation: MessageRelation,
+    plan: RelationPlan
+  ): MessageInsert | MessageUpdate | MessageDelete {
     if (tag === 0x49) {
       if (r.u8() !== 0x4e) throw new Error("pgoutput insert without its new tuple")
       return { tag: "insert", relation, new: readTuple(r, relation, plan, null) }

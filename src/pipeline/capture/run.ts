@@ -39,6 +39,14 @@ import { TABLES } from "../projection/tables.ts"
 import type { RowChange, Txn } from "./txn.ts"
 import type { Store } from "../projection/store.ts"
 import { PHASES, type CaptureProfile } from "./profile.ts"
+import {
+  CaptureQuarantine,
+  markerOf,
+  QUARANTINE_PREFIX,
+  relationProblems,
+  type QuarantineDelta,
+  type QuarantineMarker
+} from "./quarantine.ts"
 
 export interface CaptureOptions {
   readonly url: string
@@ -75,6 +83,8 @@ export class CaptureStats {
   stalls = 0
   changes = 0
   batches = 0
+  /** Records capture held in quarantine in this process (each time one was held, or held again). */
+  quarantined = 0
   readonly events = new Map<string, number>()
   countEvents(kinds: Iterable<[string, number]>) {
     for (const [k, n] of kinds) this.events.set(k, (this.events.get(k) ?? 0) + n)
@@ -111,6 +121,8 @@ export const onPool = <A, E extends CaptureError>(
     Effect.provide(SqlService.fromPool(sql)),
     Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
   )
+
+type Tell = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown>) => void
 
 /** A log line: its text is the contract (docs/operations.md), its fields are annotations. */
 const log = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown> = {}) =>
@@ -413,6 +425,10 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const from = state.checkpoint
       stats.checkpoint = from
       const applied = yield* stallOver(sql, opts)
+      // Held records and broken tables as the checkpoint left them (quarantine.ts).
+      const quarantine = yield* call(() => CaptureQuarantine.load(sql))
+      const services = yield* Effect.context<never>()
+      const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(
         Effect.sync(() => new ReplicationStream(opts.url, opts.slot, opts.publication, from)),
         (s) => Effect.promise(() => s.close())
@@ -425,7 +441,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         // The batcher, until its stream fails or a heartbeat finds the lock lost.
         yield* Effect.raceFirst(
           plain(
-            (signal) => consume(sql, stream, from, opts, signal, stats, applied),
+            (signal) => consume(sql, stream, from, opts, signal, stats, applied, quarantine, tell),
             () => void stream.close(),
             opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
           ),
@@ -521,7 +537,9 @@ const consume = async (
   opts: CaptureOptions,
   signal: AbortSignal,
   stats: CaptureStats,
-  applied: () => Promise<void>
+  applied: () => Promise<void>,
+  quarantine: CaptureQuarantine = new CaptureQuarantine(),
+  tell: Tell = () => {}
 ) => {
   const large = opts.largeTransaction ?? 10_000
   const profile = opts.profile
@@ -531,7 +549,14 @@ const consume = async (
   let committed = start
   let pending: Txn[] = []
   let pendingChanges = 0
-  let current: { xid: number; changes: RowChange[] } | null = null
+  let current: { xid: number; changes: RowChange[]; markers?: QuarantineMarker[] } | null = null
+  // Tables whose contract a Relation message found broken (or the stored state did): a later
+  // Relation that fits again is passed on. Others that fit are not (most batches meet none).
+  const seenBroken = new Set(quarantine.broken.keys())
+  const mark = (m: QuarantineMarker) => {
+    if (current === null) return
+    ;(current.markers ??= []).push(m)
+  }
   let busy = false
   // The batch being written, at most one: the next one is prepared meanwhile, reading its
   // final state where the database may not show it yet (src/pipeline/projection/store.ts).
@@ -554,7 +579,7 @@ const consume = async (
     pendingChanges = 0
     const last = batch[batch.length - 1]!
     const t0 = performance.now()
-    const prepared = await prepareBatch(sql, batch, writing?.store ?? null)
+    const prepared = await prepareBatch(sql, batch, writing?.store ?? null, quarantine)
     const t1 = performance.now()
     profile?.add(PHASES.prepare, t1 - t0)
     if (writing !== null) {
@@ -595,6 +620,7 @@ const consume = async (
             profile.add(PHASES.commit, end - answered)
           }
           committed = last.endLsn
+          told(prepared.quarantine)
           annotate("capture.changes", prepared.changes)
           annotate("capture.events", prepared.events.length)
           // Read only for a span: the next batch's write waits behind this.
@@ -623,6 +649,35 @@ const consume = async (
     )
   }
 
+  /** After a batch commits: what it held and released, said in the log once. */
+  const told = (delta: QuarantineDelta) => {
+    if (delta.held.length === 0 && delta.released.length === 0 && delta.contract.length === 0) return
+    quarantine.settled(delta.held)
+    stats.quarantined += delta.held.length
+    for (const c of delta.contract) {
+      if (c.problems === null) tell("info", "capture contract: app table fits again", { table: `app.${c.table}` })
+      else
+        tell("error", "capture contract: app table no longer fits what the service reads; its records are held", {
+          table: `app.${c.table}`,
+          problems: c.problems
+        })
+    }
+    // One line per record held (the first 20 of a batch: a broken table can hold many at once).
+    for (const h of delta.held.slice(0, 20))
+      tell("warn", "capture quarantine: record held", {
+        table: h.table,
+        key: h.ref.id,
+        companyId: h.companyId,
+        lsn: formatLsn(h.lsn),
+        error: h.error,
+        blockedBy: h.blockedBy
+      })
+    if (delta.held.length > 20)
+      tell("warn", "capture quarantine: more records held", { records: delta.held.length - 20 })
+    if (delta.released.length > 0)
+      tell("info", "capture quarantine: records released", { records: delta.released.length })
+  }
+
   /** Everything taken so far is written: before the mirror is read or written outside a batch. */
   const drain = async () => {
     await flush()
@@ -636,7 +691,7 @@ const consume = async (
     let total = 0
     const applyLargeTransaction = () =>
       sql.begin(async (tx) => {
-        const big = new LargeTransaction(tx)
+        const big = new LargeTransaction(tx, quarantine)
         for (;;) {
           if (buffered.length >= 1000) {
             await big.add(buffered)
@@ -652,9 +707,19 @@ const consume = async (
             const endLsn = parseLsn(msg.commitEndLsn!)
             const commitTime = commitDate(msg.commitTime)
             if (endLsn <= accepted) throw new Error("large transaction at or below the checkpoint")
-            const tally = await big.finish(endLsn, commitTime)
+            const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
             await advanceCheckpoint(tx, opts.slot, committed, endLsn, commitTime)
-            return { endLsn, tally }
+            return { endLsn, tally, delta }
+          } else if (msg.tag === "relation") {
+            if (msg.schema !== "app" || !(msg.name in TABLES)) continue
+            if (buffered.length > 0) await big.add(buffered)
+            total += buffered.length
+            buffered = []
+            const problems = relationProblems(msg.name, msg.columns)
+            if (problems.length > 0) {
+              seenBroken.add(msg.name)
+              big.contractChanged(msg.name, problems)
+            } else if (seenBroken.delete(msg.name)) big.contractChanged(msg.name, null)
           } else if (msg.tag === "truncate") {
             // What this transaction wrote so far is in the mirror already (in this database
             // transaction): every mirrored row of the tables goes, in chunks.
@@ -687,6 +752,7 @@ const consume = async (
       }
     )
     accepted = committed = done.endLsn
+    told(done.delta)
     await stream.ack(committed)
     stats.checkpoint = committed
     stats.lastAppliedAt = new Date()
@@ -748,13 +814,38 @@ const consume = async (
         case "commit": {
           const endLsn = parseLsn(msg.commitEndLsn!)
           if (current && endLsn > accepted) {
-            pending.push({ xid: current.xid, endLsn, commitTime: commitDate(msg.commitTime), changes: current.changes })
-            pendingChanges += current.changes.length
+            pending.push({
+              xid: current.xid,
+              endLsn,
+              commitTime: commitDate(msg.commitTime),
+              changes: current.changes,
+              ...(current.markers ? { markers: current.markers } : {})
+            })
+            pendingChanges += current.changes.length + (current.markers?.length ?? 0)
             accepted = endLsn
           }
           current = null
           // Flush when the batch is full, or when nothing else is waiting (latency over batching).
           if (pendingChanges >= opts.batchChanges || stream.pending === 0) await flush()
+          break
+        }
+        case "relation": {
+          // The app changed a table under the service (or the publication changed): a column
+          // it reads gone or retyped breaks that table's contract; its records are held until
+          // a later Relation message shows it fits again (quarantine.ts).
+          if (msg.schema !== "app" || !(msg.name in TABLES)) break
+          const problems = relationProblems(msg.name, msg.columns)
+          if (problems.length > 0) {
+            seenBroken.add(msg.name)
+            mark({ kind: "contract", table: msg.name, problems })
+          } else if (seenBroken.delete(msg.name)) mark({ kind: "contract", table: msg.name, problems: null })
+          break
+        }
+        case "message": {
+          // An operator's retry or discard, met in stream order (quarantine.ts).
+          if (msg.prefix !== QUARANTINE_PREFIX || !msg.transactional) break
+          const m = markerOf(Buffer.from(msg.content).toString("utf8"))
+          if (m !== null) mark(m)
           break
         }
         default:

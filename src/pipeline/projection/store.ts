@@ -36,6 +36,9 @@ export class TableMap<V> {
     if (m === undefined) this.tables.set(tbl, (m = new Map()))
     m.set(key, value)
   }
+  delete(tbl: string, key: string): boolean {
+    return this.tables.get(tbl)?.delete(key) ?? false
+  }
   /** One table's entries (none: an empty map). */
   of(tbl: string): ReadonlyMap<string, V> {
     return this.tables.get(tbl) ?? EMPTY
