@@ -241,6 +241,8 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
         ]
       : []),
     ...(c.gapReason ? [`  GAP:         ${c.gapReason} (at ${when(c.gapAt)}): events in the gap were not derived`] : []),
+    `  quarantine:  ${c.quarantine.count} record${c.quarantine.count === 1 ? "" : "s"} held${c.quarantine.first ? ` (first: #${c.quarantine.first.id} app.${c.quarantine.first.table} ${c.quarantine.first.key}: ${c.quarantine.first.error})` : ""}`,
+    ...c.quarantine.broken.map((b) => `  BROKEN:      app.${b.table} since ${when(b.since)}: ${b.problems.join("; ")}`),
     "",
     "Outbox",
     `  backlog:     ${s.outbox.backlog} events not yet fanned out${s.outbox.oldestBacklogAt ? ` (oldest ${when(s.outbox.oldestBacklogAt)})` : ""}`,
@@ -333,6 +335,6 @@ export const statusCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, no capture leader, endpoints switched off), 2 broken (the slot lost, the database down)"
+    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, records held in quarantine, no capture leader, endpoints switched off), 2 broken (the slot lost, an app table that no longer fits what capture reads, the database down)"
   )
 )
