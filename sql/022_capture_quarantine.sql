@@ -21,16 +21,31 @@ create table service.capture_quarantine (
   before text,
   -- the app table whose contract break holds it, else null
   blocked_by text,
+  -- the app row with a value capture could not decode (its mirror row lacks that value): the
+  -- record shapes again only from a whole copy of that row (its next change, or re-read on retry)
+  source_tbl text,
+  source_key text,
   unique (tbl, key)
 );
 create index capture_quarantine_blocked on service.capture_quarantine (blocked_by) where blocked_by is not null;
 
--- App tables whose columns, as the change stream describes them, no longer fit what capture
--- reads (a column it reads gone or retyped): one row each while it lasts, problems naming
--- app.table.column and what the service expects.
+-- App tables whose columns, as the change stream or the catalog describe them, no longer fit
+-- what capture reads (a column it reads gone, renamed or retyped, the table out of the
+-- publication): one row each while it lasts, problems naming app.table.column and what the
+-- service expects.
 create table service.capture_contract (
   tbl text primary key,
   problems text[] not null,
   since timestamptz not null default now(),
   lsn pg_lsn not null
+);
+
+-- App tables capture re-reads from the app after their contract holds again (their changes
+-- while it was broken were held or never streamed), a chunk of keys at a time between two
+-- watermarks in the WAL; after_key is where the next chunk starts ('' from the first key).
+create table service.capture_resync (
+  tbl text primary key,
+  after_key text not null default '',
+  rows bigint not null default 0,
+  started_at timestamptz not null default now()
 );

@@ -218,6 +218,11 @@ export const assessStatus = (
     broken.push(
       `capture: app.${b.table} no longer fits what the service reads (since ${b.since}), its records are held until it does: ${b.problems.join("; ")}`
     )
+  for (const r of c.quarantine?.resyncing ?? [])
+    if (!c.quarantine?.broken.some((b) => b.table === r.table))
+      degraded.push(
+        `capture is re-reading app.${r.table} from the app table since ${r.since} (${r.rows} rows so far): the records it held shape again when it is done`
+      )
   const q = c.quarantine
   if (q !== undefined && q.count > 0)
     degraded.push(

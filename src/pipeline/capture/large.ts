@@ -2,6 +2,11 @@
 // into the mirror inside one open database transaction, remembering in temporary tables
 // each row's state before the transaction and the records it touched. At its commit the
 // touched views are rewritten and its events derived from those tables, chunk by chunk.
+//
+// With capture's quarantine (quarantine.ts) a record that cannot be shaped is held as in a
+// batch (apply.ts, BatchHolds): its view is left as it was and its events wait; a held record
+// the transaction reaches that shapes now is released, its owed events fired once after the
+// transaction's own.
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { eventsFor } from "../../domain/events.ts"
@@ -10,50 +15,55 @@ import { isResource, RESOURCE_INFO } from "../../domain/resources.ts"
 import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
 import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
-import { prepare, project } from "../projection/project.ts"
+import { prepare, project, type ProjectedView } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
-import { mirrorWrites, writeCompanies, writeUsers } from "../projection/write.ts"
-import { loadFor, mirrorChanges, moduleOn, reprojectViews, wideInspectionKeys } from "./apply.ts"
+import { mirrorWrites, writeCompanies, writeUsers, writeViews } from "../projection/write.ts"
+import {
+  BatchHolds,
+  loadFor,
+  mirrorChanges,
+  moduleOn,
+  owedEvents,
+  reprojectViews,
+  wideInspectionKeys
+} from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
-import { dependentsOf } from "../projection/dependencies.ts"
-import { finalViews } from "./apply.ts"
-import { writeViews } from "../projection/write.ts"
 import {
   type CaptureQuarantine,
-  EMPTY_DELTA,
-  errorText,
-  type Held,
-  isPoison,
+  emptyDelta,
   type QuarantineDelta,
+  type QuarantineMarker,
   quarantineWrites
 } from "./quarantine.ts"
-import { TableMap } from "../projection/store.ts"
 
 const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
 const CHUNK = 1000
+
+const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
+
+/** An event a healed record owes, before its place (seq) in the transaction is known. */
+type Owed = Omit<OutboxEvent, "seq">
 
 export class LargeTransaction {
   private readonly tx: Tx
   private started = false
   changes = 0
-  /** Capture's quarantine: held records keep their last good view; records that cannot be shaped are held. */
-  private readonly q: CaptureQuarantine | null
-  /** Records fed by a value not decoded or a broken table's rows: held whatever they shape to. */
-  private readonly forced = new TableMap<{ readonly error: string; readonly blockedBy: string | null }>()
-  readonly contract: Array<{ table: string; problems: ReadonlyArray<string> | null; lsn: Lsn }> = []
+  /** Capture's quarantine, for this transaction (null: none, as in rebuild tests). */
+  private readonly holds: BatchHolds | null
+  /** Held records this transaction shaped again: released, with the events they owe. */
+  private readonly released: RecordRef[] = []
+  private readonly owed: Owed[] = []
+  private readonly healedIncidents: string[] = []
 
   constructor(tx: Tx, q: CaptureQuarantine | null = null) {
     this.tx = tx
-    this.q = q
+    this.holds = q === null ? null : new BatchHolds(q)
   }
 
-  /** A Relation message in the transaction: the table's contract as it stands from here on (null: it fits). */
-  contractChanged(table: string, problems: ReadonlyArray<string> | null): void {
-    if (this.q === null) return
-    if (problems === null) this.q.broken.delete(table)
-    else this.q.broken.set(table, problems)
-    this.contract.push({ table, problems, lsn: 0n })
+  /** A marker met inside the transaction (a Relation message: the table's contract from here on). */
+  mark(m: QuarantineMarker): void {
+    this.holds?.mark(m, 0n)
   }
 
   private async init() {
@@ -80,13 +90,7 @@ export class LargeTransaction {
         seen.add(id)
         befores.push({ tbl: c.table, key: c.key, data: store.get(c.table, c.key)?.data ?? null })
       }
-      if (this.q !== null && (c.poison !== undefined || this.q.broken.has(c.table))) {
-        const problems = this.q.broken.get(c.table)
-        const error = c.poison ?? `app.${c.table} no longer fits what the service reads: ${problems!.join("; ")}`
-        const blockedBy = c.poison === undefined ? c.table : null
-        const deps = dependentsOf(c.table, c.key, store.get(c.table, c.key)?.data ?? null, c.data)
-        for (const r of deps.records) this.forced.set(RESOURCE_INFO[r.resource].table, r.id, { error, blockedBy })
-      }
+      this.holds?.force(c, store.get(c.table, c.key)?.data ?? null)
       store.apply(c.table, c.key, c.data)
     }
     if (befores.length > 0) {
@@ -117,7 +121,7 @@ export class LargeTransaction {
   /** At commit: rewrites the touched views and writes the transaction's events. */
   async finish(endLsn: Lsn, commitTime: Date): Promise<{ tally: Map<string, number>; quarantine: QuarantineDelta }> {
     const tally = new Map<string, number>()
-    if (!this.started) return { tally, quarantine: this.contractOnly(endLsn) }
+    if (!this.started) return { tally, quarantine: await this.settle(endLsn) }
     // The inspections of the wide equipment and sites, as the mirror has them at the commit.
     const tx = this.tx
     await tx`
@@ -133,8 +137,8 @@ export class LargeTransaction {
       const refs: RecordRef[] = rows.flatMap((r) =>
         isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []
       )
-      if (this.q === null) await reprojectViews(this.tx, refs, { commit: commitTime })
-      else await this.reprojectHolding(refs, commitTime, endLsn)
+      if (this.holds === null) await reprojectViews(this.tx, refs, { commit: commitTime })
+      else await this.reprojectHolding(this.holds, refs, commitTime, endLsn)
     }
     let seq = 0
     let lastSeq = 0
@@ -146,9 +150,14 @@ export class LargeTransaction {
       const store = new Store(this.tx)
       const candidates = rows
       await store.loadKeys(candidates.map((r) => [r.tbl, r.key] as const))
+      await this.holds?.lookup(
+        this.tx,
+        candidates.map((r) => [r.tbl, r.key] as const)
+      )
       const kinds = candidates.map((r) => ({
         r,
-        kinds: eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null)
+        // A held record's events wait (those it owes fire once it shapes).
+        kinds: this.holds?.isHeld(r.tbl, r.key) ? [] : eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null)
       }))
       const refs = kinds.flatMap(({ r, kinds }) => kinds.map((k) => ({ resource: EVENT_RESOURCE[k], id: r.key })))
       await prepare(store, refs)
@@ -162,7 +171,6 @@ export class LargeTransaction {
       for (const { r, kinds: ks } of kinds) {
         for (const kind of ks) {
           const resource = EVENT_RESOURCE[kind]
-          if (this.q !== null && (this.q.isHeld(r.tbl, r.key) || this.poisoned.has(r.tbl, r.key))) continue
           const view = project(store, { resource, id: r.key })
           if (!view || !moduleOn(store, view.companyId, resource)) continue
           events.push({
@@ -187,80 +195,100 @@ export class LargeTransaction {
             (r) =>
               r.tbl === "incidents" &&
               r.data?.privacy_case !== true &&
-              store.get("incidents", r.key)?.data.privacy_case === true
+              store.get("incidents", r.key)?.data.privacy_case === true &&
+              !this.holds?.isHeld(r.tbl, r.key)
           )
           .map((r) => r.key)
       )
     }
-    if (this.q === null) return { tally, quarantine: EMPTY_DELTA }
-    const held: Held[] = []
-    this.poisoned.forEachKey((table, key) => held.push({ ...this.poisoned.get(table, key)!, lsn: endLsn }))
-    // What the held records owe: their row before this transaction.
-    if (held.length > 0) {
+    // The events the healed records owe, after the transaction's own.
+    if (this.owed.length > 0) {
+      const events = this.owed.map((e) => ({ ...e, seq: seq++ }))
+      await writeEvents(this.tx, events)
+      for (const e of events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+      await scrubPrivacyCases(this.tx, this.healedIncidents)
+    }
+    return { tally, quarantine: await this.settle(endLsn) }
+  }
+
+  /** The quarantine's changes, written in the transaction. */
+  private async settle(endLsn: Lsn): Promise<QuarantineDelta> {
+    const holds = this.holds
+    if (holds === null) return emptyDelta(0)
+    // What records held here owe: their row before this transaction (their row at its commit
+    // when it was not an event table's, whose rows are not kept: they owe no events anyway).
+    const fresh: Array<{ table: string; key: string }> = []
+    holds.held.forEachKey((table, key) => {
+      if (holds.held.get(table, key)!.before !== undefined) fresh.push({ table, key })
+    })
+    if (fresh.length > 0 && this.started) {
       const rows = await this.tx<{ tbl: string; key: string; data: Row | null }[]>`
         select tbl, key, data from txn_before where (tbl, key) in (
-          select * from unnest(${held.map((h) => h.table)}::text[], ${held.map((h) => h.ref.id)}::text[]))`
-      const before = new TableMap<Row | null>()
-      for (const r of rows) before.set(r.tbl, r.key, r.data)
-      for (let i = 0; i < held.length; i++) {
-        const h = held[i]!
-        if (before.has(h.table, h.ref.id)) held[i] = { ...h, before: before.get(h.table, h.ref.id) ?? null }
-      }
+          select * from unnest(${fresh.map((h) => h.table)}::text[], ${fresh.map((h) => h.key)}::text[]))`
+      for (const r of rows) holds.held.set(r.tbl, r.key, { ...holds.held.get(r.tbl, r.key)!, before: r.data })
     }
-    for (const h of held) this.q.hold(h.table, h.ref.id, h.blockedBy)
-    this.q.owe(held)
-    const delta: QuarantineDelta = { held, released: [], contract: this.contract.map((c) => ({ ...c, lsn: endLsn })) }
+    holds.held.forEachKey((t, k) => holds.held.set(t, k, { ...holds.held.get(t, k)!, lsn: endLsn }))
+    const delta = holds.finish(this.released, endLsn)
     const write = quarantineWrites(delta)
     if (write !== null) await write(this.tx)
-    return { tally, quarantine: delta }
+    return delta
   }
-
-  private contractOnly(endLsn: Lsn): QuarantineDelta {
-    return this.contract.length === 0
-      ? EMPTY_DELTA
-      : { held: [], released: [], contract: this.contract.map((c) => ({ ...c, lsn: endLsn })) }
-  }
-
-  /** Records this transaction could not shape, by table and key (their view is left as it was). */
-  private readonly poisoned = new TableMap<Omit<Held, "lsn">>()
 
   /**
-   * reprojectViews, holding what cannot be shaped: a held record keeps its last good view (it is
-   * shaped again at its next batch or on retry); a record that throws is held, its row as it
-   * stands here taken as what it owes from (finish replaces it with its row before the transaction).
+   * reprojectViews, holding what cannot be shaped: a record that cannot be shaped keeps its
+   * view and is held; a held record that shapes now is released, its view written and the events
+   * it owes kept for the end of the transaction.
    */
-  private async reprojectHolding(refs: ReadonlyArray<RecordRef>, commitTime: Date, endLsn: Lsn): Promise<void> {
-    const q = this.q!
+  private async reprojectHolding(
+    holds: BatchHolds,
+    refs: ReadonlyArray<RecordRef>,
+    commitTime: Date,
+    endLsn: Lsn
+  ): Promise<void> {
     const store = new Store(this.tx)
     await prepare(store, refs)
-    const ok: RecordRef[] = []
+    await holds.lookup(
+      this.tx,
+      refs.map((r) => [tableOf(r), r.id] as const)
+    )
+    const projections = { get: (r: RecordRef) => project(store, r) }
+    const views: ProjectedView[] = []
+    const gone: RecordRef[] = []
+    const healed: Array<{ ref: RecordRef; view: ProjectedView }> = []
     for (const r of refs) {
-      const table = RESOURCE_INFO[r.resource].table
-      if (q.isHeld(table, r.id)) continue
-      const forced = this.forced.get(table, r.id)
-      let error = forced?.error ?? null
-      if (error === null) {
-        try {
-          project(store, r)
-          ok.push(r)
-          continue
-        } catch (e) {
-          if (!isPoison(e)) throw e
-          error = `${r.resource} ${r.id}: ${errorText(e)}`
-        }
+      const v = holds.shape(projections, r)
+      if (v !== null && "poison" in v) {
+        holds.hold(store, r, v, endLsn)
+        continue
       }
-      const row = store.get(table, r.id)
-      this.poisoned.set(table, r.id, {
-        ref: r,
-        table,
-        error,
-        companyId: row?.companyId ?? null,
-        before: row?.data ?? null,
-        blockedBy: forced?.blockedBy ?? null
-      })
+      if (v === null) gone.push(r)
+      else views.push(v)
+      if (holds.heldBefore(tableOf(r), r.id) === undefined) continue
+      this.released.push(r)
+      if (v !== null) healed.push({ ref: r, view: v })
     }
-    void endLsn
-    const { views, gone } = finalViews(store, ok)
     await writeViews(this.tx, views, gone, { commit: commitTime })
+    if (healed.length === 0) return
+    const owed = await holds.q.owedBy(
+      this.tx,
+      healed.map((h) => h.ref)
+    )
+    await store.loadChildren("company_modules", new Set(healed.map((h) => h.view.companyId)))
+    for (const { ref, view } of healed) {
+      const table = tableOf(ref)
+      const now = store.get(table, ref.id)?.data ?? null
+      for (const { kind, resource } of owedEvents(store, ref, view, owed.get(table, ref.id) ?? null, now)) {
+        this.owed.push({
+          companyId: view.companyId,
+          event: kind,
+          resource,
+          recordId: ref.id,
+          commitLsn: endLsn,
+          payload: view.body,
+          createdAt: commitTime
+        })
+      }
+      if (ref.resource === "incidents" && now?.privacy_case === true) this.healedIncidents.push(ref.id)
+    }
   }
 }

@@ -12,6 +12,7 @@ import type {
   MessageRelation,
   MessageUpdate
 } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { normalizeValue } from "./normalize.ts"
 
 type Tuple = Record<string, unknown>
@@ -84,10 +85,14 @@ class Reader {
 const PLAIN = 0
 const TIMESTAMP = 1
 const GENERAL = 2
+/** A column of an app table the service does not read (renamed from one it reads, or added to
+ *  the publication): its value is passed over, never decoded or kept (its table's records are
+ *  held until it fits again: quarantine.ts). */
+const SKIP = 3
 
 interface ColumnPlan {
   readonly name: string
-  readonly how: typeof PLAIN | typeof TIMESTAMP | typeof GENERAL
+  readonly how: typeof PLAIN | typeof TIMESTAMP | typeof GENERAL | typeof SKIP
   readonly parser: (text: string) => unknown
   readonly typeOid: number
 }
@@ -111,12 +116,19 @@ interface RelationPlan {
 /** A relation's columns, planned once (a relation message comes before its rows). The names,
  *  the app's column names, are quoted as JSON strings in the literal. */
 const planOf = (rel: MessageRelation): RelationPlan => {
-  const literal = rel.columns.map((c, i) => `${JSON.stringify(c.name)}: v[${i}]`).join(", ")
+  const published = rel.schema === "app" ? PUBLISHED_COLUMNS[rel.name] : undefined
+  const read = (name: string) => published === undefined || published.includes(name)
+  const literal = rel.columns.flatMap((c, i) => (read(c.name) ? [`${JSON.stringify(c.name)}: v[${i}]`] : [])).join(", ")
   return {
     columns: rel.columns.map((c) => ({
       name: c.name,
-      how:
-        c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
+      how: !read(c.name)
+        ? SKIP
+        : c.typeOid === TIMESTAMPTZ
+          ? TIMESTAMP
+          : TEXT_OIDS.has(c.typeOid) && c.parser === textParser
+            ? PLAIN
+            : GENERAL,
       parser: c.parser,
       typeOid: c.typeOid
     })),
@@ -149,7 +161,8 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback
       const end = start + len
       if (end > r.b.length) throw new Error("unexpected end of pgoutput message")
       r.p = end
-      if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
+      if (col.how === SKIP) value = undefined
+      else if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
       else {
         const iso = col.how === TIMESTAMP ? utcTimestampIsoBytes(r.b, start, end) : null
         if (iso !== null) value = iso
@@ -178,7 +191,7 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback
       throw new Error(`unknown pgoutput tuple value kind ${String.fromCharCode(kind)}`)
     }
     if (whole) values[i] = value
-    else some[col.name] = value
+    else if (col.how !== SKIP) some[col.name] = value
   }
   if (!whole) return some
   const tuple = plan.make(values)

@@ -41,12 +41,18 @@ import type { Store } from "../projection/store.ts"
 import { PHASES, type CaptureProfile } from "./profile.ts"
 import {
   CaptureQuarantine,
+  CONTRACT_PREFIX,
+  contractMarkerOf,
+  contractNow,
+  deltaIsEmpty,
   markerOf,
   QUARANTINE_PREFIX,
   relationProblems,
   type QuarantineDelta,
   type QuarantineMarker
 } from "./quarantine.ts"
+import { Resync, RESYNC_PREFIX } from "./resync.ts"
+import { APP_COLUMNS } from "../../domain/records/columns.ts"
 
 export interface CaptureOptions {
   readonly url: string
@@ -65,6 +71,10 @@ export interface CaptureOptions {
   readonly span?: SpanRunner
   /** Adds where capture's time goes, by phase (bench/capture prints it). */
   readonly profile?: CaptureProfile
+  /** How often the app tables' fit is read from the catalog (default: the heartbeat's interval). */
+  readonly contractCheckMs?: number
+  /** Held keys kept in memory, at most (quarantine.ts; tests lower it). */
+  readonly heldInMemory?: number
 }
 
 /** Counters the status and metrics read. */
@@ -267,6 +277,37 @@ const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Ef
 }
 
 /**
+ * The contract watch: the catalog's view of every followed app table (in the publication, its
+ * columns and their types) against what capture stored. A table that changed is written into
+ * the WAL as a contract message, which capture meets in stream order, as it meets a Relation
+ * message: a table that left the publication sends none (its changes stop coming), so without
+ * this nothing would tell. Each finding is written once (again only when it changes).
+ */
+const watchContract = (sql: Sql, publication: string, intervalMs: number): Effect.Effect<void> => {
+  const sent = new Map<string, string>()
+  const look = call(async () => {
+    const now = await contractNow(sql, publication)
+    const stored = new Map(
+      (await sql<{ tbl: string; problems: string[] }[]>`select tbl, problems from service.capture_contract`).map(
+        (r) => [r.tbl, r.problems.join("\n")] as const
+      )
+    )
+    for (const table of Object.keys(APP_COLUMNS)) {
+      const problems = now.get(table) ?? null
+      const want = problems?.join("\n") ?? ""
+      if (want === (stored.get(table) ?? "")) {
+        sent.delete(table)
+        continue
+      }
+      if (sent.get(table) === want) continue
+      await sql`select pg_logical_emit_message(true, ${CONTRACT_PREFIX}, ${JSON.stringify({ table, problems })})`
+      sent.set(table, want)
+    }
+  }).pipe(Effect.ignore)
+  return Effect.repeat(look, Schedule.spaced(intervalMs)).pipe(Effect.asVoid)
+}
+
+/**
  * After a stall: the server may still hold this run's walsender (the slot stays active, so
  * no new stream could start) and its leader lock session (so no process could lead, until
  * TCP keepalives give up hours later). Both are ended from the pool, which still answers.
@@ -390,7 +431,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         const t0 = Date.now()
         // Not interrupted halfway: the lock is held until the slot and the views are made.
         const result = yield* Effect.uninterruptible(
-          onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false))
+          onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false, opts.publication))
         )
         yield* log(
           "info",
@@ -426,7 +467,8 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       stats.checkpoint = from
       const applied = yield* stallOver(sql, opts)
       // Held records and broken tables as the checkpoint left them (quarantine.ts).
-      const quarantine = yield* call(() => CaptureQuarantine.load(sql))
+      const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
+      const resync = new Resync()
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(
@@ -438,14 +480,30 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         stats.streaming = true
         stats.lastError = null // streaming again: what stopped it is over
         yield* log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
-        // The batcher, until its stream fails or a heartbeat finds the lock lost.
+        // The batcher, until its stream fails or a heartbeat finds the lock lost; beside it the
+        // re-reads of app rows (resync.ts) and the contract watch, which never end on their own.
         yield* Effect.raceFirst(
-          plain(
-            (signal) => consume(sql, stream, from, opts, signal, stats, applied, quarantine, tell),
-            () => void stream.close(),
-            opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+          Effect.raceFirst(
+            plain(
+              (signal) => consume(sql, stream, from, opts, signal, stats, applied, quarantine, tell, resync),
+              () => void stream.close(),
+              opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+            ),
+            heartbeat(sql, lock, lockPid, opts.heartbeatMs)
           ),
-          heartbeat(sql, lock, lockPid, opts.heartbeatMs)
+          Effect.raceFirst(
+            plain(
+              (signal) =>
+                resync.run(sql, quarantine, signal, (e) =>
+                  tell("warn", "capture resync: reading the app table failed; trying again", {
+                    error: e instanceof Error ? e.message : String(e)
+                  })
+                ),
+              () => {},
+              opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+            ),
+            watchContract(sql, opts.publication, opts.contractCheckMs ?? opts.heartbeatMs)
+          ).pipe(Effect.andThen(Effect.never))
         )
       })
       // Watched from before it starts: a connection that hangs may never even start.
@@ -539,7 +597,8 @@ const consume = async (
   stats: CaptureStats,
   applied: () => Promise<void>,
   quarantine: CaptureQuarantine = new CaptureQuarantine(),
-  tell: Tell = () => {}
+  tell: Tell = () => {},
+  resync: Resync = new Resync()
 ) => {
   const large = opts.largeTransaction ?? 10_000
   const profile = opts.profile
@@ -620,7 +679,7 @@ const consume = async (
             profile.add(PHASES.commit, end - answered)
           }
           committed = last.endLsn
-          told(prepared.quarantine)
+          await told(prepared.quarantine)
           annotate("capture.changes", prepared.changes)
           annotate("capture.events", prepared.events.length)
           // Read only for a span: the next batch's write waits behind this.
@@ -649,10 +708,16 @@ const consume = async (
     )
   }
 
-  /** After a batch commits: what it held and released, said in the log once. */
-  const told = (delta: QuarantineDelta) => {
-    if (delta.held.length === 0 && delta.released.length === 0 && delta.contract.length === 0) return
-    quarantine.settled(delta.held)
+  /** After a batch commits: what it held and released, said in the log once; the quarantine's work goes on. */
+  const told = async (delta: QuarantineDelta) => {
+    resync.applied(committed)
+    // Retries queued past this batch's share: a request makes the next batch, without waiting for traffic.
+    if (quarantine.retriesQueued)
+      await sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, '{"op":"continue"}')`
+    if (quarantine.rereads.length > 0) resync.kick()
+    if (deltaIsEmpty(delta)) return
+    quarantine.settled(delta)
+    if (delta.resync.length > 0) resync.kick()
     stats.quarantined += delta.held.length
     for (const c of delta.contract) {
       if (c.problems === null) tell("info", "capture contract: app table fits again", { table: `app.${c.table}` })
@@ -670,12 +735,25 @@ const consume = async (
         companyId: h.companyId,
         lsn: formatLsn(h.lsn),
         error: h.error,
-        blockedBy: h.blockedBy
+        blockedBy: h.info.blockedBy
       })
     if (delta.held.length > 20)
       tell("warn", "capture quarantine: more records held", { records: delta.held.length - 20 })
     if (delta.released.length > 0)
       tell("info", "capture quarantine: records released", { records: delta.released.length })
+    for (const r of delta.resync) {
+      if (r.after === "") tell("info", "capture resync: re-reading app table", { table: `app.${r.table}` })
+      else if (r.after === null) tell("info", "capture resync: app table re-read", { table: `app.${r.table}` })
+    }
+  }
+
+  /** Keys of a table's range in the mirror, everything taken so far written (a resync's high watermark). */
+  const mirrored = async (table: string, from: string, to: string | null) => {
+    await drain()
+    const rows = await sql<{ key: string }[]>`
+      select key from service.rows
+      where tbl = ${table} and key collate "C" > ${from} and (${to}::text is null or key collate "C" <= ${to}::text)`
+    return rows.map((r) => r.key)
   }
 
   /** Everything taken so far is written: before the mirror is read or written outside a batch. */
@@ -700,7 +778,9 @@ const consume = async (
           }
           const msg = await stream.next()
           if (msg.tag === "insert" || msg.tag === "update" || msg.tag === "delete") {
-            buffered.push(...decodeChange(msg))
+            const cs = decodeChange(msg)
+            if (resync.open > 0) for (const c of cs) resync.note(c.table, c.key)
+            buffered.push(...cs)
           } else if (msg.tag === "commit") {
             if (buffered.length > 0) await big.add(buffered)
             total += buffered.length
@@ -718,8 +798,8 @@ const consume = async (
             const problems = relationProblems(msg.name, msg.columns)
             if (problems.length > 0) {
               seenBroken.add(msg.name)
-              big.contractChanged(msg.name, problems)
-            } else if (seenBroken.delete(msg.name)) big.contractChanged(msg.name, null)
+              big.mark({ kind: "contract", table: msg.name, problems })
+            } else if (seenBroken.delete(msg.name)) big.mark({ kind: "contract", table: msg.name, problems: null })
           } else if (msg.tag === "truncate") {
             // What this transaction wrote so far is in the mirror already (in this database
             // transaction): every mirrored row of the tables goes, in chunks.
@@ -727,6 +807,7 @@ const consume = async (
             total += buffered.length
             buffered = []
             for (const table of truncatedTables(msg)) {
+              resync.truncated(table)
               const keys = await tx<{ key: string }[]>`select key from service.rows where tbl = ${table}`
               for (let i = 0; i < keys.length; i += 1000) {
                 const chunk = keys.slice(i, i + 1000).map(({ key }): RowChange => ({ table, key, data: null }))
@@ -752,7 +833,7 @@ const consume = async (
       }
     )
     accepted = committed = done.endLsn
-    told(done.delta)
+    await told(done.delta)
     await stream.ack(committed)
     stats.checkpoint = committed
     stats.lastAppliedAt = new Date()
@@ -791,7 +872,9 @@ const consume = async (
         case "delete": {
           if (!current) break
           const td = profile ? performance.now() : 0
-          current.changes.push(...decodeChange(msg))
+          const cs = decodeChange(msg)
+          for (let i = 0; i < cs.length; i++) current.changes.push(cs[i]!)
+          if (resync.open > 0) for (const c of cs) resync.note(c.table, c.key)
           if (profile) profile.add(PHASES.decode, performance.now() - td)
           await spillIfLarge()
           break
@@ -802,6 +885,7 @@ const consume = async (
           await drain()
           if (!current) break
           for (const table of truncatedTables(msg)) {
+            resync.truncated(table)
             const keys = new Set(
               (await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key)
             )
@@ -842,10 +926,23 @@ const consume = async (
           break
         }
         case "message": {
-          // An operator's retry or discard, met in stream order (quarantine.ts).
-          if (msg.prefix !== QUARANTINE_PREFIX || !msg.transactional) break
-          const m = markerOf(Buffer.from(msg.content).toString("utf8"))
-          if (m !== null) mark(m)
+          // An operator's retry or discard, the contract watch's finding, a resync's watermark:
+          // met in stream order (quarantine.ts, resync.ts).
+          if (!msg.transactional) break
+          if (msg.prefix === QUARANTINE_PREFIX) {
+            const m = markerOf(Buffer.from(msg.content).toString("utf8"))
+            if (m !== null) mark(m)
+          } else if (msg.prefix === CONTRACT_PREFIX) {
+            const m = contractMarkerOf(Buffer.from(msg.content).toString("utf8"))
+            if (m !== null) mark(m)
+          } else if (msg.prefix === RESYNC_PREFIX && current !== null) {
+            const w = resync.message(Buffer.from(msg.content).toString("utf8"))
+            if (w === null) break
+            const chunk = await resync.high(w.id, mirrored)
+            if (chunk === null || current === null) break
+            for (const c of chunk.changes) current.changes.push(c)
+            if (chunk.marker !== null) mark(chunk.marker)
+          }
           break
         }
         default:

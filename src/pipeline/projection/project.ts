@@ -12,6 +12,15 @@ const CHILD_TABLE: Partial<Record<Resource, string>> = {
   subcontractors: "subcontractor_documents"
 }
 
+/** The app tables a record's view reads: its own, its children's, an inspection's equipment and site. */
+export const tablesRead = (resource: Resource): ReadonlyArray<string> => {
+  const own = RESOURCE_INFO[resource].table
+  if (resource === "inspections") return [own, "inspection_items", "equipment", "job_sites"]
+  if (resource === "policies") return [own, "policy_acknowledgements"]
+  const child = CHILD_TABLE[resource]
+  return child === undefined ? [own] : [own, child]
+}
+
 export interface ProjectedView {
   readonly resource: Resource
   readonly id: string

@@ -210,7 +210,7 @@ export const removeOrphanViews = async (
   const removed = await tx`
     with d as (
       delete from service.views v
-      where not exists (
+      where v.resource = any(${resources as string[]}::text[]) and not exists (
         select 1 from unnest(${resources as string[]}::text[], ${tables as string[]}::text[]) as m(resource, tbl)
         join service.rows r on r.tbl = m.tbl and r.key = v.id::text
         where m.resource = v.resource)

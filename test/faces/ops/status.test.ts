@@ -266,7 +266,7 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
         stallReconnects: 0,
         leaderRunning: true,
         leader: { pid: 1, applicationName: "x", clientAddress: null, since: null },
-        quarantine: { count: 0, first: null, broken: [] }
+        quarantine: { count: 0, first: null, broken: [], resyncing: [] }
       },
       outbox: { backlog: 0, oldestBacklogAt: null, newestEventAt: null },
       deliveries: { due: 0, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0, oldestDueAt: null },
@@ -298,7 +298,12 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
     expect(
       assessStatus(
         capture({
-          quarantine: { count: 2, first: { id: "7", table: "audits", key: "k", error: "bad score" }, broken: [] }
+          quarantine: {
+            count: 2,
+            first: { id: "7", table: "audits", key: "k", error: "bad score" },
+            broken: [],
+            resyncing: []
+          }
         })
       )
     ).toEqual({
@@ -319,13 +324,31 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
                 problems: ["app.audits.score is text; the service reads it as numeric"],
                 since: "2026-11-01T00:00:00.000Z"
               }
-            ]
+            ],
+            resyncing: []
           }
         })
       )
     ).toMatchObject({
       state: "broken",
       reasons: [expect.stringContaining("app.audits.score is text; the service reads it as numeric")]
+    })
+    expect(
+      assessStatus(
+        capture({
+          quarantine: {
+            count: 0,
+            first: null,
+            broken: [],
+            resyncing: [{ table: "audit_items", rows: 1000, since: "2026-11-01T00:00:00.000Z" }]
+          }
+        })
+      )
+    ).toEqual({
+      state: "degraded",
+      reasons: [
+        "capture is re-reading app.audit_items from the app table since 2026-11-01T00:00:00.000Z (1000 rows so far): the records it held shape again when it is done"
+      ]
     })
   })
 })

@@ -12,6 +12,7 @@ import {
   appliedPast,
   listQuarantine,
   type QuarantineEntry,
+  quarantineEntries,
   quarantineEntry,
   retryableEntries,
   sendRequest
@@ -58,11 +59,20 @@ const actorFor = (as: Option.Option<string>, e: QuarantineEntry) =>
     return actor
   })
 
-/** Sends the request with its activity entries, then waits until capture has applied it. */
-const request = (op: "retry" | "discard", entries: ReadonlyArray<QuarantineEntry>, as: Option.Option<string>) =>
+/**
+ * Sends the request with its activity entries, then waits until capture has applied it: past it
+ * in its stream, and (a retry) every entry shaped again or tried again since. A retry of a
+ * record whose row lacks a value re-reads that row from the app first, so it can take a moment more.
+ */
+const request = (
+  op: "retry" | "discard",
+  entries: ReadonlyArray<QuarantineEntry>,
+  as: Option.Option<string>,
+  all = false
+) =>
   Effect.gen(function* () {
     const actors = yield* Effect.forEach(entries, (e) => actorFor(as, e))
-    const lsn = yield* transaction(
+    const sent = yield* transaction(
       Effect.gen(function* () {
         for (let i = 0; i < entries.length; i++) {
           const e = entries[i]!
@@ -76,19 +86,36 @@ const request = (op: "retry" | "discard", entries: ReadonlyArray<QuarantineEntry
             details: { table: `app.${e.table}`, key: e.key, lsn: e.lsn, error: e.error }
           })
         }
-        return yield* sendRequest({ op, records: entries.map((e) => [e.table, e.key] as const) })
+        // Every retryable entry up to the newest listed: the request stays small however many.
+        return yield* sendRequest(
+          all
+            ? { op, all: true, upTo: entries.reduce((m, e) => (BigInt(e.id) > BigInt(m) ? e.id : m), "0") }
+            : { op, records: entries.map((e) => [e.table, e.key] as const) }
+        )
       })
     )
+    const { lsn } = sent
     const deadline = Date.now() + WAIT_MS
+    const late = () =>
+      new CheckFailed({
+        message: `capture has not reached the request yet (WAL ${lsn}); it applies it when it does (is a capture leader running? see status)`
+      })
     while (!(yield* appliedPast(lsn))) {
+      if (Date.now() > deadline) return yield* late()
+      yield* Effect.sleep(200)
+    }
+    const ids = entries.map((e) => e.id)
+    for (;;) {
+      const left = yield* quarantineEntries(ids)
+      // Held still: tried again after the request (a retry), or still there (a discard: held again by a later change).
+      const pending = op === "retry" ? left.filter((e) => Date.parse(e.lastSeen) < sent.at.getTime()) : []
+      if (pending.length === 0) return { lsn, still: left }
       if (Date.now() > deadline)
         return yield* new CheckFailed({
-          message: `capture has not reached the request yet (WAL ${lsn}); it applies it when it does (is a capture leader running? see status)`
+          message: `capture has not shaped ${pending.length} of them again yet (WAL ${lsn}); see capture quarantine list`
         })
       yield* Effect.sleep(200)
     }
-    const still = yield* Effect.forEach(entries, (e) => quarantineEntry(e.id))
-    return { lsn, still: still.filter((e): e is QuarantineEntry => e !== null) }
   })
 
 const idArg = Argument.String("id").pipe(
@@ -119,7 +146,7 @@ const retry = Command.make(
             ]
         if (entries.length === 0)
           return yield* output(args.json, { retried: 0, stillHeld: [] }, () => "Nothing to retry.")
-        const { lsn, still } = yield* request("retry", entries, args.as)
+        const { lsn, still } = yield* request("retry", entries, args.as, args.all)
         const answer = { retried: entries.length, shaped: entries.length - still.length, stillHeld: still, lsn }
         yield* output(args.json, answer, () =>
           [

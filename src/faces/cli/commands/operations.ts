@@ -206,6 +206,11 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
           `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
           `  changed: ${result.changed} views differed from the mirror and were rewritten`,
           `  removed: ${result.removed} views of records that no longer exist`,
+          ...(result.unshaped + result.held > 0
+            ? [
+                `  kept:    ${result.unshaped} views of records that could not be shaped and ${result.held} held in quarantine; capture shapes them again and holds those that still fail (capture quarantine list)`
+              ]
+            : []),
           `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
         ].join("\n")
       )
@@ -243,6 +248,9 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
     ...(c.gapReason ? [`  GAP:         ${c.gapReason} (at ${when(c.gapAt)}): events in the gap were not derived`] : []),
     `  quarantine:  ${c.quarantine.count} record${c.quarantine.count === 1 ? "" : "s"} held${c.quarantine.first ? ` (first: #${c.quarantine.first.id} app.${c.quarantine.first.table} ${c.quarantine.first.key}: ${c.quarantine.first.error})` : ""}`,
     ...c.quarantine.broken.map((b) => `  BROKEN:      app.${b.table} since ${when(b.since)}: ${b.problems.join("; ")}`),
+    ...c.quarantine.resyncing.map(
+      (r) => `  resync:      app.${r.table} re-read from the app since ${when(r.since)} (${r.rows} rows so far)`
+    ),
     "",
     "Outbox",
     `  backlog:     ${s.outbox.backlog} events not yet fanned out${s.outbox.oldestBacklogAt ? ` (oldest ${when(s.outbox.oldestBacklogAt)})` : ""}`,
