@@ -578,7 +578,8 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
             tbl: h.table,
             key: h.ref.id,
             company_id: h.companyId,
-            error: h.error,
+            // '' for "keeps its error" (a record held again): the inserted row's value must not be null.
+            error: h.error ?? "",
             before: h.before === null || h.before === undefined ? null : JSON.stringify(h.before),
             blocked_by: h.info.blockedBy,
             source_tbl: h.info.source?.[0] ?? null,
@@ -603,7 +604,7 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
         from json_to_recordset(${held}::text::json)
           as x(lsn pg_lsn, tbl text, key text, company_id uuid, error text, before text, blocked_by text,
                source_tbl text, source_key text)
-        on conflict (tbl, key) do update set error = coalesce(excluded.error, service.capture_quarantine.error), last_seen = now(),
+        on conflict (tbl, key) do update set error = coalesce(nullif(excluded.error, ''), service.capture_quarantine.error), last_seen = now(),
           attempts = service.capture_quarantine.attempts + 1, blocked_by = excluded.blocked_by,
           source_tbl = excluded.source_tbl, source_key = excluded.source_key,
           company_id = coalesce(excluded.company_id, service.capture_quarantine.company_id)`

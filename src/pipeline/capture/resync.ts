@@ -115,6 +115,14 @@ export class Resync {
   private readonly run_ = `${process.pid}-${Date.now().toString(36)}`
   /** Windows open: the batcher notes changed keys only then. */
   open = 0
+  private readonly size: number
+  /** Runs between a chunk's read and its high watermark (tests write there, as the app may). */
+  private readonly afterRead: ((table: string, keys: ReadonlyArray<string>) => Promise<void>) | undefined
+
+  constructor(chunk = RESYNC_CHUNK, afterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>) {
+    this.size = chunk
+    this.afterRead = afterRead
+  }
 
   // ---- the batcher's side (in stream order) ---------------------------------------------------
 
@@ -205,7 +213,7 @@ export class Resync {
     while (!signal.aborted) {
       try {
         if (q.rereads.length > 0) {
-          const take = q.rereads.splice(0, RESYNC_CHUNK)
+          const take = q.rereads.splice(0, this.size)
           const byTable = new Map<string, string[]>()
           for (const [t, k] of take) {
             if (!(t in APP_COLUMNS)) continue
@@ -224,7 +232,7 @@ export class Resync {
         if (work !== undefined && work.tbl in APP_COLUMNS) {
           const k = keyExpr(work.tbl)
           const [end] = await sql.unsafe<{ k: string }[]>(
-            `select ${k} as k from app.${ident(work.tbl)} where ${k} > $1 order by ${k} offset ${RESYNC_CHUNK - 1} limit 1`,
+            `select ${k} as k from app.${ident(work.tbl)} where ${k} > $1 order by ${k} offset ${this.size - 1} limit 1`,
             [work.after_key]
           )
           await this.chunk(sql, { table: work.tbl, from: work.after_key, to: end?.k ?? null, keys: null }, signal)
@@ -252,8 +260,12 @@ export class Resync {
         select pg_logical_emit_message(true, ${RESYNC_PREFIX}, ${JSON.stringify({ id, phase, ...extra })})::text as lsn`
     await mark("lo", { table: c.table, from: c.from, to: c.to, ...(c.keys ? { keys: [...c.keys] } : {}) })
     // After the low watermark committed: this read sees every change before it.
-    const rows = await readAppRows(sql, c.table, c.keys !== null ? { keys: [...c.keys] } : c)
+    const rows = await readAppRows(sql, c.table, c.keys !== null ? { keys: [...c.keys] } : { from: c.from, to: c.to })
     this.read.set(id, rows)
+    await this.afterRead?.(
+      c.table,
+      rows.map((r) => r.key)
+    )
     const [hi] = await mark("hi")
     const lsn = parseLsn(hi!.lsn)
     // One chunk in memory at a time: the next is read once capture has applied this one.

@@ -75,6 +75,10 @@ export interface CaptureOptions {
   readonly contractCheckMs?: number
   /** Held keys kept in memory, at most (quarantine.ts; tests lower it). */
   readonly heldInMemory?: number
+  /** Keys re-read from an app table per chunk (resync.ts; tests lower it). */
+  readonly resyncChunk?: number
+  /** Tests only: runs between a re-read chunk's read and its high watermark. */
+  readonly resyncAfterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>
 }
 
 /** Counters the status and metrics read. */
@@ -468,7 +472,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const applied = yield* stallOver(sql, opts)
       // Held records and broken tables as the checkpoint left them (quarantine.ts).
       const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
-      const resync = new Resync()
+      const resync = new Resync(opts.resyncChunk, opts.resyncAfterRead)
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(
