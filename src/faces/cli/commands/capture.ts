@@ -135,7 +135,7 @@ const retry = Command.make(
     withDatabase(
       Effect.gen(function* () {
         if (Option.isSome(args.id) === args.all)
-          return yield* invalid(words`give the held record's ${at("id")}, or ${at("all")}`)
+          return yield* invalid(words`give the held record's id (see capture quarantine list), or ${at("all")}`)
         const entries = args.all
           ? yield* retryableEntries()
           : [
