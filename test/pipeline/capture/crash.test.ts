@@ -61,7 +61,8 @@ describe("capture survives SIGKILL at random moments", () => {
         }
         if (i === 12)
           await db.sql.begin(async (tx) => {
-            for (let j = 0; j < 400; j++) bulk.push(await insert(tx as unknown as typeof db.sql, `Bulk ${j}`, j === 200 ? "NaN" : String(j % 100)))
+            for (let j = 0; j < 400; j++)
+              bulk.push(await insert(tx as unknown as typeof db.sql, `Bulk ${j}`, j === 200 ? "NaN" : String(j % 100)))
           })
         await new Promise((r) => setTimeout(r, 60 + Math.floor(Math.random() * 120)))
       }
