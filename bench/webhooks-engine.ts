@@ -3,10 +3,10 @@
 // benchmark's own engine.
 import { Effect, Exit, Scope } from "effect"
 import { connect } from "../src/platform/db/Database.ts"
-import { parseAllowedNetworksOrThrow, type Lookup } from "../src/delivery/address-guard.ts"
-import { makeEngine, type DeliveryEngineShape } from "../src/delivery/engine.ts"
+import { parseAllowedNetworksOrThrow, type Lookup } from "../src/webhooks/net/address-guard.ts"
+import { makeEngine, type DeliveryEngineShape } from "../src/webhooks/engine/engine.ts"
 import { parseRetryScheduleOrThrow } from "../src/domain/retry-schedule.ts"
-import { closeSenderConnections } from "../src/delivery/sender.ts"
+import { closeSenderConnections } from "../src/webhooks/net/sender.ts"
 
 type Start = { readonly cmd: "start"; readonly url: string; readonly secretsKey: string; readonly ca: string }
 type Command = Start | { readonly cmd: "stop" }

@@ -7,10 +7,17 @@ import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./faces/pages/index.ts"
 import { ApiRoutes } from "./faces/routes.ts"
 import { CaptureLive } from "./pipeline/capture/Capture.ts"
-import { HttpConfig, loadServiceRoles, serviceRolesLayer, type ServiceRole } from "./platform/config.ts"
+import {
+  HttpConfig,
+  loadHttpLimits,
+  loadServiceRoles,
+  serviceRolesLayer,
+  type HttpLimits,
+  type ServiceRole
+} from "./platform/config.ts"
 import { SecretsKeyMismatch } from "./platform/secrets/key-check.ts"
-import { DeliveryLive } from "./delivery/layer.ts"
-import { WebhookSettingsLive } from "./delivery/settings.ts"
+import { DeliveryLive } from "./webhooks/background.ts"
+import { WebhookSettingsLive } from "./webhooks/engine/settings.ts"
 import * as Database from "./platform/db/Database.ts"
 import { Sql } from "./platform/db/Sql.ts"
 import { isStartRefused } from "./platform/db/refusal.ts"
@@ -19,7 +26,8 @@ import { createServiceServer, ROUTER_CONFIG } from "./platform/http/node-server.
 import { LoggingLive, writeLog } from "./platform/logging.ts"
 import { ObservabilityRoutes, RequestSpanNames } from "./faces/observability.ts"
 import { MetricsLive } from "./faces/ops/metrics.ts"
-import { ReplayLaneLive, ReplayRateLive } from "./webhooks/replay/lane.ts"
+import { ReplayRateLive } from "./webhooks/replay/lane.ts"
+import { SupervisorLive } from "./platform/supervisor.ts"
 import { TracingLive } from "./platform/tracing.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
@@ -27,11 +35,15 @@ import { WebhooksLive } from "./webhooks/service.ts"
 // Without the api role the server still answers /healthz, /readyz and /metrics, for
 // orchestrators; with it, the read API and the admin API and pages, over the webhook
 // operations behind their hooks and forms.
-const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
+const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const { port, host } = yield* HttpConfig
-      const server = NodeHttpServer.layer(createServiceServer, { port, host, gracefulShutdownTimeout: "10 seconds" })
+      const server = NodeHttpServer.layer(() => createServiceServer(limits), {
+        port,
+        host,
+        gracefulShutdownTimeout: "10 seconds"
+      })
       // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
       const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
       return roles.includes("api")
@@ -46,28 +58,31 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>) =>
 // Built in this order (and torn down in reverse): database and migrations, the secrets key
 // checked against the database's (before anything runs on a key that cannot read its
 // secrets; only where the API or delivery use it), demo data on a first start (so it is
-// bootstrapped, not sent as events), capture, webhook delivery, then the HTTP server. So a
-// stop closes HTTP first, then lets in-flight deliveries finish, then stores capture's
-// checkpoint. SERVICE_ROLES (read first, so a bad value is refused before anything starts)
-// leaves out capture, delivery or the API; /readyz and /metrics find out what runs here
-// (Effect.serviceOption), so nothing else needs to know.
+// bootstrapped, not sent as events), the supervisor, capture, webhook delivery (the engine and
+// the replay lane), then the HTTP server. Capture's and delivery's loops run under the
+// supervisor, which stops them last started first. So a stop closes HTTP first, then lets
+// in-flight deliveries finish, then stores capture's checkpoint. SERVICE_ROLES (read first,
+// so a bad value is refused before anything starts) leaves out capture, delivery or the API;
+// /readyz and /metrics find out what runs here (Effect.serviceOption), so nothing else needs
+// to know.
 export const MainLive = Layer.unwrap(
   Effect.gen(function* () {
     const roles = yield* loadServiceRoles
+    const limits = yield* loadHttpLimits
     // Typed as providing nothing: what reads them asks whether they run here.
     const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
       ? CaptureLive
       : Layer.empty
-    // Replays go through their own lane beside the engine, at REPLAY_RATE per destination.
     const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery")
-      ? Layer.mergeAll(DeliveryLive, ReplayLaneLive)
+      ? DeliveryLive
       : Layer.empty
     const settings: Layer.Layer<never, unknown, Database.Database> =
       roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
     yield* Effect.logInfo("service roles", { roles })
-    return httpFor(roles).pipe(
+    return httpFor(roles, limits).pipe(
       Layer.provideMerge(delivery),
       Layer.provideMerge(capture),
+      Layer.provideMerge(SupervisorLive),
       Layer.provideMerge(FirstStart),
       Layer.provideMerge(settings),
       Layer.provideMerge(Sql.layer),

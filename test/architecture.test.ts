@@ -14,9 +14,8 @@ const MAY_IMPORT: Readonly<Record<string, ReadonlyArray<string>>> = {
   "pipeline/projection": ["domain", "platform"],
   "pipeline/outbox": ["domain", "platform", "pipeline/projection"],
   "pipeline/capture": ["domain", "platform", "pipeline/projection", "pipeline/outbox"],
-  delivery: ["domain", "platform", "pipeline/projection", "pipeline/outbox"],
   access: ["domain", "platform"],
-  webhooks: ["domain", "platform", "delivery", "access"],
+  webhooks: ["domain", "platform", "pipeline/projection", "pipeline/outbox", "pipeline/capture", "access"],
   seed: ["domain", "platform"]
 }
 

@@ -58,6 +58,50 @@ export const HttpConfig = Config.all({
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1"))
 })
 
+/** Limits of each HTTP server (the public port and the operations port): what one client may hold. */
+const HttpLimitsConfig = Config.all({
+  /** The request line and headers must arrive within this (a client trickling bytes is cut off). */
+  headersTimeout: Config.Duration("HTTP_HEADERS_TIMEOUT").pipe(Config.withDefault(Duration.seconds(10))),
+  /** The whole request, body included, must arrive within this. */
+  requestTimeout: Config.Duration("HTTP_REQUEST_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30))),
+  /** An idle kept-alive connection is closed after this. */
+  keepAliveTimeout: Config.Duration("HTTP_KEEP_ALIVE_TIMEOUT").pipe(Config.withDefault(Duration.seconds(5))),
+  /** Request line and headers together, in bytes. */
+  maxHeaderBytes: Config.Int("HTTP_MAX_HEADER_SIZE").pipe(Config.withDefault(16 * 1024)),
+  /** Open connections per process; more are dropped as they come. */
+  maxConnections: Config.Int("HTTP_MAX_CONNECTIONS").pipe(Config.withDefault(1000))
+})
+
+export type HttpLimits = {
+  readonly headersTimeoutMs: number
+  readonly requestTimeoutMs: number
+  readonly keepAliveTimeoutMs: number
+  readonly maxHeaderBytes: number
+  readonly maxConnections: number
+}
+
+/** The HTTP limits from the environment, refused at start when they cannot work together. */
+export const loadHttpLimits = Effect.gen(function* () {
+  const c = yield* HttpLimitsConfig
+  const limits: HttpLimits = {
+    headersTimeoutMs: Duration.toMillis(c.headersTimeout),
+    requestTimeoutMs: Duration.toMillis(c.requestTimeout),
+    keepAliveTimeoutMs: Duration.toMillis(c.keepAliveTimeout),
+    maxHeaderBytes: c.maxHeaderBytes,
+    maxConnections: c.maxConnections
+  }
+  const refuse = (message: string) => Effect.fail(new StartRefused({ message }))
+  if (limits.headersTimeoutMs < 1000 || limits.requestTimeoutMs < 1000)
+    return yield* refuse("HTTP_HEADERS_TIMEOUT and HTTP_REQUEST_TIMEOUT must be at least 1 second")
+  // Node itself refuses a headers timeout longer than the request's.
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs)
+    return yield* refuse("HTTP_HEADERS_TIMEOUT must not be longer than HTTP_REQUEST_TIMEOUT")
+  if (limits.maxHeaderBytes < 1024 || limits.maxHeaderBytes > 1024 * 1024)
+    return yield* refuse("HTTP_MAX_HEADER_SIZE must be between 1024 and 1048576 bytes")
+  if (limits.maxConnections < 1) return yield* refuse("HTTP_MAX_CONNECTIONS must be at least 1")
+  return limits
+})
+
 export const CaptureConfig = Config.all({
   slot: Config.String("REPLICATION_SLOT").pipe(Config.withDefault("safety_records_service")),
   publication: Config.String("PUBLICATION").pipe(Config.withDefault("safety_records_service")),

@@ -4,10 +4,10 @@
 import { Context, Effect, Layer } from "effect"
 import { Sql, type SqlShape } from "../platform/db/Sql.ts"
 import type { DomainError } from "../domain/errors.ts"
-import { WebhookSettings, WebhookSettingsLive } from "../delivery/settings.ts"
+import { WebhookSettings, WebhookSettingsLive } from "./engine/settings.ts"
 import { listActivity } from "../access/activity.ts"
-import type { WebhookDeps } from "./context.ts"
-import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries.ts"
+import type { WebhookDeps } from "./engine/settings.ts"
+import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries/deliveries.ts"
 import {
   createEndpoint,
   deleteEndpoint,
@@ -17,10 +17,15 @@ import {
   offeredEvents,
   rotateEndpointSecret,
   updateEndpoint
-} from "./endpoints.ts"
-import { createHook, deleteHook, getHook, listHooks } from "./hooks.ts"
-import { testEndpoint } from "./ping.ts"
-import { deleteSubscription, disableSubscription, enableSubscription, listSubscriptions } from "./subscriptions.ts"
+} from "./endpoints/endpoints.ts"
+import { createHook, deleteHook, getHook, listHooks } from "./subscriptions/hooks.ts"
+import { testEndpoint } from "./endpoints/ping.ts"
+import {
+  deleteSubscription,
+  disableSubscription,
+  enableSubscription,
+  listSubscriptions
+} from "./subscriptions/subscriptions.ts"
 
 export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
   /** The operation on the service's database. */

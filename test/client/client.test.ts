@@ -14,9 +14,9 @@ import {
   type Event
 } from "../../client/src/index.ts"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
-import { deliveryBody } from "../../src/delivery/body.ts"
-import { parseAllowedNetworksOrThrow } from "../../src/delivery/address-guard.ts"
-import { newSecret, signedHeaders } from "../../src/delivery/signature.ts"
+import { deliveryBody } from "../../src/webhooks/net/body.ts"
+import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
+import { newSecret, signedHeaders } from "../../src/webhooks/net/signature.ts"
 import { startServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"
@@ -319,7 +319,7 @@ describe("verifyWebhook", () => {
     payload: JSON.stringify(record)
   })
   const now = Math.floor(Date.now() / 1000)
-  // The headers the sender sends (src/delivery/sender.ts uses signedHeaders too).
+  // The headers the sender sends (src/webhooks/net/sender.ts uses signedHeaders too).
   const headers = signedHeaders(secret, id, now, body)
   const standardOnly = {
     "webhook-id": headers["webhook-id"]!,

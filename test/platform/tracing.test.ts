@@ -21,7 +21,7 @@ import {
   withDeliverySpan,
   withFanoutSpan
 } from "../../src/platform/tracing.ts"
-import { createEndpoint } from "../../src/webhooks/endpoints.ts"
+import { createEndpoint } from "../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"

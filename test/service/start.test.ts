@@ -1,15 +1,43 @@
 // The real `npm start` entry point as a user runs it: the bundle it builds (src/build.ts), on
 // embedded PostgreSQL under DATA_DIR, demo data on the first start, /healthz, a clean stop on
 // SIGTERM, data intact on restart; and a clear refusal of a server without logical replication.
-import type { ChildProcess } from "node:child_process"
-import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
+import { type ChildProcess, spawn } from "node:child_process"
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buildService } from "../../src/build.ts"
 import { startEmbedded } from "../../src/platform/db/embedded.ts"
 import { freePort } from "../support/global-setup.ts"
 import { startService, streaming, waitForUrl } from "../support/service-process.ts"
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url))
+
+/** `npm start` as a user, systemd or `timeout` runs it: npm is the process they hold. */
+const npmStart = (env: Record<string, string>) => {
+  // npm_execpath is npm's own script when the suite runs under npm; else npm from PATH.
+  const npm = process.env.npm_execpath
+  const child = npm?.endsWith(".js")
+    ? spawn(process.execPath, [npm, "start"], { cwd: ROOT, env: { ...process.env, ...env }, stdio: "pipe" })
+    : spawn("npm", ["start"], { cwd: ROOT, env: { ...process.env, ...env }, stdio: "pipe" })
+  let output = ""
+  child.stdout!.on("data", (d) => (output += d))
+  child.stderr!.on("data", (d) => (output += d))
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  return { child, output: () => output, exit }
+}
+
+/** The process ids whose parent is `pid` (from /proc). */
+const childrenOf = (pid: number): number[] => {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)
+  } catch {
+    return []
+  }
+}
+
+const alive = (pid: number): boolean => existsSync(`/proc/${pid}`)
 
 describe("npm start", () => {
   const dirs: string[] = []
@@ -20,8 +48,10 @@ describe("npm start", () => {
     dirs.push(d)
     return d
   }
+  const pids: number[] = []
   afterAll(() => {
     for (const c of children) c.kill("SIGKILL")
+    for (const pid of pids.filter(alive)) process.kill(pid, "SIGKILL")
     for (const d of dirs) rmSync(d, { recursive: true, force: true })
   })
   // What `npm start` runs: src/main.ts built into one file (here into a temporary directory).
@@ -73,6 +103,35 @@ describe("npm start", () => {
     expect(second.output()).not.toContain("initial views built")
     second.child.kill("SIGINT")
     expect(await second.exited()).toBe(0)
+  })
+
+  it("SIGTERM or SIGINT sent to npm itself stops the service cleanly, and its embedded PostgreSQL with it", {
+    timeout: 180_000
+  }, async () => {
+    const dataDir = tempDir()
+    const env = {
+      DATA_DIR: dataDir,
+      EMBEDDED_PG_PORT: String(await freePort()),
+      PORT: String(await freePort()),
+      SEED_DEMO: "false",
+      LOG_LEVEL: "Info"
+    }
+    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      const npm = npmStart(env)
+      children.push(npm.child)
+      await waitForUrl(`http://127.0.0.1:${env.PORT}/readyz`, 90_000, streaming)
+      // What npm started: the script's shell, which `exec` made the service itself.
+      const service = childrenOf(npm.child.pid!)
+      expect(service).toHaveLength(1)
+      pids.push(...service)
+      npm.child.kill(signal)
+      expect(await npm.exit).toBe(0)
+      await new Promise((r) => setTimeout(r, 200))
+      expect(alive(service[0]!)).toBe(false)
+      expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(false)
+      expect(npm.output()).toMatch(/"message":"capture stopped","checkpoint":"[0-9A-F]+\/[0-9A-F]+"/)
+      expect(npm.output()).toContain("embedded PostgreSQL stopped")
+    }
   })
 
   it("refuses a server without logical replication, saying what to change", { timeout: 60_000 }, async () => {

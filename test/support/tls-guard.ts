@@ -3,7 +3,7 @@
 // that a refused address was never connected to.
 import { createRequire } from "node:module"
 import { afterAll, beforeAll, beforeEach } from "vitest"
-import { closeSenderConnections } from "../../src/delivery/sender.ts"
+import { closeSenderConnections } from "../../src/webhooks/net/sender.ts"
 
 export type Connect = { host: string; port: number; servername: string | undefined }
 

@@ -4,20 +4,20 @@ import { randomBytes } from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
 import { afterEach } from "vitest"
 import type { Sql } from "postgres"
-import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/delivery/address-guard.ts"
+import { parseAllowedNetworksOrThrow, type Lookup } from "../../src/webhooks/net/address-guard.ts"
 import {
   AttemptObserver,
   makeEngine,
   type AttemptObservation,
   type DeliveryEngineShape,
   type EngineOptions
-} from "../../src/delivery/engine.ts"
-import { fanoutRows } from "../../src/delivery/queries.ts"
+} from "../../src/webhooks/engine/engine.ts"
+import { fanoutRows } from "../../src/webhooks/engine/fanout-queries.ts"
 import { parseRetryScheduleOrThrow } from "../../src/domain/retry-schedule.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
 import { makeReplayLane } from "../../src/webhooks/replay/lane.ts"
 import type { Actor } from "../../src/access/activity.ts"
-import type { WebhookDeps } from "../../src/webhooks/context.ts"
+import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
 import { Sql as SqlService } from "../../src/platform/db/Sql.ts"
 import { isDomainError, type DomainError } from "../../src/domain/errors.ts"
 import { httpStatus } from "../../src/faces/http/errors.ts"

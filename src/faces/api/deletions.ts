@@ -1,7 +1,7 @@
 // GET /api/v1/deletions: records deleted in the last 30 days, so that a copy kept in step
 // with the lists (sort=updatedAt&updatedAfter=...) can drop what is gone without listing
 // everything again. Capture leaves a tombstone (service.deletions) when it deletes a view;
-// tombstones older than 30 days are pruned with the delivery log (src/delivery/queries.ts).
+// tombstones older than 30 days are pruned with the delivery log (src/webhooks/engine/housekeeping-queries.ts).
 // A deletion is listed when the key could read the record now: its resource is in the key's
 // scopes and its module is on. Oldest first, keyset-paged on (deletedAt, id) like the lists.
 //

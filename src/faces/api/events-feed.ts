@@ -11,7 +11,7 @@ import { isUuid } from "../../domain/ids.ts"
 import type postgres from "postgres"
 import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
-import { deliveryBody } from "../../delivery/body.ts"
+import { deliveryBody } from "../../webhooks/net/body.ts"
 import {
   CURSOR_ERROR_MESSAGES,
   decodeCursor,

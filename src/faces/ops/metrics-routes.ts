@@ -5,7 +5,7 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
-import { DeliveryEngine } from "../../delivery/engine.ts"
+import { DeliveryEngine } from "../../webhooks/engine/engine.ts"
 import { captureOff, collectCapture, collectDatabase, collectDelivery, Metrics } from "./metrics.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "../../platform/metrics/registry.ts"
 

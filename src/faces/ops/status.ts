@@ -7,7 +7,7 @@ import { query, Sql } from "../../platform/db/Sql.ts"
 import { captureStatus, type CaptureStatus } from "../../pipeline/capture/status.ts"
 import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
 import { runningReplays, type ReplayView } from "../../webhooks/replay/jobs.ts"
-import { OUTBOX_BACKLOG } from "../../delivery/queries.ts"
+import { OUTBOX_BACKLOG } from "../../webhooks/engine/fanout-queries.ts"
 import { quarantineSummary, type QuarantineSummary } from "../../pipeline/capture/quarantine.ts"
 
 export const KEY_EXPIRY_WARNING_DAYS = 14

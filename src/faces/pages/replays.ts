@@ -288,7 +288,7 @@ export type ReplayOfferInfo = { readonly since: string; readonly until: string; 
 
 /**
  * Turn On's offer, while it stands: the endpoint's last Turn On recorded the window it was
- * off (sql activity details, src/webhooks/endpoints.ts) and no replay of it was made since.
+ * off (sql activity details, src/webhooks/endpoints/endpoints.ts) and no replay of it was made since.
  */
 export const pendingOffer = (
   companyId: string,

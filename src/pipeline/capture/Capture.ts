@@ -1,9 +1,11 @@
-// Capture as an Effect service: runs (captureRun) one after another in a scoped fiber, each
-// after a failure with backoff (a new replication connection each time, resuming from the
-// checkpoint). Stopping the service interrupts the run, which ends its connections.
-import { Context, Duration, Effect, Fiber, Layer, Schedule } from "effect"
+// Capture as an Effect service: runs (captureRun) one after another as the supervisor's
+// "capture" loop, each after a failure with backoff (a new replication connection each time,
+// resuming from the checkpoint). The supervisor's stop interrupts the run, which ends its
+// connections, then says where the checkpoint stands.
+import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { CaptureConfig } from "../../platform/config.ts"
 import { Database } from "../../platform/db/Database.ts"
+import { currentSupervisor } from "../../platform/supervisor.ts"
 import { spanRunner } from "../../platform/tracing.ts"
 import { formatLsn } from "../../platform/db/lsn.ts"
 import { checkCaptureStart } from "./publication.ts"
@@ -46,14 +48,15 @@ export const CaptureLive = Layer.effect(
         })
       )
     )
-    const running = yield* Effect.forkScoped(Effect.retry(once, backoff))
-    yield* Effect.addFinalizer(() =>
-      Fiber.interrupt(running).pipe(
-        Effect.andThen(
-          Effect.logInfo("capture stopped").pipe(Effect.annotateLogs({ checkpoint: formatLsn(stats.checkpoint) }))
-        )
+    const supervisor = yield* currentSupervisor
+    // Stopped in reverse: the run first, then this line with the checkpoint it stored.
+    yield* supervisor.onStop(
+      "capture",
+      Effect.suspend(() =>
+        Effect.logInfo("capture stopped").pipe(Effect.annotateLogs({ checkpoint: formatLsn(stats.checkpoint) }))
       )
     )
+    yield* supervisor.run("capture", once, { restart: backoff })
     return { stats, slot: config.slot }
   })
 )

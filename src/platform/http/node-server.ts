@@ -2,23 +2,53 @@
 // the router's request handler, and Node leaves a request with no handler hanging: in that
 // short window, and again once shutdown has removed the handler, answer 503 instead.
 import { createServer, type Server } from "node:http"
+import type { HttpLimits } from "../config.ts"
 
 const UNAVAILABLE = JSON.stringify({ error: "the service is starting or stopping; try again shortly" })
 
-export const createServiceServer = (): Server => {
-  const server = createServer()
+/** The limits when the environment sets none (HTTP_* in the README's configuration table). */
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxHeaderBytes: 16 * 1024,
+  maxConnections: 1000
+}
+
+const kib = (bytes: number): string => (bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`)
+
+/**
+ * Node's server with limits on what one client may hold: a client trickling its headers is cut
+ * off after the headers timeout (Node checks open requests every `connectionsCheckingInterval`,
+ * 30 s by default, so that is made a fraction of the timeout), and connections past the cap are
+ * dropped as they arrive.
+ */
+export const createServiceServer = (limits: HttpLimits = DEFAULT_HTTP_LIMITS): Server => {
+  const server = createServer({
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    maxHeaderSize: limits.maxHeaderBytes,
+    connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(limits.headersTimeoutMs / 4)))
+  })
+  server.maxConnections = limits.maxConnections
   server.on("request", (_req, res) => {
     // Another listener (the router) answers once it is installed.
     if (server.listenerCount("request") > 1) return
     res.writeHead(503, { "content-type": "application/json", "retry-after": "1", connection: "close" }).end(UNAVAILABLE)
   })
   // A request Node cannot parse (a raw non-ASCII byte in the URL, an unknown method, headers
-  // over 16 KiB) never reaches the router; Node's own answer has no body. Answer it as JSON.
+  // over the limit, headers that took too long) never reaches the router; Node's own answer has
+  // no body. Answer it as JSON.
   server.on("clientError", (err: Error & { code?: string; reason?: string }, socket) => {
     if (err.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
     const [status, text, message] =
       err.code === "HPE_HEADER_OVERFLOW"
-        ? [431, "Request Header Fields Too Large", "the request's headers are too large: at most 16 KiB"]
+        ? [
+            431,
+            "Request Header Fields Too Large",
+            `the request's headers are too large: at most ${kib(limits.maxHeaderBytes)}`
+          ]
         : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
           ? [408, "Request Timeout", "the request did not arrive in time"]
           : [400, "Bad Request", `malformed HTTP request: ${(err.reason ?? err.message).replace(/^Parse Error: /, "")}`]

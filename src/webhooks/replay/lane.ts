@@ -11,15 +11,16 @@
 // State lives in the database (the replay's row: pacing clock, counters, the next item), and
 // each step locks the replay's row (skip locked), so every delivery process can run a lane:
 // together they keep the one rate.
-import { Cause, Context, Effect, Fiber, Layer, Queue } from "effect"
+import { Cause, Context, Effect, Layer, Queue } from "effect"
 import { ReplayRateConfig } from "../../platform/config.ts"
 import { query, Sql, transaction } from "../../platform/db/Sql.ts"
 import type { Tx } from "../../platform/db/Database.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { DESTINATIONS_CHANNEL, listenScoped } from "../../platform/db/channels.ts"
-import { originOf } from "../../delivery/queries.ts"
+import { currentSupervisor } from "../../platform/supervisor.ts"
+import { originOf } from "../net/origin.ts"
 import { REPLAYS_CHANNEL } from "./jobs.ts"
-import { wakeDelivery } from "../context.ts"
+import { wakeDelivery } from "../engine/wake.ts"
 
 /** REPLAY_RATE's default: deliveries per second per destination. */
 export const DEFAULT_REPLAY_RATE = 10
@@ -308,7 +309,7 @@ export type ReplayLaneOptions = {
   readonly pollMs?: number | undefined
 }
 
-/** Runs the lane in the current scope until it closes, on the database of `Sql`. */
+/** Runs the lane under the supervisor (or in the current scope) until it stops, on the database of `Sql`. */
 export const makeReplayLane = (options: ReplayLaneOptions) =>
   Effect.gen(function* () {
     const { rate } = options
@@ -319,11 +320,14 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
     const wakeQ = yield* Queue.sliding<void>(1)
     const poke = () => void Queue.offerUnsafe(wakeQ, undefined)
     const wait = (ms: number) => Queue.take(wakeQ).pipe(Effect.timeoutOption(ms), Effect.asVoid)
-    yield* listenScoped(sql.pool, "replay lane: ", [
-      [REPLAYS_CHANNEL, poke],
-      // A destination turned on again: its replay resumes at once.
-      [DESTINATIONS_CHANNEL, poke]
-    ])
+    const supervisor = yield* currentSupervisor
+    yield* supervisor.hold(
+      listenScoped(sql.pool, "replay lane: ", [
+        [REPLAYS_CHANNEL, poke],
+        // A destination turned on again: its replay resumes at once.
+        [DESTINATIONS_CHANNEL, poke]
+      ])
+    )
     let lastPurge = 0
     const step = Effect.gen(function* () {
       const r = yield* paceReplays(rate)
@@ -364,12 +368,11 @@ export const makeReplayLane = (options: ReplayLaneOptions) =>
         yield* wait(busy ? tickMs : pollMs)
       })
     )
-    const fiber = yield* Effect.forkDetach(loop)
-    yield* Effect.addFinalizer(() => Fiber.interrupt(fiber))
+    yield* supervisor.run("replay lane", loop)
     return { wake: Effect.sync(poke) }
   })
 
-/** The lane over the Database at this process's REPLAY_RATE; runs beside the delivery engine. */
+/** The lane over the Database at this process's REPLAY_RATE; runs beside the delivery engine (webhooks/background.ts). */
 export const ReplayLaneLive = Layer.effectDiscard(Effect.flatMap(ReplayRate, (rate) => makeReplayLane({ rate }))).pipe(
   Layer.provide(Sql.layer)
 )

@@ -9,7 +9,7 @@ import { replay, type ReplaySource, type ReplaySummary } from "./select.ts"
 import { cancelReplay, getReplay, listReplays, type ReplayView } from "./jobs.ts"
 import type { Actor } from "../../access/activity.ts"
 import { at, invalid, words, type DomainError } from "../../domain/errors.ts"
-import { checked } from "../validate.ts"
+import { checked } from "../endpoints/validate.ts"
 
 export interface ReplayRequest {
   readonly endpointId?: string | undefined

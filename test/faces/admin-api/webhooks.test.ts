@@ -13,7 +13,7 @@ import Stripe from "stripe"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
 import type { AdminUser } from "../../../src/access/identity.ts"
 import { createToken } from "../../../src/access/tokens.ts"
-import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
+import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import {
   makeKey,
   openApiChecker,

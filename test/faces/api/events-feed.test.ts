@@ -15,7 +15,7 @@ import {
 import { EVENTS_QUERY } from "../../../src/faces/api/events-api.ts"
 import { describeQueryIssue } from "../../../src/faces/api/query.ts"
 import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
+import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"

@@ -2,7 +2,7 @@
 // record, a repeated subscribe answering the same subscription, the secret only on
 // subscribing, every error as {"error"}, and the answers as the OpenAPI document says.
 import { beforeAll, describe, expect, it } from "vitest"
-import { parseAllowedNetworksOrThrow } from "../../../src/delivery/address-guard.ts"
+import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import { makeKey, openApiChecker, request, type OpenApiChecker, caller } from "../../support/http.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { useDatabase, useServer } from "../../support/fixtures.ts"

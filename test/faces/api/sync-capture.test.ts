@@ -5,7 +5,7 @@
 // Lists and deletions are read through the typed client (client/), whose sync() is run too.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { purgeOld } from "../../../src/delivery/queries.ts"
+import { purgeOld } from "../../../src/webhooks/engine/housekeeping-queries.ts"
 import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
 import { startCapture, type RunningCapture } from "../../support/capture.ts"
 import { insertIncident } from "../../support/app.ts"

@@ -54,10 +54,13 @@ describe("admin CLI", () => {
     expect(row!.fingerprint.toString("hex")).toBe(
       (await import("node:crypto")).createHash("sha256").update(answer.key).digest("hex")
     )
-    // not the key, nor any part of it (spec 5.2), in the keys or in the activity log
+    // not the key, nor any part of it (docs/api.md#keys), in the keys or in the activity log. Ids and
+    // times are left out of the dump: a 6-character piece of the key could occur in them by chance.
     const random = answer.key.slice(3)
+    const chance = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d{4}-\d{2}-\d{2}T[\d:.]+Z)$/
     for (const table of ["service.api_keys", "service.activity"]) {
-      const dump = JSON.stringify(await db.sql.unsafe(`select * from ${table}`))
+      const rows = await db.sql.unsafe(`select * from ${table}`)
+      const dump = JSON.stringify(rows, (_, v: unknown) => (typeof v === "string" && chance.test(v) ? "" : v))
       for (let i = 0; i + 6 <= random.length; i += 6) expect(dump, table).not.toContain(random.slice(i, i + 6))
     }
   })

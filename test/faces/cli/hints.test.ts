@@ -3,10 +3,10 @@
 // which the receiver checks set; the message's text plays no part.
 import { Effect } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { parseAllowedNetworksOrThrow, type Lookup } from "../../../src/delivery/address-guard.ts"
+import { parseAllowedNetworksOrThrow, type Lookup } from "../../../src/webhooks/net/address-guard.ts"
 import { isDomainError, invalid, type DomainError } from "../../../src/domain/errors.ts"
 import { hintFor } from "../../../src/faces/cli/errors.ts"
-import { checkUrl } from "../../../src/webhooks/validate.ts"
+import { checkUrl } from "../../../src/webhooks/endpoints/validate.ts"
 
 const saved = { networks: process.env.WEBHOOK_ALLOWED_NETWORKS, ca: process.env.NODE_EXTRA_CA_CERTS }
 afterEach(() => {

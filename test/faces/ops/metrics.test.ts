@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeServiceMetrics, type ServiceMetrics } from "../../../src/faces/ops/metrics.ts"
 import { seriesValue } from "../../../src/platform/metrics/registry.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
+import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { ADMIN, startWorld, waitFor, type World } from "../../support/world.ts"
 import {

@@ -3,7 +3,7 @@
 import { hostname } from "node:os"
 import { describe, expect, it } from "vitest"
 import { assessStatus, operationsStatus, type OperationsStatus } from "../../../src/faces/ops/status.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
+import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
 import { ADMIN, fanoutNow, makeKey, useWorld, waitFor } from "../../support/world.ts"

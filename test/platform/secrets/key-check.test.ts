@@ -16,7 +16,7 @@ import {
   loadSecretsKey,
   type SecretsKey
 } from "../../../src/platform/secrets/secrets-key.ts"
-import { WebhookSettings, WebhookSettingsLive } from "../../../src/delivery/settings.ts"
+import { WebhookSettings, WebhookSettingsLive } from "../../../src/webhooks/engine/settings.ts"
 import { freshDatabase, type TestDatabase } from "../../support/db.ts"
 import { makeKey } from "../../support/world.ts"
 import { useTempDirs } from "../../support/fixtures.ts"

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest"
 import { replayFormOf, replayQuery } from "../../../src/faces/pages/replays.ts"
 import { allowance, parseReplayRate, replayWindow } from "../../../src/webhooks/replay/lane.ts"
 import { waitingReason } from "../../../src/webhooks/replay/jobs.ts"
-import { endpointHealth } from "../../../src/webhooks/endpoints.ts"
+import { endpointHealth } from "../../../src/webhooks/endpoints/endpoints.ts"
 
 describe("REPLAY_RATE", () => {
   it.each([

@@ -4,8 +4,8 @@
 // delivery id (receivers drop repeats by it) and the others with new ones.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { replay } from "../../../src/webhooks/replay/select.ts"
-import { createEndpoint, enableEndpoint } from "../../../src/webhooks/endpoints.ts"
-import { createHook } from "../../../src/webhooks/hooks.ts"
+import { createEndpoint, enableEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
+import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
 import { ADMIN, deliveries, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"

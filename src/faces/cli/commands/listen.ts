@@ -5,7 +5,7 @@
 // over HTTP only, never to its database.
 import { Config, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
-import { newSecret, signedHeaders } from "../../../delivery/signature.ts"
+import { newSecret, signedHeaders } from "../../../webhooks/net/signature.ts"
 import { isEventKind } from "../../../domain/event-kinds.ts"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
 import { at, invalid, words } from "../../../domain/errors.ts"

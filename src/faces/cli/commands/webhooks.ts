@@ -5,10 +5,10 @@
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { userActor, type Actor as WebhookActor } from "../../../access/activity.ts"
-import { LOG_SIZE } from "../../../webhooks/deliveries.ts"
+import { LOG_SIZE } from "../../../webhooks/deliveries/deliveries.ts"
 import { ACTIVITY_FILTERS } from "../../../access/activity.ts"
-import { DEFAULT_OVERLAP } from "../../../webhooks/overlap.ts"
-import type { EndpointView } from "../../../webhooks/endpoints.ts"
+import { DEFAULT_OVERLAP } from "../../../webhooks/endpoints/overlap.ts"
+import type { EndpointView } from "../../../webhooks/endpoints/endpoints.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, type Company } from "../../../access/identity.ts"
 import {

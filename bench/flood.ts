@@ -1,0 +1,301 @@
+// bench/flood: requests without a valid key, as an attacker who reaches the port sends them,
+// against the service as `npm start` runs it (the bundle, its memory flags, every role), beside
+// a real key reading at a steady rate. Baseline: the same reader alone, in the same run.
+//
+// The flood comes from 127.0.0.2 (another client address on loopback), the reader from
+// 127.0.0.1. Every flood request has a made-up `mk_` key and a Host header of its own (long,
+// under a domain no company has). Prints, for "reader alone" and "reader + flood": the reader's
+// p50/p99, the service's RSS (start, peak, end), the database statements it ran (counted by
+// pg_stat_statements, which counts as statements end, without the statistics collector's
+// delay) and the statements per 100 flood requests after the flood's first second.
+//
+//   npm run bench:flood                       100,000 flood requests, 64 at a time
+//   npm run bench:flood -- --requests 20000 --concurrency 32 --reader-rate 20
+//   BENCH_DATABASE_URL=... npm run bench:flood   (a database of its own on that server)
+import { spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { Agent, request } from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import { buildService } from "../src/build.ts"
+import { freePort } from "../test/support/net.ts"
+import { benchDatabase, fmt, percentile, table } from "./support.ts"
+
+const USAGE = "usage: npm run bench:flood -- [--requests N] [--concurrency N] [--reader-rate N] [--baseline-seconds N]"
+const args = (() => {
+  try {
+    return parseArgs({
+      options: {
+        requests: { type: "string", default: "100000" },
+        concurrency: { type: "string", default: "64" },
+        "reader-rate": { type: "string", default: "20" },
+        "baseline-seconds": { type: "string", default: "15" }
+      },
+      strict: true
+    }).values
+  } catch (e) {
+    console.error(`${(e as Error).message}\n${USAGE}`)
+    process.exit(2)
+  }
+})()
+const int = (name: keyof typeof args): number => {
+  const n = Number(args[name])
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`--${name} must be a positive integer, not ${args[name]}\n${USAGE}`)
+    process.exit(2)
+  }
+  return n
+}
+const REQUESTS = int("requests")
+const CONCURRENCY = int("concurrency")
+const READER_RATE = int("reader-rate")
+const BASELINE_SECONDS = int("baseline-seconds")
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const NODE_FLAGS = ["--max-semi-space-size=4", "--max-old-space-size=512"]
+// As package.json's start script sets it for the service.
+const GLIBC_TUNABLES = "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"
+
+const runCli = (script: string, cliArgs: ReadonlyArray<string>, env: Record<string, string>) =>
+  new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, [join(ROOT, script), ...cliArgs], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (d) => (out += d))
+    child.stderr.on("data", (d) => (err += d))
+    child.on("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${script} exited ${code}: ${err}`))))
+  })
+
+const rssMb = (pid: number): number => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+  return m ? Number(m[1]) / 1024 : NaN
+}
+
+type Answer = { readonly status: number; readonly ms: number }
+
+const get = (
+  agent: Agent,
+  port: number,
+  host: string,
+  key: string,
+  localAddress: string,
+  path = "/api/v1/incidents?limit=20"
+): Promise<Answer> =>
+  new Promise((resolve) => {
+    const t0 = performance.now()
+    const req = request(
+      { agent, host: "127.0.0.1", port, path, localAddress, headers: { host, authorization: `Bearer ${key}` } },
+      (res) => {
+        res.resume()
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0 }))
+      }
+    )
+    req.on("error", () => resolve({ status: 0, ms: performance.now() - t0 }))
+    req.setTimeout(10_000, () => req.destroy())
+    req.end()
+  })
+
+const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements" })
+const bundleDir = mkdtempSync(join(tmpdir(), "srs-flood-"))
+const dataDir = mkdtempSync(join(tmpdir(), "srs-flood-data-"))
+let service: ReturnType<typeof spawn> | undefined
+try {
+  await db.sql`create extension if not exists pg_stat_statements`
+  const env = { DATABASE_URL: db.url, DATA_DIR: dataDir }
+  await runCli("src/faces/cli/seed.ts", [], env)
+  const created = JSON.parse(
+    await runCli(
+      "src/faces/cli/admin.ts",
+      [
+        "keys",
+        "create",
+        "--company",
+        "acme.localhost",
+        "--name",
+        "flood bench",
+        "--read",
+        "all",
+        "--as",
+        "admin@acme.example",
+        "--json"
+      ],
+      env
+    )
+  ) as { key: string }
+  const bundle = join(bundleDir, "service.mjs")
+  await buildService(bundle)
+  const port = await freePort()
+  service = spawn(process.execPath, [...NODE_FLAGS, bundle], {
+    env: {
+      ...process.env,
+      ...env,
+      PORT: String(port),
+      GLIBC_TUNABLES,
+      LOG_LEVEL: "warn",
+      // The reader's steady rate is above the production limit; the flood never has a key.
+      API_RATE_LIMIT: "1000000"
+    },
+    stdio: ["ignore", "inherit", "inherit"]
+  })
+  const pid = service.pid!
+  for (let i = 0; ; i++) {
+    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+      (r) => r.ok,
+      () => false
+    )
+    if (ok) break
+    if (i > 600) throw new Error("the service did not start")
+    await new Promise((r) => setTimeout(r, 100))
+  }
+
+  const statements = async (): Promise<number> => {
+    const [r] = await db.sql<{ n: string }[]>`
+      select coalesce(sum(calls), 0)::text as n from pg_stat_statements s join pg_database d on d.oid = s.dbid
+      where d.datname = current_database() and s.query !~* 'pg_stat_statements'`
+    return Number(r!.n)
+  }
+
+  /** The real key's reads at READER_RATE until stopped; their latencies. */
+  const reader = () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 4 })
+    const latencies: number[] = []
+    const failures: number[] = []
+    let stop = false
+    const done = (async () => {
+      const every = 1000 / READER_RATE
+      let next = performance.now()
+      const pending: Promise<void>[] = []
+      while (!stop) {
+        pending.push(
+          get(agent, port, "acme.localhost", created.key, "127.0.0.1").then((a) =>
+            a.status === 200 ? void latencies.push(a.ms) : void failures.push(a.status)
+          )
+        )
+        next += every
+        await new Promise((r) => setTimeout(r, Math.max(0, next - performance.now())))
+      }
+      await Promise.all(pending)
+      agent.destroy()
+    })()
+    return {
+      stop: async () => {
+        stop = true
+        await done
+        return { latencies: latencies.sort((a, b) => a - b), failures }
+      }
+    }
+  }
+
+  /** RSS every 200 ms until stopped. */
+  const sampler = () => {
+    const samples: number[] = [rssMb(pid)]
+    const timer = setInterval(() => samples.push(rssMb(pid)), 200)
+    return {
+      stop: () => {
+        clearInterval(timer)
+        samples.push(rssMb(pid))
+        return { start: samples[0]!, peak: Math.max(...samples), end: samples.at(-1)! }
+      }
+    }
+  }
+
+  // Warm-up: the reader's key and company are looked up once, connections are open.
+  const warm = reader()
+  await new Promise((r) => setTimeout(r, 3000))
+  await warm.stop()
+
+  // Baseline: the reader alone.
+  const aloneRss = sampler()
+  const aloneReader = reader()
+  const s0 = await statements()
+  await new Promise((r) => setTimeout(r, BASELINE_SECONDS * 1000))
+  const s1 = await statements()
+  const alone = {
+    ...(await aloneReader.stop()),
+    rss: aloneRss.stop(),
+    statementsPerSecond: (s1 - s0) / BASELINE_SECONDS
+  }
+
+  // The flood, beside the reader.
+  const floodRss = sampler()
+  const floodReader = reader()
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
+  const statuses = new Map<number, number>()
+  let sent = 0
+  const t0 = performance.now()
+  let afterFirstSecond: { at: number; statements: number; sent: number } | undefined
+  const marker = setTimeout(async () => {
+    const at = performance.now()
+    const sentThen = sent
+    afterFirstSecond = { at, statements: await statements(), sent: sentThen }
+  }, 1000)
+  const worker = async () => {
+    while (sent < REQUESTS) {
+      const i = sent++
+      // A Host of its own per request (about 200 characters), under a domain no company has.
+      const host = `${randomBytes(90).toString("hex")}-${i}.flood.example`
+      const key = `mk_${randomBytes(24).toString("base64url")}`
+      const a = await get(agent, port, host, key, "127.0.0.2")
+      statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1)
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+  clearTimeout(marker)
+  const floodSeconds = (performance.now() - t0) / 1000
+  const sEnd = await statements()
+  agent.destroy()
+  const withFlood = { ...(await floodReader.stop()), rss: floodRss.stop() }
+  await new Promise((r) => setTimeout(r, 3000))
+  const settled = rssMb(pid)
+
+  const mark = afterFirstSecond
+  const floodAfter1s = mark === undefined ? NaN : REQUESTS - mark.sent
+  const seconds = mark === undefined ? NaN : (performance.now() - mark.at) / 1000
+  // The reader and the service's own loops run in both phases: their rate, from the baseline, is taken out.
+  const floodStatements = mark === undefined ? NaN : sEnd - mark.statements - alone.statementsPerSecond * seconds
+  const pct = (l: number[], p: number) => (l.length === 0 ? "-" : `${fmt(percentile(l, p), 1)} ms`)
+
+  console.log(
+    `\nbench:flood  ${new Date().toISOString().slice(0, 10)}  ${REQUESTS} flood requests, ${CONCURRENCY} at a time, reader ${READER_RATE}/s\n`
+  )
+  table([
+    ["", "reader alone", "reader + flood"],
+    ["reader requests", fmt(alone.latencies.length), fmt(withFlood.latencies.length)],
+    ["reader failures", fmt(alone.failures.length), fmt(withFlood.failures.length)],
+    ["reader p50", pct(alone.latencies, 50), pct(withFlood.latencies, 50)],
+    ["reader p99", pct(alone.latencies, 99), pct(withFlood.latencies, 99)],
+    ["RSS start (MB)", fmt(alone.rss.start, 1), fmt(withFlood.rss.start, 1)],
+    ["RSS peak (MB)", fmt(alone.rss.peak, 1), fmt(withFlood.rss.peak, 1)],
+    ["RSS end (MB)", fmt(alone.rss.end, 1), fmt(withFlood.rss.end, 1)],
+    ["statements/s (all)", fmt(alone.statementsPerSecond, 1), fmt((sEnd - s0) / (floodSeconds + BASELINE_SECONDS), 1)]
+  ])
+  console.log(
+    `\nflood: ${fmt(REQUESTS)} requests in ${fmt(floodSeconds, 1)} s (${fmt(REQUESTS / floodSeconds)}/s); answers ${[
+      ...statuses
+    ]
+      .sort(([a], [b]) => a - b)
+      .map(([s, n]) => `${s === 0 ? "no answer" : s}: ${fmt(n)}`)
+      .join(", ")}`
+  )
+  console.log(
+    `statements for the flood after its first second: ${fmt(Math.max(0, floodStatements))} for ${fmt(floodAfter1s)} requests = ${fmt(
+      (Math.max(0, floodStatements) / floodAfter1s) * 100,
+      2
+    )} per 100 (target <= 1)`
+  )
+  console.log(
+    `RSS growth: peak ${fmt(withFlood.rss.peak - alone.rss.start, 1)} MB, settled ${fmt(settled - alone.rss.start, 1)} MB over the reader alone's start (target within 20 MB); reader p99 with the flood ${pct(withFlood.latencies, 99)} (target < 50 ms)`
+  )
+} finally {
+  service?.kill("SIGTERM")
+  await new Promise((r) => (service && service.exitCode === null ? service.once("exit", r) : r(undefined)))
+  await db.close()
+  rmSync(bundleDir, { recursive: true, force: true })
+  rmSync(dataDir, { recursive: true, force: true })
+}

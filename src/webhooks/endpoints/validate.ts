@@ -1,0 +1,86 @@
+// Input checks shared by endpoints and subscriptions: event names and receiver addresses.
+import { Effect } from "effect"
+import { resolveAndCheck } from "../net/address-guard.ts"
+import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../../domain/event-kinds.ts"
+import type { WebhookDeps } from "../engine/settings.ts"
+import { forbidden, invalid, isDomainError, type DomainError } from "../../domain/errors.ts"
+import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
+
+const KNOWN = EVENT_KINDS.join(", ")
+
+/**
+ * A check that throws a DomainError (these, requireId...) as an Effect failing with it: thrown
+ * inside Effect.gen it would be a defect (a 500), not the refusal it is.
+ */
+export const checked = <A>(check: () => A): Effect.Effect<A, DomainError> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(check())
+    } catch (e) {
+      if (isDomainError(e)) return Effect.fail(e)
+      throw e
+    }
+  })
+
+export const parseEvent = (input: unknown): EventKind => {
+  if (typeof input !== "string" || input.trim() === "")
+    throw invalid(`event must be one of: ${KNOWN}`, { field: "event" })
+  const e = input.trim()
+  if (!isEventKind(e)) throw invalid(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`, { field: "event" })
+  return e
+}
+
+/** A list of events (an array, or "a,b" text as the CLI takes it); duplicates dropped. */
+export const parseEvents = (input: unknown): ReadonlyArray<EventKind> => {
+  const items = typeof input === "string" ? input.split(",") : input
+  if (!Array.isArray(items)) throw invalid("events must be a list of event names", { field: "events" })
+  const out: Array<EventKind> = []
+  for (const item of items) {
+    if (typeof item === "string" && item.trim() === "") continue
+    const e = parseEvent(item)
+    if (!out.includes(e)) out.push(e)
+  }
+  if (out.length === 0) throw invalid(`choose at least one event: ${KNOWN}`, { field: "events" })
+  return out
+}
+
+/** Refuses events whose module the company has turned off (spec 1.6). */
+export const requireModulesOn = (events: ReadonlyArray<EventKind>, modules: ReadonlyArray<string>): void => {
+  const off = events.filter((e) => !modules.includes(EVENT_RESOURCE[e]))
+  if (off.length > 0) {
+    const names = [...new Set(off.map((e) => EVENT_RESOURCE[e]))].join(", ")
+    throw forbidden(
+      `the ${names} module${off.length > 1 ? "s are" : " is"} turned off for this company (${off.join(", ")})`,
+      { field: "events" }
+    )
+  }
+}
+
+export const parseName = (input: unknown): string => {
+  if (typeof input !== "string" || input.trim() === "") throw invalid("name is required", { field: "name" })
+  const name = input.trim()
+  if (name.length > 200) throw invalid("name is longer than 200 characters", { field: "name" })
+  const bad = forbiddenInName(name)
+  if (bad !== undefined) throw invalid(`name may not contain ${FORBIDDEN_IN_NAME} (found ${bad})`, { field: "name" })
+  return name
+}
+
+/**
+ * Resolves the address now and refuses anything but https to public unicast (or an allowed
+ * network). Returns the normalised URL that is stored; it is checked again before each send.
+ */
+export const checkUrl = Effect.fn("checkUrl")(function* (
+  deps: Pick<WebhookDeps, "allowed" | "lookup">,
+  input: unknown
+) {
+  if (typeof input !== "string") return yield* invalid("url must be an https:// address", { field: "url" })
+  const r = yield* Effect.promise(() =>
+    resolveAndCheck(input.trim(), { allowed: deps.allowed, ...(deps.lookup ? { lookup: deps.lookup } : {}) })
+  )
+  if (!r.ok)
+    return yield* invalid(`url ${r.error}`, {
+      field: "url",
+      ...(r.notPublic === true ? { reason: "address_not_public" } : {})
+    })
+  return r.target.href
+})

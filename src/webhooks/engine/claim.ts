@@ -1,0 +1,103 @@
+// Claim: leases a batch of due rows (retries, hand-backs, Send Again, replays). Each waits in
+// its origin's queue for a send slot, and starts only if its attempt can end within its lease
+// (else send hands it back).
+import { Effect } from "effect"
+import { claim, nextDue } from "./claim-queries.ts"
+import type { DeliveryQueryFailed } from "./errors.ts"
+import type { Item } from "./item.ts"
+import type { Pending } from "./record.ts"
+import { db, now, survive, waitFor, type EngineEnv, type Wake } from "./runtime.ts"
+import type { Sends } from "./send.ts"
+
+/** "more": a full scan, claim again at once; "full": no room; "idle": nothing due now. */
+type Step = "more" | "full" | "idle"
+
+export type ClaimWake = ReturnType<typeof makeClaimWake>
+
+/** Claim's wake-up, and whether the last claim left due rows for lack of room (only claim says so). */
+export const makeClaimWake = (wake: Wake) => {
+  let waiting = false
+  return {
+    ...wake,
+    /** Room freed (an attempt ended, a write freed memory): another claim, if the last one left rows. */
+    roomFreed: () => {
+      if (waiting) wake.poke()
+    },
+    setWaiting: (w: boolean) => {
+      waiting = w
+    }
+  }
+}
+
+export const makeClaim = (
+  env: EngineEnv,
+  wake: ClaimWake,
+  sends: Pick<Sends, "enqueue" | "pump" | "open">,
+  pending: Pick<Pending, "held" | "admit" | "handBack">
+) => {
+  const { sql, o, owner, maxHeld, maxOpenPerOrigin, signals } = env
+
+  const once: Effect.Effect<Step, DeliveryQueryFailed> = Effect.gen(function* () {
+    const free = maxHeld - pending.held()
+    // Claim in batches, not for a slot or two.
+    wake.setWaiting(true)
+    if (signals.stopping || free < Math.min(32, maxHeld / 8)) return "full"
+    const at = yield* now
+    const saturated = [...sends.open].filter(([, n]) => n >= maxOpenPerOrigin).map(([origin]) => origin)
+    // Enough rows to fill what is free; one origin's share stops at its limit, and a
+    // saturated origin is not scanned at all, so the next claim moves on to the others.
+    const scan = Math.min(free, 256)
+    const seen = signals.generation
+    const { claimed, scanned } = yield* db("claim", () =>
+      claim(sql, {
+        now: at,
+        free,
+        scan,
+        perOrigin: maxOpenPerOrigin,
+        saturated,
+        busy: sends.open,
+        leaseUntil: new Date(at.getTime() + o.leaseMs),
+        owner
+      })
+    )
+    for (const c of claimed) {
+      const it: Item = {
+        c,
+        src: null,
+        persisted: true,
+        leaseUntil: at.getTime() + o.leaseMs,
+        fannedAt: Date.now(),
+        state: "queued",
+        outcome: null,
+        handBack: seen !== signals.generation,
+        persist: false,
+        dropped: false,
+        span: null
+      }
+      pending.admit()
+      if (it.handBack) pending.handBack(it)
+      else sends.enqueue(it)
+    }
+    sends.pump()
+    // Rows may be left for later: room freed by a finished attempt is worth another claim.
+    wake.setWaiting(claimed.length >= free || saturated.length > 0)
+    if (claimed.length >= free) return "full"
+    return claimed.length > 0 && scanned >= scan ? "more" : "idle"
+  })
+
+  const loop = Effect.forever(
+    Effect.gen(function* () {
+      const step = yield* once.pipe(
+        survive("claim"),
+        Effect.map((x) => x ?? "idle")
+      )
+      if (step === "more") return yield* Effect.yieldNow
+      if (step === "full") return void (yield* waitFor(wake.queue, o.pollMs))
+      const at = yield* now
+      const due = yield* db("next due", () => nextDue(sql, at)).pipe(Effect.orElseSucceed(() => null))
+      const wait = due === null ? o.pollMs : Math.min(o.pollMs, due - at.getTime())
+      yield* waitFor(wake.queue, wait)
+    })
+  )
+  return { once, loop }
+}

@@ -1,0 +1,192 @@
+// Deliveries the engine has claimed but not started wait in memory for a send slot, seconds
+// behind a slow receiver. A change to their destination made meanwhile applies to them at
+// once: a rotated secret signs them, a deleted endpoint, a revoked key or a turned-off
+// subscription gets none of them.
+import { Effect } from "effect"
+import Stripe from "stripe"
+import { describe, expect, it } from "vitest"
+import {
+  createEndpoint,
+  deleteEndpoint,
+  rotateEndpointSecret,
+  updateEndpoint
+} from "../../../src/webhooks/endpoints/endpoints.ts"
+import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
+import { disableSubscription } from "../../../src/webhooks/subscriptions/subscriptions.ts"
+import { insertIncident } from "../../support/app.ts"
+import { PRIVACY_CASE_FIELDS } from "../../../src/domain/records/incidents.ts"
+import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
+
+const s = useEngineWorld()
+
+const SLOW = 1_000 // each answer takes this long; one at a time per receiver
+const slowEngine = () => startEngine(s.w.deps, { perOrigin: 1 })
+
+/** The two deliveries that waited in memory, once handed back, claimed again and held. */
+const twoHeld = (of: (d: Awaited<ReturnType<typeof deliveries>>[number]) => boolean) =>
+  waitFor(async () => {
+    const ds = (await deliveries(s.w.db.sql)).filter((d) => of(d) && d.state === "held")
+    return ds.length === 2 ? ds : null
+  }, "the two waiting deliveries held")
+
+/** Three incidents whose deliveries are all claimed: one sending, two waiting in memory. */
+const threeQueued = async (path: string) => {
+  for (let i = 0; i < 3; i++) await insertIncident(s.w.db.sql, s.w.company.id, { title: `queued ${i}` })
+  await waitFor(() => at(s.w.receiver, path).length === 1, "the first request")
+  // The other two wait in the engine's memory for the send slot, not merely about to be
+  // fanned out (a first attempt's row is written with its outcome).
+  await waitFor(
+    async () => (await Effect.runPromise(s.engine!.stats)).queued === 2,
+    "the other two waiting for a send slot"
+  )
+  expect(at(s.w.receiver, path)).toHaveLength(1)
+}
+
+describe("a destination that changes while its deliveries wait for a send slot", () => {
+  it("a rotated secret signs every request that starts after the rotation", async () => {
+    s.w.receiver.reply("/rotate", { status: 200, delayMs: SLOW })
+    const e = await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "rotate",
+        url: s.w.receiver.url("/rotate"),
+        events: ["incident.created"]
+      })
+    )
+    s.engine = await slowEngine()
+    await threeQueued("/rotate")
+    const rotated = await runSql(s.w.deps.sql, rotateEndpointSecret(s.w.deps, ADMIN, { id: e.id, overlap: "0" })) // no overlap: the old secret stops at once
+    await waitFor(() => at(s.w.receiver, "/rotate").length === 3, "all three")
+    const [first, ...later] = at(s.w.receiver, "/rotate")
+    const verify = (r: typeof first, secret: string) =>
+      Stripe.webhooks.constructEvent(r!.body, String(r!.headers["service-signature"]), secret)
+    expect(() => verify(first, e.secret)).not.toThrow() // sent before the rotation
+    for (const r of later) {
+      expect(() => verify(r, rotated.secret)).not.toThrow()
+      expect(() => verify(r, e.secret)).toThrow()
+    }
+    await waitFor(
+      async () =>
+        (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3,
+      "three recorded"
+    )
+  })
+
+  it("a changed address gets the waiting requests; a deleted endpoint gets none", async () => {
+    s.w.receiver.reply("/old", { status: 200, delayMs: SLOW })
+    s.w.receiver.reply("/new", { status: 200 })
+    const e = await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "moved",
+        url: s.w.receiver.url("/old"),
+        events: ["incident.created"]
+      })
+    )
+    s.engine = await slowEngine()
+    await threeQueued("/old")
+    await runSql(s.w.deps.sql, updateEndpoint(s.w.deps, ADMIN, { id: e.id, url: s.w.receiver.url("/new") }))
+    await waitFor(() => at(s.w.receiver, "/new").length === 2, "the two waiting, at the new address")
+    expect(at(s.w.receiver, "/old")).toHaveLength(1)
+
+    s.w.receiver.reply("/gone", { status: 200, delayMs: SLOW })
+    const g = await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "deleted",
+        url: s.w.receiver.url("/gone"),
+        events: ["incident.created"]
+      })
+    )
+    await s.w.db.sql`delete from service.webhook_endpoints where id = ${e.id}`
+    await threeQueued("/gone")
+    await runSql(s.w.deps.sql, deleteEndpoint(ADMIN, { id: g.id }))
+    await sleep(3 * SLOW)
+    expect(at(s.w.receiver, "/gone")).toHaveLength(1)
+  })
+
+  it("an event the endpoint no longer takes is not sent: its waiting deliveries are held, saying why", async () => {
+    s.w.receiver.reply("/narrowed", { status: 200, delayMs: SLOW })
+    const e = await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "narrowed",
+        url: s.w.receiver.url("/narrowed"),
+        events: ["incident.created", "observation.created"]
+      })
+    )
+    s.engine = await slowEngine()
+    await threeQueued("/narrowed")
+    await runSql(s.w.deps.sql, updateEndpoint(s.w.deps, ADMIN, { id: e.id, events: ["observation.created"] }))
+    const held = await twoHeld((d) => d.endpoint_id === e.id)
+    expect(held.every((d) => d.held_reason === "the endpoint no longer takes incident.created")).toBe(true)
+    await sleep(SLOW)
+    expect(at(s.w.receiver, "/narrowed")).toHaveLength(1)
+  })
+
+  it("an incident that becomes a privacy case: its waiting deliveries go without the person's details", async () => {
+    // Slow enough that capture applies the update while the first is on its way, even on a busy machine.
+    s.w.receiver.reply("/private", { status: 200, delayMs: 4 * SLOW })
+    await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "private",
+        url: s.w.receiver.url("/private"),
+        events: ["incident.created"]
+      })
+    )
+    s.engine = await slowEngine()
+    await threeQueued("/private")
+    await s.w.db
+      .sql`update app.incidents set privacy_case = true where company_id = ${s.w.company.id} and title like 'queued %'`
+    await s.w.cap.settle()
+    await waitFor(() => at(s.w.receiver, "/private").length === 3, "all three", 60_000)
+    const [first, ...waiting] = at(s.w.receiver, "/private").map(
+      (r) => JSON.parse(r.body.toString("utf8")) as { data: Record<string, unknown> }
+    )
+    expect(first!.data.description).toBe("Worker slipped near the loading bay") // it was on its way already
+    for (const body of waiting) for (const field of PRIVACY_CASE_FIELDS) expect(body.data[field], field).toBeNull()
+  })
+
+  it("a revoked key's and a turned-off subscription's waiting deliveries are not sent", async () => {
+    s.w.receiver.reply("/revoked", { status: 200, delayMs: SLOW })
+    const keyId = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })
+    await runSql(
+      s.w.deps.sql,
+      createHook(
+        s.w.deps,
+        { keyId, companyId: s.w.company.id },
+        { url: s.w.receiver.url("/revoked"), event: "incident.created" }
+      )
+    )
+    s.engine = await slowEngine()
+    await threeQueued("/revoked")
+    await s.w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}` // as keys revoke does
+    await sleep(3 * SLOW)
+    expect(at(s.w.receiver, "/revoked")).toHaveLength(1)
+
+    s.w.receiver.reply("/off", { status: 200, delayMs: SLOW })
+    const other = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })
+    const { subscription } = await runSql(
+      s.w.deps.sql,
+      createHook(
+        s.w.deps,
+        { keyId: other, companyId: s.w.company.id },
+        { url: s.w.receiver.url("/off"), event: "incident.created" }
+      )
+    )
+    await threeQueued("/off")
+    await runSql(s.w.deps.sql, disableSubscription(ADMIN, { id: subscription.id }))
+    // handed back, claimed again and held there, unsent
+    const held = await twoHeld((d) => d.subscription_id === subscription.id)
+    expect(held.every((d) => d.held_reason === "the subscription is turned off")).toBe(true)
+    await sleep(SLOW)
+    expect(at(s.w.receiver, "/off")).toHaveLength(1)
+  })
+})
