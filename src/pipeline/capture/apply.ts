@@ -10,6 +10,8 @@ import type { Row } from "../../domain/records/types.ts"
 import { RESOURCE_INFO, resourceOfTable, type Resource } from "../../domain/resources.ts"
 import { eventWrites, type OutboxEvent } from "../outbox/events.ts"
 import { scrubPrivacyCases } from "../outbox/privacy.ts"
+import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
+import { scrubToIdentifiers } from "../../domain/records/deleted.ts"
 import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
 import { Store, TableMap } from "../projection/store.ts"
@@ -444,11 +446,16 @@ export const simulate = (
 
 /** Re-projects the given records from the mirror as `tx` sees it and writes their views (or
  *  deletes those whose row is gone): bootstrap, a large transaction's commit, wide re-shaping. */
-export const reprojectViews = async (tx: Tx, refs: ReadonlyArray<RecordRef>, time: ChangeTime): Promise<void> => {
+export const reprojectViews = async (
+  tx: Tx,
+  refs: ReadonlyArray<RecordRef>,
+  time: ChangeTime
+): Promise<ReadonlyArray<RecordRef>> => {
   const store = new Store(tx)
   await prepare(store, refs)
   const { views, gone } = finalViews(store, refs)
   await writeViews(tx, views, gone, time)
+  return gone
 }
 
 /** Final views of the given records: rewritten, or deleted when their row is gone. */
@@ -626,6 +633,17 @@ const prepareWith = async (
   const time: ChangeTime = txns.length > 0 ? { commit: txns[txns.length - 1]!.commitTime } : { mirror: null }
   const finalBody = new TableMap<string>()
   for (const v of views) finalBody.set(v.resource, v.id, v.body)
+  // Deleted means gone: a record deleted by the batch keeps only its identifiers in its stored
+  // events, those of this batch (scrubbed here) and earlier ones (by a statement, below).
+  const scrubbed = mayHaveEvents(gone)
+  if (scrubbed) {
+    const isGone = new TableMap<true>()
+    for (const r of gone) isGone.set(r.resource, r.id, true)
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]!
+      if (isGone.has(e.resource, e.recordId)) events[i] = { ...e, payload: scrubToIdentifiers(e.resource, e.payload) }
+    }
+  }
   const writes = [
     mirrorWrites(mirrorChanges(store)),
     viewWrites(known, deletedAt(txns, gone), time, fresh),
@@ -648,6 +666,7 @@ const prepareWith = async (
       if (companies) out.push(writeCompanyRows(tx, companies))
       if (people) out.push(writeUserRows(tx, people))
       if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
+      if (scrubbed) out.push(scrubDeletedRecords(tx, gone))
       return out
     },
     reshape: async (tx) => {

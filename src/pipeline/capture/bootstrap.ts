@@ -13,7 +13,8 @@ import { contractNow, errorText, isPoison } from "./quarantine.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView, tablesRead } from "../projection/project.ts"
 import type { Row } from "../../domain/records/types.ts"
-import type { Resource } from "../../domain/resources.ts"
+import { isResource, type Resource } from "../../domain/resources.ts"
+import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
 import {
@@ -287,14 +288,19 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
         })
       )
       const kept = RESOURCES.filter((r) => !skip.has(r))
-      yield* onTransaction((tx) =>
-        removeOrphanViews(
+      // Records deleted while the slot was lost: their stored events keep only their identifiers.
+      yield* onTransaction(async (tx) => {
+        const removed = await removeOrphanViews(
           tx,
           kept,
           kept.map((r) => RESOURCE_INFO[r].table),
           null
         )
-      )
+        await scrubDeletedRecords(
+          tx,
+          removed.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
+        )
+      })
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()
       yield* query(

@@ -14,6 +14,7 @@ import type { Row } from "../../domain/records/types.ts"
 import { isResource, RESOURCE_INFO } from "../../domain/resources.ts"
 import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
 import { scrubPrivacyCases } from "../outbox/privacy.ts"
+import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
@@ -137,8 +138,13 @@ export class LargeTransaction {
       const refs: RecordRef[] = rows.flatMap((r) =>
         isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []
       )
-      if (this.holds === null) await reprojectViews(this.tx, refs, { commit: commitTime })
-      else await this.reprojectHolding(this.holds, refs, commitTime, endLsn)
+      const gone =
+        this.holds === null
+          ? await reprojectViews(this.tx, refs, { commit: commitTime })
+          : await this.reprojectHolding(this.holds, refs, commitTime, endLsn)
+      // Deleted means gone: their stored events keep only their identifiers. This transaction
+      // fires none about them (a record gone at its commit fires nothing), so earlier ones only.
+      if (mayHaveEvents(gone)) await scrubDeletedRecords(this.tx, gone)
     }
     let seq = 0
     let lastSeq = 0
@@ -244,7 +250,7 @@ export class LargeTransaction {
     refs: ReadonlyArray<RecordRef>,
     commitTime: Date,
     endLsn: Lsn
-  ): Promise<void> {
+  ): Promise<ReadonlyArray<RecordRef>> {
     const store = new Store(this.tx)
     await prepare(store, refs)
     await holds.lookup(
@@ -268,7 +274,7 @@ export class LargeTransaction {
       if (v !== null) healed.push({ ref: r, view: v })
     }
     await writeViews(this.tx, views, gone, { commit: commitTime })
-    if (healed.length === 0) return
+    if (healed.length === 0) return gone
     const owed = await holds.q.owedBy(
       this.tx,
       healed.map((h) => h.ref)
@@ -290,5 +296,6 @@ export class LargeTransaction {
       }
       if (ref.resource === "incidents" && now?.privacy_case === true) this.healedIncidents.push(ref.id)
     }
+    return gone
   }
 }

@@ -14,7 +14,8 @@
 import { Effect } from "effect"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import { onTransaction, projectAll, projectTenancy } from "./bootstrap.ts"
-import { RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
+import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
+import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { removeOrphanViews } from "../projection/write.ts"
 import { QUARANTINE_PREFIX } from "./quarantine.ts"
@@ -90,7 +91,15 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
       yield* markProjectionVersion()
       onProgress({ phase: "cleanup", done: views, total })
       // Views whose record left the mirror (e.g. written by an older version that missed a delete).
-      const removed = yield* onTransaction((tx) => removeOrphanViews(tx, RESOURCES, tables, mirrorAt))
+      // Records no longer there: their stored events keep only their identifiers, as capture does.
+      const removed = yield* onTransaction(async (tx) => {
+        const gone = await removeOrphanViews(tx, RESOURCES, tables, mirrorAt)
+        await scrubDeletedRecords(
+          tx,
+          gone.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
+        )
+        return gone.length
+      })
       yield* query(
         (tx) =>
           tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`

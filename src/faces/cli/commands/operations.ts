@@ -201,7 +201,9 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
           p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
         )
       ).pipe(Effect.ensuring(Effect.sync(bar.done)))
-      yield* output(args.json, result, () =>
+      // The JSON answer keeps its fields; what was kept for capture is said in the text.
+      const { unshaped: _unshaped, held: _held, ...answer } = result
+      yield* output(args.json, answer, () =>
         [
           `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
           `  changed: ${result.changed} views differed from the mirror and were rewritten`,
