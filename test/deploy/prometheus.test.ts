@@ -59,13 +59,15 @@ describe.skipIf(!hasPromtool)("alert rules, by promtool", () => {
 })
 
 describe("alert rules and dashboard", () => {
-  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, old pending deliveries, endpoints switched off and 5xx", () => {
+  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off and 5xx", () => {
     expect(alertNames).toEqual([
       "SrsReplicationSlotWalNearLimit",
       "SrsReplicationSlotLost",
       "SrsNoCaptureLeader",
       "SrsCaptureLagHigh",
       "SrsCaptureStalled",
+      "SrsCaptureQuarantined",
+      "SrsCaptureContractBroken",
       "SrsOldestPendingDeliveryOld",
       "SrsEndpointSwitchedOff",
       "SrsHttp5xxRate"

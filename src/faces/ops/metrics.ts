@@ -8,6 +8,7 @@ import { Context, Effect, Layer } from "effect"
 import { query, type Sql } from "../../platform/db/Sql.ts"
 import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
+import { quarantineSummary } from "../../pipeline/capture/quarantine.ts"
 import { AttemptObserver, type EngineStats } from "../../webhooks/engine/engine.ts"
 import { OUTBOX_BACKLOG } from "../../webhooks/engine/fanout-queries.ts"
 import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
@@ -84,6 +85,14 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       "srs_capture_events_total",
       "Events written to the outbox by capture in this process, by kind",
       ["event"]
+    ),
+    captureQuarantined: registry.gauge(
+      "srs_capture_quarantined",
+      "Records capture holds in quarantine (their view not shaped, their events held); read from the database"
+    ),
+    captureContractBroken: registry.gauge(
+      "srs_capture_contract_broken",
+      "App tables whose columns no longer fit what capture reads (their records are held); read from the database"
     ),
     outboxBacklog: registry.gauge(
       "srs_outbox_backlog_events",
@@ -198,6 +207,9 @@ export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, slot: str
       setOrClear(m.captureSafeWal, s.slotExists ? s.safeWalBytes : null)
       setOrClear(m.captureWalKeepSize, s.walKeepSizeBytes)
       m.captureStalled.set(s.stalledAt === null ? 0 : 1)
+      const q = yield* quarantineSummary()
+      m.captureQuarantined.set(q.count)
+      m.captureContractBroken.set(q.broken.length)
       const [b] = yield* query(
         (sql) => sql<{ n: number }[]>`
         select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`

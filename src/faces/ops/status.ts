@@ -8,6 +8,7 @@ import { captureStatus, type CaptureStatus } from "../../pipeline/capture/status
 import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
 import { runningReplays, type ReplayView } from "../../webhooks/replay/jobs.ts"
 import { OUTBOX_BACKLOG } from "../../webhooks/engine/fanout-queries.ts"
+import { quarantineSummary, type QuarantineSummary } from "../../pipeline/capture/quarantine.ts"
 
 export const KEY_EXPIRY_WARNING_DAYS = 14
 
@@ -18,6 +19,8 @@ export interface OperationsStatus {
     readonly leaderRunning: boolean
     /** The session holding it (the others wait as standbys), or null. */
     readonly leader: LeaderInfo | null
+    /** Records held in quarantine, and app tables whose contract is broken (docs/operations.md). */
+    readonly quarantine: QuarantineSummary
   }
   readonly outbox: {
     /** Events not yet fanned out into deliveries. */
@@ -63,7 +66,7 @@ export interface OperationsStatus {
 }
 
 export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: string) {
-  const [capture, leader, [outbox], [d], off, keys, [now], replays] = yield* Effect.all(
+  const [capture, leader, [outbox], [d], off, keys, [now], replays, quarantine] = yield* Effect.all(
     [
       captureStatus(slot),
       leaderInfo,
@@ -124,13 +127,14 @@ export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: s
       ),
       query((sql) => sql<{ now: Date }[]>`select now()`),
       // runningReplays still takes a pool (webhooks/replay).
-      Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => runningReplays(pool)))
+      Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => runningReplays(pool))),
+      quarantineSummary()
     ],
     { concurrency: "unbounded" }
   )
   const status: OperationsStatus = {
     at: now!.now.toISOString(),
-    capture: { ...capture, leaderRunning: leader !== null, leader },
+    capture: { ...capture, leaderRunning: leader !== null, leader, quarantine },
     outbox: {
       backlog: outbox!.backlog,
       oldestBacklogAt: toIsoUtcOrNull(outbox!.oldest),
@@ -210,6 +214,20 @@ export const assessStatus = (
       `replication slot ${c.slot} is about to lose WAL (wal_status unreserved${c.safeWalBytes === null ? "" : `, ${c.safeWalBytes} bytes to go`})`
     )
   }
+  for (const b of c.quarantine?.broken ?? [])
+    broken.push(
+      `capture: app.${b.table} no longer fits what the service reads (since ${b.since}), its records are held until it does: ${b.problems.join("; ")}`
+    )
+  for (const r of c.quarantine?.resyncing ?? [])
+    if (!c.quarantine?.broken.some((b) => b.table === r.table))
+      degraded.push(
+        `capture is re-reading app.${r.table} from the app table since ${r.since} (${r.rows} rows so far): the records it held shape again when it is done`
+      )
+  const q = c.quarantine
+  if (q !== undefined && q.count > 0)
+    degraded.push(
+      `capture holds ${q.count} record${q.count === 1 ? "" : "s"} in quarantine (capture quarantine list); the first: ${q.first === null ? "-" : `#${q.first.id} app.${q.first.table} ${q.first.key}: ${q.first.error}`}`
+    )
   if (c.leader === null)
     degraded.push(
       "no capture leader: no process is capturing (a standby takes over within seconds; if none runs, start one)"
