@@ -77,13 +77,13 @@ describe("a deleted record's events keep only its identifiers", () => {
       at(receiver, "/gone")
         .slice(2)
         .map((r) => JSON.parse(r.body.toString("utf8")) as { data: Record<string, unknown> })
-    await waitFor(() => bodies().some((b) => b.data.id === id), "the retry", 20_000)
+    await waitFor(() => bodies().some((b) => b.data.id === id), "the retry", 60_000)
     const retried = bodies().find((b) => b.data.id === id)!
     onlyIdentifiers(retried.data, id)
     expect(retried.data.companyId).toBe(company.id)
     expect(typeof retried.data.reference).toBe("string")
     // The other record's retry carries it whole.
-    await waitFor(() => bodies().some((b) => b.data.id === kept), "the other retry", 20_000)
+    await waitFor(() => bodies().some((b) => b.data.id === kept), "the other retry", 60_000)
     expect(bodies().find((b) => b.data.id === kept)!.data).toMatchObject({ title: "Not deleted" })
 
     // Send Again
@@ -107,7 +107,7 @@ describe("a deleted record's events keep only its identifiers", () => {
     // A replay of the endpoint's events
     const replayed = at(receiver, "/gone").length
     await runSql(db.sql, replay({ endpointId: endpoint.id, failedOnly: false, dryRun: false, actor: ADMIN }))
-    await waitFor(() => at(receiver, "/gone").length >= replayed + 2, "the replay", 20_000)
+    await waitFor(() => at(receiver, "/gone").length >= replayed + 2, "the replay", 60_000)
     const again = at(receiver, "/gone")
       .slice(replayed)
       .map((r) => JSON.parse(r.body.toString("utf8")) as { data: Record<string, unknown> })
