@@ -8,10 +8,10 @@ import { routeTable, type KnownRoute } from "./http/routes.ts"
 import { hostOf, rateLimitField, rateLimitPolicy } from "./api/auth.ts"
 import { errorResponse } from "./http/errors.ts"
 import { conditional } from "./api/etag.ts"
-import { KeyDirectory } from "./api/key-directory.ts"
-import { RateLimiter } from "./api/rate-limit.ts"
-import { UsageRecorder } from "./api/usage.ts"
-import { ApiSettings } from "./api/settings.ts"
+import { KeyDirectory } from "../access/keys/directory.ts"
+import { RateLimiter } from "../access/keys/rate-limit.ts"
+import { UsageRecorder } from "../access/keys/usage.ts"
+import { ApiSettings } from "../platform/api-settings.ts"
 
 const pathOf = (url: string) => {
   const q = url.search(/[?#]/)

@@ -16,16 +16,16 @@ import { ResourceHandlers, RootHandlers } from "./api/handlers.ts"
 import { DeletionsHandlers } from "./api/deletions-handlers.ts"
 import { HooksHandlers } from "./api/hooks-handlers.ts"
 import { EventsHandlers } from "./api/events-handlers.ts"
-import { KeyDirectory } from "./api/key-directory.ts"
-import { ApiPool } from "./api/pool.ts"
+import { KeyDirectory } from "../access/keys/directory.ts"
+import { ApiPool } from "../platform/db/api-pool.ts"
 import { RequestErrorsLive } from "./api/request-errors.ts"
-import { RateLimiter } from "./api/rate-limit.ts"
-import { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
-import { UsageRecorder } from "./api/usage.ts"
-import { Views } from "./api/views.ts"
+import { RateLimiter } from "../access/keys/rate-limit.ts"
+import { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
+import { UsageRecorder } from "../access/keys/usage.ts"
+import { Views } from "../read/views.ts"
 
 export { ServiceApi } from "./api/definition.ts"
-export { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
+export { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
 
 /**
  * The route table: every route this part of the service serves. The fallback answers 405 (with

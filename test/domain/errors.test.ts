@@ -11,7 +11,7 @@ import {
   words,
   type DomainError
 } from "../../src/domain/errors.ts"
-import { checkName, parseScopes } from "../../src/access/keys.ts"
+import { checkName, parseScopes } from "../../src/access/keys/store.ts"
 import {
   BadRequest,
   Conflict,

@@ -18,7 +18,7 @@ import { BadRequest, Conflict, NotFound, toHttpError, Unauthorized } from "../ht
 import type { DomainError } from "../../domain/errors.ts"
 import { RESOURCES } from "../../domain/resources.ts"
 import type { AdminUser } from "../../access/identity.ts"
-import { EXPIRY_CHOICES } from "../../access/keys.ts"
+import { EXPIRY_CHOICES } from "../../access/keys/store.ts"
 import { ReplaysGroup } from "./replays.ts"
 import { WebhooksGroup } from "./webhooks.ts"
 

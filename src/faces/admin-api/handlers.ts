@@ -6,7 +6,7 @@ import { strayParameter } from "../api/auth.ts"
 import { errorResponse, toHttpError } from "../http/errors.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import { companyById } from "../../access/identity.ts"
-import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
+import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys/store.ts"
 import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, byAdmin, CurrentAdmin } from "./definition.ts"
 

@@ -5,14 +5,14 @@
 // Adding a group (the webhooks work adds `hooks`, and `events` for GET /api/v1/events):
 // define it next to this file and add it in ServiceApi below, before the middleware lines,
 // so that it is authenticated and rate limited like every other group.
-import { NextCursor } from "./cursor.ts"
+import { NextCursor } from "../../read/cursor.ts"
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 import { RESOURCE_INFO, RESOURCES, type Resource } from "../../domain/resources.ts"
-import type { CurrentKey } from "./current-key.ts"
+import type { CurrentKey } from "../../access/keys/current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.ts"
-import { DeletionsGroup } from "./deletions.ts"
+import { DeletionsGroup } from "../../read/deletions.ts"
 import { HooksGroup } from "./hooks.ts"
 import { EventsGroup } from "./events-api.ts"
 import { completeDocument } from "./document.ts"

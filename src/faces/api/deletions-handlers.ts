@@ -3,15 +3,15 @@
 import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { CurrentKey } from "./current-key.ts"
-import { cursorKey as makeCursorKey } from "./cursor.ts"
+import { CurrentKey } from "../../access/keys/current-key.ts"
+import { cursorKey as makeCursorKey } from "../../read/cursor.ts"
 import { ServiceApi } from "./definition.ts"
-import { listDeletions } from "./deletions.ts"
+import { listDeletions } from "../../read/deletions.ts"
 import { BadRequest, Forbidden } from "../http/errors.ts"
 import { refusedResponse } from "./handlers.ts"
-import { KeyDirectory } from "./key-directory.ts"
-import { ApiPool } from "./pool.ts"
-import { settingSecret } from "./views.ts"
+import { KeyDirectory } from "../../access/keys/directory.ts"
+import { ApiPool } from "../../platform/db/api-pool.ts"
+import { settingSecret } from "../../read/views.ts"
 
 export const DeletionsHandlers = HttpApiBuilder.group(ServiceApi, "deletions", (handlers) =>
   Effect.gen(function* () {

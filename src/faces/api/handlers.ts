@@ -8,12 +8,12 @@ import { HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
 import { EVENT_KINDS, EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
 import { UNAUTHORIZED_HEADERS } from "./auth.ts"
-import { CurrentKey, type CurrentKeyShape } from "./current-key.ts"
+import { CurrentKey, type CurrentKeyShape } from "../../access/keys/current-key.ts"
 import { API_PREFIX, ServiceApi } from "./definition.ts"
 import { errorResponse, NotFound } from "../http/errors.ts"
-import type { KeyState } from "../../access/key-check.ts"
-import { KeyDirectory } from "./key-directory.ts"
-import { Views } from "./views.ts"
+import type { KeyState } from "../../access/keys/key-check.ts"
+import { KeyDirectory } from "../../access/keys/directory.ts"
+import { Views } from "../../read/views.ts"
 
 /** Stored JSON, as text or as the bytes PostgreSQL sent. */
 const json = (body: string | Uint8Array) =>

@@ -3,7 +3,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Webhooks } from "../../webhooks/service.ts"
-import { CurrentKey } from "./current-key.ts"
+import { CurrentKey } from "../../access/keys/current-key.ts"
 import { ServiceApi } from "./definition.ts"
 import { toHttpError } from "../http/errors.ts"
 

@@ -4,15 +4,15 @@
 import { Effect, Layer } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
 import { isResource } from "../../domain/resources.ts"
-import { CurrentKey } from "./current-key.ts"
+import { CurrentKey } from "../../access/keys/current-key.ts"
 import { listParams, RequestErrors } from "./definition.ts"
 import { errorResponse } from "../http/errors.ts"
 import { refusedResponse } from "./handlers.ts"
-import { KeyDirectory } from "./key-directory.ts"
+import { KeyDirectory } from "../../access/keys/directory.ts"
 import { describeQueryIssue } from "./query.ts"
-import { EVENTS_PARAMS } from "./events-feed.ts"
-import { DELETIONS_PARAMS } from "./deletions.ts"
-import { Views } from "./views.ts"
+import { EVENTS_PARAMS } from "../../read/events.ts"
+import { DELETIONS_PARAMS } from "../../read/deletions.ts"
+import { Views } from "../../read/views.ts"
 
 /** The query parameters an endpoint of the group takes, for the message about an unknown one. */
 const queryParams = (group: string): ReadonlyArray<string> =>

@@ -18,7 +18,7 @@ import {
   type CreatedKey,
   type Expiry,
   type KeyInfo
-} from "../../access/keys.ts"
+} from "../../access/keys/store.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formError, htmlResponse, page, postButton, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"

@@ -3,10 +3,10 @@
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { hostOf, rateLimitHeaders } from "../../../src/faces/api/auth.ts"
-import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../../src/faces/api/cursor.ts"
+import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../../src/read/cursor.ts"
 import { parseFilterDate } from "../../../src/domain/dates.ts"
 import { routeTable } from "../../../src/faces/http/routes.ts"
-import { refusalFor, type KeyEntry } from "../../../src/faces/api/key-directory.ts"
+import { refusalFor, type KeyEntry } from "../../../src/access/keys/directory.ts"
 import {
   BASE_QUERY,
   describeQueryIssue,
@@ -16,8 +16,8 @@ import {
   STATUS_QUERY,
   statusesFor
 } from "../../../src/faces/api/query.ts"
-import { leaseSize } from "../../../src/faces/api/rate-limit.ts"
-import { listRequest } from "../../../src/faces/api/views.ts"
+import { leaseSize } from "../../../src/access/keys/rate-limit.ts"
+import { listRequest } from "../../../src/read/views.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 
 describe("parseFilterDate", () => {

@@ -3,7 +3,7 @@
 // data, and every answer checked against the served OpenAPI document.
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys.ts"
+import { revokeKey } from "../../../src/access/keys/store.ts"
 import { EVENT_KINDS } from "../../../src/domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../../src/domain/resources.ts"
 import { startServer } from "../../support/server.ts"

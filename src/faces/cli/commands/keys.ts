@@ -14,7 +14,7 @@ import {
   MAX_ACTIVE_KEYS,
   parseScopes,
   revokeKey
-} from "../../../access/keys.ts"
+} from "../../../access/keys/store.ts"
 import {
   asOptional,
   asRequired,

@@ -4,7 +4,7 @@
 // (company, resource and filters). A changed byte, or the same cursor on another list,
 // fails the check. Pure: the key is passed in.
 import { Schema } from "effect"
-import { isUuid } from "../../domain/ids.ts"
+import { isUuid } from "../domain/ids.ts"
 import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
 
 /** A page's nextCursor in the documents. */

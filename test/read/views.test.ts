@@ -3,16 +3,16 @@
 // its company's records, its resource, its filters, its page.
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys.ts"
-import type { CurrentKeyShape } from "../../../src/faces/api/current-key.ts"
-import { ApiPool } from "../../../src/faces/api/pool.ts"
-import { ApiSettings } from "../../../src/faces/api/settings.ts"
-import { Views, type Served } from "../../../src/faces/api/views.ts"
-import { BASE_QUERY } from "../../../src/faces/api/query.ts"
-import type { Resource } from "../../../src/domain/resources.ts"
-import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
-import { makeKey, provideDb } from "../../support/http.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { revokeKey } from "../../src/access/keys/store.ts"
+import type { CurrentKeyShape } from "../../src/access/keys/current-key.ts"
+import { ApiPool } from "../../src/platform/db/api-pool.ts"
+import { ApiSettings } from "../../src/platform/api-settings.ts"
+import { Views, type Served } from "../../src/read/views.ts"
+import { BASE_QUERY } from "../../src/faces/api/query.ts"
+import type { Resource } from "../../src/domain/resources.ts"
+import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../support/views.ts"
+import { makeKey, provideDb } from "../support/http.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 /** A list query as the endpoint decodes it (a number, canonical timestamps). */
 const listQuery = Schema.decodeUnknownSync(Schema.Struct(BASE_QUERY))

@@ -2,7 +2,7 @@
 // on every request: counted in memory and written every few seconds and at shutdown.
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { Database } from "../../platform/db/Database.ts"
-import { ApiSettings } from "./settings.ts"
+import { ApiSettings } from "../../platform/api-settings.ts"
 
 export class UsageRecorder extends Context.Service<
   UsageRecorder,

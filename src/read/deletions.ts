@@ -9,7 +9,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type postgres from "postgres"
-import { RESOURCES, type Resource } from "../../domain/resources.ts"
+import { RESOURCES, type Resource } from "../domain/resources.ts"
 import {
   CURSOR_ERROR_MESSAGES,
   decodeCursor,
@@ -20,11 +20,11 @@ import {
   type CursorKey,
   type CursorPosition
 } from "./cursor.ts"
-import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
-import { BadRequest, Forbidden } from "../http/errors.ts"
-import { DELETION_EXAMPLE } from "./examples.ts"
-import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
-import { CursorParam, dateParam, DEFAULT_LIMIT, LimitParam } from "./query.ts"
+import { FILTER_DATE_FORMATS } from "../domain/dates.ts"
+import { BadRequest, Forbidden } from "../faces/http/errors.ts"
+import { DELETION_EXAMPLE } from "../faces/api/examples.ts"
+import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
+import { CursorParam, dateParam, DEFAULT_LIMIT, LimitParam } from "../faces/api/query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"

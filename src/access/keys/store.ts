@@ -1,16 +1,16 @@
 // API keys as an admin manages them (spec 5): create (shown once), revoke, list. The CLI
 // and the admin HTTP API are two faces of these functions.
-import { toIsoUtcOrNull } from "../domain/time.ts"
+import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { Effect } from "effect"
-import { query, transaction } from "../platform/db/Sql.ts"
-import type { Tx } from "../platform/db/Database.ts"
+import { query, transaction } from "../../platform/db/Sql.ts"
+import type { Tx } from "../../platform/db/Database.ts"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
-import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
-import { userActor, writeActivity } from "./activity.ts"
-import { at, conflict, invalid, notFound, words, type Invalid } from "../domain/errors.ts"
-import type { AdminUser } from "./identity.ts"
-import { isUuid } from "../domain/ids.ts"
-import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
+import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
+import { userActor, writeActivity } from "../activity.ts"
+import { at, conflict, invalid, notFound, words, type Invalid } from "../../domain/errors.ts"
+import type { AdminUser } from "../identity.ts"
+import { isUuid } from "../../domain/ids.ts"
+import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
 
 /** Spec 8: at most 20 active keys per company. */
 export const MAX_ACTIVE_KEYS = 20

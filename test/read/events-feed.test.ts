@@ -3,22 +3,16 @@
 import { randomBytes } from "node:crypto"
 
 import { describe, expect, it } from "vitest"
-import { cursorKey } from "../../../src/faces/api/cursor.ts"
+import { cursorKey } from "../../src/read/cursor.ts"
 import { Exit, Schema } from "effect"
-import {
-  EVENTS_PARAMS,
-  getEvent,
-  listEvents,
-  type FeedAnswer,
-  type FeedKey
-} from "../../../src/faces/api/events-feed.ts"
-import { EVENTS_QUERY } from "../../../src/faces/api/events-api.ts"
-import { describeQueryIssue } from "../../../src/faces/api/query.ts"
-import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints.ts"
-import { insertIncident, makeCompany } from "../../support/app.ts"
-import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { EVENTS_PARAMS, getEvent, listEvents, type FeedAnswer, type FeedKey } from "../../src/read/events.ts"
+import { EVENTS_QUERY } from "../../src/faces/api/events-api.ts"
+import { describeQueryIssue } from "../../src/faces/api/query.ts"
+import { FILTER_DATE_FORMATS } from "../../src/domain/dates.ts"
+import { createEndpoint } from "../../src/webhooks/endpoints.ts"
+import { insertIncident, makeCompany } from "../support/app.ts"
+import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 type Listed = {
   data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>

@@ -7,11 +7,11 @@
 // the event's id. A webhook body's id is the delivery's id instead (one per event and
 // destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
 // (the commit time, identical in both): one record fires one event of a kind per commit.
-import { isUuid } from "../../domain/ids.ts"
+import { isUuid } from "../domain/ids.ts"
 import type postgres from "postgres"
-import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
-import type { Resource } from "../../domain/resources.ts"
-import { deliveryBody } from "../../delivery/body.ts"
+import { EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
+import type { Resource } from "../domain/resources.ts"
+import { deliveryBody } from "../delivery/body.ts"
 import {
   CURSOR_ERROR_MESSAGES,
   decodeCursor,
@@ -21,8 +21,8 @@ import {
   type CursorKey,
   type CursorPosition
 } from "./cursor.ts"
-import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
-import { DEFAULT_LIMIT } from "./query.ts"
+import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
+import { DEFAULT_LIMIT } from "../faces/api/query.ts"
 
 export const EVENTS_WINDOW_DAYS = 30
 export const EVENTS_PARAMS = ["limit", "cursor", "createdAfter", "createdBefore", "type"] as const

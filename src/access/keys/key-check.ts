@@ -7,7 +7,7 @@
 // API's own statements, which run on its own pool (faces/api/pool.ts) on the hot path
 // (bench:api); an Effect per statement there costs measured throughput (docs/design.md).
 import type postgres from "postgres"
-import type { Resource } from "../domain/resources.ts"
+import type { Resource } from "../../domain/resources.ts"
 
 export type KeyState = "ok" | "unknown" | "revoked" | "expired" | "host" | "company" | "module"
 

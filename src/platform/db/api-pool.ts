@@ -4,8 +4,8 @@
 // same index scan for every company and page.
 import { Context, Effect, Layer } from "effect"
 import postgres from "postgres"
-import { Database } from "../../platform/db/Database.ts"
-import { ApiSettings } from "./settings.ts"
+import { Database } from "./Database.ts"
+import { ApiSettings } from "../api-settings.ts"
 
 export class ApiPool extends Context.Service<ApiPool, { readonly sql: postgres.Sql }>()("service/api/ApiPool") {
   static readonly layer = Layer.effect(

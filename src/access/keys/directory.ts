@@ -10,10 +10,10 @@
 // key is resolved with no Effect at all, and a lookup is one promise; going through `query`
 // would add an Effect per lookup on the hot path (bench:api) and move it to the main pool.
 import { Context, Effect, Layer } from "effect"
-import { ApiPool } from "./pool.ts"
+import { ApiPool } from "../../platform/db/api-pool.ts"
 import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
 import type { CurrentKeyShape } from "./current-key.ts"
-import { API_KEY_PREFIX, fingerprintOf, looksLike } from "../../access/bearer-secrets.ts"
+import { API_KEY_PREFIX, fingerprintOf, looksLike } from "./bearer-secrets.ts"
 
 export interface KeyEntry {
   readonly keyId: string

@@ -5,13 +5,13 @@
 // by change time (sort=updatedAt, for syncs) is keyset on views_changed the same way. Each
 // statement also re-checks the key (key-check.ts), so serving a request is one round trip,
 // and requests that arrive together share that round trip (batch.ts).
-import { isUuid } from "../../domain/ids.ts"
+import { isUuid } from "../domain/ids.ts"
 import { randomBytes } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
 import type postgres from "postgres"
-import { Database } from "../../platform/db/Database.ts"
-import type { Resource } from "../../domain/resources.ts"
-import type { CurrentKeyShape } from "./current-key.ts"
+import { Database } from "../platform/db/Database.ts"
+import type { Resource } from "../domain/resources.ts"
+import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import {
   CURSOR_ERROR_MESSAGES,
   cursorKey as makeCursorKey,
@@ -20,11 +20,11 @@ import {
   type CursorBinding,
   type CursorPosition
 } from "./cursor.ts"
-import { BadRequest } from "../http/errors.ts"
+import { BadRequest } from "../faces/http/errors.ts"
 import { makeBatcher } from "./batch.ts"
-import { keyStateRelation, keyStateSql, type KeyState } from "../../access/key-check.ts"
-import { ApiPool } from "./pool.ts"
-import { DEFAULT_LIMIT, namePattern, statusesFor, type ListQuery } from "./query.ts"
+import { keyStateRelation, keyStateSql, type KeyState } from "../access/keys/key-check.ts"
+import { ApiPool } from "../platform/db/api-pool.ts"
+import { DEFAULT_LIMIT, namePattern, statusesFor, type ListQuery } from "../faces/api/query.ts"
 
 /** What a list asks for once its parameters are checked: pure, testable without a database. */
 export interface ListRequest {

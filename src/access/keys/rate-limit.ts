@@ -5,8 +5,8 @@
 // granted in a window never exceeds the limit. Leases shrink as the window runs low, so at
 // most a request or two per process can be left unused at the end of a busy window.
 import { Context, Effect, Layer } from "effect"
-import { ApiPool } from "./pool.ts"
-import { ApiSettings } from "./settings.ts"
+import { ApiPool } from "../../platform/db/api-pool.ts"
+import { ApiSettings } from "../../platform/api-settings.ts"
 
 export interface RateDecision {
   readonly allowed: boolean
