@@ -1,7 +1,8 @@
-// The authenticated API key of the current request, as the auth middleware provides it to
-// every handler under /api/v1 (resources now, hooks and events later).
+// The authenticated API key of the current request, as the read API's middleware provides it
+// to every handler under /api/v1, and as the read model takes it.
 import { Context } from "effect"
 import type { Resource } from "../../domain/resources.ts"
+import { readableBy, type KeyEntry } from "./rules.ts"
 
 export interface CurrentKeyShape {
   readonly keyId: string
@@ -22,3 +23,31 @@ export interface CurrentKeyShape {
 }
 
 export class CurrentKey extends Context.Service<CurrentKey, CurrentKeyShape>()("service/api/CurrentKey") {}
+
+// The key as handlers see it, made once per remembered entry and Host: a reloaded key is a
+// new entry, so nothing here outlives what it was made from.
+const currentKeys = new WeakMap<KeyEntry, Map<string | undefined, CurrentKeyShape>>()
+
+export const currentKeyOf = (entry: KeyEntry, host: string | undefined): CurrentKeyShape => {
+  let byHost = currentKeys.get(entry)
+  if (byHost === undefined) currentKeys.set(entry, (byHost = new Map()))
+  let key = byHost.get(host)
+  if (key === undefined) {
+    const modules = entry.company?.modules ?? new Set<string>()
+    key = {
+      keyId: entry.keyId,
+      keyName: entry.keyName,
+      companyId: entry.companyId,
+      companyName: entry.company?.name ?? "",
+      expiresAt: entry.expiresAt === null ? null : new Date(entry.expiresAt).toISOString(),
+      webhooks: entry.webhooks,
+      scopes: entry.scopes,
+      modules,
+      readable: readableBy(entry.scopes, modules),
+      host
+    }
+    if (byHost.size >= 64) byHost.clear() // Host headers are the client's to choose
+    byHost.set(host, key)
+  }
+  return key
+}
