@@ -31,32 +31,18 @@ const fields = {
   reason: Schema.optional(Reason)
 }
 
-// An expected outcome, answered to the caller: never reported as a failure of the service.
-
 /** The input breaks a rule: a value missing, malformed or out of range. */
-export class Invalid extends Schema.TaggedError<Invalid>()("Invalid", fields, { httpApiStatus: 400 }) {
-  override readonly [ErrorReporter.ignore] = true
-}
+export class Invalid extends Schema.TaggedError<Invalid>()("Invalid", fields, { httpApiStatus: 400 }) {}
 /** The caller's credential is missing, unknown, revoked or expired, or another company's. */
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields, { httpApiStatus: 401 }) {
-  override readonly [ErrorReporter.ignore] = true
-}
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields, { httpApiStatus: 401 }) {}
 /** The caller may not do this (role, tier, permission, a module turned off). */
-export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields, { httpApiStatus: 403 }) {
-  override readonly [ErrorReporter.ignore] = true
-}
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields, { httpApiStatus: 403 }) {}
 /** No such thing, or none the caller may see. */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields, { httpApiStatus: 404 }) {
-  override readonly [ErrorReporter.ignore] = true
-}
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields, { httpApiStatus: 404 }) {}
 /** The thing's state or a limit refuses it now (already revoked, 21st key, being sent). */
-export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields, { httpApiStatus: 409 }) {
-  override readonly [ErrorReporter.ignore] = true
-}
-/** More requests than the caller's allowance in the current window (spec 8); the edge says when to retry. */
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields, { httpApiStatus: 429 }) {
-  override readonly [ErrorReporter.ignore] = true
-}
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields, { httpApiStatus: 409 }) {}
+/** More requests than the caller's allowance in the current window; the edge says when to retry. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields, { httpApiStatus: 429 }) {}
 
 export type DomainError = Invalid | Unauthorized | Forbidden | NotFound | Conflict | RateLimited
 export type DomainErrorTag = DomainError["_tag"]
@@ -65,6 +51,9 @@ export type DomainErrorTag = DomainError["_tag"]
 export const DOMAIN_ERRORS = [Invalid, Unauthorized, Forbidden, NotFound, Conflict, RateLimited] as const
 
 export const isDomainError = (e: unknown): e is DomainError => DOMAIN_ERRORS.some((Kind) => e instanceof Kind)
+
+// Each is an expected outcome, answered to the caller: never reported as a failure of the service.
+for (const Kind of DOMAIN_ERRORS) Object.defineProperty(Kind.prototype, ErrorReporter.ignore, { value: true })
 
 /** A field to name in a message: words`${at("name")} must not be empty`. */
 export const at = (field: string): FieldRef => ({ field })

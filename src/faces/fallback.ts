@@ -47,8 +47,8 @@ const STATUS_MESSAGES: Readonly<Record<number, string>> = {
 
 /**
  * HttpApi answers a body of a content type an endpoint does not take with its own 415 in
- * plain text ("Unsupported content-type: text/plain"). Every error is JSON (spec 7, issue
- * 4), and a body that is not JSON is a bad request body (spec 7: 400, as documented).
+ * plain text ("Unsupported content-type: text/plain"). Every error is JSON, and a body
+ * that is not JSON is a bad request body (400, as documented).
  */
 const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
   if (

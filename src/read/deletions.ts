@@ -6,24 +6,14 @@
 // scopes and its module is on. Oldest first, keyset-paged on (deletedAt, id) like the lists.
 import { Context, Effect, Layer } from "effect"
 import type postgres from "postgres"
-import { invalid, type Forbidden, type Invalid, type Unauthorized } from "../domain/errors.ts"
+import type { Forbidden, Invalid } from "../domain/errors.ts"
 import type { Resource } from "../domain/resources.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
 import { keyRefused } from "../access/keys/rules.ts"
-import { ApiKeys } from "../access/keys/service.ts"
-import { ApiPool } from "../platform/db/api-pool.ts"
-import {
-  CURSOR_ERROR_MESSAGES,
-  decodeCursor,
-  encodeCursor,
-  loadCursorKey,
-  pageJson,
-  type CursorBinding,
-  type CursorKey,
-  type CursorPosition
-} from "./cursor.ts"
-import { answer, type Json, type Served } from "./served.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
+import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
+import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
 import { DEFAULT_LIMIT, DELETIONS_WINDOW_DAYS } from "./lists.ts"
 
 /** The query as its endpoint decodes it (faces/api/deletions-api.ts): since is a canonical UTC timestamp. */
@@ -82,20 +72,14 @@ export const listDeletions = async (
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
     if ("error" in decoded) {
-      // A refused key gets its 401/403 before any complaint about its cursor.
-      const [k] = await sql<
-        { state: KeyState }[]
-      >`select s.state from ${keyStateRelation(sql, key.keyId, key.host, r.resource)}`
-      if (k === undefined) return { _tag: "Refused", state: "unknown" }
-      if (k.state !== "ok") return { _tag: "Refused", state: k.state }
-      return {
-        _tag: "Failed",
-        error: invalid(
-          decoded.error === "other-list"
-            ? "cursor belongs to another list: use it with the same resource and since as the page it came from"
-            : CURSOR_ERROR_MESSAGES[decoded.error]
-        )
-      }
+      return badCursor(
+        sql,
+        key,
+        r.resource,
+        decoded.error === "other-list"
+          ? "cursor belongs to another list: use it with the same resource and since as the page it came from"
+          : CURSOR_ERROR_MESSAGES[decoded.error]
+      )
     }
     position = decoded.position
   }
@@ -115,12 +99,12 @@ export const listDeletions = async (
          limit ${r.limit + 1}
       ) w on true`
   const first = rows[0]
-  if (first === undefined) return { _tag: "Refused", state: "unknown" }
-  if (first.state !== "ok") return { _tag: "Refused", state: first.state }
-  if (r.resource !== undefined && !(first.k_scopes ?? []).includes(r.resource)) {
+  const refused = refusedBy(first)
+  if (refused !== undefined) return refused
+  if (r.resource !== undefined && !(first!.k_scopes ?? []).includes(r.resource)) {
     return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource: r.resource }) as Forbidden }
   }
-  const count = first.id === null ? 0 : rows.length
+  const count = first!.id === null ? 0 : rows.length
   // Resource names, uuids and timestamps need no escaping.
   const item = (d: (typeof rows)[number]) => `{"resource":"${d.resource}","id":"${d.id}","deletedAt":"${d.deleted}"}`
   const body = pageJson(rows, count, r.limit, item, (last) => encodeCursor(cursorKey, r.binding, last))
@@ -131,25 +115,15 @@ export class Deletions extends Context.Service<
   Deletions,
   {
     /** A page of deletions: {"data":[...],"nextCursor":...}. */
-    readonly list: (
-      key: CurrentKeyShape,
-      query: DeletionsQuery
-    ) => Effect.Effect<Json, Invalid | Forbidden | Unauthorized>
+    readonly list: (key: CurrentKeyShape, query: DeletionsQuery) => Read<Invalid | Forbidden>
   }
 >()("service/read/Deletions") {
   static readonly layer = Layer.effect(
     Deletions,
-    Effect.gen(function* () {
-      const { sql } = yield* ApiPool
-      const keys = yield* ApiKeys
-      const cursorKey = yield* Effect.promise(() => loadCursorKey(sql))
-      return Deletions.of({
-        list: (key, query) =>
-          Effect.flatMap(
-            Effect.promise(() => listDeletions(sql, cursorKey, key, query)),
-            (served) => answer(served, keys.refusal, key, query.resource)
-          )
+    Effect.map(readSetup, ({ sql, cursorKey, serve }) =>
+      Deletions.of({
+        list: (key, query) => serve(key, query.resource, () => listDeletions(sql, cursorKey, key, query))
       })
-    })
+    )
   )
 }

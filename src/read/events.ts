@@ -5,11 +5,11 @@
 // Each event is shown as it was delivered: {"id","event","createdAt","data"} with data the
 // outbox payload spliced in byte for byte (the record at that event's commit). Here id is
 // the event's id. A webhook body's id is the delivery's id instead (one per event and
-// destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
+// destination), so a receiver matches the two by event, data.id and createdAt
 // (the commit time, identical in both): one record fires one event of a kind per commit.
 import { Context, Effect, Layer } from "effect"
 import type postgres from "postgres"
-import { invalid, notFound, type Forbidden, type Invalid, type NotFound, type Unauthorized } from "../domain/errors.ts"
+import { notFound, type Forbidden, type Invalid, type NotFound } from "../domain/errors.ts"
 import { EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { isUuid } from "../domain/ids.ts"
 import type { Resource } from "../domain/resources.ts"
@@ -17,19 +17,9 @@ import { deliveryBody } from "../delivery/body.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
 import { keyRefused } from "../access/keys/rules.ts"
-import { ApiKeys } from "../access/keys/service.ts"
-import { ApiPool } from "../platform/db/api-pool.ts"
-import {
-  CURSOR_ERROR_MESSAGES,
-  decodeCursor,
-  encodeCursor,
-  loadCursorKey,
-  pageJson,
-  type CursorBinding,
-  type CursorKey,
-  type CursorPosition
-} from "./cursor.ts"
-import { answer, type Json, type Served } from "./served.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
+import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
+import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
 import { DEFAULT_LIMIT, EVENTS_WINDOW_DAYS } from "./lists.ts"
 
 /** The query as its endpoint decodes it (faces/api/events-api.ts): dates are canonical UTC timestamps. */
@@ -103,13 +93,7 @@ export const listEvents = async (
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
     if ("error" in decoded) {
-      // A refused key gets its 401/403 before any complaint about its cursor.
-      const [k] = await sql<
-        { state: KeyState }[]
-      >`select s.state from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
-      if (k === undefined) return { _tag: "Refused", state: "unknown" }
-      if (k.state !== "ok") return { _tag: "Refused", state: k.state }
-      return { _tag: "Failed", error: invalid(CURSOR_ERROR_MESSAGES[decoded.error]) }
+      return badCursor(sql, key, resource, CURSOR_ERROR_MESSAGES[decoded.error])
     }
     position = decoded.position
   }
@@ -129,12 +113,12 @@ export const listEvents = async (
          limit ${r.limit + 1}
       ) w on true`
   const first = rows[0]
-  if (first === undefined) return { _tag: "Refused", state: "unknown" }
-  if (first.state !== "ok") return { _tag: "Refused", state: first.state }
-  if (resource !== undefined && !(first.k_scopes ?? []).includes(resource)) {
+  const refused = refusedBy(first)
+  if (refused !== undefined) return refused
+  if (resource !== undefined && !(first!.k_scopes ?? []).includes(resource)) {
     return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource, event: r.type }) as Forbidden }
   }
-  const count = first.id === null ? 0 : rows.length
+  const count = first!.id === null ? 0 : rows.length
   const body = pageJson(rows, count, r.limit, bodyOf, (last) => encodeCursor(cursorKey, r.binding, last))
   return { _tag: "Body", body }
 }
@@ -151,43 +135,32 @@ export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Pro
          where s.state = 'ok' and ${wanted}::uuid is not null and e.id = ${wanted}::uuid and e.company_id = ${key.companyId}
            and ${readableByKey(sql)}
       ) w on true`
-  if (row === undefined) return { _tag: "Refused", state: "unknown" }
-  if (row.state !== "ok") return { _tag: "Refused", state: row.state }
-  if (row.id === null)
+  const refused = refusedBy(row)
+  if (refused !== undefined) return refused
+  if (row!.id === null)
     return {
       _tag: "Failed",
       error: notFound(`no event with id ${id} in the last ${EVENTS_WINDOW_DAYS} days that this key can read`)
     }
-  return { _tag: "Body", body: `{"data":${bodyOf(row)}}` }
+  return { _tag: "Body", body: `{"data":${bodyOf(row!)}}` }
 }
 
 export class EventsFeed extends Context.Service<
   EventsFeed,
   {
     /** A page of the feed: {"data":[...],"nextCursor":...}. */
-    readonly list: (key: CurrentKeyShape, query: EventsQuery) => Effect.Effect<Json, Invalid | Forbidden | Unauthorized>
+    readonly list: (key: CurrentKeyShape, query: EventsQuery) => Read<Invalid | Forbidden>
     /** One event: {"data":{...}}. */
-    readonly get: (key: CurrentKeyShape, id: string) => Effect.Effect<Json, NotFound | Forbidden | Unauthorized>
+    readonly get: (key: CurrentKeyShape, id: string) => Read<NotFound>
   }
 >()("service/read/EventsFeed") {
   static readonly layer = Layer.effect(
     EventsFeed,
-    Effect.gen(function* () {
-      const { sql } = yield* ApiPool
-      const keys = yield* ApiKeys
-      const cursorKey = yield* Effect.promise(() => loadCursorKey(sql))
-      return EventsFeed.of({
-        list: (key, query) =>
-          Effect.flatMap(
-            Effect.promise(() => listEvents(sql, cursorKey, key, query)),
-            (served) => answer(served, keys.refusal, key, undefined)
-          ),
-        get: (key, id) =>
-          Effect.flatMap(
-            Effect.promise(() => getEvent(sql, key, id)),
-            (served) => answer(served, keys.refusal, key, undefined)
-          )
+    Effect.map(readSetup, ({ sql, cursorKey, serve }) =>
+      EventsFeed.of({
+        list: (key, query) => serve(key, undefined, () => listEvents(sql, cursorKey, key, query)),
+        get: (key, id) => serve(key, undefined, () => getEvent(sql, key, id))
       })
-    })
+    )
   )
 }

@@ -7,7 +7,7 @@ import type { CursorBinding } from "./cursor.ts"
 /** A page's size when the request gives none. */
 export const DEFAULT_LIMIT = 50
 
-/** The statuses a status filter value matches (spec 3.1 grouping), or undefined. */
+/** The statuses a status filter value matches (open and closed are groups), or undefined. */
 export const statusesFor = (value: string): ReadonlyArray<string> | undefined =>
   Object.hasOwn(STATUS_FILTER, value) ? STATUS_FILTER[value] : undefined
 

@@ -7,18 +7,17 @@
 // (access/keys/key-check.ts), so serving a request is one round trip, and requests that
 // arrive together share that round trip (batch.ts).
 import { Context, Effect, Layer } from "effect"
+import type postgres from "postgres"
 import { invalid, notFound, type Forbidden, type Invalid, type NotFound, type Unauthorized } from "../domain/errors.ts"
 import { isUuid } from "../domain/ids.ts"
 import type { Resource } from "../domain/resources.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation, keyStateSql, type KeyState } from "../access/keys/key-check.ts"
-import { ApiKeys } from "../access/keys/service.ts"
-import { ApiPool } from "../platform/db/api-pool.ts"
 import { Database } from "../platform/db/Database.ts"
 import { makeBatcher } from "./batch.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, loadCursorKey, type CursorPosition } from "./cursor.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorPosition } from "./cursor.ts"
 import { listRequest, namePattern, type ListQuery } from "./lists.ts"
-import { answer, type Json, type Served } from "./served.ts"
+import { answer, readSetup, type Json, type Read, type Served } from "./served.ts"
 
 // -----------------------------------------------------------------------------
 // Batch statements (batch.ts). Each row of `r` is one request: its key, Host and resource
@@ -146,44 +145,40 @@ export class Views extends Context.Service<
   Views,
   {
     /** A page of the list: {"data":[...],"nextCursor":...}. */
-    readonly list: (
-      key: CurrentKeyShape,
-      resource: Resource,
-      query: ListQuery
-    ) => Effect.Effect<Json, Invalid | Unauthorized | Forbidden>
+    readonly list: (key: CurrentKeyShape, resource: Resource, query: ListQuery) => Read<Invalid>
     /** One record: {"data":{...}}. */
-    readonly get: (
-      key: CurrentKeyShape,
-      resource: Resource,
-      id: string
-    ) => Effect.Effect<Json, NotFound | Unauthorized | Forbidden>
+    readonly get: (key: CurrentKeyShape, resource: Resource, id: string) => Read<NotFound>
   }
 >()("service/read/Views") {
   static readonly layer = Layer.effect(
     Views,
     Effect.gen(function* () {
-      const { sql } = yield* ApiPool
+      const { sql, keys, cursorKey } = yield* readSetup
       // Lists filtered by name are planned for their pattern (a rare name is best found
       // with the trigram index, a common one by walking the page index), so they use the
       // shared pool, whose statements are planned per execution when that pays.
       const { sql: planned } = yield* Database
-      const keys = yield* ApiKeys
-      const cursorKey = yield* Effect.promise(() => loadCursorKey(sql))
 
-      const gets = makeBatcher(async (items: ReadonlyArray<GetItem>) => {
-        const rows = (await sql
+      /** A batch statement's rows, raw: its parameters are one array per column, a value per request. */
+      const batch = async <A, Row>(
+        text: string,
+        columns: ReadonlyArray<(item: A) => unknown>,
+        items: ReadonlyArray<A>
+      ) =>
+        (await sql
           .unsafe(
-            GET_BATCH,
-            [
-              items.map((g) => g.keyId),
-              items.map((g) => g.host ?? null),
-              items.map((g) => g.resource),
-              items.map((g) => g.companyId),
-              items.map((g) => g.id)
-            ],
+            text,
+            columns.map((column) => items.map(column) as postgres.ParameterOrJSON<never>),
             { prepare: true }
           )
-          .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, state: Buffer, body: Buffer | null]>
+          .raw()) as unknown as ReadonlyArray<Row>
+
+      const gets = makeBatcher(async (items: ReadonlyArray<GetItem>) => {
+        const rows = await batch<GetItem, readonly [n: Buffer, state: Buffer, body: Buffer | null]>(
+          GET_BATCH,
+          [(g) => g.keyId, (g) => g.host ?? null, (g) => g.resource, (g) => g.companyId, (g) => g.id],
+          items
+        )
         // A request whose key row is gone gets no row at all: unknown.
         const answers = new Array<Served<never> | undefined>(items.length).fill({ _tag: "Refused", state: "unknown" })
         for (const [n, stateText, body] of rows) {
@@ -195,23 +190,21 @@ export class Views extends Context.Service<
       }, MAX_GETS)
 
       const pages = makeBatcher(async (items: ReadonlyArray<PageItem>) => {
-        const rows = (await sql
-          .unsafe(
-            PAGE_BATCH,
-            [
-              items.map((p) => p.keyId),
-              items.map((p) => p.host ?? null),
-              items.map((p) => p.resource),
-              items.map((p) => p.companyId),
-              items.map((p) => p.after),
-              items.map((p) => p.before),
-              items.map((p) => p.positionAt),
-              items.map((p) => p.positionId),
-              items.map((p) => p.limit)
-            ],
-            { prepare: true }
-          )
-          .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, ...PageRow]>
+        const rows = await batch<PageItem, readonly [n: Buffer, ...PageRow]>(
+          PAGE_BATCH,
+          [
+            (p) => p.keyId,
+            (p) => p.host ?? null,
+            (p) => p.resource,
+            (p) => p.companyId,
+            (p) => p.after,
+            (p) => p.before,
+            (p) => p.positionAt,
+            (p) => p.positionId,
+            (p) => p.limit
+          ],
+          items
+        )
         const answers = items.map((): Array<PageRow> => [])
         for (const [n, ...row] of rows) answers[Number(textOf(n)) - 1]!.push(row)
         return answers

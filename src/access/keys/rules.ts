@@ -1,4 +1,4 @@
-// What an API key may do now (spec 5), and the one wording of each refusal. A key is refused
+// What an API key may do now, and the one wording of each refusal. A key is refused
 // as a credential (Unauthorized: missing, unknown, revoked, expired, another company's) or
 // for what it asks (Forbidden: the company's API and tier, the key's scopes and permissions,
 // a module turned off). The directory decides from memory (directory.ts), each statement
@@ -6,7 +6,7 @@
 import { forbidden, unauthorized, type Forbidden, type Unauthorized } from "../../domain/errors.ts"
 import type { EventKind } from "../../domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
-import type { KeyState } from "./key-check.ts"
+import type { RefusedState } from "./key-check.ts"
 
 /** A key as the directory remembers it. */
 export interface KeyEntry {
@@ -116,23 +116,17 @@ export const refusalFor = (
   return undefined
 }
 
-/** The refusal a statement's key check reports, when nothing more is known. */
-export const stateRefusal = (state: Exclude<KeyState, "ok">): KeyRefusal => {
-  switch (state) {
-    case "unknown":
-      return { _tag: "Unknown" }
-    case "revoked":
-      return { _tag: "Revoked" }
-    case "expired":
-      return { _tag: "Expired" }
-    case "host":
-      return { _tag: "OtherCompany" }
-    case "company":
-      return { _tag: "NoApi" }
-    case "module":
-      return { _tag: "Module" }
-  }
+const STATE_REFUSALS: Readonly<Record<RefusedState, KeyRefusal>> = {
+  unknown: { _tag: "Unknown" },
+  revoked: { _tag: "Revoked" },
+  expired: { _tag: "Expired" },
+  host: { _tag: "OtherCompany" },
+  company: { _tag: "NoApi" },
+  module: { _tag: "Module" }
 }
+
+/** The refusal a statement's key check reports, when nothing more is known. */
+export const stateRefusal = (state: RefusedState): KeyRefusal => STATE_REFUSALS[state]
 
 /** What a key can read: its scopes whose module is on, in spec order. */
 export const readableBy = (scopes: ReadonlySet<string>, modules: ReadonlySet<string>): ReadonlyArray<Resource> =>

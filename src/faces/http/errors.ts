@@ -1,5 +1,5 @@
 // The one place where errors become HTTP answers, for the read API, the admin API and the
-// pages. Every error answer is JSON {"error": "<message>"} (spec 7) with the status its error
+// pages. Every error answer is JSON {"error": "<message>"} with the status its error
 // carries (the domain's errors are annotated with it in domain/errors.ts, HTTP's own refusals
 // below):
 // - the schemas the endpoints and middleware declare (the OpenAPI document's error answers),
