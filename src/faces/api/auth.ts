@@ -67,7 +67,7 @@ type Answer = Effect.Effect<
 >
 
 /** What every 401 of the read API carries besides its body. */
-export const CHALLENGE: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
+const CHALLENGE: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
 
 /** Sets an answer's headers, whatever answers the request (handler or refusal); a 401 also gets the challenge. */
 const withHeaders =

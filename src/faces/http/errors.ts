@@ -122,7 +122,7 @@ export const answering = <A, R>(operation: Effect.Effect<A, Domain.DomainError, 
 // The same answer outside HttpApi
 
 /** The JSON text of an error body. */
-export const errorBody = (message: string): string => JSON.stringify({ error: message })
+const errorBody = (message: string): string => JSON.stringify({ error: message })
 
 /** An error's answer where HttpApi does not give it (the router's fallback): the same status and body. */
 export const errorAnswer = (
