@@ -9,7 +9,7 @@ import type { Tx } from "../platform/db/Database.ts"
 /**
  * Every kind the activity log holds; the part before the dot is its family ("endpoint").
  * The filter takes a kind or a family; anything else could only match nothing, so it is
- * refused (400). Keep in step with the writers: access/keys.ts, access/tokens.ts, src/webhooks,
+ * refused (400). Keep in step with the writers: access/keys/store.ts, access/tokens.ts, src/webhooks,
  * src/webhooks/replay/select.ts, jobs.ts, src/faces/cli/commands/capture.ts (quarantine),
  * src/webhooks/engine/record-queries.ts (endpoint.switched_off) and
  * sql/019's trigger (endpoint.failing).

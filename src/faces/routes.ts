@@ -16,16 +16,16 @@ import { ResourceHandlers, RootHandlers } from "./api/handlers.ts"
 import { DeletionsHandlers } from "./api/deletions-handlers.ts"
 import { HooksHandlers } from "./api/hooks-handlers.ts"
 import { EventsHandlers } from "./api/events-handlers.ts"
-import { KeyDirectory } from "./api/key-directory.ts"
-import { ApiPool } from "./api/pool.ts"
 import { RequestErrorsLive } from "./api/request-errors.ts"
-import { RateLimiter } from "./api/rate-limit.ts"
-import { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
-import { UsageRecorder } from "./api/usage.ts"
-import { Views } from "./api/views.ts"
+import { ApiKeys } from "../access/keys/service.ts"
+import { ApiPool } from "../platform/db/api-pool.ts"
+import { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
+import { Deletions } from "../read/deletions.ts"
+import { EventsFeed } from "../read/events.ts"
+import { Views } from "../read/views.ts"
 
 export { ServiceApi } from "./api/definition.ts"
-export { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
+export { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
 
 /**
  * The route table: every route this part of the service serves. The fallback answers 405 (with
@@ -52,7 +52,9 @@ export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
 /** The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment. */
 export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   const SettingsLive = settings === undefined ? ApiSettings.fromEnv : ApiSettings.layer(settings)
-  const Services = Layer.mergeAll(KeyDirectory.layer, RateLimiter.layer, UsageRecorder.layer, Views.layer).pipe(
+  // The keys service and the read model, on the API's own pool.
+  const Services = Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
+    Layer.provideMerge(ApiKeys.layer),
     Layer.provideMerge(ApiPool.layer),
     Layer.provideMerge(SettingsLive)
   )

@@ -2,14 +2,14 @@
 // GET /api/v1/events and GET /api/v1/events/{id}. The handlers are in events-handlers.ts.
 // Query parameters are checked and parsed by their schemas, like the record lists': each 400
 // names the parameter and what it must be (request-errors.ts).
-import { pageOf } from "./cursor.ts"
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
 import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
 import { DELETED_RECORD_SCHEMAS, RECORD_SCHEMAS } from "./records.ts"
-import { EVENTS_WINDOW_DAYS } from "./events-feed.ts"
+import { EVENTS_WINDOW_DAYS } from "../../read/lists.ts"
+import { pageOf } from "./paging.ts"
 import { cursorParam, dateParam, LimitParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.

@@ -7,8 +7,8 @@ import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { CaptureConfig, ServiceRoles } from "../../platform/config.ts"
-import { query, Sql } from "../../platform/db/Sql.ts"
-import { loadMigrations } from "../../platform/db/migrate.ts"
+import { Sql } from "../../platform/db/Sql.ts"
+import { schemaCheck } from "../../platform/db/health.ts"
 
 const CHECK_TIMEOUT_MS = 1_000
 
@@ -19,23 +19,11 @@ export const HealthRoutes = Layer.unwrap(
     const capture = yield* Effect.serviceOption(Capture)
     // Without capture here, lag still reads from the database: what this replica serves is that far behind.
     const slot = Option.isSome(capture) ? capture.value.slot : (yield* CaptureConfig).slot
-    const migrations = loadMigrations().map((m) => m.name)
     const check = Effect.all(
-      [
-        query(
-          (sql) =>
-            sql<
-              { n: number }[]
-            >`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`
-        ),
-        captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))
-      ],
+      [schemaCheck(), captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))],
       { concurrency: "unbounded" }
     ).pipe(
-      Effect.map(([[applied], status]) => ({
-        migrations: applied!.n === migrations.length,
-        lagSeconds: status?.lagSeconds ?? null
-      })),
+      Effect.map(([migrations, status]) => ({ migrations, lagSeconds: status?.lagSeconds ?? null })),
       Effect.provideService(Sql, sql)
     )
     return Layer.mergeAll(

@@ -1,6 +1,5 @@
 // The operator's admin commands: replay, rebuild-views, status. Registered in
 // src/faces/cli/commands/index.ts; they share its flags and output conventions (stdout is
-import { query } from "../../../platform/db/Sql.ts"
 // the answer, one JSON value with --json; progress goes to stderr on a terminal).
 import { Cause, Effect, Exit, Option } from "effect"
 import { Command, Flag } from "effect/cli"
@@ -15,6 +14,7 @@ import { writeLog } from "../../../platform/logging.ts"
 import { type Actor, SYSTEM } from "../../../access/activity.ts"
 import { progressBar } from "../progress.ts"
 import { rebuildViews } from "../../../pipeline/capture/rebuild.ts"
+import { destinationCompany } from "../../../webhooks/replay/queries.ts"
 import { replay, type ReplaySummary } from "../../../webhooks/replay/select.ts"
 import {
   assessStatus,
@@ -116,18 +116,13 @@ export const replayCommand = Command.make(
           let actor: Actor = SYSTEM
           if (Option.isSome(args.as)) {
             // --as must be an admin of the company the destination belongs to.
-            const ref = Option.getOrElse(
-              Option.orElse(args.endpoint, () => args.subscription),
-              () => ""
+            const owner = yield* destinationCompany(
+              Option.getOrElse(
+                Option.orElse(args.endpoint, () => args.subscription),
+                () => ""
+              )
             )
-              .trim()
-              .toLowerCase()
-            const [owner] = yield* query(
-              (sql) => sql<{ company_id: string }[]>`
-              select company_id::text from service.webhook_endpoints where id::text = ${ref}
-              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`
-            )
-            const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner.company_id) : undefined)
+            const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner) : undefined)
             actor = { kind: "user", id: admin.userId, email: admin.email }
           }
           return yield* replay(
