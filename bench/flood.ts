@@ -127,6 +127,7 @@ try {
   const command = startCommand()
   for (const step of command.before) await runCli(step[0]!, step.slice(1), {})
   const port = await freePort()
+  const opsPort = await freePort()
   service = spawn(process.execPath, command.args, {
     cwd: ROOT,
     env: {
@@ -134,6 +135,7 @@ try {
       ...env,
       ...command.env,
       PORT: String(port),
+      OPS_PORT: String(opsPort),
       LOG_LEVEL: "warn",
       // The reader's steady rate is above the production limit; the flood never has a key.
       API_RATE_LIMIT: "1000000"

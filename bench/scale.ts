@@ -103,7 +103,14 @@ let sql: postgres.Sql | undefined
 let dropDatabase: (() => Promise<void>) | undefined
 try {
   const httpPort = await freePort()
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dir, PORT: String(httpPort), LOG_LEVEL: "warn" }
+  const opsPort = await freePort()
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: dir,
+    PORT: String(httpPort),
+    OPS_PORT: String(opsPort),
+    LOG_LEVEL: "warn"
+  }
   delete env.NODE_OPTIONS
   // A database of the run's own on BENCH_DATABASE_URL's server, or the embedded one under DATA_DIR.
   let databaseUrl: string
@@ -143,7 +150,7 @@ try {
   const pid = service.pid!
   const base = `http://127.0.0.1:${httpPort}`
   for (let i = 0; ; i++) {
-    const ok = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+    const ok = await fetch(`http://127.0.0.1:${opsPort}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
       async (r) => r.ok && ((await r.json()) as { capture?: { streaming?: boolean } }).capture?.streaming === true,
       () => false
     )

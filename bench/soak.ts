@@ -386,12 +386,14 @@ const main = async () => {
     writeFileSync(caFile, trusted.caCert)
     receiver = await startReceiver(trusted.cert, trusted.key)
     const httpPort = await freePort()
+    const opsPort = await freePort()
     const pgPort = await freePort()
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       DATA_DIR: dataDir,
       EMBEDDED_PG_PORT: String(pgPort),
       PORT: String(httpPort),
+      OPS_PORT: String(opsPort),
       HOST: "127.0.0.1",
       WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
       NODE_EXTRA_CA_CERTS: caFile
@@ -438,12 +440,12 @@ const main = async () => {
     let serviceExit: string | undefined
     service.once("exit", (code, signal) => (serviceExit = `exit ${code ?? signal}`))
     const pid = service.pid!
-    const base = `http://127.0.0.1:${httpPort}`
+    const ops = `http://127.0.0.1:${opsPort}`
     await waitUntil(
       async () => {
         if (serviceExit !== undefined)
           throw new Error(`the service stopped (${serviceExit}):\n${readFileSync(logFile, "utf8").slice(-3000)}`)
-        return fetch(`${base}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+        return fetch(`${ops}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
           (r) => r.ok,
           () => false
         )
@@ -549,7 +551,7 @@ const main = async () => {
     const cpu0 = procCpuSeconds(pid)
     const sampleNow = async (): Promise<Sample> => {
       const mem = procMemory(pid)
-      const metrics = await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(10_000) })
+      const metrics = await fetch(`${ops}/metrics`, { signal: AbortSignal.timeout(10_000) })
         .then((r) => r.text())
         .then(parseMetrics, () => new Map<string, number>())
       const s: Sample = {

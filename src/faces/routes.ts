@@ -9,8 +9,8 @@ import { AdminRoutesFor, adminKnownRoutes } from "./admin-api/index.ts"
 import { ApiKeyAuthLive } from "./api/auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./api/definition.ts"
 import { fallbackLayer } from "./fallback.ts"
+import { NoStore } from "./http/no-store.ts"
 import { routesOf, type KnownRoute } from "./http/routes.ts"
-import { METRICS_PATH } from "./ops/metrics-routes.ts"
 import { ADMIN_WEB_ROUTES } from "./pages/paths.ts"
 import { ResourceHandlers, RootHandlers } from "./api/handlers.ts"
 import { DeletionsHandlers } from "./api/deletions-handlers.ts"
@@ -41,12 +41,11 @@ export const SERVED_ROUTES: ReadonlyArray<KnownRoute> = [
   ...ADMIN_WEB_ROUTES
 ]
 
-/** With the health checks and /metrics, served by their own routers: every route the server knows. */
+/** With the health checks, served by their own router: every route the public server knows. */
 export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
   ...SERVED_ROUTES,
   { method: "GET", path: "/healthz" },
-  { method: "GET", path: "/readyz" },
-  { method: "GET", path: METRICS_PATH }
+  { method: "GET", path: "/readyz" }
 ]
 
 /** The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment. */
@@ -67,8 +66,8 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   )
   const Docs = docsPage(ServiceApi, DOCS_PATH)
   const Fallback = fallbackLayer(SERVED_ROUTES)
-  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback).pipe(Layer.provide(Services))
+  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback, NoStore).pipe(Layer.provide(Services))
 }
 
-/** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(HealthRoutes, ApiRoutes)), with Database provided. */
+/** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, ApiRoutes)), with Database provided. */
 export const ApiRoutes = makeApiRoutes()

@@ -50,7 +50,6 @@ describe("capture quarantine from the command line", () => {
     await db.sql`insert into app.users (company_id, name, email, role) values (${company.id}, 'Olu Operator', ${admin}, 'admin')`
     await db.sql`alter table app.audits drop constraint if exists audits_score_check`
     const port = await freePort()
-    base = `http://127.0.0.1:${port}`
     const secrets = randomBytes(32).toString("base64")
     env = { DATABASE_URL: db.url, REPLICATION_SLOT: `slot_${db.name}`, SECRETS_KEY: secrets }
     service = startService({
@@ -60,6 +59,8 @@ describe("capture quarantine from the command line", () => {
       // The contract watch reads the catalog at this interval too.
       CAPTURE_HEARTBEAT: "1 second"
     })
+    // /metrics and the detailed /readyz are on the operations port.
+    base = await service.opsUrl()
     await waitForUrl(`${base}/readyz`, 60_000, streaming)
   }, 90_000)
 
