@@ -1,7 +1,7 @@
 // What the composition root adds to the public HTTP server for observability: the
 // per-request middleware (request metrics, labelled by every route the server knows: read API,
 // its documents, admin API, health) and trace span names. GET /metrics is on the operations
-// port (ops/ops-server.ts).
+// port (ops-server.ts).
 import { Layer } from "effect"
 import { HttpMiddleware } from "effect/http"
 import { requestObservability } from "./http/requests.ts"

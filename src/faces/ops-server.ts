@@ -3,10 +3,10 @@
 // operator but not whoever reaches the public port. Anything else there is a JSON 404.
 import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
-import { notFound } from "../../domain/errors.ts"
-import { errorAnswer } from "../http/errors.ts"
-import { OpsHealthRoutes } from "./health.ts"
-import { MetricsRoutes } from "./metrics-routes.ts"
+import { notFound } from "../domain/errors.ts"
+import { errorAnswer } from "./http/errors.ts"
+import { OpsHealthRoutes } from "./ops/health.ts"
+import { MetricsRoutes } from "./ops/metrics-routes.ts"
 
 const Unknown = HttpRouter.add(
   "*",
