@@ -654,7 +654,7 @@ export interface paths {
         readonly put?: never;
         /**
          * Subscribe to an event
-         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions: a 51st is refused with 400 (spec 7: a bad request body).
+         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions: a 51st is refused with 400.
          */
         readonly post: operations["hooks.create"];
         readonly delete?: never;
@@ -1081,7 +1081,7 @@ export interface components {
             /** @description A human-readable message */
             readonly error: string;
         };
-        /** @description An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event */
+        /** @description An event as webhooks deliver it, identified by the event's id: one of the eleven event payloads, told apart by event */
         readonly Event: components["schemas"]["IncidentCreatedEvent"] | components["schemas"]["ObservationCreatedEvent"] | components["schemas"]["CorrectiveActionCreatedEvent"] | components["schemas"]["CorrectiveActionClosedEvent"] | components["schemas"]["AuditCreatedEvent"] | components["schemas"]["InspectionFailedEvent"] | components["schemas"]["TrainingRecordCreatedEvent"] | components["schemas"]["ChangeApprovedEvent"] | components["schemas"]["ChangeImplementedEvent"] | components["schemas"]["PermitApprovedEvent"] | components["schemas"]["PermitClosedEvent"];
         /**
          * @description permit.closed: fired when a permit is closed out. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
@@ -1532,7 +1532,7 @@ export interface components {
             readonly createdAt: null;
         };
         /**
-         * @description An equipment inspection (spec 2.3)
+         * @description An equipment inspection
          * @example {
          *       "id": "7c9e1a3c-5d6f-4b8d-8e0a-2c4e6a8c0d25",
          *       "equipment": {
@@ -1805,7 +1805,7 @@ export interface components {
             readonly updatedAt: null;
         };
         /**
-         * @description A corrective action (spec 2.2)
+         * @description A corrective action
          * @example {
          *       "id": "3e5a7c9e-1f2b-4d4f-8a6c-8e0a2c4e6f81",
          *       "title": "Install a guard rail on the mezzanine",
@@ -2146,7 +2146,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description A subscription of the key to one event (spec 2.4), as GET answers it: never the secret
+         * @description A subscription of the key to one event, as GET answers it: never the secret
          * @example {
          *       "id": "c9d1e3f5-a7b8-4c0d-8e2f-4a6b8c0d2e36",
          *       "name": "incident.created",
@@ -5930,7 +5930,7 @@ export interface operations {
         };
         readonly requestBody?: never;
         readonly responses: {
-            /** @description A subscription of the key to one event (spec 2.4), as GET answers it: never the secret */
+            /** @description A subscription of the key to one event, as GET answers it: never the secret */
             readonly 200: {
                 headers: {
                     /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
@@ -6445,7 +6445,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "incident.created";
@@ -6457,7 +6457,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["IncidentCreatedEvent"];
@@ -6497,7 +6497,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "observation.created";
@@ -6509,7 +6509,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["ObservationCreatedEvent"];
@@ -6549,7 +6549,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "corrective_action.created";
@@ -6561,7 +6561,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["CorrectiveActionCreatedEvent"];
@@ -6601,7 +6601,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "corrective_action.closed";
@@ -6613,7 +6613,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["CorrectiveActionClosedEvent"];
@@ -6653,7 +6653,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "audit.created";
@@ -6665,7 +6665,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["AuditCreatedEvent"];
@@ -6705,7 +6705,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "inspection.failed";
@@ -6717,7 +6717,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["InspectionFailedEvent"];
@@ -6757,7 +6757,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "training_record.created";
@@ -6769,7 +6769,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["TrainingRecordCreatedEvent"];
@@ -6809,7 +6809,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "change.approved";
@@ -6821,7 +6821,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["ChangeApprovedEvent"];
@@ -6861,7 +6861,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "change.implemented";
@@ -6873,7 +6873,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["ChangeImplementedEvent"];
@@ -6913,7 +6913,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "permit.approved";
@@ -6925,7 +6925,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["PermitApprovedEvent"];
@@ -6965,7 +6965,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "permit.closed";
@@ -6977,7 +6977,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["PermitClosedEvent"];

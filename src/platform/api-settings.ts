@@ -5,7 +5,7 @@
 import { Config, Context, Duration, Effect, Layer } from "effect"
 
 export interface ApiSettingsShape {
-  /** Requests admitted per key within the window (spec 8: 120 per minute). */
+  /** Requests admitted per key within the window (120 per minute by default: docs/api.md#rate-limit). */
   readonly rateLimit: number
   /** The rate-limit window in seconds (60). */
   readonly rateWindowSeconds: number

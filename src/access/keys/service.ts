@@ -48,7 +48,7 @@ export interface KeyStanding {
   readonly expiresAt: Date | null
   readonly webhooks: boolean
   readonly companyName: string
-  /** Its scopes whose module is on, in spec order. */
+  /** Its scopes whose module is on, in RESOURCES order. */
   readonly readable: ReadonlyArray<Resource>
 }
 

@@ -5,8 +5,8 @@
 // loopback, which is allowed through the allowed networks and trusted through the test CA.
 // Every answer is checked against /admin/v1/openapi.json (or /api/v1/openapi.json).
 //
-// The engine retries a failed delivery once, after 3 s (instead of the spec's 5 retries over
-// a day): switching off still takes 15 deliveries in a row that failed every attempt.
+// The engine retries a failed delivery once, after 3 s (instead of the default 5 retries over
+// a day: docs/events.md#retries): switching off still takes 15 deliveries in a row that failed every attempt.
 import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import Stripe from "stripe"
