@@ -473,7 +473,8 @@ describe("admin HTTP API: webhooks", () => {
     const log = await waitFor(async () => {
       const a = await admin("GET", `/admin/v1/endpoints/${e.id}/deliveries`)
       expect(a.status).toBe(200)
-      return a.json.data.every((d: { state: string }) => d.state === "succeeded")
+      // A delivery's row is written once its receiver has answered: wait for all 25 rows.
+      return a.json.data.length === 25 && a.json.data.every((d: { state: string }) => d.state === "succeeded")
         ? (a.json.data as Array<Record<string, any>>)
         : undefined
     }, "the log to show every delivery succeeded")
