@@ -11,7 +11,9 @@ import {
   HttpConfig,
   loadHttpLimits,
   loadServiceRoles,
+  loadTrustProxy,
   serviceRolesLayer,
+  trustProxyLayer,
   type HttpLimits,
   type ServiceRole
 } from "./platform/config.ts"
@@ -69,6 +71,7 @@ export const MainLive = Layer.unwrap(
   Effect.gen(function* () {
     const roles = yield* loadServiceRoles
     const limits = yield* loadHttpLimits
+    const trustProxy = yield* loadTrustProxy
     // Typed as providing nothing: what reads them asks whether they run here.
     const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
       ? CaptureLive
@@ -89,7 +92,8 @@ export const MainLive = Layer.unwrap(
       Layer.provideMerge(Database.serviceLayer),
       Layer.provideMerge(MetricsLive),
       Layer.provideMerge(ReplayRateLive),
-      Layer.provideMerge(serviceRolesLayer(roles))
+      Layer.provideMerge(serviceRolesLayer(roles)),
+      Layer.provideMerge(trustProxyLayer(trustProxy))
     )
   })
   // Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) around everything: spans still queued are sent last.

@@ -49,15 +49,25 @@ export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
   { method: "GET", path: METRICS_PATH }
 ]
 
-/** The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment. */
-export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
+/** The keys service and the read model, on the API's own pool, with explicit settings or from the environment. */
+export const makeApiServices = (settings?: Partial<ApiSettingsShape>) => {
   const SettingsLive = settings === undefined ? ApiSettings.fromEnv : ApiSettings.layer(settings)
-  // The keys service and the read model, on the API's own pool.
-  const Services = Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
+  return Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
     Layer.provideMerge(ApiKeys.layer),
     Layer.provideMerge(ApiPool.layer),
     Layer.provideMerge(SettingsLive)
   )
+}
+
+/**
+ * The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment.
+ * A test that also wants the services themselves passes the same `Services` layer it builds
+ * beside the routes: one build makes one of each.
+ */
+export const makeApiRoutes = (
+  settings?: Partial<ApiSettingsShape>,
+  Services: ReturnType<typeof makeApiServices> = makeApiServices(settings)
+) => {
   const ServiceRoutes = HttpApiBuilder.layer(ServiceApi, { openapiPath: OPENAPI_PATH }).pipe(
     Layer.provide([RootHandlers, ResourceHandlers]),
     Layer.provide(HooksHandlers),
