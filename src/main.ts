@@ -24,7 +24,7 @@ import * as Database from "./platform/db/Database.ts"
 import { Sql } from "./platform/db/Sql.ts"
 import { isStartRefused } from "./platform/db/refusal.ts"
 import { HealthRoutes } from "./faces/ops/health.ts"
-import { createServiceServer, ROUTER_CONFIG } from "./platform/http/node-server.ts"
+import { createServiceServer, ROUTER_CONFIG, ServerDoor, type DoorSlot } from "./platform/http/node-server.ts"
 import { LoggingLive, writeLog } from "./platform/logging.ts"
 import { ObservabilityRoutes, RequestSpanNames } from "./faces/observability.ts"
 import { MetricsLive } from "./faces/ops/metrics.ts"
@@ -41,7 +41,9 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const { port, host } = yield* HttpConfig
-      const server = NodeHttpServer.layer(() => createServiceServer(limits), {
+      // The API installs its door here (src/faces/door.ts): the refusals a flood makes, answered before the router.
+      const door: DoorSlot = { current: undefined }
+      const server = NodeHttpServer.layer(() => createServiceServer(limits, door), {
         port,
         host,
         gracefulShutdownTimeout: "10 seconds"
@@ -51,7 +53,8 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
       return roles.includes("api")
         ? HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes, ApiRoutes, AdminWebRoutes), options).pipe(
             Layer.provide(server),
-            Layer.provide(WebhooksLive)
+            Layer.provide(WebhooksLive),
+            Layer.provide(Layer.succeed(ServerDoor, door))
           )
         : HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), options).pipe(Layer.provide(server))
     })

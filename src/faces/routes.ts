@@ -8,6 +8,7 @@ import { docsPage } from "./http/docs-page.ts"
 import { AdminRoutesFor, adminKnownRoutes } from "./admin-api/index.ts"
 import { ApiKeyAuthLive } from "./api/auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./api/definition.ts"
+import { doorLayer } from "./door.ts"
 import { fallbackLayer } from "./fallback.ts"
 import { routesOf, type KnownRoute } from "./http/routes.ts"
 import { METRICS_PATH } from "./ops/metrics-routes.ts"
@@ -77,7 +78,9 @@ export const makeApiRoutes = (
   )
   const Docs = docsPage(ServiceApi, DOCS_PATH)
   const Fallback = fallbackLayer(SERVED_ROUTES)
-  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback).pipe(Layer.provide(Services))
+  // Where the server has a door (src/platform/http/node-server.ts), the flood's refusals are answered there.
+  const Door = doorLayer(SERVED_ROUTES)
+  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback, Door).pipe(Layer.provide(Services))
 }
 
 /** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(HealthRoutes, ApiRoutes)), with Database provided. */

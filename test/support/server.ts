@@ -1,11 +1,16 @@
 // The real HTTP server with the real routes (read API, docs, admin API) on a free
 // port, against a test database. Several servers may share one database, as several
 // service processes would: each has its own connection pool and its own usage counters.
-import { ROUTER_CONFIG } from "../../src/platform/http/node-server.ts"
+import {
+  createServiceServer,
+  DEFAULT_HTTP_LIMITS,
+  ROUTER_CONFIG,
+  ServerDoor,
+  type DoorSlot
+} from "../../src/platform/http/node-server.ts"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
-import { createServer } from "node:http"
 import { AdminWebRoutes } from "../../src/faces/pages/index.ts"
 import { makeApiRoutes, makeApiServices, type ApiSettingsShape } from "../../src/faces/routes.ts"
 import { ApiKeys, type KeysStats } from "../../src/access/keys/service.ts"
@@ -62,15 +67,21 @@ export const startServer = async (
     readonly pages?: boolean
     /** TRUST_PROXY, parsed (default: none, the socket's address). */
     readonly trustProxy?: TrustProxy
+    /** The server's door (src/faces/door.ts), as the service has it; false: every request goes to the router. */
+    readonly door?: boolean
   } = {}
 ): Promise<TestServer> => {
   // One Services layer, given to the routes and kept in the output: one keys service, reachable by the test.
   const services = makeApiServices(settings)
   const api = makeApiRoutes(settings, services)
   const routes = options.pages ? Layer.mergeAll(api, AdminWebRoutes) : api
+  const door: DoorSlot = { current: undefined }
   const ServerLive = HttpRouter.serve(routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
     Layer.provide(webhooksTestLayer(options.webhooks)),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+    Layer.provideMerge(
+      NodeHttpServer.layer(() => createServiceServer(DEFAULT_HTTP_LIMITS, door), { port: 0, host: "127.0.0.1" })
+    ),
+    Layer.provide(options.door === false ? Layer.empty : Layer.succeed(ServerDoor, door)),
     Layer.provideMerge(services),
     Layer.provide(databaseLayer(databaseUrl, options.poolSize)),
     Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")),

@@ -29,6 +29,8 @@ interface Bucket {
 export interface AuthFailures {
   /** Takes a token for a lookup: 0 when the client may go on, else the seconds until it may try again. */
   readonly take: (client: string, now: number) => number
+  /** The seconds until the client may try again (0: it may now), taking nothing. */
+  readonly wait: (client: string, now: number) => number
   /** Gives back the token a lookup took: the credential was a usable key after all. */
   readonly giveBack: (client: string, now: number) => void
   readonly stats: () => LruStats
@@ -57,7 +59,16 @@ export const makeAuthFailures = (limit: FailureLimit = DEFAULT_FAILURE_LIMIT): A
       bucket.tokens -= 1
       return 0
     }
-    return Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000))
+    return waitFor(bucket.tokens)
+  }
+
+  const waitFor = (tokens: number) => Math.max(1, Math.ceil((1 - tokens) / perMs / 1000))
+
+  const wait = (client: string, now: number): number => {
+    const bucket = buckets.peek(client, now)
+    if (bucket === undefined) return 0
+    const tokens = Math.min(limit.burst, bucket.tokens + Math.max(0, now - bucket.at) * perMs)
+    return tokens >= 1 ? 0 : waitFor(tokens)
   }
 
   const giveBack = (client: string, now: number) => {
@@ -67,5 +78,5 @@ export const makeAuthFailures = (limit: FailureLimit = DEFAULT_FAILURE_LIMIT): A
     bucket.tokens = Math.min(limit.burst, bucket.tokens + 1)
   }
 
-  return { take, giveBack, stats: () => buckets.stats() }
+  return { take, wait, giveBack, stats: () => buckets.stats() }
 }

@@ -90,6 +90,15 @@ export class ApiKeys extends Context.Service<
       resource: Resource | undefined,
       state: RefusedState
     ) => Effect.Effect<Unauthorized | Forbidden>
+    /**
+     * The 429 a request with this credential from this client gets before any lookup, when its
+     * client has no failed authentication left and the credential is no key this process knows;
+     * decided from memory, taking nothing (the server's door answers it: faces/door.ts).
+     */
+    readonly atTheDoor: (
+      credential: string,
+      client: string | undefined
+    ) => { readonly error: RateLimited; readonly retryAfter: number } | undefined
     readonly stats: () => KeysStats
   }
 >()("service/access/ApiKeys") {
@@ -104,6 +113,20 @@ export class ApiKeys extends Context.Service<
       const usage = yield* makeUsageRecorder(main, settings.usageFlushMillis)
       const failureLimit = settings.authFailuresPerMinute
       const failures = makeAuthFailures({ burst: failureLimit, perMinute: failureLimit })
+      // A flood's answers are made once, not per request (an error captures a stack trace as
+      // it is made, the largest cost of a refusal): no key, an unknown one, and the 429 for
+      // each wait in seconds (a minute's worth at most, as the bucket refills within it).
+      const MISSING_KEY = keyRefused({ _tag: "Missing" })
+      const UNKNOWN_KEY = keyRefused({ _tag: "Unknown" })
+      const waits = new Map<number, RateLimited>()
+      const tooMany = (seconds: number): RateLimited => {
+        let e = waits.get(seconds)
+        if (e === undefined) {
+          e = tooManyFailures(failureLimit, seconds)
+          if (waits.size < 120) waits.set(seconds, e)
+        }
+        return e
+      }
 
       const explained = (keyId: string, host: string | undefined, resource: Resource | undefined) =>
         Effect.promise(() => directory.explain(keyId, host, resource))
@@ -154,8 +177,11 @@ export class ApiKeys extends Context.Service<
 
       // Runs on every request: plain combinators, and no statement for a remembered key with a lease in hand.
       const looked = (request: KeyRequest, lookup: Lookup): Effect.Effect<Admission> => {
-        if (lookup._tag === "Refused" && refusesCredential(lookup.refusal))
-          return Effect.succeed(refused(keyRefused(lookup.refusal), undefined, undefined))
+        if (lookup._tag === "Refused" && refusesCredential(lookup.refusal)) {
+          const tag = lookup.refusal._tag
+          const error = tag === "Unknown" ? UNKNOWN_KEY : tag === "Missing" ? MISSING_KEY : keyRefused(lookup.refusal)
+          return Effect.succeed(refused(error, undefined, undefined))
+        }
         const entry = lookup.entry!
         usage.record(entry.keyId)
         const rate = limiter.spend(entry.keyId)
@@ -189,7 +215,7 @@ export class ApiKeys extends Context.Service<
         if (wait > 0)
           return Effect.succeed<Admission>({
             _tag: "Refused",
-            error: tooManyFailures(failureLimit, wait),
+            error: tooMany(wait),
             keyId: undefined,
             rate: undefined,
             retryAfter: wait
@@ -221,9 +247,15 @@ export class ApiKeys extends Context.Service<
                 })
         )
 
+      const atTheDoor = (credential: string, client: string | undefined) => {
+        if (credential === "" || directory.knows(credential)) return undefined
+        const wait = failures.wait(clientKey(client), Date.now())
+        return wait === 0 ? undefined : { error: tooMany(wait), retryAfter: wait }
+      }
+
       const stats = (): KeysStats => ({ ...directory.stats(), clients: failures.stats() })
 
-      return ApiKeys.of({ admit, standing, refusal, stats })
+      return ApiKeys.of({ admit, standing, refusal, atTheDoor, stats })
     })
   )
 }

@@ -60,11 +60,12 @@ export const isHostHeader = (header: string | undefined): boolean => {
   return (name.endsWith(".") ? name.length - 1 : name.length) <= MAX_HOST_LENGTH
 }
 
-/** The refusal of a Host that is not one (400). */
-export const badHost = () =>
-  invalid(
-    `the Host header is not a host name: send a name of at most ${MAX_HOST_LENGTH} letters, digits, hyphens and dots, or an IP address, with an optional :port`
-  )
+const BAD_HOST = invalid(
+  `the Host header is not a host name: send a name of at most ${MAX_HOST_LENGTH} letters, digits, hyphens and dots, or an IP address, with an optional :port`
+)
+
+/** The refusal of a Host that is not one (400): one error, made once (a flood's answers cost no stack trace each). */
+export const badHost = () => BAD_HOST
 
 /** The request's client address, as TRUST_PROXY says to read it. */
 export const clientOf = (request: HttpServerRequest.HttpServerRequest, trust: TrustProxy): string | undefined =>

@@ -2,7 +2,11 @@
 // server: a Host that is no host name is refused before any lookup; Hosts no company has are
 // not remembered; a client's failed authentications are limited (429 with Retry-After, and no
 // further statement), while a key the process knows still works from that client's address;
-// TRUST_PROXY decides which address a request counts against; revocation stays immediate.
+// TRUST_PROXY decides which address a request counts against; revocation stays immediate. Each
+// refusal a flood makes by the thousand is answered by the server's door (src/faces/door.ts)
+// in the service; every test runs with it and without it (the router's answer), and the two
+// answers are the same (the door adds X-Request-Id, which this test server's router, without
+// the observability middleware, does not: that tells them apart here).
 import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -18,7 +22,10 @@ const madeUp = () => `mk_${randomBytes(32).toString("base64url")}`
 const FAILURE_TEXT =
   /^too many requests with an unknown, revoked or expired API key from this address \(at most 5 a minute\); retry in \d+ seconds?$/
 
-describe("requests without a valid key", () => {
+describe.each([
+  ["at the door", true],
+  ["through the router", false]
+])("requests without a valid key, %s", (_mode, door) => {
   const db = useDatabase()
   let acme: TestCompany
   let other: TestCompany
@@ -36,7 +43,7 @@ describe("requests without a valid key", () => {
     const s = await startServer(
       db.url,
       { rateLimit: 1_000_000, authFailuresPerMinute },
-      trustProxy === undefined ? {} : { trustProxy }
+      trustProxy === undefined ? { door } : { trustProxy, door }
     )
     servers.push(s)
     return s
@@ -70,9 +77,12 @@ describe("requests without a valid key", () => {
               "the Host header is not a host name: send a name of at most 253 letters, digits, hyphens and dots, or an IP address, with an optional :port"
           })
           expect(a.headers.get("ratelimit-policy")).toBe('"default";q=1000000;w=60')
+          expect(a.headers.get("x-request-id") !== null).toBe(door)
         }
       }
     }
+    // the OpenAPI document too: nothing under /api/ reads a Host that is not one
+    expect((await request(server.url, "/api/v1/openapi.json", { headers: { host: "bad host" } })).status).toBe(400)
     expect(server.keys().statements).toBe(before)
     // nothing was counted against the address either: made-up keys still get their 401
     expect((await request(server.url, "/api/v1/incidents", { key: madeUp() })).status).toBe(401)
@@ -117,7 +127,19 @@ describe("requests without a valid key", () => {
       expect(a.json.error).toContain(`retry in ${wait} second`)
       expect(a.headers.get("ratelimit-policy")).toBe('"default";q=1000000;w=60')
       expect(a.headers.get("ratelimit")).toBeNull()
+      expect(a.headers.get("content-type")).toBe("application/json")
+      expect(a.headers.get("x-request-id") !== null).toBe(door)
     }
+    if (door) {
+      const echoed = await request(server.url, "/api/v1/incidents", {
+        key: madeUp(),
+        headers: { "x-request-id": "caller-id-123" }
+      })
+      expect(echoed.headers.get("x-request-id")).toBe("caller-id-123")
+    }
+    // the OpenAPI document takes no key, and is served whatever the address did
+    expect((await request(server.url, "/api/v1/openapi.json", { key: madeUp() })).status).toBe(200)
+    expect((await request(server.url, "/api/v1/openapi.json?x=1", { key: madeUp() })).status).toBe(200)
     // A credential of no key's shape counts too, and a request without a key is told how to send one.
     expect((await request(server.url, "/api/v1/incidents", { key: "mk_short" })).status).toBe(429)
     const missing = await request(server.url, "/api/v1/incidents")
