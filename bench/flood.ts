@@ -18,7 +18,7 @@ import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { Agent, request } from "node:http"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
@@ -221,6 +221,7 @@ try {
   const s0 = await statements()
   await new Promise((r) => setTimeout(r, BASELINE_SECONDS * 1000))
   const s1 = await statements()
+  const aloneLoad = loadavg()[0]!
   const alone = {
     ...(await aloneReader.stop()),
     rss: aloneRss.stop(),
@@ -275,7 +276,9 @@ try {
       perHundred: (own / after1s) * 100,
       own,
       // The reader's requests and the service's own loops are in it too: a few percent at most.
-      cpuPerRequestUs: (cpu * 1000) / REQUESTS
+      cpuPerRequestUs: (cpu * 1000) / REQUESTS,
+      // What else wanted the machine's cores meanwhile (this bench's client takes one).
+      load: loadavg()[0]!
     }
   }
 
@@ -306,7 +309,8 @@ try {
     ["RSS peak (MB)", fmt(alone.rss.peak, 1), ...phases.map((p) => fmt(p.rss.peak, 1))],
     ["RSS end (MB)", fmt(alone.rss.end, 1), ...phases.map((p) => fmt(p.rss.end, 1))],
     ["statements/s (all)", fmt(alone.statementsPerSecond, 1), ...phases.map((p) => fmt(p.statementsPerSecond, 1))],
-    ["service CPU per flood request", "", ...phases.map((p) => `${fmt(p.cpuPerRequestUs)} µs`)]
+    ["service CPU per flood request", "", ...phases.map((p) => `${fmt(p.cpuPerRequestUs)} µs`)],
+    ["load average (1 min) after", fmt(aloneLoad, 2), ...phases.map((p) => fmt(p.load, 2))]
   ])
   console.log("")
   for (const p of phases) {
