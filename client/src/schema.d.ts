@@ -2672,7 +2672,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -2780,7 +2780,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -2890,7 +2890,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -2998,7 +2998,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3108,7 +3108,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3217,7 +3217,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3327,7 +3327,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3435,7 +3435,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3545,7 +3545,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3653,7 +3653,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3763,7 +3763,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3871,7 +3871,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3981,7 +3981,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4090,7 +4090,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4200,7 +4200,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4309,7 +4309,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4419,7 +4419,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4527,7 +4527,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4637,7 +4637,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4745,7 +4745,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4855,7 +4855,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4963,7 +4963,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5073,7 +5073,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5181,7 +5181,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5291,7 +5291,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5399,7 +5399,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5509,7 +5509,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5617,7 +5617,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5727,7 +5727,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5820,7 +5820,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5902,7 +5902,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6010,7 +6010,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6101,7 +6101,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6205,7 +6205,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6315,7 +6315,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6418,7 +6418,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
