@@ -96,13 +96,16 @@ describe("readyz", () => {
         capture: { role: "leader", streaming: true, lastError: null }
       }
     })
-    // Hold capture's next batch (as rebuild-views does) while the app writes, and make its
-    // last apply look two minutes old: streaming, but behind.
+    // Make capture's last apply look two minutes old, then hold its next batch while the app
+    // writes: streaming, but behind. The update comes first, while capture is idle: capture's
+    // batch locks the checkpoint's row as its first step, so an update made once the batch has
+    // begun would wait for the batch, which waits for the lock held here (a wait PostgreSQL
+    // cannot see as a deadlock, holding a transaction open that stalls every slot creation).
+    await w.db
+      .sql`update service.capture_state set applied_at = now() - interval '2 minutes' where slot_name = ${capture.slot}`
     const held = w.db.sql.begin(async (tx) => {
       await tx`lock table service.rows in share mode`
       await insertIncident(w.db.sql, w.company.id)
-      await w.db
-        .sql`update service.capture_state set applied_at = now() - interval '2 minutes' where slot_name = ${capture.slot}`
       const behind = await ready()
       expect(behind).toMatchObject({
         status: 200,
