@@ -11,8 +11,18 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TLSSocket } from "node:tls"
 
-/** Names the receiver's certificate is valid for (lookups in tests point them at 127.0.0.1). */
-export const CERT_DNS_NAMES = ["localhost", "receiver.test", "hooks.receiver.test", "webhook-test.local", "rebind.test"]
+/**
+ * Names the receiver's certificate is valid for (lookups in tests point them at 127.0.0.1);
+ * `*.hung.test` names receivers of one process on several loopback addresses (bench:webhooks).
+ */
+export const CERT_DNS_NAMES = [
+  "localhost",
+  "receiver.test",
+  "hooks.receiver.test",
+  "webhook-test.local",
+  "rebind.test",
+  "*.hung.test"
+]
 export const CERT_IPS = ["127.0.0.1", "::1"]
 
 export type Certs = { readonly caCert: string; readonly cert: string; readonly key: string }
