@@ -84,3 +84,30 @@ export const checkUrl = Effect.fn("checkUrl")(function* (
     })
   return r.target.href
 })
+
+/** A destination's rate, in deliveries per second: at least MIN_RATE_LIMIT, at most MAX_RATE_LIMIT. */
+export const MIN_RATE_LIMIT = 0.01
+export const MAX_RATE_LIMIT = 1_000
+
+/** rateLimit: deliveries per second (decimals allowed, e.g. 0.5), or null for none. */
+export const parseRateLimit = (input: unknown): number | null => {
+  if (input === null) return null
+  if (typeof input !== "number" || !Number.isFinite(input) || input < MIN_RATE_LIMIT || input > MAX_RATE_LIMIT)
+    throw invalid(
+      `rateLimit must be a number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT} (e.g. 5 or 0.5), or null for no limit`,
+      { field: "rateLimit" }
+    )
+  return input
+}
+
+export const ORDERINGS = ["none", "record"] as const
+/** "record": events of one record reach the destination in the order they happened; "none": no order (the default). */
+export type Ordering = (typeof ORDERINGS)[number]
+
+export const parseOrdering = (input: unknown): Ordering => {
+  if (input === "none" || input === "record") return input
+  throw invalid(
+    'ordering must be "record" (events of one record in the order they happened) or "none" (no order, the default)',
+    { field: "ordering" }
+  )
+}

@@ -136,7 +136,8 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
           attempts: outcome ? 1 : 0,
           nextAt: outcome ? outcome.nextAt : new Date(at),
           leaseUntil: leaseUntil === null ? null : new Date(leaseUntil),
-          outcome
+          outcome,
+          orderingKey: it.c.orderingKey
         })
         for (const it of done) {
           if (it.persisted) leased.push(it.outcome!)
