@@ -71,8 +71,11 @@ export const makeCircuits = (
   const provisional = new Map<string, CircuitRow>()
   /** Timeouts or connection failures in a row, per destination whose circuit is closed. */
   const failures = new Map<string, number>()
-  /** Destinations whose probe this process is taking or sending. */
-  const probing = new Set<string>()
+  /**
+   * Destinations whose probe this process is taking or sending, until when at the latest (a
+   * probe handed back unsent, or lost with its partition, does not hold its circuit shut).
+   */
+  const probing = new Map<string, number>()
   const ops: Array<Op> = []
   const stats: CircuitStats = { circuitsOpened: 0, circuitsClosed: 0, notSent: 0 }
   const probeLeaseMs = env.o.timeoutMs + 5_000
@@ -87,7 +90,11 @@ export const makeCircuits = (
     const id = (c.endpointId ?? c.subscriptionId)!
     const k = circuitOf(id)
     if (k === undefined || c.manual) return "send"
-    if (probing.has(id)) return "fail"
+    const until = probing.get(id)
+    if (until !== undefined) {
+      if (until > nowMs) return "fail"
+      probing.delete(id)
+    }
     if (nowMs < k.probeAtMs) return "fail"
     if (k.state === "half_open" && k.probeUntilMs !== null && k.probeUntilMs > nowMs) return "fail"
     return "probe"
@@ -96,7 +103,7 @@ export const makeCircuits = (
   /** Asks the database for the probe; `done(true)`: this process sends it. */
   const claim = (c: Claimed, done: (won: boolean) => void) => {
     const dest = destOf(c)
-    probing.add(keyOf(dest))
+    probing.set(keyOf(dest), env.nowMs() + probeLeaseMs)
     enqueue({
       kind: "claim",
       dest,

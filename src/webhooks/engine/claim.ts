@@ -86,7 +86,8 @@ export const makeClaim = (
         persist: false,
         dropped: false,
         span: null,
-        probe: false
+        probe: false,
+        dueAtMs: null
       }
       pending.admit()
       if (it.handBack) pending.handBack(it)

@@ -29,7 +29,7 @@ export const makeFanout = (
   env: EngineEnv,
   wakes: { readonly fanout: Wake; readonly record: Wake },
   partitions: Pick<Partitions, "readable" | "current" | "took" | "track" | "passed">,
-  sends: Pick<Sends, "enqueue" | "pump" | "openTotal" | "hasRoom">,
+  sends: Pick<Sends, "enqueue" | "pump" | "openTotal" | "hasRoom" | "dueFor">,
   pending: Pick<Pending, "held" | "admit" | "watch" | "handBack">
 ) => {
   const { sql, o, maxHeld, tracing, signals } = env
@@ -159,7 +159,8 @@ export const makeFanout = (
             persist: false,
             dropped: false,
             span,
-            probe: false
+            probe: false,
+            dueAtMs: null
           })
         }
         for (const id of ev.endpoints) add(id, null)
@@ -174,9 +175,12 @@ export const makeFanout = (
       stats.created += targets
       if (events.length > 0) targetsPerEvent = Math.max(1, targets / events.length)
       for (const it of items) {
-        // No room here for its destination (slow, hung, or at its rate): a row, claimed when there is.
-        if (it.handBack || !sends.hasRoom(it.c)) pending.handBack(it)
-        else {
+        if (it.handBack) pending.handBack(it)
+        else if (!sends.hasRoom(it.c)) {
+          // No room here for its destination (slow, hung, or at its rate): a row, claimed when there is.
+          it.dueAtMs = sends.dueFor(it.c)
+          pending.handBack(it)
+        } else {
           sends.enqueue(it)
           pending.watch(it)
         }

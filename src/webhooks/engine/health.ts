@@ -69,6 +69,12 @@ export const makeHealth = (limits: HealthLimits) => {
       return cap
     },
 
+    /** Heard from, and its last attempt got no answer (timed out or refused). */
+    failing: (origin: string): boolean => {
+      const h = origins.get(origin)
+      return h !== undefined && !h.answered
+    },
+
     /** Tests: what is known of an origin. */
     of: (origin: string): Readonly<OriginHealth> | undefined => origins.get(origin)
   }

@@ -67,8 +67,10 @@ export type Item = {
   outcome: Outcome | null
   /** Sent while its destination's circuit is open, as the single probe (send sets it). */
   probe: boolean
-  /** Give it back unattempted: a row due at once, for whoever claims it. */
+  /** Give it back unattempted: a row due at once (or at `dueAtMs`), for whoever claims it. */
   handBack: boolean
+  /** When a row given back for lack of room here falls due (the engine's clock); null: at once. */
+  dueAtMs: number | null
   /** Write it as a leased row now (it waited too long): set by the overdue sweep. */
   persist: boolean
   /** Gone from this process (written, or its partition was lost): nothing more is written for it. */

@@ -134,7 +134,7 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
           origin: it.c.origin,
           state: outcome?.state ?? "pending",
           attempts: outcome ? 1 : 0,
-          nextAt: outcome ? outcome.nextAt : new Date(at),
+          nextAt: outcome ? outcome.nextAt : new Date(it.dueAtMs ?? at),
           leaseUntil: leaseUntil === null ? null : new Date(leaseUntil),
           outcome,
           orderingKey: it.c.orderingKey

@@ -33,6 +33,12 @@ export type Sends = {
   readonly enqueue: (it: Item) => void
   /** Whether this process may hold one more of the destination's deliveries in memory (fan-out asks). */
   readonly hasRoom: (c: Claimed) => boolean
+  /**
+   * When a delivery written as a row for lack of room here should fall due: spaced at its
+   * destination's rate after what waits in memory; after a timeout's time when its receiver is
+   * not answering; else at once. Rows that cannot be taken yet are not walked past by every claim.
+   */
+  readonly dueFor: (c: Claimed) => number
   /** Takes an item out of its queue (not started). */
   readonly dequeue: (it: Item) => void
   /** Takes the items waiting for a send slot that `which` picks out of their queues (not started). */
@@ -288,6 +294,8 @@ export const makeSend = (
     for (const it of takeQueued(() => true)) pending.handBack(it)
   }
 
+  /** Per rate-limited destination: the last due time given to a row written for lack of room. */
+  const reserved = new Map<string, number>()
   /** A delivery of each destination held here: its origin and rate, for `room`. */
   const sampleOf = new Map<string, Claimed>()
   const room = (): ClaimRoom => {
@@ -319,6 +327,18 @@ export const makeSend = (
     },
     hasRoom: (c: Claimed) =>
       scheduler.openOf((c.endpointId ?? c.subscriptionId)!) < health.capOf(c.origin, rateShare(c)),
+    dueFor: (c: Claimed) => {
+      const at = nowMs()
+      const share = rateShare(c)
+      if (share !== null) {
+        const flow = (c.endpointId ?? c.subscriptionId)!
+        const due = Math.max(at + o.writeAfterMs, reserved.get(flow) ?? 0) + 1000 / share
+        if (reserved.size >= 10_000) reserved.clear()
+        reserved.set(flow, due)
+        return due
+      }
+      return health.failing(c.origin) ? at + o.timeoutMs : at
+    },
     dequeue: (it: Item) => {
       if (!scheduler.remove(it, nowMs())) parked.delete(it)
     },
