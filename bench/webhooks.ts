@@ -310,10 +310,11 @@ const main = async () => {
       const arrived = async () => (await Promise.all(paths.map((p) => receiver.count(p)))).reduce((a, b) => a + b, 0)
       const before = await arrived()
       const t0 = performance.now()
-      await Effect.runPromise(Scope.provide(engineScope)(makeEngine(engineOptions)))
+      const engine = await Effect.runPromise(Scope.provide(engineScope)(makeEngine(engineOptions)))
       await waitUntil(async () => (await arrived()) - before >= expected, 600_000, "the backlog")
       const ms = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
+      if (process.env.BENCH_CPU) log(`  engine: ${JSON.stringify(await Effect.runPromise(engine.stats))}`)
       const perUs = (cpuMs: number) => (cpuMs * 1000) / expected
       const cpuUs = {
         engine: perUs((cpu.user + cpu.system) / 1000),

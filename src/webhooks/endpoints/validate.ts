@@ -111,3 +111,13 @@ export const parseOrdering = (input: unknown): Ordering => {
     { field: "ordering" }
   )
 }
+
+/**
+ * rateLimit as text (a CLI flag, a form field): "5", "0.5", or "none" (or empty) for no limit;
+ * anything else is refused as parseRateLimit refuses it.
+ */
+export const parseRateLimitText = (input: string): number | null => {
+  const t = input.trim()
+  if (t === "" || t.toLowerCase() === "none") return null
+  return parseRateLimit(/^\d+(\.\d+)?$/.test(t) ? Number(t) : Number.NaN)
+}

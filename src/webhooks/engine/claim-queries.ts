@@ -76,7 +76,7 @@ select c.id::text, c.event_id::text, (l.id is not null) as leased, c.attempts, c
   c.subscription_id::text, c.key_id::text, c.url, case when l.id is not null then c.secret end as secret,
   case when l.id is not null then c.previous_secret end as previous_secret, c.origin,
   c.event_created_at, case when l.id is not null then c.payload end as payload, c.company_id::text, c.ordering_key,
-  c.rate_limit, c.blocked
+  c.rate_limit, c.blocked, (c.hold_reason is not null) as held
 from cand c left join leased l on l.id = c.id`
 
 type ClaimRow = {
@@ -99,6 +99,7 @@ type ClaimRow = {
   ordering_key: string | null
   rate_limit: number | null
   blocked: "fan-out" | "record" | null
+  held: boolean
 }
 
 export type ClaimInput = {
@@ -126,7 +127,13 @@ export type ClaimInput = {
 export const claim = async (
   sql: Sql,
   input: ClaimInput
-): Promise<{ claimed: ReadonlyArray<Claimed>; scanned: number; waitingForFanout: number }> => {
+): Promise<{
+  claimed: ReadonlyArray<Claimed>
+  scanned: number
+  /** Due and free to go, but not leased: their destination had no more room here. */
+  left: number
+  waitingForFanout: number
+}> => {
   const rows = await sql.unsafe<ClaimRow[]>(
     CLAIM,
     [
@@ -149,9 +156,13 @@ export const claim = async (
   )
   const claimed: Array<Claimed> = []
   let waitingForFanout = 0
+  let left = 0
   for (const r of rows) {
     if (r.blocked === "fan-out") waitingForFanout++
-    if (!r.leased) continue
+    if (!r.leased) {
+      if (!r.held && r.blocked === null) left++
+      continue
+    }
     claimed.push({
       id: r.id,
       eventId: r.event_id,
@@ -172,7 +183,7 @@ export const claim = async (
       orderingKey: r.ordering_key
     })
   }
-  return { claimed, scanned: rows.length, waitingForFanout }
+  return { claimed, scanned: rows.length, left, waitingForFanout }
 }
 
 /** The next time a pending delivery falls due after `now`, if any (leases running out: the poll). */

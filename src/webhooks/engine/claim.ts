@@ -57,7 +57,7 @@ export const makeClaim = (
     const room = sends.room()
     const scan = Math.min(free, 256)
     const seen = signals.generation
-    const { claimed, scanned, waitingForFanout } = yield* db("claim", () =>
+    const { claimed, scanned, left, waitingForFanout } = yield* db("claim", () =>
       claim(sql, {
         now: at,
         free,
@@ -95,9 +95,11 @@ export const makeClaim = (
     }
     sends.pump()
     // Rows may be left for later: room freed by a finished attempt is worth another claim.
-    wake.setWaiting(claimed.length >= free || room.saturated.length > 0 || room.full.length > 0)
+    wake.setWaiting(claimed.length >= free || left > 0 || room.saturated.length > 0 || room.full.length > 0)
     if (claimed.length >= free) return "full"
-    if (claimed.length > 0 && scanned >= scan) return "more"
+    // A full scan, or rows left for a destination new here: look again now (it has room now
+    // that what was just claimed of it is held here, measured by its origin).
+    if (claimed.length > 0 && (scanned >= scan || left > 0)) return "more"
     return waitingForFanout > 0 ? "soon" : "idle"
   })
 

@@ -148,7 +148,8 @@ export const makeEngine = (options: EngineOptions) =>
     const health = makeHealth({
       perOrigin: o.perOrigin,
       maxHeld: env.maxHeld,
-      writeAfterMs: o.writeAfterMs
+      writeAfterMs: o.writeAfterMs,
+      queueRounds: QUEUE_ROUNDS
     })
     const live = () => partitions.live()
     const circuits = makeCircuits(

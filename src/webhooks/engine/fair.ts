@@ -274,6 +274,11 @@ export const makeScheduler = <T>(limits: FairLimits, originLimit: (origin: strin
       const f = flows.get(flow)
       return f ? f.queue.length + f.inFlight : 0
     },
+    /** Deliveries of a company queued or sending here. */
+    openOfCompany: (company: string): number => {
+      const c = companies.get(company)
+      return c ? c.queued + c.inFlight : 0
+    },
     /** Per destination with any: deliveries queued or sending. */
     openByFlow: (): Map<string, number> => {
       const out = new Map<string, number>()

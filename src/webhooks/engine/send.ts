@@ -16,7 +16,7 @@ import { delayAfter, type RetrySchedule } from "../../domain/retry-schedule.ts"
 import { deliveryBody } from "../net/body.ts"
 import type { Circuits } from "./circuits.ts"
 import { fairLimits, makeScheduler, type Lane } from "./fair.ts"
-import type { Health } from "./health.ts"
+import { UNKNOWN_CAP, type Health } from "./health.ts"
 import type { Claimed, Item, Outcome } from "./item.ts"
 import { send, type SendResult } from "../net/sender.ts"
 import type { Pending } from "./record.ts"
@@ -214,6 +214,7 @@ export const makeSend = (
 
   const start = (it: Item) => {
     it.state = "sending"
+    health.started(it.c.origin)
     const abort = new AbortController()
     const running = (env.runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(
       () => {
@@ -303,14 +304,14 @@ export const makeSend = (
     const full: Array<string> = []
     for (const [flow, n] of scheduler.openByFlow()) {
       const sample = sampleOf.get(flow)
-      const cap = sample ? health.capOf(sample.origin, rateShare(sample)) : o.perOrigin
+      const cap = sample ? health.capOf(sample.origin, rateShare(sample), false) : o.perOrigin
       if (n >= cap) full.push(flow)
       else flows.set(flow, cap - n)
     }
     const origins = new Map<string, number>()
     const saturated: Array<string> = []
     for (const [origin, n] of scheduler.openByOrigin()) {
-      const cap = health.capOf(origin, null)
+      const cap = health.capOf(origin, null, false)
       origins.set(origin, cap)
       if (n >= cap) saturated.push(origin)
     }
@@ -325,8 +326,13 @@ export const makeSend = (
       sampleOf.set(flow, it.c)
       enqueue(it)
     },
-    hasRoom: (c: Claimed) =>
-      scheduler.openOf((c.endpointId ?? c.subscriptionId)!) < health.capOf(c.origin, rateShare(c)),
+    hasRoom: (c: Claimed) => {
+      const open = scheduler.openOf((c.endpointId ?? c.subscriptionId)!)
+      // Receivers not heard from yet take at most a quarter of memory per company, whatever their
+      // grace: fan-out keeps room to read (it reads with half of memory free).
+      if (health.unknown(c.origin) && scheduler.openOfCompany(c.companyId) >= env.maxHeld / 4) return open < UNKNOWN_CAP
+      return open < health.capOf(c.origin, rateShare(c))
+    },
     dueFor: (c: Claimed) => {
       const at = nowMs()
       const share = rateShare(c)

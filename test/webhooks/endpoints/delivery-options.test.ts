@@ -8,7 +8,7 @@ import {
   listEndpoints,
   updateEndpoint
 } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { parseOrdering, parseRateLimit } from "../../../src/webhooks/endpoints/validate.ts"
+import { parseOrdering, parseRateLimit, parseRateLimitText } from "../../../src/webhooks/endpoints/validate.ts"
 import { createHook, getHook, listHooks } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { listSubscriptions } from "../../../src/webhooks/subscriptions/subscriptions.ts"
 import { ADMIN, failure, makeKey, useWorld } from "../../support/world.ts"
@@ -34,6 +34,24 @@ describe("the rules", () => {
     "rateLimit %j is refused",
     (input) => {
       expect(() => parseRateLimit(input)).toThrow(RATE_ERROR)
+    }
+  )
+
+  it.each([
+    ["5", 5],
+    [" 0.5 ", 0.5],
+    ["1000", 1000],
+    ["none", null],
+    ["None", null],
+    ["", null]
+  ])("rateLimit as text %j is %j", (input, expected) => {
+    expect(parseRateLimitText(input)).toBe(expected)
+  })
+
+  it.each(["0", "-1", "1e3", "5/s", "five", "0x10", "1000.01", "Infinity"])(
+    "rateLimit as text %j is refused",
+    (input) => {
+      expect(() => parseRateLimitText(input)).toThrow(RATE_ERROR)
     }
   )
 

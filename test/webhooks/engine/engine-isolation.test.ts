@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.ts"
-import { ADMIN, at, deliveries, startEngine, useWorld, waitFor } from "../../support/world.ts"
+import { ADMIN, at, deliveries, fanoutNow, startEngine, useWorld, waitFor } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
@@ -73,6 +73,35 @@ describe("isolation between companies", () => {
         async () =>
           (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === fine.id && d.state === "succeeded").length === 6,
         "6 recorded"
+      )
+    } finally {
+      await engine.stop()
+    }
+  })
+})
+
+describe("rows waiting for room", () => {
+  it("a backlog of rows for a receiver new to the engine goes at once, not two per poll", async () => {
+    const e = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "backlog",
+        url: w.receiver.url("/backlog"),
+        events: ["incident.created"]
+      })
+    )
+    for (let i = 0; i < 40; i++) await insertIncident(w.db.sql, w.company.id)
+    await w.cap.settle()
+    await fanoutNow(w.db.sql) // 40 rows due now, as after a restart
+    // A poll a minute away: only claims that follow each other can take them all in time.
+    const engine = await startEngine(w.deps, { pollMs: 60_000 })
+    try {
+      await waitFor(() => at(w.receiver, "/backlog").length === 40, "the 40 rows delivered", 20_000)
+      await waitFor(
+        async () =>
+          (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 40,
+        "40 recorded"
       )
     } finally {
       await engine.stop()

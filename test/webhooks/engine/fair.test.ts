@@ -127,7 +127,7 @@ describe("fair sending", () => {
 })
 
 describe("receivers' health", () => {
-  const limits = { perOrigin: 8, maxHeld: 512, writeAfterMs: 2_000 }
+  const limits = { perOrigin: 8, maxHeld: 512, writeAfterMs: 2_000, queueRounds: 8 }
 
   it("gives an origin one attempt at a time until it answers, and again after a timeout or a refused connection", () => {
     const h = makeHealth(limits)
@@ -145,7 +145,7 @@ describe("receivers' health", () => {
   })
 
   it.each([
-    ["an origin not heard from: the one sending and the next", [], null, 2],
+    ["an origin not heard from, its first attempt not started: a queue's worth", [], null, 64],
     ["a fast one: as much as memory allows", [[200, null, 2]], null, 512],
     ["one answering in a second: what it sends in 2 s", [[200, null, 1_000]], null, 16],
     ["one that times out: its one attempt", [[null, "timeout", 10_000]], null, 1],
@@ -155,6 +155,21 @@ describe("receivers' health", () => {
     const h = makeHealth(limits)
     for (const [status, kind, ms] of seen) h.observe("o:443", status, kind, ms)
     expect(h.capOf("o:443", rate)).toBe(cap)
+  })
+
+  it("keeps two of an origin whose first attempt has gone unanswered for 200 ms, a queue's worth before", () => {
+    let now = 1_000
+    const h = makeHealth(limits, () => now)
+    h.started("slow:443")
+    expect(h.capOf("slow:443", null)).toBe(64)
+    now += 199
+    expect(h.capOf("slow:443", null)).toBe(64)
+    now += 1
+    expect(h.capOf("slow:443", null)).toBe(2)
+    h.started("slow:443") // a second attempt does not restart the grace
+    expect(h.capOf("slow:443", null)).toBe(2)
+    h.observe("slow:443", 200, null, 250)
+    expect(h.capOf("slow:443", null)).toBe(64) // 2000 ms * 8 / 250 ms
   })
 
   it("counts timeouts and refused connections as unanswered, nothing else", () => {
