@@ -29,10 +29,11 @@ RUN node src/build.ts
 RUN mkdir .data && chown node:node .data
 USER node
 EXPOSE 3000
-# /readyz answers 200 on every replica that can serve (capture's leader or a standby). The image
-# has no curl: Node's own fetch asks.
+# /readyz answers 200 on every replica that can serve (capture's leader or a standby); asked on
+# the operations port (OPS_PORT), which listens on loopback unless OPS_HOST says otherwise. The
+# image has no curl: Node's own fetch asks.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/readyz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.OPS_PORT || 9464) + '/readyz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # glibc's malloc, tuned as npm start tunes it (docs/benchmarks.md, bench:soak): two arenas, not
 # eight per core, for Node's threads; a fixed 128 KB mmap and trim threshold, so freed large
 # buffers go back to the system instead of fragmenting the heap (RSS 198 -> 175 MB steady).

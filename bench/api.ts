@@ -24,13 +24,13 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import postgres from "postgres"
-import { createKey } from "../src/access/keys.ts"
+import { createKey } from "../src/access/keys/store.ts"
 import { makeApiRoutes } from "../src/faces/routes.ts"
 import { connect, Database } from "../src/platform/db/Database.ts"
 import { Sql } from "../src/platform/db/Sql.ts"
 import { startEmbedded } from "../src/platform/db/embedded.ts"
 import { prepareDemoDatabase } from "../src/platform/db/demo-schema.ts"
-import { ObservabilityRoutes } from "../src/faces/observability.ts"
+import { RequestObservability } from "../src/faces/observability.ts"
 import { MetricsLive } from "../src/faces/ops/metrics.ts"
 import { makeWebhooks, Webhooks } from "../src/webhooks/service.ts"
 import { shape, viewMeta } from "../src/domain/records/index.ts"
@@ -61,8 +61,8 @@ const serveService = async (url: string, port: number) => {
     Webhooks,
     Effect.map(Sql, (sql) => makeWebhooks({ secretsKey: randomBytes(32), allowed: [] }, sql))
   )
-  // As src/main.ts serves them: with the per-request middleware (request id, metrics) and GET /metrics.
-  const Routes = Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000_000 }), ObservabilityRoutes)
+  // As src/main.ts serves them on the public port: with the per-request middleware (request id, metrics).
+  const Routes = Layer.mergeAll(makeApiRoutes({ rateLimit: 1_000_000_000 }), RequestObservability)
   const Server = HttpRouter.serve(Routes, { disableLogger: true, routerConfig: ROUTER_CONFIG }).pipe(
     Layer.provide(WebhooksBench),
     Layer.provide(MetricsLive),

@@ -20,9 +20,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
-import { buildService } from "../src/build.ts"
 import { freePort } from "../test/support/net.ts"
-import { benchDatabase, fmt, percentile, table } from "./support.ts"
+import { benchDatabase, fmt, percentile, startCommand, table } from "./support.ts"
 
 const USAGE = "usage: npm run bench:flood -- [--requests N] [--concurrency N] [--reader-rate N] [--baseline-seconds N]"
 const args = (() => {
@@ -55,9 +54,6 @@ const READER_RATE = int("reader-rate")
 const BASELINE_SECONDS = int("baseline-seconds")
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
-const NODE_FLAGS = ["--max-semi-space-size=4", "--max-old-space-size=512"]
-// As package.json's start script sets it for the service.
-const GLIBC_TUNABLES = "glibc.malloc.arena_max=2:glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"
 
 const runCli = (script: string, cliArgs: ReadonlyArray<string>, env: Record<string, string>) =>
   new Promise<string>((resolve, reject) => {
@@ -102,7 +98,6 @@ const get = (
   })
 
 const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements" })
-const bundleDir = mkdtempSync(join(tmpdir(), "srs-flood-"))
 const dataDir = mkdtempSync(join(tmpdir(), "srs-flood-data-"))
 let service: ReturnType<typeof spawn> | undefined
 try {
@@ -128,15 +123,19 @@ try {
       env
     )
   ) as { key: string }
-  const bundle = join(bundleDir, "service.mjs")
-  await buildService(bundle)
+  // The service as package.json's start script runs it (its build step first).
+  const command = startCommand()
+  for (const step of command.before) await runCli(step[0]!, step.slice(1), {})
   const port = await freePort()
-  service = spawn(process.execPath, [...NODE_FLAGS, bundle], {
+  const opsPort = await freePort()
+  service = spawn(process.execPath, command.args, {
+    cwd: ROOT,
     env: {
       ...process.env,
       ...env,
+      ...command.env,
       PORT: String(port),
-      GLIBC_TUNABLES,
+      OPS_PORT: String(opsPort),
       LOG_LEVEL: "warn",
       // The reader's steady rate is above the production limit; the flood never has a key.
       API_RATE_LIMIT: "1000000"
@@ -296,6 +295,5 @@ try {
   service?.kill("SIGTERM")
   await new Promise((r) => (service && service.exitCode === null ? service.once("exit", r) : r(undefined)))
   await db.close()
-  rmSync(bundleDir, { recursive: true, force: true })
   rmSync(dataDir, { recursive: true, force: true })
 }

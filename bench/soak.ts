@@ -39,11 +39,12 @@ import { DEMO_HOST } from "../src/seed/demo.ts"
 import type { SimulationResult } from "../src/seed/simulate.ts"
 import { testCerts } from "../test/support/https-receiver.ts"
 import { freePort } from "../test/support/net.ts"
+import { startCommand } from "./support.ts"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const ADMIN_EMAIL = "admin@acme.example"
 const KEY_LIMIT_PER_MINUTE = 120 // the service's default API_RATE_LIMIT (spec 8)
-const MAX_KEYS = 20 // a company's active keys, at most (src/access/keys.ts)
+const MAX_KEYS = 20 // a company's active keys, at most (src/access/keys/store.ts)
 const DRAIN_MS = 180_000
 const MB = 1024 * 1024
 
@@ -119,34 +120,6 @@ const procCpuSeconds = (pid: number): number => {
   } catch {
     return NaN
   }
-}
-
-/**
- * The service's command as `npm start` runs it: package.json's start script (steps before it
- * joined by "&&", such as the build of dist/service.mjs; then environment assignments such as
- * GLIBC_TUNABLES, node, its options and the file), run with this node; SOAK_START replaces it,
- * e.g. to compare settings.
- */
-const startCommand = (): { env: Record<string, string>; args: Array<string>; before: Array<Array<string>> } => {
-  const script =
-    process.env.SOAK_START ??
-    (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
-  const steps = script.split("&&").map((step) => step.trim().split(/\s+/))
-  const before = steps.slice(0, -1).map(([node, ...rest]) => {
-    if (node !== "node" || rest.length === 0)
-      throw new Error(`a step before the service must be "node <file> [args]", not "${script}"`)
-    return rest
-  })
-  const words = steps.at(-1)!
-  const env: Record<string, string> = {}
-  while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
-    const [name, ...value] = words.shift()!.split("=")
-    env[name!] = value.join("=")
-  }
-  const [node, ...rest] = words
-  if (node !== "node" || rest.length === 0)
-    throw new Error(`the start script must be "[NAME=value ...] node [options] <file>", not "${script}"`)
-  return { env, args: rest, before }
 }
 
 /** Unlabelled samples of a Prometheus text page. */
@@ -413,12 +386,14 @@ const main = async () => {
     writeFileSync(caFile, trusted.caCert)
     receiver = await startReceiver(trusted.cert, trusted.key)
     const httpPort = await freePort()
+    const opsPort = await freePort()
     const pgPort = await freePort()
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       DATA_DIR: dataDir,
       EMBEDDED_PG_PORT: String(pgPort),
       PORT: String(httpPort),
+      OPS_PORT: String(opsPort),
       HOST: "127.0.0.1",
       WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
       NODE_EXTRA_CA_CERTS: caFile
@@ -465,12 +440,12 @@ const main = async () => {
     let serviceExit: string | undefined
     service.once("exit", (code, signal) => (serviceExit = `exit ${code ?? signal}`))
     const pid = service.pid!
-    const base = `http://127.0.0.1:${httpPort}`
+    const ops = `http://127.0.0.1:${opsPort}`
     await waitUntil(
       async () => {
         if (serviceExit !== undefined)
           throw new Error(`the service stopped (${serviceExit}):\n${readFileSync(logFile, "utf8").slice(-3000)}`)
-        return fetch(`${base}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
+        return fetch(`${ops}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
           (r) => r.ok,
           () => false
         )
@@ -576,7 +551,7 @@ const main = async () => {
     const cpu0 = procCpuSeconds(pid)
     const sampleNow = async (): Promise<Sample> => {
       const mem = procMemory(pid)
-      const metrics = await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(10_000) })
+      const metrics = await fetch(`${ops}/metrics`, { signal: AbortSignal.timeout(10_000) })
         .then((r) => r.text())
         .then(parseMetrics, () => new Map<string, number>())
       const s: Sample = {

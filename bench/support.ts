@@ -1,8 +1,9 @@
 // Shared bench plumbing: a throwaway embedded PostgreSQL and small statistics helpers.
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { freePort } from "../test/support/net.ts"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { connect } from "../src/platform/db/Database.ts"
 import { startEmbedded } from "../src/platform/db/embedded.ts"
 import { prepareDemoDatabase } from "../src/platform/db/demo-schema.ts"
@@ -44,4 +45,36 @@ export const table = (rows: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   for (const r of rows)
     console.log(r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  "))
+}
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+
+/**
+ * The service's command as `npm start` runs it: package.json's start script (steps before it
+ * joined by "&&", such as the build of dist/service.mjs; then environment assignments such as
+ * GLIBC_TUNABLES, node, its options and the file), run with this node; SOAK_START replaces it,
+ * e.g. to compare settings.
+ */
+export const startCommand = (): { env: Record<string, string>; args: Array<string>; before: Array<Array<string>> } => {
+  const script =
+    process.env.SOAK_START ??
+    (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } }).scripts.start
+  const steps = script.split("&&").map((step) => step.trim().split(/\s+/))
+  const before = steps.slice(0, -1).map(([node, ...rest]) => {
+    if (node !== "node" || rest.length === 0)
+      throw new Error(`a step before the service must be "node <file> [args]", not "${script}"`)
+    return rest
+  })
+  const words = steps.at(-1)!
+  const env: Record<string, string> = {}
+  while (words.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
+    const [name, ...value] = words.shift()!.split("=")
+    env[name!] = value.join("=")
+  }
+  // `exec` hands the shell's process (and the signals npm forwards to it) to node.
+  if (words[0] === "exec") words.shift()
+  const [node, ...rest] = words
+  if (node !== "node" || rest.length === 0)
+    throw new Error(`the start script must be "[NAME=value ...] [exec] node [options] <file>", not "${script}"`)
+  return { env, args: rest, before }
 }

@@ -9,6 +9,7 @@ import { ApiRoutes } from "./faces/routes.ts"
 import { CaptureLive } from "./pipeline/capture/Capture.ts"
 import {
   HttpConfig,
+  OpsConfig,
   loadHttpLimits,
   loadServiceRoles,
   serviceRolesLayer,
@@ -21,10 +22,11 @@ import { WebhookSettingsLive } from "./webhooks/engine/settings.ts"
 import * as Database from "./platform/db/Database.ts"
 import { Sql } from "./platform/db/Sql.ts"
 import { isStartRefused } from "./platform/db/refusal.ts"
-import { HealthRoutes } from "./faces/ops/health.ts"
+import { PublicHealthRoutes } from "./faces/ops/health.ts"
+import { OpsListenLog, OpsRoutes } from "./faces/ops-server.ts"
 import { createServiceServer, ROUTER_CONFIG } from "./platform/http/node-server.ts"
 import { LoggingLive, writeLog } from "./platform/logging.ts"
-import { ObservabilityRoutes, RequestSpanNames } from "./faces/observability.ts"
+import { RequestObservability, RequestSpanNames } from "./faces/observability.ts"
 import { MetricsLive } from "./faces/ops/metrics.ts"
 import { ReplayRateLive } from "./webhooks/replay/lane.ts"
 import { SupervisorLive } from "./platform/supervisor.ts"
@@ -32,26 +34,32 @@ import { TracingLive } from "./platform/tracing.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
 
-// Without the api role the server still answers /healthz, /readyz and /metrics, for
-// orchestrators; with it, the read API and the admin API and pages, over the webhook
-// operations behind their hooks and forms.
+// The public port: with the api role, the read API and the admin API and pages, over the
+// webhook operations behind their hooks and forms; every process answers /healthz and a
+// /readyz that says ready or not there. The operations port serves /metrics and the detailed
+// /readyz, whatever the roles.
 const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const { port, host } = yield* HttpConfig
-      const server = NodeHttpServer.layer(() => createServiceServer(limits), {
-        port,
-        host,
-        gracefulShutdownTimeout: "10 seconds"
-      })
-      // HttpRouter.serve logs the bound address ("Listening on http://...") once it listens.
+      const ops = yield* OpsConfig
+      const serverAt = (at: { readonly port: number; readonly host: string }) =>
+        NodeHttpServer.layer(() => createServiceServer(limits), { ...at, gracefulShutdownTimeout: "10 seconds" })
+      // HttpRouter.serve logs the public address ("Listening on http://...") once it listens.
       const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
-      return roles.includes("api")
-        ? HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes, ApiRoutes, AdminWebRoutes), options).pipe(
-            Layer.provide(server),
-            Layer.provide(WebhooksLive)
+      const publicPort = roles.includes("api")
+        ? HttpRouter.serve(
+            Layer.mergeAll(PublicHealthRoutes, RequestObservability, ApiRoutes, AdminWebRoutes),
+            options
+          ).pipe(Layer.provide(serverAt({ port, host })), Layer.provide(WebhooksLive))
+        : HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, RequestObservability), options).pipe(
+            Layer.provide(serverAt({ port, host }))
           )
-        : HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), options).pipe(Layer.provide(server))
+      const opsPort = Layer.merge(
+        HttpRouter.serve(OpsRoutes, { ...options, disableListenLog: true }),
+        OpsListenLog
+      ).pipe(Layer.provide(serverAt({ port: ops.port, host: ops.host })))
+      return Layer.merge(publicPort, opsPort)
     })
   )
 

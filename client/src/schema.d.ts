@@ -1084,7 +1084,7 @@ export interface components {
         /** @description An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event */
         readonly Event: components["schemas"]["IncidentCreatedEvent"] | components["schemas"]["ObservationCreatedEvent"] | components["schemas"]["CorrectiveActionCreatedEvent"] | components["schemas"]["CorrectiveActionClosedEvent"] | components["schemas"]["AuditCreatedEvent"] | components["schemas"]["InspectionFailedEvent"] | components["schemas"]["TrainingRecordCreatedEvent"] | components["schemas"]["ChangeApprovedEvent"] | components["schemas"]["ChangeImplementedEvent"] | components["schemas"]["PermitApprovedEvent"] | components["schemas"]["PermitClosedEvent"];
         /**
-         * @description permit.closed: fired when a permit is closed out. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then.
+         * @description permit.closed: fired when a permit is closed out. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "permit.closed",
@@ -1122,7 +1122,28 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Permit"];
+            readonly data: components["schemas"]["Permit"] | components["schemas"]["DeletedPermit"];
+        };
+        /** @description A Permit deleted since: its identifiers (id, companyId) only, every other field null */
+        readonly DeletedPermit: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            /** @description The company the record belongs to (a UUID, as a string) */
+            readonly companyId: string;
+            readonly type: null;
+            readonly title: null;
+            readonly description: null;
+            readonly jobSiteId: null;
+            readonly location: null;
+            readonly status: null;
+            readonly requestedBy: null;
+            readonly approvedBy: null;
+            readonly approvedAt: null;
+            readonly validFrom: null;
+            readonly validTo: null;
+            readonly closedAt: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description A permit to work
@@ -1176,7 +1197,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description permit.approved: fired when a permit is approved. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then.
+         * @description permit.approved: fired when a permit is approved. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "permit.approved",
@@ -1214,10 +1235,10 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Permit"];
+            readonly data: components["schemas"]["Permit"] | components["schemas"]["DeletedPermit"];
         };
         /**
-         * @description change.implemented: fired when a change is implemented. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the changes record as it was when the event fired, exactly as GET /api/v1/changes/{id} returned it then.
+         * @description change.implemented: fired when a change is implemented. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the changes record as it was when the event fired, exactly as GET /api/v1/changes/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "change.implemented",
@@ -1252,7 +1273,25 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Change"];
+            readonly data: components["schemas"]["Change"] | components["schemas"]["DeletedChange"];
+        };
+        /** @description A Change deleted since: its identifiers (id, companyId) only, every other field null */
+        readonly DeletedChange: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            /** @description The company the record belongs to (a UUID, as a string) */
+            readonly companyId: string;
+            readonly title: null;
+            readonly description: null;
+            readonly category: null;
+            readonly status: null;
+            readonly requestedBy: null;
+            readonly approvedBy: null;
+            readonly approvedAt: null;
+            readonly implementedAt: null;
+            readonly jobSiteId: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description A management of change request
@@ -1299,7 +1338,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description change.approved: fired when a change is approved. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the changes record as it was when the event fired, exactly as GET /api/v1/changes/{id} returned it then.
+         * @description change.approved: fired when a change is approved. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the changes record as it was when the event fired, exactly as GET /api/v1/changes/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "change.approved",
@@ -1334,10 +1373,10 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Change"];
+            readonly data: components["schemas"]["Change"] | components["schemas"]["DeletedChange"];
         };
         /**
-         * @description training_record.created: fired when a training record is added. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the training-records record as it was when the event fired, exactly as GET /api/v1/training-records/{id} returned it then.
+         * @description training_record.created: fired when a training record is added. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the training-records record as it was when the event fired, exactly as GET /api/v1/training-records/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "training_record.created",
@@ -1369,7 +1408,22 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["TrainingRecord"];
+            readonly data: components["schemas"]["TrainingRecord"] | components["schemas"]["DeletedTrainingRecord"];
+        };
+        /** @description A TrainingRecord deleted since: its identifiers (id, companyId) only, every other field null */
+        readonly DeletedTrainingRecord: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            /** @description The company the record belongs to (a UUID, as a string) */
+            readonly companyId: string;
+            readonly workerId: null;
+            readonly course: null;
+            readonly provider: null;
+            readonly completedAt: null;
+            readonly expiresAt: null;
+            readonly via: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description A training record
@@ -1414,7 +1468,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description inspection.failed: fired when an equipment inspection fails. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the inspections record as it was when the event fired, exactly as GET /api/v1/inspections/{id} returned it then.
+         * @description inspection.failed: fired when an equipment inspection fails. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the inspections record as it was when the event fired, exactly as GET /api/v1/inspections/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "inspection.failed",
@@ -1462,7 +1516,20 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Inspection"];
+            readonly data: components["schemas"]["Inspection"] | components["schemas"]["DeletedInspection"];
+        };
+        /** @description A Inspection deleted since: its identifiers (id) only, every other field null */
+        readonly DeletedInspection: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            readonly equipment: null;
+            readonly checklist: null;
+            readonly performedBy: null;
+            readonly performedAt: null;
+            readonly outcome: null;
+            readonly notes: null;
+            readonly items: null;
+            readonly createdAt: null;
         };
         /**
          * @description An equipment inspection (spec 2.3)
@@ -1535,7 +1602,7 @@ export interface components {
             readonly jobSite: string | null;
         };
         /**
-         * @description audit.created: fired when a site audit is saved. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the audits record as it was when the event fired, exactly as GET /api/v1/audits/{id} returned it then.
+         * @description audit.created: fired when a site audit is saved. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the audits record as it was when the event fired, exactly as GET /api/v1/audits/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "audit.created",
@@ -1583,7 +1650,25 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Audit"];
+            readonly data: components["schemas"]["Audit"] | components["schemas"]["DeletedAudit"];
+        };
+        /** @description A Audit deleted since: its identifiers (id, companyId) only, every other field null */
+        readonly DeletedAudit: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            /** @description The company the record belongs to (a UUID, as a string) */
+            readonly companyId: string;
+            readonly title: null;
+            readonly template: null;
+            readonly jobSiteId: null;
+            readonly performedBy: null;
+            readonly performedAt: null;
+            readonly score: null;
+            readonly notes: null;
+            readonly via: null;
+            readonly items: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description A site audit with its items and a score
@@ -1657,7 +1742,7 @@ export interface components {
             readonly note: string | null;
         };
         /**
-         * @description corrective_action.closed: fired when a corrective action is completed or verified. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the corrective-actions record as it was when the event fired, exactly as GET /api/v1/corrective-actions/{id} returned it then.
+         * @description corrective_action.closed: fired when a corrective action is completed or verified. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the corrective-actions record as it was when the event fired, exactly as GET /api/v1/corrective-actions/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "corrective_action.closed",
@@ -1696,7 +1781,28 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["CorrectiveAction"];
+            readonly data: components["schemas"]["CorrectiveAction"] | components["schemas"]["DeletedCorrectiveAction"];
+        };
+        /** @description A CorrectiveAction deleted since: its identifiers (id) only, every other field null */
+        readonly DeletedCorrectiveAction: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            readonly title: null;
+            readonly description: null;
+            readonly source: null;
+            readonly status: null;
+            readonly priority: null;
+            readonly dueDate: null;
+            readonly completedAt: null;
+            readonly closeOutNotes: null;
+            readonly owner: null;
+            readonly incidentId: null;
+            readonly observationId: null;
+            readonly auditItemId: null;
+            readonly inspectionId: null;
+            readonly changeId: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description A corrective action (spec 2.2)
@@ -1753,7 +1859,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description corrective_action.created: fired when a corrective action is raised. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the corrective-actions record as it was when the event fired, exactly as GET /api/v1/corrective-actions/{id} returned it then.
+         * @description corrective_action.created: fired when a corrective action is raised. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the corrective-actions record as it was when the event fired, exactly as GET /api/v1/corrective-actions/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "corrective_action.created",
@@ -1792,10 +1898,10 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["CorrectiveAction"];
+            readonly data: components["schemas"]["CorrectiveAction"] | components["schemas"]["DeletedCorrectiveAction"];
         };
         /**
-         * @description observation.created: fired when a safety observation is reported. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the observations record as it was when the event fired, exactly as GET /api/v1/observations/{id} returned it then.
+         * @description observation.created: fired when a safety observation is reported. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the observations record as it was when the event fired, exactly as GET /api/v1/observations/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "observation.created",
@@ -1830,7 +1936,25 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Observation"];
+            readonly data: components["schemas"]["Observation"] | components["schemas"]["DeletedObservation"];
+        };
+        /** @description A Observation deleted since: its identifiers (id, companyId) only, every other field null */
+        readonly DeletedObservation: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            /** @description The company the record belongs to (a UUID, as a string) */
+            readonly companyId: string;
+            readonly type: null;
+            readonly title: null;
+            readonly description: null;
+            readonly jobSiteId: null;
+            readonly location: null;
+            readonly observedAt: null;
+            readonly observedBy: null;
+            readonly reportedVia: null;
+            readonly status: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description A safety observation
@@ -1883,7 +2007,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description incident.created: fired when an incident is reported. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the incidents record as it was when the event fired, exactly as GET /api/v1/incidents/{id} returned it then.
+         * @description incident.created: fired when an incident is reported. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the incidents record as it was when the event fired, exactly as GET /api/v1/incidents/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
          *       "id": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
          *       "event": "incident.created",
@@ -1926,7 +2050,33 @@ export interface components {
              * @description When the change that fired the event was committed; the same value as in its webhook deliveries
              */
             readonly createdAt: string;
-            readonly data: components["schemas"]["Incident"];
+            readonly data: components["schemas"]["Incident"] | components["schemas"]["DeletedIncident"];
+        };
+        /** @description A Incident deleted since: its identifiers (id, companyId, reference) only, every other field null */
+        readonly DeletedIncident: {
+            /** @description Record identifier (a UUID, as a string) */
+            readonly id: string;
+            /** @description The company the record belongs to (a UUID, as a string) */
+            readonly companyId: string;
+            readonly reference: string;
+            readonly type: null;
+            readonly title: null;
+            readonly description: null;
+            readonly occurredAt: null;
+            readonly jobSiteId: null;
+            readonly location: null;
+            readonly personName: null;
+            readonly workerId: null;
+            readonly bodyPart: null;
+            readonly injuryType: null;
+            readonly severity: null;
+            readonly privacyCase: null;
+            readonly oshaRecordable: null;
+            readonly status: null;
+            readonly reportedBy: null;
+            readonly reportedVia: null;
+            readonly createdAt: null;
+            readonly updatedAt: null;
         };
         /**
          * @description An incident, injury, illness or near miss. On a privacy case personName, workerId, location, description, bodyPart and injuryType are null.

@@ -9,8 +9,9 @@ import type { Tx } from "../platform/db/Database.ts"
 /**
  * Every kind the activity log holds; the part before the dot is its family ("endpoint").
  * The filter takes a kind or a family; anything else could only match nothing, so it is
- * refused (400). Keep in step with the writers: access/keys.ts, access/tokens.ts, src/webhooks,
- * src/webhooks/replay/select.ts, jobs.ts, src/webhooks/engine/record-queries.ts (endpoint.switched_off) and
+ * refused (400). Keep in step with the writers: access/keys/store.ts, access/tokens.ts, src/webhooks,
+ * src/webhooks/replay/select.ts, jobs.ts, src/faces/cli/commands/capture.ts (quarantine),
+ * src/webhooks/engine/record-queries.ts (endpoint.switched_off) and
  * sql/019's trigger (endpoint.failing).
  */
 export const ACTIVITY_KINDS = [
@@ -32,7 +33,9 @@ export const ACTIVITY_KINDS = [
   "subscription.deleted",
   "delivery.resent",
   "deliveries.replayed",
-  "deliveries.replay_cancelled"
+  "deliveries.replay_cancelled",
+  "quarantine.retried",
+  "quarantine.discarded"
 ] as const
 
 /** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */

@@ -4,7 +4,7 @@
 // __Host- cookie, never the token. Each request re-checks the session, its token and that
 // the user is still an admin, and moves the idle expiry forward.
 import { Effect } from "effect"
-import { fingerprintOf, isToken, randomToken, sha256 } from "./bearer-secrets.ts"
+import { fingerprintOf, isToken, randomToken, sha256 } from "./keys/bearer-secrets.ts"
 import { query, type Sql } from "../platform/db/Sql.ts"
 import { isAdmin, type AdminUser } from "./identity.ts"
 import { authenticateToken } from "./tokens.ts"

@@ -2,13 +2,13 @@
 // the holder acts as that user, and every request re-checks that the user is still an admin.
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
-import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./bearer-secrets.ts"
+import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./keys/bearer-secrets.ts"
 import { userActor, writeActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
 import { isAdmin, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
 import { query, transaction } from "../platform/db/Sql.ts"
-import { checkName, type Expiry } from "./keys.ts"
+import { checkName, type Expiry } from "./keys/store.ts"
 
 export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
 

@@ -1,8 +1,10 @@
-// The one error model of every operation (keys, tokens, webhooks, replays): what is wrong, in
-// domain words, and the field it concerns. It knows nothing of HTTP or flags: the faces word
-// it, the HTTP ones in faces/http/errors.ts (status and {"error": message}), the CLI in
-// faces/cli/errors.ts (the flag for a field, a hint).
-import { Schema } from "effect"
+// The one error model of every operation (keys, tokens, webhooks, replays, the read API):
+// what is wrong, in domain words, and the field it concerns. Each kind carries what an edge
+// needs to answer it, as Effect's HttpApi examples annotate their tagged errors: its HTTP
+// status (httpApiStatus). Handlers fail with these; faces/http/errors.ts turns them into
+// {"error": message} answers (the API's names for fields), faces/cli/errors.ts into CLI text
+// (the flag for a field, a hint by reason).
+import { ErrorReporter, Schema } from "effect"
 
 /** A field named inside a message. Each face spells it its own way: the API as its schema
  *  names it, the CLI as its flag; `message` spells it by its domain name. */
@@ -30,25 +32,28 @@ const fields = {
 }
 
 /** The input breaks a rule: a value missing, malformed or out of range. */
-export class Invalid extends Schema.TaggedError<Invalid>()("Invalid", fields) {}
-/** The caller's credential is unknown, revoked or expired. */
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {}
+export class Invalid extends Schema.TaggedError<Invalid>()("Invalid", fields, { httpApiStatus: 400 }) {}
+/** The caller's credential is missing, unknown, revoked or expired, or another company's. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields, { httpApiStatus: 401 }) {}
 /** The caller may not do this (role, tier, permission, a module turned off). */
-export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields) {}
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields, { httpApiStatus: 403 }) {}
 /** No such thing, or none the caller may see. */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {}
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields, { httpApiStatus: 404 }) {}
 /** The thing's state or a limit refuses it now (already revoked, 21st key, being sent). */
-export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields) {}
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields, { httpApiStatus: 409 }) {}
+/** More requests than the caller's allowance in the current window; the edge says when to retry. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields, { httpApiStatus: 429 }) {}
 
-export type DomainError = Invalid | Unauthorized | Forbidden | NotFound | Conflict
+export type DomainError = Invalid | Unauthorized | Forbidden | NotFound | Conflict | RateLimited
 export type DomainErrorTag = DomainError["_tag"]
 
-export const isDomainError = (e: unknown): e is DomainError =>
-  e instanceof Invalid ||
-  e instanceof Unauthorized ||
-  e instanceof Forbidden ||
-  e instanceof NotFound ||
-  e instanceof Conflict
+/** Every kind, for the faces that map them all (status, wording). */
+export const DOMAIN_ERRORS = [Invalid, Unauthorized, Forbidden, NotFound, Conflict, RateLimited] as const
+
+export const isDomainError = (e: unknown): e is DomainError => DOMAIN_ERRORS.some((Kind) => e instanceof Kind)
+
+// Each is an expected outcome, answered to the caller: never reported as a failure of the service.
+for (const Kind of DOMAIN_ERRORS) Object.defineProperty(Kind.prototype, ErrorReporter.ignore, { value: true })
 
 /** A field to name in a message: words`${at("name")} must not be empty`. */
 export const at = (field: string): FieldRef => ({ field })
@@ -96,3 +101,4 @@ export const unauthorized = make(Unauthorized)
 export const forbidden = make(Forbidden)
 export const notFound = make(NotFound)
 export const conflict = make(Conflict)
+export const rateLimited = make(RateLimited)

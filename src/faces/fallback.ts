@@ -1,17 +1,17 @@
 // Answers for what no handler answers, in the API's error shape: an unknown path (404), a
 // method a path does not take (405 with Allow), a request that cannot be read, and an
 // unexpected failure (500). Installed as a global router middleware, so it covers every path.
+// Each answer is an error of the one model, answered by errorAnswer (src/faces/http/errors.ts).
 import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { invalid, notFound } from "../domain/errors.ts"
+import { ApiKeys } from "../access/keys/service.ts"
+import { ApiSettings } from "../platform/api-settings.ts"
+import { hostOf, rateLimitField, rateLimitPolicy, retryAfter } from "./api/auth.ts"
+import { conditional } from "./api/etag.ts"
+import { errorAnswer, MethodNotAllowed, ServerFailure } from "./http/errors.ts"
 import { checkRequest, isJsonApiPath, nulParameter } from "./http/request-checks.ts"
 import { routeTable, type KnownRoute } from "./http/routes.ts"
-import { hostOf, rateLimitField, rateLimitPolicy } from "./api/auth.ts"
-import { errorResponse } from "./http/errors.ts"
-import { conditional } from "./api/etag.ts"
-import { KeyDirectory } from "./api/key-directory.ts"
-import { RateLimiter } from "./api/rate-limit.ts"
-import { UsageRecorder } from "./api/usage.ts"
-import { ApiSettings } from "./api/settings.ts"
 
 const pathOf = (url: string) => {
   const q = url.search(/[?#]/)
@@ -47,8 +47,8 @@ const STATUS_MESSAGES: Readonly<Record<number, string>> = {
 
 /**
  * HttpApi answers a body of a content type an endpoint does not take with its own 415 in
- * plain text ("Unsupported content-type: text/plain"). Every error is JSON (spec 7, issue
- * 4), and a body that is not JSON is a bad request body (spec 7: 400, as documented).
+ * plain text ("Unsupported content-type: text/plain"). Every error is JSON, and a body
+ * that is not JSON is a bad request body (400, as documented).
  */
 const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
   if (
@@ -59,9 +59,10 @@ const jsonOnly = (response: HttpServerResponse.HttpServerResponse): HttpServerRe
     return response
   const given = /^Unsupported content-type: (.*)$/s.exec(new TextDecoder().decode(response.body.body))?.[1]
   if (given === undefined) return response
-  return errorResponse(
-    400,
-    `invalid request body: send JSON with Content-Type: application/json${given === "" ? "" : ` (got ${given})`}`,
+  return errorAnswer(
+    invalid(
+      `invalid request body: send JSON with Content-Type: application/json${given === "" ? "" : ` (got ${given})`}`
+    ),
     response.headers
   )
 }
@@ -70,9 +71,7 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
   const routes = routeTable(known)
   return HttpRouter.middleware(
     Effect.gen(function* () {
-      const directory = yield* KeyDirectory
-      const limiter = yield* RateLimiter
-      const usage = yield* UsageRecorder
+      const keys = yield* ApiKeys
       const settings = yield* ApiSettings
       const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
 
@@ -84,26 +83,20 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
         const withPolicy = HttpServerResponse.setHeader(answer, "ratelimit-policy", policy)
         const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "")?.[1]
         if (credential === undefined) return Effect.succeed(withPolicy)
-        return Effect.flatMap(directory.resolve(credential, hostOf(request.headers.host), undefined), (lookup) =>
-          lookup._tag === "Refused" && (lookup.refusal.status === 401 || lookup.entry === undefined)
-            ? Effect.succeed(withPolicy)
-            : Effect.map(limiter.take(lookup.entry!.keyId), (rate) => {
-                const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
-                if (rate.allowed) {
-                  // Counted in the key's requests too, as what counts against its limit.
-                  usage.record(lookup.entry!.keyId)
-                  return HttpServerResponse.setHeaders(answer, headers)
-                }
-                return errorResponse(
-                  429,
-                  `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`,
-                  {
-                    ...headers,
-                    "retry-after": String(rate.reset)
-                  }
-                )
-              })
-        )
+        // Counted in the key's requests too, as what counts against its limit.
+        const admission = keys.admit({
+          credential,
+          host: hostOf(request.headers.host),
+          resource: undefined,
+          webhooks: false
+        })
+        return Effect.map(admission, (a) => {
+          if (a.rate === undefined) return withPolicy
+          const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(a.rate) }
+          return a._tag === "Refused" && a.error._tag === "RateLimited"
+            ? errorAnswer(a.error, { ...headers, ...retryAfter(a.rate) })
+            : HttpServerResponse.setHeaders(answer, headers)
+        })
       }
 
       // The router forgives a trailing slash (for the admin pages); the API does not, as Stripe's
@@ -113,15 +106,15 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const path = pathOf(request.url)
           if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/"))
-            return rated(request, errorResponse(404, `no such path: ${path}`))
+            return rated(request, errorAnswer(notFound(`no such path: ${path}`)))
           // No route can match these, and a NUL cannot reach the database: say so, on every path.
           if (!decodable(request.url))
-            return rated(request, errorResponse(400, `the path is not valid percent-encoding: ${path.slice(0, 200)}`))
+            return rated(request, errorAnswer(invalid(`the path is not valid percent-encoding: ${path.slice(0, 200)}`)))
           if (path.includes("\u0000"))
-            return rated(request, errorResponse(400, "the path contains a NUL character (%00)"))
+            return rated(request, errorAnswer(invalid("the path contains a NUL character (%00)")))
           const nul = nulParameter(request.url)
           if (nul !== undefined)
-            return rated(request, errorResponse(400, `query parameter "${nul}" contains a NUL character (%00)`))
+            return rated(request, errorAnswer(invalid(`query parameter "${nul}" contains a NUL character (%00)`)))
           if (!isJsonApiPath(path)) return httpEffect
           // Answers the endpoints do not rate (the OpenAPI document) still state the policy.
           // Every answer under /api/ has an ETag, and If-None-Match may make it a 304 (etag.ts).
@@ -137,7 +130,7 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
               )
             : httpEffect
           return Effect.flatMap(checkRequest(request), (refusal) =>
-            refusal === undefined ? answered : rated(request, errorResponse(refusal.status, refusal.message))
+            refusal === undefined ? answered : rated(request, errorAnswer(refusal))
           )
         })
 
@@ -149,21 +142,17 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
             const path = pathOf(request.url)
             const allow = routes.allowedMethods(request.url)
             if (allow.length > 0) {
-              return rated(
-                request,
-                errorResponse(405, `${request.method} is not allowed on ${path}; it takes ${allow.join(", ")}`, {
-                  allow: allow.join(", ")
-                })
-              )
+              const message = `${request.method} is not allowed on ${path}; it takes ${allow.join(", ")}`
+              return rated(request, errorAnswer(new MethodNotAllowed({ message }), { allow: allow.join(", ") }))
             }
-            return rated(request, errorResponse(404, `no such path: ${path}`))
+            return rated(request, errorAnswer(notFound(`no such path: ${path}`)))
           }
           if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
           return Effect.flatMap(HttpServerError.causeResponse(cause), ([response]) => {
             if (response.status < 500 && response.body._tag !== "Empty") return Effect.succeed(response)
             const message =
               STATUS_MESSAGES[response.status] ?? (response.status >= 500 ? "internal error" : "request failed")
-            const answer = errorResponse(response.status, message, response.headers)
+            const answer = errorAnswer(new ServerFailure({ status: response.status, message }), response.headers)
             return response.status >= 500
               ? Effect.as(Effect.logError("request failed", Cause.pretty(cause)), answer)
               : Effect.succeed(answer)

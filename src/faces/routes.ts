@@ -9,23 +9,23 @@ import { AdminRoutesFor, adminKnownRoutes } from "./admin-api/index.ts"
 import { ApiKeyAuthLive } from "./api/auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./api/definition.ts"
 import { fallbackLayer } from "./fallback.ts"
+import { NoStore } from "./http/no-store.ts"
 import { routesOf, type KnownRoute } from "./http/routes.ts"
-import { METRICS_PATH } from "./ops/metrics-routes.ts"
 import { ADMIN_WEB_ROUTES } from "./pages/paths.ts"
 import { ResourceHandlers, RootHandlers } from "./api/handlers.ts"
 import { DeletionsHandlers } from "./api/deletions-handlers.ts"
 import { HooksHandlers } from "./api/hooks-handlers.ts"
 import { EventsHandlers } from "./api/events-handlers.ts"
-import { KeyDirectory } from "./api/key-directory.ts"
-import { ApiPool } from "./api/pool.ts"
 import { RequestErrorsLive } from "./api/request-errors.ts"
-import { RateLimiter } from "./api/rate-limit.ts"
-import { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
-import { UsageRecorder } from "./api/usage.ts"
-import { Views } from "./api/views.ts"
+import { ApiKeys } from "../access/keys/service.ts"
+import { ApiPool } from "../platform/db/api-pool.ts"
+import { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
+import { Deletions } from "../read/deletions.ts"
+import { EventsFeed } from "../read/events.ts"
+import { Views } from "../read/views.ts"
 
 export { ServiceApi } from "./api/definition.ts"
-export { ApiSettings, type ApiSettingsShape } from "./api/settings.ts"
+export { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
 
 /**
  * The route table: every route this part of the service serves. The fallback answers 405 (with
@@ -41,18 +41,19 @@ export const SERVED_ROUTES: ReadonlyArray<KnownRoute> = [
   ...ADMIN_WEB_ROUTES
 ]
 
-/** With the health checks and /metrics, served by their own routers: every route the server knows. */
+/** With the health checks, served by their own router: every route the public server knows. */
 export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
   ...SERVED_ROUTES,
   { method: "GET", path: "/healthz" },
-  { method: "GET", path: "/readyz" },
-  { method: "GET", path: METRICS_PATH }
+  { method: "GET", path: "/readyz" }
 ]
 
 /** The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment. */
 export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   const SettingsLive = settings === undefined ? ApiSettings.fromEnv : ApiSettings.layer(settings)
-  const Services = Layer.mergeAll(KeyDirectory.layer, RateLimiter.layer, UsageRecorder.layer, Views.layer).pipe(
+  // The keys service and the read model, on the API's own pool.
+  const Services = Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
+    Layer.provideMerge(ApiKeys.layer),
     Layer.provideMerge(ApiPool.layer),
     Layer.provideMerge(SettingsLive)
   )
@@ -65,8 +66,8 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   )
   const Docs = docsPage(ServiceApi, DOCS_PATH)
   const Fallback = fallbackLayer(SERVED_ROUTES)
-  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback).pipe(Layer.provide(Services))
+  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback, NoStore).pipe(Layer.provide(Services))
 }
 
-/** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(HealthRoutes, ApiRoutes)), with Database provided. */
+/** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, ApiRoutes)), with Database provided. */
 export const ApiRoutes = makeApiRoutes()

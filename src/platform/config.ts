@@ -58,6 +58,16 @@ export const HttpConfig = Config.all({
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1"))
 })
 
+/**
+ * The operations port: /metrics, /healthz and the detailed /readyz, apart from the public
+ * port, on loopback unless told otherwise (a scraper in another container sets OPS_HOST).
+ * OPS_PORT=0 takes any free port (several processes on one host, tests).
+ */
+export const OpsConfig = Config.all({
+  port: Config.Int("OPS_PORT").pipe(Config.withDefault(9464)),
+  host: Config.String("OPS_HOST").pipe(Config.withDefault("127.0.0.1"))
+})
+
 /** Limits of each HTTP server (the public port and the operations port): what one client may hold. */
 const HttpLimitsConfig = Config.all({
   /** The request line and headers must arrive within this (a client trickling bytes is cut off). */

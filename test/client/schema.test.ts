@@ -54,7 +54,14 @@ describe("the OpenAPI document", () => {
       const record = RESOURCES.find((r) => r === EVENT_RESOURCE[kind])!
       const recordRef =
         doc.paths[`/api/v1/${record}/{id}`].get.responses["200"].content["application/json"].schema.properties.data
-      expect(payload.properties.data).toEqual(recordRef)
+      // The record as GET returns it or, deleted since, its identifiers only (docs/privacy.md).
+      const deletedRef = { $ref: recordRef.$ref.replace("/schemas/", "/schemas/Deleted") }
+      expect(payload.properties.data).toEqual({ anyOf: [recordRef, deletedRef] })
+      const deleted = doc.components.schemas[deletedRef.$ref.split("/").at(-1)]
+      const fields = doc.components.schemas[recordRef.$ref.split("/").at(-1)].properties
+      expect(Object.keys(deleted.properties)).toEqual(Object.keys(fields))
+      for (const [field, schema] of Object.entries<any>(deleted.properties))
+        if (!["id", "companyId", "reference"].includes(field)) expect(schema, field).toEqual({ type: "null" })
       expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(["2XX", "410"]))
     }
   })

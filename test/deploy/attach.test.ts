@@ -155,7 +155,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     const service = startService({ ...env, PORT: String(port), REPLICATION_SLOT_FAILOVER: "true" })
     children.push(service.child)
     const base = `http://127.0.0.1:${port}`
-    await waitForUrl(`${base}/readyz`, 60_000, streaming)
+    await waitForUrl(`${await service.opsUrl()}/readyz`, 60_000, streaming)
 
     // The role reads what it needs and nothing more.
     const srs = postgres(serviceUrl, { max: 1, onnotice: () => {} })

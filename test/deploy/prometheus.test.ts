@@ -51,6 +51,13 @@ describe.skipIf(!hasPromtool)("alert rules, by promtool", () => {
     expect(r.code).toBe(0)
   })
 
+  it("load in the compose file's Prometheus configuration, which scrapes the operations port", async () => {
+    const r = await promtool("check", "config", "prometheus.yml")
+    expect(r.output).toContain("SUCCESS")
+    expect(r.code).toBe(0)
+    expect(readFileSync(`${DIR}prometheus.yml`, "utf8")).toContain('targets: ["service-a:9464", "service-b:9464"]')
+  })
+
   it("pass their unit tests: quiet while things are fine, firing once the condition held", async () => {
     const r = await promtool("test", "rules", "alerts.test.yml")
     expect(r.output).toContain("SUCCESS")
@@ -59,13 +66,15 @@ describe.skipIf(!hasPromtool)("alert rules, by promtool", () => {
 })
 
 describe("alert rules and dashboard", () => {
-  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, old pending deliveries, endpoints switched off and 5xx", () => {
+  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off and 5xx", () => {
     expect(alertNames).toEqual([
       "SrsReplicationSlotWalNearLimit",
       "SrsReplicationSlotLost",
       "SrsNoCaptureLeader",
       "SrsCaptureLagHigh",
       "SrsCaptureStalled",
+      "SrsCaptureQuarantined",
+      "SrsCaptureContractBroken",
       "SrsOldestPendingDeliveryOld",
       "SrsEndpointSwitchedOff",
       "SrsHttp5xxRate"

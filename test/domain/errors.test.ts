@@ -1,5 +1,7 @@
-// The one error model and its two wordings: HTTP (status and {"error": message}) and the CLI
-// (a field's flag, a hint by reason). Table tests, pure.
+// The one error model and its two wordings: HTTP (status and {"error": message}, the same
+// whether HttpApi encodes it or the fallback answers it) and the CLI (a field's flag, a hint
+// by reason). Table tests, pure.
+import { Schema } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
 import {
   at,
@@ -7,20 +9,25 @@ import {
   forbidden,
   invalid,
   notFound,
+  rateLimited,
   unauthorized,
   words,
   type DomainError
 } from "../../src/domain/errors.ts"
-import { checkName, parseScopes } from "../../src/access/keys.ts"
+import { checkName, parseScopes } from "../../src/access/keys/store.ts"
 import {
   BadRequest,
   Conflict,
+  errorAnswer,
   Forbidden,
-  NotFound,
-  Unauthorized,
   httpMessage,
   httpStatus,
-  toHttpError
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  ServerFailure,
+  TooManyRequests,
+  Unauthorized
 } from "../../src/faces/http/errors.ts"
 import { cliError, cliMessage, flagOf } from "../../src/faces/cli/errors.ts"
 
@@ -58,7 +65,7 @@ describe("domain errors", () => {
 })
 
 describe("HTTP: one status per kind, the body's message with the API's names", () => {
-  it.each<[DomainError, number, new (...args: never) => unknown, string]>([
+  it.each<[DomainError, number, Schema.Top, string]>([
     [invalid(words`${at("name")} must not be empty`), 400, BadRequest, "name must not be empty"],
     [unauthorized("this key is revoked or expired"), 401, Unauthorized, "this key is revoked or expired"],
     [
@@ -69,6 +76,7 @@ describe("HTTP: one status per kind, the body's message with the API's names", (
     ],
     [notFound("no API key with id x"), 404, NotFound, "no API key with id x"],
     [conflict("replay r is done already"), 409, Conflict, "replay r is done already"],
+    [rateLimited("rate limit exceeded: 2 requests per 60 seconds"), 429, TooManyRequests, "rate limit exceeded: 2"],
     [scopesError("incidents,nope"), 400, BadRequest, 'unknown resource "nope" in read; choose from'],
     [scopesError(""), 400, BadRequest, "read needs resources separated by commas, or all"],
     [
@@ -78,15 +86,41 @@ describe("HTTP: one status per kind, the body's message with the API's names", (
       "name one destination: endpointId or subscriptionId"
     ],
     [invalid(words`${at("since")} must be a date`), 400, BadRequest, "since must be a date"]
-  ])("%s", (e, status, Class, message) => {
+  ])("%s", (e, status, answer, message) => {
     expect(httpStatus(e)).toBe(status)
-    const http = toHttpError(e)
-    expect(http).toBeInstanceOf(Class)
-    expect(http.error.startsWith(message)).toBe(true)
-    expect(httpMessage(e)).toBe(http.error)
-    expect(http.error).not.toContain("--")
+    // What HttpApi sends when a handler fails with it (the endpoint declares `answer`) ...
+    const body = Schema.encodeUnknownSync(answer as Schema.Codec<unknown, { readonly error: string }>)(e)
+    expect(Object.keys(body)).toEqual(["error"])
+    expect(body.error.startsWith(message)).toBe(true)
+    expect(httpMessage(e)).toBe(body.error)
+    expect(body.error).not.toContain("--")
+    // ... and what the fallback sends: the same status and body.
+    const response = errorAnswer(e)
+    expect(response.status).toBe(status)
+    expect(answerText(response)).toBe(JSON.stringify(body))
+  })
+
+  it("an answer declared for one kind does not take another (the endpoint's declarations are what it answers)", () => {
+    expect(() => Schema.encodeUnknownSync(BadRequest)(notFound("no such thing"))).toThrow()
+    expect(() => Schema.encodeUnknownSync(Unauthorized)(forbidden("not this"))).toThrow()
+  })
+
+  it.each([
+    [new MethodNotAllowed({ message: "DELETE is not allowed on /api/v1; it takes GET, HEAD" }), 405],
+    [new PayloadTooLarge({ message: "the request body is too large: at most 64 KiB" }), 413],
+    [new ServerFailure({ status: 503, message: "the service is shutting down" }), 503]
+  ])("HTTP's own refusals: %s", (e, status) => {
+    const response = errorAnswer(e, { allow: "GET" })
+    expect([response.status, response.headers.allow]).toEqual([status, "GET"])
+    expect(JSON.parse(answerText(response))).toEqual({ error: e.message })
   })
 })
+
+/** The text of an answer made in memory. */
+const answerText = (response: ReturnType<typeof errorAnswer>): string => {
+  if (response.body._tag !== "Uint8Array") throw new Error(`a ${response.body._tag} body`)
+  return new TextDecoder().decode(response.body.body)
+}
 
 describe("CLI: the flag for a field, the message otherwise as it is", () => {
   it.each([

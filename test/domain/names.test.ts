@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { forbiddenInName } from "../../src/domain/names.ts"
-import { checkName } from "../../src/access/keys.ts"
+import { checkName } from "../../src/access/keys/store.ts"
 import { parseName } from "../../src/webhooks/endpoints/validate.ts"
 import { cliMessage } from "../../src/faces/cli/errors.ts"
 import { httpMessage } from "../../src/faces/http/errors.ts"

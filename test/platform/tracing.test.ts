@@ -65,6 +65,7 @@ beforeAll(async () => {
   const caFile = join(dir, "ca.pem")
   writeFileSync(caFile, testCerts().trusted.caCert)
   const port = await freePort()
+  const opsPort = await freePort()
   url = `http://127.0.0.1:${port}`
   child = spawn(process.execPath, [MAIN], {
     env: {
@@ -77,6 +78,7 @@ beforeAll(async () => {
       REQUEST_LOG_LEVEL: "info",
       HOST: "127.0.0.1",
       PORT: String(port),
+      OPS_PORT: String(opsPort),
       SECRETS_KEY: secretsKey.toString("base64"),
       CAPTURE_HEARTBEAT: "1 second",
       WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
@@ -94,7 +96,7 @@ beforeAll(async () => {
   await waitFor(
     async () => {
       if (child!.exitCode !== null) throw new Error(`the service exited (${child!.exitCode}):\n${output.slice(-3000)}`)
-      const r = await fetch(`${url}/readyz`).catch(() => null)
+      const r = await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => null)
       const body = r?.status === 200 ? ((await r.json()) as { capture: { streaming: boolean } }) : null
       return body?.capture.streaming
     },

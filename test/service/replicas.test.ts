@@ -39,6 +39,8 @@ interface Replica {
   readonly name: string
   readonly child: ChildProcess
   readonly url: string
+  /** The operations port: /metrics and the detailed /readyz. */
+  readonly opsUrl: string
   readonly output: () => string
   /** The service's JSON log lines so far. */
   readonly logs: () => ReadonlyArray<Record<string, unknown>>
@@ -55,8 +57,9 @@ const replicas: Replica[] = []
 
 const start = async (name: string, extra: Record<string, string> = {}): Promise<Replica> => {
   const port = await freePort()
+  const opsPort = await freePort()
   const child = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, ...env, PORT: String(port), ...extra },
+    env: { ...process.env, ...env, PORT: String(port), OPS_PORT: String(opsPort), ...extra },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
@@ -67,6 +70,7 @@ const start = async (name: string, extra: Record<string, string> = {}): Promise<
     name,
     child,
     url: `http://127.0.0.1:${port}`,
+    opsUrl: `http://127.0.0.1:${opsPort}`,
     output: () => output,
     logs: () =>
       output
@@ -82,7 +86,7 @@ const start = async (name: string, extra: Record<string, string> = {}): Promise<
 
 const readiness = async (r: Replica): Promise<{ status: number; body: Readiness } | null> => {
   try {
-    const answer = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(2_000) })
+    const answer = await fetch(`${r.opsUrl}/readyz`, { signal: AbortSignal.timeout(2_000) })
     return { status: answer.status, body: (await answer.json()) as Readiness }
   } catch {
     return null
@@ -346,7 +350,7 @@ describe("several replicas on one database", () => {
     expect(status.capture.leader).toMatchObject({
       applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}`
     })
-    const metrics = await (await fetch(`${survivor.url}/metrics`)).text()
+    const metrics = await (await fetch(`${survivor.opsUrl}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(1)
     expect(sample(metrics, "srs_capture_role", { role: "leader" })).toBe(1)
   })
@@ -383,12 +387,14 @@ describe("several replicas on one database", () => {
     const read = (r: Replica, path: string) =>
       fetch(`${r.url}${path}`, { headers: { authorization: `Bearer ${key.key}` } })
     expect((await read(api, "/api/v1/incidents?limit=1")).status).toBe(200)
-    expect(sample(await (await fetch(`${api.url}/metrics`)).text(), "srs_capture_role", { role: "off" })).toBe(1)
+    expect(sample(await (await fetch(`${api.opsUrl}/metrics`)).text(), "srs_capture_role", { role: "off" })).toBe(1)
     // The worker serves what orchestrators ask, not the API or the admin.
     expect((await read(worker, "/api/v1/incidents?limit=1")).status).toBe(404)
     expect((await fetch(`${worker.url}/admin/sign-in`)).status).toBe(404)
     expect((await fetch(`${worker.url}/healthz`)).status).toBe(200)
-    expect(sample(await (await fetch(`${worker.url}/metrics`)).text(), "srs_capture_role", { role: "standby" })).toBe(1)
+    expect(
+      sample(await (await fetch(`${worker.opsUrl}/metrics`)).text(), "srs_capture_role", { role: "standby" })
+    ).toBe(1)
     await waitFor(
       () => worker.logs().some((l) => l.message === "capture standby: waiting for the leader lock"),
       "the worker to wait as a standby",

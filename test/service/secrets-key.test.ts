@@ -67,7 +67,7 @@ describe("one SECRETS_KEY per database", () => {
 
     // The first is untouched.
     expect(first.child.exitCode).toBeNull()
-    const ready = await waitForUrl(`${base}/readyz`, 10_000)
+    const ready = await waitForUrl(`${await first.opsUrl()}/readyz`, 10_000)
     expect(ready).toMatchObject({ status: "ready", database: true })
     expect((await db.sql`select fingerprint from service.secrets_key`).map((r) => r.fingerprint)).toEqual([
       row!.fingerprint

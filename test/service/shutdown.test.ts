@@ -40,12 +40,14 @@ describe("graceful shutdown", () => {
     const caFile = join(dir, "ca.pem")
     writeFileSync(caFile, testCerts().trusted.caCert)
     const port = await freePort()
+    const opsPort = await freePort()
     const slot = `slot_${db.name}`
     const child = spawn(process.execPath, [MAIN], {
       env: {
         ...process.env,
         DATABASE_URL: db.url,
         PORT: String(port),
+        OPS_PORT: String(opsPort),
         REPLICATION_SLOT: slot,
         SEED_DEMO: "false",
         LOG_LEVEL: "Info",
@@ -64,7 +66,9 @@ describe("graceful shutdown", () => {
       // A time limit per try: a connection made while the server starts may go unanswered.
       // Ready, and capture streaming: an incident written before its first views would be in them, not an event.
       const streaming = async () => {
-        const r = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(1_000) }).catch(() => null)
+        const r = await fetch(`http://127.0.0.1:${opsPort}/readyz`, { signal: AbortSignal.timeout(1_000) }).catch(
+          () => null
+        )
         return r?.ok === true && ((await r.json()) as { capture: { streaming: boolean } }).capture.streaming
       }
       await waitFor(streaming, "the service to be ready and capture to stream", 60_000)

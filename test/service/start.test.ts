@@ -71,8 +71,10 @@ describe("npm start", () => {
     children.push(first.child)
     const t0 = Date.now()
     await waitForUrl(`${base}/healthz`, 60_000)
+    // The public port says ready or not, and nothing more.
+    expect(await waitForUrl(`${base}/readyz`, 30_000)).toEqual({ status: "ready" })
     // Ready as soon as the database is; capture (which builds the first views) streams soon after.
-    const ready = await waitForUrl(`${base}/readyz`, 30_000, streaming)
+    const ready = await waitForUrl(`${await first.opsUrl()}/readyz`, 30_000, streaming)
     expect(ready).toMatchObject({
       status: "ready",
       database: true,
@@ -98,7 +100,7 @@ describe("npm start", () => {
 
     const second = startService(env, { main: bundle })
     children.push(second.child)
-    await waitForUrl(`${base}/readyz`, 60_000, streaming)
+    await waitForUrl(`${await second.opsUrl()}/readyz`, 60_000, streaming)
     expect(second.output()).not.toContain("demo data loaded")
     expect(second.output()).not.toContain("initial views built")
     second.child.kill("SIGINT")
@@ -113,13 +115,14 @@ describe("npm start", () => {
       DATA_DIR: dataDir,
       EMBEDDED_PG_PORT: String(await freePort()),
       PORT: String(await freePort()),
+      OPS_PORT: String(await freePort()),
       SEED_DEMO: "false",
       LOG_LEVEL: "Info"
     }
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       const npm = npmStart(env)
       children.push(npm.child)
-      await waitForUrl(`http://127.0.0.1:${env.PORT}/readyz`, 90_000, streaming)
+      await waitForUrl(`http://127.0.0.1:${env.OPS_PORT}/readyz`, 90_000, streaming)
       // What npm started: the script's shell, which `exec` made the service itself.
       const service = childrenOf(npm.child.pid!)
       expect(service).toHaveLength(1)

@@ -1,21 +1,23 @@
-// The real HTTP server as main.ts composes it (health, read API, admin API, /metrics and the
-// request middleware), over a test database with the test's own capture and delivery
-// engine, and the service's JSON logs captured from stdout.
+// The real HTTP servers as main.ts composes them (the public one: health, read API, admin API
+// and the request middleware; the operations one: /metrics and the detailed /readyz), over a
+// test database with the test's own capture and delivery engine, and the service's JSON logs
+// captured from stdout.
 import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import type { Sql } from "postgres"
 import { makeApiRoutes, type ApiSettingsShape } from "../../src/faces/routes.ts"
-import { API_KEY_PREFIX, newSecret } from "../../src/access/bearer-secrets.ts"
+import { API_KEY_PREFIX, newSecret } from "../../src/access/keys/bearer-secrets.ts"
 import { Capture } from "../../src/pipeline/capture/Capture.ts"
 import type { CaptureStats } from "../../src/pipeline/capture/run.ts"
 import { Database } from "../../src/platform/db/Database.ts"
 import { Sql as SqlService } from "../../src/platform/db/Sql.ts"
 import { DeliveryEngine, type DeliveryEngineShape } from "../../src/webhooks/engine/engine.ts"
-import { HealthRoutes } from "../../src/faces/ops/health.ts"
+import { PublicHealthRoutes } from "../../src/faces/ops/health.ts"
+import { OpsRoutes } from "../../src/faces/ops-server.ts"
 import { LoggingLive } from "../../src/platform/logging.ts"
-import { ObservabilityRoutes } from "../../src/faces/observability.ts"
+import { RequestObservability } from "../../src/faces/observability.ts"
 import { attemptObserver, Metrics, type ServiceMetrics } from "../../src/faces/ops/metrics.ts"
 import { makeWebhooks, Webhooks } from "../../src/webhooks/service.ts"
 import { startEngine, type RunningEngine, type TestDeps } from "./world.ts"
@@ -29,7 +31,10 @@ export const startObservedEngine = (
   startEngine(deps, { retrySchedule, pollMs: 300, replayLane: false, observer: attemptObserver(metrics) })
 
 export interface ObservedServer {
+  /** The public port. */
   readonly url: string
+  /** The operations port: /metrics, the detailed /readyz. */
+  readonly opsUrl: string
   readonly close: () => Promise<void>
 }
 
@@ -42,7 +47,7 @@ export const startObservedServer = async (options: {
   readonly engine?: DeliveryEngineShape
   readonly settings?: Partial<ApiSettingsShape>
 }): Promise<ObservedServer> => {
-  const Routes = Layer.mergeAll(HealthRoutes, makeApiRoutes(options.settings ?? {}), ObservabilityRoutes)
+  const Routes = Layer.mergeAll(PublicHealthRoutes, makeApiRoutes(options.settings ?? {}), RequestObservability)
   const Services = Layer.mergeAll(
     Layer.succeed(Database, { sql: options.sql, url: options.url, embedded: false }),
     SqlService.fromPool(options.sql),
@@ -51,16 +56,26 @@ export const startObservedServer = async (options: {
     Layer.succeed(Webhooks, makeWebhooks(options.deps, { pool: options.sql })),
     options.engine ? Layer.succeed(DeliveryEngine, options.engine) : Layer.empty
   )
-  const ServerLive = HttpRouter.serve(Routes, { disableLogger: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+  const server = () => NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })
+  const PublicLive = HttpRouter.serve(Routes, { disableLogger: true }).pipe(
+    Layer.provideMerge(server()),
+    Layer.provide(Services),
+    Layer.provide(LoggingLive)
+  )
+  const OpsLive = HttpRouter.serve(OpsRoutes, { disableLogger: true }).pipe(
+    Layer.provideMerge(server()),
     Layer.provide(Services),
     Layer.provide(LoggingLive)
   )
   const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(Layer.buildWithScope(ServerLive, scope))
-  const address = Context.get(context, HttpServer.HttpServer).address
-  if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
-  return { url: `http://127.0.0.1:${address.port}`, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+  const urlOf = (context: Context.Context<HttpServer.HttpServer>) => {
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
+    return `http://127.0.0.1:${address.port}`
+  }
+  const url = urlOf(await Effect.runPromise(Layer.buildWithScope(PublicLive, scope)))
+  const opsUrl = urlOf(await Effect.runPromise(Layer.buildWithScope(OpsLive, scope)))
+  return { url, opsUrl, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 
 /** An API key row with a known key (as keys create makes it). */

@@ -109,8 +109,17 @@ export interface ServiceProcess {
 
 export const startService = async (env: Record<string, string>): Promise<ServiceProcess> => {
   const port = await freePort()
+  const opsPort = await freePort()
   const child = spawn(process.execPath, [fileURLToPath(new URL("../../src/main.ts", import.meta.url))], {
-    env: { ...process.env, LOG_LEVEL: "Warn", SEED_DEMO: "false", HOST: "127.0.0.1", PORT: String(port), ...env },
+    env: {
+      ...process.env,
+      LOG_LEVEL: "Warn",
+      SEED_DEMO: "false",
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      OPS_PORT: String(opsPort),
+      ...env
+    },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
@@ -129,7 +138,7 @@ export const startService = async (env: Record<string, string>): Promise<Service
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}):\n${output.slice(-4000)}`)
     try {
-      const r = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2_000) })
+      const r = await fetch(`http://127.0.0.1:${opsPort}/readyz`, { signal: AbortSignal.timeout(2_000) })
       // Ready, and capture streaming (the tests write app rows and expect their events).
       if (r.ok && ((await r.json()) as { capture: { streaming: boolean } }).capture.streaming) break
     } catch {

@@ -14,7 +14,18 @@ export interface ServiceProcess {
   readonly stderr: () => string
   /** The exit code; rejects with what the process printed if it has not exited within `ms`. */
   readonly exited: (ms?: number) => Promise<number | null>
+  /** The operations port's base URL, once the service has logged it (within `ms`). */
+  readonly opsUrl: (ms?: number) => Promise<string>
 }
+
+/** The operations port's address in a service's log ("Operations on http://..."), once it is there. */
+export const opsUrlIn = (output: () => string, ms = 60_000): Promise<string> =>
+  waitFor(
+    () => /"message":"Operations on (http:\/\/[^"]+)"/.exec(output())?.[1],
+    "the operations port's address",
+    ms,
+    50
+  )
 
 /** `main`: the file to run, src/main.ts unless given (e.g. the bundle `npm start` builds). */
 export const startService = (
@@ -22,7 +33,8 @@ export const startService = (
   options: { readonly main?: string } = {}
 ): ServiceProcess => {
   const child = spawn(process.execPath, [options.main ?? MAIN], {
-    env: { ...process.env, LOG_LEVEL: "Info", ...env },
+    // Any free operations port, unless the test names one: the log says which (opsUrl).
+    env: { ...process.env, LOG_LEVEL: "Info", OPS_PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
@@ -44,7 +56,14 @@ export const startService = (
         setTimeout(() => reject(new Error(`no exit within ${ms} ms; output:\n${output.slice(-4000)}`)), ms)
       )
     ])
-  return { child, output: () => output, stdout: () => stdout, stderr: () => stderr, exited }
+  return {
+    child,
+    output: () => output,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    opsUrl: (ms?: number) => opsUrlIn(() => output, ms)
+  }
 }
 
 export type Readiness = {

@@ -14,11 +14,11 @@ import {
   HttpApiSecurity,
   OpenApi
 } from "effect/http-api"
-import { BadRequest, Conflict, NotFound, toHttpError, Unauthorized } from "../http/errors.ts"
+import { answering, BadRequest, Conflict, NotFound, Unauthorized } from "../http/errors.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { RESOURCES } from "../../domain/resources.ts"
 import type { AdminUser } from "../../access/identity.ts"
-import { EXPIRY_CHOICES } from "../../access/keys.ts"
+import { EXPIRY_CHOICES } from "../../access/keys/store.ts"
 import { ReplaysGroup } from "./replays.ts"
 import { WebhooksGroup } from "./webhooks.ts"
 
@@ -28,9 +28,9 @@ export const ADMIN_DOCS_PATH = "/admin/v1/docs"
 
 export class CurrentAdmin extends Context.Service<CurrentAdmin, AdminUser>()("service/admin/CurrentAdmin") {}
 
-/** Runs an operation as the admin calling; the domain's errors become HTTP errors. */
-export const byAdmin = <A, E extends DomainError, R>(run: (admin: AdminUser) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(CurrentAdmin, run).pipe(Effect.mapError(toHttpError))
+/** Runs an operation as the admin calling; its domain errors are the endpoint's answers. */
+export const byAdmin = <A, R>(run: (admin: AdminUser) => Effect.Effect<A, DomainError, R>) =>
+  answering(Effect.flatMap(CurrentAdmin, run))
 
 export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: CurrentAdmin }>()(
   "service/admin/AdminAuth",
@@ -40,7 +40,8 @@ export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: 
         HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")
       )
     },
-    error: Unauthorized
+    // A parameter given to a path that takes none is refused here, before the handler.
+    error: [Unauthorized, BadRequest]
   }
 ) {}
 

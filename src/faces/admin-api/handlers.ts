@@ -1,14 +1,17 @@
 // Handlers of the admin HTTP API: thin wrappers over the admin operations.
 import { Effect, Layer, Redacted } from "effect"
-import { HttpServerRequest } from "effect/http"
+import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
 import { strayParameter } from "../api/auth.ts"
-import { errorResponse, toHttpError } from "../http/errors.ts"
+import { invalid, unauthorized } from "../../domain/errors.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import { companyById } from "../../access/identity.ts"
-import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys.ts"
+import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys/store.ts"
 import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, byAdmin, CurrentAdmin } from "./definition.ts"
+
+/** What a 401 of the admin API carries besides its body. */
+const CHALLENGE = { "www-authenticate": 'Bearer realm="admin"' }
 
 export const AdminAuthLive = Layer.effect(
   AdminAuth,
@@ -21,14 +24,17 @@ export const AdminAuthLive = Layer.effect(
             Effect.provideService(Sql, sql),
             Effect.orDie
           )
-          if ("refused" in check)
-            return errorResponse(401, check.refused, { "www-authenticate": 'Bearer realm="admin"' })
+          if ("refused" in check) {
+            yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+              Effect.succeed(HttpServerResponse.setHeaders(response, CHALLENGE))
+            )
+            return yield* unauthorized(check.refused)
+          }
           // Paths that declare their parameters refuse others by their schema; the rest take
           // none, and one given is refused rather than silently ignored (?key=... filters nothing).
           if (endpoint.query === undefined) {
             const stray = strayParameter((yield* HttpServerRequest.HttpServerRequest).url)
-            if (stray !== undefined)
-              return errorResponse(400, `unknown query parameter "${stray}"; this path takes none`)
+            if (stray !== undefined) return yield* invalid(`unknown query parameter "${stray}"; this path takes none`)
           }
           return yield* Effect.provideService(httpEffect, CurrentAdmin, check.actor)
         })
@@ -44,9 +50,9 @@ export const AdminRequestErrorsLive = HttpApiMiddleware.layerSchemaErrorTransfor
     case "Query":
     case "Params":
     case "Headers":
-      return Effect.succeed(errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${oneLine(error.cause.message)}`))
+      return Effect.fail(invalid(`invalid ${error.kind.toLowerCase()}: ${oneLine(error.cause.message)}`))
     case "Payload":
-      return Effect.succeed(errorResponse(400, `invalid request body: ${oneLine(error.cause.message)}`))
+      return Effect.fail(invalid(`invalid request body: ${oneLine(error.cause.message)}`))
     default:
       return Effect.fail(error)
   }
@@ -56,7 +62,7 @@ export const AdminRootHandlers = HttpApiBuilder.group(AdminApi, "admin", (handle
   handlers.handle("whoami", () =>
     Effect.gen(function* () {
       const admin = yield* CurrentAdmin
-      const company = yield* companyById(admin.companyId).pipe(Effect.mapError(toHttpError))
+      const company = yield* companyById(admin.companyId)
       return { company, admin: { id: admin.userId, email: admin.email, name: admin.name } }
     })
   )
@@ -69,14 +75,14 @@ export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
       Effect.gen(function* () {
         const admin = yield* CurrentAdmin
         const parsed = parseScopes(payload.read === "all" ? ["all"] : payload.read)
-        if ("error" in parsed) return yield* toHttpError(parsed.error)
+        if ("error" in parsed) return yield* parsed.error
         return yield* createKey(admin, {
           companyId: admin.companyId,
           name: payload.name,
           scopes: parsed.scopes,
           webhooks: payload.webhooks ?? false,
           expires: payload.expires ?? "never"
-        }).pipe(Effect.mapError(toHttpError))
+        })
       })
     )
     .handle("get", ({ params }) => byAdmin((admin) => getKey(admin.companyId, params.id)))

@@ -10,10 +10,9 @@ import { byAdmin } from "./definition.ts"
 
 const ACTIVITY_LIMIT = 200
 
-/** Runs an operation as the admin calling, in their company; the domain's errors become HTTP errors. */
-const asAdmin = <A, E extends DomainError, R>(
-  run: (actor: WebhookActor, companyId: string) => Effect.Effect<A, E, R>
-) => byAdmin((a) => run(userActor(a), a.companyId))
+/** Runs an operation as the admin calling, in their company; its domain errors are the endpoint's answers. */
+const asAdmin = <A, R>(run: (actor: WebhookActor, companyId: string) => Effect.Effect<A, DomainError, R>) =>
+  byAdmin((a) => run(userActor(a), a.companyId))
 
 export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (handlers) =>
   Effect.gen(function* () {

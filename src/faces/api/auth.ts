@@ -1,19 +1,20 @@
-// The middleware on every /api/v1 endpoint: the bearer key (401), the rate limit (429), the
-// company, scopes and modules (403), and the IETF RateLimit fields on every answer. The key
-// is resolved from memory when it can be (keys.ts); the statement that reads the data then
-// confirms it (key-check.ts), so this adds no database round trip to a served request.
-import { Effect, Layer, Redacted } from "effect"
+// The middleware on every /api/v1 endpoint: it decodes the bearer key and the Host, asks the
+// keys service whether the request may go on (src/access/keys/service.ts: the key, its
+// rate limit, its company, scopes and modules), and answers what that decides: the key's
+// refusal (401, 403, 429) or the handler, with the IETF RateLimit fields on every answer and
+// the Bearer challenge on every 401. The key is resolved from memory when it can be; the
+// statement that reads the data then confirms it, so this adds no database round trip to a
+// served request.
+import { Effect, Layer, Redacted, type Types } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { isResource, type Resource } from "../../domain/resources.ts"
+import { invalid, type Forbidden, type Invalid, type RateLimited, type Unauthorized } from "../../domain/errors.ts"
+import { isResource } from "../../domain/resources.ts"
+import { CurrentKey } from "../../access/keys/current-key.ts"
+import type { RateDecision } from "../../access/keys/rate-limit.ts"
+import { ApiKeys } from "../../access/keys/service.ts"
+import { ApiSettings } from "../../platform/api-settings.ts"
 import { noteKeyId } from "../http/request-note.ts"
-import { CurrentKey } from "./current-key.ts"
 import { ApiKeyAuth } from "./definition.ts"
-import { errorResponse } from "../http/errors.ts"
-import { currentKeyOf, KeyDirectory, type KeyEntry, type Lookup } from "./key-directory.ts"
-import { RateLimiter, type RateDecision } from "./rate-limit.ts"
-import { ApiSettings } from "./settings.ts"
-import { UsageRecorder } from "./usage.ts"
-import { Views } from "./views.ts"
 
 /** The Host header's host name, lower case, without port or trailing dot. */
 export const hostOf = (header: string | undefined): string | undefined => {
@@ -38,6 +39,9 @@ export const rateLimitHeaders = (rate: RateDecision): Record<string, string> => 
   ratelimit: rateLimitField(rate)
 })
 
+/** Where the rate limit refused the request: the seconds to wait. */
+export const retryAfter = (rate: RateDecision): Record<string, string> => ({ "retry-after": String(rate.reset) })
+
 /** The first query parameter's name in a request URL, if it has any (an empty `?` has none). */
 export const strayParameter = (url: string): string | undefined => {
   const q = url.indexOf("?")
@@ -55,109 +59,75 @@ export const strayParameter = (url: string): string | undefined => {
   return undefined
 }
 
-export const UNAUTHORIZED_HEADERS: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
+/** The request's answer: the handler's (what it fails with is answered further in), or the key's refusal. */
+type Answer = Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  Types.unhandled | Unauthorized | Forbidden | RateLimited | Invalid,
+  HttpServerRequest.HttpServerRequest
+>
 
-type Unusable = "revoked" | "expired" | "unknown" | "host"
-const UNUSABLE: Readonly<Record<Unusable, string>> = {
-  revoked: "this API key was revoked",
-  expired: "this API key expired",
-  unknown: "unknown API key",
-  host: "this API key belongs to another company: use it at your company's own address"
-}
+/** What every 401 of the read API carries besides its body. */
+const CHALLENGE: Readonly<Record<string, string>> = { "www-authenticate": 'Bearer realm="api"' }
+
+/** Sets an answer's headers, whatever answers the request (handler or refusal); a 401 also gets the challenge. */
+const withHeaders =
+  (headers: Readonly<Record<string, string>>) =>
+  (_request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
+    Effect.succeed(
+      HttpServerResponse.setHeaders(response, response.status === 401 ? { ...headers, ...CHALLENGE } : headers)
+    )
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
   Effect.gen(function* () {
-    const directory = yield* KeyDirectory
-    const limiter = yield* RateLimiter
-    const usage = yield* UsageRecorder
+    const keys = yield* ApiKeys
     const settings = yield* ApiSettings
-    const views = yield* Views
     const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
+    // Without a usable key there is no allowance to report, only the policy.
     const policyOnly = { "ratelimit-policy": policy }
 
-    // A key over its limit was resolved from memory and no statement will confirm it, so
-    // before answering 429 ask the database whether it is still a key at all: revoking one
-    // takes effect on its very next request, which gets 401 (spec 5.6), however busy it was.
-    // One statement per refused request, as a served request costs.
-    const tooMany = (
-      entry: KeyEntry,
-      host: string | undefined,
-      resource: Resource | undefined,
-      answer: HttpServerResponse.HttpServerResponse
-    ) =>
-      Effect.flatMap(views.check(currentKeyOf(entry, host), resource), (now) =>
-        now.state !== "revoked" && now.state !== "expired" && now.state !== "unknown" && now.state !== "host"
-          ? Effect.succeed(answer)
-          : Effect.map(directory.explain(entry.keyId, host, resource), (refusal) =>
-              errorResponse(401, refusal?.status === 401 ? refusal.message : UNUSABLE[now.state as Unusable], {
-                ...policyOnly,
-                ...UNAUTHORIZED_HEADERS
-              })
-            )
-      )
-
-    // Runs on every request: plain combinators rather than a generator, and nothing made
-    // per request that can be made once (the policy field, the key as handlers see it).
-    const admit = <E, R>(
-      httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
-      lookup: Lookup,
-      host: string | undefined,
-      resource: Resource | undefined,
-      hooks: boolean,
-      strayQuery: string | undefined
-    ) => {
-      if (lookup._tag === "Refused" && lookup.refusal.status === 401) {
-        return Effect.succeed(errorResponse(401, lookup.refusal.message, { ...policyOnly, ...UNAUTHORIZED_HEADERS }))
-      }
-      const entry = lookup.entry!
-      usage.record(entry.keyId)
-      const answer = Effect.flatMap(limiter.take(entry.keyId), (rate) => {
-        const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
-        if (!rate.allowed) {
-          return tooMany(
-            entry,
-            host,
-            resource,
-            errorResponse(
-              429,
-              `rate limit exceeded: ${rate.limit} requests per ${rate.windowSeconds} seconds; retry in ${rate.reset} seconds`,
-              {
-                ...headers,
-                "retry-after": String(rate.reset)
-              }
-            )
-          )
-        }
-        if (lookup._tag === "Refused")
-          return Effect.succeed(errorResponse(lookup.refusal.status, lookup.refusal.message, headers))
-        // Hooks rule 1: without the webhooks permission the answer is 403, whatever the body
-        // (checked here, before the handler reads and validates it).
-        if (hooks && !entry.webhooks)
-          return Effect.succeed(errorResponse(403, "this key does not have the webhooks permission", headers))
-        if (strayQuery !== undefined)
-          return Effect.succeed(
-            errorResponse(400, `unknown query parameter "${strayQuery}"; this path takes none`, headers)
-          )
-        return HttpEffect.withPreResponseHandler(
-          Effect.provideService(httpEffect, CurrentKey, currentKeyOf(entry, host)),
-          (_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers))
-        )
-      })
-      // The request's log line and span name the key, by id (never the key), whatever the answer.
-      return Effect.andThen(noteKeyId(entry.keyId), answer)
-    }
+    /** The request ends with this refusal; HttpApi answers it as the middleware declares it. */
+    const refuse = (
+      error: Unauthorized | Forbidden | RateLimited | Invalid,
+      headers: Readonly<Record<string, string>>
+    ) => Effect.andThen(HttpEffect.appendPreResponseHandler(withHeaders(headers)), Effect.fail(error))
 
     return ApiKeyAuth.of({
+      // Runs on every request: plain combinators rather than a generator, and nothing made
+      // per request that can be made once (the policy field, the key as handlers see it).
       apiKey: (httpEffect, { credential, group, endpoint }) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const host = hostOf(request.headers.host)
-          const resource = isResource(group.identifier) ? group.identifier : undefined
-          // Lists declare their parameters (and refuse others by their schema); the rest take none.
-          const stray = endpoint.query === undefined ? strayParameter(request.url) : undefined
-          return Effect.flatMap(directory.resolve(Redacted.value(credential), host, resource), (lookup) =>
-            admit(httpEffect, lookup, host, resource, group.identifier === "hooks", stray)
-          )
+          const admission = keys.admit({
+            credential: Redacted.value(credential),
+            host,
+            resource: isResource(group.identifier) ? group.identifier : undefined,
+            webhooks: group.identifier === "hooks"
+          })
+          return Effect.flatMap(admission, (a): Answer => {
+            const rate = a.rate
+            const headers =
+              rate === undefined
+                ? policyOnly
+                : rate.allowed
+                  ? { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
+                  : { "ratelimit-policy": policy, ratelimit: rateLimitField(rate), ...retryAfter(rate) }
+            if (a._tag === "Refused") {
+              const refused = refuse(a.error, headers)
+              // The request's log line and span name the key, by id (never the key), whatever the answer.
+              return a.keyId === undefined ? refused : Effect.andThen(noteKeyId(a.keyId), refused)
+            }
+            // Lists declare their parameters (and refuse others by their schema); the rest take none.
+            const stray = endpoint.query === undefined ? strayParameter(request.url) : undefined
+            const answer: Answer =
+              stray === undefined
+                ? HttpEffect.withPreResponseHandler(
+                    Effect.provideService(httpEffect, CurrentKey, a.key),
+                    withHeaders(headers)
+                  )
+                : refuse(invalid(`unknown query parameter "${stray}"; this path takes none`), headers)
+            return Effect.andThen(noteKeyId(a.key.keyId), answer)
+          })
         })
     })
   })

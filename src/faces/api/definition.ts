@@ -5,14 +5,14 @@
 // Adding a group (the webhooks work adds `hooks`, and `events` for GET /api/v1/events):
 // define it next to this file and add it in ServiceApi below, before the middleware lines,
 // so that it is authenticated and rate limited like every other group.
-import { NextCursor } from "./cursor.ts"
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 import { RESOURCE_INFO, RESOURCES, type Resource } from "../../domain/resources.ts"
-import type { CurrentKey } from "./current-key.ts"
+import type { CurrentKey } from "../../access/keys/current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.ts"
-import { DeletionsGroup } from "./deletions.ts"
+import { DeletionsGroup } from "./deletions-api.ts"
+import { NextCursor } from "./paging.ts"
 import { HooksGroup } from "./hooks.ts"
 import { EventsGroup } from "./events-api.ts"
 import { completeDocument } from "./document.ts"
@@ -27,7 +27,7 @@ export const DOCS_PATH = "/docs"
 // -----------------------------------------------------------------------------
 // Middleware (implemented in auth.ts and request-errors.ts)
 
-/** Bearer API key: 401 unknown/revoked/expired/other company, 429 over the limit, 403 off. */
+/** Bearer API key: 401 unknown/revoked/expired/other company, 429 over the limit, 403 off; 400 for a parameter a path does not take. */
 export class ApiKeyAuth extends HttpApiMiddleware.Service<ApiKeyAuth, { provides: CurrentKey }>()(
   "service/api/ApiKeyAuth",
   {
@@ -36,13 +36,13 @@ export class ApiKeyAuth extends HttpApiMiddleware.Service<ApiKeyAuth, { provides
         HttpApiSecurity.annotate(OpenApi.Description, "An API key: Authorization: Bearer mk_...")
       )
     },
-    error: [Unauthorized, Forbidden, TooManyRequests]
+    error: [Unauthorized, Forbidden, TooManyRequests, BadRequest]
   }
 ) {}
 
-/** Turns a request that does not decode (query parameters, a body) into a 400 naming what is wrong. */
+/** Turns a request that does not decode (query parameters, a body) into a 400 naming what is wrong (after the key's own refusal, if it has one now). */
 export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("service/api/RequestErrors", {
-  error: BadRequest
+  error: [BadRequest, Unauthorized, Forbidden]
 }) {}
 
 // -----------------------------------------------------------------------------

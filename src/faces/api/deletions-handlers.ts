@@ -1,38 +1,16 @@
-// Handler of GET /api/v1/deletions (group and listing in deletions.ts): refusals worded
-// like the rest of the API.
+// Handler of GET /api/v1/deletions (group in deletions-api.ts, listing in src/read/deletions.ts).
 import { Effect } from "effect"
-import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { CurrentKey } from "./current-key.ts"
-import { cursorKey as makeCursorKey } from "./cursor.ts"
+import { CurrentKey } from "../../access/keys/current-key.ts"
+import { Deletions } from "../../read/deletions.ts"
 import { ServiceApi } from "./definition.ts"
-import { listDeletions } from "./deletions.ts"
-import { BadRequest, Forbidden } from "../http/errors.ts"
-import { refusedResponse } from "./handlers.ts"
-import { KeyDirectory } from "./key-directory.ts"
-import { ApiPool } from "./pool.ts"
-import { settingSecret } from "./views.ts"
+import { json } from "./handlers.ts"
 
 export const DeletionsHandlers = HttpApiBuilder.group(ServiceApi, "deletions", (handlers) =>
   Effect.gen(function* () {
-    const { sql } = yield* ApiPool
-    const directory = yield* KeyDirectory
-    const cursorKey = makeCursorKey(yield* Effect.promise(() => settingSecret(sql, "cursor_hmac_key")))
+    const deletions = yield* Deletions
     return handlers.handle("list", ({ query }) =>
-      Effect.gen(function* () {
-        const key = yield* CurrentKey
-        const a = yield* Effect.promise(() => listDeletions(sql, cursorKey, key, query))
-        switch (a._tag) {
-          case "Body":
-            return HttpServerResponse.text(a.body, { contentType: "application/json" })
-          case "Refused":
-            return yield* refusedResponse(key, a.resource, a.state).pipe(Effect.provideService(KeyDirectory, directory))
-          case "BadRequest":
-            return yield* new BadRequest({ error: a.message })
-          case "Forbidden":
-            return yield* new Forbidden({ error: a.message })
-        }
-      })
+      Effect.flatMap(Effect.service(CurrentKey), (key) => Effect.map(deletions.list(key, query), json))
     )
   })
 )

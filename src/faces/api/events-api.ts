@@ -2,14 +2,14 @@
 // GET /api/v1/events and GET /api/v1/events/{id}. The handlers are in events-handlers.ts.
 // Query parameters are checked and parsed by their schemas, like the record lists': each 400
 // names the parameter and what it must be (request-errors.ts).
-import { pageOf } from "./cursor.ts"
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
 import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
-import { RECORD_SCHEMAS } from "./records.ts"
-import { EVENTS_WINDOW_DAYS } from "./events-feed.ts"
+import { DELETED_RECORD_SCHEMAS, RECORD_SCHEMAS } from "./records.ts"
+import { EVENTS_WINDOW_DAYS } from "../../read/lists.ts"
+import { pageOf } from "./paging.ts"
 import { cursorParam, dateParam, LimitParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
@@ -52,8 +52,12 @@ const eventOf = <K extends EventKind>(kind: K) => {
     createdAt: Timestamp.annotate({
       description: "When the change that fired the event was committed; the same value as in its webhook deliveries"
     }),
-    // Not annotated: that would make a second copy of the record's schema in the document.
-    data: RECORD_SCHEMAS[EVENT_RESOURCE[kind]] as (typeof RECORD_SCHEMAS)[(typeof EVENT_RESOURCE)[K]]
+    // Not annotated: that would make a second copy of the record's schema in the document. Its
+    // record deleted since, the event keeps only its identifiers (docs/privacy.md).
+    data: Schema.Union([
+      RECORD_SCHEMAS[EVENT_RESOURCE[kind]] as (typeof RECORD_SCHEMAS)[(typeof EVENT_RESOURCE)[K]],
+      DELETED_RECORD_SCHEMAS[EVENT_RESOURCE[kind]]
+    ])
   })
   // The record example is its schema's own; the type cannot follow it through the generic kind.
   const example = {
@@ -64,7 +68,7 @@ const eventOf = <K extends EventKind>(kind: K) => {
   }
   return payload.annotate({
     identifier: eventSchemaName(kind),
-    description: `${kind}: fired when ${EVENT_WHEN[kind]}. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the ${EVENT_RESOURCE[kind]} record as it was when the event fired, exactly as GET /api/v1/${EVENT_RESOURCE[kind]}/{id} returned it then.`,
+    description: `${kind}: fired when ${EVENT_WHEN[kind]}. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the ${EVENT_RESOURCE[kind]} record as it was when the event fired, exactly as GET /api/v1/${EVENT_RESOURCE[kind]}/{id} returned it then; once the record is deleted, its identifiers only (every other field null).`,
     examples: [example as unknown as typeof payload.Type]
   })
 }

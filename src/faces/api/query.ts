@@ -6,8 +6,8 @@
 import { Schema, SchemaIssue, SchemaTransformation } from "effect"
 import { STATUS_FILTER } from "../../domain/resources.ts"
 import { FILTER_DATE_FORMATS, filterDateRefusal, parseFilterDate } from "../../domain/dates.ts"
+import { DEFAULT_LIMIT } from "../../read/lists.ts"
 
-export const DEFAULT_LIMIT = 50
 export const MAX_LIMIT = 200
 export const MAX_NAME_LENGTH = 200
 
@@ -19,13 +19,6 @@ export const parseLimit = (text: string): number | undefined => {
 }
 
 export const STATUS_VALUES = Object.keys(STATUS_FILTER)
-
-/** The statuses a status filter value matches (spec 3.1 grouping), or undefined. */
-export const statusesFor = (value: string): ReadonlyArray<string> | undefined =>
-  Object.hasOwn(STATUS_FILTER, value) ? STATUS_FILTER[value] : undefined
-
-/** The ILIKE pattern for a name filter: the text anywhere in the name, wildcards escaped. */
-export const namePattern = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 const textParam = (
   check: (text: string) => true | string,
@@ -51,7 +44,7 @@ export const LimitParam = textParam((t) => parseLimit(t) !== undefined || `must 
   )
 )
 
-/** A cursor: opaque text, checked by the list it belongs to (cursor.ts). */
+/** A cursor: opaque text, checked by the list it belongs to (src/read/cursor.ts). */
 export const cursorParam = (description: string) =>
   textParam((t) => t.length > 0 || "must not be empty", { description, jsonSchema: { minLength: 1 } })
 
@@ -128,19 +121,6 @@ export const BASE_QUERY = {
 
 export const NAME_QUERY = { ...BASE_QUERY, name: Schema.optional(NameParam) } as const
 export const STATUS_QUERY = { ...BASE_QUERY, status: Schema.optional(StatusParam) } as const
-
-/** Query parameters as the list handlers receive them: decoded (dates canonical UTC timestamps). */
-export interface ListQuery {
-  readonly limit?: number | undefined
-  readonly cursor?: string | undefined
-  readonly createdAfter?: string | undefined
-  readonly createdBefore?: string | undefined
-  readonly updatedAfter?: string | undefined
-  readonly updatedBefore?: string | undefined
-  readonly sort?: (typeof SORT_VALUES)[number] | undefined
-  readonly name?: string | undefined
-  readonly status?: string | undefined
-}
 
 // -----------------------------------------------------------------------------
 // Turning a failed query decode into one message that names the parameter

@@ -3,7 +3,8 @@
 // already this JSON and are sent as they are. Tests check every record served against the
 // document generated from here, so the schemas and the shapers cannot drift apart.
 import { Schema } from "effect"
-import type { Resource } from "../../domain/resources.ts"
+import { RESOURCES, type Resource } from "../../domain/resources.ts"
+import { IDENTIFIER_FIELDS } from "../../domain/records/deleted.ts"
 import {
   AUDIT_EXAMPLE,
   CHANGE_EXAMPLE,
@@ -315,3 +316,26 @@ export const RECORD_SCHEMAS = {
   "risk-assessments": RiskAssessment,
   subcontractors: Subcontractor
 } as const satisfies Record<Resource, Schema.Top>
+
+/**
+ * A record deleted since an event carried it: its stored copy keeps only its identifiers
+ * (docs/privacy.md, "Deleted records"), every other field null with its key in place. What an
+ * event's `data` is once its record is deleted (the events feed, retries, Send Again, replays).
+ */
+const deletedOf = (resource: Resource) => {
+  const record = RECORD_SCHEMAS[resource] as unknown as Schema.Struct<Schema.Struct.Fields>
+  const keep = IDENTIFIER_FIELDS[resource]
+  const name = String(record.ast.annotations?.identifier ?? resource)
+  return Schema.Struct(
+    Object.fromEntries(Object.entries(record.fields).map(([k, f]) => [k, keep.includes(k) ? f : Schema.Null]))
+  ).annotate({
+    identifier: `Deleted${name}`,
+    description: `A ${name} deleted since: its identifiers (${keep.join(", ")}) only, every other field null`
+  })
+}
+
+export const DELETED_RECORD_SCHEMAS = Object.fromEntries(RESOURCES.map((r) => [r, deletedOf(r)])) as unknown as Record<
+  Resource,
+  // As typed: its fields' schemas read nothing from context (the identifiers' strings, nulls).
+  Schema.Struct<Record<string, typeof Schema.Null | typeof Schema.String>>
+>

@@ -3,16 +3,13 @@
 // revoked a moment ago gets its 401 here too.
 import { Effect, Layer } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
+import { invalid } from "../../domain/errors.ts"
 import { isResource } from "../../domain/resources.ts"
-import { CurrentKey } from "./current-key.ts"
+import { CurrentKey } from "../../access/keys/current-key.ts"
+import { ApiKeys } from "../../access/keys/service.ts"
+import { DELETIONS_PARAMS, EVENTS_PARAMS } from "../../read/lists.ts"
 import { listParams, RequestErrors } from "./definition.ts"
-import { errorResponse } from "../http/errors.ts"
-import { refusedResponse } from "./handlers.ts"
-import { KeyDirectory } from "./key-directory.ts"
 import { describeQueryIssue } from "./query.ts"
-import { EVENTS_PARAMS } from "./events-feed.ts"
-import { DELETIONS_PARAMS } from "./deletions.ts"
-import { Views } from "./views.ts"
 
 /** The query parameters an endpoint of the group takes, for the message about an unknown one. */
 const queryParams = (group: string): ReadonlyArray<string> =>
@@ -26,28 +23,20 @@ const queryParams = (group: string): ReadonlyArray<string> =>
 
 export const RequestErrorsLive = Layer.unwrap(
   Effect.gen(function* () {
-    const views = yield* Views
-    const directory = yield* KeyDirectory
+    const keys = yield* ApiKeys
     return HttpApiMiddleware.layerSchemaErrorTransform(RequestErrors, (error, { group }) =>
       Effect.gen(function* () {
-        const resource = isResource(group.identifier) ? group.identifier : undefined
         const key = yield* Effect.serviceOption(CurrentKey)
-        if (key._tag === "Some") {
-          const now = yield* views.check(key.value, resource)
-          if (now.state !== "ok") {
-            return yield* refusedResponse(key.value, resource, now.state).pipe(
-              Effect.provideService(KeyDirectory, directory)
-            )
-          }
-        }
+        if (key._tag === "Some")
+          yield* keys.standing(key.value, isResource(group.identifier) ? group.identifier : undefined)
         switch (error.kind) {
           case "Query":
-            return errorResponse(400, describeQueryIssue(error.cause.issue, queryParams(group.identifier)))
+            return yield* invalid(describeQueryIssue(error.cause.issue, queryParams(group.identifier)))
           case "Params":
           case "Headers":
-            return errorResponse(400, `invalid ${error.kind.toLowerCase()}: ${error.cause.message}`)
+            return yield* invalid(`invalid ${error.kind.toLowerCase()}: ${error.cause.message}`)
           case "Payload":
-            return errorResponse(400, `invalid request body: ${error.cause.message}`)
+            return yield* invalid(`invalid request body: ${error.cause.message}`)
           default:
             return yield* Effect.fail(error)
         }

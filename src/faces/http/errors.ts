@@ -1,73 +1,59 @@
-// Every error answer is JSON {"error": "<message>"} (spec 7). The classes declare the
-// statuses for the OpenAPI document and for handlers that fail with them; errorResponse
-// builds the same body directly where a response is made by hand (middleware, fallback);
-// toHttpError is the one mapping of the domain's errors (domain/errors.ts) to them.
-import { ErrorReporter, Schema } from "effect"
+// The one place where errors become HTTP answers, for the read API, the admin API and the
+// pages. Every error answer is JSON {"error": "<message>"} with the status its error
+// carries (the domain's errors are annotated with it in domain/errors.ts, HTTP's own refusals
+// below):
+// - the schemas the endpoints and middleware declare (the OpenAPI document's error answers),
+//   with which HttpApi encodes a domain error a handler fails with;
+// - errorAnswer, the same answer where HttpApi does not answer (the router's fallback);
+// - httpMessage and httpStatus, the message with the API's names for fields and the status
+//   (the pages show both).
+import { type Effect, ErrorReporter, Schema, SchemaTransformation } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as Domain from "../../domain/errors.ts"
 
-const fields = { error: Schema.String.annotate({ description: "A human-readable message" }) }
+// -----------------------------------------------------------------------------
+// HTTP's own refusals: about the request itself, no domain rule involved
 
-export class BadRequest extends Schema.Error<BadRequest>("BadRequest")(fields, {
-  httpApiStatus: 400,
-  description: "A malformed parameter: the message names it"
+/** A method the path does not take (405; the answer's Allow lists the ones it does). */
+export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()(
+  "MethodNotAllowed",
+  { message: Schema.String },
+  { httpApiStatus: 405 }
+) {
+  override readonly [ErrorReporter.ignore] = true
+}
+
+/** A request body over the JSON APIs' bound (413). */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
+  "PayloadTooLarge",
+  { message: Schema.String },
+  { httpApiStatus: 413 }
+) {
+  override readonly [ErrorReporter.ignore] = true
+}
+
+/** What the HTTP server itself answered (a request it could not read, a client gone, a shutdown, a failure): its status stands. */
+export class ServerFailure extends Schema.TaggedError<ServerFailure>()("ServerFailure", {
+  message: Schema.String,
+  status: Schema.Number
 }) {
   override readonly [ErrorReporter.ignore] = true
 }
 
-export class Unauthorized extends Schema.Error<Unauthorized>("Unauthorized")(fields, {
-  httpApiStatus: 401,
-  description: "No key, or a key that is unknown, revoked, expired or of another company"
-}) {
-  override readonly [ErrorReporter.ignore] = true
-}
-
-export class Forbidden extends Schema.Error<Forbidden>("Forbidden")(fields, {
-  httpApiStatus: 403,
-  description:
-    "The key may not read this, the module or the API is turned off, or the company is not on the Company tier"
-}) {
-  override readonly [ErrorReporter.ignore] = true
-}
-
-export class NotFound extends Schema.Error<NotFound>("NotFound")(fields, {
-  httpApiStatus: 404,
-  description: "No such record or path"
-}) {
-  override readonly [ErrorReporter.ignore] = true
-}
-
-export class Conflict extends Schema.Error<Conflict>("Conflict")(fields, {
-  httpApiStatus: 409,
-  description: "The request conflicts with a limit or the current state"
-}) {
-  override readonly [ErrorReporter.ignore] = true
-}
-
-export class TooManyRequests extends Schema.Error<TooManyRequests>("TooManyRequests")(fields, {
-  httpApiStatus: 429,
-  description: "More requests than the key's rate limit; Retry-After gives the seconds to wait"
-}) {
-  override readonly [ErrorReporter.ignore] = true
-}
-
-/** The JSON text of an error body. */
-export const errorBody = (message: string): string => JSON.stringify({ error: message })
-
-/** An error answer made by hand, with the same body the schemas above describe. */
-export const errorResponse = (
-  status: number,
-  message: string,
-  headers?: Readonly<Record<string, string>>
-): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.text(errorBody(message), {
-    status,
-    contentType: "application/json",
-    ...(headers === undefined ? {} : { headers })
-  })
+export type HttpError = Domain.DomainError | MethodNotAllowed | PayloadTooLarge | ServerFailure
 
 // -----------------------------------------------------------------------------
-// The one mapping of domain errors to HTTP, for the read API, the admin API and the pages.
+// Status and message
+
+/** The status each kind is annotated with (the one HttpApi answers it with), read once. */
+const STATUS = new Map<unknown, number>(
+  [...Domain.DOMAIN_ERRORS, MethodNotAllowed, PayloadTooLarge].map((Kind) => [
+    Kind,
+    Kind.ast.annotations!.httpApiStatus as number
+  ])
+)
+
+export const httpStatus = (e: HttpError): number => (e instanceof ServerFailure ? e.status : STATUS.get(e.constructor)!)
 
 /** Where the API calls a domain field otherwise (its schemas' names). */
 const API_NAMES: Readonly<Record<string, string>> = {
@@ -76,39 +62,75 @@ const API_NAMES: Readonly<Record<string, string>> = {
   subscription: "subscriptionId"
 }
 
-/** A domain error's message as the API words it. */
-export const httpMessage = (e: Domain.DomainError): string => Domain.spell(e, (field) => API_NAMES[field] ?? field)
+/** An error's message as the API words it. */
+export const httpMessage = (e: { readonly message: string; readonly words?: Domain.Words | undefined }): string =>
+  Domain.spell(e, (field) => API_NAMES[field] ?? field)
 
-const STATUS = {
-  Invalid: 400,
-  Unauthorized: 401,
-  Forbidden: 403,
-  NotFound: 404,
-  Conflict: 409
-} as const satisfies Record<Domain.DomainErrorTag, number>
+// -----------------------------------------------------------------------------
+// The answers HttpApi encodes: a domain error as {"error": message} with its status
 
-export const httpStatus = <E extends Domain.DomainError>(e: E): (typeof STATUS)[E["_tag"]] =>
-  STATUS[e._tag as E["_tag"]]
+const ErrorBody = Schema.Struct({ error: Schema.String.annotate({ description: "A human-readable message" }) })
 
-type HttpErrorOf<E extends Domain.DomainError> = E extends Domain.Invalid
-  ? BadRequest
-  : E extends Domain.Unauthorized
-    ? Unauthorized
-    : E extends Domain.Forbidden
-      ? Forbidden
-      : E extends Domain.NotFound
-        ? NotFound
-        : Conflict
-
-/** A domain error as the declared HTTP error of its status. */
-export const toHttpError = <E extends Domain.DomainError>(e: E): HttpErrorOf<E> => {
-  const body = { error: httpMessage(e) }
-  const http = {
-    Invalid: () => new BadRequest(body),
-    Unauthorized: () => new Unauthorized(body),
-    Forbidden: () => new Forbidden(body),
-    NotFound: () => new NotFound(body),
-    Conflict: () => new Conflict(body)
-  }[e._tag]()
-  return http as HttpErrorOf<E>
+type Answerable = Schema.Top & {
+  readonly Type: { readonly message: string; readonly words?: Domain.Words | undefined }
+  new (props: { readonly message: string }): Schema.Top["Type"]
 }
+
+/** The error as its answer: the body is its message (decoded back, a client gets the message only). */
+const answerOf = <S extends Answerable>(Kind: S, identifier: string, description: string) =>
+  ErrorBody.pipe(
+    Schema.decodeTo(
+      Schema.toType(Kind),
+      SchemaTransformation.transform({
+        decode: ({ error }) => new Kind({ message: error }) as S["Type"],
+        encode: (e: S["Type"]) => ({ error: httpMessage(e) })
+      })
+    )
+  ).annotate({ identifier, description })
+
+// The OpenAPI document names their bodies BadRequestEncoded, UnauthorizedEncoded ... (the
+// client's generated types use those names).
+export const BadRequest = answerOf(Domain.Invalid, "BadRequest", "A malformed parameter: the message names it")
+export const Unauthorized = answerOf(
+  Domain.Unauthorized,
+  "Unauthorized",
+  "No key, or a key that is unknown, revoked, expired or of another company"
+)
+export const Forbidden = answerOf(
+  Domain.Forbidden,
+  "Forbidden",
+  "The key may not read this, the module or the API is turned off, or the company is not on the Company tier"
+)
+export const NotFound = answerOf(Domain.NotFound, "NotFound", "No such record or path")
+export const Conflict = answerOf(Domain.Conflict, "Conflict", "The request conflicts with a limit or the current state")
+export const TooManyRequests = answerOf(
+  Domain.RateLimited,
+  "TooManyRequests",
+  "More requests than the key's rate limit; Retry-After gives the seconds to wait"
+)
+
+/**
+ * An operation's domain errors as an endpoint's answers. The webhook and replay operations are
+ * typed as failing with any DomainError; each endpoint declares the kinds it answers (the
+ * OpenAPI document lists those), and HttpApi answers a kind it does not declare as a failure
+ * of the service (500, logged), as for any defect.
+ */
+export const answering = <A, R>(operation: Effect.Effect<A, Domain.DomainError, R>): Effect.Effect<A, never, R> =>
+  operation as unknown as Effect.Effect<A, never, R>
+
+// -----------------------------------------------------------------------------
+// The same answer outside HttpApi
+
+/** The JSON text of an error body. */
+const errorBody = (message: string): string => JSON.stringify({ error: message })
+
+/** An error's answer where HttpApi does not give it (the router's fallback): the same status and body. */
+export const errorAnswer = (
+  e: HttpError,
+  headers?: Readonly<Record<string, string>>
+): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(errorBody(httpMessage(e)), {
+    status: httpStatus(e),
+    contentType: "application/json",
+    ...(headers === undefined ? {} : { headers })
+  })

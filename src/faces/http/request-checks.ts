@@ -2,19 +2,19 @@
 // it: one set of credentials, a bounded body, and no NUL characters in its body (PostgreSQL
 // text cannot hold one, so it would fail deep inside as a 500; the path and query are
 // checked for every path, pages included, by src/faces/fallback.ts with nulParameter). A
-// refusal is a value, so the caller answers it in the API's error shape.
+// refusal is an error value, so the caller answers it in the API's error shape.
 import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, type HttpServerRequest } from "effect/http"
+import { invalid, type Invalid } from "../../domain/errors.ts"
+import { PayloadTooLarge } from "./errors.ts"
 
 /** The largest JSON body the APIs read: their bodies are a few fields (a URL, a name, events). */
 export const MAX_JSON_BODY_BYTES = 64 * 1024
 
-export type Refusal = { readonly status: 400 | 413; readonly message: string }
+export type Refusal = Invalid | PayloadTooLarge
 
-const TOO_LARGE: Refusal = {
-  status: 413,
-  message: `the request body is too large: at most ${MAX_JSON_BODY_BYTES / 1024} KiB`
-}
+const tooLarge = () =>
+  new PayloadTooLarge({ message: `the request body is too large: at most ${MAX_JSON_BODY_BYTES / 1024} KiB` })
 
 /** Paths whose answers are JSON: the read API and the admin API. */
 export const isJsonApiPath = (path: string): boolean =>
@@ -72,10 +72,10 @@ const isJsonType = (contentType: string | undefined) => {
 /** Why the request must be refused before any handler runs, or undefined when it may go on. */
 export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Refusal | undefined> => {
   if (headerCount(request, "authorization") > 1) {
-    return Effect.succeed({ status: 400, message: "more than one Authorization header: send exactly one" })
+    return Effect.succeed(invalid("more than one Authorization header: send exactly one"))
   }
   const length = request.headers["content-length"]
-  if (length !== undefined && Number(length) > MAX_JSON_BODY_BYTES) return Effect.succeed(TOO_LARGE)
+  if (length !== undefined && Number(length) > MAX_JSON_BODY_BYTES) return Effect.succeed(tooLarge())
   const chunked = /chunked/i.test(request.headers["transfer-encoding"] ?? "")
   if (!isJsonType(request.headers["content-type"]) || (length === undefined && !chunked))
     return Effect.succeed(undefined)
@@ -90,9 +90,9 @@ export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effe
         return undefined // not JSON: the handler's own answer (400 invalid request body)
       }
       return containsNul(body)
-        ? { status: 400, message: "invalid request body: text may not contain NUL characters (\\u0000)" }
+        ? invalid("invalid request body: text may not contain NUL characters (\\u0000)")
         : undefined
     }),
-    Effect.catch(() => Effect.succeed<Refusal>(TOO_LARGE))
+    Effect.catch(() => Effect.succeed<Refusal>(tooLarge()))
   )
 }

@@ -1,74 +1,75 @@
 // /healthz: the process answers. /readyz: the process can serve, i.e. the database answers
 // and this build's migrations are applied. Every replica serves the API, so capture's role
 // (leader, standby, or off), its lag and its last error are in the body for people and
-// dashboards, never a reason to take a replica out of a load balancer.
+// dashboards, never a reason to take a replica out of a load balancer. That body is for the
+// operations port only: the public port's /readyz says ready or not, and nothing else (an
+// error text or the roles a process runs are not for whoever reaches the public port).
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { CaptureConfig, ServiceRoles } from "../../platform/config.ts"
-import { query, Sql } from "../../platform/db/Sql.ts"
-import { loadMigrations } from "../../platform/db/migrate.ts"
+import { Sql } from "../../platform/db/Sql.ts"
+import { schemaCheck } from "../../platform/db/health.ts"
 
 const CHECK_TIMEOUT_MS = 1_000
 
-export const HealthRoutes = Layer.unwrap(
-  Effect.gen(function* () {
-    const sql = yield* Sql
-    const roles = yield* ServiceRoles
-    const capture = yield* Effect.serviceOption(Capture)
-    // Without capture here, lag still reads from the database: what this replica serves is that far behind.
-    const slot = Option.isSome(capture) ? capture.value.slot : (yield* CaptureConfig).slot
-    const migrations = loadMigrations().map((m) => m.name)
-    const check = Effect.all(
-      [
-        query(
-          (sql) =>
-            sql<
-              { n: number }[]
-            >`select count(*)::int as n from service.schema_migrations where name = any(${migrations})`
-        ),
-        captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))
-      ],
-      { concurrency: "unbounded" }
-    ).pipe(
-      Effect.map(([[applied], status]) => ({
-        migrations: applied!.n === migrations.length,
-        lagSeconds: status?.lagSeconds ?? null
-      })),
-      Effect.provideService(Sql, sql)
-    )
-    return Layer.mergeAll(
-      HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
-      HttpRouter.add(
-        "GET",
-        "/readyz",
-        Effect.gen(function* () {
-          // A database that does not answer within the bound is down, for this check: an
-          // orchestrator polling readiness gets its 503 at once, not after a connect timeout.
-          const result = yield* check.pipe(
-            Effect.timeout(CHECK_TIMEOUT_MS),
-            Effect.option,
-            Effect.catchDefect(() => Effect.succeedNone)
-          )
-          const database = Option.isSome(result)
-          const applied = database && result.value.migrations
-          const stats = Option.isSome(capture) ? capture.value.stats : null
-          const body = {
-            status: applied ? "ready" : "not ready",
-            database,
-            migrations: applied,
-            roles,
-            capture: {
-              role: stats === null ? "off" : stats.role,
-              streaming: stats?.streaming ?? false,
-              lagSeconds: database ? result.value.lagSeconds : null,
-              lastError: stats?.lastError ?? null
-            }
-          }
-          return HttpServerResponse.jsonUnsafe(body, { status: applied ? 200 : 503 })
-        })
+/** `detailed`: the operations port's /readyz (roles, capture); else only ready or not. */
+const healthRoutes = (detailed: boolean) =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const sql = yield* Sql
+      const roles = yield* ServiceRoles
+      const capture = yield* Effect.serviceOption(Capture)
+      // Without capture here, lag still reads from the database: what this replica serves is that far behind.
+      const slot = Option.isSome(capture) ? capture.value.slot : (yield* CaptureConfig).slot
+      // The public answer needs no capture figures: the load balancer's polls stay one query.
+      const lag = detailed
+        ? captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))
+        : Effect.succeed(null)
+      const check = Effect.all([schemaCheck(), lag], { concurrency: "unbounded" }).pipe(
+        Effect.map(([migrations, status]) => ({ migrations, lagSeconds: status?.lagSeconds ?? null })),
+        Effect.provideService(Sql, sql)
       )
-    )
-  })
-)
+      return Layer.mergeAll(
+        HttpRouter.add("GET", "/healthz", HttpServerResponse.jsonUnsafe({ status: "ok" })),
+        HttpRouter.add(
+          "GET",
+          "/readyz",
+          Effect.gen(function* () {
+            // A database that does not answer within the bound is down, for this check: an
+            // orchestrator polling readiness gets its 503 at once, not after a connect timeout.
+            const result = yield* check.pipe(
+              Effect.timeout(CHECK_TIMEOUT_MS),
+              Effect.option,
+              Effect.catchDefect(() => Effect.succeedNone)
+            )
+            const database = Option.isSome(result)
+            const applied = database && result.value.migrations
+            const stats = Option.isSome(capture) ? capture.value.stats : null
+            const status = applied ? "ready" : "not ready"
+            if (!detailed) return HttpServerResponse.jsonUnsafe({ status }, { status: applied ? 200 : 503 })
+            const body = {
+              status,
+              database,
+              migrations: applied,
+              roles,
+              capture: {
+                role: stats === null ? "off" : stats.role,
+                streaming: stats?.streaming ?? false,
+                lagSeconds: database ? result.value.lagSeconds : null,
+                lastError: stats?.lastError ?? null
+              }
+            }
+            return HttpServerResponse.jsonUnsafe(body, { status: applied ? 200 : 503 })
+          })
+        )
+      )
+    })
+  )
+
+/** On the public port: /healthz, and /readyz as ready or not. */
+export const PublicHealthRoutes = healthRoutes(false)
+
+/** On the operations port: /healthz, and /readyz with the database, migrations, roles and capture. */
+export const OpsHealthRoutes = healthRoutes(true)

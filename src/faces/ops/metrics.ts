@@ -5,12 +5,13 @@
 // engine's attempt observer); the /metrics route registers the collectors once capture and
 // delivery exist.
 import { Context, Effect, Layer } from "effect"
-import { query, type Sql } from "../../platform/db/Sql.ts"
+import type { Sql } from "../../platform/db/Sql.ts"
 import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
+import { quarantineSummary } from "../../pipeline/capture/quarantine.ts"
 import { AttemptObserver, type EngineStats } from "../../webhooks/engine/engine.ts"
-import { OUTBOX_BACKLOG } from "../../webhooks/engine/fanout-queries.ts"
 import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
+import { deliveryGauges, outboxBacklogUpTo } from "../../webhooks/status.ts"
 import { mirror, Registry, setOrClear } from "../../platform/metrics/registry.ts"
 
 /** Seconds: from a fast loopback answer to the 10 s limit. */
@@ -84,6 +85,14 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       "srs_capture_events_total",
       "Events written to the outbox by capture in this process, by kind",
       ["event"]
+    ),
+    captureQuarantined: registry.gauge(
+      "srs_capture_quarantined",
+      "Records capture holds in quarantine (their view not shaped, their events held); read from the database"
+    ),
+    captureContractBroken: registry.gauge(
+      "srs_capture_contract_broken",
+      "App tables whose columns no longer fit what capture reads (their records are held); read from the database"
     ),
     outboxBacklog: registry.gauge(
       "srs_outbox_backlog_events",
@@ -198,11 +207,10 @@ export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, slot: str
       setOrClear(m.captureSafeWal, s.slotExists ? s.safeWalBytes : null)
       setOrClear(m.captureWalKeepSize, s.walKeepSizeBytes)
       m.captureStalled.set(s.stalledAt === null ? 0 : 1)
-      const [b] = yield* query(
-        (sql) => sql<{ n: number }[]>`
-        select count(*)::int as n from (${sql.unsafe(OUTBOX_BACKLOG)} limit 100000) x`
-      )
-      m.outboxBacklog.set(b!.n)
+      const q = yield* quarantineSummary()
+      m.captureQuarantined.set(q.count)
+      m.captureContractBroken.set(q.broken.length)
+      m.outboxBacklog.set(yield* outboxBacklogUpTo(100_000))
     })
   )
 
@@ -229,20 +237,11 @@ export const collectDatabase = (m: ServiceMetrics) =>
   collectFrom(
     m,
     Effect.gen(function* () {
-      const [[r], replays] = yield* Effect.all(
-        [
-          query(
-            (sql) => sql<{ oldest: number | null; off: number }[]>`
-            select
-              (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
-              (select count(*)::int from service.webhook_endpoints where not enabled) as off`
-          ),
-          runningReplayTotals
-        ],
-        { concurrency: "unbounded" }
-      )
-      m.oldestPendingDelivery.set(Math.max(0, r!.oldest ?? 0))
-      m.endpointsOff.set(r!.off)
+      const [delivery, replays] = yield* Effect.all([deliveryGauges, runningReplayTotals], {
+        concurrency: "unbounded"
+      })
+      m.oldestPendingDelivery.set(delivery.oldestPendingSeconds)
+      m.endpointsOff.set(delivery.endpointsOff)
       m.replaysRunning.set(replays.running)
       m.replayRemaining.set(replays.remaining)
     })

@@ -1,13 +1,23 @@
 // The operator's overview (`npm run admin -- status`): capture, the outbox backlog,
-// deliveries due and failing, endpoints switched off and why, keys near expiry. Read from
-// the database only, so it works from any process while the service runs (or not).
-import { toIsoUtcOrNull } from "../../domain/time.ts"
+// deliveries due and failing, endpoints switched off and why, replays running, keys near
+// expiry, each read by its concept; and the verdict scripts exit with. Read from the
+// database only, so it works from any process while the service runs (or not).
 import { Effect } from "effect"
-import { query, Sql } from "../../platform/db/Sql.ts"
+import { keysNearExpiry, type KeyNearExpiry } from "../../access/keys/store.ts"
 import { captureStatus, type CaptureStatus } from "../../pipeline/capture/status.ts"
 import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
-import { runningReplays, type ReplayView } from "../../webhooks/replay/jobs.ts"
-import { OUTBOX_BACKLOG } from "../../webhooks/engine/fanout-queries.ts"
+import { quarantineSummary, type QuarantineSummary } from "../../pipeline/capture/quarantine.ts"
+import { databaseNow } from "../../platform/db/health.ts"
+import type { ReplayView } from "../../webhooks/replay/jobs.ts"
+import { replaysRunning } from "../../webhooks/replay/queries.ts"
+import {
+  deliveryCounts,
+  endpointsSwitchedOff,
+  outboxBacklog,
+  type DeliveryCounts,
+  type OutboxBacklog,
+  type SwitchedOffEndpoint
+} from "../../webhooks/status.ts"
 
 export const KEY_EXPIRY_WARNING_DAYS = 14
 
@@ -18,151 +28,40 @@ export interface OperationsStatus {
     readonly leaderRunning: boolean
     /** The session holding it (the others wait as standbys), or null. */
     readonly leader: LeaderInfo | null
+    /** Records held in quarantine, and app tables whose contract is broken (docs/operations.md). */
+    readonly quarantine: QuarantineSummary
   }
-  readonly outbox: {
-    /** Events not yet fanned out into deliveries. */
-    readonly backlog: number
-    readonly oldestBacklogAt: string | null
-    readonly newestEventAt: string | null
-  }
-  readonly deliveries: {
-    /** Pending and due now (not being attempted). */
-    readonly due: number
-    /** Pending and due later (retries waiting for their time). */
-    readonly scheduled: number
-    /** Being attempted now (leased). */
-    readonly inFlight: number
-    /** Pending after at least one failed attempt. */
-    readonly failing: number
-    /** Resting because their destination is off. */
-    readonly held: number
-    /** Finished without success, in the last 24 hours. */
-    readonly failedLast24h: number
-    readonly oldestDueAt: string | null
-  }
-  readonly endpointsSwitchedOff: ReadonlyArray<{
-    readonly id: string
-    readonly companyId: string
-    readonly name: string
-    readonly url: string
-    readonly disabledAt: string | null
-    readonly reason: string | null
-    /** Deliveries waiting for it to be turned on. */
-    readonly held: number
-  }>
+  readonly outbox: OutboxBacklog
+  readonly deliveries: DeliveryCounts
+  readonly endpointsSwitchedOff: ReadonlyArray<SwitchedOffEndpoint>
   /** Replays being sent now, oldest first, with their progress. */
   readonly replays: ReadonlyArray<ReplayView>
-  readonly keysNearExpiry: ReadonlyArray<{
-    readonly id: string
-    readonly companyId: string
-    readonly name: string
-    readonly expiresAt: string
-    readonly webhooks: boolean
-    readonly subscriptions: number
-  }>
+  readonly keysNearExpiry: ReadonlyArray<KeyNearExpiry>
 }
 
 export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: string) {
-  const [capture, leader, [outbox], [d], off, keys, [now], replays] = yield* Effect.all(
+  const [capture, leader, outbox, deliveries, endpointsOff, replays, keys, now, quarantine] = yield* Effect.all(
     [
       captureStatus(slot),
       leaderInfo,
-      query(
-        (sql) => sql<{ backlog: number; oldest: Date | null; newest: Date | null }[]>`
-      with waiting as (${sql.unsafe(OUTBOX_BACKLOG)})
-      select (select count(*)::int from waiting) as backlog, (select min(created_at) from waiting) as oldest,
-        (select max(created_at) from service.events) as newest`
-      ),
-      query(
-        (sql) => sql<
-          {
-            due: number
-            scheduled: number
-            in_flight: number
-            failing: number
-            held: number
-            failed: number
-            oldest_due: Date | null
-          }[]
-        >`
-      select
-        count(*) filter (where state = 'pending' and next_attempt_at <= now() and not leased)::int as due,
-        count(*) filter (where state = 'pending' and next_attempt_at > now() and not leased)::int as scheduled,
-        count(*) filter (where state = 'pending' and leased)::int as in_flight,
-        count(*) filter (where state = 'pending' and attempts > 0)::int as failing,
-        count(*) filter (where state = 'held')::int as held,
-        count(*) filter (where state = 'failed' and finished_at > now() - interval '24 hours')::int as failed,
-        min(next_attempt_at) filter (where state = 'pending' and next_attempt_at <= now() and not leased) as oldest_due
-      from (select state, attempts, next_attempt_at, finished_at, (leased_by is not null and lease_until > now()) as leased
-            from service.webhook_deliveries where state <> 'succeeded') x`
-      ),
-      query(
-        (sql) => sql<
-          {
-            id: string
-            company_id: string
-            name: string
-            url: string
-            disabled_at: Date | null
-            disabled_reason: string | null
-            held: number
-          }[]
-        >`
-      select w.id::text, w.company_id::text, w.name, w.url, w.disabled_at, w.disabled_reason,
-        (select count(*)::int from service.webhook_deliveries d where d.endpoint_id = w.id and d.state = 'held') as held
-      from service.webhook_endpoints w where not w.enabled order by w.disabled_at desc nulls last, w.id`
-      ),
-      query(
-        (sql) => sql<
-          { id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]
-        >`
-      select k.id::text, k.company_id::text, k.name, k.expires_at, k.webhooks,
-        (select count(*)::int from service.webhook_subscriptions s where s.key_id = k.id) as subscriptions
-      from service.api_keys k
-      where k.revoked_at is null and k.expires_at > now() and k.expires_at <= now() + make_interval(days => ${KEY_EXPIRY_WARNING_DAYS})
-      order by k.expires_at, k.id`
-      ),
-      query((sql) => sql<{ now: Date }[]>`select now()`),
-      // runningReplays still takes a pool (webhooks/replay).
-      Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => runningReplays(pool)))
+      outboxBacklog,
+      deliveryCounts,
+      endpointsSwitchedOff,
+      replaysRunning,
+      keysNearExpiry(KEY_EXPIRY_WARNING_DAYS),
+      databaseNow,
+      quarantineSummary()
     ],
     { concurrency: "unbounded" }
   )
   const status: OperationsStatus = {
-    at: now!.now.toISOString(),
-    capture: { ...capture, leaderRunning: leader !== null, leader },
-    outbox: {
-      backlog: outbox!.backlog,
-      oldestBacklogAt: toIsoUtcOrNull(outbox!.oldest),
-      newestEventAt: toIsoUtcOrNull(outbox!.newest)
-    },
-    deliveries: {
-      due: d!.due,
-      scheduled: d!.scheduled,
-      inFlight: d!.in_flight,
-      failing: d!.failing,
-      held: d!.held,
-      failedLast24h: d!.failed,
-      oldestDueAt: toIsoUtcOrNull(d!.oldest_due)
-    },
-    endpointsSwitchedOff: off.map((w) => ({
-      id: w.id,
-      companyId: w.company_id,
-      name: w.name,
-      url: w.url,
-      disabledAt: toIsoUtcOrNull(w.disabled_at),
-      reason: w.disabled_reason,
-      held: w.held
-    })),
+    at: now.toISOString(),
+    capture: { ...capture, leaderRunning: leader !== null, leader, quarantine },
+    outbox,
+    deliveries,
+    endpointsSwitchedOff: endpointsOff,
     replays,
-    keysNearExpiry: keys.map((k) => ({
-      id: k.id,
-      companyId: k.company_id,
-      name: k.name,
-      expiresAt: k.expires_at.toISOString(),
-      webhooks: k.webhooks,
-      subscriptions: k.subscriptions
-    }))
+    keysNearExpiry: keys
   }
   return status
 })
@@ -210,6 +109,20 @@ export const assessStatus = (
       `replication slot ${c.slot} is about to lose WAL (wal_status unreserved${c.safeWalBytes === null ? "" : `, ${c.safeWalBytes} bytes to go`})`
     )
   }
+  for (const b of c.quarantine?.broken ?? [])
+    broken.push(
+      `capture: app.${b.table} no longer fits what the service reads (since ${b.since}), its records are held until it does: ${b.problems.join("; ")}`
+    )
+  for (const r of c.quarantine?.resyncing ?? [])
+    if (!c.quarantine?.broken.some((b) => b.table === r.table))
+      degraded.push(
+        `capture is re-reading app.${r.table} from the app table since ${r.since} (${r.rows} rows so far): the records it held shape again when it is done`
+      )
+  const q = c.quarantine
+  if (q !== undefined && q.count > 0)
+    degraded.push(
+      `capture holds ${q.count} record${q.count === 1 ? "" : "s"} in quarantine (capture quarantine list); the first: ${q.first === null ? "-" : `#${q.first.id} app.${q.first.table} ${q.first.key}: ${q.first.error}`}`
+    )
   if (c.leader === null)
     degraded.push(
       "no capture leader: no process is capturing (a standby takes over within seconds; if none runs, start one)"

@@ -1,6 +1,6 @@
 // The API keys page: create (name, record kinds, expiry, webhooks permission; the key shown
 // once), the list (who made each key, last use, requests) and revoke. The same operations
-// as POST /admin/v1/keys and /admin/v1/keys/:id/revoke (src/access/keys.ts), with the same
+// as POST /admin/v1/keys and /admin/v1/keys/:id/revoke (src/access/keys/store.ts), with the same
 // rules and the same error messages.
 import { Effect, Layer } from "effect"
 import { HttpRouter } from "effect/http"
@@ -18,7 +18,7 @@ import {
   type CreatedKey,
   type Expiry,
   type KeyInfo
-} from "../../access/keys.ts"
+} from "../../access/keys/store.ts"
 import { attr, html, type Html } from "./html.ts"
 import { csrfField, formError, htmlResponse, page, postButton, seeOther, shownOnce, when } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"

@@ -7,8 +7,8 @@ import { userActor } from "../../access/activity.ts"
 import { Effect, Layer } from "effect"
 import { HttpRouter, type HttpServerResponse } from "effect/http"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
-import { query, type Sql } from "../../platform/db/Sql.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
+import type { ReplayOffer } from "../../webhooks/replay/queries.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
 import {
@@ -284,35 +284,10 @@ const replayPage = (session: Session, r: ReplayView): Html => {
   })
 }
 
-export type ReplayOfferInfo = { readonly since: string; readonly until: string; readonly at: string }
-
-/**
- * Turn On's offer, while it stands: the endpoint's last Turn On recorded the window it was
- * off (sql activity details, src/webhooks/endpoints/endpoints.ts) and no replay of it was made since.
- */
-export const pendingOffer = (
-  companyId: string,
-  endpointId: string
-): Effect.Effect<ReplayOfferInfo | null, never, Sql> =>
-  query(
-    (sql) => sql<{ at: Date; since: string | null; until: string | null }[]>`
-    select a.at, a.details->'replayWhatFailed'->>'since' as since, a.details->'replayWhatFailed'->>'until' as until
-    from service.activity a
-    where a.company_id = ${companyId} and a.kind = 'endpoint.enabled' and a.subject_id = ${endpointId}
-      and not exists (select 1 from service.webhook_replays p where p.endpoint_id = ${endpointId}::uuid and p.created_at > a.at)
-      and not exists (select 1 from service.activity b where b.company_id = a.company_id and b.subject_id = a.subject_id
-        and b.kind = 'endpoint.switched_off' and b.at > a.at)
-    order by a.at desc limit 1`
-  ).pipe(
-    Effect.map(([r]) =>
-      r && r.since !== null && r.until !== null ? { since: r.since, until: r.until, at: r.at.toISOString() } : null
-    )
-  )
-
 /** The offer on the endpoint's page after Turn On. */
 export const replayOfferBox = (
   endpointId: string,
-  offer: ReplayOfferInfo
+  offer: ReplayOffer
 ): Html => html`<section class="flash info" aria-labelledby="offer-title" id="replay-offer">
   <h2 id="offer-title">Send what it missed?</h2>
   <p>It was turned on again ${when(offer.at)}. Deliveries that failed before it was switched off, and events while it was off (${when(offer.since)} to ${when(offer.until)}), were not delivered.</p>

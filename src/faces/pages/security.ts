@@ -3,7 +3,7 @@
 import { timingSafeEqual } from "node:crypto"
 import { Duration } from "effect"
 import { Cookies } from "effect/http"
-import { sha256 } from "../../access/bearer-secrets.ts"
+import { sha256 } from "../../access/keys/bearer-secrets.ts"
 
 /** The session cookie: __Host- means Secure, Path=/ and no Domain, so no other host can set it. */
 export const SESSION_COOKIE = "__Host-srs_admin"

@@ -9,7 +9,7 @@ import { html } from "./html.ts"
 import { barePage, htmlResponse, refusedPage, seeOther } from "./layout.ts"
 import { PATHS } from "./paths.ts"
 import { cookieOf, localTarget, readOwnForm, signedInForm } from "./request.ts"
-import { isToken, randomToken } from "../../access/bearer-secrets.ts"
+import { isToken, randomToken } from "../../access/keys/bearer-secrets.ts"
 import { expiredCookie, safeEqual, serializeCookie, SESSION_COOKIE, SIGN_IN_COOKIE } from "./security.ts"
 import { endSession, openSession, resolveSession } from "../../access/sessions.ts"
 

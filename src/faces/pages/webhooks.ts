@@ -30,7 +30,8 @@ import {
   when
 } from "./layout.ts"
 import { PATHS, pathFor } from "./paths.ts"
-import { pendingOffer, recentReplays, replayOfferBox, replaysTable, type ReplayOfferInfo } from "./replays.ts"
+import { recentReplays, replayOfferBox, replaysTable } from "./replays.ts"
+import { pendingReplayOffer, type ReplayOffer } from "../../webhooks/replay/queries.ts"
 import { idOf, signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
 
@@ -242,7 +243,7 @@ const endpointPage = (
   offered: ReadonlyArray<string>,
   e: EndpointView,
   deliveries: ReadonlyArray<DeliveryView>,
-  replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOfferInfo | null },
+  replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOffer | null },
   options: {
     readonly form?: EndpointForm
     readonly error?: string
@@ -343,7 +344,7 @@ const showEndpoint = (
       .pipe(Effect.orElseSucceed(() => []))
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
     const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
-    const offer = yield* pendingOffer(session.actor.companyId, found.success.id)
+    const offer = yield* pendingReplayOffer(session.actor.companyId, found.success.id)
     return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), {
       status: options.status ?? 200
     })

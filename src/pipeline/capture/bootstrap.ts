@@ -9,9 +9,22 @@ import { markProjectionVersion } from "../projection/version.ts"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
 import { reprojectViews } from "./apply.ts"
+import { contractNow, errorText, isPoison } from "./quarantine.ts"
+import type { RecordRef } from "../projection/dependencies.ts"
+import { prepare, project, type ProjectedView, tablesRead } from "../projection/project.ts"
+import type { Row } from "../../domain/records/types.ts"
+import { isResource, type Resource } from "../../domain/resources.ts"
+import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
-import { removeOrphanViews, writeCompanies, writeMirror, writeUsers } from "../projection/write.ts"
+import {
+  type ChangeTime,
+  removeOrphanViews,
+  writeCompanies,
+  writeMirror,
+  writeUsers,
+  writeViews
+} from "../projection/write.ts"
 import { groupSets } from "../../platform/sets.ts"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
@@ -40,12 +53,14 @@ const timestampColumns = async (tx: Tx) => {
   )
 }
 
-/** Copies the published columns of every app row into the mirror, as the stream would.
+/** Copies the published columns of every app row into the mirror, as the stream would, but
+ *  those of `skip` (tables that no longer fit: capture re-reads them once they do).
  *  Pages by primary key (no cursor: the same transaction writes between pages). */
-const loadMirror = async (tx: Tx) => {
+const loadMirror = async (tx: Tx, skip: ReadonlySet<string> = new Set()) => {
   const ts = await timestampColumns(tx)
   let total = 0
   for (const table of APP_TABLES) {
+    if (skip.has(table)) continue
     const cols = PUBLISHED_COLUMNS[table]!
     const tsCols = ts.get(table) ?? new Set<string>()
     const keyCols = table === "company_modules" ? ["company_id", "module"] : ["id"]
@@ -95,20 +110,97 @@ async function* mirrorKeys(tx: Tx, tbl: string, page: number) {
   }
 }
 
+/** A record bootstrap or rebuild-views could not shape: its view is left as it was. */
+export interface Unshaped {
+  readonly ref: RecordRef
+  readonly table: string
+  readonly companyId: string | null
+  readonly error: string
+  /** Its row in the mirror. */
+  readonly row: Row | null
+}
+
+/** How projectAll treats records that cannot be shaped (quarantine.ts), rather than failing. */
+export interface Holding {
+  /** Resources left alone (their views kept): those reading a table that no longer fits. */
+  readonly skip?: ReadonlySet<Resource>
+  /** Leave records held in quarantine alone (their last good view stays; capture shapes them). */
+  readonly keepHeld: boolean
+  /** Records that could not be shaped, and held ones left alone, a chunk at a time. */
+  readonly found: (unshaped: ReadonlyArray<Unshaped>, held: ReadonlyArray<RecordRef>) => Promise<void>
+}
+
+/** reprojectViews, but a record that cannot be shaped (or a held one) keeps its view and is handed to `hold`. */
+const reprojectHolding = async (
+  tx: Tx,
+  resource: Resource,
+  keys: ReadonlyArray<string>,
+  time: ChangeTime,
+  hold: Holding
+) => {
+  const tbl = RESOURCE_INFO[resource].table
+  const held = hold.keepHeld
+    ? new Set(
+        (
+          await tx<{ key: string }[]>`
+            select key from service.capture_quarantine where tbl = ${tbl} and key = any(${keys as string[]}::text[])`
+        ).map((r) => r.key)
+      )
+    : new Set<string>()
+  const refs = keys.filter((id) => !held.has(id)).map((id): RecordRef => ({ resource, id }))
+  const store = new Store(tx)
+  await prepare(store, refs)
+  const views: ProjectedView[] = []
+  const gone: RecordRef[] = []
+  const unshaped: Unshaped[] = []
+  for (const r of refs) {
+    try {
+      const v = project(store, r)
+      if (v === null) gone.push(r)
+      else views.push(v)
+    } catch (e) {
+      if (!isPoison(e)) throw e
+      const row = store.get(tbl, r.id)
+      unshaped.push({
+        ref: r,
+        table: tbl,
+        companyId: row?.companyId ?? null,
+        error: `${r.resource} ${r.id}: ${errorText(e)}`,
+        row: row?.data ?? null
+      })
+    }
+  }
+  await writeViews(tx, views, gone, time)
+  if (unshaped.length > 0 || held.size > 0)
+    await hold.found(
+      unshaped,
+      [...held].map((id) => ({ resource, id }))
+    )
+}
+
 /**
  * Re-projects every view (and the tenancy tables) from the mirror, in chunks. `mirrorAt`: the
- * time of the mirror's state, when a view changed (null: now).
+ * time of the mirror's state, when a view changed (null: now). With `hold`, a record that
+ * cannot be shaped keeps its view and is handed over instead of failing the whole rebuild.
  */
-export const projectAll = async (tx: Tx, onProgress?: (done: number) => void, mirrorAt: Date | null = null) => {
+export const projectAll = async (
+  tx: Tx,
+  onProgress?: (done: number) => void,
+  mirrorAt: Date | null = null,
+  hold: Holding | null = null
+) => {
   let done = 0
   for (const resource of RESOURCES) {
+    if (hold?.skip?.has(resource)) continue
     const tbl = RESOURCE_INFO[resource].table
     for await (const keys of mirrorKeys(tx, tbl, CHUNK / 2)) {
-      await reprojectViews(
-        tx,
-        keys.map((id) => ({ resource, id })),
-        { mirror: mirrorAt }
-      )
+      if (hold === null)
+        await reprojectViews(
+          tx,
+          keys.map((id) => ({ resource, id })),
+          { mirror: mirrorAt }
+        )
+      else await reprojectHolding(tx, resource, keys, { mirror: mirrorAt }, hold)
       done += keys.length
       onProgress?.(done)
     }
@@ -145,7 +237,8 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
   url: string,
   slot: string,
   gapReason: string | null,
-  failover = false
+  failover = false,
+  publication = "safety_records_service"
 ) {
   yield* dropSlot(slot)
   const exported = yield* Effect.promise(() => createSlotWithSnapshot(url, slot, failover))
@@ -157,16 +250,57 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       // Views are rewritten in place, not truncated: a view that did not change keeps its
       // change time, and one whose record went while the slot was lost gets a tombstone.
       yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
-      const rows = yield* onTransaction(loadMirror)
-      const views = yield* onTransaction((tx) => projectAll(tx))
-      yield* onTransaction((tx) =>
-        removeOrphanViews(
+      // The quarantine starts again with the mirror: what held records owed is part of the gap
+      // (or there was none), and a record that cannot be shaped now is held owing nothing (no
+      // event fires for existing rows). A table that does not fit is not read: it is marked
+      // broken and re-read once it fits (resync.ts); the views that read it are kept meanwhile.
+      const broken = yield* onTransaction((tx) => contractNow(tx, publication))
+      yield* query((tx) => tx`truncate service.capture_quarantine, service.capture_contract, service.capture_resync`)
+      for (const [tbl, problems] of broken) {
+        yield* query(
+          (tx) => tx`
+          insert into service.capture_contract (tbl, problems, lsn)
+          values (${tbl}, ${problems as string[]}, ${formatLsn(exported.consistentPoint)}::pg_lsn)`
+        )
+        yield* query((tx) => tx`insert into service.capture_resync (tbl) values (${tbl})`)
+      }
+      const skip = new Set(RESOURCES.filter((r) => tablesRead(r).some((t) => broken.has(t))))
+      const rows = yield* onTransaction((tx) => loadMirror(tx, new Set(broken.keys())))
+      const lsn = formatLsn(exported.consistentPoint)
+      const views = yield* onTransaction((tx) =>
+        projectAll(tx, undefined, null, {
+          skip,
+          keepHeld: false,
+          found: async (unshaped) => {
+            await tx`
+              insert into service.capture_quarantine (lsn, tbl, key, company_id, error, before)
+              select ${lsn}::pg_lsn, tbl, key, company_id, error, before
+              from json_to_recordset(${JSON.stringify(
+                unshaped.map((u) => ({
+                  tbl: u.table,
+                  key: u.ref.id,
+                  company_id: u.companyId,
+                  error: u.error,
+                  before: u.row === null ? null : JSON.stringify(u.row)
+                }))
+              )}::text::json) as x(tbl text, key text, company_id uuid, error text, before text)`
+          }
+        })
+      )
+      const kept = RESOURCES.filter((r) => !skip.has(r))
+      // Records deleted while the slot was lost: their stored events keep only their identifiers.
+      yield* onTransaction(async (tx) => {
+        const removed = await removeOrphanViews(
           tx,
-          RESOURCES,
-          RESOURCES.map((r) => RESOURCE_INFO[r].table),
+          kept,
+          kept.map((r) => RESOURCE_INFO[r].table),
           null
         )
-      )
+        await scrubDeletedRecords(
+          tx,
+          removed.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
+        )
+      })
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()
       yield* query(

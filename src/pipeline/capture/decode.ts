@@ -6,20 +6,22 @@ import type {
   MessageRelation,
   MessageUpdate
 } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
-import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
+import { NEVER_COLUMNS } from "../../domain/records/index.ts"
 import { rowKey, TABLES } from "../projection/tables.ts"
 import type { RowChange } from "./txn.ts"
 
 const checked = new WeakSet<MessageRelation>()
 const checkColumns = (rel: MessageRelation) => {
   if (!checked.has(rel)) {
-    // The publication is checked at start; should it be altered while capture runs, a new
-    // Relation message shows it before any row of that table: stop before storing a value.
-    const wanted = PUBLISHED_COLUMNS[rel.name] ?? []
-    const extra = rel.columns.map((c) => c.name).filter((c) => !wanted.includes(c))
+    // The publication is checked at start; should it be altered while capture runs to carry a
+    // NEVER column, a new Relation message shows it before any row of that table: stop before
+    // storing a value. A column the service does not read otherwise (a renamed one) is passed
+    // over by the reader (pgoutput.ts), and its table's records are held (quarantine.ts).
+    const never = NEVER_COLUMNS[rel.name] ?? []
+    const extra = rel.columns.map((c) => c.name).filter((c) => never.includes(c))
     if (extra.length > 0) {
       throw new Error(
-        `the change stream carries ${extra.map((c) => `app.${rel.name}.${c}`).join(", ")}, which the service does not read ` +
+        `the change stream carries ${extra.map((c) => `app.${rel.name}.${c}`).join(", ")}, which is NEVER sent ` +
           `(was the publication altered?); capture stops before storing any of it and checks the publication again`
       )
     }
@@ -41,10 +43,13 @@ export const decodeChange = (msg: MessageInsert | MessageUpdate | MessageDelete)
     return [{ table: rel.name, key: rowKey(rel.name, key), data: null }]
   }
   const data = msg.new as Record<string, unknown>
+  const poison = (msg as { poison?: string }).poison
   const change: RowChange =
-    msg.tag === "insert"
-      ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true }
-      : { table: rel.name, key: rowKey(rel.name, data), data }
+    poison !== undefined
+      ? { table: rel.name, key: rowKey(rel.name, data), data, poison }
+      : msg.tag === "insert"
+        ? { table: rel.name, key: rowKey(rel.name, data), data, inserted: true }
+        : { table: rel.name, key: rowKey(rel.name, data), data }
   const before = msg.tag === "update" ? (msg.key ?? msg.old) : null // the old key, or the old row (REPLICA IDENTITY FULL)
   if (before !== null && before !== undefined) {
     const old = rowKey(rel.name, before as Record<string, unknown>)

@@ -12,6 +12,7 @@ import type {
   MessageRelation,
   MessageUpdate
 } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
+import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { normalizeValue } from "./normalize.ts"
 
 type Tuple = Record<string, unknown>
@@ -84,10 +85,14 @@ class Reader {
 const PLAIN = 0
 const TIMESTAMP = 1
 const GENERAL = 2
+/** A column of an app table the service does not read (renamed from one it reads, or added to
+ *  the publication): its value is passed over, never decoded or kept (its table's records are
+ *  held until it fits again: quarantine.ts). */
+const SKIP = 3
 
 interface ColumnPlan {
   readonly name: string
-  readonly how: typeof PLAIN | typeof TIMESTAMP | typeof GENERAL
+  readonly how: typeof PLAIN | typeof TIMESTAMP | typeof GENERAL | typeof SKIP
   readonly parser: (text: string) => unknown
   readonly typeOid: number
 }
@@ -111,12 +116,19 @@ interface RelationPlan {
 /** A relation's columns, planned once (a relation message comes before its rows). The names,
  *  the app's column names, are quoted as JSON strings in the literal. */
 const planOf = (rel: MessageRelation): RelationPlan => {
-  const literal = rel.columns.map((c, i) => `${JSON.stringify(c.name)}: v[${i}]`).join(", ")
+  const published = rel.schema === "app" ? PUBLISHED_COLUMNS[rel.name] : undefined
+  const read = (name: string) => published === undefined || published.includes(name)
+  const literal = rel.columns.flatMap((c, i) => (read(c.name) ? [`${JSON.stringify(c.name)}: v[${i}]`] : [])).join(", ")
   return {
     columns: rel.columns.map((c) => ({
       name: c.name,
-      how:
-        c.typeOid === TIMESTAMPTZ ? TIMESTAMP : TEXT_OIDS.has(c.typeOid) && c.parser === textParser ? PLAIN : GENERAL,
+      how: !read(c.name)
+        ? SKIP
+        : c.typeOid === TIMESTAMPTZ
+          ? TIMESTAMP
+          : TEXT_OIDS.has(c.typeOid) && c.parser === textParser
+            ? PLAIN
+            : GENERAL,
       parser: c.parser,
       typeOid: c.typeOid
     })),
@@ -124,6 +136,9 @@ const planOf = (rel: MessageRelation): RelationPlan => {
     values: new Array<unknown>(rel.columns.length)
   }
 }
+
+/** The first value the tuple being read could not decode (readTuple is synchronous), or null. */
+let rejected: string | null = null
 
 /** Reads one TupleData; `fallback` supplies unchanged TOAST values (the old tuple, when sent). */
 const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback: Tuple | null): Tuple => {
@@ -146,10 +161,21 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback
       const end = start + len
       if (end > r.b.length) throw new Error("unexpected end of pgoutput message")
       r.p = end
-      if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
+      if (col.how === SKIP) value = undefined
+      else if (col.how === PLAIN) value = r.b.toString("utf8", start, end)
       else {
         const iso = col.how === TIMESTAMP ? utcTimestampIsoBytes(r.b, start, end) : null
-        value = iso ?? normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+        if (iso !== null) value = iso
+        else {
+          // A value its type's parser rejects is left out (undefined, as an unchanged one) and
+          // the row is marked: the records it feeds are held, the rest of the stream goes on.
+          try {
+            value = normalizeValue(col.parser(r.b.toString("utf8", start, end)), col.typeOid)
+          } catch (e) {
+            value = undefined
+            rejected ??= `app.${rel.name}.${col.name}: the decoder rejects its value (${e instanceof Error ? e.message : String(e)})`
+          }
+        }
       }
     } else if (kind === 0x6e) {
       value = null // 'n'
@@ -165,7 +191,7 @@ const readTuple = (r: Reader, rel: MessageRelation, plan: RelationPlan, fallback
       throw new Error(`unknown pgoutput tuple value kind ${String.fromCharCode(kind)}`)
     }
     if (whole) values[i] = value
-    else some[col.name] = value
+    else if (col.how !== SKIP) some[col.name] = value
   }
   if (!whole) return some
   const tuple = plan.make(values)
@@ -196,6 +222,18 @@ export class RowPgoutputPlugin extends PgoutputPlugin {
     const known = this.relations.get(r.i32()) // signed, as the library keys its relations
     if (known === undefined) throw new Error("pgoutput row message for a relation not described first")
     const { relation, plan } = known
+    rejected = null
+    const msg = this.rowOf(r, tag, relation, plan)
+    if (rejected !== null) (msg as { poison?: string }).poison = rejected
+    return msg
+  }
+
+  private rowOf(
+    r: Reader,
+    tag: number,
+    relation: MessageRelation,
+    plan: RelationPlan
+  ): MessageInsert | MessageUpdate | MessageDelete {
     if (tag === 0x49) {
       if (r.u8() !== 0x4e) throw new Error("pgoutput insert without its new tuple")
       return { tag: "insert", relation, new: readTuple(r, relation, plan, null) }

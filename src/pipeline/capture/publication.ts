@@ -34,40 +34,54 @@ export interface FoundPublication {
 
 /** What is wrong with a publication, one line each, naming `app.table.column`. Pure. */
 export const publicationProblems = (name: string, pub: FoundPublication): ReadonlyArray<string> => {
-  const problems: string[] = []
+  const { refusals, tables } = publicationFindings(name, pub)
+  return [...refusals, ...tables]
+}
+
+/**
+ * publicationProblems in two kinds. `refusals` stop capture from starting: a publication that
+ * would stream NEVER data (FOR ALL TABLES, a NEVER column), or that cannot give capture every
+ * change (an operation left out, a row filter, a table it does not follow). `tables` break one
+ * table only (out of the publication, a column it reads missing, one it does not read there):
+ * capture starts, holds that table's records and says so in `status` until it fits again
+ * (quarantine.ts, the contract watch). Pure.
+ */
+export const publicationFindings = (name: string, pub: FoundPublication) => {
+  const refusals: string[] = []
+  const tables: string[] = []
   if (pub.allTables)
-    problems.push(`publication ${name} is FOR ALL TABLES: it publishes every column of every table, NEVER ones too`)
+    refusals.push(`publication ${name} is FOR ALL TABLES: it publishes every column of every table, NEVER ones too`)
   for (const [op, on] of Object.entries(pub.publishes)) {
     if (!on)
-      problems.push(
+      refusals.push(
         `publication ${name} does not publish ${op}s (publish = 'insert, update, delete, truncate' is needed)`
       )
   }
   for (const table of APP_TABLES) {
     const found = pub.tables.get(`app.${table}`)
     if (!found) {
-      problems.push(`app.${table} is not in publication ${name}`)
+      tables.push(`app.${table} is not in publication ${name}`)
       continue
     }
     const never = NEVER_COLUMNS[table] ?? []
     const wanted = PUBLISHED_COLUMNS[table]!
     for (const column of found.columns) {
       if (never.includes(column))
-        problems.push(`app.${table}.${column} is published, and it is NEVER sent: it must not reach capture either`)
+        refusals.push(`app.${table}.${column} is published, and it is NEVER sent: it must not reach capture either`)
       else if (!wanted.includes(column))
-        problems.push(`app.${table}.${column} is published, but the service does not read it`)
+        tables.push(`app.${table}.${column} is published, but the service does not read it`)
     }
     for (const column of wanted)
-      if (!found.columns.includes(column)) problems.push(`app.${table}.${column} is not published`)
+      if (!found.columns.includes(column)) tables.push(`app.${table}.${column} is not published`)
     if (found.rowFilter !== null)
-      problems.push(`app.${table} is published with a row filter (${found.rowFilter}): capture must see every row`)
+      refusals.push(`app.${table} is published with a row filter (${found.rowFilter}): capture must see every row`)
   }
   for (const table of pub.tables.keys()) {
     const [schema, name_] = table.split(".")
     if (schema !== "app" || !APP_TABLES.includes(name_!))
-      problems.push(`${table} is in publication ${name}, but the service does not follow it`)
+      refusals.push(`${table} is in publication ${name}, but the service does not follow it`)
   }
-  return problems
+  return { refusals: refusals as ReadonlyArray<string>, tables: tables as ReadonlyArray<string> }
 }
 
 export const readPublication = Effect.fn("readPublication")(function* (name: string) {
@@ -127,7 +141,8 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
     pub = yield* readPublication(name)
     if (pub === null) return yield* Effect.die(new Error(`publication ${name} vanished right after it was created`))
   }
-  const problems = publicationProblems(name, pub)
+  // A table that does not fit stops only that table: capture's contract watch marks it (quarantine.ts).
+  const { refusals: problems } = publicationFindings(name, pub)
   if (problems.length > 0) {
     return yield* new StartRefused({
       message:

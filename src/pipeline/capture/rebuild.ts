@@ -14,9 +14,11 @@
 import { Effect } from "effect"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import { onTransaction, projectAll, projectTenancy } from "./bootstrap.ts"
-import { RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
+import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
+import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { removeOrphanViews } from "../projection/write.ts"
+import { QUARANTINE_PREFIX } from "./quarantine.ts"
 
 export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
 
@@ -33,6 +35,10 @@ export interface RebuildResult {
   readonly changed: number
   /** Views of records no longer in the mirror, deleted. */
   readonly removed: number
+  /** Records that could not be shaped (their views kept), and records held in quarantine left alone:
+   *  capture shapes both again at this point of its stream, holding those that still fail. */
+  readonly unshaped: number
+  readonly held: number
   readonly companies: number
   /** The checkpoint the rebuilt views correspond to. */
   readonly checkpoint: string | null
@@ -61,15 +67,39 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
       const mirrorAt = counts!.committed
       const total = counts!.total
       onProgress({ phase: "views", done: 0, total })
+      // A record that cannot be shaped keeps its view; a held one is left alone (its last good
+      // view stays). Capture meets a request for both in its stream, where it shapes them again
+      // (a held one that shapes now fires the events it owes) and holds those that still fail.
+      let unshaped = 0
+      let held = 0
       const views = yield* onTransaction((tx) =>
-        projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt)
+        projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt, {
+          keepHeld: true,
+          found: async (u, h) => {
+            unshaped += u.length
+            held += h.length
+            const records = [
+              ...u.map((x) => [x.table, x.ref.id] as const),
+              ...h.map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const)
+            ]
+            await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "check", records })})`
+          }
+        })
       )
       onProgress({ phase: "tenancy", done: views, total })
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()
       onProgress({ phase: "cleanup", done: views, total })
       // Views whose record left the mirror (e.g. written by an older version that missed a delete).
-      const removed = yield* onTransaction((tx) => removeOrphanViews(tx, RESOURCES, tables, mirrorAt))
+      // Records no longer there: their stored events keep only their identifiers, as capture does.
+      const removed = yield* onTransaction(async (tx) => {
+        const gone = await removeOrphanViews(tx, RESOURCES, tables, mirrorAt)
+        await scrubDeletedRecords(
+          tx,
+          gone.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
+        )
+        return gone.length
+      })
       yield* query(
         (tx) =>
           tx`delete from service.companies c where not exists (select 1 from service.rows r where r.tbl = 'companies' and r.key = c.id::text)`
@@ -85,7 +115,15 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
           (select count(*)::int from service.companies) as companies`
       )
       onProgress({ phase: "committing", done: views, total })
-      return { views, changed: changed!.n, removed, companies: changed!.companies, checkpoint: counts!.checkpoint }
+      return {
+        views,
+        changed: changed!.n,
+        removed,
+        unshaped,
+        held,
+        companies: changed!.companies,
+        checkpoint: counts!.checkpoint
+      }
     })
   )
   const ended = Date.now()

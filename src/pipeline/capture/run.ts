@@ -39,6 +39,20 @@ import { TABLES } from "../projection/tables.ts"
 import type { RowChange, Txn } from "./txn.ts"
 import type { Store } from "../projection/store.ts"
 import { PHASES, type CaptureProfile } from "./profile.ts"
+import {
+  CaptureQuarantine,
+  CONTRACT_PREFIX,
+  contractMarkerOf,
+  contractNow,
+  deltaIsEmpty,
+  markerOf,
+  QUARANTINE_PREFIX,
+  relationProblems,
+  type QuarantineDelta,
+  type QuarantineMarker
+} from "./quarantine.ts"
+import { Resync, RESYNC_PREFIX } from "./resync.ts"
+import { APP_COLUMNS } from "../../domain/records/columns.ts"
 
 export interface CaptureOptions {
   readonly url: string
@@ -57,6 +71,14 @@ export interface CaptureOptions {
   readonly span?: SpanRunner
   /** Adds where capture's time goes, by phase (bench/capture prints it). */
   readonly profile?: CaptureProfile
+  /** How often the app tables' fit is read from the catalog (default: the heartbeat's interval). */
+  readonly contractCheckMs?: number
+  /** Held keys kept in memory, at most (quarantine.ts; tests lower it). */
+  readonly heldInMemory?: number
+  /** Keys re-read from an app table per chunk (resync.ts; tests lower it). */
+  readonly resyncChunk?: number
+  /** Tests only: runs between a re-read chunk's read and its high watermark. */
+  readonly resyncAfterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>
 }
 
 /** Counters the status and metrics read. */
@@ -75,6 +97,8 @@ export class CaptureStats {
   stalls = 0
   changes = 0
   batches = 0
+  /** Records capture held in quarantine in this process (each time one was held, or held again). */
+  quarantined = 0
   readonly events = new Map<string, number>()
   countEvents(kinds: Iterable<[string, number]>) {
     for (const [k, n] of kinds) this.events.set(k, (this.events.get(k) ?? 0) + n)
@@ -111,6 +135,8 @@ export const onPool = <A, E extends CaptureError>(
     Effect.provide(SqlService.fromPool(sql)),
     Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
   )
+
+type Tell = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown>) => void
 
 /** A log line: its text is the contract (docs/operations.md), its fields are annotations. */
 const log = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown> = {}) =>
@@ -255,6 +281,37 @@ const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Ef
 }
 
 /**
+ * The contract watch: the catalog's view of every followed app table (in the publication, its
+ * columns and their types) against what capture stored. A table that changed is written into
+ * the WAL as a contract message, which capture meets in stream order, as it meets a Relation
+ * message: a table that left the publication sends none (its changes stop coming), so without
+ * this nothing would tell. Each finding is written once (again only when it changes).
+ */
+const watchContract = (sql: Sql, publication: string, intervalMs: number): Effect.Effect<void> => {
+  const sent = new Map<string, string>()
+  const look = call(async () => {
+    const now = await contractNow(sql, publication)
+    const stored = new Map(
+      (await sql<{ tbl: string; problems: string[] }[]>`select tbl, problems from service.capture_contract`).map(
+        (r) => [r.tbl, r.problems.join("\n")] as const
+      )
+    )
+    for (const table of Object.keys(APP_COLUMNS)) {
+      const problems = now.get(table) ?? null
+      const want = problems?.join("\n") ?? ""
+      if (want === (stored.get(table) ?? "")) {
+        sent.delete(table)
+        continue
+      }
+      if (sent.get(table) === want) continue
+      await sql`select pg_logical_emit_message(true, ${CONTRACT_PREFIX}, ${JSON.stringify({ table, problems })})`
+      sent.set(table, want)
+    }
+  }).pipe(Effect.ignore)
+  return Effect.repeat(look, Schedule.spaced(intervalMs)).pipe(Effect.asVoid)
+}
+
+/**
  * After a stall: the server may still hold this run's walsender (the slot stays active, so
  * no new stream could start) and its leader lock session (so no process could lead, until
  * TCP keepalives give up hours later). Both are ended from the pool, which still answers.
@@ -378,7 +435,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         const t0 = Date.now()
         // Not interrupted halfway: the lock is held until the slot and the views are made.
         const result = yield* Effect.uninterruptible(
-          onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false))
+          onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false, opts.publication))
         )
         yield* log(
           "info",
@@ -413,6 +470,11 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const from = state.checkpoint
       stats.checkpoint = from
       const applied = yield* stallOver(sql, opts)
+      // Held records and broken tables as the checkpoint left them (quarantine.ts).
+      const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
+      const resync = new Resync(opts.resyncChunk, opts.resyncAfterRead)
+      const services = yield* Effect.context<never>()
+      const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(
         Effect.sync(() => new ReplicationStream(opts.url, opts.slot, opts.publication, from)),
         (s) => Effect.promise(() => s.close())
@@ -422,14 +484,30 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         stats.streaming = true
         stats.lastError = null // streaming again: what stopped it is over
         yield* log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
-        // The batcher, until its stream fails or a heartbeat finds the lock lost.
+        // The batcher, until its stream fails or a heartbeat finds the lock lost; beside it the
+        // re-reads of app rows (resync.ts) and the contract watch, which never end on their own.
         yield* Effect.raceFirst(
-          plain(
-            (signal) => consume(sql, stream, from, opts, signal, stats, applied),
-            () => void stream.close(),
-            opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+          Effect.raceFirst(
+            plain(
+              (signal) => consume(sql, stream, from, opts, signal, stats, applied, quarantine, tell, resync),
+              () => void stream.close(),
+              opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+            ),
+            heartbeat(sql, lock, lockPid, opts.heartbeatMs)
           ),
-          heartbeat(sql, lock, lockPid, opts.heartbeatMs)
+          Effect.raceFirst(
+            plain(
+              (signal) =>
+                resync.run(sql, quarantine, signal, (e) =>
+                  tell("warn", "capture resync: reading the app table failed; trying again", {
+                    error: e instanceof Error ? e.message : String(e)
+                  })
+                ),
+              () => {},
+              opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+            ),
+            watchContract(sql, opts.publication, opts.contractCheckMs ?? opts.heartbeatMs)
+          ).pipe(Effect.andThen(Effect.never))
         )
       })
       // Watched from before it starts: a connection that hangs may never even start.
@@ -521,7 +599,10 @@ const consume = async (
   opts: CaptureOptions,
   signal: AbortSignal,
   stats: CaptureStats,
-  applied: () => Promise<void>
+  applied: () => Promise<void>,
+  quarantine: CaptureQuarantine = new CaptureQuarantine(),
+  tell: Tell = () => {},
+  resync: Resync = new Resync()
 ) => {
   const large = opts.largeTransaction ?? 10_000
   const profile = opts.profile
@@ -531,7 +612,14 @@ const consume = async (
   let committed = start
   let pending: Txn[] = []
   let pendingChanges = 0
-  let current: { xid: number; changes: RowChange[] } | null = null
+  let current: { xid: number; changes: RowChange[]; markers?: QuarantineMarker[] } | null = null
+  // Tables whose contract a Relation message found broken (or the stored state did): a later
+  // Relation that fits again is passed on. Others that fit are not (most batches meet none).
+  const seenBroken = new Set(quarantine.broken.keys())
+  const mark = (m: QuarantineMarker) => {
+    if (current === null) return
+    ;(current.markers ??= []).push(m)
+  }
   let busy = false
   // The batch being written, at most one: the next one is prepared meanwhile, reading its
   // final state where the database may not show it yet (src/pipeline/projection/store.ts).
@@ -554,7 +642,7 @@ const consume = async (
     pendingChanges = 0
     const last = batch[batch.length - 1]!
     const t0 = performance.now()
-    const prepared = await prepareBatch(sql, batch, writing?.store ?? null)
+    const prepared = await prepareBatch(sql, batch, writing?.store ?? null, quarantine)
     const t1 = performance.now()
     profile?.add(PHASES.prepare, t1 - t0)
     if (writing !== null) {
@@ -595,6 +683,7 @@ const consume = async (
             profile.add(PHASES.commit, end - answered)
           }
           committed = last.endLsn
+          await told(prepared.quarantine)
           annotate("capture.changes", prepared.changes)
           annotate("capture.events", prepared.events.length)
           // Read only for a span: the next batch's write waits behind this.
@@ -623,6 +712,54 @@ const consume = async (
     )
   }
 
+  /** After a batch commits: what it held and released, said in the log once; the quarantine's work goes on. */
+  const told = async (delta: QuarantineDelta) => {
+    resync.applied(committed)
+    // Retries queued past this batch's share: a request makes the next batch, without waiting for traffic.
+    if (quarantine.retriesQueued)
+      await sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, '{"op":"continue"}')`
+    if (quarantine.rereads.length > 0) resync.kick()
+    if (deltaIsEmpty(delta)) return
+    quarantine.settled(delta)
+    if (delta.resync.length > 0) resync.kick()
+    stats.quarantined += delta.held.length
+    for (const c of delta.contract) {
+      if (c.problems === null) tell("info", "capture contract: app table fits again", { table: `app.${c.table}` })
+      else
+        tell("error", "capture contract: app table no longer fits what the service reads; its records are held", {
+          table: `app.${c.table}`,
+          problems: c.problems
+        })
+    }
+    // One line per record held (the first 20 of a batch: a broken table can hold many at once).
+    for (const h of delta.held.slice(0, 20))
+      tell("warn", "capture quarantine: record held", {
+        table: h.table,
+        key: h.ref.id,
+        companyId: h.companyId,
+        lsn: formatLsn(h.lsn),
+        error: h.error,
+        blockedBy: h.info.blockedBy
+      })
+    if (delta.held.length > 20)
+      tell("warn", "capture quarantine: more records held", { records: delta.held.length - 20 })
+    if (delta.released.length > 0)
+      tell("info", "capture quarantine: records released", { records: delta.released.length })
+    for (const r of delta.resync) {
+      if (r.after === "") tell("info", "capture resync: re-reading app table", { table: `app.${r.table}` })
+      else if (r.after === null) tell("info", "capture resync: app table re-read", { table: `app.${r.table}` })
+    }
+  }
+
+  /** Keys of a table's range in the mirror, everything taken so far written (a resync's high watermark). */
+  const mirrored = async (table: string, from: string, to: string | null) => {
+    await drain()
+    const rows = await sql<{ key: string }[]>`
+      select key from service.rows
+      where tbl = ${table} and key collate "C" > ${from} and (${to}::text is null or key collate "C" <= ${to}::text)`
+    return rows.map((r) => r.key)
+  }
+
   /** Everything taken so far is written: before the mirror is read or written outside a batch. */
   const drain = async () => {
     await flush()
@@ -636,7 +773,7 @@ const consume = async (
     let total = 0
     const applyLargeTransaction = () =>
       sql.begin(async (tx) => {
-        const big = new LargeTransaction(tx)
+        const big = new LargeTransaction(tx, quarantine)
         for (;;) {
           if (buffered.length >= 1000) {
             await big.add(buffered)
@@ -645,16 +782,28 @@ const consume = async (
           }
           const msg = await stream.next()
           if (msg.tag === "insert" || msg.tag === "update" || msg.tag === "delete") {
-            buffered.push(...decodeChange(msg))
+            const cs = decodeChange(msg)
+            if (resync.open > 0) for (const c of cs) resync.note(c.table, c.key)
+            buffered.push(...cs)
           } else if (msg.tag === "commit") {
             if (buffered.length > 0) await big.add(buffered)
             total += buffered.length
             const endLsn = parseLsn(msg.commitEndLsn!)
             const commitTime = commitDate(msg.commitTime)
             if (endLsn <= accepted) throw new Error("large transaction at or below the checkpoint")
-            const tally = await big.finish(endLsn, commitTime)
+            const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
             await advanceCheckpoint(tx, opts.slot, committed, endLsn, commitTime)
-            return { endLsn, tally }
+            return { endLsn, tally, delta }
+          } else if (msg.tag === "relation") {
+            if (msg.schema !== "app" || !(msg.name in TABLES)) continue
+            if (buffered.length > 0) await big.add(buffered)
+            total += buffered.length
+            buffered = []
+            const problems = relationProblems(msg.name, msg.columns)
+            if (problems.length > 0) {
+              seenBroken.add(msg.name)
+              big.mark({ kind: "contract", table: msg.name, problems })
+            } else if (seenBroken.delete(msg.name)) big.mark({ kind: "contract", table: msg.name, problems: null })
           } else if (msg.tag === "truncate") {
             // What this transaction wrote so far is in the mirror already (in this database
             // transaction): every mirrored row of the tables goes, in chunks.
@@ -662,6 +811,7 @@ const consume = async (
             total += buffered.length
             buffered = []
             for (const table of truncatedTables(msg)) {
+              resync.truncated(table)
               const keys = await tx<{ key: string }[]>`select key from service.rows where tbl = ${table}`
               for (let i = 0; i < keys.length; i += 1000) {
                 const chunk = keys.slice(i, i + 1000).map(({ key }): RowChange => ({ table, key, data: null }))
@@ -687,6 +837,7 @@ const consume = async (
       }
     )
     accepted = committed = done.endLsn
+    await told(done.delta)
     await stream.ack(committed)
     stats.checkpoint = committed
     stats.lastAppliedAt = new Date()
@@ -725,7 +876,9 @@ const consume = async (
         case "delete": {
           if (!current) break
           const td = profile ? performance.now() : 0
-          current.changes.push(...decodeChange(msg))
+          const cs = decodeChange(msg)
+          for (let i = 0; i < cs.length; i++) current.changes.push(cs[i]!)
+          if (resync.open > 0) for (const c of cs) resync.note(c.table, c.key)
           if (profile) profile.add(PHASES.decode, performance.now() - td)
           await spillIfLarge()
           break
@@ -736,6 +889,7 @@ const consume = async (
           await drain()
           if (!current) break
           for (const table of truncatedTables(msg)) {
+            resync.truncated(table)
             const keys = new Set(
               (await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key)
             )
@@ -748,13 +902,51 @@ const consume = async (
         case "commit": {
           const endLsn = parseLsn(msg.commitEndLsn!)
           if (current && endLsn > accepted) {
-            pending.push({ xid: current.xid, endLsn, commitTime: commitDate(msg.commitTime), changes: current.changes })
-            pendingChanges += current.changes.length
+            pending.push({
+              xid: current.xid,
+              endLsn,
+              commitTime: commitDate(msg.commitTime),
+              changes: current.changes,
+              ...(current.markers ? { markers: current.markers } : {})
+            })
+            pendingChanges += current.changes.length + (current.markers?.length ?? 0)
             accepted = endLsn
           }
           current = null
           // Flush when the batch is full, or when nothing else is waiting (latency over batching).
           if (pendingChanges >= opts.batchChanges || stream.pending === 0) await flush()
+          break
+        }
+        case "relation": {
+          // The app changed a table under the service (or the publication changed): a column
+          // it reads gone or retyped breaks that table's contract; its records are held until
+          // a later Relation message shows it fits again (quarantine.ts).
+          if (msg.schema !== "app" || !(msg.name in TABLES)) break
+          const problems = relationProblems(msg.name, msg.columns)
+          if (problems.length > 0) {
+            seenBroken.add(msg.name)
+            mark({ kind: "contract", table: msg.name, problems })
+          } else if (seenBroken.delete(msg.name)) mark({ kind: "contract", table: msg.name, problems: null })
+          break
+        }
+        case "message": {
+          // An operator's retry or discard, the contract watch's finding, a resync's watermark:
+          // met in stream order (quarantine.ts, resync.ts).
+          if (!msg.transactional) break
+          if (msg.prefix === QUARANTINE_PREFIX) {
+            const m = markerOf(Buffer.from(msg.content).toString("utf8"))
+            if (m !== null) mark(m)
+          } else if (msg.prefix === CONTRACT_PREFIX) {
+            const m = contractMarkerOf(Buffer.from(msg.content).toString("utf8"))
+            if (m !== null) mark(m)
+          } else if (msg.prefix === RESYNC_PREFIX && current !== null) {
+            const w = resync.message(Buffer.from(msg.content).toString("utf8"))
+            if (w === null) break
+            const chunk = await resync.high(w.id, mirrored)
+            if (chunk === null || current === null) break
+            for (const c of chunk.changes) current.changes.push(c)
+            if (chunk.marker !== null) mark(chunk.marker)
+          }
           break
         }
         default:

@@ -1,6 +1,7 @@
 // A decoded transaction: its commit position and time, and its row changes in order.
 import type { Row } from "../../domain/records/types.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
+import type { QuarantineMarker } from "./quarantine.ts"
 
 export interface RowChange {
   readonly table: string
@@ -9,6 +10,8 @@ export interface RowChange {
   readonly data: Row | null
   /** From an INSERT: the key was not in the app table just before, so not in the mirror either. */
   readonly inserted?: true
+  /** A value of the row could not be decoded (left out of `data`): the records it feeds are held. */
+  readonly poison?: string
 }
 
 export interface Txn {
@@ -17,4 +20,6 @@ export interface Txn {
   readonly endLsn: Lsn
   readonly commitTime: Date
   readonly changes: ReadonlyArray<RowChange>
+  /** Contract changes and operators' requests met in this transaction, in order (quarantine.ts). */
+  readonly markers?: ReadonlyArray<QuarantineMarker>
 }

@@ -12,6 +12,15 @@ const CHILD_TABLE: Partial<Record<Resource, string>> = {
   subcontractors: "subcontractor_documents"
 }
 
+/** The app tables a record's view reads: its own, its children's, an inspection's equipment and site. */
+export const tablesRead = (resource: Resource): ReadonlyArray<string> => {
+  const own = RESOURCE_INFO[resource].table
+  if (resource === "inspections") return [own, "inspection_items", "equipment", "job_sites"]
+  if (resource === "policies") return [own, "policy_acknowledgements"]
+  const child = CHILD_TABLE[resource]
+  return child === undefined ? [own] : [own, child]
+}
+
 export interface ProjectedView {
   readonly resource: Resource
   readonly id: string
@@ -109,6 +118,10 @@ export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
     equipmentJobSite
   })
   const meta = viewMeta(ref.resource, record)
+  // The view's created_at column takes it: a time PostgreSQL cannot store fails here, naming the
+  // record, not in the batch's write (capture holds such a record: quarantine.ts).
+  if (!PLAIN_TIMESTAMP.test(meta.createdAt))
+    throw new TypeError(`column created_at: expected a timestamp from year 0000 to 9999, got ${meta.createdAt}`)
   return {
     resource: ref.resource,
     id: ref.id,

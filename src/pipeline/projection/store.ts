@@ -36,9 +36,16 @@ export class TableMap<V> {
     if (m === undefined) this.tables.set(tbl, (m = new Map()))
     m.set(key, value)
   }
+  delete(tbl: string, key: string): boolean {
+    return this.tables.get(tbl)?.delete(key) ?? false
+  }
   /** One table's entries (none: an empty map). */
   of(tbl: string): ReadonlyMap<string, V> {
     return this.tables.get(tbl) ?? EMPTY
+  }
+  isEmpty(): boolean {
+    for (const m of this.tables.values()) if (m.size > 0) return false
+    return true
   }
   /** Every key of every table (no tuple made per key). */
   forEachKey(f: (tbl: string, key: string) => void): void {
@@ -46,6 +53,15 @@ export class TableMap<V> {
   }
 }
 const EMPTY: ReadonlyMap<string, never> = new Map<string, never>()
+
+/** A row read or changed before it was loaded: a bug in capture, never the data's fault (capture's
+ *  quarantine does not hold a record for it: the run fails, as for any bug). */
+export class ProjectionBug extends Error {
+  constructor(what: string) {
+    super(`projection bug: ${what}`)
+    this.name = "ProjectionBug"
+  }
+}
 
 /** No value left out (pgoutput's unchanged TOAST values are undefined). */
 const complete = (row: Row): boolean => {
@@ -211,7 +227,7 @@ export class Store {
 
   get(tbl: string, key: string): MirrorRow | null {
     const row = this.current.get(tbl, key)
-    if (row === undefined) throw new Error(`projection bug: ${tbl} ${key} read before it was loaded`)
+    if (row === undefined) throw new ProjectionBug(`${tbl} ${key} read before it was loaded`)
     return row
   }
 
@@ -222,7 +238,7 @@ export class Store {
   /** Current children of a parent whose children were loaded. */
   childrenOf(tbl: string, parent: string): MirrorRow[] {
     const keys = this.children.get(tbl, parent)
-    if (!keys) throw new Error(`projection bug: children ${tbl} of ${parent} read before they were loaded`)
+    if (!keys) throw new ProjectionBug(`children ${tbl} of ${parent} read before they were loaded`)
     const rows = this.current.of(tbl)
     const out: MirrorRow[] = []
     for (const key of keys) {
@@ -235,7 +251,7 @@ export class Store {
   /** Whether a current child of a loaded parent matches, without building the list. */
   someChild(tbl: string, parent: string, test: (row: MirrorRow) => boolean): boolean {
     const keys = this.children.get(tbl, parent)
-    if (!keys) throw new Error(`projection bug: children ${tbl} of ${parent} read before they were loaded`)
+    if (!keys) throw new ProjectionBug(`children ${tbl} of ${parent} read before they were loaded`)
     const rows = this.current.of(tbl)
     for (const key of keys) {
       const row = rows.get(key)
@@ -247,7 +263,7 @@ export class Store {
   /** Current child count: the pre-batch count plus what this batch moved in or out. */
   childCount(tbl: string, parent: string): number {
     const base = this.baseCounts.get(tbl, parent)
-    if (base === undefined) throw new Error(`projection bug: count of ${tbl} of ${parent} read before it was loaded`)
+    if (base === undefined) throw new ProjectionBug(`count of ${tbl} of ${parent} read before it was loaded`)
     let n = base
     for (const key of this.dirty.of(tbl).keys()) {
       if (this.base.get(tbl, key)?.parentId === parent) n--
@@ -260,7 +276,7 @@ export class Store {
    *  their previous value. */
   apply(tbl: string, key: string, data: Row | null): void {
     const prev = this.current.get(tbl, key)
-    if (prev === undefined) throw new Error(`projection bug: ${tbl} ${key} changed before it was loaded`)
+    if (prev === undefined) throw new ProjectionBug(`${tbl} ${key} changed before it was loaded`)
     let next: MirrorRow | null = null
     if (data !== null) {
       // A decoded row is the store's own: a new row with every value is kept as it is.

@@ -199,18 +199,18 @@ const insertViews = (tx: Tx, v: NonNullable<ReturnType<typeof viewColumns>>, com
 /**
  * After projecting every view from the mirror (bootstrap, rebuild): deletes the views whose
  * record is no longer there, with tombstones as capture would leave (deleted at `at`, the
- * time of the mirror's state; null: now). Returns how many.
+ * time of the mirror's state; null: now). Returns the records removed.
  */
 export const removeOrphanViews = async (
   tx: Tx,
   resources: ReadonlyArray<string>,
   tables: ReadonlyArray<string>,
   at: Date | null
-): Promise<number> => {
+): Promise<ReadonlyArray<{ readonly resource: string; readonly id: string }>> => {
   const removed = await tx`
     with d as (
       delete from service.views v
-      where not exists (
+      where v.resource = any(${resources as string[]}::text[]) and not exists (
         select 1 from unnest(${resources as string[]}::text[], ${tables as string[]}::text[]) as m(resource, tbl)
         join service.rows r on r.tbl = m.tbl and r.key = v.id::text
         where m.resource = v.resource)
@@ -219,8 +219,8 @@ export const removeOrphanViews = async (
     insert into service.deletions (resource, id, company_id, deleted_at)
     select resource, id, company_id, date_trunc('milliseconds', coalesce(${at}::timestamptz, now())) from d
     on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at
-    returning 1`
-  return removed.count
+    returning resource, id::text`
+  return removed as unknown as ReadonlyArray<{ readonly resource: string; readonly id: string }>
 }
 
 /** Deletes tombstones older than `before` (GET /api/v1/deletions shows 30 days), in chunks; returns how many. */

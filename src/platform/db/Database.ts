@@ -1,6 +1,6 @@
 // The database as an Effect service: where it is (embedded or DATABASE_URL), a scoped
 // postgres.js pool, and the preflight and migrations that must pass before anything runs.
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import postgres from "postgres"
 import { DatabaseConfig } from "../config.ts"
 import { markService, startEmbedded } from "./embedded.ts"
@@ -9,6 +9,7 @@ import { checkAppContract } from "./app-contract.ts"
 import { migrate } from "./migrate.ts"
 import { requirePostgresPatched } from "./postgres-patch.ts"
 import { preflight } from "./preflight.ts"
+import { isStartRefused, type StartRefused } from "./refusal.ts"
 
 export interface DatabaseShape {
   readonly sql: postgres.Sql
@@ -43,6 +44,18 @@ export const connect = (
     ...(options.arrays === false ? { fetch_types: false } : {})
   })
 
+/** The database could not be started, reached or readied (migrations, the app's tables), in the driver's words. */
+export class DatabaseError extends Data.TaggedError("DatabaseError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** A failure on the way to a ready database: a refusal stays one (it says what to fix), anything else is a DatabaseError. */
+const failed = (cause: unknown): StartRefused | DatabaseError =>
+  isStartRefused(cause)
+    ? cause
+    : new DatabaseError({ message: cause instanceof Error ? cause.message : String(cause), cause })
+
 /** Who opens the database: the service (which marks the data directory it runs on) or a tool. */
 export type Role = "service" | "tool"
 
@@ -54,7 +67,7 @@ export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool
   }
   const server = yield* Effect.tryPromise({
     try: () => startEmbedded({ dataDir: config.dataDir, port: config.embeddedPort, notUnderService: role === "tool" }),
-    catch: (cause) => (cause instanceof Error ? cause : new Error(String(cause)))
+    catch: failed
   })
   if (server.owned) yield* Effect.logInfo("embedded PostgreSQL started", { dataDir: config.dataDir })
   const unmark = role === "service" ? markService(config.dataDir) : () => {}
@@ -69,8 +82,6 @@ export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool
   }
 })
 
-export class DatabaseError extends Error {}
-
 /**
  * Pool, preflight, the app's tables (the embedded demo database gets the demo's copy; any
  * other must already have them: checked, never created), then the service's own migrations.
@@ -80,7 +91,7 @@ const layerFor = (role: Role) =>
   Layer.effect(
     Database,
     Effect.gen(function* () {
-      yield* Effect.try({ try: () => requirePostgresPatched(), catch: (e) => e as Error })
+      yield* Effect.try({ try: () => requirePostgresPatched(), catch: failed })
       const config = yield* DatabaseConfig
       const where = yield* Effect.acquireRelease(locate(role), (w) =>
         Effect.promise(() => w.stop()).pipe(
@@ -91,15 +102,15 @@ const layerFor = (role: Role) =>
         Effect.sync(() => connect(where.url, config.poolSize)),
         (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
       )
-      yield* Effect.tryPromise({ try: () => preflight(sql), catch: (e) => e as Error })
-      if (
-        where.embedded &&
-        (yield* Effect.tryPromise({ try: () => ensureDemoAppSchema(sql), catch: (e) => e as Error }))
-      ) {
+      yield* Effect.tryPromise({ try: () => preflight(sql), catch: failed })
+      if (where.embedded && (yield* Effect.tryPromise({ try: () => ensureDemoAppSchema(sql), catch: failed }))) {
         yield* Effect.logInfo("demo app tables created (embedded database)")
       }
-      yield* Effect.tryPromise({ try: () => checkAppContract(sql), catch: (e) => e as Error })
-      const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: (e) => e as Error })
+      const unfit = yield* Effect.tryPromise({ try: () => checkAppContract(sql), catch: failed })
+      // Not a refusal: capture holds those tables' records until they fit (docs/design.md, "Quarantine").
+      if (unfit.length > 0)
+        yield* Effect.logWarning("app tables that no longer fit what the service reads", { problems: unfit })
+      const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: failed })
       if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
       return { sql, url: where.url, embedded: where.embedded }
     })

@@ -37,15 +37,30 @@ export interface FoundTable {
   readonly identityColumns: ReadonlyArray<string>
 }
 
-const fits = (want: ColumnType, found: FoundColumn) =>
-  FITS[want].includes(found.type) || (want === "text" && found.isEnum)
+/** Whether a server type (format_type of its base type) reads as `want`; an enum reads as text. */
+export const typeFits = (want: ColumnType, type: string, isEnum = false) =>
+  FITS[want].includes(type) || (want === "text" && isEnum)
+
+const fits = (want: ColumnType, found: FoundColumn) => typeFits(want, found.type, found.isEnum)
 
 const sameSet = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
   a.length === b.length && a.every((x) => b.includes(x))
 
 /** What does not fit, one line per problem, each naming `app.table[.column]`. Pure. */
 export const contractProblems = (found: ReadonlyMap<string, FoundTable>, role: string): ReadonlyArray<string> => {
+  const { refusals, columns } = contractFindings(found, role)
+  return [...columns, ...refusals]
+}
+
+/**
+ * contractProblems in two kinds: `columns`, a column the service reads missing (dropped,
+ * renamed) or of a type that does not read the same, which capture survives (it holds that
+ * table's records until the column fits again: docs/design.md, "Quarantine"); `refusals`, the
+ * rest (a table missing, a column the role may not read, an identity capture cannot follow).
+ */
+export const contractFindings = (found: ReadonlyMap<string, FoundTable>, role: string) => {
   const problems: string[] = []
+  const columnProblems: string[] = []
   for (const [table, columns] of Object.entries(APP_COLUMNS)) {
     const t = found.get(table)
     if (!t) {
@@ -54,8 +69,9 @@ export const contractProblems = (found: ReadonlyMap<string, FoundTable>, role: s
     }
     for (const [column, want] of Object.entries(columns)) {
       const c = t.columns.get(column)
-      if (!c) problems.push(`app.${table}.${column} is missing (read as ${want})`)
-      else if (!fits(want, c)) problems.push(`app.${table}.${column} is ${c.type}; the service reads it as ${want}`)
+      if (!c) columnProblems.push(`app.${table}.${column} is missing (read as ${want})`)
+      else if (!fits(want, c))
+        columnProblems.push(`app.${table}.${column} is ${c.type}; the service reads it as ${want}`)
       else if (!c.readable) problems.push(`app.${table}.${column} cannot be read by role ${role} (no SELECT on it)`)
     }
     const key = keyColumns(table)
@@ -75,7 +91,7 @@ export const contractProblems = (found: ReadonlyMap<string, FoundTable>, role: s
       )
     }
   }
-  return problems
+  return { refusals: problems as ReadonlyArray<string>, columns: columnProblems as ReadonlyArray<string> }
 }
 
 /** Reads what the app's tables look like (catalogs only, which every role may read). */
@@ -119,8 +135,12 @@ export const readAppTables = async (sql: Sql): Promise<ReadonlyMap<string, Found
   return tables
 }
 
-/** Refuses to start, naming each `app.table.column`, unless the app's tables fit. */
-export const checkAppContract = async (sql: Sql): Promise<void> => {
+/**
+ * Refuses to start, naming each `app.table.column`, unless the app's tables can be followed.
+ * A column that no longer fits (dropped, renamed, retyped) does not refuse: capture holds that
+ * table's records and `status` names it until it fits again; those lines are returned, to log.
+ */
+export const checkAppContract = async (sql: Sql): Promise<ReadonlyArray<string>> => {
   const [who] = await sql<{ role: string; db: string }[]>`select current_user as role, current_database() as db`
   const found = await readAppTables(sql)
   if (found.size === 0) {
@@ -131,7 +151,7 @@ export const checkAppContract = async (sql: Sql): Promise<void> => {
         `or make a demo database there: "npm run seed" (tables and demo records) or "npm run seed -- --schema-only" (the tables alone).`
     })
   }
-  const problems = contractProblems(found, who!.role)
+  const { refusals: problems, columns } = contractFindings(found, who!.role)
   if (problems.length > 0) {
     throw new StartRefused({
       message:
@@ -141,4 +161,5 @@ export const checkAppContract = async (sql: Sql): Promise<void> => {
         `(npm run -s admin -- database setup-sql --role ${who!.role} prints the grants).`
     })
   }
+  return columns
 }

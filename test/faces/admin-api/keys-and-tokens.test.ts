@@ -61,7 +61,12 @@ describe("admin HTTP API", () => {
       companyId: acme.id
     })
     expect(created.json.key).toMatch(/^mk_/)
-    expect((await request(server.url, "/api/v1", { key: created.json.key })).status).toBe(200)
+    // An answer with a key in it is stored nowhere on the way (nor is any admin answer).
+    expect(created.headers.get("cache-control")).toBe("no-store")
+    expect((await call("GET", "/admin/v1", { token })).headers.get("cache-control")).toBe("no-store")
+    const read = await request(server.url, "/api/v1", { key: created.json.key })
+    expect(read.status).toBe(200)
+    expect(read.headers.get("cache-control")).toBeNull()
     const all = await call("POST", "/admin/v1/keys", {
       token,
       body: { name: "Everything", read: "all", webhooks: true }

@@ -97,6 +97,8 @@ describe("/api/v1/hooks", () => {
     expect(a.json).toMatchObject({ name: "incident.created", event: "incident.created", url: HOOK_URL, active: true })
     expect(a.json.secret).toMatch(/^whsec_/)
     expect(new Date(a.json.createdAt).toISOString()).toBe(a.json.createdAt)
+    // It carries the signing secret: no cache on the way may keep it.
+    expect(a.headers.get("cache-control")).toBe("no-store")
 
     const again = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "incident.created" })
     expect(again.status).toBe(201)

@@ -4,7 +4,7 @@
 // request, flushed for the admin key list.
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { listKeys, revokeKey } from "../../../src/access/keys.ts"
+import { listKeys, revokeKey } from "../../../src/access/keys/store.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, NEVER_MARK, seedRecords, type TestCompany } from "../../support/views.ts"
 import { checkedClient, makeKey, openApiChecker, provideDb, request, type CheckedClient } from "../../support/http.ts"

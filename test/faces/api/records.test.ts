@@ -3,7 +3,7 @@
 // data, and every answer checked against the served OpenAPI document.
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys.ts"
+import { revokeKey } from "../../../src/access/keys/store.ts"
 import { EVENT_KINDS } from "../../../src/domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../../src/domain/resources.ts"
 import { startServer } from "../../support/server.ts"
@@ -582,7 +582,7 @@ describe("read API", () => {
 
   describe("requests sent at once", () => {
     it("each request gets its own answer, whatever else is asked at the same moment", async () => {
-      // Sent at once, these are read by few statements (src/faces/api/batch.ts): other keys,
+      // Sent at once, these are read by few statements (src/read/batch.ts): other keys,
       // companies, resources, filters, pages and refusals must not leak into one another.
       const revoked = await makeKey(db, acme)
       await Effect.runPromise(

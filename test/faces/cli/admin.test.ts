@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { createKey } from "../../../src/access/keys.ts"
+import { createKey } from "../../../src/access/keys/store.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { makeKey, provideDb, request } from "../../support/http.ts"
 import { createCompany, seedRecords, type TestCompany } from "../../support/views.ts"

@@ -6,7 +6,7 @@
 import { request as httpRequest } from "node:http"
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys.ts"
+import { revokeKey } from "../../../src/access/keys/store.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"

@@ -1,6 +1,7 @@
 // /healthz answers while the process lives; /readyz is ready while the database answers and
 // the migrations are applied, whatever capture does: its role, lag and last error are in the
-// body (and in /metrics), never a reason to be unready.
+// operations port's body (and in /metrics), never a reason to be unready. The public port's
+// /readyz says ready or not, nothing more.
 import { createServer as createTcpServer, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createServer as createHttpServer } from "node:http"
@@ -11,8 +12,7 @@ import { Capture } from "../../../src/pipeline/capture/Capture.ts"
 import { serviceRolesLayer } from "../../../src/platform/config.ts"
 import { connect, Database } from "../../../src/platform/db/Database.ts"
 import { Sql } from "../../../src/platform/db/Sql.ts"
-import { HealthRoutes } from "../../../src/faces/ops/health.ts"
-import { ObservabilityRoutes } from "../../../src/faces/observability.ts"
+import { OpsRoutes } from "../../../src/faces/ops-server.ts"
 import { makeServiceMetrics, Metrics } from "../../../src/faces/ops/metrics.ts"
 import { insertIncident } from "../../support/app.ts"
 import { startCapture } from "../../support/capture.ts"
@@ -32,15 +32,15 @@ let w: World
 let server: ObservedServer
 const capture = { stats: undefined as never, slot: "" }
 
-const ready = async (base = server.url) => {
+const ready = async (base = server.opsUrl) => {
   const r = await fetch(`${base}/readyz`)
   return { status: r.status, body: (await r.json()) as Readiness }
 }
 
-/** The health and metrics routes alone, over the given services (no capture, or a silent database). */
+/** The operations port's routes alone, over the given services (no capture, or a silent database). */
 const serveHealth = async (services: Layer.Layer<Database | Metrics>) => {
   const scope = Effect.runSync(Scope.make())
-  const ServerLive = HttpRouter.serve(Layer.mergeAll(HealthRoutes, ObservabilityRoutes), { disableLogger: true }).pipe(
+  const ServerLive = HttpRouter.serve(OpsRoutes, { disableLogger: true }).pipe(
     Layer.provideMerge(NodeHttpServer.layer(createHttpServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Layer.provideMerge(Sql.layer, services))
   )
@@ -67,6 +67,23 @@ afterAll(async () => {
 })
 
 describe("readyz", () => {
+  it("on the public port says ready or not, and nothing of roles, capture or errors; /metrics is not there", async () => {
+    const r = await fetch(`${server.url}/readyz`)
+    expect(r.status).toBe(200)
+    expect(await r.json()).toEqual({ status: "ready" })
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    const metrics = await fetch(`${server.url}/metrics`)
+    expect(metrics.status).toBe(404)
+    expect((await metrics.json()) as { error: string }).toEqual({ error: expect.any(String) })
+    // The operations port has them, and a JSON 404 for anything else.
+    expect((await fetch(`${server.opsUrl}/metrics`)).status).toBe(200)
+    const unknown = await fetch(`${server.opsUrl}/api/v1/incidents`)
+    expect(unknown.status).toBe(404)
+    expect(await unknown.json()).toEqual({
+      error: "no such path on the operations port: /healthz, /readyz and /metrics"
+    })
+  })
+
   it("is ready while capture leads and streams, and stays ready when it is more than 60 s behind, saying so", async () => {
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
     expect(await ready()).toMatchObject({
@@ -92,7 +109,7 @@ describe("readyz", () => {
         body: { status: "ready", capture: { role: "leader", streaming: true } }
       })
       expect(behind.body.capture.lagSeconds).toBeGreaterThan(60)
-      const metrics = await (await fetch(`${server.url}/metrics`)).text()
+      const metrics = await (await fetch(`${server.opsUrl}/metrics`)).text()
       expect(sample(metrics, "srs_capture_lag_seconds")).toBeGreaterThan(60)
       expect(sample(metrics, "srs_capture_lag_bytes")).toBeGreaterThan(0)
       expect(sample(metrics, "srs_capture_leader")).toBe(1)
@@ -113,7 +130,7 @@ describe("readyz", () => {
       body: { status: "ready", database: true, capture: { role: "standby", streaming: false } }
     })
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
-    const metrics = await (await fetch(`${server.url}/metrics`)).text()
+    const metrics = await (await fetch(`${server.opsUrl}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(0)
     expect(sample(metrics, "srs_capture_role", { role: "standby" })).toBe(1)
     expect(sample(metrics, "srs_capture_streaming")).toBe(0)

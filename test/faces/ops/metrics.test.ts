@@ -24,7 +24,7 @@ let engine: RunningEngine
 let server: ObservedServer
 
 const scrape = async () => {
-  const r = await fetch(`${server.url}/metrics`)
+  const r = await fetch(`${server.opsUrl}/metrics`)
   expect(r.status).toBe(200)
   expect(r.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8")
   return r.text()
@@ -112,9 +112,10 @@ describe("metrics", () => {
     expect(sample(after, "srs_delivery_attempt_duration_seconds_count", { result: "failure" })).toBe(9)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_bucket", { le: "+Inf", result: "success" })).toBe(3)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_sum", { result: "success" })).toBeGreaterThan(0)
-    // the scrapes themselves were counted
+    // requests to the public port are counted by route (scrapes go to the operations port)
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
     expect(
-      sample(after, "srs_http_requests_total", { method: "GET", route: "/metrics", status: "200" })
+      sample(await scrape(), "srs_http_requests_total", { method: "GET", route: "/healthz", status: "200" })
     ).toBeGreaterThanOrEqual(1)
   })
 

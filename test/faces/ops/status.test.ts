@@ -265,7 +265,8 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
         stallReason: null,
         stallReconnects: 0,
         leaderRunning: true,
-        leader: { pid: 1, applicationName: "x", clientAddress: null, since: null }
+        leader: { pid: 1, applicationName: "x", clientAddress: null, since: null },
+        quarantine: { count: 0, first: null, broken: [], resyncing: [] }
       },
       outbox: { backlog: 0, oldestBacklogAt: null, newestEventAt: null },
       deliveries: { due: 0, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0, oldestDueAt: null },
@@ -294,5 +295,60 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       assessStatus(capture({ stalledAt: "2026-11-01T00:00:00.000Z", stallReason: "quiet", stallReconnects: 2 })).reasons
     ).toEqual(["capture stalled since 2026-11-01T00:00:00.000Z (2 reconnects so far): quiet"])
     expect(assessStatus(capture({ leader: null, leaderRunning: false })).state).toBe("degraded")
+    expect(
+      assessStatus(
+        capture({
+          quarantine: {
+            count: 2,
+            first: { id: "7", table: "audits", key: "k", error: "bad score" },
+            broken: [],
+            resyncing: []
+          }
+        })
+      )
+    ).toEqual({
+      state: "degraded",
+      reasons: [
+        "capture holds 2 records in quarantine (capture quarantine list); the first: #7 app.audits k: bad score"
+      ]
+    })
+    expect(
+      assessStatus(
+        capture({
+          quarantine: {
+            count: 0,
+            first: null,
+            broken: [
+              {
+                table: "audits",
+                problems: ["app.audits.score is text; the service reads it as numeric"],
+                since: "2026-11-01T00:00:00.000Z"
+              }
+            ],
+            resyncing: []
+          }
+        })
+      )
+    ).toMatchObject({
+      state: "broken",
+      reasons: [expect.stringContaining("app.audits.score is text; the service reads it as numeric")]
+    })
+    expect(
+      assessStatus(
+        capture({
+          quarantine: {
+            count: 0,
+            first: null,
+            broken: [],
+            resyncing: [{ table: "audit_items", rows: 1000, since: "2026-11-01T00:00:00.000Z" }]
+          }
+        })
+      )
+    ).toEqual({
+      state: "degraded",
+      reasons: [
+        "capture is re-reading app.audit_items from the app table since 2026-11-01T00:00:00.000Z (1000 rows so far): the records it held shape again when it is done"
+      ]
+    })
   })
 })

@@ -15,7 +15,7 @@ import {
   SESSION_COOKIE
 } from "../../../src/faces/pages/security.ts"
 import { lastAnswer } from "../../../src/faces/pages/webhooks.ts"
-import { isToken, randomToken } from "../../../src/access/bearer-secrets.ts"
+import { isToken, randomToken } from "../../../src/access/keys/bearer-secrets.ts"
 import { SERVED_ROUTES } from "../../../src/faces/routes.ts"
 import { OUR_ATTRIBUTES, setCookieParts } from "../../support/pages.ts"
 

@@ -1,6 +1,8 @@
 // Crash safety: the capture process is killed (SIGKILL) at random moments while the app
-// writes thousands of transactions. Afterwards the views equal a fresh projection and the
-// outbox holds exactly the events the writer's transitions call for.
+// writes thousands of transactions, poison rows among them (audits whose score capture cannot
+// read, one inside a transaction too large for memory). Afterwards the views equal a fresh
+// projection, the outbox holds exactly the events the writer's transitions call for (and those
+// the poison rows owed once fixed, each once), and the quarantine holds each poison row once.
 import { spawn, type ChildProcess } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
@@ -14,8 +16,13 @@ const CHILD = fileURLToPath(new URL("../../support/capture-child.ts", import.met
 describe("capture survives SIGKILL at random moments", () => {
   const db = useDemoDatabase()
 
-  it("views and outbox end exact after repeated kills", { timeout: 240_000 }, async () => {
+  it("views, outbox and quarantine end exact after repeated kills, poison rows among the changes", {
+    timeout: 240_000
+  }, async () => {
     const slot = `slot_${db.name}`
+    // The demo forbids it; an app without the CHECK constraint allows a score capture cannot read.
+    await db.sql`alter table app.audits drop constraint if exists audits_score_check`
+    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
     // The first start builds the views from the seeded rows (no events for those).
     await catchUp(db, { slot })
     let child: ChildProcess | null = null
@@ -33,8 +40,35 @@ describe("capture survives SIGKILL at random moments", () => {
       company: "acme.localhost",
       seed: 42
     })
+    // Beside the simulator: poison audits, touched again while still bad, some fixed later;
+    // and one transaction too large for memory (over CAPTURE_LARGE) with a poison row inside.
+    const poison: string[] = []
+    const fixed: string[] = []
+    const bulk: string[] = []
+    const poisoner = (async () => {
+      const insert = async (sql: typeof db.sql, title: string, score: string) =>
+        (
+          await sql<{ id: string }[]>`
+            insert into app.audits (company_id, title, performed_at, score) values (${acme!.id}, ${title}, now(), ${score}::numeric) returning id::text`
+        )[0]!.id
+      for (let i = 0; i < 24; i++) {
+        poison.push(await insert(db.sql, `Poison ${i}`, "NaN"))
+        if (i % 3 === 1) await db.sql`update app.audits set notes = 'still bad' where id = ${poison[i - 1]!}`
+        if (i % 4 === 3) {
+          const id = poison[i - 2]!
+          await db.sql`update app.audits set score = 50 where id = ${id}`
+          fixed.push(id)
+        }
+        if (i === 12)
+          await db.sql.begin(async (tx) => {
+            for (let j = 0; j < 400; j++)
+              bulk.push(await insert(tx as unknown as typeof db.sql, `Bulk ${j}`, j === 200 ? "NaN" : String(j % 100)))
+          })
+        await new Promise((r) => setTimeout(r, 60 + Math.floor(Math.random() * 120)))
+      }
+    })()
     let finished = false
-    void writer.finally(() => (finished = true))
+    void Promise.all([writer, poisoner]).finally(() => (finished = true))
     let kills = 0
     let killsWhileWriting = 0
     while (!finished || kills < 6) {
@@ -50,6 +84,7 @@ describe("capture survives SIGKILL at random moments", () => {
       if (kills >= 12 && finished) break
     }
     const result = await writer
+    await poisoner
     expect(result.failed).toBe(0)
     ;(child as ChildProcess | null)?.kill("SIGKILL")
     // A last, clean run catches up.
@@ -60,10 +95,26 @@ describe("capture survives SIGKILL at random moments", () => {
       { event: string; n: number }[]
     >`select event, count(*)::int as n from service.events group by event`
     const actual = Object.fromEntries(counts.map((r) => [r.event, r.n]))
-    const expected = Object.fromEntries(Object.entries(result.events).filter(([, n]) => n > 0))
+    // The simulator's events, and audit.created once for each fixed poison row and each good bulk row.
+    const expected = Object.fromEntries(
+      Object.entries(result.events)
+        .map(([e, n]) => [e, e === "audit.created" ? n + fixed.length + bulk.length - 1 : n] as const)
+        .filter(([, n]) => n > 0)
+    )
     expect(kills).toBeGreaterThanOrEqual(6)
     expect(killsWhileWriting).toBeGreaterThanOrEqual(3)
     expect(actual).toEqual(expected)
+    // No record's created event twice.
+    const twice = await db.sql`
+      select record_id, event from service.events where event like '%.created' group by 1, 2 having count(*) > 1`
+    expect(twice).toEqual([])
+    // Each poison row still bad is held, once; the fixed ones are not.
+    const stillBad = [...poison.filter((id) => !fixed.includes(id)), bulk[200]!].sort()
+    const held = await db.sql<{ key: string; attempts: number }[]>`
+      select key, attempts from service.capture_quarantine order by key`
+    expect(held.map((h) => h.key)).toEqual(stillBad)
+    for (const id of fixed) expect(await db.sql`select 1 from service.views where id = ${id}`).toHaveLength(1)
+    expect(await db.sql`select 1 from service.views where id = any(${stillBad}::uuid[])`).toHaveLength(0)
 
     const { diff, views } = await diffAgainstFreshProjection(db)
     expect(views).toBeGreaterThan(1000)

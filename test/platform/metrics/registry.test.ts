@@ -27,6 +27,8 @@ const FAMILIES: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> 
   ["srs_capture_changes_total", "counter", []],
   ["srs_capture_batches_total", "counter", []],
   ["srs_capture_events_total", "counter", ["event"]],
+  ["srs_capture_quarantined", "gauge", []],
+  ["srs_capture_contract_broken", "gauge", []],
   ["srs_outbox_backlog_events", "gauge", []],
   ["srs_deliveries_total", "counter", ["outcome"]],
   ["srs_deliveries_created_total", "counter", []],

@@ -175,6 +175,35 @@ describe("a destination that changes while its deliveries wait for a send slot",
     for (const body of waiting) for (const field of PRIVACY_CASE_FIELDS) expect(body.data[field], field).toBeNull()
   })
 
+  it("incidents deleted meanwhile: their waiting deliveries go with their identifiers only", async () => {
+    s.w.receiver.reply("/deleted", { status: 200, delayMs: 4 * SLOW })
+    await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "deleted",
+        url: s.w.receiver.url("/deleted"),
+        events: ["incident.created"]
+      })
+    )
+    // The waiting deliveries stay in memory (not written back after 2 s): only the capture's
+    // notice makes the engine hand them back and read them again.
+    s.engine = await startEngine(s.w.deps, { perOrigin: 1, writeAfterMs: 60_000 })
+    await threeQueued("/deleted")
+    await s.w.db.sql`delete from app.incidents where company_id = ${s.w.company.id} and title like 'queued %'`
+    await s.w.cap.settle()
+    await waitFor(() => at(s.w.receiver, "/deleted").length === 3, "all three", 60_000)
+    const [first, ...waiting] = at(s.w.receiver, "/deleted").map(
+      (r) => JSON.parse(r.body.toString("utf8")) as { data: Record<string, unknown> }
+    )
+    expect(first!.data.title).toMatch(/^queued /) // it was on its way already
+    for (const body of waiting) {
+      expect(body.data.id).toEqual(expect.any(String))
+      for (const [field, value] of Object.entries(body.data))
+        if (!["id", "companyId", "reference"].includes(field)) expect(value, field).toBeNull()
+    }
+  })
+
   it("a revoked key's and a turned-off subscription's waiting deliveries are not sent", async () => {
     s.w.receiver.reply("/revoked", { status: 200, delayMs: SLOW })
     const keyId = await makeKey(s.w.db.sql, s.w.company.id, { scopes: ["incidents"], webhooks: true })

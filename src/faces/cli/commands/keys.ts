@@ -1,11 +1,11 @@
 // keys create | list | revoke: API keys of a company (spec 5, issue 4).
 import { Console, Effect } from "effect"
-import { query } from "../../../platform/db/Sql.ts"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { notFound } from "../../../domain/errors.ts"
 import { adminOfOwner, companyById, findCompany } from "../../../access/identity.ts"
 import {
+  companyKeysRefusal,
   createKey,
   DEFAULT_EXPIRY,
   EXPIRY_CHOICES,
@@ -14,7 +14,7 @@ import {
   MAX_ACTIVE_KEYS,
   parseScopes,
   revokeKey
-} from "../../../access/keys.ts"
+} from "../../../access/keys/store.ts"
 import {
   asOptional,
   asRequired,
@@ -75,17 +75,12 @@ const create = Command.make(
           ].join("\n")
         )
         // Made all the same (an admin may make keys before the company moves up), but said.
-        const [standing] = yield* query(
-          (sql) =>
-            sql<
-              { tier: string | null; api_enabled: boolean | null }[]
-            >`select tier, api_enabled from service.companies where id = ${company.id}`
-        )
-        if (standing !== undefined && standing.tier !== "company") {
+        const refusal = yield* companyKeysRefusal(company.id)
+        if (refusal?._tag === "Tier") {
           yield* Console.error(
-            `warning: ${company.name} is on the ${standing.tier} tier: the API answers this key 403 until the company is on the Company tier.`
+            `warning: ${company.name} is on the ${refusal.tier} tier: the API answers this key 403 until the company is on the Company tier.`
           )
-        } else if (standing !== undefined && standing.api_enabled !== true) {
+        } else if (refusal?._tag === "ApiOff") {
           yield* Console.error(
             `warning: the API is turned off for ${company.name}: it answers this key 403 until the API is turned on.`
           )

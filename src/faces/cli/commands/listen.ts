@@ -3,7 +3,7 @@
 // event to a local URL, signed as a real delivery is (with a local secret it prints), so a
 // developer can build a receiver without a public HTTPS address. It talks to the service
 // over HTTP only, never to its database.
-import { Config, Effect, Option } from "effect"
+import { Config, Data, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { newSecret, signedHeaders } from "../../../webhooks/net/signature.ts"
 import { isEventKind } from "../../../domain/event-kinds.ts"
@@ -51,16 +51,17 @@ const newEvents = async (o: Options, after: string | undefined, only?: number): 
       error?: string
     }
     if (!res.ok)
-      throw new ListenRefused(
-        `the service answered ${res.status} to GET /api/v1/events: ${body.error ?? "no reason given"}`
-      )
+      throw new ListenRefused({
+        message: `the service answered ${res.status} to GET /api/v1/events: ${body.error ?? "no reason given"}`
+      })
     out.push(...(body.data ?? []))
     cursor = only === undefined ? (body.nextCursor ?? null) : null
   } while (cursor !== null)
   return out.reverse() // the feed is newest first
 }
 
-class ListenRefused extends Error {}
+/** The service answered the feed with an error: listen stops and says what it answered. */
+class ListenRefused extends Data.TaggedError("ListenRefused")<{ readonly message: string }> {}
 
 /** One millisecond before `iso`: the feed's createdAfter is exclusive, and commits can share a millisecond. */
 const justBefore = (iso: string) => new Date(Date.parse(iso) - 1).toISOString()

@@ -1,6 +1,5 @@
 // The operator's admin commands: replay, rebuild-views, status. Registered in
 // src/faces/cli/commands/index.ts; they share its flags and output conventions (stdout is
-import { query } from "../../../platform/db/Sql.ts"
 // the answer, one JSON value with --json; progress goes to stderr on a terminal).
 import { Cause, Effect, Exit, Option } from "effect"
 import { Command, Flag } from "effect/cli"
@@ -15,6 +14,7 @@ import { writeLog } from "../../../platform/logging.ts"
 import { type Actor, SYSTEM } from "../../../access/activity.ts"
 import { progressBar } from "../progress.ts"
 import { rebuildViews } from "../../../pipeline/capture/rebuild.ts"
+import { destinationCompany } from "../../../webhooks/replay/queries.ts"
 import { replay, type ReplaySummary } from "../../../webhooks/replay/select.ts"
 import {
   assessStatus,
@@ -116,18 +116,13 @@ export const replayCommand = Command.make(
           let actor: Actor = SYSTEM
           if (Option.isSome(args.as)) {
             // --as must be an admin of the company the destination belongs to.
-            const ref = Option.getOrElse(
-              Option.orElse(args.endpoint, () => args.subscription),
-              () => ""
+            const owner = yield* destinationCompany(
+              Option.getOrElse(
+                Option.orElse(args.endpoint, () => args.subscription),
+                () => ""
+              )
             )
-              .trim()
-              .toLowerCase()
-            const [owner] = yield* query(
-              (sql) => sql<{ company_id: string }[]>`
-              select company_id::text from service.webhook_endpoints where id::text = ${ref}
-              union all select company_id::text from service.webhook_subscriptions where id::text = ${ref}`
-            )
-            const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner.company_id) : undefined)
+            const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner) : undefined)
             actor = { kind: "user", id: admin.userId, email: admin.email }
           }
           return yield* replay(
@@ -201,11 +196,18 @@ export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptiona
           p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
         )
       ).pipe(Effect.ensuring(Effect.sync(bar.done)))
-      yield* output(args.json, result, () =>
+      // The JSON answer keeps its fields; what was kept for capture is said in the text.
+      const { unshaped: _unshaped, held: _held, ...answer } = result
+      yield* output(args.json, answer, () =>
         [
           `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
           `  changed: ${result.changed} views differed from the mirror and were rewritten`,
           `  removed: ${result.removed} views of records that no longer exist`,
+          ...(result.unshaped + result.held > 0
+            ? [
+                `  kept:    ${result.unshaped} views of records that could not be shaped and ${result.held} held in quarantine; capture shapes them again and holds those that still fail (capture quarantine list)`
+              ]
+            : []),
           `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
         ].join("\n")
       )
@@ -241,6 +243,11 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
         ]
       : []),
     ...(c.gapReason ? [`  GAP:         ${c.gapReason} (at ${when(c.gapAt)}): events in the gap were not derived`] : []),
+    `  quarantine:  ${c.quarantine.count} record${c.quarantine.count === 1 ? "" : "s"} held${c.quarantine.first ? ` (first: #${c.quarantine.first.id} app.${c.quarantine.first.table} ${c.quarantine.first.key}: ${c.quarantine.first.error})` : ""}`,
+    ...c.quarantine.broken.map((b) => `  BROKEN:      app.${b.table} since ${when(b.since)}: ${b.problems.join("; ")}`),
+    ...c.quarantine.resyncing.map(
+      (r) => `  resync:      app.${r.table} re-read from the app since ${when(r.since)} (${r.rows} rows so far)`
+    ),
     "",
     "Outbox",
     `  backlog:     ${s.outbox.backlog} events not yet fanned out${s.outbox.oldestBacklogAt ? ` (oldest ${when(s.outbox.oldestBacklogAt)})` : ""}`,
@@ -333,6 +340,6 @@ export const statusCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, no capture leader, endpoints switched off), 2 broken (the slot lost, the database down)"
+    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, records held in quarantine, no capture leader, endpoints switched off), 2 broken (the slot lost, an app table that no longer fits what capture reads, the database down)"
   )
 )

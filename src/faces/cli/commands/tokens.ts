@@ -3,7 +3,7 @@ import { Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { at, invalid, words } from "../../../domain/errors.ts"
 import { adminOfOwner, companyById, findAdmin, findCompany } from "../../../access/identity.ts"
-import { EXPIRY_CHOICES } from "../../../access/keys.ts"
+import { EXPIRY_CHOICES } from "../../../access/keys/store.ts"
 import { createToken, DEFAULT_TOKEN_EXPIRY, listTokens, revokeToken, tokenCompany } from "../../../access/tokens.ts"
 import { asOptional, asRequired, companyOptional, json, output, table, when, withDatabase } from "../support.ts"
 

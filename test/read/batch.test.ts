@@ -1,6 +1,6 @@
-// The batcher behind the read API's statements (src/faces/api/batch.ts), without a database.
+// The batcher behind the read API's statements (src/read/batch.ts), without a database.
 import { describe, expect, it } from "vitest"
-import { makeBatcher } from "../../../src/faces/api/batch.ts"
+import { makeBatcher } from "../../src/read/batch.ts"
 
 describe("makeBatcher", () => {
   const recording = (fail: (items: ReadonlyArray<number>) => boolean = () => false) => {

@@ -3,22 +3,18 @@
 import { randomBytes } from "node:crypto"
 
 import { describe, expect, it } from "vitest"
-import { cursorKey } from "../../../src/faces/api/cursor.ts"
+import { cursorKey } from "../../src/read/cursor.ts"
 import { Exit, Schema } from "effect"
-import {
-  EVENTS_PARAMS,
-  getEvent,
-  listEvents,
-  type FeedAnswer,
-  type FeedKey
-} from "../../../src/faces/api/events-feed.ts"
-import { EVENTS_QUERY } from "../../../src/faces/api/events-api.ts"
-import { describeQueryIssue } from "../../../src/faces/api/query.ts"
-import { FILTER_DATE_FORMATS } from "../../../src/domain/dates.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { insertIncident, makeCompany } from "../../support/app.ts"
-import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { getEvent, listEvents, type FeedKey } from "../../src/read/events.ts"
+import { EVENTS_PARAMS } from "../../src/read/lists.ts"
+import type { Served } from "../../src/read/served.ts"
+import { EVENTS_QUERY } from "../../src/faces/api/events-api.ts"
+import { describeQueryIssue } from "../../src/faces/api/query.ts"
+import { FILTER_DATE_FORMATS } from "../../src/domain/dates.ts"
+import { createEndpoint } from "../../src/webhooks/endpoints/endpoints.ts"
+import { insertIncident, makeCompany } from "../support/app.ts"
+import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../support/world.ts"
+import { runSql } from "../support/sql.ts"
 
 type Listed = {
   data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>
@@ -50,9 +46,9 @@ const refusal = (query: Record<string, string>): string => {
     : describeQueryIssue((failure.error as Schema.SchemaError).issue, EVENTS_PARAMS)
 }
 
-const body = (a: FeedAnswer) => {
+const body = (a: Served<unknown>) => {
   if (a._tag !== "Body") throw new Error(`expected a body, got ${JSON.stringify(a)}`)
-  return a.body
+  return typeof a.body === "string" ? a.body : new TextDecoder().decode(a.body)
 }
 
 /** Synthetic outbox rows, one every 7 hours back to 42 days, cycling through three kinds. */
@@ -181,15 +177,15 @@ describe("events feed", () => {
     expect(refusal({ createdBefore: "2026-11-19T00:00:00 02:00" })).toBe(
       `query parameter "createdBefore" must be ${FILTER_DATE_FORMATS} (a "+" in a URL must be sent as %2B)`
     )
-    expect(await feed(feedKey, { cursor: "nope" })).toMatchObject({ _tag: "BadRequest" })
+    expect(await feed(feedKey, { cursor: "nope" })).toMatchObject({ _tag: "Failed", error: { _tag: "Invalid" } })
     const page = JSON.parse(body(await feed(feedKey, { limit: "2" }))) as Listed
     expect(await feed(feedKey, { limit: "2", cursor: page.nextCursor!, type: "incident.created" })).toMatchObject({
-      _tag: "BadRequest",
-      message: expect.stringContaining("cursor belongs to another list")
+      _tag: "Failed",
+      error: { _tag: "Invalid", message: expect.stringContaining("cursor belongs to another list") }
     })
     expect(await feed(feedKey, { type: "permit.closed" })).toMatchObject({
-      _tag: "Forbidden",
-      message: "this API key cannot read permits, so it cannot see permit.closed events"
+      _tag: "Failed",
+      error: { _tag: "Forbidden", message: "this API key cannot read permits, so it cannot see permit.closed events" }
     })
     const idOf = async (r: { commit_lsn: string }) =>
       (
@@ -200,15 +196,27 @@ describe("events feed", () => {
     const recentIncident = rows.find((r) => r.resource === "incidents")!
     expect(await getEvent(w.db.sql, feedKey, await idOf(recentIncident))).toMatchObject({ _tag: "Body" })
     const permit = rows.find((r) => r.resource === "permits")!
-    expect(await getEvent(w.db.sql, feedKey, await idOf(permit))).toMatchObject({ _tag: "NotFound" })
+    expect(await getEvent(w.db.sql, feedKey, await idOf(permit))).toMatchObject({
+      _tag: "Failed",
+      error: { _tag: "NotFound" }
+    })
     const old = rows.filter((r) => r.resource === "incidents").at(-1)!
     expect(Date.now() - Date.parse(old.created_at)).toBeGreaterThan(30 * 24 * HOUR)
-    expect(await getEvent(w.db.sql, feedKey, await idOf(old))).toMatchObject({ _tag: "NotFound" })
+    expect(await getEvent(w.db.sql, feedKey, await idOf(old))).toMatchObject({
+      _tag: "Failed",
+      error: { _tag: "NotFound" }
+    })
     const [foreign] = await w.db.sql<
       { id: string }[]
     >`select id::text from service.events where company_id = ${other.id} and resource = 'incidents' limit 1`
-    expect(await getEvent(w.db.sql, feedKey, foreign!.id)).toMatchObject({ _tag: "NotFound" })
-    expect(await getEvent(w.db.sql, feedKey, "not-a-uuid")).toMatchObject({ _tag: "NotFound" })
+    expect(await getEvent(w.db.sql, feedKey, foreign!.id)).toMatchObject({
+      _tag: "Failed",
+      error: { _tag: "NotFound" }
+    })
+    expect(await getEvent(w.db.sql, feedKey, "not-a-uuid")).toMatchObject({
+      _tag: "Failed",
+      error: { _tag: "NotFound" }
+    })
     // a revoked key is refused before anything else
     await w.db.sql`update service.api_keys set revoked_at = now() where id = ${keyId}`
     expect(await feed(feedKey, {})).toMatchObject({ _tag: "Refused", state: "revoked" })

@@ -1,18 +1,20 @@
-// Requests read by one statement (src/faces/api/batch.ts, src/faces/api/views.ts): started together,
+// Requests read by one statement (src/read/batch.ts, src/read/views.ts): started together,
 // they share a batch, and each must still get exactly its own answer: its key's refusal,
-// its company's records, its resource, its filters, its page.
+// its company's records, its resource, its filters, its page, or no such record.
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys.ts"
-import type { CurrentKeyShape } from "../../../src/faces/api/current-key.ts"
-import { ApiPool } from "../../../src/faces/api/pool.ts"
-import { ApiSettings } from "../../../src/faces/api/settings.ts"
-import { Views, type Served } from "../../../src/faces/api/views.ts"
-import { BASE_QUERY } from "../../../src/faces/api/query.ts"
-import type { Resource } from "../../../src/domain/resources.ts"
-import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
-import { makeKey, provideDb } from "../../support/http.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { revokeKey } from "../../src/access/keys/store.ts"
+import type { CurrentKeyShape } from "../../src/access/keys/current-key.ts"
+import { ApiPool } from "../../src/platform/db/api-pool.ts"
+import { ApiSettings } from "../../src/platform/api-settings.ts"
+import { ApiKeys } from "../../src/access/keys/service.ts"
+import type { Json } from "../../src/read/served.ts"
+import { Views } from "../../src/read/views.ts"
+import { BASE_QUERY } from "../../src/faces/api/query.ts"
+import type { Resource } from "../../src/domain/resources.ts"
+import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../support/views.ts"
+import { makeKey, provideDb } from "../support/http.ts"
+import { useDatabase } from "../support/fixtures.ts"
 
 /** A list query as the endpoint decodes it (a number, canonical timestamps). */
 const listQuery = Schema.decodeUnknownSync(Schema.Struct(BASE_QUERY))
@@ -38,6 +40,7 @@ describe("requests read together", () => {
     }
     seeded.set("other incidents", await seedRecords(db.sql, "incidents", other.id, 3, { newest: new Date(T0) }))
     const layer = Views.layer.pipe(
+      Layer.provideMerge(ApiKeys.layer),
       Layer.provideMerge(ApiPool.layer),
       Layer.provide(ApiSettings.layer({})),
       Layer.provide(provideDb(db))
@@ -72,12 +75,15 @@ describe("requests read together", () => {
     }
   }
 
-  const text = (served: Served | undefined) =>
-    served?._tag === "Body" ? Buffer.from(served.body).toString("utf8") : served
-  const ids = (served: Served | undefined) =>
-    served?._tag === "Body"
-      ? JSON.parse(Buffer.from(served.body).toString("utf8")).data.map((r: { id: string }) => r.id)
-      : served
+  /** What one request gets: its JSON as text, or its error's kind and message. */
+  const outcome = <E extends { readonly _tag: string; readonly message: string }>(
+    request: Effect.Effect<Json, E, Views>
+  ) =>
+    Effect.map(Effect.result(request), (r) =>
+      r._tag === "Success" ? Buffer.from(r.success).toString("utf8") : `${r.failure._tag}: ${r.failure.message}`
+    )
+  const ids = (answer: string) =>
+    answer.startsWith("{") ? JSON.parse(answer).data.map((r: { id: string }) => r.id) : answer
 
   it("gets and lists of several keys, companies, resources and filters in one batch", async () => {
     const mine = await keyOf(acme)
@@ -92,9 +98,9 @@ describe("requests read together", () => {
     const workers = seeded.get("acme workers")!
     const theirIncidents = seeded.get("other incidents")!
     const next = JSON.parse(
-      text(
-        await run(Effect.flatMap(Effect.service(Views), (v) => v.list(mine, "incidents", listQuery({ limit: "5" }))))
-      ) as string
+      await run(
+        Effect.flatMap(Effect.service(Views), (v) => outcome(v.list(mine, "incidents", listQuery({ limit: "5" }))))
+      )
     ).nextCursor
     const [gets, lists] = await run(
       Effect.flatMap(Effect.service(Views), (v) =>
@@ -102,24 +108,24 @@ describe("requests read together", () => {
           [
             Effect.all(
               [
-                v.get(mine, "incidents", incidents[0]!.id),
-                v.get(mine, "workers", workers[1]!.id),
-                v.get(mine, "workers", incidents[2]!.id),
-                v.get(theirs, "incidents", incidents[0]!.id),
-                v.get(theirs, "incidents", theirIncidents[1]!.id),
-                v.get(revoked, "incidents", incidents[1]!.id)
+                outcome(v.get(mine, "incidents", incidents[0]!.id)),
+                outcome(v.get(mine, "workers", workers[1]!.id)),
+                outcome(v.get(mine, "workers", incidents[2]!.id)),
+                outcome(v.get(theirs, "incidents", incidents[0]!.id)),
+                outcome(v.get(theirs, "incidents", theirIncidents[1]!.id)),
+                outcome(v.get(revoked, "incidents", incidents[1]!.id))
               ],
               { concurrency: "unbounded" }
             ),
             Effect.all(
               [
-                v.list(mine, "incidents", listQuery({ limit: "5" })),
-                v.list(mine, "incidents", listQuery({ limit: "5", cursor: next })),
-                v.list(mine, "incidents", listQuery({ createdBefore: incidents[9]!.createdAt })),
-                v.list(mine, "incidents", listQuery({ createdAfter: incidents[3]!.createdAt })),
-                v.list(mine, "workers", listQuery({ limit: "3" })),
-                v.list(theirs, "incidents", {}),
-                v.list(revoked, "workers", {})
+                outcome(v.list(mine, "incidents", listQuery({ limit: "5" }))),
+                outcome(v.list(mine, "incidents", listQuery({ limit: "5", cursor: next }))),
+                outcome(v.list(mine, "incidents", listQuery({ createdBefore: incidents[9]!.createdAt }))),
+                outcome(v.list(mine, "incidents", listQuery({ createdAfter: incidents[3]!.createdAt }))),
+                outcome(v.list(mine, "workers", listQuery({ limit: "3" }))),
+                outcome(v.list(theirs, "incidents", {})),
+                outcome(v.list(revoked, "workers", {}))
               ],
               { concurrency: "unbounded" }
             )
@@ -128,13 +134,13 @@ describe("requests read together", () => {
         )
       )
     )
-    expect(gets.map(text)).toEqual([
+    expect(gets).toEqual([
       `{"data":${incidents[0]!.body}}`,
       `{"data":${workers[1]!.body}}`,
-      undefined,
-      undefined,
+      `NotFound: no workers record with id ${incidents[2]!.id}`,
+      `NotFound: no incidents record with id ${incidents[0]!.id}`,
       `{"data":${theirIncidents[1]!.body}}`,
-      { _tag: "Refused", state: "revoked" }
+      "Unauthorized: this API key was revoked"
     ])
     const page = (records: ReadonlyArray<StoredRecord>, from: number, to: number) =>
       records.slice(from, to).map((r) => r.id)
@@ -145,7 +151,7 @@ describe("requests read together", () => {
       page(incidents, 0, 3),
       page(workers, 0, 3),
       page(theirIncidents, 0, 3),
-      { _tag: "Refused", state: "revoked" }
+      "Unauthorized: this API key was revoked"
     ])
   })
 })

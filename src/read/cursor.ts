@@ -2,19 +2,11 @@
 // A cursor carries the position of the last record of a page (its createdAt with
 // microseconds, or its change time in a list by change, and its id) and an HMAC over that position and the list's identity
 // (company, resource and filters). A changed byte, or the same cursor on another list,
-// fails the check. Pure: the key is passed in.
-import { Schema } from "effect"
-import { isUuid } from "../../domain/ids.ts"
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto"
-
-/** A page's nextCursor in the documents. */
-export const NextCursor = Schema.NullOr(Schema.String).annotate({
-  description: "Pass as cursor for the next page; null on the last page"
-})
-
-/** A page of items: their order, described, and the next page's cursor. */
-export const pageOf = <S extends Schema.Top>(item: S, order: string) =>
-  Schema.Struct({ data: Schema.Array(item).annotate({ description: order }), nextCursor: NextCursor })
+// fails the check. Pure but for loading the key (one secret in service.settings, shared by
+// every process).
+import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto"
+import type postgres from "postgres"
+import { isUuid } from "../domain/ids.ts"
 
 export interface CursorPosition {
   /** created_at (changed_at in a list sorted by updatedAt) exactly as PostgreSQL writes it as text (microseconds and offset included). */
@@ -41,6 +33,19 @@ export type CursorKey = KeyObject
 const isLowerUuid = (id: string) => isUuid(id) && id === id.toLowerCase()
 
 export const cursorKey = (secret: Uint8Array): CursorKey => createSecretKey(secret)
+
+/** A random 32-byte secret kept in service.settings, created on first use by whichever process comes first. */
+export const settingSecret = async (sql: postgres.Sql, name: string): Promise<Buffer> => {
+  await sql`
+    insert into service.settings (name, value) values (${name}, ${randomBytes(32).toString("base64")})
+    on conflict (name) do nothing`
+  const [row] = await sql<{ value: string }[]>`select value from service.settings where name = ${name}`
+  return Buffer.from(row!.value, "base64")
+}
+
+/** The key that signs every list's cursors. */
+export const loadCursorKey = async (sql: postgres.Sql): Promise<CursorKey> =>
+  cursorKey(await settingSecret(sql, "cursor_hmac_key"))
 
 const digests = new WeakMap<CursorKey, Map<string, string>>()
 

@@ -1,8 +1,8 @@
 // Table tests of the admin operations' input checks.
 import { describe, expect, it } from "vitest"
-import { checkName, parseExpiry, parseScopes } from "../../src/access/keys.ts"
-import { looksLike, newSecret, fingerprintOf } from "../../src/access/bearer-secrets.ts"
-import { RESOURCES } from "../../src/domain/resources.ts"
+import { checkName, parseExpiry, parseScopes } from "../../../src/access/keys/store.ts"
+import { looksLike, newSecret, fingerprintOf } from "../../../src/access/keys/bearer-secrets.ts"
+import { RESOURCES } from "../../../src/domain/resources.ts"
 
 describe("parseScopes", () => {
   it.each([

@@ -1,6 +1,7 @@
-// The API's own settings, their environment variables and defaults. Tests and the bench
-// build the routes with explicit values (makeApiRoutes); the service reads them from the
-// environment.
+// The read API's settings, their environment variables and defaults: the keys' rate limit
+// and usage flush (src/access/keys/), the API's own pool (db/api-pool.ts). Tests and the
+// bench build the routes with explicit values (makeApiRoutes); the service reads them from
+// the environment.
 import { Config, Context, Duration, Effect, Layer } from "effect"
 
 export interface ApiSettingsShape {

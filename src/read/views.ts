@@ -1,80 +1,22 @@
-// Reading records from service.views. A view's body is the exact JSON the API returns, so
-// an answer is assembled from the stored text, never parsed and re-serialised: a list answer
-// is '{"data":[' + bodies + '],"nextCursor":...}'. Paging is keyset on the index
-// (company_id, resource, created_at desc, id desc): page N costs what page 1 costs; a list
-// by change time (sort=updatedAt, for syncs) is keyset on views_changed the same way. Each
-// statement also re-checks the key (key-check.ts), so serving a request is one round trip,
-// and requests that arrive together share that round trip (batch.ts).
-import { isUuid } from "../../domain/ids.ts"
-import { randomBytes } from "node:crypto"
+// Reading records from service.views, for GET /api/v1/<resource> and /<resource>/{id}. A
+// view's body is the exact JSON the API returns, so an answer is assembled from the stored
+// text, never parsed and re-serialised: a list answer is '{"data":[' + bodies +
+// '],"nextCursor":...}'. Paging is keyset on the index (company_id, resource, created_at
+// desc, id desc): page N costs what page 1 costs; a list by change time (sort=updatedAt, for
+// syncs) is keyset on views_changed the same way. Each statement also re-checks the key
+// (access/keys/key-check.ts), so serving a request is one round trip, and requests that
+// arrive together share that round trip (batch.ts).
 import { Context, Effect, Layer } from "effect"
-import type postgres from "postgres"
-import { Database } from "../../platform/db/Database.ts"
-import type { Resource } from "../../domain/resources.ts"
-import type { CurrentKeyShape } from "./current-key.ts"
-import {
-  CURSOR_ERROR_MESSAGES,
-  cursorKey as makeCursorKey,
-  decodeCursor,
-  encodeCursor,
-  type CursorBinding,
-  type CursorPosition
-} from "./cursor.ts"
-import { BadRequest } from "../http/errors.ts"
+import { invalid, notFound, type Forbidden, type Invalid, type NotFound, type Unauthorized } from "../domain/errors.ts"
+import { isUuid } from "../domain/ids.ts"
+import type { Resource } from "../domain/resources.ts"
+import type { CurrentKeyShape } from "../access/keys/current-key.ts"
+import { keyStateRelation, keyStateSql, type KeyState } from "../access/keys/key-check.ts"
+import { Database } from "../platform/db/Database.ts"
 import { makeBatcher } from "./batch.ts"
-import { keyStateRelation, keyStateSql, type KeyState } from "../../access/key-check.ts"
-import { ApiPool } from "./pool.ts"
-import { DEFAULT_LIMIT, namePattern, statusesFor, type ListQuery } from "./query.ts"
-
-/** What a list asks for once its parameters are checked: pure, testable without a database. */
-export interface ListRequest {
-  readonly limit: number
-  readonly createdAfter: string | undefined
-  readonly createdBefore: string | undefined
-  /** Bounds of the change time (views.changed_at), exclusive. */
-  readonly updatedAfter: string | undefined
-  readonly updatedBefore: string | undefined
-  /** Oldest change first, instead of newest created first. */
-  readonly byChange: boolean
-  readonly name: string | undefined
-  readonly statuses: ReadonlyArray<string> | undefined
-  readonly binding: CursorBinding
-}
-
-/** A decoded list query (query.ts: checked and parsed by its schema) as a list request. */
-export const listRequest = (companyId: string, resource: Resource, query: ListQuery): ListRequest => {
-  const { createdAfter, createdBefore, updatedAfter, updatedBefore } = query
-  return {
-    limit: query.limit ?? DEFAULT_LIMIT,
-    createdAfter,
-    createdBefore,
-    updatedAfter,
-    updatedBefore,
-    byChange: query.sort === "updatedAt",
-    name: query.name,
-    // The schema let only a known status through.
-    statuses: query.status === undefined ? undefined : statusesFor(query.status),
-    binding: {
-      companyId,
-      resource,
-      filters: {
-        createdAfter,
-        createdBefore,
-        updatedAfter,
-        updatedBefore,
-        // A cursor of one order is no position in the other.
-        sort: query.sort,
-        name: query.name?.toLowerCase(),
-        status: query.status
-      }
-    }
-  }
-}
-
-/** A JSON answer (text, or UTF-8 bytes exactly as sent), or the key's state when the check in the statement refused it. */
-export type Served =
-  | { readonly _tag: "Body"; readonly body: string | Uint8Array }
-  | { readonly _tag: "Refused"; readonly state: KeyState }
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorPosition } from "./cursor.ts"
+import { listRequest, namePattern, type ListQuery } from "./lists.ts"
+import { answer, readSetup, type Json, type Read, type Served } from "./served.ts"
 
 // -----------------------------------------------------------------------------
 // Batch statements (batch.ts). Each row of `r` is one request: its key, Host and resource
@@ -166,7 +108,7 @@ const pageAnswer = (
   limit: number,
   cursorOf: (position: CursorPosition) => string,
   sync?: { readonly after: string | undefined }
-): Served => {
+): Served<never> => {
   const state = (rows[0] === undefined ? "unknown" : textOf(rows[0][0])) as KeyState
   if (state !== "ok") return { _tag: "Refused", state }
   const count = rows[0]![2] === null ? 0 : rows.length
@@ -198,55 +140,27 @@ const pageAnswer = (
   return { _tag: "Body", body: `${body}}` }
 }
 
-export interface KeyCheckRow {
-  readonly state: KeyState
-  readonly k_name: string | null
-  readonly k_expires_at: Date | null
-  readonly k_webhooks: boolean | null
-  readonly k_scopes: ReadonlyArray<string> | null
-  readonly c_name: string | null
-  readonly c_modules: ReadonlyArray<string> | null
-}
-
-const UNKNOWN: KeyCheckRow = {
-  state: "unknown",
-  k_name: null,
-  k_expires_at: null,
-  k_webhooks: null,
-  k_scopes: null,
-  c_name: null,
-  c_modules: null
-}
-
 export class Views extends Context.Service<
   Views,
   {
-    /** The list answer as JSON. */
-    readonly list: (key: CurrentKeyShape, resource: Resource, query: ListQuery) => Effect.Effect<Served, BadRequest>
-    /** The get answer as JSON; undefined when there is no such record. */
-    readonly get: (key: CurrentKeyShape, resource: Resource, id: string) => Effect.Effect<Served | undefined>
-    /** The key's state now, with its and its company's current details. */
-    readonly check: (key: CurrentKeyShape, resource: Resource | undefined) => Effect.Effect<KeyCheckRow>
+    /** A page of the list: {"data":[...],"nextCursor":...}. */
+    readonly list: (key: CurrentKeyShape, resource: Resource, query: ListQuery) => Read<Invalid>
+    /** One record: {"data":{...}}. */
+    readonly get: (key: CurrentKeyShape, resource: Resource, id: string) => Read<NotFound>
   }
->()("service/api/Views") {
+>()("service/read/Views") {
   static readonly layer = Layer.effect(
     Views,
     Effect.gen(function* () {
-      const { sql } = yield* ApiPool
+      const { sql, keys, cursorKey } = yield* readSetup
       // Lists filtered by name are planned for their pattern (a rare name is best found
       // with the trigram index, a common one by walking the page index), so they use the
       // shared pool, whose statements are planned per execution when that pays.
       const { sql: planned } = yield* Database
-      const cursorKey = makeCursorKey(yield* Effect.promise(() => settingSecret(sql, "cursor_hmac_key")))
 
-      const check = (key: CurrentKeyShape, resource: Resource | undefined) =>
-        Effect.promise(async () => {
-          const [row] = await sql<
-            KeyCheckRow[]
-          >`select s.* from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
-          return row ?? UNKNOWN
-        })
-
+      // Each batch statement takes its parameters as one array per column, a value per request.
+      // Written out for each: a helper mapping column functions over the items cost a quarter
+      // more server CPU per list in bench:api, most of it in garbage collection.
       const gets = makeBatcher(async (items: ReadonlyArray<GetItem>) => {
         const rows = (await sql
           .unsafe(
@@ -262,7 +176,7 @@ export class Views extends Context.Service<
           )
           .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, state: Buffer, body: Buffer | null]>
         // A request whose key row is gone gets no row at all: unknown.
-        const answers = new Array<Served | undefined>(items.length).fill({ _tag: "Refused", state: "unknown" })
+        const answers = new Array<Served<never> | undefined>(items.length).fill({ _tag: "Refused", state: "unknown" })
         for (const [n, stateText, body] of rows) {
           const state = textOf(stateText) as KeyState
           answers[Number(textOf(n)) - 1] =
@@ -300,9 +214,9 @@ export class Views extends Context.Service<
         if (query.cursor !== undefined) {
           const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
           if ("error" in decoded) {
-            const state = yield* check(key, resource)
-            if (state.state !== "ok") return { _tag: "Refused", state: state.state } as const
-            return yield* new BadRequest({ error: CURSOR_ERROR_MESSAGES[decoded.error] })
+            // A refused key gets its 401/403 before any complaint about its cursor.
+            yield* keys.standing(key, resource)
+            return yield* invalid(CURSOR_ERROR_MESSAGES[decoded.error])
           }
           position = decoded.position
         }
@@ -322,7 +236,7 @@ export class Views extends Context.Service<
               limit: r.limit
             })
           )
-          return pageAnswer(rows, r.limit, cursorOf)
+          return yield* answer(pageAnswer(rows, r.limit, cursorOf), keys.refusal, key, resource)
         }
         // A status or a name filter has an index of its own, which a statement planned for
         // any batch would not use: such a list gets a statement of its own. So does a list
@@ -356,30 +270,27 @@ export class Views extends Context.Service<
                  limit ${r.limit + 1}
               ) w on true`.raw() as unknown as Promise<ReadonlyArray<PageRow>>
         )
-        return pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined)
+        return yield* answer(
+          pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined),
+          keys.refusal,
+          key,
+          resource
+        )
       })
 
-      const get = (key: CurrentKeyShape, resource: Resource, id: string): Effect.Effect<Served | undefined> => {
-        if (!isUuid(id)) {
-          return Effect.map(check(key, resource), (state) =>
-            state.state === "ok" ? undefined : ({ _tag: "Refused", state: state.state } as const)
-          )
-        }
-        return Effect.promise(() =>
-          gets.load({ keyId: key.keyId, host: key.host, resource, companyId: key.companyId, id })
+      const none = (resource: Resource, id: string) => Effect.fail(notFound(`no ${resource} record with id ${id}`))
+
+      const get = (key: CurrentKeyShape, resource: Resource, id: string) => {
+        // An id of another shape names no record; the key's refusal still comes first.
+        if (!isUuid(id)) return Effect.andThen(keys.standing(key, resource), none(resource, id))
+        return Effect.flatMap(
+          Effect.promise(() => gets.load({ keyId: key.keyId, host: key.host, resource, companyId: key.companyId, id })),
+          (served): Effect.Effect<Json, NotFound | Unauthorized | Forbidden> =>
+            served === undefined ? none(resource, id) : answer(served, keys.refusal, key, resource)
         )
       }
 
-      return Views.of({ list, get, check })
+      return Views.of({ list, get })
     })
   )
-}
-
-/** A random 32-byte secret kept in service.settings, created on first use by whichever process comes first. */
-export const settingSecret = async (sql: postgres.Sql, name: string): Promise<Buffer> => {
-  await sql`
-    insert into service.settings (name, value) values (${name}, ${randomBytes(32).toString("base64")})
-    on conflict (name) do nothing`
-  const [row] = await sql<{ value: string }[]>`select value from service.settings where name = ${name}`
-  return Buffer.from(row!.value, "base64")
 }

@@ -1,16 +1,17 @@
 // API keys as an admin manages them (spec 5): create (shown once), revoke, list. The CLI
 // and the admin HTTP API are two faces of these functions.
-import { toIsoUtcOrNull } from "../domain/time.ts"
+import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { Effect } from "effect"
-import { query, transaction } from "../platform/db/Sql.ts"
-import type { Tx } from "../platform/db/Database.ts"
+import { query, transaction } from "../../platform/db/Sql.ts"
+import type { Tx } from "../../platform/db/Database.ts"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
-import { isResource, RESOURCES, type Resource } from "../domain/resources.ts"
-import { userActor, writeActivity } from "./activity.ts"
-import { at, conflict, invalid, notFound, words, type Invalid } from "../domain/errors.ts"
-import type { AdminUser } from "./identity.ts"
-import { isUuid } from "../domain/ids.ts"
-import { FORBIDDEN_IN_NAME, forbiddenInName } from "../domain/names.ts"
+import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
+import { userActor, writeActivity } from "../activity.ts"
+import { at, conflict, invalid, notFound, words, type Invalid } from "../../domain/errors.ts"
+import type { AdminUser } from "../identity.ts"
+import { isUuid } from "../../domain/ids.ts"
+import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
+import type { KeyRefusal } from "./rules.ts"
 
 /** Spec 8: at most 20 active keys per company. */
 export const MAX_ACTIVE_KEYS = 20
@@ -266,3 +267,61 @@ export const getKey = Effect.fn("getKey")(function* (companyId: string, keyId: s
   if (row === undefined) return yield* notFound(`no API key with id ${keyId}`)
   return toInfo(row)
 })
+
+export interface KeyNearExpiry {
+  readonly id: string
+  readonly companyId: string
+  readonly name: string
+  readonly expiresAt: string
+  readonly webhooks: boolean
+  /** Webhook subscriptions made with it (they stop when it expires). */
+  readonly subscriptions: number
+}
+
+/** Active keys of every company that expire within `days`, the soonest first (the operators' status). */
+export const keysNearExpiry = (days: number) =>
+  Effect.map(
+    query(
+      (sql) => sql<
+        { id: string; company_id: string; name: string; expires_at: Date; webhooks: boolean; subscriptions: number }[]
+      >`
+      select k.id::text, k.company_id::text, k.name, k.expires_at, k.webhooks,
+        (select count(*)::int from service.webhook_subscriptions s where s.key_id = k.id) as subscriptions
+      from service.api_keys k
+      where k.revoked_at is null and k.expires_at > now() and k.expires_at <= now() + make_interval(days => ${days})
+      order by k.expires_at, k.id`
+    ),
+    (rows) =>
+      rows.map(
+        (k): KeyNearExpiry => ({
+          id: k.id,
+          companyId: k.company_id,
+          name: k.name,
+          expiresAt: k.expires_at.toISOString(),
+          webhooks: k.webhooks,
+          subscriptions: k.subscriptions
+        })
+      )
+  )
+
+/**
+ * Why a company's keys would be refused now whatever they ask (the API not on the Company
+ * tier, or turned off), or undefined; also undefined before capture has mirrored the company.
+ */
+export const companyKeysRefusal = (companyId: string) =>
+  Effect.map(
+    query(
+      (sql) =>
+        sql<
+          { tier: string | null; api_enabled: boolean | null }[]
+        >`select tier, api_enabled from service.companies where id = ${companyId}`
+    ),
+    ([c]): Extract<KeyRefusal, { _tag: "Tier" | "ApiOff" }> | undefined =>
+      c === undefined
+        ? undefined
+        : c.tier !== "company"
+          ? { _tag: "Tier", tier: c.tier ?? "" }
+          : c.api_enabled !== true
+            ? { _tag: "ApiOff" }
+            : undefined
+  )

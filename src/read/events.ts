@@ -5,29 +5,24 @@
 // Each event is shown as it was delivered: {"id","event","createdAt","data"} with data the
 // outbox payload spliced in byte for byte (the record at that event's commit). Here id is
 // the event's id. A webhook body's id is the delivery's id instead (one per event and
-// destination, spec 6.2), so a receiver matches the two by event, data.id and createdAt
+// destination), so a receiver matches the two by event, data.id and createdAt
 // (the commit time, identical in both): one record fires one event of a kind per commit.
-import { isUuid } from "../../domain/ids.ts"
+import { Context, Effect, Layer } from "effect"
 import type postgres from "postgres"
-import { EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
-import type { Resource } from "../../domain/resources.ts"
-import { deliveryBody } from "../../webhooks/net/body.ts"
-import {
-  CURSOR_ERROR_MESSAGES,
-  decodeCursor,
-  encodeCursor,
-  pageJson,
-  type CursorBinding,
-  type CursorKey,
-  type CursorPosition
-} from "./cursor.ts"
-import { keyStateRelation, type KeyState } from "../../access/key-check.ts"
-import { DEFAULT_LIMIT } from "./query.ts"
+import { notFound, type Forbidden, type Invalid, type NotFound } from "../domain/errors.ts"
+import { EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
+import { isUuid } from "../domain/ids.ts"
+import type { Resource } from "../domain/resources.ts"
+import { deliveryBody } from "../webhooks/net/body.ts"
+import type { CurrentKeyShape } from "../access/keys/current-key.ts"
+import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
+import { keyRefused } from "../access/keys/rules.ts"
+import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
+import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
+import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
+import { DEFAULT_LIMIT, EVENTS_WINDOW_DAYS } from "./lists.ts"
 
-export const EVENTS_WINDOW_DAYS = 30
-export const EVENTS_PARAMS = ["limit", "cursor", "createdAfter", "createdBefore", "type"] as const
-
-/** The query as EVENTS_QUERY decodes it (events-api.ts): dates are canonical UTC timestamps. */
+/** The query as its endpoint decodes it (faces/api/events-api.ts): dates are canonical UTC timestamps. */
 export interface EventsQuery {
   readonly limit?: number | undefined
   readonly cursor?: string | undefined
@@ -63,13 +58,6 @@ export const eventsRequest = (companyId: string, query: EventsQuery): EventsRequ
   }
 }
 
-export type FeedAnswer =
-  | { readonly _tag: "Body"; readonly body: string }
-  | { readonly _tag: "Refused"; readonly state: Exclude<KeyState, "ok"> }
-  | { readonly _tag: "BadRequest"; readonly message: string }
-  | { readonly _tag: "Forbidden"; readonly message: string }
-  | { readonly _tag: "NotFound"; readonly message: string }
-
 interface EventRow {
   readonly state: KeyState
   readonly k_scopes: ReadonlyArray<string> | null
@@ -98,20 +86,14 @@ export const listEvents = async (
   cursorKey: CursorKey,
   key: FeedKey,
   query: EventsQuery
-): Promise<FeedAnswer> => {
+): Promise<Served<Invalid | Forbidden>> => {
   const r = eventsRequest(key.companyId, query)
   const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
   let position: CursorPosition | undefined
   if (query.cursor !== undefined) {
     const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
     if ("error" in decoded) {
-      // A refused key gets its 401/403 before any complaint about its cursor.
-      const [k] = await sql<
-        { state: KeyState }[]
-      >`select s.state from ${keyStateRelation(sql, key.keyId, key.host, resource)}`
-      if (k === undefined) return { _tag: "Refused", state: "unknown" }
-      if (k.state !== "ok") return { _tag: "Refused", state: k.state }
-      return { _tag: "BadRequest", message: CURSOR_ERROR_MESSAGES[decoded.error] }
+      return badCursor(sql, key, resource, CURSOR_ERROR_MESSAGES[decoded.error])
     }
     position = decoded.position
   }
@@ -131,18 +113,18 @@ export const listEvents = async (
          limit ${r.limit + 1}
       ) w on true`
   const first = rows[0]
-  if (first === undefined) return { _tag: "Refused", state: "unknown" }
-  if (first.state !== "ok") return { _tag: "Refused", state: first.state }
-  if (resource !== undefined && !(first.k_scopes ?? []).includes(resource)) {
-    return { _tag: "Forbidden", message: `this API key cannot read ${resource}, so it cannot see ${r.type} events` }
+  const refused = refusedBy(first)
+  if (refused !== undefined) return refused
+  if (resource !== undefined && !(first!.k_scopes ?? []).includes(resource)) {
+    return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource, event: r.type }) as Forbidden }
   }
-  const count = first.id === null ? 0 : rows.length
+  const count = first!.id === null ? 0 : rows.length
   const body = pageJson(rows, count, r.limit, bodyOf, (last) => encodeCursor(cursorKey, r.binding, last))
   return { _tag: "Body", body }
 }
 
 /** One event the key could see in the list; 404 otherwise (another company's, too old, not readable). */
-export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Promise<FeedAnswer> => {
+export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Promise<Served<NotFound>> => {
   const wanted = isUuid(id) ? id.toLowerCase() : null
   const [row] = await sql<EventRow[]>`
     select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
@@ -153,12 +135,32 @@ export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Pro
          where s.state = 'ok' and ${wanted}::uuid is not null and e.id = ${wanted}::uuid and e.company_id = ${key.companyId}
            and ${readableByKey(sql)}
       ) w on true`
-  if (row === undefined) return { _tag: "Refused", state: "unknown" }
-  if (row.state !== "ok") return { _tag: "Refused", state: row.state }
-  if (row.id === null)
+  const refused = refusedBy(row)
+  if (refused !== undefined) return refused
+  if (row!.id === null)
     return {
-      _tag: "NotFound",
-      message: `no event with id ${id} in the last ${EVENTS_WINDOW_DAYS} days that this key can read`
+      _tag: "Failed",
+      error: notFound(`no event with id ${id} in the last ${EVENTS_WINDOW_DAYS} days that this key can read`)
     }
-  return { _tag: "Body", body: `{"data":${bodyOf(row)}}` }
+  return { _tag: "Body", body: `{"data":${bodyOf(row!)}}` }
+}
+
+export class EventsFeed extends Context.Service<
+  EventsFeed,
+  {
+    /** A page of the feed: {"data":[...],"nextCursor":...}. */
+    readonly list: (key: CurrentKeyShape, query: EventsQuery) => Read<Invalid | Forbidden>
+    /** One event: {"data":{...}}. */
+    readonly get: (key: CurrentKeyShape, id: string) => Read<NotFound>
+  }
+>()("service/read/EventsFeed") {
+  static readonly layer = Layer.effect(
+    EventsFeed,
+    Effect.map(readSetup, ({ sql, cursorKey, serve }) =>
+      EventsFeed.of({
+        list: (key, query) => serve(key, undefined, () => listEvents(sql, cursorKey, key, query)),
+        get: (key, id) => serve(key, undefined, () => getEvent(sql, key, id))
+      })
+    )
+  )
 }

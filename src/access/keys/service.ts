@@ -1,0 +1,169 @@
+// The keys service the read API's edges call: who a bearer credential is and whether it may
+// make this request now (the key, its allowance spent, its use counted), the key as the
+// database has it now, and why a statement's own check refused a key. The HTTP middleware
+// (faces/api/auth.ts) only decodes the request and answers what this decides, so everything
+// done about a credential before the data is read happens here: the lookup and what it
+// remembers (directory.ts), the rate limit (rate-limit.ts), usage (usage.ts).
+import { Context, Effect, Layer } from "effect"
+import type { Forbidden, RateLimited, Unauthorized } from "../../domain/errors.ts"
+import { isResource, type Resource } from "../../domain/resources.ts"
+import { ApiSettings } from "../../platform/api-settings.ts"
+import { ApiPool } from "../../platform/db/api-pool.ts"
+import { Database } from "../../platform/db/Database.ts"
+import { currentKeyOf, type CurrentKeyShape } from "./current-key.ts"
+import { makeKeyDirectory, type Lookup } from "./directory.ts"
+import { checkKey, type RefusedState } from "./key-check.ts"
+import { makeRateLimiter, overLimit, type RateDecision } from "./rate-limit.ts"
+import { keyRefused, readableBy, refusesCredential, stateRefusal, type KeyEntry, type KeyRefusal } from "./rules.ts"
+import { makeUsageRecorder } from "./usage.ts"
+
+/** A request as the edge decoded it: the bearer credential ("" when none was sent), its Host and what it asks for. */
+export interface KeyRequest {
+  readonly credential: string
+  readonly host: string | undefined
+  /** The resource it reads, if any. */
+  readonly resource: Resource | undefined
+  /** It needs the webhooks permission (a key subscribing itself to events). */
+  readonly webhooks: boolean
+}
+
+/**
+ * What may happen to a request: admitted as the key, or refused. `rate` is the key's
+ * allowance after this request, for the answer's RateLimit fields: absent when the credential
+ * itself was refused (nothing was counted).
+ */
+export type Admission =
+  | { readonly _tag: "Admitted"; readonly key: CurrentKeyShape; readonly rate: RateDecision }
+  | {
+      readonly _tag: "Refused"
+      readonly error: Unauthorized | Forbidden | RateLimited
+      /** The key, when the credential was one (the request's log line names it). */
+      readonly keyId: string | undefined
+      readonly rate: RateDecision | undefined
+    }
+
+/** A key as the database has it at this moment. */
+export interface KeyStanding {
+  readonly keyName: string
+  readonly expiresAt: Date | null
+  readonly webhooks: boolean
+  readonly companyName: string
+  /** Its scopes whose module is on, in spec order. */
+  readonly readable: ReadonlyArray<Resource>
+}
+
+const NO_WEBHOOKS: KeyRefusal = { _tag: "NoWebhooks" }
+
+export class ApiKeys extends Context.Service<
+  ApiKeys,
+  {
+    /** Who the credential is and whether it may make this request now; counts it against the key's limit. */
+    readonly admit: (request: KeyRequest) => Effect.Effect<Admission>
+    /** The key as it stands in the database now (one statement), or why it is refused now. */
+    readonly standing: (
+      key: CurrentKeyShape,
+      resource: Resource | undefined
+    ) => Effect.Effect<KeyStanding, Unauthorized | Forbidden>
+    /** Why a statement's key check refused the key, as it stands now (its state's wording if it is fine again). */
+    readonly refusal: (
+      key: CurrentKeyShape,
+      resource: Resource | undefined,
+      state: RefusedState
+    ) => Effect.Effect<Unauthorized | Forbidden>
+  }
+>()("service/access/ApiKeys") {
+  static readonly layer = Layer.effect(
+    ApiKeys,
+    Effect.gen(function* () {
+      const { sql } = yield* ApiPool
+      const { sql: main } = yield* Database
+      const settings = yield* ApiSettings
+      const directory = makeKeyDirectory(sql)
+      const limiter = makeRateLimiter(sql, settings.rateLimit, settings.rateWindowSeconds)
+      const usage = yield* makeUsageRecorder(main, settings.usageFlushMillis)
+
+      const explained = (keyId: string, host: string | undefined, resource: Resource | undefined) =>
+        Effect.promise(() => directory.explain(keyId, host, resource))
+
+      const refusal = (key: CurrentKeyShape, resource: Resource | undefined, state: RefusedState) =>
+        Effect.map(explained(key.keyId, key.host, resource), (r) => keyRefused(r ?? stateRefusal(state)))
+
+      const refused = (
+        error: Unauthorized | Forbidden | RateLimited,
+        keyId: string | undefined,
+        rate: RateDecision | undefined
+      ): Admission => ({ _tag: "Refused", error, keyId, rate })
+
+      // A key over its limit was resolved from memory and no statement will confirm it, so
+      // before answering 429 ask the database whether it is still a key at all: revoking one
+      // takes effect on its very next request, which gets 401, however busy it was. One
+      // statement per refused request, as a served request costs.
+      const overLimitOrGone = (request: KeyRequest, entry: KeyEntry, rate: RateDecision) =>
+        Effect.flatMap(
+          Effect.promise(() => checkKey(sql, entry.keyId, request.host, request.resource)),
+          (now): Effect.Effect<Admission> => {
+            if (now.state === "ok" || now.state === "company" || now.state === "module")
+              return Effect.succeed(refused(overLimit(rate), entry.keyId, rate))
+            const state = now.state
+            return Effect.map(explained(entry.keyId, request.host, request.resource), (r) =>
+              refused(
+                keyRefused(r !== undefined && refusesCredential(r) ? r : stateRefusal(state)),
+                entry.keyId,
+                undefined
+              )
+            )
+          }
+        )
+
+      const decide = (request: KeyRequest, lookup: Lookup, entry: KeyEntry, rate: RateDecision) => {
+        if (!rate.allowed) return overLimitOrGone(request, entry, rate)
+        if (lookup._tag === "Refused") return Effect.succeed(refused(keyRefused(lookup.refusal), entry.keyId, rate))
+        if (request.webhooks && !entry.webhooks)
+          return Effect.succeed(refused(keyRefused(NO_WEBHOOKS), entry.keyId, rate))
+        return Effect.succeed<Admission>({ _tag: "Admitted", key: currentKeyOf(entry, request.host), rate })
+      }
+
+      // Runs on every request: plain combinators, and no statement for a remembered key with a lease in hand.
+      const looked = (request: KeyRequest, lookup: Lookup): Effect.Effect<Admission> => {
+        if (lookup._tag === "Refused" && refusesCredential(lookup.refusal))
+          return Effect.succeed(refused(keyRefused(lookup.refusal), undefined, undefined))
+        const entry = lookup.entry!
+        usage.record(entry.keyId)
+        const rate = limiter.spend(entry.keyId)
+        return rate !== undefined
+          ? decide(request, lookup, entry, rate)
+          : Effect.flatMap(
+              Effect.promise(() => limiter.take(entry.keyId)),
+              (rate) => decide(request, lookup, entry, rate)
+            )
+      }
+
+      const admit = (request: KeyRequest): Effect.Effect<Admission> => {
+        const known = directory.remembered(request.credential, request.host, request.resource)
+        return known !== undefined
+          ? looked(request, known)
+          : Effect.flatMap(
+              Effect.promise(() => directory.resolve(request.credential, request.host, request.resource)),
+              (lookup) => looked(request, lookup)
+            )
+      }
+
+      const standing = (key: CurrentKeyShape, resource: Resource | undefined) =>
+        Effect.flatMap(
+          Effect.promise(() => checkKey(sql, key.keyId, key.host, resource)),
+          (now): Effect.Effect<KeyStanding, Unauthorized | Forbidden> =>
+            now.state !== "ok"
+              ? Effect.flatMap(refusal(key, resource, now.state), Effect.fail)
+              : Effect.succeed({
+                  keyName: now.k_name ?? key.keyName,
+                  expiresAt: now.k_expires_at,
+                  webhooks: now.k_webhooks === true,
+                  companyName: now.c_name ?? key.companyName,
+                  readable: readableBy(new Set((now.k_scopes ?? []).filter(isResource)), new Set(now.c_modules ?? []))
+                })
+        )
+
+      return ApiKeys.of({ admit, standing, refusal })
+    })
+  )
+}

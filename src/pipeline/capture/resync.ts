@@ -1,0 +1,277 @@
+// Re-reading app rows that capture could not follow (docs/design.md, "Quarantine"): a table
+// whose contract holds again after a break (its changes meanwhile were held, or never
+// streamed at all when it left the publication), and the row a retry needs whole (a value of
+// it the decoder rejected, so the mirror lacks it).
+//
+// The app table is ahead of the stream, so a row read now cannot simply be written: a change
+// the stream has not delivered yet would then be applied on top of a newer row (its events
+// compared against the wrong state). Debezium's incremental snapshot (DBLog's watermarks)
+// solves it, and this does the same, a chunk of keys at a time:
+//   1. a low watermark is written into the WAL (a transactional logical message);
+//   2. the chunk's rows are read from the app table (after the watermark committed);
+//   3. a high watermark is written.
+// Capture meets both in stream order. Between them it notes every key of the chunk's range
+// that the stream changes: for those the stream's own row is as new as the one read, so they
+// are dropped from the chunk. At the high watermark the rest become row changes of that
+// transaction (an upsert for each row read, a delete for each mirrored key of the range the
+// app no longer has), applied as any other: in one database transaction with the checkpoint,
+// firing what the comparison of the mirror's row with the app's row calls for, once. Each
+// chunk's progress is stored with it, so a killed run goes on from the last chunk applied.
+import type { Sql } from "postgres"
+import { APP_COLUMNS } from "../../domain/records/columns.ts"
+import type { Row } from "../../domain/records/types.ts"
+import { toIsoUtcOrNull } from "../../domain/time.ts"
+import { parseLsn, type Lsn } from "../../platform/db/lsn.ts"
+import { rowKey } from "../projection/tables.ts"
+import { ident } from "./publication.ts"
+import type { CaptureQuarantine, QuarantineMarker } from "./quarantine.ts"
+import type { RowChange } from "./txn.ts"
+
+/** Prefix of the watermark messages. */
+export const RESYNC_PREFIX = "safety-records-resync"
+
+/** Keys re-read per chunk (one chunk's rows are in memory at a time). */
+export const RESYNC_CHUNK = 1000
+
+/** A watermark's content: the low one names the chunk's range (from excluded, to included; null: the table's end) or keys. */
+interface Watermark {
+  readonly id: string
+  readonly phase: "lo" | "hi"
+  readonly table?: string
+  readonly from?: string
+  readonly to?: string | null
+  readonly keys?: ReadonlyArray<string>
+}
+
+interface Chunk {
+  readonly table: string
+  /** A range of the table (from excluded, to included, null: its end), or these keys. */
+  readonly from: string
+  readonly to: string | null
+  readonly keys: ReadonlySet<string> | null
+}
+
+interface Window extends Chunk {
+  /** Keys of the chunk the stream changed between the watermarks. */
+  readonly changed: Set<string>
+  /** The table was truncated between them: the chunk is read again. */
+  void: boolean
+}
+
+const inChunk = (c: Chunk, key: string) =>
+  c.keys !== null ? c.keys.has(key) : key > c.from && (c.to === null || key <= c.to)
+
+/** The key as the mirror has it, as SQL (compared byte-wise: "C", as JavaScript compares strings). */
+const keyExpr = (table: string) =>
+  table === "company_modules" ? `((company_id::text || ':' || module) collate "C")` : `(id::text collate "C")`
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms)
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(t)
+        resolve()
+      },
+      { once: true }
+    )
+  })
+
+/** Reads app rows in the mirror's normal form (the snapshot's, as bootstrap reads them): published columns only. */
+export const readAppRows = async (
+  sql: Sql,
+  table: string,
+  chunk: { readonly from: string; readonly to: string | null } | { readonly keys: ReadonlyArray<string> }
+): Promise<RowChange[]> => {
+  const columns = APP_COLUMNS[table]!
+  const names = Object.keys(columns)
+  const k = keyExpr(table)
+  const select = `select json_build_object(${names.map((c) => `'${ident(c)}', ${ident(c)}`).join(", ")}) as row from app.${ident(table)}`
+  const rows: Array<{ row: Record<string, unknown> }> =
+    "keys" in chunk
+      ? await sql.unsafe(`${select} where ${k} = any($1::text[])`, [chunk.keys as string[]])
+      : chunk.to === null
+        ? await sql.unsafe(`${select} where ${k} > $1 order by ${k}`, [chunk.from])
+        : await sql.unsafe(`${select} where ${k} > $1 and ${k} <= $2 order by ${k}`, [chunk.from, chunk.to])
+  const stamps = names.filter((c) => columns[c] === "timestamptz")
+  return rows.map(({ row }) => {
+    for (const c of stamps) if (typeof row[c] === "string") row[c] = toIsoUtcOrNull(row[c])
+    return { table, key: rowKey(table, row as Row), data: row as Row }
+  })
+}
+
+/**
+ * The watermarks of one capture run: the job that writes them and reads the rows (`run`), and
+ * what capture's batcher does when it meets them (`low`, `high`, `note`, `truncated`).
+ */
+export class Resync {
+  private readonly expected = new Map<string, Chunk>()
+  private readonly windows = new Map<string, Window>()
+  private readonly read = new Map<string, RowChange[]>()
+  private readonly waiting: Array<{ readonly lsn: Lsn; readonly resolve: () => void }> = []
+  private wake: (() => void) | null = null
+  private next = 0
+  private readonly run_ = `${process.pid}-${Date.now().toString(36)}`
+  /** Windows open: the batcher notes changed keys only then. */
+  open = 0
+  private readonly size: number
+  /** Runs between a chunk's read and its high watermark (tests write there, as the app may). */
+  private readonly afterRead: ((table: string, keys: ReadonlyArray<string>) => Promise<void>) | undefined
+
+  constructor(chunk = RESYNC_CHUNK, afterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>) {
+    this.size = chunk
+    this.afterRead = afterRead
+  }
+
+  // ---- the batcher's side (in stream order) ---------------------------------------------------
+
+  /** A watermark message; for a high one, the changes the chunk makes (null: none, or not this run's). */
+  message(content: string): { readonly id: string; readonly phase: "lo" | "hi" } | null {
+    let m: Watermark
+    try {
+      m = JSON.parse(content) as Watermark
+    } catch {
+      return null
+    }
+    if (typeof m.id !== "string" || (m.phase !== "lo" && m.phase !== "hi")) return null
+    if (m.phase === "lo") {
+      const c = this.expected.get(m.id)
+      if (c !== undefined) {
+        this.windows.set(m.id, { ...c, changed: new Set(), void: false })
+        this.open = this.windows.size
+      }
+      return null
+    }
+    return { id: m.id, phase: "hi" }
+  }
+
+  /** A row change the stream delivered: noted if a window's chunk holds its key. */
+  note(table: string, key: string): void {
+    for (const w of this.windows.values()) if (w.table === table && inChunk(w, key)) w.changed.add(key)
+  }
+
+  /** A TRUNCATE of the table: its open chunks are read again. */
+  truncated(table: string): void {
+    for (const w of this.windows.values()) if (w.table === table) w.void = true
+  }
+
+  /**
+   * The high watermark: the row changes the chunk makes now, and its marker (a table's chunk:
+   * where its re-read goes on, null at its end). `mirrored` gives the keys of the range the
+   * mirror has (read after everything before this point is written).
+   */
+  async high(
+    id: string,
+    mirrored: (table: string, from: string, to: string | null) => Promise<ReadonlyArray<string>>
+  ): Promise<{ changes: RowChange[]; marker: QuarantineMarker | null } | null> {
+    const w = this.windows.get(id)
+    const rows = this.read.get(id)
+    this.windows.delete(id)
+    this.open = this.windows.size
+    this.read.delete(id)
+    this.expected.delete(id)
+    if (w === undefined || rows === undefined || w.void) return null
+    const changes: RowChange[] = []
+    const have = new Set<string>()
+    for (const r of rows) {
+      have.add(r.key)
+      if (!w.changed.has(r.key)) changes.push(r)
+    }
+    const gone = w.keys !== null ? [...w.keys] : await mirrored(w.table, w.from, w.to)
+    for (const key of gone) if (!have.has(key) && !w.changed.has(key)) changes.push({ table: w.table, key, data: null })
+    const marker: QuarantineMarker | null =
+      w.keys !== null ? null : { kind: "resynced", table: w.table, after: w.to, rows: rows.length }
+    return { changes, marker }
+  }
+
+  /** Capture's checkpoint moved: chunks applied up to it are done. */
+  applied(checkpoint: Lsn): void {
+    for (let i = this.waiting.length - 1; i >= 0; i--) {
+      const w = this.waiting[i]!
+      if (w.lsn <= checkpoint) {
+        this.waiting.splice(i, 1)
+        w.resolve()
+      }
+    }
+  }
+
+  /** Something to re-read may have come (a table's contract held again, a retry). */
+  kick(): void {
+    const w = this.wake
+    this.wake = null
+    w?.()
+  }
+
+  // ---- the job -----------------------------------------------------------------------------------
+
+  /**
+   * Re-reads, a chunk at a time, what capture's state asks for: the rows a retry needs whole,
+   * then tables whose re-read is stored and whose contract holds. Runs until `signal` aborts.
+   */
+  async run(sql: Sql, q: CaptureQuarantine, signal: AbortSignal, onError: (e: unknown) => void): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        if (q.rereads.length > 0) {
+          const take = q.rereads.splice(0, this.size)
+          const byTable = new Map<string, string[]>()
+          for (const [t, k] of take) {
+            if (!(t in APP_COLUMNS)) continue
+            let keys = byTable.get(t)
+            if (keys === undefined) byTable.set(t, (keys = []))
+            keys.push(k)
+          }
+          for (const [table, keys] of byTable)
+            await this.chunk(sql, { table, from: "", to: null, keys: new Set(keys) }, signal)
+          continue
+        }
+        const [work] = await sql<{ tbl: string; after_key: string }[]>`
+          select r.tbl, r.after_key from service.capture_resync r
+          where not exists (select 1 from service.capture_contract c where c.tbl = r.tbl)
+          order by r.started_at, r.tbl limit 1`
+        if (work !== undefined && work.tbl in APP_COLUMNS) {
+          const k = keyExpr(work.tbl)
+          const [end] = await sql.unsafe<{ k: string }[]>(
+            `select ${k} as k from app.${ident(work.tbl)} where ${k} > $1 order by ${k} offset ${this.size - 1} limit 1`,
+            [work.after_key]
+          )
+          await this.chunk(sql, { table: work.tbl, from: work.after_key, to: end?.k ?? null, keys: null }, signal)
+          continue
+        }
+      } catch (e) {
+        // The app table does not answer as expected (it broke again): the next look tries again.
+        if (signal.aborted) return
+        onError(e)
+        await sleep(5000, signal)
+        continue
+      }
+      await new Promise<void>((resolve) => {
+        this.wake = resolve
+        void sleep(2000, signal).then(resolve)
+      })
+    }
+  }
+
+  private async chunk(sql: Sql, c: Chunk, signal: AbortSignal): Promise<void> {
+    const id = `${this.run_}-${++this.next}`
+    this.expected.set(id, c)
+    const mark = (phase: "lo" | "hi", extra: Partial<Watermark> = {}) =>
+      sql<{ lsn: string }[]>`
+        select pg_logical_emit_message(true, ${RESYNC_PREFIX}, ${JSON.stringify({ id, phase, ...extra })})::text as lsn`
+    await mark("lo", { table: c.table, from: c.from, to: c.to, ...(c.keys ? { keys: [...c.keys] } : {}) })
+    // After the low watermark committed: this read sees every change before it.
+    const rows = await readAppRows(sql, c.table, c.keys !== null ? { keys: [...c.keys] } : { from: c.from, to: c.to })
+    this.read.set(id, rows)
+    await this.afterRead?.(
+      c.table,
+      rows.map((r) => r.key)
+    )
+    const [hi] = await mark("hi")
+    const lsn = parseLsn(hi!.lsn)
+    // One chunk in memory at a time: the next is read once capture has applied this one.
+    await new Promise<void>((resolve) => {
+      this.waiting.push({ lsn, resolve })
+      signal.addEventListener("abort", () => resolve(), { once: true })
+    })
+  }
+}

@@ -1,0 +1,82 @@
+// What the read API's lists take, once their endpoints have decoded the query: page sizes,
+// filters, and the list request a query makes. Pure (the statements are in views.ts,
+// events.ts and deletions.ts), so the API's definition takes its figures from here.
+import { STATUS_FILTER, type Resource } from "../domain/resources.ts"
+import type { CursorBinding } from "./cursor.ts"
+
+/** A page's size when the request gives none. */
+export const DEFAULT_LIMIT = 50
+
+/** The statuses a status filter value matches (open and closed are groups), or undefined. */
+export const statusesFor = (value: string): ReadonlyArray<string> | undefined =>
+  Object.hasOwn(STATUS_FILTER, value) ? STATUS_FILTER[value] : undefined
+
+/** The ILIKE pattern for a name filter: the text anywhere in the name, wildcards escaped. */
+export const namePattern = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+
+/** A record list's query as its endpoint decodes it (faces/api/query.ts): dates are canonical UTC timestamps. */
+export interface ListQuery {
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+  readonly createdAfter?: string | undefined
+  readonly createdBefore?: string | undefined
+  readonly updatedAfter?: string | undefined
+  readonly updatedBefore?: string | undefined
+  /** Oldest change first. */
+  readonly sort?: "updatedAt" | undefined
+  readonly name?: string | undefined
+  readonly status?: string | undefined
+}
+
+/** What a list asks for once its parameters are checked: pure, testable without a database. */
+export interface ListRequest {
+  readonly limit: number
+  readonly createdAfter: string | undefined
+  readonly createdBefore: string | undefined
+  /** Bounds of the change time (views.changed_at), exclusive. */
+  readonly updatedAfter: string | undefined
+  readonly updatedBefore: string | undefined
+  /** Oldest change first, instead of newest created first. */
+  readonly byChange: boolean
+  readonly name: string | undefined
+  readonly statuses: ReadonlyArray<string> | undefined
+  readonly binding: CursorBinding
+}
+
+/** A decoded list query as a list request. */
+export const listRequest = (companyId: string, resource: Resource, query: ListQuery): ListRequest => {
+  const { createdAfter, createdBefore, updatedAfter, updatedBefore } = query
+  return {
+    limit: query.limit ?? DEFAULT_LIMIT,
+    createdAfter,
+    createdBefore,
+    updatedAfter,
+    updatedBefore,
+    byChange: query.sort === "updatedAt",
+    name: query.name,
+    // The schema let only a known status through.
+    statuses: query.status === undefined ? undefined : statusesFor(query.status),
+    binding: {
+      companyId,
+      resource,
+      filters: {
+        createdAfter,
+        createdBefore,
+        updatedAfter,
+        updatedBefore,
+        // A cursor of one order is no position in the other.
+        sort: query.sort,
+        name: query.name?.toLowerCase(),
+        status: query.status
+      }
+    }
+  }
+}
+
+/** How far back the events feed and the deletions go. */
+export const EVENTS_WINDOW_DAYS = 30
+export const DELETIONS_WINDOW_DAYS = 30
+
+/** The query parameters of the events feed and of the deletions, for messages about an unknown one. */
+export const EVENTS_PARAMS = ["limit", "cursor", "createdAfter", "createdBefore", "type"] as const
+export const DELETIONS_PARAMS = ["resource", "since", "limit", "cursor"] as const
