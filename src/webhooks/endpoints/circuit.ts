@@ -1,4 +1,4 @@
-// A destination's circuit as admins see it (sql/023, the engine's circuits.ts): closed, or
+// A destination's circuit as admins see it (sql/024, the engine's circuits.ts): closed, or
 // open since when, the next probe from when, and the error that opened it.
 
 export type CircuitState = "closed" | "open" | "half-open"

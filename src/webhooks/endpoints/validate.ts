@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { resolveAndCheck } from "../net/address-guard.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../../domain/event-kinds.ts"
 import type { WebhookDeps } from "../engine/settings.ts"
-import { forbidden, invalid, isDomainError, type DomainError } from "../../domain/errors.ts"
+import { at, forbidden, invalid, isDomainError, words, type DomainError } from "../../domain/errors.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
 
 const KNOWN = EVENT_KINDS.join(", ")
@@ -94,8 +94,7 @@ export const parseRateLimit = (input: unknown): number | null => {
   if (input === null) return null
   if (typeof input !== "number" || !Number.isFinite(input) || input < MIN_RATE_LIMIT || input > MAX_RATE_LIMIT)
     throw invalid(
-      `rateLimit must be a number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT} (e.g. 5 or 0.5), or null for no limit`,
-      { field: "rateLimit" }
+      words`${at("rateLimit")} must be a number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT} (e.g. 5 or 0.5), or null for no limit`
     )
   return input
 }
@@ -107,8 +106,7 @@ export type Ordering = (typeof ORDERINGS)[number]
 export const parseOrdering = (input: unknown): Ordering => {
   if (input === "none" || input === "record") return input
   throw invalid(
-    'ordering must be "record" (events of one record in the order they happened) or "none" (no order, the default)',
-    { field: "ordering" }
+    words`${at("ordering")} must be "record" (events of one record in the order they happened) or "none" (no order, the default)`
   )
 }
 

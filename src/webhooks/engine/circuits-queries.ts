@@ -1,4 +1,4 @@
-// Circuits' SQL (sql/023): a destination's circuit is a row while it is open or half open;
+// Circuits' SQL (sql/024): a destination's circuit is a row while it is open or half open;
 // closed, it has none. Every change notifies the engines (a trigger). Times that drive the
 // probes are the engine's clock, passed in.
 import type { Sql } from "postgres"

@@ -275,7 +275,7 @@ const release = async (tx: Tx, row: Locked, n: number): Promise<{ released: numb
     const [there] = await tx<
       { ordering: string }[]
     >`select ordering from ${table} where id = ${destination} for key share`
-    // A destination that orders by record gets the record key on what the replay makes (sql/023).
+    // A destination that orders by record gets the record key on what the replay makes (sql/024).
     const made = !there
       ? []
       : await tx<{ seq: number }[]>`

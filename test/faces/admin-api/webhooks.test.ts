@@ -694,7 +694,10 @@ describe("admin HTTP API: webhooks", () => {
         event: "incident.created",
         active: true,
         createdAt: made.json.createdAt,
-        updatedAt: expect.any(String)
+        updatedAt: expect.any(String),
+        rateLimit: null,
+        ordering: "none",
+        circuit: { state: "closed", failures: 0, openedAt: null, nextProbeAt: null, probes: 0, lastError: null }
       }
     ])
     expect(list.text).not.toContain("whsec_")

@@ -3,6 +3,7 @@
 // destination's circuit opens; what falls due meanwhile is recorded as not sent (no request,
 // no slot) and scheduled as any failure; a single probe at a time decides when it closes.
 import { randomUUID } from "node:crypto"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { claimProbe } from "../../../src/webhooks/engine/circuits-queries.ts"
@@ -85,6 +86,9 @@ describe("a destination's circuit", () => {
 
       // Every attempt recorded as sent reached the receiver, and none recorded as not sent did.
       const attempts = await attemptsOf(e.id)
+      const stats = await Effect.runPromise(s.engine.stats)
+      expect(stats).toMatchObject({ circuitsOpened: 1, circuitsClosed: 1, circuitsOpen: 0 })
+      expect(stats.notSent).toBe(attempts.filter((a) => a.error_kind === "circuit").length)
       expect(at(s.w.receiver, path)).toHaveLength(attempts.filter((a) => a.error_kind !== "circuit").length)
       // Each delivery arrived under its own id, once successfully.
       const delivered = new Set(at(s.w.receiver, path).map((r) => String(r.headers["service-delivery"])))
