@@ -7,7 +7,7 @@
 // delivery due is sent as the single probe (half open; one engine takes it in the database):
 // an answer, whatever its status, closes the circuit; no answer opens it again and the wait
 // before the next probe doubles (`probeMs`, 2x, 4x... up to `probeMaxMs`). Send Again is
-// always sent, and counts as a probe.
+// always sent, and an answer to it closes the circuit.
 //
 // The send path asks `gate` and reports each result to `observe`, synchronously; what touches
 // the database goes through one queue, worked by `loop` under the supervisor, which also

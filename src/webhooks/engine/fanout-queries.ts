@@ -46,9 +46,9 @@ const TARGETS = `
 /**
  * The next events of the given partitions, each after its own place, in outbox order, with
  * the ids of their destinations (their addresses and secrets: destinationsOf). Only reads:
- * the rows are written once the first attempts' outcomes are in. A last row with no event
- * carries the outbox's newest event as this read saw it: a read that returns fewer than it
- * may has covered every event of its partitions up to there.
+ * the rows are written once the first attempts' outcomes are in. Every row carries the outbox's
+ * newest event as this read saw it (one row with no event when none is read): a read that
+ * returns fewer than it may has covered every event of its partitions up to there.
  */
 const FANOUT_READ = `
 with head as materialized (
@@ -68,18 +68,12 @@ with head as materialized (
     array_agg(t.subscription_id) filter (where t.subscription_id is not null) as subscriptions
   from t group by t.event_id
 )
-select x.event_id, x.company_id, x.event, x.part, x.lsn::text as lsn, x.seq, x.created_at, x.endpoints, x.subscriptions,
-  x.payload, x.record
-from (
-  select 0 as k, ev.id::text as event_id, ev.company_id::text, ev.event, ev.part, ev.commit_lsn as lsn, ev.seq,
-    to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
-    per.endpoints::text[], per.subscriptions::text[], case when per.event_id is not null then ev.payload end as payload,
-    ev.resource || ':' || ev.record_id as record
-  from ev left join per on per.event_id = ev.id
-  union all
-  select 1, null, null, null, null, head.commit_lsn, head.seq, null, null, null, null, null from head
-) x
-order by x.k, x.lsn, x.seq`
+select ev.id::text as event_id, ev.company_id::text, ev.event, ev.part, ev.commit_lsn::text as lsn, ev.seq,
+  to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
+  per.endpoints::text[], per.subscriptions::text[], case when per.event_id is not null then ev.payload end as payload,
+  ev.resource || ':' || ev.record_id as record, h.commit_lsn::text as head_lsn, h.seq as head_seq
+from head h left join (ev left join per on per.event_id = ev.id) on true
+order by ev.commit_lsn, ev.seq`
 
 type FanoutRow = {
   event_id: string | null
@@ -93,6 +87,8 @@ type FanoutRow = {
   subscriptions: Array<string> | null
   payload: string | null
   record: string | null
+  head_lsn: string | null
+  head_seq: number | null
 }
 
 export type FannedEvent = {
@@ -144,8 +140,8 @@ export const readFanout = async (
     ],
     { prepare: true }
   )
-  const last = rows.at(-1)
-  const head = last !== undefined && last.event_id === null ? { lsn: last.lsn, seq: last.seq } : null
+  const first = rows[0]
+  const head = first?.head_lsn != null ? { lsn: first.head_lsn, seq: first.head_seq! } : null
   const events: Array<FannedEvent> = []
   for (const r of rows) {
     if (r.event_id === null) continue

@@ -293,7 +293,14 @@ export const writeBatch = async (sql: Sql, input: WriteInput): Promise<WriteResu
       )
       const [r] = await tx.unsafe<{ inserted: string; moved: string }[]>(
         WRITE,
-        [...rowColumns(input.rows), input.owner, cursors, resets, input.rows.map((r) => r.orderingKey)] as never,
+        [
+          ...rowColumns(input.rows),
+          input.owner,
+          cursors,
+          resets,
+          // null when no row has one: unnest pads the column with nulls, and nothing is sent per row.
+          input.rows.some((r) => r.orderingKey !== null) ? input.rows.map((r) => r.orderingKey) : null
+        ] as never,
         { prepare: true }
       )
       inserted = new Set(JSON.parse(r!.inserted) as Array<string>)
