@@ -296,7 +296,7 @@ const bareSetBased = async (prefix: string) => {
 }
 const { result: bareMs, cpu: bareCpu } = await cpuOf(() => bareSetBased("r"))
 
-// The same rows written the plain way the capture issue words its baseline: per change one
+// The same rows written the plain way docs/benchmarks.md#capture words its baseline: per change one
 // insert statement and one upsert statement, 500 changes per transaction.
 await sql`truncate public.bare_append, public.bare_keyed`
 const p0 = performance.now()
@@ -332,7 +332,7 @@ const pipelinedMs = performance.now() - q0
 
 // ---- 1b. rounds: the same workload again, drained, then written bare, in turn ----
 // One ~1 s drain beside one ~0.75 s write swings by +-5% with the machine, and the first drain
-// also pays V8 compiling capture's code: the ratio issue 18 sets is the median of these rounds
+// also pays V8 compiling capture's code: the ratio docs/benchmarks.md#capture reports is the median of these rounds
 // (the workload's updates again on corrective actions made a few transactions before). A
 // round's drain is timed from the first change received: a restarted walsender first re-reads
 // the WAL after the slot's restart point (back to the last running-transactions record, up to
@@ -476,7 +476,7 @@ table([
   ],
   ...rounds.map((w, i) => [`round ${i + 1}`, rate(w.capture), fmt(w.cpu), rate(w.bare), fmt(w.bare / w.capture, 2)]),
   [
-    "median (the figure issue 18 sets at >= 0.8)",
+    "median (the figure docs/benchmarks.md#capture reports)",
     rate(median(rounds.map((w) => w.capture))),
     fmt(median(rounds.map((w) => w.cpu))),
     rate(median(rounds.map((w) => w.bare))),

@@ -3,20 +3,22 @@
 // a real key reading at a steady rate. Baseline: the same reader alone, in the same run.
 //
 // The flood comes from 127.0.0.2 (another client address on loopback), the reader from
-// 127.0.0.1. Every flood request has a made-up `mk_` key and a Host header of its own (long,
-// under a domain no company has). Prints, for "reader alone" and "reader + flood": the reader's
-// p50/p99, the service's RSS (start, peak, end), the database statements it ran (counted by
-// pg_stat_statements, which counts as statements end, without the statistics collector's
-// delay) and the statements per 100 flood requests after the flood's first second.
+// 127.0.0.1. Every flood request has a made-up key of a real key's shape (`mk_` and 43
+// characters), in two phases: first each with a Host header of its own (a long host name, under
+// a domain no company has), then from 127.0.0.3 at a real company's Host (acme.localhost). Prints, for the
+// reader alone and beside each phase: the reader's p50/p99, the service's RSS (start, peak,
+// end), the database statements it ran (counted by pg_stat_statements, which counts as
+// statements end, without the statistics collector's delay) and the statements per 100 flood
+// requests after each phase's first second.
 //
-//   npm run bench:flood                       100,000 flood requests, 64 at a time
+//   npm run bench:flood                       100,000 flood requests per phase, 64 at a time
 //   npm run bench:flood -- --requests 20000 --concurrency 32 --reader-rate 20
 //   BENCH_DATABASE_URL=... npm run bench:flood   (a database of its own on that server)
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { Agent, request } from "node:http"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
@@ -71,6 +73,12 @@ const runCli = (script: string, cliArgs: ReadonlyArray<string>, env: Record<stri
 const rssMb = (pid: number): number => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
   return m ? Number(m[1]) / 1024 : NaN
+}
+
+/** The process's CPU time so far (user and system), in milliseconds. */
+const cpuMs = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100 // utime, stime: clock ticks of 1/100 s
 }
 
 type Answer = { readonly status: number; readonly ms: number }
@@ -215,81 +223,112 @@ try {
   const s0 = await statements()
   await new Promise((r) => setTimeout(r, BASELINE_SECONDS * 1000))
   const s1 = await statements()
+  const aloneLoad = loadavg()[0]!
   const alone = {
     ...(await aloneReader.stop()),
     rss: aloneRss.stop(),
     statementsPerSecond: (s1 - s0) / BASELINE_SECONDS
   }
 
-  // The flood, beside the reader.
-  const floodRss = sampler()
-  const floodReader = reader()
-  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
-  const statuses = new Map<number, number>()
-  let sent = 0
-  const t0 = performance.now()
-  let afterFirstSecond: { at: number; statements: number; sent: number } | undefined
-  const marker = setTimeout(async () => {
-    const at = performance.now()
-    const sentThen = sent
-    afterFirstSecond = { at, statements: await statements(), sent: sentThen }
-  }, 1000)
-  const worker = async () => {
-    while (sent < REQUESTS) {
-      const i = sent++
-      // A Host of its own per request (about 200 characters), under a domain no company has.
-      const host = `${randomBytes(90).toString("hex")}-${i}.flood.example`
-      const key = `mk_${randomBytes(24).toString("base64url")}`
-      const a = await get(agent, port, host, key, "127.0.0.2")
-      statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1)
+  /** One flood beside the reader: REQUESTS requests from `from`, each with a made-up key of a real key's shape. */
+  const flood = async (name: string, from: string, hostOf: (i: number) => string) => {
+    const rss = sampler()
+    const floodReader = reader()
+    const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
+    const statuses = new Map<number, number>()
+    let sent = 0
+    const s0 = await statements()
+    const cpu0 = cpuMs(pid)
+    const t0 = performance.now()
+    let afterFirstSecond: { at: number; statements: number; sent: number } | undefined
+    const marker = setTimeout(async () => {
+      const at = performance.now()
+      const sentThen = sent
+      afterFirstSecond = { at, statements: await statements(), sent: sentThen }
+    }, 1000)
+    const worker = async () => {
+      while (sent < REQUESTS) {
+        const i = sent++
+        const key = `mk_${randomBytes(32).toString("base64url")}`
+        const a = await get(agent, port, hostOf(i), key, from)
+        statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1)
+      }
+    }
+    await Promise.all(Array.from({ length: CONCURRENCY }, worker))
+    clearTimeout(marker)
+    const seconds = (performance.now() - t0) / 1000
+    const cpu = cpuMs(pid) - cpu0
+    const sEnd = await statements()
+    agent.destroy()
+    const read = await floodReader.stop()
+    const mark = afterFirstSecond
+    const after1s = mark === undefined ? NaN : REQUESTS - mark.sent
+    const secondsAfter = mark === undefined ? NaN : (performance.now() - mark.at) / 1000
+    // The reader and the service's own loops run in both phases: their rate, from the baseline, is taken out.
+    const own =
+      mark === undefined ? NaN : Math.max(0, sEnd - mark.statements - alone.statementsPerSecond * secondsAfter)
+    return {
+      name,
+      ...read,
+      rss: rss.stop(),
+      seconds,
+      statuses,
+      statementsPerSecond: (sEnd - s0) / seconds,
+      after1s,
+      perHundred: (own / after1s) * 100,
+      own,
+      // The reader's requests and the service's own loops are in it too: a few percent at most.
+      cpuPerRequestUs: (cpu * 1000) / REQUESTS,
+      // What else wanted the machine's cores meanwhile (this bench's client takes one).
+      load: loadavg()[0]!
     }
   }
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker))
-  clearTimeout(marker)
-  const floodSeconds = (performance.now() - t0) / 1000
-  const sEnd = await statements()
-  agent.destroy()
-  const withFlood = { ...(await floodReader.stop()), rss: floodRss.stop() }
+
+  // 1: a Host of its own per request (about 200 characters, a valid host name: labels of at
+  // most 63), under a domain no company has.
+  const unique = await flood("unique Hosts", "127.0.0.2", (i) => {
+    const hex = randomBytes(90).toString("hex")
+    return `${hex.slice(0, 60)}.${hex.slice(60, 120)}.${hex.slice(120, 175)}-${i}.flood.example`
+  })
+  // 2: a real company's Host, from another address (a limit per address starts afresh).
+  const company = await flood("acme.localhost", "127.0.0.3", () => "acme.localhost")
   await new Promise((r) => setTimeout(r, 3000))
   const settled = rssMb(pid)
 
-  const mark = afterFirstSecond
-  const floodAfter1s = mark === undefined ? NaN : REQUESTS - mark.sent
-  const seconds = mark === undefined ? NaN : (performance.now() - mark.at) / 1000
-  // The reader and the service's own loops run in both phases: their rate, from the baseline, is taken out.
-  const floodStatements = mark === undefined ? NaN : sEnd - mark.statements - alone.statementsPerSecond * seconds
   const pct = (l: number[], p: number) => (l.length === 0 ? "-" : `${fmt(percentile(l, p), 1)} ms`)
+  const phases = [unique, company]
 
   console.log(
-    `\nbench:flood  ${new Date().toISOString().slice(0, 10)}  ${REQUESTS} flood requests, ${CONCURRENCY} at a time, reader ${READER_RATE}/s\n`
+    `\nbench:flood  ${new Date().toISOString().slice(0, 10)}  ${fmt(REQUESTS)} flood requests per phase, ${CONCURRENCY} at a time, reader ${READER_RATE}/s\n`
   )
   table([
-    ["", "reader alone", "reader + flood"],
-    ["reader requests", fmt(alone.latencies.length), fmt(withFlood.latencies.length)],
-    ["reader failures", fmt(alone.failures.length), fmt(withFlood.failures.length)],
-    ["reader p50", pct(alone.latencies, 50), pct(withFlood.latencies, 50)],
-    ["reader p99", pct(alone.latencies, 99), pct(withFlood.latencies, 99)],
-    ["RSS start (MB)", fmt(alone.rss.start, 1), fmt(withFlood.rss.start, 1)],
-    ["RSS peak (MB)", fmt(alone.rss.peak, 1), fmt(withFlood.rss.peak, 1)],
-    ["RSS end (MB)", fmt(alone.rss.end, 1), fmt(withFlood.rss.end, 1)],
-    ["statements/s (all)", fmt(alone.statementsPerSecond, 1), fmt((sEnd - s0) / (floodSeconds + BASELINE_SECONDS), 1)]
+    ["", "reader alone", ...phases.map((p) => `+ flood, ${p.name}`)],
+    ["reader requests", fmt(alone.latencies.length), ...phases.map((p) => fmt(p.latencies.length))],
+    ["reader failures", fmt(alone.failures.length), ...phases.map((p) => fmt(p.failures.length))],
+    ["reader p50", pct(alone.latencies, 50), ...phases.map((p) => pct(p.latencies, 50))],
+    ["reader p99", pct(alone.latencies, 99), ...phases.map((p) => pct(p.latencies, 99))],
+    ["RSS start (MB)", fmt(alone.rss.start, 1), ...phases.map((p) => fmt(p.rss.start, 1))],
+    ["RSS peak (MB)", fmt(alone.rss.peak, 1), ...phases.map((p) => fmt(p.rss.peak, 1))],
+    ["RSS end (MB)", fmt(alone.rss.end, 1), ...phases.map((p) => fmt(p.rss.end, 1))],
+    ["statements/s (all)", fmt(alone.statementsPerSecond, 1), ...phases.map((p) => fmt(p.statementsPerSecond, 1))],
+    ["service CPU per flood request", "", ...phases.map((p) => `${fmt(p.cpuPerRequestUs)} µs`)],
+    ["load average (1 min) after", fmt(aloneLoad, 2), ...phases.map((p) => fmt(p.load, 2))]
   ])
-  console.log(
-    `\nflood: ${fmt(REQUESTS)} requests in ${fmt(floodSeconds, 1)} s (${fmt(REQUESTS / floodSeconds)}/s); answers ${[
-      ...statuses
-    ]
+  console.log("")
+  for (const p of phases) {
+    const answers = [...p.statuses]
       .sort(([a], [b]) => a - b)
       .map(([s, n]) => `${s === 0 ? "no answer" : s}: ${fmt(n)}`)
-      .join(", ")}`
-  )
+      .join(", ")
+    console.log(
+      `flood, ${p.name}: ${fmt(REQUESTS)} requests in ${fmt(p.seconds, 1)} s (${fmt(REQUESTS / p.seconds)}/s); answers ${answers}`
+    )
+    console.log(
+      `  statements after its first second: ${fmt(p.own)} for ${fmt(p.after1s)} requests = ${fmt(p.perHundred, 2)} per 100 (target <= 1); reader p99 ${pct(p.latencies, 99)} (target < 50 ms)`
+    )
+  }
   console.log(
-    `statements for the flood after its first second: ${fmt(Math.max(0, floodStatements))} for ${fmt(floodAfter1s)} requests = ${fmt(
-      (Math.max(0, floodStatements) / floodAfter1s) * 100,
-      2
-    )} per 100 (target <= 1)`
-  )
-  console.log(
-    `RSS growth: peak ${fmt(withFlood.rss.peak - alone.rss.start, 1)} MB, settled ${fmt(settled - alone.rss.start, 1)} MB over the reader alone's start (target within 20 MB); reader p99 with the flood ${pct(withFlood.latencies, 99)} (target < 50 ms)`
+    `RSS growth over the reader alone's start: peak ${fmt(Math.max(...phases.map((p) => p.rss.peak)) - alone.rss.start, 1)} MB, settled ${fmt(settled - alone.rss.start, 1)} MB (target within 20 MB)`
   )
 } finally {
   service?.kill("SIGTERM")

@@ -43,7 +43,7 @@ import { startCommand } from "./support.ts"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const ADMIN_EMAIL = "admin@acme.example"
-const KEY_LIMIT_PER_MINUTE = 120 // the service's default API_RATE_LIMIT (spec 8)
+const KEY_LIMIT_PER_MINUTE = 120 // the service's default API_RATE_LIMIT (docs/api.md#rate-limit)
 const MAX_KEYS = 20 // a company's active keys, at most (src/access/keys/store.ts)
 const DRAIN_MS = 180_000
 const MB = 1024 * 1024

@@ -12,7 +12,9 @@ import {
   OpsConfig,
   loadHttpLimits,
   loadServiceRoles,
+  loadTrustProxy,
   serviceRolesLayer,
+  trustProxyLayer,
   type HttpLimits,
   type ServiceRole
 } from "./platform/config.ts"
@@ -24,7 +26,7 @@ import { Sql } from "./platform/db/Sql.ts"
 import { isStartRefused } from "./platform/db/refusal.ts"
 import { PublicHealthRoutes } from "./faces/ops/health.ts"
 import { OpsListenLog, OpsRoutes } from "./faces/ops-server.ts"
-import { createServiceServer, ROUTER_CONFIG } from "./platform/http/node-server.ts"
+import { createServiceServer, ROUTER_CONFIG, ServerDoor, type DoorSlot } from "./platform/http/node-server.ts"
 import { LoggingLive, writeLog } from "./platform/logging.ts"
 import { RequestObservability, RequestSpanNames } from "./faces/observability.ts"
 import { MetricsLive } from "./faces/ops/metrics.ts"
@@ -43,15 +45,22 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
     Effect.gen(function* () {
       const { port, host } = yield* HttpConfig
       const ops = yield* OpsConfig
-      const serverAt = (at: { readonly port: number; readonly host: string }) =>
-        NodeHttpServer.layer(() => createServiceServer(limits), { ...at, gracefulShutdownTimeout: "10 seconds" })
+      // The API installs its door on the public server (src/faces/door.ts): the refusals a
+      // flood makes, answered before the router.
+      const door: DoorSlot = { current: undefined }
+      const serverAt = (at: { readonly port: number; readonly host: string }, slot?: DoorSlot) =>
+        NodeHttpServer.layer(() => createServiceServer(limits, slot), { ...at, gracefulShutdownTimeout: "10 seconds" })
       // HttpRouter.serve logs the public address ("Listening on http://...") once it listens.
       const options = { disableLogger: true, routerConfig: ROUTER_CONFIG }
       const publicPort = roles.includes("api")
         ? HttpRouter.serve(
             Layer.mergeAll(PublicHealthRoutes, RequestObservability, ApiRoutes, AdminWebRoutes),
             options
-          ).pipe(Layer.provide(serverAt({ port, host })), Layer.provide(WebhooksLive))
+          ).pipe(
+            Layer.provide(serverAt({ port, host }, door)),
+            Layer.provide(WebhooksLive),
+            Layer.provide(Layer.succeed(ServerDoor, door))
+          )
         : HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, RequestObservability), options).pipe(
             Layer.provide(serverAt({ port, host }))
           )
@@ -77,6 +86,7 @@ export const MainLive = Layer.unwrap(
   Effect.gen(function* () {
     const roles = yield* loadServiceRoles
     const limits = yield* loadHttpLimits
+    const trustProxy = yield* loadTrustProxy
     // Typed as providing nothing: what reads them asks whether they run here.
     const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
       ? CaptureLive
@@ -97,7 +107,8 @@ export const MainLive = Layer.unwrap(
       Layer.provideMerge(Database.serviceLayer),
       Layer.provideMerge(MetricsLive),
       Layer.provideMerge(ReplayRateLive),
-      Layer.provideMerge(serviceRolesLayer(roles))
+      Layer.provideMerge(serviceRolesLayer(roles)),
+      Layer.provideMerge(trustProxyLayer(trustProxy))
     )
   })
   // Traces (when OTEL_EXPORTER_OTLP_ENDPOINT is set) around everything: spans still queued are sent last.

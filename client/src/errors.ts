@@ -13,7 +13,7 @@ export class SafetyRecordsError extends Error {
   }
 }
 
-/** A webhook delivery that does not verify: answer it with 400 (spec 5). */
+/** A webhook delivery that does not verify: answer it with 400. */
 export class WebhookVerificationError extends Error {
   override readonly name = "WebhookVerificationError"
   /** What to answer the sender. */

@@ -654,7 +654,7 @@ export interface paths {
         readonly put?: never;
         /**
          * Subscribe to an event
-         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400 (spec 7: a bad request body). A rateLimit or ordering the service does not take is refused with 400 and changes nothing.
+         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing.
          */
         readonly post: operations["hooks.create"];
         readonly delete?: never;
@@ -1081,7 +1081,7 @@ export interface components {
             /** @description A human-readable message */
             readonly error: string;
         };
-        /** @description An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event */
+        /** @description An event as webhooks deliver it, identified by the event's id: one of the eleven event payloads, told apart by event */
         readonly Event: components["schemas"]["IncidentCreatedEvent"] | components["schemas"]["ObservationCreatedEvent"] | components["schemas"]["CorrectiveActionCreatedEvent"] | components["schemas"]["CorrectiveActionClosedEvent"] | components["schemas"]["AuditCreatedEvent"] | components["schemas"]["InspectionFailedEvent"] | components["schemas"]["TrainingRecordCreatedEvent"] | components["schemas"]["ChangeApprovedEvent"] | components["schemas"]["ChangeImplementedEvent"] | components["schemas"]["PermitApprovedEvent"] | components["schemas"]["PermitClosedEvent"];
         /**
          * @description permit.closed: fired when a permit is closed out. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
@@ -1532,7 +1532,7 @@ export interface components {
             readonly createdAt: null;
         };
         /**
-         * @description An equipment inspection (spec 2.3)
+         * @description An equipment inspection
          * @example {
          *       "id": "7c9e1a3c-5d6f-4b8d-8e0a-2c4e6a8c0d25",
          *       "equipment": {
@@ -1805,7 +1805,7 @@ export interface components {
             readonly updatedAt: null;
         };
         /**
-         * @description A corrective action (spec 2.2)
+         * @description A corrective action
          * @example {
          *       "id": "3e5a7c9e-1f2b-4d4f-8a6c-8e0a2c4e6f81",
          *       "title": "Install a guard rail on the mezzanine",
@@ -2146,7 +2146,7 @@ export interface components {
             readonly updatedAt: string;
         };
         /**
-         * @description A subscription of the key to one event (spec 2.4), as GET answers it: never the secret
+         * @description A subscription of the key to one event, as GET answers it: never the secret
          * @example {
          *       "id": "c9d1e3f5-a7b8-4c0d-8e2f-4a6b8c0d2e36",
          *       "name": "incident.created",
@@ -2693,7 +2693,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -2801,7 +2801,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -2911,7 +2911,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3019,7 +3019,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3129,7 +3129,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3238,7 +3238,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3348,7 +3348,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3456,7 +3456,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3566,7 +3566,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3674,7 +3674,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3784,7 +3784,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -3892,7 +3892,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4002,7 +4002,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4111,7 +4111,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4221,7 +4221,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4330,7 +4330,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4440,7 +4440,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4548,7 +4548,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4658,7 +4658,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4766,7 +4766,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4876,7 +4876,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -4984,7 +4984,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5094,7 +5094,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5202,7 +5202,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5312,7 +5312,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5420,7 +5420,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5530,7 +5530,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5638,7 +5638,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5748,7 +5748,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5841,7 +5841,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5923,7 +5923,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -5951,7 +5951,7 @@ export interface operations {
         };
         readonly requestBody?: never;
         readonly responses: {
-            /** @description A subscription of the key to one event (spec 2.4), as GET answers it: never the secret */
+            /** @description A subscription of the key to one event, as GET answers it: never the secret */
             readonly 200: {
                 headers: {
                     /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
@@ -6031,7 +6031,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6122,7 +6122,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6226,7 +6226,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6336,7 +6336,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6439,7 +6439,7 @@ export interface operations {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
                 };
             };
-            /** @description More requests than the key's rate limit; Retry-After gives the seconds to wait */
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
             readonly 429: {
                 headers: {
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
@@ -6466,7 +6466,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "incident.created";
@@ -6478,7 +6478,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["IncidentCreatedEvent"];
@@ -6518,7 +6518,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "observation.created";
@@ -6530,7 +6530,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["ObservationCreatedEvent"];
@@ -6570,7 +6570,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "corrective_action.created";
@@ -6582,7 +6582,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["CorrectiveActionCreatedEvent"];
@@ -6622,7 +6622,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "corrective_action.closed";
@@ -6634,7 +6634,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["CorrectiveActionClosedEvent"];
@@ -6674,7 +6674,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "audit.created";
@@ -6686,7 +6686,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["AuditCreatedEvent"];
@@ -6726,7 +6726,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "inspection.failed";
@@ -6738,7 +6738,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["InspectionFailedEvent"];
@@ -6778,7 +6778,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "training_record.created";
@@ -6790,7 +6790,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["TrainingRecordCreatedEvent"];
@@ -6830,7 +6830,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "change.approved";
@@ -6842,7 +6842,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["ChangeApprovedEvent"];
@@ -6882,7 +6882,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "change.implemented";
@@ -6894,7 +6894,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["ChangeImplementedEvent"];
@@ -6934,7 +6934,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "permit.approved";
@@ -6946,7 +6946,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["PermitApprovedEvent"];
@@ -6986,7 +6986,7 @@ export interface operations {
                 readonly "webhook-timestamp": string;
                 /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
                 readonly "webhook-signature": string;
-                /** @description Stripe's scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
                 readonly "Service-Signature": string;
                 /** @description The event name */
                 readonly "Service-Event": "permit.closed";
@@ -6998,7 +6998,7 @@ export interface operations {
             readonly path?: never;
             readonly cookie?: never;
         };
-        /** @description The delivery (spec 6.2): id is the delivery's id. */
+        /** @description The delivery: id is the delivery's id. */
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["PermitClosedEvent"];

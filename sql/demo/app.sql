@@ -1,8 +1,8 @@
--- The DEMO copy of the safety app's tables, exactly as ../shared/spec/app-database.md describes
--- them. In production these tables already exist and belong to the app; the service never
--- creates or alters them. This file is applied only on request, to make a demo or test
--- database: by the embedded first start, `npm run seed` and `npm run seed -- --schema-only`.
--- Then anyone can play the app with plain SQL.
+-- The DEMO copy of the safety app's tables, as the service reads them (docs/api.md#resources;
+-- the columns marked NEVER: docs/privacy.md#never-columns). In production these tables
+-- already exist and belong to the app; the service never creates or alters them. This file is
+-- applied only on request, to make a demo or test database: by the embedded first start,
+-- `npm run seed` and `npm run seed -- --schema-only`. Then anyone can play the app with plain SQL.
 create schema app;
 
 create table app.companies (

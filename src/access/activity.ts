@@ -1,4 +1,4 @@
-// The activity log (spec 1.7): who did what to which key, token, endpoint or subscription, and
+// The activity log (docs/api.md#the-admin-api): who did what to which key, token, endpoint or subscription, and
 // when. Every writer goes through writeActivity, every reader through listActivity.
 import { Effect } from "effect"
 import { query, type Sql } from "../platform/db/Sql.ts"

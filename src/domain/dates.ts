@@ -1,4 +1,4 @@
-// Filter dates (spec 4.2, issue 4): a date (midnight UTC) or a date-time with an offset,
+// Filter dates (docs/api.md#dates): a date (midnight UTC) or a date-time with an offset,
 // Z, or nothing (UTC). Pure: the result is a canonical UTC timestamp with microseconds,
 // exactly what PostgreSQL compares, so filters and cursors never lose precision.
 

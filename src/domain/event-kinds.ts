@@ -1,4 +1,4 @@
-// The 11 event kinds (spec 6.1) and the resource whose record each carries.
+// The 11 event kinds (docs/events.md#event-kinds) and the resource whose record each carries.
 import type { Resource } from "./resources.ts"
 
 export const EVENT_KINDS = [
@@ -31,7 +31,7 @@ export const EVENT_RESOURCE: Readonly<Record<EventKind, Resource>> = {
   "permit.closed": "permits"
 }
 
-/** When each event fires (spec 6.1), for the OpenAPI document's webhooks. */
+/** When each event fires (docs/events.md#event-kinds), for the OpenAPI document's webhooks. */
 export const EVENT_WHEN: Readonly<Record<EventKind, string>> = {
   "incident.created": "an incident is reported",
   "observation.created": "a safety observation is reported",

@@ -1,6 +1,6 @@
-// Which events one row's net change in one transaction fires (app-database.md, "When each
-// event fires"). before: the row before the transaction (null if it did not exist);
-// after: the row at commit (null if deleted). Comparing only these two states is what makes
+// Which events one row's net change in one transaction fires (docs/events.md#how-events-are-derived;
+// each kind's rule under docs/events.md#event-kinds). before: the row before the transaction
+// (null if it did not exist); after: the row at commit (null if deleted). Comparing only these two states is what makes
 // a row changed twice in one transaction fire at most once per event.
 import { EVENT_KINDS, type EventKind } from "./event-kinds.ts"
 import type { Row } from "./records/types.ts"

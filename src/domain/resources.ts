@@ -1,4 +1,4 @@
-// The 14 readable resources (spec 2.1): path and module name, the app table behind each,
+// The 14 readable resources (docs/api.md#resources): path and module name, the app table behind each,
 // and the filters their lists take besides paging and dates.
 
 export const RESOURCES = [
@@ -88,7 +88,7 @@ for (const r of RESOURCES) if (!BY_TABLE.has(RESOURCE_INFO[r].table)) BY_TABLE.s
 
 export const resourceOfTable = (table: string): Resource | undefined => BY_TABLE.get(table)
 
-/** The corrective-action status filter (spec 4.2): groups and exact values. */
+/** The corrective-action status filter (docs/api.md#corrective-actions): groups and exact values. */
 export const STATUS_FILTER: Readonly<Record<string, ReadonlyArray<string>>> = {
   open: ["open", "in_progress"],
   closed: ["completed", "verified"],

@@ -1,4 +1,4 @@
-// WEBHOOK_RETRY_SCHEDULE: the waits between attempts, e.g. "15m,1h,4h,12h,1d" (spec 6.4):
+// WEBHOOK_RETRY_SCHEDULE: the waits between attempts, e.g. "15m,1h,4h,12h,1d" (docs/events.md#retries):
 // an attempt at once, then one after each wait, so five waits make six attempts.
 
 const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }

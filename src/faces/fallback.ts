@@ -7,7 +7,8 @@ import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } fr
 import { invalid, notFound } from "../domain/errors.ts"
 import { ApiKeys } from "../access/keys/service.ts"
 import { ApiSettings } from "../platform/api-settings.ts"
-import { hostOf, rateLimitField, rateLimitPolicy, retryAfter } from "./api/auth.ts"
+import { TrustProxySetting } from "../platform/config.ts"
+import { badHost, clientOf, hostOf, isHostHeader, rateLimitField, rateLimitPolicy } from "./api/auth.ts"
 import { conditional } from "./api/etag.ts"
 import { errorAnswer, MethodNotAllowed, ServerFailure } from "./http/errors.ts"
 import { checkRequest, isJsonApiPath, nulParameter } from "./http/request-checks.ts"
@@ -73,6 +74,7 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
     Effect.gen(function* () {
       const keys = yield* ApiKeys
       const settings = yield* ApiSettings
+      const trust = yield* TrustProxySetting
       const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
 
       // An answer under /api that no endpoint gave (an unknown path, a method a path does not
@@ -83,19 +85,25 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
         const withPolicy = HttpServerResponse.setHeader(answer, "ratelimit-policy", policy)
         const credential = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "")?.[1]
         if (credential === undefined) return Effect.succeed(withPolicy)
+        // A Host that is not one was refused already (strict, below); this answer is for another refusal.
+        if (!isHostHeader(request.headers.host)) return Effect.succeed(withPolicy)
         // Counted in the key's requests too, as what counts against its limit.
         const admission = keys.admit({
           credential,
           host: hostOf(request.headers.host),
           resource: undefined,
-          webhooks: false
+          webhooks: false,
+          client: clientOf(request, trust)
         })
         return Effect.map(admission, (a) => {
-          if (a.rate === undefined) return withPolicy
-          const headers = { "ratelimit-policy": policy, ratelimit: rateLimitField(a.rate) }
-          return a._tag === "Refused" && a.error._tag === "RateLimited"
-            ? errorAnswer(a.error, { ...headers, ...retryAfter(a.rate) })
-            : HttpServerResponse.setHeaders(answer, headers)
+          const fields: Record<string, string> =
+            a.rate === undefined
+              ? { "ratelimit-policy": policy }
+              : { "ratelimit-policy": policy, ratelimit: rateLimitField(a.rate) }
+          // Over a limit (the key's, or its address's failed authentications): the 429 itself.
+          if (a._tag === "Refused" && a.error._tag === "RateLimited" && a.retryAfter !== undefined)
+            return errorAnswer(a.error, { ...fields, "retry-after": String(a.retryAfter) })
+          return a.rate === undefined ? withPolicy : HttpServerResponse.setHeaders(answer, fields)
         })
       }
 
@@ -105,6 +113,9 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
       const strict = (httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, unknown>) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const path = pathOf(request.url)
+          // A Host that is not one is refused before anything looks at it (auth.ts).
+          if (path.startsWith("/api/") && !isHostHeader(request.headers.host))
+            return Effect.succeed(HttpServerResponse.setHeader(errorAnswer(badHost()), "ratelimit-policy", policy))
           if (path.length > 5 && path.endsWith("/") && path.startsWith("/api/"))
             return rated(request, errorAnswer(notFound(`no such path: ${path}`)))
           // No route can match these, and a NUL cannot reach the database: say so, on every path.

@@ -8,6 +8,7 @@ import { docsPage } from "./http/docs-page.ts"
 import { AdminRoutesFor, adminKnownRoutes } from "./admin-api/index.ts"
 import { ApiKeyAuthLive } from "./api/auth.ts"
 import { DOCS_PATH, OPENAPI_PATH, ServiceApi } from "./api/definition.ts"
+import { doorLayer } from "./door.ts"
 import { fallbackLayer } from "./fallback.ts"
 import { NoStore } from "./http/no-store.ts"
 import { routesOf, type KnownRoute } from "./http/routes.ts"
@@ -48,15 +49,25 @@ export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
   { method: "GET", path: "/readyz" }
 ]
 
-/** The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment. */
-export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
+/** The keys service and the read model, on the API's own pool, with explicit settings or from the environment. */
+export const makeApiServices = (settings?: Partial<ApiSettingsShape>) => {
   const SettingsLive = settings === undefined ? ApiSettings.fromEnv : ApiSettings.layer(settings)
-  // The keys service and the read model, on the API's own pool.
-  const Services = Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
+  return Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
     Layer.provideMerge(ApiKeys.layer),
     Layer.provideMerge(ApiPool.layer),
     Layer.provideMerge(SettingsLive)
   )
+}
+
+/**
+ * The routes with explicit settings (tests, bench); ApiRoutes reads them from the environment.
+ * A test that also wants the services themselves passes the same `Services` layer it builds
+ * beside the routes: one build makes one of each.
+ */
+export const makeApiRoutes = (
+  settings?: Partial<ApiSettingsShape>,
+  Services: ReturnType<typeof makeApiServices> = makeApiServices(settings)
+) => {
   const ServiceRoutes = HttpApiBuilder.layer(ServiceApi, { openapiPath: OPENAPI_PATH }).pipe(
     Layer.provide([RootHandlers, ResourceHandlers]),
     Layer.provide(HooksHandlers),
@@ -66,7 +77,9 @@ export const makeApiRoutes = (settings?: Partial<ApiSettingsShape>) => {
   )
   const Docs = docsPage(ServiceApi, DOCS_PATH)
   const Fallback = fallbackLayer(SERVED_ROUTES)
-  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback, NoStore).pipe(Layer.provide(Services))
+  // Where the server has a door (src/platform/http/node-server.ts), the flood's refusals are answered there.
+  const Door = doorLayer(SERVED_ROUTES)
+  return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback, NoStore, Door).pipe(Layer.provide(Services))
 }
 
 /** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, ApiRoutes)), with Database provided. */

@@ -5,7 +5,7 @@
 import { Config, Context, Duration, Effect, Layer } from "effect"
 
 export interface ApiSettingsShape {
-  /** Requests admitted per key within the window (spec 8: 120 per minute). */
+  /** Requests admitted per key within the window (120 per minute by default: docs/api.md#rate-limit). */
   readonly rateLimit: number
   /** The rate-limit window in seconds (60). */
   readonly rateWindowSeconds: number
@@ -13,13 +13,19 @@ export interface ApiSettingsShape {
   readonly usageFlushMillis: number
   /** Connections of the read API's own pool. */
   readonly poolSize: number
+  /**
+   * Requests with an unknown, revoked or expired key one client address may make per minute
+   * (and at once), in each process, before it gets 429 (src/access/keys/auth-failures.ts).
+   */
+  readonly authFailuresPerMinute: number
 }
 
 export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
   rateLimit: 120,
   rateWindowSeconds: 60,
   usageFlushMillis: 5_000,
-  poolSize: 10
+  poolSize: 10,
+  authFailuresPerMinute: 30
 }
 
 export const ApiSettingsConfig = Config.all({
@@ -46,7 +52,8 @@ export class ApiSettings extends Context.Service<ApiSettings, ApiSettingsShape>(
         rateLimit: c.rateLimit,
         rateWindowSeconds: c.rateWindowSeconds,
         usageFlushMillis: Duration.toMillis(c.usageFlush),
-        poolSize: c.poolSize
+        poolSize: c.poolSize,
+        authFailuresPerMinute: DEFAULT_API_SETTINGS.authFailuresPerMinute
       }
     })
   )

@@ -3,6 +3,7 @@
 import { Config, Context, Duration, Effect, Layer } from "effect"
 import { StartRefused } from "./db/refusal.ts"
 import { DEFAULT_RETRY_SCHEDULE } from "../domain/retry-schedule.ts"
+import { parseTrustProxy, TRUST_NONE, type TrustProxy } from "./http/client-address.ts"
 
 /** What a process can run: the HTTP API and admin, capture (leader or standby), webhook delivery. */
 export const SERVICE_ROLE_NAMES = ["api", "capture", "delivery"] as const
@@ -111,6 +112,23 @@ export const loadHttpLimits = Effect.gen(function* () {
   if (limits.maxConnections < 1) return yield* refuse("HTTP_MAX_CONNECTIONS must be at least 1")
   return limits
 })
+
+/** TRUST_PROXY: who may say, in X-Forwarded-For, which client a request came from (./http/client-address.ts). */
+export const TrustProxyConfig = Config.String("TRUST_PROXY").pipe(Config.withDefault("false"))
+
+/** The proxies this process trusts; the default (none) is what a test server composed by hand has. */
+export const TrustProxySetting = Context.Reference<TrustProxy>("service/TrustProxy", {
+  defaultValue: () => TRUST_NONE
+})
+
+/** TRUST_PROXY from the environment, refused at start when it is not a value it takes. */
+export const loadTrustProxy = Effect.gen(function* () {
+  const parsed = parseTrustProxy(yield* TrustProxyConfig)
+  if ("error" in parsed) return yield* Effect.fail(new StartRefused({ message: parsed.error }))
+  return parsed
+})
+
+export const trustProxyLayer = (trust: TrustProxy) => Layer.succeed(TrustProxySetting, trust)
 
 export const CaptureConfig = Config.all({
   slot: Config.String("REPLICATION_SLOT").pipe(Config.withDefault("safety_records_service")),

@@ -96,7 +96,7 @@ export const spanRunner: Effect.Effect<SpanRunner | undefined> = Effect.gen(func
 })
 
 /**
- * The delivery engine's hook (issue 16.3): the span of one delivery attempt, carrying its
+ * The delivery engine's hook (docs/operations.md#traces): the span of one delivery attempt, carrying its
  * delivery and event ids. `attempt` counts from 1.
  *
  *   sendOne(claimed).pipe(withDeliverySpan({ deliveryId, eventId, endpointId, attempt }))

@@ -1,6 +1,6 @@
 // What people do in the safety app, one transaction each, written as the app would write
 // it. Each operation returns the events its transaction must fire according to
-// app-database.md ("When each event fires": the net change of each row per transaction),
+// docs/events.md#how-events-are-derived (the net change of each row per transaction),
 // so a run's tally is exactly what the outbox should hold for it.
 import type postgres from "postgres"
 import type { EventKind } from "../domain/event-kinds.ts"

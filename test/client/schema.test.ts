@@ -1,8 +1,8 @@
-// The OpenAPI document as a generator needs it (issue 15, item 6), and the client's types
-// generated from it (item 7): the document is valid OpenAPI 3.1 with webhooks, a discriminated
-// events union, integer limits, event-name enums, servers, a summary and description on every
-// operation and examples that match their schemas; openapi-typescript takes it without a
-// complaint; and client/src/schema.d.ts is exactly what it generates now.
+// The OpenAPI document as a generator needs it (docs/integrators.md#typed-client), and the client's
+// types generated from it: the document is valid OpenAPI 3.1 with webhooks, a discriminated events
+// union, integer limits, event-name enums, servers, a summary and description on every operation
+// and examples that match their schemas; openapi-typescript takes it without a complaint; and
+// client/src/schema.d.ts is exactly what it generates now.
 import SwaggerParser from "@apidevtools/swagger-parser"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import { readFileSync } from "node:fs"

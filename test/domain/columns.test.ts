@@ -103,10 +103,10 @@ const EXTRAS: Readonly<
 > = {
   incidents: { add: [], omit: [] },
   observations: { add: [], omit: [] },
-  // spec 2.2 is exhaustive: no companyId
+  // exactly the fields of docs/api.md#corrective-actions: no companyId
   "corrective-actions": { add: [], omit: ["company_id"] },
   audits: { add: ["items"], omit: [] },
-  // spec 2.3 is exhaustive: the equipment is shown as an object, and there is no via or updatedAt
+  // exactly the fields of docs/api.md#inspections: the equipment as an object, and no via or updatedAt
   inspections: { add: ["equipment", "items"], omit: ["company_id", "equipment_id", "via", "updated_at"] },
   "training-records": { add: [], omit: [] },
   workers: { add: [], omit: [] },

@@ -1,4 +1,4 @@
-// Every rule of app-database.md "When each event fires", as net transitions of one row.
+// Every rule of docs/events.md#event-kinds, as net transitions of one row.
 import { describe, expect, it } from "vitest"
 import { eventsFor } from "../../src/domain/events.ts"
 import type { Row } from "../../src/domain/records/types.ts"

@@ -243,7 +243,7 @@ describe("shape", () => {
     expect(JSON.parse(JSON.stringify(record))).toStrictEqual(EXPECTED[resource])
   })
 
-  it("corrective-actions has exactly the fields of spec 2.2", () => {
+  it("corrective-actions has exactly its documented fields, in their order", () => {
     expect(Object.keys(shape("corrective-actions", FIXTURES["corrective-actions"]))).toEqual([
       "id",
       "title",
@@ -265,7 +265,7 @@ describe("shape", () => {
     ])
   })
 
-  it("inspections has exactly the fields of spec 2.3, equipment with exactly its five", () => {
+  it("inspections has exactly its documented fields, equipment with exactly its five", () => {
     const record = shape("inspections", FIXTURES.inspections)
     expect(Object.keys(record)).toEqual([
       "id",
@@ -281,7 +281,7 @@ describe("shape", () => {
     expect(Object.keys(record["equipment"] as object)).toEqual(["id", "name", "identifier", "category", "jobSite"])
   })
 
-  it("companyId on every record but corrective actions and inspections (exactly spec 2.2 and 2.3)", () => {
+  it("companyId on every record but corrective actions and inspections (exactly their documented fields)", () => {
     for (const resource of Object.keys(FIXTURES) as Resource[]) {
       const record = shape(resource, FIXTURES[resource])
       if (resource === "corrective-actions" || resource === "inspections")

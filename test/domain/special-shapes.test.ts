@@ -1,4 +1,4 @@
-// The shapes that are not the plain camelCase of one row (app-database.md).
+// The shapes that are not the plain camelCase of one row (docs/api.md#records).
 import { describe, expect, it } from "vitest"
 import { documentStatus, shape, viewMeta } from "../../src/domain/records/index.ts"
 import type { Row } from "../../src/domain/records/types.ts"

@@ -1,4 +1,4 @@
-// Traces (issue 16.3): with OTEL_EXPORTER_OTLP_ENDPOINT set, the real service (node src/main.ts)
+// Traces (docs/operations.md#traces): with OTEL_EXPORTER_OTLP_ENDPOINT set, the real service (node src/main.ts)
 // sends its spans over OTLP to a stub collector: one per API request, named by its route and
 // carrying its request id and the key's id (never the key), one per capture batch carrying the
 // ids of the events it wrote, one per fan-out round of the delivery engine carrying its event

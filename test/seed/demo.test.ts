@@ -5,7 +5,7 @@ import { APP_TABLES, DEMO_HOST, seedDemoOnce, type SeedSummary } from "../../src
 import { freshDatabase, type TestDatabase } from "../support/db.ts"
 import { useDatabase } from "../support/fixtures.ts"
 
-// Every NEVER column of app-database.md, per table.
+// Every NEVER column (docs/privacy.md#never-columns), per table.
 const NEVER: Record<string, ReadonlyArray<string>> = {
   job_sites: ["qr_code"],
   workers: ["phone", "email", "photo_url", "qr_code", "work_restrictions", "medical_notes"],

@@ -1,4 +1,4 @@
-// An independent oracle of app-database.md's event rules for tests: triggers log every row
+// An independent oracle of the event rules of docs/events.md#event-kinds for tests: triggers log every row
 // change of the evented tables with its transaction id, and SQL derives the events from
 // each row's net change per transaction (state before the first change, state at the last).
 import type postgres from "postgres"

@@ -1,5 +1,5 @@
 // The simulator plays the app at a rate, stops when told, and its expected-events tally is
-// exactly what app-database.md's rules derive from the transactions it committed.
+// exactly what the rules of docs/events.md#event-kinds derive from the transactions it committed.
 import { spawnSync } from "node:child_process"
 import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { EVENT_KINDS } from "../../src/domain/event-kinds.ts"

@@ -1,6 +1,7 @@
-// Issue 13.7, as an operator meets it: two real service processes (`node src/main.ts`) on one
-// database, the second with another SECRETS_KEY. The second refuses to start, exit 1, saying
-// on stderr what to do (no stack trace); the first keeps serving. The admin CLI likewise.
+// One secrets key per database (docs/deployment.md#several-replicas), as an operator meets it: two
+// real service processes (`node src/main.ts`) on one database, the second with another SECRETS_KEY.
+// The second refuses to start, exit 1, saying on stderr what to do (no stack trace); the first
+// keeps serving. The admin CLI likewise.
 import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"

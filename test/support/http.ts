@@ -55,6 +55,8 @@ export const request = (
     readonly method?: string
     readonly headers?: Record<string, string>
     readonly body?: string
+    /** The loopback address to send from (127.0.0.2 is another client than 127.0.0.1). */
+    readonly localAddress?: string
   } = {}
 ): Promise<Answer> =>
   new Promise((resolve, reject) => {
@@ -64,7 +66,15 @@ export const request = (
     if (options.body !== undefined && headers["content-type"] === undefined)
       headers["content-type"] = "application/json"
     const req = httpRequest(
-      { host: url.hostname, port: url.port, path, method: options.method ?? "GET", headers, agent: keepAlive },
+      {
+        host: url.hostname,
+        port: url.port,
+        path,
+        method: options.method ?? "GET",
+        headers,
+        agent: keepAlive,
+        ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress })
+      },
       (res) => {
         const chunks: Array<Buffer> = []
         res.on("data", (c: Buffer) => chunks.push(c))

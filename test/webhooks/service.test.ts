@@ -51,7 +51,7 @@ describe("Webhooks service", () => {
 
 describe("DeliveryLive and WebhooksLive from configuration", () => {
   // A database of its own: the one above holds a secret under the world's key, which this
-  // key made under DATA_DIR would rightly be refused for (issue 13.7).
+  // key made under DATA_DIR would rightly be refused for (docs/deployment.md#several-replicas).
   const w = useWorld()
 
   it("read WEBHOOK_* and the secrets key, share it, and deliver", async () => {

@@ -16,7 +16,7 @@ export interface CurrentKeyShape {
   readonly scopes: ReadonlySet<Resource>
   /** Modules turned on for the company. */
   readonly modules: ReadonlySet<string>
-  /** What the key can read now: its scopes whose module is on, in spec order. */
+  /** What the key can read now: its scopes whose module is on, in RESOURCES order. */
   readonly readable: ReadonlyArray<Resource>
   /** The request's Host (lower case, no port), for the Host binding check. */
   readonly host: string | undefined

@@ -1,4 +1,4 @@
-// The per-key rate limit (spec 8: 120 requests a minute), held across every API process on
+// The per-key rate limit (120 requests a minute by default: docs/api.md#rate-limit), held across every API process on
 // one database. A key's window starts with its first request and lasts the window length;
 // PostgreSQL grants the window's requests in small leases (service.rate_limit_lease) that
 // a process spends from memory, so most requests cost no database write, and the total

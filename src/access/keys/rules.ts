@@ -128,6 +128,6 @@ const STATE_REFUSALS: Readonly<Record<RefusedState, KeyRefusal>> = {
 /** The refusal a statement's key check reports, when nothing more is known. */
 export const stateRefusal = (state: RefusedState): KeyRefusal => STATE_REFUSALS[state]
 
-/** What a key can read: its scopes whose module is on, in spec order. */
+/** What a key can read: its scopes whose module is on, in RESOURCES order. */
 export const readableBy = (scopes: ReadonlySet<string>, modules: ReadonlySet<string>): ReadonlyArray<Resource> =>
   RESOURCES.filter((r) => scopes.has(r) && modules.has(r))

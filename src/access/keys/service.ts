@@ -3,15 +3,19 @@
 // database has it now, and why a statement's own check refused a key. The HTTP middleware
 // (faces/api/auth.ts) only decodes the request and answers what this decides, so everything
 // done about a credential before the data is read happens here: the lookup and what it
-// remembers (directory.ts), the rate limit (rate-limit.ts), usage (usage.ts).
+// remembers (directory.ts), failed authentications per client (auth-failures.ts), the rate
+// limit (rate-limit.ts), usage (usage.ts).
 import { Context, Effect, Layer } from "effect"
-import type { Forbidden, RateLimited, Unauthorized } from "../../domain/errors.ts"
+import { rateLimited, type Forbidden, type RateLimited, type Unauthorized } from "../../domain/errors.ts"
 import { isResource, type Resource } from "../../domain/resources.ts"
 import { ApiSettings } from "../../platform/api-settings.ts"
 import { ApiPool } from "../../platform/db/api-pool.ts"
 import { Database } from "../../platform/db/Database.ts"
+import { clientKey } from "../../platform/http/client-address.ts"
+import type { LruStats } from "../../platform/lru.ts"
+import { makeAuthFailures } from "./auth-failures.ts"
 import { currentKeyOf, type CurrentKeyShape } from "./current-key.ts"
-import { makeKeyDirectory, type Lookup } from "./directory.ts"
+import { makeKeyDirectory, type DirectoryStats, type Lookup } from "./directory.ts"
 import { checkKey, type RefusedState } from "./key-check.ts"
 import { makeRateLimiter, overLimit, type RateDecision } from "./rate-limit.ts"
 import { keyRefused, readableBy, refusesCredential, stateRefusal, type KeyEntry, type KeyRefusal } from "./rules.ts"
@@ -25,6 +29,8 @@ export interface KeyRequest {
   readonly resource: Resource | undefined
   /** It needs the webhooks permission (a key subscribing itself to events). */
   readonly webhooks: boolean
+  /** The client's address (platform/http/client-address.ts), for the limit of failed authentications. */
+  readonly client: string | undefined
 }
 
 /**
@@ -40,7 +46,15 @@ export type Admission =
       /** The key, when the credential was one (the request's log line names it). */
       readonly keyId: string | undefined
       readonly rate: RateDecision | undefined
+      /** Seconds to wait, for a 429's Retry-After. */
+      readonly retryAfter: number | undefined
     }
+
+/** What the keys service holds in memory and has cost, for tests and operators. */
+export interface KeysStats extends DirectoryStats {
+  /** Clients with a bucket of failed authentications. */
+  readonly clients: LruStats
+}
 
 /** A key as the database has it at this moment. */
 export interface KeyStanding {
@@ -48,11 +62,17 @@ export interface KeyStanding {
   readonly expiresAt: Date | null
   readonly webhooks: boolean
   readonly companyName: string
-  /** Its scopes whose module is on, in spec order. */
+  /** Its scopes whose module is on, in RESOURCES order. */
   readonly readable: ReadonlyArray<Resource>
 }
 
 const NO_WEBHOOKS: KeyRefusal = { _tag: "NoWebhooks" }
+
+/** A client over its limit of failed authentications, in the one wording. */
+export const tooManyFailures = (perMinute: number, seconds: number): RateLimited =>
+  rateLimited(
+    `too many requests with an unknown, revoked or expired API key from this address (at most ${perMinute} a minute); retry in ${seconds} second${seconds === 1 ? "" : "s"}`
+  )
 
 export class ApiKeys extends Context.Service<
   ApiKeys,
@@ -70,6 +90,16 @@ export class ApiKeys extends Context.Service<
       resource: Resource | undefined,
       state: RefusedState
     ) => Effect.Effect<Unauthorized | Forbidden>
+    /**
+     * The 429 a request with this credential from this client gets before any lookup, when its
+     * client has no failed authentication left and the credential is no key this process knows;
+     * decided from memory, taking nothing (the server's door answers it: faces/door.ts).
+     */
+    readonly atTheDoor: (
+      credential: string,
+      client: string | undefined
+    ) => { readonly error: RateLimited; readonly retryAfter: number } | undefined
+    readonly stats: () => KeysStats
   }
 >()("service/access/ApiKeys") {
   static readonly layer = Layer.effect(
@@ -81,6 +111,22 @@ export class ApiKeys extends Context.Service<
       const directory = makeKeyDirectory(sql)
       const limiter = makeRateLimiter(sql, settings.rateLimit, settings.rateWindowSeconds)
       const usage = yield* makeUsageRecorder(main, settings.usageFlushMillis)
+      const failureLimit = settings.authFailuresPerMinute
+      const failures = makeAuthFailures({ burst: failureLimit, perMinute: failureLimit })
+      // A flood's answers are made once, not per request (an error captures a stack trace as
+      // it is made, the largest cost of a refusal): no key, an unknown one, and the 429 for
+      // each wait in seconds (a minute's worth at most, as the bucket refills within it).
+      const MISSING_KEY = keyRefused({ _tag: "Missing" })
+      const UNKNOWN_KEY = keyRefused({ _tag: "Unknown" })
+      const waits = new Map<number, RateLimited>()
+      const tooMany = (seconds: number): RateLimited => {
+        let e = waits.get(seconds)
+        if (e === undefined) {
+          e = tooManyFailures(failureLimit, seconds)
+          if (waits.size < 120) waits.set(seconds, e)
+        }
+        return e
+      }
 
       const explained = (keyId: string, host: string | undefined, resource: Resource | undefined) =>
         Effect.promise(() => directory.explain(keyId, host, resource))
@@ -92,7 +138,13 @@ export class ApiKeys extends Context.Service<
         error: Unauthorized | Forbidden | RateLimited,
         keyId: string | undefined,
         rate: RateDecision | undefined
-      ): Admission => ({ _tag: "Refused", error, keyId, rate })
+      ): Admission => ({
+        _tag: "Refused",
+        error,
+        keyId,
+        rate,
+        retryAfter: rate === undefined || rate.allowed ? undefined : rate.reset
+      })
 
       // A key over its limit was resolved from memory and no statement will confirm it, so
       // before answering 429 ask the database whether it is still a key at all: revoking one
@@ -125,8 +177,11 @@ export class ApiKeys extends Context.Service<
 
       // Runs on every request: plain combinators, and no statement for a remembered key with a lease in hand.
       const looked = (request: KeyRequest, lookup: Lookup): Effect.Effect<Admission> => {
-        if (lookup._tag === "Refused" && refusesCredential(lookup.refusal))
-          return Effect.succeed(refused(keyRefused(lookup.refusal), undefined, undefined))
+        if (lookup._tag === "Refused" && refusesCredential(lookup.refusal)) {
+          const tag = lookup.refusal._tag
+          const error = tag === "Unknown" ? UNKNOWN_KEY : tag === "Missing" ? MISSING_KEY : keyRefused(lookup.refusal)
+          return Effect.succeed(refused(error, undefined, undefined))
+        }
         const entry = lookup.entry!
         usage.record(entry.keyId)
         const rate = limiter.spend(entry.keyId)
@@ -138,13 +193,42 @@ export class ApiKeys extends Context.Service<
             )
       }
 
+      // Work before a key is known is bounded (docs/design.md): a remembered key that may be
+      // served, or no credential at all, is decided from memory; any other credential first
+      // takes a token from its client's bucket of failed authentications (none left: 429, no
+      // lookup), which it gives back once it turns out to be a usable key. A key this process
+      // remembers never waits on its client's bucket: a real client behind the same address
+      // as a flood keeps working, and a revoked or expired key keeps its own 401.
       const admit = (request: KeyRequest): Effect.Effect<Admission> => {
         const known = directory.remembered(request.credential, request.host, request.resource)
+        if (known !== undefined && (known._tag === "Ok" || known.refusal._tag === "Missing"))
+          return looked(request, known)
+        if (directory.knows(request.credential))
+          return known !== undefined
+            ? looked(request, known)
+            : Effect.flatMap(
+                Effect.promise(() => directory.resolve(request.credential, request.host, request.resource)),
+                (lookup) => looked(request, lookup)
+              )
+        const client = clientKey(request.client)
+        const wait = failures.take(client, Date.now())
+        if (wait > 0)
+          return Effect.succeed<Admission>({
+            _tag: "Refused",
+            error: tooMany(wait),
+            keyId: undefined,
+            rate: undefined,
+            retryAfter: wait
+          })
+        const settle = (a: Admission): Admission => {
+          if (!(a._tag === "Refused" && a.error._tag === "Unauthorized")) failures.giveBack(client, Date.now())
+          return a
+        }
         return known !== undefined
-          ? looked(request, known)
+          ? Effect.map(looked(request, known), settle)
           : Effect.flatMap(
               Effect.promise(() => directory.resolve(request.credential, request.host, request.resource)),
-              (lookup) => looked(request, lookup)
+              (lookup) => Effect.map(looked(request, lookup), settle)
             )
       }
 
@@ -163,7 +247,15 @@ export class ApiKeys extends Context.Service<
                 })
         )
 
-      return ApiKeys.of({ admit, standing, refusal })
+      const atTheDoor = (credential: string, client: string | undefined) => {
+        if (credential === "" || directory.knows(credential)) return undefined
+        const wait = failures.wait(clientKey(client), Date.now())
+        return wait === 0 ? undefined : { error: tooMany(wait), retryAfter: wait }
+      }
+
+      const stats = (): KeysStats => ({ ...directory.stats(), clients: failures.stats() })
+
+      return ApiKeys.of({ admit, standing, refusal, atTheDoor, stats })
     })
   )
 }

@@ -1,4 +1,4 @@
-// API keys as an admin manages them (spec 5): create (shown once), revoke, list. The CLI
+// API keys as an admin manages them (docs/api.md#keys): create (shown once), revoke, list. The CLI
 // and the admin HTTP API are two faces of these functions.
 import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { Effect } from "effect"
@@ -13,7 +13,7 @@ import { isUuid } from "../../domain/ids.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
 import type { KeyRefusal } from "./rules.ts"
 
-/** Spec 8: at most 20 active keys per company. */
+/** At most 20 active keys per company (docs/api.md#keys). */
 export const MAX_ACTIVE_KEYS = 20
 
 export const EXPIRY_CHOICES = ["30d", "90d", "1y", "never"] as const

@@ -1,11 +1,11 @@
 // Which app columns may leave PostgreSQL. Capture publishes exactly PUBLISHED_COLUMNS, so
 // NEVER data (files, photos, signatures, voice notes, workers' phones and e-mails, QR codes,
-// anything medical: spec 1) is never replicated at all. Both lists are checked against
+// anything medical: docs/privacy.md#never-sent) is never replicated at all. Both lists are checked against
 // sql/demo/app.sql by test/domain/columns.test.ts: every column is in exactly one of them.
 // company_id is published (capture needs it for tenancy); records show it as companyId,
-// except corrective actions and inspections (exactly spec 2.2 and 2.3).
+// except corrective actions and inspections (which carry exactly their listed fields: docs/api.md#records).
 
-/** The NEVER columns of app-database.md, per app table (every app table has an entry). */
+/** The NEVER columns (docs/privacy.md#never-columns), per app table (every app table has an entry). */
 export const NEVER_COLUMNS: Readonly<Record<string, ReadonlyArray<string>>> = {
   companies: [],
   company_modules: [],

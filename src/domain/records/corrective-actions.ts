@@ -1,4 +1,5 @@
-// Corrective actions: exactly the fields of spec 2.2, in its order. NEVER: evidence_photos, signature.
+// Corrective actions: exactly the fields of docs/api.md#corrective-actions, in its order.
+// NEVER: evidence_photos, signature.
 import { fields, pickFields, STAMPS } from "./fields.ts"
 import type { ApiRecord, ShapeInput } from "./types.ts"
 

@@ -8,7 +8,7 @@ import type { Resource } from "../resources.ts"
 export const IDENTIFIER_FIELDS: Readonly<Record<Resource, ReadonlyArray<string>>> = {
   incidents: ["id", "companyId", "reference"],
   observations: ["id", "companyId"],
-  // Exactly their spec's fields: no companyId.
+  // Exactly their listed fields (docs/api.md#records): no companyId.
   "corrective-actions": ["id"],
   inspections: ["id"],
   audits: ["id", "companyId"],

@@ -41,7 +41,7 @@ export const readField = (row: Row, column: string, kind: FieldKind): unknown =>
   if (value === null || value === undefined) return null
   switch (kind) {
     case "text":
-      // ids are uuids but always strings in the API (spec 2.6)
+      // ids are uuids but always strings in the API (docs/api.md#records)
       if (typeof value === "string") return value
       if (typeof value === "number" || typeof value === "bigint") return String(value)
       return fail(column, kind, value)

@@ -8,7 +8,7 @@ const FIELDS = fields(`
   osha_recordable:boolean status reported_by reported_via
 `)
 
-/** Withheld on a privacy case, as on an exported OSHA log (spec 1). */
+/** Withheld on a privacy case, as on an exported OSHA log (docs/privacy.md#privacy-cases). */
 export const PRIVACY_CASE_FIELDS = [
   "personName",
   "workerId",

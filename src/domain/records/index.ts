@@ -1,7 +1,7 @@
 // Records exactly as the API and webhooks carry them, from mirror rows of the app tables.
 // Records are the plain camelCase of their row (companyId included: a receiver that serves
 // several companies tells their events apart by it), except corrective actions and
-// inspections, which are exactly the fields of spec 2.2 and 2.3.
+// inspections, which are exactly the fields of docs/api.md#corrective-actions and docs/api.md#inspections.
 import type { Resource } from "../resources.ts"
 import { shapeAudit } from "./audits.ts"
 import { shapeChange } from "./changes.ts"

@@ -1,4 +1,4 @@
-// Equipment inspections: exactly the fields of spec 2.3, in its order (so no equipmentId,
+// Equipment inspections: exactly the fields of docs/api.md#inspections, in its order (so no equipmentId,
 // via or updatedAt). NEVER: inspections.signature, inspections.photos, inspection_items.photo,
 // equipment.qr_code.
 //

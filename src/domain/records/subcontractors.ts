@@ -11,7 +11,7 @@ const DOCUMENT_FIELDS = fields("id kind status expires_at:timestamp")
 export type DocumentStatus = "missing" | "non_compliant" | "pending" | "compliant"
 
 /**
- * As app-database.md defines it, from the documents' status only: an approved document
+ * As docs/api.md#records defines it, from the documents' status only: an approved document
  * whose expires_at has passed counts as compliant until the app marks it expired (this
  * keeps the record a pure function of the rows, with no clock).
  */

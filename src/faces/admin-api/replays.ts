@@ -1,4 +1,4 @@
-// The admin HTTP API's replays (issue 16.5): a dry run that counts what would go where, a
+// The admin HTTP API's replays (docs/operations.md#replays): a dry run that counts what would go where, a
 // replay made and sent in its own lane (REPLAY_RATE per destination), its progress, the
 // company's replays, cancel. Added to AdminApi in definition.ts; handlers in
 // replays-handlers.ts.

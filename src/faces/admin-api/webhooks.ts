@@ -1,4 +1,4 @@
-// The admin HTTP API's webhook operations (issue 5): endpoints (create, update, rotate the
+// The admin HTTP API's webhook operations (docs/api.md#the-admin-api): endpoints (create, update, rotate the
 // secret, delete, Turn On, send a test event, the last 25 deliveries), Send Again, the
 // subscriptions keys made through the API (list, turn off or on, delete) and the activity
 // log. Always the admin's own company. Added to AdminApi in definition.ts; the handlers are

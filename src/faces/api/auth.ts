@@ -5,7 +5,8 @@
 // the Bearer challenge on every 401. The key is resolved from memory when it can be; the
 // statement that reads the data then confirms it, so this adds no database round trip to a
 // served request.
-import { Effect, Layer, Redacted, type Types } from "effect"
+import { isIPv6 } from "node:net"
+import { Effect, Layer, Option, Redacted, type Types } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { invalid, type Forbidden, type Invalid, type RateLimited, type Unauthorized } from "../../domain/errors.ts"
 import { isResource } from "../../domain/resources.ts"
@@ -13,6 +14,8 @@ import { CurrentKey } from "../../access/keys/current-key.ts"
 import type { RateDecision } from "../../access/keys/rate-limit.ts"
 import { ApiKeys } from "../../access/keys/service.ts"
 import { ApiSettings } from "../../platform/api-settings.ts"
+import { TrustProxySetting } from "../../platform/config.ts"
+import { clientAddress, type TrustProxy } from "../../platform/http/client-address.ts"
 import { noteKeyId } from "../http/request-note.ts"
 import { ApiKeyAuth } from "./definition.ts"
 
@@ -31,6 +34,43 @@ export const hostOf = (header: string | undefined): string | undefined => {
   return host === "" ? undefined : host
 }
 
+/** The longest host name DNS allows, in characters (without a trailing dot). */
+export const MAX_HOST_LENGTH = 253
+
+// Labels of letters, digits, hyphens and underscores (container names have them), 1 to 63 each;
+// an IPv4 address is such a name too. A trailing dot is allowed; a port of up to 5 digits.
+const HOST_NAME = /^(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}\.?(?::\d{1,5})?$/i
+const IPV6_HOST = /^\[([0-9a-f:.]+)\](?::\d{1,5})?$/i
+
+/**
+ * Whether a Host header is a host name or an IP address (an IPv6 one in brackets), with an
+ * optional port, and the name at most MAX_HOST_LENGTH characters. None sent is fine (it names
+ * no company). Checked before the Host is looked at, so that no other Host costs anything.
+ */
+export const isHostHeader = (header: string | undefined): boolean => {
+  if (header === undefined || header === "") return true
+  if (header.length > MAX_HOST_LENGTH + 7) return false // the name, a trailing dot, ":65535"
+  const v6 = IPV6_HOST.exec(header)
+  const ok = v6 !== null ? isIPv6(v6[1]!) : HOST_NAME.test(header)
+  if (!ok) return false
+  const colon = header.lastIndexOf(":")
+  const port = v6 === null ? (colon < 0 ? undefined : header.slice(colon + 1)) : header.slice(v6[0].indexOf("]") + 2)
+  if (port !== undefined && port !== "" && Number(port) > 65535) return false
+  const name = v6 !== null ? header : colon < 0 ? header : header.slice(0, colon)
+  return (name.endsWith(".") ? name.length - 1 : name.length) <= MAX_HOST_LENGTH
+}
+
+const BAD_HOST = invalid(
+  `the Host header is not a host name: send a name of at most ${MAX_HOST_LENGTH} letters, digits, hyphens and dots, or an IP address, with an optional :port`
+)
+
+/** The refusal of a Host that is not one (400): one error, made once (a flood's answers cost no stack trace each). */
+export const badHost = () => BAD_HOST
+
+/** The request's client address, as TRUST_PROXY says to read it. */
+export const clientOf = (request: HttpServerRequest.HttpServerRequest, trust: TrustProxy): string | undefined =>
+  clientAddress(Option.getOrUndefined(request.remoteAddress), request.headers["x-forwarded-for"], trust)
+
 /** IETF RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers). */
 export const rateLimitPolicy = (limit: number, windowSeconds: number) => `"default";q=${limit};w=${windowSeconds}`
 export const rateLimitField = (rate: RateDecision) => `"default";r=${rate.remaining};t=${rate.reset}`
@@ -38,9 +78,6 @@ export const rateLimitHeaders = (rate: RateDecision): Record<string, string> => 
   "ratelimit-policy": rateLimitPolicy(rate.limit, rate.windowSeconds),
   ratelimit: rateLimitField(rate)
 })
-
-/** Where the rate limit refused the request: the seconds to wait. */
-export const retryAfter = (rate: RateDecision): Record<string, string> => ({ "retry-after": String(rate.reset) })
 
 /** The first query parameter's name in a request URL, if it has any (an empty `?` has none). */
 export const strayParameter = (url: string): string | undefined => {
@@ -82,6 +119,7 @@ export const ApiKeyAuthLive = Layer.effect(
   Effect.gen(function* () {
     const keys = yield* ApiKeys
     const settings = yield* ApiSettings
+    const trust = yield* TrustProxySetting
     const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
     // Without a usable key there is no allowance to report, only the policy.
     const policyOnly = { "ratelimit-policy": policy }
@@ -97,21 +135,25 @@ export const ApiKeyAuthLive = Layer.effect(
       // per request that can be made once (the policy field, the key as handlers see it).
       apiKey: (httpEffect, { credential, group, endpoint }) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+          if (!isHostHeader(request.headers.host)) return refuse(badHost(), policyOnly)
           const host = hostOf(request.headers.host)
           const admission = keys.admit({
             credential: Redacted.value(credential),
             host,
             resource: isResource(group.identifier) ? group.identifier : undefined,
-            webhooks: group.identifier === "hooks"
+            webhooks: group.identifier === "hooks",
+            client: clientOf(request, trust)
           })
           return Effect.flatMap(admission, (a): Answer => {
             const rate = a.rate
-            const headers =
-              rate === undefined
-                ? policyOnly
-                : rate.allowed
-                  ? { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
-                  : { "ratelimit-policy": policy, ratelimit: rateLimitField(rate), ...retryAfter(rate) }
+            const headers: Readonly<Record<string, string>> =
+              a._tag === "Refused" && a.retryAfter !== undefined
+                ? rate === undefined
+                  ? { ...policyOnly, "retry-after": String(a.retryAfter) }
+                  : { "ratelimit-policy": policy, ratelimit: rateLimitField(rate), "retry-after": String(a.retryAfter) }
+                : rate === undefined
+                  ? policyOnly
+                  : { "ratelimit-policy": policy, ratelimit: rateLimitField(rate) }
             if (a._tag === "Refused") {
               const refused = refuse(a.error, headers)
               // The request's log line and span name the key, by id (never the key), whatever the answer.

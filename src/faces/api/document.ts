@@ -147,7 +147,7 @@ const WEBHOOK_HEADERS = (kind: string): Array<Json> => [
     in: "header",
     required: true,
     ...text(
-      'Stripe\'s scheme (spec 5): t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches.',
+      'Stripe\'s scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches.',
       { pattern: "^t=[0-9]+(,v1=[0-9a-f]{64})+$" }
     )
   },
@@ -188,7 +188,7 @@ export const documentWebhooks = (spec: Json): Json => {
           parameters: WEBHOOK_HEADERS(kind),
           requestBody: {
             required: true,
-            description: "The delivery (spec 6.2): id is the delivery's id.",
+            description: "The delivery: id is the delivery's id.",
             content: { "application/json": { schema: { $ref: ref(eventSchemaName(kind)) } } }
           },
           responses: {

@@ -1,9 +1,9 @@
-// Conditional GET (issue 15): every 200 answer of a GET under /api/ carries a strong ETag,
-// a hash of its exact bytes, and a request whose If-None-Match names it gets 304 with no
-// body. The answer is made first (the key is checked and the request counted, as for any
-// request), so a 304 saves the transfer, not the request: it carries the ETag and the
-// rate-limit fields like the 200 would. Hashing the body costs about 25 µs for a 36 kB
-// page: cheaper than anything that would track record versions.
+// Conditional GET (docs/integrators.md#not-downloading-what-you-already-have-etag): every 200
+// answer of a GET under /api/ carries a strong ETag, a hash of its exact bytes, and a request
+// whose If-None-Match names it gets 304 with no body. The answer is made first (the key is
+// checked and the request counted, as for any request), so a 304 saves the transfer, not the
+// request: it carries the ETag and the rate-limit fields like the 200 would. Hashing the body
+// costs about 25 µs for a 36 kB page: cheaper than anything that would track record versions.
 import { hash } from "node:crypto"
 import { Headers, HttpServerResponse } from "effect/http"
 

@@ -85,7 +85,7 @@ export const Event = Schema.Union(
 ).annotate({
   identifier: "Event",
   description:
-    "An event as webhooks deliver it (spec 6.2), identified by the event's id: one of the eleven event payloads, told apart by event"
+    "An event as webhooks deliver it, identified by the event's id: one of the eleven event payloads, told apart by event"
 })
 
 export class EventsGroup extends HttpApiGroup.make("events")

@@ -16,7 +16,7 @@ export const HooksHandlers = HttpApiBuilder.group(ServiceApi, "hooks", (handlers
         Effect.gen(function* () {
           const key = yield* CurrentKey
           const r = yield* answering(webhooks.createHook({ keyId: key.keyId, companyId: key.companyId }, payload))
-          // 201 also when the key already had this url and event (spec 4.1 fixes 201): the
+          // 201 also when the key already had this url and event (rule 3 of docs/api.md#webhook-subscriptions): the
           // answer is that subscription, on, as a retried subscribe expects.
           return r.subscription
         })

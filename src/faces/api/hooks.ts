@@ -1,5 +1,5 @@
-// /api/v1/hooks: a key subscribes itself to events (spec 4.1 and its six rules, records of
-// spec 2.4). The group is declared here and added to ServiceApi in definition.ts, behind the
+// /api/v1/hooks: a key subscribes itself to events (docs/api.md#webhook-subscriptions:
+// its rules and records). The group is declared here and added to ServiceApi in definition.ts, behind the
 // same authentication and rate limit as every other group; the handlers are in
 // hooks-handlers.ts (they need ServiceApi, which imports this file).
 import { Schema } from "effect"
@@ -49,14 +49,14 @@ const recordFields = {
   })
 }
 
-/** Spec 2.4, as GET answers it: never the secret. */
+/** A subscription as GET answers it: never the secret. */
 export const HookRecord = Schema.Struct(recordFields).annotate({
   identifier: "HookSubscription",
-  description: "A subscription of the key to one event (spec 2.4), as GET answers it: never the secret",
+  description: "A subscription of the key to one event, as GET answers it: never the secret",
   examples: [HOOK_EXAMPLE]
 })
 
-/** Spec 2.4, as subscribing answers it: with the key's signing secret. */
+/** A subscription as subscribing answers it: with the key's signing secret. */
 export const CreatedHookRecord = Schema.Struct({
   ...recordFields,
   secret: Schema.String.annotate({
@@ -103,7 +103,7 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
       OpenApi.annotations({
         summary: "Subscribe to an event",
         description:
-          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400 (spec 7: a bad request body). A rateLimit or ordering the service does not take is refused with 400 and changes nothing."
+          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing."
       })
     ),
     HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: [Unauthorized, Forbidden] }).annotateMerge(

@@ -1,4 +1,4 @@
-// List query parameters (spec 4.2): the schemas the HttpApi endpoints declare (so the
+// List query parameters (docs/api.md#lists): the schemas the HttpApi endpoints declare (so the
 // OpenAPI document and the server's checks are one definition), and the pure parsers
 // behind them. Every parameter arrives as text; a check failure names the parameter. Text
 // that holds something else (a page size, a date) is parsed once, in the schema: the

@@ -1,4 +1,4 @@
-// The 14 record shapes as the API returns them (spec 2, app-database.md), for the OpenAPI
+// The 14 record shapes as the API returns them (docs/api.md#records), for the OpenAPI
 // document. Handlers never encode records through these schemas: the stored views are
 // already this JSON and are sent as they are. Tests check every record served against the
 // document generated from here, so the schemas and the shapers cannot drift apart.
@@ -117,7 +117,7 @@ export const CorrectiveAction = Schema.Struct({
   ...Stamps
 }).annotate({
   identifier: "CorrectiveAction",
-  description: "A corrective action (spec 2.2)",
+  description: "A corrective action",
   examples: [CORRECTIVE_ACTION_EXAMPLE]
 })
 
@@ -168,7 +168,7 @@ export const Inspection = Schema.Struct({
   createdAt: Timestamp
 }).annotate({
   identifier: "Inspection",
-  description: "An equipment inspection (spec 2.3)",
+  description: "An equipment inspection",
   examples: [INSPECTION_EXAMPLE]
 })
 

@@ -49,7 +49,7 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
       if (Option.isSome(failure)) {
         const error = failure.value
         if (error instanceof ExitWith) return Effect.succeed(error.code)
-        // SecretsKeyMismatch: the webhook commands' key is not the database's (issue 13.7).
+        // SecretsKeyMismatch: the webhook commands' key is not the database's (docs/deployment.md#several-replicas).
         if (isDomainError(error) || error instanceof CheckFailed || error instanceof SecretsKeyMismatch)
           return Effect.as(Console.error(cliError(error)), 1)
         if (CliError.isCliError(error)) return Effect.succeed(2) // already presented

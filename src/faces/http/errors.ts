@@ -106,7 +106,7 @@ export const Conflict = answerOf(Domain.Conflict, "Conflict", "The request confl
 export const TooManyRequests = answerOf(
   Domain.RateLimited,
   "TooManyRequests",
-  "More requests than the key's rate limit; Retry-After gives the seconds to wait"
+  "More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait"
 )
 
 /**

@@ -38,6 +38,31 @@ const requestLogLevel = Effect.gen(function* () {
   return level
 })
 
+/**
+ * Counts one request's answer into a series per method, route and status, with its duration,
+ * and a 429 under the API into the rate-limited count. Each series is resolved once, not on
+ * every request (there are a few dozen, all known routes).
+ */
+export const requestRecorder = (m: Metrics["Service"], apiPrefix = "/api/") => {
+  const counts = new Map<string, { readonly inc: () => void }>()
+  const durations = new Map<string, { readonly observe: (seconds: number) => void }>()
+  return (method: string, route: string, status: number, seconds: number) => {
+    const key = `${method} ${route}`
+    let timed = durations.get(key)
+    if (timed === undefined) durations.set(key, (timed = m.httpSeconds.labels({ method, route })))
+    timed.observe(seconds)
+    const countKey = `${key} ${status}`
+    let counted = counts.get(countKey)
+    if (counted === undefined)
+      counts.set(countKey, (counted = m.httpRequests.labels({ method, route, status: String(status) })))
+    counted.inc()
+    if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
+  }
+}
+
+/** The method as metrics label it: a known one, or OTHER. */
+export const methodLabel = (method: string): string => (METHODS.has(method) ? method : "OTHER")
+
 /** A global router middleware: install once, beside every route (e.g. in main.ts's Routes). */
 export const requestObservability = (
   known: ReadonlyArray<KnownRoute>,
@@ -51,22 +76,7 @@ export const requestObservability = (
       const level: LogLevel.LogLevel = yield* requestLogLevel
       const logRequest = level === "None" ? undefined : Effect.logWithLevel(level === "All" ? "Trace" : level)
       const tracing = yield* TracingEnabled
-      // Every request counts into a series per method, route and status: each is resolved
-      // once, not on every request (there are a few dozen, all known routes).
-      const counts = new Map<string, { readonly inc: () => void }>()
-      const durations = new Map<string, { readonly observe: (seconds: number) => void }>()
-      const record = (method: string, route: string, status: number, seconds: number) => {
-        const key = `${method} ${route}`
-        let timed = durations.get(key)
-        if (timed === undefined) durations.set(key, (timed = m.httpSeconds.labels({ method, route })))
-        timed.observe(seconds)
-        const countKey = `${key} ${status}`
-        let counted = counts.get(countKey)
-        if (counted === undefined)
-          counts.set(countKey, (counted = m.httpRequests.labels({ method, route, status: String(status) })))
-        counted.inc()
-        if (status === 429 && route.startsWith(apiPrefix)) m.rateLimited.inc()
-      }
+      const record = requestRecorder(m, apiPrefix)
       return (httpEffect) =>
         Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
           const started = performance.now()
@@ -75,7 +85,7 @@ export const requestObservability = (
           const done = (status: number) => {
             const seconds = (performance.now() - started) / 1000
             const route = routes.routeOf(request.method, request.url)
-            const method = METHODS.has(request.method) ? request.method : "OTHER"
+            const method = methodLabel(request.method)
             record(method, route, status, seconds)
             const keyId = note.keyId ?? null
             const annotated = tracing

@@ -1,4 +1,4 @@
-// The replay pages (issue 16.5/16.6): a form on an endpoint's (or subscription's) page,
+// The replay pages (docs/operations.md#replays): a form on an endpoint's (or subscription's) page,
 // a dry run to confirm first (how many deliveries go where), the replay's progress with a
 // Cancel button, and the offer Turn On makes to send what failed while an endpoint was off.
 // Every step goes through the same operations as the admin API (src/webhooks/replay/manage.ts), so

@@ -62,7 +62,7 @@ type EndpointForm = {
 
 const EMPTY: EndpointForm = { name: "", url: "", events: [], rateLimit: "", ordering: "none" }
 
-/** The events offered: those of the modules that are on (spec 1.6), and any the endpoint
+/** The events offered: those of the modules that are on (docs/events.md#destinations), and any the endpoint
  *  already has (marked, so an admin sees why they would be refused now). */
 const endpointFields = (
   prefix: string,
@@ -112,7 +112,7 @@ const stateOf = (e: EndpointView): Html => {
   }
 }
 
-/** Issue 16.6: told before it happens, from the tenth delivery in a row that failed every attempt. */
+/** Told before it happens, from the tenth delivery in a row failing every attempt (docs/events.md#switching-off). */
 const failingWarning = (session: Session, e: EndpointView): Html =>
   endpointHealth(e) !== "failing"
     ? html``

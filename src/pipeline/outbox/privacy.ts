@@ -1,6 +1,6 @@
 // When an incident becomes a privacy case, the copies of it that earlier events carry lose
 // the withheld fields too: the events feed, Send Again and replay serve those copies, and a
-// privacy case is never to be sent with the person's details again (spec 1).
+// privacy case is never to be sent with the person's details again (docs/privacy.md#privacy-cases).
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { DESTINATIONS_CHANNEL } from "../../platform/db/channels.ts"
 import { redactPrivacyCase } from "../../domain/records/incidents.ts"

@@ -155,7 +155,8 @@ export const checkAppContract = async (sql: Sql): Promise<ReadonlyArray<string>>
   if (problems.length > 0) {
     throw new StartRefused({
       message:
-        `The app's tables in database "${who!.db}" do not match what the service reads (app-database.md):\n` +
+        `The app's tables in database "${who!.db}" do not match what the service reads ` +
+        `(see docs/deployment.md#least-privilege-and-managed-postgresql):\n` +
         problems.map((p) => `  - ${p}`).join("\n") +
         `\nThe service never changes the app's tables: fix them on the app's side, or grant what is missing ` +
         `(npm run -s admin -- database setup-sql --role ${who!.role} prints the grants).`

@@ -1,8 +1,40 @@
 // The Node server under the HTTP layer. The Effect layer starts listening before it installs
 // the router's request handler, and Node leaves a request with no handler hanging: in that
-// short window, and again once shutdown has removed the handler, answer 503 instead.
-import { createServer, type Server } from "node:http"
+// short window, and again once shutdown has removed the handler, answer 503 instead. A door
+// may answer a request before the router sees it: refusals a flood makes by the thousand are
+// answered there for a fraction of the router's cost (docs/design.md, "Work before a key is
+// known is bounded").
+import { type IncomingMessage, Server, type ServerOptions, type ServerResponse } from "node:http"
+import { Context } from "effect"
 import type { HttpLimits } from "../config.ts"
+
+/** Answers a request before the router, when it should (then true); false leaves it to the router. */
+export type Door = (request: IncomingMessage, response: ServerResponse) => boolean
+
+/** Where the HTTP layers put their door once they are built (and take it away as they stop). */
+export interface DoorSlot {
+  current: Door | undefined
+}
+
+/** The server's door slot, when the server has one (the service's does; absent: no door is installed). */
+export const ServerDoor = Context.Reference<DoorSlot | undefined>("service/http/ServerDoor", {
+  defaultValue: () => undefined
+})
+
+/** A Node server whose requests pass its door first. */
+class DoorServer extends Server {
+  private readonly slot: DoorSlot
+  constructor(options: ServerOptions, slot: DoorSlot) {
+    super(options)
+    this.slot = slot
+  }
+  override emit(event: string | symbol, ...args: Array<unknown>): boolean {
+    if (event === "request") {
+      if (this.slot.current?.(args[0] as IncomingMessage, args[1] as ServerResponse)) return true
+    }
+    return super.emit(event as string, ...args)
+  }
+}
 
 const UNAVAILABLE = JSON.stringify({ error: "the service is starting or stopping; try again shortly" })
 
@@ -21,16 +53,22 @@ const kib = (bytes: number): string => (bytes % 1024 === 0 ? `${bytes / 1024} Ki
  * Node's server with limits on what one client may hold: a client trickling its headers is cut
  * off after the headers timeout (Node checks open requests every `connectionsCheckingInterval`,
  * 30 s by default, so that is made a fraction of the timeout), and connections past the cap are
- * dropped as they arrive.
+ * dropped as they arrive. The door slot's door, once installed, sees each request first.
  */
-export const createServiceServer = (limits: HttpLimits = DEFAULT_HTTP_LIMITS): Server => {
-  const server = createServer({
-    headersTimeout: limits.headersTimeoutMs,
-    requestTimeout: limits.requestTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    maxHeaderSize: limits.maxHeaderBytes,
-    connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(limits.headersTimeoutMs / 4)))
-  })
+export const createServiceServer = (
+  limits: HttpLimits = DEFAULT_HTTP_LIMITS,
+  door: DoorSlot = { current: undefined }
+): Server => {
+  const server = new DoorServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      maxHeaderSize: limits.maxHeaderBytes,
+      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(limits.headersTimeoutMs / 4)))
+    },
+    door
+  )
   server.maxConnections = limits.maxConnections
   server.on("request", (_req, res) => {
     // Another listener (the router) answers once it is installed.

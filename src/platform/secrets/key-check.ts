@@ -1,4 +1,4 @@
-// One secrets key per database (issue 13.7). A process with another key than the one the
+// One secrets key per database (docs/deployment.md#several-replicas). A process with another key than the one the
 // stored signing secrets are encrypted under fails every delivery it claims (burning retries,
 // switching endpoints off) and encrypts new secrets no other process can read. So the
 // database records the key's fingerprint (sql/011) and a process whose key differs refuses to

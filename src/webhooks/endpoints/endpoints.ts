@@ -56,7 +56,7 @@ export type EndpointView = {
 
 /** Deliveries in a row that failed every attempt at which the pages and the activity log warn (sql/019's trigger). */
 export const FAILING_WARNING_AT = 10
-/** ... and at which the engine switches the endpoint off (spec 6.4; ENGINE_DEFAULTS.switchOffAfter). */
+/** ... and at which the engine switches it off (ENGINE_DEFAULTS.switchOffAfter; docs/events.md#switching-off). */
 export const SWITCH_OFF_AT = 15
 
 export type EndpointHealth = "ok" | "failing" | "off"
@@ -122,7 +122,7 @@ const companyFor = Effect.fn("companyFor")(function* (companyId: string) {
   return c
 })
 
-/** The events an endpoint of the company may choose now: those of the modules it has on (spec 1.6). */
+/** The events an endpoint of the company may choose now: those of modules it has on (docs/events.md#destinations). */
 export const offeredEvents = Effect.fn("offeredEvents")(function* (input: { readonly companyId: string }) {
   const [c] = yield* query(
     (sql) => sql<{ modules: string[] }[]>`select modules from service.companies where id = ${input.companyId}`
@@ -322,8 +322,8 @@ export type RotatedSecret = {
 }
 
 /**
- * A new secret signs every attempt from now on, retries of older deliveries included (spec
- * 5.2). During the overlap the old one signs too (issue 15.5), so the receiver may switch
+ * A new secret signs every attempt from now on, retries of older deliveries included
+ * (docs/events.md#secret-rotation). During the overlap the old one signs too, so the receiver may switch
  * when it likes; rotating again meanwhile keeps only the secret being replaced.
  */
 export const rotateEndpointSecret = Effect.fn("rotateEndpointSecret")(function* (
@@ -372,7 +372,7 @@ export const deleteEndpoint = Effect.fn("deleteEndpoint")(function* (actor: Acto
 
 /** Turn On: the endpoint takes events again; deliveries held while it was off resume. */
 /**
- * What Turn On offers to send again (issue 16.6): the events of the endpoint's kinds from the
+ * What Turn On offers to send again (docs/events.md#switching-off): the events of the endpoint's kinds from the
  * first one of the failing streak that switched it off (or from when it was switched off)
  * until now, failed only: the streak's failed deliveries with their own ids, and whatever
  * happened while it was off (fan-out made no deliveries for it). A replay of exactly this.

@@ -1,4 +1,4 @@
-// Rotation with overlap (issue 15.5): after a rotation the old signing secret keeps signing,
+// Rotation with overlap (docs/events.md#secret-rotation): after a rotation the old signing secret keeps signing,
 // beside the new one, for an overlap the admin chooses, so the receiver switches secrets when
 // it likes. A pure rule with its table test (test/webhooks/endpoints/overlap.test.ts).
 

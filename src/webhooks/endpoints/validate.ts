@@ -44,7 +44,7 @@ export const parseEvents = (input: unknown): ReadonlyArray<EventKind> => {
   return out
 }
 
-/** Refuses events whose module the company has turned off (spec 1.6). */
+/** Refuses events whose module the company has turned off (docs/events.md#destinations). */
 export const requireModulesOn = (events: ReadonlyArray<EventKind>, modules: ReadonlyArray<string>): void => {
   const off = events.filter((e) => !modules.includes(EVENT_RESOURCE[e]))
   if (off.length > 0) {

@@ -6,7 +6,7 @@ import type { Claimed } from "./item.ts"
 import { DELIVERY_JOINS, HOLD_REASON } from "./hold.ts"
 
 /**
- * An endpoint's previous secret while its overlap lasts (issue 15.5; null otherwise, and for
+ * An endpoint's previous secret while its overlap lasts (docs/events.md#secret-rotation; null otherwise, and for
  * subscriptions). The database's clock decides, as it set the end at the rotation.
  */
 const PREVIOUS_SECRET = `case when w.previous_secret_expires_at > now() then w.previous_secret end`

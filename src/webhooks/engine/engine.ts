@@ -115,7 +115,7 @@ export const makeEngine = (options: EngineOptions) =>
   Effect.gen(function* () {
     const o = yield* resolveSettings(options)
     const clock = yield* Clock.Clock
-    // Spans only where TracingLive installed a tracer: with tracing off, neither
+    // Spans (docs/operations.md#traces) only where TracingLive installed a tracer: with tracing off, neither
     // fan-out nor an attempt makes one, and the hot path stays plain promise code.
     const tracing = yield* TracingEnabled
     // The only writer of the signals (shutdown, a destination's change); the steps read them.

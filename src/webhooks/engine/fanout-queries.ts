@@ -168,7 +168,7 @@ export type Destination = {
   readonly secret: Buffer | null
   /**
    * The endpoint's previous secret and when its overlap ends (ms since the epoch): it signs
-   * too until then (issue 15.5). Kept with the destination, so the end is checked at each use.
+   * too until then (docs/events.md#secret-rotation). Kept with the destination, so the end is checked at each use.
    */
   readonly previousSecret: Buffer | null
   readonly previousSecretUntil: number

@@ -16,7 +16,7 @@ export type Claimed = {
   readonly keyId: string | null
   readonly url: string
   readonly secret: Buffer
-  /** The endpoint's previous secret while its overlap lasts: it signs too (issue 15.5). */
+  /** The endpoint's previous secret while its overlap lasts: it signs too (docs/events.md#secret-rotation). */
   readonly previousSecret: Buffer | null
   readonly origin: string
   readonly eventCreatedAt: string

@@ -13,7 +13,7 @@ export type EngineOptions = {
   readonly allowed: AllowedNetworks
   readonly lookup?: Lookup | undefined
   readonly ca?: SendOptions["ca"] | undefined
-  /** An answer must be complete within this (spec: 10 s). */
+  /** An answer must be complete within this (10 s: docs/events.md#what-counts-as-delivered). */
   readonly timeoutMs?: number | undefined
   /** Claim lease; at least 2 timeouts + 5 s. An attempt only starts if it can end within its lease. */
   readonly leaseMs?: number | undefined
@@ -24,7 +24,7 @@ export type EngineOptions = {
   /** Safety poll, in case a notification is lost. */
   readonly pollMs?: number | undefined
   readonly fanoutBatch?: number | undefined
-  /** Deliveries in a row that fail every attempt before an endpoint is switched off (spec: 15). */
+  /** Deliveries in a row failing every attempt that switch an endpoint off (15: docs/events.md#switching-off). */
   readonly switchOffAfter?: number | undefined
   readonly retentionMs?: number | undefined
   readonly purgeEveryMs?: number | undefined

@@ -222,7 +222,7 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
         }
         stats.switchedOff += r.switchedOff.length
         stats.subscriptionsGone += r.deletedSubscriptions.length
-        // Issue 16.7: one greppable line per switch-off, with the reason the activity log has.
+        // One greppable line per switch-off (docs/operations.md#logs), with the reason the activity log has.
         if (r.switchedOff.length > 0) {
           const off = yield* db(
             "record",

@@ -39,7 +39,7 @@ export type EngineEnv = {
   /** The engine's Clock, read synchronously (the send path is plain promise code). */
   readonly nowMs: () => number
   readonly observeAttempt: (a: AttemptObservation) => void
-  /** Spans (issue 16.3) only where TracingLive installed a tracer. */
+  /** Spans (docs/operations.md#traces) only where TracingLive installed a tracer. */
   readonly tracing: boolean
   /** Runs an attempt's span in the engine's context; null with tracing off. */
   readonly runTraced: (<E>(effect: Effect.Effect<void, E>) => Promise<void>) | null

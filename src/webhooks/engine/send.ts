@@ -151,7 +151,7 @@ export const makeSend = (
     let result: SendResult
     try {
       const body = deliveryBody({ deliveryId: c.id, event: c.event, createdAt: c.eventCreatedAt, payload: c.payload })
-      // A rotated secret's predecessor signs too while its overlap lasts (issue 15.5).
+      // A rotated secret's predecessor signs too while its overlap lasts (docs/events.md#secret-rotation).
       const previousSecret = c.previousSecret === null ? null : secretFor(c, c.previousSecret)
       result = await send(
         { url: c.url, secret: secretFor(c), previousSecret },

@@ -1,5 +1,5 @@
-// The delivery body (spec 6.2): {"id","event","createdAt","data"}. data is the outbox payload,
-// already the exact JSON text the API returns for the record, spliced in byte for byte:
+// The delivery body (docs/events.md#the-delivery-request): {"id","event","createdAt","data"}.
+// data is the outbox payload, already the exact JSON text the API returns for the record, spliced in byte for byte:
 // parsing and re-serialising it could change what GET /api/v1/<resource>/<id> showed.
 
 export type BodyInput = {

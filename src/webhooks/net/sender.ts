@@ -29,7 +29,7 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
 export type SendTarget = {
   readonly url: string
   readonly secret: string
-  /** The secret a rotation replaced, while its overlap lasts: it signs beside `secret` (issue 15.5). */
+  /** The secret a rotation replaced: it signs beside `secret` during the overlap (docs/events.md#secret-rotation). */
   readonly previousSecret?: string | null | undefined
 }
 

@@ -2,14 +2,14 @@
 // whole whsec_... string. This is Stripe's scheme byte for byte, so any Stripe-compatible
 // verifier (e.g. Stripe.webhooks.constructEvent) accepts our deliveries.
 //
-// Beside it, the Standard Webhooks headers (standardwebhooks.com, issue 15), so that
+// Beside it, the Standard Webhooks headers (standardwebhooks.com; docs/events.md#signing), so that
 // receivers built on its libraries (standardwebhooks, Svix and others) verify them too:
 // webhook-id (the delivery id), webhook-timestamp (unix seconds) and webhook-signature:
 // v1,<base64 HMAC-SHA256 of "<id>.<timestamp>." + raw body>, keyed with the bytes the part of
 // the secret after whsec_ encodes in base64. Every secret the service has made is whsec_ +
 // base64 of 32 random bytes (newSecret), so the same secret serves both schemes unchanged.
 //
-// Rotation with overlap (issue 15.5): until the overlap ends a delivery is signed with the new
+// Rotation with overlap (docs/events.md#secret-rotation): until the overlap ends a delivery is signed with the new
 // secret and the old one, the new first: two v1= entries in Service-Signature (as Stripe does
 // while an old secret is still live) and two space-separated v1,<base64> entries in
 // webhook-signature (the Standard Webhooks spec allows several). Verifiers accept a delivery
@@ -78,7 +78,7 @@ export type VerifyResult =
   | { readonly ok: false; readonly reason: string }
 
 /**
- * What a receiver does (spec 5, "Webhook signing secret"): recompute v1 over the raw body,
+ * What a receiver does (docs/events.md#signing): recompute v1 over the raw body,
  * compare in constant time, and accept t only within the tolerance of now (either side).
  * Several v1 entries are allowed, as in Stripe's header, and any match is accepted.
  */

@@ -1,4 +1,4 @@
-// /api/v1/hooks: a key's own webhook subscriptions (spec 4.1 and its six rules, 2.4 shapes).
+// /api/v1/hooks: a key's own webhook subscriptions (docs/api.md#webhook-subscriptions: its rules and shapes).
 // The key's rights are read from the database in the same transaction as the change, so a
 // subscription never outlives what the key could read when it was made.
 import { Effect } from "effect"
@@ -18,7 +18,7 @@ export const MAX_SUBSCRIPTIONS_PER_KEY = 50
 /** The calling key, as the API's authentication found it (CurrentKey fits this shape). */
 export type HookKey = { readonly keyId: string; readonly companyId: string }
 
-/** Spec 2.4. */
+/** A subscription as the API shows it (docs/api.md#webhook-subscriptions). */
 export type HookRecord = {
   readonly id: string
   /** Equals the event name. */
@@ -27,7 +27,7 @@ export type HookRecord = {
   readonly event: string
   readonly active: boolean
   readonly createdAt: string
-  /** Deliveries per second at most: only when the subscriber set one (the record is spec 2.4's otherwise). */
+  /** Deliveries per second at most: only when the subscriber set one (the record is otherwise as it always was). */
   readonly rateLimit?: number
   /** "record" (events of one record arrive in the order they happened): only when set. */
   readonly ordering?: "record"
@@ -121,7 +121,7 @@ const requireWebhooks = (r: KeyRights) =>
 /** The key's rights, refused (403) without the webhooks permission. */
 const withWebhooks = (key: HookKey, lock: boolean) => Effect.tap(rights(key, lock), requireWebhooks)
 
-/** Events whose records the key can read, in the order of spec 6.1. */
+/** Events whose records the key can read, in EVENT_KINDS order (docs/events.md#event-kinds). */
 export const subscribableEvents = (readable: ReadonlyArray<string>): ReadonlyArray<string> =>
   EVENT_KINDS.filter((e) => readable.includes(EVENT_RESOURCE[e]))
 
@@ -143,8 +143,8 @@ const keySecret = Effect.fn("keySecret")(function* (deps: WebhookDeps, keyId: st
  * POST /api/v1/hooks. `created` is false when the key already had this url and event: the
  * existing subscription is returned (a subscriber may safely retry), with the secret, as
  * the answer to subscribing always carries it. A subscribe that succeeds leaves the
- * subscription on (spec 3.2), so repeating it turns back on one an admin turned off; the
- * `rateLimit` and `ordering` it gives replace the subscription's, those it leaves out stay.
+ * subscription on (rule 3 of docs/api.md#webhook-subscriptions), so repeating it turns back on one an admin
+ * turned off; the `rateLimit` and `ordering` it gives replace the subscription's, those it leaves out stay.
  */
 export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, key: HookKey, body: unknown) {
   yield* withWebhooks(key, false)

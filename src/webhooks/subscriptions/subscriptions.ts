@@ -1,5 +1,5 @@
 // The webhooks page's view of subscriptions keys made through the API: list, turn off or on,
-// delete (spec 3.2). Deleting drops its pending deliveries too.
+// delete (docs/events.md#destinations). Deleting drops its pending deliveries too.
 import { Effect } from "effect"
 import { requireCompanyId, requireId } from "../../domain/ids.ts"
 import { deleteRecorded } from "../endpoints/endpoints.ts"

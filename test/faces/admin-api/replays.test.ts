@@ -1,4 +1,4 @@
-// Replays from the admin HTTP API (issue 16.5), through real HTTP to the real server, with
+// Replays from the admin HTTP API (docs/operations.md#replays), through real HTTP to the real server, with
 // capture, a delivery engine and its replay lane on a real database, sending to a real HTTPS
 // receiver: a dry run that counts and changes nothing; a replay throttled to REPLAY_RATE
 // while live events flow to the same endpoint, which are never queued behind it; its

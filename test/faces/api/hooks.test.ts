@@ -1,6 +1,7 @@
-// /api/v1/hooks through real HTTP to the real server: the six rules of spec 4.1, the 2.4
-// record, a repeated subscribe answering the same subscription, the secret only on
-// subscribing, every error as {"error"}, and the answers as the OpenAPI document says.
+// /api/v1/hooks through real HTTP to the real server: the rules of
+// docs/api.md#webhook-subscriptions, its record, a repeated subscribe answering the same
+// subscription, the secret only on subscribing, every error as {"error"}, and the answers as the
+// OpenAPI document says.
 import { beforeAll, describe, expect, it } from "vitest"
 import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import { makeKey, openApiChecker, request, type OpenApiChecker, caller } from "../../support/http.ts"
@@ -105,7 +106,8 @@ describe("/api/v1/hooks", () => {
     expect(again.json.id).toBe(a.json.id)
     expect(again.json.secret).toBe(a.json.secret)
 
-    // A subscribe that succeeds leaves the subscription on (spec 3.2), also one an admin turned off.
+    // A subscribe that succeeds leaves the subscription on, also one an admin turned off (rule 3 of
+    // docs/api.md#webhook-subscriptions).
     await db.sql`update service.webhook_subscriptions set active = false where id = ${a.json.id}`
     const back = await call("POST", "/api/v1/hooks", full, { url: HOOK_URL, event: "incident.created" })
     expect(back.status).toBe(201)

@@ -3,7 +3,7 @@
 // test/read/pure.test.ts, the keys' rules in test/access/keys/rules.test.ts.
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
-import { hostOf, rateLimitHeaders } from "../../../src/faces/api/auth.ts"
+import { hostOf, isHostHeader, rateLimitHeaders } from "../../../src/faces/api/auth.ts"
 import { parseFilterDate } from "../../../src/domain/dates.ts"
 import { routeTable } from "../../../src/faces/http/routes.ts"
 import { BASE_QUERY, describeQueryIssue, NAME_QUERY, parseLimit, STATUS_QUERY } from "../../../src/faces/api/query.ts"
@@ -147,6 +147,44 @@ describe("hostOf", () => {
     ["[::1]:3000", "[::1]"],
     ["localhost", "localhost"]
   ])("%j -> %j", (header, host) => expect(hostOf(header)).toBe(host))
+})
+
+describe("isHostHeader", () => {
+  const label = (c: string, n = 63) => c.repeat(n)
+  const longest = `${label("a")}.${label("b")}.${label("c")}.${label("d", 61)}` // 253 characters
+  it.each<[string | undefined, boolean]>([
+    [undefined, true],
+    ["", true],
+    ["acme.safety.example", true],
+    ["ACME.Safety.Example:8443", true],
+    ["acme.safety.example.", true],
+    ["localhost", true],
+    ["service_a:3000", true],
+    ["127.0.0.1:3000", true],
+    ["[::1]", true],
+    ["[::1]:3000", true],
+    ["[2001:db8::1]:65535", true],
+    [longest, true],
+    [`${longest}.`, true],
+    [`${longest}.:443`, true],
+    [`${longest}x`, false],
+    [`${label("a", 64)}.example`, false],
+    ["acme..example", false],
+    [".acme.example", false],
+    ["acme example", false],
+    ["acme.example:", false],
+    ["acme.example:99999", false],
+    ["acme.example:123456", false],
+    ["acme.example:80:80", false],
+    ["[::1", false],
+    ["[zz::1]:80", false],
+    ["[::1]80", false],
+    ["exa$mple.com", false],
+    ["user@acme.example", false],
+    ["acme.example/path", false],
+    ["ácme.example", false],
+    ["x".repeat(10_000), false]
+  ])("%j: %s", (header, ok) => expect(isHostHeader(header)).toBe(ok))
 })
 
 describe("allowedMethods", () => {

@@ -1,8 +1,8 @@
-// Keeping a copy in step (issue 15) end to end: the app's rows change, real capture projects
-// them, and a client syncs through the real server. A record whose child changed (audit
-// items) and a record without updatedAt (inspections) show up in a sync by change time;
-// deletions are listed as the key may read them, oldest first, and pruned after 30 days.
-// Lists and deletions are read through the typed client (client/), whose sync() is run too.
+// Keeping a copy in step (docs/integrators.md#keeping-a-copy-in-step) end to end: the app's rows
+// change, real capture projects them, and a client syncs through the real server. A record whose
+// child changed (audit items) and a record without updatedAt (inspections) show up in a sync by
+// change time; deletions are listed as the key may read them, oldest first, and pruned after 30
+// days. Lists and deletions are read through the typed client (client/), whose sync() is run too.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { purgeOld } from "../../../src/webhooks/engine/housekeeping-queries.ts"

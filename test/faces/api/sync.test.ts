@@ -1,8 +1,8 @@
-// Keeping a copy in step (issue 15), through real HTTP to the real server: lists by change
-// time (updatedAfter, updatedBefore, sort=updatedAt) paged across equal timestamps, and
-// conditional GET (ETag, If-None-Match, 304). Lists are walked through the typed client
-// (client/), every answer checked against the served document. Views are stored as capture
-// stores them (their change time is their updatedAt); sync-capture.test.ts drives the same
+// Keeping a copy in step (docs/integrators.md#keeping-a-copy-in-step), through real HTTP to the
+// real server: lists by change time (updatedAfter, updatedBefore, sort=updatedAt) paged across
+// equal timestamps, and conditional GET (ETag, If-None-Match, 304). Lists are walked through the
+// typed client (client/), every answer checked against the served document. Views are stored as
+// capture stores them (their change time is their updatedAt); sync-capture.test.ts drives the same
 // through real capture.
 import { beforeAll, describe, expect, it } from "vitest"
 import { createCompany, makeRecord, NEVER_MARK, storeRecords, type TestCompany } from "../../support/views.ts"

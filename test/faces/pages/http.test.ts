@@ -442,7 +442,7 @@ describe("admin pages over HTTP", () => {
     expect(page.text).toContain(`no delivery ${nobody}`)
   })
 
-  it("webhooks: only the events of modules that are on are offered (spec 1.6)", async () => {
+  it("webhooks: only the events of modules that are on are offered", async () => {
     const { client } = await signedIn()
     const before = await client.get("/admin/webhooks")
     expect(before.text).toContain('value="permit.approved"')

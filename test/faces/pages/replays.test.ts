@@ -1,9 +1,10 @@
-// Issue 16.6 and the replay pages, over real HTTP (no browser) against the real routes, with
-// capture, a delivery engine (one attempt per delivery) and its replay lane on a real
-// database, sending to a real HTTPS receiver: an endpoint that keeps failing is warned about
-// at ten deliveries in a row (on its page, in the list and once in the activity log), then
-// switched off at fifteen with the reason logged; Turn On offers to replay what failed while
-// it was off; the offer's form, its dry run, the replay and its progress page; cancel.
+// The failing warning, Turn On's offer (docs/events.md#switching-off) and the replay pages, over
+// real HTTP (no browser) against the real routes, with capture, a delivery engine (one attempt per
+// delivery) and its replay lane on a real database, sending to a real HTTPS receiver: an endpoint
+// that keeps failing is warned about at ten deliveries in a row (on its page, in the list and once
+// in the activity log), then switched off at fifteen with the reason logged; Turn On offers to
+// replay what failed while it was off; the offer's form, its dry run, the replay and its progress
+// page; cancel.
 import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import type { AdminUser } from "../../../src/access/identity.ts"

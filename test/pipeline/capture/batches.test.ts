@@ -1,7 +1,7 @@
-// Capture prepares a batch while the one before is still being written (issue 18.3): the
-// prepared batch reads the earlier one's final state, the checkpoint guards against a second
-// writer, a view is shaped once while nothing it shows changes, and a view whose bytes did
-// not change is not written again.
+// Capture prepares a batch while the one before is still being written (docs/design.md, "Capture
+// pipelines its batches"): the prepared batch reads the earlier one's final state, the checkpoint
+// guards against a second writer, a view is shaped once while nothing it shows changes, and a view
+// whose bytes did not change is not written again.
 import { randomUUID } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { advanceCheckpoint, CheckpointMoved } from "../../../src/pipeline/capture/checkpoint.ts"

@@ -1,10 +1,10 @@
-// A capture that stalls while it looks alive (issue 16.1): its replication connection hangs
-// (a dead network path, here a proxy that goes silent both ways, with the walsender behind
-// it terminated) so nothing arrives and nothing fails. Capture notices within its stall
-// timeout, says why, ends the sessions the server still holds for it and reconnects; when
-// reconnecting does not help, status and the metrics say so until it applies again. A
-// walsender terminated under a live connection is noticed at once. While capture is stopped,
-// the metrics show the slot's WAL growing; a slot lost meanwhile is one greppable line.
+// A capture that stalls while it looks alive (docs/operations.md#metrics, "A stalled capture"): its
+// replication connection hangs (a dead network path, here a proxy that goes silent both ways, with
+// the walsender behind it terminated) so nothing arrives and nothing fails. Capture notices within
+// its stall timeout, says why, ends the sessions the server still holds for it and reconnects; when
+// reconnecting does not help, status and the metrics say so until it applies again. A walsender
+// terminated under a live connection is noticed at once. While capture is stopped, the metrics show
+// the slot's WAL growing; a slot lost meanwhile is one greppable line.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { leaderApplicationName } from "../../../src/pipeline/capture/leader.ts"
 import { captureStatus } from "../../../src/pipeline/capture/status.ts"

@@ -1,4 +1,4 @@
-// Each event rule of app-database.md, through the real WAL stream.
+// Each event rule of docs/events.md#event-kinds, through the real WAL stream.
 import { describe, expect, it } from "vitest"
 import { insertAction, insertIncident } from "../../support/app.ts"
 import { outbox, useCaptureWorld, view } from "../../support/capture.ts"

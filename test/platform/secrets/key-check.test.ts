@@ -1,4 +1,4 @@
-// One secrets key per database (issue 13.7), on a real database: the first process records
+// One secrets key per database (docs/deployment.md#several-replicas), on a real database: the first process records
 // its key's fingerprint, the same key passes, another key is refused naming SECRETS_KEY; on an
 // upgrade (secrets stored, no fingerprint yet) a key that decrypts none of them is refused.
 import { randomBytes, randomUUID } from "node:crypto"

@@ -1,4 +1,4 @@
-// The overlap of a secret rotation (issue 15.5): what `--overlap`, the admin API's
+// The overlap of a secret rotation (docs/events.md#secret-rotation): what `--overlap`, the admin API's
 // {"overlap": ...} and the page's field accept, and what they refuse.
 import { describe, expect, it } from "vitest"
 import { DEFAULT_OVERLAP, MAX_OVERLAP_SECONDS, parseOverlap } from "../../../src/webhooks/endpoints/overlap.ts"

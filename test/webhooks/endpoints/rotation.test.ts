@@ -1,4 +1,4 @@
-// Rotation with overlap (issue 15.5), end to end: real capture, delivery engine and HTTPS
+// Rotation with overlap (docs/events.md#secret-rotation), end to end: real capture, delivery engine and HTTPS
 // receiver. After a rotation every delivery (first attempt, retry, test ping) is signed with
 // the new secret and the old one until the overlap ends, then with the new one only; each
 // request is checked as receivers check it, by standardwebhooks, svix, Stripe, the client's

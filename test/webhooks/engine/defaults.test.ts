@@ -1,4 +1,5 @@
-// The production defaults the spec fixes, read as the service reads them (no environment).
+// The production defaults docs/events.md states (#retries, #what-counts-as-delivered,
+// #switching-off), read as the service reads them (no environment).
 import { Cause, ConfigProvider, Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import { WebhookConfig } from "../../../src/platform/config.ts"
@@ -10,7 +11,7 @@ import { DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_MS } from "../../../src/web
 const MINUTE = 60_000
 const HOUR = 60 * MINUTE
 
-describe("delivery defaults (spec 6)", () => {
+describe("delivery defaults", () => {
   it("retries after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day: 6 attempts", async () => {
     const config = await Effect.runPromise(
       Effect.gen(function* () {

@@ -1,4 +1,4 @@
-// Who gets an event (spec 1.5, 1.6, 3.2; issue rule 3): endpoints that chose it and are on;
+// Who gets an event (docs/events.md#destinations): endpoints that chose it and are on;
 // subscriptions whose key is active and can still read the record, whose module is on and
 // whose company's API is on; nothing at all for a company that is not on the Company tier.
 import { beforeAll, beforeEach, describe, expect, it } from "vitest"

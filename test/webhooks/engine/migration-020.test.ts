@@ -1,6 +1,7 @@
-// Upgrading a database whose deliveries were made before issue 17 (sql/020): every row keeps
-// its id, state and schedule, the delivery log reads the same attempts, the fan-out cursor
-// stays where it was, and an engine carries on from there.
+// Upgrading a database whose deliveries were made before sql/020 (a delivery written once:
+// docs/design.md, "Webhook delivery pays for durability once"): every row keeps its id, state and
+// schedule, the delivery log reads the same attempts, the fan-out cursor stays where it was, and an
+// engine carries on from there.
 import { randomBytes, randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadMigrations, migrate } from "../../../src/platform/db/migrate.ts"
@@ -43,7 +44,7 @@ type Row = {
   last_status: number | null
 }
 
-describe("upgrading deliveries made before issue 17", () => {
+describe("upgrading deliveries made before deliveries were written once (sql/020)", () => {
   it("keeps every delivery, its id, state, schedule and attempts; the engine carries on", async () => {
     const before = loadMigrations().filter((m) => m.name < "020")
     await migrate(db.sql, before)

@@ -14,7 +14,7 @@ import {
 import type { SendResult } from "../../../src/webhooks/net/sender.ts"
 
 describe("WEBHOOK_RETRY_SCHEDULE", () => {
-  it("the default is spec 6.4: six attempts, then 15 min, 1 h, 4 h, 12 h, 1 day apart", () => {
+  it("the default: six attempts, then 15 min, 1 h, 4 h, 12 h, 1 day apart", () => {
     const s = parseRetryScheduleOrThrow(DEFAULT_RETRY_SCHEDULE)
     expect(s.maxAttempts).toBe(6)
     expect(s.delaysMs).toEqual([900_000, 3_600_000, 14_400_000, 43_200_000, 86_400_000])

@@ -94,7 +94,7 @@ describe("signature", () => {
     expect(() => standardHeaders(secret, "dlv_1", 1.5, body)).toThrow(RangeError)
   })
 
-  // Rotation with overlap (issue 15.5): the current secret and the previous one, in that order.
+  // Rotation with overlap (docs/events.md#secret-rotation): the current secret and the previous one, in that order.
   describe("several secrets", () => {
     const current = newSecret()
     const previous = newSecret()

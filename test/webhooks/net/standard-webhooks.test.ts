@@ -1,4 +1,4 @@
-// Deliveries verified as receivers verify them (issue 15, item 4): real capture, engine and
+// Deliveries verified as receivers verify them (docs/events.md#signing): real capture, engine and
 // HTTPS receiver; each request checked by the Standard Webhooks libraries (standardwebhooks
 // and svix, on webhook-id, webhook-timestamp and webhook-signature) and by Stripe's
 // (on Service-Signature), for an admin's endpoint, a key's subscription, a retry and a ping.

@@ -1,6 +1,6 @@
 // The replay lane as the service runs it, with the real engine and receiver: every delivery
 // process runs a lane, and two of them on one database send a replay's deliveries once each;
-// a replay's start and end are one JSON log line each (issue 16.7).
+// a replay's start and end are one JSON log line each (docs/operations.md#logs).
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startReplay, stopReplay } from "../../../src/webhooks/replay/manage.ts"

@@ -58,7 +58,7 @@ describe("replay after an outage", () => {
         events: ["incident.created"]
       })
     )
-    // 15 deliveries that fail every attempt switch the endpoint off (spec 6.4).
+    // 15 deliveries that fail every attempt switch the endpoint off (docs/events.md#switching-off).
     const failedIncidents = await incidents(15)
     await waitFor(async () => {
       const [e] = await w.db.sql<

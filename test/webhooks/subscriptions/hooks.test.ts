@@ -1,4 +1,4 @@
-// /api/v1/hooks underneath the HTTP layer: the six rules of spec 4.1 and the 2.4 shape.
+// /api/v1/hooks underneath the HTTP layer: the rules and shapes of docs/api.md#webhook-subscriptions.
 import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../../src/platform/secrets/secrets-key.ts"

@@ -1,4 +1,4 @@
-// keys create | list | revoke: API keys of a company (spec 5, issue 4).
+// keys create | list | revoke: API keys of a company (docs/api.md#keys).
 import { Console, Effect } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"

@@ -1,4 +1,4 @@
-// Webhooks (issue 5): `endpoints` create | update | rotate-secret | delete | enable | test |
+// Webhooks (docs/events.md#destinations): `endpoints` create | update | rotate-secret | delete | enable | test |
 // list | deliveries, `deliveries resend`, `subscriptions` list | disable | enable | delete
 // (those keys made through the API) and `activity`. Commands that change something need
 // --as <admin e-mail>; an id is always looked up within that admin's company.
