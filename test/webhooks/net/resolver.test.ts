@@ -1,8 +1,11 @@
 // Name lookups with a deadline, off libuv's thread pool, /etc/hosts first: against a real DNS
 // server on loopback (UDP) that answers, says a name does not exist, or never answers.
-import { pbkdf2 } from "node:crypto"
+import { execFileSync } from "node:child_process"
 import { createSocket } from "node:dgram"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { lookup as dnsLookup } from "node:dns/promises"
+import { closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from "node:fs"
+import { readFile } from "node:fs/promises"
+import { setTimeout as sleep } from "node:timers/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -86,6 +89,21 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
+/** Writes to a FIFO once its reader is there (a writer that opened first would block for good). */
+const release = async (fifo: string) => {
+  for (let tries = 0; ; tries++) {
+    try {
+      const fd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK)
+      writeSync(fd, "go")
+      closeSync(fd)
+      return
+    } catch (e) {
+      if ((e as { code?: string }).code !== "ENXIO" || tries > 500) throw e
+      await sleep(10)
+    }
+  }
+}
+
 const lookup = (deadlineMs = 2_000) =>
   makeLookup({ servers: [dns.server], hostsPath, timeoutMs: 200, tries: 1, deadlineMs })
 
@@ -151,24 +169,27 @@ describe("DNS", () => {
     if (!r.ok) expect(r.error).toMatch(/^timeout: no answer from DNS for silent\.test/)
   })
 
-  it("answers while every thread of libuv's pool is busy (getaddrinfo would wait for one)", async () => {
+  it("answers while every thread of libuv's pool is blocked, where getaddrinfo waits for one", async () => {
+    // Each read of a FIFO with no writer blocks a pool thread in open() until one comes.
     const pool = Number(process.env.UV_THREADPOOL_SIZE ?? 4)
-    let busyDone = 0
-    let answeredWhileBusy: boolean | null = null
-    const busy = Array.from(
-      { length: pool },
-      () =>
-        new Promise<void>((res) =>
-          pbkdf2("x", "salt", 3_000_000, 32, "sha256", () => {
-            busyDone++
-            res()
-          })
-        )
-    )
-    const answers = await lookup()("slow.test")
-    answeredWhileBusy = busyDone === 0
-    await Promise.all(busy)
-    expect(answers.map((a) => a.address)).toEqual(["127.0.0.1"])
-    expect(answeredWhileBusy).toBe(true)
+    const fifos = Array.from({ length: pool }, (_, i) => join(dir, `fifo-${i}`))
+    for (const f of fifos) execFileSync("mkfifo", [f])
+    const blocked = fifos.map((f) => readFile(f, "utf8"))
+    let system: "pending" | "settled" = "pending"
+    const viaPool = dnsLookup("localhost").finally(() => {
+      system = "settled"
+    })
+    try {
+      await sleep(50) // the reads have taken every thread
+      const answers = await lookup()("slow.test") // 300 ms on DNS
+      expect(answers.map((a) => a.address)).toEqual(["127.0.0.1"])
+      // getaddrinfo is still queued behind the blocked reads.
+      expect(system).toBe("pending")
+    } finally {
+      for (const f of fifos) await release(f)
+      await Promise.all(blocked)
+      await viaPool.catch(() => undefined)
+    }
+    expect(system).toBe("settled")
   })
 })
