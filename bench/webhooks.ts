@@ -3,10 +3,15 @@
 //   1. deliveries/s at saturation: a backlog of events drained by the engine (to one
 //      endpoint, to six, and to six by two engine processes sharing the work);
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
-//   3. the baseline: a bare undici loop posting signed bodies to the same receiver.
+//   3. the baseline: a bare undici loop posting signed bodies to the same receiver;
+//   4. isolation: a company whose 12 endpoints on 12 loopback addresses take requests and never
+//      answer (until they recover) beside another company's healthy endpoint: the latter's
+//      commit-to-receipt p50/p99 (and alone, before), and how long until every delivery of both
+//      has arrived (the former's by its retry schedule).
 // The receiver runs in its own process; BENCH_RECEIVER=local runs it inside this one instead,
 // where its TLS work shares the event loop with the engine and with the bare loop.
 // Run: npm run bench:webhooks   (BENCH_EVENTS, BENCH_RATE, BENCH_SECONDS, BENCH_INFLIGHT to change;
+// BENCH_ISOLATION_SECONDS, BENCH_ISOLATION=0 to skip row 4, BENCH_SATURATION=0 to skip rows 1 and 3;
 // BENCH_CPU=1 prints CPU per process and per delivery, the baseline's too, and PostgreSQL's by
 // process kind; BENCH_PROFILE=<file> writes a CPU profile of the drains)
 import { fork } from "node:child_process"
@@ -31,7 +36,7 @@ import type { WebhookDeps } from "../src/webhooks/engine/settings.ts"
 import { makeCompany } from "../test/support/app.ts"
 import { runSql } from "../test/support/sql.ts"
 import { startCapture } from "../test/support/capture.ts"
-import { startLocalReceiver } from "./webhooks-receiver.ts"
+import { startHungReceivers, startLocalReceiver } from "./webhooks-receiver.ts"
 import { freePort } from "../test/support/global-setup.ts"
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
@@ -39,6 +44,12 @@ const RATE = Number(process.env.BENCH_RATE ?? 200)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 50)
 const NAMES = ["127.0.0.1", "localhost", "receiver.test", "hooks.receiver.test", "webhook-test.local", "rebind.test"]
+const ISO_SECONDS = Number(process.env.BENCH_ISOLATION_SECONDS ?? 60)
+const ISOLATION = process.env.BENCH_ISOLATION !== "0"
+const SATURATION = process.env.BENCH_SATURATION !== "0"
+/** The hung company's endpoints: a<i>.hung.test on 127.0.0.<2 + i>. */
+const HUNG = 12
+const hungHost = (i: number) => `a${i}.hung.test`
 
 /** CPU milliseconds used so far by a process and, with `children`, its direct children (Linux /proc). */
 const cpuOf = (root: number, children: boolean): number => {
@@ -107,22 +118,36 @@ type RemoteReceiver = {
   readonly ca: string
   url(path: string, host?: string): string
   count(path: string): Promise<number>
-  latency(from: number): Promise<Array<number>>
+  latency(from: number, path?: string): Promise<Array<number>>
+  /** Starts receivers that never answer on these addresses; their ports. */
+  hung(hosts: ReadonlyArray<string>): Promise<ReadonlyArray<number>>
+  /** The hung receivers answer from now on. */
+  recover(): Promise<void>
+  /** Distinct delivery ids the hung receivers answered 200 at a path. */
+  answered(path: string): Promise<number>
   close(): Promise<void>
 }
 
 /** The receiver inside this process (BENCH_RECEIVER=local): it shares the event loop of the engine and of the bare loop. */
 const startInProcessReceiver = async (): Promise<RemoteReceiver> => {
   const r = await startLocalReceiver()
+  let hung: Awaited<ReturnType<typeof startHungReceivers>> | null = null
   return {
     pid: process.pid,
     port: r.port,
     ca: r.ca,
     url: (path, host = "127.0.0.1") => `https://${host}:${r.port}${path}`,
     count: async (path) => r.count(path),
-    latency: async (from) => r.latency(from),
+    latency: async (from, path) => r.latency(from, path),
+    hung: async (hosts) => {
+      hung = await startHungReceivers(hosts)
+      return hung.ports
+    },
+    recover: async () => hung?.recover(),
+    answered: async (path) => hung?.answered(path) ?? 0,
     close: () =>
       new Promise<void>((resolve) => {
+        hung?.close()
         r.server.closeAllConnections()
         r.server.close(() => resolve())
       })
@@ -156,7 +181,10 @@ const startReceiver = async (): Promise<RemoteReceiver> => {
     ca: ready.ca,
     url: (path, host = "127.0.0.1") => `https://${host}:${ready.port}${path}`,
     count: (path) => ask<number>({ cmd: "count", path }),
-    latency: (from) => ask<Array<number>>({ cmd: "latency", from }),
+    latency: (from, path) => ask<Array<number>>({ cmd: "latency", from, path }),
+    hung: (hosts) => ask<ReadonlyArray<number>>({ cmd: "hung", hosts }),
+    recover: () => ask<void>({ cmd: "recover" }),
+    answered: (path) => ask<number>({ cmd: "answered", path }),
     close: () =>
       new Promise<void>((resolve) => {
         child.once("exit", () => resolve())
@@ -216,11 +244,16 @@ const main = async () => {
   const postmaster = Number(readFileSync(join(dir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
   const cap = startCapture({ name: "bench", url, sql })
   const scope = Effect.runSync(Scope.make())
+  let latencyEngineStopped = false
   try {
     const company = await makeCompany(sql)
     await cap.settle()
-    // The receiver's certificate names, all pointing at it: six origins, one server.
-    const lookup: Lookup = async () => [{ address: "127.0.0.1", family: 4 }]
+    // The receiver's certificate names, all pointing at it: six origins, one server; the hung
+    // company's names each at an address of its own.
+    const lookup: Lookup = async (host) => {
+      const hung = /^a(\d+)\.hung\.test$/.exec(host)
+      return [{ address: hung ? `127.0.0.${2 + Number(hung[1])}` : "127.0.0.1", family: 4 }]
+    }
     const deps: WebhookDeps = {
       secretsKey: randomBytes(32),
       allowed: parseAllowedNetworksOrThrow("127.0.0.0/8"),
@@ -277,10 +310,11 @@ const main = async () => {
       const arrived = async () => (await Promise.all(paths.map((p) => receiver.count(p)))).reduce((a, b) => a + b, 0)
       const before = await arrived()
       const t0 = performance.now()
-      await Effect.runPromise(Scope.provide(engineScope)(makeEngine(engineOptions)))
+      const engine = await Effect.runPromise(Scope.provide(engineScope)(makeEngine(engineOptions)))
       await waitUntil(async () => (await arrived()) - before >= expected, 600_000, "the backlog")
       const ms = performance.now() - t0
       const cpu = process.cpuUsage(cpu0)
+      if (process.env.BENCH_CPU) log(`  engine: ${JSON.stringify(await Effect.runPromise(engine.stats))}`)
       const perUs = (cpuMs: number) => (cpuMs * 1000) / expected
       const cpuUs = {
         engine: perUs((cpu.user + cpu.system) / 1000),
@@ -377,66 +411,105 @@ const main = async () => {
       return { rate: (expected / ms) * 1000, ms, engineMs, cpuUs }
     }
 
-    const one = await runSql(
-      sql,
-      createEndpoint(
-        deps,
-        { kind: "system" },
-        { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] }
-      )
-    )
-    await backlog("incidents")
-    const [sample] = await sql<
-      { payload: string; created_at: Date }[]
-    >`select payload, created_at from service.events limit 1`
-    const body = `{"id":"00000000-0000-4000-8000-000000000000","event":"incident.created","createdAt":"${sample!.created_at.toISOString()}","data":${sample!.payload}}`
-
-    // 3. The baseline, run while the database is idle, on the same receiver.
-    log(`bare undici loop, ${INFLIGHT} in flight...`)
-    const bareCpu0 = process.cpuUsage()
-    const bareRc0 = cpuOf(receiver.pid, false)
-    const bare = await bareLoop(receiver, body, INFLIGHT, 5_000)
-    const bareCpu = process.cpuUsage(bareCpu0)
-    const bareCpuUs = {
-      engine: (bareCpu.user + bareCpu.system) / bare.sent,
-      postgres: null,
-      receiver: local ? null : ((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent
-    }
-    if (process.env.BENCH_CPU) {
-      const receiverUs = bareCpuUs.receiver === null ? "" : `, receiver ${bareCpuUs.receiver.toFixed(0)} µs`
-      log(`  cpu per delivery: ${local ? "loop and receiver" : "loop"} ${bareCpuUs.engine.toFixed(0)} µs${receiverUs}`)
-    }
-
-    log("engine draining the backlog to one endpoint...")
-    const single = await drain(["/one"], EVENTS)
-    await sql`update service.webhook_endpoints set enabled = false where id = ${one.id}`
-
-    const paths = NAMES.map((_, i) => `/many${i}`)
-    for (const [i, name] of NAMES.entries()) {
-      await runSql(
+    const noCpu: CpuUs = { engine: 0, postgres: null, receiver: null }
+    const skipped = { rate: 0, ms: 0, cpuUs: noCpu, sent: 0, failed: 0 }
+    let bare = skipped
+    let bareCpuUs: CpuUs = noCpu
+    let single = skipped
+    let many = skipped
+    let shared = skipped
+    if (SATURATION) {
+      const one = await runSql(
         sql,
         createEndpoint(
           deps,
           { kind: "system" },
-          { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] }
+          { companyId: company.id, name: "one", url: receiver.url("/one"), events: ["incident.created"] }
         )
       )
-    }
-    await backlog("corrective_actions")
-    log(`engine draining the backlog to ${NAMES.length} endpoints...`)
-    const many = await drain(paths, EVENTS * NAMES.length)
-    await sql`update service.webhook_endpoints set enabled = false`
+      await backlog("incidents")
+      const [sample] = await sql<
+        { payload: string; created_at: Date }[]
+      >`select payload, created_at from service.events limit 1`
+      const body = `{"id":"00000000-0000-4000-8000-000000000000","event":"incident.created","createdAt":"${sample!.created_at.toISOString()}","data":${sample!.payload}}`
 
-    // Two engine processes share the next backlog: each fans out and sends the events of its
-    // partitions of the outbox. The endpoints are off while it is committed (no engine runs,
-    // so nothing is fanned out yet), then on.
-    await backlog("corrective_actions")
-    await sql`update service.webhook_endpoints set enabled = true where name = any(${NAMES})`
-    log(`two engine processes draining the backlog to ${NAMES.length} endpoints...`)
-    const shared = await drainByProcesses(2, paths, EVENTS * NAMES.length, deps.secretsKey)
-    await sql`update service.webhook_endpoints set enabled = false`
+      // 3. The baseline, run while the database is idle, on the same receiver.
+      log(`bare undici loop, ${INFLIGHT} in flight...`)
+      const bareCpu0 = process.cpuUsage()
+      const bareRc0 = cpuOf(receiver.pid, false)
+      bare = { ...(await bareLoop(receiver, body, INFLIGHT, 5_000)), ms: 0, cpuUs: noCpu }
+      const bareCpu = process.cpuUsage(bareCpu0)
+      bareCpuUs = {
+        engine: (bareCpu.user + bareCpu.system) / bare.sent,
+        postgres: null,
+        receiver: local ? null : ((cpuOf(receiver.pid, false) - bareRc0) * 1000) / bare.sent
+      }
+      if (process.env.BENCH_CPU) {
+        const receiverUs = bareCpuUs.receiver === null ? "" : `, receiver ${bareCpuUs.receiver.toFixed(0)} µs`
+        log(
+          `  cpu per delivery: ${local ? "loop and receiver" : "loop"} ${bareCpuUs.engine.toFixed(0)} µs${receiverUs}`
+        )
+      }
+
+      log("engine draining the backlog to one endpoint...")
+      single = { ...(await drain(["/one"], EVENTS)), sent: 0, failed: 0 }
+      await sql`update service.webhook_endpoints set enabled = false where id = ${one.id}`
+
+      const paths = NAMES.map((_, i) => `/many${i}`)
+      for (const [i, name] of NAMES.entries()) {
+        await runSql(
+          sql,
+          createEndpoint(
+            deps,
+            { kind: "system" },
+            { companyId: company.id, name, url: receiver.url(paths[i]!, name), events: ["corrective_action.created"] }
+          )
+        )
+      }
+      await backlog("corrective_actions")
+      log(`engine draining the backlog to ${NAMES.length} endpoints...`)
+      many = { ...(await drain(paths, EVENTS * NAMES.length)), sent: 0, failed: 0 }
+      await sql`update service.webhook_endpoints set enabled = false`
+
+      // Two engine processes share the next backlog: each fans out and sends the events of its
+      // partitions of the outbox. The endpoints are off while it is committed (no engine runs,
+      // so nothing is fanned out yet), then on.
+      await backlog("corrective_actions")
+      await sql`update service.webhook_endpoints set enabled = true where name = any(${NAMES})`
+      log(`two engine processes draining the backlog to ${NAMES.length} endpoints...`)
+      shared = { ...(await drainByProcesses(2, paths, EVENTS * NAMES.length, deps.secretsKey)), sent: 0, failed: 0 }
+      await sql`update service.webhook_endpoints set enabled = false`
+    }
 
     await Effect.runPromise(Scope.provide(scope)(makeEngine(engineOptions)))
+
+    /** Commits `perSecond` incidents a second for `seconds` (one per transaction, at its time); the number started late. */
+    const commitAtRate = async (
+      streams: ReadonlyArray<{ companyId: string; prefix: string; perSecond: number }>,
+      seconds: number
+    ) => {
+      const plan: Array<{ at: number; companyId: string; reference: string }> = []
+      for (const st of streams) {
+        for (let i = 0; i < st.perSecond * seconds; i++)
+          plan.push({ at: (i * 1000) / st.perSecond, companyId: st.companyId, reference: `${st.prefix}-${i}` })
+      }
+      plan.sort((a, b) => a.at - b.at)
+      const start = performance.now() + 50
+      const inserts: Array<Promise<unknown>> = []
+      let late = 0
+      for (const p of plan) {
+        const wait = start + p.at - performance.now()
+        if (wait > 1) await sleep(wait)
+        else if (wait < -5) late++
+        // postgres.js queries are lazy: execute() sends it now, at its scheduled time.
+        inserts.push(
+          sql`insert into app.incidents (company_id, reference, type, title, description, occurred_at, severity)
+            values (${p.companyId}, ${p.reference}, 'injury', 'Latency probe', 'Probe', now(), 'minor')`.execute()
+        )
+      }
+      await Promise.all(inserts)
+      return late
+    }
 
     // 2. Latency: one incident per transaction at a fixed rate, commit time (the event's
     // created_at, PostgreSQL's commit timestamp) to the receiver's arrival time.
@@ -451,21 +524,7 @@ const main = async () => {
     log(`committing ${RATE} incidents/s for ${SECONDS} s (after 2 s warm-up)...`)
     const total = RATE * (SECONDS + 2)
     const warm = RATE * 2
-    const start = performance.now() + 50
-    const inserts: Array<Promise<unknown>> = []
-    let late = 0
-    for (let i = 0; i < total; i++) {
-      const due = start + (i * 1000) / RATE
-      const wait = due - performance.now()
-      if (wait > 1) await sleep(wait)
-      else if (wait < -5) late++
-      // postgres.js queries are lazy: execute() sends it now, at its scheduled time.
-      inserts.push(
-        sql`insert into app.incidents (company_id, reference, type, title, description, occurred_at, severity)
-          values (${company.id}, ${`LAT-${i}`}, 'injury', 'Latency probe', 'Probe', now(), 'minor')`.execute()
-      )
-    }
-    await Promise.all(inserts)
+    const late = await commitAtRate([{ companyId: company.id, prefix: "LAT", perSecond: RATE }], SECONDS + 2)
     await waitUntil(async () => (await receiver.count("/lat")) >= total, 60_000, "the latency events")
     const lat = (await receiver.latency(warm)).sort((a, b) => a - b)
 
@@ -482,35 +541,185 @@ const main = async () => {
         join service.webhook_endpoints w on w.id = d.endpoint_id and w.name = 'latency'
         where substring(e.payload::json->>'reference' from 5)::int >= ${warm}
       ) x`
+    await sql`update service.webhook_endpoints set enabled = false`
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    latencyEngineStopped = true
+
+    // 4. Isolation: company A's 12 endpoints, each on a loopback address of its own, take
+    // requests and never answer (the engine gives up on each after its 10 s timeout) while A
+    // commits 20 incidents a second; company B's one healthy endpoint gets 5 a second. B
+    // alone first (the baseline), then both; then A's receivers recover and every delivery
+    // of both must arrive, A's by its retry schedule (shortened here to 5s,10s,20s,40s,80s).
+    const iso = ISOLATION
+      ? await (async () => {
+          const companyA = await makeCompany(sql)
+          await cap.settle()
+          const ports = await receiver.hung(Array.from({ length: HUNG }, (_, i) => `127.0.0.${2 + i}`))
+          for (let i = 0; i < HUNG; i++) {
+            await runSql(
+              sql,
+              createEndpoint(
+                deps,
+                { kind: "system" },
+                {
+                  companyId: companyA.id,
+                  name: `hung ${i}`,
+                  url: `https://${hungHost(i)}:${ports[i]}/a${i}`,
+                  events: ["incident.created"]
+                }
+              )
+            )
+          }
+          await sql`update service.webhook_endpoints set enabled = false where company_id = ${companyA.id}`
+          await runSql(
+            sql,
+            createEndpoint(
+              deps,
+              { kind: "system" },
+              { companyId: company.id, name: "isolated", url: receiver.url("/lat-iso"), events: ["incident.created"] }
+            )
+          )
+          const isoScope = Effect.runSync(Scope.make())
+          await Effect.runPromise(
+            Scope.provide(isoScope)(
+              makeEngine({ ...engineOptions, schedule: parseRetryScheduleOrThrow("5s,10s,20s,40s,80s") })
+            )
+          )
+          try {
+            log("company B alone: 5 incidents/s for 10 s...")
+            await commitAtRate([{ companyId: company.id, prefix: "ISA", perSecond: 5 }], 10)
+            await waitUntil(async () => (await receiver.count("/lat-iso")) >= 50, 60_000, "B alone")
+            const alone = (await receiver.latency(0, "/lat-iso")).sort((a, b) => a - b)
+            await sql`update service.webhook_endpoints set enabled = true where company_id = ${companyA.id}`
+            await sleep(500)
+            log(
+              `company A (${HUNG} endpoints that never answer) 20 incidents/s and company B 5/s, for ${ISO_SECONDS} s...`
+            )
+            const cpu0 = process.cpuUsage()
+            const pg0 = cpuOf(postmaster, true)
+            const t0 = performance.now()
+            const isoLate = await commitAtRate(
+              [
+                { companyId: companyA.id, prefix: "HNG", perSecond: 20 },
+                { companyId: company.id, prefix: "ISB", perSecond: 5 }
+              ],
+              ISO_SECONDS
+            )
+            const loadMs = performance.now() - t0
+            const bTotal = 5 * ISO_SECONDS
+            const bInWindow = (await receiver.latency(0, "/lat-iso")).length - 50
+            await receiver.recover()
+            log("company A's receivers recovered; waiting for every delivery...")
+            const aTotal = 20 * ISO_SECONDS * HUNG
+            const aArrived = async () => {
+              let n = 0
+              for (let i = 0; i < HUNG; i++) n += await receiver.answered(`/a${i}`)
+              return n
+            }
+            let aDone = 0
+            let bDone = 0
+            const waitStarted = performance.now()
+            try {
+              await waitUntil(
+                async () => {
+                  aDone = await aArrived()
+                  bDone = (await receiver.count("/lat-iso")) - 50
+                  return aDone >= aTotal && bDone >= bTotal
+                },
+                900_000,
+                "every delivery of the isolation row"
+              )
+            } catch {
+              log(`  not all arrived within 15 minutes: A ${aDone} of ${aTotal}, B ${bDone} of ${bTotal}`)
+            }
+            const afterMs = performance.now() - waitStarted
+            const cpu = process.cpuUsage(cpu0)
+            const all = (await receiver.latency(0, "/lat-iso")).slice(50)
+            const both = [...all].sort((a, b) => a - b)
+            const [states] = await sql<{ failed: number; attempts: number; circuit: number }[]>`
+              select count(*) filter (where d.state = 'failed')::int as failed, coalesce(sum(d.attempts), 0)::int as attempts,
+                (select count(*)::int from service.webhook_attempts a join service.webhook_deliveries d2 on d2.id = a.delivery_id
+                  where d2.company_id = ${companyA.id} and a.error_kind = 'circuit') as circuit
+              from service.webhook_deliveries d where d.company_id = ${companyA.id}`
+            return {
+              alone,
+              both,
+              bInWindow,
+              bTotal,
+              aTotal,
+              aDone,
+              bDone,
+              afterMs,
+              loadMs,
+              late: isoLate,
+              states: states!,
+              cpuUs: {
+                engine: ((cpu.user + cpu.system) / (aDone + bDone)) * 1,
+                postgres: ((cpuOf(postmaster, true) - pg0) * 1000) / (aDone + bDone),
+                receiver: null
+              } satisfies CpuUs
+            }
+          } finally {
+            await Effect.runPromise(Scope.close(isoScope, Exit.void))
+          }
+        })()
+      : null
+
+    const isoLines = iso
+      ? [
+          "",
+          `Isolation: company A's ${HUNG} endpoints on ${HUNG} addresses take requests and never answer (10 s timeout) while A commits 20 incidents/s for ${ISO_SECONDS} s; company B's healthy endpoint gets 5/s:`,
+          "",
+          "| Measure | Value |",
+          "|---|---|",
+          `| B alone, commit to receipt p50 / p99 / max | ${pct(iso.alone, 50)} / ${pct(iso.alone, 99)} / ${iso.alone.at(-1)} ms (${iso.alone.length} deliveries) |`,
+          `| B beside A, commit to receipt p50 / p99 / max | ${iso.both.length ? `${pct(iso.both, 50)} / ${pct(iso.both, 99)} / ${iso.both.at(-1)} ms` : "-"} (${iso.bDone} of ${iso.bTotal} deliveries) |`,
+          `| B's deliveries received while A's receivers hung | ${iso.bInWindow} of ${iso.bTotal} |`,
+          `| every delivery of both arrived (A's ${iso.aTotal} by the retry schedule 5s,10s,20s,40s,80s) | ${iso.aDone >= iso.aTotal && iso.bDone >= iso.bTotal ? "yes" : `no: A ${iso.aDone}, B ${iso.bDone}`}, ${fmt(iso.afterMs / 1000)} s after A's receivers recovered |`,
+          `| A: attempts recorded / of them not sent (circuit open) / deliveries failed for good | ${fmt(iso.states.attempts)} / ${fmt(iso.states.circuit)} / ${fmt(iso.states.failed)} |`,
+          `| CPU per delivery arrived: engine / PostgreSQL | ${fmt(iso.cpuUs.engine)} / ${fmt(iso.cpuUs.postgres ?? 0)} µs |`,
+          `| commits started late | ${iso.late} |`,
+          ""
+        ]
+      : []
     const lines = [
       "",
       `Webhook delivery benchmark (one loopback HTTPS receiver ${local ? "inside this process, sharing its event loop with the engine and the bare loop" : "in its own process"}; PostgreSQL fsync=${settings!.fsync}, synchronous_commit=${settings!.synchronous_commit}; ${cpus().length} CPUs)`,
       "",
       "| Measure | Engine | Bare undici loop |",
       "|---|---|---|",
-      `| deliveries/s at saturation, 1 endpoint (8 in flight) | ${fmt(single.rate)} (${fmt(EVENTS)} in ${fmt(single.ms)} ms) | ${fmt(bare.rate)} (${INFLIGHT} in flight, ${bare.failed} failed) |`,
-      `| deliveries/s at saturation, ${NAMES.length} endpoints (${NAMES.length * 8} in flight) | ${fmt(many.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(many.ms)} ms) | |`,
-      `| ratio to bare (${NAMES.length} endpoints) | ${(many.rate / bare.rate).toFixed(2)} | 1 |`,
-      `| deliveries/s at saturation, ${NAMES.length} endpoints, two engine processes sharing the work | ${fmt(shared.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(shared.ms)} ms; ratio to bare ${(shared.rate / bare.rate).toFixed(2)}) | |`,
+      ...(SATURATION
+        ? [
+            `| deliveries/s at saturation, 1 endpoint (8 in flight) | ${fmt(single.rate)} (${fmt(EVENTS)} in ${fmt(single.ms)} ms) | ${fmt(bare.rate)} (${INFLIGHT} in flight, ${bare.failed} failed) |`,
+            `| deliveries/s at saturation, ${NAMES.length} endpoints (${NAMES.length * 8} in flight) | ${fmt(many.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(many.ms)} ms) | |`,
+            `| ratio to bare (${NAMES.length} endpoints) | ${(many.rate / bare.rate).toFixed(2)} | 1 |`,
+            `| deliveries/s at saturation, ${NAMES.length} endpoints, two engine processes sharing the work | ${fmt(shared.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(shared.ms)} ms; ratio to bare ${(shared.rate / bare.rate).toFixed(2)}) | |`
+          ]
+        : []),
       `| commit to receipt at ${RATE} events/s, p50 | ${lat.length ? pct(lat, 50) : "-"} ms | |`,
       `| commit to receipt at ${RATE} events/s, p99 | ${lat.length ? pct(lat, 99) : "-"} ms | |`,
       `| of which commit to outbox row (capture), p50 / p99 | ${Math.round(split!.cap50)} / ${Math.round(split!.cap99)} ms | |`,
       `| of which outbox row to first attempt (fan-out), p50 / p99 | ${Math.round(split!.fan50)} / ${Math.round(split!.fan99)} ms | |`,
       `| commit to receipt, max | ${lat.length ? lat.at(-1) : "-"} ms (${lat.length} events measured${late ? `, ${late} commits started late` : ""}) | |`,
-      "",
-      `CPU per delivery at saturation, by process kind (µs; ${cpus().length} CPUs shared by all of them):`,
-      "",
-      `| | ${local ? "engine and receiver" : "engine (Node)"} | PostgreSQL | receiver | in all |`,
-      "|---|---:|---:|---:|---:|",
-      cpuRow("engine, 1 endpoint", single.cpuUs),
-      cpuRow(`engine, ${NAMES.length} endpoints`, many.cpuUs),
-      cpuRow(`two engine processes, ${NAMES.length} endpoints`, shared.cpuUs),
-      cpuRow("bare undici loop", bareCpuUs),
+      ...isoLines,
+      ...(SATURATION
+        ? [
+            "",
+            `CPU per delivery at saturation, by process kind (µs; ${cpus().length} CPUs shared by all of them):`,
+            "",
+            `| | ${local ? "engine and receiver" : "engine (Node)"} | PostgreSQL | receiver | in all |`,
+            "|---|---:|---:|---:|---:|",
+            cpuRow("engine, 1 endpoint", single.cpuUs),
+            cpuRow(`engine, ${NAMES.length} endpoints`, many.cpuUs),
+            cpuRow(`two engine processes, ${NAMES.length} endpoints`, shared.cpuUs),
+            cpuRow("bare undici loop", bareCpuUs)
+          ]
+        : []),
       ""
     ]
     process.stdout.write(lines.join("\n"))
   } finally {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
+    if (!latencyEngineStopped) await Effect.runPromise(Scope.close(scope, Exit.void))
     await closeSenderConnections()
     await cap.stop()
     await receiver.close()

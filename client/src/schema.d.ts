@@ -654,7 +654,7 @@ export interface paths {
         readonly put?: never;
         /**
          * Subscribe to an event
-         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions: a 51st is refused with 400.
+         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing.
          */
         readonly post: operations["hooks.create"];
         readonly delete?: never;
@@ -2173,6 +2173,13 @@ export interface components {
              * @description ISO 8601 timestamp in UTC with milliseconds
              */
             readonly createdAt: string;
+            /** @description Deliveries per second at most: present only when the subscriber set one */
+            readonly rateLimit?: number;
+            /**
+             * @description record: present only when the subscriber asked for order per record
+             * @enum {string}
+             */
+            readonly ordering?: "record";
         };
         /**
          * @description The key's subscriptions and what it may subscribe to
@@ -2229,6 +2236,13 @@ export interface components {
              * @description ISO 8601 timestamp in UTC with milliseconds
              */
             readonly createdAt: string;
+            /** @description Deliveries per second at most: present only when the subscriber set one */
+            readonly rateLimit?: number;
+            /**
+             * @description record: present only when the subscriber asked for order per record
+             * @enum {string}
+             */
+            readonly ordering?: "record";
             /** @description The key's signing secret (whsec_...); every subscription of the key shares it. Returned on subscribing only. */
             readonly secret: string;
         };
@@ -2247,6 +2261,13 @@ export interface components {
              * @enum {string}
              */
             readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            /** @description At most this many deliveries a second to the url (decimals allowed), from 0.01 to 1000; null or left out: no limit */
+            readonly rateLimit?: number | null;
+            /**
+             * @description record: the events of one record arrive in the order they happened (a later one waits while an earlier one is retried); none or left out: no order
+             * @enum {string}
+             */
+            readonly ordering?: "none" | "record";
         };
         /**
          * @description A subcontractor and its document status (no contact phone or e-mail)

@@ -132,11 +132,20 @@ export const endpointsSwitchedOff = query(
 
 /**
  * The metrics' view of delivery, the same in every process: the oldest pending delivery's age
- * in seconds (0 when none; the due index holds only pending rows) and the endpoints off now.
+ * in seconds (0 when none; the due index holds only pending rows), the endpoints off now, and
+ * the destinations whose circuit is open or half open.
  */
 export const deliveryGauges = query(
-  (sql) => sql<{ oldest: number | null; off: number }[]>`
+  (sql) => sql<{ oldest: number | null; off: number; open: number; half_open: number }[]>`
   select
     (select extract(epoch from now() - min(created_at))::float8 from service.webhook_deliveries where state = 'pending') as oldest,
-    (select count(*)::int from service.webhook_endpoints where not enabled) as off`
-).pipe(Effect.map(([r]) => ({ oldestPendingSeconds: Math.max(0, r!.oldest ?? 0), endpointsOff: r!.off })))
+    (select count(*)::int from service.webhook_endpoints where not enabled) as off,
+    (select count(*)::int from service.webhook_circuits where state = 'open') as open,
+    (select count(*)::int from service.webhook_circuits where state = 'half_open') as half_open`
+).pipe(
+  Effect.map(([r]) => ({
+    oldestPendingSeconds: Math.max(0, r!.oldest ?? 0),
+    endpointsOff: r!.off,
+    circuits: { open: r!.open, halfOpen: r!.half_open }
+  }))
+)

@@ -66,7 +66,7 @@ describe.skipIf(!hasPromtool)("alert rules, by promtool", () => {
 })
 
 describe("alert rules and dashboard", () => {
-  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off and 5xx", () => {
+  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off, circuits open long and 5xx", () => {
     expect(alertNames).toEqual([
       "SrsReplicationSlotWalNearLimit",
       "SrsReplicationSlotLost",
@@ -77,6 +77,7 @@ describe("alert rules and dashboard", () => {
       "SrsCaptureContractBroken",
       "SrsOldestPendingDeliveryOld",
       "SrsEndpointSwitchedOff",
+      "SrsWebhookCircuitOpen",
       "SrsHttp5xxRate"
     ])
     const tested = readFileSync(`${DIR}alerts.test.yml`, "utf8")

@@ -11,8 +11,18 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TLSSocket } from "node:tls"
 
-/** Names the receiver's certificate is valid for (lookups in tests point them at 127.0.0.1). */
-export const CERT_DNS_NAMES = ["localhost", "receiver.test", "hooks.receiver.test", "webhook-test.local", "rebind.test"]
+/**
+ * Names the receiver's certificate is valid for (lookups in tests point them at 127.0.0.1);
+ * `*.hung.test` names receivers of one process on several loopback addresses (bench:webhooks).
+ */
+export const CERT_DNS_NAMES = [
+  "localhost",
+  "receiver.test",
+  "hooks.receiver.test",
+  "webhook-test.local",
+  "rebind.test",
+  "*.hung.test"
+]
 export const CERT_IPS = ["127.0.0.1", "::1"]
 
 export type Certs = { readonly caCert: string; readonly cert: string; readonly key: string }
@@ -144,7 +154,8 @@ export type Receiver = {
   /** Bytes of streamed bodies actually written (for bounded-read checks). */
   readonly bodyBytesWritten: number
   url(path?: string, host?: string): string
-  reply(path: string, reply: Reply): void
+  /** How to answer requests at a path: always the same, or as a function of the request. */
+  reply(path: string, reply: Reply | ((request: RecordedRequest) => Reply)): void
   close(): Promise<void>
 }
 
@@ -154,7 +165,7 @@ export const startHttpsReceiver = async (
   const host = options.host ?? "127.0.0.1"
   const pair = testCerts()[options.certs ?? "trusted"]
   const requests: Array<RecordedRequest> = []
-  const replies = new Map<string, Reply>()
+  const replies = new Map<string, Reply | ((request: RecordedRequest) => Reply)>()
   const timers = new Set<NodeJS.Timeout>()
   let connections = 0
   let bodyBytesWritten = 0
@@ -194,7 +205,7 @@ export const startHttpsReceiver = async (
       const path = req.url ?? "/"
       const socket = req.socket as TLSSocket
       const sni = (socket as TLSSocket & { servername?: string | false }).servername
-      requests.push({
+      const recorded: RecordedRequest = {
         method: req.method ?? "",
         path,
         headers: req.headers,
@@ -203,8 +214,10 @@ export const startHttpsReceiver = async (
         arrivedAt: Date.now(),
         servername: typeof sni === "string" && sni !== "" ? sni : null,
         localAddress: socket.localAddress
-      })
-      const reply = replies.get(path.split("?")[0]!) ?? {}
+      }
+      requests.push(recorded)
+      const scripted = replies.get(path.split("?")[0]!) ?? {}
+      const reply = typeof scripted === "function" ? scripted(recorded) : scripted
       if (reply.delayMs) {
         const t = setTimeout(() => {
           timers.delete(t)

@@ -23,7 +23,14 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
       )
       .handle("createEndpoint", ({ payload }) =>
         asAdmin((actor, companyId) =>
-          w.createEndpoint(actor, { companyId, name: payload.name, url: payload.url, events: payload.events })
+          w.createEndpoint(actor, {
+            companyId,
+            name: payload.name,
+            url: payload.url,
+            events: payload.events,
+            rateLimit: payload.rateLimit,
+            ordering: payload.ordering
+          })
         )
       )
       .handle("getEndpoint", ({ params }) => asAdmin((_, companyId) => w.getEndpoint({ id: params.id, companyId })))
@@ -34,7 +41,9 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
             companyId,
             name: payload.name,
             url: payload.url,
-            events: payload.events
+            events: payload.events,
+            rateLimit: payload.rateLimit,
+            ordering: payload.ordering
           })
         )
       )

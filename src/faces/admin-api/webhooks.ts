@@ -8,12 +8,42 @@ import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound } from "../http/errors.ts"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
+import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS } from "../../webhooks/endpoints/validate.ts"
 
 // definition.ts's ADMIN_PREFIX (not imported: definition.ts imports this module).
 const PREFIX = "/admin/v1"
 
 const Timestamp = Schema.String.annotate({ format: "date-time", description: "ISO 8601 timestamp in UTC" })
 const Events = Schema.Array(Schema.String).annotate({ description: `Event names: ${EVENT_KINDS.join(", ")}` })
+
+/** rateLimit and ordering as the body gives them; their bounds are checked by the Webhooks service (400). */
+const RateLimitInput = Schema.NullOr(Schema.Finite).annotate({
+  description: `At most this many deliveries a second to the url (decimals allowed), from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}; null or left out: no limit`
+})
+const OrderingInput = Schema.Literals(ORDERINGS).annotate({
+  description:
+    "record: the events of one record arrive in the order they happened (a later one waits while an earlier one is retried); none or left out: no order"
+})
+
+export const CircuitInfo = Schema.Struct({
+  state: Schema.Literals(["closed", "open", "half-open"]).annotate({
+    description:
+      "closed: deliveries go; open (after 5 timeouts or refused connections in a row): deliveries that fall due are recorded as not sent until a probe gets an answer; half-open: the probe is on its way"
+  }),
+  failures: Schema.Number.annotate({ description: "Timeouts or refused connections in a row that opened it" }),
+  openedAt: Schema.NullOr(Timestamp),
+  nextProbeAt: Schema.NullOr(Timestamp).annotate({ description: "The next delivery due from then is the probe" }),
+  probes: Schema.Number.annotate({ description: "Probes that got no answer since it opened" }),
+  lastError: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "WebhookCircuit", description: "The destination's circuit breaker" })
+
+const deliveryOptions = {
+  rateLimit: Schema.NullOr(Schema.Finite).annotate({ description: "Deliveries per second at most; null: no limit" }),
+  ordering: Schema.Literals(ORDERINGS).annotate({
+    description: "record: the events of one record arrive in the order they happened; none: no order"
+  }),
+  circuit: CircuitInfo
+}
 
 export const EndpointInfo = Schema.Struct({
   id: Schema.String,
@@ -34,7 +64,8 @@ export const EndpointInfo = Schema.Struct({
   previousSecretExpiresAt: Schema.NullOr(Timestamp).annotate({
     description:
       "Until when the secret the last rotation replaced still signs deliveries beside the current one; null when it no longer does"
-  })
+  }),
+  ...deliveryOptions
 }).annotate({ identifier: "WebhookEndpoint" })
 
 export const EnabledEndpoint = Schema.Struct({
@@ -56,7 +87,9 @@ export const EnabledEndpoint = Schema.Struct({
 export const CreateEndpoint = Schema.Struct({
   name: Schema.String,
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
-  events: Events
+  events: Events,
+  rateLimit: Schema.optionalKey(RateLimitInput),
+  ordering: Schema.optionalKey(OrderingInput)
 }).annotate({ identifier: "CreateWebhookEndpoint" })
 
 export const CreatedEndpoint = Schema.Struct({
@@ -68,7 +101,9 @@ export const CreatedEndpoint = Schema.Struct({
 export const UpdateEndpoint = Schema.Struct({
   name: Schema.optional(Schema.String),
   url: Schema.optional(Schema.String),
-  events: Schema.optional(Events)
+  events: Schema.optional(Events),
+  rateLimit: Schema.optionalKey(RateLimitInput),
+  ordering: Schema.optionalKey(OrderingInput)
 }).annotate({ identifier: "UpdateWebhookEndpoint" })
 
 export const RotateSecret = Schema.Struct({
@@ -145,7 +180,8 @@ export const SubscriptionInfo = Schema.Struct({
   event: Schema.String,
   active: Schema.Boolean,
   createdAt: Timestamp,
-  updatedAt: Timestamp
+  updatedAt: Timestamp,
+  ...deliveryOptions
 }).annotate({ identifier: "WebhookSubscription" })
 
 export const ActivityInfo = Schema.Struct({

@@ -5,6 +5,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
+import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS } from "../../webhooks/endpoints/validate.ts"
 import { BadRequest, Forbidden, NotFound, Unauthorized } from "../http/errors.ts"
 import { CREATE_HOOK_EXAMPLE, HOOK_EXAMPLE } from "./examples.ts"
 
@@ -24,13 +25,28 @@ const EventName = (description: string) =>
     description
   })
 
+/** rateLimit and ordering as the body gives them; their bounds are checked by the Webhooks service (400). */
+const RateLimitInput = Schema.NullOr(Schema.Finite).annotate({
+  description: `At most this many deliveries a second to the url (decimals allowed), from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}; null or left out: no limit`
+})
+const OrderingInput = Schema.Literals(ORDERINGS).annotate({
+  description:
+    "record: the events of one record arrive in the order they happened (a later one waits while an earlier one is retried); none or left out: no order"
+})
+
 const recordFields = {
   id: Schema.String,
   name: Schema.String.annotate({ description: "Equals the event name" }),
   url: Schema.String.annotate({ description: "The https:// address the events are sent to" }),
   event: EventName("The event the subscription receives"),
   active: Schema.Boolean,
-  createdAt: Timestamp
+  createdAt: Timestamp,
+  rateLimit: Schema.optionalKey(Schema.Finite).annotate({
+    description: "Deliveries per second at most: present only when the subscriber set one"
+  }),
+  ordering: Schema.optionalKey(Schema.Literal("record")).annotate({
+    description: "record: present only when the subscriber asked for order per record"
+  })
 }
 
 /** A subscription as GET answers it: never the secret. */
@@ -55,7 +71,9 @@ export const CreatedHookRecord = Schema.Struct({
 
 export const CreateHook = Schema.Struct({
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
-  event: EventName("An event about records the key can read (GET /api/v1/hooks lists them)")
+  event: EventName("An event about records the key can read (GET /api/v1/hooks lists them)"),
+  rateLimit: Schema.optionalKey(RateLimitInput),
+  ordering: Schema.optionalKey(OrderingInput)
 }).annotate({
   identifier: "CreateHook",
   description: "What to subscribe to, and where to send it",
@@ -85,7 +103,7 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
       OpenApi.annotations({
         summary: "Subscribe to an event",
         description:
-          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate. A key holds at most 50 subscriptions: a 51st is refused with 400."
+          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing."
       })
     ),
     HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: [Unauthorized, Forbidden] }).annotateMerge(

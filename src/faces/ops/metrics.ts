@@ -110,6 +110,14 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       "Leased deliveries handed back unattempted at shutdown"
     ),
     deliveriesInFlight: registry.gauge("srs_deliveries_in_flight", "Attempts being sent now"),
+    deliveriesNotSent: registry.counter(
+      "srs_deliveries_not_sent_total",
+      "Attempts this process recorded as not sent: their destination's circuit was open (each a failed attempt that held no send slot)"
+    ),
+    circuitsOpened: registry.counter(
+      "srs_webhook_circuits_opened_total",
+      "Destinations whose circuit this process opened (after timeouts or refused connections in a row)"
+    ),
     endpointsSwitchedOff: registry.counter(
       "srs_endpoints_switched_off_total",
       "Endpoints this process switched off after deliveries failed every attempt"
@@ -132,6 +140,11 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     endpointsOff: registry.gauge(
       "srs_endpoints_off",
       "Webhook endpoints switched off now (not enabled); read from the database"
+    ),
+    circuits: registry.gauge(
+      "srs_webhook_circuits",
+      "Endpoints and subscriptions whose circuit is open (deliveries not sent until a probe gets an answer) or half_open (the probe on its way); read from the database",
+      ["state"]
     ),
     replaysRunning: registry.gauge(
       "srs_replays_running",
@@ -224,6 +237,8 @@ export const collectDelivery = (m: ServiceMetrics, stats: () => Promise<EngineSt
     mirror(m.deliveriesCreated, undefined, s.created)
     mirror(m.deliveriesHandedBack, undefined, s.handedBack)
     m.deliveriesInFlight.set(s.inFlight)
+    mirror(m.deliveriesNotSent, undefined, s.notSent)
+    mirror(m.circuitsOpened, undefined, s.circuitsOpened)
     mirror(m.endpointsSwitchedOff, undefined, s.switchedOff)
     mirror(m.subscriptionsGone, undefined, s.subscriptionsGone)
   })
@@ -242,6 +257,8 @@ export const collectDatabase = (m: ServiceMetrics) =>
       })
       m.oldestPendingDelivery.set(delivery.oldestPendingSeconds)
       m.endpointsOff.set(delivery.endpointsOff)
+      m.circuits.set({ state: "open" }, delivery.circuits.open)
+      m.circuits.set({ state: "half_open" }, delivery.circuits.halfOpen)
       m.replaysRunning.set(replays.running)
       m.replayRemaining.set(replays.remaining)
     })

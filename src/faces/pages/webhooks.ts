@@ -13,6 +13,8 @@ import { endpointHealth, SWITCH_OFF_AT, type EndpointView } from "../../webhooks
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import type { SubscriptionView } from "../../webhooks/subscriptions/subscriptions.ts"
 import { DEFAULT_OVERLAP } from "../../webhooks/endpoints/overlap.ts"
+import type { CircuitView } from "../../webhooks/endpoints/circuit.ts"
+import { checked, MAX_RATE_LIMIT, MIN_RATE_LIMIT, parseRateLimitText } from "../../webhooks/endpoints/validate.ts"
 import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
@@ -49,9 +51,16 @@ export const EVENT_LABELS: Readonly<Record<(typeof EVENT_KINDS)[number], string>
   "permit.closed": "A permit is closed out"
 }
 
-type EndpointForm = { readonly name: string; readonly url: string; readonly events: ReadonlyArray<string> }
+type EndpointForm = {
+  readonly name: string
+  readonly url: string
+  readonly events: ReadonlyArray<string>
+  /** As typed: a number, or empty for no limit. */
+  readonly rateLimit: string
+  readonly ordering: string
+}
 
-const EMPTY: EndpointForm = { name: "", url: "", events: [] }
+const EMPTY: EndpointForm = { name: "", url: "", events: [], rateLimit: "", ordering: "none" }
 
 /** The events offered: those of the modules that are on (docs/events.md#destinations), and any the endpoint
  *  already has (marked, so an admin sees why they would be refused now). */
@@ -73,7 +82,24 @@ const endpointFields = (
       )}
     </div>
     <button type="button" class="link" data-check-all="${prefix}-events" hidden>Tick all / none</button>
-  </fieldset>`
+  </fieldset>
+  <label for="${prefix}-rate">At most this many deliveries a second</label>
+  <input type="text" id="${prefix}-rate" name="rateLimit" value="${form.rateLimit}" inputmode="decimal" autocomplete="off" spellcheck="false" aria-describedby="${prefix}-rate-hint">
+  <p class="hint" id="${prefix}-rate-hint">E.g. 5 or 0.5 (from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}); empty for no limit. Retries, Send Again and replays keep to it too.</p>
+  <label for="${prefix}-ordering"><input type="checkbox" id="${prefix}-ordering" name="ordering" value="record"${attr("checked", form.ordering === "record")}> <span>Send each record's events in the order they happened</span></label>
+  <p class="hint">A later event of a record then waits while an earlier one is retried, until it gets through or runs out of attempts.</p>`
+
+/** A circuit that is not closed, under a destination's state. */
+const circuitNote = (c: CircuitView): Html =>
+  c.state === "closed"
+    ? html``
+    : html`<br><span class="state failing">Circuit ${c.state}</span> <span class="muted">not sending; next probe from ${when(c.nextProbeAt)}</span>`
+
+/** A circuit in full, on an endpoint's page. */
+const circuitFacts = (c: CircuitView): Html =>
+  c.state === "closed"
+    ? html`<span class="state on">Closed</span> <span class="muted">deliveries go</span>`
+    : html`<span class="state failing">${c.state === "open" ? "Open" : "Half-open"}</span> since ${when(c.openedAt)}, after ${c.failures} timeouts or refused connections in a row${c.lastError === null ? "" : html` <span class="muted">(${c.lastError})</span>`}. Deliveries that fall due are not sent (each counts as a failed attempt and is retried on schedule) until a probe gets an answer; the next delivery due from ${when(c.nextProbeAt)} is the probe${c.probes > 0 ? html` <span class="muted">(${c.probes} got no answer)</span>` : ""}.`
 
 const stateOf = (e: EndpointView): Html => {
   switch (endpointHealth(e)) {
@@ -107,7 +133,7 @@ const endpointsTable = (endpoints: ReadonlyArray<EndpointView>): Html =>
     <td data-label="Name"><a href="${pathFor(PATHS.endpoint, e.id)}">${e.name}</a></td>
     <td data-label="Address" class="url">${e.url}</td>
     <td data-label="Events">${e.events.join(", ")}</td>
-    <td data-label="State">${stateOf(e)}${!e.enabled && e.disabledReason !== null ? html`<br><span class="muted">${e.disabledReason}</span>` : ""}</td>
+    <td data-label="State">${stateOf(e)}${!e.enabled && e.disabledReason !== null ? html`<br><span class="muted">${e.disabledReason}</span>` : ""}${circuitNote(e.circuit)}</td>
     <td data-label="Made">${e.createdBy ?? ""} <span class="muted">${when(e.createdAt)}</span></td>
   </tr>`
   )}
@@ -130,9 +156,9 @@ ${
   <tbody>
   ${subs.map(
     (s) => html`<tr data-subscription-id="${s.id}">
-    <td data-label="Event">${s.event}</td>
+    <td data-label="Event">${s.event}${s.rateLimit === null ? "" : html`<br><span class="muted">at most ${s.rateLimit} a second</span>`}${s.ordering === "record" ? html`<br><span class="muted">in order per record</span>` : ""}</td>
     <td data-label="Address" class="url">${s.url}</td>
-    <td data-label="State">${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}</td>
+    <td data-label="State">${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}${circuitNote(s.circuit)}</td>
     <td data-label="Made">${when(s.createdAt)}</td>
     <td data-label="Actions"><div class="actions">${
       s.active
@@ -287,6 +313,9 @@ ${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""
   <dt>Address</dt><dd class="url">${e.url}</dd>
   <dt>Events</dt><dd>${e.events.join(", ")}</dd>
   <dt>State</dt><dd>${stateOf(e)}${e.consecutiveFailures > 0 && endpointHealth(e) === "ok" ? html` <span class="muted">${e.consecutiveFailures} failed deliveries in a row (${SWITCH_OFF_AT} switch it off)</span>` : ""}</dd>
+  <dt>Circuit</dt><dd id="circuit">${circuitFacts(e.circuit)}</dd>
+  <dt>Rate</dt><dd>${e.rateLimit === null ? html`<span class="muted">no limit</span>` : `at most ${e.rateLimit} deliveries a second`}</dd>
+  <dt>Order</dt><dd>${e.ordering === "record" ? "each record's events in the order they happened" : html`<span class="muted">none</span>`}</dd>
   <dt>Made</dt><dd>${e.createdBy ?? ""} ${when(e.createdAt)}</dd>
   <dt>Secret rotated</dt><dd>${when(e.secretRotatedAt)}</dd>
   ${e.previousSecretExpiresAt === null ? "" : html`<dt>Old secret signs until</dt><dd>${when(e.previousSecretExpiresAt)} <span class="muted">(beside the current one)</span></dd>`}
@@ -318,7 +347,17 @@ ${replaysTable(replays.list)}
   ${csrfField(session)}
   <h2 id="edit-endpoint-title">Edit</h2>
   ${formError("edit-endpoint-error", options.error)}
-  ${endpointFields("edit", options.form ?? { name: e.name, url: e.url, events: e.events }, offered)}
+  ${endpointFields(
+    "edit",
+    options.form ?? {
+      name: e.name,
+      url: e.url,
+      events: e.events,
+      rateLimit: e.rateLimit === null ? "" : String(e.rateLimit),
+      ordering: e.ordering
+    },
+    offered
+  )}
   <div class="actions"><button type="submit" class="primary">Save changes</button></div>
 </form>`
   })
@@ -326,8 +365,13 @@ ${replaysTable(replays.list)}
 const endpointFormOf = (body: URLSearchParams): EndpointForm => ({
   name: body.get("name") ?? "",
   url: body.get("url") ?? "",
-  events: body.getAll("events")
+  events: body.getAll("events"),
+  rateLimit: body.get("rateLimit") ?? "",
+  ordering: body.get("ordering") === "record" ? "record" : "none"
 })
+
+/** The form's rate as the operations take it (empty: no limit), refused as they refuse it. */
+const rateOf = (form: EndpointForm) => checked(() => parseRateLimitText(form.rateLimit))
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
 const showEndpoint = (
@@ -431,12 +475,16 @@ export const WebhooksRoutes = Layer.mergeAll(
     Effect.gen(function* () {
       const form = endpointFormOf(body)
       const created = yield* Effect.result(
-        w.createEndpoint(actor, {
-          companyId: session.actor.companyId,
-          name: form.name,
-          url: form.url,
-          events: form.events
-        })
+        Effect.flatMap(rateOf(form), (rateLimit) =>
+          w.createEndpoint(actor, {
+            companyId: session.actor.companyId,
+            name: form.name,
+            url: form.url,
+            events: form.events,
+            rateLimit,
+            ordering: form.ordering
+          })
+        )
       )
       if (created._tag === "Failure")
         return yield* showWebhooks(session, {
@@ -458,7 +506,16 @@ export const WebhooksRoutes = Layer.mergeAll(
     Effect.gen(function* () {
       const form = endpointFormOf(body)
       const updated = yield* Effect.result(
-        w.updateEndpoint(actor, { ...target, name: form.name, url: form.url, events: form.events })
+        Effect.flatMap(rateOf(form), (rateLimit) =>
+          w.updateEndpoint(actor, {
+            ...target,
+            name: form.name,
+            url: form.url,
+            events: form.events,
+            rateLimit,
+            ordering: form.ordering
+          })
+        )
       )
       if (updated._tag === "Failure") {
         if (updated.failure._tag === "NotFound") return notFoundPage(httpMessage(updated.failure))

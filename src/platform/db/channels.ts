@@ -17,6 +17,9 @@ export const DELIVERIES_CHANNEL = "service_deliveries"
  */
 export const DESTINATIONS_CHANNEL = "service_webhook_destinations"
 
+/** Notified when a destination's circuit opens, closes or changes (sql/024): every engine re-reads them. */
+export const CIRCUITS_CHANNEL = "service_webhook_circuits"
+
 /** Notified when an engine gives up fan-out partitions (shutdown, a new process's share): others take them at once. */
 export const PARTITIONS_CHANNEL = "service_webhook_partitions"
 

@@ -15,7 +15,18 @@ import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import { forbidden, invalid, notFound } from "../../domain/errors.ts"
 import { DEFAULT_OVERLAP, parseOverlap } from "./overlap.ts"
-import { checked, checkUrl, parseEvents, parseName, requireModulesOn } from "./validate.ts"
+import { resetCircuit } from "../engine/circuits-queries.ts"
+import { CLOSED, circuitColumn, circuitView, type CircuitView } from "./circuit.ts"
+import {
+  checked,
+  checkUrl,
+  parseEvents,
+  parseName,
+  parseOrdering,
+  parseRateLimit,
+  requireModulesOn,
+  type Ordering
+} from "./validate.ts"
 
 export type EndpointView = {
   readonly id: string
@@ -35,6 +46,12 @@ export type EndpointView = {
   readonly secretRotatedAt: string | null
   /** Until when the secret the last rotation replaced still signs beside the current one; null when it no longer does. */
   readonly previousSecretExpiresAt: string | null
+  /** Deliveries per second at most (live, retries, replays); null: no limit. */
+  readonly rateLimit: number | null
+  /** "record": events of one record arrive in the order they happened; "none": no order. */
+  readonly ordering: Ordering
+  /** Its circuit breaker: closed, or open after timeouts or refused connections in a row. */
+  readonly circuit: CircuitView
 }
 
 /** Deliveries in a row that failed every attempt at which the pages and the activity log warn (sql/019's trigger). */
@@ -63,11 +80,15 @@ type Row = {
   updated_at: Date
   secret_rotated_at: Date | null
   previous_secret_expires_at: Date | null
+  rate_limit: number | null
+  ordering: Ordering
+  circuit: unknown
 }
 
 const COLUMNS = `id::text, company_id::text, name, url, events, enabled, disabled_reason, disabled_at,
   consecutive_failures, created_at, created_by_email, updated_at, secret_rotated_at,
-  case when previous_secret_expires_at > now() then previous_secret_expires_at end as previous_secret_expires_at`
+  case when previous_secret_expires_at > now() then previous_secret_expires_at end as previous_secret_expires_at,
+  rate_limit, ordering, ${circuitColumn("endpoint", "webhook_endpoints.id")}`
 
 const view = (r: Row): EndpointView => ({
   id: r.id,
@@ -83,7 +104,10 @@ const view = (r: Row): EndpointView => ({
   createdBy: r.created_by_email,
   updatedAt: r.updated_at.toISOString(),
   secretRotatedAt: toIsoUtcOrNull(r.secret_rotated_at),
-  previousSecretExpiresAt: toIsoUtcOrNull(r.previous_secret_expires_at)
+  previousSecretExpiresAt: toIsoUtcOrNull(r.previous_secret_expires_at),
+  rateLimit: r.rate_limit,
+  ordering: r.ordering,
+  circuit: circuitView(r.circuit)
 })
 
 type Company = { id: string; tier: string; modules: string[] }
@@ -126,6 +150,10 @@ export type CreateEndpointInput = {
   readonly url: string
   /** Event names, or "a,b". */
   readonly events: ReadonlyArray<string> | string
+  /** Deliveries per second at most; absent or null: no limit. */
+  readonly rateLimit?: unknown
+  /** "record" or "none" (the default). */
+  readonly ordering?: unknown
 }
 
 /** Returns the signing secret once; only its encrypted form is kept. */
@@ -137,6 +165,8 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
   const companyId = yield* checked(() => requireCompanyId(input.companyId))
   const name = yield* checked(() => parseName(input.name))
   const events = yield* checked(() => parseEvents(input.events))
+  const rateLimit = input.rateLimit === undefined ? null : yield* checked(() => parseRateLimit(input.rateLimit))
+  const ordering = input.ordering === undefined ? "none" : yield* checked(() => parseOrdering(input.ordering))
   const company = yield* companyFor(companyId)
   yield* checked(() => requireModulesOn(events, company.modules))
   const url = yield* checkUrl(deps, input.url)
@@ -147,8 +177,9 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
     Effect.gen(function* () {
       const [r] = yield* query((tx) =>
         tx.unsafe<Row[]>(
-          `insert into service.webhook_endpoints (id, company_id, name, url, events, secret, created_by, created_by_email)
-           values ($1, $2, $3, $4, $5, $6, $7, $8) returning ${COLUMNS}`,
+          `insert into service.webhook_endpoints (id, company_id, name, url, events, secret, created_by, created_by_email,
+             rate_limit, ordering)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning ${COLUMNS}`,
           [
             id,
             companyId,
@@ -157,7 +188,9 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
             events as Array<string>,
             blob,
             actor.kind === "user" ? actor.id : null,
-            actor.kind === "user" ? actor.email : null
+            actor.kind === "user" ? actor.email : null,
+            rateLimit,
+            ordering
           ]
         )
       )
@@ -166,7 +199,13 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
         actor,
         kind: "endpoint.created",
         subjectId: id,
-        details: { name, url, events }
+        details: {
+          name,
+          url,
+          events,
+          ...(rateLimit !== null ? { rateLimit } : {}),
+          ...(ordering !== "none" ? { ordering } : {})
+        }
       })
       return r!
     })
@@ -178,6 +217,10 @@ export type UpdateEndpointInput = Target & {
   readonly name?: string | undefined
   readonly url?: string | undefined
   readonly events?: ReadonlyArray<string> | string | undefined
+  /** A number, or null to remove the limit; absent: unchanged. */
+  readonly rateLimit?: unknown
+  /** "record" or "none"; absent: unchanged. */
+  readonly ordering?: unknown
 }
 
 export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
@@ -186,10 +229,18 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
   input: UpdateEndpointInput
 ) {
   const current = yield* load(input)
-  if (input.name === undefined && input.url === undefined && input.events === undefined) {
-    return yield* invalid("nothing to change: give a name, url or events")
+  if (
+    input.name === undefined &&
+    input.url === undefined &&
+    input.events === undefined &&
+    input.rateLimit === undefined &&
+    input.ordering === undefined
+  ) {
+    return yield* invalid("nothing to change: give a name, url, events, rateLimit or ordering")
   }
   const name = input.name === undefined ? current.name : yield* checked(() => parseName(input.name))
+  const rateLimit = input.rateLimit === undefined ? undefined : yield* checked(() => parseRateLimit(input.rateLimit))
+  const ordering = input.ordering === undefined ? undefined : yield* checked(() => parseOrdering(input.ordering))
   let events: ReadonlyArray<string> = current.events
   if (input.events !== undefined) {
     const parsed = yield* checked(() => parseEvents(input.events))
@@ -203,8 +254,8 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
       // Only the fields given are written, against the row as it stands under its lock: two
       // admins changing different fields at once both keep their change.
       const [before] = yield* query(
-        (tx) => tx<{ name: string; url: string; events: string[] }[]>`
-        select name, url, events from service.webhook_endpoints where id = ${current.id} for update`
+        (tx) => tx<{ name: string; url: string; events: string[]; rate_limit: number | null; ordering: string }[]>`
+        select name, url, events, rate_limit, ordering from service.webhook_endpoints where id = ${current.id} for update`
       )
       if (!before) return yield* notFound(`no endpoint ${current.id}`)
       const given = {
@@ -215,8 +266,17 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
       const [r] = yield* query((tx) =>
         tx.unsafe<Row[]>(
           `update service.webhook_endpoints set name = coalesce($2, name), url = coalesce($3, url), events = coalesce($4::text[], events),
+             rate_limit = case when $5::boolean then $6::float8 else rate_limit end, ordering = coalesce($7, ordering),
              updated_at = now() where id = $1 returning ${COLUMNS}`,
-          [current.id, given.name, given.url, given.events as Array<string> | null]
+          [
+            current.id,
+            given.name,
+            given.url,
+            given.events as Array<string> | null,
+            rateLimit !== undefined,
+            rateLimit ?? null,
+            ordering ?? null
+          ]
         )
       )
       if (!r) return yield* notFound(`no endpoint ${current.id}`)
@@ -224,14 +284,18 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
       if (r.name !== before.name) changes.name = r.name
       if (r.url !== before.url) changes.url = r.url
       if (r.events.join(",") !== before.events.join(",")) changes.events = r.events
+      if (r.rate_limit !== before.rate_limit) changes.rateLimit = r.rate_limit
+      if (r.ordering !== before.ordering) changes.ordering = r.ordering
       if (r.url !== before.url) {
-        // Deliveries still to go follow the endpoint to its new receiver.
+        // Deliveries still to go follow the endpoint to its new receiver, which is tried afresh.
         yield* query((tx) =>
           tx.unsafe(
             `update service.webhook_deliveries set origin = ${originOf("$2::text")} where endpoint_id = $1 and state in ('pending', 'held')`,
             [r.id, r.url]
           )
         )
+        const reset = resetCircuit({ endpointId: r.id, subscriptionId: null })
+        yield* query((tx) => tx.unsafe(reset.text, reset.params))
       }
       yield* writeActivity({
         companyId: r.company_id,
@@ -240,7 +304,7 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
         subjectId: r.id,
         details: changes
       })
-      return view(r)
+      return r.url !== before.url ? { ...view(r), circuit: CLOSED } : view(r)
     })
   )
 })
@@ -358,6 +422,9 @@ export const enableEndpoint = Effect.fn("enableEndpoint")(function* (actor: Acto
         if (!now) return yield* notFound(`no endpoint ${current.id}`)
         return { ...view(now), replayWhatFailed: null } satisfies EnabledEndpointView
       }
+      // Turned on once its receiver is fixed: tried afresh, not behind a circuit opened before.
+      const reset = resetCircuit({ endpointId: r.id, subscriptionId: null })
+      yield* query((tx) => tx.unsafe(reset.text, reset.params))
       const offer: ReplayOffer = {
         endpointId: r.id,
         since: w!.since.toISOString(),
@@ -376,7 +443,7 @@ export const enableEndpoint = Effect.fn("enableEndpoint")(function* (actor: Acto
         }
       })
       yield* wakeDelivery
-      return { ...view(r), replayWhatFailed: offer } satisfies EnabledEndpointView
+      return { ...view(r), circuit: CLOSED, replayWhatFailed: offer } satisfies EnabledEndpointView
     })
   )
 })

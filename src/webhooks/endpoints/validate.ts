@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { resolveAndCheck } from "../net/address-guard.ts"
 import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../../domain/event-kinds.ts"
 import type { WebhookDeps } from "../engine/settings.ts"
-import { forbidden, invalid, isDomainError, type DomainError } from "../../domain/errors.ts"
+import { at, forbidden, invalid, isDomainError, words, type DomainError } from "../../domain/errors.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
 
 const KNOWN = EVENT_KINDS.join(", ")
@@ -84,3 +84,38 @@ export const checkUrl = Effect.fn("checkUrl")(function* (
     })
   return r.target.href
 })
+
+/** A destination's rate, in deliveries per second: at least MIN_RATE_LIMIT, at most MAX_RATE_LIMIT. */
+export const MIN_RATE_LIMIT = 0.01
+export const MAX_RATE_LIMIT = 1_000
+
+/** rateLimit: deliveries per second (decimals allowed, e.g. 0.5), or null for none. */
+export const parseRateLimit = (input: unknown): number | null => {
+  if (input === null) return null
+  if (typeof input !== "number" || !Number.isFinite(input) || input < MIN_RATE_LIMIT || input > MAX_RATE_LIMIT)
+    throw invalid(
+      words`${at("rateLimit")} must be a number of deliveries per second from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT} (e.g. 5 or 0.5), or null for no limit`
+    )
+  return input
+}
+
+export const ORDERINGS = ["none", "record"] as const
+/** "record": events of one record reach the destination in the order they happened; "none": no order (the default). */
+export type Ordering = (typeof ORDERINGS)[number]
+
+export const parseOrdering = (input: unknown): Ordering => {
+  if (input === "none" || input === "record") return input
+  throw invalid(
+    words`${at("ordering")} must be "record" (events of one record in the order they happened) or "none" (no order, the default)`
+  )
+}
+
+/**
+ * rateLimit as text (a CLI flag, a form field): "5", "0.5", or "none" (or empty) for no limit;
+ * anything else is refused as parseRateLimit refuses it.
+ */
+export const parseRateLimitText = (input: string): number | null => {
+  const t = input.trim()
+  if (t === "" || t.toLowerCase() === "none") return null
+  return parseRateLimit(/^\d+(\.\d+)?$/.test(t) ? Number(t) : Number.NaN)
+}

@@ -1,16 +1,24 @@
-// Claim: leases a batch of due rows (retries, hand-backs, Send Again, replays). Each waits in
-// its origin's queue for a send slot, and starts only if its attempt can end within its lease
-// (else send hands it back).
+// Claim: leases a batch of due rows (retries, hand-backs, Send Again, replays), each
+// destination's as many as this process has room for. Each waits in its destination's queue
+// for a send slot, and starts only if its attempt can end within its lease (else send hands
+// it back). Deliveries ordered by record wait in the database until their turn.
 import { Effect } from "effect"
 import { claim, nextDue } from "./claim-queries.ts"
 import type { DeliveryQueryFailed } from "./errors.ts"
 import type { Item } from "./item.ts"
 import type { Pending } from "./record.ts"
+import { UNKNOWN_CAP } from "./health.ts"
 import { db, now, survive, waitFor, type EngineEnv, type Wake } from "./runtime.ts"
 import type { Sends } from "./send.ts"
 
-/** "more": a full scan, claim again at once; "full": no room; "idle": nothing due now. */
-type Step = "more" | "full" | "idle"
+/**
+ * "more": a full scan, claim again at once; "full": no room; "idle": nothing due now;
+ * "soon": deliveries ordered by record wait for fan-out to pass their event: look again shortly.
+ */
+type Step = "more" | "full" | "idle" | "soon"
+
+/** How soon claim looks again for deliveries that wait for fan-out (their order needs it). */
+const SOON_MS = 100
 
 export type ClaimWake = ReturnType<typeof makeClaimWake>
 
@@ -32,10 +40,11 @@ export const makeClaimWake = (wake: Wake) => {
 export const makeClaim = (
   env: EngineEnv,
   wake: ClaimWake,
-  sends: Pick<Sends, "enqueue" | "pump" | "open">,
-  pending: Pick<Pending, "held" | "admit" | "handBack">
+  sends: Pick<Sends, "enqueue" | "pump" | "room">,
+  pending: Pick<Pending, "held" | "admit" | "handBack">,
+  live: () => number
 ) => {
-  const { sql, o, owner, maxHeld, maxOpenPerOrigin, signals } = env
+  const { sql, o, owner, maxHeld, signals } = env
 
   const once: Effect.Effect<Step, DeliveryQueryFailed> = Effect.gen(function* () {
     const free = maxHeld - pending.held()
@@ -43,19 +52,23 @@ export const makeClaim = (
     wake.setWaiting(true)
     if (signals.stopping || free < Math.min(32, maxHeld / 8)) return "full"
     const at = yield* now
-    const saturated = [...sends.open].filter(([, n]) => n >= maxOpenPerOrigin).map(([origin]) => origin)
-    // Enough rows to fill what is free; one origin's share stops at its limit, and a
-    // saturated origin is not scanned at all, so the next claim moves on to the others.
+    // Enough rows to fill what is free; one destination's share stops at its room, and a
+    // destination or origin with none is not scanned at all, so the next claim moves on to the others.
+    const room = sends.room()
     const scan = Math.min(free, 256)
     const seen = signals.generation
-    const { claimed, scanned } = yield* db("claim", () =>
+    const { claimed, scanned, left, waitingForFanout } = yield* db("claim", () =>
       claim(sql, {
         now: at,
         free,
         scan,
-        perOrigin: maxOpenPerOrigin,
-        saturated,
-        busy: sends.open,
+        saturated: room.saturated,
+        full: room.full,
+        rooms: room.flows,
+        originCaps: room.origins,
+        defaultRoom: UNKNOWN_CAP,
+        live: live(),
+        rateWindowMs: o.writeAfterMs,
         leaseUntil: new Date(at.getTime() + o.leaseMs),
         owner
       })
@@ -72,7 +85,9 @@ export const makeClaim = (
         handBack: seen !== signals.generation,
         persist: false,
         dropped: false,
-        span: null
+        span: null,
+        probe: false,
+        dueAtMs: null
       }
       pending.admit()
       if (it.handBack) pending.handBack(it)
@@ -80,9 +95,12 @@ export const makeClaim = (
     }
     sends.pump()
     // Rows may be left for later: room freed by a finished attempt is worth another claim.
-    wake.setWaiting(claimed.length >= free || saturated.length > 0)
+    wake.setWaiting(claimed.length >= free || left > 0 || room.saturated.length > 0 || room.full.length > 0)
     if (claimed.length >= free) return "full"
-    return claimed.length > 0 && scanned >= scan ? "more" : "idle"
+    // A full scan, or rows left for a destination new here: look again now (it has room now
+    // that what was just claimed of it is held here, measured by its origin).
+    if (claimed.length > 0 && (scanned >= scan || left > 0)) return "more"
+    return waitingForFanout > 0 ? "soon" : "idle"
   })
 
   const loop = Effect.forever(
@@ -93,6 +111,7 @@ export const makeClaim = (
       )
       if (step === "more") return yield* Effect.yieldNow
       if (step === "full") return void (yield* waitFor(wake.queue, o.pollMs))
+      if (step === "soon") return void (yield* waitFor(wake.queue, SOON_MS))
       const at = yield* now
       const due = yield* db("next due", () => nextDue(sql, at)).pipe(Effect.orElseSucceed(() => null))
       const wait = due === null ? o.pollMs : Math.min(o.pollMs, due - at.getTime())

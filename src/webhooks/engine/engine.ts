@@ -12,12 +12,23 @@
 // any process. Time that drives the schedule comes from Effect's Clock, so tests can run it
 // on a TestClock; partition leases are on the database's clock (liveness, not schedule).
 //
+// One company's dead receivers slow no one else (docs/design.md, "Fair sending"): send slots
+// go round robin between companies and, within each, between destinations (fair.ts); a
+// receiver origin that has not answered (new, or timing out) gets one attempt at a time and
+// keeps two deliveries in memory (health.ts), the rest waiting as rows; after timeouts or
+// refused connections in a row a destination's circuit opens and what falls due is recorded
+// as not sent until a single probe gets an answer (circuits.ts); a destination's rate spaces
+// its starts; a destination that orders by record gets its deliveries through claim only,
+// the next of a record when the one before is finished.
+//
 // The steps, each in its own file with its own queries (<step>-queries.ts), each owning its
 // state and reached by the others through a few functions:
 //   partitions      which partitions this process owns and their cursors; the heartbeat
 //   fan-out         events of owned partitions -> deliveries in the send queues; the destinations read
 //   claim           due rows -> the send queues; whether rows were left for lack of room
-//   send            the send queues and slots -> attempts -> outcomes (the hot path, plain promises)
+//   send            the send queues and slots -> attempts -> outcomes (the hot path, plain promises),
+//                   with fair.ts (who gets the next slot) and health.ts (receivers as this process sees them)
+//   circuits        each destination's breaker, shared by all engines through the database
 //   record          what is held until written: outcomes, hand-backs, leased rows and cursors -> one statement
 //   housekeeping    release of held deliveries, purge
 // This file wires them: wake-ups from LISTEN, the loops under the process's supervisor
@@ -28,6 +39,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { EVENTS_CHANNEL } from "../../pipeline/outbox/events.ts"
 import { Database } from "../../platform/db/Database.ts"
 import {
+  CIRCUITS_CHANNEL,
   DELIVERIES_CHANNEL,
   DESTINATIONS_CHANNEL,
   PARTITIONS_CHANNEL,
@@ -35,8 +47,10 @@ import {
 } from "../../platform/db/channels.ts"
 import { currentSupervisor } from "../../platform/supervisor.ts"
 import { TracingEnabled } from "../../platform/tracing.ts"
+import { makeCircuits } from "./circuits.ts"
 import { makeClaim, makeClaimWake } from "./claim.ts"
 import { makeFanout } from "./fanout.ts"
+import { makeHealth } from "./health.ts"
 import { makeHousekeeping } from "./housekeeping.ts"
 import { resolveSettings, type EngineOptions } from "./options.ts"
 import { leaveFanout } from "./partitions-queries.ts"
@@ -69,6 +83,13 @@ export type EngineStats = {
   purged: number
   /** Fan-out partitions this process owns. */
   partitions: number
+  /** Deliveries recorded as not sent: their destination's circuit was open (a failed attempt that held no slot). */
+  notSent: number
+  /** Circuits this process opened, and closed after an answer. */
+  circuitsOpened: number
+  circuitsClosed: number
+  /** Destinations whose circuit is open or half open now (every engine's, as this one knows them). */
+  circuitsOpen: number
 }
 
 export interface DeliveryEngineShape {
@@ -116,14 +137,28 @@ export const makeEngine = (options: EngineOptions) =>
       fanout: yield* makeWake,
       release: yield* makeWake,
       record: yield* makeWake,
-      heartbeat: yield* makeWake
+      heartbeat: yield* makeWake,
+      circuits: yield* makeWake
     }
     const claimWake = makeClaimWake(yield* makeWake)
 
     // Each step is made with the others' functions it calls (record's writes last: they go
     // through all of them).
     const record = makeRecord(env, wakes)
-    const send = makeSend(env, record.pending, claimWake.roomFreed)
+    const health = makeHealth({
+      perOrigin: o.perOrigin,
+      maxHeld: env.maxHeld,
+      writeAfterMs: o.writeAfterMs,
+      queueRounds: QUEUE_ROUNDS
+    })
+    const live = () => partitions.live()
+    const circuits = makeCircuits(
+      env,
+      { after: o.circuitAfter, probeMs: o.circuitProbeMs, probeMaxMs: o.circuitProbeMaxMs },
+      wakes.circuits,
+      (destination) => send.circuitOpened(destination)
+    )
+    const send = makeSend(env, record.pending, claimWake.roomFreed, health, circuits, live)
     const partitions = makePartitions(env, wakes, (lost) => {
       for (const it of send.takeQueued(lost)) {
         it.state = "done"
@@ -131,7 +166,7 @@ export const makeEngine = (options: EngineOptions) =>
       }
     })
     const fanout = makeFanout(env, wakes, partitions, send, record.pending)
-    const claim = makeClaim(env, claimWake, send, record.pending)
+    const claim = makeClaim(env, claimWake, send, record.pending, live)
     const housekeeping = makeHousekeeping(env, { release: wakes.release, claim: claimWake })
     const writer = record.writer({ partitions, sends: send, claim: claimWake })
 
@@ -163,7 +198,8 @@ export const makeEngine = (options: EngineOptions) =>
           }
         ],
         [DESTINATIONS_CHANNEL, destinationsChanged],
-        [PARTITIONS_CHANNEL, wakes.heartbeat.poke]
+        [PARTITIONS_CHANNEL, wakes.heartbeat.poke],
+        [CIRCUITS_CHANNEL, circuits.changed]
       ])
     )
     // 4. The last writes free every partition with its cursor where everything is written.
@@ -182,6 +218,7 @@ export const makeEngine = (options: EngineOptions) =>
     yield* supervisor.run("delivery claim", claim.loop)
     yield* supervisor.run("delivery release", housekeeping.releaseLoop)
     yield* supervisor.run("delivery purge", housekeeping.purgeLoop)
+    yield* supervisor.run("delivery circuits", circuits.loop)
     // 0. First of all: no send starts any more (an attempt ending would start the next).
     yield* supervisor.onStop(
       "delivery: stop sending",
@@ -202,6 +239,8 @@ export const makeEngine = (options: EngineOptions) =>
           ...fanout.stats,
           ...record.stats,
           ...housekeeping.stats,
+          ...circuits.stats,
+          circuitsOpen: circuits.openCount(),
           inFlight: send.sending(),
           queued: send.queued(),
           partitions: partitions.size()

@@ -3,7 +3,16 @@
 import { Data } from "effect"
 
 /** Which step a failed query belongs to, for the log line (`delivery <step> failed; retrying in 1 s`). */
-export type EngineStep = "fan-out" | "claim" | "next due" | "record" | "heartbeat" | "release" | "purge" | "leave"
+export type EngineStep =
+  | "fan-out"
+  | "claim"
+  | "next due"
+  | "record"
+  | "heartbeat"
+  | "release"
+  | "purge"
+  | "leave"
+  | "circuits"
 
 /** A database call of a step failed (a connection lost, a server restarting, a lock timeout, ...). */
 export class DeliveryQueryFailed extends Data.TaggedError("DeliveryQueryFailed")<{

@@ -22,7 +22,8 @@ export const OUTBOX_BACKLOG = `
  * the event (written before a crash, beyond the cursor) is left out.
  */
 const TARGETS = `
-  select ev.id as event_id, w.id as endpoint_id, null::uuid as subscription_id, null::uuid as key_id, w.url, w.secret
+  select ev.id as event_id, w.id as endpoint_id, null::uuid as subscription_id, null::uuid as key_id, w.url, w.secret,
+    w.ordering
   from ev
   join service.companies co on co.id = ev.company_id and co.tier = 'company' and ev.resource = any(co.modules)
   join service.webhook_endpoints w on w.company_id = ev.company_id and w.enabled and ev.event = any(w.events)
@@ -30,7 +31,7 @@ const TARGETS = `
   where not (ev.recheck and exists (
     select 1 from service.webhook_deliveries d where d.event_id = ev.id and d.endpoint_id = w.id))
   union all
-  select ev.id, null, s.id, s.key_id, s.url, ks.secret
+  select ev.id, null, s.id, s.key_id, s.url, ks.secret, s.ordering
   from ev
   join service.companies co on co.id = ev.company_id and co.tier = 'company' and co.api_enabled
     and ev.resource = any(co.modules)
@@ -45,11 +46,15 @@ const TARGETS = `
 /**
  * The next events of the given partitions, each after its own place, in outbox order, with
  * the ids of their destinations (their addresses and secrets: destinationsOf). Only reads:
- * the rows are written once the first attempts' outcomes are in.
+ * the rows are written once the first attempts' outcomes are in. Every row carries the outbox's
+ * newest event as this read saw it (one row with no event when none is read): a read that
+ * returns fewer than it may has covered every event of its partitions up to there.
  */
 const FANOUT_READ = `
-with ev as materialized (
-  select e.id, e.company_id, e.event, e.resource, e.created_at, e.commit_lsn, e.seq, e.payload,
+with head as materialized (
+  select e.commit_lsn, e.seq from service.events e order by e.commit_lsn desc, e.seq desc limit 1
+), ev as materialized (
+  select e.id, e.company_id, e.event, e.resource, e.record_id, e.created_at, e.commit_lsn, e.seq, e.payload,
     service.webhook_part(e.id) as part,
     (e.commit_lsn, e.seq) <= (($6::pg_lsn[])[service.webhook_part(e.id) + 1], ($7::int[])[service.webhook_part(e.id) + 1]) as recheck
   from service.events e
@@ -65,12 +70,13 @@ with ev as materialized (
 )
 select ev.id::text as event_id, ev.company_id::text, ev.event, ev.part, ev.commit_lsn::text as lsn, ev.seq,
   to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
-  per.endpoints::text[], per.subscriptions::text[], case when per.event_id is not null then ev.payload end as payload
-from ev left join per on per.event_id = ev.id
+  per.endpoints::text[], per.subscriptions::text[], case when per.event_id is not null then ev.payload end as payload,
+  ev.resource || ':' || ev.record_id as record, h.commit_lsn::text as head_lsn, h.seq as head_seq
+from head h left join (ev left join per on per.event_id = ev.id) on true
 order by ev.commit_lsn, ev.seq`
 
 type FanoutRow = {
-  event_id: string
+  event_id: string | null
   company_id: string
   event: string
   part: number
@@ -80,6 +86,9 @@ type FanoutRow = {
   endpoints: Array<string> | null
   subscriptions: Array<string> | null
   payload: string | null
+  record: string | null
+  head_lsn: string | null
+  head_seq: number | null
 }
 
 export type FannedEvent = {
@@ -93,6 +102,8 @@ export type FannedEvent = {
   readonly payload: string
   readonly endpoints: ReadonlyArray<string>
   readonly subscriptions: ReadonlyArray<string>
+  /** '<resource>:<record id>': a destination that orders by record keeps its events in order. */
+  readonly record: string
 }
 
 export type FanoutReadInput = {
@@ -103,10 +114,16 @@ export type FanoutReadInput = {
   readonly limit: number
 }
 
-/** The next events of the partitions `after` names, with who gets each. */
-export const readFanout = async (sql: Sql, input: FanoutReadInput): Promise<ReadonlyArray<FannedEvent>> => {
+/**
+ * The next events of the partitions `after` names, with who gets each, and the outbox's
+ * newest event as the read saw it (null: none).
+ */
+export const readFanout = async (
+  sql: Sql,
+  input: FanoutReadInput
+): Promise<{ readonly events: ReadonlyArray<FannedEvent>; readonly head: Pos | null }> => {
   const read = input.after.filter((p): p is Pos => p !== null)
-  if (read.length === 0) return []
+  if (read.length === 0) return { events: [], head: null }
   const from = read.reduce((a, b) => (comparePos(a, b) <= 0 ? a : b))
   const after = input.after.map((p) => p ?? END)
   const recheck = input.recheck.map((p) => p ?? START)
@@ -123,17 +140,25 @@ export const readFanout = async (sql: Sql, input: FanoutReadInput): Promise<Read
     ],
     { prepare: true }
   )
-  return rows.map((r) => ({
-    id: r.event_id,
-    companyId: r.company_id,
-    event: r.event,
-    part: r.part,
-    pos: { lsn: r.lsn, seq: r.seq },
-    createdAt: r.created_at,
-    payload: r.payload ?? "",
-    endpoints: r.endpoints ?? [],
-    subscriptions: r.subscriptions ?? []
-  }))
+  const first = rows[0]
+  const head = first?.head_lsn != null ? { lsn: first.head_lsn, seq: first.head_seq! } : null
+  const events: Array<FannedEvent> = []
+  for (const r of rows) {
+    if (r.event_id === null) continue
+    events.push({
+      id: r.event_id,
+      companyId: r.company_id,
+      event: r.event,
+      part: r.part,
+      pos: { lsn: r.lsn, seq: r.seq },
+      createdAt: r.created_at,
+      payload: r.payload ?? "",
+      endpoints: r.endpoints ?? [],
+      subscriptions: r.subscriptions ?? [],
+      record: r.record!
+    })
+  }
+  return { events, head }
 }
 
 /** Where a destination sends and how it signs. */
@@ -148,6 +173,10 @@ export type Destination = {
   readonly previousSecret: Buffer | null
   readonly previousSecretUntil: number
   readonly keyId: string | null
+  /** Deliveries per second at most; null: no limit. */
+  readonly rateLimit: number | null
+  /** Events of one record in the order they happened. */
+  readonly ordering: boolean
 }
 
 /** The destinations of the given ids that exist, by id. */
@@ -164,13 +193,15 @@ export const destinationsOf = async (
       previous_secret: Buffer | null
       until: Date | null
       key_id: string | null
+      rate_limit: number | null
+      ordering: string
     }[]
   >`
     select w.id::text, w.url, w.secret, case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
-      w.previous_secret_expires_at as until, null::text as key_id
+      w.previous_secret_expires_at as until, null::text as key_id, w.rate_limit, w.ordering
     from service.webhook_endpoints w where w.id = any(${[...endpoints]}::uuid[])
     union all
-    select s.id::text, s.url, ks.secret, null, null, s.key_id::text from service.webhook_subscriptions s
+    select s.id::text, s.url, ks.secret, null, null, s.key_id::text, s.rate_limit, s.ordering from service.webhook_subscriptions s
     left join service.webhook_key_secrets ks on ks.key_id = s.key_id where s.id = any(${[...subscriptions]}::uuid[])`
   return new Map(
     rows.map((r) => [
@@ -180,7 +211,9 @@ export const destinationsOf = async (
         secret: r.secret,
         previousSecret: r.previous_secret,
         previousSecretUntil: r.until?.getTime() ?? 0,
-        keyId: r.key_id
+        keyId: r.key_id,
+        rateLimit: r.rate_limit,
+        ordering: r.ordering === "record"
       }
     ])
   )
@@ -193,16 +226,18 @@ export const destinationsOf = async (
  */
 const FANOUT_ROWS = `
 with ev as materialized (
-  select e.id, e.company_id, e.event, e.resource, e.created_at, e.commit_lsn, e.seq, false as recheck
+  select e.id, e.company_id, e.event, e.resource, e.record_id, e.created_at, e.commit_lsn, e.seq, false as recheck
   from service.events e join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
   where (e.commit_lsn, e.seq) > (select commit_lsn, seq from service.webhook_fanout) and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)
   order by e.commit_lsn, e.seq
   limit $1
 ), t as materialized (${TARGETS}
 ), ins as (
-  insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
+  insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at,
+    ordering_key)
   select service.webhook_delivery_id(t.event_id, t.endpoint_id, t.subscription_id), ev.id, ev.company_id, ev.event,
-    t.endpoint_id, t.subscription_id, ${originOf("t.url")}, $2
+    t.endpoint_id, t.subscription_id, ${originOf("t.url")}, $2,
+    case when t.ordering = 'record' then ev.resource || ':' || ev.record_id end
   from t join ev on ev.id = t.event_id order by ev.commit_lsn, ev.seq
   on conflict do nothing
   returning 1

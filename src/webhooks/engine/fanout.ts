@@ -1,7 +1,11 @@
 // Fan-out: the next events of this process's partitions, each with its destinations, straight
-// to the send queues as deliveries with no row yet (record writes them once answered). It
-// owns the destinations it read (addresses and secrets, by id, dropped when one changes) and
-// how many deliveries an event makes, to size its reads.
+// to the send queues as deliveries with no row yet (record writes them once answered). A
+// delivery whose destination has no more room in this process (a receiver that is slow,
+// hangs, or keeps a rate), or that keeps the order of its record, is written as a row due at
+// once instead, for claim: what waits in memory stays what can be sent soon, so another
+// company's events are always read. It owns the destinations it read (addresses, secrets,
+// rate and ordering, by id, dropped when one changes) and how many deliveries an event makes,
+// to size its reads.
 import { Effect } from "effect"
 import { annotateFanout, withFanoutSpan } from "../../platform/tracing.ts"
 import { deliveryId } from "./ids.ts"
@@ -16,6 +20,8 @@ import { db, survive, waitFor, type EngineEnv, type Wake } from "./runtime.ts"
 import type { Sends } from "./send.ts"
 
 const NO_SECRET = Buffer.alloc(0)
+/** Cursors moved by reads that found nothing are written on their own at most this often. */
+const IDLE_CURSOR_MS = 200
 
 export type FanoutStats = { events: number; created: number }
 
@@ -23,7 +29,7 @@ export const makeFanout = (
   env: EngineEnv,
   wakes: { readonly fanout: Wake; readonly record: Wake },
   partitions: Pick<Partitions, "readable" | "current" | "took" | "track" | "passed">,
-  sends: Pick<Sends, "enqueue" | "pump" | "openTotal">,
+  sends: Pick<Sends, "enqueue" | "pump" | "openTotal" | "hasRoom" | "dueFor">,
   pending: Pick<Pending, "held" | "admit" | "watch" | "handBack">
 ) => {
   const { sql, o, maxHeld, tracing, signals } = env
@@ -35,6 +41,7 @@ export const makeFanout = (
   /** Deliveries per event in the last read, to size the next one. A first read assumes many, so that it does not queue more than can be sent before writeAfterMs. */
   let targetsPerEvent = 8
   const stats: FanoutStats = { events: 0, created: 0 }
+  let idleCursorAt = 0
   const origins = new Map<string, string>()
   const originOf = (url: string): string => {
     let origin = origins.get(url)
@@ -62,8 +69,28 @@ export const makeFanout = (
     }
     const limit = Math.max(1, Math.min(o.fanoutBatch, Math.floor(room / targetsPerEvent)))
     const seen = signals.generation
-    const events = yield* db("fan-out", () => readFanout(sql, { after, recheck, limit }))
-    if (events.length === 0) return "done"
+    const { events, head } = yield* db("fan-out", () => readFanout(sql, { after, recheck, limit }))
+    // Fewer than asked: every event of these partitions up to the outbox's head is read. Their
+    // cursors may move there even when none was theirs (another process's events), so the
+    // slowest cursor keeps up with the outbox (ordering by record waits for it).
+    const passHead = (): boolean => {
+      if (events.length >= limit || head === null) return false
+      let moved = false
+      for (const p of parts) {
+        if (!partitions.current(p) || comparePos(head, p.read) <= 0) continue
+        partitions.passed(p, head)
+        moved = true
+      }
+      return moved
+    }
+    if (events.length === 0) {
+      // A write for these cursors alone, at most every IDLE_CURSOR_MS (the heartbeat writes the rest).
+      if (passHead() && Date.now() - idleCursorAt >= IDLE_CURSOR_MS) {
+        idleCursorAt = Date.now()
+        wakes.record.poke()
+      }
+      return "done"
+    }
     // The round from here on is one span when tracing is on (an empty read makes none).
     const round = Effect.gen(function* () {
       const span = tracing ? yield* Effect.currentSpan.pipe(Effect.orElseSucceed(() => null)) : null
@@ -98,6 +125,7 @@ export const makeFanout = (
           if (d === undefined && seen === signals.generation) return
           entry.remaining++
           targets++
+          const rateLimit = d?.rateLimit ?? null
           const c: Claimed = {
             id: deliveryId(ev.id, endpointId, subscriptionId),
             eventId: ev.id,
@@ -112,7 +140,10 @@ export const makeFanout = (
             previousSecret: d?.previousSecret != null && d.previousSecretUntil > at ? d.previousSecret : null,
             origin: d?.origin ?? "",
             eventCreatedAt: ev.createdAt,
-            payload: ev.payload
+            payload: ev.payload,
+            companyId: ev.companyId,
+            rateLimit,
+            orderingKey: d?.ordering ? ev.record : null
           }
           pending.admit()
           items.push({
@@ -123,10 +154,13 @@ export const makeFanout = (
             fannedAt: at,
             state: "queued",
             outcome: null,
-            handBack: d === undefined || d.secret === null || seen !== signals.generation,
+            // Written as a row due now, for claim: read before a change, an order to keep.
+            handBack: d === undefined || d.secret === null || seen !== signals.generation || c.orderingKey !== null,
             persist: false,
             dropped: false,
-            span
+            span,
+            probe: false,
+            dueAtMs: null
           })
         }
         for (const id of ev.endpoints) add(id, null)
@@ -136,12 +170,17 @@ export const makeFanout = (
       // The scan covered every event of the partitions read, up to the last one returned.
       const last = events.at(-1)?.pos
       if (last) for (const p of parts) if (same(p)) partitions.passed(p, last)
+      passHead()
       stats.events += events.length
       stats.created += targets
       if (events.length > 0) targetsPerEvent = Math.max(1, targets / events.length)
       for (const it of items) {
         if (it.handBack) pending.handBack(it)
-        else {
+        else if (!sends.hasRoom(it.c)) {
+          // No room here for its destination (slow, hung, or at its rate): a row, claimed when there is.
+          it.dueAtMs = sends.dueFor(it.c)
+          pending.handBack(it)
+        } else {
           sends.enqueue(it)
           pending.watch(it)
         }

@@ -21,6 +21,12 @@ export type Claimed = {
   readonly origin: string
   readonly eventCreatedAt: string
   readonly payload: string
+  /** The event's company: send slots are shared fairly between companies. */
+  readonly companyId: string
+  /** The destination's deliveries per second at most (all engine processes together); null: none. */
+  readonly rateLimit: number | null
+  /** '<resource>:<record id>' when the destination orders deliveries by record; null otherwise. */
+  readonly orderingKey: string | null
 }
 
 export type Outcome = {
@@ -41,6 +47,8 @@ export type Outcome = {
   readonly health: "reset" | "fail" | null
   /** The subscription's receiver answered 410 Gone. */
   readonly gone: boolean
+  /** The delivery's record key when its destination orders by record: a finished one lets the next go. */
+  readonly orderingKey: string | null
 }
 
 /** A delivery in memory. From fan-out it has no row until its outcome (or a hand-back) is written. */
@@ -57,8 +65,12 @@ export type Item = {
   state: "queued" | "sending" | "done"
   /** Set by send when an attempt ends. */
   outcome: Outcome | null
-  /** Give it back unattempted: a row due at once, for whoever claims it. */
+  /** Sent while its destination's circuit is open, as the single probe (send sets it). */
+  probe: boolean
+  /** Give it back unattempted: a row due at once (or at `dueAtMs`), for whoever claims it. */
   handBack: boolean
+  /** When a row given back for lack of room here falls due (the engine's clock); null: at once. */
+  dueAtMs: number | null
   /** Write it as a leased row now (it waited too long): set by the overdue sweep. */
   persist: boolean
   /** Gone from this process (written, or its partition was lost): nothing more is written for it. */

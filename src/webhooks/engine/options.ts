@@ -41,6 +41,12 @@ export type EngineOptions = {
   readonly partitionLeaseMs?: number | undefined
   /** How often the partition leases are renewed and shared out again. */
   readonly heartbeatMs?: number | undefined
+  /** Timeouts or connection failures in a row that open a destination's circuit. */
+  readonly circuitAfter?: number | undefined
+  /** From a circuit's opening to its first probe; the wait doubles after each probe that fails. */
+  readonly circuitProbeMs?: number | undefined
+  /** The longest wait between probes. */
+  readonly circuitProbeMaxMs?: number | undefined
 }
 
 const DAY = 86_400_000
@@ -59,7 +65,10 @@ export const ENGINE_DEFAULTS = {
   maxResponseBytes: 16 * 1024,
   writeAfterMs: 2_000,
   partitionLeaseMs: 10_000,
-  heartbeatMs: 1_000
+  heartbeatMs: 1_000,
+  circuitAfter: 5,
+  circuitProbeMs: 10_000,
+  circuitProbeMaxMs: 300_000
 } as const
 
 /** The numbers the steps run by: every option with its default filled in. */

@@ -68,6 +68,8 @@ export const makePartitions = (
   dropQueued: Dropper
 ) => {
   const owned = new Map<number, Part>()
+  /** Live engine processes at the last heartbeat, this one included. */
+  let live = 1
   /** Bumped when partitions are freed: a heartbeat begun before does not take them back. */
   let epoch = 0
 
@@ -83,6 +85,7 @@ export const makePartitions = (
     if (env.signals.stopping) return
     const before = epoch
     const r = yield* db("heartbeat", () => heartbeat(env.sql, env.owner, env.o.partitionLeaseMs))
+    live = r.live
     const mine = new Set(r.owned.map((p) => p.part))
     for (const p of [...owned.values()]) if (!mine.has(p.part)) lose(p)
     let taken = false
@@ -106,6 +109,14 @@ export const makePartitions = (
   const heartbeatLoop = Effect.forever(
     Effect.gen(function* () {
       yield* survive("heartbeat")(heartbeatOnce)
+      // A cursor read past events that were all another process's: written with the next write,
+      // or here at the latest, so the slowest cursor follows the outbox.
+      for (const p of owned.values()) {
+        if (comparePos(p.read, p.durable) > 0 && firstUnwritten(p) === null) {
+          wakes.record.poke()
+          break
+        }
+      }
       yield* realWaitFor(wakes.heartbeat.queue, env.o.heartbeatMs)
     })
   )
@@ -113,6 +124,8 @@ export const makePartitions = (
   return {
     heartbeatLoop,
     size: () => owned.size,
+    /** Live engine processes (a destination's rate is shared among them). */
+    live: () => live,
 
     // Fan-out's side.
     /** The partitions to read from: owned and not being given up. */

@@ -10,6 +10,22 @@ import { originOf } from "../net/origin.ts"
 import type { Outcome } from "./item.ts"
 import type { Pos } from "./positions.ts"
 
+/**
+ * Deliveries waiting behind finished ones of their record (claim moved them to when those were
+ * due) become due now: the claim lets the next in order go.
+ */
+const nextInOrder = async (sql: Tx, finished: ReadonlyArray<Outcome>, now: Date): Promise<void> => {
+  await sql.unsafe(
+    `update service.webhook_deliveries s set next_attempt_at = $4
+     from unnest($1::uuid[], $2::uuid[], $3::text[]) as f(endpoint_id, subscription_id, ordering_key)
+     where coalesce(s.endpoint_id, s.subscription_id) = coalesce(f.endpoint_id, f.subscription_id)
+       and s.ordering_key = f.ordering_key and s.state = 'pending' and s.next_attempt_at > $4
+       and (s.lease_until is null or s.lease_until <= $4)`,
+    [finished.map((o) => o.endpointId), finished.map((o) => o.subscriptionId), finished.map((o) => o.orderingKey), now],
+    { prepare: true }
+  )
+}
+
 /** Gives leased deliveries back unattempted (shutdown), due at once for whoever runs next. */
 const handBack = async (sql: Tx, ids: ReadonlyArray<string>, owner: string, now: Date): Promise<number> => {
   if (ids.length === 0) return 0
@@ -75,9 +91,10 @@ const WRITE = `
 with r as (
   -- Arrays, not JSON: json_to_recordset cost PostgreSQL more per row than the insert itself.
   select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[],
-    $10::timestamptz[], $11::timestamptz[], $12::int[], $13::text[], $14::text[], $15::timestamptz[], $16::int[], $17::text[])
+    $10::timestamptz[], $11::timestamptz[], $12::int[], $13::text[], $14::text[], $15::timestamptz[], $16::int[], $17::text[],
+    $21::text[])
     as x(id, event_id, company_id, event, endpoint_id, subscription_id, origin, state, attempts, next_at, lease_until, status,
-      error, error_kind, started_at, duration_ms, snippet)
+      error, error_kind, started_at, duration_ms, snippet, ordering_key)
 ), ep as materialized (
   select w.id, w.url from service.webhook_endpoints w where w.id in (select r.endpoint_id from r) for key share
 ), sub as materialized (
@@ -85,13 +102,13 @@ with r as (
 ), ins as (
   insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, state, attempts,
     next_attempt_at, lease_until, leased_by, last_status, last_error, last_error_kind, last_attempt_at, last_duration_ms,
-    last_snippet, finished_at)
+    last_snippet, finished_at, ordering_key)
   select r.id, r.event_id, r.company_id, r.event, r.endpoint_id, r.subscription_id,
     -- '' for a delivery handed back before its destination was looked up
     coalesce(nullif(r.origin, ''), (select ${originOf("ep.url")} from ep where ep.id = r.endpoint_id),
       (select ${originOf("sub.url")} from sub where sub.id = r.subscription_id)), r.state, r.attempts,
     r.next_at, r.lease_until, case when r.lease_until is not null then $18::uuid end, r.status, r.error, r.error_kind,
-    r.started_at, r.duration_ms, r.snippet, case when r.state in ('succeeded', 'failed') then now() end
+    r.started_at, r.duration_ms, r.snippet, case when r.state in ('succeeded', 'failed') then now() end, r.ordering_key
   from r
   where r.endpoint_id in (select id from ep) or r.subscription_id in (select id from sub)
   on conflict do nothing
@@ -130,6 +147,8 @@ export type NewRow = {
   readonly leaseUntil: Date | null
   /** The first attempt, when it was made. */
   readonly outcome: Outcome | null
+  /** Its record, when its destination orders by record. */
+  readonly orderingKey: string | null
 }
 
 /** A partition's cursor: every delivery of its events up to `cursor` is written. */
@@ -274,7 +293,14 @@ export const writeBatch = async (sql: Sql, input: WriteInput): Promise<WriteResu
       )
       const [r] = await tx.unsafe<{ inserted: string; moved: string }[]>(
         WRITE,
-        [...rowColumns(input.rows), input.owner, cursors, resets] as never,
+        [
+          ...rowColumns(input.rows),
+          input.owner,
+          cursors,
+          resets,
+          // null when no row has one: unnest pads the column with nulls, and nothing is sent per row.
+          input.rows.some((r) => r.orderingKey !== null) ? input.rows.map((r) => r.orderingKey) : null
+        ] as never,
         { prepare: true }
       )
       inserted = new Set(JSON.parse(r!.inserted) as Array<string>)
@@ -291,6 +317,9 @@ export const writeBatch = async (sql: Sql, input: WriteInput): Promise<WriteResu
       )
       applied = new Set(rows.map((r) => r.delivery_id))
     }
+    // A delivery ordered by record that finished lets the next of its record go now.
+    const finished = input.leased.filter((o) => o.orderingKey !== null && o.state !== "pending" && applied.has(o.id))
+    if (finished.length > 0) await nextInOrder(tx, finished, input.now)
     let handedBack = 0
     if (input.handBack.length > 0) handedBack = await handBack(tx, input.handBack, input.owner, input.now)
     // Only what was applied counts: a row another process wrote first, a lease lost meanwhile, belong to them.

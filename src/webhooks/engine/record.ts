@@ -134,9 +134,10 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
           origin: it.c.origin,
           state: outcome?.state ?? "pending",
           attempts: outcome ? 1 : 0,
-          nextAt: outcome ? outcome.nextAt : new Date(at),
+          nextAt: outcome ? outcome.nextAt : new Date(it.dueAtMs ?? at),
           leaseUntil: leaseUntil === null ? null : new Date(leaseUntil),
-          outcome
+          outcome,
+          orderingKey: it.c.orderingKey
         })
         for (const it of done) {
           if (it.persisted) leased.push(it.outcome!)

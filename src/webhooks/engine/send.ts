@@ -1,9 +1,12 @@
-// Send: owns the send queues and slots. Fan-out and claim queue deliveries per receiver
-// origin; send starts attempts while slots are free and hands each answer to record as an
-// outcome. This is the measured hot path (one call per attempt, delivery ~5.3k/s): it stays
-// plain promise code over this step's own maps and counters, with no fiber or Effect per
-// attempt, because that cost throughput; time still comes from the engine's Clock, read
-// synchronously. An attempt becomes an Effect only for its span, and only with tracing on.
+// Send: owns the send queues and slots. Fan-out and claim queue deliveries per destination
+// (fair.ts: companies take turns for the slots, and destinations within each); send starts
+// attempts while slots are free and hands each answer to record as an outcome. Before a
+// delivery waits for a slot, its destination's circuit is asked (circuits.ts): open, the
+// delivery is recorded as not sent, at once, holding nothing. This is the measured hot path
+// (one call per attempt): it stays plain promise code over this step's own maps and counters,
+// with no fiber or Effect per attempt, because that cost throughput; time still comes from the
+// engine's Clock, read synchronously. An attempt becomes an Effect only for its span, and only
+// with tracing on.
 import type { Tracer } from "effect"
 import { Effect } from "effect"
 import { withDeliverySpan } from "../../platform/tracing.ts"
@@ -11,6 +14,9 @@ import { endpointSecretContext, keySecretContext } from "../../platform/db/chann
 import { decryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { delayAfter, type RetrySchedule } from "../../domain/retry-schedule.ts"
 import { deliveryBody } from "../net/body.ts"
+import type { Circuits } from "./circuits.ts"
+import { fairLimits, makeScheduler, type Lane } from "./fair.ts"
+import { UNKNOWN_CAP, type Health } from "./health.ts"
 import type { Claimed, Item, Outcome } from "./item.ts"
 import { send, type SendResult } from "../net/sender.ts"
 import type { Pending } from "./record.ts"
@@ -18,18 +24,31 @@ import type { EngineEnv } from "./runtime.ts"
 
 /** The send queues and slots, as the other steps see them. */
 export type Sends = {
-  /** Starts sends from the origin queues while slots are free. */
+  /** Starts sends from the queues while slots are free. */
   readonly pump: () => void
-  /** Queues an item for a send slot of its origin (`pump` starts it). */
+  /**
+   * Queues an item for a send slot (`pump` starts it), or records it at once as not sent when
+   * its destination's circuit is open.
+   */
   readonly enqueue: (it: Item) => void
-  /** Takes an item out of its origin's queue (not started). */
+  /** Whether this process may hold one more of the destination's deliveries in memory (fan-out asks). */
+  readonly hasRoom: (c: Claimed) => boolean
+  /**
+   * When a delivery written as a row for lack of room here should fall due: spaced at its
+   * destination's rate after what waits in memory; after a timeout's time when its receiver is
+   * not answering; else at once. Rows that cannot be taken yet are not walked past by every claim.
+   */
+  readonly dueFor: (c: Claimed) => number
+  /** Takes an item out of its queue (not started). */
   readonly dequeue: (it: Item) => void
   /** Takes the items waiting for a send slot that `which` picks out of their queues (not started). */
   readonly takeQueued: (which: (it: Item) => boolean) => Array<Item>
   /** Gives back everything waiting for a send slot (a destination changed, or shutdown). */
   readonly handBackQueued: () => void
-  /** Per origin: deliveries queued or sending (claim's fairness between origins). */
-  readonly open: ReadonlyMap<string, number>
+  /** A destination's circuit opened: what of it waits for a slot is recorded as not sent. */
+  readonly circuitOpened: (destination: string) => void
+  /** What claim needs to share its batch fairly: per destination and per origin, held and the most that may be. */
+  readonly room: () => ClaimRoom
   /** Deliveries queued or sending, in all. */
   readonly openTotal: () => number
   /** Attempts on the wire. */
@@ -44,30 +63,54 @@ export type Sends = {
   readonly finish: Effect.Effect<void>
 }
 
-/** Adds d to a per-origin count, dropping it at zero. */
-const add = (m: Map<string, number>, k: string, d: number) => {
-  const n = (m.get(k) ?? 0) + d
-  if (n <= 0) m.delete(k)
-  else m.set(k, n)
+/** Room per destination and per origin for claim: deliveries held here and the most that may be. */
+export type ClaimRoom = {
+  /** Destinations with deliveries here: how many more this process may hold. */
+  readonly flows: ReadonlyMap<string, number>
+  /** Origins known here: how many deliveries of a destination new to this process it may hold. */
+  readonly origins: ReadonlyMap<string, number>
+  /** Origins at their limit: none of theirs is claimed. */
+  readonly saturated: ReadonlyArray<string>
+  /** Destinations at their limit. */
+  readonly full: ReadonlyArray<string>
+}
+
+const laneOf = (c: Claimed): Lane => ({
+  company: c.companyId,
+  flow: (c.endpointId ?? c.subscriptionId)!,
+  origin: c.origin
+})
+
+/** The result of a delivery not sent because its destination's circuit is open. */
+const notSentResult: SendResult = {
+  ok: false,
+  status: null,
+  error: "circuit open: not sent (its receiver gave no answer to the last attempts); the next attempt is scheduled",
+  errorKind: "circuit",
+  durationMs: 0,
+  responseSnippet: "",
+  addresses: []
 }
 
 /**
- * `pending`: where outcomes and hand-backs go (record's); `roomFreed`: an attempt ended, so an
- * origin has room again (claim's, which claims again if it left rows for lack of room).
+ * `pending`: where outcomes and hand-backs go (record's); `roomFreed`: an attempt ended, so a
+ * destination has room again (claim's, which claims again if it left rows for lack of room);
+ * `live`: engine processes sharing the work (a destination's rate is shared among them).
  */
 export const makeSend = (
   env: EngineEnv,
   pending: Pick<Pending, "complete" | "toWrite" | "handBack">,
-  roomFreed: () => void
+  roomFreed: () => void,
+  health: Health,
+  circuits: Pick<Circuits, "gate" | "claim" | "observe" | "notSent">,
+  live: () => number
 ): Sends => {
   const { o, options, nowMs, signals } = env
-  /** Per origin: queued + sending. */
-  const open = new Map<string, number>()
-  /** Per origin: items waiting for a send slot, in order. */
-  const queues = new Map<string, Array<Item>>()
-  /** Per origin: attempts on the wire. */
-  const sending = new Map<string, number>()
-  let sendingTotal = 0
+  const scheduler = makeScheduler<Item>(fairLimits(o.concurrency, o.perOrigin), health.limit)
+  /** Waiting for the database to say whether this process sends the probe of their circuit. */
+  const parked = new Set<Item>()
+  let rateTimer: ReturnType<typeof setTimeout> | null = null
+  let rateTimerAt = Number.POSITIVE_INFINITY
   const inFlight = new Map<Promise<void>, AbortController>()
   const secrets = new Map<string, string>() // decrypted signing secrets, by context and blob
   const byBlob = new WeakMap<Buffer, string>() // the same, by the blob fan-out shares among a destination's deliveries
@@ -84,6 +127,22 @@ export const makeSend = (
     }
     byBlob.set(blob, plain)
     return plain
+  }
+  /** This process's share of the destination's rate, per second; null: no rate. */
+  const rateShare = (c: Claimed): number | null => (c.rateLimit === null ? null : c.rateLimit / Math.max(1, live()))
+  const intervalOf = (c: Claimed): number => {
+    const r = rateShare(c)
+    return r === null ? 0 : 1000 / r
+  }
+
+  /** Records the delivery as not sent (its circuit is open): a failed attempt that held nothing. */
+  const notSent = (it: Item) => {
+    it.state = "done"
+    if (it.dropped) return
+    const at = nowMs()
+    circuits.notSent()
+    it.outcome = decide(it.c, notSentResult, at, at, options.schedule)
+    pending.complete(it)
   }
 
   const attempt = async (it: Item, signal: AbortSignal, span?: Tracer.Span): Promise<void> => {
@@ -119,11 +178,14 @@ export const makeSend = (
     }
     it.state = "done"
     // Cancelled by shutdown: not an attempt to record; the delivery is handed back.
+    // A probe's claim on its circuit runs out by itself (probe_until): another engine probes then.
     if (signal.aborted) {
       it.handBack = true
       return pending.toWrite(it)
     }
     env.observeAttempt({ ok: result.ok, durationMs: result.durationMs, errorKind: result.errorKind })
+    health.observe(c.origin, result.status, result.errorKind, result.durationMs)
+    circuits.observe(c, result, it.probe, nowMs())
     if (it.dropped) return
     it.outcome = decide(c, result, started, nowMs(), options.schedule)
     if (span) {
@@ -150,48 +212,82 @@ export const makeSend = (
     return env.runTraced!(it.span ? Effect.withParentSpan(traced, it.span) : traced)
   }
 
+  const start = (it: Item) => {
+    it.state = "sending"
+    health.started(it.c.origin)
+    const abort = new AbortController()
+    const running = (env.runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(
+      () => {
+        scheduler.done(it, nowMs())
+        inFlight.delete(running)
+        roomFreed()
+        pump()
+      }
+    )
+    inFlight.set(running, abort)
+  }
+
+  /** Waits for a slot, or goes to its circuit first (not sent, or the probe). */
+  const enqueue = (it: Item) => {
+    const gate = circuits.gate(it.c, nowMs())
+    if (gate === "send") return scheduler.enqueue(it, laneOf(it.c), intervalOf(it.c))
+    if (gate === "fail") return notSent(it)
+    parked.add(it)
+    circuits.claim(it.c, (won) => {
+      // Taken back meanwhile (a destination changed, a partition lost): nothing to do.
+      if (!parked.delete(it)) return
+      if (!won) return notSent(it)
+      it.probe = true
+      scheduler.enqueueFront(it, laneOf(it.c), intervalOf(it.c))
+      pump()
+    })
+  }
+
   const pump = (): void => {
     if (signals.stopping) return
     const at = nowMs()
-    for (const [origin, queue] of queues) {
-      while (queue.length > 0 && sendingTotal < o.concurrency && (sending.get(origin) ?? 0) < o.perOrigin) {
-        const it = queue.shift()!
-        // Never start an attempt that might outlive its lease: give it back instead.
-        if (it.persisted && at > it.leaseUntil - o.timeoutMs - 5_000) {
-          add(open, origin, -1)
-          pending.handBack(it)
-          continue
-        }
-        it.state = "sending"
-        add(sending, origin, 1)
-        sendingTotal++
-        const abort = new AbortController()
-        const running = (env.runTraced === null ? attempt(it, abort.signal) : tracedAttempt(it, abort.signal)).finally(
-          () => {
-            add(sending, origin, -1)
-            add(open, origin, -1)
-            sendingTotal--
-            inFlight.delete(running)
-            roomFreed()
-            pump()
-          }
-        )
-        inFlight.set(running, abort)
+    for (;;) {
+      const it = scheduler.next(at)
+      if (it === null) break
+      // Never start an attempt that might outlive its lease: give it back instead.
+      if (it.persisted && at > it.leaseUntil - o.timeoutMs - 5_000) {
+        scheduler.done(it, at)
+        pending.handBack(it)
+        continue
       }
-      if (queue.length === 0) queues.delete(origin)
+      // Its circuit opened while it waited: not sent, or the probe.
+      if (!it.probe && circuits.gate(it.c, at) !== "send") {
+        scheduler.done(it, at)
+        enqueue(it)
+        continue
+      }
+      start(it)
+    }
+    // A destination held back by its rate: look again when it may start.
+    const wakeAt = scheduler.takeWakeAt()
+    if (wakeAt < rateTimerAt) {
+      if (rateTimer) clearTimeout(rateTimer)
+      rateTimerAt = wakeAt
+      rateTimer = setTimeout(
+        () => {
+          rateTimer = null
+          rateTimerAt = Number.POSITIVE_INFINITY
+          pump()
+        },
+        Math.max(1, wakeAt - at)
+      )
+      rateTimer.unref()
     }
   }
 
   const takeQueued = (which: (it: Item) => boolean): Array<Item> => {
-    const taken: Array<Item> = []
-    for (const [origin, queue] of queues) {
-      const keep = queue.filter((it) => !which(it))
-      if (keep.length === queue.length) continue
-      for (const it of queue) if (which(it)) taken.push(it)
-      add(open, origin, keep.length - queue.length)
-      if (keep.length === 0) queues.delete(origin)
-      else queues.set(origin, keep)
+    const taken = scheduler.take(which)
+    for (const it of [...parked]) {
+      if (!which(it)) continue
+      parked.delete(it)
+      taken.push(it)
     }
+    scheduler.sweep(nowMs())
     return taken
   }
 
@@ -199,39 +295,73 @@ export const makeSend = (
     for (const it of takeQueued(() => true)) pending.handBack(it)
   }
 
+  /** Per rate-limited destination: the last due time given to a row written for lack of room. */
+  const reserved = new Map<string, number>()
+  /** A delivery of each destination held here: its origin and rate, for `room`. */
+  const sampleOf = new Map<string, Claimed>()
+  const room = (): ClaimRoom => {
+    const flows = new Map<string, number>()
+    const full: Array<string> = []
+    for (const [flow, n] of scheduler.openByFlow()) {
+      const sample = sampleOf.get(flow)
+      const cap = sample ? health.capOf(sample.origin, rateShare(sample), false) : o.perOrigin
+      if (n >= cap) full.push(flow)
+      else flows.set(flow, cap - n)
+    }
+    const origins = new Map<string, number>()
+    const saturated: Array<string> = []
+    for (const [origin, n] of scheduler.openByOrigin()) {
+      const cap = health.capOf(origin, null, false)
+      origins.set(origin, cap)
+      if (n >= cap) saturated.push(origin)
+    }
+    return { flows, origins, saturated, full }
+  }
+
   return {
     pump,
     enqueue: (it: Item) => {
-      add(open, it.c.origin, 1)
-      const q = queues.get(it.c.origin)
-      if (q) q.push(it)
-      else queues.set(it.c.origin, [it])
+      const flow = (it.c.endpointId ?? it.c.subscriptionId)!
+      if (sampleOf.size >= 10_000) sampleOf.clear()
+      sampleOf.set(flow, it.c)
+      enqueue(it)
+    },
+    hasRoom: (c: Claimed) => {
+      const open = scheduler.openOf((c.endpointId ?? c.subscriptionId)!)
+      // Receivers not heard from yet take at most a quarter of memory per company, whatever their
+      // grace: fan-out keeps room to read (it reads with half of memory free).
+      if (health.unknown(c.origin) && scheduler.openOfCompany(c.companyId) >= env.maxHeld / 4) return open < UNKNOWN_CAP
+      return open < health.capOf(c.origin, rateShare(c))
+    },
+    dueFor: (c: Claimed) => {
+      const at = nowMs()
+      const share = rateShare(c)
+      if (share !== null) {
+        const flow = (c.endpointId ?? c.subscriptionId)!
+        const due = Math.max(at + o.writeAfterMs, reserved.get(flow) ?? 0) + 1000 / share
+        if (reserved.size >= 10_000) reserved.clear()
+        reserved.set(flow, due)
+        return due
+      }
+      return health.failing(c.origin) ? at + o.timeoutMs : at
     },
     dequeue: (it: Item) => {
-      const q = queues.get(it.c.origin)
-      const i = q?.indexOf(it) ?? -1
-      if (i < 0) return
-      q!.splice(i, 1)
-      if (q!.length === 0) queues.delete(it.c.origin)
-      add(open, it.c.origin, -1)
+      if (!scheduler.remove(it, nowMs())) parked.delete(it)
     },
     takeQueued,
     handBackQueued,
-    open,
-    openTotal: () => {
-      let n = 0
-      for (const k of open.values()) n += k
-      return n
+    circuitOpened: (destination: string) => {
+      const of = (it: Item) => (it.c.endpointId ?? it.c.subscriptionId) === destination && !it.c.manual && !it.probe
+      for (const it of scheduler.take(of)) notSent(it)
+      scheduler.sweep(nowMs())
     },
-    sending: () => sendingTotal,
-    queued: () => {
-      let n = 0
-      for (const q of queues.values()) n += q.length
-      return n
-    },
+    room,
+    openTotal: () => scheduler.queued() + scheduler.sending() + parked.size,
+    sending: () => scheduler.sending(),
+    queued: () => scheduler.queued() + parked.size,
     finish: Effect.gen(function* () {
       handBackQueued()
-      open.clear()
+      if (rateTimer) clearTimeout(rateTimer)
       if (inFlight.size > 0) {
         const all = [...inFlight.keys()]
         yield* Effect.promise(() => Promise.all(all)).pipe(Effect.timeoutOption(o.shutdownGraceMs))
@@ -262,7 +392,8 @@ export const decide = (
     errorKind: r.errorKind,
     snippet: r.responseSnippet,
     endpointId: c.endpointId,
-    subscriptionId: c.subscriptionId
+    subscriptionId: c.subscriptionId,
+    orderingKey: c.orderingKey
   }
   if (r.ok)
     return { ...common, state: "succeeded", nextAt: null, health: c.endpointId !== null ? "reset" : null, gone: false }

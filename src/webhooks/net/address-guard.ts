@@ -4,9 +4,9 @@
 // connects to the exact address checked here (see sender.ts), so DNS cannot swap it.
 // Deliveries reuse a vetted answer for its DNS TTL (at most 30 s): vetted once per answer,
 // not once per request, and still the only addresses a connection may use.
-import { lookup as dnsLookup, Resolver } from "node:dns/promises"
 import { isIP, isIPv4, isIPv6 } from "node:net"
 import { Data } from "effect"
+import { makeLookup } from "./resolver.ts"
 
 export type Classification = { readonly public: true } | { readonly public: false; readonly reason: string }
 
@@ -17,7 +17,7 @@ export type ResolvedAddress = {
   readonly ttl?: number
 }
 
-/** Resolves a host name to all its addresses (the default is `dns.lookup` with all: true, verbatim, plus DNS TTLs). */
+/** Resolves a host name to all its addresses (the default: resolver.ts, with DNS TTLs and a deadline). */
 export type Lookup = (hostname: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
 export type Network = {
@@ -331,44 +331,11 @@ export const parseWebhookUrl = (input: string): ParseUrlResult => {
 // ---------------------------------------------------------------------------------------
 // Resolution
 
-// getaddrinfo gives no TTL. A direct DNS query beside it says how long the answer holds;
-// the addresses stay the system resolver's (hosts file, search domains), as for any client.
-// A TTL that is not known shortly after the addresses means the cap: it never holds them up.
-const TTL_GRACE_MS = 200
+// Names are looked up with a deadline, off the shared thread pool, /etc/hosts first
+// (resolver.ts); tests give a DNS table of their own.
+export const defaultLookup: Lookup = makeLookup()
 
-const dnsTtl = async (resolver: Resolver, hostname: string): Promise<number | undefined> => {
-  const [a, aaaa] = await Promise.allSettled([
-    resolver.resolve4(hostname, { ttl: true }),
-    resolver.resolve6(hostname, { ttl: true })
-  ])
-  const ttls = [...(a.status === "fulfilled" ? a.value : []), ...(aaaa.status === "fulfilled" ? aaaa.value : [])].map(
-    (r) => r.ttl
-  )
-  return ttls.length === 0 ? undefined : Math.min(...ttls)
-}
-
-/** `dns.lookup`'s addresses with the TTL `resolver` finds for the name (tests give it their own DNS server). */
-export const systemLookup =
-  (resolver: Resolver): Lookup =>
-  async (hostname) => {
-    const ttl = dnsTtl(resolver, hostname)
-    const answers = await dnsLookup(hostname, { all: true, order: "verbatim" })
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const seconds = await Promise.race([
-      ttl,
-      new Promise<undefined>((done) => (timer = setTimeout(() => done(undefined), TTL_GRACE_MS)))
-    ])
-    clearTimeout(timer)
-    return answers.map((a) => ({
-      address: a.address,
-      family: a.family === 6 ? 6 : 4,
-      ...(seconds === undefined ? {} : { ttl: seconds })
-    }))
-  }
-
-export const defaultLookup: Lookup = systemLookup(new Resolver({ timeout: 1_000, tries: 1 }))
-
-export type GuardErrorKind = "invalid-url" | "refused" | "dns"
+export type GuardErrorKind = "invalid-url" | "refused" | "dns" | "timeout"
 
 /** `notPublic`: refused for an address (not for the URL's form), which an allowed network would let through. */
 type Refusal = { readonly ok: false; readonly kind: GuardErrorKind; readonly error: string; readonly notPublic?: true }
@@ -433,11 +400,12 @@ const vetAnswers = (host: string, answers: ReadonlyArray<ResolvedAddress>, allow
         error: `dns: ${host} resolved to a non-address "${String(a.address).slice(0, 64)}"`
       }
     const v = vet(a.address, allowed)
+    // Which address, and why, stays unsaid: the caller learns nothing of a private network.
     if (!v.public)
       return {
         ok: false,
         kind: "refused",
-        error: `refused: ${host} resolves to ${a.address} (${v.reason})`,
+        error: `refused: ${host} resolves to a private or special address`,
         notPublic: true
       }
     if (!seen.has(a.address)) {
@@ -451,6 +419,9 @@ const vetAnswers = (host: string, answers: ReadonlyArray<ResolvedAddress>, allow
 
 const dnsFailure = (host: string, err: unknown): Refusal => {
   const code = (err as { code?: unknown } | null)?.code
+  // DNS that never answered is a timeout, as a receiver that never answers is.
+  if (code === "ETIMEOUT")
+    return { ok: false, kind: "timeout", error: `timeout: no answer from DNS for ${host} in time (ETIMEOUT)` }
   return {
     ok: false,
     kind: "dns",

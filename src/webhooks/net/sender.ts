@@ -60,13 +60,14 @@ export type SendErrorKind =
   | "invalid-url" // not an https URL with a host
   | "refused" // private network, http://, credentials in the URL
   | "dns" // the host does not resolve
-  | "timeout"
+  | "timeout" // no complete answer in time (DNS that never answered included)
   | "connection" // refused, reset, closed, unreachable
   | "tls"
   | "redirect" // 3xx, never followed
   | "http" // any other non-2xx status
   | "aborted" // the caller's signal
   | "internal"
+  | "circuit" // not sent: the destination's circuit is open (the engine's, never send's)
 
 export type SendResult = {
   readonly ok: boolean

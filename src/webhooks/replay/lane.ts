@@ -272,15 +272,20 @@ const release = async (tx: Tx, row: Locked, n: number): Promise<{ released: numb
     // destination locked for key share first: deliveries have no foreign keys, so one deleted
     // meanwhile gets no rows (sql/020_delivery_once.sql).
     const table = row.endpoint_id !== null ? tx`service.webhook_endpoints` : tx`service.webhook_subscriptions`
-    const [there] = await tx`select 1 from ${table} where id = ${destination} for key share`
+    const [there] = await tx<
+      { ordering: string }[]
+    >`select ordering from ${table} where id = ${destination} for key share`
+    // A destination that orders by record gets the record key on what the replay makes (sql/024).
     const made = !there
       ? []
       : await tx<{ seq: number }[]>`
       with ins as (
-        insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at)
+        insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, subscription_id, origin, next_attempt_at,
+          ordering_key)
         select service.webhook_delivery_id(e.id, ${row.endpoint_id}::uuid, ${row.subscription_id}::uuid), e.id, e.company_id, e.event,
           ${row.endpoint_id}::uuid, ${row.subscription_id}::uuid, ${row.origin},
-          now() + (x.seq - ${first}) * interval '1 microsecond'
+          now() + (x.seq - ${first}) * interval '1 microsecond',
+          case when ${there.ordering} = 'record' then e.resource || ':' || e.record_id end
         from unnest(${toMake.map((i) => i.event_id)}::uuid[], ${toMake.map((i) => i.seq)}::int[]) as x(event_id, seq)
         join service.events e on e.id = x.event_id
         on conflict do nothing

@@ -11,7 +11,7 @@ import { writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import type { WebhookDeps } from "../engine/settings.ts"
 import { forbidden, invalid, notFound, unauthorized } from "../../domain/errors.ts"
-import { checked, checkUrl, parseEvent } from "../endpoints/validate.ts"
+import { checked, checkUrl, parseEvent, parseOrdering, parseRateLimit, type Ordering } from "../endpoints/validate.ts"
 
 export const MAX_SUBSCRIPTIONS_PER_KEY = 50
 
@@ -27,11 +27,25 @@ export type HookRecord = {
   readonly event: string
   readonly active: boolean
   readonly createdAt: string
+  /** Deliveries per second at most: only when the subscriber set one (the record is otherwise as it always was). */
+  readonly rateLimit?: number
+  /** "record" (events of one record arrive in the order they happened): only when set. */
+  readonly ordering?: "record"
 }
 
 export type CreatedHook = HookRecord & { readonly secret: string }
 
-type SubRow = { id: string; url: string; event: string; active: boolean; created_at: Date }
+type SubRow = {
+  id: string
+  url: string
+  event: string
+  active: boolean
+  created_at: Date
+  rate_limit: number | null
+  ordering: Ordering
+}
+
+const SUB_COLUMNS = "id::text, url, event, active, created_at, rate_limit, ordering"
 
 const record = (r: SubRow): HookRecord => ({
   id: r.id,
@@ -39,7 +53,9 @@ const record = (r: SubRow): HookRecord => ({
   url: r.url,
   event: r.event,
   active: r.active,
-  createdAt: r.created_at.toISOString()
+  createdAt: r.created_at.toISOString(),
+  ...(r.rate_limit !== null ? { rateLimit: r.rate_limit } : {}),
+  ...(r.ordering === "record" ? { ordering: "record" as const } : {})
 })
 
 type KeyRights = {
@@ -127,7 +143,8 @@ const keySecret = Effect.fn("keySecret")(function* (deps: WebhookDeps, keyId: st
  * POST /api/v1/hooks. `created` is false when the key already had this url and event: the
  * existing subscription is returned (a subscriber may safely retry), with the secret, as
  * the answer to subscribing always carries it. A subscribe that succeeds leaves the
- * subscription on (rule 3 of docs/api.md#webhook-subscriptions), so repeating it turns back on one an admin turned off.
+ * subscription on (rule 3 of docs/api.md#webhook-subscriptions), so repeating it turns back on one an admin
+ * turned off; the `rateLimit` and `ordering` it gives replace the subscription's, those it leaves out stay.
  */
 export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, key: HookKey, body: unknown) {
   yield* withWebhooks(key, false)
@@ -135,6 +152,8 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
     return yield* invalid('the body must be a JSON object {"url": ..., "event": ...}')
   const input = body as Record<string, unknown>
   const event = yield* checked(() => parseEvent(input.event))
+  const rateLimit = input.rateLimit === undefined ? undefined : yield* checked(() => parseRateLimit(input.rateLimit))
+  const ordering = input.ordering === undefined ? undefined : yield* checked(() => parseOrdering(input.ordering))
   if (typeof input.url !== "string" || input.url.trim() === "")
     return yield* invalid("url must be an https:// address", { field: "url" })
   const url = yield* checkUrl(deps, input.url)
@@ -144,16 +163,43 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
       // The key row lock serialises one key's subscribes, so the limit of 50 holds under races.
       const r = yield* withWebhooks(key, true)
       yield* requireReadable(r, event)
-      const [existing] = yield* query(
-        (tx) => tx<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
-        where key_id = ${key.keyId} and url = ${url} and event = ${event}`
+      const [existing] = yield* query((tx) =>
+        tx.unsafe<SubRow[]>(
+          `select ${SUB_COLUMNS} from service.webhook_subscriptions where key_id = $1 and url = $2 and event = $3`,
+          [key.keyId, url, event]
+        )
       )
       if (existing) {
         let row: SubRow | undefined = existing
+        const changed =
+          (rateLimit !== undefined && rateLimit !== existing.rate_limit) ||
+          (ordering !== undefined && ordering !== existing.ordering)
+        if (changed) {
+          ;[row] = yield* query((tx) =>
+            tx.unsafe<SubRow[]>(
+              `update service.webhook_subscriptions set rate_limit = case when $2::boolean then $3::float8 else rate_limit end,
+                 ordering = coalesce($4, ordering), updated_at = now() where id = $1 returning ${SUB_COLUMNS}`,
+              [existing.id, rateLimit !== undefined, rateLimit ?? null, ordering ?? null]
+            )
+          )
+          yield* writeActivity({
+            companyId: key.companyId,
+            actor,
+            kind: "subscription.updated",
+            subjectId: existing.id,
+            details: {
+              ...(row!.rate_limit !== existing.rate_limit ? { rateLimit: row!.rate_limit } : {}),
+              ...(row!.ordering !== existing.ordering ? { ordering: row!.ordering } : {}),
+              reason: "subscribed again"
+            }
+          })
+        }
         if (!existing.active) {
-          ;[row] = yield* query(
-            (tx) => tx<SubRow[]>`update service.webhook_subscriptions set active = true where id = ${existing.id}
-            returning id::text, url, event, active, created_at`
+          ;[row] = yield* query((tx) =>
+            tx.unsafe<SubRow[]>(
+              `update service.webhook_subscriptions set active = true where id = $1 returning ${SUB_COLUMNS}`,
+              [existing.id]
+            )
           )
           yield* writeActivity({
             companyId: key.companyId,
@@ -174,16 +220,24 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
           `this key already holds ${MAX_SUBSCRIPTIONS_PER_KEY} subscriptions, the most a key may hold`
         )
       const secret = yield* keySecret(deps, key.keyId)
-      const [row] = yield* query(
-        (tx) => tx<SubRow[]>`insert into service.webhook_subscriptions (key_id, company_id, url, event)
-        values (${key.keyId}, ${key.companyId.toLowerCase()}, ${url}, ${event}) returning id::text, url, event, active, created_at`
+      const [row] = yield* query((tx) =>
+        tx.unsafe<SubRow[]>(
+          `insert into service.webhook_subscriptions (key_id, company_id, url, event, rate_limit, ordering)
+           values ($1, $2, $3, $4, $5, $6) returning ${SUB_COLUMNS}`,
+          [key.keyId, key.companyId.toLowerCase(), url, event, rateLimit ?? null, ordering ?? "none"]
+        )
       )
       yield* writeActivity({
         companyId: key.companyId,
         actor,
         kind: "subscription.created",
         subjectId: row!.id,
-        details: { url, event }
+        details: {
+          url,
+          event,
+          ...(row!.rate_limit !== null ? { rateLimit: row!.rate_limit } : {}),
+          ...(row!.ordering !== "none" ? { ordering: row!.ordering } : {})
+        }
       })
       return { created: true, subscription: { ...record(row!), secret } }
     })
@@ -193,18 +247,22 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
 /** GET /api/v1/hooks: the key's subscriptions, newest first, and what it may subscribe to. */
 export const listHooks = Effect.fn("listHooks")(function* (key: HookKey) {
   const r = yield* withWebhooks(key, false)
-  const rows = yield* query(
-    (sql) => sql<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
-    where key_id = ${key.keyId} order by created_at desc, id desc`
+  const rows = yield* query((sql) =>
+    sql.unsafe<SubRow[]>(
+      `select ${SUB_COLUMNS} from service.webhook_subscriptions where key_id = $1 order by created_at desc, id desc`,
+      [key.keyId]
+    )
   )
   return { data: rows.map(record), events: subscribableEvents(r.readable) }
 })
 
 const own = Effect.fn("ownHook")(function* (key: HookKey, id: unknown) {
   if (!isUuid(id)) return yield* notFound("no such subscription")
-  const [row] = yield* query(
-    (tx) => tx<SubRow[]>`select id::text, url, event, active, created_at from service.webhook_subscriptions
-    where id = ${id} and key_id = ${key.keyId}`
+  const [row] = yield* query((tx) =>
+    tx.unsafe<SubRow[]>(`select ${SUB_COLUMNS} from service.webhook_subscriptions where id = $1 and key_id = $2`, [
+      id,
+      key.keyId
+    ])
   )
   if (!row) return yield* notFound("no such subscription")
   return row

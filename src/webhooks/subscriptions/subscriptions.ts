@@ -6,7 +6,8 @@ import { deleteRecorded } from "../endpoints/endpoints.ts"
 import { wakeDelivery } from "../engine/wake.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
-import { checked } from "../endpoints/validate.ts"
+import { checked, type Ordering } from "../endpoints/validate.ts"
+import { circuitColumn, circuitView, type CircuitView } from "../endpoints/circuit.ts"
 import { notFound } from "../../domain/errors.ts"
 
 export type SubscriptionView = {
@@ -19,6 +20,12 @@ export type SubscriptionView = {
   readonly active: boolean
   readonly createdAt: string
   readonly updatedAt: string
+  /** Deliveries per second at most; null: no limit. */
+  readonly rateLimit: number | null
+  /** "record": events of one record arrive in the order they happened; "none": no order. */
+  readonly ordering: Ordering
+  /** Its circuit breaker: closed, or open after timeouts or refused connections in a row. */
+  readonly circuit: CircuitView
 }
 
 type Row = {
@@ -31,9 +38,13 @@ type Row = {
   active: boolean
   created_at: Date
   updated_at: Date
+  rate_limit: number | null
+  ordering: Ordering
+  circuit: unknown
 }
 
-const SELECT = `select s.id::text, s.company_id::text, s.key_id::text, k.name as key_name, s.url, s.event, s.active, s.created_at, s.updated_at
+const SELECT = `select s.id::text, s.company_id::text, s.key_id::text, k.name as key_name, s.url, s.event, s.active, s.created_at, s.updated_at,
+    s.rate_limit, s.ordering, ${circuitColumn("subscription", "s.id")}
   from service.webhook_subscriptions s left join service.api_keys k on k.id = s.key_id`
 
 const view = (r: Row): SubscriptionView => ({
@@ -45,7 +56,10 @@ const view = (r: Row): SubscriptionView => ({
   event: r.event,
   active: r.active,
   createdAt: r.created_at.toISOString(),
-  updatedAt: r.updated_at.toISOString()
+  updatedAt: r.updated_at.toISOString(),
+  rateLimit: r.rate_limit,
+  ordering: r.ordering,
+  circuit: circuitView(r.circuit)
 })
 
 export const listSubscriptions = Effect.fn("listSubscriptions")(function* (input: {

@@ -300,7 +300,7 @@ describe("admin HTTP API: webhooks", () => {
     expect((await admin("GET", `/admin/v1/endpoints/${e.id}`)).json).toEqual(moved.json)
 
     for (const [body, message] of [
-      [{}, /^nothing to change: give a name, url or events$/],
+      [{}, /^nothing to change: give a name, url, events, rateLimit or ordering$/],
       [{ url: "http://127.0.0.1/x" }, /^url refused: only https/],
       [{ url: "https://192.168.1.1/x" }, /^url refused: 192\.168\.1\.1 is not a public address/],
       [{ events: ["nope"] }, /^unknown event "nope"/],
@@ -695,7 +695,10 @@ describe("admin HTTP API: webhooks", () => {
         event: "incident.created",
         active: true,
         createdAt: made.json.createdAt,
-        updatedAt: expect.any(String)
+        updatedAt: expect.any(String),
+        rateLimit: null,
+        ordering: "none",
+        circuit: { state: "closed", failures: 0, openedAt: null, nextProbeAt: null, probes: 0, lastError: null }
       }
     ])
     expect(list.text).not.toContain("whsec_")

@@ -258,6 +258,77 @@ describe("admin CLI: webhooks", () => {
     ).toEqual([{ previous_secret: null, previous_secret_expires_at: null }])
   })
 
+  it("--rate-limit and --ordering on create and update; list shows them and the circuit; bad values exit 1 and change nothing", async () => {
+    const made = await cli(
+      "endpoints",
+      "create",
+      "--company",
+      w.company.host,
+      "--name",
+      "Paced",
+      "--url",
+      w.receiver.url("/cli-paced"),
+      "--events",
+      "incident.created",
+      "--rate-limit",
+      "2.5",
+      "--ordering",
+      "record",
+      "--as",
+      admin
+    )
+    expect(made.stderr).toBe("")
+    expect(made.code).toBe(0)
+    expect(made.stdout).toMatch(/^ {2}rate: {5}at most 2\.5 a second$/m)
+    expect(made.stdout).toMatch(/^ {2}ordering: by record$/m)
+    expect(made.stdout).toMatch(/^ {2}circuit: {2}closed$/m)
+    const id = /\(([0-9a-f-]{36})\)/.exec(made.stdout)![1]!
+    const shown = async () =>
+      (
+        JSON.parse((await cli("endpoints", "list", "--company", w.company.host, "--json")).stdout) as Array<{
+          id: string
+          rateLimit: number | null
+          ordering: string
+          circuit: { state: string }
+        }>
+      ).find((e) => e.id === id)!
+    expect(await shown()).toMatchObject({ rateLimit: 2.5, ordering: "record", circuit: { state: "closed" } })
+
+    for (const [flag, value, message] of [
+      ["--rate-limit", "fast", /^error: --rate-limit must be a number of deliveries per second from 0\.01 to 1000/m],
+      ["--rate-limit", "0", /^error: --rate-limit must be/m],
+      ["--rate-limit", "5000", /^error: --rate-limit must be/m],
+      ["--ordering", "fifo", /^error: --ordering must be "record"/m]
+    ] as const) {
+      const bad = await cli("endpoints", "update", id, flag, value, "--as", admin)
+      expect(bad.code, `${flag} ${value}`).toBe(1)
+      expect(bad.stderr).toMatch(message)
+    }
+    expect(await shown()).toMatchObject({ rateLimit: 2.5, ordering: "record" })
+
+    const cleared = await cli(
+      "endpoints",
+      "update",
+      id,
+      "--rate-limit",
+      "none",
+      "--ordering",
+      "none",
+      "--as",
+      admin,
+      "--json"
+    )
+    expect(cleared.code).toBe(0)
+    expect(JSON.parse(cleared.stdout)).toMatchObject({ rateLimit: null, ordering: "none" })
+
+    await w.db.sql`
+      insert into service.webhook_circuits (endpoint_id, company_id, state, failures, opened_at, probe_at)
+      values (${id}, ${w.company.id}, 'open', 5, '2026-03-04T05:06:07.089Z', '2026-03-04T05:06:17.089Z')`
+    const table = await cli("endpoints", "list", "--company", w.company.host)
+    expect(table.stdout).toMatch(/open, next probe 2026-03-04 05:06:17Z/)
+    await cli("endpoints", "delete", id, "--as", admin)
+  })
+
   it("subscriptions list, disable and delete those keys made through the API", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id, { webhooks: true })
     const made = await runSql(

@@ -107,6 +107,9 @@ describe("metrics", () => {
     expect(sample(after, "srs_deliveries_total", { outcome: "succeeded" })).toBe(3)
     expect(sample(after, "srs_deliveries_total", { outcome: "retry_scheduled" })).toBe(6)
     expect(sample(after, "srs_deliveries_created_total")).toBe(6)
+    // the flaky receiver answers (500): no circuit opens, nothing goes unsent
+    expect(sample(after, "srs_deliveries_not_sent_total")).toBe(0)
+    expect(sample(after, "srs_webhook_circuits_opened_total")).toBe(0)
     expect(sample(after, "srs_outbox_backlog_events")).toBe(0)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_count", { result: "success" })).toBe(3)
     expect(sample(after, "srs_delivery_attempt_duration_seconds_count", { result: "failure" })).toBe(9)
@@ -177,13 +180,15 @@ describe("metrics", () => {
 })
 
 describe("what every process reads from the database", () => {
-  it("the oldest pending delivery's age and the endpoints switched off now", async () => {
+  it("the oldest pending delivery's age, the endpoints switched off now, the circuits open", async () => {
     // what the tests above sent has finished (the flaky receiver's retries come 100 ms apart)
     const before = await waitFor(async () => {
       const t = await scrape()
       return sample(t, "srs_deliveries_oldest_pending_seconds") === 0 ? t : undefined
     }, "no delivery to be pending")
     expect(sample(before, "srs_endpoints_off")).toBe(0)
+    expect(sample(before, "srs_webhook_circuits", { state: "open" })).toBe(0)
+    expect(sample(before, "srs_webhook_circuits", { state: "half_open" })).toBe(0)
     // a delivery made 20 minutes ago still waits for a retry in an hour; an endpoint is switched off
     const [d] = await w.db.sql<
       { id: string; endpoint_id: string }[]
@@ -196,6 +201,16 @@ describe("what every process reads from the database", () => {
     expect(sample(after, "srs_deliveries_oldest_pending_seconds")).toBeGreaterThanOrEqual(20 * 60)
     expect(sample(after, "srs_deliveries_oldest_pending_seconds")).toBeLessThan(21 * 60)
     expect(sample(after, "srs_endpoints_off")).toBe(1)
+    // an endpoint's circuit open, another's half open
+    await w.db.sql`
+      insert into service.webhook_circuits (endpoint_id, company_id, state, failures, opened_at, probe_at)
+      select id, company_id, case when row_number() over (order by id) = 1 then 'open' else 'half_open' end, 5, now(), now()
+      from service.webhook_endpoints limit 2`
+    const circuits = await scrape()
+    const n = (await w.db.sql`select 1 from service.webhook_circuits`).length
+    expect(sample(circuits, "srs_webhook_circuits", { state: "open" })).toBe(1)
+    expect(sample(circuits, "srs_webhook_circuits", { state: "half_open" })).toBe(n - 1)
+    await w.db.sql`delete from service.webhook_circuits`
     await w.db
       .sql`update service.webhook_deliveries set state = 'failed', finished_at = now(), next_attempt_at = null where id = ${d!.id}`
     await w.db

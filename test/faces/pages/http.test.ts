@@ -326,6 +326,51 @@ describe("admin pages over HTTP", () => {
     expect((await client.get("/admin/webhooks/endpoints/nope")).status).toBe(404)
   })
 
+  it("webhooks: an endpoint's rate and ordering from the form, shown with its circuit; a bad rate is refused in the admin API's words and changes nothing", async () => {
+    const { client, token } = await signedIn()
+    await client.get("/admin/webhooks")
+    const fields = { name: "Paced", url: "https://93.184.216.34/paced", events: ["incident.created"] }
+    const bad = await client.post("/admin/webhooks/endpoints", { ...fields, rateLimit: "0", ordering: "record" })
+    const answer = await api(token, "POST", "/admin/v1/endpoints", { ...fields, rateLimit: 0 })
+    expect([bad.status, answer.status]).toEqual([400, 400])
+    expect(bad.text).toContain(escapeHtml(answer.json.error))
+    expect(bad.text).toContain('value="0"')
+    const words = await client.post("/admin/webhooks/endpoints", { ...fields, rateLimit: "fast" })
+    expect(words.status).toBe(400)
+    expect(words.text).toContain("rateLimit must be a number of deliveries per second")
+    expect(await db.sql`select 1 from service.webhook_endpoints where name = 'Paced'`).toHaveLength(0)
+
+    const made = await client.post("/admin/webhooks/endpoints", { ...fields, rateLimit: "2.5", ordering: "record" })
+    expect(made.status).toBe(200)
+    const [row] = await db.sql<{ id: string; rate_limit: number; ordering: string }[]>`
+      select id::text, rate_limit, ordering from service.webhook_endpoints where name = 'Paced'`
+    expect(row).toMatchObject({ rate_limit: 2.5, ordering: "record" })
+    const path = `/admin/webhooks/endpoints/${row!.id}`
+    const shown = await client.get(path)
+    expect(shown.text).toContain("at most 2.5 deliveries a second")
+    expect(shown.text).toContain("each record&#39;s events in the order they happened")
+    expect(shown.text).toMatch(/<dd id="circuit"><span class="state on">Closed<\/span>/)
+
+    await db.sql`
+      insert into service.webhook_circuits (endpoint_id, company_id, state, failures, opened_at, probe_at, last_error)
+      values (${row!.id}, ${acme.id}, 'open', 5, '2026-03-04T05:06:07.089Z', '2026-03-04T05:06:17.089Z', 'timeout: no answer')`
+    const open = await client.get(path)
+    expect(open.text).toMatch(/<dd id="circuit"><span class="state failing">Open<\/span> since/)
+    expect(open.text).toContain("after 5 timeouts or refused connections in a row")
+    expect((await client.get("/admin/webhooks")).text).toContain("Circuit open")
+
+    // The edit form, emptied: no limit, no order.
+    const saved = await client.post(path, { name: "Paced", url: fields.url, events: fields.events, rateLimit: "" })
+    expect(saved.status).toBe(303)
+    expect((await db.sql`select rate_limit, ordering from service.webhook_endpoints where id = ${row!.id}`)[0]).toEqual(
+      {
+        rate_limit: null,
+        ordering: "none"
+      }
+    )
+    await db.sql`delete from service.webhook_endpoints where id = ${row!.id}`
+  })
+
   it("webhooks: rotating a secret takes an overlap (24h unless changed); a bad one is refused in the admin API's words and changes nothing", async () => {
     const { client, token } = await signedIn()
     const made = await api(token, "POST", "/admin/v1/endpoints", {

@@ -3,7 +3,9 @@
 // before its row is written, so a kill between the two sends it again: under the same id.
 // Afterwards every change is one event, every (event, destination) one delivery row with the
 // id that is a function of them, delivered, and every request the receiver got for it carried
-// that id. The survivors share the fan-out partitions.
+// that id. The survivors share the fan-out partitions. An endpoint that orders by record gets
+// each corrective action's events (created, closed, closed again) in the order they happened,
+// kills or not: a request for a later one never comes before the last for an earlier one.
 import { spawn, type ChildProcess } from "node:child_process"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
@@ -51,6 +53,17 @@ describe("engines killed during a burst", () => {
       )
     )
     destinations.push({ path: "/crash-sub", endpointId: null, subscriptionId: subscription.id })
+    w.receiver.reply("/crash-ordered", { status: 200, delayMs: 40 })
+    const ordered = await runSql(
+      w.deps.sql,
+      createEndpoint(w.deps, ADMIN, {
+        companyId: w.company.id,
+        name: "ordered",
+        url: w.receiver.url("/crash-ordered"),
+        events: ["corrective_action.created", "corrective_action.closed"],
+        ordering: "record"
+      })
+    )
 
     const children: Array<Child> = []
     const start = () => {
@@ -98,7 +111,25 @@ describe("engines killed during a burst", () => {
       let kills = 0
       let killsWhileWriting = 0
       let finished = false
-      void burst.finally(() => (finished = true))
+      // Beside it, 30 corrective actions, each closed, reopened and closed again: three events
+      // each (reopening fires none), each change in its own transaction, interleaved.
+      const actions: Array<string> = []
+      const actionBurst = (async () => {
+        for (let i = 0; i < 30; i++) {
+          const [a] = await w.db.sql<{ id: string }[]>`
+            insert into app.corrective_actions (company_id, title, source, status, priority, owner)
+            values (${w.company.id}, ${`CRASH-ACTION-${i}`}, 'manual', 'open', 'high', 'Sam') returning id::text`
+          actions.push(a!.id)
+          await sleep(Math.floor(Math.random() * 30))
+        }
+        for (const status of ["completed", "open", "completed"]) {
+          for (const id of actions) {
+            await w.db.sql`update app.corrective_actions set status = ${status} where id = ${id}`
+            await sleep(Math.floor(Math.random() * 20))
+          }
+        }
+      })()
+      void Promise.all([burst, actionBurst]).finally(() => (finished = true))
       while (!finished || kills < 6) {
         await sleep(300 + Math.floor(Math.random() * 600))
         // Preferably one with requests on the wire: killed between a send and its write.
@@ -115,6 +146,7 @@ describe("engines killed during a burst", () => {
         if (kills >= 12 && finished) break
       }
       await burst
+      await actionBurst
       expect(kills).toBeGreaterThanOrEqual(6)
       expect(killsWhileWriting).toBeGreaterThanOrEqual(3)
       await w.cap.settle(60_000)
@@ -161,6 +193,42 @@ describe("engines killed during a burst", () => {
         }
       }
       expect(new Set(got.keys())).toEqual(new Set(expected.keys()))
+
+      // The ordered endpoint: each action's three events, delivered, each under its one id; and
+      // per action, what arrived is in the order the events happened.
+      const actionEvents = await w.db.sql<{ id: string; record_id: string }[]>`
+        select e.id::text, e.record_id::text from service.events e where e.record_id = any(${actions}::uuid[])
+        order by e.commit_lsn, e.seq`
+      expect(actionEvents).toHaveLength(90)
+      const rank = new Map<string, { record: string; n: number }>()
+      const perRecord = new Map<string, number>()
+      for (const e of actionEvents) {
+        const n = perRecord.get(e.record_id) ?? 0
+        perRecord.set(e.record_id, n + 1)
+        rank.set(deliveryId(e.id, ordered.id, null), { record: e.record_id, n })
+      }
+      await waitFor(
+        async () => {
+          const r = await w.db.sql<{ state: string }[]>`
+            select state from service.webhook_deliveries where endpoint_id = ${ordered.id}`
+          return r.length === 90 && r.every((x) => x.state === "succeeded")
+        },
+        "every ordered delivery written as succeeded",
+        120_000
+      )
+      const seen = new Map<string, number>()
+      const arrivedIds = new Set<string>()
+      for (const req of w.receiver.requests.filter((r) => r.path === "/crash-ordered")) {
+        const body = JSON.parse(req.body.toString("utf8")) as { id: string }
+        const at = rank.get(body.id)
+        expect(at, `delivery ${body.id} is one of the ordered ones`).toBeDefined()
+        expect(at!.n, `record ${at!.record}: no event after a later one`).toBeGreaterThanOrEqual(
+          seen.get(at!.record) ?? 0
+        )
+        seen.set(at!.record, at!.n)
+        arrivedIds.add(body.id)
+      }
+      expect(arrivedIds).toEqual(new Set(rank.keys()))
 
       // The three that run now share the fan-out partitions between them.
       const owners = await waitFor(

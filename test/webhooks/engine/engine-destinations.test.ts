@@ -13,7 +13,7 @@ import {
 } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { disableSubscription } from "../../../src/webhooks/subscriptions/subscriptions.ts"
-import { insertIncident } from "../../support/app.ts"
+import { insertAction, insertIncident } from "../../support/app.ts"
 import { PRIVACY_CASE_FIELDS } from "../../../src/domain/records/incidents.ts"
 import { ADMIN, at, deliveries, makeKey, sleep, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
@@ -21,7 +21,28 @@ import { runSql } from "../../support/sql.ts"
 const s = useEngineWorld()
 
 const SLOW = 1_000 // each answer takes this long; one at a time per receiver
-const slowEngine = () => startEngine(s.w.deps, { perOrigin: 1 })
+/**
+ * The engine keeps in memory what a receiver can take within writeAfterMs, once the receiver
+ * has answered (before, two): long enough here for all three, after one answer from it.
+ */
+const slowEngine = async () => {
+  const engine = await startEngine(s.w.deps, { perOrigin: 1, writeAfterMs: 10_000 })
+  s.w.receiver.reply("/warm", { status: 200 })
+  const warm = await runSql(
+    s.w.deps.sql,
+    createEndpoint(s.w.deps, ADMIN, {
+      companyId: s.w.company.id,
+      name: "warm",
+      url: s.w.receiver.url("/warm"),
+      events: ["corrective_action.created"]
+    })
+  )
+  const before = at(s.w.receiver, "/warm").length
+  await insertAction(s.w.db.sql, s.w.company.id)
+  await waitFor(() => at(s.w.receiver, "/warm").length > before, "the receiver's first answer")
+  await runSql(s.w.deps.sql, deleteEndpoint(ADMIN, { id: warm.id }))
+  return engine
+}
 
 /** The two deliveries that waited in memory, once handed back, claimed again and held. */
 const twoHeld = (of: (d: Awaited<ReturnType<typeof deliveries>>[number]) => boolean) =>

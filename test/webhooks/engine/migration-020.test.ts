@@ -2,14 +2,16 @@
 // docs/design.md, "Webhook delivery pays for durability once"): every row keeps its id, state and
 // schedule, the delivery log reads the same attempts, the fan-out cursor stays where it was, and an
 // engine carries on from there.
-import { randomBytes } from "node:crypto"
+import { randomBytes, randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadMigrations, migrate } from "../../../src/platform/db/migrate.ts"
 import { getDelivery } from "../../../src/webhooks/deliveries/deliveries.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
+import { endpointSecretContext } from "../../../src/platform/db/channels.ts"
+import { encryptSecret } from "../../../src/platform/secrets/secrets-key.ts"
+import { newSecret } from "../../../src/webhooks/net/signature.ts"
 import { ensureDemoAppSchema } from "../../../src/platform/db/demo-schema.ts"
 import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.ts"
-import { ADMIN, CA, LOOPBACK, at, startEngine, waitFor, type TestDeps } from "../../support/world.ts"
+import { CA, LOOPBACK, at, startEngine, waitFor, type TestDeps } from "../../support/world.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -50,15 +52,11 @@ describe("upgrading deliveries made before deliveries were written once (sql/020
     const company = "0b7b1a52-5f7e-4c1e-9a57-3f0f0a7d1c01"
     await db.sql`insert into service.companies (id, name, host, tier, api_enabled, modules, created_at)
       values (${company}, 'Acme', 'acme.upgrade.test', 'company', true, '{incidents}', now())`
-    const e = await runSql(
-      deps.sql,
-      createEndpoint(deps, ADMIN, {
-        companyId: company,
-        name: "old",
-        url: receiver.url("/old"),
-        events: ["incident.created"]
-      })
-    )
+    // As the endpoints of that release were written (today's operation writes later columns too).
+    const e = { id: randomUUID() }
+    await db.sql`insert into service.webhook_endpoints (id, company_id, name, url, events, secret)
+      values (${e.id}, ${company}, 'old', ${receiver.url("/old")}, '{incident.created}',
+        ${encryptSecret(deps.secretsKey, newSecret(), endpointSecretContext(e.id))})`
     receiver.reply("/old", { status: 200 })
     const events = await db.sql<{ id: string }[]>`
       insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)

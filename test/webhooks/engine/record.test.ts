@@ -47,7 +47,8 @@ const outcome = (id: string, endpointId: string, ok: boolean): Outcome => ({
   endpointId,
   subscriptionId: null,
   health: ok ? "reset" : "fail",
-  gone: false
+  gone: false,
+  orderingKey: null
 })
 
 describe("recording a batch of outcomes", () => {

@@ -70,6 +70,9 @@ const claimed = (over: Partial<Claimed> = {}): Claimed => ({
   origin: "example.com",
   eventCreatedAt: "2026-01-01T00:00:00.000Z",
   payload: "{}",
+  companyId: "c1",
+  rateLimit: null,
+  orderingKey: null,
   ...over
 })
 const result = (over: Partial<SendResult> = {}): SendResult => ({

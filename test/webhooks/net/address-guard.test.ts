@@ -1,5 +1,3 @@
-import { createSocket } from "node:dgram"
-import { Resolver } from "node:dns/promises"
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest"
 import {
   classifyAddress,
@@ -10,7 +8,6 @@ import {
   parseAllowedNetworksOrThrow,
   parseWebhookUrl,
   resolveAndCheck,
-  systemLookup,
   type Lookup
 } from "../../../src/webhooks/net/address-guard.ts"
 
@@ -212,15 +209,19 @@ describe("resolveAndCheck", () => {
     return { lookup, calls }
   }
 
-  it("refuses a name that resolves to a private address, with a message naming both", async () => {
-    const { lookup } = table({ "webhook-test.local": ["10.0.0.5"] })
+  it("refuses a name that resolves to a private address, naming the name and not the address", async () => {
+    const { lookup } = table({ "webhook-test.local": ["10.0.0.5"], "meta.test": ["169.254.169.254"] })
     const r = await resolveAndCheck("https://webhook-test.local/hook", { lookup })
     expect(r).toEqual({
       ok: false,
       kind: "refused",
-      error: "refused: webhook-test.local resolves to 10.0.0.5 (private network)",
+      error: "refused: webhook-test.local resolves to a private or special address",
       notPublic: true
     })
+    // Neither which address nor what kind of network: a caller learns nothing of what is inside.
+    const m = await resolveAndCheck("https://meta.test/", { lookup })
+    expect(m).toMatchObject({ ok: false, error: "refused: meta.test resolves to a private or special address" })
+    if (!m.ok) expect(m.error).not.toMatch(/169\.254|metadata|link-local/)
   })
 
   it("refuses when any one of several addresses is not public", async () => {
@@ -229,7 +230,7 @@ describe("resolveAndCheck", () => {
     expect(r).toMatchObject({
       ok: false,
       kind: "refused",
-      error: "refused: mixed.example resolves to fd00::7 (unique-local (private network))"
+      error: "refused: mixed.example resolves to a private or special address"
     })
   })
 
@@ -271,7 +272,7 @@ describe("resolveAndCheck", () => {
     expect(await resolveAndCheck("https://[::ffff:127.0.0.1]/", { lookup, allowed })).toMatchObject({ ok: true })
     expect(await resolveAndCheck("https://both.test/", { lookup, allowed })).toMatchObject({
       ok: false,
-      error: "refused: both.test resolves to 10.0.0.1 (private network)"
+      error: "refused: both.test resolves to a private or special address"
     })
     expect(await resolveAndCheck("https://[::1]/", { lookup, allowed })).toMatchObject({ ok: false, kind: "refused" })
   })
@@ -293,7 +294,7 @@ describe("resolveAndCheck", () => {
   it("refuses localhost through the real resolver", async () => {
     const r = await resolveAndCheck("https://localhost:8443/")
     expect(r.ok).toBe(false)
-    if (!r.ok) expect(r.error).toMatch(/^refused: localhost resolves to (127\.0\.0\.1|::1) \(loopback\)$/)
+    if (!r.ok) expect(r.error).toBe("refused: localhost resolves to a private or special address")
   })
 
   it("gives up on a hanging lookup when the signal aborts", async () => {
@@ -386,7 +387,7 @@ describe("reused resolutions (deliveries)", () => {
     expect(await reuse("https://rebind.example/", d.lookup)).toEqual({
       ok: false,
       kind: "refused",
-      error: "refused: rebind.example resolves to 10.0.0.5 (private network)",
+      error: "refused: rebind.example resolves to a private or special address",
       notPublic: true
     })
     expect(d.calls).toHaveLength(2)
@@ -427,7 +428,7 @@ describe("reused resolutions (deliveries)", () => {
     expect(await reuse("https://receiver.test/", d.lookup, { allowed: loopback })).toMatchObject({ ok: true })
     expect(await reuse("https://receiver.test/", d.lookup, { allowed: [] })).toMatchObject({
       ok: false,
-      error: "refused: receiver.test resolves to 127.0.0.1 (loopback)"
+      error: "refused: receiver.test resolves to a private or special address"
     })
     expect(await reuse("https://receiver.test/", d.lookup)).toMatchObject({ ok: false, kind: "refused" })
     expect(d.calls).toHaveLength(2) // the refusal dropped the kept answer
@@ -498,68 +499,5 @@ describe("reused resolutions (deliveries)", () => {
     forgetResolutions()
     await reuse("https://forget.example/", d.lookup)
     expect(d.calls).toHaveLength(2)
-  })
-})
-
-describe("the system lookup's TTL", () => {
-  /** A DNS server on loopback: A records for every name, with `ttl`, after `delayMs`; no AAAA. */
-  const dnsServer = async (ttl: number, delayMs = 0) => {
-    const socket = createSocket("udp4")
-    const questions: Array<number> = []
-    let closed = false
-    socket.on("message", (query, from) => {
-      let at = 12
-      while (query[at]! !== 0) at += query[at]! + 1
-      const type = query.readUInt16BE(at + 1)
-      questions.push(type)
-      const question = query.subarray(12, at + 5)
-      const header = Buffer.alloc(12)
-      query.copy(header, 0, 0, 2)
-      header.writeUInt16BE(0x8180, 2) // a response, recursion desired and available
-      header.writeUInt16BE(1, 4)
-      header.writeUInt16BE(type === 1 ? 1 : 0, 6)
-      const answer = Buffer.alloc(16)
-      answer.writeUInt16BE(0xc00c, 0) // the name in the question
-      answer.writeUInt16BE(1, 2)
-      answer.writeUInt16BE(1, 4)
-      answer.writeUInt32BE(ttl, 6)
-      answer.writeUInt16BE(4, 10)
-      answer.set([127, 0, 0, 1], 12)
-      const reply = Buffer.concat([header, question, ...(type === 1 ? [answer] : [])])
-      setTimeout(() => closed || socket.send(reply, from.port, from.address), delayMs)
-    })
-    await new Promise<void>((res) => socket.bind(0, "127.0.0.1", () => res()))
-    const resolver = new Resolver({ timeout: 1_000, tries: 1 })
-    resolver.setServers([`127.0.0.1:${socket.address().port}`])
-    const close = () => {
-      closed = true
-      return new Promise<void>((res) => socket.close(() => res()))
-    }
-    return { resolver, questions, close }
-  }
-
-  it("gives getaddrinfo's addresses the TTL DNS has for the name", async () => {
-    const server = await dnsServer(7)
-    try {
-      const answers = await systemLookup(server.resolver)("localhost")
-      expect(answers.length).toBeGreaterThan(0)
-      expect(answers.every((a) => a.ttl === 7)).toBe(true)
-      expect(server.questions.sort()).toEqual([1, 28])
-    } finally {
-      await server.close()
-    }
-  })
-
-  it("leaves the TTL unknown (the 30 s cap) rather than hold the answer up for a slow DNS server", async () => {
-    const server = await dnsServer(7, 600)
-    try {
-      const started = performance.now()
-      const answers = await systemLookup(server.resolver)("localhost")
-      expect(performance.now() - started).toBeLessThan(550)
-      expect(answers.length).toBeGreaterThan(0)
-      expect(answers.every((a) => a.ttl === undefined)).toBe(true)
-    } finally {
-      await server.close()
-    }
   })
 })

@@ -62,7 +62,7 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
     ["0.0.0.0", () => `https://0.0.0.0:${p()}/hook`, "this network"],
     ["0", () => `https://0:${p()}/hook`, "this network"],
     ["unspecified IPv6", () => `https://[::]:${p()}/hook`, "unspecified"],
-    ["localhost", () => `https://localhost:${p()}/hook`, "localhost resolves to 127.0.0.1 (loopback)"],
+    ["localhost", () => `https://localhost:${p()}/hook`, "localhost resolves to a private or special address"],
     ["credentials in URL", () => `https://user:pw@receiver.test:${p()}/hook`, "credentials"],
     ["cloud metadata", () => "https://169.254.169.254/latest/meta-data/", "cloud metadata"],
     ["link-local", () => "https://169.254.10.10/", "link-local"],
@@ -87,13 +87,17 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
     [
       "name -> private",
       () => "https://webhook-test.local/hook",
-      "webhook-test.local resolves to 10.0.0.5 (private network)"
+      "webhook-test.local resolves to a private or special address"
     ],
-    ["name -> metadata", () => "https://metadata.test/", "resolves to 169.254.169.254 (cloud metadata)"],
-    ["name -> public + private", () => "https://mixed.test/", "resolves to 192.168.1.20 (private network)"],
-    ["name -> mapped private", () => "https://mapped.test/", "resolves to ::ffff:10.0.0.1"],
-    ["name -> 6to4 private", () => "https://sixtofour.test/", "6to4 form of 192.168.0.1"],
-    ["name -> ULA", () => "https://ula.test/", "unique-local"]
+    ["name -> metadata", () => "https://metadata.test/", "metadata.test resolves to a private or special address"],
+    ["name -> public + private", () => "https://mixed.test/", "mixed.test resolves to a private or special address"],
+    ["name -> mapped private", () => "https://mapped.test/", "mapped.test resolves to a private or special address"],
+    [
+      "name -> 6to4 private",
+      () => "https://sixtofour.test/",
+      "sixtofour.test resolves to a private or special address"
+    ],
+    ["name -> ULA", () => "https://ula.test/", "ula.test resolves to a private or special address"]
   ]
   const { lookup, calls } = lookupTable({
     localhost: ["127.0.0.1", "::1"],
@@ -138,7 +142,7 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
   it("refuses localhost through the real resolver", async () => {
     const r = await send({ url: receiver.url("/hook", "localhost"), secret }, message, { ca })
     expect(r).toMatchObject({ ok: false, errorKind: "refused" })
-    expect(r.error).toMatch(/^refused: localhost resolves to (127\.0\.0\.1|::1) \(loopback\)$/)
+    expect(r.error).toBe("refused: localhost resolves to a private or special address")
     expect(receiver.connections).toBe(0)
     expect(connects).toEqual([])
   })
@@ -285,7 +289,7 @@ describe("DNS rebinding", () => {
     expect(third).toMatchObject({
       ok: false,
       errorKind: "refused",
-      error: "refused: rebind.test resolves to 10.0.0.5 (private network)"
+      error: "refused: rebind.test resolves to a private or special address"
     })
     expect(calls).toHaveLength(2)
     expect(receiver.requests).toHaveLength(before + 2)

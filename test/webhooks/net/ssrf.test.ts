@@ -91,29 +91,37 @@ describe("at creation (production default: no allowed networks)", () => {
     ["documentation IPv6", () => "https://[2001:db8::1]/", /documentation/],
     ["NAT64 of loopback", () => "https://[64:ff9b::7f00:1]/", /loopback/],
     ["IPv6 unspecified", () => "https://[::]/", /unspecified/],
-    ["localhost", () => `https://localhost:${p()}/hook`, /localhost resolves to 127\.0\.0\.1 \(loopback\)/],
+    ["localhost", () => `https://localhost:${p()}/hook`, /localhost resolves to a private or special address$/],
     [
       "a name for the live receiver",
       () => `https://receiver.test:${p()}/hook`,
-      /receiver\.test resolves to 127\.0\.0\.1/
+      /receiver\.test resolves to a private or special address$/
     ],
     [
       "a name for a private address",
       () => "https://internal.test/",
-      /internal\.test resolves to 10\.0\.0\.5 \(private network\)/
+      /internal\.test resolves to a private or special address$/
     ],
     [
       "a name for the metadata service",
       () => "https://metadata.google.internal/computeMetadata/v1/",
-      /169\.254\.169\.254/
+      /metadata\.google\.internal resolves to a private or special address$/
     ],
     [
       "a name with one public and one loopback address",
       () => "https://mixed.test/",
-      /mixed\.test resolves to 127\.0\.0\.1/
+      /mixed\.test resolves to a private or special address$/
     ],
-    ["a name for IPv6 loopback", () => "https://v6loop.test/", /::1/],
-    ["a name for an IPv4-mapped private address", () => "https://mapped.test/", /10\.0\.0\.1/],
+    [
+      "a name for IPv6 loopback",
+      () => "https://v6loop.test/",
+      /v6loop\.test resolves to a private or special address$/
+    ],
+    [
+      "a name for an IPv4-mapped private address",
+      () => "https://mapped.test/",
+      /mapped\.test resolves to a private or special address$/
+    ],
     ["credentials in the URL", () => `https://user:pass@receiver.test:${p()}/hook`, /credentials/],
     ["ftp://", () => "ftp://receiver.test/", /only https/],
     ["file://", () => "file:///etc/passwd", /only https/],
@@ -185,7 +193,7 @@ describe("before every delivery", () => {
       for (const d of ds) {
         const [a] = await attemptsOf(w.db.sql, d.id)
         expect(a!.error_kind).toBe("refused")
-        expect(a!.error).toBe("refused: rebind.test resolves to 10.0.0.7 (private network)")
+        expect(a!.error).toBe("refused: rebind.test resolves to a private or special address")
       }
       // The test ping is checked the same way.
       dns.table["rebind.test"] = ["169.254.169.254"]
@@ -193,7 +201,7 @@ describe("before every delivery", () => {
       expect(ping).toMatchObject({
         ok: false,
         status: null,
-        error: "refused: rebind.test resolves to 169.254.169.254 (cloud metadata)"
+        error: "refused: rebind.test resolves to a private or special address"
       })
     } finally {
       await engine.stop()
@@ -244,7 +252,7 @@ describe("before every delivery", () => {
       const ds = await attempted(3)
       expect(ds.filter((d) => d.state === "succeeded")).toHaveLength(2)
       expect(
-        ds.filter((d) => d.last_error === "refused: rebind.test resolves to 10.0.0.7 (private network)")
+        ds.filter((d) => d.last_error === "refused: rebind.test resolves to a private or special address")
       ).toHaveLength(1)
       expect(asked).toEqual(["rebind.test", "rebind.test"])
       expect(at(w.receiver, "/ttl")).toHaveLength(2)

@@ -9,6 +9,8 @@ import { LOG_SIZE } from "../../../webhooks/deliveries/deliveries.ts"
 import { ACTIVITY_FILTERS } from "../../../access/activity.ts"
 import { DEFAULT_OVERLAP } from "../../../webhooks/endpoints/overlap.ts"
 import type { EndpointView } from "../../../webhooks/endpoints/endpoints.ts"
+import type { CircuitView } from "../../../webhooks/endpoints/circuit.ts"
+import { checked, MAX_RATE_LIMIT, MIN_RATE_LIMIT, parseRateLimitText } from "../../../webhooks/endpoints/validate.ts"
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, type Company } from "../../../access/identity.ts"
 import {
@@ -50,11 +52,35 @@ const eventsFlag = Flag.String("events").pipe(
   Flag.withDescription("Event names separated by commas, e.g. incident.created,corrective_action.closed")
 )
 
+const rateLimitFlag = Flag.String("rate-limit").pipe(
+  Flag.withDescription(
+    `At most this many deliveries a second (decimals allowed, e.g. 5 or 0.5), from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}; none for no limit`
+  ),
+  Flag.optional
+)
+const orderingFlag = Flag.String("ordering").pipe(
+  Flag.withDescription("record: the events of one record arrive in the order they happened; none: no order"),
+  Flag.optional
+)
+
+/** --rate-limit's text as the operation takes it (a number or null), refused as the operation refuses. */
+const rateLimitOf = (flag: Option.Option<string>) =>
+  Option.isNone(flag) ? Effect.succeed(undefined) : checked(() => parseRateLimitText(flag.value))
+
+/** A circuit in a word or a few: closed, or open since when and the next probe from when. */
+export const circuitText = (c: CircuitView): string =>
+  c.state === "closed"
+    ? "closed"
+    : `${c.state} since ${when(c.openedAt)} after ${c.failures} timeouts or refused connections; next probe from ${when(c.nextProbeAt)}${c.lastError === null ? "" : ` (${c.lastError})`}`
+
 const describeEndpoint = (e: EndpointView) =>
   [
-    `  url:     ${e.url}`,
-    `  events:  ${e.events.join(", ")}`,
-    `  state:   ${e.enabled ? "on" : `switched off${e.disabledReason === null ? "" : ` (${e.disabledReason})`}`}`
+    `  url:      ${e.url}`,
+    `  events:   ${e.events.join(", ")}`,
+    `  state:    ${e.enabled ? "on" : `switched off${e.disabledReason === null ? "" : ` (${e.disabledReason})`}`}`,
+    `  rate:     ${e.rateLimit === null ? "no limit" : `at most ${e.rateLimit} a second`}`,
+    `  ordering: ${e.ordering === "record" ? "by record" : "none"}`,
+    `  circuit:  ${circuitText(e.circuit)}`
   ].join("\n")
 
 // -----------------------------------------------------------------------------
@@ -67,6 +93,8 @@ const create = Command.make(
     name: Flag.String("name").pipe(Flag.withDescription("A name for the receiver")),
     url: Flag.String("url").pipe(Flag.withDescription("The receiver's https:// address")),
     events: eventsFlag,
+    rateLimit: rateLimitFlag,
+    ordering: orderingFlag,
     as: asRequired,
     json
   },
@@ -77,7 +105,9 @@ const create = Command.make(
           companyId,
           name: args.name,
           url: args.url,
-          events: args.events
+          events: args.events,
+          rateLimit: yield* rateLimitOf(args.rateLimit),
+          ordering: Option.getOrUndefined(args.ordering)
         })
         yield* output(args.json, { id: created.id, secret: created.secret }, () =>
           [
@@ -99,6 +129,11 @@ const create = Command.make(
       command:
         "endpoints create --company acme.localhost --name Ops --url https://hooks.example.com/safety --events incident.created,corrective_action.closed --as admin@acme.example --json",
       description: 'Prints {"id": ..., "secret": "whsec_..."}'
+    },
+    {
+      command:
+        "endpoints create --company acme.localhost --name Ledger --url https://ledger.example.com/in --events corrective_action.created,corrective_action.closed --rate-limit 5 --ordering record --as admin@acme.example",
+      description: "At most 5 deliveries a second, each action's events in the order they happened"
     }
   ])
 )
@@ -125,6 +160,8 @@ const update = Command.make(
     name: Flag.String("name").pipe(Flag.withDescription("A new name"), Flag.optional),
     url: Flag.String("url").pipe(Flag.withDescription("A new https:// address"), Flag.optional),
     events: eventsFlag.pipe(Flag.optional),
+    rateLimit: rateLimitFlag,
+    ordering: orderingFlag,
     ...asAdminFlags
   },
   (args) =>
@@ -135,14 +172,20 @@ const update = Command.make(
           companyId,
           name: Option.getOrUndefined(args.name),
           url: Option.getOrUndefined(args.url),
-          events: Option.getOrUndefined(args.events)
+          events: Option.getOrUndefined(args.events),
+          rateLimit: yield* rateLimitOf(args.rateLimit),
+          ordering: Option.getOrUndefined(args.ordering)
         })
         yield* output(args.json, e, () =>
           [`Updated webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n")
         )
       })
     )
-).pipe(Command.withDescription("Change an endpoint's name, address or events"))
+).pipe(
+  Command.withDescription(
+    "Change an endpoint's name, address, events, rate (--rate-limit, none for no limit) or ordering (--ordering record or none)"
+  )
+)
 
 /** A change to one endpoint: `<name> <id> --as <admin> [--company] [--json]`; `run` does the
  *  operation as that admin, in that admin's company, and prints its answer. */
@@ -302,13 +345,13 @@ const companyListing = <A, E, R>(
   ).pipe(Command.withDescription(description))
 
 const list = companyListing(
-  "List a company's webhook endpoints: address, events, on or switched off (and why)",
+  "List a company's webhook endpoints: address, events, on or switched off (and why), rate, ordering, circuit",
   (w, companyId) => w.listEndpoints({ companyId }),
   (company) => ({
     empty: `${company.name} (${company.host}) has no webhook endpoints.`,
     title: `Webhook endpoints of ${company.name} (${company.host}):`
   }),
-  ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "MADE BY", "CREATED"],
+  ["ID", "NAME", "URL", "EVENTS", "STATE", "FAILURES IN A ROW", "RATE", "ORDERING", "CIRCUIT", "MADE BY", "CREATED"],
   (e) => [
     e.id,
     e.name,
@@ -316,6 +359,9 @@ const list = companyListing(
     e.events.join(","),
     e.enabled ? "on" : `off: ${e.disabledReason ?? "switched off"}`,
     String(e.consecutiveFailures),
+    e.rateLimit === null ? "-" : `${e.rateLimit}/s`,
+    e.ordering === "record" ? "record" : "-",
+    e.circuit.state === "closed" ? "closed" : `${e.circuit.state}, next probe ${when(e.circuit.nextProbeAt)}`,
     e.createdBy ?? "-",
     when(e.createdAt)
   ]
@@ -398,8 +444,18 @@ const subscriptionsList = companyListing(
     empty: `${company.name} (${company.host}) has no subscriptions made through the API.`,
     title: `Subscriptions made through the API by keys of ${company.name} (${company.host}):`
   }),
-  ["ID", "KEY", "EVENT", "URL", "STATE", "CREATED"],
-  (s) => [s.id, s.keyName ?? s.keyId, s.event, s.url, s.active ? "on" : "off", when(s.createdAt)]
+  ["ID", "KEY", "EVENT", "URL", "STATE", "RATE", "ORDERING", "CIRCUIT", "CREATED"],
+  (s) => [
+    s.id,
+    s.keyName ?? s.keyId,
+    s.event,
+    s.url,
+    s.active ? "on" : "off",
+    s.rateLimit === null ? "-" : `${s.rateLimit}/s`,
+    s.ordering === "record" ? "record" : "-",
+    s.circuit.state === "closed" ? "closed" : `${s.circuit.state}, next probe ${when(s.circuit.nextProbeAt)}`,
+    when(s.createdAt)
+  ]
 )
 
 const subscriptionChange = (name: "disable" | "enable" | "delete", description: string) =>

@@ -1,0 +1,104 @@
+// Ordering per record, opt-in: events of one record reach a destination that asked for it in
+// the order they happened; a later one waits while an earlier one of its record is retried,
+// until it succeeds or runs out of attempts (then the next goes); other records go meanwhile.
+import { describe, expect, it } from "vitest"
+import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
+import { insertAction } from "../../support/app.ts"
+import type { RecordedRequest } from "../../support/https-receiver.ts"
+import { ADMIN, at, deliveries, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
+import { runSql } from "../../support/sql.ts"
+
+const s = useEngineWorld()
+
+type Body = { id: string; event: string; createdAt: string; data: { id: string; title: string; status: string } }
+const body = (r: RecordedRequest) => JSON.parse(r.body.toString("utf8")) as Body
+
+/** A record's requests, in arrival order: [event, status answered]. */
+const ofRecord = (rs: ReadonlyArray<RecordedRequest>, title: string, answers: Map<RecordedRequest, number>) =>
+  rs.filter((r) => body(r).data.title === title).map((r) => [body(r).event, answers.get(r)] as const)
+
+describe("ordering by record", () => {
+  it("keeps each record's events in order through retries and a delivery that runs out of attempts; other records go meanwhile", {
+    timeout: 60_000
+  }, async () => {
+    const path = "/ordered"
+    const answers = new Map<RecordedRequest, number>()
+    const reply = (status: number, r: RecordedRequest) => {
+      answers.set(r, status)
+      return { status }
+    }
+    s.w.receiver.reply(path, (r) => {
+      const b = body(r)
+      // A's first event fails until B's last event has arrived: B must not wait behind A.
+      if (b.data.title === "A" && b.event === "corrective_action.created") {
+        const bDone = at(s.w.receiver, path).some(
+          (x) => body(x).data.title === "B" && body(x).event === "corrective_action.closed"
+        )
+        return reply(bDone ? 200 : 500, r)
+      }
+      // C's first event never gets through: after its last attempt, C's next goes.
+      if (b.data.title === "C" && b.event === "corrective_action.created") return reply(503, r)
+      return reply(200, r)
+    })
+    const e = await runSql(
+      s.w.deps.sql,
+      createEndpoint(s.w.deps, ADMIN, {
+        companyId: s.w.company.id,
+        name: "ordered",
+        url: s.w.receiver.url(path),
+        events: ["corrective_action.created", "corrective_action.closed"],
+        ordering: "record"
+      })
+    )
+    s.engine = await startEngine(s.w.deps, { retrySchedule: "200ms,200ms,200ms,200ms,200ms" })
+    const ids: Record<string, string> = {}
+    for (const title of ["A", "C"]) ids[title] = await insertAction(s.w.db.sql, s.w.company.id, { title })
+    // Each change its own transaction, so its own event: A closed, reopened and closed again.
+    await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.A!}`
+    await s.w.db.sql`update app.corrective_actions set status = 'open' where id = ${ids.A!}`
+    await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.A!}`
+    await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.C!}`
+    ids.B = await insertAction(s.w.db.sql, s.w.company.id, { title: "B" })
+    await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.B}`
+
+    await waitFor(
+      async () => {
+        const ds = (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id)
+        return ds.length === 7 && ds.every((d) => d.state === "succeeded" || d.state === "failed")
+      },
+      "every delivery finished",
+      40_000
+    )
+    const rs = at(s.w.receiver, path)
+
+    // A: its first event retried until it got through; only then the next, then the last.
+    const a = ofRecord(rs, "A", answers)
+    const firstOk = a.findIndex(([, st]) => st === 200)
+    expect(a.slice(0, firstOk + 1).every(([ev]) => ev === "corrective_action.created")).toBe(true)
+    expect(firstOk).toBeGreaterThan(0)
+    expect(a.slice(firstOk + 1).map(([ev]) => ev)).toEqual(["corrective_action.closed", "corrective_action.closed"])
+    const closed = rs.filter((r) => body(r).data.title === "A" && body(r).event === "corrective_action.closed")
+    expect(body(closed[0]!).createdAt < body(closed[1]!).createdAt).toBe(true)
+
+    // B went while A's first event was still being retried.
+    const bClosedAt = rs.findIndex((r) => body(r).data.title === "B" && body(r).event === "corrective_action.closed")
+    const aOkAt = rs.findIndex((r) => body(r).data.title === "A" && answers.get(r) === 200)
+    expect(bClosedAt).toBeLessThan(aOkAt)
+
+    // C: its first event made all 6 attempts and failed; then its next went.
+    expect(ofRecord(rs, "C", answers)).toEqual([
+      ...Array.from({ length: 6 }, () => ["corrective_action.created", 503] as const),
+      ["corrective_action.closed", 200]
+    ])
+    const states = (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id).map((d) => d.state)
+    expect(states.sort()).toEqual([
+      "failed",
+      "succeeded",
+      "succeeded",
+      "succeeded",
+      "succeeded",
+      "succeeded",
+      "succeeded"
+    ])
+  })
+})
