@@ -78,7 +78,7 @@ export const MainLive = Layer.unwrap(
     const roles = yield* loadServiceRoles
     const limits = yield* loadHttpLimits
     // Typed as providing nothing: what reads them asks whether they run here.
-    const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
+    const capture: Layer.Layer<never, unknown, Database.Database | Database.AppDatabase> = roles.includes("capture")
       ? CaptureLive
       : Layer.empty
     const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery")
