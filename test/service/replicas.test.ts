@@ -386,6 +386,8 @@ const killLeaders = async (dbs: Databases, tag: string): Promise<Replica> => {
     const metrics = await (await fetch(`${survivor.opsUrl}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(1)
     expect(sample(metrics, "srs_capture_role", { role: "leader" })).toBe(1)
+    // The slot as the app's database has it (with two databases, not the service's).
+    expect(sample(metrics, "srs_capture_slot_wal_status", { status: "reserved" })).toBe(1)
     return survivor
   }
 }

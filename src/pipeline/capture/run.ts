@@ -279,8 +279,9 @@ const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number): Eff
 
 /**
  * An idle database still moves the slot: a tiny transactional message every interval, into the
- * app's WAL (`sql`: the app's database). The lock belongs to its session: should that connection be gone or replaced (postgres.js
- * reconnects silently), another process may lead by now, so this one steps down (LeaderLost).
+ * app's WAL (`sql`: the app's database). The lock belongs to its session: should that
+ * connection be gone or replaced (postgres.js reconnects silently), another process may lead
+ * by now, so this one steps down (LeaderLost).
  * A beat that gets no answer within the interval is let go: the next one asks again.
  */
 const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Effect.Effect<void, LeaderLost> => {
