@@ -19,6 +19,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import postgres from "postgres"
+import { databaseUrl as serviceDatabaseUrl, EMBEDDED_SERVICE_DATABASE } from "../src/platform/db/Database.ts"
 import { embeddedUrl } from "../src/platform/db/embedded.ts"
 import { freePort } from "../test/support/net.ts"
 import { fmt, percentile, startCommand, table } from "./support.ts"
@@ -88,7 +89,7 @@ const rssMb = (pid: number): number => {
 
 const caughtUp = async (lsn: string) => {
   for (;;) {
-    const [r] = await sql!<{ done: boolean }[]>`
+    const [r] = await own!<{ done: boolean }[]>`
       select coalesce(bool_and(checkpoint_lsn >= ${lsn}::pg_lsn), false) as done from service.capture_state`
     if (r!.done) return
     await new Promise((r) => setTimeout(r, 200))
@@ -100,6 +101,8 @@ const dir = mkdtempSync(join(tmpdir(), "srs-scale-"))
 chmodSync(dir, 0o755)
 let service: ChildProcess | undefined
 let sql: postgres.Sql | undefined
+/** The service's own database (the embedded server's beside the app's; the same database on BENCH_DATABASE_URL). */
+let own: postgres.Sql | undefined
 let dropDatabase: (() => Promise<void>) | undefined
 try {
   const httpPort = await freePort()
@@ -162,6 +165,9 @@ try {
   if (databaseUrl === "")
     databaseUrl = embeddedUrl(readFileSync(join(dir, "pg-password"), "utf8").trim(), Number(env.EMBEDDED_PG_PORT))
   sql = postgres(databaseUrl, { max: 4, onnotice: () => {} })
+  own = process.env.BENCH_DATABASE_URL
+    ? sql
+    : postgres(serviceDatabaseUrl(databaseUrl, EMBEDDED_SERVICE_DATABASE), { max: 2, onnotice: () => {} })
   // The big company, every module on, an admin to make its key.
   const [company] = await sql<{ id: string }[]>`
     insert into app.companies (name, host, tier, api_enabled) values ('Big Co', ${HOST}, 'company', true) returning id::text`
@@ -406,6 +412,7 @@ try {
     await new Promise((r) => service!.once("exit", r))
   }
   for (const c of children) c.kill("SIGKILL")
+  if (own !== sql) await own?.end({ timeout: 2 })
   await sql?.end({ timeout: 2 })
   await dropDatabase?.()
   // The embedded PostgreSQL stops with the service; its files go.

@@ -30,7 +30,8 @@ import postgres from "postgres"
 import { Pool } from "undici"
 import { Effect } from "effect"
 import { captureStatus } from "../src/pipeline/capture/status.ts"
-import { Sql } from "../src/platform/db/Sql.ts"
+import { appSqlLayer, Sql } from "../src/platform/db/Sql.ts"
+import { databaseUrl, EMBEDDED_SERVICE_DATABASE } from "../src/platform/db/Database.ts"
 import { embeddedUrl } from "../src/platform/db/embedded.ts"
 import { EVENT_KINDS, type EventKind } from "../src/domain/event-kinds.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
@@ -354,7 +355,9 @@ const main = async () => {
   // SOAK_SERVICE_LOG: keep the service's output there (else it goes with the run's directory).
   const logFile = process.env.SOAK_SERVICE_LOG ?? join(dir, "service.log")
   let service: ChildProcess | undefined
+  // The embedded server's two databases: the demo app's (`sql`) and the service's own (`own`).
   let sql: postgres.Sql | undefined
+  let own: postgres.Sql | undefined
   let receiver: Awaited<ReturnType<typeof startReceiver>> | undefined
   const failures: Array<string> = []
   /** Asks the embedded server, if it still runs, to stop (fast shutdown); true if it was asked. */
@@ -455,10 +458,14 @@ const main = async () => {
     )
     log(`  ready, pid ${pid}, RSS ${mb(procMemory(pid)?.rss)} MB`)
 
-    sql = postgres(embeddedUrl(readFileSync(join(dataDir, "pg-password"), "utf8").trim(), pgPort), {
-      max: 2,
-      onnotice: () => {}
-    })
+    const serverUrl = embeddedUrl(readFileSync(join(dataDir, "pg-password"), "utf8").trim(), pgPort)
+    sql = postgres(serverUrl, { max: 2, onnotice: () => {} })
+    own = postgres(databaseUrl(serverUrl, EMBEDDED_SERVICE_DATABASE), { max: 2, onnotice: () => {} })
+    /** captureStatus: the slot from the app's database, the checkpoint from the service's. */
+    const statusOf = (slot: string) =>
+      Effect.runPromise(
+        captureStatus(slot).pipe(Effect.provideService(Sql, { pool: own! }), Effect.provide(appSqlLayer(sql)))
+      )
     const [company] = await sql<{ id: string }[]>`select id from app.companies where host = ${DEMO_HOST}`
     const companyId = company!.id
 
@@ -517,7 +524,7 @@ const main = async () => {
       await waitUntil(
         async () => {
           if (await enough()) return true
-          const s = await Effect.runPromise(captureStatus(slot).pipe(Effect.provideService(Sql, { pool: sql! })))
+          const s = await statusOf(slot)
           if (s.checkpointLsn === null) return false
           const [r] = await sql!<{ ok: boolean }[]>`select ${s.checkpointLsn}::pg_lsn >= ${lsn}::pg_lsn as ok`
           return r!.ok
@@ -528,14 +535,14 @@ const main = async () => {
     }
     await caughtUp()
     const countsByKind = async () => {
-      const rows = await sql!<
+      const rows = await own!<
         { event: string; n: number }[]
       >`select event, count(*)::int as n from service.events where company_id = ${companyId} group by event`
       return new Map(rows.map((r) => [r.event, r.n]))
     }
     const before = await countsByKind()
     const outboxTotal = async () => {
-      const [r] = await sql!<
+      const [r] = await own!<
         { n: number }[]
       >`select count(*)::int as n from service.events where company_id = ${companyId}`
       return r!.n - [...before.values()].reduce((a, b) => a + b, 0)
@@ -633,7 +640,7 @@ const main = async () => {
     const result = JSON.parse(simulateOut.trim().split("\n").at(-1)!) as SimulationResult
     const simulatedFor = (performance.now() - t0) / 1000
     for (const t of snapshotTimers) clearTimeout(t)
-    const lagAtEnd = await Effect.runPromise(captureStatus(slot).pipe(Effect.provideService(Sql, { pool: sql })))
+    const lagAtEnd = await statusOf(slot)
     const cpuRun = procCpuSeconds(pid) - cpu0
     await reader.stop()
     sampling = false
@@ -667,7 +674,7 @@ const main = async () => {
       if (got !== expected) broken.push(`${kind}: expected ${expected}, outbox has ${got} (${verdict})`)
       eventRows.push([kind, expected, got, delivered, verdict])
     }
-    const doubles = await sql<{ event: string; record_id: string; n: number }[]>`
+    const doubles = await own<{ event: string; record_id: string; n: number }[]>`
       select event, record_id::text, count(*)::int as n from service.events
       where company_id = ${companyId} and created_at >= ${since} and event like '%.created'
       group by event, record_id having count(*) > 1 limit 10`
@@ -746,6 +753,7 @@ const main = async () => {
     }
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL")
     await sql?.end({ timeout: 2 })
+    await own?.end({ timeout: 2 })
     await receiver?.close()
     // The embedded server stops with the service; if the service was killed, stop it here.
     if (stopPostgres()) await sleep(3000)

@@ -88,7 +88,7 @@ export const MainLive = Layer.unwrap(
     const limits = yield* loadHttpLimits
     const trustProxy = yield* loadTrustProxy
     // Typed as providing nothing: what reads them asks whether they run here.
-    const capture: Layer.Layer<never, unknown, Database.Database> = roles.includes("capture")
+    const capture: Layer.Layer<never, unknown, Database.Database | Database.AppDatabase> = roles.includes("capture")
       ? CaptureLive
       : Layer.empty
     const delivery: Layer.Layer<never, unknown, Database.Database> = roles.includes("delivery")

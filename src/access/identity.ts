@@ -1,8 +1,9 @@
 // Who is acting and on which company. Read from the app's own tables (app.companies,
 // app.users), which are authoritative even before the service has mirrored anything: an
-// admin can make the first key for a company the service never saw running.
+// admin can make the first key for a company the service never saw running. They live in the
+// app's database (`appQuery`), which may not be the service's: nothing here joins the two.
 import { Effect } from "effect"
-import { query } from "../platform/db/Sql.ts"
+import { appQuery as query } from "../platform/db/Sql.ts"
 import { isUuid } from "../domain/ids.ts"
 import { at, forbidden, invalid, notFound, words } from "../domain/errors.ts"
 
@@ -98,8 +99,16 @@ export const adminOfOwner = Effect.fn("adminOfOwner")(function* (email: string, 
 export const requireSomeAdmin = (email: string) => findAdmin(email, undefined, { anyCompany: true })
 
 /** Whether the user is (still) an admin of the company. */
-export const isAdmin = (userId: string, companyId: string) =>
+export const isAdmin = (userId: string, companyId: string) => Effect.map(adminNow(userId, companyId), (a) => a.admin)
+
+/** The user and company as the app has them now: their names, and whether the user is (still) an admin there. */
+export const adminNow = (userId: string, companyId: string) =>
   Effect.map(
-    query((sql) => sql`select 1 from app.users where id = ${userId} and company_id = ${companyId} and role = 'admin'`),
-    (rows) => rows.length > 0
+    query(
+      (sql) => sql<{ user_name: string | null; company_name: string | null; admin: boolean }[]>`
+      select (select u.name from app.users u where u.id = ${userId}) as user_name,
+             (select c.name from app.companies c where c.id = ${companyId}) as company_name,
+             exists (select 1 from app.users where id = ${userId} and company_id = ${companyId} and role = 'admin') as admin`
+    ),
+    ([r]) => ({ userName: r?.user_name ?? null, companyName: r?.company_name ?? null, admin: r?.admin ?? false })
   )

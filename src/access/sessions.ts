@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { fingerprintOf, isToken, randomToken, sha256 } from "./keys/bearer-secrets.ts"
 import { query, type Sql } from "../platform/db/Sql.ts"
-import { isAdmin, type AdminUser } from "./identity.ts"
+import { adminNow, type AdminUser } from "./identity.ts"
 import { authenticateToken } from "./tokens.ts"
 
 /** A session ends after this long without a request... */
@@ -90,8 +90,6 @@ export const resolveSession = Effect.fn("resolveSession")(function* (
         user_id: string
         user_email: string
         company_id: string
-        user_name: string | null
-        company_name: string | null
         csrf_secret: Buffer
         flash: Flash | null
       }[]
@@ -101,12 +99,12 @@ export const resolveSession = Effect.fn("resolveSession")(function* (
       from service.admin_tokens t
      where s.id_hash = ${idHash} and t.id = s.token_id and s.expires_at > now() and s.absolute_expires_at > now()
        and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())
-    returning s.token_id::text, t.user_id::text, t.user_email, t.company_id::text, s.csrf_secret, s.flash,
-              (select u.name from app.users u where u.id = t.user_id) as user_name,
-              (select c.name from app.companies c where c.id = t.company_id) as company_name`
+    returning s.token_id::text, t.user_id::text, t.user_email, t.company_id::text, s.csrf_secret, s.flash`
   )
   if (row === undefined) return yield* ended(idHash, "session")
-  if (!(yield* isAdmin(row.user_id, row.company_id))) return yield* ended(idHash, "role")
+  // Names and the admin role from the app's tables (its own database, perhaps).
+  const now = yield* adminNow(row.user_id, row.company_id)
+  if (!now.admin) return yield* ended(idHash, "role")
   if (options.takeFlash && row.flash !== null)
     yield* query((sql) => sql`update service.admin_sessions set flash = null where id_hash = ${idHash}`)
   return {
@@ -116,10 +114,10 @@ export const resolveSession = Effect.fn("resolveSession")(function* (
       actor: {
         userId: row.user_id,
         email: row.user_email,
-        name: row.user_name ?? row.user_email,
+        name: now.userName ?? row.user_email,
         companyId: row.company_id
       },
-      companyName: row.company_name ?? "",
+      companyName: now.companyName ?? "",
       csrf: row.csrf_secret.toString("utf8"),
       flash: row.flash
     }

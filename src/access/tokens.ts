@@ -5,7 +5,7 @@ import { Effect } from "effect"
 import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./keys/bearer-secrets.ts"
 import { userActor, writeActivity } from "./activity.ts"
 import { conflict, invalid, notFound } from "../domain/errors.ts"
-import { isAdmin, type AdminUser } from "./identity.ts"
+import { adminNow, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
 import { query, transaction } from "../platform/db/Sql.ts"
 import { checkName, type Expiry } from "./keys/store.ts"
@@ -168,22 +168,23 @@ export const authenticateToken = Effect.fn("authenticateToken")(function* (crede
   if (credential === "") return refused("missing admin token: send the header Authorization: Bearer mat_...")
   if (!looksLike(ADMIN_TOKEN_PREFIX, credential)) return refused("unknown admin token")
   const [row] = yield* query(
-    (sql) => sql<(TokenRow & { user_name: string | null })[]>`
-    select t.*, (t.expires_at is not null and t.expires_at <= now()) as expired, u.name as user_name
-      from service.admin_tokens t left join app.users u on u.id = t.user_id
+    (sql) => sql<TokenRow[]>`
+    select t.*, (t.expires_at is not null and t.expires_at <= now()) as expired
+      from service.admin_tokens t
      where t.fingerprint = ${fingerprintOf(credential)}`
   )
   if (row === undefined) return refused("unknown admin token")
   if (row.revoked_at !== null) return refused("this admin token was revoked")
   if (row.expired) return refused(`this admin token expired at ${row.expires_at?.toISOString()}`)
-  if (!(yield* isAdmin(row.user_id, row.company_id)))
-    return refused(`${row.user_email} is no longer an admin of this company`)
+  // The user's name and role from the app's tables (its own database, perhaps).
+  const now = yield* adminNow(row.user_id, row.company_id)
+  if (!now.admin) return refused(`${row.user_email} is no longer an admin of this company`)
   yield* query((sql) => sql`update service.admin_tokens set last_used_at = now() where id = ${row.id}`)
   return {
     actor: {
       userId: row.user_id,
       email: row.user_email,
-      name: row.user_name ?? row.user_email,
+      name: now.userName ?? row.user_email,
       companyId: row.company_id
     }
   }

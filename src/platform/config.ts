@@ -49,6 +49,8 @@ export const serviceRolesLayer = (roles: ReadonlyArray<ServiceRole>) => Layer.su
 export const DatabaseConfig = Config.all({
   /** An existing PostgreSQL (wal_level=logical). Absent: the embedded one under DATA_DIR. */
   url: Config.option(Config.Redacted("DATABASE_URL")),
+  /** The service's own database (its schema: mirror, views, outbox, deliveries, keys...). Absent: beside the app's tables. */
+  serviceUrl: Config.option(Config.Redacted("SERVICE_DATABASE_URL")),
   dataDir: Config.String("DATA_DIR").pipe(Config.withDefault("./.data")),
   embeddedPort: Config.Port("EMBEDDED_PG_PORT").pipe(Config.withDefault(54329)),
   poolSize: Config.Int("DATABASE_POOL_SIZE").pipe(Config.withDefault(10))

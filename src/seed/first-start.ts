@@ -2,18 +2,20 @@
 // what to do next. A DATABASE_URL server is never seeded unless asked (npm run seed).
 import { Effect, Layer } from "effect"
 import { HttpConfig, SeedConfig } from "../platform/config.ts"
-import { Database } from "../platform/db/Database.ts"
+import { AppDatabase, Database } from "../platform/db/Database.ts"
 import { seedDemo } from "./demo.ts"
 
 export const FirstStart = Layer.effectDiscard(
   Effect.gen(function* () {
-    const db = yield* Database
+    const { embedded } = yield* Database
+    // The demo plays the app: its rows go into the app's database.
+    const app = yield* AppDatabase
     const { demo } = yield* SeedConfig
     const { port, host } = yield* HttpConfig
-    if (!db.embedded || !demo) return
-    const rows = yield* Effect.promise(() => db.sql<{ n: number }[]>`select count(*)::int as n from app.companies`)
+    if (!embedded || !demo) return
+    const rows = yield* Effect.promise(() => app.sql<{ n: number }[]>`select count(*)::int as n from app.companies`)
     if ((rows[0]?.n ?? 0) > 0) return
-    const summary = yield* Effect.promise(() => seedDemo(db.sql))
+    const summary = yield* Effect.promise(() => seedDemo(app.sql))
     yield* Effect.logInfo("demo data loaded", summary)
     process.stdout.write(
       `${[

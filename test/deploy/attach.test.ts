@@ -255,3 +255,162 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     expect(r.output()).not.toMatch(/at .*\.ts:\d+/) // the reason, not a stack trace
   })
 })
+
+describe("the service's state in a database of its own, attached to the app's as a least-privilege role", () => {
+  const tag = randomBytes(4).toString("hex")
+  const appDb = `t_attach_app_${tag}`
+  const ownDb = `t_attach_own_${tag}`
+  const owner = `app_owner2_${tag}`
+  const role = `srs2_${tag}`
+  const publication = "safety_records_service"
+  const password = randomBytes(9).toString("hex")
+  const children: ChildProcess[] = []
+  const dir = mkdtempSync(join(tmpdir(), "srs-attach-own-"))
+  let admin: postgres.Sql // a superuser on the app's database (the app's DBA)
+  let ownAdmin: postgres.Sql // a superuser on the service's database
+  let app: postgres.Sql // the app, as the owner of its tables
+  let receiver: Receiver
+
+  beforeAll(async () => {
+    chmodSync(dir, 0o755)
+    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+    await root.unsafe(`create role ${owner} login password '${password}'`)
+    await root.unsafe(`create role ${role} login replication password '${password}'`)
+    await root.unsafe(`create database ${appDb} owner ${owner}`)
+    await root.unsafe(`create database ${ownDb}`)
+    await root.end()
+    admin = postgres(urlFor(appDb), { max: 1, onnotice: () => {} })
+    ownAdmin = postgres(urlFor(ownDb), { max: 1, onnotice: () => {} })
+    app = postgres(withUser(urlFor(appDb), owner, password), { max: 2, onnotice: () => {} })
+    await ensureDemoAppSchema(app)
+    receiver = await startHttpsReceiver()
+    writeFileSync(join(dir, "ca.pem"), receiver.ca)
+  })
+
+  afterAll(async () => {
+    for (const c of children) c.kill("SIGKILL")
+    await receiver?.close()
+    await app?.end({ timeout: 1 })
+    await admin?.end({ timeout: 1 })
+    await ownAdmin?.end({ timeout: 1 })
+    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+    try {
+      for (const name of [ownDb, appDb])
+        for (let i = 0; i < 50; i++) {
+          await root`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name}`
+          await root`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${name} and not active`
+          try {
+            await root.unsafe(`drop database if exists ${name} with (force)`)
+            break
+          } catch {
+            await new Promise((r) => setTimeout(r, 100))
+          }
+        }
+      await root.unsafe(`drop role if exists ${role}`)
+      await root.unsafe(`drop role if exists ${owner}`)
+    } finally {
+      await root.end()
+    }
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("runs from the two printed parts: no CREATE, no schema, no write of its own in the app's database; records and webhooks flow", {
+    timeout: 120_000
+  }, async () => {
+    await admin.unsafe(setupSql({ role, publication, part: "app" }))
+    await ownAdmin.unsafe(setupSql({ role, publication, part: "service" }))
+    const company = await makeCompany(app, { host: `own-${tag}.test` })
+    await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${`ada@${company.host}`}, 'admin')`
+    const before = await appSchemaFingerprint(admin)
+    const env = {
+      DATABASE_URL: withUser(urlFor(appDb), role, password),
+      SERVICE_DATABASE_URL: withUser(urlFor(ownDb), role, password),
+      DATA_DIR: dir,
+      SECRETS_KEY: randomBytes(32).toString("base64"),
+      WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
+      NODE_EXTRA_CA_CERTS: join(dir, "ca.pem"),
+      REPLICATION_SLOT: `slot_own_${tag}`
+    }
+    // What the role may do in the app's database: replicate and read; nothing of its own.
+    const [rights] = await admin<{ create: boolean; temp: boolean; schemas: number }[]>`
+      select has_database_privilege(${role}, current_database(), 'CREATE') as create,
+             has_database_privilege(${role}, current_database(), 'TEMP') as temp,
+             (select count(*)::int from pg_namespace where nspowner = (select oid from pg_roles where rolname = ${role})) as schemas`
+    expect(rights).toMatchObject({ create: false, schemas: 0 })
+
+    const port = await freePort()
+    const service = startService({ ...env, PORT: String(port) })
+    children.push(service.child)
+    await waitForUrl(`${await service.opsUrl()}/readyz`, 60_000, streaming)
+    const cliEnv = { ...env, PORT: undefined }
+    const key = await runCli(
+      [
+        "keys",
+        "create",
+        "--company",
+        company.host,
+        "--name",
+        "BI",
+        "--read",
+        "all",
+        "--as",
+        `ada@${company.host}`,
+        "--json"
+      ],
+      cliEnv
+    )
+    expect(key.code, key.stderr).toBe(0)
+    const apiKey = (JSON.parse(key.stdout) as { key: string }).key
+    const endpoint = await runCli(
+      [
+        "endpoints",
+        "create",
+        "--company",
+        company.host,
+        "--name",
+        "Ops",
+        "--url",
+        receiver.url(`/own-${tag}`),
+        "--events",
+        "incident.created",
+        "--as",
+        `ada@${company.host}`,
+        "--json"
+      ],
+      cliEnv
+    )
+    expect(endpoint.code, endpoint.stderr).toBe(0)
+    const incident = await insertIncident(app, company.id, { title: "Own database" })
+    const delivery = await until(
+      async () => receiver.requests.find((q) => q.path === `/own-${tag}`),
+      "the webhook",
+      30_000
+    )
+    expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({
+      event: "incident.created",
+      data: { id: incident, title: "Own database" }
+    })
+    const got = await fetch(`http://127.0.0.1:${port}/api/v1/incidents/${incident}`, {
+      headers: { authorization: `Bearer ${apiKey}` }
+    })
+    expect(got.status).toBe(200)
+    service.child.kill("SIGTERM")
+    expect(await service.exited()).toBe(0)
+
+    // The app's database: its schema as before, nothing of the service's, the slot the only thing it keeps.
+    expect(await appSchemaFingerprint(admin)).toEqual(before)
+    expect(await admin`select 1 from pg_namespace where nspname = 'service'`).toHaveLength(0)
+    expect(
+      await admin`select 1 from pg_class where relowner = (select oid from pg_roles where rolname = ${role})`
+    ).toHaveLength(0)
+    expect(await admin`select slot_name from pg_replication_slots where database = current_database()`).toEqual([
+      { slot_name: env.REPLICATION_SLOT }
+    ])
+    // Everything the service wrote is in its own database.
+    const [own] = await ownAdmin<{ views: number; events: number; keys: number }[]>`
+      select (select count(*)::int from service.views) as views, (select count(*)::int from service.events) as events,
+             (select count(*)::int from service.api_keys) as keys`
+    expect(own).toMatchObject({ events: 1, keys: 1 })
+    expect(own!.views).toBeGreaterThan(0)
+  })
+})

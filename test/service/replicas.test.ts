@@ -3,6 +3,8 @@
 // leader, then the next one, and a standby takes over each time. Every app change ends with
 // exactly one event, every event reaches the HTTPS receiver under one delivery id, the
 // survivor's API answers throughout, and a key's rate limit holds across the processes.
+// Run with one database and with the service's state in a database of its own
+// (SERVICE_DATABASE_URL): the leader lock is in the service's, the slot in the app's.
 // Then SERVICE_ROLES: an API-only replica, a worker without the API, and bad values.
 import { spawn, type ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -21,7 +23,8 @@ import { startHttpsReceiver, type Receiver } from "../support/https-receiver.ts"
 import { freePort } from "../support/net.ts"
 import { apiKey, sample } from "../support/observed.ts"
 import { ADMIN, LOOPBACK, sleep, waitFor } from "../support/world.ts"
-import { useDatabase } from "../support/fixtures.ts"
+import type { TestDatabase } from "../support/db.ts"
+import { useDatabase, useSplitDatabases } from "../support/fixtures.ts"
 import { runSql } from "../support/sql.ts"
 
 const MAIN = fileURLToPath(new URL("../../src/main.ts", import.meta.url))
@@ -49,6 +52,7 @@ interface Replica {
 }
 
 const db = useDatabase()
+const split = useSplitDatabases()
 let receiver: Receiver
 let dir: string
 let env: Record<string, string>
@@ -105,7 +109,7 @@ const ready = (r: Replica) =>
     40_000
   )
 
-const alive = () => replicas.filter((r) => r.killedAt === null && r.child.exitCode === null)
+const live = (r: Replica) => r.killedAt === null && r.child.exitCode === null
 
 /** The one live replica that leads capture and streams (the others must be standbys). */
 const leader = (among: ReadonlyArray<Replica>) =>
@@ -129,14 +133,23 @@ const kill = async (r: Replica) => {
   await r.exited
 }
 
+/** Where the replicas run: the app's database (written by the app), the service's (the same one, or its own). */
+interface Databases {
+  readonly app: TestDatabase
+  readonly service: TestDatabase
+  /** What the replicas get besides `env`. */
+  readonly env: Record<string, string>
+  readonly companyId: string
+}
+
 /** Capture has applied everything committed before the call. */
-const settled = async () => {
-  const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
+const settled = async (dbs: Databases) => {
+  const [row] = await dbs.app.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
   await waitFor(
     async () => {
-      const [c] = await db.sql<
+      const [c] = await dbs.service.sql<
         { ok: boolean }[]
-      >`select checkpoint_lsn >= ${row!.lsn}::pg_lsn as ok from service.capture_state where slot_name = ${env.REPLICATION_SLOT!}`
+      >`select checkpoint_lsn >= ${row!.lsn}::pg_lsn as ok from service.capture_state where slot_name = ${dbs.env.REPLICATION_SLOT ?? env.REPLICATION_SLOT!}`
       return c?.ok
     },
     "capture to catch up",
@@ -173,13 +186,32 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
-describe("several replicas on one database", () => {
-  let survivor: Replica
+const oneDatabase = (): Databases => ({ app: db, service: db, env: {}, companyId })
 
-  it("all ready; the capture leader killed twice, a standby takes over; one event per change, one id per delivery; the survivor's API never fails; one rate limit", {
-    timeout: 90_000
-  }, async () => {
-    const three = await Promise.all(["a", "b", "c"].map((n) => start(n)))
+let splitCompanyId = ""
+const twoDatabases = (): Databases => ({
+  app: split.app,
+  service: split.service,
+  env: {
+    DATABASE_URL: split.app.url,
+    SERVICE_DATABASE_URL: split.service.url,
+    REPLICATION_SLOT: `slot_${split.name}`
+  },
+  companyId: splitCompanyId
+})
+
+/**
+ * Three replicas; the capture leader killed twice, a standby takes over each time; one event
+ * per change, one id per delivery; the survivor's API never fails; one rate limit. Returns the survivor.
+ */
+const killLeaders = async (dbs: Databases, tag: string): Promise<Replica> => {
+  const sql = dbs.service.sql
+  const companyId = dbs.companyId
+  const slot = dbs.env.REPLICATION_SLOT ?? env.REPLICATION_SLOT!
+  // (a block, so the test's body keeps its indentation)
+  {
+    const three = await Promise.all(["a", "b", "c"].map((n) => start(`${tag}${n}`, dbs.env)))
+    const alive = () => three.filter(live)
     for (const r of three)
       expect(await ready(r)).toMatchObject({ status: "ready", roles: ["api", "capture", "delivery"] })
     const first = await leader(three)
@@ -201,17 +233,17 @@ describe("several replicas on one database", () => {
     // Capture mirrors the company; then its keys (one per replica for the pollers, one for
     // the rate limit) and an endpoint at the HTTPS receiver.
     await waitFor(
-      async () => (await db.sql`select 1 from service.companies where id = ${companyId}`).length > 0,
+      async () => (await sql`select 1 from service.companies where id = ${companyId}`).length > 0,
       "the company to be mirrored"
     )
-    const pollKeys = await Promise.all(three.map(() => apiKey(db.sql, companyId, ["incidents"])))
-    const limited = await apiKey(db.sql, companyId, ["incidents"])
+    const pollKeys = await Promise.all(three.map(() => apiKey(sql, companyId, ["incidents"])))
+    const limited = await apiKey(sql, companyId, ["incidents"])
     await runSql(
-      db.sql,
+      sql,
       createEndpoint({ secretsKey: Buffer.from(env.SECRETS_KEY!, "base64"), allowed: LOOPBACK }, ADMIN, {
         companyId,
         name: "Replicas",
-        url: receiver.url("/hook"),
+        url: receiver.url(`/hook${tag}`),
         events: [...EVENTS]
       })
     )
@@ -240,11 +272,12 @@ describe("several replicas on one database", () => {
     let writing = true
     const writer = (async () => {
       for (let i = 0; writing; i++) {
-        written.incidents.push(await insertIncident(db.sql, companyId))
-        if (i % 2 === 0) written.actions.push(await insertAction(db.sql, companyId))
+        written.incidents.push(await insertIncident(dbs.app.sql, companyId))
+        if (i % 2 === 0) written.actions.push(await insertAction(dbs.app.sql, companyId))
         if (i % 3 === 0 && written.actions.length > written.closed.length) {
           const id = written.actions[written.closed.length]!
-          await db.sql`update app.corrective_actions set status = 'completed', completed_at = now() where id = ${id}`
+          await dbs.app
+            .sql`update app.corrective_actions set status = 'completed', completed_at = now() where id = ${id}`
           written.closed.push(id)
         }
         await sleep(25)
@@ -280,7 +313,7 @@ describe("several replicas on one database", () => {
     ).toMatchObject({ waitedSeconds: expect.any(Number) })
     await sleep(1_000)
     await kill(second)
-    survivor = await leader(alive())
+    const survivor = await leader(alive())
     expect(three.filter((r) => r.killedAt === null)).toEqual([survivor])
     expect(survivor.logs().some((l) => l.message === "capture leader: took over")).toBe(true)
     await sleep(1_000)
@@ -288,7 +321,7 @@ describe("several replicas on one database", () => {
     await writer
     polling = false
     await Promise.all(pollers)
-    await settled()
+    await settled(dbs)
 
     // Every change has exactly one event, and there are no others.
     const expected = [
@@ -297,7 +330,7 @@ describe("several replicas on one database", () => {
       ...written.closed.map((id) => `corrective_action.closed ${id}`)
     ].sort()
     const events = (
-      await db.sql<{ e: string }[]>`select event || ' ' || record_id as e from service.events order by 1`
+      await sql<{ e: string }[]>`select event || ' ' || record_id as e from service.events order by 1`
     ).map((r) => r.e)
     expect(written.incidents.length).toBeGreaterThan(20)
     expect(written.closed.length).toBeGreaterThan(3)
@@ -307,12 +340,12 @@ describe("several replicas on one database", () => {
     // kills were seconds ago, while the survivor sends to this receiver within milliseconds
     // of leasing; should it be sending one still, it sends it again, under the same id), and
     // wake the survivor.
-    await db.sql`update service.webhook_deliveries set lease_until = now() where state = 'pending' and lease_until > now() and lease_until < now() + interval '59 seconds'`
-    await db.sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`
+    await sql`update service.webhook_deliveries set lease_until = now() where state = 'pending' and lease_until > now() and lease_until < now() + interval '59 seconds'`
+    await sql`select pg_notify(${DELIVERIES_CHANNEL}, '')`
     // Every event reaches the receiver, each under one delivery id (a repeat keeps its id).
     const deliveredUnder = () => {
       const ids = new Map<string, Set<string>>()
-      for (const req of receiver.requests) {
+      for (const req of receiver.requests.filter((q) => q.path === `/hook${tag}`)) {
         const body = JSON.parse(req.body.toString("utf8")) as { id: string; event: string; data: { id: string } }
         const key = `${body.event} ${body.data.id}`
         ids.set(key, (ids.get(key) ?? new Set()).add(body.id))
@@ -327,7 +360,7 @@ describe("several replicas on one database", () => {
     // last ones, then there is exactly one row per event.
     const rowsNow = async () =>
       (
-        await db.sql<{ deliveries: number; events: number }[]>`
+        await sql<{ deliveries: number; events: number }[]>`
         select count(*)::int as deliveries, count(distinct event_id)::int as events from service.webhook_deliveries`
       )[0]!
     await waitFor(
@@ -346,13 +379,24 @@ describe("several replicas on one database", () => {
 
     // status names the survivor's process as the leader (test/faces/ops/status.test.ts runs
     // the CLI); its metrics say it leads.
-    const status = await runSql(db.sql, operationsStatus(env.REPLICATION_SLOT!))
+    const status = await runSql(sql, operationsStatus(slot), dbs.app === dbs.service ? undefined : dbs.app.sql)
     expect(status.capture.leader).toMatchObject({
       applicationName: `safety-records-service capture leader ${hostname()}:${survivor.child.pid}`
     })
     const metrics = await (await fetch(`${survivor.opsUrl}/metrics`)).text()
     expect(sample(metrics, "srs_capture_leader")).toBe(1)
     expect(sample(metrics, "srs_capture_role", { role: "leader" })).toBe(1)
+    // The slot as the app's database has it (with two databases, not the service's).
+    expect(sample(metrics, "srs_capture_slot_wal_status", { status: "reserved" })).toBe(1)
+    return survivor
+  }
+}
+
+describe("several replicas", () => {
+  it("on one database: all ready; the capture leader killed twice, a standby takes over; one event per change, one id per delivery; the survivor's API never fails; one rate limit", {
+    timeout: 90_000
+  }, async () => {
+    await killLeaders(oneDatabase(), "")
   })
 
   it("SERVICE_ROLES: an API-only replica and a worker without the API are ready; an unknown value is refused (exit 1)", {
@@ -403,6 +447,20 @@ describe("several replicas on one database", () => {
     expect(api.output()).not.toContain("capture standby")
     expect(api.output()).not.toContain("capture streaming")
     expect(api.output()).not.toContain("webhook delivery started")
+  })
+
+  it("with the service's own database: the same, the leader lock in the service's database and the slot in the app's", {
+    timeout: 90_000
+  }, async () => {
+    splitCompanyId = (await makeCompany(split.app.sql)).id
+    const dbs = twoDatabases()
+    const survivor = await killLeaders(dbs, "own-")
+    // Nothing of the service's in the app's database; the lock's session is in the service's.
+    expect(await split.app.sql`select 1 from pg_namespace where nspname = 'service'`).toHaveLength(0)
+    const [holder] = await split.service.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and application_name = ${`safety-records-service capture leader ${hostname()}:${survivor.child.pid}`}`
+    expect(holder!.n).toBe(1)
   })
 
   it("SERVICE_ROLES is read in any order and case; an empty one is refused, not taken for every role", async () => {

@@ -1,6 +1,8 @@
 // The real `npm start` entry point as a user runs it: the bundle it builds (src/build.ts), on
-// embedded PostgreSQL under DATA_DIR, demo data on the first start, /healthz, a clean stop on
-// SIGTERM, data intact on restart; and a clear refusal of a server without logical replication.
+// embedded PostgreSQL under DATA_DIR (the demo app's database and the service's own side by
+// side), demo data on the first start, /healthz, a clean stop on SIGTERM, data intact on
+// restart; a data directory an earlier version made (one database) kept as it is; and a
+// clear refusal of a server without logical replication.
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -8,7 +10,10 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buildService } from "../../src/build.ts"
-import { startEmbedded } from "../../src/platform/db/embedded.ts"
+import postgres from "postgres"
+import { EMBEDDED_SERVICE_DATABASE, databaseUrl } from "../../src/platform/db/Database.ts"
+import { prepareDemoDatabase } from "../../src/platform/db/demo-schema.ts"
+import { embeddedUrl, startEmbedded } from "../../src/platform/db/embedded.ts"
 import { freePort } from "../support/global-setup.ts"
 import { startService, streaming, waitForUrl } from "../support/service-process.ts"
 
@@ -85,6 +90,29 @@ describe("npm start", () => {
     expect(first.output()).toContain("npm run admin -- keys create")
     expect(Date.now() - t0).toBeLessThan(60_000)
     expect(existsSync(join(dataDir, "pg", "postmaster.pid"))).toBe(true)
+    // Two databases in the one embedded server: the demo app's (postgres) holds the app's
+    // tables and the slot, the service's own everything the service writes.
+    const serverUrl = embeddedUrl(
+      readFileSync(join(dataDir, "pg-password"), "utf8").trim(),
+      Number(env.EMBEDDED_PG_PORT)
+    )
+    const appDb = postgres(serverUrl, { max: 1, onnotice: () => {} })
+    const ownDb = postgres(databaseUrl(serverUrl, EMBEDDED_SERVICE_DATABASE), { max: 1, onnotice: () => {} })
+    try {
+      expect(await appDb`select nspname from pg_namespace where nspname in ('app', 'service')`).toEqual([
+        { nspname: "app" }
+      ])
+      expect(await appDb`select slot_name from pg_replication_slots where database = 'postgres'`).toHaveLength(1)
+      const [own] = await ownDb<{ app: boolean; views: number; state: number }[]>`
+        select exists (select 1 from pg_namespace where nspname = 'app') as app,
+               (select count(*)::int from service.views) as views,
+               (select count(*)::int from service.capture_state) as state`
+      expect(own).toMatchObject({ app: false, state: 1 })
+      expect(own!.views).toBeGreaterThan(100)
+    } finally {
+      await appDb.end()
+      await ownDb.end()
+    }
     // Files the bundle finds beside its sources: the migrations ran (ready says so), and the
     // API reference page loads its script from the installed package on demand.
     const docs = await fetch(`${base}/docs`)
@@ -135,6 +163,40 @@ describe("npm start", () => {
       expect(npm.output()).toMatch(/"message":"capture stopped","checkpoint":"[0-9A-F]+\/[0-9A-F]+"/)
       expect(npm.output()).toContain("embedded PostgreSQL stopped")
     }
+  })
+
+  it("keeps a data directory an earlier version made (the service's state in the app's database) as it is, and says how to move", {
+    timeout: 120_000
+  }, async () => {
+    const dataDir = tempDir()
+    const port = await freePort()
+    // What an earlier version left: one database, the app's tables and the service's schema.
+    const earlier = await startEmbedded({ dataDir, port })
+    const sql = postgres(earlier.url, { max: 1, onnotice: () => {} })
+    await prepareDemoDatabase(sql)
+    await sql.end()
+    await earlier.stop()
+    const env = {
+      DATA_DIR: dataDir,
+      EMBEDDED_PG_PORT: String(port),
+      PORT: String(await freePort()),
+      SEED_DEMO: "false"
+    }
+    const r = startService(env, { main: bundle })
+    children.push(r.child)
+    await waitForUrl(`${await r.opsUrl()}/readyz`, 60_000, streaming)
+    expect(r.output().match(/the service's state stays in the app's database/g)).toHaveLength(1)
+    expect(r.output()).toContain("docs/deployment.md#one-database-or-two")
+    const serverUrl = embeddedUrl(readFileSync(join(dataDir, "pg-password"), "utf8").trim(), port)
+    const check = postgres(serverUrl, { max: 1, onnotice: () => {} })
+    try {
+      expect(await check`select 1 from pg_database where datname = ${EMBEDDED_SERVICE_DATABASE}`).toHaveLength(0)
+      expect(await check`select slot_name from service.capture_state`).toHaveLength(1)
+    } finally {
+      await check.end()
+    }
+    r.child.kill("SIGTERM")
+    expect(await r.exited()).toBe(0)
   })
 
   it("refuses a server without logical replication, saying what to change", { timeout: 60_000 }, async () => {

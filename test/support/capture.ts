@@ -51,8 +51,10 @@ export const startCapture = (
     )
   )
   const done = Effect.runPromise(Fiber.await(fiber)).then(() => {})
+  // A mark in the app's WAL (its own database's, with two databases).
+  const appSql = opts.app?.sql ?? db.sql
   const settle = async (timeoutMs = 20_000) => {
-    const [row] = await db.sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
+    const [row] = await appSql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'test-sync', '')::text as lsn`
     const target = parseLsn(row!.lsn)
     const deadline = Date.now() + timeoutMs
     while (stats.checkpoint < target) {

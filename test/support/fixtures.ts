@@ -10,7 +10,7 @@ import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
-import { freshDatabase, type TestDatabase } from "./db.ts"
+import { freshDatabase, freshSplit, type SplitDatabases, type TestDatabase } from "./db.ts"
 import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
 import { checkedClient, openApiChecker, request, type CheckedClient, type OpenApiChecker } from "./http.ts"
 import { startServer, type TestServer } from "./server.ts"
@@ -60,6 +60,14 @@ export const useDatabase = (options: { migrated?: boolean } = {}): TestDatabase 
     "the test database",
     () => freshDatabase(options),
     (db) => db.drop()
+  )
+
+/** Two fresh databases, the app's and the service's own (freshSplit), dropped afterwards. */
+export const useSplitDatabases = (): SplitDatabases =>
+  useResource(
+    "the app's and the service's test databases",
+    () => freshSplit(),
+    (d) => d.drop()
   )
 
 /** A temporary directory maker; what it made is removed after each test. */

@@ -1,6 +1,6 @@
--- The Docker demo's roles, made once on an empty data volume by the postgres image's entrypoint
--- (as the superuser, in the database POSTGRES_DB). Passwords come from the db service's
--- environment: demo values in docker-compose.yml.
+-- The Docker demo's roles in the app's database server, made once on an empty data volume by
+-- the postgres image's entrypoint (as the superuser, in the database POSTGRES_DB). Passwords
+-- come from the app-db service's environment: demo values in docker-compose.yml.
 \getenv app_password SAFETY_APP_PASSWORD
 \getenv records_password SAFETY_RECORDS_PASSWORD
 
@@ -8,6 +8,6 @@
 create role safety_app login password :'app_password';
 grant create on database :"DBNAME" to safety_app;
 
--- The service's login role: it may replicate; 03-setup.sql gives it its own schema and read
--- access to the app columns it follows, nothing more.
+-- The service's login role here: it may replicate; 03-setup.sql gives it read access to the
+-- app columns it follows, nothing more (its own schema is on the service-db server).
 create role safety_records login replication password :'records_password';

@@ -1,7 +1,15 @@
--- Safety Records Service: what a DBA runs once, in the app's database, so the service runs
--- as role safety_records with least privilege. Run it as a superuser (on a managed server, the admin
--- user that made the role), e.g. psql -v ON_ERROR_STOP=1 -d <the app's database> -f setup.sql
--- It creates nothing in schema app and changes no app table.
+-- Safety Records Service: what a DBA runs once so the service runs as role safety_records with least
+-- privilege. Run it as a superuser (on a managed server, the admin user that made the role),
+-- e.g. psql -v ON_ERROR_STOP=1 -d <database> -f setup.sql
+--
+-- Two parts: the first in the app's database (DATABASE_URL), the second in the service's own
+-- database (SERVICE_DATABASE_URL: its mirror, views, outbox, deliveries, keys). With one
+-- database (SERVICE_DATABASE_URL unset), run both in the app's database.
+-- Print one part alone with --part app or --part service.
+
+-- Part 1, in the app's database. It creates nothing in schema app, changes no app table,
+-- and gives the role no schema, no table and no write there: only what following the app
+-- needs (replication, SELECT on the columns it reads for the first snapshot, the publication).
 --
 -- 1. The role itself is not made here (its password is yours). Make it the provider's way:
 --    PostgreSQL, Azure Database for PostgreSQL flexible server (as the server admin), Supabase:
@@ -19,10 +27,7 @@
 
 begin;
 
--- 2. The service's own schema, owned by the role: its migrations make everything inside.
-create schema if not exists service authorization safety_records;
-
--- 3. Reading the app's tables: SELECT on the columns the service reads, nothing more.
+-- 2. Reading the app's tables: SELECT on the columns the service reads, nothing more.
 --    Never granted (never sent, so never read): files, photos, signatures, voice notes,
 --    workers' phones and e-mails, QR codes, medical data:
 --      app.job_sites: qr_code
@@ -67,10 +72,7 @@ grant select (id, company_id, title, activity, job_site_id, assessed_by, assesse
 grant select (id, company_id, name, trade, status, contact_name, created_at, updated_at) on app.subcontractors to safety_records;
 grant select (id, subcontractor_id, kind, status, expires_at, created_at) on app.subcontractor_documents to safety_records;
 
--- 4. Trigram indexes for the name filters (pg_trgm, a trusted extension every provider offers).
-create extension if not exists pg_trgm;
-
--- 5. The publication capture reads: the same columns, NEVER columns left out, so they never
+-- 3. The publication capture reads: the same columns, NEVER columns left out, so they never
 --    even reach the change stream. Making it needs the app tables' owner or a superuser.
 --    The service checks it at every start and refuses one that carries more or less.
 do $$
@@ -104,5 +106,7 @@ $$;
 
 commit;
 
--- Then start the service with DATABASE_URL=postgres://safety_records:<password>@<host>/<database>
--- (PUBLICATION=safety_records_service unless that is the default). It creates its replication slot itself.
+-- Then start the service with DATABASE_URL=postgres://safety_records:<password>@<host>/<the app's database>
+-- and SERVICE_DATABASE_URL=postgres://safety_records:<password>@<host>/<the service's database>
+-- (DATABASE_URL alone with one database; PUBLICATION=safety_records_service unless that is the default).
+-- It creates its replication slot itself.

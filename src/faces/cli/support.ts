@@ -28,14 +28,17 @@ export const company = Flag.String("company").pipe(
 )
 export const companyOptional = company.pipe(Flag.optional)
 
-/** Runs a command's work against the database (DATABASE_URL, else the embedded one, migrated). */
+/** Runs a command's work against the databases (DATABASE_URL and SERVICE_DATABASE_URL, else the embedded one, migrated). */
 export const withDatabase = <A, E, R>(
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | Error, Exclude<R, Database.Database | Sql>> =>
+): Effect.Effect<A, E | Error, Exclude<R, Database.Database | Database.AppDatabase | Sql>> =>
   Effect.provide(
     effect,
-    Sql.layer.pipe(Layer.provideMerge(Database.layer)) as Layer.Layer<Database.Database | Sql, Error>
-  ) as Effect.Effect<A, E | Error, Exclude<R, Database.Database | Sql>>
+    Sql.layer.pipe(Layer.provideMerge(Database.layer)) as Layer.Layer<
+      Database.Database | Database.AppDatabase | Sql,
+      Error
+    >
+  ) as Effect.Effect<A, E | Error, Exclude<R, Database.Database | Database.AppDatabase | Sql>>
 
 /** The company named by --company, and the admin named by --as in it. */
 export const companyAndAdmin = (

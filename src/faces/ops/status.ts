@@ -104,6 +104,10 @@ export const assessStatus = (
     broken.push(
       `replication slot ${c.slot} was invalidated (${c.invalidationReason ?? "wal_status lost"}): capture rebuilds; events in the gap are not sent`
     )
+  } else if (c.behindSlot) {
+    broken.push(
+      `the service's database is behind replication slot ${c.slot}: its checkpoint ${c.checkpointLsn} is before the slot's confirmed ${c.confirmedLsn} (restored from an older backup?); capture refuses until npm run admin -- rebuild-views --fresh-snapshot (events for changes in between are not sent)`
+    )
   } else if (c.walStatus === "unreserved") {
     degraded.push(
       `replication slot ${c.slot} is about to lose WAL (wal_status unreserved${c.safeWalBytes === null ? "" : `, ${c.safeWalBytes} bytes to go`})`

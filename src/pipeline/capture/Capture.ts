@@ -4,12 +4,15 @@
 // connections, then says where the checkpoint stands.
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { CaptureConfig } from "../../platform/config.ts"
-import { Database } from "../../platform/db/Database.ts"
+import { AppDatabase, Database } from "../../platform/db/Database.ts"
+import { StartRefused } from "../../platform/db/refusal.ts"
 import { currentSupervisor } from "../../platform/supervisor.ts"
 import { spanRunner } from "../../platform/tracing.ts"
 import { formatLsn } from "../../platform/db/lsn.ts"
+import { behindSlotProblem, readState } from "./checkpoint.ts"
 import { checkCaptureStart } from "./publication.ts"
 import { captureRun, CaptureStats, onPool } from "./run.ts"
+import { slotInfo } from "./slot.ts"
 
 export class Capture extends Context.Service<Capture, { readonly stats: CaptureStats; readonly slot: string }>()(
   "service/Capture"
@@ -22,13 +25,31 @@ export const CaptureLive = Layer.effect(
   Capture,
   Effect.gen(function* () {
     const db = yield* Database
+    const app = yield* AppDatabase
     const config = yield* CaptureConfig
     // Refused here, before the loop starts (exit 1): a publication that carries NEVER columns
     // or lacks what capture reads, or a failover slot asked of a server that has none.
-    yield* onPool(db.sql, checkCaptureStart(config))
+    yield* onPool(db.sql, checkCaptureStart(config), app.sql)
+    // And a service database behind the slot (restored from an older backup): what it lost
+    // cannot be streamed again, so no process starts on it (each run checks it too).
+    if (app.separate) {
+      const slot = yield* onPool(db.sql, slotInfo(config.slot), app.sql)
+      const state = yield* Effect.promise(() => readState(db.sql, config.slot))
+      const behind =
+        !slot.exists || slot.invalidation !== null || (state !== null && state.bootstrappedAt === null)
+          ? null
+          : behindSlotProblem({
+              slot: config.slot,
+              checkpoint: state?.checkpoint ?? null,
+              confirmed: slot.confirmedFlush,
+              lastCommitAt: state?.lastCommitAt ?? null
+            })
+      if (behind !== null) return yield* new StartRefused({ message: behind })
+    }
     const stats = new CaptureStats()
     const opts = {
       url: db.url,
+      ...(app.separate ? { app: { url: app.url, sql: app.sql } } : {}),
       slot: config.slot,
       publication: config.publication,
       failover: config.failover,

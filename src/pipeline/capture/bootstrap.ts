@@ -1,10 +1,12 @@
 // Builds the mirror and every view from the app tables as of the slot's exported snapshot,
 // in one transaction that also stores the checkpoint (the slot's consistent point). The
 // stream then resumes exactly after it: nothing committed meanwhile is lost or applied twice,
-// and no event fires for rows that already existed.
-import type { Transaction as Tx } from "../../platform/db/Database.ts"
+// and no event fires for rows that already existed. With the service's own database, the
+// app's rows are read at that snapshot on the app's database (a read-only repeatable-read
+// transaction there) and written into the service's transaction.
+import type { Transaction as Tx, Tx as Handle } from "../../platform/db/Database.ts"
 import { Effect } from "effect"
-import { inTransaction, query, transaction } from "../../platform/db/Sql.ts"
+import { AppSql, inTransaction, query, transaction } from "../../platform/db/Sql.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
@@ -42,7 +44,7 @@ export const onTransaction = <A>(f: (tx: Tx) => Promise<A>) =>
     inside ? query((sql) => f(sql as Tx)) : Effect.die(new Error("the projection runs inside a transaction only"))
   )
 
-const timestampColumns = async (tx: Tx) => {
+const timestampColumns = async (tx: Handle) => {
   const rows = await tx<{ table_name: string; column_name: string }[]>`
     select table_name, column_name from information_schema.columns
     where table_schema = 'app' and data_type = 'timestamp with time zone'`
@@ -53,11 +55,12 @@ const timestampColumns = async (tx: Tx) => {
   )
 }
 
-/** Copies the published columns of every app row into the mirror, as the stream would, but
- *  those of `skip` (tables that no longer fit: capture re-reads them once they do).
- *  Pages by primary key (no cursor: the same transaction writes between pages). */
-const loadMirror = async (tx: Tx, skip: ReadonlySet<string> = new Set()) => {
-  const ts = await timestampColumns(tx)
+/** Copies the published columns of every app row (read on `app`, at the snapshot) into the
+ *  mirror (written on `tx`), as the stream would, but those of `skip` (tables that no longer
+ *  fit: capture re-reads them once they do). Pages by primary key (no cursor: with one
+ *  database the same transaction writes between pages). */
+const loadMirror = async (app: Handle, tx: Tx, skip: ReadonlySet<string> = new Set()) => {
+  const ts = await timestampColumns(app)
   let total = 0
   for (const table of APP_TABLES) {
     if (skip.has(table)) continue
@@ -70,11 +73,11 @@ const loadMirror = async (tx: Tx, skip: ReadonlySet<string> = new Set()) => {
     let after: string[] | null = null
     for (;;) {
       const rows: Array<{ row: Record<string, unknown>; k0: string; k1?: string }> = after
-        ? await tx.unsafe(
+        ? await app.unsafe(
             `${select} where (${keyCols.join(", ")}) > (${keyCols.map((c, i) => `$${i + 1}::${c === "module" ? "text" : "uuid"}`).join(", ")}) ${order}`,
             after
           )
-        : await tx.unsafe(`${select} ${order}`)
+        : await app.unsafe(`${select} ${order}`)
       if (rows.length === 0) break
       const last = rows[rows.length - 1]!
       after = keyCols.length === 2 ? [last.k0, last.k1!] : [last.k0]
@@ -240,13 +243,43 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
   failover = false,
   publication = "safety_records_service"
 ) {
+  // Said before the slot is made, and committed: a bootstrap cut short leaves a slot behind,
+  // and this row tells the next start to make it again, not to take the slot for one the
+  // service's database fell behind (checkpoint.ts, behindSlotProblem). A gap is kept with it.
+  yield* query(
+    (sql) => sql`
+      insert into service.capture_state (slot_name, checkpoint_lsn, gap_at, gap_reason)
+      values (${slot}, '0/0', ${gapReason === null ? null : new Date()}, ${gapReason})
+      on conflict (slot_name) do update set bootstrapped_at = null,
+        gap_at = coalesce(excluded.gap_at, service.capture_state.gap_at),
+        gap_reason = coalesce(excluded.gap_reason, service.capture_state.gap_reason)`
+  )
   yield* dropSlot(slot)
   const exported = yield* Effect.promise(() => createSlotWithSnapshot(url, slot, failover))
+  const { pool: appPool } = yield* AppSql
+  // The app's rows at the slot's snapshot: with one database, in the transaction that writes
+  // (as before); else a read-only repeatable-read transaction on the app's database, ended after.
+  const reader = appPool === undefined ? null : yield* Effect.promise(() => appPool.reserve())
+  const release = async () => {
+    exported.release().catch(() => {})
+    if (reader === null) return
+    await reader`rollback`.catch(() => {})
+    reader.release()
+  }
+  if (reader !== null)
+    yield* Effect.promise(async () => {
+      await reader`begin isolation level repeatable read read only`
+      await reader.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`)
+    }).pipe(Effect.onError(() => Effect.promise(release)))
   const result: BootstrapResult = yield* transaction(
     Effect.gen(function* () {
-      // Both before the transaction's first query: the snapshot needs repeatable read.
-      yield* query((tx) => tx`set transaction isolation level repeatable read`)
-      yield* query((tx) => tx.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`))
+      if (reader === null) {
+        // Both before the transaction's first query: the snapshot needs repeatable read.
+        yield* query((tx) => tx`set transaction isolation level repeatable read`)
+        yield* query((tx) => tx.unsafe(`set transaction snapshot '${exported.snapshot.replace(/'/g, "")}'`))
+      }
+      /** The app's side at the snapshot: the transaction itself with one database. */
+      const onApp = <A>(f: (app: Handle, tx: Tx) => Promise<A>) => onTransaction((tx) => f(reader ?? tx, tx))
       // Views are rewritten in place, not truncated: a view that did not change keeps its
       // change time, and one whose record went while the slot was lost gets a tombstone.
       yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
@@ -254,7 +287,7 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       // (or there was none), and a record that cannot be shaped now is held owing nothing (no
       // event fires for existing rows). A table that does not fit is not read: it is marked
       // broken and re-read once it fits (resync.ts); the views that read it are kept meanwhile.
-      const broken = yield* onTransaction((tx) => contractNow(tx, publication))
+      const broken = yield* onApp((app) => contractNow(app, publication))
       yield* query((tx) => tx`truncate service.capture_quarantine, service.capture_contract, service.capture_resync`)
       for (const [tbl, problems] of broken) {
         yield* query(
@@ -265,7 +298,7 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
         yield* query((tx) => tx`insert into service.capture_resync (tbl) values (${tbl})`)
       }
       const skip = new Set(RESOURCES.filter((r) => tablesRead(r).some((t) => broken.has(t))))
-      const rows = yield* onTransaction((tx) => loadMirror(tx, new Set(broken.keys())))
+      const rows = yield* onApp((app, tx) => loadMirror(app, tx, new Set(broken.keys())))
       const lsn = formatLsn(exported.consistentPoint)
       const views = yield* onTransaction((tx) =>
         projectAll(tx, undefined, null, {
@@ -315,6 +348,6 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       )
       return { consistentPoint: exported.consistentPoint, rows, views }
     })
-  ).pipe(Effect.ensuring(Effect.promise(() => exported.release().catch(() => {}))))
+  ).pipe(Effect.ensuring(Effect.promise(release)))
   return result
 })

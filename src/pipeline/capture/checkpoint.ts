@@ -64,3 +64,56 @@ export const advanceCheckpoint = (
         })
       }
     })
+
+/**
+ * Moves the checkpoint past a stretch of WAL that held nothing for capture (the server says it
+ * sent up to `lsn` and everything received is applied), keeping the last commit's time. Stored
+ * before the slot is told (run.ts), so the slot never confirms what the service's database
+ * does not have. Fails as advanceCheckpoint does when another process moved it.
+ */
+export const confirmCheckpoint = (sql: Sql, slot: string, from: Lsn, lsn: Lsn): Promise<void> =>
+  sql`
+    update service.capture_state set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, applied_at = now()
+    where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
+    .execute()
+    .then((r) => {
+      if (r.count !== 1) {
+        throw new CheckpointMoved({
+          message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
+        })
+      }
+    })
+
+/** What the fix is, said the same way wherever the service's database is found behind the slot. */
+export const FRESH_SNAPSHOT_FIX =
+  "npm run admin -- rebuild-views --fresh-snapshot rebuilds every view from a fresh snapshot of the app's tables (a new slot); events for changes in that range will not fire. Or restore a newer backup of the service's database."
+
+/**
+ * Why capture must not stream from this checkpoint, or null. Capture stores its checkpoint
+ * before it confirms a position to the slot, so a slot that confirmed more than the service's
+ * database holds means that database lost what it stored: restored from an older backup (or
+ * another service database follows the same slot). The changes in between were applied and
+ * their events written, and the stream cannot send them again: going on would skip them
+ * silently. A slot with no checkpoint at all is the same, from the start. Pure.
+ */
+export const behindSlotProblem = (p: {
+  readonly slot: string
+  readonly checkpoint: Lsn | null
+  readonly confirmed: Lsn | null
+  readonly lastCommitAt: Date | null
+}): string | null => {
+  if (p.confirmed === null) return null
+  if (p.checkpoint === null)
+    return (
+      `Replication slot ${p.slot} in the app's database has confirmed changes up to ${formatLsn(p.confirmed)}, but the service's database has no checkpoint for it: ` +
+      `it is a new database (the service's state was elsewhere before: move its schema service here, docs/deployment.md#one-database-or-two), or one restored from before capture first ran. ` +
+      `Capture refuses rather than skip what the slot already confirmed. ${FRESH_SNAPSHOT_FIX}`
+    )
+  if (p.checkpoint >= p.confirmed) return null
+  return (
+    `The service's database is behind replication slot ${p.slot}: its checkpoint is ${formatLsn(p.checkpoint)}, but the slot in the app's database has confirmed ${formatLsn(p.confirmed)}. ` +
+    `It was restored from a backup older than the slot (or another service database follows this slot): the app's changes committed in that WAL range` +
+    `${p.lastCommitAt === null ? "" : ` (after ${p.lastCommitAt.toISOString()})`}, their views and their events, are no longer in it, and the slot cannot send them again. ` +
+    `Capture refuses rather than skip them silently. ${FRESH_SNAPSHOT_FIX}`
+  )
+}

@@ -2,8 +2,9 @@
 // that leaves NEVER columns out, so data that must never leave never reaches capture. The
 // service uses the publication it finds and never widens one; it creates it only when it
 // may (owning the app's tables, or superuser), else a DBA makes it from `database setup-sql`.
+// Every statement here is on the app's database (`appQuery`).
 import { Effect } from "effect"
-import { query } from "../../platform/db/Sql.ts"
+import { appQuery as query } from "../../platform/db/Sql.ts"
 import { NEVER_COLUMNS, PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { APP_TABLES } from "../projection/tables.ts"

@@ -20,7 +20,8 @@ import type { Row } from "../../domain/records/types.ts"
 import { RESOURCE_INFO, resourceOfTable, type Resource } from "../../domain/resources.ts"
 import { typeFits } from "../../platform/db/app-contract.ts"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
-import { query } from "../../platform/db/Sql.ts"
+import { appQuery, query } from "../../platform/db/Sql.ts"
+import type { Tx as Handle } from "../../platform/db/Database.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { ProjectionBug, TableMap } from "../projection/store.ts"
 
@@ -234,7 +235,7 @@ export const catalogProblems = (table: string, publication: string, t: CatalogTa
 }
 
 /** Every followed app table's columns and publication columns, from the catalog. */
-export const readCatalog = async (sql: Db, publication: string): Promise<Map<string, CatalogTable>> => {
+export const readCatalog = async (sql: Handle, publication: string): Promise<Map<string, CatalogTable>> => {
   const tables = Object.keys(APP_COLUMNS)
   const rows = await sql<{ table: string; column: string | null; type: string | null; is_enum: boolean | null }[]>`
     select c.relname as table, a.attname as column,
@@ -259,7 +260,7 @@ export const readCatalog = async (sql: Db, publication: string): Promise<Map<str
 }
 
 /** Per app table, what does not fit (only tables with problems). */
-export const contractNow = async (sql: Db, publication: string): Promise<Map<string, ReadonlyArray<string>>> => {
+export const contractNow = async (sql: Handle, publication: string): Promise<Map<string, ReadonlyArray<string>>> => {
   const catalog = await readCatalog(sql, publication)
   const out = new Map<string, ReadonlyArray<string>>()
   for (const [table, t] of catalog) {
@@ -756,12 +757,13 @@ export const quarantineSummary = Effect.fn("quarantineSummary")(function* () {
 })
 
 /**
- * Sends a request to capture through the WAL (a transactional logical message), in the caller's
- * transaction (with its activity entries). Returns the message's LSN: capture has applied it once
- * its checkpoint is past it.
+ * Sends a request to capture through the app's WAL (a transactional logical message), in the
+ * caller's transaction (with its activity entries) when both are one database; with the
+ * service's own database it commits on the app's at once, before the caller's entries commit.
+ * Returns the message's LSN: capture has applied it once its checkpoint is past it.
  */
 export const sendRequest = (request: QuarantineRequest) =>
-  query(
+  appQuery(
     (sql) => sql<{ lsn: string; at: Date }[]>`
       select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify(request)})::text as lsn, now() as at`
   ).pipe(Effect.map(([r]) => ({ lsn: r!.lsn, at: r!.at })))

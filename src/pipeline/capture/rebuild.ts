@@ -12,7 +12,7 @@
 //   with an older one. Capture resumes where it stopped: its changes wait in the slot.
 // The cost: capture (and so events and webhooks) pauses for the rebuild's duration.
 import { Effect } from "effect"
-import { query, transaction } from "../../platform/db/Sql.ts"
+import { AppSql, query, transaction } from "../../platform/db/Sql.ts"
 import { onTransaction, projectAll, projectTenancy } from "./bootstrap.ts"
 import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
 import { scrubDeletedRecords } from "../outbox/deleted.ts"
@@ -51,6 +51,10 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
   const started = Date.now()
   onProgress({ phase: "waiting", done: 0, total: 0 })
   let locked = 0
+  // The requests below go into the app's WAL, where capture meets them: with one database in
+  // this transaction; with the service's own, at once on the app's (a request met before this
+  // commits only shapes records this rebuild leaves alone, from the mirror it does not change).
+  const { pool: app } = yield* AppSql
   const result = yield* transaction(
     Effect.gen(function* () {
       yield* query((tx) => tx`lock table service.rows in share mode`)
@@ -82,7 +86,9 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
               ...u.map((x) => [x.table, x.ref.id] as const),
               ...h.map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const)
             ]
-            await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "check", records })})`
+            const message = JSON.stringify({ op: "check", records })
+            if (app === undefined) await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
+            else await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
           }
         })
       )

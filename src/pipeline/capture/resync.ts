@@ -208,8 +208,16 @@ export class Resync {
   /**
    * Re-reads, a chunk at a time, what capture's state asks for: the rows a retry needs whole,
    * then tables whose re-read is stored and whose contract holds. Runs until `signal` aborts.
+   * `sql` is the service's database (what to re-read), `app` the app's (its rows, its WAL's
+   * watermarks): the same pool when both are one database.
    */
-  async run(sql: Sql, q: CaptureQuarantine, signal: AbortSignal, onError: (e: unknown) => void): Promise<void> {
+  async run(
+    sql: Sql,
+    app: Sql,
+    q: CaptureQuarantine,
+    signal: AbortSignal,
+    onError: (e: unknown) => void
+  ): Promise<void> {
     while (!signal.aborted) {
       try {
         if (q.rereads.length > 0) {
@@ -222,7 +230,7 @@ export class Resync {
             keys.push(k)
           }
           for (const [table, keys] of byTable)
-            await this.chunk(sql, { table, from: "", to: null, keys: new Set(keys) }, signal)
+            await this.chunk(app, { table, from: "", to: null, keys: new Set(keys) }, signal)
           continue
         }
         const [work] = await sql<{ tbl: string; after_key: string }[]>`
@@ -231,11 +239,11 @@ export class Resync {
           order by r.started_at, r.tbl limit 1`
         if (work !== undefined && work.tbl in APP_COLUMNS) {
           const k = keyExpr(work.tbl)
-          const [end] = await sql.unsafe<{ k: string }[]>(
+          const [end] = await app.unsafe<{ k: string }[]>(
             `select ${k} as k from app.${ident(work.tbl)} where ${k} > $1 order by ${k} offset ${this.size - 1} limit 1`,
             [work.after_key]
           )
-          await this.chunk(sql, { table: work.tbl, from: work.after_key, to: end?.k ?? null, keys: null }, signal)
+          await this.chunk(app, { table: work.tbl, from: work.after_key, to: end?.k ?? null, keys: null }, signal)
           continue
         }
       } catch (e) {
@@ -252,6 +260,7 @@ export class Resync {
     }
   }
 
+  /** One chunk between its watermarks, all on the app's database (`sql`). */
   private async chunk(sql: Sql, c: Chunk, signal: AbortSignal): Promise<void> {
     const id = `${this.run_}-${++this.next}`
     this.expected.set(id, c)

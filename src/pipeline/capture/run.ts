@@ -1,6 +1,8 @@
 // The capture loop: leadership, publication, slot health (bootstrap or loud rebuild), then
 // the stream applied in batches. Each batch commits views, outbox and checkpoint together;
-// only then is the checkpoint acknowledged to the server.
+// only then is the checkpoint acknowledged to the server. The app's database (its slot, its
+// catalog, its WAL's messages) and the service's own (the lock, the checkpoint, everything
+// written) are two when SERVICE_DATABASE_URL is set (`opts.app`), one otherwise.
 //
 // The run is an Effect: its connections (the leader lock's, the replication stream) live in
 // its scope, the heartbeat and the stall watch are fibers on a Schedule raced against the
@@ -12,10 +14,10 @@ import { Cause, Duration, Effect, Exit, Schedule, type Scope } from "effect"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { connect } from "../../platform/db/Database.ts"
-import { Sql as SqlService } from "../../platform/db/Sql.ts"
+import { appSqlLayer, Sql as SqlService } from "../../platform/db/Sql.ts"
 import { prepareBatch } from "./apply.ts"
 import { bootstrap } from "./bootstrap.ts"
-import { advanceCheckpoint, readState } from "./checkpoint.ts"
+import { advanceCheckpoint, behindSlotProblem, CheckpointMoved, confirmCheckpoint, readState } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
 import {
   CaptureFailed,
@@ -55,7 +57,14 @@ import { Resync, RESYNC_PREFIX } from "./resync.ts"
 import { APP_COLUMNS } from "../../domain/records/columns.ts"
 
 export interface CaptureOptions {
+  /** The service's own database: the leader lock's connections. */
   readonly url: string
+  /**
+   * The app's database when it is not the service's (SERVICE_DATABASE_URL): its URL (the
+   * replication stream, the slot's snapshot) and a pool (its catalog, the slot, the messages
+   * capture writes into its WAL). Absent: `url` and the pool capture runs on.
+   */
+  readonly app?: { readonly url: string; readonly sql: Sql }
   readonly slot: string
   readonly publication: string
   /** Create (or mark) the slot with `failover`, so standbys that sync slots keep it (17+). */
@@ -126,15 +135,21 @@ const call = <A>(f: () => Promise<A>): Effect.Effect<A, CaptureError> =>
   Effect.tryPromise({ try: f, catch: toCaptureError })
 
 /** A step written over `Sql` (the publication, the slot, the leader, a rebuild), on capture's
- *  pool; a database failure (a defect there) ends the run as any other failure does. */
+ *  pool (and `app`, the app's database's, when it has its own: AppSql); a database failure (a
+ *  defect there) ends the run as any other failure does. */
 export const onPool = <A, E extends CaptureError>(
   sql: Sql,
-  effect: Effect.Effect<A, E, SqlService>
+  effect: Effect.Effect<A, E, SqlService>,
+  app?: Sql
 ): Effect.Effect<A, CaptureError> =>
   effect.pipe(
     Effect.provide(SqlService.fromPool(sql)),
+    Effect.provide(appSqlLayer(app !== undefined && app !== sql ? app : undefined)),
     Effect.catchDefect((defect) => Effect.fail(toCaptureError(defect)))
   )
+
+/** The app's pool and URL for these options (the service's own when both are one database). */
+const appOf = (sql: Sql, opts: CaptureOptions) => opts.app ?? { url: opts.url, sql }
 
 type Tell = (level: "info" | "warn" | "error", message: string, fields: Record<string, unknown>) => void
 
@@ -247,7 +262,8 @@ const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number): Eff
       probedAt = null
     } else if (probedAt === null || stream.lastReceivedAt > probedAt) {
       probedAt = now
-      // The database itself is unreachable: the stream fails on its own, not a stall.
+      // The database itself is unreachable: the stream fails on its own, not a stall. (`sql`:
+      // the app's database, whose WAL the stream reads.)
       return call(() => sql`select pg_logical_emit_message(true, ${HEARTBEAT_PREFIX}, 'probe')`).pipe(Effect.ignore)
     } else if (quiet >= timeoutMs && now - probedAt >= timeoutMs / 4) {
       return Effect.fail(
@@ -262,9 +278,10 @@ const watchStall = (sql: Sql, stream: ReplicationStream, timeoutMs: number): Eff
 }
 
 /**
- * An idle database still moves the slot: a tiny transactional message every interval. The
- * lock belongs to its session: should that connection be gone or replaced (postgres.js
- * reconnects silently), another process may lead by now, so this one steps down (LeaderLost).
+ * An idle database still moves the slot: a tiny transactional message every interval, into the
+ * app's WAL (`sql`: the app's database). The lock belongs to its session: should that
+ * connection be gone or replaced (postgres.js reconnects silently), another process may lead
+ * by now, so this one steps down (LeaderLost).
  * A beat that gets no answer within the interval is let go: the next one asks again.
  */
 const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Effect.Effect<void, LeaderLost> => {
@@ -287,10 +304,10 @@ const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Ef
  * message: a table that left the publication sends none (its changes stop coming), so without
  * this nothing would tell. Each finding is written once (again only when it changes).
  */
-const watchContract = (sql: Sql, publication: string, intervalMs: number): Effect.Effect<void> => {
+const watchContract = (sql: Sql, app: Sql, publication: string, intervalMs: number): Effect.Effect<void> => {
   const sent = new Map<string, string>()
   const look = call(async () => {
-    const now = await contractNow(sql, publication)
+    const now = await contractNow(app, publication)
     const stored = new Map(
       (await sql<{ tbl: string; problems: string[] }[]>`select tbl, problems from service.capture_contract`).map(
         (r) => [r.tbl, r.problems.join("\n")] as const
@@ -304,7 +321,7 @@ const watchContract = (sql: Sql, publication: string, intervalMs: number): Effec
         continue
       }
       if (sent.get(table) === want) continue
-      await sql`select pg_logical_emit_message(true, ${CONTRACT_PREFIX}, ${JSON.stringify({ table, problems })})`
+      await app`select pg_logical_emit_message(true, ${CONTRACT_PREFIX}, ${JSON.stringify({ table, problems })})`
       sent.set(table, want)
     }
   }).pipe(Effect.ignore)
@@ -316,8 +333,8 @@ const watchContract = (sql: Sql, publication: string, intervalMs: number): Effec
  * no new stream could start) and its leader lock session (so no process could lead, until
  * TCP keepalives give up hours later). Both are ended from the pool, which still answers.
  */
-const releaseStalledSessions = async (sql: Sql, slot: string, lockPid: number) => {
-  await sql`
+const releaseStalledSessions = async (sql: Sql, app: Sql, slot: string, lockPid: number) => {
+  await app`
     select pg_terminate_backend(active_pid) from pg_replication_slots
     where slot_name = ${slot} and active_pid is not null and active_pid <> pg_backend_pid()`
   await sql`
@@ -338,7 +355,7 @@ const stalledRun = (
     stats.stalls++
     yield* Effect.promise(() => stream.close())
     const reconnects = yield* call(async () => {
-      await releaseStalledSessions(sql, opts.slot, lockPid)
+      await releaseStalledSessions(sql, appOf(sql, opts).sql, opts.slot, lockPid)
       const [r] = await sql<{ reconnects: number }[]>`
         update service.capture_state
         set stalled_at = coalesce(stalled_at, now()), stall_reason = ${stall.message}, stall_reconnects = stall_reconnects + 1
@@ -415,15 +432,31 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
           yield* log("info", "capture leader: stepped down", { reason: outcomeOf(exit) })
         })
       )
-      yield* onPool(sql, ensurePublication(opts.publication))
+      const app = appOf(sql, opts)
+      const separate = opts.app !== undefined
+      yield* onPool(sql, ensurePublication(opts.publication), app.sql)
+      // The slot before the checkpoint: the checkpoint is stored before the slot is told, so
+      // read in this order it is never behind the slot unless the service's database lost it.
+      const slot = yield* onPool(sql, slotInfo(opts.slot), app.sql)
       let state = yield* call(() => readState(sql, opts.slot))
-      const slot = yield* onPool(sql, slotInfo(opts.slot))
-      if (!state || !slot.exists || slot.invalidation) {
-        const gap = state
-          ? slot.exists
-            ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})`
-            : `replication slot ${opts.slot} was lost`
-          : null
+      // A row whose bootstrap never finished (killed midway) asks for it again, with its gap.
+      const bootstrapped = state !== null && state.bootstrappedAt !== null
+      if (separate && slot.exists && !slot.invalidation && (state === null || bootstrapped)) {
+        const behind = behindSlotProblem({
+          slot: opts.slot,
+          checkpoint: state?.checkpoint ?? null,
+          confirmed: slot.confirmedFlush,
+          lastCommitAt: state?.lastCommitAt ?? null
+        })
+        if (behind !== null) return yield* new CaptureFailed({ message: behind })
+      }
+      if (!state || !bootstrapped || !slot.exists || slot.invalidation) {
+        const gap =
+          state && bootstrapped
+            ? slot.exists
+              ? `replication slot ${opts.slot} was invalidated (${slot.invalidation})`
+              : `replication slot ${opts.slot} was lost`
+            : null
         if (gap) {
           yield* log("error", "capture slot lost: recreating it and rebuilding every view from the app tables", {
             slot: opts.slot,
@@ -435,7 +468,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         const t0 = Date.now()
         // Not interrupted halfway: the lock is held until the slot and the views are made.
         const result = yield* Effect.uninterruptible(
-          onPool(sql, bootstrap(opts.url, opts.slot, gap, opts.failover ?? false, opts.publication))
+          onPool(sql, bootstrap(app.url, opts.slot, gap, opts.failover ?? false, opts.publication), app.sql)
         )
         yield* log(
           "info",
@@ -451,14 +484,14 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         state = yield* call(() => readState(sql, opts.slot))
         if (!state) return yield* new CaptureFailed({ message: "bootstrap left no capture state" })
       } else if (opts.failover && slot.failover === false) {
-        yield* call(() => setSlotFailover(opts.url, opts.slot, true))
+        yield* call(() => setSlotFailover(app.url, opts.slot, true))
         yield* log("info", "replication slot marked for failover", { slot: opts.slot })
       }
       // Views stored in older shapes are rebuilt from the mirror before streaming resumes.
       const stored = yield* onPool(sql, storedProjectionVersion)
       if (stored !== PROJECTION_VERSION) {
         const t0 = Date.now()
-        const r = yield* Effect.uninterruptible(onPool(sql, rebuildViews()))
+        const r = yield* Effect.uninterruptible(onPool(sql, rebuildViews(), app.sql))
         yield* log("info", "record shapes changed: every view rebuilt from the mirror", {
           from: stored,
           to: PROJECTION_VERSION,
@@ -476,7 +509,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(
-        Effect.sync(() => new ReplicationStream(opts.url, opts.slot, opts.publication, from)),
+        Effect.sync(() => new ReplicationStream(app.url, opts.slot, opts.publication, from)),
         (s) => Effect.promise(() => s.close())
       )
       const streaming = Effect.gen(function* () {
@@ -493,12 +526,12 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
               () => void stream.close(),
               opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
             ),
-            heartbeat(sql, lock, lockPid, opts.heartbeatMs)
+            heartbeat(app.sql, lock, lockPid, opts.heartbeatMs)
           ),
           Effect.raceFirst(
             plain(
               (signal) =>
-                resync.run(sql, quarantine, signal, (e) =>
+                resync.run(sql, app.sql, quarantine, signal, (e) =>
                   tell("warn", "capture resync: reading the app table failed; trying again", {
                     error: e instanceof Error ? e.message : String(e)
                   })
@@ -506,12 +539,12 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
               () => {},
               opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
             ),
-            watchContract(sql, opts.publication, opts.contractCheckMs ?? opts.heartbeatMs)
+            watchContract(sql, app.sql, opts.publication, opts.contractCheckMs ?? opts.heartbeatMs)
           ).pipe(Effect.andThen(Effect.never))
         )
       })
       // Watched from before it starts: a connection that hangs may never even start.
-      yield* Effect.raceFirst(streaming, watchStall(sql, stream, opts.stallTimeoutMs ?? STALL_TIMEOUT_MS)).pipe(
+      yield* Effect.raceFirst(streaming, watchStall(app.sql, stream, opts.stallTimeoutMs ?? STALL_TIMEOUT_MS)).pipe(
         Effect.tapError((e) =>
           e._tag === "CaptureStalled" ? stalledRun(sql, opts, stats, stream, lockPid, e) : Effect.void
         )
@@ -606,6 +639,7 @@ const consume = async (
 ) => {
   const large = opts.largeTransaction ?? 10_000
   const profile = opts.profile
+  const app = appOf(sql, opts).sql
   /** The last commit taken into a batch: later commits only are new. */
   let accepted = start
   /** The stored checkpoint: where the last batch written left it. */
@@ -623,8 +657,46 @@ const consume = async (
   let busy = false
   // The batch being written, at most one: the next one is prepared meanwhile, reading its
   // final state where the database may not show it yet (src/pipeline/projection/store.ts).
-  let writing: { readonly store: Store; readonly done: Promise<void> } | null = null
+  // A confirmed stretch of WAL (below) is written the same way, with no store.
+  let writing: { readonly store: Store | null; readonly done: Promise<void> } | null = null
   stream.idle = () => !busy && current === null && pending.length === 0 && stream.pending === 0 && writing === null
+
+  // A keepalive the server wants answered. With everything received applied, nothing for
+  // capture lies between the checkpoint and what the server sent: that position is stored as
+  // the checkpoint first, then confirmed, so the slot never confirms what the service's
+  // database does not hold (checkpoint.ts, behindSlotProblem). Confirming it matters: a
+  // walsender waits for it before its PostgreSQL can shut down. If the store fails with one
+  // database (that server is shutting down), it is confirmed anyway, as before: nothing can be
+  // behind the slot there; with two, the slot waits for the next answer.
+  stream.onKeepalive = (sent) => {
+    if (!stream.idle() || sent <= committed) {
+      void stream.ack(committed)
+      return
+    }
+    const from = committed
+    if (sent > accepted) accepted = sent
+    const w = {
+      store: null,
+      done: confirmCheckpoint(sql, opts.slot, from, sent).then(
+        async () => {
+          if (committed === from) committed = sent
+          stats.checkpoint = committed
+          await stream.ack(committed)
+        },
+        async (e: unknown) => {
+          if (opts.app !== undefined || e instanceof CheckpointMoved) throw e
+          await stream.ack(sent)
+        }
+      )
+    }
+    writing = w
+    w.done.then(
+      () => {
+        if (writing === w) writing = null
+      },
+      (e: unknown) => stream.fail(e instanceof Error ? e : new Error(String(e)))
+    )
+  }
 
   /** Waits until the batch being written is stored; throws its error. */
   const settle = async () => {
@@ -717,7 +789,7 @@ const consume = async (
     resync.applied(committed)
     // Retries queued past this batch's share: a request makes the next batch, without waiting for traffic.
     if (quarantine.retriesQueued)
-      await sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, '{"op":"continue"}')`
+      await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, '{"op":"continue"}')`
     if (quarantine.rereads.length > 0) resync.kick()
     if (deltaIsEmpty(delta)) return
     quarantine.settled(delta)

@@ -1,7 +1,9 @@
 // The SQL a DBA runs once so the service can run as a least-privilege role beside the app's
-// own tables: its schema owned by the role, SELECT on exactly the columns it reads (NEVER
-// columns are not granted), and the publication with its column lists. Printed by
-// `npm run -s admin -- database setup-sql --role <name>`, which connects nowhere. Pure.
+// own tables, in two parts: in the app's database, SELECT on exactly the columns it reads
+// (NEVER columns are not granted) and the publication with its column lists; in the service's
+// own database (the app's, with one database), its schema owned by the role. Printed by
+// `npm run -s admin -- database setup-sql --role <name> [--part app|service]`, which connects
+// nowhere. Pure.
 import { NEVER_COLUMNS, PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { APP_TABLES } from "../projection/tables.ts"
 import { createPublicationStatement, ident } from "./publication.ts"
@@ -21,17 +23,36 @@ export const badRoleName = (name: string): string | null =>
         ? "the role name has a control character"
         : null
 
-export const setupSql = (options: { readonly role: string; readonly publication: string }): string => {
+/** Which part of the setup SQL: the app's database's, the service's own database's, or both (one after the other). */
+export type SetupPart = "app" | "service" | "both"
+export const SETUP_PARTS: ReadonlyArray<SetupPart> = ["app", "service", "both"]
+
+export const setupSql = (options: {
+  readonly role: string
+  readonly publication: string
+  readonly part?: SetupPart
+}): string => {
+  const part = options.part ?? "both"
   const role = quoteRole(options.role)
   const publication = ident(options.publication)
   const never = Object.entries(NEVER_COLUMNS)
     .filter(([, cols]) => cols.length > 0)
     .map(([t, cols]) => `--      app.${t}: ${cols.join(", ")}`)
-  const lines = [
-    `-- Safety Records Service: what a DBA runs once, in the app's database, so the service runs`,
-    `-- as role ${role} with least privilege. Run it as a superuser (on a managed server, the admin`,
-    `-- user that made the role), e.g. psql -v ON_ERROR_STOP=1 -d <the app's database> -f setup.sql`,
-    `-- It creates nothing in schema app and changes no app table.`,
+  const header = [
+    `-- Safety Records Service: what a DBA runs once so the service runs as role ${role} with least`,
+    `-- privilege. Run it as a superuser (on a managed server, the admin user that made the role),`,
+    `-- e.g. psql -v ON_ERROR_STOP=1 -d <database> -f setup.sql`,
+    `--`,
+    `-- Two parts: the first in the app's database (DATABASE_URL), the second in the service's own`,
+    `-- database (SERVICE_DATABASE_URL: its mirror, views, outbox, deliveries, keys). With one`,
+    `-- database (SERVICE_DATABASE_URL unset), run both in the app's database.`,
+    `-- Print one part alone with --part app or --part service.`,
+    ``
+  ]
+  const app = [
+    `-- Part 1, in the app's database. It creates nothing in schema app, changes no app table,`,
+    `-- and gives the role no schema, no table and no write there: only what following the app`,
+    `-- needs (replication, SELECT on the columns it reads for the first snapshot, the publication).`,
     `--`,
     `-- 1. The role itself is not made here (its password is yours). Make it the provider's way:`,
     `--    PostgreSQL, Azure Database for PostgreSQL flexible server (as the server admin), Supabase:`,
@@ -49,10 +70,7 @@ export const setupSql = (options: { readonly role: string; readonly publication:
     ``,
     `begin;`,
     ``,
-    `-- 2. The service's own schema, owned by the role: its migrations make everything inside.`,
-    `create schema if not exists service authorization ${role};`,
-    ``,
-    `-- 3. Reading the app's tables: SELECT on the columns the service reads, nothing more.`,
+    `-- 2. Reading the app's tables: SELECT on the columns the service reads, nothing more.`,
     `--    Never granted (never sent, so never read): files, photos, signatures, voice notes,`,
     `--    workers' phones and e-mails, QR codes, medical data:`,
     ...never,
@@ -61,10 +79,7 @@ export const setupSql = (options: { readonly role: string; readonly publication:
       (t) => `grant select (${PUBLISHED_COLUMNS[t]!.map(ident).join(", ")}) on app.${ident(t)} to ${role};`
     ),
     ``,
-    `-- 4. Trigram indexes for the name filters (pg_trgm, a trusted extension every provider offers).`,
-    `create extension if not exists pg_trgm;`,
-    ``,
-    `-- 5. The publication capture reads: the same columns, NEVER columns left out, so they never`,
+    `-- 3. The publication capture reads: the same columns, NEVER columns left out, so they never`,
     `--    even reach the change stream. Making it needs the app tables' owner or a superuser.`,
     `--    The service checks it at every start and refuses one that carries more or less.`,
     `do $$`,
@@ -76,9 +91,31 @@ export const setupSql = (options: { readonly role: string; readonly publication:
     `$$;`,
     ``,
     `commit;`,
-    ``,
-    `-- Then start the service with DATABASE_URL=postgres://${options.role}:<password>@<host>/<database>`,
-    `-- (PUBLICATION=${publication} unless that is the default). It creates its replication slot itself.`
+    ``
   ]
+  const service = [
+    `-- Part 2, in the service's own database (or, with one database, the app's). There the role`,
+    `-- needs LOGIN only, no REPLICATION; on a server of its own, make it there too:`,
+    `--      create role ${role} with login password '...';`,
+    `-- (Or make the role this database's owner: its migrations then make both below themselves.)`,
+    ``,
+    `begin;`,
+    ``,
+    `-- 4. The service's own schema, owned by the role: its migrations make everything inside.`,
+    `create schema if not exists service authorization ${role};`,
+    ``,
+    `-- 5. Trigram indexes for the name filters (pg_trgm, a trusted extension every provider offers).`,
+    `create extension if not exists pg_trgm;`,
+    ``,
+    `commit;`,
+    ``
+  ]
+  const footer = [
+    `-- Then start the service with DATABASE_URL=postgres://${options.role}:<password>@<host>/<the app's database>`,
+    `-- and SERVICE_DATABASE_URL=postgres://${options.role}:<password>@<host>/<the service's database>`,
+    `-- (DATABASE_URL alone with one database; PUBLICATION=${publication} unless that is the default).`,
+    `-- It creates its replication slot itself.`
+  ]
+  const lines = [...header, ...(part === "service" ? [] : app), ...(part === "app" ? [] : service), ...footer]
   return `${lines.join("\n")}\n`
 }

@@ -3,7 +3,7 @@
 // the slot can be synchronised to physical standbys and so survives a primary failover.
 import pg from "pg"
 import { Effect } from "effect"
-import { query } from "../../platform/db/Sql.ts"
+import { appQuery } from "../../platform/db/Sql.ts"
 import { parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { ident } from "./publication.ts"
 
@@ -17,8 +17,9 @@ export interface SlotInfo {
   readonly failover: boolean | null
 }
 
+/** The slot as the app's database has it. */
 export const slotInfo = Effect.fn("slotInfo")(function* (slot: string) {
-  const [row] = yield* query(
+  const [row] = yield* appQuery(
     (sql) => sql<
       {
         active: boolean
@@ -53,7 +54,7 @@ export const slotInfo = Effect.fn("slotInfo")(function* (slot: string) {
 })
 
 export const dropSlot = (slot: string) =>
-  query(
+  appQuery(
     (sql) =>
       sql`select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = ${slot} and not active`
   ).pipe(Effect.asVoid)

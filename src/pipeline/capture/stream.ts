@@ -35,6 +35,15 @@ export class ReplicationStream {
   /** Set by the consumer: true when every message taken so far is applied and stored. */
   idle: () => boolean = () => false
 
+  /**
+   * Answers a keepalive the server wants answered, `sent` being what it sent so far: by default
+   * with what is acknowledged, or, when everything received is applied, with `sent` (the
+   * consumer, run.ts, stores that first). Without the latter PostgreSQL cannot shut down: its
+   * walsender waits for the client to confirm all it sent.
+   */
+  onKeepalive: (sent: Lsn) => void = (sent) =>
+    void this.ack(this.idle() && sent > this.acknowledged ? sent : this.acknowledged)
+
   /** When the server last said anything (a message or a keepalive): capture's stall watch reads it. */
   lastReceivedAt = Date.now()
 
@@ -57,12 +66,8 @@ export class ReplicationStream {
     this.service.on("heartbeat", (lsn: string, _ts: number, shouldRespond: boolean) => {
       this.lastReceivedAt = Date.now()
       if (!shouldRespond) return
-      // Answer with what is durably stored. Only when nothing received is still unapplied
-      // (so everything the server has sent is applied) may the server's sent position be
-      // confirmed: without that, PostgreSQL cannot shut down, since its walsender waits
-      // for the client to confirm all it sent.
-      const sent = parseLsn(lsn)
-      void this.ack(this.idle() && sent > this.acknowledged ? sent : this.acknowledged)
+      // Answer with what is durably stored (onKeepalive).
+      this.onKeepalive(parseLsn(lsn))
     })
     this.service.on("error", (e: Error) => this.fail(e))
   }

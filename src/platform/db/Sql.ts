@@ -8,6 +8,9 @@
 import { Context, Effect, Exit, Layer } from "effect"
 import type postgres from "postgres"
 import { Database, type Tx } from "./Database.ts"
+import { AppSql } from "./app-sql.ts"
+
+export { AppSql, appSqlLayer } from "./app-sql.ts"
 
 export interface SqlShape {
   /** The pool. Statements go through `query`; this is for LISTEN and tools that need a handle. */
@@ -36,6 +39,18 @@ export const query = <A>(f: (sql: Tx) => Promise<A>): Effect.Effect<A, never, Sq
   Effect.flatMap(CurrentTx, (tx) =>
     tx !== undefined ? Effect.promise(() => f(tx)) : Effect.flatMap(Sql, ({ pool }) => Effect.promise(() => f(pool)))
   )
+
+/**
+ * A statement on the app's database: its tables, its catalog, its WAL (logical messages, the
+ * slot). With one database it is `query` (in the caller's transaction, if any); with the
+ * service's own database it runs on the app's pool, never inside the service's transaction,
+ * since no transaction spans two databases.
+ */
+export const appQuery = <A>(f: (sql: Tx) => Promise<A>): Effect.Effect<A, never, Sql> =>
+  Effect.flatMap(AppSql, ({ pool }) => (pool === undefined ? query(f) : Effect.promise(() => f(pool))))
+
+/** Whether the app's tables are in a database of their own (SERVICE_DATABASE_URL). */
+export const appSeparate: Effect.Effect<boolean> = Effect.map(AppSql, ({ pool }) => pool !== undefined)
 
 /**
  * Runs `self` in one transaction: committed when it succeeds, rolled back when it fails or is

@@ -126,3 +126,15 @@ export const preflight = async (sql: Sql): Promise<void> => {
   const problem = preflightProblem(await readFacts(sql))
   if (problem !== null) throw new StartRefused({ message: problem })
 }
+
+/**
+ * The service's own database (SERVICE_DATABASE_URL) needs no replication: only a PostgreSQL
+ * its migrations run on, and the right to make its schema there (or a schema a DBA made for it).
+ */
+export const preflightOwnDatabase = async (sql: Sql): Promise<void> => {
+  const [row] = await sql<{ version: number }[]>`select current_setting('server_version_num')::int as version`
+  if (row!.version < 150000)
+    throw new StartRefused({
+      message: `The service's database (SERVICE_DATABASE_URL) runs PostgreSQL ${Math.floor(row!.version / 10000)}; it needs PostgreSQL 15 or newer.`
+    })
+}

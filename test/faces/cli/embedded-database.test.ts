@@ -1,11 +1,13 @@
 // Without DATABASE_URL the CLI finds the database like the service: the embedded server
 // under DATA_DIR on EMBEDDED_PG_PORT, started if needed (and then stopped at exit), or used
-// as it is when it already runs (and then left running).
+// as it is when it already runs (and then left running). Its app's tables are in the server's
+// `postgres` database, the service's state in its own beside it.
 import { existsSync, mkdtempSync, rmSync, chmodSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import postgres from "postgres"
 import { afterAll, describe, expect, it } from "vitest"
+import { databaseUrl, EMBEDDED_SERVICE_DATABASE } from "../../../src/platform/db/Database.ts"
 import { startEmbedded, type EmbeddedServer } from "../../../src/platform/db/embedded.ts"
 import { freePort } from "../../support/net.ts"
 import { runCli } from "../../support/cli.ts"
@@ -58,9 +60,13 @@ describe("admin CLI on the embedded database", () => {
       expect(r.stderr).toBe("")
       expect(r.code).toBe(0)
       expect(JSON.parse(r.stdout).key).toMatch(/^mk_/)
-      // still running, and it holds the key
-      const [row] = await sql<{ n: number }[]>`select count(*)::int as n from service.api_keys`
+      // still running, and it holds the key: in the service's own database beside the app's
+      // (the admin and the company were read from the app's)
+      const own = postgres(databaseUrl(running.url, EMBEDDED_SERVICE_DATABASE), { max: 1, onnotice: () => {} })
+      const [row] = await own<{ n: number }[]>`select count(*)::int as n from service.api_keys`
+      await own.end()
       expect(row!.n).toBe(1)
+      expect(await sql`select 1 from pg_namespace where nspname = 'service'`).toHaveLength(0)
     } finally {
       await sql.end()
     }

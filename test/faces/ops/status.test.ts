@@ -249,6 +249,8 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
         walStatus: "reserved",
         invalidationReason: null,
         checkpointLsn: "0/10",
+        confirmedLsn: "0/10",
+        behindSlot: false,
         serverLsn: "0/10",
         lagBytes: 0,
         lagSeconds: 0,
@@ -287,6 +289,12 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
     expect(assessStatus(capture({ walStatus: "lost", invalidationReason: "wal_removed" }))).toMatchObject({
       state: "broken",
       reasons: [expect.stringContaining("was invalidated (wal_removed)")]
+    })
+    expect(assessStatus(capture({ behindSlot: true, confirmedLsn: "0/20" }))).toEqual({
+      state: "broken",
+      reasons: [
+        "the service's database is behind replication slot s: its checkpoint 0/10 is before the slot's confirmed 0/20 (restored from an older backup?); capture refuses until npm run admin -- rebuild-views --fresh-snapshot (events for changes in between are not sent)"
+      ]
     })
     expect(assessStatus(capture({ slotExists: false, checkpointLsn: null })).reasons).toEqual([
       "replication slot s does not exist yet: capture has not started"

@@ -1,9 +1,10 @@
 // database setup-sql: prints the SQL a DBA runs so the service runs as a least-privilege
-// role beside the app's tables. Connects nowhere: a DBA can read it before anything runs.
+// role beside the app's tables, in two parts (the app's database, the service's own).
+// Connects nowhere: a DBA can read it before anything runs.
 import { Effect } from "effect"
 import { Command, Flag } from "effect/cli"
 import { CaptureConfig } from "../../../platform/config.ts"
-import { badRoleName, setupSql } from "../../../pipeline/capture/setup-sql.ts"
+import { badRoleName, SETUP_PARTS, setupSql } from "../../../pipeline/capture/setup-sql.ts"
 import { at, invalid, words } from "../../../domain/errors.ts"
 
 const setupSqlCommand = Command.make(
@@ -15,6 +16,12 @@ const setupSqlCommand = Command.make(
     publication: Flag.String("publication").pipe(
       Flag.withDescription("The publication to create (default: PUBLICATION, else safety_records_service)"),
       Flag.optional
+    ),
+    part: Flag.Literals("part", SETUP_PARTS).pipe(
+      Flag.withDescription(
+        "app: what runs in the app's database; service: what runs in the service's own database (SERVICE_DATABASE_URL); both (default): the two, one after the other"
+      ),
+      Flag.withDefault("both" as const)
     )
   },
   (args) =>
@@ -27,7 +34,7 @@ const setupSqlCommand = Command.make(
           invalid(`the publication name must be a plain lower-case identifier, not "${publication}"`)
         )
       }
-      process.stdout.write(setupSql({ role: args.role, publication }))
+      process.stdout.write(setupSql({ role: args.role, publication, part: args.part }))
     })
 ).pipe(
   Command.withDescription(

@@ -14,6 +14,7 @@ import { writeLog } from "../../../platform/logging.ts"
 import { type Actor, SYSTEM } from "../../../access/activity.ts"
 import { progressBar } from "../progress.ts"
 import { rebuildViews } from "../../../pipeline/capture/rebuild.ts"
+import { freshSnapshot, type FreshSnapshotResult } from "../../../pipeline/capture/fresh.ts"
 import { destinationCompany } from "../../../webhooks/replay/queries.ts"
 import { replay, type ReplaySummary } from "../../../webhooks/replay/select.ts"
 import {
@@ -184,38 +185,71 @@ export const replayCommand = Command.make(
   ])
 )
 
-export const rebuildViewsCommand = Command.make("rebuild-views", { as: asOptional, json }, (args) =>
-  withDatabase(
-    Effect.gen(function* () {
-      const bar = progressBar("rebuilding views")
-      if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-      const result = yield* rebuildViews((p) =>
-        bar.update(
-          p.done,
-          p.total,
-          p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
+/** rebuild-views --fresh-snapshot: from the app's tables through a new slot, capture stopped. */
+const freshSnapshotText = (r: FreshSnapshotResult) =>
+  [
+    `Rebuilt ${r.views} views from a fresh snapshot of the app's tables in ${(r.ms / 1000).toFixed(1)} s: ${r.rows} rows; slot ${r.slot} made again at ${r.consistentPoint}, where capture streams from.`,
+    ...(r.behindSlot === null
+      ? []
+      : [
+          `  the service's database was behind the slot: its checkpoint ${r.lost?.from ?? "-"}, the slot had confirmed ${r.behindSlot}`
+        ]),
+    r.lost === null
+      ? "  no checkpoint before: nothing was lost"
+      : `  events for changes between ${r.lost.from} and ${r.lost.to} will not fire (their records' views are current again)`
+  ].join("\n")
+
+export const rebuildViewsCommand = Command.make(
+  "rebuild-views",
+  {
+    as: asOptional,
+    json,
+    freshSnapshot: Flag.Boolean("fresh-snapshot").pipe(
+      Flag.withDescription(
+        "Rebuild from a fresh snapshot of the app's tables through a new slot (capture must be stopped): for a service database restored from a backup older than the slot. Events for changes since its checkpoint will not fire"
+      ),
+      Flag.withDefault(false)
+    )
+  },
+  (args) =>
+    withDatabase(
+      Effect.gen(function* () {
+        if (args.freshSnapshot) {
+          if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
+          const config = yield* CaptureConfig
+          const fresh = yield* freshSnapshot(config)
+          writeLog("warn", "views rebuilt from a fresh snapshot", { ...fresh, source: "cli" }, process.stderr)
+          return yield* output(args.json, fresh, () => freshSnapshotText(fresh))
+        }
+        const bar = progressBar("rebuilding views")
+        if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
+        const result = yield* rebuildViews((p) =>
+          bar.update(
+            p.done,
+            p.total,
+            p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
+          )
+        ).pipe(Effect.ensuring(Effect.sync(bar.done)))
+        // The JSON answer keeps its fields; what was kept for capture is said in the text.
+        const { unshaped: _unshaped, held: _held, ...answer } = result
+        yield* output(args.json, answer, () =>
+          [
+            `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
+            `  changed: ${result.changed} views differed from the mirror and were rewritten`,
+            `  removed: ${result.removed} views of records that no longer exist`,
+            ...(result.unshaped + result.held > 0
+              ? [
+                  `  kept:    ${result.unshaped} views of records that could not be shaped and ${result.held} held in quarantine; capture shapes them again and holds those that still fail (capture quarantine list)`
+                ]
+              : []),
+            `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
+          ].join("\n")
         )
-      ).pipe(Effect.ensuring(Effect.sync(bar.done)))
-      // The JSON answer keeps its fields; what was kept for capture is said in the text.
-      const { unshaped: _unshaped, held: _held, ...answer } = result
-      yield* output(args.json, answer, () =>
-        [
-          `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
-          `  changed: ${result.changed} views differed from the mirror and were rewritten`,
-          `  removed: ${result.removed} views of records that no longer exist`,
-          ...(result.unshaped + result.held > 0
-            ? [
-                `  kept:    ${result.unshaped} views of records that could not be shaped and ${result.held} held in quarantine; capture shapes them again and holds those that still fail (capture quarantine list)`
-              ]
-            : []),
-          `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
-        ].join("\n")
-      )
-    })
-  )
+      })
+    )
 ).pipe(
   Command.withDescription(
-    "Re-project every view from the mirror of the app tables while the service runs (one transaction: the API switches at once; capture waits meanwhile)"
+    "Re-project every view from the mirror of the app tables while the service runs (one transaction: the API switches at once; capture waits meanwhile); with --fresh-snapshot, from the app's tables themselves through a new slot"
   )
 )
 
