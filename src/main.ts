@@ -23,6 +23,7 @@ import { DeliveryLive } from "./webhooks/background.ts"
 import { WebhookSettingsLive } from "./webhooks/engine/settings.ts"
 import * as Database from "./platform/db/Database.ts"
 import { Sql } from "./platform/db/Sql.ts"
+import { ReadReplicasLive } from "./platform/db/read-replicas.ts"
 import { isStartRefused } from "./platform/db/refusal.ts"
 import { PublicHealthRoutes } from "./faces/ops/health.ts"
 import { OpsListenLog, OpsRoutes } from "./faces/ops-server.ts"
@@ -96,6 +97,10 @@ export const MainLive = Layer.unwrap(
       : Layer.empty
     const settings: Layer.Layer<never, unknown, Database.Database> =
       roles.includes("api") || roles.includes("delivery") ? WebhookSettingsLive : Layer.empty
+    // The read API's standbys (READ_DATABASE_URL), measured only where the API runs.
+    const replicas: Layer.Layer<never, unknown, Database.Database> = roles.includes("api")
+      ? ReadReplicasLive
+      : Layer.empty
     yield* Effect.logInfo("service roles", { roles })
     return httpFor(roles, limits).pipe(
       Layer.provideMerge(delivery),
@@ -103,6 +108,7 @@ export const MainLive = Layer.unwrap(
       Layer.provideMerge(SupervisorLive),
       Layer.provideMerge(FirstStart),
       Layer.provideMerge(settings),
+      Layer.provideMerge(replicas),
       Layer.provideMerge(Sql.layer),
       Layer.provideMerge(Database.serviceLayer),
       Layer.provideMerge(MetricsLive),

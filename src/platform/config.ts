@@ -1,6 +1,6 @@
 // Every setting, its environment variable and its default. The README's configuration
 // table mirrors this file.
-import { Config, Context, Duration, Effect, Layer } from "effect"
+import { Config, Context, Duration, Effect, Layer, Redacted } from "effect"
 import { StartRefused } from "./db/refusal.ts"
 import { DEFAULT_RETRY_SCHEDULE } from "../domain/retry-schedule.ts"
 import { parseTrustProxy, TRUST_NONE, type TrustProxy } from "./http/client-address.ts"
@@ -113,6 +113,68 @@ export const loadHttpLimits = Effect.gen(function* () {
     return yield* refuse("HTTP_MAX_HEADER_SIZE must be between 1024 and 1048576 bytes")
   if (limits.maxConnections < 1) return yield* refuse("HTTP_MAX_CONNECTIONS must be at least 1")
   return limits
+})
+
+/** Hot standbys of the service's database that serve the read API's queries (./db/read-replicas.ts). */
+export interface ReadReplicaSettings {
+  /** Connection URLs, one per standby, in the order given; empty: every read on the primary. */
+  readonly urls: ReadonlyArray<string>
+  /** A standby further behind than this is skipped. */
+  readonly maxLagMs: number
+}
+
+export const NO_READ_REPLICAS: ReadReplicaSettings = { urls: [], maxLagMs: 5_000 }
+
+const ORDINALS = ["first", "second", "third"]
+const nth = (i: number) => ORDINALS[i] ?? `${i + 1}th`
+
+/**
+ * READ_DATABASE_URL: one or more postgres:// (or postgresql://) URLs separated by commas. A
+ * comma starts a new URL only before `postgres://` or `postgresql://`, so a URL naming several
+ * hosts itself (postgres://a,b/db, as libpq writes it) stays one. Pure; the error never
+ * repeats a URL (it may hold a password).
+ */
+export const parseReadDatabaseUrls = (
+  text: string
+): { readonly urls: ReadonlyArray<string> } | { readonly error: string } => {
+  const parts = text.split(/,(?=\s*postgres(?:ql)?:\/\/)/i).map((p) => p.trim())
+  if (parts.length === 1 && parts[0] === "") return { urls: [] }
+  const urls: Array<string> = []
+  for (const [i, part] of parts.entries()) {
+    let url: URL | undefined
+    try {
+      url = new URL(part)
+    } catch {
+      url = undefined
+    }
+    if (url === undefined || !/^postgres(ql)?:$/i.test(url.protocol) || url.host === "") {
+      return {
+        error: `READ_DATABASE_URL's ${nth(i)} URL is not a PostgreSQL URL: give postgres://user:password@host:port/database for each standby, separated by commas`
+      }
+    }
+    if (urls.includes(part)) return { error: `READ_DATABASE_URL names the same standby twice (its ${nth(i)} URL)` }
+    urls.push(part)
+  }
+  return { urls }
+}
+
+const ReadReplicasConfig = Config.all({
+  urls: Config.Redacted("READ_DATABASE_URL").pipe(Config.withDefault(Redacted.make(""))),
+  maxLag: Config.Duration("READ_MAX_LAG").pipe(Config.withDefault(Duration.seconds(5)))
+})
+
+/** READ_DATABASE_URL and READ_MAX_LAG from the environment, refused at start when they cannot work. */
+export const loadReadReplicas = Effect.gen(function* () {
+  const c = yield* ReadReplicasConfig
+  const parsed = parseReadDatabaseUrls(Redacted.value(c.urls))
+  const refuse = (message: string) => Effect.fail(new StartRefused({ message }))
+  if ("error" in parsed) return yield* refuse(parsed.error)
+  const maxLagMs = Duration.toMillis(c.maxLag)
+  // The lag is measured once a second (docs/design.md, "Read replicas"): a bound below that cannot be told.
+  if (maxLagMs < 1_000 || maxLagMs > 3_600_000)
+    return yield* refuse("READ_MAX_LAG must be from 1 second to 1 hour (e.g. 5 seconds)")
+  const settings: ReadReplicaSettings = { urls: parsed.urls, maxLagMs }
+  return settings
 })
 
 /** TRUST_PROXY: who may say, in X-Forwarded-For, which client a request came from (./http/client-address.ts). */

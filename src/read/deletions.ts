@@ -14,6 +14,7 @@ import { keyRefused } from "../access/keys/rules.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
 import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
 import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
+import type { KeySeen } from "./routing.ts"
 import { DEFAULT_LIMIT, DELETIONS_WINDOW_DAYS } from "./lists.ts"
 
 /** The query as its endpoint decodes it (faces/api/deletions-api.ts): since is a canonical UTC timestamp. */
@@ -53,6 +54,7 @@ export interface DeletionsKey {
 interface DeletionRow {
   readonly state: KeyState
   readonly k_scopes: ReadonlyArray<string> | null
+  readonly c_modules: ReadonlyArray<string> | null
   readonly resource: string | null
   readonly id: string | null
   readonly deleted: string | null
@@ -65,7 +67,8 @@ export const listDeletions = async (
   sql: postgres.Sql,
   cursorKey: CursorKey,
   key: DeletionsKey,
-  query: DeletionsQuery
+  query: DeletionsQuery,
+  seen: (key: KeySeen) => void = () => {}
 ): Promise<DeletionsAnswer> => {
   const r = deletionsRequest(key.companyId, query)
   let position: CursorPosition | undefined
@@ -84,7 +87,7 @@ export const listDeletions = async (
     position = decoded.position
   }
   const rows = await sql<DeletionRow[]>`
-    select s.state, s.k_scopes, w.resource, w.id, w.deleted, w.ts
+    select s.state, s.k_scopes, s.c_modules, w.resource, w.id, w.deleted, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, r.resource)}
       left join lateral (
         select d.resource, d.id::text as id, to_char(d.deleted_at at time zone 'UTC', ${sql.unsafe(MILLIS)}) as deleted, d.deleted_at::text as ts
@@ -101,6 +104,7 @@ export const listDeletions = async (
   const first = rows[0]
   const refused = refusedBy(first)
   if (refused !== undefined) return refused
+  seen(first!)
   if (r.resource !== undefined && !(first!.k_scopes ?? []).includes(r.resource)) {
     return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource: r.resource }) as Forbidden }
   }
@@ -120,9 +124,10 @@ export class Deletions extends Context.Service<
 >()("service/read/Deletions") {
   static readonly layer = Layer.effect(
     Deletions,
-    Effect.map(readSetup, ({ sql, cursorKey, serve }) =>
+    Effect.map(readSetup, ({ cursorKey, serve }) =>
       Deletions.of({
-        list: (key, query) => serve(key, query.resource, () => listDeletions(sql, cursorKey, key, query))
+        list: (key, query) =>
+          serve(key, query.resource, (db, seen) => listDeletions(db.sql, cursorKey, key, query, seen))
       })
     )
   )

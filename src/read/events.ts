@@ -20,6 +20,7 @@ import { keyRefused } from "../access/keys/rules.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
 import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
 import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
+import type { KeySeen } from "./routing.ts"
 import { DEFAULT_LIMIT, EVENTS_WINDOW_DAYS } from "./lists.ts"
 
 /** The query as its endpoint decodes it (faces/api/events-api.ts): dates are canonical UTC timestamps. */
@@ -61,6 +62,7 @@ export const eventsRequest = (companyId: string, query: EventsQuery): EventsRequ
 interface EventRow {
   readonly state: KeyState
   readonly k_scopes: ReadonlyArray<string> | null
+  readonly c_modules: ReadonlyArray<string> | null
   readonly id: string | null
   readonly event: string | null
   readonly created: string | null
@@ -85,7 +87,8 @@ export const listEvents = async (
   sql: postgres.Sql,
   cursorKey: CursorKey,
   key: FeedKey,
-  query: EventsQuery
+  query: EventsQuery,
+  seen: (key: KeySeen) => void = () => {}
 ): Promise<Served<Invalid | Forbidden>> => {
   const r = eventsRequest(key.companyId, query)
   const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
@@ -98,7 +101,7 @@ export const listEvents = async (
     position = decoded.position
   }
   const rows = await sql<EventRow[]>`
-    select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
+    select s.state, s.k_scopes, s.c_modules, w.id, w.event, w.created, w.payload, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, resource)}
       left join lateral (
         select ${eventColumns(sql)}
@@ -115,6 +118,7 @@ export const listEvents = async (
   const first = rows[0]
   const refused = refusedBy(first)
   if (refused !== undefined) return refused
+  seen(first!)
   if (resource !== undefined && !(first!.k_scopes ?? []).includes(resource)) {
     return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource, event: r.type }) as Forbidden }
   }
@@ -124,10 +128,15 @@ export const listEvents = async (
 }
 
 /** One event the key could see in the list; 404 otherwise (another company's, too old, not readable). */
-export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Promise<Served<NotFound>> => {
+export const getEvent = async (
+  sql: postgres.Sql,
+  key: FeedKey,
+  id: string,
+  seen: (key: KeySeen) => void = () => {}
+): Promise<Served<NotFound>> => {
   const wanted = isUuid(id) ? id.toLowerCase() : null
   const [row] = await sql<EventRow[]>`
-    select s.state, s.k_scopes, w.id, w.event, w.created, w.payload, w.ts
+    select s.state, s.k_scopes, s.c_modules, w.id, w.event, w.created, w.payload, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, undefined)}
       left join lateral (
         select ${eventColumns(sql)}
@@ -137,6 +146,7 @@ export const getEvent = async (sql: postgres.Sql, key: FeedKey, id: string): Pro
       ) w on true`
   const refused = refusedBy(row)
   if (refused !== undefined) return refused
+  seen(row!)
   if (row!.id === null)
     return {
       _tag: "Failed",
@@ -156,10 +166,10 @@ export class EventsFeed extends Context.Service<
 >()("service/read/EventsFeed") {
   static readonly layer = Layer.effect(
     EventsFeed,
-    Effect.map(readSetup, ({ sql, cursorKey, serve }) =>
+    Effect.map(readSetup, ({ cursorKey, serve }) =>
       EventsFeed.of({
-        list: (key, query) => serve(key, undefined, () => listEvents(sql, cursorKey, key, query)),
-        get: (key, id) => serve(key, undefined, () => getEvent(sql, key, id))
+        list: (key, query) => serve(key, undefined, (db, seen) => listEvents(db.sql, cursorKey, key, query, seen)),
+        get: (key, id) => serve(key, undefined, (db, seen) => getEvent(db.sql, key, id, seen))
       })
     )
   )

@@ -10,7 +10,10 @@ import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { checkKey, type KeyState, type RefusedState } from "../access/keys/key-check.ts"
 import { ApiKeys } from "../access/keys/service.ts"
 import { ApiPool } from "../platform/db/api-pool.ts"
+import { Database } from "../platform/db/Database.ts"
+import { ReadReplicas } from "../platform/db/read-replicas.ts"
 import { loadCursorKey } from "./cursor.ts"
+import { makeReadRouter, type ReadOn } from "./routing.ts"
 
 /** A JSON answer: text, or the UTF-8 bytes exactly as PostgreSQL sent them. */
 export type Json = string | Uint8Array
@@ -61,14 +64,22 @@ export const badCursor = async (
   refusedBy(await checkKey(sql, key.keyId, key.host, resource)) ?? { _tag: "Failed", error: invalid(message) }
 
 /**
- * What each read service is built on: the API's pool, the key that signs cursors, and `serve`,
- * which answers a statement's result (the key's refusal worded by the keys service).
+ * What each read service is built on: the API's pool, the key that signs cursors (kept on the
+ * primary), the router that runs a read on a standby or the primary (routing.ts), and `serve`,
+ * which routes a read and answers its result (the key's refusal worded by the keys service).
  */
 export const readSetup = Effect.gen(function* () {
   const { sql } = yield* ApiPool
+  // Lists filtered by name are planned for their pattern: the shared pool plans per execution.
+  const { sql: planned } = yield* Database
   const keys = yield* ApiKeys
+  const replicas = yield* ReadReplicas
   const cursorKey = yield* Effect.promise(() => loadCursorKey(sql))
-  const serve = <E>(key: CurrentKeyShape, resource: Resource | undefined, read: () => Promise<Served<E>>) =>
-    Effect.flatMap(Effect.promise(read), (served) => answer(served, keys.refusal, key, resource))
-  return { sql, keys, cursorKey, serve }
+  const router = makeReadRouter({ sql, planned }, replicas)
+  const serve = <E>(key: CurrentKeyShape, resource: Resource | undefined, read: ReadOn<E>) =>
+    Effect.flatMap(
+      Effect.promise(() => router.run(key, resource, read)),
+      (served) => answer(served, keys.refusal, key, resource)
+    )
+  return { sql, keys, cursorKey, router, serve }
 })

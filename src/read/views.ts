@@ -12,11 +12,12 @@ import { isUuid } from "../domain/ids.ts"
 import type { Resource } from "../domain/resources.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation, keyStateSql, type KeyState } from "../access/keys/key-check.ts"
-import { Database } from "../platform/db/Database.ts"
+import type postgres from "postgres"
 import { makeBatcher } from "./batch.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorPosition } from "./cursor.ts"
 import { listRequest, namePattern, type ListQuery } from "./lists.ts"
 import { answer, readSetup, type Json, type Read, type Served } from "./served.ts"
+import type { ReadDb } from "./routing.ts"
 
 // -----------------------------------------------------------------------------
 // Batch statements (batch.ts). Each row of `r` is one request: its key, Host and resource
@@ -152,61 +153,67 @@ export class Views extends Context.Service<
   static readonly layer = Layer.effect(
     Views,
     Effect.gen(function* () {
-      const { sql, keys, cursorKey } = yield* readSetup
-      // Lists filtered by name are planned for their pattern (a rare name is best found
-      // with the trigram index, a common one by walking the page index), so they use the
-      // shared pool, whose statements are planned per execution when that pays.
-      const { sql: planned } = yield* Database
+      const { keys, cursorKey, router } = yield* readSetup
 
       // Each batch statement takes its parameters as one array per column, a value per request.
       // Written out for each: a helper mapping column functions over the items cost a quarter
-      // more server CPU per list in bench:api, most of it in garbage collection.
-      const gets = makeBatcher(async (items: ReadonlyArray<GetItem>) => {
-        const rows = (await sql
-          .unsafe(
-            GET_BATCH,
-            [
-              items.map((g) => g.keyId),
-              items.map((g) => g.host ?? null),
-              items.map((g) => g.resource),
-              items.map((g) => g.companyId),
-              items.map((g) => g.id)
-            ],
-            { prepare: true }
-          )
-          .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, state: Buffer, body: Buffer | null]>
-        // A request whose key row is gone gets no row at all: unknown.
-        const answers = new Array<Served<never> | undefined>(items.length).fill({ _tag: "Refused", state: "unknown" })
-        for (const [n, stateText, body] of rows) {
-          const state = textOf(stateText) as KeyState
-          answers[Number(textOf(n)) - 1] =
-            state !== "ok" ? { _tag: "Refused", state } : body === null ? undefined : { _tag: "Body", body }
-        }
-        return answers
-      }, MAX_GETS)
+      // more server CPU per list in bench:api, most of it in garbage collection. One pair of
+      // batchers per pool: the primary's, and each standby's (routing.ts).
+      const batchersFor = (sql: postgres.Sql) => {
+        const gets = makeBatcher(async (items: ReadonlyArray<GetItem>) => {
+          const rows = (await sql
+            .unsafe(
+              GET_BATCH,
+              [
+                items.map((g) => g.keyId),
+                items.map((g) => g.host ?? null),
+                items.map((g) => g.resource),
+                items.map((g) => g.companyId),
+                items.map((g) => g.id)
+              ],
+              { prepare: true }
+            )
+            .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, state: Buffer, body: Buffer | null]>
+          // A request whose key row is gone gets no row at all: unknown.
+          const answers = new Array<Served<never> | undefined>(items.length).fill({ _tag: "Refused", state: "unknown" })
+          for (const [n, stateText, body] of rows) {
+            const state = textOf(stateText) as KeyState
+            answers[Number(textOf(n)) - 1] =
+              state !== "ok" ? { _tag: "Refused", state } : body === null ? undefined : { _tag: "Body", body }
+          }
+          return answers
+        }, MAX_GETS)
 
-      const pages = makeBatcher(async (items: ReadonlyArray<PageItem>) => {
-        const rows = (await sql
-          .unsafe(
-            PAGE_BATCH,
-            [
-              items.map((p) => p.keyId),
-              items.map((p) => p.host ?? null),
-              items.map((p) => p.resource),
-              items.map((p) => p.companyId),
-              items.map((p) => p.after),
-              items.map((p) => p.before),
-              items.map((p) => p.positionAt),
-              items.map((p) => p.positionId),
-              items.map((p) => p.limit)
-            ],
-            { prepare: true }
-          )
-          .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, ...PageRow]>
-        const answers = items.map((): Array<PageRow> => [])
-        for (const [n, ...row] of rows) answers[Number(textOf(n)) - 1]!.push(row)
-        return answers
-      }, MAX_PAGES)
+        const pages = makeBatcher(async (items: ReadonlyArray<PageItem>) => {
+          const rows = (await sql
+            .unsafe(
+              PAGE_BATCH,
+              [
+                items.map((p) => p.keyId),
+                items.map((p) => p.host ?? null),
+                items.map((p) => p.resource),
+                items.map((p) => p.companyId),
+                items.map((p) => p.after),
+                items.map((p) => p.before),
+                items.map((p) => p.positionAt),
+                items.map((p) => p.positionId),
+                items.map((p) => p.limit)
+              ],
+              { prepare: true }
+            )
+            .raw()) as unknown as ReadonlyArray<readonly [n: Buffer, ...PageRow]>
+          const answers = items.map((): Array<PageRow> => [])
+          for (const [n, ...row] of rows) answers[Number(textOf(n)) - 1]!.push(row)
+          return answers
+        }, MAX_PAGES)
+        return { gets, pages }
+      }
+      const batchers = new Map<postgres.Sql, ReturnType<typeof batchersFor>>()
+      const on = (sql: postgres.Sql) => {
+        let b = batchers.get(sql)
+        if (b === undefined) batchers.set(sql, (b = batchersFor(sql)))
+        return b
+      }
 
       const list = Effect.fnUntraced(function* (key: CurrentKeyShape, resource: Resource, query: ListQuery) {
         const r = listRequest(key.companyId, resource, query)
@@ -223,28 +230,33 @@ export class Views extends Context.Service<
         const cursorOf = (last: CursorPosition) => encodeCursor(cursorKey, r.binding, last)
         const plain = r.updatedAfter === undefined && r.updatedBefore === undefined && !r.byChange
         if (plain && r.name === undefined && r.statuses === undefined) {
-          const rows = yield* Effect.promise(() =>
-            pages.load({
-              keyId: key.keyId,
-              host: key.host,
-              resource,
-              companyId: key.companyId,
-              after: r.createdAfter ?? OPEN_AFTER,
-              before: r.createdBefore ?? OPEN_BEFORE,
-              positionAt: position?.createdAt ?? OPEN_BEFORE,
-              positionId: position?.id ?? FIRST_POSITION_ID,
-              limit: r.limit
-            })
+          const item: PageItem = {
+            keyId: key.keyId,
+            host: key.host,
+            resource,
+            companyId: key.companyId,
+            after: r.createdAfter ?? OPEN_AFTER,
+            before: r.createdBefore ?? OPEN_BEFORE,
+            positionAt: position?.createdAt ?? OPEN_BEFORE,
+            positionId: position?.id ?? FIRST_POSITION_ID,
+            limit: r.limit
+          }
+          const served = yield* Effect.promise(() =>
+            router.run(key, resource, (db) =>
+              on(db.sql)
+                .pages.load(item)
+                .then((rows) => pageAnswer(rows, r.limit, cursorOf))
+            )
           )
-          return yield* answer(pageAnswer(rows, r.limit, cursorOf), keys.refusal, key, resource)
+          return yield* answer(served, keys.refusal, key, resource)
         }
         // A status or a name filter has an index of its own, which a statement planned for
         // any batch would not use: such a list gets a statement of its own. So does a list
         // by change time (views_changed), a sync's, which is not the hot path.
-        const db = r.name === undefined ? sql : planned
         const byChange = r.byChange
-        const rows = yield* Effect.promise(
-          () =>
+        const read = (pools: ReadDb) => {
+          const db = r.name === undefined ? pools.sql : pools.planned
+          return (
             db`
             select s.state, w.id, w.body, w.ts${byChange ? db`, w.changed` : db``}
               from ${keyStateRelation(db, key.keyId, key.host, resource)}
@@ -269,13 +281,10 @@ export class Views extends Context.Service<
                  order by ${byChange ? db`v.changed_at, v.id` : db`v.created_at desc, v.id desc`}
                  limit ${r.limit + 1}
               ) w on true`.raw() as unknown as Promise<ReadonlyArray<PageRow>>
-        )
-        return yield* answer(
-          pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined),
-          keys.refusal,
-          key,
-          resource
-        )
+          ).then((rows) => pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined))
+        }
+        const served = yield* Effect.promise(() => router.run(key, resource, read))
+        return yield* answer(served, keys.refusal, key, resource)
       })
 
       const none = (resource: Resource, id: string) => Effect.fail(notFound(`no ${resource} record with id ${id}`))
@@ -283,10 +292,17 @@ export class Views extends Context.Service<
       const get = (key: CurrentKeyShape, resource: Resource, id: string) => {
         // An id of another shape names no record; the key's refusal still comes first.
         if (!isUuid(id)) return Effect.andThen(keys.standing(key, resource), none(resource, id))
+        const item: GetItem = { keyId: key.keyId, host: key.host, resource, companyId: key.companyId, id }
         return Effect.flatMap(
-          Effect.promise(() => gets.load({ keyId: key.keyId, host: key.host, resource, companyId: key.companyId, id })),
+          Effect.promise(() =>
+            router.run(key, resource, (db) =>
+              on(db.sql)
+                .gets.load(item)
+                .then((served): Served<"none"> => served ?? { _tag: "Failed", error: "none" })
+            )
+          ),
           (served): Effect.Effect<Json, NotFound | Unauthorized | Forbidden> =>
-            served === undefined ? none(resource, id) : answer(served, keys.refusal, key, resource)
+            served._tag === "Failed" ? none(resource, id) : answer(served, keys.refusal, key, resource)
         )
       }
 

@@ -4,6 +4,8 @@
 // dashboards, never a reason to take a replica out of a load balancer. That body is for the
 // operations port only: the public port's /readyz says ready or not, and nothing else (an
 // error text or the roles a process runs are not for whoever reaches the public port).
+// The body also lists the read replicas (READ_DATABASE_URL) with their lag and whether reads
+// go to them now.
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
@@ -11,6 +13,7 @@ import { captureStatus } from "../../pipeline/capture/status.ts"
 import { CaptureConfig, ServiceRoles } from "../../platform/config.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import { schemaCheck } from "../../platform/db/health.ts"
+import { ReadReplicas } from "../../platform/db/read-replicas.ts"
 
 const CHECK_TIMEOUT_MS = 1_000
 
@@ -21,6 +24,7 @@ const healthRoutes = (detailed: boolean) =>
       const sql = yield* Sql
       const roles = yield* ServiceRoles
       const capture = yield* Effect.serviceOption(Capture)
+      const replicas = yield* ReadReplicas
       // Without capture here, lag still reads from the database: what this replica serves is that far behind.
       const slot = Option.isSome(capture) ? capture.value.slot : (yield* CaptureConfig).slot
       // The public answer needs no capture figures: the load balancer's polls stay one query.
@@ -59,7 +63,9 @@ const healthRoutes = (detailed: boolean) =>
                 streaming: stats?.streaming ?? false,
                 lagSeconds: database ? result.value.lagSeconds : null,
                 lastError: stats?.lastError ?? null
-              }
+              },
+              // A replica skipped is never a reason to be unready: its reads go to another or the primary.
+              readReplicas: replicas.report()
             }
             return HttpServerResponse.jsonUnsafe(body, { status: applied ? 200 : 503 })
           })

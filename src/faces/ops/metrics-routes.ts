@@ -6,7 +6,8 @@ import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
 import { DeliveryEngine } from "../../webhooks/engine/engine.ts"
-import { captureOff, collectCapture, collectDatabase, collectDelivery, Metrics } from "./metrics.ts"
+import { captureOff, collectCapture, collectDatabase, collectDelivery, collectReplicas, Metrics } from "./metrics.ts"
+import { ReadReplicas } from "../../platform/db/read-replicas.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "../../platform/metrics/registry.ts"
 
 export const METRICS_PATH = "/metrics"
@@ -22,6 +23,11 @@ export const MetricsRoutes = Layer.unwrap(
       const remove = yield* collectCapture(m, capture.value.stats, capture.value.slot)
       yield* Effect.addFinalizer(() => Effect.sync(remove))
     } else captureOff(m)
+    const replicas = yield* ReadReplicas
+    if (replicas.report().length > 0) {
+      const remove = collectReplicas(m, replicas)
+      yield* Effect.addFinalizer(() => Effect.sync(remove))
+    }
     if (Option.isSome(engine)) {
       const stats = engine.value.stats
       const remove = collectDelivery(m, () => Effect.runPromise(stats))

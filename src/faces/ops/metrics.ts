@@ -13,6 +13,7 @@ import { AttemptObserver, type EngineStats } from "../../webhooks/engine/engine.
 import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
 import { deliveryGauges, outboxBacklogUpTo } from "../../webhooks/status.ts"
 import { mirror, Registry, setOrClear } from "../../platform/metrics/registry.ts"
+import type { ReadReplicasShape } from "../../platform/db/read-replicas.ts"
 
 /** Seconds: from a fast loopback answer to the 10 s limit. */
 const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -166,6 +167,27 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       ["method", "route"],
       REQUEST_BUCKETS
     ),
+    // the read API's standbys (READ_DATABASE_URL)
+    replicaLag: registry.gauge(
+      "srs_read_replica_lag_seconds",
+      "Seconds a read replica is behind the service's database, measured against a heartbeat written each second (0: caught up; absent while unknown: no answer, not a standby)",
+      ["replica"]
+    ),
+    replicaUsable: registry.gauge(
+      "srs_read_replica_usable",
+      "1 while the read API reads from this replica, 0 while it is skipped (unreachable, not a standby, behind READ_MAX_LAG)",
+      ["replica"]
+    ),
+    apiReads: registry.counter(
+      "srs_api_reads_total",
+      "Read API statements served by a read replica or by the primary",
+      ["served_by"]
+    ),
+    replicaFallbacks: registry.counter(
+      "srs_read_replica_fallbacks_total",
+      "Reads sent to a replica that ran again on the primary: error (the replica failed), key (it did not yet know the key or its company as the primary does)",
+      ["reason"]
+    ),
     rateLimited: registry.counter(
       "srs_api_rate_limited_total",
       "API requests refused with 429 by the per-key rate limit"
@@ -263,6 +285,20 @@ export const collectDatabase = (m: ServiceMetrics) =>
       m.replayRemaining.set(replays.remaining)
     })
   )
+
+/** The read replicas' lag and use, as this process measured them (ReadReplicas). */
+export const collectReplicas = (m: ServiceMetrics, replicas: ReadReplicasShape) =>
+  m.registry.collect(() => {
+    for (const r of replicas.report()) {
+      setOrClear(m.replicaLag, r.lagSeconds, { replica: r.replica })
+      m.replicaUsable.set({ replica: r.replica }, r.usable ? 1 : 0)
+    }
+    const c = replicas.counts
+    mirror(m.apiReads, { served_by: "replica" }, c.replica)
+    mirror(m.apiReads, { served_by: "primary" }, c.primary)
+    mirror(m.replicaFallbacks, { reason: "error" }, c.fallbackError)
+    mirror(m.replicaFallbacks, { reason: "key" }, c.fallbackKey)
+  })
 
 export class Metrics extends Context.Service<Metrics, ServiceMetrics>()("service/Metrics") {}
 

@@ -8,6 +8,9 @@ import { captureStatus, type CaptureStatus } from "../../pipeline/capture/status
 import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
 import { quarantineSummary, type QuarantineSummary } from "../../pipeline/capture/quarantine.ts"
 import { databaseNow } from "../../platform/db/health.ts"
+import { measureReplicasOnce, type ReplicaReport } from "../../platform/db/read-replicas.ts"
+import { Sql } from "../../platform/db/Sql.ts"
+import { NO_READ_REPLICAS, type ReadReplicaSettings } from "../../platform/config.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import { replaysRunning } from "../../webhooks/replay/queries.ts"
 import {
@@ -37,23 +40,31 @@ export interface OperationsStatus {
   /** Replays being sent now, oldest first, with their progress. */
   readonly replays: ReadonlyArray<ReplayView>
   readonly keysNearExpiry: ReadonlyArray<KeyNearExpiry>
+  /** The read API's standbys (READ_DATABASE_URL), each measured now; empty when none is set. */
+  readonly readReplicas: ReadonlyArray<ReplicaReport>
 }
 
-export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: string) {
-  const [capture, leader, outbox, deliveries, endpointsOff, replays, keys, now, quarantine] = yield* Effect.all(
-    [
-      captureStatus(slot),
-      leaderInfo,
-      outboxBacklog,
-      deliveryCounts,
-      endpointsSwitchedOff,
-      replaysRunning,
-      keysNearExpiry(KEY_EXPIRY_WARNING_DAYS),
-      databaseNow,
-      quarantineSummary()
-    ],
-    { concurrency: "unbounded" }
-  )
+export const operationsStatus = Effect.fn("operationsStatus")(function* (
+  slot: string,
+  readReplicas: ReadReplicaSettings = NO_READ_REPLICAS
+) {
+  const { pool } = yield* Sql
+  const [capture, leader, outbox, deliveries, endpointsOff, replays, keys, now, quarantine, standbys] =
+    yield* Effect.all(
+      [
+        captureStatus(slot),
+        leaderInfo,
+        outboxBacklog,
+        deliveryCounts,
+        endpointsSwitchedOff,
+        replaysRunning,
+        keysNearExpiry(KEY_EXPIRY_WARNING_DAYS),
+        databaseNow,
+        quarantineSummary(),
+        Effect.promise(() => measureReplicasOnce(readReplicas, pool))
+      ],
+      { concurrency: "unbounded" }
+    )
   const status: OperationsStatus = {
     at: now.toISOString(),
     capture: { ...capture, leaderRunning: leader !== null, leader, quarantine },
@@ -61,7 +72,8 @@ export const operationsStatus = Effect.fn("operationsStatus")(function* (slot: s
     deliveries,
     endpointsSwitchedOff: endpointsOff,
     replays,
-    keysNearExpiry: keys
+    keysNearExpiry: keys,
+    readReplicas: standbys
   }
   return status
 })
@@ -84,7 +96,8 @@ export interface HealthVerdict {
  * Broken: what needs an operator now (the slot is gone or lost its WAL: events in the gap are
  * lost for good; the database does not answer, see databaseDown). Degraded: what usually
  * mends itself or waits on someone else (capture behind or stalled, no capture leader, e.g.
- * while a standby takes over, the slot about to lose WAL, endpoints switched off).
+ * while a standby takes over, the slot about to lose WAL, endpoints switched off, a read
+ * replica skipped: its reads go to the primary meanwhile).
  */
 export const assessStatus = (
   s: OperationsStatus,
@@ -137,6 +150,11 @@ export const assessStatus = (
     )
   if (c.lagSeconds !== null && c.lagSeconds > threshold)
     degraded.push(`capture is ${Math.round(c.lagSeconds)} s behind (threshold ${threshold} s)`)
+  for (const r of s.readReplicas ?? [])
+    if (!r.usable)
+      degraded.push(
+        `read replica ${r.replica} is skipped (${r.problem ?? "unusable"}): the API reads from the other replicas or the primary`
+      )
   if (s.endpointsSwitchedOff.length > 0) {
     degraded.push(
       `${s.endpointsSwitchedOff.length} webhook endpoint${s.endpointsSwitchedOff.length === 1 ? " is" : "s are"} switched off`

@@ -111,8 +111,10 @@ describe("status", () => {
       "endpointsSwitchedOff",
       "replays",
       "keysNearExpiry",
+      "readReplicas",
       "health"
     ])
+    expect(answer.readReplicas).toEqual([]) // READ_DATABASE_URL unset (test/platform/db/read-replicas.test.ts has some)
     expect(answer.replays).toEqual([]) // none running (test/faces/admin-api/replays.test.ts shows one)
     expect(answer.health).toEqual({ state: "degraded", reasons: ["1 webhook endpoint is switched off"] })
     expect(answer.capture).toMatchObject({
@@ -274,13 +276,28 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       deliveries: { due: 0, scheduled: 0, inFlight: 0, failing: 0, held: 0, failedLast24h: 0, oldestDueAt: null },
       endpointsSwitchedOff: [],
       replays: [],
-      keysNearExpiry: []
+      keysNearExpiry: [],
+      readReplicas: [{ replica: "standby:5432/srs", usable: true, lagSeconds: 0.4, problem: null }]
     }
     const capture = (c: Partial<OperationsStatus["capture"]>): OperationsStatus => ({
       ...base,
       capture: { ...base.capture, ...c }
     })
     expect(assessStatus(base)).toEqual({ state: "healthy", reasons: [] })
+    expect(
+      assessStatus({
+        ...base,
+        readReplicas: [
+          ...base.readReplicas,
+          { replica: "b:5432/srs", usable: false, lagSeconds: 9, problem: "behind by more than READ_MAX_LAG (5 s)" }
+        ]
+      })
+    ).toEqual({
+      state: "degraded",
+      reasons: [
+        "read replica b:5432/srs is skipped (behind by more than READ_MAX_LAG (5 s)): the API reads from the other replicas or the primary"
+      ]
+    })
     expect(assessStatus(capture({ lagSeconds: 61 })).state).toBe("degraded")
     expect(assessStatus(capture({ lagSeconds: 61 }), { lagThresholdSeconds: 120 }).state).toBe("healthy")
     expect(assessStatus(capture({ walStatus: "unreserved" })).reasons).toEqual([

@@ -8,7 +8,7 @@ import { at, invalid, isDomainError, words } from "../../../domain/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin } from "../../../access/identity.ts"
 import { asOptional, ExitWith, json, output, table, when, withDatabase } from "../support.ts"
 import type { LeaderInfo } from "../../../pipeline/capture/leader.ts"
-import { CaptureConfig } from "../../../platform/config.ts"
+import { CaptureConfig, loadReadReplicas } from "../../../platform/config.ts"
 import { isStartRefused } from "../../../platform/db/refusal.ts"
 import { writeLog } from "../../../platform/logging.ts"
 import { type Actor, SYSTEM } from "../../../access/activity.ts"
@@ -316,6 +316,20 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
       )
     )
   }
+  if (s.readReplicas.length > 0) {
+    lines.push("", `Read replicas: ${s.readReplicas.length}`)
+    lines.push(
+      table(
+        ["REPLICA", "LAG", "READ FROM", "WHY NOT"],
+        s.readReplicas.map((r) => [
+          r.replica,
+          r.lagSeconds === null ? "-" : `${r.lagSeconds.toFixed(1)} s`,
+          r.usable ? "yes" : "no",
+          r.problem ?? "-"
+        ])
+      )
+    )
+  }
   lines.push("", `Keys expiring within ${KEY_EXPIRY_WARNING_DAYS} days: ${s.keysNearExpiry.length}`)
   if (s.keysNearExpiry.length > 0) {
     lines.push(
@@ -345,11 +359,12 @@ export const statusCommand = Command.make(
   (args) =>
     Effect.gen(function* () {
       const { slot } = yield* CaptureConfig
+      const readReplicas = yield* loadReadReplicas
       const read = yield* Effect.exit(
         withDatabase(
           Effect.gen(function* () {
             if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-            return yield* operationsStatus(slot)
+            return yield* operationsStatus(slot, readReplicas)
           })
         )
       )
@@ -374,6 +389,6 @@ export const statusCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry. Exit code: 0 healthy, 1 degraded (capture behind or stalled, records held in quarantine, no capture leader, endpoints switched off), 2 broken (the slot lost, an app table that no longer fits what capture reads, the database down)"
+    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry, the read replicas' lag (READ_DATABASE_URL). Exit code: 0 healthy, 1 degraded (capture behind or stalled, records held in quarantine, no capture leader, endpoints switched off, a read replica skipped), 2 broken (the slot lost, an app table that no longer fits what capture reads, the database down)"
   )
 )
