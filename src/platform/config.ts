@@ -141,13 +141,9 @@ export const parseReadDatabaseUrls = (
   if (parts.length === 1 && parts[0] === "") return { urls: [] }
   const urls: Array<string> = []
   for (const [i, part] of parts.entries()) {
-    let url: URL | undefined
-    try {
-      url = new URL(part)
-    } catch {
-      url = undefined
-    }
-    if (url === undefined || !/^postgres(ql)?:$/i.test(url.protocol) || url.host === "") {
+    // Checked by shape, not by URL parsing: a URL naming several hosts (a,b:5433) is no WHATWG URL.
+    const m = /^postgres(?:ql)?:\/\/(?:[^@/?#\s]*@)?([^@/?#\s]+)([^\s]*)$/i.exec(part)
+    if (m === null || m[2]!.includes(",")) {
       return {
         error: `READ_DATABASE_URL's ${nth(i)} URL is not a PostgreSQL URL: give postgres://user:password@host:port/database for each standby, separated by commas`
       }

@@ -77,7 +77,9 @@ const pgCtl = (args: ReadonlyArray<string>) =>
     let out = ""
     child.stdout.on("data", (d) => (out += d))
     child.stderr.on("data", (d) => (out += d))
-    child.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`pg_ctl ${args.join(" ")}: ${code}\n${out}`))))
+    child.on("exit", (code) =>
+      code === 0 ? resolve() : reject(new Error(`pg_ctl ${args.join(" ")}: ${code}\n${out}`))
+    )
   })
 
 // What pg_basebackup does not copy: the server's runtime files and directories whose contents
@@ -221,7 +223,9 @@ export const startStandby = async (): Promise<Standby> => {
           const [r] = await a<{ dropped: number }[]>`
             select count(pg_drop_replication_slot(slot_name))::int as dropped
               from pg_replication_slots where slot_name = ${slot} and not active`
-          const [left] = await a<{ n: number }[]>`select count(*)::int as n from pg_replication_slots where slot_name = ${slot}`
+          const [left] = await a<
+            { n: number }[]
+          >`select count(*)::int as n from pg_replication_slots where slot_name = ${slot}`
           if (r!.dropped > 0 || left!.n === 0) break
           await new Promise((res) => setTimeout(res, 100))
         }

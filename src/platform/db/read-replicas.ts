@@ -36,12 +36,8 @@ export interface ReplicaReport {
 
 /** Where a standby is, for people: the URL's host, port and database, without its credentials. */
 export const replicaName = (url: string): string => {
-  try {
-    const u = new URL(url)
-    return `${u.host}${u.pathname === "" ? "/" : u.pathname}`
-  } catch {
-    return "(unparsable URL)"
-  }
+  const m = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?([^/?#]*)(\/[^?#]*)?/i.exec(url)
+  return m === null ? "(not a PostgreSQL URL)" : `${m[1]}${m[2] ?? "/"}`
 }
 
 /** What the primary says at one moment: its WAL position, its clock, the newest heartbeat. */

@@ -1,18 +1,314 @@
-import { afterAll, describe, expect, it } from "vitest"
-import { startStandby, standbyPossible, type Standby } from "../../support/standby.ts"
+// READ_DATABASE_URL: the read API's statements on hot standbys of the service's database.
+// The settings are refused as the HTTP limits are; the lag rule is a pure function; then the
+// real service (API only) reads from a real streaming standby of the test's PostgreSQL: the
+// standby paused (pg_wal_replay_pause) shows what it serves and that the primary still decides
+// the key, its lag grows in /readyz, /metrics and `status` until READ_MAX_LAG skips it, and
+// its sudden loss (pg_ctl stop -m immediate) under a stream of requests costs no request.
+import { randomBytes } from "node:crypto"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Cause, ConfigProvider, Effect, Exit } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { loadReadReplicas, parseReadDatabaseUrls } from "../../../src/platform/config.ts"
+import { lagOf, replicaName, type ReplicaReport } from "../../../src/platform/db/read-replicas.ts"
+import { StartRefused } from "../../../src/platform/db/refusal.ts"
+import { runCli } from "../../support/cli.ts"
 import { useDatabase } from "../../support/fixtures.ts"
+import { makeKey } from "../../support/http.ts"
+import { freePort } from "../../support/net.ts"
+import { sample } from "../../support/observed.ts"
+import { startService, waitForUrl, type ServiceProcess } from "../../support/service-process.ts"
+import { startStandby, standbyPossible, type Standby } from "../../support/standby.ts"
+import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
+import { sleep } from "../../support/wait.ts"
 
-describe.skipIf(!standbyPossible())("a real standby", () => {
-  const db = useDatabase()
-  let standby: Standby | undefined
-  afterAll(async () => {
-    await standby?.remove()
+describe("READ_DATABASE_URL and READ_MAX_LAG", () => {
+  const load = (env: Record<string, string>) =>
+    Effect.runSyncExit(loadReadReplicas.pipe(Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord(env)))))
+
+  it("unset: no standby, a 5 s bound; several URLs separated by commas, a multi-host URL kept whole", () => {
+    const none = load({})
+    expect(Exit.isSuccess(none) && none.value).toEqual({ urls: [], maxLagMs: 5_000 })
+    const two = load({
+      READ_DATABASE_URL:
+        "postgres://u:p@standby-a:5432/srs, postgresql://u:p@b1:5432,b2:5433/srs?target_session_attrs=any",
+      READ_MAX_LAG: "2 seconds"
+    })
+    expect(Exit.isSuccess(two) && two.value).toEqual({
+      urls: ["postgres://u:p@standby-a:5432/srs", "postgresql://u:p@b1:5432,b2:5433/srs?target_session_attrs=any"],
+      maxLagMs: 2_000
+    })
+    expect(parseReadDatabaseUrls("  ")).toEqual({ urls: [] })
   })
-  it("replays", async () => {
-    standby = await startStandby()
+
+  it.each([
+    [{ READ_DATABASE_URL: "standby-a:5432" }, "READ_DATABASE_URL's first URL is not a PostgreSQL URL"],
+    [{ READ_DATABASE_URL: "postgres://a/srs,http://b/srs" }, "READ_DATABASE_URL's first URL is not a PostgreSQL URL"],
+    [{ READ_DATABASE_URL: "postgres://a/srs,postgres://" }, "READ_DATABASE_URL's second URL is not a PostgreSQL URL"],
+    [{ READ_DATABASE_URL: "postgres://a/srs,postgres://a/srs" }, "names the same standby twice"],
+    [{ READ_MAX_LAG: "500 millis" }, "READ_MAX_LAG must be from 1 second to 1 hour"],
+    [{ READ_MAX_LAG: "2 hours" }, "READ_MAX_LAG must be from 1 second to 1 hour"]
+  ])("refuses %o at start, without repeating the URL", (env, message) => {
+    const exit = load({ ...env })
+    expect(Exit.isFailure(exit)).toBe(true)
+    const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : null
+    expect(error).toBeInstanceOf(StartRefused)
+    expect((error as StartRefused).message).toContain(message)
+    expect((error as StartRefused).message).not.toContain("postgres://a/")
+  })
+
+  it("a standby's name keeps its host, port and database, never its credentials", () => {
+    expect(replicaName("postgres://reader:s3cret@standby-a:5433/srs?sslmode=require")).toBe("standby-a:5433/srs")
+    expect(replicaName("postgresql://reader:s3cret@b1:5432,b2:5433/srs")).toBe("b1:5432,b2:5433/srs")
+  })
+
+  const primary = { lsn: "0/5000100", now: new Date("2026-11-26T12:00:10.000Z") }
+  it.each([
+    ["replayed up to the primary's position: caught up", { replayed: "0/5000100", heartbeat: null }, 0, null],
+    ["replayed past it (written since it was asked)", { replayed: "0/5000200", heartbeat: null }, 0, null],
+    [
+      "behind: the age of the newest heartbeat it replayed",
+      { replayed: "0/4000000", heartbeat: "2026-11-26T12:00:02.500000Z" },
+      7.5,
+      null
+    ],
+    ["behind, no heartbeat: unknown", { replayed: "0/4000000", heartbeat: null }, null, "no heartbeat replayed yet"],
+    ["a clock ahead counts no negative lag", { replayed: "0/4000000", heartbeat: "2026-11-26T12:00:11Z" }, 0, null]
+  ] as const)("lag: %s", (_, standby, lagSeconds, problem) => {
+    const lag = lagOf(primary, { standby: true, ...standby })
+    expect(lag.lagSeconds).toBe(lagSeconds)
+    if (problem === null) expect(lag.problem).toBeNull()
+    else expect(lag.problem).toContain(problem)
+  })
+
+  it("lag: a server that is not in recovery is never read from", () => {
+    expect(lagOf(primary, { standby: false, replayed: null, heartbeat: null })).toEqual({
+      lagSeconds: null,
+      problem: "not a standby (pg_is_in_recovery() is false): it is never read from"
+    })
+  })
+})
+
+interface Readiness {
+  readonly status: string
+  readonly readReplicas: ReadonlyArray<ReplicaReport>
+}
+
+describe.skipIf(!standbyPossible())("the read API on a real streaming standby", () => {
+  const db = useDatabase()
+  let standby: Standby
+  let company: TestCompany
+  let records: ReadonlyArray<StoredRecord>
+  let key: { id: string; key: string }
+  let doomed: { id: string; key: string }
+  const services: Array<{ process: ServiceProcess; url: string; ops: string }> = []
+  const dirs: Array<string> = []
+  const secretsKey = randomBytes(32).toString("base64")
+
+  const start = async (env: Record<string, string>) => {
+    const port = await freePort()
+    const dir = mkdtempSync(join(tmpdir(), "srs-read-"))
+    dirs.push(dir)
+    const process = startService({
+      DATABASE_URL: db.url,
+      SERVICE_ROLES: "api",
+      PORT: String(port),
+      SECRETS_KEY: secretsKey,
+      DATA_DIR: dir,
+      API_RATE_LIMIT: "1000000",
+      READ_DATABASE_URL: standby.urlFor(db.name),
+      ...env
+    })
+    const service = { process, url: `http://127.0.0.1:${port}`, ops: await process.opsUrl() }
+    services.push(service)
+    return service
+  }
+  const readiness = async (ops: string) => (await (await fetch(`${ops}/readyz`)).json()) as Readiness
+  const metrics = async (ops: string) => (await fetch(`${ops}/metrics`)).text()
+  const get = async (base: string, path: string, bearer = key.key) => {
+    const r = await fetch(`${base}/api/v1/${path}`, { headers: { authorization: `Bearer ${bearer}` } })
+    return { status: r.status, body: (await r.json()) as { data?: unknown } }
+  }
+  const ids = (body: { data?: unknown }) => (body.data as ReadonlyArray<{ id: string }>).map((r) => r.id)
+  const standbySql = async (statement: string) => {
     const s = standby.admin()
-    console.log(await s`select pg_is_in_recovery(), pg_last_wal_replay_lsn()`)
-    await s.end()
-    expect(db.name).toBeTruthy()
+    try {
+      await s.unsafe(statement)
+    } finally {
+      await s.end()
+    }
+  }
+
+  let eager: Awaited<ReturnType<typeof start>>
+  let strict: Awaited<ReturnType<typeof start>>
+  let fresh: StoredRecord = { id: "", createdAt: "", body: "" }
+
+  beforeAll(async () => {
+    company = await createCompany(db.sql)
+    records = await seedRecords(db.sql, "incidents", company.id, 12)
+    key = await makeKey(db, company)
+    doomed = await makeKey(db, company, { name: "revoked later" })
+    standby = await startStandby()
+    // One process that reads from the standby however far behind it is, one that skips it past 2 s.
+    ;[eager, strict] = await Promise.all([start({ READ_MAX_LAG: "1 hour" }), start({ READ_MAX_LAG: "2 seconds" })])
+    for (const s of [eager, strict]) {
+      await waitForUrl(`${s.url}/readyz`, 30_000)
+      await waitForUrl<Readiness>(`${s.ops}/readyz`, 30_000, (b) => b.readReplicas[0]?.usable === true)
+    }
   }, 120_000)
+
+  afterAll(async () => {
+    for (const s of services) {
+      s.process.child.kill("SIGTERM")
+      await s.process.exited().catch(() => s.process.child.kill("SIGKILL"))
+    }
+    await standby?.remove()
+    for (const d of dirs) rmSync(d, { recursive: true, force: true })
+  })
+
+  it("reads go to the standby, and the primary still decides the key: a revocation counts at once", async () => {
+    const ready = await readiness(eager.ops)
+    expect(ready.status).toBe("ready")
+    expect(ready.readReplicas).toEqual([
+      { replica: `127.0.0.1:${standby.port}/${db.name}`, usable: true, lagSeconds: expect.any(Number), problem: null }
+    ])
+    expect(ready.readReplicas[0]!.lagSeconds).toBeLessThanOrEqual(2)
+    const list = await get(eager.url, "incidents?limit=100")
+    expect(list.status).toBe(200)
+    expect(ids(list.body).sort()).toEqual(records.map((r) => r.id).sort())
+    expect(sample(await metrics(eager.ops), "srs_api_reads_total", { served_by: "replica" })).toBeGreaterThanOrEqual(1)
+
+    // The standby stops replaying: what is written on the primary now is not on it.
+    await standbySql("select pg_wal_replay_pause()")
+    ;[fresh] = (await seedRecords(db.sql, "incidents", company.id, 1, { newest: new Date(Date.now() + 60_000) })) as [
+      StoredRecord
+    ]
+    const missing = await get(eager.url, `incidents/${fresh.id}`)
+    expect(missing.status).toBe(404) // served by the standby, which has not replayed it
+    expect(ids((await get(eager.url, "incidents?limit=100")).body)).not.toContain(fresh.id)
+
+    // A key made on the primary since: the standby does not know it, the read runs on the primary.
+    const newKey = await makeKey(db, company, { name: "made after the pause" })
+    const withNew = await get(eager.url, `incidents/${fresh.id}`, newKey.key)
+    expect(withNew.status).toBe(200)
+    expect((withNew.body.data as { id: string }).id).toBe(fresh.id)
+    expect(
+      sample(await metrics(eager.ops), "srs_read_replica_fallbacks_total", { reason: "key" })
+    ).toBeGreaterThanOrEqual(1)
+
+    // A key the standby has as active, revoked on the primary by SQL (no notification to any
+    // process): refused at once, though the standby would still serve it.
+    expect((await get(eager.url, `incidents/${records[0]!.id}`, doomed.key)).status).toBe(200)
+    await db.sql`update service.api_keys set revoked_at = now() where id = ${doomed.id}`
+    const revoked = await get(eager.url, `incidents/${records[0]!.id}`, doomed.key)
+    expect(revoked.status).toBe(401)
+    expect(JSON.stringify(revoked.body)).toContain("revoked")
+  })
+
+  it("its lag grows in /readyz, /metrics and status; past READ_MAX_LAG it is skipped, and read again once it catches up", async () => {
+    // Still paused: the heartbeat moves on on the primary, the standby's does not.
+    const behind = await waitForUrl<Readiness>(
+      `${strict.ops}/readyz`,
+      30_000,
+      (b) => b.readReplicas[0]?.usable === false && (b.readReplicas[0]?.lagSeconds ?? 0) > 2
+    )
+    expect(behind.status).toBe("ready") // a standby skipped is no reason to be unready
+    expect(behind.readReplicas[0]!.problem).toBe("behind by more than READ_MAX_LAG (2 s)")
+    const text = await metrics(strict.ops)
+    const name = `127.0.0.1:${standby.port}/${db.name}`
+    expect(sample(text, "srs_read_replica_usable", { replica: name })).toBe(0)
+    expect(sample(text, "srs_read_replica_lag_seconds", { replica: name })).toBeGreaterThan(2)
+    // Skipped: the primary serves the record the standby lacks; the process that allows an hour still reads the standby.
+    const found = await get(strict.url, `incidents/${fresh.id}`)
+    expect(found.status).toBe(200)
+    expect((found.body.data as { id: string }).id).toBe(fresh.id)
+    expect((await get(eager.url, `incidents/${fresh.id}`)).status).toBe(404)
+    // Each process measures on its own second: the other one sees it more than 2 s behind too, and keeps it.
+    const eagerReady = await waitForUrl<Readiness>(
+      `${eager.ops}/readyz`,
+      10_000,
+      (b) => (b.readReplicas[0]?.lagSeconds ?? 0) > 2
+    )
+    expect(eagerReady.readReplicas[0]).toMatchObject({ usable: true, problem: null })
+
+    const env = { DATABASE_URL: db.url, READ_DATABASE_URL: standby.urlFor(db.name), READ_MAX_LAG: "2 seconds" }
+    const status = await runCli(["status", "--json"], env)
+    expect(status.stderr).toBe("")
+    const answer = JSON.parse(status.stdout) as {
+      readReplicas: ReadonlyArray<ReplicaReport>
+      health: { reasons: string[] }
+    }
+    expect(answer.readReplicas).toEqual([
+      {
+        replica: name,
+        usable: false,
+        lagSeconds: expect.any(Number),
+        problem: "behind by more than READ_MAX_LAG (2 s)"
+      }
+    ])
+    expect(answer.readReplicas[0]!.lagSeconds).toBeGreaterThan(2)
+    expect(answer.health.reasons).toContain(
+      `read replica ${name} is skipped (behind by more than READ_MAX_LAG (2 s)): the API reads from the other replicas or the primary`
+    )
+    const text2 = await runCli(["status"], env)
+    expect(text2.stdout).toContain("\nRead replicas: 1\n")
+    const line = text2.stdout.split("\n").find((l) => l.startsWith(name))
+    expect(line).toMatch(/ \d+\.\d s +no +behind by more than READ_MAX_LAG \(2 s\)$/)
+
+    await standbySql("select pg_wal_replay_resume()")
+    const caughtUp = await waitForUrl<Readiness>(
+      `${strict.ops}/readyz`,
+      30_000,
+      (b) => b.readReplicas[0]?.usable === true
+    )
+    expect(caughtUp.readReplicas[0]!.lagSeconds).toBeLessThanOrEqual(2)
+    const replicaReads = sample(await metrics(strict.ops), "srs_api_reads_total", { served_by: "replica" }) ?? 0
+    expect((await get(strict.url, `incidents/${fresh.id}`)).status).toBe(200)
+    expect(sample(await metrics(strict.ops), "srs_api_reads_total", { served_by: "replica" })).toBe(replicaReads + 1)
+    expect((await get(eager.url, `incidents/${fresh.id}`)).status).toBe(200)
+  })
+
+  it("the standby lost mid-run (pg_ctl stop -m immediate): every request is answered, from the primary", async () => {
+    const all = [...records.map((r) => r.id), fresh.id].sort()
+    let stopped = false
+    const failures: Array<string> = []
+    let answered = 0
+    const worker = async (base: string) => {
+      // Until a while after the stop: requests in flight when it went, and those sent before it is noticed.
+      let after = 0
+      while (!stopped || after++ < 20) {
+        const [list, one] = await Promise.all([get(base, "incidents?limit=100"), get(base, `incidents/${fresh.id}`)])
+        answered += 2
+        if (list.status !== 200 || JSON.stringify(ids(list.body).sort()) !== JSON.stringify(all))
+          failures.push(`list: ${list.status} ${JSON.stringify(list.body).slice(0, 200)}`)
+        if (one.status !== 200) failures.push(`get: ${one.status} ${JSON.stringify(one.body).slice(0, 200)}`)
+      }
+    }
+    const onStandby = sample(await metrics(eager.ops), "srs_api_reads_total", { served_by: "replica" }) ?? 0
+    const running = Promise.all([eager, strict, eager, strict].map((s) => worker(s.url)))
+    await sleep(300)
+    await standby.stop("immediate")
+    stopped = true
+    await running
+    expect(failures).toEqual([])
+    expect(answered).toBeGreaterThan(100)
+    // The standby served reads until it went.
+    expect(sample(await metrics(eager.ops), "srs_api_reads_total", { served_by: "replica" })).toBeGreaterThan(onStandby)
+    for (const s of [eager, strict]) {
+      const down = await waitForUrl<Readiness>(`${s.ops}/readyz`, 10_000, (b) => b.readReplicas[0]?.usable === false)
+      expect(down.status).toBe("ready")
+      expect(down.readReplicas[0]!.problem).toMatch(/^does not answer|^a read failed on it/)
+      const before = sample(await metrics(s.ops), "srs_api_reads_total", { served_by: "primary" }) ?? 0
+      expect((await get(s.url, `incidents/${fresh.id}`)).status).toBe(200)
+      expect(sample(await metrics(s.ops), "srs_api_reads_total", { served_by: "primary" })).toBe(before + 1)
+    }
+    const status = await runCli(["status", "--json"], {
+      DATABASE_URL: db.url,
+      READ_DATABASE_URL: standby.urlFor(db.name)
+    })
+    const answer = JSON.parse(status.stdout) as { readReplicas: ReadonlyArray<ReplicaReport> }
+    expect(answer.readReplicas[0]).toMatchObject({ usable: false, lagSeconds: null })
+    expect(answer.readReplicas[0]!.problem).toMatch(/^does not answer: /)
+  })
 })
