@@ -88,8 +88,22 @@ export const makeReadRouter = (primary: ReadDb, replicas: ReadReplicasShape): Re
       let seen: KeySeen | undefined
       const [check, served] = await Promise.all([
         checks.load({ keyId: key.keyId, host: key.host, resource }),
-        read({ sql: replica.sql, planned: replica.planned }, (k) => {
-          seen = k
+        // A standby that stops answering leaves its reads waiting on dead connections: they go
+        // to the primary as soon as its probe finds it lost.
+        new Promise<Served<E>>((resolve, reject) => {
+          const off = replica.onLost(() => reject(new Error("standby lost")))
+          read({ sql: replica.sql, planned: replica.planned }, (k) => {
+            seen = k
+          }).then(
+            (s) => {
+              off()
+              resolve(s)
+            },
+            (e: unknown) => {
+              off()
+              reject(e)
+            }
+          )
         }).then(
           (s) => s,
           () => {

@@ -103,6 +103,12 @@ export interface Replica {
   readonly planned: postgres.Sql
   /** A read failed here: skipped until its next measure says it answers. */
   readonly failed: () => void
+  /**
+   * Calls `f` if the standby is found not answering (its probe failed or hung) before the
+   * returned function is called: a read still waiting on it then goes to the primary instead
+   * of waiting for a dead connection to end. Only reads in flight are held.
+   */
+  readonly onLost: (f: () => void) => () => void
 }
 
 /** Reads counted by where they were served, and why some that went to a standby ended on the primary. */
@@ -143,6 +149,8 @@ interface Standby {
   problem: string | null
   measuredAt: number
   failedAt: number
+  /** What reads in flight on it do if it is lost. */
+  readonly lost: Set<() => void>
 }
 
 const replicaPool = (url: string, max: number, generic: boolean) =>
@@ -183,18 +191,24 @@ export const makeReadReplicas = Effect.fn("ReadReplicas.make")(function* (
     )
     const standby: Standby = {
       name: replicaName(url),
-      replica: { name: replicaName(url), sql, planned, failed: () => {} },
+      replica: {
+        name: replicaName(url),
+        sql,
+        planned,
+        failed: () => {
+          standby.failedAt = Date.now()
+        },
+        onLost: (f) => {
+          standby.lost.add(f)
+          return () => standby.lost.delete(f)
+        }
+      },
       probe,
       lagSeconds: null,
       problem: "not measured yet",
       measuredAt: 0,
-      failedAt: 0
-    }
-    ;(standby as { replica: Replica }).replica = {
-      ...standby.replica,
-      failed: () => {
-        standby.failedAt = Date.now()
-      }
+      failedAt: 0,
+      lost: new Set()
     }
     standbys.push(standby)
   }
@@ -230,6 +244,9 @@ export const makeReadReplicas = Effect.fn("ReadReplicas.make")(function* (
         } catch (e) {
           s.lagSeconds = null
           s.problem = `does not answer: ${e instanceof Error ? e.message : String(e)}`
+          const lost = [...s.lost]
+          s.lost.clear()
+          for (const f of lost) f()
         } finally {
           clearTimeout(timer)
         }

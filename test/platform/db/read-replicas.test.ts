@@ -21,6 +21,7 @@ import { sample } from "../../support/observed.ts"
 import { startService, waitForUrl, type ServiceProcess } from "../../support/service-process.ts"
 import { startStandby, standbyPossible, type Standby } from "../../support/standby.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
+import { startTcpProxy, type TcpProxy } from "../../support/tcp-proxy.ts"
 import { sleep } from "../../support/wait.ts"
 
 describe("READ_DATABASE_URL and READ_MAX_LAG", () => {
@@ -104,6 +105,7 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
   let doomed: { id: string; key: string }
   const services: Array<{ process: ServiceProcess; url: string; ops: string }> = []
   const dirs: Array<string> = []
+  const proxies: Array<TcpProxy> = []
   const secretsKey = randomBytes(32).toString("base64")
 
   const start = async (env: Record<string, string>) => {
@@ -163,6 +165,7 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
       s.process.child.kill("SIGTERM")
       await s.process.exited().catch(() => s.process.child.kill("SIGKILL"))
     }
+    for (const p of proxies) await p.close()
     await standby?.remove()
     for (const d of dirs) rmSync(d, { recursive: true, force: true })
   })
@@ -267,6 +270,44 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
     expect((await get(strict.url, `incidents/${fresh.id}`)).status).toBe(200)
     expect(sample(await metrics(strict.ops), "srs_api_reads_total", { served_by: "replica" })).toBe(replicaReads + 1)
     expect((await get(eager.url, `incidents/${fresh.id}`)).status).toBe(200)
+  })
+
+  it("a standby that stops answering (its connections silent): reads waiting on it go to the primary", async () => {
+    const proxy = await startTcpProxy({ host: "127.0.0.1", port: standby.port })
+    proxies.push(proxy)
+    const held = await start({ READ_DATABASE_URL: proxy.url(standby.urlFor(db.name)), READ_MAX_LAG: "1 hour" })
+    await waitForUrl(`${held.url}/readyz`, 30_000)
+    await waitForUrl<Readiness>(`${held.ops}/readyz`, 30_000, (b) => b.readReplicas[0]?.usable === true)
+    const all = [...records.map((r) => r.id), fresh.id].sort()
+    const failures: Array<string> = []
+    let frozen = false
+    const worker = async () => {
+      let after = 0
+      while (!frozen || after++ < 30) {
+        // A request that hangs fails here rather than holding the test.
+        const r = await fetch(`${held.url}/api/v1/incidents?limit=100`, {
+          headers: { authorization: `Bearer ${key.key}` },
+          signal: AbortSignal.timeout(20_000)
+        }).catch((e: Error) => ({ status: e.name, json: async () => ({}) }))
+        const body = (await r.json()) as { data?: unknown }
+        if (r.status !== 200 || JSON.stringify(ids(body).sort()) !== JSON.stringify(all))
+          failures.push(`list: ${r.status} ${JSON.stringify(body).slice(0, 200)}`)
+      }
+    }
+    const running = Promise.all([worker(), worker()])
+    await sleep(300)
+    proxy.freeze()
+    proxy.refuseNew = true
+    frozen = true
+    await running
+    expect(failures).toEqual([])
+    const down = await readiness(held.ops)
+    expect(down.readReplicas[0]).toMatchObject({ usable: false, lagSeconds: null })
+    expect(down.readReplicas[0]!.problem).toMatch(/^does not answer: /)
+    const text = await metrics(held.ops)
+    expect(sample(text, "srs_api_reads_total", { served_by: "replica" })).toBeGreaterThan(0)
+    // Reads sent to it after it went silent waited for its probe to find it lost, then ran on the primary.
+    expect(sample(text, "srs_read_replica_fallbacks_total", { reason: "error" })).toBeGreaterThan(0)
   })
 
   it("the standby lost mid-run (pg_ctl stop -m immediate): every request is answered, from the primary", async () => {
