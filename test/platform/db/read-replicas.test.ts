@@ -91,6 +91,28 @@ describe("READ_DATABASE_URL and READ_MAX_LAG", () => {
   })
 })
 
+describe("the service with a bad READ_DATABASE_URL", () => {
+  const db = useDatabase()
+  it("refuses to start (exit 1), saying why on stderr, without the URL's password", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "srs-read-"))
+    try {
+      const service = startService({
+        DATABASE_URL: db.url,
+        SERVICE_ROLES: "api",
+        PORT: String(await freePort()),
+        SECRETS_KEY: randomBytes(32).toString("base64"),
+        DATA_DIR: dir,
+        READ_DATABASE_URL: "postgres://reader:hunter2@standby:5432/srs,postgres://reader:hunter2@standby:5432/srs"
+      })
+      expect(await service.exited()).toBe(1)
+      expect(service.stderr()).toBe("error: READ_DATABASE_URL names the same standby twice (its second URL)\n")
+      expect(service.output()).not.toContain("hunter2")
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+})
+
 interface Readiness {
   readonly status: string
   readonly readReplicas: ReadonlyArray<ReplicaReport>
