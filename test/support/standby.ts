@@ -4,7 +4,8 @@
 // postgres, initdb and pg_ctl but not pg_basebackup, so the base backup is taken the way
 // pg_basebackup takes it, with PostgreSQL's own backup functions: pg_backup_start, a copy of
 // the data directory (what pg_basebackup leaves out is left out), pg_backup_stop's label.
-// Needs the embedded server of the run (its files on this machine), not TEST_DATABASE_URL.
+// Needs a server whose files are on this machine (the run's embedded one, not TEST_DATABASE_URL),
+// named by a superuser URL.
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import {
@@ -24,7 +25,6 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import postgres from "postgres"
-import { adminUrl } from "./db.ts"
 import { freePort } from "./net.ts"
 
 export interface Standby {
@@ -139,9 +139,9 @@ const AT_LEAST_PRIMARY = [
   "max_replication_slots"
 ] as const
 
-export const startStandby = async (): Promise<Standby> => {
-  const primaryUrl = new URL(adminUrl())
-  const admin = postgres(adminUrl(), { max: 2, onnotice: () => {} })
+export const startStandby = async (adminUrl: string): Promise<Standby> => {
+  const primaryUrl = new URL(adminUrl)
+  const admin = postgres(adminUrl, { max: 2, onnotice: () => {} })
   const slot = `standby_${randomBytes(4).toString("hex")}`
   const parent = mkdtempSync(join(tmpdir(), "srs-standby-"))
   chmodSync(parent, 0o755)
@@ -198,7 +198,7 @@ export const startStandby = async (): Promise<Standby> => {
   await admin.end()
 
   const urlFor = (database: string) => {
-    const u = new URL(adminUrl())
+    const u = new URL(adminUrl)
     u.port = String(port)
     u.pathname = `/${database}`
     return u.toString()
@@ -216,7 +216,7 @@ export const startStandby = async (): Promise<Standby> => {
     stop,
     remove: async () => {
       await stop("immediate").catch(() => {})
-      const a = postgres(adminUrl(), { max: 1, onnotice: () => {} })
+      const a = postgres(adminUrl, { max: 1, onnotice: () => {} })
       try {
         // The walsender of a stopped standby may take a moment to go: the slot stays active until it has.
         for (let attempt = 0; attempt < 50; attempt++) {

@@ -14,6 +14,7 @@ import { loadReadReplicas, parseReadDatabaseUrls } from "../../../src/platform/c
 import { lagOf, replicaName, type ReplicaReport } from "../../../src/platform/db/read-replicas.ts"
 import { StartRefused } from "../../../src/platform/db/refusal.ts"
 import { runCli } from "../../support/cli.ts"
+import { adminUrl } from "../../support/db.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 import { makeKey } from "../../support/http.ts"
 import { freePort } from "../../support/net.ts"
@@ -173,7 +174,7 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
     records = await seedRecords(db.sql, "incidents", company.id, 12)
     key = await makeKey(db, company)
     doomed = await makeKey(db, company, { name: "revoked later" })
-    standby = await startStandby()
+    standby = await startStandby(adminUrl())
     // One process that reads from the standby however far behind it is, one that skips it past 2 s.
     ;[eager, strict] = await Promise.all([start({ READ_MAX_LAG: "1 hour" }), start({ READ_MAX_LAG: "2 seconds" })])
     for (const s of [eager, strict]) {
