@@ -9,7 +9,7 @@
 import type postgres from "postgres"
 import type { Resource } from "../domain/resources.ts"
 import { keyStateSql, type KeyState } from "../access/keys/key-check.ts"
-import type { ReadReplicasShape } from "../platform/db/read-replicas.ts"
+import type { ReadReplicasShape, Replica } from "../platform/db/read-replicas.ts"
 import { makeBatcher } from "./batch.ts"
 import type { Served } from "./served.ts"
 
@@ -81,51 +81,60 @@ export const makeReadRouter = (primary: ReadDb, replicas: ReadReplicasShape): Re
     return read(primary, ignore)
   }
 
-  return {
-    run: async <E>(key: KeyRef, resource: Resource | undefined, read: ReadOn<E>): Promise<Served<E>> => {
-      const replica = replicas.pick()
-      if (replica === undefined) return onPrimary(read)
-      let seen: KeySeen | undefined
-      const [check, served] = await Promise.all([
-        checks.load({ keyId: key.keyId, host: key.host, resource }),
-        // A standby that stops answering leaves its reads waiting on dead connections: they go
-        // to the primary as soon as its probe finds it lost.
-        new Promise<Served<E>>((resolve, reject) => {
-          const off = replica.onLost(() => reject(new Error("standby lost")))
-          read({ sql: replica.sql, planned: replica.planned }, (k) => {
-            seen = k
-          }).then(
-            (s) => {
-              off()
-              resolve(s)
-            },
-            (e: unknown) => {
-              off()
-              reject(e)
-            }
-          )
+  const onReplica = async <E>(
+    replica: Replica,
+    key: KeyRef,
+    resource: Resource | undefined,
+    read: ReadOn<E>
+  ): Promise<Served<E>> => {
+    let seen: KeySeen | undefined
+    const [check, served] = await Promise.all([
+      checks.load({ keyId: key.keyId, host: key.host, resource }),
+      // A standby that stops answering leaves its reads waiting on dead connections: they go
+      // to the primary as soon as its probe finds it lost.
+      new Promise<Served<E>>((resolve, reject) => {
+        const off = replica.onLost(() => reject(new Error("standby lost")))
+        read({ sql: replica.sql, planned: replica.planned }, (k) => {
+          seen = k
         }).then(
-          (s) => s,
-          () => {
-            replica.failed()
-            return undefined
+          (s) => {
+            off()
+            resolve(s)
+          },
+          (e: unknown) => {
+            off()
+            reject(e)
           }
         )
-      ])
-      if (check.state !== "ok") return { _tag: "Refused", state: check.state }
-      if (served === undefined) {
-        counts.fallbackError++
-        return onPrimary(read)
-      }
-      if (
-        served._tag === "Refused" ||
-        (seen !== undefined && !(sameSet(seen.k_scopes, check.k_scopes) && sameSet(seen.c_modules, check.c_modules)))
-      ) {
-        counts.fallbackKey++
-        return onPrimary(read)
-      }
-      counts.replica++
-      return served
+      }).then(
+        (s) => s,
+        () => {
+          replica.failed()
+          return undefined
+        }
+      )
+    ])
+    if (check.state !== "ok") return { _tag: "Refused", state: check.state }
+    if (served === undefined) {
+      counts.fallbackError++
+      return onPrimary(read)
+    }
+    if (
+      served._tag === "Refused" ||
+      (seen !== undefined && !(sameSet(seen.k_scopes, check.k_scopes) && sameSet(seen.c_modules, check.c_modules)))
+    ) {
+      counts.fallbackKey++
+      return onPrimary(read)
+    }
+    counts.replica++
+    return served
+  }
+
+  return {
+    // Without a usable standby, the read itself: nothing added to the hot path but the pick.
+    run: (key, resource, read) => {
+      const replica = replicas.pick()
+      return replica === undefined ? onPrimary(read) : onReplica(replica, key, resource, read)
     }
   }
 }
