@@ -179,13 +179,14 @@ export const listHookDeliveries = Effect.fn("listHookDeliveries")(function* (
   const limit = Math.min(Math.max(Math.trunc(q.limit ?? DEFAULT_DELIVERIES_LIMIT), 1), 200)
   const states =
     q.status === undefined ? null : q.status === "pending" ? ["pending", "held"] : ([q.status] as Array<string>)
+  // Positions go as text: a timestamptz parameter would pass through a JS Date and lose its microseconds.
   const rows = yield* query((sql) =>
     sql.unsafe<Row[]>(
       `${SELECT} where d.subscription_id = $1
          and ($2::text[] is null or d.state = any($2::text[]))
-         and ($3::timestamptz is null or d.created_at > $3::timestamptz)
-         and ($4::timestamptz is null or d.created_at < $4::timestamptz)
-         and ($5::timestamptz is null or (d.created_at, d.id) < ($5::timestamptz, $6::uuid))
+         and ($3::text is null or d.created_at > $3::text::timestamptz)
+         and ($4::text is null or d.created_at < $4::text::timestamptz)
+         and ($5::text is null or (d.created_at, d.id) < ($5::text::timestamptz, $6::uuid))
        order by d.created_at desc, d.id desc limit $7`,
       [
         sub.id,
@@ -252,8 +253,14 @@ export const resendHookDelivery = Effect.fn("resendHookDelivery")(function* (
   const sub = yield* own(key, id)
   yield* requireReadable(rights, sub.event as EventKind)
   const r = yield* ownDelivery(sub.id, deliveryId)
-  yield* resendDelivery({ kind: "key", keyId: key.keyId }, { id: r.id, companyId: key.companyId })
-  return yield* detail(yield* ownDelivery(sub.id, r.id))
+  // Read in the resend's transaction: the answer is the delivery as resent (pending), not
+  // whatever the engine made of it a moment after the commit.
+  return yield* transaction(
+    Effect.gen(function* () {
+      yield* resendDelivery({ kind: "key", keyId: key.keyId }, { id: r.id, companyId: key.companyId })
+      return yield* detail(yield* ownDelivery(sub.id, r.id))
+    })
+  )
 })
 
 /** A recovery as the key that started it sees it: its subscription's replay, its counts and progress. */
