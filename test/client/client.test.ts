@@ -288,6 +288,32 @@ describe("events and hooks", () => {
     ).rejects.toMatchObject({ status: 400 })
   })
 
+  it("hooks: an idempotent subscribe, a subscription's deliveries, resend, recover and its progress", async () => {
+    const hook = { url: "https://127.0.0.1:9/hooks/client-idem", event: "incident.created" } as const
+    const idempotencyKey = randomUUID()
+    const made = await client.hooks.create(hook, { idempotencyKey })
+    expect(await client.hooks.create(hook, { idempotencyKey })).toEqual(made)
+    await expect(client.hooks.create({ ...hook, event: "permit.closed" }, { idempotencyKey })).rejects.toMatchObject({
+      status: 409
+    })
+    expect(await client.hooks.deliveriesPage(made.id, { status: "failed", limit: 10 })).toEqual({
+      data: [],
+      nextCursor: null
+    })
+    const all: Array<unknown> = []
+    for await (const d of client.hooks.deliveries(made.id)) all.push(d)
+    expect(all).toEqual([])
+    const missing = randomUUID()
+    await expect(client.hooks.delivery(made.id, missing)).rejects.toMatchObject({ status: 404 })
+    await expect(client.hooks.resend(made.id, missing)).rejects.toMatchObject({ status: 404 })
+    // Nothing was ever sent to it: nothing to recover, so no job.
+    const recovery = await client.hooks.recover(made.id, new Date(Date.now() - 3_600_000))
+    expect(recovery).toMatchObject({ id: null, subscriptionId: made.id, state: "finished", queued: 0 })
+    await expect(client.hooks.recover(made.id, "not a date")).rejects.toMatchObject({ status: 400 })
+    await expect(client.hooks.recovery(missing)).rejects.toMatchObject({ status: 404 })
+    await client.hooks.delete(made.id)
+  })
+
   it("retries a 429 after Retry-After, a bounded number of times", async () => {
     const limited = await startServer(db.url, { rateLimit: 2, rateWindowSeconds: 1 })
     try {
