@@ -4,6 +4,8 @@
 // log with its attempts and a capped excerpt of the answers (never a payload), its filters and
 // cursor; Send Again under the same id; recovery since a time as a replay the key follows;
 // Idempotency-Key on subscribing; every refusal a JSON error that changes nothing.
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import { beforeAll, describe, expect, it } from "vitest"
 import { insertIncident } from "../../support/app.ts"
 import { caller, makeKey, openApiChecker, request, type OpenApiChecker } from "../../support/http.ts"
@@ -368,6 +370,36 @@ describe("/api/v1/hooks/{id}/deliveries, resend, recover, /api/v1/replays/{id}, 
       values (${acme.id}, ${sub}, now() - interval '1 hour', now(), '{incident.created}', true, 'api', 0, 0, 0, 0, 0, 0, 'finished')
       returning id::text`
     expect((await call("GET", `/api/v1/replays/${adminReplay!.id}`, key)).status).toBe(404)
+  })
+
+  it("examples/recover/recover.mjs lists what failed, with the answers' start, and recovers it", {
+    timeout: 60_000
+  }, async () => {
+    const path = "/example"
+    receiver.reply(path, { status: 502, body: "upstream down" })
+    const sub = await subscribe(path)
+    const since = new Date(Date.now() - 1_000).toISOString()
+    for (let i = 0; i < 2; i++) await insertIncident(db.sql, acme.id, { title: `example ${i}` })
+    await waitFor(async () => (await rowsOf(sub)).filter((r) => r.state === "failed").length === 2, "two failed")
+    const failed = (await rowsOf(sub)).map((r) => r.id)
+    receiver.reply(path, { status: 200 })
+    const before = webhookIds(path).length
+    const script = fileURLToPath(new URL("../../../examples/recover/recover.mjs", import.meta.url))
+    const child = spawn(process.execPath, [script, "--since", since, "--subscription", sub], {
+      env: { ...process.env, API_URL: server.url, API_KEY: key },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (d) => (output += d))
+    child.stderr.on("data", (d) => (output += d))
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve))
+    expect(code, output).toBe(0)
+    for (const id of failed) expect(output).toContain(`failed ${id} incident.created`)
+    expect(output).toContain('HTTP 502 "upstream down"')
+    expect(output).toContain("2 failed since")
+    expect(output).toMatch(/recovery [0-9a-f-]{36}: 2 to send, 0 delivered already/)
+    expect(output).toContain("recovery finished: 2 sent")
+    expect(webhookIds(path).slice(before).sort()).toEqual([...failed].sort())
   })
 
   it("Idempotency-Key: the same body answers the first 201 with the secret; another body is a 409 and changes nothing", async () => {
