@@ -9,7 +9,8 @@ import { fileURLToPath } from "node:url"
 import { beforeAll, describe, expect, it } from "vitest"
 import { insertIncident } from "../../support/app.ts"
 import { caller, makeKey, openApiChecker, request, type OpenApiChecker } from "../../support/http.ts"
-import { createCompany, type TestCompany } from "../../support/views.ts"
+import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"
+import { RESOURCES } from "../../../src/domain/resources.ts"
 import { at, fannedOut, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
@@ -126,6 +127,36 @@ describe("/api/v1/hooks/{id}/deliveries, resend, recover, /api/v1/replays/{id}, 
     }
     expect((await call("GET", `/api/v1/hooks/${sub}/deliveries/${NO_SUCH}`, key)).json.error).toBe("no such delivery")
     expect((await call("GET", "/api/v1/hooks/not-an-id/deliveries", key)).status).toBe(404)
+  })
+
+  it("a module off refuses resend and recover (403) but not the log; the API off or another tier refuses every path", async () => {
+    const sub = await subscribe("/company-rules")
+    const since = { since: new Date(Date.now() - 60_000).toISOString() }
+    await updateCompany(db.sql, acme.id, { modules: RESOURCES.filter((r) => r !== "incidents") })
+    try {
+      const r = await call("POST", `/api/v1/hooks/${sub}/recover`, key, since)
+      expect([r.status, r.json.error]).toEqual([403, "the incidents module is turned off for this company"])
+      expect((await call("POST", `/api/v1/hooks/${sub}/deliveries/${NO_SUCH}/resend`, key)).status).toBe(403)
+      expect((await call("GET", `/api/v1/hooks/${sub}/deliveries`, key)).status).toBe(200)
+    } finally {
+      await updateCompany(db.sql, acme.id, { modules: RESOURCES })
+    }
+    for (const change of [{ apiEnabled: false }, { tier: "team" }]) {
+      await updateCompany(db.sql, acme.id, change)
+      try {
+        for (const [method, path, body] of [
+          ["GET", `/api/v1/hooks/${sub}/deliveries`, undefined],
+          ["POST", `/api/v1/hooks/${sub}/recover`, since],
+          ["GET", `/api/v1/replays/${NO_SUCH}`, undefined]
+        ] as const) {
+          const a = await call(method, path, key, body)
+          expect(a.status, `${JSON.stringify(change)} ${method} ${path}`).toBe(403)
+        }
+      } finally {
+        await updateCompany(db.sql, acme.id, { apiEnabled: true, tier: "company" })
+      }
+    }
+    expect(Number((await db.sql`select count(*)::int as n from service.webhook_replays`)[0]!.n)).toBe(0)
   })
 
   it("a failing receiver: every attempt in the log with its status and duration, the answer capped to an excerpt, never the payload", async () => {
