@@ -11,6 +11,8 @@ import { insertIncident } from "../../support/app.ts"
 import { caller, makeKey, openApiChecker, request, type OpenApiChecker } from "../../support/http.ts"
 import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
+import { getReplay } from "../../../src/webhooks/replay/jobs.ts"
+import { runSql } from "../../support/sql.ts"
 import { at, fannedOut, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
@@ -385,6 +387,14 @@ describe("/api/v1/hooks/{id}/deliveries, resend, recover, /api/v1/replays/{id}, 
     expect(rows.every((x) => x.state === "succeeded")).toBe(true)
     const [neverEvent] = await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${never}`
     expect(rows.find((x) => x.event_id === neverEvent!.id)).toBeDefined()
+    // The admins see it among the replays, made by the key.
+    expect(await runSql(db.sql, getReplay({ id }))).toMatchObject({
+      source: "api",
+      createdBy: null,
+      byKey: { id: keyId, name: "receiver" },
+      failedOnly: true,
+      destination: { kind: "subscription", id: sub }
+    })
     // Logged as the key's.
     const [log] = await db.sql<{ details: { byKey: string; replayId: string } }[]>`
       select details from service.activity where kind = 'deliveries.replayed' and subject_id = ${sub}`
