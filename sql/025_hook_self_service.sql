@@ -9,7 +9,8 @@ create index webhook_replays_key on service.webhook_replays (key_id, subscriptio
 -- Idempotency-Key on POST /api/v1/hooks: what a key's first request with that key answered,
 -- for 24 hours. The answer is kept without the signing secret (the key's own, encrypted in
 -- service.webhook_key_secrets): a replayed answer gets it again from there. Only a request
--- that succeeded is kept; one refused can be retried with the same key.
+-- that succeeded is kept; one refused can be retried with the same key. At most 1000 a key
+-- (the oldest go first), so a key's store is bounded whatever it sends.
 create table service.api_idempotency (
   key_id uuid not null references service.api_keys (id) on delete cascade,
   idempotency_key text not null,
@@ -20,3 +21,4 @@ create table service.api_idempotency (
   primary key (key_id, idempotency_key)
 );
 create index api_idempotency_created on service.api_idempotency (created_at);
+create index api_idempotency_key_created on service.api_idempotency (key_id, created_at desc);

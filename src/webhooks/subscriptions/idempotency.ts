@@ -12,6 +12,8 @@ import { type CreatedHook, createHook, type HookKey, type HookRecord, keySecret,
 
 export const IDEMPOTENCY_HOURS = 24
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255
+/** Answers kept per API key at most: the oldest go first (a bounded store, whatever a key sends). */
+export const MAX_IDEMPOTENT_ANSWERS_PER_KEY = 1_000
 
 /** 1 to 255 visible ASCII characters (a UUID, say); else the 400's message. Pure. */
 export const idempotencyKeyRefusal = (value: string): string | null =>
@@ -78,11 +80,15 @@ export const createHookOnce = Effect.fn("createHookOnce")(function* (
       }
       const made = yield* createHook(deps, key, body)
       const { secret: _secret, ...kept } = made.subscription
-      yield* query(
-        (tx) => tx`
-        insert into service.api_idempotency (key_id, idempotency_key, request_hash, status, response)
-        values (${key.keyId}, ${idempotencyKey}, ${hash}, 201, ${JSON.stringify(kept)}::text::jsonb)`
-      )
+      yield* query(async (tx) => {
+        await tx`
+          delete from service.api_idempotency where key_id = ${key.keyId} and idempotency_key in (
+            select idempotency_key from service.api_idempotency where key_id = ${key.keyId}
+            order by created_at desc offset ${MAX_IDEMPOTENT_ANSWERS_PER_KEY - 1})`
+        await tx`
+          insert into service.api_idempotency (key_id, idempotency_key, request_hash, status, response)
+          values (${key.keyId}, ${idempotencyKey}, ${hash}, 201, ${JSON.stringify(kept)}::text::jsonb)`
+      })
       return { ...made, replayed: false }
     })
   )

@@ -509,5 +509,20 @@ describe("/api/v1/hooks/{id}/deliveries, resend, recover, /api/v1/replays/{id}, 
     const later = await post(key, { ...body, url: receiver.url("/idem/g") }, "retry-1")
     expect(later.status).toBe(201)
     expect(later.json.id).not.toBe(first.json.id)
+
+    // A key's store is bounded: with 1000 kept, a new answer pushes out the oldest.
+    await db.sql`
+      insert into service.api_idempotency (key_id, idempotency_key, request_hash, status, response, created_at)
+      select ${keyId}, 'filler-' || n, 'x', 201, '{}'::jsonb, now() - interval '1 hour' - n * interval '1 second'
+      from generate_series(1, 1000) as n`
+    const kept = async () =>
+      db.sql<{ idempotency_key: string }[]>`
+        select idempotency_key from service.api_idempotency where key_id = ${keyId} order by created_at`
+    expect((await post(key, { url: receiver.url("/idem/h"), event: "incident.created" }, "bounded-1")).status).toBe(201)
+    const after = (await kept()).map((r) => r.idempotency_key)
+    expect(after).toHaveLength(1000)
+    expect(after.at(-1)).toBe("bounded-1")
+    expect(after).not.toContain("filler-1000")
+    expect(after).toContain("filler-1")
   })
 })
