@@ -6,6 +6,12 @@
 alter table service.webhook_replays add column key_id uuid;
 create index webhook_replays_key on service.webhook_replays (key_id, subscription_id) where key_id is not null;
 
+-- A subscription's delivery log, newest first and paged, as an endpoint's is
+-- (webhook_deliveries_endpoint): a page reads its rows in order instead of sorting them all.
+-- It costs one index entry per delivery made for a subscription, as the endpoint's does.
+create index webhook_deliveries_subscription_log on service.webhook_deliveries (subscription_id, created_at desc, id desc)
+  where subscription_id is not null;
+
 -- Idempotency-Key on POST /api/v1/hooks: what a key's first request with that key answered,
 -- for 24 hours. The answer is kept without the signing secret (the key's own, encrypted in
 -- service.webhook_key_secrets): a replayed answer gets it again from there. Only a request
