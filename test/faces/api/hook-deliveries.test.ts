@@ -13,6 +13,7 @@ import { createCompany, updateCompany, type TestCompany } from "../../support/vi
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { getReplay } from "../../../src/webhooks/replay/jobs.ts"
 import { runSql } from "../../support/sql.ts"
+import { startServer } from "../../support/server.ts"
 import { at, fannedOut, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
 
 const NO_SUCH = "00000000-0000-4000-8000-000000000000"
@@ -46,13 +47,16 @@ type Delivery = {
 describe("/api/v1/hooks/{id}/deliveries, resend, recover, /api/v1/replays/{id}, Idempotency-Key", () => {
   let acme: TestCompany
   let other: TestCompany
-  const { db, cap, receiver, server } = useServiceWorld({
+  const { db, cap, receiver, server, deps } = useServiceWorld({
     seed: async (sql) => {
       acme = await createCompany(sql, { name: "Acme Self Service", mirrored: false })
       other = await createCompany(sql, { name: "Other Self Service", mirrored: false })
     },
     // A hung receiver times out quickly; a recovery of a few deliveries lasts a few seconds.
-    engine: { timeoutMs: 800, replayRate: 2 }
+    engine: { timeoutMs: 800, replayRate: 2 },
+    // The tests poll the API while they wait: the key's limit is not what they are about
+    // (test/faces/api/rate-limit.test.ts is); the answers still carry it.
+    settings: { rateLimit: 100_000 }
   })
   let checker: OpenApiChecker
   let key: string
@@ -159,6 +163,42 @@ describe("/api/v1/hooks/{id}/deliveries, resend, recover, /api/v1/replays/{id}, 
       }
     }
     expect(Number((await db.sql`select count(*)::int as n from service.webhook_replays`)[0]!.n)).toBe(0)
+  })
+
+  it("every new path counts in the key's rate limit: past it, 429 with Retry-After, and nothing is resent", async () => {
+    const { sql: _sql, ...webhooks } = deps
+    const limited = await startServer(db.url, { rateLimit: 5, rateWindowSeconds: 60 }, { webhooks })
+    try {
+      // A key of its own, used only here: its window starts with its first request.
+      const own = (await makeKey(db, acme, { webhooks: true, name: "limited" })).key
+      const at = (method: string, path: string, body?: unknown) =>
+        request(limited.url, path, { method, key: own, ...(body ? { body: JSON.stringify(body) } : {}) })
+      const made = await at("POST", "/api/v1/hooks", { url: receiver.url("/limited"), event: "incident.created" })
+      expect(made.status).toBe(201)
+      const sub = made.json.id as string
+      const answers = [
+        await at("GET", `/api/v1/hooks/${sub}/deliveries`),
+        await at("GET", `/api/v1/hooks/${sub}/deliveries/${NO_SUCH}`),
+        await at("POST", `/api/v1/hooks/${sub}/deliveries/${NO_SUCH}/resend`),
+        await at("GET", `/api/v1/replays/${NO_SUCH}`)
+      ]
+      expect(answers.map((a) => a.status)).toEqual([200, 404, 404, 404])
+      expect(answers.map((a) => a.headers.get("ratelimit"))).toEqual(
+        [3, 2, 1, 0].map((r) => expect.stringMatching(new RegExp(`^"default";r=${r};t=\\d+$`)))
+      )
+      for (const [method, path, body] of [
+        ["POST", `/api/v1/hooks/${sub}/deliveries/${NO_SUCH}/resend`, undefined],
+        ["POST", `/api/v1/hooks/${sub}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }]
+      ] as const) {
+        const refused = await at(method, path, body)
+        expect(refused.status).toBe(429)
+        expect(Object.keys(refused.json)).toEqual(["error"])
+        expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+      }
+      expect(Number((await db.sql`select count(*)::int as n from service.webhook_replays`)[0]!.n)).toBe(0)
+    } finally {
+      await limited.close()
+    }
   })
 
   it("a failing receiver: every attempt in the log with its status and duration, the answer capped to an excerpt, never the payload", async () => {
