@@ -278,6 +278,17 @@ export const deliveries = (sql: Sql) =>
   >`select id::text, state, attempts, endpoint_id::text, subscription_id::text, last_status, last_error, held_reason
     from service.webhook_deliveries order by created_at, id`
 
+/** The endpoint's deliveries, oldest first. */
+export const deliveriesTo = async (sql: Sql, endpointId: string) =>
+  (await deliveries(sql)).filter((d) => d.endpoint_id === endpointId)
+
+/** Waits until exactly `n` of the endpoint's deliveries are in `state` (succeeded unless told), and returns them. */
+export const deliveredTo = (sql: Sql, endpointId: string, n: number, what: string, state = "succeeded") =>
+  waitFor(async () => {
+    const ds = (await deliveriesTo(sql, endpointId)).filter((d) => d.state === state)
+    return ds.length === n ? ds : null
+  }, what)
+
 export const attemptsOf = (sql: Sql, deliveryId: string) =>
   sql<{ number: number; status: number | null; error: string | null; error_kind: string | null; started_at: Date }[]>`
     select number, status, error, error_kind, started_at from service.webhook_attempts where delivery_id = ${deliveryId} order by number`

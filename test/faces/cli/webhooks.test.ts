@@ -6,11 +6,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
-import { at, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
+import { at, makeKey, startEngine, useWorld, waitFor, type RunningEngine, addHook } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
-import { runSql } from "../../support/sql.ts"
 
 describe("admin CLI: webhooks", () => {
   const w = useWorld()
@@ -331,10 +329,7 @@ describe("admin CLI: webhooks", () => {
 
   it("subscriptions list, disable and delete those keys made through the API", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id, { webhooks: true })
-    const made = await runSql(
-      w.deps.sql,
-      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })
-    )
+    const made = await addHook(w, "/sub", { keyId })
     const id = made.subscription.id
     const list = await cli("subscriptions", "list", "--company", w.company.host, "--json")
     expect(list.code).toBe(0)

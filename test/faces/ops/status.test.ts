@@ -3,10 +3,9 @@
 import { hostname } from "node:os"
 import { describe, expect, it } from "vitest"
 import { assessStatus, operationsStatus, type OperationsStatus } from "../../../src/faces/ops/status.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
-import { ADMIN, fanoutNow, makeKey, useWorld, waitFor } from "../../support/world.ts"
+import { fanoutNow, makeKey, useWorld, waitFor, addEndpoint } from "../../support/world.ts"
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase } from "../../support/db.ts"
 import { freePort } from "../../support/net.ts"
@@ -38,24 +37,8 @@ describe("status", () => {
     expect(empty.endpointsSwitchedOff).toEqual([])
     expect(empty.keysNearExpiry).toEqual([])
 
-    await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "On",
-        url: w.receiver.url("/on"),
-        events: ["incident.created"]
-      })
-    )
-    const off = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Off",
-        url: w.receiver.url("/off"),
-        events: ["incident.created"]
-      })
-    )
+    await addEndpoint(w, "/on", { name: "On" })
+    const off = await addEndpoint(w, "/off", { name: "Off" })
     // as the engine switches one off
     await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(),
       disabled_reason = '15 deliveries in a row failed every attempt; last error: 503' where id = ${off.id}`

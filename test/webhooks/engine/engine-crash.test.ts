@@ -12,8 +12,7 @@ import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { deliveryId } from "../../../src/webhooks/engine/ids.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
-import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor } from "../../support/world.ts"
+import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor, addEndpoint, addHook } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
@@ -44,26 +43,14 @@ describe("engines killed during a burst", () => {
     }
     w.receiver.reply("/crash-sub", { status: 200, delayMs: 40 })
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-    const { subscription } = await runSql(
-      w.deps.sql,
-      createHook(
-        w.deps,
-        { keyId, companyId: w.company.id },
-        { url: w.receiver.url("/crash-sub"), event: "incident.created" }
-      )
-    )
+    const { subscription } = await addHook(w, "/crash-sub", { keyId })
     destinations.push({ path: "/crash-sub", endpointId: null, subscriptionId: subscription.id })
     w.receiver.reply("/crash-ordered", { status: 200, delayMs: 40 })
-    const ordered = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "ordered",
-        url: w.receiver.url("/crash-ordered"),
-        events: ["corrective_action.created", "corrective_action.closed"],
-        ordering: "record"
-      })
-    )
+    const ordered = await addEndpoint(w, "/crash-ordered", {
+      name: "ordered",
+      events: ["corrective_action.created", "corrective_action.closed"],
+      ordering: "record"
+    })
 
     const children: Array<Child> = []
     const start = () => {

@@ -19,7 +19,8 @@ import {
   sleep,
   startEngine,
   useEngineWorld,
-  waitFor
+  waitFor,
+  deliveredTo
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -76,11 +77,7 @@ describe("a destination that changes while its deliveries wait for a send slot",
       expect(() => verify(r, rotated.secret)).not.toThrow()
       expect(() => verify(r, e.secret)).toThrow()
     }
-    await waitFor(
-      async () =>
-        (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3,
-      "three recorded"
-    )
+    await deliveredTo(s.w.db.sql, e.id, 3, "three recorded")
   })
 
   it("a changed address gets the waiting requests; a deleted endpoint gets none", async () => {

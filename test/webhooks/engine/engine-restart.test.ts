@@ -7,13 +7,13 @@ import {
   ADMIN,
   at,
   attemptsOf,
-  deliveries,
   fannedOut,
   fanoutNow,
   sleep,
   startEngine,
   useWorld,
-  waitFor
+  waitFor,
+  deliveriesTo
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -32,7 +32,7 @@ const endpoint = (path: string) =>
       events: ["incident.created"]
     })
   )
-const ofEndpoint = async (id: string) => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === id)
+const ofEndpoint = (id: string) => deliveriesTo(w.db.sql, id)
 const deliveryIds = (path: string) => at(w.receiver, path).map((r) => String(r.headers["service-delivery"]))
 
 describe("restart", () => {

@@ -10,14 +10,12 @@ import {
   getEndpoint,
   rotateEndpointSecret
 } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
 import { startHttpsReceiver } from "../../support/https-receiver.ts"
 import {
   ADMIN,
   at,
   attemptsOf,
-  deliveries,
   dnsTable,
   failure,
   makeKey,
@@ -26,7 +24,9 @@ import {
   useEngineWorld,
   waitFor,
   type Answered,
-  type DeliveryRow
+  type DeliveryRow,
+  addHook,
+  deliveriesTo
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -37,8 +37,7 @@ const s = useEngineWorld({ lookup: dns.lookup })
 const endpoint = (url: string, events: ReadonlyArray<string> = ["incident.created"]) =>
   runSql(s.w.deps.sql, createEndpoint(s.w.deps, ADMIN, { companyId: s.w.company.id, name: url, url, events }))
 
-const deliveryOf = async (endpointId: string) =>
-  (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === endpointId)
+const deliveryOf = (endpointId: string) => deliveriesTo(s.w.db.sql, endpointId)
 
 const ids = (reqs: ReadonlyArray<{ headers: Record<string, unknown> }>) =>
   reqs.map((r) => String(r.headers["service-delivery"]))
@@ -334,14 +333,7 @@ describe("410 Gone", () => {
   it("deletes a subscription whose receiver answers 410, and sends it nothing more", async () => {
     const keyId = await makeKey(s.w.db.sql, s.w.company.id)
     s.w.receiver.reply("/gone", { status: 410 })
-    const { subscription } = await runSql(
-      s.w.deps.sql,
-      createHook(
-        s.w.deps,
-        { keyId, companyId: s.w.company.id },
-        { url: s.w.receiver.url("/gone"), event: "incident.created" }
-      )
-    )
+    const { subscription } = await addHook(s.w, "/gone", { keyId })
     s.engine = await startEngine(s.w.deps)
     await incident()
     await waitFor(
