@@ -5,6 +5,7 @@ import { Agent, request as httpRequest } from "node:http"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import SwaggerParser from "@apidevtools/swagger-parser"
 import { createKey, type Expiry } from "../../src/access/keys/store.ts"
+import { createToken } from "../../src/access/tokens.ts"
 import { Database } from "../../src/platform/db/Database.ts"
 import { Sql } from "../../src/platform/db/Sql.ts"
 import { RESOURCES, type Resource } from "../../src/domain/resources.ts"
@@ -38,6 +39,15 @@ export const makeKey = async (db: TestDatabase, company: TestCompany, options: K
   )
   return { id: created.id, key: created.key }
 }
+
+/** An admin token for the company's admin (Ada Admin), made as `tokens create` makes one, for 90 days. */
+export const makeToken = (db: TestDatabase, company: TestCompany, name: string) =>
+  Effect.runPromise(
+    createToken(
+      { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id },
+      { name, expires: "90d" }
+    ).pipe(Effect.provide(provideDb(db)))
+  )
 
 export interface Answer {
   readonly status: number
@@ -130,6 +140,22 @@ export const caller =
     }
     checker().check(method, path, answer)
     return answer
+  }
+
+/**
+ * A read-API request with an API key (a JSON body when given), as an integrator sends it; its
+ * answer is checked against the document, whatever the status.
+ */
+export const keyCaller =
+  (server: () => string, checker: () => OpenApiChecker) =>
+  async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
+    const a = await request(server(), path, {
+      key,
+      method,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    checker().check(method, path, a)
+    return a
   }
 
 const keepAlive = new Agent({ keepAlive: false, maxSockets: 64 })

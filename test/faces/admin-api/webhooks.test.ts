@@ -8,18 +8,15 @@
 // The engine retries a failed delivery once, after 3 s (instead of the default 5 retries over
 // a day: docs/events.md#retries): switching off still takes 15 deliveries in a row that failed every attempt.
 import { randomBytes } from "node:crypto"
-import { Effect } from "effect"
 import Stripe from "stripe"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
-import type { AdminUser } from "../../../src/access/identity.ts"
-import { createToken } from "../../../src/access/tokens.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import {
+  keyCaller,
   makeKey,
+  makeToken,
   openApiChecker,
-  provideDb,
   request,
-  type Answer,
   type OpenApiChecker,
   caller
 } from "../../support/http.ts"
@@ -96,29 +93,12 @@ describe("admin HTTP API: webhooks", () => {
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
   /** As the admin of another company. */
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, { token: otherToken, body })
-  const hooks = async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
-    const a = await request(server.url, path, {
-      key,
-      method,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    apiChecker.check(method, path, a)
-    return a
-  }
+  const hooks = keyCaller(
+    () => server.url,
+    () => apiChecker
+  )
 
-  const newToken = async (company: TestCompany) => {
-    const actor: AdminUser = {
-      userId: company.adminId,
-      email: company.adminEmail,
-      name: "Ada Admin",
-      companyId: company.id
-    }
-    return (
-      await Effect.runPromise(
-        createToken(actor, { name: "webhooks test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
-      )
-    ).token
-  }
+  const newToken = async (company: TestCompany) => (await makeToken(db, company, "webhooks test")).token
 
   const createEndpoint = async (name: string, path: string, events: ReadonlyArray<string> = ["incident.created"]) => {
     const a = await admin("POST", "/admin/v1/endpoints", { name, url: receiver.url(path), events })

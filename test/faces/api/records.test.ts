@@ -12,6 +12,7 @@ import {
   createCompany,
   makeRecord,
   NEVER_MARK,
+  WITHHELD_IN_A_PRIVACY_CASE,
   seedRecords,
   storeRecords,
   updateCompany,
@@ -662,12 +663,7 @@ describe("read API", () => {
       expect(a.status).toBe(200)
       expect(a.json.data).toMatchObject({
         privacyCase: true,
-        personName: null,
-        workerId: null,
-        location: null,
-        description: null,
-        bodyPart: null,
-        injuryType: null
+        ...WITHHELD_IN_A_PRIVACY_CASE
       })
     })
     it("no NEVER column reaches any answer, as a value or as a key", async () => {

@@ -27,19 +27,19 @@ import {
 } from "../../../src/webhooks/subscriptions/subscriptions.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import {
-  withEngine,
+  addHook,
   ADMIN,
   at,
+  deliveredTo,
   deliveries,
+  deliveriesTo,
   failure,
   makeKey,
   sleep,
   startEngine,
   useWorld,
   waitFor,
-  addHook,
-  deliveredTo,
-  deliveriesTo
+  withEngine
 } from "../../support/world.ts"
 
 const w = useWorld()

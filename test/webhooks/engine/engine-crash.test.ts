@@ -11,9 +11,7 @@ import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { deliveryId } from "../../../src/webhooks/engine/ids.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor, addEndpoint, addHook } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { CA, makeKey, sleep, useEngineWorld, waitFor, addEndpoint, addHook } from "../../support/world.ts"
 
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
 const s = useEngineWorld()
@@ -30,15 +28,7 @@ describe("engines killed during a burst", () => {
     for (const path of ["/crash-a", "/crash-b", "/crash-c"]) {
       // A short wait widens the window between a send and its write.
       w.receiver.reply(path, { status: 200, delayMs: 40 })
-      const e = await runSql(
-        w.deps.sql,
-        createEndpoint(w.deps, ADMIN, {
-          companyId: w.company.id,
-          name: path,
-          url: w.receiver.url(path),
-          events: ["incident.created"]
-        })
-      )
+      const e = await addEndpoint(w, path)
       destinations.push({ path, endpointId: e.id, subscriptionId: null })
     }
     w.receiver.reply("/crash-sub", { status: 200, delayMs: 40 })

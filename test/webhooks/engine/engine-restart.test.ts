@@ -1,10 +1,8 @@
 // Durability: the schedule lives in the database, so stopping an engine and starting another
 // (or running two at once) loses nothing and sends nothing twice on purpose.
 import { afterEach, describe, expect, it } from "vitest"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import {
-  ADMIN,
   at,
   attemptsOf,
   fannedOut,
@@ -13,25 +11,16 @@ import {
   startEngine,
   useWorld,
   waitFor,
-  deliveriesTo
+  deliveriesTo,
+  addEndpoint
 } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
 afterEach(async () => {
   await w.db.sql`delete from service.webhook_endpoints`
 })
 
-const endpoint = (path: string) =>
-  runSql(
-    w.deps.sql,
-    createEndpoint(w.deps, ADMIN, {
-      companyId: w.company.id,
-      name: path,
-      url: w.receiver.url(path),
-      events: ["incident.created"]
-    })
-  )
+const endpoint = (path: string) => addEndpoint(w, path)
 const ofEndpoint = (id: string) => deliveriesTo(w.db.sql, id)
 const deliveryIds = (path: string) => at(w.receiver, path).map((r) => String(r.headers["service-delivery"]))
 
