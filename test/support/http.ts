@@ -116,6 +116,10 @@ export type Call = (
   options?: { readonly token?: string | undefined; readonly body?: unknown; readonly base?: string }
 ) => Promise<Answer>
 
+/** A server: the running one (read when called), or a function giving its address. */
+type Server = { readonly url: string } | (() => string)
+const urlOf = (server: Server) => (typeof server === "function" ? server() : server.url)
+
 /**
  * The one JSON `call` of the API tests, bound to a server and its document (read when
  * called, as both are made in beforeAll). Each call is made as an API client makes it: a
@@ -124,9 +128,9 @@ export type Call = (
  * is one the OpenAPI document describes.
  */
 export const caller =
-  (server: () => string, checker: () => OpenApiChecker): Call =>
+  (server: Server, checker: () => OpenApiChecker): Call =>
   async (method, path, options = {}) => {
-    const answer = await request(options.base ?? server(), path, {
+    const answer = await request(options.base ?? urlOf(server), path, {
       method,
       ...(options.token === undefined ? {} : { key: options.token }),
       ...(options.body === undefined
@@ -147,9 +151,9 @@ export const caller =
  * answer is checked against the document, whatever the status.
  */
 export const keyCaller =
-  (server: () => string, checker: () => OpenApiChecker) =>
+  (server: Server, checker: () => OpenApiChecker) =>
   async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
-    const a = await request(server(), path, {
+    const a = await request(urlOf(server), path, {
       key,
       method,
       ...(body === undefined ? {} : { body: JSON.stringify(body) })

@@ -25,10 +25,7 @@ describe("rate, ordering and circuit over HTTP", () => {
   let checker: OpenApiChecker
   let apiChecker: OpenApiChecker
   let token: string
-  const call = caller(
-    () => server.url,
-    () => checker
-  )
+  const call = caller(server, () => checker)
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
 
   beforeAll(async () => {
@@ -106,10 +103,7 @@ describe("rate, ordering and circuit over HTTP", () => {
   it("API: POST /api/v1/hooks takes rateLimit and ordering (shown only when set); bad ones are 400 and change nothing", async () => {
     const { key } = await makeKey(db, acme, { scopes: ["incidents"], webhooks: true })
     const hooks = (method: string, path: string, body?: unknown) =>
-      keyCaller(
-        () => server.url,
-        () => apiChecker
-      )(method, path, key, body)
+      keyCaller(server, () => apiChecker)(method, path, key, body)
     const url = receiver.url("/sub")
     const made = await hooks("POST", "/api/v1/hooks", {
       url,

@@ -29,10 +29,7 @@ describe("admin HTTP API: replays", () => {
   let token: string
   let otherToken: string
 
-  const send = caller(
-    () => server.url,
-    () => checker
-  )
+  const send = caller(server, () => checker)
   const call = (method: string, path: string, t: string, body?: unknown) => send(method, path, { token: t, body })
   const admin = (method: string, path: string, body?: unknown) => call(method, path, token, body)
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, otherToken, body)

@@ -85,18 +85,12 @@ describe("admin HTTP API: webhooks", () => {
   /** [kind, subjectId, actorEmail] of every change the tests made, for the activity test. */
   const changes: Array<readonly [string, string, string | null]> = []
 
-  const call = caller(
-    () => server.url,
-    () => checker
-  )
+  const call = caller(server, () => checker)
   /** As the acme admin. */
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
   /** As the admin of another company. */
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, { token: otherToken, body })
-  const hooks = keyCaller(
-    () => server.url,
-    () => apiChecker
-  )
+  const hooks = keyCaller(server, () => apiChecker)
 
   const newToken = async (company: TestCompany) => (await makeToken(db, company, "webhooks test")).token
 
@@ -694,11 +688,15 @@ describe("admin HTTP API: webhooks", () => {
     const first = await insertIncident(db.sql, acme.id)
     expect(verified(await nth("/sub", 1, "a delivery to the subscription"), secret).data.id).toBe(first)
 
-    const off = await admin("POST", `/admin/v1/subscriptions/${id}/disable`)
-    expect(off.status).toBe(200)
-    expect(off.json).toMatchObject({ id, active: false })
-    changes.push(["subscription.disabled", id, acme.adminEmail])
-    expect((await hooks("GET", `/api/v1/hooks/${id}`, key)).json.active).toBe(false)
+    /** Turns the subscription off or on as the admin; the key's API then shows it so. */
+    const turn = async (to: "disable" | "enable") => {
+      const a = await admin("POST", `/admin/v1/subscriptions/${id}/${to}`)
+      expect(a.status).toBe(200)
+      expect(a.json).toMatchObject({ id, active: to === "enable" })
+      changes.push([`subscription.${to}d`, id, acme.adminEmail])
+      expect((await hooks("GET", `/api/v1/hooks/${id}`, key)).json.active).toBe(to === "enable")
+    }
+    await turn("disable")
     // While off, its events are not delivered (no delivery is even made for them).
     const whileOff = await insertIncident(db.sql, acme.id)
     await settled()
@@ -710,11 +708,7 @@ describe("admin HTTP API: webhooks", () => {
     await sleep(300)
     expect(at(receiver, "/sub")).toHaveLength(1)
 
-    const on = await admin("POST", `/admin/v1/subscriptions/${id}/enable`)
-    expect(on.status).toBe(200)
-    expect(on.json).toMatchObject({ id, active: true })
-    changes.push(["subscription.enabled", id, acme.adminEmail])
-    expect((await hooks("GET", `/api/v1/hooks/${id}`, key)).json.active).toBe(true)
+    await turn("enable")
     const third = await insertIncident(db.sql, acme.id)
     const resumed = await nth("/sub", 2, "a delivery after turning it on")
     expect(verified(resumed, secret).data.id).toBe(third)
