@@ -15,6 +15,12 @@ import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
 import { checkedClient, openApiChecker, request, type CheckedClient, type OpenApiChecker } from "./http.ts"
 import { startServer, type TestServer } from "./server.ts"
 import { NEVER_MARK } from "./views.ts"
+import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
+
+/** The server's options that let webhooks reach receivers on loopback (as WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8). */
+export const LOOPBACK_WEBHOOKS: { readonly webhooks: Partial<WebhookDeps> } = {
+  webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") }
+}
 
 /**
  * A value made later (in a beforeAll): the stand-in forwards every read to it, getters

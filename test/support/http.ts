@@ -1,10 +1,10 @@
 // Shared by the API tests: keys made through the real admin operations, requests over real
 // HTTP, and a check of every response against the served OpenAPI document.
 import { Effect, Layer } from "effect"
-import { Agent, request as httpRequest } from "node:http"
+import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import SwaggerParser from "@apidevtools/swagger-parser"
-import { createKey, type Expiry } from "../../src/access/keys/store.ts"
+import { createKey, revokeKey, type Expiry } from "../../src/access/keys/store.ts"
 import { createToken } from "../../src/access/tokens.ts"
 import { Database } from "../../src/platform/db/Database.ts"
 import { Sql } from "../../src/platform/db/Sql.ts"
@@ -40,6 +40,14 @@ export const makeKey = async (db: TestDatabase, company: TestCompany, options: K
   return { id: created.id, key: created.key }
 }
 
+/** Revokes a key as the company's admin (Ada), as `keys revoke` does. */
+export const revokeKeyAs = (db: TestDatabase, company: TestCompany, keyId: string) =>
+  Effect.runPromise(
+    revokeKey({ userId: company.adminId, email: company.adminEmail, name: "Ada", companyId: company.id }, keyId).pipe(
+      Effect.provide(provideDb(db))
+    )
+  )
+
 /** An admin token for the company's admin (Ada Admin), made as `tokens create` makes one, for 90 days. */
 export const makeToken = (db: TestDatabase, company: TestCompany, name: string) =>
   Effect.runPromise(
@@ -55,6 +63,15 @@ export interface Answer {
   readonly text: string
   readonly json: any
 }
+
+/** The whole body of an answer, as text. */
+export const bodyText = (res: IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    res.on("data", (c: Buffer) => chunks.push(c))
+    res.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    res.on("error", reject)
+  })
 
 /** One HTTP request with node:http (fetch may not set Host). */
 export const request = (
@@ -86,10 +103,7 @@ export const request = (
         ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress })
       },
       (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (c: Buffer) => chunks.push(c))
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8")
+        bodyText(res).then((text) => {
           let json: any
           try {
             json = text === "" ? undefined : JSON.parse(text)
@@ -101,8 +115,7 @@ export const request = (
             if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v)
           }
           resolve({ status: res.statusCode ?? 0, headers: h, text, json })
-        })
-        res.on("error", reject)
+        }, reject)
       }
     )
     req.on("error", reject)

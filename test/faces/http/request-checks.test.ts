@@ -4,15 +4,12 @@
 // must not be mistaken for something else (a long id is no record, not a wrong method).
 // Every refusal is a JSON {"error"} and changes nothing.
 import { request as httpRequest } from "node:http"
-import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys/store.ts"
-import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
-import { makeKey, provideDb } from "../../support/http.ts"
-import { useDatabase, useServer } from "../../support/fixtures.ts"
+import { bodyText, makeKey, revokeKeyAs } from "../../support/http.ts"
+import { LOOPBACK_WEBHOOKS, useDatabase, useServer } from "../../support/fixtures.ts"
 
 type Raw = { status: number; headers: Record<string, string | string[] | undefined>; json: any }
 
@@ -35,10 +32,7 @@ const raw = (
         ...(chunked ? ["transfer-encoding", "chunked"] : ["content-length", String(Buffer.byteLength(body))])
       )
     const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers: all }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8")
+      bodyText(res).then((text) => {
         let json: unknown
         try {
           json = JSON.parse(text)
@@ -46,7 +40,7 @@ const raw = (
           json = { unparsed: text }
         }
         resolve({ status: res.statusCode ?? 0, headers: res.headers, json })
-      })
+      }, reject)
     })
     req.on("error", reject)
     if (body !== undefined && chunked) {
@@ -58,11 +52,7 @@ const raw = (
 
 describe("requests the JSON APIs refuse up front", () => {
   const db = useDatabase()
-  const server = useServer(
-    db,
-    { rateLimit: 1_000_000 },
-    { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } }
-  )
+  const server = useServer(db, { rateLimit: 1_000_000 }, LOOPBACK_WEBHOOKS)
   let acme: TestCompany
   let key: string
   let keyId: string
@@ -99,11 +89,7 @@ describe("requests the JSON APIs refuse up front", () => {
     ;({ key, id: keyId } = await makeKey(db, acme, { webhooks: true, name: "full" }))
     const gone = await makeKey(db, acme, { name: "gone" })
     revoked = gone.key
-    await Effect.runPromise(
-      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, gone.id).pipe(
-        Effect.provide(provideDb(db))
-      )
-    )
+    await revokeKeyAs(db, acme, gone.id)
     const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "checks", "--json"], {
       DATABASE_URL: db.url
     })
