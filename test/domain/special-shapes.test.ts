@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest"
 import { documentStatus, shape, viewMeta } from "../../src/domain/records/index.ts"
 import type { Row } from "../../src/domain/records/types.ts"
-import { COMPANY, FIXTURES, JOB_SITE_ROW } from "./fixtures.ts"
+import { FIXTURES, JOB_SITE_ROW } from "./fixtures.ts"
 import { WITHHELD_IN_A_PRIVACY_CASE } from "../support/views.ts"
 
 describe("incident privacy case", () => {
