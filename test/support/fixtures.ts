@@ -10,6 +10,7 @@ import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
+import { makeCompany } from "./app.ts"
 import { freshDatabase, freshSplit, type SplitDatabases, type TestDatabase } from "./db.ts"
 import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
 import { checkedClient, openApiChecker, request, type CheckedClient, type OpenApiChecker } from "./http.ts"
@@ -74,6 +75,14 @@ export const useSplitDatabases = (): SplitDatabases =>
     "the app's and the service's test databases",
     () => freshSplit(),
     (d) => d.drop()
+  )
+
+/** A company of the app's (makeCompany) in the database, made in beforeAll. */
+export const useCompany = (db: Pick<TestDatabase, "sql">) =>
+  useResource(
+    "the company",
+    () => makeCompany(db.sql),
+    async () => {}
   )
 
 /** A temporary directory maker; what it made is removed after each test. */
