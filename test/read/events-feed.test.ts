@@ -12,7 +12,7 @@ import { EVENTS_QUERY } from "../../src/faces/api/events-api.ts"
 import { describeQueryIssue } from "../../src/faces/api/query.ts"
 import { FILTER_DATE_FORMATS } from "../../src/domain/dates.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { makeKey, useEngine, useWorld, waitFor, addEndpoint } from "../support/world.ts"
+import { addEndpoint, makeKey, useEngine, useWorld, waitFor } from "../support/world.ts"
 
 type Listed = {
   data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>

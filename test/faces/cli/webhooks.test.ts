@@ -7,7 +7,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { insertIncident } from "../../support/app.ts"
-import { at, makeKey, startEngine, useWorld, waitFor, type RunningEngine, addHook } from "../../support/world.ts"
+import { addHook, at, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
 
 describe("admin CLI: webhooks", () => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeServiceMetrics, type ServiceMetrics } from "../../../src/faces/ops/metrics.ts"
 import { seriesValue } from "../../../src/platform/metrics/registry.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startWorld, waitFor, type World, addEndpoint } from "../../support/world.ts"
+import { addEndpoint, startWorld, waitFor, type World } from "../../support/world.ts"
 import {
   apiKey,
   captureStdout,

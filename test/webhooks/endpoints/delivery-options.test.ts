@@ -10,7 +10,7 @@ import {
 import { parseOrdering, parseRateLimit, parseRateLimitText } from "../../../src/webhooks/endpoints/validate.ts"
 import { createHook, getHook, listHooks } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { listSubscriptions } from "../../../src/webhooks/subscriptions/subscriptions.ts"
-import { ADMIN, failure, makeKey, useWorld, addEndpoint } from "../../support/world.ts"
+import { addEndpoint, ADMIN, failure, makeKey, useWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const RATE_ERROR =

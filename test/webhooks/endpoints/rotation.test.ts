@@ -18,7 +18,7 @@ import { getEndpoint, rotateEndpointSecret } from "../../../src/webhooks/endpoin
 import { testEndpoint } from "../../../src/webhooks/endpoints/ping.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, failure, startEngine, useEngineWorld, waitFor, addEndpoint } from "../../support/world.ts"
+import { addEndpoint, ADMIN, at, failure, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const state = useEngineWorld()
 

@@ -7,7 +7,7 @@ import { describe, expect } from "vitest"
 import { makeEngine } from "../../../src/webhooks/engine/engine.ts"
 import { DEFAULT_RETRY_SCHEDULE, parseRetryScheduleOrThrow } from "../../../src/domain/retry-schedule.ts"
 import { insertIncident } from "../../support/app.ts"
-import { at, attemptsOf, deliveries, sleep, useWorld, waitFor, addEndpoint } from "../../support/world.ts"
+import { addEndpoint, at, attemptsOf, deliveries, sleep, useWorld, waitFor } from "../../support/world.ts"
 
 const w = useWorld()
 

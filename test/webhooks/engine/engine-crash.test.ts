@@ -11,7 +11,7 @@ import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { deliveryId } from "../../../src/webhooks/engine/ids.ts"
-import { CA, makeKey, sleep, useEngineWorld, waitFor, addEndpoint, addHook } from "../../support/world.ts"
+import { addEndpoint, addHook, CA, makeKey, sleep, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
 const s = useEngineWorld()

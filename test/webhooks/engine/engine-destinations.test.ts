@@ -10,17 +10,17 @@ import { disableSubscription } from "../../../src/webhooks/subscriptions/subscri
 import { insertAction, insertIncident } from "../../support/app.ts"
 import { PRIVACY_CASE_FIELDS } from "../../../src/domain/records/incidents.ts"
 import {
-  ADMIN,
   addEndpoint,
   addHook,
+  ADMIN,
   arrived,
   at,
+  deliveredTo,
   deliveries,
   sleep,
   startEngine,
   useEngineWorld,
-  waitFor,
-  deliveredTo
+  waitFor
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 

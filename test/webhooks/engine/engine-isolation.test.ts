@@ -6,15 +6,15 @@ import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.ts"
 import {
+  addEndpoint,
   ADMIN,
   at,
+  deliveredTo,
   deliveries,
   fanoutNow,
   startEngine,
   useWorld,
-  waitFor,
-  addEndpoint,
-  deliveredTo
+  waitFor
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest"
 import { insertAction } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { at, startEngine, useEngineWorld, waitFor, addEndpoint, deliveriesTo } from "../../support/world.ts"
+import { addEndpoint, at, deliveriesTo, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const s = useEngineWorld()
 

@@ -7,7 +7,7 @@ import { Sql } from "../../../src/platform/db/Sql.ts"
 import { startReplay } from "../../../src/webhooks/replay/manage.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, deliveries, startEngine, useEngineWorld, waitFor, addEndpoint } from "../../support/world.ts"
+import { addEndpoint, ADMIN, at, deliveries, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const s = useEngineWorld()
 

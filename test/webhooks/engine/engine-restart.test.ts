@@ -3,16 +3,16 @@
 import { afterEach, describe, expect, it } from "vitest"
 import { insertIncident } from "../../support/app.ts"
 import {
+  addEndpoint,
   at,
   attemptsOf,
+  deliveriesTo,
   fannedOut,
   fanoutNow,
   sleep,
   startEngine,
   useWorld,
-  waitFor,
-  deliveriesTo,
-  addEndpoint
+  waitFor
 } from "../../support/world.ts"
 
 const w = useWorld()

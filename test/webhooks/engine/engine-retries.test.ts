@@ -13,9 +13,11 @@ import {
 import { insertIncident } from "../../support/app.ts"
 import { startHttpsReceiver } from "../../support/https-receiver.ts"
 import {
+  addHook,
   ADMIN,
   at,
   attemptsOf,
+  deliveriesTo,
   dnsTable,
   failure,
   makeKey,
@@ -24,9 +26,7 @@ import {
   useEngineWorld,
   waitFor,
   type Answered,
-  type DeliveryRow,
-  addHook,
-  deliveriesTo
+  type DeliveryRow
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 

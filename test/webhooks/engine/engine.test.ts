@@ -8,15 +8,15 @@ import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertAction, insertIncident } from "../../support/app.ts"
 import { view } from "../../support/capture.ts"
 import {
+  addEndpoint,
   ADMIN,
   at,
   attemptsOf,
   deliveries,
+  deliveriesTo,
   useEngine,
   useWorld,
-  waitFor,
-  addEndpoint,
-  deliveriesTo
+  waitFor
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 

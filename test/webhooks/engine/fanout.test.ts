@@ -5,6 +5,8 @@ import { beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { disableSubscription, enableSubscription } from "../../../src/webhooks/subscriptions/subscriptions.ts"
 import { insertIncident } from "../../support/app.ts"
 import {
+  addEndpoint,
+  addHook,
   ADMIN,
   at,
   deliveries,
@@ -12,9 +14,7 @@ import {
   makeKey,
   startEngine,
   useWorld,
-  waitFor,
-  addEndpoint,
-  addHook
+  waitFor
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 

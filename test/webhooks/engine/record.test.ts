@@ -7,7 +7,7 @@ import { recordOutcomes } from "../../../src/webhooks/engine/record-queries.ts"
 import type { Outcome } from "../../../src/webhooks/engine/item.ts"
 import { createEndpoint, getEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
-import { ADMIN, deliveries, useWorld, deliveriesTo } from "../../support/world.ts"
+import { ADMIN, deliveries, deliveriesTo, useWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()

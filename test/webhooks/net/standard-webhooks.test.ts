@@ -11,7 +11,7 @@ import { newSecret } from "../../../src/webhooks/net/signature.ts"
 import { testEndpoint } from "../../../src/webhooks/endpoints/ping.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, startEngine, useEngineWorld, addEndpoint, addHook, arrived } from "../../support/world.ts"
+import { addEndpoint, addHook, ADMIN, arrived, at, startEngine, useEngineWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const state = useEngineWorld()

@@ -8,17 +8,17 @@ import { enableEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
 import {
+  addEndpoint,
+  addHook,
   ADMIN,
+  deliveredTo,
   deliveries,
+  deliveriesTo,
   makeKey,
   startEngine,
   useWorld,
   waitFor,
-  type RunningEngine,
-  addEndpoint,
-  addHook,
-  deliveredTo,
-  deliveriesTo
+  type RunningEngine
 } from "../../support/world.ts"
 import type { DomainError } from "../../../src/domain/errors.ts"
 import { cliMessage } from "../../../src/faces/cli/errors.ts"
