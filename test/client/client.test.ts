@@ -15,20 +15,16 @@ import {
 } from "../../client/src/index.ts"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import { deliveryBody } from "../../src/webhooks/net/body.ts"
-import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
 import { newSecret, signedHeaders } from "../../src/webhooks/net/signature.ts"
 import { startServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"
 import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch } from "../support/http.ts"
-import { useReadApi } from "../support/fixtures.ts"
+import { LOOPBACK_WEBHOOKS, useReadApi } from "../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
-const { db, server, checker } = useReadApi(
-  { rateLimit: 1_000_000 },
-  { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } }
-)
+const { db, server, checker } = useReadApi({ rateLimit: 1_000_000 }, LOOPBACK_WEBHOOKS)
 let acme: TestCompany
 let key: string
 let checked: CheckedFetch
