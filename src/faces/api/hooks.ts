@@ -25,7 +25,7 @@ import {
   HOOK_RECOVERY_EXAMPLE
 } from "./examples.ts"
 import { pageOf } from "./paging.ts"
-import { cursorParam, dateParam, LimitParam } from "./query.ts"
+import { cursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
 const REPLAYS_PATH = "/api/v1/replays"
@@ -233,10 +233,10 @@ export const RecoverHook = Schema.Struct({
   examples: [{ since: "2026-03-04T00:00:00Z" }]
 })
 
-const DeliveryStatusParam = Schema.Literals(DELIVERY_STATUSES).annotate({
-  description: "succeeded, failed, or pending (not finished: pending or held)",
-  message: `must be one of ${DELIVERY_STATUSES.join(", ")}`
-})
+const DeliveryStatusParam = oneOfParam(
+  DELIVERY_STATUSES,
+  "succeeded, failed, or pending (not finished: pending or held)"
+)
 
 /** Query of GET /api/v1/hooks/{id}/deliveries, checked and parsed by the schemas (query.ts). */
 export const HOOK_DELIVERIES_QUERY = {

@@ -11,7 +11,7 @@ import { conflict, invalid, notFound } from "../../domain/errors.ts"
 import type { EventKind } from "../../domain/event-kinds.ts"
 import { isUuid } from "../../domain/ids.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
-import { resendDelivery } from "../deliveries/deliveries.ts"
+import { type AttemptRow as StoredAttempt, resendDelivery } from "../deliveries/deliveries.ts"
 import { getReplay, type ReplayState, type ReplayView } from "../replay/jobs.ts"
 import { replay } from "../replay/select.ts"
 import { type HookKey, own, requireReadable, withWebhooks } from "./hooks.ts"
@@ -88,16 +88,7 @@ type Row = {
   finished_at: Date | null
 }
 
-type AttemptRow = {
-  delivery_id: string
-  number: number
-  started_at: Date
-  duration_ms: number
-  status: number | null
-  error: string | null
-  error_kind: string | null
-  response_snippet: string | null
-}
+type AttemptRow = StoredAttempt & { delivery_id: string }
 
 // The epoch is Send Again's "at once" (deliveries.ts): shown as due now, when it is.
 const SELECT = `select d.id::text, d.subscription_id::text, d.event_id::text, d.event, d.state, d.held_reason, d.created_at,
