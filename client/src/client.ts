@@ -9,7 +9,12 @@ import type {
   Event,
   EventsPage,
   EventsParams,
+  HookDeliveriesPage,
+  HookDeliveriesParams,
+  HookDelivery,
+  HookDeliveryDetail,
   HookList,
+  HookRecovery,
   HookSubscription,
   HookSubscriptionWithSecret,
   ListPage,
@@ -101,12 +106,21 @@ export class SafetyRecordsClient {
   async #request<T>(
     method: string,
     path: string,
-    options: { readonly query?: Query; readonly body?: unknown; readonly etag?: string } = {}
+    options: {
+      readonly query?: Query
+      readonly body?: unknown
+      readonly etag?: string
+      readonly headers?: Readonly<Record<string, string>>
+    } = {}
   ): Promise<Answer<T>> {
     const search = new URLSearchParams()
     for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined) search.set(k, String(v))
     const url = `${this.#base}${path}${search.size > 0 ? `?${search}` : ""}`
-    const headers: Record<string, string> = { authorization: this.#authorization, accept: "application/json" }
+    const headers: Record<string, string> = {
+      ...options.headers,
+      authorization: this.#authorization,
+      accept: "application/json"
+    }
     if (options.body !== undefined) headers["content-type"] = "application/json"
     if (options.etag !== undefined) headers["if-none-match"] = options.etag
     for (let attempt = 0; ; attempt++) {
@@ -292,16 +306,54 @@ export class SafetyRecordsClient {
 
   /** The key's own webhook subscriptions (the key needs the webhooks permission). */
   readonly hooks = {
-    /** Subscribes; the answer carries the key's signing secret (whsec_...), which is never shown again. */
-    create: async (hook: CreateHook): Promise<HookSubscriptionWithSecret> =>
-      (await this.#request<HookSubscriptionWithSecret>("POST", `${API}/hooks`, { body: hook })).body,
+    /**
+     * Subscribes; the answer carries the key's signing secret (whsec_...), which is never shown
+     * again. With an idempotencyKey (a UUID, say), sending the same subscribe again within 24
+     * hours (after a timeout) answers the first answer; the same key with another body fails with 409.
+     */
+    create: async (hook: CreateHook, options: { readonly idempotencyKey?: string } = {}) =>
+      (
+        await this.#request<HookSubscriptionWithSecret>("POST", `${API}/hooks`, {
+          body: hook,
+          ...(options.idempotencyKey === undefined ? {} : { headers: { "idempotency-key": options.idempotencyKey } })
+        })
+      ).body,
     /** The key's subscriptions and the events it may subscribe to. */
     list: (): Promise<HookList> => this.#getJson<HookList>(`${API}/hooks`),
     get: (id: string): Promise<HookSubscription> =>
       this.#getJson<HookSubscription>(`${API}/hooks/${encodeURIComponent(id)}`),
     delete: async (id: string): Promise<void> => {
       await this.#request<undefined>("DELETE", `${API}/hooks/${encodeURIComponent(id)}`)
-    }
+    },
+    /** One page of a subscription's deliveries, newest first, with their latest attempts. */
+    deliveriesPage: (id: string, params: HookDeliveriesParams = {}): Promise<HookDeliveriesPage> =>
+      this.#getJson<HookDeliveriesPage>(`${API}/hooks/${encodeURIComponent(id)}/deliveries`, params as Query),
+    /** Every delivery of a subscription (from params.cursor on), newest first, every page. */
+    deliveries: (id: string, params: HookDeliveriesParams = {}): AsyncGenerator<HookDelivery, void, undefined> =>
+      this.#pages<HookDelivery>((cursor) => this.hooks.deliveriesPage(id, { ...params, cursor }), params.cursor),
+    /** One delivery with its latest attempts and the start of each answer. */
+    delivery: (id: string, deliveryId: string): Promise<HookDeliveryDetail> =>
+      this.#getJson<HookDeliveryDetail>(
+        `${API}/hooks/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(deliveryId)}`
+      ),
+    /** Sends a delivery again at once, under the same delivery id. */
+    resend: async (id: string, deliveryId: string): Promise<HookDeliveryDetail> =>
+      (
+        await this.#request<HookDeliveryDetail>(
+          "POST",
+          `${API}/hooks/${encodeURIComponent(id)}/deliveries/${encodeURIComponent(deliveryId)}/resend`
+        )
+      ).body,
+    /** Sends again what failed or never went since `since` (at most 30 days back), as a job; follow it with recovery(). */
+    recover: async (id: string, since: string | Date): Promise<HookRecovery> =>
+      (
+        await this.#request<HookRecovery>("POST", `${API}/hooks/${encodeURIComponent(id)}/recover`, {
+          body: { since: typeof since === "string" ? since : since.toISOString() }
+        })
+      ).body,
+    /** A recovery this key started: its state, counts and progress. */
+    recovery: (recoveryId: string): Promise<HookRecovery> =>
+      this.#getJson<HookRecovery>(`${API}/replays/${encodeURIComponent(recoveryId)}`)
   }
 }
 

@@ -654,7 +654,7 @@ export interface paths {
         readonly put?: never;
         /**
          * Subscribe to an event
-         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing.
+         * @description Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing. With an Idempotency-Key header, a retry of the same body within 24 hours answers the first 201 exactly; the same key with another body is a 409, and changes nothing.
          */
         readonly post: operations["hooks.create"];
         readonly delete?: never;
@@ -682,6 +682,106 @@ export interface paths {
          * @description Needs a key with the webhooks permission. 204 with no body. 404 for a subscription that does not exist or was made with another key.
          */
         readonly delete: operations["hooks.delete"];
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/hooks/{id}/deliveries": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * The subscription's deliveries
+         * @description Needs a key with the webhooks permission; only the key's own subscriptions (404 otherwise). Every delivery of the last 30 days, newest first, paged with nextCursor (limit up to 200, 50 by default), each with its latest attempts: when, the status your receiver answered or why it failed, how long it took. Never the event's payload: GET /api/v1/events/{eventId} answers it while the key may read its records.
+         */
+        readonly get: operations["hooks.deliveries"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/hooks/{id}/deliveries/{deliveryId}": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * One delivery, with its attempts
+         * @description Its latest 50 attempts with the first 200 characters of each answer. 404 for a delivery of another subscription, or a subscription of another key.
+         */
+        readonly get: operations["hooks.delivery"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/hooks/{id}/deliveries/{deliveryId}/resend": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /**
+         * Send a delivery again
+         * @description Attempts it again at once, under the same delivery id (your receiver drops repeats by webhook-id). 202 with the delivery, pending. 403 when the key may no longer read the event's records; 409 while it is being attempted, or when the subscription may not receive now (turned off, a module off: the message says why). Counts in the key's rate limit like any request.
+         */
+        readonly post: operations["hooks.resend"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/hooks/{id}/recover": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /**
+         * Recover what your receiver missed
+         * @description Sends again, under their own delivery ids and in the order the events happened, every event of the subscription since since (at most 30 days back, and not before the subscription was made) that failed, is still waiting or held, or was never sent; what was delivered is not sent again. It runs as a job beside live deliveries, at the service's replay rate per subscription: 202 with its counts, and GET /api/v1/replays/{id} follows it. One recovery of a subscription at a time (409 while one runs); 403 when the key may no longer read the event's records.
+         */
+        readonly post: operations["hooks.recover"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/replays/{id}": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * A recovery's progress
+         * @description A recovery this key started (POST /api/v1/hooks/{id}/recover): its state, counts and progress. 404 for any other replay, an admin's included. Kept 30 days after it ends.
+         */
+        readonly get: operations["hooks.recovery"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
         readonly options?: never;
         readonly head?: never;
         readonly patch?: never;
@@ -2144,6 +2244,252 @@ export interface components {
              * @description ISO 8601 timestamp in UTC with milliseconds
              */
             readonly updatedAt: string;
+        };
+        /**
+         * @description A recovery of a subscription: what failed or never went is sent again on the replay lane, at the service's replay rate
+         * @example {
+         *       "id": "8d0f2b4d-6e8a-4c1e-9f3b-5d7f9b1d3f59",
+         *       "subscriptionId": "c9d1e3f5-a7b8-4c0d-8e2f-4a6b8c0d2e36",
+         *       "state": "running",
+         *       "since": "2026-03-04T00:00:00.000Z",
+         *       "until": "2026-03-05T08:00:00.000Z",
+         *       "createdAt": "2026-03-05T08:00:00.000Z",
+         *       "finishedAt": null,
+         *       "matched": 42,
+         *       "queued": 7,
+         *       "skippedDelivered": 35,
+         *       "skippedInFlight": 0,
+         *       "progress": {
+         *         "sent": 3,
+         *         "inEngine": 1,
+         *         "skipped": 0,
+         *         "remaining": 4
+         *       },
+         *       "waiting": null
+         *     }
+         */
+        readonly HookRecovery: {
+            /** @description The recovery's id (GET /api/v1/replays/{id}); null when there was nothing to send, so no job was made */
+            readonly id: string | null;
+            readonly subscriptionId: string;
+            /**
+             * @description running while it sends; finished; cancelled (by an admin)
+             * @enum {string}
+             */
+            readonly state: "running" | "finished" | "cancelled";
+            /**
+             * Format: date-time
+             * @description From here (not before the subscription was made)
+             */
+            readonly since: string;
+            /**
+             * Format: date-time
+             * @description Up to here (exclusive): when it was asked for
+             */
+            readonly until: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly createdAt: string;
+            /** @description When it finished or was cancelled */
+            readonly finishedAt: string | null;
+            readonly matched: number | ("Infinity" | "-Infinity" | "NaN");
+            readonly queued: number | ("Infinity" | "-Infinity" | "NaN");
+            readonly skippedDelivered: number | ("Infinity" | "-Infinity" | "NaN");
+            readonly skippedInFlight: number | ("Infinity" | "-Infinity" | "NaN");
+            readonly progress: {
+                readonly sent: number | ("Infinity" | "-Infinity" | "NaN");
+                readonly inEngine: number | ("Infinity" | "-Infinity" | "NaN");
+                readonly skipped: number | ("Infinity" | "-Infinity" | "NaN");
+                readonly remaining: number | ("Infinity" | "-Infinity" | "NaN");
+            };
+            /** @description Why it sends nothing now (the subscription is turned off, another replay of it runs first); else null */
+            readonly waiting: string | null;
+        };
+        readonly ConflictEncoded: {
+            /** @description A human-readable message */
+            readonly error: string;
+        };
+        /**
+         * @description From when to recover
+         * @example {
+         *       "since": "2026-03-04T00:00:00Z"
+         *     }
+         */
+        readonly RecoverHook: {
+            /** @description Send again what failed or never went since this moment: a date (YYYY-MM-DD, meaning midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset such as +02:00; none means UTC); at most 30 days back (events are kept 30 days) */
+            readonly since: string;
+        };
+        /**
+         * @description A delivery with its attempts and the start of each answer: never the event's payload
+         * @example {
+         *       "id": "6f1a3c5e-7b9d-4f2a-8c4e-6a8c0e2a4c68",
+         *       "subscriptionId": "c9d1e3f5-a7b8-4c0d-8e2f-4a6b8c0d2e36",
+         *       "eventId": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
+         *       "event": "incident.created",
+         *       "status": "pending",
+         *       "heldReason": null,
+         *       "createdAt": "2026-03-04T09:20:31.998Z",
+         *       "attemptCount": 2,
+         *       "lastAttemptAt": "2026-03-04T09:35:32.114Z",
+         *       "nextAttemptAt": "2026-03-04T10:35:32.201Z",
+         *       "finishedAt": null,
+         *       "attempts": [
+         *         {
+         *           "number": 1,
+         *           "startedAt": "2026-03-04T09:20:32.001Z",
+         *           "durationMs": 10000,
+         *           "status": null,
+         *           "errorKind": "timeout",
+         *           "error": "no answer within 10 s",
+         *           "response": null
+         *         },
+         *         {
+         *           "number": 2,
+         *           "startedAt": "2026-03-04T09:35:32.114Z",
+         *           "durationMs": 87,
+         *           "status": 503,
+         *           "errorKind": "http",
+         *           "error": "http 503",
+         *           "response": "Service Unavailable"
+         *         }
+         *       ]
+         *     }
+         */
+        readonly HookDeliveryDetail: {
+            /** @description The delivery id: the webhook-id (and Service-Delivery) header and the body's id your receiver got, the same on every attempt, a resend and a recovery */
+            readonly id: string;
+            readonly subscriptionId: string;
+            /** @description The event's id: GET /api/v1/events/{eventId} answers its payload while this key may read its records */
+            readonly eventId: string;
+            /**
+             * @description The event's name
+             * @enum {string}
+             */
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            /**
+             * @description pending: due, or waiting for its next attempt; held: not sent while the subscription may not receive (heldReason says why); succeeded: your receiver answered 2xx; failed: every attempt failed
+             * @enum {string}
+             */
+            readonly status: "pending" | "held" | "succeeded" | "failed";
+            /** @description Why it is held; null unless held */
+            readonly heldReason: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly createdAt: string;
+            readonly attemptCount: number | ("Infinity" | "-Infinity" | "NaN");
+            /** @description When it was last attempted; null before its first attempt */
+            readonly lastAttemptAt: string | null;
+            /** @description When it is attempted next; null unless pending (and not on the wire right now) */
+            readonly nextAttemptAt: string | null;
+            /** @description When it succeeded or failed for good; null while pending or held */
+            readonly finishedAt: string | null;
+            /** @description Its latest 50 attempts, oldest first, each with the start of your receiver's answer */
+            readonly attempts: readonly components["schemas"]["HookDeliveryAttemptDetail"][];
+        };
+        /** @description One attempt of a delivery, with the start of the receiver's answer */
+        readonly HookDeliveryAttemptDetail: {
+            readonly number: number | ("Infinity" | "-Infinity" | "NaN");
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly startedAt: string;
+            readonly durationMs: number | ("Infinity" | "-Infinity" | "NaN");
+            /** @description The HTTP status your receiver answered; null when it did not answer (see errorKind) */
+            readonly status: number | ("Infinity" | "-Infinity" | "NaN") | null;
+            /** @description Why the attempt failed: http (a status other than 2xx), timeout, connect, tls, dns, address (refused by the address rules), redirect, response...; null when it succeeded */
+            readonly errorKind: string | null;
+            /** @description The failure in words; null when it succeeded */
+            readonly error: string | null;
+            /** @description The start of your receiver's answer, at most 200 characters; null when it sent none */
+            readonly response: string | null;
+        };
+        /**
+         * @description A delivery of an event to the subscription: never the event's payload
+         * @example {
+         *       "id": "6f1a3c5e-7b9d-4f2a-8c4e-6a8c0e2a4c68",
+         *       "subscriptionId": "c9d1e3f5-a7b8-4c0d-8e2f-4a6b8c0d2e36",
+         *       "eventId": "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
+         *       "event": "incident.created",
+         *       "status": "pending",
+         *       "heldReason": null,
+         *       "createdAt": "2026-03-04T09:20:31.998Z",
+         *       "attemptCount": 2,
+         *       "lastAttemptAt": "2026-03-04T09:35:32.114Z",
+         *       "nextAttemptAt": "2026-03-04T10:35:32.201Z",
+         *       "finishedAt": null,
+         *       "attempts": [
+         *         {
+         *           "number": 1,
+         *           "startedAt": "2026-03-04T09:20:32.001Z",
+         *           "durationMs": 10000,
+         *           "status": null,
+         *           "errorKind": "timeout",
+         *           "error": "no answer within 10 s"
+         *         },
+         *         {
+         *           "number": 2,
+         *           "startedAt": "2026-03-04T09:35:32.114Z",
+         *           "durationMs": 87,
+         *           "status": 503,
+         *           "errorKind": "http",
+         *           "error": "http 503"
+         *         }
+         *       ]
+         *     }
+         */
+        readonly HookDelivery: {
+            /** @description The delivery id: the webhook-id (and Service-Delivery) header and the body's id your receiver got, the same on every attempt, a resend and a recovery */
+            readonly id: string;
+            readonly subscriptionId: string;
+            /** @description The event's id: GET /api/v1/events/{eventId} answers its payload while this key may read its records */
+            readonly eventId: string;
+            /**
+             * @description The event's name
+             * @enum {string}
+             */
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            /**
+             * @description pending: due, or waiting for its next attempt; held: not sent while the subscription may not receive (heldReason says why); succeeded: your receiver answered 2xx; failed: every attempt failed
+             * @enum {string}
+             */
+            readonly status: "pending" | "held" | "succeeded" | "failed";
+            /** @description Why it is held; null unless held */
+            readonly heldReason: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly createdAt: string;
+            readonly attemptCount: number | ("Infinity" | "-Infinity" | "NaN");
+            /** @description When it was last attempted; null before its first attempt */
+            readonly lastAttemptAt: string | null;
+            /** @description When it is attempted next; null unless pending (and not on the wire right now) */
+            readonly nextAttemptAt: string | null;
+            /** @description When it succeeded or failed for good; null while pending or held */
+            readonly finishedAt: string | null;
+            /** @description Its latest 5 attempts, oldest first (GET the delivery for more, and your receiver's answers) */
+            readonly attempts: readonly components["schemas"]["HookDeliveryAttempt"][];
+        };
+        /** @description One attempt of a delivery */
+        readonly HookDeliveryAttempt: {
+            readonly number: number | ("Infinity" | "-Infinity" | "NaN");
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly startedAt: string;
+            readonly durationMs: number | ("Infinity" | "-Infinity" | "NaN");
+            /** @description The HTTP status your receiver answered; null when it did not answer (see errorKind) */
+            readonly status: number | ("Infinity" | "-Infinity" | "NaN") | null;
+            /** @description Why the attempt failed: http (a status other than 2xx), timeout, connect, tls, dns, address (refused by the address rules), redirect, response...; null when it succeeded */
+            readonly errorKind: string | null;
+            /** @description The failure in words; null when it succeeded */
+            readonly error: string | null;
         };
         /**
          * @description A subscription of the key to one event, as GET answers it: never the secret
@@ -5861,7 +6207,9 @@ export interface operations {
     readonly "hooks.create": {
         readonly parameters: {
             readonly query?: never;
-            readonly header?: never;
+            readonly header?: {
+                readonly "idempotency-key"?: string;
+            };
             readonly path?: never;
             readonly cookie?: never;
         };
@@ -5921,6 +6269,19 @@ export interface operations {
                 };
                 content: {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description The request conflicts with a limit or the current state */
+            readonly 409: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ConflictEncoded"];
                 };
             };
             /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
@@ -6062,6 +6423,559 @@ export interface operations {
             /** @description <No Content> */
             readonly 204: {
                 headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "hooks.deliveries": {
+        readonly parameters: {
+            readonly query?: {
+                readonly limit?: number;
+                readonly cursor?: string;
+                readonly status?: "succeeded" | "failed" | "pending";
+                readonly createdAfter?: string;
+                readonly createdBefore?: string;
+            };
+            readonly header?: never;
+            readonly path: {
+                readonly id: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description Success */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        /** @description Newest first (by createdAt, then id) */
+                        readonly data: readonly components["schemas"]["HookDelivery"][];
+                        /** @description Pass as cursor for the next page; null on the last page */
+                        readonly nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "hooks.delivery": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly id: string;
+                readonly deliveryId: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description A delivery with its attempts and the start of each answer: never the event's payload */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["HookDeliveryDetail"];
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "hooks.resend": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly id: string;
+                readonly deliveryId: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description A delivery with its attempts and the start of each answer: never the event's payload */
+            readonly 202: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["HookDeliveryDetail"];
+                };
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description The request conflicts with a limit or the current state */
+            readonly 409: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ConflictEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "hooks.recover": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly id: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": components["schemas"]["RecoverHook"];
+            };
+        };
+        readonly responses: {
+            /** @description A recovery of a subscription: what failed or never went is sent again on the replay lane, at the service's replay rate */
+            readonly 202: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["HookRecovery"];
+                };
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description The request conflicts with a limit or the current state */
+            readonly 409: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ConflictEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "hooks.recovery": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly id: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description A recovery of a subscription: what failed or never went is sent again on the replay lane, at the service's replay rate */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["HookRecovery"];
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
                     /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
                     readonly RateLimit?: string;
                     /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */

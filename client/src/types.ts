@@ -7,9 +7,13 @@ type At<P> = P extends keyof paths ? paths[P] : never
 type JsonOf<R> = R extends { readonly content: { readonly "application/json": infer B } } ? B : never
 type QueryOf<O> = O extends { readonly parameters: { readonly query?: infer Q } } ? NonNullable<Q> : never
 
-/** The fourteen readable resources: every /api/v1/{resource}/{id} but hooks' and events'. */
+/** The fourteen readable resources: every /api/v1/{resource}/{id} but hooks', events' and replays'. */
 export type Resource = {
-  [P in keyof paths]: P extends `/api/v1/${infer R}/{id}` ? (R extends "hooks" | "events" ? never : R) : never
+  [P in keyof paths]: P extends `/api/v1/${infer R}/{id}`
+    ? R extends "hooks" | "events" | "replays"
+      ? never
+      : R
+    : never
 }[keyof paths]
 
 type ListOperation<R extends Resource> = At<`/api/v1/${R}`>["get"]
@@ -41,6 +45,14 @@ export type HookSubscription = Schemas["HookSubscription"]
 export type HookSubscriptionWithSecret = Schemas["HookSubscriptionWithSecret"]
 export type CreateHook = Schemas["CreateHook"]
 export type HookList = Schemas["HookList"]
+/** A delivery to one of the key's subscriptions, with its latest attempts (never the payload). */
+export type HookDelivery = Schemas["HookDelivery"]
+/** One delivery with its latest attempts and the start of each answer. */
+export type HookDeliveryDetail = Schemas["HookDeliveryDetail"]
+export type HookDeliveriesParams = QueryOf<operations["hooks.deliveries"]>
+export type HookDeliveriesPage = JsonOf<operations["hooks.deliveries"]["responses"][200]>
+/** A recovery of a subscription (POST /api/v1/hooks/{id}/recover), as GET /api/v1/replays/{id} follows it. */
+export type HookRecovery = Schemas["HookRecovery"]
 
 /** GET /api/v1: the key's company, the key, what it can read and may subscribe to. */
 export type ApiIndex = Schemas["ApiIndex"]

@@ -2,6 +2,7 @@
 // with these and the simulator its live traffic, so both write the same shapes, NEVER
 // columns included (their absence from the API is the point of filling them).
 import { randomUUID } from "node:crypto"
+import { CA_SOURCES, CA_STATUSES, type CaSource, type CaStatus } from "../domain/records/corrective-actions.ts"
 import * as C from "./catalog.ts"
 import type { Random } from "./random.ts"
 import type { Row } from "./rows.ts"
@@ -34,20 +35,7 @@ export interface CompanyRefs {
   readonly staff: ReadonlyArray<string>
 }
 
-export const CA_SOURCES = [
-  "incident",
-  "observation",
-  "audit",
-  "inspection",
-  "change",
-  "maturity_gap",
-  "gap_analysis_import",
-  "manual",
-  "assistant"
-] as const
-export type CaSource = (typeof CA_SOURCES)[number]
-export const CA_STATUSES = ["open", "in_progress", "completed", "verified"] as const
-export type CaStatus = (typeof CA_STATUSES)[number]
+export { CA_SOURCES, CA_STATUSES, type CaSource, type CaStatus }
 export const CHANGE_STATUSES = ["draft", "submitted", "approved", "rejected", "implemented", "closed"] as const
 export type ChangeStatus = (typeof CHANGE_STATUSES)[number]
 export const PERMIT_STATUSES = ["requested", "approved", "active", "closed", "cancelled", "rejected"] as const

@@ -19,6 +19,14 @@ import {
   updateEndpoint
 } from "./endpoints/endpoints.ts"
 import { createHook, deleteHook, getHook, listHooks } from "./subscriptions/hooks.ts"
+import { createHookOnce } from "./subscriptions/idempotency.ts"
+import {
+  getHookDelivery,
+  getHookRecovery,
+  listHookDeliveries,
+  recoverHook,
+  resendHookDelivery
+} from "./subscriptions/hook-deliveries.ts"
 import { testEndpoint } from "./endpoints/ping.ts"
 import {
   deleteSubscription,
@@ -63,6 +71,13 @@ export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
     listHooks: b(listHooks),
     getHook: b(getHook),
     deleteHook: b(deleteHook),
+    createHookOnce: d(createHookOnce),
+    // API: a key's own deliveries and their recovery
+    listHookDeliveries: b(listHookDeliveries),
+    getHookDelivery: b(getHookDelivery),
+    resendHookDelivery: b(resendHookDelivery),
+    recoverHook: b(recoverHook),
+    getHookRecovery: b(getHookRecovery),
     listActivity: b(listActivity)
   }
 }

@@ -15,20 +15,16 @@ import {
 } from "../../client/src/index.ts"
 import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import { deliveryBody } from "../../src/webhooks/net/body.ts"
-import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
 import { newSecret, signedHeaders } from "../../src/webhooks/net/signature.ts"
 import { startServer } from "../support/server.ts"
 import { createCompany, makeRecord, NEVER_MARK, seedRecords, storeRecords, type TestCompany } from "../support/views.ts"
 import { apiDocument } from "../../client/scripts/generate-schema.ts"
 import { checkedFetch, makeKey, openApiChecker, request, type CheckedFetch } from "../support/http.ts"
-import { useReadApi } from "../support/fixtures.ts"
+import { LOOPBACK_WEBHOOKS, useReadApi } from "../support/fixtures.ts"
 
 const at = (second: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, second)).toISOString()
 
-const { db, server, checker } = useReadApi(
-  { rateLimit: 1_000_000 },
-  { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } }
-)
+const { db, server, checker } = useReadApi({ rateLimit: 1_000_000 }, LOOPBACK_WEBHOOKS)
 let acme: TestCompany
 let key: string
 let checked: CheckedFetch
@@ -286,6 +282,32 @@ describe("events and hooks", () => {
     await expect(
       client.hooks.create({ url: "https://127.0.0.1:9/hooks/client", event: "incident.deleted" as "incident.created" })
     ).rejects.toMatchObject({ status: 400 })
+  })
+
+  it("hooks: an idempotent subscribe, a subscription's deliveries, resend, recover and its progress", async () => {
+    const hook = { url: "https://127.0.0.1:9/hooks/client-idem", event: "incident.created" } as const
+    const idempotencyKey = randomUUID()
+    const made = await client.hooks.create(hook, { idempotencyKey })
+    expect(await client.hooks.create(hook, { idempotencyKey })).toEqual(made)
+    await expect(client.hooks.create({ ...hook, event: "permit.closed" }, { idempotencyKey })).rejects.toMatchObject({
+      status: 409
+    })
+    expect(await client.hooks.deliveriesPage(made.id, { status: "failed", limit: 10 })).toEqual({
+      data: [],
+      nextCursor: null
+    })
+    const all: Array<unknown> = []
+    for await (const d of client.hooks.deliveries(made.id)) all.push(d)
+    expect(all).toEqual([])
+    const missing = randomUUID()
+    await expect(client.hooks.delivery(made.id, missing)).rejects.toMatchObject({ status: 404 })
+    await expect(client.hooks.resend(made.id, missing)).rejects.toMatchObject({ status: 404 })
+    // Nothing was ever sent to it: nothing to recover, so no job.
+    const recovery = await client.hooks.recover(made.id, new Date(Date.now() - 3_600_000))
+    expect(recovery).toMatchObject({ id: null, subscriptionId: made.id, state: "finished", queued: 0 })
+    await expect(client.hooks.recover(made.id, "not a date")).rejects.toMatchObject({ status: 400 })
+    await expect(client.hooks.recovery(missing)).rejects.toMatchObject({ status: 404 })
+    await client.hooks.delete(made.id)
   })
 
   it("retries a 429 after Retry-After, a bounded number of times", async () => {

@@ -95,9 +95,9 @@ describe("the OpenAPI document", () => {
         }
       }
     }
-    expect(limits).toBe(RESOURCES.length + 2) // the lists, events, deletions
+    expect(limits).toBe(RESOURCES.length + 3) // the lists, events, deletions, a subscription's deliveries
     // Every field that holds an event name enumerates event names: the 11 payloads' event,
-    // the subscriptions' event, the index's and hook list's events.
+    // the subscriptions' event, the index's and hook list's events, a delivery's event (in the list and alone).
     const eventNames = new Set<string>(EVENT_KINDS)
     const fields = schemasIn(doc).filter(({ where }) => /\/properties\/(event|events\/items)$/.test(where))
     for (const { where, schema } of fields) {
@@ -105,7 +105,12 @@ describe("the OpenAPI document", () => {
       expect(schema.enum?.length, where).toBeGreaterThan(0)
       for (const e of schema.enum) expect(eventNames.has(e), `${where}: ${e}`).toBe(true)
     }
-    expect(fields.length).toBe(EVENT_KINDS.length + 5)
+    expect(fields.length).toBe(EVENT_KINDS.length + 7)
+    for (const name of ["HookDelivery", "HookDeliveryDetail"])
+      expect(doc.components.schemas[name].properties.event, name).toMatchObject({
+        type: "string",
+        enum: [...EVENT_KINDS]
+      })
     const typeParam = doc.paths["/api/v1/events"].get.parameters.find((p: any) => p.name === "type")
     expect(typeParam.schema).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
     expect(doc.components.schemas.CreateHook.properties.event).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
@@ -130,7 +135,8 @@ describe("the OpenAPI document", () => {
   it("has servers, and a summary and a description on every operation", () => {
     expect(doc.servers.map((s: any) => s.url)).toEqual(["/", "https://{host}"])
     const ops = operations()
-    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + EVENT_KINDS.length)
+    // the resources, the index, hooks, events, deletions, the event payloads, a key's deliveries and recovery
+    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + EVENT_KINDS.length + 5)
     for (const { where, op } of ops) {
       expect(typeof op.summary === "string" && op.summary.length > 3, `${where} summary`).toBe(true)
       expect(typeof op.description === "string" && op.description.length > 20, `${where} description`).toBe(true)

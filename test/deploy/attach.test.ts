@@ -46,67 +46,126 @@ const appSchemaFingerprint = async (sql: postgres.Sql) =>
     select concat_ws(' ', t.tgname, t.tgrelid::regclass::text) from pg_trigger t join pg_class c on c.oid = t.tgrelid join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'app'
     order by 1`
 
-describe("attached to the app's own database, as a least-privilege role", () => {
-  const tag = randomBytes(4).toString("hex")
-  const dbName = `t_attach_${tag}`
-  const owner = `app_owner_${tag}`
-  const role = `srs_${tag}`
-  const publication = "safety_records_service"
-  const password = randomBytes(9).toString("hex")
-  const children: ChildProcess[] = []
-  const dir = mkdtempSync(join(tmpdir(), "srs-attach-"))
-  let admin: postgres.Sql // a superuser on the app's database (the DBA)
-  let app: postgres.Sql // the app, as the owner of its tables
-  let receiver: Receiver
-  let serviceUrl: string
-  let env: Record<string, string>
-
+/**
+ * The deployment for a describe block: the app's owner and the service's role (logins with
+ * one password), the app's database made by its owner with the app's tables (and, with
+ * `ownDb`, an empty database for the service's own state), a receiver whose CA the service
+ * trusts; all dropped afterwards, the children killed.
+ */
+const useAttached = (names: { appDb: string; ownDb?: string; owner: string; role: string; dir: string }) => {
+  const t = {
+    ...names,
+    password: randomBytes(9).toString("hex"),
+    children: [] as ChildProcess[],
+    dir: mkdtempSync(join(tmpdir(), names.dir)),
+    admin: undefined as unknown as postgres.Sql, // a superuser on the app's database (the DBA)
+    ownAdmin: undefined as postgres.Sql | undefined, // a superuser on the service's database
+    app: undefined as unknown as postgres.Sql, // the app, as the owner of its tables
+    receiver: undefined as unknown as Receiver
+  }
   beforeAll(async () => {
-    chmodSync(dir, 0o755)
+    chmodSync(t.dir, 0o755)
     const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
-    await root.unsafe(`create role ${owner} login password '${password}'`)
-    await root.unsafe(`create role ${role} login replication password '${password}'`)
-    await root.unsafe(`create database ${dbName} owner ${owner}`)
+    await root.unsafe(`create role ${t.owner} login password '${t.password}'`)
+    await root.unsafe(`create role ${t.role} login replication password '${t.password}'`)
+    await root.unsafe(`create database ${t.appDb} owner ${t.owner}`)
+    if (t.ownDb !== undefined) await root.unsafe(`create database ${t.ownDb}`)
     await root.end()
-    admin = postgres(urlFor(dbName), { max: 1, onnotice: () => {} })
-    app = postgres(withUser(urlFor(dbName), owner, password), { max: 2, onnotice: () => {} })
-    await ensureDemoAppSchema(app)
-    receiver = await startHttpsReceiver()
-    writeFileSync(join(dir, "ca.pem"), receiver.ca)
-    serviceUrl = withUser(urlFor(dbName), role, password)
-    env = {
-      DATABASE_URL: serviceUrl,
-      DATA_DIR: dir,
-      SECRETS_KEY: randomBytes(32).toString("base64"),
-      WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
-      NODE_EXTRA_CA_CERTS: join(dir, "ca.pem"),
-      REPLICATION_SLOT: `slot_${tag}`
-    }
+    t.admin = postgres(urlFor(t.appDb), { max: 1, onnotice: () => {} })
+    if (t.ownDb !== undefined) t.ownAdmin = postgres(urlFor(t.ownDb), { max: 1, onnotice: () => {} })
+    t.app = postgres(withUser(urlFor(t.appDb), t.owner, t.password), { max: 2, onnotice: () => {} })
+    await ensureDemoAppSchema(t.app)
+    t.receiver = await startHttpsReceiver()
+    writeFileSync(join(t.dir, "ca.pem"), t.receiver.ca)
   })
-
   afterAll(async () => {
-    for (const c of children) c.kill("SIGKILL")
-    await receiver?.close()
-    await app?.end({ timeout: 1 })
-    await admin?.end({ timeout: 1 })
+    for (const c of t.children) c.kill("SIGKILL")
+    await t.receiver?.close()
+    await t.app?.end({ timeout: 1 })
+    await t.admin?.end({ timeout: 1 })
+    await t.ownAdmin?.end({ timeout: 1 })
     const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
     try {
-      for (let i = 0; i < 50; i++) {
-        await root`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${dbName}`
-        await root`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${dbName} and not active`
-        try {
-          await root.unsafe(`drop database if exists ${dbName} with (force)`)
-          break
-        } catch {
-          await new Promise((r) => setTimeout(r, 100))
+      for (const name of t.ownDb === undefined ? [t.appDb] : [t.ownDb, t.appDb])
+        for (let i = 0; i < 50; i++) {
+          await root`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name}`
+          await root`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${name} and not active`
+          try {
+            await root.unsafe(`drop database if exists ${name} with (force)`)
+            break
+          } catch {
+            await new Promise((r) => setTimeout(r, 100))
+          }
         }
-      }
-      await root.unsafe(`drop role if exists ${role}`)
-      await root.unsafe(`drop role if exists ${owner}`)
+      await root.unsafe(`drop role if exists ${t.role}`)
+      await root.unsafe(`drop role if exists ${t.owner}`)
     } finally {
       await root.end()
     }
-    rmSync(dir, { recursive: true, force: true })
+    rmSync(t.dir, { recursive: true, force: true })
+  })
+  return t
+}
+
+/**
+ * Through the CLI, as the admin Ada: a key reading everything and an endpoint at `path` on
+ * the receiver; then an incident titled `title` reaches the receiver, and the key reads it
+ * from the service at `base`. Returns the key.
+ */
+const keyEndpointAndFlow = async (
+  t: { readonly receiver: Receiver; readonly app: postgres.Sql },
+  cliEnv: Record<string, string | undefined>,
+  company: { id: string; host: string },
+  path: string,
+  title: string,
+  base: string
+) => {
+  const as = ["--as", `ada@${company.host}`, "--json"]
+  const key = await runCli(
+    ["keys", "create", "--company", company.host, "--name", "BI", "--read", "all", ...as],
+    cliEnv
+  )
+  expect(key.code, key.stderr).toBe(0)
+  expect(key.stderr).toBe("")
+  const apiKey = (JSON.parse(key.stdout) as { key: string }).key
+  const endpoint = await runCli(
+    [
+      ...["endpoints", "create", "--company", company.host, "--name", "Ops"],
+      ...["--url", t.receiver.url(path), "--events", "incident.created", ...as]
+    ],
+    cliEnv
+  )
+  expect(endpoint.code, endpoint.stderr).toBe(0)
+
+  const incident = await insertIncident(t.app, company.id, { title })
+  const delivery = await until(async () => t.receiver.requests.find((q) => q.path === path), "the webhook", 30_000)
+  expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({
+    event: "incident.created",
+    data: { id: incident, title }
+  })
+  const got = await fetch(`${base}/api/v1/incidents/${incident}`, { headers: { authorization: `Bearer ${apiKey}` } })
+  expect(got.status).toBe(200)
+  return apiKey
+}
+
+describe("attached to the app's own database, as a least-privilege role", () => {
+  const tag = randomBytes(4).toString("hex")
+  const publication = "safety_records_service"
+  const t = useAttached({ appDb: `t_attach_${tag}`, owner: `app_owner_${tag}`, role: `srs_${tag}`, dir: "srs-attach-" })
+  const { role, children } = t
+  let serviceUrl: string
+  let env: Record<string, string>
+
+  beforeAll(() => {
+    serviceUrl = withUser(urlFor(t.appDb), role, t.password)
+    env = {
+      DATABASE_URL: serviceUrl,
+      DATA_DIR: t.dir,
+      SECRETS_KEY: randomBytes(32).toString("base64"),
+      WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
+      NODE_EXTRA_CA_CERTS: join(t.dir, "ca.pem"),
+      REPLICATION_SLOT: `slot_${tag}`
+    }
   })
 
   it("stops at start, changing nothing, where the app's tables are missing", async () => {
@@ -134,7 +193,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
   it("without the DBA's publication, it stops naming the setup SQL (the role may not make one)", async () => {
     // The DBA's setup, less the publication.
     const text = setupSql({ role, publication })
-    await admin.unsafe(text.replace(/do \$\$[\s\S]*?\$\$;/, ""))
+    await t.admin.unsafe(text.replace(/do \$\$[\s\S]*?\$\$;/, ""))
     const r = startService({ ...env, PORT: String(await freePort()) })
     children.push(r.child)
     expect(await r.exited()).toBe(1)
@@ -145,11 +204,11 @@ describe("attached to the app's own database, as a least-privilege role", () => 
   it("runs from the printed setup SQL: records and webhooks flow, NEVER columns unreadable, the app's schema unchanged", {
     timeout: 120_000
   }, async () => {
-    await admin.unsafe(setupSql({ role, publication }))
-    const company = await makeCompany(app, { host: `acme-${tag}.test` })
-    await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${`ada@${company.host}`}, 'admin')`
-    await app`insert into app.workers (company_id, name, status, phone, email) values (${company.id}, 'Wim', 'active', '+1 555 0100', 'wim@example.test')`
-    const before = await appSchemaFingerprint(admin)
+    await t.admin.unsafe(setupSql({ role, publication }))
+    const company = await makeCompany(t.app, { host: `acme-${tag}.test` })
+    await t.app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${`ada@${company.host}`}, 'admin')`
+    await t.app`insert into app.workers (company_id, name, status, phone, email) values (${company.id}, 'Wim', 'active', '+1 555 0100', 'wim@example.test')`
+    const before = await appSchemaFingerprint(t.admin)
 
     const port = await freePort()
     const service = startService({ ...env, PORT: String(port), REPLICATION_SLOT_FAILOVER: "true" })
@@ -175,56 +234,7 @@ describe("attached to the app's own database, as a least-privilege role", () => 
     }
 
     const cliEnv = { ...env, PORT: undefined }
-    const key = await runCli(
-      [
-        "keys",
-        "create",
-        "--company",
-        company.host,
-        "--name",
-        "BI",
-        "--read",
-        "all",
-        "--as",
-        `ada@${company.host}`,
-        "--json"
-      ],
-      cliEnv
-    )
-    expect(key.stderr).toBe("")
-    const apiKey = (JSON.parse(key.stdout) as { key: string }).key
-    const endpoint = await runCli(
-      [
-        "endpoints",
-        "create",
-        "--company",
-        company.host,
-        "--name",
-        "Ops",
-        "--url",
-        receiver.url(`/attach-${tag}`),
-        "--events",
-        "incident.created",
-        "--as",
-        `ada@${company.host}`,
-        "--json"
-      ],
-      cliEnv
-    )
-    expect(endpoint.code, endpoint.stderr).toBe(0)
-
-    const incident = await insertIncident(app, company.id, { title: "Attached" })
-    const delivery = await until(
-      async () => receiver.requests.find((q) => q.path === `/attach-${tag}`),
-      "the webhook",
-      30_000
-    )
-    expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({
-      event: "incident.created",
-      data: { id: incident, title: "Attached" }
-    })
-    const got = await fetch(`${base}/api/v1/incidents/${incident}`, { headers: { authorization: `Bearer ${apiKey}` } })
-    expect(got.status).toBe(200)
+    const apiKey = await keyEndpointAndFlow(t, cliEnv, company, `/attach-${tag}`, "Attached", base)
     const workers = await (
       await fetch(`${base}/api/v1/workers`, { headers: { authorization: `Bearer ${apiKey}` } })
     ).text()
@@ -239,12 +249,12 @@ describe("attached to the app's own database, as a least-privilege role", () => 
 
     service.child.kill("SIGTERM")
     expect(await service.exited()).toBe(0)
-    expect(await appSchemaFingerprint(admin)).toEqual(before)
+    expect(await appSchemaFingerprint(t.admin)).toEqual(before)
   })
 
   it("a publication altered to carry app.workers.phone stops the next start, naming it and the fix", async () => {
-    await admin.unsafe(`alter publication ${publication} drop table app.workers`)
-    await admin.unsafe(
+    await t.admin.unsafe(`alter publication ${publication} drop table app.workers`)
+    await t.admin.unsafe(
       `alter publication ${publication} add table app.workers (id, company_id, name, job_title, employer, subcontractor_id, job_site_id, status, created_at, updated_at, phone)`
     )
     const r = startService({ ...env, PORT: String(await freePort()) })
@@ -258,81 +268,35 @@ describe("attached to the app's own database, as a least-privilege role", () => 
 
 describe("the service's state in a database of its own, attached to the app's as a least-privilege role", () => {
   const tag = randomBytes(4).toString("hex")
-  const appDb = `t_attach_app_${tag}`
-  const ownDb = `t_attach_own_${tag}`
-  const owner = `app_owner2_${tag}`
-  const role = `srs2_${tag}`
   const publication = "safety_records_service"
-  const password = randomBytes(9).toString("hex")
-  const children: ChildProcess[] = []
-  const dir = mkdtempSync(join(tmpdir(), "srs-attach-own-"))
-  let admin: postgres.Sql // a superuser on the app's database (the app's DBA)
-  let ownAdmin: postgres.Sql // a superuser on the service's database
-  let app: postgres.Sql // the app, as the owner of its tables
-  let receiver: Receiver
-
-  beforeAll(async () => {
-    chmodSync(dir, 0o755)
-    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
-    await root.unsafe(`create role ${owner} login password '${password}'`)
-    await root.unsafe(`create role ${role} login replication password '${password}'`)
-    await root.unsafe(`create database ${appDb} owner ${owner}`)
-    await root.unsafe(`create database ${ownDb}`)
-    await root.end()
-    admin = postgres(urlFor(appDb), { max: 1, onnotice: () => {} })
-    ownAdmin = postgres(urlFor(ownDb), { max: 1, onnotice: () => {} })
-    app = postgres(withUser(urlFor(appDb), owner, password), { max: 2, onnotice: () => {} })
-    await ensureDemoAppSchema(app)
-    receiver = await startHttpsReceiver()
-    writeFileSync(join(dir, "ca.pem"), receiver.ca)
+  const t = useAttached({
+    appDb: `t_attach_app_${tag}`,
+    ownDb: `t_attach_own_${tag}`,
+    owner: `app_owner2_${tag}`,
+    role: `srs2_${tag}`,
+    dir: "srs-attach-own-"
   })
-
-  afterAll(async () => {
-    for (const c of children) c.kill("SIGKILL")
-    await receiver?.close()
-    await app?.end({ timeout: 1 })
-    await admin?.end({ timeout: 1 })
-    await ownAdmin?.end({ timeout: 1 })
-    const root = postgres(adminUrl(), { max: 1, onnotice: () => {} })
-    try {
-      for (const name of [ownDb, appDb])
-        for (let i = 0; i < 50; i++) {
-          await root`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name}`
-          await root`select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = ${name} and not active`
-          try {
-            await root.unsafe(`drop database if exists ${name} with (force)`)
-            break
-          } catch {
-            await new Promise((r) => setTimeout(r, 100))
-          }
-        }
-      await root.unsafe(`drop role if exists ${role}`)
-      await root.unsafe(`drop role if exists ${owner}`)
-    } finally {
-      await root.end()
-    }
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const { role, children } = t
 
   it("runs from the two printed parts: no CREATE, no schema, no write of its own in the app's database; records and webhooks flow", {
     timeout: 120_000
   }, async () => {
-    await admin.unsafe(setupSql({ role, publication, part: "app" }))
-    await ownAdmin.unsafe(setupSql({ role, publication, part: "service" }))
-    const company = await makeCompany(app, { host: `own-${tag}.test` })
-    await app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${`ada@${company.host}`}, 'admin')`
-    const before = await appSchemaFingerprint(admin)
+    await t.admin.unsafe(setupSql({ role, publication, part: "app" }))
+    await t.ownAdmin!.unsafe(setupSql({ role, publication, part: "service" }))
+    const company = await makeCompany(t.app, { host: `own-${tag}.test` })
+    await t.app`insert into app.users (company_id, name, email, role) values (${company.id}, 'Ada', ${`ada@${company.host}`}, 'admin')`
+    const before = await appSchemaFingerprint(t.admin)
     const env = {
-      DATABASE_URL: withUser(urlFor(appDb), role, password),
-      SERVICE_DATABASE_URL: withUser(urlFor(ownDb), role, password),
-      DATA_DIR: dir,
+      DATABASE_URL: withUser(urlFor(t.appDb), role, t.password),
+      SERVICE_DATABASE_URL: withUser(urlFor(t.ownDb!), role, t.password),
+      DATA_DIR: t.dir,
       SECRETS_KEY: randomBytes(32).toString("base64"),
       WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
-      NODE_EXTRA_CA_CERTS: join(dir, "ca.pem"),
+      NODE_EXTRA_CA_CERTS: join(t.dir, "ca.pem"),
       REPLICATION_SLOT: `slot_own_${tag}`
     }
     // What the role may do in the app's database: replicate and read; nothing of its own.
-    const [rights] = await admin<{ create: boolean; temp: boolean; schemas: number }[]>`
+    const [rights] = await t.admin<{ create: boolean; temp: boolean; schemas: number }[]>`
       select has_database_privilege(${role}, current_database(), 'CREATE') as create,
              has_database_privilege(${role}, current_database(), 'TEMP') as temp,
              (select count(*)::int from pg_namespace where nspowner = (select oid from pg_roles where rolname = ${role})) as schemas`
@@ -343,71 +307,21 @@ describe("the service's state in a database of its own, attached to the app's as
     children.push(service.child)
     await waitForUrl(`${await service.opsUrl()}/readyz`, 60_000, streaming)
     const cliEnv = { ...env, PORT: undefined }
-    const key = await runCli(
-      [
-        "keys",
-        "create",
-        "--company",
-        company.host,
-        "--name",
-        "BI",
-        "--read",
-        "all",
-        "--as",
-        `ada@${company.host}`,
-        "--json"
-      ],
-      cliEnv
-    )
-    expect(key.code, key.stderr).toBe(0)
-    const apiKey = (JSON.parse(key.stdout) as { key: string }).key
-    const endpoint = await runCli(
-      [
-        "endpoints",
-        "create",
-        "--company",
-        company.host,
-        "--name",
-        "Ops",
-        "--url",
-        receiver.url(`/own-${tag}`),
-        "--events",
-        "incident.created",
-        "--as",
-        `ada@${company.host}`,
-        "--json"
-      ],
-      cliEnv
-    )
-    expect(endpoint.code, endpoint.stderr).toBe(0)
-    const incident = await insertIncident(app, company.id, { title: "Own database" })
-    const delivery = await until(
-      async () => receiver.requests.find((q) => q.path === `/own-${tag}`),
-      "the webhook",
-      30_000
-    )
-    expect(JSON.parse(delivery.body.toString("utf8"))).toMatchObject({
-      event: "incident.created",
-      data: { id: incident, title: "Own database" }
-    })
-    const got = await fetch(`http://127.0.0.1:${port}/api/v1/incidents/${incident}`, {
-      headers: { authorization: `Bearer ${apiKey}` }
-    })
-    expect(got.status).toBe(200)
+    await keyEndpointAndFlow(t, cliEnv, company, `/own-${tag}`, "Own database", `http://127.0.0.1:${port}`)
     service.child.kill("SIGTERM")
     expect(await service.exited()).toBe(0)
 
     // The app's database: its schema as before, nothing of the service's, the slot the only thing it keeps.
-    expect(await appSchemaFingerprint(admin)).toEqual(before)
-    expect(await admin`select 1 from pg_namespace where nspname = 'service'`).toHaveLength(0)
+    expect(await appSchemaFingerprint(t.admin)).toEqual(before)
+    expect(await t.admin`select 1 from pg_namespace where nspname = 'service'`).toHaveLength(0)
     expect(
-      await admin`select 1 from pg_class where relowner = (select oid from pg_roles where rolname = ${role})`
+      await t.admin`select 1 from pg_class where relowner = (select oid from pg_roles where rolname = ${role})`
     ).toHaveLength(0)
-    expect(await admin`select slot_name from pg_replication_slots where database = current_database()`).toEqual([
+    expect(await t.admin`select slot_name from pg_replication_slots where database = current_database()`).toEqual([
       { slot_name: env.REPLICATION_SLOT }
     ])
     // Everything the service wrote is in its own database.
-    const [own] = await ownAdmin<{ views: number; events: number; keys: number }[]>`
+    const [own] = await t.ownAdmin!<{ views: number; events: number; keys: number }[]>`
       select (select count(*)::int from service.views) as views, (select count(*)::int from service.events) as events,
              (select count(*)::int from service.api_keys) as keys`
     expect(own).toMatchObject({ events: 1, keys: 1 })

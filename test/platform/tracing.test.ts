@@ -115,6 +115,16 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
+/** Waits for the collector's span named `name` whose event ids include `eventId`. */
+const spanOfEvent = (name: string, eventId: string, what: string) =>
+  waitFor(
+    () =>
+      collector.spans.find(
+        (s) => s.name === name && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)
+      ),
+    what
+  )
+
 describe("traces", () => {
   it("a span per API request and per capture batch reach the collector, with request, key and event ids; the request's log line names the key by id", async () => {
     const { id: keyId, key } = await apiKey(db.sql, companyId, ["incidents"])
@@ -124,14 +134,7 @@ describe("traces", () => {
         (await db.sql<{ id: string }[]>`select id::text from service.events where record_id = ${incident}`)[0]?.id,
       "the event"
     )
-    const batch = await waitFor(
-      () =>
-        collector.spans.find(
-          (s) =>
-            s.name === "capture.batch" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)
-        ),
-      "the capture batch's span"
-    )
+    const batch = await spanOfEvent("capture.batch", eventId, "the capture batch's span")
     expect(batch.service).toBe("srs-under-test")
     expect(batch.attributes).toMatchObject({
       "capture.slot": `slot_${db.name}`,
@@ -202,14 +205,7 @@ describe("the delivery engine's spans", () => {
     const deliveryId = first.headers["service-delivery"] as string
     await waitFor(() => receiver.requests.filter((r) => r.path === "/traced").length >= 2, "the retry")
 
-    const fanout = await waitFor(
-      () =>
-        collector.spans.find(
-          (s) =>
-            s.name === "webhook.fanout" && ((s.attributes["event.ids"] as string[] | undefined) ?? []).includes(eventId)
-        ),
-      "the fan-out round's span"
-    )
+    const fanout = await spanOfEvent("webhook.fanout", eventId, "the fan-out round's span")
     expect(fanout).toMatchObject({ kind: PRODUCER, service: "srs-under-test" })
     expect(fanout.attributes["delivery.ids"]).toContain(deliveryId)
     expect(fanout.attributes["fanout.events"]).toBeGreaterThanOrEqual(1)

@@ -11,10 +11,8 @@ import type { Served } from "../../src/read/served.ts"
 import { EVENTS_QUERY } from "../../src/faces/api/events-api.ts"
 import { describeQueryIssue } from "../../src/faces/api/query.ts"
 import { FILTER_DATE_FORMATS } from "../../src/domain/dates.ts"
-import { createEndpoint } from "../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident, makeCompany } from "../support/app.ts"
-import { ADMIN, makeKey, useEngine, useWorld, waitFor } from "../support/world.ts"
-import { runSql } from "../support/sql.ts"
+import { addEndpoint, makeKey, useEngine, useWorld, waitFor } from "../support/world.ts"
 
 type Listed = {
   data: Array<{ id: string; event: string; createdAt: string; data: Record<string, unknown> }>
@@ -81,15 +79,7 @@ const backfill = async (companyId: string) => {
 
 describe("events feed", () => {
   it("an event is shown exactly as it was delivered, under the event's id", async () => {
-    await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Feed",
-        url: w.receiver.url("/feed"),
-        events: ["incident.created"]
-      })
-    )
+    await addEndpoint(w, "/feed", { name: "Feed" })
     const incident = await insertIncident(w.db.sql, w.company.id, { title: "Ladder slipped", person_name: "Sam Smith" })
     await w.cap.settle()
     const delivered = await waitFor(() => w.receiver.requests.find((r) => r.path === "/feed"), "the delivery")

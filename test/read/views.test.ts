@@ -3,7 +3,6 @@
 // its company's records, its resource, its filters, its page, or no such record.
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../src/access/keys/store.ts"
 import type { CurrentKeyShape } from "../../src/access/keys/current-key.ts"
 import { ApiPool } from "../../src/platform/db/api-pool.ts"
 import { ApiSettings } from "../../src/platform/api-settings.ts"
@@ -13,7 +12,7 @@ import { Views } from "../../src/read/views.ts"
 import { BASE_QUERY } from "../../src/faces/api/query.ts"
 import type { Resource } from "../../src/domain/resources.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../support/views.ts"
-import { makeKey, provideDb } from "../support/http.ts"
+import { makeKey, provideDb, revokeKeyAs } from "../support/http.ts"
 import { useDatabase } from "../support/fixtures.ts"
 
 /** A list query as the endpoint decodes it (a number, canonical timestamps). */
@@ -89,11 +88,7 @@ describe("requests read together", () => {
     const mine = await keyOf(acme)
     const theirs = await keyOf(other)
     const revoked = await keyOf(acme)
-    await Effect.runPromise(
-      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(
-        Effect.provide(provideDb(db))
-      )
-    )
+    await revokeKeyAs(db, acme, revoked.id)
     const incidents = seeded.get("acme incidents")!
     const workers = seeded.get("acme workers")!
     const theirIncidents = seeded.get("other incidents")!

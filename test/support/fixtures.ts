@@ -10,11 +10,18 @@ import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
+import { makeCompany } from "./app.ts"
 import { freshDatabase, freshSplit, type SplitDatabases, type TestDatabase } from "./db.ts"
 import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
 import { checkedClient, openApiChecker, request, type CheckedClient, type OpenApiChecker } from "./http.ts"
 import { startServer, type TestServer } from "./server.ts"
 import { NEVER_MARK } from "./views.ts"
+import { parseAllowedNetworksOrThrow } from "../../src/webhooks/net/address-guard.ts"
+
+/** The server's options that let webhooks reach receivers on loopback (as WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8). */
+export const LOOPBACK_WEBHOOKS: { readonly webhooks: Partial<WebhookDeps> } = {
+  webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") }
+}
 
 /**
  * A value made later (in a beforeAll): the stand-in forwards every read to it, getters
@@ -68,6 +75,14 @@ export const useSplitDatabases = (): SplitDatabases =>
     "the app's and the service's test databases",
     () => freshSplit(),
     (d) => d.drop()
+  )
+
+/** A company of the app's (makeCompany) in the database, made in beforeAll. */
+export const useCompany = (db: Pick<TestDatabase, "sql">) =>
+  useResource(
+    "the company",
+    () => makeCompany(db.sql),
+    async () => {}
   )
 
 /** A temporary directory maker; what it made is removed after each test. */

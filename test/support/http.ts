@@ -1,10 +1,11 @@
 // Shared by the API tests: keys made through the real admin operations, requests over real
 // HTTP, and a check of every response against the served OpenAPI document.
 import { Effect, Layer } from "effect"
-import { Agent, request as httpRequest } from "node:http"
+import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import SwaggerParser from "@apidevtools/swagger-parser"
-import { createKey, type Expiry } from "../../src/access/keys/store.ts"
+import { createKey, revokeKey, type Expiry } from "../../src/access/keys/store.ts"
+import { createToken } from "../../src/access/tokens.ts"
 import { Database } from "../../src/platform/db/Database.ts"
 import { Sql } from "../../src/platform/db/Sql.ts"
 import { RESOURCES, type Resource } from "../../src/domain/resources.ts"
@@ -39,12 +40,38 @@ export const makeKey = async (db: TestDatabase, company: TestCompany, options: K
   return { id: created.id, key: created.key }
 }
 
+/** Revokes a key as the company's admin (Ada), as `keys revoke` does. */
+export const revokeKeyAs = (db: TestDatabase, company: TestCompany, keyId: string) =>
+  Effect.runPromise(
+    revokeKey({ userId: company.adminId, email: company.adminEmail, name: "Ada", companyId: company.id }, keyId).pipe(
+      Effect.provide(provideDb(db))
+    )
+  )
+
+/** An admin token for the company's admin (Ada Admin), made as `tokens create` makes one, for 90 days. */
+export const makeToken = (db: TestDatabase, company: TestCompany, name: string) =>
+  Effect.runPromise(
+    createToken(
+      { userId: company.adminId, email: company.adminEmail, name: "Ada Admin", companyId: company.id },
+      { name, expires: "90d" }
+    ).pipe(Effect.provide(provideDb(db)))
+  )
+
 export interface Answer {
   readonly status: number
   readonly headers: Headers
   readonly text: string
   readonly json: any
 }
+
+/** The whole body of an answer, as text. */
+export const bodyText = (res: IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    const chunks: Array<Buffer> = []
+    res.on("data", (c: Buffer) => chunks.push(c))
+    res.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
+    res.on("error", reject)
+  })
 
 /** One HTTP request with node:http (fetch may not set Host). */
 export const request = (
@@ -76,10 +103,7 @@ export const request = (
         ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress })
       },
       (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (c: Buffer) => chunks.push(c))
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8")
+        bodyText(res).then((text) => {
           let json: any
           try {
             json = text === "" ? undefined : JSON.parse(text)
@@ -91,8 +115,7 @@ export const request = (
             if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v)
           }
           resolve({ status: res.statusCode ?? 0, headers: h, text, json })
-        })
-        res.on("error", reject)
+        }, reject)
       }
     )
     req.on("error", reject)
@@ -106,6 +129,10 @@ export type Call = (
   options?: { readonly token?: string | undefined; readonly body?: unknown; readonly base?: string }
 ) => Promise<Answer>
 
+/** A server: the running one (read when called), or a function giving its address. */
+type Server = { readonly url: string } | (() => string)
+const urlOf = (server: Server) => (typeof server === "function" ? server() : server.url)
+
 /**
  * The one JSON `call` of the API tests, bound to a server and its document (read when
  * called, as both are made in beforeAll). Each call is made as an API client makes it: a
@@ -114,9 +141,9 @@ export type Call = (
  * is one the OpenAPI document describes.
  */
 export const caller =
-  (server: () => string, checker: () => OpenApiChecker): Call =>
+  (server: Server, checker: () => OpenApiChecker): Call =>
   async (method, path, options = {}) => {
-    const answer = await request(options.base ?? server(), path, {
+    const answer = await request(options.base ?? urlOf(server), path, {
       method,
       ...(options.token === undefined ? {} : { key: options.token }),
       ...(options.body === undefined
@@ -130,6 +157,22 @@ export const caller =
     }
     checker().check(method, path, answer)
     return answer
+  }
+
+/**
+ * A read-API request with an API key (a JSON body when given), as an integrator sends it; its
+ * answer is checked against the document, whatever the status.
+ */
+export const keyCaller =
+  (server: Server, checker: () => OpenApiChecker) =>
+  async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
+    const a = await request(urlOf(server), path, {
+      key,
+      method,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+    checker().check(method, path, a)
+    return a
   }
 
 const keepAlive = new Agent({ keepAlive: false, maxSockets: 64 })

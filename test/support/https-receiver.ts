@@ -29,27 +29,17 @@ export type Certs = { readonly caCert: string; readonly cert: string; readonly k
 
 const openssl = (dir: string, args: ReadonlyArray<string>) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" })
 
+/** `openssl req` arguments for a new P-256 key (unencrypted) and what it writes with it. */
+const newEcKey = (name: string, out: string) => [
+  ...["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"],
+  ...["-keyout", `${name}.key`, "-out", out]
+]
+
 const makeCa = (dir: string, name: string) => {
   openssl(dir, [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.crt`,
-    "-days",
-    "2",
-    "-subj",
-    `/CN=${name}`,
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign"
+    ...newEcKey(name, `${name}.crt`),
+    ...["-x509", "-days", "2", "-subj", `/CN=${name}`],
+    ...["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]
   ])
 }
 
@@ -59,36 +49,10 @@ const makeLeaf = (dir: string, ca: string, name: string): Certs => {
     join(dir, `${name}.ext`),
     `subjectAltName=${san}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`
   )
+  openssl(dir, [...newEcKey(name, `${name}.csr`), "-subj", "/CN=localhost"])
   openssl(dir, [
-    "req",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.csr`,
-    "-subj",
-    "/CN=localhost"
-  ])
-  openssl(dir, [
-    "x509",
-    "-req",
-    "-in",
-    `${name}.csr`,
-    "-CA",
-    `${ca}.crt`,
-    "-CAkey",
-    `${ca}.key`,
-    "-CAcreateserial",
-    "-out",
-    `${name}.crt`,
-    "-days",
-    "2",
-    "-extfile",
-    `${name}.ext`
+    ...["x509", "-req", "-in", `${name}.csr`, "-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-CAcreateserial"],
+    ...["-out", `${name}.crt`, "-days", "2", "-extfile", `${name}.ext`]
   ])
   return {
     caCert: readFileSync(join(dir, `${ca}.crt`), "utf8"),

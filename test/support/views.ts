@@ -12,6 +12,16 @@ import { FIXTURES } from "../domain/fixtures.ts"
 /** Present in every NEVER column and in every field a privacy case withholds. */
 export const NEVER_MARK = "NEVER-SENT-7f3a"
 
+/** What an incident that is a privacy case sends in place of the person's details (docs/privacy.md). */
+export const WITHHELD_IN_A_PRIVACY_CASE = {
+  personName: null,
+  workerId: null,
+  location: null,
+  description: null,
+  bodyPart: null,
+  injuryType: null
+} as const
+
 export interface TestCompany {
   readonly id: string
   readonly name: string

@@ -30,6 +30,9 @@ import { startServer, type TestServer } from "./server.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import { waitFor } from "./wait.ts"
 import { startHttpsReceiver, testCerts, type Receiver } from "./https-receiver.ts"
+import { createEndpoint, type CreateEndpointInput } from "../../src/webhooks/endpoints/endpoints.ts"
+import { createHook } from "../../src/webhooks/subscriptions/hooks.ts"
+import { runSql } from "./sql.ts"
 
 export { sleep, waitFor } from "./wait.ts"
 
@@ -275,12 +278,84 @@ export const deliveries = (sql: Sql) =>
   >`select id::text, state, attempts, endpoint_id::text, subscription_id::text, last_status, last_error, held_reason
     from service.webhook_deliveries order by created_at, id`
 
+/** The endpoint's deliveries, oldest first. */
+export const deliveriesTo = async (sql: Sql, endpointId: string) =>
+  (await deliveries(sql)).filter((d) => d.endpoint_id === endpointId)
+
+/** Waits until exactly `n` of the endpoint's deliveries are in `state` (succeeded unless told), and returns them. */
+export const deliveredTo = (sql: Sql, endpointId: string, n: number, what: string, state = "succeeded") =>
+  waitFor(async () => {
+    const ds = (await deliveriesTo(sql, endpointId)).filter((d) => d.state === state)
+    return ds.length === n ? ds : null
+  }, what)
+
 export const attemptsOf = (sql: Sql, deliveryId: string) =>
   sql<{ number: number; status: number | null; error: string | null; error_kind: string | null; started_at: Date }[]>`
     select number, status, error, error_kind, started_at from service.webhook_attempts where delivery_id = ${deliveryId} order by number`
 
 /** Requests the receiver got at a path. */
 export const at = (receiver: Receiver, path: string) => receiver.requests.filter((r) => r.path === path)
+
+/** Waits until the receiver has got exactly `n` requests at `path`, and returns them. */
+export const arrived = (receiver: Receiver, path: string, n: number, what: string, timeoutMs?: number) =>
+  waitFor(
+    () => {
+      const got = at(receiver, path)
+      return got.length === n ? got : null
+    },
+    what,
+    timeoutMs
+  )
+
+type Destinations = Pick<World, "db" | "deps" | "company" | "receiver">
+
+/**
+ * An admin's endpoint for the world's company at `path` on its receiver (or at `url`), named
+ * after the path unless told, taking incident.created unless told.
+ */
+export const addEndpoint = (
+  w: Destinations,
+  path: string,
+  options: Partial<Omit<CreateEndpointInput, "companyId">> = {}
+) =>
+  runSql(
+    w.deps.sql,
+    createEndpoint(w.deps, ADMIN, {
+      ...options,
+      companyId: w.company.id,
+      name: options.name ?? path,
+      url: options.url ?? w.receiver.url(path),
+      events: options.events ?? ["incident.created"]
+    })
+  )
+
+/**
+ * A key's subscription at `path` on the world's receiver (or at `url`), to incident.created
+ * unless told; the key is made (makeKey, with `key`'s options) unless `keyId` is given.
+ */
+export const addHook = async (
+  w: Destinations,
+  path: string,
+  options: {
+    readonly keyId?: string
+    readonly key?: Parameters<typeof makeKey>[2]
+    readonly url?: string
+    readonly event?: string
+    /** More of the body (rateLimit, ordering). */
+    readonly more?: Record<string, unknown>
+  } = {}
+) => {
+  const keyId = options.keyId ?? (await makeKey(w.db.sql, w.company.id, options.key))
+  const made = await runSql(
+    w.deps.sql,
+    createHook(
+      w.deps,
+      { keyId, companyId: w.company.id },
+      { url: options.url ?? w.receiver.url(path), event: options.event ?? "incident.created", ...options.more }
+    )
+  )
+  return { ...made, keyId }
+}
 
 /** Fans the outbox out by hand into pending rows due now, without sending anything. */
 export const fanoutNow = (sql: Sql) => fanoutRows(sql, 100_000, new Date())

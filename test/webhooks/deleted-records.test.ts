@@ -104,7 +104,15 @@ describe("a deleted record's events keep only its identifiers", () => {
       id
     )
 
-    // A replay of the endpoint's events
+    // A replay of the endpoint's events. Send Again's answer is recorded after it arrives; until
+    // then its delivery is in flight, which a replay leaves alone.
+    await waitFor(
+      async () =>
+        (
+          await db.sql`select 1 from service.webhook_deliveries where id = ${delivery.id} and leased_by is null and state = 'succeeded'`
+        ).length === 1,
+      "Send Again's answer recorded"
+    )
     const replayed = at(receiver, "/gone").length
     await runSql(db.sql, replay({ endpointId: endpoint.id, failedOnly: false, dryRun: false, actor: ADMIN }))
     await waitFor(() => at(receiver, "/gone").length >= replayed + 2, "the replay", 60_000)

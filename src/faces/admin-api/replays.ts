@@ -73,7 +73,10 @@ export const ReplayInfo = Schema.Struct({
   failedOnly: Schema.Boolean,
   source: Schema.String.annotate({ description: "Where it was made: api, pages or cli" }),
   createdBy: Schema.NullOr(Schema.String).annotate({
-    description: "The admin's e-mail; null: the service (an operator's CLI replay)"
+    description: "The admin's e-mail; null: the service (an operator's CLI replay), or an API key (byKey)"
+  }),
+  byKey: Schema.NullOr(Schema.Struct({ id: Schema.String, name: Schema.String })).annotate({
+    description: "The API key that made it to recover its own subscription (POST /api/v1/hooks/{id}/recover); else null"
   }),
   createdAt: Timestamp,
   finishedAt: Schema.NullOr(Timestamp),

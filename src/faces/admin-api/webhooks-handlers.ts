@@ -22,30 +22,11 @@ export const WebhooksHandlers = HttpApiBuilder.group(AdminApi, "webhooks", (hand
         asAdmin((_, companyId) => Effect.map(w.listEndpoints({ companyId }), (data) => ({ data })))
       )
       .handle("createEndpoint", ({ payload }) =>
-        asAdmin((actor, companyId) =>
-          w.createEndpoint(actor, {
-            companyId,
-            name: payload.name,
-            url: payload.url,
-            events: payload.events,
-            rateLimit: payload.rateLimit,
-            ordering: payload.ordering
-          })
-        )
+        asAdmin((actor, companyId) => w.createEndpoint(actor, { ...payload, companyId }))
       )
       .handle("getEndpoint", ({ params }) => asAdmin((_, companyId) => w.getEndpoint({ id: params.id, companyId })))
       .handle("updateEndpoint", ({ params, payload }) =>
-        asAdmin((actor, companyId) =>
-          w.updateEndpoint(actor, {
-            id: params.id,
-            companyId,
-            name: payload.name,
-            url: payload.url,
-            events: payload.events,
-            rateLimit: payload.rateLimit,
-            ordering: payload.ordering
-          })
-        )
+        asAdmin((actor, companyId) => w.updateEndpoint(actor, { ...payload, id: params.id, companyId }))
       )
       .handle("rotateSecret", ({ params, payload }) =>
         asAdmin((actor, companyId) =>

@@ -9,7 +9,7 @@ import { DELETIONS_WINDOW_DAYS } from "../../read/lists.ts"
 import { BadRequest, Forbidden } from "../http/errors.ts"
 import { DELETION_EXAMPLE } from "./examples.ts"
 import { pageOf } from "./paging.ts"
-import { CursorParam, dateParam, LimitParam } from "./query.ts"
+import { CursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
@@ -18,10 +18,10 @@ const SinceParam = dateParam(
   `Only records deleted at or after this moment: ${FILTER_DATE_FORMATS}. Pass the deletedAt of the last deletion you saw (it comes again: deleting twice does no harm). Absent, or more than ${DELETIONS_WINDOW_DAYS} days ago: the last ${DELETIONS_WINDOW_DAYS} days.`
 )
 
-const ResourceParam = Schema.Literals(RESOURCES).annotate({
-  description: "Only deletions of this resource; absent: of every resource the key can read.",
-  message: `must be one of ${RESOURCES.join(", ")}`
-})
+const ResourceParam = oneOfParam(
+  RESOURCES,
+  "Only deletions of this resource; absent: of every resource the key can read."
+)
 
 export const DELETIONS_QUERY = {
   resource: Schema.optional(ResourceParam),

@@ -10,7 +10,7 @@ import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
 import { DELETED_RECORD_SCHEMAS, RECORD_SCHEMAS } from "./records.ts"
 import { EVENTS_WINDOW_DAYS } from "../../read/lists.ts"
 import { pageOf } from "./paging.ts"
-import { cursorParam, dateParam, LimitParam } from "./query.ts"
+import { cursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
@@ -18,10 +18,10 @@ const PREFIX = "/api/v1"
 const DATE_FORMATS =
   "a date (YYYY-MM-DD, midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset; none means UTC)"
 
-const TypeParam = Schema.Literals(EVENT_KINDS).annotate({
-  description: "Only events of this name; an unknown name is a 400, one about records the key cannot read a 403.",
-  message: `must be one of ${EVENT_KINDS.join(", ")}`
-})
+const TypeParam = oneOfParam(
+  EVENT_KINDS,
+  "Only events of this name; an unknown name is a 400, one about records the key cannot read a 403."
+)
 
 /** Checked and parsed by the schema (query.ts): the handler gets a number, canonical timestamps, an event name. */
 export const EVENTS_QUERY = {

@@ -285,3 +285,61 @@ export const API_INDEX_EXAMPLE = {
   ],
   events: ["incident.created", "corrective_action.created", "corrective_action.closed"]
 } as const
+
+const ATTEMPT_EXAMPLES = [
+  {
+    number: 1,
+    startedAt: "2026-03-04T09:20:32.001Z",
+    durationMs: 10000,
+    status: null,
+    errorKind: "timeout",
+    error: "no answer within 10 s"
+  },
+  {
+    number: 2,
+    startedAt: "2026-03-04T09:35:32.114Z",
+    durationMs: 87,
+    status: 503,
+    errorKind: "http",
+    error: "http 503"
+  }
+] as const
+
+export const HOOK_DELIVERY_EXAMPLE = {
+  id: "6f1a3c5e-7b9d-4f2a-8c4e-6a8c0e2a4c68",
+  subscriptionId: HOOK_EXAMPLE.id,
+  eventId: "7b0c2f59-1a60-4a0e-9d6c-3b1f3c1f2b10",
+  event: "incident.created",
+  status: "pending",
+  heldReason: null,
+  createdAt: "2026-03-04T09:20:31.998Z",
+  attemptCount: 2,
+  lastAttemptAt: "2026-03-04T09:35:32.114Z",
+  nextAttemptAt: "2026-03-04T10:35:32.201Z",
+  finishedAt: null,
+  attempts: ATTEMPT_EXAMPLES
+} as const
+
+export const HOOK_DELIVERY_DETAIL_EXAMPLE = {
+  ...HOOK_DELIVERY_EXAMPLE,
+  attempts: [
+    { ...ATTEMPT_EXAMPLES[0], response: null },
+    { ...ATTEMPT_EXAMPLES[1], response: "Service Unavailable" }
+  ]
+} as const
+
+export const HOOK_RECOVERY_EXAMPLE = {
+  id: "8d0f2b4d-6e8a-4c1e-9f3b-5d7f9b1d3f59",
+  subscriptionId: HOOK_EXAMPLE.id,
+  state: "running",
+  since: "2026-03-04T00:00:00.000Z",
+  until: "2026-03-05T08:00:00.000Z",
+  createdAt: "2026-03-05T08:00:00.000Z",
+  finishedAt: null,
+  matched: 42,
+  queued: 7,
+  skippedDelivered: 35,
+  skippedInFlight: 0,
+  progress: { sent: 3, inEngine: 1, skipped: 0, remaining: 4 },
+  waiting: null
+} as const

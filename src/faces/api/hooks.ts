@@ -6,10 +6,29 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS } from "../../webhooks/endpoints/validate.ts"
-import { BadRequest, Forbidden, NotFound, Unauthorized } from "../http/errors.ts"
-import { CREATE_HOOK_EXAMPLE, HOOK_EXAMPLE } from "./examples.ts"
+import {
+  DEFAULT_DELIVERIES_LIMIT,
+  DELIVERY_ATTEMPTS,
+  DELIVERY_STATUSES,
+  LIST_ATTEMPTS,
+  RECOVER_WINDOW_DAYS,
+  RESPONSE_EXCERPT_CHARS
+} from "../../webhooks/subscriptions/hook-deliveries.ts"
+import { IDEMPOTENCY_HOURS, MAX_IDEMPOTENCY_KEY_LENGTH } from "../../webhooks/subscriptions/idempotency.ts"
+import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized } from "../http/errors.ts"
+import {
+  CREATE_HOOK_EXAMPLE,
+  HOOK_DELIVERY_DETAIL_EXAMPLE,
+  HOOK_DELIVERY_EXAMPLE,
+  HOOK_EXAMPLE,
+  HOOK_RECOVERY_EXAMPLE
+} from "./examples.ts"
+import { pageOf } from "./paging.ts"
+import { cursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
+const REPLAYS_PATH = "/api/v1/replays"
 
 const Timestamp = Schema.String.annotate({
   description: "ISO 8601 timestamp in UTC with milliseconds",
@@ -91,19 +110,168 @@ export const HookList = Schema.Struct({
   examples: [{ data: [HOOK_EXAMPLE], events: ["incident.created", "observation.created", "corrective_action.closed"] }]
 })
 
+// -----------------------------------------------------------------------------
+// A subscription's deliveries, Send Again, recovery (docs/api.md#your-deliveries)
+
+const NullableTimestamp = (description: string) => Schema.NullOr(Timestamp).annotate({ description })
+
+const attemptFields = {
+  number: Schema.Number.annotate({ description: "1 for the first attempt; Send Again and recoveries count on" }),
+  startedAt: Timestamp,
+  durationMs: Schema.Number.annotate({ description: "How long the attempt took, in milliseconds" }),
+  status: Schema.NullOr(Schema.Number).annotate({
+    description: "The HTTP status your receiver answered; null when it did not answer (see errorKind)"
+  }),
+  errorKind: Schema.NullOr(Schema.String).annotate({
+    description:
+      "Why the attempt failed: http (a status other than 2xx), timeout, connect, tls, dns, address (refused by the address rules), redirect, response...; null when it succeeded"
+  }),
+  error: Schema.NullOr(Schema.String).annotate({ description: "The failure in words; null when it succeeded" })
+}
+
+export const HookAttempt = Schema.Struct(attemptFields).annotate({
+  identifier: "HookDeliveryAttempt",
+  description: "One attempt of a delivery"
+})
+
+export const HookAttemptDetail = Schema.Struct({
+  ...attemptFields,
+  response: Schema.NullOr(Schema.String).annotate({
+    description: `The start of your receiver's answer, at most ${RESPONSE_EXCERPT_CHARS} characters; null when it sent none`
+  })
+}).annotate({
+  identifier: "HookDeliveryAttemptDetail",
+  description: "One attempt of a delivery, with the start of the receiver's answer"
+})
+
+const deliveryFields = {
+  id: Schema.String.annotate({
+    description:
+      "The delivery id: the webhook-id (and Service-Delivery) header and the body's id your receiver got, the same on every attempt, a resend and a recovery"
+  }),
+  subscriptionId: Schema.String,
+  eventId: Schema.String.annotate({
+    description: "The event's id: GET /api/v1/events/{eventId} answers its payload while this key may read its records"
+  }),
+  event: EventName("The event's name"),
+  status: Schema.Literals(["pending", "held", "succeeded", "failed"]).annotate({
+    description:
+      "pending: due, or waiting for its next attempt; held: not sent while the subscription may not receive (heldReason says why); succeeded: your receiver answered 2xx; failed: every attempt failed"
+  }),
+  heldReason: Schema.NullOr(Schema.String).annotate({ description: "Why it is held; null unless held" }),
+  createdAt: Timestamp,
+  attemptCount: Schema.Number.annotate({ description: "Attempts made in all" }),
+  lastAttemptAt: NullableTimestamp("When it was last attempted; null before its first attempt"),
+  nextAttemptAt: NullableTimestamp("When it is attempted next; null unless pending (and not on the wire right now)"),
+  finishedAt: NullableTimestamp("When it succeeded or failed for good; null while pending or held")
+}
+
+export const HookDelivery = Schema.Struct({
+  ...deliveryFields,
+  attempts: Schema.Array(HookAttempt).annotate({
+    description: `Its latest ${LIST_ATTEMPTS} attempts, oldest first (GET the delivery for more, and your receiver's answers)`
+  })
+}).annotate({
+  identifier: "HookDelivery",
+  description: "A delivery of an event to the subscription: never the event's payload",
+  examples: [HOOK_DELIVERY_EXAMPLE]
+})
+
+export const HookDeliveryDetail = Schema.Struct({
+  ...deliveryFields,
+  attempts: Schema.Array(HookAttemptDetail).annotate({
+    description: `Its latest ${DELIVERY_ATTEMPTS} attempts, oldest first, each with the start of your receiver's answer`
+  })
+}).annotate({
+  identifier: "HookDeliveryDetail",
+  description: "A delivery with its attempts and the start of each answer: never the event's payload",
+  examples: [HOOK_DELIVERY_DETAIL_EXAMPLE]
+})
+
+export const HookRecovery = Schema.Struct({
+  id: Schema.NullOr(Schema.String).annotate({
+    description: "The recovery's id (GET /api/v1/replays/{id}); null when there was nothing to send, so no job was made"
+  }),
+  subscriptionId: Schema.String,
+  state: Schema.Literals(["running", "finished", "cancelled"]).annotate({
+    description: "running while it sends; finished; cancelled (by an admin)"
+  }),
+  since: Timestamp.annotate({ description: "From here (not before the subscription was made)" }),
+  until: Timestamp.annotate({ description: "Up to here (exclusive): when it was asked for" }),
+  createdAt: Timestamp,
+  finishedAt: NullableTimestamp("When it finished or was cancelled"),
+  matched: Schema.Number.annotate({ description: "Events of the subscription in the range" }),
+  queued: Schema.Number.annotate({
+    description:
+      "Deliveries it sends: those that failed, are held or waiting, and events never sent (each under its own delivery id)"
+  }),
+  skippedDelivered: Schema.Number.annotate({ description: "Delivered already: not sent again" }),
+  skippedInFlight: Schema.Number.annotate({ description: "Being attempted when it was asked for: left as they are" }),
+  progress: Schema.Struct({
+    sent: Schema.Number.annotate({ description: "Attempted since it handed them over" }),
+    inEngine: Schema.Number.annotate({ description: "Handed over, not attempted yet" }),
+    skipped: Schema.Number.annotate({ description: "Found delivered or on the wire when their turn came" }),
+    remaining: Schema.Number.annotate({ description: "Not sent yet (while running); left unsent (once cancelled)" })
+  }),
+  waiting: Schema.NullOr(Schema.String).annotate({
+    description: "Why it sends nothing now (the subscription is turned off, another replay of it runs first); else null"
+  })
+}).annotate({
+  identifier: "HookRecovery",
+  description:
+    "A recovery of a subscription: what failed or never went is sent again on the replay lane, at the service's replay rate",
+  examples: [HOOK_RECOVERY_EXAMPLE]
+})
+
+export const RecoverHook = Schema.Struct({
+  since: Schema.String.annotate({
+    description: `Send again what failed or never went since this moment: ${FILTER_DATE_FORMATS}; at most ${RECOVER_WINDOW_DAYS} days back (events are kept ${RECOVER_WINDOW_DAYS} days)`
+  })
+}).annotate({
+  identifier: "RecoverHook",
+  description: "From when to recover",
+  examples: [{ since: "2026-03-04T00:00:00Z" }]
+})
+
+const DeliveryStatusParam = oneOfParam(
+  DELIVERY_STATUSES,
+  "succeeded, failed, or pending (not finished: pending or held)"
+)
+
+/** Query of GET /api/v1/hooks/{id}/deliveries, checked and parsed by the schemas (query.ts). */
+export const HOOK_DELIVERIES_QUERY = {
+  limit: Schema.optional(LimitParam),
+  cursor: Schema.optional(cursorParam("The nextCursor of the previous page, unchanged (same status and dates).")),
+  status: Schema.optional(DeliveryStatusParam),
+  createdAfter: Schema.optional(dateParam(`Only deliveries made strictly after this moment: ${FILTER_DATE_FORMATS}.`)),
+  createdBefore: Schema.optional(dateParam(`Only deliveries made strictly before this moment: ${FILTER_DATE_FORMATS}.`))
+} as const
+
+/** The query parameters of the hooks group, for the message about an unknown one. */
+export const HOOK_DELIVERIES_PARAMS = Object.keys(HOOK_DELIVERIES_QUERY)
+
+const IdempotencyHeaders = {
+  "idempotency-key": Schema.optional(
+    Schema.String.annotate({
+      description: `Any unique text (a UUID), 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} visible ASCII characters: the same Idempotency-Key and body sent again within ${IDEMPOTENCY_HOURS} hours answers the first request's 201 (with the secret, to this key only) and changes nothing; the same Idempotency-Key with another body is a 409`
+    })
+  )
+}
+
 const IdParam = { id: Schema.String }
+const DeliveryParams = { id: Schema.String, deliveryId: Schema.String }
 
 export class HooksGroup extends HttpApiGroup.make("hooks")
   .add(
     HttpApiEndpoint.post("create", HOOKS_PATH, {
       payload: CreateHook,
+      headers: IdempotencyHeaders,
       success: CreatedHookRecord.pipe(HttpApiSchema.status(201)),
-      error: [BadRequest, Unauthorized, Forbidden]
+      error: [BadRequest, Unauthorized, Forbidden, Conflict]
     }).annotateMerge(
       OpenApi.annotations({
         summary: "Subscribe to an event",
-        description:
-          "Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing."
+        description: `Needs a key with the webhooks permission. 201 with the subscription and the key's signing secret. Subscribing again to the same url and event answers the existing subscription (turned on again if an admin had turned it off), never a duplicate; the rateLimit and ordering it gives replace the subscription's, those it leaves out stay. A key holds at most 50 subscriptions: a 51st is refused with 400. A rateLimit or ordering the service does not take is refused with 400 and changes nothing. With an Idempotency-Key header, a retry of the same body within ${IDEMPOTENCY_HOURS} hours answers the first 201 exactly; the same key with another body is a 409, and changes nothing.`
       })
     ),
     HttpApiEndpoint.get("list", HOOKS_PATH, { success: HookList, error: [Unauthorized, Forbidden] }).annotateMerge(
@@ -133,6 +301,60 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
         summary: "Unsubscribe",
         description:
           "Needs a key with the webhooks permission. 204 with no body. 404 for a subscription that does not exist or was made with another key."
+      })
+    ),
+    HttpApiEndpoint.get("deliveries", `${HOOKS_PATH}/:id/deliveries`, {
+      params: IdParam,
+      query: HOOK_DELIVERIES_QUERY,
+      success: pageOf(HookDelivery, "Newest first (by createdAt, then id)"),
+      error: [BadRequest, Unauthorized, Forbidden, NotFound]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "The subscription's deliveries",
+        description: `Needs a key with the webhooks permission; only the key's own subscriptions (404 otherwise). Every delivery of the last ${RECOVER_WINDOW_DAYS} days, newest first, paged with nextCursor (limit up to 200, ${DEFAULT_DELIVERIES_LIMIT} by default), each with its latest attempts: when, the status your receiver answered or why it failed, how long it took. Never the event's payload: GET /api/v1/events/{eventId} answers it while the key may read its records.`
+      })
+    ),
+    HttpApiEndpoint.get("delivery", `${HOOKS_PATH}/:id/deliveries/:deliveryId`, {
+      params: DeliveryParams,
+      success: HookDeliveryDetail,
+      error: [Unauthorized, Forbidden, NotFound]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "One delivery, with its attempts",
+        description: `Its latest ${DELIVERY_ATTEMPTS} attempts with the first ${RESPONSE_EXCERPT_CHARS} characters of each answer. 404 for a delivery of another subscription, or a subscription of another key.`
+      })
+    ),
+    HttpApiEndpoint.post("resend", `${HOOKS_PATH}/:id/deliveries/:deliveryId/resend`, {
+      params: DeliveryParams,
+      success: HookDeliveryDetail.pipe(HttpApiSchema.status(202)),
+      error: [Unauthorized, Forbidden, NotFound, Conflict]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "Send a delivery again",
+        description:
+          "Attempts it again at once, under the same delivery id (your receiver drops repeats by webhook-id). 202 with the delivery, pending. 403 when the key may no longer read the event's records; 409 while it is being attempted, or when the subscription may not receive now (turned off, a module off: the message says why). Counts in the key's rate limit like any request."
+      })
+    ),
+    HttpApiEndpoint.post("recover", `${HOOKS_PATH}/:id/recover`, {
+      params: IdParam,
+      payload: RecoverHook,
+      success: HookRecovery.pipe(HttpApiSchema.status(202)),
+      error: [BadRequest, Unauthorized, Forbidden, NotFound, Conflict]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "Recover what your receiver missed",
+        description: `Sends again, under their own delivery ids and in the order the events happened, every event of the subscription since since (at most ${RECOVER_WINDOW_DAYS} days back, and not before the subscription was made) that failed, is still waiting or held, or was never sent; what was delivered is not sent again. It runs as a job beside live deliveries, at the service's replay rate per subscription: 202 with its counts, and GET /api/v1/replays/{id} follows it. One recovery of a subscription at a time (409 while one runs); 403 when the key may no longer read the event's records.`
+      })
+    ),
+    HttpApiEndpoint.get("recovery", `${REPLAYS_PATH}/:id`, {
+      params: IdParam,
+      success: HookRecovery,
+      error: [Unauthorized, Forbidden, NotFound]
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "A recovery's progress",
+        description:
+          "A recovery this key started (POST /api/v1/hooks/{id}/recover): its state, counts and progress. 404 for any other replay, an admin's included. Kept 30 days after it ends."
       })
     )
   )

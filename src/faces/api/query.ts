@@ -81,6 +81,10 @@ export const UpdatedBeforeParam = dateParam(
   `Only records whose last change was strictly before this moment: ${FILTER_DATE_FORMATS}. ${CHANGED}`
 )
 
+/** A query parameter that takes one of `values`; anything else is a 400 naming them. */
+export const oneOfParam = <const L extends ReadonlyArray<string>>(values: L, description: string) =>
+  Schema.Literals(values).annotate({ description, message: `must be one of ${values.join(", ")}` })
+
 export const SORT_VALUES = ["updatedAt"] as const
 
 export const SortParam = Schema.Literals(SORT_VALUES).annotate({
@@ -102,11 +106,10 @@ export const NameParam = textParam(
   }
 )
 
-export const StatusParam = Schema.Literals(STATUS_VALUES as [string, ...Array<string>]).annotate({
-  description:
-    "open (open or in_progress), closed (completed or verified), or exactly one of in_progress, completed, verified.",
-  message: `must be one of ${STATUS_VALUES.join(", ")}`
-})
+export const StatusParam = oneOfParam(
+  STATUS_VALUES,
+  "open (open or in_progress), closed (completed or verified), or exactly one of in_progress, completed, verified."
+)
 
 /** Query fields every list takes. */
 export const BASE_QUERY = {

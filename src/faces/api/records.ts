@@ -4,6 +4,7 @@
 // document generated from here, so the schemas and the shapers cannot drift apart.
 import { Schema } from "effect"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
+import { CA_SOURCES, CA_STATUSES } from "../../domain/records/corrective-actions.ts"
 import { IDENTIFIER_FIELDS } from "../../domain/records/deleted.ts"
 import {
   AUDIT_EXAMPLE,
@@ -92,18 +93,8 @@ export const CorrectiveAction = Schema.Struct({
   id: Id,
   title: Text,
   description: Nullable(Text),
-  source: Schema.Literals([
-    "incident",
-    "observation",
-    "audit",
-    "inspection",
-    "change",
-    "maturity_gap",
-    "gap_analysis_import",
-    "manual",
-    "assistant"
-  ]),
-  status: Schema.Literals(["open", "in_progress", "completed", "verified"]),
+  source: Schema.Literals(CA_SOURCES),
+  status: Schema.Literals(CA_STATUSES),
   priority: Schema.Literals(["low", "medium", "high", "critical"]),
   dueDate: Nullable(Timestamp),
   completedAt: Nullable(Timestamp).annotate({ description: "null until completed" }),

@@ -9,6 +9,7 @@ import { CurrentKey } from "../../access/keys/current-key.ts"
 import { ApiKeys } from "../../access/keys/service.ts"
 import { DELETIONS_PARAMS, EVENTS_PARAMS } from "../../read/lists.ts"
 import { listParams, RequestErrors } from "./definition.ts"
+import { HOOK_DELIVERIES_PARAMS } from "./hooks.ts"
 import { describeQueryIssue } from "./query.ts"
 
 /** The query parameters an endpoint of the group takes, for the message about an unknown one. */
@@ -19,7 +20,9 @@ const queryParams = (group: string): ReadonlyArray<string> =>
       ? EVENTS_PARAMS
       : group === "deletions"
         ? DELETIONS_PARAMS
-        : []
+        : group === "hooks"
+          ? HOOK_DELIVERIES_PARAMS
+          : []
 
 export const RequestErrorsLive = Layer.unwrap(
   Effect.gen(function* () {

@@ -28,6 +28,10 @@ export const company = Flag.String("company").pipe(
 )
 export const companyOptional = company.pipe(Flag.optional)
 
+/** A text flag that may be left out. */
+export const optionalText = (name: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
+
 /** Runs a command's work against the databases (DATABASE_URL and SERVICE_DATABASE_URL, else the embedded one, migrated). */
 export const withDatabase = <A, E, R>(
   effect: Effect.Effect<A, E, R>

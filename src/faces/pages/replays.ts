@@ -229,7 +229,7 @@ export const replaysTable = (
   <tbody>
   ${replays.map(
     (r) => html`<tr data-replay-id="${r.id}">
-    <td data-label="Made"><a href="${pathFor(PATHS.replay, r.id)}">${formatDate(r.createdAt)}</a><br><span class="muted">${r.createdBy ?? "the service"}</span></td>
+    <td data-label="Made"><a href="${pathFor(PATHS.replay, r.id)}">${formatDate(r.createdAt)}</a><br><span class="muted">${madeBy(r)}</span></td>
     ${options.showDestination ? html`<td data-label="To">${r.destination.kind} ${r.destination.name ?? ""}<br><span class="url muted">${r.destination.url ?? ""}</span></td>` : ""}
     <td data-label="State">${stateBadge(r)}${r.waiting !== null ? html`<br><span class="muted">${r.waiting}</span>` : ""}</td>
     <td data-label="Progress">${progressText(r)}</td>
@@ -238,6 +238,10 @@ export const replaysTable = (
   )}
   </tbody>
 </table>`
+
+/** Who made it: an admin, an API key recovering its own subscription, or the service. */
+const madeBy = (r: ReplayView): string =>
+  r.createdBy ?? (r.byKey !== null ? `API key "${r.byKey.name}"` : "the service")
 
 const replayPage = (session: Session, r: ReplayView): Html => {
   const done = r.progress.sent + r.progress.skipped + r.progress.restored
@@ -262,7 +266,7 @@ const replayPage = (session: Session, r: ReplayView): Html => {
     <dt>${r.state === "cancelled" ? "Not sent" : "Remaining"}</dt><dd data-count="remaining">${r.progress.remaining}</dd>
     <dt>Events</dt><dd>${r.events.join(", ")}</dd>
     <dt>Range</dt><dd>${when(r.since)} to ${when(r.until)}${r.failedOnly ? ", failed only" : ""}</dd>
-    <dt>Made</dt><dd>${when(r.createdAt)} by ${r.createdBy ?? "the service"} (${r.source})</dd>
+    <dt>Made</dt><dd>${when(r.createdAt)} by ${madeBy(r)} (${r.source})</dd>
     ${r.finishedAt !== null ? html`<dt>${r.state === "cancelled" ? "Cancelled" : "Finished"}</dt><dd>${when(r.finishedAt)}${r.cancelledBy !== null ? html` by ${r.cancelledBy}` : ""}</dd>` : ""}
   </dl>
   <div class="actions">

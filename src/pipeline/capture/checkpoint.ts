@@ -57,13 +57,16 @@ export const advanceCheckpoint = (
     set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()
     where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
     .execute()
-    .then((r) => {
-      if (r.count !== 1) {
-        throw new CheckpointMoved({
-          message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
-        })
-      }
+    .then((r) => mustHaveMoved(r.count, slot, from))
+
+/** One row moved, or another capture process moved the checkpoint meanwhile: stop without writing. */
+const mustHaveMoved = (count: number, slot: string, from: Lsn): void => {
+  if (count !== 1) {
+    throw new CheckpointMoved({
+      message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
     })
+  }
+}
 
 /**
  * Moves the checkpoint past a stretch of WAL that held nothing for capture (the server says it
@@ -76,13 +79,7 @@ export const confirmCheckpoint = (sql: Sql, slot: string, from: Lsn, lsn: Lsn): 
     update service.capture_state set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, applied_at = now()
     where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
     .execute()
-    .then((r) => {
-      if (r.count !== 1) {
-        throw new CheckpointMoved({
-          message: `capture's checkpoint for slot ${slot} is no longer ${formatLsn(from)}, where this process left it: another capture process applied changes meanwhile; this run stops without writing`
-        })
-      }
-    })
+    .then((r) => mustHaveMoved(r.count, slot, from))
 
 /** What the fix is, said the same way wherever the service's database is found behind the slot. */
 export const FRESH_SNAPSHOT_FIX =

@@ -123,6 +123,17 @@ const load = Effect.fn("loadDelivery")(function* (id: string, companyId: string 
   return r
 })
 
+/** An attempt as service.webhook_attempts stores it. */
+export type AttemptRow = {
+  number: number
+  started_at: Date
+  duration_ms: number
+  status: number | null
+  error: string | null
+  error_kind: string | null
+  response_snippet: string | null
+}
+
 /** One delivery with every attempt, oldest first. */
 export const getDelivery = Effect.fn("getDelivery")(function* (input: {
   readonly id: string
@@ -131,17 +142,7 @@ export const getDelivery = Effect.fn("getDelivery")(function* (input: {
   const id = yield* checked(() => requireId(input.id, "delivery"))
   const r = yield* load(id, input.companyId)
   const attempts = yield* query(
-    (sql) => sql<
-      {
-        number: number
-        started_at: Date
-        duration_ms: number
-        status: number | null
-        error: string | null
-        error_kind: string | null
-        response_snippet: string | null
-      }[]
-    >`
+    (sql) => sql<AttemptRow[]>`
     select number, started_at, duration_ms, status, error, error_kind, response_snippet
     from service.webhook_attempts where delivery_id = ${id} order by number`
   )

@@ -48,8 +48,10 @@ export interface ReplayView {
   readonly failedOnly: boolean
   /** api, pages or cli */
   readonly source: string
-  /** The admin's e-mail; null: the service (a CLI replay without --as). */
+  /** The admin's e-mail; null: the service (a CLI replay without --as), or a key. */
   readonly createdBy: string | null
+  /** The API key that recovered its own subscription with it (docs/api.md#your-deliveries), else null. */
+  readonly byKey: { readonly id: string; readonly name: string } | null
   readonly createdAt: string
   /** When it finished or was cancelled. */
   readonly finishedAt: string | null
@@ -110,6 +112,8 @@ type Row = {
   restored: number
   remaining: number
   behind: string | null
+  key_id: string | null
+  key_name: string | null
 }
 
 const SELECT = `
@@ -118,6 +122,7 @@ const SELECT = `
     r.since, r.until, r.events, r.failed_only, r.source, r.actor_email, r.created_at, r.finished_at, r.cancelled_by_email,
     r.matched, r.planned_resend, r.planned_create, r.skipped_delivered, r.skipped_in_flight,
     r.total, r.released, r.sent, r.skipped, r.restored, ${remaining("r.")} as remaining,
+    r.key_id::text, (select k.name from service.api_keys k where k.id = r.key_id) as key_name,
     case when r.state = 'running' then (
       select o.id::text from service.webhook_replays o
       where o.state = 'running' and (o.created_at, o.id) < (r.created_at, r.id)
@@ -157,6 +162,7 @@ const view = (r: Row): ReplayView => {
     failedOnly: r.failed_only,
     source: r.source,
     createdBy: r.actor_email,
+    byKey: r.key_id === null ? null : { id: r.key_id, name: r.key_name ?? "" },
     createdAt: r.created_at.toISOString(),
     finishedAt: r.finished_at?.toISOString() ?? null,
     cancelledBy: r.cancelled_by_email,

@@ -44,6 +44,8 @@ export interface ReplayInput {
   readonly companyId?: string | undefined
   /** Who made it: the admin API, the pages or the CLI (default). */
   readonly source?: ReplaySource | undefined
+  /** The API key that asked for it (its own subscription's recovery): only it reads the replay back. */
+  readonly keyId?: string | undefined
 }
 
 export interface ReplayDestination {
@@ -199,11 +201,11 @@ export const replay = Effect.fn("replay")(function* (
         const id = yield* query(async (tx) => {
           const [r] = await tx<{ id: string }[]>`
             insert into service.webhook_replays (company_id, endpoint_id, subscription_id, since, until, events, failed_only, source,
-              actor_id, actor_email, matched, planned_resend, planned_create, skipped_delivered, skipped_in_flight, total)
+              actor_id, actor_email, matched, planned_resend, planned_create, skipped_delivered, skipped_in_flight, total, key_id)
             values (${destination.companyId}, ${destination.kind === "endpoint" ? destination.id : null}, ${destination.kind === "subscription" ? destination.id : null},
               ${since}, ${until}, ${events}::text[], ${input.failedOnly}, ${input.source ?? "cli"},
               ${a.kind === "user" ? a.id : null}, ${a.kind === "user" ? a.email : null},
-              ${rows.length}, ${resent}, ${created}, ${skippedDelivered}, ${inFlight.length}, ${todo.length})
+              ${rows.length}, ${resent}, ${created}, ${skippedDelivered}, ${inFlight.length}, ${todo.length}, ${input.keyId ?? null})
             returning id::text`
           const id = r!.id
           onProgress({ done: 0, total: todo.length })

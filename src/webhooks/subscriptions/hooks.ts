@@ -35,7 +35,7 @@ export type HookRecord = {
 
 export type CreatedHook = HookRecord & { readonly secret: string }
 
-type SubRow = {
+export type SubRow = {
   id: string
   url: string
   event: string
@@ -58,7 +58,7 @@ const record = (r: SubRow): HookRecord => ({
   ...(r.ordering === "record" ? { ordering: "record" as const } : {})
 })
 
-type KeyRights = {
+export type KeyRights = {
   webhooks: boolean
   usable: boolean
   scopes: ReadonlyArray<string>
@@ -106,7 +106,7 @@ const rights = Effect.fn("keyRights")(function* (key: HookKey, lock: boolean) {
 })
 
 /** 403 unless the key may read the event's records: its scope first, then the module, as GET says. */
-const requireReadable = (r: KeyRights, event: EventKind) => {
+export const requireReadable = (r: KeyRights, event: EventKind) => {
   const resource = EVENT_RESOURCE[event]
   if (!r.scopes.includes(resource))
     return Effect.fail(forbidden(`this key cannot read ${resource}, the records of ${event}`))
@@ -119,14 +119,14 @@ const requireWebhooks = (r: KeyRights) =>
   r.webhooks ? Effect.void : Effect.fail(forbidden("this key does not have the webhooks permission"))
 
 /** The key's rights, refused (403) without the webhooks permission. */
-const withWebhooks = (key: HookKey, lock: boolean) => Effect.tap(rights(key, lock), requireWebhooks)
+export const withWebhooks = (key: HookKey, lock: boolean) => Effect.tap(rights(key, lock), requireWebhooks)
 
 /** Events whose records the key can read, in EVENT_KINDS order (docs/events.md#event-kinds). */
 export const subscribableEvents = (readable: ReadonlyArray<string>): ReadonlyArray<string> =>
   EVENT_KINDS.filter((e) => readable.includes(EVENT_RESOURCE[e]))
 
 /** The key's secret, made on its first subscription (one per key, rule 6). */
-const keySecret = Effect.fn("keySecret")(function* (deps: WebhookDeps, keyId: string) {
+export const keySecret = Effect.fn("keySecret")(function* (deps: WebhookDeps, keyId: string) {
   const [existing] = yield* query(
     (tx) => tx<{ secret: Buffer }[]>`select secret from service.webhook_key_secrets where key_id = ${keyId}`
   )
@@ -256,7 +256,7 @@ export const listHooks = Effect.fn("listHooks")(function* (key: HookKey) {
   return { data: rows.map(record), events: subscribableEvents(r.readable) }
 })
 
-const own = Effect.fn("ownHook")(function* (key: HookKey, id: unknown) {
+export const own = Effect.fn("ownHook")(function* (key: HookKey, id: unknown) {
   if (!isUuid(id)) return yield* notFound("no such subscription")
   const [row] = yield* query((tx) =>
     tx.unsafe<SubRow[]>(`select ${SUB_COLUMNS} from service.webhook_subscriptions where id = $1 and key_id = $2`, [

@@ -3,88 +3,36 @@
 import { describe, expect, it } from "vitest"
 import { makeAuthFailures } from "../../../src/access/keys/auth-failures.ts"
 
-type Step = readonly ["take", string, number] | readonly ["back", string, number]
-
-const run = (steps: ReadonlyArray<Step>, limit = { burst: 3, perMinute: 30 }) => {
+/**
+ * Steps as text, one a word: `a@1000` takes a token for client a at 1000 ms, `+a@0` gives one
+ * back at 0 ms. Each step yields take's answer (the wait in seconds, 0 for a token) or "back".
+ */
+const run = (steps: string, limit = { burst: 3, perMinute: 30 }) => {
   const f = makeAuthFailures(limit)
-  return steps.map((s) => {
-    if (s[0] === "take") return f.take(s[1], s[2])
-    f.giveBack(s[1], s[2])
+  return steps.split(" ").map((step) => {
+    const [, back, client, at] = /^(\+?)(\w+)@(\d+)$/.exec(step)!
+    if (back === "") return f.take(client!, Number(at))
+    f.giveBack(client!, Number(at))
     return "back"
   })
 }
 
 describe("failed authentications per client", () => {
-  it.each<[string, ReadonlyArray<Step>, Array<number | string>]>([
+  it.each<[string, string, Array<number | string>]>([
     [
       "a burst, then the wait until the next token (30 a minute: one every 2 s)",
-      [
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 1000]
-      ],
+      "a@0 a@0 a@0 a@0 a@1000",
       [0, 0, 0, 2, 1]
     ],
-    [
-      "a token comes back after 2 s",
-      [
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 2000]
-      ],
-      [0, 0, 0, 0]
-    ],
-    [
-      "refills up to the burst, no more",
-      [
-        ["take", "a", 0],
-        ["take", "a", 600_000],
-        ["take", "a", 600_000],
-        ["take", "a", 600_000],
-        ["take", "a", 600_000]
-      ],
-      [0, 0, 0, 0, 2]
-    ],
-    [
-      "a token given back can be taken again",
-      [
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["back", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0]
-      ],
-      [0, 0, 0, "back", 0, 2]
-    ],
+    ["a token comes back after 2 s", "a@0 a@0 a@0 a@2000", [0, 0, 0, 0]],
+    ["refills up to the burst, no more", "a@0 a@600000 a@600000 a@600000 a@600000", [0, 0, 0, 0, 2]],
+    ["a token given back can be taken again", "a@0 a@0 a@0 +a@0 a@0 a@0", [0, 0, 0, "back", 0, 2]],
     [
       "giving back never passes the burst",
-      [
-        ["back", "a", 0],
-        ["take", "a", 0],
-        ["back", "a", 0],
-        ["back", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0]
-      ],
+      "+a@0 a@0 +a@0 +a@0 a@0 a@0 a@0 a@0",
       ["back", 0, "back", "back", 0, 0, 0, 2]
     ],
-    [
-      "clients apart",
-      [
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "a", 0],
-        ["take", "b", 0],
-        ["take", "a", 0]
-      ],
-      [0, 0, 0, 0, 2]
-    ]
+    ["clients apart", "a@0 a@0 a@0 b@0 a@0", [0, 0, 0, 0, 2]]
   ])("%s", (_name, steps, seen) => expect(run(steps)).toEqual(seen))
 
   it("the wait is whole seconds, at least one", () => {

@@ -1,11 +1,13 @@
-// A destination's rate and ordering, and its circuit, over HTTP: the admin API's endpoints
-// and subscriptions (/admin/v1) and a key's own subscriptions (POST /api/v1/hooks), against
-// the real server. Every answer is checked against its OpenAPI document.
-import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import type { AdminUser } from "../../../src/access/identity.ts"
-import { createToken } from "../../../src/access/tokens.ts"
-import { caller, makeKey, openApiChecker, provideDb, request, type OpenApiChecker } from "../../support/http.ts"
+import {
+  caller,
+  keyCaller,
+  makeKey,
+  makeToken,
+  openApiChecker,
+  request,
+  type OpenApiChecker
+} from "../../support/http.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { useServiceWorld } from "../../support/world.ts"
 
@@ -23,21 +25,13 @@ describe("rate, ordering and circuit over HTTP", () => {
   let checker: OpenApiChecker
   let apiChecker: OpenApiChecker
   let token: string
-  const call = caller(
-    () => server.url,
-    () => checker
-  )
+  const call = caller(server, () => checker)
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
 
   beforeAll(async () => {
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)
     apiChecker = await openApiChecker((await request(server.url, "/api/v1/openapi.json")).json)
-    const actor: AdminUser = { userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }
-    token = (
-      await Effect.runPromise(
-        createToken(actor, { name: "options", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
-      )
-    ).token
+    token = (await makeToken(db, acme, "options")).token
   })
 
   const stored = async (id: string) =>
@@ -108,15 +102,8 @@ describe("rate, ordering and circuit over HTTP", () => {
 
   it("API: POST /api/v1/hooks takes rateLimit and ordering (shown only when set); bad ones are 400 and change nothing", async () => {
     const { key } = await makeKey(db, acme, { scopes: ["incidents"], webhooks: true })
-    const hooks = async (method: string, path: string, body?: unknown) => {
-      const a = await request(server.url, path, {
-        key,
-        method,
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
-      apiChecker.check(method, path, a)
-      return a
-    }
+    const hooks = (method: string, path: string, body?: unknown) =>
+      keyCaller(server, () => apiChecker)(method, path, key, body)
     const url = receiver.url("/sub")
     const made = await hooks("POST", "/api/v1/hooks", {
       url,

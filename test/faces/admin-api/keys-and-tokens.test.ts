@@ -16,10 +16,7 @@ describe("admin HTTP API", () => {
   let token: string
   let tokenId: string
 
-  const call = caller(
-    () => server.url,
-    () => checker
-  )
+  const call = caller(server, () => checker)
 
   beforeAll(async () => {
     checker = await openApiChecker((await request(server.url, "/admin/v1/openapi.json")).json)

@@ -1,17 +1,8 @@
-// Replays from the admin HTTP API (docs/operations.md#replays), through real HTTP to the real server, with
-// capture, a delivery engine and its replay lane on a real database, sending to a real HTTPS
-// receiver: a dry run that counts and changes nothing; a replay throttled to REPLAY_RATE
-// while live events flow to the same endpoint, which are never queued behind it; its
-// progress in the API, the status and the metrics; cancelled midway, the rest left unsent;
-// and the mistakes it refuses with a JSON error, changing nothing.
-import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import type { AdminUser } from "../../../src/access/identity.ts"
-import { createToken } from "../../../src/access/tokens.ts"
 import { collectDatabase, makeServiceMetrics } from "../../../src/faces/ops/metrics.ts"
 import { replayWindow } from "../../../src/webhooks/replay/lane.ts"
 import { operationsStatus } from "../../../src/faces/ops/status.ts"
-import { openApiChecker, provideDb, request, type OpenApiChecker, caller } from "../../support/http.ts"
+import { openApiChecker, request, type OpenApiChecker, caller, makeToken } from "../../support/http.ts"
 import { sample } from "../../support/observed.ts"
 import { insertIncident } from "../../support/app.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
@@ -38,27 +29,12 @@ describe("admin HTTP API: replays", () => {
   let token: string
   let otherToken: string
 
-  const send = caller(
-    () => server.url,
-    () => checker
-  )
+  const send = caller(server, () => checker)
   const call = (method: string, path: string, t: string, body?: unknown) => send(method, path, { token: t, body })
   const admin = (method: string, path: string, body?: unknown) => call(method, path, token, body)
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, otherToken, body)
 
-  const newToken = async (company: TestCompany) => {
-    const actor: AdminUser = {
-      userId: company.adminId,
-      email: company.adminEmail,
-      name: "Ada Admin",
-      companyId: company.id
-    }
-    return (
-      await Effect.runPromise(
-        createToken(actor, { name: "replays test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
-      )
-    ).token
-  }
+  const newToken = async (company: TestCompany) => (await makeToken(db, company, "replays test")).token
 
   const createEndpoint = async (name: string, path: string, t = token) => {
     const a = await call("POST", "/admin/v1/endpoints", t, {

@@ -8,18 +8,15 @@
 // The engine retries a failed delivery once, after 3 s (instead of the default 5 retries over
 // a day: docs/events.md#retries): switching off still takes 15 deliveries in a row that failed every attempt.
 import { randomBytes } from "node:crypto"
-import { Effect } from "effect"
 import Stripe from "stripe"
 import { afterEach, beforeAll, describe, expect, it } from "vitest"
-import type { AdminUser } from "../../../src/access/identity.ts"
-import { createToken } from "../../../src/access/tokens.ts"
 import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import {
+  keyCaller,
   makeKey,
+  makeToken,
   openApiChecker,
-  provideDb,
   request,
-  type Answer,
   type OpenApiChecker,
   caller
 } from "../../support/http.ts"
@@ -88,37 +85,14 @@ describe("admin HTTP API: webhooks", () => {
   /** [kind, subjectId, actorEmail] of every change the tests made, for the activity test. */
   const changes: Array<readonly [string, string, string | null]> = []
 
-  const call = caller(
-    () => server.url,
-    () => checker
-  )
+  const call = caller(server, () => checker)
   /** As the acme admin. */
   const admin = (method: string, path: string, body?: unknown) => call(method, path, { token, body })
   /** As the admin of another company. */
   const foreign = (method: string, path: string, body?: unknown) => call(method, path, { token: otherToken, body })
-  const hooks = async (method: string, path: string, key: string, body?: unknown): Promise<Answer> => {
-    const a = await request(server.url, path, {
-      key,
-      method,
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    apiChecker.check(method, path, a)
-    return a
-  }
+  const hooks = keyCaller(server, () => apiChecker)
 
-  const newToken = async (company: TestCompany) => {
-    const actor: AdminUser = {
-      userId: company.adminId,
-      email: company.adminEmail,
-      name: "Ada Admin",
-      companyId: company.id
-    }
-    return (
-      await Effect.runPromise(
-        createToken(actor, { name: "webhooks test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
-      )
-    ).token
-  }
+  const newToken = async (company: TestCompany) => (await makeToken(db, company, "webhooks test")).token
 
   const createEndpoint = async (name: string, path: string, events: ReadonlyArray<string> = ["incident.created"]) => {
     const a = await admin("POST", "/admin/v1/endpoints", { name, url: receiver.url(path), events })
@@ -714,11 +688,15 @@ describe("admin HTTP API: webhooks", () => {
     const first = await insertIncident(db.sql, acme.id)
     expect(verified(await nth("/sub", 1, "a delivery to the subscription"), secret).data.id).toBe(first)
 
-    const off = await admin("POST", `/admin/v1/subscriptions/${id}/disable`)
-    expect(off.status).toBe(200)
-    expect(off.json).toMatchObject({ id, active: false })
-    changes.push(["subscription.disabled", id, acme.adminEmail])
-    expect((await hooks("GET", `/api/v1/hooks/${id}`, key)).json.active).toBe(false)
+    /** Turns the subscription off or on as the admin; the key's API then shows it so. */
+    const turn = async (to: "disable" | "enable") => {
+      const a = await admin("POST", `/admin/v1/subscriptions/${id}/${to}`)
+      expect(a.status).toBe(200)
+      expect(a.json).toMatchObject({ id, active: to === "enable" })
+      changes.push([`subscription.${to}d`, id, acme.adminEmail])
+      expect((await hooks("GET", `/api/v1/hooks/${id}`, key)).json.active).toBe(to === "enable")
+    }
+    await turn("disable")
     // While off, its events are not delivered (no delivery is even made for them).
     const whileOff = await insertIncident(db.sql, acme.id)
     await settled()
@@ -730,11 +708,7 @@ describe("admin HTTP API: webhooks", () => {
     await sleep(300)
     expect(at(receiver, "/sub")).toHaveLength(1)
 
-    const on = await admin("POST", `/admin/v1/subscriptions/${id}/enable`)
-    expect(on.status).toBe(200)
-    expect(on.json).toMatchObject({ id, active: true })
-    changes.push(["subscription.enabled", id, acme.adminEmail])
-    expect((await hooks("GET", `/api/v1/hooks/${id}`, key)).json.active).toBe(true)
+    await turn("enable")
     const third = await insertIncident(db.sql, acme.id)
     const resumed = await nth("/sub", 2, "a delivery after turning it on")
     expect(verified(resumed, secret).data.id).toBe(third)

@@ -8,12 +8,10 @@
 // answers are the same (the door adds X-Request-Id, which this test server's router, without
 // the observability middleware, does not: that tells them apart here).
 import { randomBytes } from "node:crypto"
-import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys/store.ts"
 import { parseTrustProxy, type TrustProxy } from "../../../src/platform/http/client-address.ts"
 import { useDatabase } from "../../support/fixtures.ts"
-import { makeKey, provideDb, request } from "../../support/http.ts"
+import { makeKey, request, revokeKeyAs } from "../../support/http.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, seedRecords, type TestCompany } from "../../support/views.ts"
 
@@ -199,11 +197,7 @@ describe.each([
     for (let i = 0; i < 2; i++)
       expect((await request(server.url, "/api/v1/incidents", { key: madeUp() })).status).toBe(401)
     expect((await request(server.url, "/api/v1/incidents", { key: madeUp() })).status).toBe(429)
-    await Effect.runPromise(
-      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, id).pipe(
-        Effect.provide(provideDb(db))
-      )
-    )
+    await revokeKeyAs(db, acme, id)
     for (const path of ["/api/v1/incidents", "/api/v1", "/api/v1/incidents/00000000-0000-0000-0000-000000000000"]) {
       const a = await request(server.url, path, { key })
       expect(a.status, path).toBe(401)

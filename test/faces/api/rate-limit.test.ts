@@ -4,10 +4,18 @@
 // request, flushed for the admin key list.
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { listKeys, revokeKey } from "../../../src/access/keys/store.ts"
+import { listKeys } from "../../../src/access/keys/store.ts"
 import { startServer, type TestServer } from "../../support/server.ts"
 import { createCompany, NEVER_MARK, seedRecords, type TestCompany } from "../../support/views.ts"
-import { checkedClient, makeKey, openApiChecker, provideDb, request, type CheckedClient } from "../../support/http.ts"
+import {
+  checkedClient,
+  makeKey,
+  openApiChecker,
+  provideDb,
+  request,
+  type CheckedClient,
+  revokeKeyAs
+} from "../../support/http.ts"
 import { waitFor } from "../../support/world.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
@@ -134,11 +142,7 @@ describe("rate limit", () => {
     const { id, key } = await makeKey(db, company)
     for (let i = 0; i < 3; i++) expect((await request(server.url, "/api/v1/incidents", { key })).status).toBe(200)
     expect((await request(server.url, "/api/v1/incidents", { key })).status).toBe(429)
-    await Effect.runPromise(
-      revokeKey({ userId: company.adminId, email: company.adminEmail, name: "Ada", companyId: company.id }, id).pipe(
-        Effect.provide(provideDb(db))
-      )
-    )
+    await revokeKeyAs(db, company, id)
     for (const path of ["/api/v1/incidents", "/api/v1", "/api/v1/incidents?limit=abc"]) {
       const a = await request(server.url, path, { key })
       expect(a.status, path).toBe(401)

@@ -1,9 +1,4 @@
-// The read API through real HTTP requests to the real server on a real PostgreSQL: every
-// status, filter and boundary, scopes, modules, tier, Host, expiry, revocation, never-sent
-// data, and every answer checked against the served OpenAPI document.
-import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys/store.ts"
 import { EVENT_KINDS } from "../../../src/domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../../src/domain/resources.ts"
 import { startServer } from "../../support/server.ts"
@@ -12,13 +7,14 @@ import {
   createCompany,
   makeRecord,
   NEVER_MARK,
+  WITHHELD_IN_A_PRIVACY_CASE,
   seedRecords,
   storeRecords,
   updateCompany,
   type StoredRecord,
   type TestCompany
 } from "../../support/views.ts"
-import { checkedClient, makeKey, provideDb, request } from "../../support/http.ts"
+import { checkedClient, makeKey, request, revokeKeyAs } from "../../support/http.ts"
 
 const T0 = Date.parse("2026-05-01T12:00:00.000Z")
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -556,11 +552,7 @@ describe("read API", () => {
           expect((await client.get("/api/v1/incidents", { key: k.key })).status).toBe(200)
           expect((await client.get("/api/v1/incidents?limit=abc", { key: k.key })).status).toBe(400)
         }
-        await Effect.runPromise(
-          revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, k.id).pipe(
-            Effect.provide(provideDb(db))
-          )
-        )
+        await revokeKeyAs(db, acme, k.id)
         for (const base of [second.url, server.url]) {
           for (const path of [
             "/api/v1/incidents",
@@ -585,11 +577,7 @@ describe("read API", () => {
       // Sent at once, these are read by few statements (src/read/batch.ts): other keys,
       // companies, resources, filters, pages and refusals must not leak into one another.
       const revoked = await makeKey(db, acme)
-      await Effect.runPromise(
-        revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, revoked.id).pipe(
-          Effect.provide(provideDb(db))
-        )
-      )
+      await revokeKeyAs(db, acme, revoked.id)
       const otherKey = (await makeKey(db, other)).key
       const incidentsOnly = (await makeKey(db, acme, { scopes: ["incidents"] })).key
       const incidents = seeded.get("incidents")!
@@ -662,12 +650,7 @@ describe("read API", () => {
       expect(a.status).toBe(200)
       expect(a.json.data).toMatchObject({
         privacyCase: true,
-        personName: null,
-        workerId: null,
-        location: null,
-        description: null,
-        bodyPart: null,
-        injuryType: null
+        ...WITHHELD_IN_A_PRIVACY_CASE
       })
     })
     it("no NEVER column reaches any answer, as a value or as a key", async () => {

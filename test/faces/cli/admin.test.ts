@@ -17,6 +17,9 @@ describe("admin CLI", () => {
   let acme: TestCompany
   let env: Record<string, string>
   const cli = (...args: Array<string>) => runCli(args, env)
+  /** `keys create` for a company, by name, reading `read`, as `as`, with `more` flags. */
+  const createKeyCli = (company: string, name: string, read: string, as: string, ...more: Array<string>) =>
+    cli("keys", "create", "--company", company, "--name", name, "--read", read, "--as", as, ...more)
 
   beforeAll(async () => {
     acme = await createCompany(db.sql, { name: "Acme Safety" })
@@ -25,19 +28,7 @@ describe("admin CLI", () => {
   })
 
   it("keys create --json prints {id, key} once; the key works", async () => {
-    const r = await cli(
-      "keys",
-      "create",
-      "--company",
-      acme.host,
-      "--name",
-      "Power BI",
-      "--read",
-      "incidents,workers",
-      "--as",
-      acme.adminEmail,
-      "--json"
-    )
+    const r = await createKeyCli(acme.host, "Power BI", "incidents,workers", acme.adminEmail, "--json")
     expect(r.stderr).toBe("")
     expect(r.code).toBe(0)
     const answer = JSON.parse(r.stdout)
@@ -67,37 +58,14 @@ describe("admin CLI", () => {
 
   it("keys create for a company the API does not serve makes the key and warns on stderr, JSON alone on stdout", async () => {
     const team = await createCompany(db.sql, { name: "Team Co", tier: "team" })
-    const r = await cli(
-      "keys",
-      "create",
-      "--company",
-      team.host,
-      "--name",
-      "early",
-      "--read",
-      "all",
-      "--as",
-      team.adminEmail,
-      "--json"
-    )
+    const r = await createKeyCli(team.host, "early", "all", team.adminEmail, "--json")
     expect(r.code).toBe(0)
     expect(Object.keys(JSON.parse(r.stdout))).toEqual(["id", "key"])
     expect(r.stderr).toBe(
       "warning: Team Co is on the team tier: the API answers this key 403 until the company is on the Company tier.\n"
     )
     const off = await createCompany(db.sql, { name: "Off Co", apiEnabled: false })
-    const o = await cli(
-      "keys",
-      "create",
-      "--company",
-      off.host,
-      "--name",
-      "early",
-      "--read",
-      "all",
-      "--as",
-      off.adminEmail
-    )
+    const o = await createKeyCli(off.host, "early", "all", off.adminEmail)
     expect(o.code).toBe(0)
     expect(o.stderr).toBe(
       "warning: the API is turned off for Off Co: it answers this key 403 until the API is turned on.\n"
@@ -105,20 +73,14 @@ describe("admin CLI", () => {
   })
 
   it("keys create for a person: by company id, all resources, webhooks, an expiry", async () => {
-    const r = await cli(
-      "keys",
-      "create",
-      "--company",
+    const r = await createKeyCli(
       acme.id,
-      "--name",
       "Zapier",
-      "--read",
       "all",
+      acme.adminEmail.toUpperCase(),
       "--webhooks",
       "--expires",
-      "90d",
-      "--as",
-      acme.adminEmail.toUpperCase()
+      "90d"
     )
     expect(r.code).toBe(0)
     expect(r.stdout).toContain('Created API key "Zapier"')
@@ -155,23 +117,7 @@ describe("admin CLI", () => {
   })
 
   it("keys revoke: the next request gets 401, the activity log says who did what to which key", async () => {
-    const created = JSON.parse(
-      (
-        await cli(
-          "keys",
-          "create",
-          "--company",
-          acme.host,
-          "--name",
-          "temp",
-          "--read",
-          "incidents",
-          "--as",
-          acme.adminEmail,
-          "--json"
-        )
-      ).stdout
-    )
+    const created = JSON.parse((await createKeyCli(acme.host, "temp", "incidents", acme.adminEmail, "--json")).stdout)
     expect((await request(server.url, "/api/v1/incidents", { key: created.key })).status).toBe(200)
     // a subscription the key made is deleted with it
     const hasSubscriptions = (await db.sql`select to_regclass('service.webhook_subscriptions') as t`)[0]!.t !== null
@@ -227,75 +173,17 @@ describe("admin CLI", () => {
       )
       ids.push(k.id)
     }
-    const r = await cli(
-      "keys",
-      "create",
-      "--company",
-      c.host,
-      "--name",
-      "one too many",
-      "--read",
-      "all",
-      "--as",
-      c.adminEmail,
-      "--json"
-    )
+    const r = await createKeyCli(c.host, "one too many", "all", c.adminEmail, "--json")
     expect(r.code).toBe(1)
     expect(r.stdout).toBe("")
     expect(r.stderr).toBe(
       "error: this company already has 20 active API keys, the most it may hold (20); revoke one first\n"
     )
     await db.sql`update service.api_keys set expires_at = now() - interval '1 minute' where id = ${ids[0]!}`
-    expect(
-      (
-        await cli(
-          "keys",
-          "create",
-          "--company",
-          c.host,
-          "--name",
-          "replaces expired",
-          "--read",
-          "all",
-          "--as",
-          c.adminEmail,
-          "--json"
-        )
-      ).code
-    ).toBe(0)
-    expect(
-      (
-        await cli(
-          "keys",
-          "create",
-          "--company",
-          c.host,
-          "--name",
-          "again too many",
-          "--read",
-          "all",
-          "--as",
-          c.adminEmail
-        )
-      ).code
-    ).toBe(1)
+    expect((await createKeyCli(c.host, "replaces expired", "all", c.adminEmail, "--json")).code).toBe(0)
+    expect((await createKeyCli(c.host, "again too many", "all", c.adminEmail)).code).toBe(1)
     expect((await cli("keys", "revoke", ids[1]!, "--as", c.adminEmail)).code).toBe(0)
-    expect(
-      (
-        await cli(
-          "keys",
-          "create",
-          "--company",
-          c.host,
-          "--name",
-          "replaces revoked",
-          "--read",
-          "all",
-          "--as",
-          c.adminEmail
-        )
-      ).code
-    ).toBe(0)
+    expect((await createKeyCli(c.host, "replaces revoked", "all", c.adminEmail)).code).toBe(0)
   })
 
   it("20 at once from many processes still stop at 20", async () => {

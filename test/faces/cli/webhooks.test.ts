@@ -6,11 +6,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { insertIncident } from "../../support/app.ts"
-import { at, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
+import { addHook, at, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
 import { runCli } from "../../support/cli.ts"
-import { runSql } from "../../support/sql.ts"
 
 describe("admin CLI: webhooks", () => {
   const w = useWorld()
@@ -20,6 +18,23 @@ describe("admin CLI: webhooks", () => {
   let admin: string
   let endpointId: string
   const cli = (...args: Array<string>) => runCli(args, env)
+  /** `endpoints create` for a company, by name, at `url` for `events`, as the admin, with `more` flags. */
+  const createEndpointCli = (company: string, name: string, url: string, events: string, ...more: Array<string>) =>
+    cli(
+      "endpoints",
+      "create",
+      "--company",
+      company,
+      "--name",
+      name,
+      "--url",
+      url,
+      "--events",
+      events,
+      "--as",
+      admin,
+      ...more
+    )
 
   beforeAll(async () => {
     admin = `admin.${w.company.host}@example.test`
@@ -43,19 +58,11 @@ describe("admin CLI: webhooks", () => {
 
   it("endpoints create --json prints exactly {id, secret}; the text form shows the secret once", async () => {
     w.receiver.reply("/cli", { status: 200, body: "thanks from the receiver" })
-    const r = await cli(
-      "endpoints",
-      "create",
-      "--company",
+    const r = await createEndpointCli(
       w.company.host,
-      "--name",
       "Ops",
-      "--url",
       w.receiver.url("/cli"),
-      "--events",
       "incident.created,permit.approved",
-      "--as",
-      admin,
       "--json"
     )
     expect(r.stderr).toBe("")
@@ -75,20 +82,7 @@ describe("admin CLI: webhooks", () => {
         enabled: true
       })
     ])
-    const text = await cli(
-      "endpoints",
-      "create",
-      "--company",
-      w.company.id,
-      "--name",
-      "Second",
-      "--url",
-      w.receiver.url("/second"),
-      "--events",
-      "audit.created",
-      "--as",
-      admin
-    )
+    const text = await createEndpointCli(w.company.id, "Second", w.receiver.url("/second"), "audit.created")
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/Created webhook endpoint "Second"/)
     expect(text.stdout).toMatch(/whsec_\S+/)
@@ -109,21 +103,7 @@ describe("admin CLI: webhooks", () => {
 
   it("endpoints test exits 1 when the receiver does not accept the ping, after printing its answer", async () => {
     w.receiver.reply("/cli-down", { status: 503, body: "down for maintenance" })
-    const made = await cli(
-      "endpoints",
-      "create",
-      "--company",
-      w.company.host,
-      "--name",
-      "Down",
-      "--url",
-      w.receiver.url("/cli-down"),
-      "--events",
-      "audit.created",
-      "--as",
-      admin,
-      "--json"
-    )
+    const made = await createEndpointCli(w.company.host, "Down", w.receiver.url("/cli-down"), "audit.created", "--json")
     expect(made.code).toBe(0)
     const { id } = JSON.parse(made.stdout)
     const r = await cli("endpoints", "test", id, "--as", admin, "--json")
@@ -259,23 +239,15 @@ describe("admin CLI: webhooks", () => {
   })
 
   it("--rate-limit and --ordering on create and update; list shows them and the circuit; bad values exit 1 and change nothing", async () => {
-    const made = await cli(
-      "endpoints",
-      "create",
-      "--company",
+    const made = await createEndpointCli(
       w.company.host,
-      "--name",
       "Paced",
-      "--url",
       w.receiver.url("/cli-paced"),
-      "--events",
       "incident.created",
       "--rate-limit",
       "2.5",
       "--ordering",
-      "record",
-      "--as",
-      admin
+      "record"
     )
     expect(made.stderr).toBe("")
     expect(made.code).toBe(0)
@@ -331,10 +303,7 @@ describe("admin CLI: webhooks", () => {
 
   it("subscriptions list, disable and delete those keys made through the API", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id, { webhooks: true })
-    const made = await runSql(
-      w.deps.sql,
-      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })
-    )
+    const made = await addHook(w, "/sub", { keyId })
     const id = made.subscription.id
     const list = await cli("subscriptions", "list", "--company", w.company.host, "--json")
     expect(list.code).toBe(0)
@@ -391,36 +360,10 @@ describe("admin CLI: webhooks", () => {
     const noAs = await cli("endpoints", "delete", endpointId)
     expect(noAs.code).not.toBe(0)
     expect(noAs.stderr).toMatch(/as/)
-    const event = await cli(
-      "endpoints",
-      "create",
-      "--company",
-      w.company.host,
-      "--name",
-      "X",
-      "--url",
-      w.receiver.url("/x"),
-      "--events",
-      "incident.deleted",
-      "--as",
-      admin
-    )
+    const event = await createEndpointCli(w.company.host, "X", w.receiver.url("/x"), "incident.deleted")
     expect(event.code).toBe(1)
     expect(event.stderr).toMatch(/^error: .*incident\.deleted/m)
-    const http = await cli(
-      "endpoints",
-      "create",
-      "--company",
-      w.company.host,
-      "--name",
-      "X",
-      "--url",
-      "http://127.0.0.1/x",
-      "--events",
-      "incident.created",
-      "--as",
-      admin
-    )
+    const http = await createEndpointCli(w.company.host, "X", "http://127.0.0.1/x", "incident.created")
     expect(http.code).toBe(1)
     expect(http.stderr).toMatch(/^error: .*https/m)
     const missing = await cli("endpoints", "test", "00000000-0000-4000-8000-000000000000", "--as", admin)

@@ -4,15 +4,12 @@
 // must not be mistaken for something else (a long id is no record, not a wrong method).
 // Every refusal is a JSON {"error"} and changes nothing.
 import { request as httpRequest } from "node:http"
-import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { revokeKey } from "../../../src/access/keys/store.ts"
-import { parseAllowedNetworksOrThrow } from "../../../src/webhooks/net/address-guard.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { createCompany, updateCompany, type TestCompany } from "../../support/views.ts"
 import { runCli } from "../../support/cli.ts"
-import { makeKey, provideDb } from "../../support/http.ts"
-import { useDatabase, useServer } from "../../support/fixtures.ts"
+import { bodyText, makeKey, revokeKeyAs } from "../../support/http.ts"
+import { LOOPBACK_WEBHOOKS, useDatabase, useServer } from "../../support/fixtures.ts"
 
 type Raw = { status: number; headers: Record<string, string | string[] | undefined>; json: any }
 
@@ -35,10 +32,7 @@ const raw = (
         ...(chunked ? ["transfer-encoding", "chunked"] : ["content-length", String(Buffer.byteLength(body))])
       )
     const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers: all }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8")
+      bodyText(res).then((text) => {
         let json: unknown
         try {
           json = JSON.parse(text)
@@ -46,7 +40,7 @@ const raw = (
           json = { unparsed: text }
         }
         resolve({ status: res.statusCode ?? 0, headers: res.headers, json })
-      })
+      }, reject)
     })
     req.on("error", reject)
     if (body !== undefined && chunked) {
@@ -58,11 +52,7 @@ const raw = (
 
 describe("requests the JSON APIs refuse up front", () => {
   const db = useDatabase()
-  const server = useServer(
-    db,
-    { rateLimit: 1_000_000 },
-    { webhooks: { allowed: parseAllowedNetworksOrThrow("127.0.0.0/8") } }
-  )
+  const server = useServer(db, { rateLimit: 1_000_000 }, LOOPBACK_WEBHOOKS)
   let acme: TestCompany
   let key: string
   let keyId: string
@@ -71,6 +61,8 @@ describe("requests the JSON APIs refuse up front", () => {
   const bearer = (k: string) => ["authorization", `Bearer ${k}`]
   const call = (method: string, path: string, credential: string, body?: string, chunked = false) =>
     raw(server.url, method, path, bearer(credential), body, chunked)
+  const postHook = (url: string, event: string, chunked = false) =>
+    call("POST", "/api/v1/hooks", key, JSON.stringify({ url, event }), chunked)
   const counts = async () => {
     const [r] = await db.sql<{ keys: number; subs: number; endpoints: number }[]>`
       select (select count(*) from service.api_keys)::int as keys, (select count(*) from service.webhook_subscriptions)::int as subs,
@@ -83,17 +75,21 @@ describe("requests the JSON APIs refuse up front", () => {
     if (typeof error === "string") expect(a.json.error).toBe(error)
     else expect(a.json.error).toMatch(error)
   }
+  /** Each request [method, path, credential, the error, body] is refused with `status`. */
+  const allRefused = async (
+    status: number,
+    requests: ReadonlyArray<readonly [string, string, string, string | RegExp, string?]>
+  ) => {
+    for (const [method, path, credential, error, body] of requests)
+      refused(await call(method, path, credential, body), status, error)
+  }
 
   beforeAll(async () => {
     acme = await createCompany(db.sql, { name: "Acme" })
     ;({ key, id: keyId } = await makeKey(db, acme, { webhooks: true, name: "full" }))
     const gone = await makeKey(db, acme, { name: "gone" })
     revoked = gone.key
-    await Effect.runPromise(
-      revokeKey({ userId: acme.adminId, email: acme.adminEmail, name: "Ada", companyId: acme.id }, gone.id).pipe(
-        Effect.provide(provideDb(db))
-      )
-    )
+    await revokeKeyAs(db, acme, gone.id)
     const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "checks", "--json"], {
       DATABASE_URL: db.url
     })
@@ -112,61 +108,26 @@ describe("requests the JSON APIs refuse up front", () => {
     refused(await call("POST", "/api/v1/hooks", key, hook, true), 413, tooLarge)
     expect(await counts()).toEqual(before)
     // Under the bound, a chunked body is read as usual.
-    const small = await call(
-      "POST",
-      "/api/v1/hooks",
-      key,
-      JSON.stringify({ url: "https://127.0.0.1:9/chunked", event: "incident.created" }),
-      true
-    )
+    const small = await postHook("https://127.0.0.1:9/chunked", "incident.created", true)
     expect(small.status).toBe(201)
     expect((await counts()).subs).toBe(before.subs + 1)
   })
 
   it("400 for a NUL character in a query parameter or anywhere in a JSON body; nothing is made", async () => {
     const before = await counts()
-    refused(
-      await call("GET", "/api/v1/workers?name=%00", key),
-      400,
-      'query parameter "name" contains a NUL character (%00)'
-    )
-    refused(
-      await call("GET", "/api/v1/job-sites?limit=5&name=a%00b", key),
-      400,
-      'query parameter "name" contains a NUL character (%00)'
-    )
-    refused(
-      await call("GET", "/admin/v1/activity?kind=%00", token),
-      400,
-      'query parameter "kind" contains a NUL character (%00)'
-    )
+    const nulIn = (name: string) => `query parameter "${name}" contains a NUL character (%00)`
     const nulBody = "invalid request body: text may not contain NUL characters (\\u0000)"
-    refused(await call("POST", "/admin/v1/keys", token, '{"name":"a\\u0000b","read":"all"}'), 400, nulBody)
-    refused(
-      await call(
-        "POST",
-        "/admin/v1/endpoints",
-        token,
-        '{"name":"n","url":"https://127.0.0.1:9/x","events":["incident.created"],"\\u0000":1}'
-      ),
-      400,
-      nulBody
-    )
-    refused(
-      await call("POST", "/api/v1/hooks", key, '{"url":"https://127.0.0.1:9/a\\u0000","event":"incident.created"}'),
-      400,
-      nulBody
-    )
-    refused(
-      await call(
-        "POST",
-        "/api/v1/hooks",
-        key,
-        `{"url":"https://127.0.0.1:9/deep","event":"incident.created","x":${"[".repeat(20_000)}"\\u0000"${"]".repeat(20_000)}}`
-      ),
-      400,
-      nulBody
-    )
+    const nulEndpoint = '{"name":"n","url":"https://127.0.0.1:9/x","events":["incident.created"],"\\u0000":1}'
+    const nulDeep = `{"url":"https://127.0.0.1:9/deep","event":"incident.created","x":${"[".repeat(20_000)}"\\u0000"${"]".repeat(20_000)}}`
+    await allRefused(400, [
+      ["GET", "/api/v1/workers?name=%00", key, nulIn("name")],
+      ["GET", "/api/v1/job-sites?limit=5&name=a%00b", key, nulIn("name")],
+      ["GET", "/admin/v1/activity?kind=%00", token, nulIn("kind")],
+      ["POST", "/admin/v1/keys", token, nulBody, '{"name":"a\\u0000b","read":"all"}'],
+      ["POST", "/admin/v1/endpoints", token, nulBody, nulEndpoint],
+      ["POST", "/api/v1/hooks", key, nulBody, '{"url":"https://127.0.0.1:9/a\\u0000","event":"incident.created"}'],
+      ["POST", "/api/v1/hooks", key, nulBody, nulDeep]
+    ])
     // Deep nesting without a NUL is an ordinary bad body, not a crash.
     refused(
       await call("POST", "/api/v1/hooks", key, `${"[".repeat(30_000)}${"]".repeat(30_000)}`),
@@ -215,26 +176,14 @@ describe("requests the JSON APIs refuse up front", () => {
 
   it("the admin API refuses parameters and fields a path does not take, as the read API does", async () => {
     const before = await counts()
-    refused(
-      await call("GET", "/admin/v1/subscriptions?key=abc", token),
-      400,
-      'unknown query parameter "key"; this path takes none'
-    )
-    refused(
-      await call("GET", "/admin/v1/keys?foo=bar", token),
-      400,
-      'unknown query parameter "foo"; this path takes none'
-    )
-    refused(
-      await call("GET", `/admin/v1/endpoints/${keyId}/deliveries?limit=abc`, token),
-      400,
-      'unknown query parameter "limit"; this path takes none'
-    )
-    refused(
-      await call("POST", "/admin/v1/keys", token, JSON.stringify({ name: "xf", read: "all", companyId: acme.id })),
-      400,
-      'invalid request body: Expected no excess property at ["companyId"]'
-    )
+    const excess = 'invalid request body: Expected no excess property at ["companyId"]'
+    const takesNone = (name: string) => `unknown query parameter "${name}"; this path takes none`
+    await allRefused(400, [
+      ["GET", "/admin/v1/subscriptions?key=abc", token, takesNone("key")],
+      ["GET", "/admin/v1/keys?foo=bar", token, takesNone("foo")],
+      ["GET", `/admin/v1/endpoints/${keyId}/deliveries?limit=abc`, token, takesNone("limit")],
+      ["POST", "/admin/v1/keys", token, excess, JSON.stringify({ name: "xf", read: "all", companyId: acme.id })]
+    ])
     expect(await counts()).toEqual(before)
     // Without one, the same requests go through.
     expect((await call("GET", "/admin/v1/subscriptions", token)).status).toBe(200)
@@ -244,27 +193,13 @@ describe("requests the JSON APIs refuse up front", () => {
     await updateCompany(db.sql, acme.id, { modules: ["incidents"] })
     try {
       refused(
-        await call(
-          "POST",
-          "/api/v1/hooks",
-          key,
-          JSON.stringify({ url: "https://127.0.0.1:9/pm", event: "permit.closed" })
-        ),
+        await postHook("https://127.0.0.1:9/pm", "permit.closed"),
         403,
         "the permits module is turned off for this company"
       )
     } finally {
       await updateCompany(db.sql, acme.id, { modules: RESOURCES })
     }
-    refused(
-      await call(
-        "POST",
-        "/api/v1/hooks",
-        key,
-        JSON.stringify({ url: "https://127.0.0.1:0/x", event: "incident.created" })
-      ),
-      400,
-      /port 0/
-    )
+    refused(await postHook("https://127.0.0.1:0/x", "incident.created"), 400, /port 0/)
   })
 })

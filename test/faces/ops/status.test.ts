@@ -3,10 +3,9 @@
 import { hostname } from "node:os"
 import { describe, expect, it } from "vitest"
 import { assessStatus, operationsStatus, type OperationsStatus } from "../../../src/faces/ops/status.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
-import { ADMIN, fanoutNow, makeKey, useWorld, waitFor } from "../../support/world.ts"
+import { addEndpoint, fanoutNow, makeKey, useWorld, waitFor } from "../../support/world.ts"
 import { startCapture } from "../../support/capture.ts"
 import { freshDatabase } from "../../support/db.ts"
 import { freePort } from "../../support/net.ts"
@@ -38,24 +37,8 @@ describe("status", () => {
     expect(empty.endpointsSwitchedOff).toEqual([])
     expect(empty.keysNearExpiry).toEqual([])
 
-    await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "On",
-        url: w.receiver.url("/on"),
-        events: ["incident.created"]
-      })
-    )
-    const off = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Off",
-        url: w.receiver.url("/off"),
-        events: ["incident.created"]
-      })
-    )
+    await addEndpoint(w, "/on", { name: "On" })
+    const off = await addEndpoint(w, "/off", { name: "Off" })
     // as the engine switches one off
     await w.db.sql`update service.webhook_endpoints set enabled = false, disabled_at = now(),
       disabled_reason = '15 deliveries in a row failed every attempt; last error: 503' where id = ${off.id}`
@@ -283,6 +266,9 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       ...base,
       capture: { ...base.capture, ...c }
     })
+    /** The status with the capture's quarantine as given; the rest of it empty. */
+    const quarantine = (q: Partial<OperationsStatus["capture"]["quarantine"]>) =>
+      assessStatus(capture({ quarantine: { count: 0, first: null, broken: [], resyncing: [], ...q } }))
     expect(assessStatus(base)).toEqual({ state: "healthy", reasons: [] })
     expect(
       assessStatus({
@@ -320,55 +306,28 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       assessStatus(capture({ stalledAt: "2026-11-01T00:00:00.000Z", stallReason: "quiet", stallReconnects: 2 })).reasons
     ).toEqual(["capture stalled since 2026-11-01T00:00:00.000Z (2 reconnects so far): quiet"])
     expect(assessStatus(capture({ leader: null, leaderRunning: false })).state).toBe("degraded")
-    expect(
-      assessStatus(
-        capture({
-          quarantine: {
-            count: 2,
-            first: { id: "7", table: "audits", key: "k", error: "bad score" },
-            broken: [],
-            resyncing: []
-          }
-        })
-      )
-    ).toEqual({
+    expect(quarantine({ count: 2, first: { id: "7", table: "audits", key: "k", error: "bad score" } })).toEqual({
       state: "degraded",
       reasons: [
         "capture holds 2 records in quarantine (capture quarantine list); the first: #7 app.audits k: bad score"
       ]
     })
     expect(
-      assessStatus(
-        capture({
-          quarantine: {
-            count: 0,
-            first: null,
-            broken: [
-              {
-                table: "audits",
-                problems: ["app.audits.score is text; the service reads it as numeric"],
-                since: "2026-11-01T00:00:00.000Z"
-              }
-            ],
-            resyncing: []
+      quarantine({
+        broken: [
+          {
+            table: "audits",
+            problems: ["app.audits.score is text; the service reads it as numeric"],
+            since: "2026-11-01T00:00:00.000Z"
           }
-        })
-      )
+        ]
+      })
     ).toMatchObject({
       state: "broken",
       reasons: [expect.stringContaining("app.audits.score is text; the service reads it as numeric")]
     })
     expect(
-      assessStatus(
-        capture({
-          quarantine: {
-            count: 0,
-            first: null,
-            broken: [],
-            resyncing: [{ table: "audit_items", rows: 1000, since: "2026-11-01T00:00:00.000Z" }]
-          }
-        })
-      )
+      quarantine({ resyncing: [{ table: "audit_items", rows: 1000, since: "2026-11-01T00:00:00.000Z" }] })
     ).toEqual({
       state: "degraded",
       reasons: [

@@ -1,13 +1,8 @@
-// The admin pages over plain HTTP (no browser): signing in, the session cookie, the CSRF
-// and same-origin checks refusing forms before anything changes, sessions ending, and the
-// same rules and error messages as the admin API.
-import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { AdminUser } from "../../../src/access/identity.ts"
-import { createToken } from "../../../src/access/tokens.ts"
 import { escapeHtml } from "../../../src/faces/pages/html.ts"
 import { sha256 } from "../../../src/access/keys/bearer-secrets.ts"
-import { provideDb, request } from "../../support/http.ts"
+import { makeToken, request } from "../../support/http.ts"
 import type { TestServer } from "../../support/server.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { OUR_ATTRIBUTES, setCookieParts, startWebServer, webClient, type WebClient } from "../../support/pages.ts"
@@ -19,17 +14,7 @@ describe("admin pages over HTTP", () => {
   let acme: TestCompany
   let admin: AdminUser
 
-  const newToken = async (company: TestCompany = acme) => {
-    const actor: AdminUser = {
-      userId: company.adminId,
-      email: company.adminEmail,
-      name: "Ada Admin",
-      companyId: company.id
-    }
-    return Effect.runPromise(
-      createToken(actor, { name: "web test", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
-    )
-  }
+  const newToken = (company: TestCompany = acme) => makeToken(db, company, "web test")
 
   const signedIn = async (): Promise<{ client: WebClient; token: string; tokenId: string }> => {
     const t = await newToken()

@@ -1,17 +1,7 @@
-// The failing warning, Turn On's offer (docs/events.md#switching-off) and the replay pages, over
-// real HTTP (no browser) against the real routes, with capture, a delivery engine (one attempt per
-// delivery) and its replay lane on a real database, sending to a real HTTPS receiver: an endpoint
-// that keeps failing is warned about at ten deliveries in a row (on its page, in the list and once
-// in the activity log), then switched off at fifteen with the reason logged; Turn On offers to
-// replay what failed while it was off; the offer's form, its dry run, the replay and its progress
-// page; cancel.
-import { Effect } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import type { AdminUser } from "../../../src/access/identity.ts"
-import { createToken } from "../../../src/access/tokens.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
-import { provideDb, request } from "../../support/http.ts"
+import { makeToken, request } from "../../support/http.ts"
 import { insertIncident } from "../../support/app.ts"
 import { createCompany, type TestCompany } from "../../support/views.ts"
 import { at, makeKey, sleep, useServiceWorld, waitFor } from "../../support/world.ts"
@@ -65,12 +55,7 @@ describe("admin pages: the failing warning, the switch-off, Turn On's replay off
   }
 
   beforeAll(async () => {
-    const actor: AdminUser = { userId: acme.adminId, email: acme.adminEmail, name: "Ada Admin", companyId: acme.id }
-    const token = (
-      await Effect.runPromise(
-        createToken(actor, { name: "web replays", expires: "90d" }).pipe(Effect.provide(provideDb(db)))
-      )
-    ).token
+    const { token } = await makeToken(db, acme, "web replays")
     client = webClient(server.url)
     expect((await client.signIn(token)).status).toBe(303)
     receiver.reply(path, { status: 503, body: "down for maintenance" })

@@ -7,10 +7,10 @@
 // the whole table out of the publication (its changes stop reaching capture at all).
 import { describe, expect, it } from "vitest"
 import { PUBLISHED_COLUMNS } from "../../../src/domain/records/index.ts"
-import { insertIncident, makeCompany } from "../../support/app.ts"
+import { insertIncident } from "../../support/app.ts"
 import { outbox, useCapture, view } from "../../support/capture.ts"
 import { readAppRows } from "../../../src/pipeline/capture/resync.ts"
-import { useDatabase, useResource } from "../../support/fixtures.ts"
+import { useDatabase, useCompany } from "../../support/fixtures.ts"
 import { sleep, waitFor } from "../../support/wait.ts"
 
 type Sql = import("postgres").Sql
@@ -40,11 +40,7 @@ const eventsOf = async (sql: Sql, id: string) =>
 
 describe("an app table whose contract breaks mid-stream", () => {
   const db = useDatabase()
-  const company = useResource(
-    "the company",
-    () => makeCompany(db.sql),
-    async () => {}
-  )
+  const company = useCompany(db)
   // Small chunks: a re-read takes several. Between a chunk's read and its high watermark the
   // app may write a row of it (late), as it may at any moment: the row read is then older than
   // the stream's, and must not be written over it.

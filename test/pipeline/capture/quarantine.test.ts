@@ -6,8 +6,7 @@ import { insertIncident } from "../../support/app.ts"
 import { outbox, startCapture, useCapture, useCaptureWorld, view } from "../../support/capture.ts"
 import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
 import { runSql } from "../../support/sql.ts"
-import { makeCompany } from "../../support/app.ts"
-import { useDatabase, useResource } from "../../support/fixtures.ts"
+import { useDatabase, useCompany } from "../../support/fixtures.ts"
 import { waitFor } from "../../support/wait.ts"
 import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine.ts"
 
@@ -138,11 +137,7 @@ describe("capture quarantine", () => {
 
 describe("capture quarantine, past the held keys kept in memory and in transactions too large for memory", () => {
   const db = useDatabase()
-  const company = useResource(
-    "the company",
-    () => makeCompany(db.sql),
-    async () => {}
-  )
+  const company = useCompany(db)
   // Two held keys in memory at most: past them every batch looks its records up.
   const cap = useCapture(db, { largeTransaction: 50, heldInMemory: 2 })
 
@@ -213,11 +208,7 @@ describe("capture quarantine, past the held keys kept in memory and in transacti
 
 describe("bootstrap and rebuild-views hold what they cannot shape", () => {
   const db = useDatabase()
-  const company = useResource(
-    "the company",
-    () => makeCompany(db.sql),
-    async () => {}
-  )
+  const company = useCompany(db)
 
   it("a first start builds every other view and holds the row it cannot shape; rebuild-views leaves held records to capture, which holds a record it can no longer shape", {
     timeout: 90_000

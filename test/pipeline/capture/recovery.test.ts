@@ -186,11 +186,16 @@ describe("slot and bootstrap", () => {
     expect(state!.gap_reason).toMatch(/lost/)
   })
 
-  it("a transaction larger than memory allows is applied while it streams", { timeout: 120_000 }, async () => {
-    const slot = `slot_${db.name}`
+  /** A company, and capture on this file's slot streaming transactions of more than `changes` changes. */
+  const streamingLarge = async (changes: number) => {
     const company = await makeCompany(db.sql)
-    const cap = startCapture(db, { slot, largeTransaction: 1000 })
+    const cap = startCapture(db, { slot: `slot_${db.name}`, largeTransaction: changes })
     await cap.settle(60_000)
+    return { company, cap }
+  }
+
+  it("a transaction larger than memory allows is applied while it streams", { timeout: 120_000 }, async () => {
+    const { company, cap } = await streamingLarge(1000)
     const [a] = await db.sql<
       { id: string }[]
     >`insert into app.audits (company_id, title, performed_at) values (${company.id}, 'Big import', now()) returning id::text`
@@ -218,10 +223,7 @@ describe("slot and bootstrap", () => {
   it("a site renamed inside a transaction too large for memory reaches all its inspections", {
     timeout: 120_000
   }, async () => {
-    const slot = `slot_${db.name}`
-    const company = await makeCompany(db.sql)
-    const cap = startCapture(db, { slot, largeTransaction: 200 })
-    await cap.settle(60_000)
+    const { company, cap } = await streamingLarge(200)
     const [site] = await db.sql<
       { id: string }[]
     >`insert into app.job_sites (company_id, name) values (${company.id}, 'Yard') returning id::text`
@@ -249,10 +251,7 @@ describe("slot and bootstrap", () => {
   it("a TRUNCATE inside a transaction too large for memory empties the views and capture goes on", {
     timeout: 120_000
   }, async () => {
-    const slot = `slot_${db.name}`
-    const company = await makeCompany(db.sql)
-    const cap = startCapture(db, { slot, largeTransaction: 200 })
-    await cap.settle(60_000)
+    const { company, cap } = await streamingLarge(200)
     const kept = await insertAction(db.sql, company.id)
     await cap.settle(60_000)
     await db.sql.begin(async (tx) => {

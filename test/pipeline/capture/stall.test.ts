@@ -156,6 +156,13 @@ describe("a stalled capture", () => {
 describe("while capture is stopped", () => {
   it("the metrics show the slot's WAL growing, and how much it may still grow", async () => {
     await cap.stop()
+    // Until its walsender has gone the server may still move the slot's restart point (it
+    // decodes what was sent), which would shrink the retained WAL between the two scrapes.
+    await waitFor(
+      async () =>
+        (await db.sql`select 1 from pg_replication_slots where slot_name = ${slot()} and not active`).length === 1,
+      "the slot to be released"
+    )
     const metrics = makeServiceMetrics()
     await runSql(db.sql, collectCapture(metrics, cap.stats, slot()))
     const before = await metrics.registry.scrape()

@@ -6,6 +6,7 @@ import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertIncident } from "../../support/app.ts"
 import { useCaptureWorld, view } from "../../support/capture.ts"
+import { WITHHELD_IN_A_PRIVACY_CASE } from "../../support/views.ts"
 
 describe("projection through the stream", () => {
   const { db, cap, company } = useCaptureWorld()
@@ -152,12 +153,7 @@ describe("projection through the stream", () => {
     const v = await view(db.sql, "incidents", id)
     expect(v).toMatchObject({
       privacyCase: true,
-      personName: null,
-      workerId: null,
-      location: null,
-      description: null,
-      bodyPart: null,
-      injuryType: null
+      ...WITHHELD_IN_A_PRIVACY_CASE
     })
     await db.sql`update app.incidents set privacy_case = false where id = ${id}`
     await cap.settle()

@@ -2,7 +2,6 @@
 // admins see it: the rules, what is stored, and refusals that change nothing.
 import { describe, expect, it } from "vitest"
 import {
-  createEndpoint,
   enableEndpoint,
   getEndpoint,
   listEndpoints,
@@ -11,7 +10,7 @@ import {
 import { parseOrdering, parseRateLimit, parseRateLimitText } from "../../../src/webhooks/endpoints/validate.ts"
 import { createHook, getHook, listHooks } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { listSubscriptions } from "../../../src/webhooks/subscriptions/subscriptions.ts"
-import { ADMIN, failure, makeKey, useWorld } from "../../support/world.ts"
+import { addEndpoint, ADMIN, failure, makeKey, useWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const RATE_ERROR =
@@ -74,27 +73,9 @@ const row = async (id: string) =>
 
 describe("an endpoint's rate and ordering", () => {
   it("are taken at creation, shown, changed one at a time, and cleared", async () => {
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Paced",
-        url: w.receiver.url("/paced"),
-        events: ["incident.created"],
-        rateLimit: 2.5,
-        ordering: "record"
-      })
-    )
+    const e = await addEndpoint(w, "/paced", { name: "Paced", rateLimit: 2.5, ordering: "record" })
     expect(e.endpoint).toMatchObject({ rateLimit: 2.5, ordering: "record", circuit: { state: "closed" } })
-    const plain = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Plain",
-        url: w.receiver.url("/plain"),
-        events: ["incident.created"]
-      })
-    )
+    const plain = await addEndpoint(w, "/plain", { name: "Plain" })
     expect(plain.endpoint).toMatchObject({ rateLimit: null, ordering: "none" })
 
     const slower = await runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id, rateLimit: 1 }))
@@ -109,33 +90,13 @@ describe("an endpoint's rate and ordering", () => {
   })
 
   it("bad values are refused with 400 and change nothing", async () => {
-    const bad = await failure(
-      runSql(
-        w.deps.sql,
-        createEndpoint(w.deps, ADMIN, {
-          companyId: w.company.id,
-          name: "Too fast",
-          url: w.receiver.url("/fast"),
-          events: ["incident.created"],
-          rateLimit: 1e6
-        })
-      )
-    )
+    const bad = await failure(addEndpoint(w, "/fast", { name: "Too fast", rateLimit: 1e6 }))
     expect([bad.status, bad.message, bad.field]).toEqual([400, RATE_ERROR, "rateLimit"])
     expect((await runSql(w.deps.sql, listEndpoints({ companyId: w.company.id }))).map((x) => x.name)).not.toContain(
       "Too fast"
     )
 
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Kept",
-        url: w.receiver.url("/kept"),
-        events: ["incident.created"],
-        rateLimit: 3
-      })
-    )
+    const e = await addEndpoint(w, "/kept", { name: "Kept", rateLimit: 3 })
     const before = await row(e.id)
     for (const [rateLimit, ordering, message] of [
       [-2, undefined, RATE_ERROR],
@@ -153,15 +114,7 @@ describe("an endpoint's rate and ordering", () => {
 
 describe("an endpoint's circuit, as admins see it", () => {
   it("shows open with its next probe; Turn On and a new address close it", async () => {
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Dark",
-        url: w.receiver.url("/dark"),
-        events: ["incident.created"]
-      })
-    )
+    const e = await addEndpoint(w, "/dark", { name: "Dark" })
     const open = async () =>
       w.db.sql`
         insert into service.webhook_circuits (endpoint_id, company_id, state, failures, opened_at, probe_at, probes, last_error)

@@ -18,7 +18,6 @@ import {
   listEndpoints,
   updateEndpoint
 } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { testEndpoint } from "../../../src/webhooks/endpoints/ping.ts"
 import {
   deleteSubscription,
@@ -28,16 +27,19 @@ import {
 } from "../../../src/webhooks/subscriptions/subscriptions.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import {
-  withEngine,
+  addHook,
   ADMIN,
   at,
+  deliveredTo,
   deliveries,
+  deliveriesTo,
   failure,
   makeKey,
   sleep,
   startEngine,
   useWorld,
-  waitFor
+  waitFor,
+  withEngine
 } from "../../support/world.ts"
 
 const w = useWorld()
@@ -186,7 +188,7 @@ describe("update and delete", () => {
     }
     await runSql(w.deps.sql, deleteEndpoint(ADMIN, { id: e.id, companyId: w.company.id }))
     expect((await failure(runSql(w.deps.sql, getEndpoint({ id: e.id })))).status).toBe(404)
-    expect((await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id)).toEqual([])
+    expect(await deliveriesTo(w.db.sql, e.id)).toEqual([])
     const kinds = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id })))
       .filter((a) => a.subjectId === e.id)
       .map((a) => a.kind)
@@ -220,14 +222,7 @@ describe("the activity log", () => {
     const on = await runSql(w.deps.sql, enableEndpoint(ADMIN, { id: e.id }))
     expect(on.enabled).toBe(true)
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await runSql(
-      w.deps.sql,
-      createHook(
-        w.deps,
-        { keyId, companyId: w.company.id },
-        { url: w.receiver.url("/twice"), event: "incident.created" }
-      )
-    )
+    const { subscription } = await addHook(w, "/twice", { keyId })
     const afterCreate = (await runSql(w.deps.sql, listActivity({ companyId: w.company.id, limit: 500 }))).length
     expect(afterCreate).toBe(before + 1) // the subscription.created, not an endpoint.enabled
     for (let i = 0; i < 2; i++)
@@ -349,26 +344,8 @@ describe("the delivery log", () => {
 describe("subscriptions on the webhooks page", () => {
   it("lists keys' subscriptions, turns one off, deletes one, and logs each change", async () => {
     const keyId = await makeKey(w.db.sql, w.company.id)
-    const a = (
-      await runSql(
-        w.deps.sql,
-        createHook(
-          w.deps,
-          { keyId, companyId: w.company.id },
-          { url: w.receiver.url("/sa"), event: "incident.created" }
-        )
-      )
-    ).subscription
-    const b = (
-      await runSql(
-        w.deps.sql,
-        createHook(
-          w.deps,
-          { keyId, companyId: w.company.id },
-          { url: w.receiver.url("/sb"), event: "incident.created" }
-        )
-      )
-    ).subscription
+    const a = (await addHook(w, "/sa", { keyId })).subscription
+    const b = (await addHook(w, "/sb", { keyId })).subscription
     const list = await runSql(w.deps.sql, listSubscriptions({ companyId: w.company.id, keyId }))
     expect(list.map((s) => [s.id, s.keyName, s.active])).toEqual([
       [b.id, "integration", true],
@@ -397,18 +374,14 @@ describe("retention", () => {
     const e = await create({ url: w.receiver.url(path) })
     await withEngine(w.deps, {}, async () => {
       for (let i = 0; i < 3; i++) await insertIncident(w.db.sql, w.company.id)
-      await waitFor(
-        async () =>
-          (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 3,
-        "3 deliveries"
-      )
+      await deliveredTo(w.db.sql, e.id, 3, "3 deliveries")
     })
     return e
   }
 
   it("purges deliveries and attempts older than 30 days, and the engine runs it by itself", async () => {
     const e = await threeDelivered("/old")
-    const ids = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id).map((d) => d.id)
+    const ids = (await deliveriesTo(w.db.sql, e.id)).map((d) => d.id)
     await w.db.sql`update service.webhook_deliveries set created_at = now() - interval '31 days' where id = ${ids[0]!}`
     // An attempt made 31 days ago, before the one the row holds (a delivery's latest attempt lives in its row).
     await w.db.sql`update service.webhook_deliveries set attempts = 2 where id = ${ids[1]!}`

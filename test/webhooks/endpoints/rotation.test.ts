@@ -14,11 +14,11 @@ import { decryptSecret } from "../../../src/platform/secrets/secrets-key.ts"
 import { newSecret, verify } from "../../../src/webhooks/net/signature.ts"
 import { listActivity } from "../../../src/access/activity.ts"
 import { runSql } from "../../support/sql.ts"
-import { createEndpoint, getEndpoint, rotateEndpointSecret } from "../../../src/webhooks/endpoints/endpoints.ts"
+import { getEndpoint, rotateEndpointSecret } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { testEndpoint } from "../../../src/webhooks/endpoints/ping.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, failure, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
+import { addEndpoint, ADMIN, at, failure, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const state = useEngineWorld()
 
@@ -77,16 +77,7 @@ const stored = async (id: string) =>
       select secret, previous_secret, previous_secret_expires_at, secret_rotated_at, updated_at from service.webhook_endpoints where id = ${id}`
   )[0]!
 
-const endpoint = (path: string) =>
-  runSql(
-    state.w.deps.sql,
-    createEndpoint(state.w.deps, ADMIN, {
-      companyId: state.w.company.id,
-      name: "Rotating",
-      url: state.w.receiver.url(path),
-      events: ["incident.created"]
-    })
-  )
+const endpoint = (path: string) => addEndpoint(state.w, path, { name: "Rotating" })
 
 /** The nth request (1-based) at a path. */
 const nth = (path: string, n: number, what: string) =>

@@ -6,10 +6,8 @@ import { TestClock } from "effect/testing"
 import { describe, expect } from "vitest"
 import { makeEngine } from "../../../src/webhooks/engine/engine.ts"
 import { DEFAULT_RETRY_SCHEDULE, parseRetryScheduleOrThrow } from "../../../src/domain/retry-schedule.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
-import { ADMIN, at, attemptsOf, deliveries, sleep, useWorld, waitFor } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { addEndpoint, at, attemptsOf, deliveries, sleep, useWorld, waitFor } from "../../support/world.ts"
 
 const w = useWorld()
 
@@ -20,17 +18,7 @@ describe("the default retry schedule on a test clock", () => {
   it.effect("attempts at once, then after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day", () =>
     Effect.gen(function* () {
       w.receiver.reply("/clock", { status: 500 })
-      yield* Effect.promise(() =>
-        runSql(
-          w.deps.sql,
-          createEndpoint(w.deps, ADMIN, {
-            companyId: w.company.id,
-            name: "clock",
-            url: w.receiver.url("/clock"),
-            events: ["incident.created"]
-          })
-        )
-      )
+      yield* Effect.promise(() => addEndpoint(w, "/clock", { name: "clock" }))
       const engine = yield* makeEngine({
         sql: w.deps.sql,
         secretsKey: w.deps.secretsKey,

@@ -11,10 +11,7 @@ import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { deliveryId } from "../../../src/webhooks/engine/ids.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
-import { CA, ADMIN, makeKey, sleep, useEngineWorld, waitFor } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { addEndpoint, addHook, CA, makeKey, sleep, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const CHILD = fileURLToPath(new URL("./engine-child.ts", import.meta.url))
 const s = useEngineWorld()
@@ -31,39 +28,19 @@ describe("engines killed during a burst", () => {
     for (const path of ["/crash-a", "/crash-b", "/crash-c"]) {
       // A short wait widens the window between a send and its write.
       w.receiver.reply(path, { status: 200, delayMs: 40 })
-      const e = await runSql(
-        w.deps.sql,
-        createEndpoint(w.deps, ADMIN, {
-          companyId: w.company.id,
-          name: path,
-          url: w.receiver.url(path),
-          events: ["incident.created"]
-        })
-      )
+      const e = await addEndpoint(w, path)
       destinations.push({ path, endpointId: e.id, subscriptionId: null })
     }
     w.receiver.reply("/crash-sub", { status: 200, delayMs: 40 })
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-    const { subscription } = await runSql(
-      w.deps.sql,
-      createHook(
-        w.deps,
-        { keyId, companyId: w.company.id },
-        { url: w.receiver.url("/crash-sub"), event: "incident.created" }
-      )
-    )
+    const { subscription } = await addHook(w, "/crash-sub", { keyId })
     destinations.push({ path: "/crash-sub", endpointId: null, subscriptionId: subscription.id })
     w.receiver.reply("/crash-ordered", { status: 200, delayMs: 40 })
-    const ordered = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "ordered",
-        url: w.receiver.url("/crash-ordered"),
-        events: ["corrective_action.created", "corrective_action.closed"],
-        ordering: "record"
-      })
-    )
+    const ordered = await addEndpoint(w, "/crash-ordered", {
+      name: "ordered",
+      events: ["corrective_action.created", "corrective_action.closed"],
+      ordering: "record"
+    })
 
     const children: Array<Child> = []
     const start = () => {

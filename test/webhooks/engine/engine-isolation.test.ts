@@ -5,7 +5,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident, makeCompany } from "../../support/app.ts"
 import { startHttpsReceiver, type Receiver } from "../../support/https-receiver.ts"
-import { ADMIN, at, deliveries, fanoutNow, startEngine, useWorld, waitFor } from "../../support/world.ts"
+import {
+  addEndpoint,
+  ADMIN,
+  at,
+  deliveredTo,
+  deliveries,
+  fanoutNow,
+  startEngine,
+  useWorld,
+  waitFor
+} from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
@@ -39,15 +49,7 @@ describe("isolation between companies", () => {
       )
       deadEndpoints.push(e.id)
     }
-    const fine = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "fine",
-        url: w.receiver.url("/fine"),
-        events: ["incident.created"]
-      })
-    )
+    const fine = await addEndpoint(w, "/fine", { name: "fine" })
     // Four slots in all; two per receiver: without fairness the dead company would take all four.
     const engine = await startEngine(w.deps, {
       timeoutMs: 10_000,
@@ -69,11 +71,7 @@ describe("isolation between companies", () => {
       // The dead company holds one slot per receiver (none has answered yet) and leaves one of
       // the four free (the reserve): three requests in all, none twice to a receiver.
       expect(hung.map((r) => r.requests.length).sort()).toEqual([0, 0, 0, 1, 1, 1])
-      await waitFor(
-        async () =>
-          (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === fine.id && d.state === "succeeded").length === 6,
-        "6 recorded"
-      )
+      await deliveredTo(w.db.sql, fine.id, 6, "6 recorded")
     } finally {
       await engine.stop()
     }
@@ -82,15 +80,7 @@ describe("isolation between companies", () => {
 
 describe("rows waiting for room", () => {
   it("a backlog of rows for a receiver new to the engine goes at once, not two per poll", async () => {
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "backlog",
-        url: w.receiver.url("/backlog"),
-        events: ["incident.created"]
-      })
-    )
+    const e = await addEndpoint(w, "/backlog", { name: "backlog" })
     for (let i = 0; i < 40; i++) await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
     await fanoutNow(w.db.sql) // 40 rows due now, as after a restart
@@ -98,11 +88,7 @@ describe("rows waiting for room", () => {
     const engine = await startEngine(w.deps, { pollMs: 60_000 })
     try {
       await waitFor(() => at(w.receiver, "/backlog").length === 40, "the 40 rows delivered", 20_000)
-      await waitFor(
-        async () =>
-          (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 40,
-        "40 recorded"
-      )
+      await deliveredTo(w.db.sql, e.id, 40, "40 recorded")
     } finally {
       await engine.stop()
     }

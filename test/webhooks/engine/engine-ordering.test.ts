@@ -2,11 +2,9 @@
 // the order they happened; a later one waits while an earlier one of its record is retried,
 // until it succeeds or runs out of attempts (then the next goes); other records go meanwhile.
 import { describe, expect, it } from "vitest"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertAction } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, deliveries, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { addEndpoint, at, deliveriesTo, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const s = useEngineWorld()
 
@@ -40,16 +38,11 @@ describe("ordering by record", () => {
       if (b.data.title === "C" && b.event === "corrective_action.created") return reply(503, r)
       return reply(200, r)
     })
-    const e = await runSql(
-      s.w.deps.sql,
-      createEndpoint(s.w.deps, ADMIN, {
-        companyId: s.w.company.id,
-        name: "ordered",
-        url: s.w.receiver.url(path),
-        events: ["corrective_action.created", "corrective_action.closed"],
-        ordering: "record"
-      })
-    )
+    const e = await addEndpoint(s.w, path, {
+      name: "ordered",
+      events: ["corrective_action.created", "corrective_action.closed"],
+      ordering: "record"
+    })
     s.engine = await startEngine(s.w.deps, { retrySchedule: "200ms,200ms,200ms,200ms,200ms" })
     const ids: Record<string, string> = {}
     for (const title of ["A", "C"]) ids[title] = await insertAction(s.w.db.sql, s.w.company.id, { title })
@@ -63,7 +56,7 @@ describe("ordering by record", () => {
 
     await waitFor(
       async () => {
-        const ds = (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id)
+        const ds = await deliveriesTo(s.w.db.sql, e.id)
         return ds.length === 7 && ds.every((d) => d.state === "succeeded" || d.state === "failed")
       },
       "every delivery finished",
@@ -90,7 +83,7 @@ describe("ordering by record", () => {
       ...Array.from({ length: 6 }, () => ["corrective_action.created", 503] as const),
       ["corrective_action.closed", 200]
     ])
-    const states = (await deliveries(s.w.db.sql)).filter((d) => d.endpoint_id === e.id).map((d) => d.state)
+    const states = (await deliveriesTo(s.w.db.sql, e.id)).map((d) => d.state)
     expect(states.sort()).toEqual([
       "failed",
       "succeeded",

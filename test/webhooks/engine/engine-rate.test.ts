@@ -4,12 +4,10 @@
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { Sql } from "../../../src/platform/db/Sql.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { startReplay } from "../../../src/webhooks/replay/manage.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, deliveries, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import { addEndpoint, ADMIN, at, deliveries, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
 
 const s = useEngineWorld()
 
@@ -41,16 +39,7 @@ describe("a destination's rate", () => {
       seen.add(id)
       return { status: 500 }
     })
-    const e = await runSql(
-      s.w.deps.sql,
-      createEndpoint(s.w.deps, ADMIN, {
-        companyId: s.w.company.id,
-        name: "paced",
-        url: s.w.receiver.url(path),
-        events: ["incident.created"],
-        rateLimit: 5
-      })
-    )
+    const e = await addEndpoint(s.w, path, { name: "paced", rateLimit: 5 })
     s.engine = await startEngine(s.w.deps, { retrySchedule: "100ms,100ms,100ms,100ms,100ms", replayRate: 100 })
     for (let i = 0; i < 6; i++) await insertIncident(s.w.db.sql, s.w.company.id)
     await waitFor(

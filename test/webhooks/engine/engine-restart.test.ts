@@ -1,13 +1,12 @@
 // Durability: the schedule lives in the database, so stopping an engine and starting another
 // (or running two at once) loses nothing and sends nothing twice on purpose.
 import { afterEach, describe, expect, it } from "vitest"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import {
-  ADMIN,
+  addEndpoint,
   at,
   attemptsOf,
-  deliveries,
+  deliveriesTo,
   fannedOut,
   fanoutNow,
   sleep,
@@ -15,24 +14,14 @@ import {
   useWorld,
   waitFor
 } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
 afterEach(async () => {
   await w.db.sql`delete from service.webhook_endpoints`
 })
 
-const endpoint = (path: string) =>
-  runSql(
-    w.deps.sql,
-    createEndpoint(w.deps, ADMIN, {
-      companyId: w.company.id,
-      name: path,
-      url: w.receiver.url(path),
-      events: ["incident.created"]
-    })
-  )
-const ofEndpoint = async (id: string) => (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === id)
+const endpoint = (path: string) => addEndpoint(w, path)
+const ofEndpoint = (id: string) => deliveriesTo(w.db.sql, id)
 const deliveryIds = (path: string) => at(w.receiver, path).map((r) => String(r.headers["service-delivery"]))
 
 describe("restart", () => {

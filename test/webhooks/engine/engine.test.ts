@@ -7,7 +7,17 @@ import { USER_AGENT } from "../../../src/webhooks/net/sender.ts"
 import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertAction, insertIncident } from "../../support/app.ts"
 import { view } from "../../support/capture.ts"
-import { ADMIN, at, attemptsOf, deliveries, useEngine, useWorld, waitFor } from "../../support/world.ts"
+import {
+  addEndpoint,
+  ADMIN,
+  at,
+  attemptsOf,
+  deliveries,
+  deliveriesTo,
+  useEngine,
+  useWorld,
+  waitFor
+} from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 describe("delivery engine: the request", () => {
@@ -15,15 +25,10 @@ describe("delivery engine: the request", () => {
   const engine = useEngine(w)
 
   it("delivers an inserted incident with every header, the view's record and a Stripe-verifiable signature", async () => {
-    const { id: endpointId, secret } = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Receiver",
-        url: w.receiver.url("/incidents"),
-        events: ["incident.created", "corrective_action.created"]
-      })
-    )
+    const { id: endpointId, secret } = await addEndpoint(w, "/incidents", {
+      name: "Receiver",
+      events: ["incident.created", "corrective_action.created"]
+    })
     const incidentId = await insertIncident(w.db.sql, w.company.id, { title: "Guard rail — réparé ✓" })
     const [req] = await waitFor(
       () => (at(w.receiver, "/incidents").length > 0 ? at(w.receiver, "/incidents") : null),
@@ -102,6 +107,6 @@ describe("delivery engine: the request", () => {
       (r) => JSON.parse(r.body.toString()) as { event: string; data: { id: string } }
     )
     expect(got.map((g) => [g.event, g.data.id])).toEqual([["corrective_action.created", actionId]])
-    expect((await deliveries(w.db.sql)).filter((d) => d.endpoint_id === endpointId)).toHaveLength(1)
+    expect(await deliveriesTo(w.db.sql, endpointId)).toHaveLength(1)
   })
 })

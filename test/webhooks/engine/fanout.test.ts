@@ -2,11 +2,20 @@
 // subscriptions whose key is active and can still read the record, whose module is on and
 // whose company's API is on; nothing at all for a company that is not on the Company tier.
 import { beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { disableSubscription, enableSubscription } from "../../../src/webhooks/subscriptions/subscriptions.ts"
 import { insertIncident } from "../../support/app.ts"
-import { ADMIN, at, deliveries, fanoutNow, makeKey, startEngine, useWorld, waitFor } from "../../support/world.ts"
+import {
+  addEndpoint,
+  addHook,
+  ADMIN,
+  at,
+  deliveries,
+  fanoutNow,
+  makeKey,
+  startEngine,
+  useWorld,
+  waitFor
+} from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
@@ -14,17 +23,7 @@ let endpointId: string
 let keyId: string
 let subscriptionId: string
 beforeAll(async () => {
-  endpointId = (
-    await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "ep",
-        url: w.receiver.url("/ep"),
-        events: ["incident.created"]
-      })
-    )
-  ).id
+  endpointId = (await addEndpoint(w, "/ep", { name: "ep" })).id
 })
 beforeEach(async () => {
   // A fresh key and subscription per test; app state back to normal.
@@ -32,12 +31,7 @@ beforeEach(async () => {
   await w.db.sql`update app.company_modules set enabled = true where company_id = ${w.company.id}`
   await w.cap.settle()
   keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"] })
-  subscriptionId = (
-    await runSql(
-      w.deps.sql,
-      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url("/sub"), event: "incident.created" })
-    )
-  ).subscription.id
+  subscriptionId = (await addHook(w, "/sub", { keyId })).subscription.id
 })
 
 /** Commits an incident, lets capture write its event, fans it out, and returns who got it. */
@@ -133,15 +127,7 @@ describe("fan-out", () => {
   it("an endpoint made after an event does not get that event", async () => {
     const incident = await insertIncident(w.db.sql, w.company.id)
     await w.cap.settle()
-    const late = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "late",
-        url: w.receiver.url("/late"),
-        events: ["incident.created"]
-      })
-    )
+    const late = await addEndpoint(w, "/late", { name: "late" })
     await fanoutNow(w.db.sql)
     const rows = await w.db.sql`select 1 from service.webhook_deliveries d join service.events e on e.id = d.event_id
       where e.record_id = ${incident} and d.endpoint_id = ${late.id}`

@@ -7,7 +7,7 @@ import { recordOutcomes } from "../../../src/webhooks/engine/record-queries.ts"
 import type { Outcome } from "../../../src/webhooks/engine/item.ts"
 import { createEndpoint, getEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
-import { ADMIN, deliveries, useWorld } from "../../support/world.ts"
+import { ADMIN, deliveries, deliveriesTo, useWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const w = useWorld()
@@ -28,7 +28,7 @@ const leased = async (n: number, owner: string) => {
   await fanoutRows(w.db.sql, 1_000, new Date())
   await w.db
     .sql`update service.webhook_deliveries set leased_by = ${owner}, lease_until = now() + interval '1 minute' where endpoint_id = ${e.id}`
-  const ds = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id)
+  const ds = await deliveriesTo(w.db.sql, e.id)
   expect(ds).toHaveLength(n)
   return { endpoint: e, ids: ds.map((d) => d.id) }
 }

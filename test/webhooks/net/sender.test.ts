@@ -47,6 +47,7 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
   // Every loopback form points at the live receiver, so a guard that let one through would
   // show up as a request there, and every other form would be stopped by the tls spy.
   const p = () => receiver.port
+  const resolvesPrivate = (name: string) => `${name} resolves to a private or special address`
   const hostile: ReadonlyArray<readonly [string, () => string, string]> = [
     ["http:// to the receiver", () => `http://127.0.0.1:${p()}/hook`, "refused: only https://"],
     ["loopback IP", () => `https://127.0.0.1:${p()}/hook`, "loopback"],
@@ -62,7 +63,7 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
     ["0.0.0.0", () => `https://0.0.0.0:${p()}/hook`, "this network"],
     ["0", () => `https://0:${p()}/hook`, "this network"],
     ["unspecified IPv6", () => `https://[::]:${p()}/hook`, "unspecified"],
-    ["localhost", () => `https://localhost:${p()}/hook`, "localhost resolves to a private or special address"],
+    ["localhost", () => `https://localhost:${p()}/hook`, resolvesPrivate("localhost")],
     ["credentials in URL", () => `https://user:pw@receiver.test:${p()}/hook`, "credentials"],
     ["cloud metadata", () => "https://169.254.169.254/latest/meta-data/", "cloud metadata"],
     ["link-local", () => "https://169.254.10.10/", "link-local"],
@@ -84,20 +85,12 @@ describe("SSRF: hostile addresses are refused before any connection", () => {
     ["6to4 of loopback", () => "https://[2002:7f00:1::1]/", "6to4 form of 127.0.0.1"],
     ["Teredo", () => "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "Teredo"],
     ["documentation IPv6", () => "https://[2001:db8::1]/", "documentation"],
-    [
-      "name -> private",
-      () => "https://webhook-test.local/hook",
-      "webhook-test.local resolves to a private or special address"
-    ],
-    ["name -> metadata", () => "https://metadata.test/", "metadata.test resolves to a private or special address"],
-    ["name -> public + private", () => "https://mixed.test/", "mixed.test resolves to a private or special address"],
-    ["name -> mapped private", () => "https://mapped.test/", "mapped.test resolves to a private or special address"],
-    [
-      "name -> 6to4 private",
-      () => "https://sixtofour.test/",
-      "sixtofour.test resolves to a private or special address"
-    ],
-    ["name -> ULA", () => "https://ula.test/", "ula.test resolves to a private or special address"]
+    ["name -> private", () => "https://webhook-test.local/hook", resolvesPrivate("webhook-test.local")],
+    ["name -> metadata", () => "https://metadata.test/", resolvesPrivate("metadata.test")],
+    ["name -> public + private", () => "https://mixed.test/", resolvesPrivate("mixed.test")],
+    ["name -> mapped private", () => "https://mapped.test/", resolvesPrivate("mapped.test")],
+    ["name -> 6to4 private", () => "https://sixtofour.test/", resolvesPrivate("sixtofour.test")],
+    ["name -> ULA", () => "https://ula.test/", resolvesPrivate("ula.test")]
   ]
   const { lookup, calls } = lookupTable({
     localhost: ["127.0.0.1", "::1"],

@@ -10,7 +10,8 @@ import { testEndpoint } from "../../../src/webhooks/endpoints/ping.ts"
 import { insertIncident } from "../../support/app.ts"
 import { useLoopbackOnlyTls } from "../../support/tls-guard.ts"
 import {
-  withEngine,
+  addEndpoint,
+  addHook,
   ADMIN,
   at,
   attemptsOf,
@@ -20,9 +21,10 @@ import {
   makeKey,
   sleep,
   startEngine,
+  type TestDeps,
   useWorld,
   waitFor,
-  type TestDeps
+  withEngine
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
@@ -57,6 +59,9 @@ beforeEach(async () => {
 
 describe("at creation (production default: no allowed networks)", () => {
   const p = () => w.receiver.port
+  /** The refusal of a name whose answers include a private or special address. */
+  const resolvesPrivate = (name: string) =>
+    new RegExp(`${name.replaceAll(".", "\\.")} resolves to a private or special address$`)
   // [what, url, what the refusal says]
   const hostile: ReadonlyArray<readonly [string, () => string, RegExp]> = [
     ["http:// to the live receiver", () => `http://127.0.0.1:${p()}/hook`, /only https/],
@@ -91,37 +96,17 @@ describe("at creation (production default: no allowed networks)", () => {
     ["documentation IPv6", () => "https://[2001:db8::1]/", /documentation/],
     ["NAT64 of loopback", () => "https://[64:ff9b::7f00:1]/", /loopback/],
     ["IPv6 unspecified", () => "https://[::]/", /unspecified/],
-    ["localhost", () => `https://localhost:${p()}/hook`, /localhost resolves to a private or special address$/],
-    [
-      "a name for the live receiver",
-      () => `https://receiver.test:${p()}/hook`,
-      /receiver\.test resolves to a private or special address$/
-    ],
-    [
-      "a name for a private address",
-      () => "https://internal.test/",
-      /internal\.test resolves to a private or special address$/
-    ],
+    ["localhost", () => `https://localhost:${p()}/hook`, resolvesPrivate("localhost")],
+    ["a name for the live receiver", () => `https://receiver.test:${p()}/hook`, resolvesPrivate("receiver.test")],
+    ["a name for a private address", () => "https://internal.test/", resolvesPrivate("internal.test")],
     [
       "a name for the metadata service",
       () => "https://metadata.google.internal/computeMetadata/v1/",
-      /metadata\.google\.internal resolves to a private or special address$/
+      resolvesPrivate("metadata.google.internal")
     ],
-    [
-      "a name with one public and one loopback address",
-      () => "https://mixed.test/",
-      /mixed\.test resolves to a private or special address$/
-    ],
-    [
-      "a name for IPv6 loopback",
-      () => "https://v6loop.test/",
-      /v6loop\.test resolves to a private or special address$/
-    ],
-    [
-      "a name for an IPv4-mapped private address",
-      () => "https://mapped.test/",
-      /mapped\.test resolves to a private or special address$/
-    ],
+    ["a name with one public and one loopback address", () => "https://mixed.test/", resolvesPrivate("mixed.test")],
+    ["a name for IPv6 loopback", () => "https://v6loop.test/", resolvesPrivate("v6loop.test")],
+    ["a name for an IPv4-mapped private address", () => "https://mapped.test/", resolvesPrivate("mapped.test")],
     ["credentials in the URL", () => `https://user:pass@receiver.test:${p()}/hook`, /credentials/],
     ["ftp://", () => "ftp://receiver.test/", /only https/],
     ["file://", () => "file:///etc/passwd", /only https/],
@@ -161,25 +146,17 @@ describe("at creation (production default: no allowed networks)", () => {
 })
 
 describe("before every delivery", () => {
+  /** Waits until exactly `n` of the endpoint's deliveries have had one attempt, and returns them. */
+  const attemptedAt = (endpointId: string, n: number, what: string) =>
+    waitFor(async () => {
+      const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === endpointId && d.attempts === 1)
+      return all.length === n ? all : null
+    }, what)
+
   it("refuses a name that resolved to an allowed address at creation and to a private one at delivery", async () => {
     dns.table["rebind.test"] = ["127.0.0.1"]
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "rebind",
-        url: w.receiver.url("/rebind", "rebind.test"),
-        events: ["incident.created"]
-      })
-    )
-    const sub = await runSql(
-      w.deps.sql,
-      createHook(
-        w.deps,
-        { keyId, companyId: w.company.id },
-        { url: w.receiver.url("/rebind-sub", "rebind.test"), event: "incident.created" }
-      )
-    )
+    const e = await addEndpoint(w, "/rebind", { name: "rebind", url: w.receiver.url("/rebind", "rebind.test") })
+    const sub = await addHook(w, "/rebind-sub", { keyId, url: w.receiver.url("/rebind-sub", "rebind.test") })
     dns.table["rebind.test"] = ["10.0.0.7"]
     const engine = await startEngine(w.deps, { retrySchedule: "1h" })
     try {
@@ -217,20 +194,8 @@ describe("before every delivery", () => {
   it("reuses a vetted answer within its TTL (no lookup, the same connection) and vets a rebinding after it", async () => {
     answerTtl = 5
     dns.table["rebind.test"] = ["127.0.0.1"]
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "ttl",
-        url: w.receiver.url("/ttl", "rebind.test"),
-        events: ["incident.created"]
-      })
-    )
-    const attempted = (n: number) =>
-      waitFor(async () => {
-        const all = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.attempts === 1)
-        return all.length === n ? all : null
-      }, `${n} attempts`)
+    const e = await addEndpoint(w, "/ttl", { name: "ttl", url: w.receiver.url("/ttl", "rebind.test") })
+    const attempted = (n: number) => attemptedAt(e.id, n, `${n} attempts`)
     const engine = await startEngine(w.deps, { retrySchedule: "1h" })
     try {
       asked.length = 0 // creation asked too: it always resolves afresh
@@ -269,23 +234,12 @@ describe("before every delivery", () => {
   const firstAttempt = (deps: TestDeps, endpointId: string) =>
     withEngine(deps, { retrySchedule: "1h" }, async () => {
       await insertIncident(w.db.sql, w.company.id)
-      const [d] = await waitFor(async () => {
-        const all = (await deliveries(w.db.sql)).filter((x) => x.endpoint_id === endpointId && x.attempts === 1)
-        return all.length === 1 ? all : null
-      }, "the attempt")
+      const [d] = await attemptedAt(endpointId, 1, "the attempt")
       return d!
     })
 
   it("refuses at delivery an address the running configuration does not allow", async () => {
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "loop",
-        url: w.receiver.url("/loop"),
-        events: ["incident.created"]
-      })
-    )
+    const e = await addEndpoint(w, "/loop", { name: "loop" })
     const d = await firstAttempt({ ...w.deps, allowed: [] }, e.id)
     expect(d.last_error).toBe("refused: 127.0.0.1 is not a public address (loopback)")
     expect(at(w.receiver, "/loop")).toHaveLength(0)
@@ -294,15 +248,7 @@ describe("before every delivery", () => {
 
   it("never follows a redirect, here to the metadata service", async () => {
     w.receiver.reply("/redir", { redirect: "https://169.254.169.254/latest/meta-data/" })
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "redir",
-        url: w.receiver.url("/redir"),
-        events: ["incident.created"]
-      })
-    )
+    const e = await addEndpoint(w, "/redir", { name: "redir" })
     const d = await firstAttempt(w.deps, e.id)
     expect(d.last_status).toBe(302)
     expect(d.last_error).toBe("redirect 302 to https://169.254.169.254/latest/meta-data/ (not followed)")

@@ -8,12 +8,10 @@ import Stripe from "stripe"
 import { Webhook as SvixWebhook } from "svix"
 import { describe, expect, it } from "vitest"
 import { newSecret } from "../../../src/webhooks/net/signature.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { testEndpoint } from "../../../src/webhooks/endpoints/ping.ts"
 import { insertIncident } from "../../support/app.ts"
 import type { RecordedRequest } from "../../support/https-receiver.ts"
-import { ADMIN, at, makeKey, startEngine, useEngineWorld, waitFor } from "../../support/world.ts"
+import { addEndpoint, addHook, ADMIN, arrived, at, startEngine, useEngineWorld } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
 
 const state = useEngineWorld()
@@ -49,34 +47,12 @@ const verifiedByAll = (req: RecordedRequest, secret: string) => {
 
 describe("Standard Webhooks", () => {
   it("an endpoint's and a subscription's deliveries verify with standardwebhooks, svix and Stripe", async () => {
-    const endpoint = await runSql(
-      state.w.deps.sql,
-      createEndpoint(state.w.deps, ADMIN, {
-        companyId: state.w.company.id,
-        name: "Standard",
-        url: state.w.receiver.url("/standard/endpoint"),
-        events: ["incident.created"]
-      })
-    )
-    const keyId = await makeKey(state.w.db.sql, state.w.company.id, { webhooks: true })
-    const hook = await runSql(
-      state.w.deps.sql,
-      createHook(
-        state.w.deps,
-        { keyId, companyId: state.w.company.id },
-        { url: state.w.receiver.url("/standard/hook"), event: "incident.created" }
-      )
-    )
+    const endpoint = await addEndpoint(state.w, "/standard/endpoint", { name: "Standard" })
+    const hook = await addHook(state.w, "/standard/hook", { key: { webhooks: true } })
     state.engine = await startEngine(state.w.deps)
     const incidentId = await insertIncident(state.w.db.sql, state.w.company.id, { title: "Ladder — unsafe ✓" })
-    const [toEndpoint] = await waitFor(
-      () => (at(state.w.receiver, "/standard/endpoint").length > 0 ? at(state.w.receiver, "/standard/endpoint") : null),
-      "the endpoint's delivery"
-    )
-    const [toHook] = await waitFor(
-      () => (at(state.w.receiver, "/standard/hook").length > 0 ? at(state.w.receiver, "/standard/hook") : null),
-      "the subscription's delivery"
-    )
+    const [toEndpoint] = await arrived(state.w.receiver, "/standard/endpoint", 1, "the endpoint's delivery")
+    const [toHook] = await arrived(state.w.receiver, "/standard/hook", 1, "the subscription's delivery")
     const a = verifiedByAll(toEndpoint!, endpoint.secret) as unknown as { data: { id: string } }
     const b = verifiedByAll(toHook!, hook.subscription.secret) as unknown as { data: { id: string } }
     expect([a.data.id, b.data.id]).toEqual([incidentId, incidentId])
@@ -84,24 +60,13 @@ describe("Standard Webhooks", () => {
   })
 
   it("a retry keeps its webhook-id, with a fresh timestamp and signature that verify", async () => {
-    const endpoint = await runSql(
-      state.w.deps.sql,
-      createEndpoint(state.w.deps, ADMIN, {
-        companyId: state.w.company.id,
-        name: "Flaky",
-        url: state.w.receiver.url("/standard/flaky"),
-        events: ["incident.created"]
-      })
-    )
+    const endpoint = await addEndpoint(state.w, "/standard/flaky", { name: "Flaky" })
     state.w.receiver.reply("/standard/flaky", { status: 503 })
     state.engine = await startEngine(state.w.deps, { retrySchedule: "1s" })
     await insertIncident(state.w.db.sql, state.w.company.id)
-    await waitFor(() => at(state.w.receiver, "/standard/flaky").length === 1, "the first attempt")
+    await arrived(state.w.receiver, "/standard/flaky", 1, "the first attempt")
     state.w.receiver.reply("/standard/flaky", { status: 200 })
-    const [first, second] = await waitFor(
-      () => (at(state.w.receiver, "/standard/flaky").length === 2 ? at(state.w.receiver, "/standard/flaky") : null),
-      "the retry"
-    )
+    const [first, second] = await arrived(state.w.receiver, "/standard/flaky", 2, "the retry")
     expect(second!.headers["webhook-id"]).toBe(first!.headers["webhook-id"])
     expect(Number(second!.headers["webhook-timestamp"])).toBeGreaterThan(Number(first!.headers["webhook-timestamp"]))
     expect(second!.headers["webhook-signature"]).not.toBe(first!.headers["webhook-signature"])
@@ -110,15 +75,7 @@ describe("Standard Webhooks", () => {
   })
 
   it("a test event (ping) verifies too", async () => {
-    const endpoint = await runSql(
-      state.w.deps.sql,
-      createEndpoint(state.w.deps, ADMIN, {
-        companyId: state.w.company.id,
-        name: "Ping",
-        url: state.w.receiver.url("/standard/ping"),
-        events: ["incident.created"]
-      })
-    )
+    const endpoint = await addEndpoint(state.w, "/standard/ping", { name: "Ping" })
     const r = await runSql(state.w.deps.sql, testEndpoint(state.w.deps, ADMIN, { id: endpoint.id }))
     expect(r.ok).toBe(true)
     const [req] = at(state.w.receiver, "/standard/ping")

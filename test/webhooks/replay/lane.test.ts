@@ -7,11 +7,18 @@ import { startReplay, stopReplay } from "../../../src/webhooks/replay/manage.ts"
 import { LoggingLive } from "../../../src/platform/logging.ts"
 import { makeReplayLane } from "../../../src/webhooks/replay/lane.ts"
 import { Sql } from "../../../src/platform/db/Sql.ts"
-import { createEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { captureStdout } from "../../support/observed.ts"
-import { ADMIN, at, deliveries, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
-import { runSql } from "../../support/sql.ts"
+import {
+  ADMIN,
+  at,
+  startEngine,
+  useWorld,
+  waitFor,
+  type RunningEngine,
+  addEndpoint,
+  deliveredTo
+} from "../../support/world.ts"
 
 const w = useWorld()
 let engine: RunningEngine
@@ -27,22 +34,10 @@ const db = () => Sql.fromPool(w.db.sql)
 describe("the replay lane", () => {
   it("two lanes on one database send each delivery once; start and finish are one log line each", async () => {
     const path = "/lanes"
-    const e = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Lanes",
-        url: w.receiver.url(path),
-        events: ["incident.created"]
-      })
-    )
+    const e = await addEndpoint(w, path, { name: "Lanes" })
     const ids: Array<string> = []
     for (let i = 0; i < 12; i++) ids.push(await insertIncident(w.db.sql, w.company.id))
-    await waitFor(
-      async () =>
-        (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === e.id && d.state === "succeeded").length === 12,
-      "12 delivered"
-    )
+    await deliveredTo(w.db.sql, e.id, 12, "12 delivered")
     const logs = captureStdout()
     const scope = Effect.runSync(Scope.make())
     try {
@@ -117,15 +112,7 @@ describe("the replay lane", () => {
       engine = await startEngine(w.deps, { retrySchedule: "", replayLane: false, jsonLogs: true })
       const path = "/gone-dark"
       w.receiver.reply(path, { status: 503 })
-      const e = await runSql(
-        w.deps.sql,
-        createEndpoint(w.deps, ADMIN, {
-          companyId: w.company.id,
-          name: "Dark",
-          url: w.receiver.url(path),
-          events: ["incident.created"]
-        })
-      )
+      const e = await addEndpoint(w, path, { name: "Dark" })
       for (let i = 0; i < 15; i++) await insertIncident(w.db.sql, w.company.id)
       await waitFor(
         () => logs.lines().some((l) => l.message === "webhook endpoint switched off"),

@@ -25,63 +25,31 @@ describe("REPLAY_RATE", () => {
 
 describe("the pacing allowance", () => {
   const now = 1_000_000
-  it.each([
+  // [a step's input, how many it hands over, where its clock is after]
+  const steps: ReadonlyArray<readonly [Omit<Parameters<typeof allowance>[0], "nowMs">, number, number | null]> = [
     // first step: a second's worth at most, the clock advances by what was handed over
-    [
-      { pacedAtMs: null, rate: 10, inEngine: 0, left: 100 },
-      { n: 10, pacedAtMs: now }
-    ],
-    [
-      { pacedAtMs: null, rate: 10, inEngine: 0, left: 3 },
-      { n: 3, pacedAtMs: now - 700 }
-    ],
+    [{ pacedAtMs: null, rate: 10, inEngine: 0, left: 100 }, 10, now],
+    [{ pacedAtMs: null, rate: 10, inEngine: 0, left: 3 }, 3, now - 700],
     // 100 ms after the clock at 10/s: one more
-    [
-      { pacedAtMs: now - 100, rate: 10, inEngine: 0, left: 100 },
-      { n: 1, pacedAtMs: now }
-    ],
+    [{ pacedAtMs: now - 100, rate: 10, inEngine: 0, left: 100 }, 1, now],
     // 50 ms: none yet, the clock stays
-    [
-      { pacedAtMs: now - 50, rate: 10, inEngine: 0, left: 100 },
-      { n: 0, pacedAtMs: now - 50 }
-    ],
+    [{ pacedAtMs: now - 50, rate: 10, inEngine: 0, left: 100 }, 0, now - 50],
     // the window is full: a slow receiver slows the replay down
-    [
-      { pacedAtMs: now - 1_000, rate: 10, inEngine: 10, left: 100 },
-      { n: 0, pacedAtMs: now - 1_000 }
-    ],
-    [
-      { pacedAtMs: now - 1_000, rate: 10, inEngine: 7, left: 100 },
-      { n: 3, pacedAtMs: now - 700 }
-    ],
+    [{ pacedAtMs: now - 1_000, rate: 10, inEngine: 10, left: 100 }, 0, now - 1_000],
+    [{ pacedAtMs: now - 1_000, rate: 10, inEngine: 7, left: 100 }, 3, now - 700],
     // after a long wait (endpoint off), no burst: a second's worth at most
-    [
-      { pacedAtMs: now - 3_600_000, rate: 10, inEngine: 0, left: 100 },
-      { n: 10, pacedAtMs: now }
-    ],
+    [{ pacedAtMs: now - 3_600_000, rate: 10, inEngine: 0, left: 100 }, 10, now],
     // slower than one a second
-    [
-      { pacedAtMs: now - 1_000, rate: 0.5, inEngine: 0, left: 100 },
-      { n: 0, pacedAtMs: now - 1_000 }
-    ],
-    [
-      { pacedAtMs: now - 2_000, rate: 0.5, inEngine: 0, left: 100 },
-      { n: 1, pacedAtMs: now }
-    ],
-    [
-      { pacedAtMs: null, rate: 0.5, inEngine: 0, left: 100 },
-      { n: 1, pacedAtMs: now }
-    ],
-    [
-      { pacedAtMs: now - 3_600_000, rate: 0.5, inEngine: 0, left: 100 },
-      { n: 1, pacedAtMs: now }
-    ],
+    [{ pacedAtMs: now - 1_000, rate: 0.5, inEngine: 0, left: 100 }, 0, now - 1_000],
+    [{ pacedAtMs: now - 2_000, rate: 0.5, inEngine: 0, left: 100 }, 1, now],
+    [{ pacedAtMs: null, rate: 0.5, inEngine: 0, left: 100 }, 1, now],
+    [{ pacedAtMs: now - 3_600_000, rate: 0.5, inEngine: 0, left: 100 }, 1, now],
     // nothing left
-    [
-      { pacedAtMs: now - 1_000, rate: 10, inEngine: 0, left: 0 },
-      { n: 0, pacedAtMs: now - 1_000 }
-    ]
-  ])("%j: %j", (input, expected) => expect(allowance({ nowMs: now, ...input })).toEqual(expected))
+    [{ pacedAtMs: now - 1_000, rate: 10, inEngine: 0, left: 0 }, 0, now - 1_000]
+  ]
+  it.each(steps.map(([input, n, pacedAtMs]) => [input, { n, pacedAtMs }] as const))("%j: %j", (input, expected) =>
+    expect(allowance({ nowMs: now, ...input })).toEqual(expected)
+  )
 
   it("keeps the rate over many steps, whatever the tick", () => {
     for (const [rate, tick] of [

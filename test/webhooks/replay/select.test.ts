@@ -4,11 +4,22 @@
 // delivery id (receivers drop repeats by it) and the others with new ones.
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { replay } from "../../../src/webhooks/replay/select.ts"
-import { createEndpoint, enableEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
-import { createHook } from "../../../src/webhooks/subscriptions/hooks.ts"
+import { enableEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
-import { ADMIN, deliveries, makeKey, startEngine, useWorld, waitFor, type RunningEngine } from "../../support/world.ts"
+import {
+  addEndpoint,
+  addHook,
+  ADMIN,
+  deliveredTo,
+  deliveries,
+  deliveriesTo,
+  makeKey,
+  startEngine,
+  useWorld,
+  waitFor,
+  type RunningEngine
+} from "../../support/world.ts"
 import type { DomainError } from "../../../src/domain/errors.ts"
 import { cliMessage } from "../../../src/faces/cli/errors.ts"
 import { runSql } from "../../support/sql.ts"
@@ -49,15 +60,7 @@ describe("replay after an outage", () => {
   it("a receiver down for the whole schedule; switched off; turned on; replay --failed sends exactly what it missed", async () => {
     const path = "/outage"
     w.receiver.reply(path, { status: 503 })
-    const made = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Outage",
-        url: w.receiver.url(path),
-        events: ["incident.created"]
-      })
-    )
+    const made = await addEndpoint(w, path, { name: "Outage" })
     // 15 deliveries that fail every attempt switch the endpoint off (docs/events.md#switching-off).
     const failedIncidents = await incidents(15)
     await waitFor(async () => {
@@ -66,7 +69,7 @@ describe("replay after an outage", () => {
       >`select enabled from service.webhook_endpoints where id = ${made.id}`
       return e?.enabled === false
     }, "the endpoint to be switched off")
-    const rows = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)
+    const rows = await deliveriesTo(w.db.sql, made.id)
     expect(rows).toHaveLength(15)
     expect(rows.every((d) => d.state === "failed" && d.attempts === 6)).toBe(true)
     expect(bodiesAt(path)).toHaveLength(90)
@@ -77,7 +80,7 @@ describe("replay after an outage", () => {
     // While it is off, fan-out makes no deliveries for it.
     const missedWhileOff = await incidents(3)
     await new Promise((r) => setTimeout(r, 300))
-    expect((await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)).toHaveLength(15)
+    expect(await deliveriesTo(w.db.sql, made.id)).toHaveLength(15)
 
     // Counting first sends nothing.
     const dry = await runSql(w.db.sql, replay({ endpointId: made.id, failedOnly: true, dryRun: true, actor: ADMIN }))
@@ -138,7 +141,7 @@ describe("replay after an outage", () => {
       where i.replay_id = ${replayId} and i.state = 'queued' order by i.seq`
     expect(planned.map((r) => r.record_id)).toEqual([...failedIncidents, ...missedWhileOff])
     expect(planned.filter((r) => r.delivery_id !== null)).toHaveLength(15)
-    const untouched = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)
+    const untouched = await deliveriesTo(w.db.sql, made.id)
     expect(untouched).toHaveLength(15)
     expect(untouched.every((d) => d.state === "failed")).toBe(true)
     engine = await startEngine(w.deps, { retrySchedule: "50ms,50ms,50ms,50ms,50ms" })
@@ -159,7 +162,7 @@ describe("replay after an outage", () => {
       if (failedIncidents.includes(b.data.id)) expect(b.id).toBe(original.get(b.data.id))
       else expect([...original.values()]).not.toContain(b.id)
     }
-    const after = (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id)
+    const after = await deliveriesTo(w.db.sql, made.id)
     expect(after).toHaveLength(18)
     expect(after.every((d) => d.state === "succeeded")).toBe(true)
     // the activity log says who replayed what
@@ -177,15 +180,7 @@ describe("replay after an outage", () => {
 
   it("without --failed resends delivered events with the same ids; --since/--until/--event narrow it", async () => {
     const path = "/all"
-    const made = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "All",
-        url: w.receiver.url(path),
-        events: ["incident.created", "corrective_action.created"]
-      })
-    )
+    const made = await addEndpoint(w, path, { name: "All", events: ["incident.created", "corrective_action.created"] })
     // Event times are commit times to the millisecond: the fourth commits a little later so
     // --until can fall between the third and the fourth.
     const ids = await incidents(3)
@@ -193,11 +188,7 @@ describe("replay after an outage", () => {
     ids.push(...(await incidents(1)))
     // Received is not yet recorded: wait for the engine to write the outcomes, or replay
     // rightly counts the still-leased rows as in flight.
-    await waitFor(
-      async () =>
-        (await deliveries(w.db.sql)).filter((d) => d.endpoint_id === made.id && d.state === "succeeded").length === 4,
-      "4 deliveries recorded"
-    )
+    await deliveredTo(w.db.sql, made.id, 4, "4 deliveries recorded")
     const first = new Map(bodiesAt(path).map((b) => [b.data.id, b.id]))
     const [middle] = await w.db.sql<
       { at: Date }[]
@@ -228,15 +219,7 @@ describe("replay after an outage", () => {
   })
 
   it("refuses what it cannot do", async () => {
-    const made = await runSql(
-      w.deps.sql,
-      createEndpoint(w.deps, ADMIN, {
-        companyId: w.company.id,
-        name: "Narrow",
-        url: w.receiver.url("/narrow"),
-        events: ["incident.created"]
-      })
-    )
+    const made = await addEndpoint(w, "/narrow", { name: "Narrow" })
     const base = { failedOnly: false, dryRun: true, actor: ADMIN }
     const none = await runSql(w.db.sql, replay({ ...base })).then(
       () => undefined,
@@ -266,10 +249,7 @@ describe("replay after an outage", () => {
   it("a subscription made through the API: npm run admin -- replay --subscription, --dry-run, --json", async () => {
     const path = "/sub"
     const keyId = await makeKey(w.db.sql, w.company.id, { scopes: ["incidents"], webhooks: true })
-    const { subscription } = await runSql(
-      w.deps.sql,
-      createHook(w.deps, { keyId, companyId: w.company.id }, { url: w.receiver.url(path), event: "incident.created" })
-    )
+    const { subscription } = await addHook(w, path, { keyId })
     const ids = await incidents(2)
     const recorded = async () =>
       (await deliveries(w.db.sql)).filter((d) => d.subscription_id === subscription.id && d.state === "succeeded")

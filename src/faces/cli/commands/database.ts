@@ -3,6 +3,7 @@
 // Connects nowhere: a DBA can read it before anything runs.
 import { Effect } from "effect"
 import { Command, Flag } from "effect/cli"
+import { optionalText } from "../support.ts"
 import { CaptureConfig } from "../../../platform/config.ts"
 import { badRoleName, SETUP_PARTS, setupSql } from "../../../pipeline/capture/setup-sql.ts"
 import { at, invalid, words } from "../../../domain/errors.ts"
@@ -13,9 +14,9 @@ const setupSqlCommand = Command.make(
     role: Flag.String("role").pipe(
       Flag.withDescription("The login role the service will run as (made by the DBA; see the comments printed)")
     ),
-    publication: Flag.String("publication").pipe(
-      Flag.withDescription("The publication to create (default: PUBLICATION, else safety_records_service)"),
-      Flag.optional
+    publication: optionalText(
+      "publication",
+      "The publication to create (default: PUBLICATION, else safety_records_service)"
     ),
     part: Flag.Literals("part", SETUP_PARTS).pipe(
       Flag.withDescription(

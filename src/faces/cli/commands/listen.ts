@@ -5,6 +5,7 @@
 // over HTTP only, never to its database.
 import { Config, Data, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
+import { optionalText } from "../support.ts"
 import { newSecret, signedHeaders } from "../../../webhooks/net/signature.ts"
 import { isEventKind } from "../../../domain/event-kinds.ts"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
@@ -141,22 +142,13 @@ export const listen = Command.make(
       Flag.withFallbackConfig(Config.String("SERVICE_API_KEY")),
       Flag.optional
     ),
-    url: Flag.String("url").pipe(
-      Flag.withDescription("The service's address (default: http://127.0.0.1:$PORT, PORT 3000)"),
-      Flag.optional
+    url: optionalText("url", "The service's address (default: http://127.0.0.1:$PORT, PORT 3000)"),
+    events: optionalText("events", "Only these events, separated by commas (default: all the key may read)"),
+    since: optionalText(
+      "since",
+      `Forward events from this moment on too: ${FILTER_DATE_FORMATS} (default: only new ones)`
     ),
-    events: Flag.String("events").pipe(
-      Flag.withDescription("Only these events, separated by commas (default: all the key may read)"),
-      Flag.optional
-    ),
-    since: Flag.String("since").pipe(
-      Flag.withDescription(`Forward events from this moment on too: ${FILTER_DATE_FORMATS} (default: only new ones)`),
-      Flag.optional
-    ),
-    secret: Flag.String("secret").pipe(
-      Flag.withDescription("Sign with this whsec_... secret (default: a new one, printed)"),
-      Flag.optional
-    ),
+    secret: optionalText("secret", "Sign with this whsec_... secret (default: a new one, printed)"),
     interval: Flag.Int("interval").pipe(
       Flag.withDescription("Seconds between polls of the feed (default 1)"),
       Flag.withDefault(1)

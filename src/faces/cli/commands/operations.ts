@@ -6,7 +6,7 @@ import { Command, Flag } from "effect/cli"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
 import { at, invalid, isDomainError, words } from "../../../domain/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin } from "../../../access/identity.ts"
-import { asOptional, ExitWith, json, output, table, when, withDatabase } from "../support.ts"
+import { asOptional, ExitWith, json, output, table, when, withDatabase, optionalText } from "../support.ts"
 import type { LeaderInfo } from "../../../pipeline/capture/leader.ts"
 import { CaptureConfig, loadReadReplicas } from "../../../platform/config.ts"
 import { isStartRefused } from "../../../platform/db/refusal.ts"
@@ -68,14 +68,11 @@ const replaySummaryText = (s: ReplaySummary) =>
 export const replayCommand = Command.make(
   "replay",
   {
-    endpoint: Flag.String("endpoint").pipe(Flag.withDescription("The endpoint's id"), Flag.optional),
-    subscription: Flag.String("subscription").pipe(Flag.withDescription("The API subscription's id"), Flag.optional),
+    endpoint: optionalText("endpoint", "The endpoint's id"),
+    subscription: optionalText("subscription", "The API subscription's id"),
     since: dateFlag("since", "Events from this moment on (default: when the destination was made)"),
     until: dateFlag("until", "Events before this moment (default: now)"),
-    event: Flag.String("event").pipe(
-      Flag.withDescription("Only these events, separated by commas (default: all the destination takes)"),
-      Flag.optional
-    ),
+    event: optionalText("event", "Only these events, separated by commas (default: all the destination takes)"),
     failed: Flag.Boolean("failed").pipe(
       Flag.withDescription("Only events never delivered successfully to this destination"),
       Flag.withDefault(false)

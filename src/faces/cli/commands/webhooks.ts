@@ -25,7 +25,8 @@ import {
   output,
   table,
   when,
-  withDatabase
+  withDatabase,
+  optionalText
 } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
@@ -58,9 +59,9 @@ const rateLimitFlag = Flag.String("rate-limit").pipe(
   ),
   Flag.optional
 )
-const orderingFlag = Flag.String("ordering").pipe(
-  Flag.withDescription("record: the events of one record arrive in the order they happened; none: no order"),
-  Flag.optional
+const orderingFlag = optionalText(
+  "ordering",
+  "record: the events of one record arrive in the order they happened; none: no order"
 )
 
 /** --rate-limit's text as the operation takes it (a number or null), refused as the operation refuses. */
@@ -157,8 +158,8 @@ const update = Command.make(
   "update",
   {
     id: idArg("The endpoint's id (see endpoints list)"),
-    name: Flag.String("name").pipe(Flag.withDescription("A new name"), Flag.optional),
-    url: Flag.String("url").pipe(Flag.withDescription("A new https:// address"), Flag.optional),
+    name: optionalText("name", "A new name"),
+    url: optionalText("url", "A new https:// address"),
     events: eventsFlag.pipe(Flag.optional),
     rateLimit: rateLimitFlag,
     ordering: orderingFlag,
