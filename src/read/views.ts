@@ -208,7 +208,8 @@ export class Views extends Context.Service<
         }, MAX_PAGES)
         return { gets, pages }
       }
-      const batchers = new Map<postgres.Sql, ReturnType<typeof batchersFor>>()
+      // Weak: a standby's pools are replaced when it is lost (platform/db/read-replicas.ts).
+      const batchers = new WeakMap<postgres.Sql, ReturnType<typeof batchersFor>>()
       const on = (sql: postgres.Sql) => {
         let b = batchers.get(sql)
         if (b === undefined) batchers.set(sql, (b = batchersFor(sql)))

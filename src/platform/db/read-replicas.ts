@@ -142,9 +142,11 @@ const none = (): ReadReplicasShape => ({
 export const ReadReplicas = Context.Reference<ReadReplicasShape>("service/ReadReplicas", { defaultValue: none })
 
 interface Standby {
+  readonly url: string
   readonly name: string
-  readonly replica: Replica
-  readonly probe: postgres.Sql
+  /** Its pools now: replaced whenever it is found not answering (see `reconnect`). */
+  replica: Replica
+  probe: postgres.Sql
   lagSeconds: number | null
   problem: string | null
   measuredAt: number
@@ -165,6 +167,43 @@ const replicaPool = (url: string, max: number, generic: boolean) =>
     }
   })
 
+/** Pools open no connection until used: making them costs nothing. */
+const openPools = (s: Standby, poolSize: number) => {
+  s.replica = {
+    name: s.name,
+    sql: replicaPool(s.url, poolSize, true),
+    planned: replicaPool(s.url, Math.min(poolSize, 3), false),
+    failed: () => {
+      s.failedAt = Date.now()
+    },
+    onLost: (f) => {
+      s.lost.add(f)
+      return () => s.lost.delete(f)
+    }
+  }
+  s.probe = replicaPool(s.url, 1, false)
+}
+
+const closePools = (replica: Replica, probe: postgres.Sql, timeout: number) =>
+  Promise.all([replica.sql.end({ timeout }), replica.planned.end({ timeout }), probe.end({ timeout })]).then(
+    () => {},
+    () => {}
+  )
+
+/**
+ * A standby found not answering gets new pools: connections to it may be dead without knowing
+ * it (a network path gone silent), and a read queued on one would wait for TCP to give up, even
+ * once the standby answers again on new connections. Reads in flight go to the primary.
+ */
+const reconnect = (s: Standby, poolSize: number) => {
+  const { replica, probe } = s
+  openPools(s, poolSize)
+  const lost = [...s.lost]
+  s.lost.clear()
+  for (const f of lost) f()
+  void closePools(replica, probe, 0)
+}
+
 /**
  * The standbys' pools and the loop that writes the heartbeat and measures them, for as long
  * as the scope lasts. `poolSize`: connections of each standby's pool (the API pool's size).
@@ -177,39 +216,22 @@ export const makeReadReplicas = Effect.fn("ReadReplicas.make")(function* (
   if (settings.urls.length === 0) return none()
   const standbys: Array<Standby> = []
   for (const url of settings.urls) {
-    const sql = yield* Effect.acquireRelease(
-      Effect.sync(() => replicaPool(url, poolSize, true)),
-      (p) => Effect.promise(() => p.end({ timeout: 2 }))
+    const standby = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const s = {
+          url,
+          name: replicaName(url),
+          lagSeconds: null,
+          problem: "not measured yet",
+          measuredAt: 0,
+          failedAt: 0,
+          lost: new Set<() => void>()
+        } as unknown as Standby
+        openPools(s, poolSize)
+        return s
+      }),
+      (s) => Effect.promise(() => closePools(s.replica, s.probe, 2))
     )
-    const planned = yield* Effect.acquireRelease(
-      Effect.sync(() => replicaPool(url, Math.min(poolSize, 3), false)),
-      (p) => Effect.promise(() => p.end({ timeout: 2 }))
-    )
-    const probe = yield* Effect.acquireRelease(
-      Effect.sync(() => replicaPool(url, 1, false)),
-      (p) => Effect.promise(() => p.end({ timeout: 2 }))
-    )
-    const standby: Standby = {
-      name: replicaName(url),
-      replica: {
-        name: replicaName(url),
-        sql,
-        planned,
-        failed: () => {
-          standby.failedAt = Date.now()
-        },
-        onLost: (f) => {
-          standby.lost.add(f)
-          return () => standby.lost.delete(f)
-        }
-      },
-      probe,
-      lagSeconds: null,
-      problem: "not measured yet",
-      measuredAt: 0,
-      failedAt: 0,
-      lost: new Set()
-    }
     standbys.push(standby)
   }
   const maxLagSeconds = settings.maxLagMs / 1000
@@ -244,9 +266,7 @@ export const makeReadReplicas = Effect.fn("ReadReplicas.make")(function* (
         } catch (e) {
           s.lagSeconds = null
           s.problem = `does not answer: ${e instanceof Error ? e.message : String(e)}`
-          const lost = [...s.lost]
-          s.lost.clear()
-          for (const f of lost) f()
+          reconnect(s, poolSize)
         } finally {
           clearTimeout(timer)
         }

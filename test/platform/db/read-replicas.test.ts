@@ -331,6 +331,18 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
     expect(sample(text, "srs_api_reads_total", { served_by: "replica" })).toBeGreaterThan(0)
     // Reads sent to it after it went silent waited for its probe to find it lost, then ran on the primary.
     expect(sample(text, "srs_read_replica_fallbacks_total", { reason: "error" })).toBeGreaterThan(0)
+
+    // The path back (new connections pass; the old ones stay silent): read from again, on new connections.
+    proxy.refuseNew = false
+    await waitForUrl<Readiness>(`${held.ops}/readyz`, 30_000, (b) => b.readReplicas[0]?.usable === true)
+    const before = sample(await metrics(held.ops), "srs_api_reads_total", { served_by: "replica" }) ?? 0
+    frozen = false
+    const again = worker()
+    await sleep(500)
+    frozen = true
+    await again
+    expect(failures).toEqual([])
+    expect(sample(await metrics(held.ops), "srs_api_reads_total", { served_by: "replica" })).toBeGreaterThan(before)
   })
 
   it("the standby lost mid-run (pg_ctl stop -m immediate): every request is answered, from the primary", async () => {
