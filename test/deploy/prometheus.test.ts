@@ -66,7 +66,7 @@ describe.skipIf(!hasPromtool)("alert rules, by promtool", () => {
 })
 
 describe("alert rules and dashboard", () => {
-  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off, circuits open long and 5xx", () => {
+  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off, circuits open long, 5xx and a read replica skipped long", () => {
     expect(alertNames).toEqual([
       "SrsReplicationSlotWalNearLimit",
       "SrsReplicationSlotLost",
@@ -78,7 +78,8 @@ describe("alert rules and dashboard", () => {
       "SrsOldestPendingDeliveryOld",
       "SrsEndpointSwitchedOff",
       "SrsWebhookCircuitOpen",
-      "SrsHttp5xxRate"
+      "SrsHttp5xxRate",
+      "SrsReadReplicaSkipped"
     ])
     const tested = readFileSync(`${DIR}alerts.test.yml`, "utf8")
     for (const name of alertNames) expect(tested, name).toContain(`alertname: ${name}`)
