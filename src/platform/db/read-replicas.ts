@@ -15,10 +15,10 @@ import { parseLsn } from "./lsn.ts"
 export const HEARTBEAT_INTERVAL_MS = 1_000
 
 /** A standby not measured for this long (its probe hangs, the primary does not answer) is skipped. */
-const STALE_AFTER_MS = 3 * HEARTBEAT_INTERVAL_MS
+const STALE_AFTER_MS = 5 * HEARTBEAT_INTERVAL_MS
 
 /** A probe that takes longer than this counts as no answer. */
-const PROBE_TIMEOUT_MS = 1_000
+const PROBE_TIMEOUT_MS = 2_000
 
 export const HEARTBEAT_SETTING = "read_heartbeat"
 

@@ -129,6 +129,7 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
   const services: Array<{ process: ServiceProcess; url: string; ops: string }> = []
   const dirs: Array<string> = []
   const proxies: Array<TcpProxy> = []
+  const extraStandbys: Array<Standby> = []
   const secretsKey = randomBytes(32).toString("base64")
 
   const start = async (env: Record<string, string>) => {
@@ -189,6 +190,7 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
       await s.process.exited().catch(() => s.process.child.kill("SIGKILL"))
     }
     for (const p of proxies) await p.close()
+    for (const s of extraStandbys) await s.remove()
     await standby?.remove()
     for (const d of dirs) rmSync(d, { recursive: true, force: true })
   })
@@ -345,8 +347,53 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
     expect(sample(await metrics(held.ops), "srs_api_reads_total", { served_by: "replica" })).toBeGreaterThan(before)
   })
 
+  it("several standbys: one behind is skipped, the other serves the reads", async () => {
+    const second = await startStandby(adminUrl())
+    extraStandbys.push(second)
+    const [a, b] = [`127.0.0.1:${standby.port}/${db.name}`, `127.0.0.1:${second.port}/${db.name}`]
+    const pair = await start({
+      READ_DATABASE_URL: `${standby.urlFor(db.name)}, ${second.urlFor(db.name)}`,
+      READ_MAX_LAG: "2 seconds"
+    })
+    await waitForUrl(`${pair.url}/readyz`, 30_000)
+    const both = await waitForUrl<Readiness>(`${pair.ops}/readyz`, 30_000, (r) => r.readReplicas.every((x) => x.usable))
+    expect(both.readReplicas.map((r) => r.replica)).toEqual([a, b])
+
+    await standbySql("select pg_wal_replay_pause()")
+    try {
+      const [late] = (await seedRecords(db.sql, "incidents", company.id, 1)) as [StoredRecord]
+      const skipped = await waitForUrl<Readiness>(
+        `${pair.ops}/readyz`,
+        30_000,
+        (r) => r.readReplicas[0]?.usable === false && r.readReplicas[1]?.usable === true
+      )
+      expect(skipped.readReplicas[0]!.problem).toBe("behind by more than READ_MAX_LAG (2 s)")
+      const counted = async () => {
+        const text = await metrics(pair.ops)
+        return [
+          sample(text, "srs_api_reads_total", { served_by: "replica" }) ?? 0,
+          sample(text, "srs_api_reads_total", { served_by: "primary" }) ?? 0
+        ]
+      }
+      const [replicaBefore, primaryBefore] = await counted()
+      // The second standby has replayed what the first has not: served by it, not by the primary.
+      const found = await get(pair.url, `incidents/${late.id}`)
+      expect(found.status).toBe(200)
+      expect(await counted()).toEqual([replicaBefore! + 1, primaryBefore])
+    } finally {
+      await standbySql("select pg_wal_replay_resume()")
+    }
+    await waitForUrl<Readiness>(`${pair.ops}/readyz`, 30_000, (r) => r.readReplicas.every((x) => x.usable))
+  })
+
   it("the standby lost mid-run (pg_ctl stop -m immediate): every request is answered, from the primary", async () => {
-    const all = [...records.map((r) => r.id), fresh.id].sort()
+    // Every record written so far, as the primary has them; both standbys have replayed them.
+    const all = (
+      await db.sql<{ id: string }[]>`
+        select id::text as id from service.views where company_id = ${company.id} and resource = 'incidents'`
+    )
+      .map((r) => r.id)
+      .sort()
     let stopped = false
     const failures: Array<string> = []
     let answered = 0
