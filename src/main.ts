@@ -5,7 +5,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./faces/pages/index.ts"
-import { ApiRoutes } from "./faces/routes.ts"
+import { ApiRoutes, ApiServices } from "./faces/routes.ts"
 import { CaptureLive } from "./pipeline/capture/Capture.ts"
 import {
   HttpConfig,
@@ -59,6 +59,9 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
           ).pipe(
             Layer.provide(serverAt({ port, host }, door)),
             Layer.provide(WebhooksLive),
+            // The same layer as the API's (memoized): the pages share its keys service, so one
+            // count of failed authentications per client.
+            Layer.provide(ApiServices),
             Layer.provide(Layer.succeed(ServerDoor, door))
           )
         : HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, RequestObservability), options).pipe(
