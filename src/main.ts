@@ -70,7 +70,11 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
       const opsPort = Layer.merge(
         HttpRouter.serve(OpsRoutes, { ...options, disableListenLog: true }),
         OpsListenLog
-      ).pipe(Layer.provide(serverAt({ port: ops.port, host: ops.host })))
+      ).pipe(
+        Layer.provide(serverAt({ port: ops.port, host: ops.host })),
+        // With the API, /metrics shows its keys service's caches: the same instance (memoized).
+        Layer.provide(roles.includes("api") ? ApiServices : Layer.empty)
+      )
       return Layer.merge(publicPort, opsPort)
     })
   )

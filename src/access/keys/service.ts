@@ -55,6 +55,8 @@ export type Admission =
 export interface KeysStats extends DirectoryStats {
   /** Clients with a bucket of failed authentications. */
   readonly clients: LruStats
+  /** Admin tokens and sessions accepted lately (their fingerprints). */
+  readonly accepted: LruStats
 }
 
 /** A key as the database has it at this moment. */
@@ -298,7 +300,11 @@ export class ApiKeys extends Context.Service<
           })
         })
 
-      const stats = (): KeysStats => ({ ...directory.stats(), clients: failures.stats() })
+      const stats = (): KeysStats => ({
+        ...directory.stats(),
+        clients: failures.stats(),
+        accepted: acceptedLately.stats()
+      })
 
       return ApiKeys.of({ admit, standing, refusal, atTheDoor, guard, stats })
     })
