@@ -5,7 +5,7 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { HttpRouter } from "effect/http"
 import { AdminWebRoutes } from "./faces/pages/index.ts"
-import { ApiRoutes } from "./faces/routes.ts"
+import { ApiRoutes, ApiServices } from "./faces/routes.ts"
 import { CaptureLive } from "./pipeline/capture/Capture.ts"
 import {
   HttpConfig,
@@ -60,6 +60,9 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
           ).pipe(
             Layer.provide(serverAt({ port, host }, door)),
             Layer.provide(WebhooksLive),
+            // The same layer as the API's (memoized): the pages share its keys service, so one
+            // count of failed authentications per client.
+            Layer.provide(ApiServices),
             Layer.provide(Layer.succeed(ServerDoor, door))
           )
         : HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, RequestObservability), options).pipe(
@@ -68,7 +71,11 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
       const opsPort = Layer.merge(
         HttpRouter.serve(OpsRoutes, { ...options, disableListenLog: true }),
         OpsListenLog
-      ).pipe(Layer.provide(serverAt({ port: ops.port, host: ops.host })))
+      ).pipe(
+        Layer.provide(serverAt({ port: ops.port, host: ops.host })),
+        // With the API, /metrics shows its keys service's caches: the same instance (memoized).
+        Layer.provide(roles.includes("api") ? ApiServices : Layer.empty)
+      )
       return Layer.merge(publicPort, opsPort)
     })
   )

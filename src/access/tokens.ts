@@ -4,7 +4,7 @@ import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
 import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./keys/bearer-secrets.ts"
 import { userActor, writeActivity } from "./activity.ts"
-import { conflict, invalid, notFound } from "../domain/errors.ts"
+import { conflict, invalid, notFound, type RateLimited, rateLimited } from "../domain/errors.ts"
 import { adminNow, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
 import { query, transaction } from "../platform/db/Sql.ts"
@@ -158,6 +158,15 @@ export const listTokens = (companyId: string) =>
     ),
     (rows) => rows.map(toInfo)
   )
+
+/** A client over its limit of failed sign-ins (admin tokens, sessions), in the one wording. */
+export const tooManyTokenFailures = (perMinute: number, seconds: number): RateLimited =>
+  rateLimited(
+    `too many requests with an unknown, revoked or expired admin token or session from this address (at most ${perMinute} a minute); retry in ${seconds} second${seconds === 1 ? "" : "s"}`
+  )
+
+/** Whether checking this credential takes a lookup (it has an admin token's shape); others are refused from memory. */
+export const needsLookup = (credential: string): boolean => looksLike(ADMIN_TOKEN_PREFIX, credential.trim())
 
 export type TokenCheck = { readonly actor: AdminUser } | { readonly refused: string }
 

@@ -82,5 +82,8 @@ export const makeApiRoutes = (
   return Layer.mergeAll(ServiceRoutes, Docs, AdminRoutesFor, Fallback, NoStore, Door).pipe(Layer.provide(Services))
 }
 
+/** The keys service and read model of src/main.ts, from the environment: one layer, so one of each however often provided. */
+export const ApiServices = makeApiServices()
+
 /** The routes for src/main.ts: HttpRouter.serve(Layer.mergeAll(PublicHealthRoutes, ApiRoutes)), with Database provided. */
-export const ApiRoutes = makeApiRoutes()
+export const ApiRoutes = makeApiRoutes(undefined, ApiServices)

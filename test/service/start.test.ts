@@ -120,6 +120,16 @@ describe("npm start", () => {
     const page = await docs.text()
     expect(page.includes("window.Scalar.createApiReference") && page.includes('"openapi"')).toBe(true)
 
+    // One keys service in the process: a made-up key on the public port shows in the operations
+    // port's /metrics as one client with a bucket of failed authentications.
+    const unknownKey = await fetch(`${base}/api/v1/incidents`, {
+      headers: { authorization: `Bearer mk_${"A".repeat(43)}` }
+    })
+    expect(unknownKey.status).toBe(401)
+    const metrics = await (await fetch(`${await first.opsUrl()}/metrics`)).text()
+    expect(metrics).toMatch(/^srs_api_cache_entries\{cache="clients"\} 1$/m)
+    expect(metrics).toMatch(/^srs_api_cache_entries\{cache="unknown_keys"\} 1$/m)
+
     first.child.kill("SIGTERM")
     expect(await first.exited()).toBe(0)
     // The embedded server stopped with it: nothing left running.

@@ -12,7 +12,8 @@ import { ApiSettings } from "../../platform/api-settings.ts"
 import { ApiPool } from "../../platform/db/api-pool.ts"
 import { Database } from "../../platform/db/Database.ts"
 import { clientKey } from "../../platform/http/client-address.ts"
-import type { LruStats } from "../../platform/lru.ts"
+import { Lru, stringBytes, type LruStats } from "../../platform/lru.ts"
+import { fingerprintOf } from "./bearer-secrets.ts"
 import { makeAuthFailures } from "./auth-failures.ts"
 import { currentKeyOf, type CurrentKeyShape } from "./current-key.ts"
 import { makeKeyDirectory, type DirectoryStats, type Lookup } from "./directory.ts"
@@ -54,6 +55,8 @@ export type Admission =
 export interface KeysStats extends DirectoryStats {
   /** Clients with a bucket of failed authentications. */
   readonly clients: LruStats
+  /** Admin tokens and sessions accepted lately (their fingerprints). */
+  readonly accepted: LruStats
 }
 
 /** A key as the database has it at this moment. */
@@ -99,6 +102,20 @@ export class ApiKeys extends Context.Service<
       credential: string,
       client: string | undefined
     ) => { readonly error: RateLimited; readonly retryAfter: number } | undefined
+    /**
+     * Another credential (an admin token, a session cookie) checked for this client, bounded as
+     * unknown keys are: `check` runs only when the client has a failed authentication left (it
+     * takes one, given back when `accepted` says the credential was good); else nothing runs and
+     * the answer is the seconds until the client may try again. A credential accepted in the
+     * last 10 minutes is checked whatever its client's allowance, as a remembered key is served:
+     * an admin behind the same address as a flood keeps working.
+     */
+    readonly guard: <A, E, R>(
+      client: string | undefined,
+      credential: string,
+      check: Effect.Effect<A, E, R>,
+      accepted: (a: A) => boolean
+    ) => Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number }, E, R>
     readonly stats: () => KeysStats
   }
 >()("service/access/ApiKeys") {
@@ -253,9 +270,43 @@ export class ApiKeys extends Context.Service<
         return wait === 0 ? undefined : { error: tooMany(wait), retryAfter: wait }
       }
 
-      const stats = (): KeysStats => ({ ...directory.stats(), clients: failures.stats() })
+      // Fingerprints (never the credential) of admin tokens and sessions accepted lately.
+      const acceptedLately = new Lru<string, true>({
+        maxEntries: 10_000,
+        maxBytes: 2 * 1024 * 1024,
+        sizeOf: (f) => stringBytes(f) + 80,
+        ttlMs: 10 * 60_000
+      })
+      const guard = <A, E, R>(
+        client: string | undefined,
+        credential: string,
+        check: Effect.Effect<A, E, R>,
+        accepted: (a: A) => boolean
+      ): Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number }, E, R> =>
+        Effect.suspend((): Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number }, E, R> => {
+          const fingerprint = fingerprintOf(credential).toString("base64")
+          const known = acceptedLately.get(fingerprint, Date.now()) !== undefined
+          const key = clientKey(client)
+          if (!known) {
+            const wait = failures.take(key, Date.now())
+            if (wait > 0) return Effect.succeed({ retryAfter: wait })
+          }
+          return Effect.map(check, (checked) => {
+            if (accepted(checked)) {
+              if (!known) failures.giveBack(key, Date.now())
+              acceptedLately.set(fingerprint, true, Date.now())
+            } else if (known) acceptedLately.delete(fingerprint)
+            return { checked }
+          })
+        })
 
-      return ApiKeys.of({ admit, standing, refusal, atTheDoor, stats })
+      const stats = (): KeysStats => ({
+        ...directory.stats(),
+        clients: failures.stats(),
+        accepted: acceptedLately.stats()
+      })
+
+      return ApiKeys.of({ admit, standing, refusal, atTheDoor, guard, stats })
     })
   )
 }

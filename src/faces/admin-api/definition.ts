@@ -14,7 +14,7 @@ import {
   HttpApiSecurity,
   OpenApi
 } from "effect/http-api"
-import { answering, BadRequest, Conflict, NotFound, Unauthorized } from "../http/errors.ts"
+import { answering, BadRequest, Conflict, NotFound, TooManyRequests, Unauthorized } from "../http/errors.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { RESOURCES } from "../../domain/resources.ts"
 import type { AdminUser } from "../../access/identity.ts"
@@ -40,8 +40,9 @@ export class AdminAuth extends HttpApiMiddleware.Service<AdminAuth, { provides: 
         HttpApiSecurity.annotate(OpenApi.Description, "An admin token: Authorization: Bearer mat_...")
       )
     },
-    // A parameter given to a path that takes none is refused here, before the handler.
-    error: [Unauthorized, BadRequest]
+    // A parameter given to a path that takes none is refused here, before the handler; a client
+    // past its failed authentications gets 429 without its token being looked up.
+    error: [Unauthorized, BadRequest, TooManyRequests]
   }
 ) {}
 

@@ -2,12 +2,15 @@
 import { Effect, Layer, Redacted } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
-import { strayParameter } from "../api/auth.ts"
+import { clientOf, strayParameter } from "../api/auth.ts"
 import { invalid, unauthorized } from "../../domain/errors.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import { companyById } from "../../access/identity.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys/store.ts"
-import { authenticateToken, listTokens, revokeToken } from "../../access/tokens.ts"
+import { authenticateToken, listTokens, needsLookup, revokeToken, tooManyTokenFailures } from "../../access/tokens.ts"
+import { ApiKeys } from "../../access/keys/service.ts"
+import { ApiSettings } from "../../platform/api-settings.ts"
+import { TrustProxySetting } from "../../platform/config.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, byAdmin, CurrentAdmin } from "./definition.ts"
 
 /** What a 401 of the admin API carries besides its body. */
@@ -17,13 +20,31 @@ export const AdminAuthLive = Layer.effect(
   AdminAuth,
   Effect.gen(function* () {
     const sql = yield* Sql
+    const keys = yield* ApiKeys
+    const trust = yield* TrustProxySetting
+    const { authFailuresPerMinute } = yield* ApiSettings
     return AdminAuth.of({
       adminToken: (httpEffect, { credential, endpoint }) =>
         Effect.gen(function* () {
-          const check = yield* authenticateToken(Redacted.value(credential)).pipe(
-            Effect.provideService(Sql, sql),
-            Effect.orDie
-          )
+          // Made-up tokens cost a lookup each: they take from the client's failed authentications
+          // as unknown API keys do (docs/api.md#unknown-keys-from-one-address).
+          const token = Redacted.value(credential)
+          const authenticate = authenticateToken(token).pipe(Effect.provideService(Sql, sql), Effect.orDie)
+          const guarded = needsLookup(token)
+            ? yield* keys.guard(
+                clientOf(yield* HttpServerRequest.HttpServerRequest, trust),
+                token,
+                authenticate,
+                (check) => !("refused" in check)
+              )
+            : { checked: yield* authenticate }
+          if ("retryAfter" in guarded) {
+            yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+              Effect.succeed(HttpServerResponse.setHeaders(response, { "retry-after": String(guarded.retryAfter) }))
+            )
+            return yield* tooManyTokenFailures(authFailuresPerMinute, guarded.retryAfter)
+          }
+          const check = guarded.checked
           if ("refused" in check) {
             yield* HttpEffect.appendPreResponseHandler((_request, response) =>
               Effect.succeed(HttpServerResponse.setHeaders(response, CHALLENGE))

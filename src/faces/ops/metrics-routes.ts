@@ -6,7 +6,16 @@ import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
 import { DeliveryEngine } from "../../webhooks/engine/engine.ts"
-import { captureOff, collectCapture, collectDatabase, collectDelivery, collectReplicas, Metrics } from "./metrics.ts"
+import {
+  captureOff,
+  collectCapture,
+  collectDatabase,
+  collectDelivery,
+  collectKeys,
+  collectReplicas,
+  Metrics
+} from "./metrics.ts"
+import { ApiKeys } from "../../access/keys/service.ts"
 import { ReadReplicas } from "../../platform/db/read-replicas.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "../../platform/metrics/registry.ts"
 
@@ -17,6 +26,7 @@ export const MetricsRoutes = Layer.unwrap(
     const m = yield* Metrics
     const capture = yield* Effect.serviceOption(Capture)
     const engine = yield* Effect.serviceOption(DeliveryEngine)
+    const keys = yield* Effect.serviceOption(ApiKeys)
     const removeDatabase = yield* collectDatabase(m)
     yield* Effect.addFinalizer(() => Effect.sync(removeDatabase))
     if (Option.isSome(capture)) {
@@ -31,6 +41,10 @@ export const MetricsRoutes = Layer.unwrap(
     if (Option.isSome(engine)) {
       const stats = engine.value.stats
       const remove = collectDelivery(m, () => Effect.runPromise(stats))
+      yield* Effect.addFinalizer(() => Effect.sync(remove))
+    }
+    if (Option.isSome(keys)) {
+      const remove = collectKeys(m, keys.value.stats)
       yield* Effect.addFinalizer(() => Effect.sync(remove))
     }
     return HttpRouter.add(

@@ -9,6 +9,7 @@ import type { Sql } from "../../platform/db/Sql.ts"
 import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { quarantineSummary } from "../../pipeline/capture/quarantine.ts"
+import type { KeysStats } from "../../access/keys/service.ts"
 import { AttemptObserver, type EngineStats } from "../../webhooks/engine/engine.ts"
 import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
 import { deliveryGauges, outboxBacklogUpTo } from "../../webhooks/status.ts"
@@ -192,6 +193,22 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       "srs_api_rate_limited_total",
       "API requests refused with 429 by the per-key rate limit"
     ),
+    // What the keys service holds before a credential is known (bounded LRUs: docs/design.md)
+    apiCacheEntries: registry.gauge(
+      "srs_api_cache_entries",
+      "Entries in the keys service's bounded caches: keys (known keys), unknown_keys (credentials found to be none), clients (failed authentications per address), accepted (admin tokens and sessions accepted lately)",
+      ["cache"]
+    ),
+    apiCacheBytes: registry.gauge(
+      "srs_api_cache_bytes",
+      "Estimated bytes held by each of the keys service's bounded caches",
+      ["cache"]
+    ),
+    apiCacheEvictions: registry.counter(
+      "srs_api_cache_evictions_total",
+      "Entries pushed out of each of the keys service's caches by its bounds (a flood of credentials or addresses shows here)",
+      ["cache"]
+    ),
     // process (beside prom-client's standard process_* and nodejs_* metrics: heap totals,
     // external memory, RSS, the event loop)
     heapUsed: registry.gauge("nodejs_heap_used_bytes", "V8 heap in use, in bytes")
@@ -248,6 +265,22 @@ export const collectCapture = (m: ServiceMetrics, stats: CaptureStats, slot: str
       m.outboxBacklog.set(yield* outboxBacklogUpTo(100_000))
     })
   )
+
+/** Copies the sizes of the keys service's caches. */
+export const collectKeys = (m: ServiceMetrics, stats: () => KeysStats) =>
+  m.registry.collect(() => {
+    const s = stats()
+    for (const [cache, c] of [
+      ["keys", s.keys],
+      ["unknown_keys", s.unknown],
+      ["clients", s.clients],
+      ["accepted", s.accepted]
+    ] as const) {
+      m.apiCacheEntries.set({ cache }, c.entries)
+      m.apiCacheBytes.set({ cache }, c.bytes)
+      mirror(m.apiCacheEvictions, { cache }, c.evictions)
+    }
+  })
 
 /** Copies the delivery engine's counters. */
 export const collectDelivery = (m: ServiceMetrics, stats: () => Promise<EngineStats>) =>

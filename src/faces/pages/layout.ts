@@ -164,6 +164,13 @@ export const refusedPage = (
     { status }
   )
 
+/** 429: the client's failed sign-ins are spent (made-up tokens or sessions); nothing was looked up. */
+export const tooManyPage = (message: string, retryAfter: number) =>
+  htmlResponse(barePage("Too many attempts", html`<div class="flash error" role="alert"><p>${message}</p></div>`), {
+    status: 429,
+    headers: { "retry-after": String(retryAfter) }
+  })
+
 /** 404 for an id in the path that is not the admin's company's (or not an id at all). */
 export const notFoundPage = (message: string, session?: Session) =>
   refusedPage(404, "Not found", message, session?.flash ?? null)

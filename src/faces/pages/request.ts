@@ -4,11 +4,17 @@
 // session's CSRF token; otherwise it is refused with a 403 page before anything changes.
 import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServerRequest, type HttpServerResponse } from "effect/http"
-import { refusedPage, seeOther } from "./layout.ts"
+import { refusedPage, seeOther, tooManyPage } from "./layout.ts"
 import { ADMIN_WEB_ROUTES, PATHS } from "./paths.ts"
 import { routeTable } from "../http/routes.ts"
 import { checkSameOrigin, expiredCookie, safeEqual, SESSION_COOKIE } from "./security.ts"
-import { resolveSession, type EndedReason, type Session } from "../../access/sessions.ts"
+import { resolveSession, type EndedReason, type Resolved, type Session } from "../../access/sessions.ts"
+import { ApiKeys } from "../../access/keys/service.ts"
+import { isToken } from "../../access/keys/bearer-secrets.ts"
+import { tooManyTokenFailures } from "../../access/tokens.ts"
+import { ApiSettings } from "../../platform/api-settings.ts"
+import { TrustProxySetting } from "../../platform/config.ts"
+import { clientOf } from "../api/auth.ts"
 
 export const MAX_FORM_BYTES = 64 * 1024
 
@@ -44,6 +50,37 @@ const toSignIn = (request: Request, ended: EndedReason | undefined) => {
   )
 }
 
+/**
+ * A credential of the pages (a session cookie, a pasted admin token) checked with the client's
+ * failed authentications, as the read API bounds unknown keys: a made-up one costs a lookup only
+ * while the client has failures left; past them, a 429 page and no lookup.
+ */
+export type Guarded<A> = { readonly checked: A } | { readonly refused: Response }
+
+export const guardedCheck = <A, E, R>(
+  request: Request,
+  credential: string,
+  check: Effect.Effect<A, E, R>,
+  accepted: (a: A) => boolean
+) =>
+  Effect.gen(function* () {
+    const keys = yield* ApiKeys
+    const guarded = yield* keys.guard(clientOf(request, yield* TrustProxySetting), credential, check, accepted)
+    if ("checked" in guarded) return guarded as Guarded<A>
+    const { authFailuresPerMinute } = yield* ApiSettings
+    const message = tooManyTokenFailures(authFailuresPerMinute, guarded.retryAfter).message
+    return { refused: tooManyPage(message, guarded.retryAfter) } as Guarded<A>
+  })
+
+/** The session the request's cookie names; a cookie that is no session's counts as a failed authentication. */
+export const sessionOf = (request: Request, options: { readonly takeFlash: boolean }) => {
+  const cookie = cookieOf(request, SESSION_COOKIE)
+  // No cookie, or none of a session's shape: decided without a lookup.
+  if (!isToken(cookie))
+    return Effect.map(resolveSession(cookie, options), (checked): Guarded<Resolved> => ({ checked }))
+  return guardedCheck(request, cookie, resolveSession(cookie, options), (r) => "session" in r)
+}
+
 export type PageHandler<R> = (
   session: Session,
   request: Request,
@@ -62,7 +99,9 @@ export const signedIn =
   (request: Request) =>
     Effect.gen(function* () {
       const cookie = cookieOf(request, SESSION_COOKIE)
-      const resolved = yield* resolveSession(cookie, { takeFlash: true })
+      const found = yield* sessionOf(request, { takeFlash: true })
+      if ("refused" in found) return found.refused
+      const resolved = found.checked
       if ("ended" in resolved) return toSignIn(request, cookie === undefined ? undefined : resolved.ended)
       return yield* handler(resolved.session, request, yield* HttpRouter.params)
     })
@@ -143,7 +182,9 @@ export const signedInForm =
       const read = yield* readOwnForm(request)
       if ("refused" in read) return read.refused
       const cookie = cookieOf(request, SESSION_COOKIE)
-      const resolved = yield* resolveSession(cookie, { takeFlash: false })
+      const found = yield* sessionOf(request, { takeFlash: false })
+      if ("refused" in found) return found.refused
+      const resolved = found.checked
       if ("ended" in resolved) return toSignIn(request, cookie === undefined ? undefined : resolved.ended)
       const token = read.form.get("csrf")
       if (token === null || !safeEqual(token, resolved.session.csrf)) {

@@ -8,10 +8,11 @@ import { HttpRouter, type HttpServerRequest } from "effect/http"
 import { html } from "./html.ts"
 import { barePage, htmlResponse, refusedPage, seeOther } from "./layout.ts"
 import { PATHS } from "./paths.ts"
-import { cookieOf, localTarget, readOwnForm, signedInForm } from "./request.ts"
+import { cookieOf, guardedCheck, localTarget, readOwnForm, sessionOf, signedInForm } from "./request.ts"
 import { isToken, randomToken } from "../../access/keys/bearer-secrets.ts"
 import { expiredCookie, safeEqual, serializeCookie, SESSION_COOKIE, SIGN_IN_COOKIE } from "./security.ts"
-import { endSession, openSession, resolveSession } from "../../access/sessions.ts"
+import { endSession, openSession } from "../../access/sessions.ts"
+import { needsLookup } from "../../access/tokens.ts"
 
 const ENDED_MESSAGES: Readonly<Record<string, string>> = {
   session:
@@ -77,15 +78,16 @@ const searchParam = (request: HttpServerRequest.HttpServerRequest, name: string)
 
 export const SignInRoutes = Layer.mergeAll(
   HttpRouter.add("GET", PATHS.root, (request) =>
-    Effect.map(resolveSession(cookieOf(request, SESSION_COOKIE), { takeFlash: false }), (r) =>
-      seeOther("session" in r ? PATHS.keys : PATHS.signIn)
+    Effect.map(sessionOf(request, { takeFlash: false }), (found) =>
+      "refused" in found ? found.refused : seeOther("session" in found.checked ? PATHS.keys : PATHS.signIn)
     )
   ),
   HttpRouter.add("GET", PATHS.signIn, (request) =>
     Effect.gen(function* () {
       const next = nextOf(searchParam(request, "next"))
-      const resolved = yield* resolveSession(cookieOf(request, SESSION_COOKIE), { takeFlash: false })
-      if ("session" in resolved) return seeOther(next ?? PATHS.keys)
+      const found = yield* sessionOf(request, { takeFlash: false })
+      if ("refused" in found) return found.refused
+      if ("session" in found.checked) return seeOther(next ?? PATHS.keys)
       const ended = ENDED_MESSAGES[searchParam(request, "ended") ?? ""]
       return showSignIn(request, { next, ...(ended !== undefined ? { notice: ended } : {}) })
     })
@@ -107,7 +109,11 @@ export const SignInRoutes = Layer.mergeAll(
       const token = (read.form.get("token") ?? "").trim()
       if (token === "")
         return showSignIn(request, { next, error: "Paste your admin token (it starts with mat_).", status: 400 })
-      const opened = yield* openSession(token)
+      const guarded = needsLookup(token)
+        ? yield* guardedCheck(request, token, openSession(token), (o) => !("refused" in o))
+        : { checked: yield* openSession(token) }
+      if ("refused" in guarded) return guarded.refused
+      const opened = guarded.checked
       if ("refused" in opened)
         return showSignIn(request, { next, error: `Not signed in: ${opened.refused}.`, status: 401 })
       return seeOther(next ?? PATHS.keys, { "set-cookie": serializeCookie(SESSION_COOKIE, opened.sessionId) })

@@ -47,6 +47,9 @@ const FAMILIES: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> 
   ["srs_http_requests_total", "counter", ["method", "route", "status"]],
   ["srs_http_request_duration_seconds", "histogram", ["method", "route"]],
   ["srs_api_rate_limited_total", "counter", []],
+  ["srs_api_cache_entries", "gauge", ["cache"]],
+  ["srs_api_cache_bytes", "gauge", ["cache"]],
+  ["srs_api_cache_evictions_total", "counter", ["cache"]],
   ["nodejs_heap_used_bytes", "gauge", []]
 ]
 
