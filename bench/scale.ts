@@ -240,25 +240,6 @@ try {
            timestamptz '2024-01-01' + (i % 700) * interval '1 day' + (i % 86400) * interval '1 second'
     from generate_series(${from}::int, ${from + count - 1}::int) i`
 
-  // 1. The import.
-  log(`importing ${fmt(WORKERS)} workers and ${fmt(RECORDS)} corrective actions, ${fmt(BATCH)} rows a transaction...`)
-  const importStart = performance.now()
-  for (let from = 0; from < WORKERS; from += BATCH)
-    await sql.begin((tx) => insertWorkers(tx, from, Math.min(BATCH, WORKERS - from)))
-  for (let from = 0; from < RECORDS; from += BATCH)
-    await sql.begin((tx) => insertActions(tx, from, Math.min(BATCH, RECORDS - from)))
-  const importWritten = performance.now()
-  await caughtUp(await currentLsn())
-  const importCaptured = performance.now()
-  const importChanges = RECORDS + WORKERS
-  log(
-    `written in ${fmt((importWritten - importStart) / 1000, 1)} s; captured in ${fmt((importCaptured - importStart) / 1000, 1)} s`
-  )
-
-  // 2. Small transactions against one import-sized transaction, each drained alone, same run.
-  // Capture's mirror writes wait behind a lock while the app writes, so what is timed, from the
-  // lock's release to the checkpoint past the last commit, is capture's drain alone (timed with
-  // the writes, small transactions would measure the writers).
   // With the CPU the service's process and PostgreSQL's spent meanwhile (Linux): on a machine
   // shared with other work, CPU per change says more than a rate.
   const [backend] = await own!<{ pid: number }[]>`select pg_backend_pid() as pid`
@@ -272,6 +253,27 @@ try {
     }
     return total
   }
+  // 1. The import.
+  log(`importing ${fmt(WORKERS)} workers and ${fmt(RECORDS)} corrective actions, ${fmt(BATCH)} rows a transaction...`)
+  const importStart = performance.now()
+  const importCpu0 = cpuMs()
+  for (let from = 0; from < WORKERS; from += BATCH)
+    await sql.begin((tx) => insertWorkers(tx, from, Math.min(BATCH, WORKERS - from)))
+  for (let from = 0; from < RECORDS; from += BATCH)
+    await sql.begin((tx) => insertActions(tx, from, Math.min(BATCH, RECORDS - from)))
+  const importWritten = performance.now()
+  await caughtUp(await currentLsn())
+  const importCaptured = performance.now()
+  const importCpu = cpuMs() - importCpu0
+  const importChanges = RECORDS + WORKERS
+  log(
+    `written in ${fmt((importWritten - importStart) / 1000, 1)} s; captured in ${fmt((importCaptured - importStart) / 1000, 1)} s`
+  )
+
+  // 2. Small transactions against one import-sized transaction, each drained alone, same run.
+  // Capture's mirror writes wait behind a lock while the app writes, so what is timed, from the
+  // lock's release to the checkpoint past the last commit, is capture's drain alone (timed with
+  // the writes, small transactions would measure the writers).
   const drained = async (write: () => Promise<void>) => {
     const hold = await own!.reserve()
     try {
@@ -411,7 +413,7 @@ try {
       fmt(importChanges),
       fmt((importCaptured - importStart) / 1000, 1),
       fmt(importRate),
-      ""
+      `${fmt((importCpu / importChanges) * 1000)} (the app's writes too)`
     ],
     ...rounds.flatMap((r, i) => [
       [
