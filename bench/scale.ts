@@ -14,6 +14,10 @@
 //   npm run bench:scale                          1,000,000 records (and 200,000 workers)
 //   npm run bench:scale -- --records 100000 --batch 50000 --requests 100
 //   BENCH_DATABASE_URL=... npm run bench:scale   on that server (a database of its own, dropped after)
+// At a million records use a server of your own: the embedded one keeps at most 4 GB of WAL for
+// a slot that lags (src/platform/db/embedded.ts), its WAL carries the service's own writes too
+// (both databases on one server), and an import that size passes that while capture catches
+// up: the slot is lost and capture rebuilds the views (without their events), as it says.
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -27,7 +31,7 @@ import { freePort } from "../test/support/net.ts"
 import { fmt, percentile, startCommand, table } from "./support.ts"
 
 const USAGE =
-  "usage: npm run bench:scale -- [--records N] [--batch N] [--requests N] [--small-changes N] [--settle-seconds N] [--rounds N] [--keep-wal-default]"
+  "usage: npm run bench:scale -- [--records N] [--batch N] [--requests N] [--small-changes N] [--settle-seconds N] [--rounds N]"
 const args = (() => {
   try {
     return parseArgs({
@@ -37,8 +41,7 @@ const args = (() => {
         requests: { type: "string", default: "200" },
         "small-changes": { type: "string", default: "50000" },
         "settle-seconds": { type: "string", default: "60" },
-        rounds: { type: "string", default: "3" },
-        "keep-wal-default": { type: "boolean", default: false }
+        rounds: { type: "string", default: "3" }
       },
       strict: true
     }).values
@@ -180,15 +183,6 @@ try {
   if (databaseUrl === "")
     databaseUrl = embeddedUrl(readFileSync(join(dir, "pg-password"), "utf8").trim(), Number(env.EMBEDDED_PG_PORT))
   sql = postgres(databaseUrl, { max: 4, onnotice: () => {} })
-  // The embedded server keeps at most 4 GB of WAL for a slot that lags (src/platform/db/embedded.ts),
-  // and its WAL carries the service's own writes too (both databases on one server): a million
-  // records imported in a minute is more than that while capture catches up, and the slot is
-  // lost (capture then rebuilds the views, without their events). Raised here, as an operator
-  // planning such an import would; --keep-wal-default keeps the default, to see that happen.
-  if (!process.env.BENCH_DATABASE_URL && !args["keep-wal-default"]) {
-    await sql`alter system set max_slot_wal_keep_size = '64GB'`
-    await sql`select pg_reload_conf()`
-  }
   own = process.env.BENCH_DATABASE_URL
     ? sql
     : postgres(serviceDatabaseUrl(databaseUrl, EMBEDDED_SERVICE_DATABASE), { max: 2, onnotice: () => {} })
