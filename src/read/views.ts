@@ -25,7 +25,7 @@ import { answer, readSetup, type Json, type Read, type Served } from "./served.t
 // needed is decoded (see pageAnswer).
 
 /** Records of a name-filtered list looked at along the page index before the trigram index is asked. */
-const NAME_WALK = 2000
+const NAME_WALK = 5000
 
 /** Most requests answered by one statement. */
 const MAX_GETS = 64
@@ -297,8 +297,8 @@ export class Views extends Context.Service<
                limit ${r.limit + 1}`)
           }
           // A name: first along the page index, the newest NAME_WALK records only, which
-          // finds a page of a common name at once; when those hold less than a page, the name
-          // is rare there and the trigram index finds its records (taken whole, then sorted).
+          // finds a page of a name one record in a hundred has at once; when those hold less
+          // than a page, the name is rare there and the trigram index finds its records.
           // Left to the planner, either misplaced pick took a second on a big company.
           const walked = await page(db`
             select ${columns} from (
@@ -312,11 +312,17 @@ export class Views extends Context.Service<
              limit ${r.limit + 1}`)
           const refused = walked[0] === undefined || textOf(walked[0][0]) !== "ok"
           if (refused || walked.length > r.limit) return walked
+          // The page is picked from the matches' keys (offset 0: found through the trigram
+          // index, not walked in order), and only its records are read whole.
           return page(db`
             select ${columns} from (
-              select v.resource, v.id from service.views v
-               where s.state = 'ok' and ${bounds} ${named}
-              offset 0
+              select v.resource, v.id from (
+                select v.resource, v.id, v.created_at, v.changed_at from service.views v
+                 where s.state = 'ok' and ${bounds} ${named}
+                offset 0
+              ) v
+               order by ${order}
+               limit ${r.limit + 1}
             ) m join service.views v on v.resource = m.resource and v.id = m.id
              order by ${order}
              limit ${r.limit + 1}`)
