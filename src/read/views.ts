@@ -25,6 +25,9 @@ import type { ReadDb } from "./routing.ts"
 // is. Results are read raw: columns arrive as the bytes PostgreSQL sent, and only what is
 // needed is decoded (see pageAnswer).
 
+/** Records of a name-filtered list looked at along the page index before the trigram index is asked. */
+const NAME_WALK = 5000
+
 /** Most requests answered by one statement. */
 const MAX_GETS = 64
 const MAX_PAGES = 16
@@ -257,32 +260,90 @@ export class Views extends Context.Service<
         const byChange = r.byChange
         const read = (pools: ReadDb) => {
           const db = r.name === undefined ? pools.sql : pools.planned
-          return (
+          const order = byChange ? db`v.changed_at, v.id` : db`v.created_at desc, v.id desc`
+          // The company's records of the resource in range, as `v`, but for the name and status filters.
+          const bounds = db`v.company_id = ${key.companyId} and v.resource = ${resource}
+                     ${r.createdAfter === undefined ? db`` : db`and v.created_at > ${r.createdAfter}::timestamptz`}
+                     ${r.createdBefore === undefined ? db`` : db`and v.created_at < ${r.createdBefore}::timestamptz`}
+                     ${r.updatedAfter === undefined ? db`` : db`and v.changed_at > ${r.updatedAfter}::timestamptz`}
+                     ${r.updatedBefore === undefined ? db`` : db`and v.changed_at < ${r.updatedBefore}::timestamptz`}
+                     ${
+                       position === undefined
+                         ? db``
+                         : byChange
+                           ? db`and (v.changed_at, v.id) > (${position.createdAt}::timestamptz, ${position.id}::uuid)`
+                           : db`and (v.created_at, v.id) < (${position.createdAt}::timestamptz, ${position.id}::uuid)`
+                     }`
+          const columns = db`v.id::text as id, v.body, ${byChange ? db`v.changed_at::text` : db`v.created_at::text`} as ts
+                         ${byChange ? db`, to_char(v.changed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as changed` : db``}`
+          const named =
+            r.name === undefined
+              ? db``
+              : db`and v.name is not null and service.fold_name(v.name) like service.fold_name(${namePattern(r.name)})`
+          const page = (matching: ReturnType<typeof db>) =>
             db`
-            select s.state, w.id, w.body, w.ts${byChange ? db`, w.changed` : db``}
-              from ${keyStateRelation(db, key.keyId, key.host, resource)}
-              left join lateral (
-                select v.id::text as id, v.body, ${byChange ? db`v.changed_at::text` : db`v.created_at::text`} as ts
-                       ${byChange ? db`, to_char(v.changed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as changed` : db``}
-                  from service.views v
-                 where s.state = 'ok' and v.company_id = ${key.companyId} and v.resource = ${resource}
-                   ${r.createdAfter === undefined ? db`` : db`and v.created_at > ${r.createdAfter}::timestamptz`}
-                   ${r.createdBefore === undefined ? db`` : db`and v.created_at < ${r.createdBefore}::timestamptz`}
-                   ${r.updatedAfter === undefined ? db`` : db`and v.changed_at > ${r.updatedAfter}::timestamptz`}
-                   ${r.updatedBefore === undefined ? db`` : db`and v.changed_at < ${r.updatedBefore}::timestamptz`}
-                   ${r.name === undefined ? db`` : db`and v.name is not null and service.fold_name(v.name) like service.fold_name(${namePattern(r.name)})`}
-                   ${r.statuses === undefined ? db`` : db`and v.status = any(${r.statuses as string[]}::text[])`}
-                   ${
-                     position === undefined
-                       ? db``
-                       : byChange
-                         ? db`and (v.changed_at, v.id) > (${position.createdAt}::timestamptz, ${position.id}::uuid)`
-                         : db`and (v.created_at, v.id) < (${position.createdAt}::timestamptz, ${position.id}::uuid)`
-                   }
-                 order by ${byChange ? db`v.changed_at, v.id` : db`v.created_at desc, v.id desc`}
+              select s.state, w.id, w.body, w.ts${byChange ? db`, w.changed` : db``}
+                from ${keyStateRelation(db, key.keyId, key.host, resource)}
+                left join lateral (${matching}) w on true`.raw() as unknown as Promise<ReadonlyArray<PageRow>>
+          const statuses = r.statuses
+          const rows = (async (): Promise<ReadonlyArray<PageRow>> => {
+            if (statuses !== undefined) {
+              // Each status its own ordered range of views_status_page, merged: one status or a
+              // group (open: open and in_progress), the same plan whatever the statistics say
+              // (a filter on the page index or a sort of every match are what they could pick).
+              return page(db`
+                select ${columns}
+                  from unnest(${statuses as string[]}::text[]) st(status)
+                  cross join lateral (
+                    select v.* from service.views v
+                     where s.state = 'ok' and ${bounds} and v.status = st.status
+                     order by ${order}
+                     limit ${r.limit + 1}
+                  ) v
+                 order by ${order}
+                 limit ${r.limit + 1}`)
+            }
+            if (r.name === undefined) {
+              return page(db`
+                select ${columns} from service.views v
+                 where s.state = 'ok' and ${bounds}
+                 order by ${order}
+                 limit ${r.limit + 1}`)
+            }
+            // A name: first along the page index, the newest NAME_WALK records only, which
+            // finds a page of a name one record in a hundred has at once; when those hold less
+            // than a page, the name is rare there and the trigram index finds its records.
+            // Left to the planner, either misplaced pick took a second on a big company.
+            const walked = await page(db`
+              select ${columns} from (
+                select v.* from service.views v
+                 where s.state = 'ok' and ${bounds}
+                 order by ${order}
+                 limit ${NAME_WALK}
+              ) v
+               where true ${named}
+               order by ${order}
+               limit ${r.limit + 1}`)
+            const refused = walked[0] === undefined || textOf(walked[0][0]) !== "ok"
+            if (refused || walked.length > r.limit) return walked
+            // The page is picked from the matches' keys (offset 0: found through the trigram
+            // index, not walked in order), and only its records are read whole.
+            return page(db`
+              select ${columns} from (
+                select v.resource, v.id from (
+                  select v.resource, v.id, v.created_at, v.changed_at from service.views v
+                   where s.state = 'ok' and ${bounds} ${named}
+                  offset 0
+                ) v
+                 order by ${order}
                  limit ${r.limit + 1}
-              ) w on true`.raw() as unknown as Promise<ReadonlyArray<PageRow>>
-          ).then((rows) => pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined))
+              ) m join service.views v on v.resource = m.resource and v.id = m.id
+               order by ${order}
+               limit ${r.limit + 1}`)
+          })()
+          return rows.then((rows) =>
+            pageAnswer(rows, r.limit, cursorOf, byChange ? { after: r.updatedAfter } : undefined)
+          )
         }
         const served = yield* Effect.promise(() => router.run(key, resource, read))
         return yield* answer(served, keys.refusal, key, resource)

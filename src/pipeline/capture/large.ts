@@ -12,22 +12,14 @@ import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { eventsFor } from "../../domain/events.ts"
 import type { Row } from "../../domain/records/types.ts"
 import { isResource, RESOURCE_INFO } from "../../domain/resources.ts"
-import { writeEvents, type OutboxEvent } from "../outbox/events.ts"
+import { eventWrites, writeEvents, type OutboxEvent } from "../outbox/events.ts"
 import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView } from "../projection/project.ts"
 import { Store } from "../projection/store.ts"
-import { mirrorWrites, writeCompanies, writeUsers, writeViews } from "../projection/write.ts"
-import {
-  BatchHolds,
-  loadFor,
-  mirrorChanges,
-  moduleOn,
-  owedEvents,
-  reprojectViews,
-  wideInspectionKeys
-} from "./apply.ts"
+import { mirrorWrites, viewWrites, writeCompanies, writeUsers } from "../projection/write.ts"
+import { BatchHolds, finalViews, loadFor, mirrorChanges, owedEvents, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 import {
@@ -39,9 +31,16 @@ import {
 } from "./quarantine.ts"
 
 const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
-const CHUNK = 1000
+const CHUNK = 2000
 
 const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
+
+/** A chunk's views as shaped (by resource|id), the records gone, and the views' writes under way. */
+interface Reprojected {
+  readonly views: Map<string, ProjectedView>
+  readonly gone: ReadonlyArray<RecordRef>
+  readonly written: Promise<unknown>
+}
 
 /** An event a healed record owes, before its place (seq) in the transaction is known. */
 type Owed = Omit<OutboxEvent, "seq">
@@ -73,7 +72,7 @@ export class LargeTransaction {
     await this
       .tx`create temp table txn_before (seq bigserial, tbl text, key text, data jsonb, primary key (tbl, key)) on commit drop`
     await this
-      .tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, unique (resource, id)) on commit drop`
+      .tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, tbl text, unique (resource, id)) on commit drop`
     // Equipment and job sites whose inspections' views show what changed (apply.ts, Wide).
     await this.tx`create temp table txn_wide (tbl text, id uuid, primary key (tbl, id)) on commit drop`
   }
@@ -94,127 +93,264 @@ export class LargeTransaction {
       this.holds?.force(c, store.get(c.table, c.key)?.data ?? null)
       store.apply(c.table, c.key, c.data)
     }
+    // The chunk's statements go out together, answered in order (one round trip, not five).
+    const writes: Array<Promise<unknown>> = []
     if (befores.length > 0) {
-      await this.tx`
+      writes.push(
+        this.tx`
         insert into txn_before (tbl, key, data)
         select tbl, key, data from json_to_recordset(${JSON.stringify(befores)}::text::json) as x(tbl text, key text, data jsonb)
-        order by 1 on conflict do nothing`
+        order by 1 on conflict do nothing`.execute()
+      )
     }
-    await Promise.all(mirrorWrites(mirrorChanges(store))(this.tx))
+    writes.push(...mirrorWrites(mirrorChanges(store))(this.tx))
     if (refs.length > 0) {
-      await this.tx`
-        insert into txn_affected (resource, id)
-        select resource, id from json_to_recordset(${JSON.stringify(refs)}::text::json) as x(resource text, id uuid)
-        on conflict do nothing`
+      writes.push(
+        this.tx`
+        insert into txn_affected (resource, id, tbl)
+        select resource, id, tbl from json_to_recordset(${JSON.stringify(refs.map((r) => ({ ...r, tbl: tableOf(r) })))}::text::json)
+          as x(resource text, id uuid, tbl text)
+        on conflict do nothing`.execute()
+      )
     }
     if (wide.equipment.length > 0 || wide.sites.length > 0) {
-      await this.tx`
+      writes.push(
+        this.tx`
         insert into txn_wide (tbl, id)
         select 'equipment', unnest(${wide.equipment as string[]}::uuid[])
         union select 'job_sites', unnest(${wide.sites as string[]}::uuid[])
-        on conflict do nothing`
+        on conflict do nothing`.execute()
+      )
     }
+    await Promise.all(writes)
     if (tenancy.size > 0) await writeCompanies(this.tx, store, tenancy)
     if (users.size > 0) await writeUsers(this.tx, store, users)
     this.changes += chunk.length
   }
 
-  /** At commit: rewrites the touched views and writes the transaction's events. */
+  /**
+   * At commit: rewrites the touched views and writes the transaction's events, in one pass
+   * over the records it touched (each read from the mirror once: its view, then its events,
+   * which carry that view's body).
+   */
   async finish(endLsn: Lsn, commitTime: Date): Promise<{ tally: Map<string, number>; quarantine: QuarantineDelta }> {
     const tally = new Map<string, number>()
     if (!this.started) return { tally, quarantine: await this.settle(endLsn) }
     // The inspections of the wide equipment and sites, as the mirror has them at the commit.
     const tx = this.tx
     await tx`
-      insert into txn_affected (resource, id)
-      select 'inspections', i.key::uuid from (${wideInspectionKeys(tx, tx`array(select id from txn_wide where tbl = 'equipment')`, tx`array(select id from txn_wide where tbl = 'job_sites')`)}) i
+      insert into txn_affected (resource, id, tbl)
+      select 'inspections', i.key::uuid, 'inspections' from (${wideInspectionKeys(tx, tx`array(select id from txn_wide where tbl = 'equipment')`, tx`array(select id from txn_wide where tbl = 'job_sites')`)}) i
       order by 2 on conflict do nothing`
-    let after = 0
+    const state = { seq: 0 }
+    let met = 0
+    // Chunk after chunk, pipelined: a chunk's records, with their rows before the transaction
+    // and now, are read (one statement) before the chunk ahead of it is written, so that it is
+    // shaped while PostgreSQL writes that one. At most two chunks' writes are in flight.
+    const load = (after: number) => {
+      const p = tx<
+        Array<{
+          seq: string
+          resource: string
+          id: string
+          tbl: string
+          changed: boolean
+          data: Row | null
+          company_id: string | null
+          parent_id: string | null
+          row: string | null
+        }>
+      >`
+        select a.seq, a.resource, a.id::text, a.tbl, b.key is not null as changed, b.data,
+               m.company_id, m.parent_id, m.data as row
+          from txn_affected a
+          left join txn_before b on b.tbl = a.tbl and b.key = a.id::text
+          left join service.rows m on m.tbl = a.tbl and m.key = a.id::text
+         where a.seq > ${after} order by a.seq limit ${CHUNK}`.execute()
+      p.catch(() => {}) // awaited below; a failure must not go unhandled meanwhile
+      return p
+    }
+    let next = load(0)
+    let writing: Promise<unknown> = Promise.resolve()
     for (;;) {
-      const rows = await this.tx<Array<{ seq: string; resource: string; id: string }>>`
-        select seq, resource, id::text from txn_affected where seq > ${after} order by seq limit ${CHUNK}`
+      const rows = await next
       if (rows.length === 0) break
-      after = Number(rows[rows.length - 1]!.seq)
+      next = load(Number(rows[rows.length - 1]!.seq))
       const refs: RecordRef[] = rows.flatMap((r) =>
         isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []
       )
-      const gone =
+      // Records whose row the transaction inserted have no view yet: a plain insert each.
+      const fresh = new Set(rows.filter((r) => r.changed && r.data === null).map((r) => `${r.resource}|${r.id}`))
+      const store = new Store(tx)
+      store.seed(
+        rows.map((r) => ({ tbl: r.tbl, key: r.id, companyId: r.company_id, parentId: r.parent_id, data: r.row }))
+      )
+      const { views, gone, written } =
         this.holds === null
-          ? await reprojectViews(this.tx, refs, { commit: commitTime })
-          : await this.reprojectHolding(this.holds, refs, commitTime, endLsn)
+          ? await this.reproject(store, refs, fresh, commitTime)
+          : await this.reprojectHolding(store, this.holds, refs, fresh, commitTime, endLsn)
       // Deleted means gone: their stored events keep only their identifiers. This transaction
       // fires none about them (a record gone at its commit fires nothing), so earlier ones only.
-      if (mayHaveEvents(gone)) await scrubDeletedRecords(this.tx, gone)
+      if (mayHaveEvents(gone)) await scrubDeletedRecords(tx, gone)
+      const changed = rows.filter((r) => r.changed).map((r) => ({ tbl: r.tbl, key: r.id, data: r.data }))
+      met += changed.length
+      const events = await this.eventsOf(store, changed, views, endLsn, commitTime, state, tally)
+      const chunk = Promise.all([written, events])
+      chunk.catch(() => {})
+      await writing
+      writing = chunk
     }
-    let seq = 0
+    await writing
+    // Changed rows of event tables whose record was not among those touched (none expected:
+    // a row's own record always is), so that no event can be missed.
+    const [before] = await tx<{ n: number }[]>`select count(*)::int as n from txn_before`
     let lastSeq = 0
-    for (;;) {
-      const rows = await this.tx<Array<{ seq: string; tbl: string; key: string; data: Row | null }>>`
-        select seq, tbl, key, data from txn_before where seq > ${lastSeq} order by seq limit ${CHUNK}`
+    while (before!.n > met) {
+      const rows = await tx<Array<{ seq: string; tbl: string; key: string; data: Row | null }>>`
+        select b.seq, b.tbl, b.key, b.data from txn_before b
+         where b.seq > ${lastSeq} and not exists (select 1 from txn_affected a where a.tbl = b.tbl and a.id::text = b.key)
+         order by b.seq limit ${CHUNK}`
       if (rows.length === 0) break
       lastSeq = Number(rows[rows.length - 1]!.seq)
-      const store = new Store(this.tx)
-      const candidates = rows
-      await store.loadKeys(candidates.map((r) => [r.tbl, r.key] as const))
+      const store = new Store(tx)
+      await store.loadKeys(rows.map((r) => [r.tbl, r.key] as const))
       await this.holds?.lookup(
-        this.tx,
-        candidates.map((r) => [r.tbl, r.key] as const)
+        tx,
+        rows.map((r) => [r.tbl, r.key] as const)
       )
-      const kinds = candidates.map((r) => ({
-        r,
-        // A held record's events wait (those it owes fire once it shapes).
-        kinds: this.holds?.isHeld(r.tbl, r.key) ? [] : eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null)
-      }))
-      const refs = kinds.flatMap(({ r, kinds }) => kinds.map((k) => ({ resource: EVENT_RESOURCE[k], id: r.key })))
-      await prepare(store, refs)
-      const companies = new Set(
-        refs
-          .map((ref) => store.get(RESOURCE_INFO[ref.resource].table, ref.id)?.companyId)
-          .filter((c): c is string => !!c)
-      )
-      await store.loadChildren("company_modules", companies)
-      const events: OutboxEvent[] = []
-      for (const { r, kinds: ks } of kinds) {
-        for (const kind of ks) {
-          const resource = EVENT_RESOURCE[kind]
-          const view = project(store, { resource, id: r.key })
-          if (!view || !moduleOn(store, view.companyId, resource)) continue
-          events.push({
-            companyId: view.companyId,
-            event: kind,
-            resource,
-            recordId: r.key,
-            commitLsn: endLsn,
-            seq: seq++,
-            payload: view.body,
-            createdAt: commitTime
-          })
-        }
-      }
-      await writeEvents(this.tx, events)
-      for (const e of events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
-      // Incidents this transaction made privacy cases: their earlier events lose the fields too.
-      await scrubPrivacyCases(
-        this.tx,
-        candidates
-          .filter(
-            (r) =>
-              r.tbl === "incidents" &&
-              r.data?.privacy_case !== true &&
-              store.get("incidents", r.key)?.data.privacy_case === true &&
-              !this.holds?.isHeld(r.tbl, r.key)
-          )
-          .map((r) => r.key)
-      )
+      await await this.eventsOf(store, rows, new Map(), endLsn, commitTime, state, tally)
     }
     // The events the healed records owe, after the transaction's own.
     if (this.owed.length > 0) {
-      const events = this.owed.map((e) => ({ ...e, seq: seq++ }))
-      await writeEvents(this.tx, events)
+      const events = this.owed.map((e) => ({ ...e, seq: state.seq++ }))
+      await writeEvents(tx, events)
       for (const e of events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
-      await scrubPrivacyCases(this.tx, this.healedIncidents)
+      await scrubPrivacyCases(tx, this.healedIncidents)
     }
     return { tally, quarantine: await this.settle(endLsn) }
+  }
+
+  /**
+   * The events of changed rows, from their row before the transaction and at its commit (in
+   * `store`, whose records' views `views` holds when just written: those events take their
+   * payload from there, not sent again).
+   */
+  private async eventsOf(
+    store: Store,
+    rows: ReadonlyArray<{ tbl: string; key: string; data: Row | null }>,
+    views: ReadonlyMap<string, ProjectedView>,
+    endLsn: Lsn,
+    commitTime: Date,
+    state: { seq: number },
+    tally: Map<string, number>
+  ): Promise<Promise<unknown>> {
+    if (rows.length === 0) return Promise.resolve()
+    const kinds = rows.map((r) => ({
+      r,
+      // A held record's events wait (those it owes fire once it shapes).
+      kinds: this.holds?.isHeld(r.tbl, r.key) ? [] : eventsFor(r.tbl, r.data, store.get(r.tbl, r.key)?.data ?? null)
+    }))
+    const refs = kinds.flatMap(({ r, kinds }) =>
+      kinds.flatMap((k) =>
+        views.has(`${EVENT_RESOURCE[k]}|${r.key}`) ? [] : [{ resource: EVENT_RESOURCE[k], id: r.key }]
+      )
+    )
+    if (refs.length > 0) await prepare(store, refs)
+    const companies = new Set<string>()
+    for (const { r, kinds: ks } of kinds) {
+      for (const k of ks) {
+        const c = store.get(RESOURCE_INFO[EVENT_RESOURCE[k]].table, r.key)?.companyId
+        if (c) companies.add(c)
+      }
+    }
+    await this.loadModules(companies)
+    const events: OutboxEvent[] = []
+    const written = new Set<OutboxEvent>()
+    for (const { r, kinds: ks } of kinds) {
+      for (const kind of ks) {
+        const resource = EVENT_RESOURCE[kind]
+        const shown = views.get(`${resource}|${r.key}`)
+        const view = shown ?? project(store, { resource, id: r.key })
+        if (!view || !this.modules.get(view.companyId)?.has(resource)) continue
+        const e: OutboxEvent = {
+          companyId: view.companyId,
+          event: kind,
+          resource,
+          recordId: r.key,
+          commitLsn: endLsn,
+          seq: state.seq++,
+          payload: view.body,
+          createdAt: commitTime
+        }
+        events.push(e)
+        if (shown !== undefined) written.add(e)
+      }
+    }
+    const writes = eventWrites(events, (e) => written.has(e))(this.tx)
+    for (const e of events) tally.set(e.event, (tally.get(e.event) ?? 0) + 1)
+    // Incidents this transaction made privacy cases: their earlier events lose the fields too.
+    const scrub = scrubPrivacyCases(
+      this.tx,
+      rows
+        .filter(
+          (r) =>
+            r.tbl === "incidents" &&
+            r.data?.privacy_case !== true &&
+            store.get("incidents", r.key)?.data.privacy_case === true &&
+            !this.holds?.isHeld(r.tbl, r.key)
+        )
+        .map((r) => r.key)
+    )
+    return Promise.all([...writes, scrub])
+  }
+
+  /** Companies' enabled modules as the mirror has them at the commit (finish writes no mirror row). */
+  private readonly modules = new Map<string, Set<string>>()
+
+  private async loadModules(companies: ReadonlySet<string>): Promise<void> {
+    const want = [...companies].filter((c) => !this.modules.has(c))
+    if (want.length === 0) return
+    const store = new Store(this.tx)
+    await store.loadChildren("company_modules", want)
+    for (const c of want) {
+      const on = new Set<string>()
+      for (const m of store.childrenOf("company_modules", c))
+        if (m.data.enabled === true && typeof m.data.module === "string") on.add(m.data.module)
+      this.modules.set(c, on)
+    }
+  }
+
+  /** Issues the views' writes (not awaited: the caller holds the promise). */
+  private writeViews(
+    views: ReadonlyArray<ProjectedView>,
+    gone: ReadonlyArray<RecordRef>,
+    fresh: ReadonlySet<string>,
+    commitTime: Date
+  ): Promise<unknown> {
+    const isFresh = (v: ProjectedView) => fresh.has(`${v.resource}|${v.id}`)
+    const p = Promise.all(
+      viewWrites(
+        views.filter((v) => !isFresh(v)),
+        gone,
+        { commit: commitTime },
+        views.filter(isFresh)
+      )(this.tx)
+    )
+    p.catch(() => {}) // held by the caller, awaited later
+    return p
+  }
+
+  /** Re-projects records from the mirror as the transaction sees it and writes their views; the views written, by resource|id. */
+  private async reproject(
+    store: Store,
+    refs: ReadonlyArray<RecordRef>,
+    fresh: ReadonlySet<string>,
+    commitTime: Date
+  ): Promise<Reprojected> {
+    await prepare(store, refs)
+    const { views, gone } = finalViews(store, refs)
+    const written = this.writeViews(views, gone, fresh, commitTime)
+    return { views: new Map(views.map((v) => [`${v.resource}|${v.id}`, v])), gone, written }
   }
 
   /** The quarantine's changes, written in the transaction. */
@@ -246,12 +382,13 @@ export class LargeTransaction {
    * it owes kept for the end of the transaction.
    */
   private async reprojectHolding(
+    store: Store,
     holds: BatchHolds,
     refs: ReadonlyArray<RecordRef>,
+    fresh: ReadonlySet<string>,
     commitTime: Date,
     endLsn: Lsn
-  ): Promise<ReadonlyArray<RecordRef>> {
-    const store = new Store(this.tx)
+  ): Promise<Reprojected> {
     await prepare(store, refs)
     await holds.lookup(
       this.tx,
@@ -273,8 +410,10 @@ export class LargeTransaction {
       this.released.push(r)
       if (v !== null) healed.push({ ref: r, view: v })
     }
-    await writeViews(this.tx, views, gone, { commit: commitTime })
-    if (healed.length === 0) return gone
+    const writes = this.writeViews(views, gone, fresh, commitTime)
+    const written = new Map(views.map((v) => [`${v.resource}|${v.id}`, v]))
+    if (healed.length === 0) return { views: written, gone, written: writes }
+    await writes
     const owed = await holds.q.owedBy(
       this.tx,
       healed.map((h) => h.ref)
@@ -296,6 +435,6 @@ export class LargeTransaction {
       }
       if (ref.resource === "incidents" && now?.privacy_case === true) this.healedIncidents.push(ref.id)
     }
-    return gone
+    return { views: written, gone, written: Promise.resolve() }
   }
 }

@@ -126,6 +126,8 @@ export const STALL_TIMEOUT_MS = 60_000
 
 /** Messages taken from the stream between two turns of the event loop while a batch is written. */
 const TURN_EVERY = 200
+/** Row changes of a large transaction written to the mirror at a time (two in memory: one written, one decoded). */
+const LARGE_CHUNK = 2000
 
 /** The prefix of the transactional messages the heartbeat and the stall watch write into the WAL. */
 const HEARTBEAT_PREFIX = "safety-records-heartbeat"
@@ -846,9 +848,22 @@ const consume = async (
     const applyLargeTransaction = () =>
       sql.begin(async (tx) => {
         const big = new LargeTransaction(tx, quarantine)
+        // A chunk is written while the next one is decoded: at most one in flight, so memory
+        // holds two chunks. Each chunk reads the mirror as the one before left it (the
+        // transaction's statements run in order).
+        let inflight: Promise<void> | null = null
+        const settled = async () => {
+          if (inflight === null) return
+          const p = inflight
+          inflight = null
+          await p
+        }
         for (;;) {
-          if (buffered.length >= 1000) {
-            await big.add(buffered)
+          if (buffered.length >= LARGE_CHUNK) {
+            await settled()
+            const p = big.add(buffered)
+            p.catch(() => {}) // awaited by settled(); a failure must not go unhandled meanwhile
+            inflight = p
             total += buffered.length
             buffered = []
           }
@@ -858,6 +873,7 @@ const consume = async (
             if (resync.open > 0) for (const c of cs) resync.note(c.table, c.key)
             buffered.push(...cs)
           } else if (msg.tag === "commit") {
+            await settled()
             if (buffered.length > 0) await big.add(buffered)
             total += buffered.length
             const endLsn = parseLsn(msg.commitEndLsn!)
@@ -868,6 +884,7 @@ const consume = async (
             return { endLsn, tally, delta }
           } else if (msg.tag === "relation") {
             if (msg.schema !== "app" || !(msg.name in TABLES)) continue
+            await settled()
             if (buffered.length > 0) await big.add(buffered)
             total += buffered.length
             buffered = []
@@ -879,6 +896,7 @@ const consume = async (
           } else if (msg.tag === "truncate") {
             // What this transaction wrote so far is in the mirror already (in this database
             // transaction): every mirrored row of the tables goes, in chunks.
+            await settled()
             if (buffered.length > 0) await big.add(buffered)
             total += buffered.length
             buffered = []

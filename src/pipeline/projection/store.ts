@@ -145,6 +145,29 @@ export class Store {
     for (const [t, key] of want) if (!this.base.has(t, key)) this.rememberAs(t, key, null)
   }
 
+  /** Remembers rows read from the mirror by another statement (data null: absent), unless already loaded. */
+  seed(
+    rows: ReadonlyArray<{
+      tbl: string
+      key: string
+      companyId: string | null
+      parentId: string | null
+      data: string | null
+    }>
+  ): void {
+    for (const r of rows) {
+      if (r.data === null) this.rememberAs(r.tbl, r.key, null)
+      else if (!this.base.has(r.tbl, r.key))
+        this.remember({
+          tbl: r.tbl,
+          key: r.key,
+          companyId: r.companyId,
+          parentId: r.parentId,
+          data: JSON.parse(r.data) as Row
+        })
+    }
+  }
+
   /** Remembers keys known to be absent before the batch (its first change of them is an INSERT). */
   absent(keys: Iterable<readonly [string, string]>): void {
     for (const [t, key] of keys) this.rememberAs(t, key, null)

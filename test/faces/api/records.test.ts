@@ -229,6 +229,28 @@ describe("read API", () => {
       expect(got).toEqual(statuses.flatMap((s) => byStatus[s]!).sort())
       for (const r of a.json.data) expect(statuses).toContain(r.status)
     })
+    it("status=open pages newest first across both of its statuses", async () => {
+      // The records were made a minute apart, newest first: open, in_progress, ..., open, ..., in_progress.
+      const all = ["open", "in_progress", "completed", "verified", "open", "verified", "in_progress"]
+      const expected = all.flatMap((status, i) =>
+        status === "open" || status === "in_progress"
+          ? [byStatus[status]![all.slice(0, i).filter((s) => s === status).length]!]
+          : []
+      )
+      const got: string[] = []
+      let cursor: string | null = null
+      for (let page = 0; page < 10; page++) {
+        const a = await api.get(
+          `/api/v1/corrective-actions?status=open&limit=1${cursor === null ? "" : `&cursor=${cursor}`}`,
+          { key: statusKey }
+        )
+        expect(a.status).toBe(200)
+        got.push(...a.json.data.map((r: { id: string }) => r.id))
+        cursor = a.json.nextCursor
+        if (cursor === null) break
+      }
+      expect(got).toEqual(expected)
+    })
     it.each(["done", "OPEN", "open,closed", ""])("400 for status=%j", async (value) => {
       const a = await api.get(`/api/v1/corrective-actions?status=${value}`, { key: statusKey })
       expect(a.status).toBe(400)
