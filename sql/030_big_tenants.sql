@@ -1,4 +1,4 @@
--- A company of a million records, imported in a few minutes (docs/design.md, "Big tenants"):
+-- A company of a million records, imported in a few minutes (docs/design.md, "A list's plan does not wait for statistics"):
 -- the tables capture fills are analyzed and vacuumed after a fiftieth of their rows changed,
 -- not the default fifth or tenth. At a million rows the defaults wait for 100,000 to 200,000
 -- changes; meanwhile the planner reasons about a table a fraction of its size, and rows

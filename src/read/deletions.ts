@@ -9,11 +9,11 @@ import type postgres from "postgres"
 import type { Forbidden, Invalid } from "../domain/errors.ts"
 import type { Resource } from "../domain/resources.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
-import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
+import { keyStateRelation } from "../access/keys/key-check.ts"
 import { keyRefused } from "../access/keys/rules.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
 import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
-import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
+import { badCursor, ISO_MILLIS, type KeyStateRow, readSetup, refusedBy, type Read, type Served } from "./served.ts"
 import type { KeySeen } from "./routing.ts"
 import { DEFAULT_LIMIT, DELETIONS_WINDOW_DAYS } from "./lists.ts"
 
@@ -51,17 +51,12 @@ export interface DeletionsKey {
   readonly host: string | undefined
 }
 
-interface DeletionRow {
-  readonly state: KeyState
-  readonly k_scopes: ReadonlyArray<string> | null
-  readonly c_modules: ReadonlyArray<string> | null
+interface DeletionRow extends KeyStateRow {
   readonly resource: string | null
   readonly id: string | null
   readonly deleted: string | null
   readonly ts: string | null
 }
-
-const MILLIS = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
 
 export const listDeletions = async (
   sql: postgres.Sql,
@@ -90,7 +85,7 @@ export const listDeletions = async (
     select s.state, s.k_scopes, s.c_modules, w.resource, w.id, w.deleted, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, r.resource)}
       left join lateral (
-        select d.resource, d.id::text as id, to_char(d.deleted_at at time zone 'UTC', ${sql.unsafe(MILLIS)}) as deleted, d.deleted_at::text as ts
+        select d.resource, d.id::text as id, to_char(d.deleted_at at time zone 'UTC', ${sql.unsafe(ISO_MILLIS)}) as deleted, d.deleted_at::text as ts
           from service.deletions d
          where s.state = 'ok' and d.company_id = ${key.companyId}
            and d.resource = any(s.k_scopes) and d.resource = any(s.c_modules)

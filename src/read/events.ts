@@ -15,11 +15,11 @@ import { isUuid } from "../domain/ids.ts"
 import type { Resource } from "../domain/resources.ts"
 import { deliveryBody } from "../webhooks/net/body.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
-import { keyStateRelation, type KeyState } from "../access/keys/key-check.ts"
+import { keyStateRelation } from "../access/keys/key-check.ts"
 import { keyRefused } from "../access/keys/rules.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
 import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
-import { badCursor, readSetup, refusedBy, type Read, type Served } from "./served.ts"
+import { badCursor, ISO_MILLIS, type KeyStateRow, readSetup, refusedBy, type Read, type Served } from "./served.ts"
 import type { KeySeen } from "./routing.ts"
 import { DEFAULT_LIMIT, EVENTS_WINDOW_DAYS } from "./lists.ts"
 
@@ -59,10 +59,7 @@ export const eventsRequest = (companyId: string, query: EventsQuery): EventsRequ
   }
 }
 
-interface EventRow {
-  readonly state: KeyState
-  readonly k_scopes: ReadonlyArray<string> | null
-  readonly c_modules: ReadonlyArray<string> | null
+interface EventRow extends KeyStateRow {
   readonly id: string | null
   readonly event: string | null
   readonly created: string | null
@@ -70,14 +67,12 @@ interface EventRow {
   readonly ts: string | null
 }
 
-const CREATED = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
-
 const bodyOf = (r: EventRow) =>
   deliveryBody({ deliveryId: r.id!, event: r.event!, createdAt: r.created!, payload: r.payload! })
 
 /** An event row's columns as the feed reads them. */
 const eventColumns = (sql: postgres.Sql) =>
-  sql`e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(CREATED)}) as created, e.payload, e.created_at::text as ts`
+  sql`e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(ISO_MILLIS)}) as created, e.payload, e.created_at::text as ts`
 
 /** The events a key may read (its scopes, its company's modules) within the feed's window. */
 const readableByKey = (sql: postgres.Sql) =>

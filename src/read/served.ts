@@ -46,6 +46,16 @@ export const answer = <E>(
       ? Effect.flatMap(refusal(key, resource, served.state), Effect.fail)
       : Effect.fail(served.error)
 
+/** The key check's columns a feed's statement reads beside its rows (keyStateRelation). */
+export interface KeyStateRow {
+  readonly state: KeyState
+  readonly k_scopes: ReadonlyArray<string> | null
+  readonly c_modules: ReadonlyArray<string> | null
+}
+
+/** to_char's format for a timestamp as the API writes it: UTC, milliseconds, Z. */
+export const ISO_MILLIS = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`
+
 /** A statement's first row as the key's refusal, when its check refused the key (no row: the key is gone). */
 export const refusedBy = (first: { readonly state: KeyState } | undefined): Served<never> | undefined =>
   first === undefined
