@@ -9,6 +9,7 @@ import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../domain/event-kin
 import { DEMO_HOST } from "./demo.ts"
 import {
   DEFAULT_WEIGHTS,
+  type Effects,
   OPERATION_NAMES,
   OPERATIONS,
   type OperationName,
@@ -143,9 +144,22 @@ export const simulate = async (sql: Sql, options: SimulateOptions): Promise<Simu
   let slot = 0
   let origin = started
 
+  // Operations in flight at once can deadlock (one deletes an observation while another closes
+  // its action): PostgreSQL rolls one back, and the app, like any client, runs it again.
+  const RETRIED = new Set(["40P01", "40001"]) // deadlock_detected, serialization_failure
+  const attempt = async (name: OperationName, tries = 5): Promise<Effects | null> => {
+    try {
+      return await sql.begin((tx) => OPERATIONS[name](tx as unknown as Tx, ctx))
+    } catch (cause) {
+      const code = (cause as { code?: unknown }).code
+      if (tries > 1 && typeof code === "string" && RETRIED.has(code)) return attempt(name, tries - 1)
+      throw cause
+    }
+  }
+
   const runOne = async (name: OperationName) => {
     try {
-      const effects = await sql.begin((tx) => OPERATIONS[name](tx as unknown as Tx, ctx))
+      const effects = await attempt(name)
       if (effects === null) {
         skipped++
         return
