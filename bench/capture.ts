@@ -19,13 +19,13 @@
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { parseArgs } from "node:util"
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { CaptureProfile, PHASES } from "../src/pipeline/capture/profile.ts"
 import { Effect, Fiber, Logger } from "effect"
 import { captureRun, CaptureStats } from "../src/pipeline/capture/run.ts"
 import { formatLsn, parseLsn } from "../src/platform/db/lsn.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
-import { benchDatabase, fmt, percentile, table } from "./support.ts"
+import { benchDatabase, fmt, percentile, postmasterChildren, table } from "./support.ts"
 
 const { TRANSACTIONS, LATENCY_SECONDS, ROUNDS, CPU_PROFILE } = (() => {
   try {
@@ -80,24 +80,15 @@ const postmaster = await (async () => {
     return null
   }
 })()
-const TICK_MS = 10 // USER_HZ 100
-const pgCpu = (): Map<string, number> => {
-  const out = new Map<string, number>()
-  if (postmaster === null) return out
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (f[1] !== postmaster) continue
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      out.set(pid + (cmd.includes("walsender") ? " walsender" : " backend"), (Number(f[11]) + Number(f[12])) * TICK_MS)
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out
-}
+const pgCpu = (): Map<string, number> =>
+  postmaster === null
+    ? new Map()
+    : new Map(
+        postmasterChildren(postmaster).map(({ pid, cmd, cpuMs }) => [
+          pid + (cmd.includes("walsender") ? " walsender" : " backend"),
+          cpuMs
+        ])
+      )
 /** Runs `f`; returns its result with the CPU milliseconds this process and PostgreSQL's
  *  walsenders and other processes spent meanwhile. With `processesEnd` (pg_recvlogical's
  *  walsender ends with it) they are sampled every 50 ms so that one that ends counts too;

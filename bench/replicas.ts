@@ -9,7 +9,7 @@
 //                                copied from its files, so no BENCH_DATABASE_URL here)
 //   BENCH_SECONDS=10 BENCH_RECORDS=10000 BENCH_ROUNDS=3 (defaults)
 import { randomBytes } from "node:crypto"
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { Agent, request } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -23,7 +23,7 @@ import { startService, waitForUrl, type ServiceProcess } from "../test/support/s
 import { startStandby } from "../test/support/standby.ts"
 import { createCompany, seedRecords } from "../test/support/views.ts"
 import { waitFor } from "../test/support/wait.ts"
-import { percentile, table } from "./support.ts"
+import { percentile, postmasterChildren, table } from "./support.ts"
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const RECORDS = Number(process.env.BENCH_RECORDS ?? 10_000)
@@ -38,31 +38,21 @@ if (process.env.BENCH_DATABASE_URL) {
 }
 
 // ---- CPU of a server's client backends (Linux: /proc) ----
-const TICK_MS = 10 // USER_HZ 100
 const postmasterOf = async (sql: postgres.Sql) => {
   const [r] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
   return readFileSync(`/proc/${r!.pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1]!
 }
 /** CPU milliseconds of each client backend (not the walsender, not the server's own processes). */
-const backendsCpu = (postmaster: string): Map<string, number> => {
-  const out = new Map<string, number>()
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (f[1] !== postmaster) continue
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      if (cmd.includes("walsender") || cmd.includes("walreceiver") || cmd.includes("startup")) continue
-      if (/postgres: (checkpointer|background writer|walwriter|autovacuum|logical replication|io worker)/.test(cmd))
-        continue
-      out.set(pid, (Number(f[11]) + Number(f[12])) * TICK_MS)
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out
-}
+const backendsCpu = (postmaster: string): Map<string, number> =>
+  new Map(
+    postmasterChildren(postmaster)
+      .filter(
+        ({ cmd }) =>
+          !(cmd.includes("walsender") || cmd.includes("walreceiver") || cmd.includes("startup")) &&
+          !/postgres: (checkpointer|background writer|walwriter|autovacuum|logical replication|io worker)/.test(cmd)
+      )
+      .map(({ pid, cpuMs }) => [pid, cpuMs])
+  )
 const cpuSince = (before: Map<string, number>, after: Map<string, number>) => {
   let ms = 0
   for (const [pid, a] of after) ms += a - (before.get(pid) ?? 0)

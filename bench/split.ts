@@ -7,7 +7,7 @@
 // stopped, then capture drains it; each phase is measured on its own (a CHECKPOINT before each,
 // so full-page images weigh the same; autovacuum off), the app's writes being the same both ways.
 // Usage: npm run bench:split [-- --transactions 20000] [--rounds 1]
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { randomUUID } from "node:crypto"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -22,7 +22,7 @@ import { parseLsn } from "../src/platform/db/lsn.ts"
 import { migrate } from "../src/platform/db/migrate.ts"
 import { RESOURCES } from "../src/domain/resources.ts"
 import { freePort } from "../test/support/net.ts"
-import { fmt, table } from "./support.ts"
+import { fmt, postmasterChildren, table } from "./support.ts"
 
 const { TRANSACTIONS, ROUNDS } = (() => {
   try {
@@ -70,7 +70,6 @@ const appAdmin = connect(appServer.url, 2)
 const ownAdmin = connect(ownServer.url, 2)
 
 // ---- CPU of a server's processes (Linux: /proc), by kind ----
-const TICK_MS = 10 // USER_HZ 100
 const postmasterOf = async (sql: postgres.Sql) => {
   const [r] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
   return readFileSync(`/proc/${r!.pid}/stat`, "utf8").split(") ")[1]!.split(" ")[1]!
@@ -78,15 +77,9 @@ const postmasterOf = async (sql: postgres.Sql) => {
 const appPostmaster = await postmasterOf(appAdmin)
 const ownPostmaster = await postmasterOf(ownAdmin)
 type Kind = "backends" | "walsender" | "background"
-const cpuOf = (postmaster: string): Map<string, { kind: Kind; ms: number }> => {
-  const out = new Map<string, { kind: Kind; ms: number }>()
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      if (f[1] !== postmaster) continue
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+const cpuOf = (postmaster: string): Map<string, { kind: Kind; ms: number }> =>
+  new Map(
+    postmasterChildren(postmaster).map(({ pid, cmd, cpuMs }) => {
       // Client backends show "postgres: <user> <database> <address>"; the server's own processes their role.
       const kind: Kind = cmd.includes("walsender")
         ? "walsender"
@@ -95,13 +88,9 @@ const cpuOf = (postmaster: string): Map<string, { kind: Kind; ms: number }> => {
             )
           ? "background"
           : "backends"
-      out.set(pid, { kind, ms: (Number(f[11]) + Number(f[12])) * TICK_MS })
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out
-}
+      return [pid, { kind, ms: cpuMs }]
+    })
+  )
 /** CPU milliseconds by kind between two samples (a process that ended meanwhile is not counted: sample before connections end). */
 const cpuSince = (before: ReturnType<typeof cpuOf>, after: ReturnType<typeof cpuOf>) => {
   const sum: Record<Kind, number> = { backends: 0, walsender: 0, background: 0 }

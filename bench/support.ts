@@ -1,5 +1,5 @@
 // Shared bench plumbing: a throwaway embedded PostgreSQL and small statistics helpers.
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { freePort } from "../test/support/net.ts"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -77,4 +77,24 @@ export const startCommand = (): { env: Record<string, string>; args: Array<strin
   if (node !== "node" || rest.length === 0)
     throw new Error(`the start script must be "[NAME=value ...] [exec] node [options] <file>", not "${script}"`)
   return { env, args: rest, before }
+}
+
+const TICK_MS = 10 // USER_HZ 100
+
+/** The postmaster's children (Linux: /proc): each one's pid, command line and CPU so far in ms. */
+export const postmasterChildren = (postmaster: string): Array<{ pid: string; cmd: string; cpuMs: number }> => {
+  const out: Array<{ pid: string; cmd: string; cpuMs: number }> = []
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      if (f[1] !== postmaster) continue
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      out.push({ pid, cmd, cpuMs: (Number(f[11]) + Number(f[12])) * TICK_MS })
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out
 }
