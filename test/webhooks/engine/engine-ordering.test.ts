@@ -43,7 +43,6 @@ describe("ordering by record", () => {
       events: ["corrective_action.created", "corrective_action.closed"],
       ordering: "record"
     })
-    s.engine = await startEngine(s.w.deps, { retrySchedule: "200ms,200ms,200ms,200ms,200ms" })
     const ids: Record<string, string> = {}
     for (const title of ["A", "C"]) ids[title] = await insertAction(s.w.db.sql, s.w.company.id, { title })
     // Each change its own transaction, so its own event: A closed, reopened and closed again.
@@ -53,6 +52,16 @@ describe("ordering by record", () => {
     await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.C!}`
     ids.B = await insertAction(s.w.db.sql, s.w.company.id, { title: "B" })
     await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.B}`
+    // Every event captured before the engine starts: B's two deliveries then go at once beside A's
+    // first attempts, so A's retries (1.5 s in all) cannot run out before B's arrive however
+    // long capture took on a loaded machine.
+    const recordIds = Object.values(ids)
+    await waitFor(async () => {
+      const [r] = await s.w.db.sql<{ n: number }[]>`
+        select count(*)::int as n from service.events where record_id::text = any(${recordIds})`
+      return r?.n === 7
+    }, "all seven events captured")
+    s.engine = await startEngine(s.w.deps, { retrySchedule: "300ms,300ms,300ms,300ms,300ms" })
 
     await waitFor(
       async () => {
