@@ -25,6 +25,7 @@ import postgres from "postgres"
 import { Pool } from "undici"
 import { parseAllowedNetworksOrThrow, type Lookup } from "../src/webhooks/net/address-guard.ts"
 import { makeEngine, type EngineOptions } from "../src/webhooks/engine/engine.ts"
+import { eventPayload } from "../src/pipeline/outbox/events.ts"
 import { parseRetryScheduleOrThrow } from "../src/domain/retry-schedule.ts"
 import { closeSenderConnections, USER_AGENT } from "../src/webhooks/net/sender.ts"
 import { newSecret, sign } from "../src/webhooks/net/signature.ts"
@@ -430,7 +431,9 @@ const main = async () => {
       await backlog("incidents")
       const [sample] = await sql<
         { payload: string; created_at: Date }[]
-      >`select payload, created_at from service.events limit 1`
+      >`select ${sql.unsafe(eventPayload("e"))} as payload, e.created_at from service.events e limit 1`
+      if (!sample?.payload) throw new Error("no event payload to post in the bare loop")
+      console.log(`bare loop body: an incident of ${sample.payload.length} characters`)
       const body = `{"id":"00000000-0000-4000-8000-000000000000","event":"incident.created","createdAt":"${sample!.created_at.toISOString()}","data":${sample!.payload}}`
 
       // 3. The baseline, run while the database is idle, on the same receiver.
@@ -539,7 +542,7 @@ const main = async () => {
         from service.webhook_deliveries d join service.events e on e.id = d.event_id
         join service.webhook_attempts a on a.delivery_id = d.id and a.number = 1
         join service.webhook_endpoints w on w.id = d.endpoint_id and w.name = 'latency'
-        where substring(e.payload::json->>'reference' from 5)::int >= ${warm}
+        where substring(${sql.unsafe(eventPayload("e"))}::json->>'reference' from 5)::int >= ${warm}
       ) x`
     await sql`update service.webhook_endpoints set enabled = false`
     await Effect.runPromise(Scope.close(scope, Exit.void))

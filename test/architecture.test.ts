@@ -15,7 +15,7 @@ const MAY_IMPORT: Readonly<Record<string, ReadonlyArray<string>>> = {
   "pipeline/outbox": ["domain", "platform", "pipeline/projection"],
   "pipeline/capture": ["domain", "platform", "pipeline/projection", "pipeline/outbox"],
   access: ["domain", "platform"],
-  read: ["domain", "platform", "access", "webhooks"],
+  read: ["domain", "platform", "access", "webhooks", "pipeline/outbox"],
   webhooks: ["domain", "platform", "pipeline/projection", "pipeline/outbox", "pipeline/capture", "access"],
   seed: ["domain", "platform"]
 }

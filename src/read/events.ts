@@ -14,6 +14,7 @@ import { EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
 import { isUuid } from "../domain/ids.ts"
 import type { Resource } from "../domain/resources.ts"
 import { deliveryBody } from "../webhooks/net/body.ts"
+import { eventPayload } from "../pipeline/outbox/events.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation } from "../access/keys/key-check.ts"
 import { keyRefused } from "../access/keys/rules.ts"
@@ -72,7 +73,7 @@ const bodyOf = (r: EventRow) =>
 
 /** An event row's columns as the feed reads them. */
 const eventColumns = (sql: postgres.Sql) =>
-  sql`e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(ISO_MILLIS)}) as created, e.payload, e.created_at::text as ts`
+  sql`e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(ISO_MILLIS)}) as created, ${sql.unsafe(eventPayload("e"))} as payload, e.created_at::text as ts`
 
 /** The events a key may read (its scopes, its company's modules) within the feed's window. */
 const readableByKey = (sql: postgres.Sql) =>

@@ -7,6 +7,7 @@ import { parseLsn } from "../../src/platform/db/lsn.ts"
 import { makeCompany } from "./app.ts"
 import type { TestDatabase } from "./db.ts"
 import { useDatabase, useResource } from "./fixtures.ts"
+import { eventPayload } from "../../src/pipeline/outbox/events.ts"
 
 export interface RunningCapture {
   readonly stats: CaptureStats
@@ -89,7 +90,8 @@ export const view = async (sql: Sql, resource: string, id: string): Promise<Reco
 export const outbox = async (sql: Sql) =>
   (
     await sql<{ event: string; record_id: string; payload: string; commit_lsn: string; seq: number }[]>`
-    select event, record_id::text, payload, commit_lsn::text, seq from service.events order by commit_lsn, seq`
+    select e.event, e.record_id::text, ${sql.unsafe(eventPayload("e"))} as payload, e.commit_lsn::text, e.seq
+    from service.events e order by e.commit_lsn, e.seq`
   ).map((e) => ({
     ...e,
     data: JSON.parse(e.payload) as Record<string, unknown>

@@ -8,6 +8,7 @@ import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { scrubToIdentifiers } from "../../domain/records/deleted.ts"
 import { isResource } from "../../domain/resources.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
+import { eventPayload } from "./events.ts"
 
 /** Resources some event carries: only their deletions have stored copies to scrub. */
 const WITH_EVENTS: ReadonlySet<string> = new Set(Object.values(EVENT_RESOURCE))
@@ -30,7 +31,7 @@ export const scrubDeletedRecords = async (tx: Tx, refs: ReadonlyArray<RecordRef>
   for (let i = 0; i < gone.length; i += CHUNK) {
     const part = gone.slice(i, i + CHUNK)
     const rows = await tx<{ id: string; resource: string; payload: string }[]>`
-      select e.id::text, e.resource, e.payload from service.events e
+      select e.id::text, e.resource, ${tx.unsafe(eventPayload("e"))} as payload from service.events e
       join unnest(${part.map((r) => r.resource)}::text[], ${part.map((r) => r.id)}::uuid[]) as d(resource, id)
         on e.record_id = d.id and e.resource = d.resource`
     const changed = rows.flatMap((r) => {

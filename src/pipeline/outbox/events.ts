@@ -30,9 +30,21 @@ export const writeEvents = async (tx: TransactionSql<Record<string, unknown>>, e
 }
 
 /**
+ * An event's payload in SQL, for the event row aliased `e`: its own copy, or (null) the body
+ * its record's view holds. Read in one statement with the event row, it is the body of the
+ * event's commit: when a view's body changes or the view goes, sql/031's triggers copy the old
+ * body into the events pointing at it, in that transaction (docs/design.md#design-decisions,
+ * "An event points at its record's view"). `prefix`: for a relation that renamed the event's
+ * resource and record_id columns (`event_resource`).
+ */
+export const eventPayload = (e: string, prefix = "") =>
+  `coalesce(${e}.payload, (select v.body from service.views v where v.resource = ${e}.${prefix}resource and v.id = ${e}.${prefix}record_id))`
+
+/**
  * writeEvents' statements, their parameters built now and run by the returned function.
  * `viewed`: events whose payload is the body of their record's view as written earlier in
- * the same transaction: it is taken from there instead of being sent a second time.
+ * the same transaction (the view's statement must go first): they keep no copy of it, and
+ * point at the view instead (payload null) until the view's body changes.
  */
 export const eventWrites = (
   events: ReadonlyArray<OutboxEvent>,
@@ -74,8 +86,7 @@ export const eventWrites = (
   return (tx) => [
     tx`
       insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)
-      select x.id, x.company_id, x.event, x.resource, x.record_id, x.commit_lsn, x.seq,
-        coalesce(x.payload, (select v.body from service.views v where v.resource = x.resource and v.id = x.record_id)), x.created_at
+      select x.id, x.company_id, x.event, x.resource, x.record_id, x.commit_lsn, x.seq, x.payload, x.created_at
       from unnest(string_to_array(${id}, chr(30))::uuid[], string_to_array(${company}, chr(30))::uuid[],
         string_to_array(${event}, chr(30)), string_to_array(${resource}, chr(30)), string_to_array(${record}, chr(30))::uuid[],
         string_to_array(${lsn}, chr(30))::pg_lsn[], string_to_array(${seq}, chr(30))::int[], string_to_array(${payload}, chr(30), ''),

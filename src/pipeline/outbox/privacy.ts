@@ -4,13 +4,14 @@
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { DESTINATIONS_CHANNEL } from "../../platform/db/channels.ts"
 import { redactPrivacyCase } from "../../domain/records/incidents.ts"
+import { eventPayload } from "./events.ts"
 
 /** Rewrites the stored payloads of every outbox event about these incidents. Returns how many changed. */
 export const scrubPrivacyCases = async (tx: Tx, incidentIds: ReadonlyArray<string>): Promise<number> => {
   if (incidentIds.length === 0) return 0
   const rows = await tx<{ id: string; payload: string }[]>`
-    select id::text, payload from service.events
-    where resource = 'incidents' and record_id = any(${[...incidentIds]}::uuid[])`
+    select e.id::text, ${tx.unsafe(eventPayload("e"))} as payload from service.events e
+    where e.resource = 'incidents' and e.record_id = any(${[...incidentIds]}::uuid[])`
   const changed = rows.flatMap((r) => {
     const payload = redactPrivacyCase(r.payload)
     return payload === r.payload ? [] : [{ id: r.id, payload }]

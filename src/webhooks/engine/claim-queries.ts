@@ -2,6 +2,7 @@
 // fair between receiver origins, holding those whose destination may not receive now; and
 // when the next one falls due. Times that drive the schedule come from the engine's Clock.
 import type { Sql } from "postgres"
+import { eventPayload } from "../../pipeline/outbox/events.ts"
 import type { Claimed } from "./item.ts"
 import { DELIVERY_JOINS, HOLD_REASON } from "./hold.ts"
 
@@ -28,7 +29,7 @@ with d as materialized (
   select d.id, d.event_id, d.next_attempt_at, d.attempts, d.manual, d.event, d.endpoint_id, d.subscription_id, s.key_id,
     coalesce(w.url, s.url) as url, coalesce(w.secret, ks.secret) as secret, ${PREVIOUS_SECRET} as previous_secret, d.origin,
     to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_created_at,
-    ev.payload, ${HOLD_REASON} as hold_reason, d.company_id, d.ordering_key, coalesce(w.rate_limit, s.rate_limit) as rate_limit,
+    ev.payload, ev.resource as event_resource, ev.record_id as event_record_id, ${HOLD_REASON} as hold_reason, d.company_id, d.ordering_key, coalesce(w.rate_limit, s.rate_limit) as rate_limit,
     coalesce(d.endpoint_id, d.subscription_id) as dest,
     case when d.ordering_key is null then null
       when (ev.commit_lsn, ev.seq) > (select f.commit_lsn, f.seq from service.webhook_fanout f) then 'fan-out'
@@ -75,7 +76,7 @@ with d as materialized (
 select c.id::text, c.event_id::text, (l.id is not null) as leased, c.attempts, c.manual, c.event, c.endpoint_id::text,
   c.subscription_id::text, c.key_id::text, c.url, case when l.id is not null then c.secret end as secret,
   case when l.id is not null then c.previous_secret end as previous_secret, c.origin,
-  c.event_created_at, case when l.id is not null then c.payload end as payload, c.company_id::text, c.ordering_key,
+  c.event_created_at, case when l.id is not null then ${eventPayload("c", "event_")} end as payload, c.company_id::text, c.ordering_key,
   c.rate_limit, c.blocked, (c.hold_reason is not null) as held
 from cand c left join leased l on l.id = c.id`
 

@@ -3,6 +3,7 @@
 // Plain async functions over the raw handle, each one batched statement: fanout.ts wraps each
 // call once (runtime.ts `db`).
 import type { Sql } from "postgres"
+import { eventPayload } from "../../pipeline/outbox/events.ts"
 import { originOf } from "../net/origin.ts"
 import { END, START, comparePos, type Pos } from "./positions.ts"
 
@@ -70,7 +71,7 @@ with head as materialized (
 )
 select ev.id::text as event_id, ev.company_id::text, ev.event, ev.part, ev.commit_lsn::text as lsn, ev.seq,
   to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as created_at,
-  per.endpoints::text[], per.subscriptions::text[], case when per.event_id is not null then ev.payload end as payload,
+  per.endpoints::text[], per.subscriptions::text[], case when per.event_id is not null then ${eventPayload("ev")} end as payload,
   ev.resource || ':' || ev.record_id as record, h.commit_lsn::text as head_lsn, h.seq as head_seq
 from head h left join (ev left join per on per.event_id = ev.id) on true
 order by ev.commit_lsn, ev.seq`

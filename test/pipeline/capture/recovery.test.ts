@@ -16,6 +16,7 @@ import { outbox, startCapture, view } from "../../support/capture.ts"
 import { freePort } from "../../support/global-setup.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { useDatabase } from "../../support/fixtures.ts"
+import { eventPayload } from "../../../src/pipeline/outbox/events.ts"
 
 describe("the leader lock", () => {
   const db = useDatabase()
@@ -216,7 +217,7 @@ describe("slot and bootstrap", () => {
     expect(closed!.n).toBe(5000)
     expect(((await view(db.sql, "audits", a!.id))!.items as unknown[]).length).toBe(3000)
     const payload = await db.sql<{ payload: string }[]>`
-      select e.payload from service.events e join app.incidents i on i.id = e.record_id where i.reference = 'IMP-1'`
+      select ${db.sql.unsafe(eventPayload("e"))} as payload from service.events e join app.incidents i on i.id = e.record_id where i.reference = 'IMP-1'`
     expect(JSON.parse(payload[0]!.payload).status).toBe("closed")
   })
 

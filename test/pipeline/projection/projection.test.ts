@@ -7,6 +7,7 @@ import { simulate } from "../../../src/seed/simulate.ts"
 import { insertIncident } from "../../support/app.ts"
 import { useCaptureWorld, view } from "../../support/capture.ts"
 import { WITHHELD_IN_A_PRIVACY_CASE } from "../../support/views.ts"
+import { eventPayload } from "../../../src/pipeline/outbox/events.ts"
 
 describe("projection through the stream", () => {
   const { db, cap, company } = useCaptureWorld()
@@ -181,7 +182,7 @@ describe("projection through the stream", () => {
     >`select count(*) filter (where body like '%NEVER-marker%')::int as n, count(*)::int as total from service.views`
     const [events] = await db.sql<
       { n: number; total: number }[]
-    >`select count(*) filter (where payload like '%NEVER-marker%')::int as n, count(*)::int as total from service.events`
+    >`select count(*) filter (where ${db.sql.unsafe(eventPayload("e"))} like '%NEVER-marker%')::int as n, count(*)::int as total from service.events e`
     const [mirror] = await db.sql<
       { n: number }[]
     >`select count(*)::int as n from service.rows where data::text like '%NEVER-marker%'`

@@ -19,6 +19,7 @@ import {
   waitFor
 } from "../../support/world.ts"
 import { runSql } from "../../support/sql.ts"
+import { eventPayload } from "../../../src/pipeline/outbox/events.ts"
 
 describe("delivery engine: the request", () => {
   const w = useWorld()
@@ -63,7 +64,7 @@ describe("delivery engine: the request", () => {
     // The body: this delivery's id, the event, its commit time, and the record as GET returns it.
     const [ev] = await w.db.sql<
       { payload: string; created_at: Date }[]
-    >`select payload, created_at from service.events where record_id = ${incidentId}`
+    >`select ${w.db.sql.unsafe(eventPayload("e"))} as payload, created_at from service.events e where record_id = ${incidentId}`
     expect(body.event).toBe("incident.created")
     expect(body.createdAt).toBe(ev!.created_at.toISOString())
     expect(body.data).toEqual(await view(w.db.sql, "incidents", incidentId))
