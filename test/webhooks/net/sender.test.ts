@@ -394,9 +394,11 @@ describe("failures", () => {
 
   it("the deadline also covers a body that never ends; the in-time 2xx still counts", async () => {
     receiver.reply("/drip", { status: 200, hangBody: true })
-    const r = await send({ url: receiver.url("/drip"), secret }, message, opts({ timeoutMs: 300 }))
+    // A deadline a loaded machine's TLS handshake and headers fit in (300 ms once did not).
+    const r = await send({ url: receiver.url("/drip"), secret }, message, opts({ timeoutMs: 1_000 }))
     expect(r).toMatchObject({ ok: true, status: 200, responseSnippet: "partial" })
-    expect(r.durationMs).toBeLessThan(1_500)
+    expect(r.durationMs).toBeGreaterThanOrEqual(990)
+    expect(r.durationMs).toBeLessThan(3_000)
   })
 
   it("a closed port is a refused connection", async () => {
