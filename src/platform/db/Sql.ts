@@ -56,6 +56,14 @@ export const appSeparate: Effect.Effect<boolean> = Effect.map(AppSql, ({ pool })
  * Runs `self` in one transaction: committed when it succeeds, rolled back when it fails or is
  * interrupted. Inside another `transaction` it joins the outer one (no savepoint): the outer
  * decides.
+ *
+ * Interrupted (a SIGTERM during a rebuild), the statement the transaction is running is
+ * cancelled first: postgres.js would queue the rollback behind it, and a long one would hold
+ * the shutdown until it ended. The cancel cannot land on the rollback: PostgreSQL drops a
+ * cancel that reaches a backend waiting for its next command, and the rollback is sent only
+ * once the cancel has been delivered. Once the transaction has ended its handle refuses
+ * statements, so work still running in a promise the fiber left behind fails instead of
+ * running on a connection back in the pool, outside any transaction.
  */
 export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R | Sql> =>
   Effect.flatMap(CurrentTx, (outer) =>
@@ -66,27 +74,86 @@ export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effec
             Effect.promise(async () => {
               const conn = await pool.reserve()
               try {
-                await conn`begin`
+                // One round trip: the backend's id (for a cancel) read just before the BEGIN, so
+                // that a transaction's first statement is still its own (SET TRANSACTION).
+                const [[backend]] = await Promise.all([
+                  conn<{ pid: number }[]>`select pg_backend_pid() as pid`,
+                  conn`begin`
+                ])
+                return ending(conn, backend!.pid)
               } catch (e) {
                 conn.release()
                 throw e
               }
-              return conn
             }),
-            (conn) =>
+            (t) =>
               self.pipe(
-                Effect.provideService(CurrentTx, conn),
-                Effect.tap(() => Effect.promise(() => conn`commit`))
+                Effect.provideService(CurrentTx, t.tx),
+                Effect.tap(() => Effect.promise(() => t.conn`commit`))
               ),
-            (conn, exit) =>
-              Effect.promise(() => (Exit.isSuccess(exit) ? Promise.resolve() : conn`rollback`.then(() => {}))).pipe(
+            (t, exit) =>
+              Effect.promise(async () => {
+                t.end()
+                if (Exit.isSuccess(exit)) return
+                if (Exit.hasInterrupts(exit)) await cancelRunning(pool, t.pid)
+                await t.conn`rollback`
+              }).pipe(
                 // A connection that failed mid-transaction is closed by postgres.js; nothing to undo.
                 Effect.catchDefect(() => Effect.void),
-                Effect.ensuring(Effect.sync(() => conn.release()))
+                Effect.ensuring(Effect.sync(() => t.conn.release()))
               )
           )
         )
   )
+
+/** A statement on a transaction's handle after it ended. */
+export class TransactionEnded extends Error {
+  constructor() {
+    super("statement on a transaction that has ended (committed, rolled back or interrupted)")
+    this.name = "TransactionEnded"
+  }
+}
+
+/**
+ * A reserved connection in a transaction, and the handle statements go through: the same
+ * postgres.js handle (tagged templates, helpers, `unsafe`) until `end`, then one that throws.
+ */
+const ending = (conn: postgres.ReservedSql, pid: number) => {
+  let ended = false
+  const check = () => {
+    if (ended) throw new TransactionEnded()
+  }
+  const tx = new Proxy(conn, {
+    apply: (target, self, args) => (check(), Reflect.apply(target, self, args)),
+    get: (target, key) => {
+      const value = Reflect.get(target, key, target)
+      return key === "unsafe" || key === "file"
+        ? (...args: unknown[]) => (check(), Reflect.apply(value as (...a: unknown[]) => unknown, target, args))
+        : value
+    }
+  }) as unknown as Tx
+  return {
+    conn,
+    tx,
+    pid,
+    end: () => {
+      ended = true
+    }
+  }
+}
+
+/**
+ * Cancels what the backend runs now, if anything, and returns once the cancel is delivered (or
+ * after 2 s: a pool with no free connection must not hold the rollback up).
+ */
+const cancelRunning = (pool: postgres.Sql, pid: number) =>
+  Promise.race([
+    pool`select pg_cancel_backend(${pid})`.then(
+      () => {},
+      () => {}
+    ),
+    new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())
+  ])
 
 /** Whether the current fiber is inside `transaction` (a rule that must not run alone can check). */
 export const inTransaction: Effect.Effect<boolean> = Effect.map(CurrentTx, (tx) => tx !== undefined)

@@ -1,6 +1,6 @@
 import { Effect, Exit, Fiber } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
-import { inTransaction, query, Sql, transaction } from "../../../src/platform/db/Sql.ts"
+import { inTransaction, query, Sql, TransactionEnded, transaction } from "../../../src/platform/db/Sql.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the Sql service", () => {
@@ -80,5 +80,65 @@ describe("the Sql service", () => {
     // The pool (5 connections) still serves: every reserved connection went back.
     const again = await Promise.all(Array.from({ length: 10 }, (_, i) => run(transaction(insert(10 + i)))))
     expect(again.every(Exit.isSuccess)).toBe(true)
+  })
+
+  it("interrupted during a long statement, it cancels the statement rather than wait for it", async () => {
+    await db.sql`truncate t`
+    const sleeping = () =>
+      db.sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where query like 'select pg_sleep(600)%'`
+    const exit = await run(
+      Effect.gen(function* () {
+        const fiber = yield* Effect.forkChild(
+          transaction(Effect.zip(insert(1), query((sql) => sql`select pg_sleep(600)`)))
+        )
+        yield* Effect.promise(async () => {
+          while ((await sleeping())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20))
+        })
+        yield* Fiber.interrupt(fiber)
+      })
+    )
+    // Without the cancel the interrupt would wait ten minutes for the rollback (the test's own
+    // timeout fails it long before).
+    expect(Exit.isSuccess(exit)).toBe(true)
+    expect((await sleeping())[0]!.n).toBe(0)
+    expect(await all()).toEqual([])
+    const [idle] = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity where state like 'idle in transaction%' and datname = current_database()`
+    expect(idle!.n).toBe(0)
+  }, 20_000)
+
+  it("work a fiber left behind cannot run statements once its transaction has ended", async () => {
+    await db.sql`truncate t`
+    let failed: unknown
+    let statements = 0
+    const exit = await run(
+      Effect.gen(function* () {
+        const fiber = yield* Effect.forkChild(
+          transaction(
+            // A loop in a promise the fiber cannot stop: it goes on after the interrupt.
+            query(async (sql) => {
+              try {
+                for (let n = 100; ; n++) {
+                  await sql`insert into t (n) values (${n})`
+                  statements++
+                  await new Promise((r) => setTimeout(r, 10))
+                }
+              } catch (e) {
+                failed = e
+              }
+            })
+          )
+        )
+        yield* Effect.promise(async () => {
+          while (statements < 3) await new Promise((r) => setTimeout(r, 10))
+        })
+        yield* Fiber.interrupt(fiber)
+      })
+    )
+    expect(Exit.isSuccess(exit)).toBe(true)
+    await new Promise((r) => setTimeout(r, 200))
+    expect(failed).toBeInstanceOf(TransactionEnded)
+    // Nothing of it committed: not the statements before the interrupt, none after.
+    expect(await all()).toEqual([])
   })
 })
