@@ -10,7 +10,7 @@ import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
 import { DELETED_RECORD_SCHEMAS, RECORD_SCHEMAS } from "./records.ts"
 import { EVENTS_WINDOW_DAYS } from "../../read/lists.ts"
 import { pageOf } from "./paging.ts"
-import { cursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
+import { createdQuery, oneOfParam, pagingQuery } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
@@ -25,10 +25,8 @@ const TypeParam = oneOfParam(
 
 /** Checked and parsed by the schema (query.ts): the handler gets a number, canonical timestamps, an event name. */
 export const EVENTS_QUERY = {
-  limit: Schema.optional(LimitParam),
-  cursor: Schema.optional(cursorParam("The nextCursor of the previous page, unchanged (same type and dates).")),
-  createdAfter: Schema.optional(dateParam(`Only events that happened strictly after this moment: ${DATE_FORMATS}.`)),
-  createdBefore: Schema.optional(dateParam(`Only events that happened strictly before this moment: ${DATE_FORMATS}.`)),
+  ...pagingQuery("The nextCursor of the previous page, unchanged (same type and dates)."),
+  ...createdQuery("events that happened", DATE_FORMATS),
   type: Schema.optional(TypeParam)
 } as const
 
