@@ -151,6 +151,12 @@ const asAdmin = <A, E, R>(
     })
   )
 
+/** Runs a webhook operation on the endpoint named by the id argument, as the admin of --as, in their company. */
+const onEndpointAs = <A, E, R>(
+  args: { readonly id: string; readonly as: string; readonly company: Option.Option<string> },
+  run: (w: WebhooksShape, actor: WebhookActor, endpoint: { id: string; companyId: string }) => Effect.Effect<A, E, R>
+) => asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }))
+
 const update = Command.make(
   "update",
   {
@@ -163,11 +169,10 @@ const update = Command.make(
     ...asAdminFlags
   },
   (args) =>
-    asAdmin(args, (w, actor, companyId) =>
+    onEndpointAs(args, (w, actor, endpoint) =>
       Effect.gen(function* () {
         const e = yield* w.updateEndpoint(actor, {
-          id: args.id,
-          companyId,
+          ...endpoint,
           name: Option.getOrUndefined(args.name),
           url: Option.getOrUndefined(args.url),
           events: Option.getOrUndefined(args.events),
@@ -198,7 +203,7 @@ const onEndpoint = <E, R>(
   ) => Effect.Effect<void, E, R>
 ) =>
   Command.make(name, { id: idArgument("The endpoint's id"), ...asAdminFlags }, (args) =>
-    asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }, args.json))
+    onEndpointAs(args, (w, actor, endpoint) => run(w, actor, endpoint, args.json))
   ).pipe(Command.withDescription(description))
 
 const rotateSecret = Command.make(
@@ -214,13 +219,9 @@ const rotateSecret = Command.make(
     ...asAdminFlags
   },
   (args) =>
-    asAdmin(args, (w, actor, companyId) =>
+    onEndpointAs(args, (w, actor, endpoint) =>
       Effect.gen(function* () {
-        const r = yield* w.rotateEndpointSecret(actor, {
-          id: args.id,
-          companyId,
-          overlap: Option.getOrUndefined(args.overlap)
-        })
+        const r = yield* w.rotateEndpointSecret(actor, { ...endpoint, overlap: Option.getOrUndefined(args.overlap) })
         yield* output(args.json, r, () =>
           [
             `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
