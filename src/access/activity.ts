@@ -67,6 +67,15 @@ export type NewActivity = {
 /** Writes one entry, in the caller's transaction when it runs in one (Sql's `transaction`). */
 export const writeActivity = (entry: NewActivity): Effect.Effect<void, never, Sql> => query((sql) => insert(sql, entry))
 
+/** An admin's change to a thing of their own company (an API key, an admin token), as writeActivity writes it. */
+export const writeAdminActivity = (
+  admin: { readonly userId: string; readonly email: string; readonly companyId: string },
+  kind: (typeof ACTIVITY_KINDS)[number],
+  subjectId: string,
+  details: Record<string, unknown>
+): Effect.Effect<void, never, Sql> =>
+  writeActivity({ companyId: admin.companyId, actor: userActor(admin), kind, subjectId, details })
+
 const insert = async (tx: Tx, entry: NewActivity): Promise<void> => {
   const a = entry.actor
   const details = {

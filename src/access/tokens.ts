@@ -3,21 +3,14 @@
 import { toIsoUtcOrNull } from "../domain/time.ts"
 import { Effect } from "effect"
 import { ADMIN_TOKEN_PREFIX, fingerprintOf, looksLike, newSecret } from "./keys/bearer-secrets.ts"
-import { userActor, writeActivity } from "./activity.ts"
+import { writeAdminActivity } from "./activity.ts"
 import { conflict, invalid, notFound, type RateLimited, rateLimited } from "../domain/errors.ts"
 import { adminNow, type AdminUser } from "./identity.ts"
 import { isUuid } from "../domain/ids.ts"
 import { query, transaction } from "../platform/db/Sql.ts"
-import { checkName, type Expiry } from "./keys/store.ts"
+import { checkName, expiresAtOf, type Expiry } from "./keys/store.ts"
 
 export const DEFAULT_TOKEN_EXPIRY: Expiry = "90d"
-
-const INTERVAL: Readonly<Record<Expiry, string | null>> = {
-  "30d": "30 days",
-  "90d": "90 days",
-  "1y": "1 year",
-  never: null
-}
 
 export interface CreatedToken {
   readonly id: string
@@ -77,14 +70,13 @@ export const createToken = Effect.fn("admin.createToken")(function* (
   if (problem !== undefined) return yield* problem
   const secret = newSecret(ADMIN_TOKEN_PREFIX)
   const name = input.name.trim()
-  const interval = INTERVAL[input.expires]
   return yield* transaction(
     Effect.gen(function* () {
       const [row] = yield* query(
         (tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
         insert into service.admin_tokens (company_id, user_id, user_email, name, prefix, fingerprint, expires_at, created_by_email)
         values (${actor.companyId}, ${actor.userId}, ${actor.email}, ${name}, ${secret.prefix}, ${secret.fingerprint},
-                ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.email})
+                ${expiresAtOf(tx, input.expires)}, ${actor.email})
         returning id, created_at, expires_at`
       )
       const created: CreatedToken = {
@@ -97,12 +89,10 @@ export const createToken = Effect.fn("admin.createToken")(function* (
         createdAt: row!.created_at.toISOString(),
         expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      yield* writeActivity({
-        companyId: actor.companyId,
-        actor: userActor(actor),
-        kind: "admin_token.created",
-        subjectId: created.id,
-        details: { name, prefix: secret.prefix, expiresAt: created.expiresAt }
+      yield* writeAdminActivity(actor, "admin_token.created", created.id, {
+        name,
+        prefix: secret.prefix,
+        expiresAt: created.expiresAt
       })
       return created
     })
@@ -127,13 +117,7 @@ export const revokeToken = Effect.fn("admin.revokeToken")(function* (actor: Admi
         update service.admin_tokens set revoked_at = now() where id = ${tokenId}
         returning *, (expires_at is not null and expires_at <= now()) as expired`
       )
-      yield* writeActivity({
-        companyId: actor.companyId,
-        actor: userActor(actor),
-        kind: "admin_token.revoked",
-        subjectId: tokenId,
-        details: { name: row.name }
-      })
+      yield* writeAdminActivity(actor, "admin_token.revoked", tokenId, { name: row.name })
       return toInfo(updated!)
     })
   )

@@ -94,6 +94,14 @@ export const decodeCursor = (
   return { position: { createdAt, id } }
 }
 
+/** Where a page starts: at the beginning without a cursor, else where its cursor says, or why that cursor is refused. */
+export const pagePosition = (
+  key: CursorKey,
+  binding: CursorBinding,
+  cursor: string | undefined
+): { readonly position: CursorPosition | undefined } | { readonly error: CursorError } =>
+  cursor === undefined ? { position: undefined } : decodeCursor(key, binding, cursor)
+
 export const CURSOR_ERROR_MESSAGES: Readonly<Record<CursorError, string>> = {
   malformed: "cursor is not a cursor this API issued; pass the nextCursor of the previous page unchanged",
   tampered:

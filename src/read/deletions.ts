@@ -5,16 +5,14 @@
 // A deletion is listed when the key could read the record now: its resource is in the key's
 // scopes and its module is on. Oldest first, keyset-paged on (deletedAt, id) like the lists.
 import { Context, Effect, Layer } from "effect"
-import type postgres from "postgres"
 import type { Forbidden, Invalid } from "../domain/errors.ts"
 import type { Resource } from "../domain/resources.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation } from "../access/keys/key-check.ts"
-import { keyRefused } from "../access/keys/rules.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
-import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
-import { badCursor, ISO_MILLIS, type KeyStateRow, readSetup, refusedBy, type Read, type Served } from "./served.ts"
-import type { KeySeen } from "./routing.ts"
+import { CURSOR_ERROR_MESSAGES, encodeCursor, pageJson, pagePosition } from "./cursor.ts"
+import type { CursorBinding } from "./cursor.ts"
+import { badCursor, ISO_MILLIS, listRefusal, readSetup } from "./served.ts"
+import type { FeedList, KeyStateRow, Read, Served } from "./served.ts"
 import { DEFAULT_LIMIT, DELETIONS_WINDOW_DAYS } from "./lists.ts"
 
 /** The query as its endpoint decodes it (faces/api/deletions-api.ts): since is a canonical UTC timestamp. */
@@ -58,29 +56,20 @@ interface DeletionRow extends KeyStateRow {
   readonly ts: string | null
 }
 
-export const listDeletions = async (
-  sql: postgres.Sql,
-  cursorKey: CursorKey,
-  key: DeletionsKey,
-  query: DeletionsQuery,
-  seen: (key: KeySeen) => void = () => {}
-): Promise<DeletionsAnswer> => {
+export const listDeletions: FeedList<DeletionsKey, DeletionsQuery> = async (sql, cursorKey, key, query, seen) => {
   const r = deletionsRequest(key.companyId, query)
-  let position: CursorPosition | undefined
-  if (query.cursor !== undefined) {
-    const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
-    if ("error" in decoded) {
-      return badCursor(
-        sql,
-        key,
-        r.resource,
-        decoded.error === "other-list"
-          ? "cursor belongs to another list: use it with the same resource and since as the page it came from"
-          : CURSOR_ERROR_MESSAGES[decoded.error]
-      )
-    }
-    position = decoded.position
+  const start = pagePosition(cursorKey, r.binding, query.cursor)
+  if ("error" in start) {
+    return badCursor(
+      sql,
+      key,
+      r.resource,
+      start.error === "other-list"
+        ? "cursor belongs to another list: use it with the same resource and since as the page it came from"
+        : CURSOR_ERROR_MESSAGES[start.error]
+    )
   }
+  const { position } = start
   const rows = await sql<DeletionRow[]>`
     select s.state, s.k_scopes, s.c_modules, w.resource, w.id, w.deleted, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, r.resource)}
@@ -96,14 +85,9 @@ export const listDeletions = async (
          order by d.deleted_at, d.id
          limit ${r.limit + 1}
       ) w on true`
-  const first = rows[0]
-  const refused = refusedBy(first)
+  const refused = listRefusal(rows[0], seen, r.resource, (resource) => ({ _tag: "Scope", resource }))
   if (refused !== undefined) return refused
-  seen(first!)
-  if (r.resource !== undefined && !(first!.k_scopes ?? []).includes(r.resource)) {
-    return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource: r.resource }) as Forbidden }
-  }
-  const count = first!.id === null ? 0 : rows.length
+  const count = rows[0]!.id === null ? 0 : rows.length
   // Resource names, uuids and timestamps need no escaping.
   const item = (d: (typeof rows)[number]) => `{"resource":"${d.resource}","id":"${d.id}","deletedAt":"${d.deleted}"}`
   const body = pageJson(rows, count, r.limit, item, (last) => encodeCursor(cursorKey, r.binding, last))

@@ -17,10 +17,10 @@ import { deliveryBody } from "../webhooks/net/body.ts"
 import { eventPayload } from "../pipeline/outbox/events.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { keyStateRelation } from "../access/keys/key-check.ts"
-import { keyRefused } from "../access/keys/rules.ts"
-import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, pageJson } from "./cursor.ts"
-import type { CursorBinding, CursorKey, CursorPosition } from "./cursor.ts"
-import { badCursor, ISO_MILLIS, type KeyStateRow, readSetup, refusedBy, type Read, type Served } from "./served.ts"
+import { CURSOR_ERROR_MESSAGES, encodeCursor, pageJson, pagePosition } from "./cursor.ts"
+import type { CursorBinding } from "./cursor.ts"
+import { badCursor, ISO_MILLIS, listRefusal, readSetup, refusedBy } from "./served.ts"
+import type { FeedList, KeyStateRow, Read, Served } from "./served.ts"
 import type { KeySeen } from "./routing.ts"
 import { DEFAULT_LIMIT, EVENTS_WINDOW_DAYS } from "./lists.ts"
 
@@ -79,23 +79,12 @@ const eventColumns = (sql: postgres.Sql) =>
 const readableByKey = (sql: postgres.Sql) =>
   sql`e.resource = any(s.k_scopes) and e.resource = any(s.c_modules) and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})`
 
-export const listEvents = async (
-  sql: postgres.Sql,
-  cursorKey: CursorKey,
-  key: FeedKey,
-  query: EventsQuery,
-  seen: (key: KeySeen) => void = () => {}
-): Promise<Served<Invalid | Forbidden>> => {
+export const listEvents: FeedList<FeedKey, EventsQuery> = async (sql, cursorKey, key, query, seen) => {
   const r = eventsRequest(key.companyId, query)
   const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
-  let position: CursorPosition | undefined
-  if (query.cursor !== undefined) {
-    const decoded = decodeCursor(cursorKey, r.binding, query.cursor)
-    if ("error" in decoded) {
-      return badCursor(sql, key, resource, CURSOR_ERROR_MESSAGES[decoded.error])
-    }
-    position = decoded.position
-  }
+  const start = pagePosition(cursorKey, r.binding, query.cursor)
+  if ("error" in start) return badCursor(sql, key, resource, CURSOR_ERROR_MESSAGES[start.error])
+  const { position } = start
   const rows = await sql<EventRow[]>`
     select s.state, s.k_scopes, s.c_modules, w.id, w.event, w.created, w.payload, w.ts
       from ${keyStateRelation(sql, key.keyId, key.host, resource)}
@@ -111,14 +100,9 @@ export const listEvents = async (
          order by e.created_at desc, e.id desc
          limit ${r.limit + 1}
       ) w on true`
-  const first = rows[0]
-  const refused = refusedBy(first)
+  const refused = listRefusal(rows[0], seen, resource, (resource) => ({ _tag: "Scope", resource, event: r.type }))
   if (refused !== undefined) return refused
-  seen(first!)
-  if (resource !== undefined && !(first!.k_scopes ?? []).includes(resource)) {
-    return { _tag: "Failed", error: keyRefused({ _tag: "Scope", resource, event: r.type }) as Forbidden }
-  }
-  const count = first!.id === null ? 0 : rows.length
+  const count = rows[0]!.id === null ? 0 : rows.length
   const body = pageJson(rows, count, r.limit, bodyOf, (last) => encodeCursor(cursorKey, r.binding, last))
   return { _tag: "Body", body }
 }

@@ -12,8 +12,9 @@ import { ApiKeys } from "../access/keys/service.ts"
 import { ApiPool } from "../platform/db/api-pool.ts"
 import { Database } from "../platform/db/Database.ts"
 import { ReadReplicas } from "../platform/db/read-replicas.ts"
-import { loadCursorKey } from "./cursor.ts"
-import { makeReadRouter, type ReadOn } from "./routing.ts"
+import { type CursorKey, loadCursorKey } from "./cursor.ts"
+import { type KeySeen, makeReadRouter, type ReadOn } from "./routing.ts"
+import { type KeyRefusal, keyRefused } from "../access/keys/rules.ts"
 
 /** A JSON answer: text, or the UTF-8 bytes exactly as PostgreSQL sent them. */
 export type Json = string | Uint8Array
@@ -63,6 +64,37 @@ export const refusedBy = (first: { readonly state: KeyState } | undefined): Serv
     : first.state !== "ok"
       ? { _tag: "Refused", state: first.state }
       : undefined
+
+/**
+ * A feed's list (events, deletions): one page for the key, read on `sql`, its cursors signed with
+ * `cursorKey`; `seen` (when given) is told the key's scopes and modules once its check passed.
+ */
+export type FeedList<Key, Query> = (
+  sql: postgres.Sql,
+  cursorKey: CursorKey,
+  key: Key,
+  query: Query,
+  seen?: (key: KeySeen) => void
+) => Promise<Served<Invalid | Forbidden>>
+
+/**
+ * What a list's first row says before its page is written: the key's refusal, or, for a list of
+ * one resource, a 403 when the key's scopes lack it (worded by `scope`); undefined to go on.
+ * The key is reported seen once its check passed.
+ */
+export const listRefusal = (
+  first: KeyStateRow | undefined,
+  seen: ((key: KeySeen) => void) | undefined,
+  resource: Resource | undefined,
+  scope: (resource: Resource) => KeyRefusal
+): Served<Forbidden> | undefined => {
+  const refused = refusedBy(first)
+  if (refused !== undefined) return refused
+  seen?.(first!)
+  if (resource !== undefined && !(first!.k_scopes ?? []).includes(resource))
+    return { _tag: "Failed", error: keyRefused(scope(resource)) as Forbidden }
+  return undefined
+}
 
 /** A cursor the list did not issue: the key's own refusal comes first, if it has one now. */
 export const badCursor = async (

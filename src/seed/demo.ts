@@ -126,6 +126,36 @@ interface CompanyPlan {
   readonly scale: Scale
 }
 
+/**
+ * How many of each the seed makes for Acme, the large company, and Globex, the small one:
+ * one table, so the two read side by side.
+ */
+const SCALES: { readonly [K in keyof Scale]: readonly [acme: number, globex: number] } = {
+  jobSites: [8, 2],
+  subcontractors: [12, 3],
+  workers: [120, 14],
+  equipment: [30, 5],
+  incidents: [300, 24],
+  observations: [200, 16],
+  audits: [40, 4],
+  inspections: [150, 10],
+  training: [300, 20],
+  changes: [30, 6],
+  permits: [45, 6],
+  policies: [10, 2],
+  sds: [20, 3],
+  riskAssessments: [18, 2],
+  standaloneActions: [8, 1]
+}
+
+/** One company's column of SCALES. */
+const scaleOf = (company: "acme" | "globex"): Scale => {
+  const column = company === "acme" ? 0 : 1
+  const scale = {} as Record<keyof Scale, number>
+  for (const k of Object.keys(SCALES) as Array<keyof Scale>) scale[k] = SCALES[k][column]
+  return scale
+}
+
 const ACME: CompanyPlan = {
   name: "Acme Construction",
   host: DEMO_HOST,
@@ -140,23 +170,7 @@ const ACME: CompanyPlan = {
     { name: "Rita Safety", email: "rita.safety@acme.example", role: "admin" }
   ],
   sites: C.JOB_SITES.slice(0, 8),
-  scale: {
-    jobSites: 8,
-    subcontractors: 12,
-    workers: 120,
-    equipment: 30,
-    incidents: 300,
-    observations: 200,
-    audits: 40,
-    inspections: 150,
-    training: 300,
-    changes: 30,
-    permits: 45,
-    policies: 10,
-    sds: 20,
-    riskAssessments: 18,
-    standaloneActions: 8
-  }
+  scale: scaleOf("acme")
 }
 
 // A smaller company on the team tier with some modules off, so tenancy and tier rules show.
@@ -187,23 +201,7 @@ const GLOBEX: CompanyPlan = {
     { name: "Hank Member", email: "member@globex.example", role: "member" }
   ],
   sites: C.JOB_SITES.slice(8, 10),
-  scale: {
-    jobSites: 2,
-    subcontractors: 3,
-    workers: 14,
-    equipment: 5,
-    incidents: 24,
-    observations: 16,
-    audits: 4,
-    inspections: 10,
-    training: 20,
-    changes: 6,
-    permits: 6,
-    policies: 2,
-    sds: 3,
-    riskAssessments: 2,
-    standaloneActions: 1
-  }
+  scale: scaleOf("globex")
 }
 
 const SPAN = 548 * DAY // about 18 months of history

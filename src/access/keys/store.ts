@@ -6,7 +6,7 @@ import { query, transaction } from "../../platform/db/Sql.ts"
 import type { Tx } from "../../platform/db/Database.ts"
 import { API_KEY_PREFIX, newSecret } from "./bearer-secrets.ts"
 import { isResource, RESOURCES, type Resource } from "../../domain/resources.ts"
-import { userActor, writeActivity } from "../activity.ts"
+import { writeAdminActivity } from "../activity.ts"
 import { at, conflict, invalid, notFound, words, type Invalid } from "../../domain/errors.ts"
 import type { AdminUser } from "../identity.ts"
 import { isUuid } from "../../domain/ids.ts"
@@ -25,6 +25,12 @@ const EXPIRY_INTERVAL: Readonly<Record<Expiry, string | null>> = {
   "90d": "90 days",
   "1y": "1 year",
   never: null
+}
+
+/** When a key or an admin token made now stops working: now() plus its interval, or null (never). */
+export const expiresAtOf = (tx: Tx, expires: Expiry) => {
+  const interval = EXPIRY_INTERVAL[expires]
+  return interval === null ? null : tx`now() + ${interval}::interval`
 }
 
 export const MAX_NAME_LENGTH = 100
@@ -171,12 +177,11 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
           `this company already has ${n} active API keys, the most it may hold (${MAX_ACTIVE_KEYS}); revoke one first`
         )
       }
-      const interval = EXPIRY_INTERVAL[input.expires]
       const [row] = yield* query(
         (tx) => tx<{ id: string; created_at: Date; expires_at: Date | null }[]>`
         insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks, expires_at, created_by, created_by_email)
         values (${input.companyId}, ${name}, ${secret.fingerprint}, ${input.scopes as string[]}::text[],
-                ${input.webhooks}, ${interval === null ? null : tx`now() + ${interval}::interval`}, ${actor.userId}, ${actor.email})
+                ${input.webhooks}, ${expiresAtOf(tx, input.expires)}, ${actor.userId}, ${actor.email})
         returning id, created_at, expires_at`
       )
       const created: CreatedKey = {
@@ -189,12 +194,11 @@ export const createKey = Effect.fn("admin.createKey")(function* (actor: AdminUse
         createdAt: row!.created_at.toISOString(),
         expiresAt: toIsoUtcOrNull(row!.expires_at)
       }
-      yield* writeActivity({
-        companyId: input.companyId,
-        actor: userActor(actor),
-        kind: "key.created",
-        subjectId: created.id,
-        details: { name, scopes: [...input.scopes], webhooks: input.webhooks, expiresAt: created.expiresAt }
+      yield* writeAdminActivity(actor, "key.created", created.id, {
+        name,
+        scopes: [...input.scopes],
+        webhooks: input.webhooks,
+        expiresAt: created.expiresAt
       })
       return created
     })
@@ -236,13 +240,7 @@ export const revokeKey = Effect.fn("admin.revokeKey")(function* (actor: AdminUse
          where id = ${keyId}
          returning ${KEY_COLUMNS(tx)}`
       )
-      yield* writeActivity({
-        companyId: actor.companyId,
-        actor: userActor(actor),
-        kind: "key.revoked",
-        subjectId: keyId,
-        details: { name: row.name }
-      })
+      yield* writeAdminActivity(actor, "key.revoked", keyId, { name: row.name })
       return toInfo(updated!)
     })
   )

@@ -127,9 +127,7 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       params: IdParam,
       success: KeyInfo,
       error: [NotFound, Conflict]
-    }).annotateMerge(
-      OpenApi.annotations({ description: "The key's next request gets 401; its webhook subscriptions are deleted." })
-    )
+    }).annotate(OpenApi.Description, "The key's next request gets 401; its webhook subscriptions are deleted.")
   )
   .annotateMerge(OpenApi.annotations({ description: "API keys of the admin's company" })) {}
 

@@ -2,15 +2,12 @@
 import { Effect, Layer, Redacted } from "effect"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiMiddleware } from "effect/http-api"
-import { clientOf, strayParameter } from "../api/auth.ts"
+import { authenticationServices, clientOf, strayParameter } from "../api/auth.ts"
 import { invalid, unauthorized } from "../../domain/errors.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import { companyById } from "../../access/identity.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys/store.ts"
 import { authenticateToken, listTokens, needsLookup, revokeToken, tooManyTokenFailures } from "../../access/tokens.ts"
-import { ApiKeys } from "../../access/keys/service.ts"
-import { ApiSettings } from "../../platform/api-settings.ts"
-import { TrustProxySetting } from "../../platform/config.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, byAdmin, CurrentAdmin } from "./definition.ts"
 
 /** What a 401 of the admin API carries besides its body. */
@@ -20,9 +17,8 @@ export const AdminAuthLive = Layer.effect(
   AdminAuth,
   Effect.gen(function* () {
     const sql = yield* Sql
-    const keys = yield* ApiKeys
-    const trust = yield* TrustProxySetting
-    const { authFailuresPerMinute } = yield* ApiSettings
+    const { keys, trust, settings } = yield* authenticationServices
+    const { authFailuresPerMinute } = settings
     return AdminAuth.of({
       adminToken: (httpEffect, { credential, endpoint }) =>
         Effect.gen(function* () {

@@ -269,9 +269,7 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
       params: IdParam,
       success: DeliveryInfo,
       error: [NotFound, Conflict]
-    }).annotateMerge(
-      OpenApi.annotations({ description: "Send Again: one attempt at once, with the same delivery id." })
-    ),
+    }).annotate(OpenApi.Description, "Send Again: one attempt at once, with the same delivery id."),
     HttpApiEndpoint.get("listSubscriptions", `${PREFIX}/subscriptions`, {
       success: data(SubscriptionInfo),
       error: [BadRequest]

@@ -67,6 +67,15 @@ const BAD_HOST = invalid(
 /** The refusal of a Host that is not one (400): one error, made once (a flood's answers cost no stack trace each). */
 export const badHost = () => BAD_HOST
 
+/**
+ * What both authentications read (API keys here, admin tokens in the admin API): the keys
+ * service, which counts a client's failed attempts; TRUST_PROXY, which says who the client is
+ * (clientOf); and the API's settings.
+ */
+export const authenticationServices = Effect.gen(function* () {
+  return { keys: yield* ApiKeys, trust: yield* TrustProxySetting, settings: yield* ApiSettings }
+})
+
 /** The request's client address, as TRUST_PROXY says to read it. */
 export const clientOf = (request: HttpServerRequest.HttpServerRequest, trust: TrustProxy): string | undefined =>
   clientAddress(Option.getOrUndefined(request.remoteAddress), request.headers["x-forwarded-for"], trust)
@@ -117,9 +126,7 @@ const withHeaders =
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
   Effect.gen(function* () {
-    const keys = yield* ApiKeys
-    const settings = yield* ApiSettings
-    const trust = yield* TrustProxySetting
+    const { keys, trust, settings } = yield* authenticationServices
     const policy = rateLimitPolicy(settings.rateLimit, settings.rateWindowSeconds)
     // Without a usable key there is no allowance to report, only the policy.
     const policyOnly = { "ratelimit-policy": policy }

@@ -2,13 +2,12 @@
 // (ServiceApi.add(DeletionsGroup)); the handler is in deletions-handlers.ts, the listing in
 // src/read/deletions.ts.
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiGroup, OpenApi } from "effect/http-api"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
 import { RESOURCES } from "../../domain/resources.ts"
 import { DELETIONS_WINDOW_DAYS } from "../../read/lists.ts"
-import { BadRequest, Forbidden } from "../http/errors.ts"
 import { DELETION_EXAMPLE } from "./examples.ts"
-import { pageOf } from "./paging.ts"
+import { feedList } from "./paging.ts"
 import { CursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
@@ -44,20 +43,15 @@ export const Deletion = Schema.Struct({
   })
 }).annotate({ identifier: "Deletion", description: "A record that was deleted", examples: [DELETION_EXAMPLE] })
 
+/** GET /api/v1/deletions in the documents: its summary and the paragraphs of its description. */
+const LIST_DOC = {
+  summary: `Records deleted in the last ${DELETIONS_WINDOW_DAYS} days`,
+  description: [
+    `Records deleted in the last ${DELETIONS_WINDOW_DAYS} days that this key could read: of the resources in its scopes whose module is on now. Oldest first, paged like the record lists.`,
+    "With the lists sorted by change (sort=updatedAt&updatedAfter=...) this keeps a copy in step: apply what changed, then drop what was deleted. A record deleted and then created again with the same id is no longer listed. A copy not synced for more than 30 days cannot learn every deletion: list everything again."
+  ]
+}
+
 export class DeletionsGroup extends HttpApiGroup.make("deletions")
-  .add(
-    HttpApiEndpoint.get("list", `${PREFIX}/deletions`, {
-      query: DELETIONS_QUERY,
-      success: pageOf(Deletion, "Oldest first (by deletedAt, then id)"),
-      error: [BadRequest, Forbidden]
-    }).annotateMerge(
-      OpenApi.annotations({
-        summary: `Records deleted in the last ${DELETIONS_WINDOW_DAYS} days`,
-        description: [
-          `Records deleted in the last ${DELETIONS_WINDOW_DAYS} days that this key could read: of the resources in its scopes whose module is on now. Oldest first, paged like the record lists.`,
-          "With the lists sorted by change (sort=updatedAt&updatedAfter=...) this keeps a copy in step: apply what changed, then drop what was deleted. A record deleted and then created again with the same id is no longer listed. A copy not synced for more than 30 days cannot learn every deletion: list everything again."
-        ].join("\n\n")
-      })
-    )
-  )
+  .add(feedList(`${PREFIX}/deletions`, DELETIONS_QUERY, Deletion, "Oldest first (by deletedAt, then id)", LIST_DOC))
   .annotateMerge(OpenApi.annotations({ description: "Deleted records, for keeping a copy in step" })) {}

@@ -6,11 +6,11 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
-import { BadRequest, Forbidden, NotFound } from "../http/errors.ts"
+import { NotFound } from "../http/errors.ts"
 import { DELETED_RECORD_SCHEMAS, RECORD_SCHEMAS } from "./records.ts"
 import { EVENTS_WINDOW_DAYS } from "../../read/lists.ts"
-import { pageOf } from "./paging.ts"
-import { cursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
+import { feedList } from "./paging.ts"
+import { createdQuery, oneOfParam, pagingQuery } from "./query.ts"
 
 // Not imported from definition.ts: that module imports this one.
 const PREFIX = "/api/v1"
@@ -25,10 +25,8 @@ const TypeParam = oneOfParam(
 
 /** Checked and parsed by the schema (query.ts): the handler gets a number, canonical timestamps, an event name. */
 export const EVENTS_QUERY = {
-  limit: Schema.optional(LimitParam),
-  cursor: Schema.optional(cursorParam("The nextCursor of the previous page, unchanged (same type and dates).")),
-  createdAfter: Schema.optional(dateParam(`Only events that happened strictly after this moment: ${DATE_FORMATS}.`)),
-  createdBefore: Schema.optional(dateParam(`Only events that happened strictly before this moment: ${DATE_FORMATS}.`)),
+  ...pagingQuery("The nextCursor of the previous page, unchanged (same type and dates)."),
+  ...createdQuery("events that happened", DATE_FORMATS),
   type: Schema.optional(TypeParam)
 } as const
 
@@ -88,21 +86,18 @@ export const Event = Schema.Union(
     "An event as webhooks deliver it, identified by the event's id: one of the eleven event payloads, told apart by event"
 })
 
+/** GET /api/v1/events in the documents: its summary and the paragraphs of its description. */
+const LIST_DOC = {
+  summary: `Events of the last ${EVENTS_WINDOW_DAYS} days`,
+  description: [
+    `Every event of the last ${EVENTS_WINDOW_DAYS} days this key could subscribe to: about records of the kinds it may read, in modules turned on now. Newest first, paged like the record lists.`,
+    "Use it to catch up after your receiver was down: each event has the payload its webhooks carried. The webhooks permission is not needed."
+  ]
+}
+
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
-    HttpApiEndpoint.get("list", `${PREFIX}/events`, {
-      query: EVENTS_QUERY,
-      success: pageOf(Event, "Newest first (by createdAt, then id)"),
-      error: [BadRequest, Forbidden]
-    }).annotateMerge(
-      OpenApi.annotations({
-        summary: `Events of the last ${EVENTS_WINDOW_DAYS} days`,
-        description: [
-          `Every event of the last ${EVENTS_WINDOW_DAYS} days this key could subscribe to: about records of the kinds it may read, in modules turned on now. Newest first, paged like the record lists.`,
-          "Use it to catch up after your receiver was down: each event has the payload its webhooks carried. The webhooks permission is not needed."
-        ].join("\n\n")
-      })
-    ),
+    feedList(`${PREFIX}/events`, EVENTS_QUERY, Event, "Newest first (by createdAt, then id)", LIST_DOC),
     HttpApiEndpoint.get("get", `${PREFIX}/events/:id`, {
       params: { id: Schema.String },
       success: Schema.Struct({ data: Event }),

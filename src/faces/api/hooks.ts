@@ -25,7 +25,7 @@ import {
   HOOK_RECOVERY_EXAMPLE
 } from "./examples.ts"
 import { pageOf } from "./paging.ts"
-import { cursorParam, dateParam, LimitParam, oneOfParam } from "./query.ts"
+import { createdQuery, oneOfParam, pagingQuery } from "./query.ts"
 
 const HOOKS_PATH = "/api/v1/hooks"
 const REPLAYS_PATH = "/api/v1/replays"
@@ -240,11 +240,9 @@ const DeliveryStatusParam = oneOfParam(
 
 /** Query of GET /api/v1/hooks/{id}/deliveries, checked and parsed by the schemas (query.ts). */
 export const HOOK_DELIVERIES_QUERY = {
-  limit: Schema.optional(LimitParam),
-  cursor: Schema.optional(cursorParam("The nextCursor of the previous page, unchanged (same status and dates).")),
+  ...pagingQuery("The nextCursor of the previous page, unchanged (same status and dates)."),
   status: Schema.optional(DeliveryStatusParam),
-  createdAfter: Schema.optional(dateParam(`Only deliveries made strictly after this moment: ${FILTER_DATE_FORMATS}.`)),
-  createdBefore: Schema.optional(dateParam(`Only deliveries made strictly before this moment: ${FILTER_DATE_FORMATS}.`))
+  ...createdQuery("deliveries made")
 } as const
 
 /** The query parameters of the hooks group, for the message about an unknown one. */

@@ -48,9 +48,9 @@ export const LimitParam = textParam((t) => parseLimit(t) !== undefined || `must 
 export const cursorParam = (description: string) =>
   textParam((t) => t.length > 0 || "must not be empty", { description, jsonSchema: { minLength: 1 } })
 
-export const CursorParam = cursorParam(
+const CURSOR_DESCRIPTION =
   "The nextCursor of the previous page, unchanged. It only works with the same resource and filters."
-)
+export const CursorParam = cursorParam(CURSOR_DESCRIPTION)
 
 const DATE_JSON_SCHEMA = {
   pattern: "^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$"
@@ -68,8 +68,22 @@ export const dateParam = (description: string) =>
     )
   )
 
-export const CreatedAfterParam = dateParam(`Only records created strictly after this moment: ${FILTER_DATE_FORMATS}.`)
-export const CreatedBeforeParam = dateParam(`Only records created strictly before this moment: ${FILTER_DATE_FORMATS}.`)
+/**
+ * limit and cursor, the paging every list takes; the cursor's description says what it must be
+ * sent with. One definition so that every list pages alike.
+ */
+export const pagingQuery = (cursorDescription: string) =>
+  ({
+    limit: Schema.optional(LimitParam),
+    cursor: Schema.optional(cursorParam(cursorDescription))
+  }) as const
+
+/** createdAfter and createdBefore, strict bounds on when `what` ("records created") came to be. */
+export const createdQuery = (what: string, formats: string = FILTER_DATE_FORMATS) =>
+  ({
+    createdAfter: Schema.optional(dateParam(`Only ${what} strictly after this moment: ${formats}.`)),
+    createdBefore: Schema.optional(dateParam(`Only ${what} strictly before this moment: ${formats}.`))
+  }) as const
 
 const CHANGED =
   "A record's change time is its updatedAt; for a record with no updatedAt (inspections), or whose change left updatedAt alone (an audit's item, a policy's acknowledgement, a subcontractor's document, the equipment or job site name inside an inspection), the time the service saw the change, which moves forward with every change. With sort=updatedAt the answer's nextUpdatedAfter carries it."
@@ -113,10 +127,8 @@ export const StatusParam = oneOfParam(
 
 /** Query fields every list takes. */
 export const BASE_QUERY = {
-  limit: Schema.optional(LimitParam),
-  cursor: Schema.optional(CursorParam),
-  createdAfter: Schema.optional(CreatedAfterParam),
-  createdBefore: Schema.optional(CreatedBeforeParam),
+  ...pagingQuery(CURSOR_DESCRIPTION),
+  ...createdQuery("records created"),
   updatedAfter: Schema.optional(UpdatedAfterParam),
   updatedBefore: Schema.optional(UpdatedBeforeParam),
   sort: Schema.optional(SortParam)

@@ -2,7 +2,7 @@
 // database (opened only when a command runs, so --help needs none), and output that is
 // one JSON value on stdout with --json, or text for a person.
 import { Console, Data, Effect, Layer, Option } from "effect"
-import { Flag } from "effect/cli"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Database from "../../platform/db/Database.ts"
 import { Sql } from "../../platform/db/Sql.ts"
 import type { DomainError, Reason } from "../../domain/errors.ts"
@@ -28,6 +28,12 @@ export const company = Flag.String("company").pipe(
 )
 export const companyOptional = company.pipe(Flag.optional)
 
+/** The flags of a change made by an admin: --as, --company (checked against the admin's), --json. */
+export const asAdminFlags = { company: companyOptional, as: asRequired, json }
+
+/** The `id` argument of a command about one thing; the description says whose, and where ids are listed. */
+export const idArgument = (description: string) => Argument.String("id").pipe(Argument.withDescription(description))
+
 /** A text flag that may be left out. */
 export const optionalText = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
@@ -43,6 +49,23 @@ export const withDatabase = <A, E, R>(
       Error
     >
   ) as Effect.Effect<A, E | Error, Exclude<R, Database.Database | Database.AppDatabase | Sql>>
+
+/**
+ * A command whose work runs against the databases (withDatabase), as most admin commands do:
+ * `run` is that work, given the parsed flags and arguments.
+ */
+export const databaseCommand = <Name extends string, const Config extends Command.Command.Config, E, R>(
+  name: Name,
+  config: Config,
+  run: (args: Command.Command.Config.Infer<Config>) => Effect.Effect<void, E, R>
+) => Command.make(name, config, (args) => withDatabase(run(args)))
+
+/** The items of a comma-separated flag (e.g. --events a,b): trimmed, empty ones dropped. */
+export const commaList = (text: string): Array<string> =>
+  text
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "")
 
 /** The company named by --company, and the admin named by --as in it. */
 export const companyAndAdmin = (

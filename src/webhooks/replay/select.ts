@@ -91,52 +91,53 @@ const CHUNK = 2_000
 
 type Plan = { event_id: string; delivery_id: string | null; state: string | null; leased: boolean }
 
+/** Where each kind of destination is read, by id: its statement, and its row's events and whether it is on. */
+const DESTINATION_READS = {
+  endpoint: {
+    statement: `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
+    events: (row: DestinationRow) => row.events!,
+    on: (row: DestinationRow) => row.enabled!
+  },
+  subscription: {
+    statement: `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
+    events: (row: DestinationRow) => [row.event!],
+    on: (row: DestinationRow) => row.active!
+  }
+} as const
+
+/** A row of either statement: an endpoint's has events and enabled, a subscription's event and active. */
+interface DestinationRow {
+  readonly company_id: string
+  readonly url: string
+  readonly events?: string[]
+  readonly enabled?: boolean
+  readonly event?: string
+  readonly active?: boolean
+  readonly created_at: Date
+  readonly origin: string
+}
+
 const destinationOf = Effect.fn("replayDestination")(function* (input: ReplayInput) {
   if ((input.endpointId === undefined) === (input.subscriptionId === undefined)) {
     return yield* invalid(words`name one destination: ${at("endpoint")} or ${at("subscription")}`)
   }
   const company = input.companyId?.toLowerCase()
-  if (input.endpointId !== undefined) {
-    const id = input.endpointId.trim().toLowerCase()
-    if (!isUuid(id)) return yield* notFound(`no endpoint ${JSON.stringify(input.endpointId)}`)
-    const [w] = yield* query((sql) =>
-      sql.unsafe<
-        { company_id: string; url: string; events: string[]; enabled: boolean; created_at: Date; origin: string }[]
-      >(
-        `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
-        [id]
-      )
-    )
-    if (!w || (company !== undefined && w.company_id !== company)) return yield* notFound(`no endpoint ${id}`)
-    return {
-      kind: "endpoint",
-      id,
-      companyId: w.company_id,
-      url: w.url,
-      events: w.events,
-      on: w.enabled,
-      createdAt: w.created_at.toISOString(),
-      origin: w.origin
-    } satisfies ReplayDestination
-  }
-  const id = input.subscriptionId!.trim().toLowerCase()
-  if (!isUuid(id)) return yield* notFound(`no subscription ${JSON.stringify(input.subscriptionId)}`)
-  const [s] = yield* query((sql) =>
-    sql.unsafe<{ company_id: string; url: string; event: string; active: boolean; created_at: Date; origin: string }[]>(
-      `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
-      [id]
-    )
-  )
-  if (!s || (company !== undefined && s.company_id !== company)) return yield* notFound(`no subscription ${id}`)
+  const kind = input.endpointId !== undefined ? "endpoint" : "subscription"
+  const given = (input.endpointId ?? input.subscriptionId)!
+  const id = given.trim().toLowerCase()
+  if (!isUuid(id)) return yield* notFound(`no ${kind} ${JSON.stringify(given)}`)
+  const read = DESTINATION_READS[kind]
+  const [row] = yield* query((sql) => sql.unsafe<DestinationRow[]>(read.statement, [id]))
+  if (!row || (company !== undefined && row.company_id !== company)) return yield* notFound(`no ${kind} ${id}`)
   return {
-    kind: "subscription",
+    kind,
     id,
-    companyId: s.company_id,
-    url: s.url,
-    events: [s.event],
-    on: s.active,
-    createdAt: s.created_at.toISOString(),
-    origin: s.origin
+    companyId: row.company_id,
+    url: row.url,
+    events: read.events(row),
+    on: read.on(row),
+    createdAt: row.created_at.toISOString(),
+    origin: row.origin
   } satisfies ReplayDestination
 })
 

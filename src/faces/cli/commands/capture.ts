@@ -17,7 +17,7 @@ import {
   retryableEntries,
   sendRequest
 } from "../../../pipeline/capture/quarantine.ts"
-import { asOptional, CheckFailed, json, listing, output, when, withDatabase } from "../support.ts"
+import { asOptional, CheckFailed, databaseCommand, idArgument, json, listing, output, when } from "../support.ts"
 
 const WAIT_MS = 30_000
 
@@ -32,21 +32,19 @@ const entryLine = (e: QuarantineEntry) => [
   e.error
 ]
 
-const list = Command.make("list", { as: asOptional, json }, (args) =>
-  withDatabase(
-    Effect.gen(function* () {
-      if (Option.isSome(args.as)) yield* findAdmin(args.as.value)
-      const entries = yield* listQuarantine()
-      yield* output(args.json, entries, () =>
-        listing(
-          entries,
-          { empty: "Nothing is held in quarantine.", title: `${entries.length} record(s) held in quarantine` },
-          ["ID", "TABLE", "KEY", "COMPANY", "FIRST SEEN", "LAST SEEN", "ATTEMPTS", "ERROR"],
-          () => entries.map(entryLine)
-        )
+const list = databaseCommand("list", { as: asOptional, json }, (args) =>
+  Effect.gen(function* () {
+    if (Option.isSome(args.as)) yield* findAdmin(args.as.value)
+    const entries = yield* listQuarantine()
+    yield* output(args.json, entries, () =>
+      listing(
+        entries,
+        { empty: "Nothing is held in quarantine.", title: `${entries.length} record(s) held in quarantine` },
+        ["ID", "TABLE", "KEY", "COMPANY", "FIRST SEEN", "LAST SEEN", "ATTEMPTS", "ERROR"],
+        () => entries.map(entryLine)
       )
-    })
-  )
+    )
+  })
 ).pipe(Command.withDescription("The records capture holds: their view keeps its last good state, their events wait"))
 
 /** The actor of a request: the admin named by --as (of the entry's company), else the service. */
@@ -118,12 +116,9 @@ const request = (
     }
   })
 
-const idArg = Argument.String("id").pipe(
-  Argument.withDescription("The held record's id (see capture quarantine list)"),
-  Argument.optional
-)
+const idArg = idArgument("The held record's id (see capture quarantine list)").pipe(Argument.optional)
 
-const retry = Command.make(
+const retry = databaseCommand(
   "retry",
   {
     id: idArg,
@@ -132,59 +127,55 @@ const retry = Command.make(
     json
   },
   (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        if (Option.isSome(args.id) === args.all)
-          return yield* invalid(words`give the held record's id (see capture quarantine list), or ${at("all")}`)
-        const entries = args.all
-          ? yield* retryableEntries()
-          : [
-              (yield* quarantineEntry(Option.getOrElse(args.id, () => ""))) ??
-                (yield* notFound(
-                  `no held record with id ${Option.getOrElse(args.id, () => "")} (see capture quarantine list)`
-                ))
-            ]
-        if (entries.length === 0)
-          return yield* output(args.json, { retried: 0, stillHeld: [] }, () => "Nothing to retry.")
-        const { lsn, still } = yield* request("retry", entries, args.as, args.all)
-        const answer = { retried: entries.length, shaped: entries.length - still.length, stillHeld: still, lsn }
-        yield* output(args.json, answer, () =>
-          [
-            `Retried ${entries.length} held record(s) at WAL ${lsn}: ${answer.shaped} shaped again (views written, the events they owed sent once).`,
-            ...still.map((e) => `  still held: #${e.id} app.${e.table} ${e.key} (attempt ${e.attempts}): ${e.error}`)
-          ].join("\n")
-        )
-        if (still.length > 0)
-          return yield* new CheckFailed({ message: `${still.length} record(s) still cannot be shaped` })
-      })
-    )
+    Effect.gen(function* () {
+      if (Option.isSome(args.id) === args.all)
+        return yield* invalid(words`give the held record's id (see capture quarantine list), or ${at("all")}`)
+      const entries = args.all
+        ? yield* retryableEntries()
+        : [
+            (yield* quarantineEntry(Option.getOrElse(args.id, () => ""))) ??
+              (yield* notFound(
+                `no held record with id ${Option.getOrElse(args.id, () => "")} (see capture quarantine list)`
+              ))
+          ]
+      if (entries.length === 0)
+        return yield* output(args.json, { retried: 0, stillHeld: [] }, () => "Nothing to retry.")
+      const { lsn, still } = yield* request("retry", entries, args.as, args.all)
+      const answer = { retried: entries.length, shaped: entries.length - still.length, stillHeld: still, lsn }
+      yield* output(args.json, answer, () =>
+        [
+          `Retried ${entries.length} held record(s) at WAL ${lsn}: ${answer.shaped} shaped again (views written, the events they owed sent once).`,
+          ...still.map((e) => `  still held: #${e.id} app.${e.table} ${e.key} (attempt ${e.attempts}): ${e.error}`)
+        ].join("\n")
+      )
+      if (still.length > 0)
+        return yield* new CheckFailed({ message: `${still.length} record(s) still cannot be shaped` })
+    })
 ).pipe(
   Command.withDescription(
     "Shape held records again from their current rows: those that shape get their view and the events they owe, once; the others stay held (exit 1)"
   )
 )
 
-const discard = Command.make(
+const discard = databaseCommand(
   "discard",
   {
-    id: Argument.String("id").pipe(Argument.withDescription("The held record's id (see capture quarantine list)")),
+    id: idArgument("The held record's id (see capture quarantine list)"),
     as: asOptional,
     json
   },
   (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        const entry =
-          (yield* quarantineEntry(args.id)) ??
-          (yield* notFound(`no held record with id ${args.id} (see capture quarantine list)`))
-        const { lsn, still } = yield* request("discard", [entry], args.as)
-        yield* output(args.json, { discarded: still.length === 0 ? 1 : 0, lsn, entry }, () =>
-          still.length === 0
-            ? `Discarded #${entry.id} (app.${entry.table} ${entry.key}): the events it owed are not sent; its view stays as it is until its next change.`
-            : `#${entry.id} is held again (its next change could not be shaped either).`
-        )
-      })
-    )
+    Effect.gen(function* () {
+      const entry =
+        (yield* quarantineEntry(args.id)) ??
+        (yield* notFound(`no held record with id ${args.id} (see capture quarantine list)`))
+      const { lsn, still } = yield* request("discard", [entry], args.as)
+      yield* output(args.json, { discarded: still.length === 0 ? 1 : 0, lsn, entry }, () =>
+        still.length === 0
+          ? `Discarded #${entry.id} (app.${entry.table} ${entry.key}): the events it owed are not sent; its view stays as it is until its next change.`
+          : `#${entry.id} is held again (its next change could not be shaped either).`
+      )
+    })
 ).pipe(
   Command.withDescription(
     "Drop a held record from quarantine: the events it owes are not sent, its view stays until its next change shapes it"

@@ -65,7 +65,11 @@ const parseDuration = (text: string): number => {
   return ms
 }
 
-const above0 = () => () => "a number above 0"
+/** Refuses 0 and below, with the one message (--rate, --concurrency, --seed). */
+const aboveZero = Flag.filter(
+  (n: number) => n > 0,
+  () => "a number above 0"
+)
 
 const progressLine = (p: SimulationProgress) => {
   const done = Object.entries(p.operations).filter(([, n]) => n > 0)
@@ -82,11 +86,7 @@ const progressLine = (p: SimulationProgress) => {
 export const simulate = Command.make(
   "simulate",
   {
-    rate: Flag.Finite("rate").pipe(
-      Flag.withDescription("Operations per second"),
-      Flag.withDefault(5),
-      Flag.filter((n) => n > 0, above0())
-    ),
+    rate: Flag.Finite("rate").pipe(Flag.withDescription("Operations per second"), Flag.withDefault(5), aboveZero),
     duration: Flag.String("duration").pipe(
       Flag.withDescription("How long: 500ms, 30s, 5m, 1h (a bare number is seconds); default: until Ctrl-C"),
       Flag.mapTryCatch(parseDuration, (e) => (e instanceof Error ? e.message : String(e))),
@@ -99,13 +99,9 @@ export const simulate = Command.make(
     concurrency: Flag.Int("concurrency").pipe(
       Flag.withDescription("Operations in flight at once"),
       Flag.withDefault(1),
-      Flag.filter((n) => n > 0, above0())
+      aboveZero
     ),
-    seed: Flag.Int("seed").pipe(
-      Flag.withDescription("Random seed, for a repeatable run"),
-      Flag.filter((n) => n > 0, above0()),
-      Flag.optional
-    ),
+    seed: Flag.Int("seed").pipe(Flag.withDescription("Random seed, for a repeatable run"), aboveZero, Flag.optional),
     json
   },
   (args) =>

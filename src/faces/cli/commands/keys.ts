@@ -1,6 +1,6 @@
 // keys create | list | revoke: API keys of a company (docs/api.md#keys).
 import { Console, Effect } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
+import { Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { notFound } from "../../../domain/errors.ts"
 import { adminOfOwner, companyById, findCompany } from "../../../access/identity.ts"
@@ -16,20 +16,21 @@ import {
   revokeKey
 } from "../../../access/keys/store.ts"
 import {
+  asAdminFlags,
   asOptional,
   asRequired,
   company,
   companyAndAdmin,
-  companyOptional,
+  databaseCommand,
+  idArgument,
   json,
-  optionalAdmin,
   listing,
+  optionalAdmin,
   output,
-  when,
-  withDatabase
+  when
 } from "../support.ts"
 
-const create = Command.make(
+const create = databaseCommand(
   "create",
   {
     company,
@@ -49,44 +50,42 @@ const create = Command.make(
     json
   },
   (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        const scopes = parseScopes(args.read)
-        if ("error" in scopes) return yield* scopes.error
-        const { company, actor } = yield* companyAndAdmin(args.company, args.as)
-        const key = yield* createKey(actor, {
-          companyId: company.id,
-          name: args.name,
-          scopes: scopes.scopes,
-          webhooks: args.webhooks,
-          expires: args.expires
-        })
-        yield* output(args.json, { id: key.id, key: key.key }, () =>
-          [
-            `Created API key "${key.name}" (${key.id}) for ${company.name} (${company.host}).`,
-            `  reads:    ${key.scopes.length === RESOURCES.length ? "all" : key.scopes.join(", ")}`,
-            `  webhooks: ${key.webhooks ? "yes" : "no"}`,
-            `  expires:  ${when(key.expiresAt, "never")}`,
-            "",
-            "The key is shown this once; store it now:",
-            "",
-            `  ${key.key}`,
-            ""
-          ].join("\n")
-        )
-        // Made all the same (an admin may make keys before the company moves up), but said.
-        const refusal = yield* companyKeysRefusal(company.id)
-        if (refusal?._tag === "Tier") {
-          yield* Console.error(
-            `warning: ${company.name} is on the ${refusal.tier} tier: the API answers this key 403 until the company is on the Company tier.`
-          )
-        } else if (refusal?._tag === "ApiOff") {
-          yield* Console.error(
-            `warning: the API is turned off for ${company.name}: it answers this key 403 until the API is turned on.`
-          )
-        }
+    Effect.gen(function* () {
+      const scopes = parseScopes(args.read)
+      if ("error" in scopes) return yield* scopes.error
+      const { company, actor } = yield* companyAndAdmin(args.company, args.as)
+      const key = yield* createKey(actor, {
+        companyId: company.id,
+        name: args.name,
+        scopes: scopes.scopes,
+        webhooks: args.webhooks,
+        expires: args.expires
       })
-    )
+      yield* output(args.json, { id: key.id, key: key.key }, () =>
+        [
+          `Created API key "${key.name}" (${key.id}) for ${company.name} (${company.host}).`,
+          `  reads:    ${key.scopes.length === RESOURCES.length ? "all" : key.scopes.join(", ")}`,
+          `  webhooks: ${key.webhooks ? "yes" : "no"}`,
+          `  expires:  ${when(key.expiresAt, "never")}`,
+          "",
+          "The key is shown this once; store it now:",
+          "",
+          `  ${key.key}`,
+          ""
+        ].join("\n")
+      )
+      // Made all the same (an admin may make keys before the company moves up), but said.
+      const refusal = yield* companyKeysRefusal(company.id)
+      if (refusal?._tag === "Tier") {
+        yield* Console.error(
+          `warning: ${company.name} is on the ${refusal.tier} tier: the API answers this key 403 until the company is on the Company tier.`
+        )
+      } else if (refusal?._tag === "ApiOff") {
+        yield* Console.error(
+          `warning: the API is turned off for ${company.name}: it answers this key 403 until the API is turned on.`
+        )
+      }
+    })
 ).pipe(
   Command.withDescription(`Create an API key (shown once). A company holds at most ${MAX_ACTIVE_KEYS} active keys.`),
   Command.withExamples([
@@ -103,70 +102,64 @@ const create = Command.make(
   ])
 )
 
-const list = Command.make("list", { company, as: asOptional, json }, (args) =>
-  withDatabase(
-    Effect.gen(function* () {
-      const { company } = yield* optionalAdmin(args.company, args.as)
-      const keys = yield* listKeys(company.id)
-      yield* output(args.json, keys, () =>
-        listing(
-          keys,
-          {
-            empty: `${company.name} (${company.host}) has no API keys.`,
-            title: `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`
-          },
-          ["ID", "NAME", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
-          () =>
-            keys.map((k) => [
-              k.id,
-              k.name,
-              k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
-              k.webhooks ? "yes" : "no",
-              k.createdBy ?? "-",
-              when(k.createdAt),
-              when(k.expiresAt, "never"),
-              when(k.lastUsedAt, "never"),
-              String(k.requestCount),
-              k.state
-            ])
-        )
+const list = databaseCommand("list", { company, as: asOptional, json }, (args) =>
+  Effect.gen(function* () {
+    const { company } = yield* optionalAdmin(args.company, args.as)
+    const keys = yield* listKeys(company.id)
+    yield* output(args.json, keys, () =>
+      listing(
+        keys,
+        {
+          empty: `${company.name} (${company.host}) has no API keys.`,
+          title: `API keys of ${company.name} (${company.host}): ${keys.filter((k) => k.state === "active").length} active of at most ${MAX_ACTIVE_KEYS}`
+        },
+        ["ID", "NAME", "READS", "WEBHOOKS", "MADE BY", "CREATED", "EXPIRES", "LAST USED", "REQUESTS", "STATE"],
+        () =>
+          keys.map((k) => [
+            k.id,
+            k.name,
+            k.scopes.length === RESOURCES.length ? "all" : k.scopes.join(","),
+            k.webhooks ? "yes" : "no",
+            k.createdBy ?? "-",
+            when(k.createdAt),
+            when(k.expiresAt, "never"),
+            when(k.lastUsedAt, "never"),
+            String(k.requestCount),
+            k.state
+          ])
       )
-    })
-  )
+    )
+  })
 ).pipe(
   Command.withDescription(
     "List a company's API keys: who made each, scopes, created, expiry, last use, request count, state"
   )
 )
 
-const revoke = Command.make(
+const revoke = databaseCommand(
   "revoke",
   {
-    id: Argument.String("id").pipe(Argument.withDescription("The key's id (see keys list)")),
-    company: companyOptional,
-    as: asRequired,
-    json
+    id: idArgument("The key's id (see keys list)"),
+    ...asAdminFlags
   },
   (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        const companyId = yield* keyCompany(args.id)
-        const owner = yield* companyById(companyId)
-        if (args.company._tag === "Some") {
-          const named = yield* findCompany(args.company.value)
-          if (named.id !== owner.id)
-            return yield* notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
-        }
-        const actor = yield* adminOfOwner(args.as, owner, `no API key with id ${args.id}`)
-        const key = yield* revokeKey(actor, args.id)
-        yield* output(
-          args.json,
-          key,
-          () =>
-            `Revoked API key "${key.name}" (${key.id}). Its next request gets 401; its webhook subscriptions are deleted.`
-        )
-      })
-    )
+    Effect.gen(function* () {
+      const companyId = yield* keyCompany(args.id)
+      const owner = yield* companyById(companyId)
+      if (args.company._tag === "Some") {
+        const named = yield* findCompany(args.company.value)
+        if (named.id !== owner.id)
+          return yield* notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
+      }
+      const actor = yield* adminOfOwner(args.as, owner, `no API key with id ${args.id}`)
+      const key = yield* revokeKey(actor, args.id)
+      yield* output(
+        args.json,
+        key,
+        () =>
+          `Revoked API key "${key.name}" (${key.id}). Its next request gets 401; its webhook subscriptions are deleted.`
+      )
+    })
 ).pipe(
   Command.withDescription("Revoke an API key: its next request gets 401 and its webhook subscriptions are deleted")
 )

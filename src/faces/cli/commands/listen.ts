@@ -5,7 +5,7 @@
 // over HTTP only, never to its database.
 import { Config, Data, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
-import { optionalText } from "../support.ts"
+import { commaList, optionalText } from "../support.ts"
 import { newSecret, signedHeaders } from "../../../webhooks/net/signature.ts"
 import { isEventKind } from "../../../domain/event-kinds.ts"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
@@ -176,12 +176,7 @@ export const listen = Command.make(
           invalid(words`${at("forwardTo")} must be an http:// or https:// URL, not "${args.forwardTo}"`)
         )
       }
-      const events = Option.isSome(args.events)
-        ? args.events.value
-            .split(",")
-            .map((e) => e.trim())
-            .filter((e) => e !== "")
-        : null
+      const events = Option.isSome(args.events) ? commaList(args.events.value) : null
       const unknown = events?.filter((e) => !isEventKind(e)) ?? []
       if (unknown.length > 0)
         return yield* Effect.fail(invalid(`unknown event ${unknown.join(", ")}`, { field: "events" }))

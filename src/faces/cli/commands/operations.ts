@@ -6,7 +6,18 @@ import { Command, Flag } from "effect/cli"
 import { parseFilterDate, FILTER_DATE_FORMATS } from "../../../domain/dates.ts"
 import { at, invalid, isDomainError, words } from "../../../domain/errors.ts"
 import { companyById, findAdmin, requireSomeAdmin } from "../../../access/identity.ts"
-import { asOptional, ExitWith, json, output, table, when, withDatabase, optionalText } from "../support.ts"
+import {
+  asOptional,
+  commaList,
+  databaseCommand,
+  ExitWith,
+  json,
+  optionalText,
+  output,
+  table,
+  when,
+  withDatabase
+} from "../support.ts"
 import type { LeaderInfo } from "../../../pipeline/capture/leader.ts"
 import { CaptureConfig, loadReadReplicas } from "../../../platform/config.ts"
 import { isStartRefused } from "../../../platform/db/refusal.ts"
@@ -65,7 +76,7 @@ const replaySummaryText = (s: ReplaySummary) =>
         ])
   ].join("\n")
 
-export const replayCommand = Command.make(
+export const replayCommand = databaseCommand(
   "replay",
   {
     endpoint: optionalText("endpoint", "The endpoint's id"),
@@ -85,89 +96,80 @@ export const replayCommand = Command.make(
     json
   },
   (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        const since = yield* parseDate("since", args.since)
-        const until = yield* parseDate("until", args.until)
-        const events = Option.isSome(args.event)
-          ? args.event.value
-              .split(",")
-              .map((e) => e.trim())
-              .filter((e) => e !== "")
-          : undefined
-        const bar = progressBar("replaying")
-        // An operator's action, told in the log's own shape on stderr (stdout is the answer):
-        // one line once the replay is made (the service that sends it logs `replay finished`),
-        // or once a dry run has counted; each greppable by its message.
-        const t0 = Date.now()
-        const asked = {
-          endpointId: Option.getOrNull(args.endpoint),
-          subscriptionId: Option.getOrNull(args.subscription),
-          since: since?.toISOString() ?? null,
-          until: until?.toISOString() ?? null,
-          events: events ?? null,
-          failedOnly: args.failed,
-          dryRun: args.dryRun,
-          as: Option.getOrNull(args.as)
-        }
-        const summary = yield* Effect.gen(function* () {
-          let actor: Actor = SYSTEM
-          if (Option.isSome(args.as)) {
-            // --as must be an admin of the company the destination belongs to.
-            const owner = yield* destinationCompany(
-              Option.getOrElse(
-                Option.orElse(args.endpoint, () => args.subscription),
-                () => ""
-              )
-            )
-            const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner) : undefined)
-            actor = { kind: "user", id: admin.userId, email: admin.email }
-          }
-          return yield* replay(
-            {
-              endpointId: Option.getOrUndefined(args.endpoint),
-              subscriptionId: Option.getOrUndefined(args.subscription),
-              since,
-              until,
-              events,
-              failedOnly: args.failed,
-              dryRun: args.dryRun,
-              actor
-            },
-            (p) => bar.update(p.done, p.total, "queueing")
-          ).pipe(Effect.ensuring(Effect.sync(bar.done)))
-        }).pipe(
-          Effect.tapCause((cause) =>
-            Effect.sync(() =>
-              writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr)
+    Effect.gen(function* () {
+      const since = yield* parseDate("since", args.since)
+      const until = yield* parseDate("until", args.until)
+      const events = Option.isSome(args.event) ? commaList(args.event.value) : undefined
+      const bar = progressBar("replaying")
+      // An operator's action, told in the log's own shape on stderr (stdout is the answer):
+      // one line once the replay is made (the service that sends it logs `replay finished`),
+      // or once a dry run has counted; each greppable by its message.
+      const t0 = Date.now()
+      const asked = {
+        endpointId: Option.getOrNull(args.endpoint),
+        subscriptionId: Option.getOrNull(args.subscription),
+        since: since?.toISOString() ?? null,
+        until: until?.toISOString() ?? null,
+        events: events ?? null,
+        failedOnly: args.failed,
+        dryRun: args.dryRun,
+        as: Option.getOrNull(args.as)
+      }
+      const summary = yield* Effect.gen(function* () {
+        let actor: Actor = SYSTEM
+        if (Option.isSome(args.as)) {
+          // --as must be an admin of the company the destination belongs to.
+          const owner = yield* destinationCompany(
+            Option.getOrElse(
+              Option.orElse(args.endpoint, () => args.subscription),
+              () => ""
             )
           )
-        )
-        writeLog(
-          "info",
-          summary.dryRun ? "replay dry run" : summary.replayId !== null ? "replay started" : "replay: nothing to send",
+          const admin = yield* findAdmin(args.as.value, owner ? yield* companyById(owner) : undefined)
+          actor = { kind: "user", id: admin.userId, email: admin.email }
+        }
+        return yield* replay(
           {
-            replayId: summary.replayId,
-            destination: { kind: summary.destination.kind, id: summary.destination.id },
-            since: summary.since,
-            until: summary.until,
-            events: summary.events,
-            failedOnly: summary.failedOnly,
-            dryRun: summary.dryRun,
-            matched: summary.matched,
-            resent: summary.resent,
-            created: summary.created,
-            skippedDelivered: summary.skippedDelivered,
-            skippedInFlight: summary.skippedInFlight,
-            source: "cli",
-            as: asked.as,
-            ms: Date.now() - t0
+            endpointId: Option.getOrUndefined(args.endpoint),
+            subscriptionId: Option.getOrUndefined(args.subscription),
+            since,
+            until,
+            events,
+            failedOnly: args.failed,
+            dryRun: args.dryRun,
+            actor
           },
-          process.stderr
+          (p) => bar.update(p.done, p.total, "queueing")
+        ).pipe(Effect.ensuring(Effect.sync(bar.done)))
+      }).pipe(
+        Effect.tapCause((cause) =>
+          Effect.sync(() => writeLog("warn", "replay failed", { ...asked, error: Cause.squash(cause) }, process.stderr))
         )
-        yield* output(args.json, summary, () => replaySummaryText(summary))
-      })
-    )
+      )
+      writeLog(
+        "info",
+        summary.dryRun ? "replay dry run" : summary.replayId !== null ? "replay started" : "replay: nothing to send",
+        {
+          replayId: summary.replayId,
+          destination: { kind: summary.destination.kind, id: summary.destination.id },
+          since: summary.since,
+          until: summary.until,
+          events: summary.events,
+          failedOnly: summary.failedOnly,
+          dryRun: summary.dryRun,
+          matched: summary.matched,
+          resent: summary.resent,
+          created: summary.created,
+          skippedDelivered: summary.skippedDelivered,
+          skippedInFlight: summary.skippedInFlight,
+          source: "cli",
+          as: asked.as,
+          ms: Date.now() - t0
+        },
+        process.stderr
+      )
+      yield* output(args.json, summary, () => replaySummaryText(summary))
+    })
 ).pipe(
   Command.withDescription(
     "Send a destination's events again after an outage, as a replay the service sends at REPLAY_RATE per destination behind live deliveries (follow it with status, cancel it from the admin API or pages). An event keeps its delivery id when this destination had one (receivers drop repeats); events it never got get new deliveries."
@@ -196,7 +198,7 @@ const freshSnapshotText = (r: FreshSnapshotResult) =>
       : `  events for changes between ${r.lost.from} and ${r.lost.to} will not fire (their records' views are current again)`
   ].join("\n")
 
-export const rebuildViewsCommand = Command.make(
+export const rebuildViewsCommand = databaseCommand(
   "rebuild-views",
   {
     as: asOptional,
@@ -209,41 +211,39 @@ export const rebuildViewsCommand = Command.make(
     )
   },
   (args) =>
-    withDatabase(
-      Effect.gen(function* () {
-        if (args.freshSnapshot) {
-          if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-          const config = yield* CaptureConfig
-          const fresh = yield* freshSnapshot(config)
-          writeLog("warn", "views rebuilt from a fresh snapshot", { ...fresh, source: "cli" }, process.stderr)
-          return yield* output(args.json, fresh, () => freshSnapshotText(fresh))
-        }
-        const bar = progressBar("rebuilding views")
+    Effect.gen(function* () {
+      if (args.freshSnapshot) {
         if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
-        const result = yield* rebuildViews((p) =>
-          bar.update(
-            p.done,
-            p.total,
-            p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
-          )
-        ).pipe(Effect.ensuring(Effect.sync(bar.done)))
-        // The JSON answer keeps its fields; what was kept for capture is said in the text.
-        const { unshaped: _unshaped, held: _held, ...answer } = result
-        yield* output(args.json, answer, () =>
-          [
-            `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
-            `  changed: ${result.changed} views differed from the mirror and were rewritten`,
-            `  removed: ${result.removed} views of records that no longer exist`,
-            ...(result.unshaped + result.held > 0
-              ? [
-                  `  kept:    ${result.unshaped} views of records that could not be shaped and ${result.held} held in quarantine; capture shapes them again and holds those that still fail (capture quarantine list)`
-                ]
-              : []),
-            `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
-          ].join("\n")
+        const config = yield* CaptureConfig
+        const fresh = yield* freshSnapshot(config)
+        writeLog("warn", "views rebuilt from a fresh snapshot", { ...fresh, source: "cli" }, process.stderr)
+        return yield* output(args.json, fresh, () => freshSnapshotText(fresh))
+      }
+      const bar = progressBar("rebuilding views")
+      if (Option.isSome(args.as)) yield* requireSomeAdmin(args.as.value)
+      const result = yield* rebuildViews((p) =>
+        bar.update(
+          p.done,
+          p.total,
+          p.phase === "waiting" ? "waiting for capture's batch" : `rebuilding views (${p.phase})`
         )
-      })
-    )
+      ).pipe(Effect.ensuring(Effect.sync(bar.done)))
+      // The JSON answer keeps its fields; what was kept for capture is said in the text.
+      const { unshaped: _unshaped, held: _held, ...answer } = result
+      yield* output(args.json, answer, () =>
+        [
+          `Rebuilt ${result.views} views in ${(result.ms / 1000).toFixed(1)} s (checkpoint ${result.checkpoint ?? "none"}).`,
+          `  changed: ${result.changed} views differed from the mirror and were rewritten`,
+          `  removed: ${result.removed} views of records that no longer exist`,
+          ...(result.unshaped + result.held > 0
+            ? [
+                `  kept:    ${result.unshaped} views of records that could not be shaped and ${result.held} held in quarantine; capture shapes them again and holds those that still fail (capture quarantine list)`
+              ]
+            : []),
+          `  capture waited up to ${(result.pausedCaptureMs / 1000).toFixed(1)} s; its changes waited in the slot and are applied now`
+        ].join("\n")
+      )
+    })
 ).pipe(
   Command.withDescription(
     "Re-project every view from the mirror of the app tables while the service runs (one transaction: the API switches at once; capture waits meanwhile); with --fresh-snapshot, from the app's tables themselves through a new slot"

@@ -3,7 +3,7 @@
 // (those keys made through the API) and `activity`. Commands that change something need
 // --as <admin e-mail>; an id is always looked up within that admin's company.
 import { Console, Effect, Option } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
+import { Command, Flag } from "effect/cli"
 import { userActor, type Actor as WebhookActor } from "../../../access/activity.ts"
 import { LOG_SIZE } from "../../../webhooks/deliveries/deliveries.ts"
 import { ACTIVITY_FILTERS } from "../../../access/activity.ts"
@@ -14,6 +14,7 @@ import { checked, MAX_RATE_LIMIT, MIN_RATE_LIMIT, parseRateLimitText } from "../
 import { Webhooks, WebhooksLive, type WebhooksShape } from "../../../webhooks/service.ts"
 import { findAdmin, findCompany, type Company } from "../../../access/identity.ts"
 import {
+  asAdminFlags,
   asOptional,
   asRequired,
   CheckFailed,
@@ -26,13 +27,12 @@ import {
   table,
   when,
   withDatabase,
-  optionalText
+  optionalText,
+  idArgument
 } from "../support.ts"
 
 /** The work of a command, with the webhook operations and the database. */
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => withDatabase(Effect.provide(effect, WebhooksLive))
-
-const idArg = (what: string) => Argument.String("id").pipe(Argument.withDescription(what))
 
 /** The admin named by --as (in --company when given, else in the one company they administer). */
 const adminOf = (as: string, companyRef: Option.Option<string>) =>
@@ -139,9 +139,6 @@ const create = Command.make(
   ])
 )
 
-/** The flags of a change made by an admin: --as, --company (checked against the admin's), --json. */
-const asAdminFlags = { company: companyOptional, as: asRequired, json }
-
 /** Runs a webhook operation as the admin of --as, in their company (checked against --company when given). */
 const asAdmin = <A, E, R>(
   args: { readonly as: string; readonly company: Option.Option<string> },
@@ -154,10 +151,16 @@ const asAdmin = <A, E, R>(
     })
   )
 
+/** Runs a webhook operation on the endpoint named by the id argument, as the admin of --as, in their company. */
+const onEndpointAs = <A, E, R>(
+  args: { readonly id: string; readonly as: string; readonly company: Option.Option<string> },
+  run: (w: WebhooksShape, actor: WebhookActor, endpoint: { id: string; companyId: string }) => Effect.Effect<A, E, R>
+) => asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }))
+
 const update = Command.make(
   "update",
   {
-    id: idArg("The endpoint's id (see endpoints list)"),
+    id: idArgument("The endpoint's id (see endpoints list)"),
     name: optionalText("name", "A new name"),
     url: optionalText("url", "A new https:// address"),
     events: eventsFlag.pipe(Flag.optional),
@@ -166,11 +169,10 @@ const update = Command.make(
     ...asAdminFlags
   },
   (args) =>
-    asAdmin(args, (w, actor, companyId) =>
+    onEndpointAs(args, (w, actor, endpoint) =>
       Effect.gen(function* () {
         const e = yield* w.updateEndpoint(actor, {
-          id: args.id,
-          companyId,
+          ...endpoint,
           name: Option.getOrUndefined(args.name),
           url: Option.getOrUndefined(args.url),
           events: Option.getOrUndefined(args.events),
@@ -200,14 +202,14 @@ const onEndpoint = <E, R>(
     json: boolean
   ) => Effect.Effect<void, E, R>
 ) =>
-  Command.make(name, { id: idArg("The endpoint's id"), ...asAdminFlags }, (args) =>
-    asAdmin(args, (w, actor, companyId) => run(w, actor, { id: args.id, companyId }, args.json))
+  Command.make(name, { id: idArgument("The endpoint's id"), ...asAdminFlags }, (args) =>
+    onEndpointAs(args, (w, actor, endpoint) => run(w, actor, endpoint, args.json))
   ).pipe(Command.withDescription(description))
 
 const rotateSecret = Command.make(
   "rotate-secret",
   {
-    id: idArg("The endpoint's id"),
+    id: idArgument("The endpoint's id"),
     overlap: Flag.String("overlap").pipe(
       Flag.withDescription(
         `How long the old secret keeps signing every delivery beside the new one, so the receiver can switch when it likes: e.g. ${DEFAULT_OVERLAP} (the default), 90m, 7d (the most), 3600s, 1h30m, or 0 for none`
@@ -217,13 +219,9 @@ const rotateSecret = Command.make(
     ...asAdminFlags
   },
   (args) =>
-    asAdmin(args, (w, actor, companyId) =>
+    onEndpointAs(args, (w, actor, endpoint) =>
       Effect.gen(function* () {
-        const r = yield* w.rotateEndpointSecret(actor, {
-          id: args.id,
-          companyId,
-          overlap: Option.getOrUndefined(args.overlap)
-        })
+        const r = yield* w.rotateEndpointSecret(actor, { ...endpoint, overlap: Option.getOrUndefined(args.overlap) })
         yield* output(args.json, r, () =>
           [
             `New signing secret of endpoint ${r.id}; deliveries are signed with it from now on.`,
@@ -370,7 +368,7 @@ const list = companyListing(
 
 const endpointDeliveries = Command.make(
   "deliveries",
-  { id: idArg("The endpoint's id"), company: companyOptional, as: asOptional, json },
+  { id: idArgument("The endpoint's id"), company: companyOptional, as: asOptional, json },
   (args) =>
     withWebhooks(
       Effect.gen(function* () {
@@ -418,7 +416,7 @@ export const endpoints = Command.make("endpoints").pipe(
 const resend = Command.make(
   "resend",
   {
-    id: Argument.String("id").pipe(Argument.withDescription("The delivery's id (see endpoints deliveries)")),
+    id: idArgument("The delivery's id (see endpoints deliveries)"),
     ...asAdminFlags
   },
   (args) =>
@@ -463,7 +461,7 @@ const subscriptionChange = (name: "disable" | "enable" | "delete", description: 
   Command.make(
     name,
     {
-      id: Argument.String("id").pipe(Argument.withDescription("The subscription's id (see subscriptions list)")),
+      id: idArgument("The subscription's id (see subscriptions list)"),
       ...asAdminFlags
     },
     (args) =>
