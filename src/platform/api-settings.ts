@@ -18,6 +18,11 @@ export interface ApiSettingsShape {
    * (and at once), in each process, before it gets 429 (src/access/keys/auth-failures.ts).
    */
   readonly authFailuresPerMinute: number
+  /**
+   * Lookups of credentials a process does not know, per second, from all addresses together
+   * (src/access/keys/auth-failures.ts, makeLookupBudget): a flood from many addresses.
+   */
+  readonly authLookupsPerSecond: number
 }
 
 export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
@@ -25,7 +30,8 @@ export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
   rateWindowSeconds: 60,
   usageFlushMillis: 5_000,
   poolSize: 10,
-  authFailuresPerMinute: 30
+  authFailuresPerMinute: 30,
+  authLookupsPerSecond: 200
 }
 
 export const ApiSettingsConfig = Config.all({
@@ -36,7 +42,10 @@ export const ApiSettingsConfig = Config.all({
   usageFlush: Config.Duration("API_USAGE_FLUSH").pipe(
     Config.withDefault(Duration.millis(DEFAULT_API_SETTINGS.usageFlushMillis))
   ),
-  poolSize: Config.Int("API_DATABASE_POOL_SIZE").pipe(Config.withDefault(DEFAULT_API_SETTINGS.poolSize))
+  poolSize: Config.Int("API_DATABASE_POOL_SIZE").pipe(Config.withDefault(DEFAULT_API_SETTINGS.poolSize)),
+  authLookupsPerSecond: Config.Int("AUTH_LOOKUPS_PER_SECOND").pipe(
+    Config.withDefault(DEFAULT_API_SETTINGS.authLookupsPerSecond)
+  )
 })
 
 export class ApiSettings extends Context.Service<ApiSettings, ApiSettingsShape>()("service/api/ApiSettings") {
@@ -48,12 +57,16 @@ export class ApiSettings extends Context.Service<ApiSettings, ApiSettingsShape>(
       if (c.rateWindowSeconds < 1 || c.rateWindowSeconds > 3600) {
         return yield* Effect.die(new Error("API_RATE_WINDOW_SECONDS must be from 1 to 3600"))
       }
+      if (c.authLookupsPerSecond < 1 || c.authLookupsPerSecond > 100_000) {
+        return yield* Effect.die(new Error("AUTH_LOOKUPS_PER_SECOND must be from 1 to 100000"))
+      }
       return {
         rateLimit: c.rateLimit,
         rateWindowSeconds: c.rateWindowSeconds,
         usageFlushMillis: Duration.toMillis(c.usageFlush),
         poolSize: c.poolSize,
-        authFailuresPerMinute: DEFAULT_API_SETTINGS.authFailuresPerMinute
+        authFailuresPerMinute: DEFAULT_API_SETTINGS.authFailuresPerMinute,
+        authLookupsPerSecond: c.authLookupsPerSecond
       }
     })
   )

@@ -80,3 +80,53 @@ export const makeAuthFailures = (limit: FailureLimit = DEFAULT_FAILURE_LIMIT): A
 
   return { take, wait, giveBack, stats: () => buckets.stats() }
 }
+
+/**
+ * Lookups of credentials this process does not know, in all, whatever their address: each
+ * address has its own bucket above, but a flood from many addresses (an IPv6 /48 holds 65,536
+ * /64s) would still cost a statement per made-up credential. A token bucket of `perSecond`,
+ * holding two seconds' worth; a lookup that found a usable key gives its token back. Addresses
+ * that presented a usable key lately are not held to it (`ApiKeys`), so their clients keep
+ * working through such a flood; everyone else waits their turn (429, Retry-After).
+ */
+export interface LookupBudget {
+  /** Takes a token: 0 when the lookup may go, else the seconds until one is free. */
+  readonly take: (now: number) => number
+  /** The seconds until a token is free (0: now), taking nothing; a refusal (not 0) is counted. */
+  readonly wait: (now: number) => number
+  readonly giveBack: (now: number) => void
+  /** Lookups refused for want of a token since the start. */
+  readonly refused: () => number
+}
+
+export const makeLookupBudget = (perSecond: number): LookupBudget => {
+  const burst = perSecond * 2
+  const perMs = perSecond / 1000
+  const bucket: Bucket = { tokens: burst, at: 0 }
+  let refused = 0
+  const tokensAt = (now: number) => Math.min(burst, bucket.tokens + Math.max(0, now - bucket.at) * perMs)
+  const waitFor = (tokens: number) => Math.max(1, Math.ceil((1 - tokens) / perMs / 1000))
+  return {
+    take: (now) => {
+      bucket.tokens = tokensAt(now)
+      bucket.at = now
+      if (bucket.tokens >= 1) {
+        bucket.tokens -= 1
+        return 0
+      }
+      refused++
+      return waitFor(bucket.tokens)
+    },
+    wait: (now) => {
+      const tokens = tokensAt(now)
+      if (tokens >= 1) return 0
+      refused++
+      return waitFor(tokens)
+    },
+    giveBack: (now) => {
+      bucket.tokens = Math.min(burst, tokensAt(now) + 1)
+      bucket.at = now
+    },
+    refused: () => refused
+  }
+}

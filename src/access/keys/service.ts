@@ -14,7 +14,7 @@ import { Database } from "../../platform/db/Database.ts"
 import { clientKey } from "../../platform/http/client-address.ts"
 import { Lru, stringBytes, type LruStats } from "../../platform/lru.ts"
 import { fingerprintOf } from "./bearer-secrets.ts"
-import { makeAuthFailures } from "./auth-failures.ts"
+import { makeAuthFailures, makeLookupBudget } from "./auth-failures.ts"
 import { currentKeyOf, type CurrentKeyShape } from "./current-key.ts"
 import { makeKeyDirectory, type DirectoryStats, type Lookup } from "./directory.ts"
 import { checkKey, type RefusedState } from "./key-check.ts"
@@ -57,6 +57,10 @@ export interface KeysStats extends DirectoryStats {
   readonly clients: LruStats
   /** Admin tokens and sessions accepted lately (their fingerprints). */
   readonly accepted: LruStats
+  /** Addresses that presented a usable credential lately (not held to the process's lookup budget). */
+  readonly trusted: LruStats
+  /** Lookups refused since the start because the process's budget of them was spent. */
+  readonly lookupsRefused: number
 }
 
 /** A key as the database has it at this moment. */
@@ -70,6 +74,12 @@ export interface KeyStanding {
 }
 
 const NO_WEBHOOKS: KeyRefusal = { _tag: "NoWebhooks" }
+
+/** Every client held back while this process looks up its most unknown credentials a second. */
+export const tooManyLookups = (perSecond: number, seconds: number): RateLimited =>
+  rateLimited(
+    `too many requests with credentials this service does not know, from many addresses; it looks up at most ${perSecond} a second; retry in ${seconds} second${seconds === 1 ? "" : "s"}`
+  )
 
 /** A client over its limit of failed authentications, in the one wording. */
 export const tooManyFailures = (perMinute: number, seconds: number): RateLimited =>
@@ -108,14 +118,15 @@ export class ApiKeys extends Context.Service<
      * takes one, given back when `accepted` says the credential was good); else nothing runs and
      * the answer is the seconds until the client may try again. A credential accepted in the
      * last 10 minutes is checked whatever its client's allowance, as a remembered key is served:
-     * an admin behind the same address as a flood keeps working.
+     * an admin behind the same address as a flood keeps working. `error`: set when the process's
+     * budget of lookups held it back rather than the client's own allowance.
      */
     readonly guard: <A, E, R>(
       client: string | undefined,
       credential: string,
       check: Effect.Effect<A, E, R>,
       accepted: (a: A) => boolean
-    ) => Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number }, E, R>
+    ) => Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number; readonly error?: RateLimited }, E, R>
     readonly stats: () => KeysStats
   }
 >()("service/access/ApiKeys") {
@@ -130,6 +141,22 @@ export class ApiKeys extends Context.Service<
       const usage = yield* makeUsageRecorder(main, settings.usageFlushMillis)
       const failureLimit = settings.authFailuresPerMinute
       const failures = makeAuthFailures({ burst: failureLimit, perMinute: failureLimit })
+      const lookups = makeLookupBudget(settings.authLookupsPerSecond)
+      // Addresses that presented a usable credential in the last 10 minutes: the process's
+      // budget of lookups does not hold them back (their own allowance still does).
+      const trusted = new Lru<string, true>({
+        maxEntries: 20_000,
+        maxBytes: 2 * 1024 * 1024,
+        sizeOf: (client) => stringBytes(client) + 80,
+        ttlMs: 10 * 60_000
+      })
+      /** 0 when this client's lookup may go, else the seconds until the process has one for it. */
+      const budgetFor = (client: string, now: number) =>
+        trusted.get(client, now) !== undefined ? 0 : lookups.take(now)
+      const trust = (client: string, tookBudget: boolean, now: number) => {
+        if (tookBudget) lookups.giveBack(now)
+        trusted.set(client, true, now)
+      }
       // A flood's answers are made once, not per request (an error captures a stack trace as
       // it is made, the largest cost of a refusal): no key, an unknown one, and the 429 for
       // each wait in seconds (a minute's worth at most, as the bucket refills within it).
@@ -192,6 +219,14 @@ export class ApiKeys extends Context.Service<
         return Effect.succeed<Admission>({ _tag: "Admitted", key: currentKeyOf(entry, request.host), rate })
       }
 
+      const held = (error: RateLimited, retryAfter: number): Admission => ({
+        _tag: "Refused",
+        error,
+        keyId: undefined,
+        rate: undefined,
+        retryAfter
+      })
+
       // Runs on every request: plain combinators, and no statement for a remembered key with a lease in hand.
       const looked = (request: KeyRequest, lookup: Lookup): Effect.Effect<Admission> => {
         if (lookup._tag === "Refused" && refusesCredential(lookup.refusal)) {
@@ -228,17 +263,21 @@ export class ApiKeys extends Context.Service<
                 (lookup) => looked(request, lookup)
               )
         const client = clientKey(request.client)
-        const wait = failures.take(client, Date.now())
-        if (wait > 0)
-          return Effect.succeed<Admission>({
-            _tag: "Refused",
-            error: tooMany(wait),
-            keyId: undefined,
-            rate: undefined,
-            retryAfter: wait
-          })
+        const now = Date.now()
+        const wait = failures.take(client, now)
+        if (wait > 0) return Effect.succeed(held(tooMany(wait), wait))
+        const wasTrusted = trusted.get(client, now) !== undefined
+        const busy = wasTrusted ? 0 : lookups.take(now)
+        if (busy > 0) {
+          failures.giveBack(client, now)
+          return Effect.succeed(held(tooManyLookups(settings.authLookupsPerSecond, busy), busy))
+        }
         const settle = (a: Admission): Admission => {
-          if (!(a._tag === "Refused" && a.error._tag === "Unauthorized")) failures.giveBack(client, Date.now())
+          if (!(a._tag === "Refused" && a.error._tag === "Unauthorized")) {
+            const at = Date.now()
+            failures.giveBack(client, at)
+            trust(client, !wasTrusted, at)
+          }
           return a
         }
         return known !== undefined
@@ -266,8 +305,13 @@ export class ApiKeys extends Context.Service<
 
       const atTheDoor = (credential: string, client: string | undefined) => {
         if (credential === "" || directory.knows(credential)) return undefined
-        const wait = failures.wait(clientKey(client), Date.now())
-        return wait === 0 ? undefined : { error: tooMany(wait), retryAfter: wait }
+        const key = clientKey(client)
+        const now = Date.now()
+        const wait = failures.wait(key, now)
+        if (wait > 0) return { error: tooMany(wait), retryAfter: wait }
+        if (trusted.peek(key, now) !== undefined) return undefined
+        const busy = lookups.wait(now)
+        return busy === 0 ? undefined : { error: tooManyLookups(settings.authLookupsPerSecond, busy), retryAfter: busy }
       }
 
       // Fingerprints (never the credential) of admin tokens and sessions accepted lately.
@@ -282,28 +326,51 @@ export class ApiKeys extends Context.Service<
         credential: string,
         check: Effect.Effect<A, E, R>,
         accepted: (a: A) => boolean
-      ): Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number }, E, R> =>
-        Effect.suspend((): Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number }, E, R> => {
-          const fingerprint = fingerprintOf(credential).toString("base64")
-          const known = acceptedLately.get(fingerprint, Date.now()) !== undefined
-          const key = clientKey(client)
-          if (!known) {
-            const wait = failures.take(key, Date.now())
-            if (wait > 0) return Effect.succeed({ retryAfter: wait })
+      ): Effect.Effect<{ readonly checked: A } | { readonly retryAfter: number; readonly error?: RateLimited }, E, R> =>
+        Effect.suspend(
+          (): Effect.Effect<
+            { readonly checked: A } | { readonly retryAfter: number; readonly error?: RateLimited },
+            E,
+            R
+          > => {
+            const fingerprint = fingerprintOf(credential).toString("base64")
+            const now = Date.now()
+            const known = acceptedLately.get(fingerprint, now) !== undefined
+            const key = clientKey(client)
+            let tookBudget = false
+            if (!known) {
+              const wait = failures.take(key, now)
+              if (wait > 0) return Effect.succeed({ retryAfter: wait })
+              const busy = budgetFor(key, now)
+              if (busy > 0) {
+                failures.giveBack(key, now)
+                return Effect.succeed({
+                  retryAfter: busy,
+                  error: tooManyLookups(settings.authLookupsPerSecond, busy)
+                })
+              }
+              tookBudget = trusted.peek(key, now) === undefined
+            }
+            return Effect.map(check, (checked) => {
+              const at = Date.now()
+              if (accepted(checked)) {
+                if (!known) {
+                  failures.giveBack(key, at)
+                  trust(key, tookBudget, at)
+                }
+                acceptedLately.set(fingerprint, true, at)
+              } else if (known) acceptedLately.delete(fingerprint)
+              return { checked }
+            })
           }
-          return Effect.map(check, (checked) => {
-            if (accepted(checked)) {
-              if (!known) failures.giveBack(key, Date.now())
-              acceptedLately.set(fingerprint, true, Date.now())
-            } else if (known) acceptedLately.delete(fingerprint)
-            return { checked }
-          })
-        })
+        )
 
       const stats = (): KeysStats => ({
         ...directory.stats(),
         clients: failures.stats(),
-        accepted: acceptedLately.stats()
+        accepted: acceptedLately.stats(),
+        trusted: trusted.stats(),
+        lookupsRefused: lookups.refused()
       })
 
       return ApiKeys.of({ admit, standing, refusal, atTheDoor, guard, stats })

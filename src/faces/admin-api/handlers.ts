@@ -38,7 +38,7 @@ export const AdminAuthLive = Layer.effect(
             yield* HttpEffect.appendPreResponseHandler((_request, response) =>
               Effect.succeed(HttpServerResponse.setHeaders(response, { "retry-after": String(guarded.retryAfter) }))
             )
-            return yield* tooManyTokenFailures(authFailuresPerMinute, guarded.retryAfter)
+            return yield* guarded.error ?? tooManyTokenFailures(authFailuresPerMinute, guarded.retryAfter)
           }
           const check = guarded.checked
           if ("refused" in check) {

@@ -193,10 +193,14 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       "srs_api_rate_limited_total",
       "API requests refused with 429 by the per-key rate limit"
     ),
+    authLookupsRefused: registry.counter(
+      "srs_api_auth_lookups_refused_total",
+      "Requests with a credential the process did not know, refused (429) without a lookup because the process's budget of lookups (AUTH_LOOKUPS_PER_SECOND) was spent: a flood from many addresses"
+    ),
     // What the keys service holds before a credential is known (bounded LRUs: docs/design.md)
     apiCacheEntries: registry.gauge(
       "srs_api_cache_entries",
-      "Entries in the keys service's bounded caches: keys (known keys), unknown_keys (credentials found to be none), clients (failed authentications per address), accepted (admin tokens and sessions accepted lately)",
+      "Entries in the keys service's bounded caches: keys (known keys), unknown_keys (credentials found to be none), clients (failed authentications per address), accepted (admin tokens and sessions accepted lately), trusted (addresses that presented a usable credential lately)",
       ["cache"]
     ),
     apiCacheBytes: registry.gauge(
@@ -274,12 +278,14 @@ export const collectKeys = (m: ServiceMetrics, stats: () => KeysStats) =>
       ["keys", s.keys],
       ["unknown_keys", s.unknown],
       ["clients", s.clients],
-      ["accepted", s.accepted]
+      ["accepted", s.accepted],
+      ["trusted", s.trusted]
     ] as const) {
       m.apiCacheEntries.set({ cache }, c.entries)
       m.apiCacheBytes.set({ cache }, c.bytes)
       mirror(m.apiCacheEvictions, { cache }, c.evictions)
     }
+    mirror(m.authLookupsRefused, undefined, s.lookupsRefused)
   })
 
 /** Copies the delivery engine's counters. */

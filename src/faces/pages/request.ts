@@ -68,7 +68,7 @@ export const guardedCheck = <A, E, R>(
     const guarded = yield* keys.guard(clientOf(request, yield* TrustProxySetting), credential, check, accepted)
     if ("checked" in guarded) return guarded as Guarded<A>
     const { authFailuresPerMinute } = yield* ApiSettings
-    const message = tooManyTokenFailures(authFailuresPerMinute, guarded.retryAfter).message
+    const message = (guarded.error ?? tooManyTokenFailures(authFailuresPerMinute, guarded.retryAfter)).message
     return { refused: tooManyPage(message, guarded.retryAfter) } as Guarded<A>
   })
 

@@ -124,12 +124,17 @@ const ending = (conn: postgres.ReservedSql, pid: number) => {
     if (ended) throw new TransactionEnded()
   }
   const tx = new Proxy(conn, {
-    apply: (target, self, args) => (check(), Reflect.apply(target, self, args)),
+    apply: (target, self, args) => {
+      check()
+      return Reflect.apply(target, self, args)
+    },
     get: (target, key) => {
       const value = Reflect.get(target, key, target)
-      return key === "unsafe" || key === "file"
-        ? (...args: unknown[]) => (check(), Reflect.apply(value as (...a: unknown[]) => unknown, target, args))
-        : value
+      if (key !== "unsafe" && key !== "file") return value
+      return (...args: unknown[]) => {
+        check()
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args)
+      }
     }
   }) as unknown as Tx
   return {

@@ -1,7 +1,7 @@
 // The token buckets of failed authentications per client: a burst, then a refill at the rate
 // per minute; a token given back for a usable key; the wait a refusal names; clients apart.
 import { describe, expect, it } from "vitest"
-import { makeAuthFailures } from "../../../src/access/keys/auth-failures.ts"
+import { makeAuthFailures, makeLookupBudget } from "../../../src/access/keys/auth-failures.ts"
 
 /**
  * Steps as text, one a word: `a@1000` takes a token for client a at 1000 ms, `+a@0` gives one
@@ -48,5 +48,83 @@ describe("failed authentications per client", () => {
     for (let i = 0; i < 50_000; i++) f.take(`198.51.${i >> 8}.${i & 255}`, i)
     expect(f.stats().entries).toBeLessThanOrEqual(f.stats().maxEntries)
     expect(f.stats().bytes).toBeLessThanOrEqual(f.stats().maxBytes)
+  })
+})
+
+describe("the process's budget of lookups", () => {
+  // 2 a second: a burst of 4, one token every 500 ms.
+  it.each<[string, Array<[string, number]>, Array<number | string>]>([
+    [
+      "a burst of two seconds' worth, then the wait",
+      [
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 400]
+      ],
+      [0, 0, 0, 0, 1, 1]
+    ],
+    [
+      "refills at its rate, up to the burst",
+      [
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 500],
+        ["take", 500],
+        ["take", 60_000],
+        ["take", 60_000],
+        ["take", 60_000],
+        ["take", 60_000],
+        ["take", 60_000]
+      ],
+      [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+    ],
+    [
+      "a token given back (a usable key) is there again",
+      [
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["back", 0],
+        ["take", 0],
+        ["take", 0]
+      ],
+      [0, 0, 0, 0, "back", 0, 1]
+    ],
+    [
+      "waiting takes nothing",
+      [
+        ["wait", 0],
+        ["take", 0],
+        ["take", 0],
+        ["take", 0],
+        ["wait", 0],
+        ["take", 0],
+        ["wait", 0]
+      ],
+      [0, 0, 0, 0, 0, 0, 1]
+    ]
+  ])("%s", (_name, steps, seen) => {
+    const b = makeLookupBudget(2)
+    expect(
+      steps.map(([op, at]) => {
+        if (op === "back") {
+          b.giveBack(at)
+          return "back"
+        }
+        return op === "take" ? b.take(at) : b.wait(at)
+      })
+    ).toEqual(seen)
+  })
+
+  it("counts what it refused, taking or at the door", () => {
+    const b = makeLookupBudget(1)
+    expect([b.take(0), b.take(0), b.take(0), b.wait(0), b.wait(0)]).toEqual([0, 0, 1, 1, 1])
+    expect(b.refused()).toBe(3)
   })
 })

@@ -37,10 +37,14 @@ describe.each([
   afterAll(async () => {
     for (const s of servers) await s.close()
   })
-  const start = async (authFailuresPerMinute = 5, trustProxy?: TrustProxy) => {
+  const start = async (authFailuresPerMinute = 5, trustProxy?: TrustProxy, authLookupsPerSecond?: number) => {
     const s = await startServer(
       db.url,
-      { rateLimit: 1_000_000, authFailuresPerMinute },
+      {
+        rateLimit: 1_000_000,
+        authFailuresPerMinute,
+        ...(authLookupsPerSecond === undefined ? {} : { authLookupsPerSecond })
+      },
       trustProxy === undefined ? { door } : { trustProxy, door }
     )
     servers.push(s)
@@ -188,6 +192,37 @@ describe.each([
     expect((await request(server.url, "/api/v1/incidents", { key: madeUp() })).status).toBe(401)
     expect((await request(server.url, "/api/v1/incidents", { key: madeUp() })).status).toBe(401)
     expect((await request(server.url, "/api/v1/incidents", { key: madeUp() })).status).toBe(429)
+  })
+
+  it("a flood from many addresses: past the process's budget of lookups, 429 for all but addresses that showed a usable key", async () => {
+    // One lookup a second, two at once: each address of the flood is within its own allowance.
+    const server = await start(5, trust("true"), 1)
+    const known = await makeKey(db, acme)
+    const from = (address: string, key: string) =>
+      request(server.url, "/api/v1/incidents", { key, headers: { "x-forwarded-for": address } })
+    // An address whose client showed a usable key (its lookup's token went back).
+    expect((await from("198.51.100.1", known.key)).status).toBe(200)
+    const answers = []
+    for (let i = 0; i < 10; i++) {
+      const a = await from(`2001:db8:${i}::1`, madeUp())
+      answers.push(a)
+      if (a.status === 429) break
+    }
+    const held = answers[answers.length - 1]!
+    expect(held.status).toBe(429)
+    expect(held.json.error).toMatch(
+      /^too many requests with credentials this service does not know, from many addresses; it looks up at most 1 a second; retry in \d+ seconds?$/
+    )
+    expect(Number(held.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    expect(held.headers.get("x-request-id") !== null).toBe(door)
+    // Every answer before it was a lookup's 401: the first two at least (the burst).
+    expect(answers.slice(0, -1).every((a) => a.status === 401)).toBe(true)
+    expect(answers.length).toBeGreaterThanOrEqual(3)
+    expect(server.keys().lookupsRefused).toBeGreaterThanOrEqual(1)
+    // Through it: the address that showed a usable key still has its lookups (its own five)...
+    for (let i = 0; i < 3; i++) expect((await from("198.51.100.1", madeUp())).status).toBe(401)
+    // ...and a key the process knows is served from an address of the flood.
+    expect((await from("2001:db8:0::1", known.key)).status).toBe(200)
   })
 
   it("revocation is immediate, and a revoked key keeps its own 401 from an address over the limit", async () => {

@@ -89,7 +89,12 @@ describe("the Sql service", () => {
     const exit = await run(
       Effect.gen(function* () {
         const fiber = yield* Effect.forkChild(
-          transaction(Effect.zip(insert(1), query((sql) => sql`select pg_sleep(600)`)))
+          transaction(
+            Effect.zip(
+              insert(1),
+              query((sql) => sql`select pg_sleep(600)`)
+            )
+          )
         )
         yield* Effect.promise(async () => {
           while ((await sleeping())[0]!.n === 0) await new Promise((r) => setTimeout(r, 20))
