@@ -4,8 +4,11 @@
 //
 // The flood comes from 127.0.0.2 (another client address on loopback), the reader from
 // 127.0.0.1. Every flood request has a made-up key of a real key's shape (`mk_` and 43
-// characters), in two phases: first each with a Host header of its own (a long host name, under
-// a domain no company has), then from 127.0.0.3 at a real company's Host (acme.localhost). Prints, for the
+// characters), in three phases: first each with a Host header of its own (a long host name, under
+// a domain no company has), then from 127.0.0.3 at a real company's Host (acme.localhost), then
+// at that Host from a new IPv6 /64 each (X-Forwarded-For, TRUST_PROXY=true): a flood from many
+// addresses, bounded by AUTH_LOOKUPS_PER_SECOND (run it with that set high for the figures
+// without the bound). Prints, for the
 // reader alone and beside each phase: the reader's p50/p99, the service's RSS (start, peak,
 // end), the database statements it ran (counted by pg_stat_statements, which counts as
 // statements end, without the statistics collector's delay) and the statements per 100 flood
@@ -81,7 +84,7 @@ const cpuMs = (pid: number): number => {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100 // utime, stime: clock ticks of 1/100 s
 }
 
-type Answer = { readonly status: number; readonly ms: number }
+type Answer = { readonly status: number; readonly ms: number; readonly error?: string }
 
 const get = (
   agent: Agent,
@@ -89,15 +92,38 @@ const get = (
   host: string,
   key: string,
   localAddress: string,
-  path = "/api/v1/incidents?limit=20"
+  path = "/api/v1/incidents?limit=20",
+  forwardedFor?: string
 ): Promise<Answer> =>
   new Promise((resolve) => {
     const t0 = performance.now()
     const req = request(
-      { agent, host: "127.0.0.1", port, path, localAddress, headers: { host, authorization: `Bearer ${key}` } },
+      {
+        agent,
+        host: "127.0.0.1",
+        port,
+        path,
+        localAddress,
+        headers: {
+          host,
+          authorization: `Bearer ${key}`,
+          ...(forwardedFor === undefined ? {} : { "x-forwarded-for": forwardedFor })
+        }
+      },
       (res) => {
-        res.resume()
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0 }))
+        // A refusal's error text, with its number of seconds taken out: which limit answered.
+        let body = ""
+        if (res.statusCode !== 200) res.on("data", (c: Buffer) => void (body += c.toString("utf8")))
+        else res.resume()
+        res.on("end", () => {
+          const error =
+            body === "" ? undefined : (JSON.parse(body) as { error?: string }).error?.replace(/\d+ seconds?$/, "<n> s")
+          resolve({
+            status: res.statusCode ?? 0,
+            ms: performance.now() - t0,
+            ...(error === undefined ? {} : { error })
+          })
+        })
       }
     )
     req.on("error", () => resolve({ status: 0, ms: performance.now() - t0 }))
@@ -146,7 +172,9 @@ try {
       OPS_PORT: String(opsPort),
       LOG_LEVEL: "warn",
       // The reader's steady rate is above the production limit; the flood never has a key.
-      API_RATE_LIMIT: "1000000"
+      API_RATE_LIMIT: "1000000",
+      // Phase 3's addresses come as a proxy would pass them on; the others send no header.
+      TRUST_PROXY: "true"
     },
     stdio: ["ignore", "inherit", "inherit"]
   })
@@ -231,11 +259,17 @@ try {
   }
 
   /** One flood beside the reader: REQUESTS requests from `from`, each with a made-up key of a real key's shape. */
-  const flood = async (name: string, from: string, hostOf: (i: number) => string) => {
+  const flood = async (
+    name: string,
+    from: string,
+    hostOf: (i: number) => string,
+    forwardedFor?: (i: number) => string
+  ) => {
     const rss = sampler()
     const floodReader = reader()
     const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
     const statuses = new Map<number, number>()
+    const errors = new Map<string, number>()
     let sent = 0
     const s0 = await statements()
     const cpu0 = cpuMs(pid)
@@ -250,8 +284,9 @@ try {
       while (sent < REQUESTS) {
         const i = sent++
         const key = `mk_${randomBytes(32).toString("base64url")}`
-        const a = await get(agent, port, hostOf(i), key, from)
+        const a = await get(agent, port, hostOf(i), key, from, undefined, forwardedFor?.(i))
         statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1)
+        if (a.error !== undefined) errors.set(a.error, (errors.get(a.error) ?? 0) + 1)
       }
     }
     await Promise.all(Array.from({ length: CONCURRENCY }, worker))
@@ -273,6 +308,7 @@ try {
       rss: rss.stop(),
       seconds,
       statuses,
+      errors,
       statementsPerSecond: (sEnd - s0) / seconds,
       after1s,
       perHundred: (own / after1s) * 100,
@@ -292,11 +328,20 @@ try {
   })
   // 2: a real company's Host, from another address (a limit per address starts afresh).
   const company = await flood("acme.localhost", "127.0.0.3", () => "acme.localhost")
+  // 3: a real company's Host, each request from an IPv6 /64 of its own (as a proxy names them):
+  // every address within its own allowance, the process's budget of lookups
+  // (AUTH_LOOKUPS_PER_SECOND) the only bound.
+  const addresses = await flood(
+    "many addresses",
+    "127.0.0.4",
+    () => "acme.localhost",
+    (i) => `2001:db8:${((i >> 16) & 0xffff).toString(16)}:${(i & 0xffff).toString(16)}::1`
+  )
   await new Promise((r) => setTimeout(r, 3000))
   const settled = rssMb(pid)
 
   const pct = (l: number[], p: number) => (l.length === 0 ? "-" : `${fmt(percentile(l, p), 1)} ms`)
-  const phases = [unique, company]
+  const phases = [unique, company, addresses]
 
   console.log(
     `\nbench:flood  ${new Date().toISOString().slice(0, 10)}  ${fmt(REQUESTS)} flood requests per phase, ${CONCURRENCY} at a time, reader ${READER_RATE}/s\n`
@@ -323,6 +368,7 @@ try {
     console.log(
       `flood, ${p.name}: ${fmt(REQUESTS)} requests in ${fmt(p.seconds, 1)} s (${fmt(REQUESTS / p.seconds)}/s); answers ${answers}`
     )
+    for (const [error, n] of p.errors) console.log(`  ${fmt(n)} x ${error}`)
     console.log(
       `  statements after its first second: ${fmt(p.own)} for ${fmt(p.after1s)} requests = ${fmt(p.perHundred, 2)} per 100 (target <= 1); reader p99 ${pct(p.latencies, 99)} (target < 50 ms)`
     )
