@@ -37,6 +37,8 @@ export type ColumnType = "uuid" | "text" | "timestamptz" | "boolean" | "integer"
 /**
  * Every other column of every app table with the type the service reads it as, in
  * sql/demo/app.sql order: the contract checked at start, and the publication's column lists.
+ * The mirror stores a row's values in this order (src/pipeline/projection/mirror-codec.ts):
+ * a new column goes at the end of its table; reordering or removing one misreads stored rows.
  */
 export const APP_COLUMNS: Readonly<Record<string, Readonly<Record<string, ColumnType>>>> = {
   companies: {

@@ -9,6 +9,7 @@
 // the same answer before and after that commit.
 import type { Sql, TransactionSql } from "postgres"
 import type { Row } from "../../domain/records/types.ts"
+import { decodeMirrorData } from "./mirror-codec.ts"
 import { rowCompany, rowParent } from "./tables.ts"
 
 export interface MirrorRow {
@@ -115,13 +116,13 @@ export class Store {
     if (row.parentId !== null) this.children.get(row.tbl, row.parentId)?.add(row.key)
   }
 
-  /** The mirror keeps row data as JSON text (sql/006); it is parsed only when loaded. */
+  /** The mirror keeps row data as JSON text (sql/006, mirror-codec.ts); it is decoded only when loaded. */
   private static toRow = (r: RowRecord): MirrorRow => ({
     tbl: r.tbl,
     key: r.key,
     companyId: r.company_id,
     parentId: r.parent_id,
-    data: JSON.parse(r.data) as Row
+    data: decodeMirrorData(r.tbl, r.data)
   })
 
   /** Loads the given keys (absent ones are remembered as absent). */
@@ -145,7 +146,7 @@ export class Store {
     for (const [t, key] of want) if (!this.base.has(t, key)) this.rememberAs(t, key, null)
   }
 
-  /** Remembers rows read from the mirror by another statement (data null: absent), unless already loaded. */
+  /** Remembers rows read from the mirror by another statement (data: its stored text; null: absent), unless already loaded. */
   seed(
     rows: ReadonlyArray<{
       tbl: string
@@ -163,7 +164,7 @@ export class Store {
           key: r.key,
           companyId: r.companyId,
           parentId: r.parentId,
-          data: JSON.parse(r.data) as Row
+          data: decodeMirrorData(r.tbl, r.data)
         })
     }
   }

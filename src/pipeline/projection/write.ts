@@ -5,6 +5,7 @@ import type { MirrorRow, Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
+import { encodeMirrorData } from "./mirror-codec.ts"
 
 /** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
 export interface MirrorChanges {
@@ -20,7 +21,7 @@ const mirrorColumns = (rows: ReadonlyArray<MirrorRow>) => ({
   key: rows.map((r) => r.key),
   company: packed(rows.map((r) => r.companyId)),
   parent: packed(rows.map((r) => r.parentId)),
-  data: packed(rows.map((r) => JSON.stringify(r.data)))
+  data: packed(rows.map((r) => encodeMirrorData(r.tbl, r.data)))
 })
 
 /**

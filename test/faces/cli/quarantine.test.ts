@@ -12,6 +12,7 @@ import { freePort } from "../../support/net.ts"
 import { sample } from "../../support/observed.ts"
 import { startService, streaming, type ServiceProcess, waitForUrl } from "../../support/service-process.ts"
 import { waitFor } from "../../support/wait.ts"
+import { setMirrorValue } from "../../support/mirror.ts"
 
 describe("capture quarantine from the command line", () => {
   const db = useDatabase()
@@ -141,7 +142,7 @@ describe("capture quarantine from the command line", () => {
 
     // A release that can read it (here: its mirrored row as a newer shaper would read it):
     // retry shapes it from its current row, writes its view and fires its event, once.
-    await db.sql`update service.rows set data = jsonb_set(data::jsonb, '{score}', '55')::text where tbl = 'audits' and key = ${first}`
+    await setMirrorValue(db.sql, "audits", first, "score", 55)
     const before = (await outbox(db.sql)).length
     const ok = await cli("capture", "quarantine", "retry", idFirst!, "--as", admin)
     expect(ok.stderr).toBe("")
@@ -182,7 +183,7 @@ describe("capture quarantine from the command line", () => {
     const a = await audit("NaN three", "NaN")
     const b = await audit("NaN four", "NaN")
     await settled()
-    await db.sql`update service.rows set data = jsonb_set(data::jsonb, '{score}', '3')::text where tbl = 'audits' and key = ${a}`
+    await setMirrorValue(db.sql, "audits", a, "score", 3)
     const all = await cli("capture", "quarantine", "retry", "--all", "--json")
     expect(all.code).toBe(1)
     expect(JSON.parse(all.stdout)).toMatchObject({ retried: 2, shaped: 1, stillHeld: [{ key: b, attempts: 2 }] })

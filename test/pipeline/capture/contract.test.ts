@@ -12,6 +12,7 @@ import { outbox, useCapture, view } from "../../support/capture.ts"
 import { readAppRows } from "../../../src/pipeline/capture/resync.ts"
 import { useDatabase, useCompany } from "../../support/fixtures.ts"
 import { sleep, waitFor } from "../../support/wait.ts"
+import { mirrorRows } from "../../support/mirror.ts"
 
 type Sql = import("postgres").Sql
 
@@ -90,10 +91,17 @@ describe("an app table whose contract breaks mid-stream", () => {
         [fresh, "incidents"]
       ])
     )
-    // The column the service does not read is never stored.
+    // The column the service does not read is never stored: neither its name nor its values.
     const [stored] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from service.rows where tbl = 'incidents' and data like '%headline%'`
     expect(stored!.n).toBe(0)
+    const rows = await mirrorRows(db.sql, "incidents")
+    expect(rows.map((r) => r.key)).toEqual(expect.arrayContaining([kept, fresh]))
+    for (const { data } of rows) {
+      expect("headline" in data).toBe(false)
+      expect(Object.values(data)).not.toContain("Kept, renamed")
+      expect(Object.values(data)).not.toContain("New while renamed")
+    }
 
     // Renamed back: the contract watch sees it fit, the table is re-read, the held records shape.
     await db.sql`alter table app.incidents rename column headline to title`
@@ -232,12 +240,10 @@ describe("an app table whose contract breaks mid-stream", () => {
     // The re-read met the app's changes to rows it had just read (the late updates).
     expect(lateOnes.length).toBeGreaterThan(1)
     const app = await readAppRows(db.sql, "incidents", { from: "", to: null })
-    const mirror = await db.sql<
-      { key: string; data: string }[]
-    >`select key, data from service.rows where tbl = 'incidents'`
+    const mirror = await mirrorRows(db.sql, "incidents")
     const byKey = (rows: ReadonlyArray<{ key: string; data: unknown }>) =>
       Object.fromEntries(rows.map((r) => [r.key, r.data]).sort(([a], [b]) => String(a).localeCompare(String(b))))
-    expect(byKey(mirror.map((r) => ({ key: r.key, data: JSON.parse(r.data) as unknown })))).toEqual(byKey(app))
+    expect(byKey(mirror)).toEqual(byKey(app))
     for (const id of lateOnes) expect(await view(db.sql, "incidents", id)).toMatchObject({ title: `Late ${id}` })
   })
 })

@@ -8,6 +8,7 @@ import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
 import { runSql } from "../../support/sql.ts"
 import { useDatabase, useCompany } from "../../support/fixtures.ts"
 import { waitFor } from "../../support/wait.ts"
+import { setMirrorValue } from "../../support/mirror.ts"
 import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine.ts"
 
 const quarantine = async (sql: import("postgres").Sql) =>
@@ -235,7 +236,7 @@ describe("bootstrap and rebuild-views hold what they cannot shape", () => {
       // The mirror row of another audit goes bad (as a new release's shaper might find it):
       // rebuild-views keeps its view, leaves the held one alone, and asks capture about both.
       const otherView = await view(db.sql, "audits", other)
-      await db.sql`update service.rows set data = jsonb_set(data::jsonb, '{score}', '"oops"')::text where tbl = 'audits' and key = ${other}`
+      await setMirrorValue(db.sql, "audits", other, "score", "oops")
       const result = await runSql(db.sql, rebuildViews())
       expect(result).toMatchObject({ unshaped: 1, held: 1 })
       expect(await view(db.sql, "audits", other)).toEqual(otherView)

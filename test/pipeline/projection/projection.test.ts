@@ -2,6 +2,7 @@
 // privacy cases hide their fields, and no NEVER value reaches a view, the mirror or the outbox.
 import { describe, expect, it } from "vitest"
 import { NEVER_COLUMNS } from "../../../src/domain/records/index.ts"
+import { decodeMirrorData } from "../../../src/pipeline/projection/mirror-codec.ts"
 import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertIncident } from "../../support/app.ts"
@@ -198,5 +199,14 @@ describe("projection through the stream", () => {
     const [leak] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from service.views v, jsonb_object_keys(v.body::jsonb) k where k = any(${keys}::text[])`
     expect(leak!.n).toBe(0)
+    // The mirror holds every row by position (mirror-codec.ts), and no NEVER column under any name.
+    const stored = await db.sql<{ tbl: string; data: string }[]>`select tbl, data from service.rows`
+    expect(stored.length).toBeGreaterThan(1000)
+    expect(stored.filter((r) => !r.data.startsWith("[")).map((r) => r.tbl)).toEqual([])
+    const named = stored.flatMap((r) => {
+      const row = decodeMirrorData(r.tbl, r.data)
+      return (NEVER_COLUMNS[r.tbl] ?? []).filter((c) => c in row).map((c) => `${r.tbl}.${c}`)
+    })
+    expect(named).toEqual([])
   })
 })
