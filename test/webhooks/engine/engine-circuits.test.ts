@@ -89,7 +89,12 @@ describe("a destination's circuit", () => {
       const stats = await Effect.runPromise(s.engine.stats)
       expect(stats).toMatchObject({ circuitsOpened: 1, circuitsClosed: 1, circuitsOpen: 0 })
       expect(stats.notSent).toBe(attempts.filter((a) => a.error_kind === "circuit").length)
-      expect(at(s.w.receiver, path)).toHaveLength(attempts.filter((a) => a.error_kind !== "circuit").length)
+      // (An attempt sent may still not have reached it: a TLS handshake that outlasted the 400 ms
+      // deadline on a loaded machine is a timeout the receiver never saw, so at most that many.)
+      const got = at(s.w.receiver, path).length
+      expect(got).toBeLessThanOrEqual(attempts.filter((a) => a.error_kind !== "circuit").length)
+      expect(got).toBeGreaterThanOrEqual(attempts.filter((a) => a.status !== null).length)
+      expect(attempts.filter((a) => a.error_kind === "circuit").every((a) => a.status === null)).toBe(true)
       // Each delivery arrived under its own id, once successfully.
       const delivered = new Set(at(s.w.receiver, path).map((r) => String(r.headers["service-delivery"])))
       expect(delivered.size).toBe(6)
