@@ -28,10 +28,9 @@ const NEVER: Record<string, ReadonlyArray<string>> = {
 }
 
 const seed = async (db: TestDatabase) => {
-  const started = Date.now()
   const result = await seedDemoOnce(db.sql)
   if (!result.seeded) throw new Error("expected a first seed")
-  return { summary: result.summary, ms: Date.now() - started }
+  return result.summary
 }
 
 const distinct = async (db: TestDatabase, table: string, column: string) =>
@@ -44,13 +43,12 @@ const distinct = async (db: TestDatabase, table: string, column: string) =>
 describe("demo seed", () => {
   const db = useDatabase()
   let summary: SeedSummary
-  let ms = 0
   beforeAll(async () => {
-    ;({ summary, ms } = await seed(db))
+    summary = await seed(db)
   })
 
-  it("seeds everything in one go, well under 5 seconds", () => {
-    expect(ms).toBeLessThan(5000)
+  // (How long it takes is not asserted here: a test's clock reads the machine's load.)
+  it("seeds everything in one go", () => {
     expect(summary.host).toBe(DEMO_HOST)
     expect(summary.adminEmail).toBe("admin@acme.example")
   })
@@ -273,7 +271,7 @@ describe("demo seed", () => {
     const other = await freshDatabase()
     try {
       const second = await seed(other)
-      expect(second.summary.counts).toEqual(summary.counts)
+      expect(second.counts).toEqual(summary.counts)
       const shape = (d: TestDatabase) => d.sql`
         select 'ca' as t, source || '/' || status as k, count(*)::int as n from app.corrective_actions group by 1, 2
         union all select 'inc', type || '/' || severity || '/' || status || '/' || privacy_case, count(*)::int from app.incidents group by 1, 2
