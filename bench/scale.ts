@@ -31,7 +31,7 @@ import { freePort } from "../test/support/net.ts"
 import { fmt, percentile, startCommand, table } from "./support.ts"
 
 const USAGE =
-  "usage: npm run bench:scale -- [--records N] [--batch N] [--requests N] [--small-changes N] [--settle-seconds N] [--rounds N]"
+  "usage: npm run bench:scale -- [--records N] [--batch N] [--requests N] [--small-changes N] [--settle-seconds N] [--rounds N] [--in-order]"
 const args = (() => {
   try {
     return parseArgs({
@@ -41,6 +41,7 @@ const args = (() => {
         requests: { type: "string", default: "200" },
         "small-changes": { type: "string", default: "50000" },
         "settle-seconds": { type: "string", default: "60" },
+        "in-order": { type: "boolean", default: false },
         rounds: { type: "string", default: "3" }
       },
       strict: true
@@ -64,6 +65,9 @@ const REQUESTS = int("requests", 10)
 const SMALL_CHANGES = int("small-changes", 1000)
 const SETTLE_SECONDS = int("settle-seconds", 0)
 const ROUNDS = int("rounds", 1)
+// Records created in time order, as an app creating them live does (each 30 s after the one
+// before), rather than spread over two years in a sawtooth as a backfilled import might be.
+const IN_ORDER = args["in-order"] === true
 const WORKERS = Math.floor(RECORDS / 5)
 const SMALL_TXN_ROWS = 10
 const HOST = "big.localhost"
@@ -222,13 +226,16 @@ try {
   const sampler = setInterval(() => rss.push(rssMb(pid)), 500)
 
   // Rows as the app writes them: values spread so filters select a realistic share.
+  const createdAt = (tx: postgres.TransactionSql | postgres.Sql) =>
+    IN_ORDER
+      ? tx`timestamptz '2024-01-01' + i * interval '30 seconds'`
+      : tx`timestamptz '2024-01-01' + (i % 700) * interval '1 day' + (i % 86400) * interval '1 second'`
   const insertWorkers = (tx: postgres.TransactionSql, from: number, count: number) => tx`
     insert into app.workers (company_id, name, job_title, employer, status, created_at, updated_at)
     select ${companyId}, (array['Ann','Bo','Chen','Dara','Eli','Fay','Gus','Hana','Ivo','Jun'])[1 + i % 10] || ' ' ||
              (array['Smith','Okafor','Larsen','Moreau','Tanaka','Silva','Novak','Haddad'])[1 + (i / 10) % 8] || ' ' || i,
            'Operator', 'Big Co', case when i % 7 = 0 then 'inactive' else 'active' end,
-           timestamptz '2024-01-01' + (i % 700) * interval '1 day' + (i % 86400) * interval '1 second',
-           timestamptz '2024-01-01' + (i % 700) * interval '1 day' + (i % 86400) * interval '1 second'
+           ${createdAt(tx)}, ${createdAt(tx)}
     from generate_series(${from}::int, ${from + count - 1}::int) i`
   const insertActions = (tx: postgres.TransactionSql | postgres.Sql, from: number, count: number) => tx`
     insert into app.corrective_actions (company_id, title, description, source, status, priority, due_date,
@@ -240,8 +247,7 @@ try {
            timestamptz '2024-02-01' + (i % 700) * interval '1 day',
            case when i % 4 >= 2 then timestamptz '2024-03-01' + (i % 700) * interval '1 day' end,
            'Owner ' || (i % 300),
-           timestamptz '2024-01-01' + (i % 700) * interval '1 day' + (i % 86400) * interval '1 second',
-           timestamptz '2024-01-01' + (i % 700) * interval '1 day' + (i % 86400) * interval '1 second'
+           ${createdAt(tx)}, ${createdAt(tx)}
     from generate_series(${from}::int, ${from + count - 1}::int) i`
 
   // With the CPU the service's process and PostgreSQL's spent meanwhile (Linux): on a machine
