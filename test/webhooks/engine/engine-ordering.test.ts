@@ -53,15 +53,15 @@ describe("ordering by record", () => {
     ids.B = await insertAction(s.w.db.sql, s.w.company.id, { title: "B" })
     await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.B}`
     // Every event captured before the engine starts: B's two deliveries then go at once beside A's
-    // first attempts, so A's retries (1.5 s in all) cannot run out before B's arrive however
-    // long capture took on a loaded machine.
+    // first attempts, so A's retries (5 s in all) do not run out before B's arrive however long
+    // capture took, or a send, on a loaded machine (1.5 s did once, in a 20 s clean-clone run).
     const recordIds = Object.values(ids)
     await waitFor(async () => {
       const [r] = await s.w.db.sql<{ n: number }[]>`
         select count(*)::int as n from service.events where record_id::text = any(${recordIds})`
       return r?.n === 7
     }, "all seven events captured")
-    s.engine = await startEngine(s.w.deps, { retrySchedule: "300ms,300ms,300ms,300ms,300ms" })
+    s.engine = await startEngine(s.w.deps, { retrySchedule: "1s,1s,1s,1s,1s" })
 
     await waitFor(
       async () => {
