@@ -54,14 +54,15 @@ describe("ordering by record", () => {
     await s.w.db.sql`update app.corrective_actions set status = 'completed' where id = ${ids.B}`
     // Every event captured before the engine starts: B's two deliveries then go at once beside A's
     // first attempts, so A's retries (5 s in all) do not run out before B's arrive however long
-    // capture took, or a send, on a loaded machine (1.5 s did once, in a 20 s clean-clone run).
+    // capture took. An attempt that hangs is cut at 2 s, not 10: two runs of ~20 s each saw A's
+    // retries run out, as if one of B's attempts had waited out the 10 s timeout.
     const recordIds = Object.values(ids)
     await waitFor(async () => {
       const [r] = await s.w.db.sql<{ n: number }[]>`
         select count(*)::int as n from service.events where record_id::text = any(${recordIds})`
       return r?.n === 7
     }, "all seven events captured")
-    s.engine = await startEngine(s.w.deps, { retrySchedule: "1s,1s,1s,1s,1s" })
+    s.engine = await startEngine(s.w.deps, { retrySchedule: "1s,1s,1s,1s,1s", timeoutMs: 2_000 })
 
     await waitFor(
       async () => {
@@ -76,7 +77,12 @@ describe("ordering by record", () => {
     // A: its first event retried until it got through; only then the next, then the last.
     const a = ofRecord(rs, "A", answers)
     const firstOk = a.findIndex(([, st]) => st === 200)
-    expect(a.slice(0, firstOk + 1).every(([ev]) => ev === "corrective_action.created")).toBe(true)
+    // On failure, what arrived and how each delivery ended, in arrival order.
+    const seen = `arrived: ${JSON.stringify(rs.map((r) => [body(r).data.title, body(r).event, answers.get(r)]))}; deliveries: ${JSON.stringify((await deliveriesTo(s.w.db.sql, e.id)).map((d) => [d.state, d.attempts, d.last_status, d.last_error]))}`
+    expect(
+      a.slice(0, firstOk + 1).every(([ev]) => ev === "corrective_action.created"),
+      seen
+    ).toBe(true)
     expect(firstOk).toBeGreaterThan(0)
     expect(a.slice(firstOk + 1).map(([ev]) => ev)).toEqual(["corrective_action.closed", "corrective_action.closed"])
     const closed = rs.filter((r) => body(r).data.title === "A" && body(r).event === "corrective_action.closed")
