@@ -34,10 +34,15 @@ with d as materialized (
     case when d.ordering_key is null then null
       when (ev.commit_lsn, ev.seq) > (select f.commit_lsn, f.seq from service.webhook_fanout f) then 'fan-out'
       when pred.until is not null then 'record' end as blocked,
-    pred.until as blocked_until
+    -- An earlier one in flight (leased) may finish while this statement runs: its record step's
+    -- wake (nextInOrder) then comes before this push and is lost, so the wait is cut to 2 s and
+    -- looked at again, not carried to the end of its lease.
+    case when pred.inflight then least(pred.until, $1::timestamptz + interval '2 seconds') else pred.until end
+      as blocked_until
   from d ${DELIVERY_JOINS}
   left join lateral (
-    select max(greatest(p.next_attempt_at, coalesce(p.lease_until, p.next_attempt_at))) as until
+    select max(greatest(p.next_attempt_at, coalesce(p.lease_until, p.next_attempt_at))) as until,
+      bool_or(p.lease_until > $1::timestamptz) as inflight
     from service.webhook_deliveries p join service.events pe on pe.id = p.event_id
     where d.ordering_key is not null and coalesce(p.endpoint_id, p.subscription_id) = coalesce(d.endpoint_id, d.subscription_id)
       and p.ordering_key = d.ordering_key and p.state = 'pending' and p.id <> d.id
