@@ -150,12 +150,34 @@ export class ApiKeys extends Context.Service<
         sizeOf: (client) => stringBytes(client) + 80,
         ttlMs: 10 * 60_000
       })
-      /** 0 when this client's lookup may go, else the seconds until the process has one for it. */
-      const budgetFor = (client: string, now: number) =>
-        trusted.get(client, now) !== undefined ? 0 : lookups.take(now)
-      const trust = (client: string, tookBudget: boolean, now: number) => {
-        if (tookBudget) lookups.giveBack(now)
-        trusted.set(client, true, now)
+      /**
+       * A lookup of a credential this process does not know: a token from the client's failed
+       * authentications and, unless the client is trusted, one from the process's budget. Held:
+       * the seconds to wait (and, when the budget held it, its refusal). Else `usable` gives both
+       * tokens back and trusts the client, once the credential turned out good.
+       */
+      const takeLookup = (
+        client: string,
+        now: number
+      ):
+        | { readonly held: { readonly retryAfter: number; readonly error?: RateLimited } }
+        | { readonly usable: () => void } => {
+        const wait = failures.take(client, now)
+        if (wait > 0) return { held: { retryAfter: wait } }
+        const wasTrusted = trusted.get(client, now) !== undefined
+        const busy = wasTrusted ? 0 : lookups.take(now)
+        if (busy > 0) {
+          failures.giveBack(client, now)
+          return { held: { retryAfter: busy, error: tooManyLookups(settings.authLookupsPerSecond, busy) } }
+        }
+        return {
+          usable: () => {
+            const at = Date.now()
+            failures.giveBack(client, at)
+            if (!wasTrusted) lookups.giveBack(at)
+            trusted.set(client, true, at)
+          }
+        }
       }
       // A flood's answers are made once, not per request (an error captures a stack trace as
       // it is made, the largest cost of a refusal): no key, an unknown one, and the 429 for
@@ -262,22 +284,13 @@ export class ApiKeys extends Context.Service<
                 Effect.promise(() => directory.resolve(request.credential, request.host, request.resource)),
                 (lookup) => looked(request, lookup)
               )
-        const client = clientKey(request.client)
-        const now = Date.now()
-        const wait = failures.take(client, now)
-        if (wait > 0) return Effect.succeed(held(tooMany(wait), wait))
-        const wasTrusted = trusted.get(client, now) !== undefined
-        const busy = wasTrusted ? 0 : lookups.take(now)
-        if (busy > 0) {
-          failures.giveBack(client, now)
-          return Effect.succeed(held(tooManyLookups(settings.authLookupsPerSecond, busy), busy))
+        const taken = takeLookup(clientKey(request.client), Date.now())
+        if ("held" in taken) {
+          const { retryAfter, error } = taken.held
+          return Effect.succeed(held(error ?? tooMany(retryAfter), retryAfter))
         }
         const settle = (a: Admission): Admission => {
-          if (!(a._tag === "Refused" && a.error._tag === "Unauthorized")) {
-            const at = Date.now()
-            failures.giveBack(client, at)
-            trust(client, !wasTrusted, at)
-          }
+          if (!(a._tag === "Refused" && a.error._tag === "Unauthorized")) taken.usable()
           return a
         }
         return known !== undefined
@@ -336,29 +349,12 @@ export class ApiKeys extends Context.Service<
             const fingerprint = fingerprintOf(credential).toString("base64")
             const now = Date.now()
             const known = acceptedLately.get(fingerprint, now) !== undefined
-            const key = clientKey(client)
-            let tookBudget = false
-            if (!known) {
-              const wait = failures.take(key, now)
-              if (wait > 0) return Effect.succeed({ retryAfter: wait })
-              const busy = budgetFor(key, now)
-              if (busy > 0) {
-                failures.giveBack(key, now)
-                return Effect.succeed({
-                  retryAfter: busy,
-                  error: tooManyLookups(settings.authLookupsPerSecond, busy)
-                })
-              }
-              tookBudget = trusted.peek(key, now) === undefined
-            }
+            const taken = known ? undefined : takeLookup(clientKey(client), now)
+            if (taken !== undefined && "held" in taken) return Effect.succeed(taken.held)
             return Effect.map(check, (checked) => {
-              const at = Date.now()
               if (accepted(checked)) {
-                if (!known) {
-                  failures.giveBack(key, at)
-                  trust(key, tookBudget, at)
-                }
-                acceptedLately.set(fingerprint, true, at)
+                taken?.usable()
+                acceptedLately.set(fingerprint, true, Date.now())
               } else if (known) acceptedLately.delete(fingerprint)
               return { checked }
             })
