@@ -350,6 +350,12 @@ try {
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where n.nspname = ${schema} and c.relkind in ('r', 'p')`
   const sizes = [...(await sizesOf(own!, "service")), ...(await sizesOf(sql, "app"))]
+  // Each index of the service's schema: where the index bytes go.
+  const indexSizes = await own!<{ rel: string; bytes: string }[]>`
+    select c.relname as rel, pg_relation_size(c.oid)::text as bytes
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'service' and c.relkind = 'i'
+    order by pg_relation_size(c.oid) desc limit 12`
   const records = next - deleteCount + WORKERS
   const sum = (schema: string, column: "table_bytes" | "index_bytes") =>
     sizes.filter((s) => s.schema === schema).reduce((n, s) => n + Number(s[column]), 0)
@@ -478,6 +484,11 @@ try {
         `${fmt(Number(s.index_bytes) / 1048576)} MB`,
         perRecord(Number(s.table_bytes) + Number(s.index_bytes))
       ])
+  ])
+  console.log("")
+  table([
+    ["service's largest indexes", "size", "per record"],
+    ...indexSizes.map((s) => [s.rel, `${fmt(Number(s.bytes) / 1048576)} MB`, perRecord(Number(s.bytes))])
   ])
   const finite = rss.filter(Number.isFinite)
   console.log(
