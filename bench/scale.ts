@@ -281,14 +281,15 @@ try {
   )
 
   // 2. Small transactions against one import-sized transaction, each drained alone, same run.
-  // Capture's mirror writes wait behind a lock while the app writes, so what is timed, from the
-  // lock's release to the checkpoint past the last commit, is capture's drain alone (timed with
-  // the writes, small transactions would measure the writers).
+  // Capture waits behind a lock while the app writes, so what is timed, from the lock's release
+  // to the checkpoint past the last commit, is capture's drain alone (timed with the writes,
+  // small transactions would measure the writers). The lock keeps even reads of the mirror out:
+  // a batch and a large transaction both read it first (an import of new records writes none).
   const drained = async (write: () => Promise<void>) => {
     const hold = await own!.reserve()
     try {
       await hold`begin`
-      await hold`lock table service.rows in share mode`
+      await hold`lock table service.rows in access exclusive mode`
       await write()
       const lsn = await currentLsn()
       const cpu0 = cpuMs()

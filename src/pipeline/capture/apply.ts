@@ -14,7 +14,8 @@ import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
 import { scrubToIdentifiers } from "../../domain/records/deleted.ts"
 import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
-import { Store, TableMap } from "../projection/store.ts"
+import { type MirrorRow, Store, TableMap } from "../projection/store.ts"
+import { standsFor, viewBackedTable } from "../projection/by-view.ts"
 import { rowCompany } from "../projection/tables.ts"
 import {
   type ChangeTime,
@@ -513,11 +514,47 @@ export const newPrivacyCases = (
   return [...ids]
 }
 
-/** What a batch changes in the mirror, as statements take it. */
-export const mirrorChanges = (store: Store): MirrorChanges => {
+/**
+ * What a batch changes in the mirror, as statements take it, once its views are known
+ * (`written`: every view it writes). A view-backed row whose view, as written, stands for it
+ * (projection/by-view.ts) is not stored, and a stored copy of it goes; one whose view no longer
+ * does is stored, changed or not (the view the mirror read it from is being rewritten).
+ * The view and the mirror row are written in the same transaction, which keeps the mirror
+ * itself (sql/032: no copy made by the views' trigger).
+ */
+export const mirrorChanges = (store: Store, written: ReadonlyArray<ProjectedView> = []): MirrorChanges => {
   const { inserts, updates, deletes } = store.changes()
-  return { inserts, upserts: updates, deletes }
+  if (written.length === 0) return { inserts, upserts: updates, deletes }
+  const stands = new TableMap<boolean>()
+  for (let i = 0; i < written.length; i++) {
+    const v = written[i]!
+    const table = viewBackedTable(v.resource)
+    if (table === undefined) continue
+    const row = store.get(table, v.id)
+    if (row !== null) stands.set(table, v.id, standsFor(table, v.record, v.companyId, row.data))
+  }
+  if (stands.isEmpty()) return { inserts, upserts: updates, deletes }
+  const stored = (r: MirrorRow) => stands.get(r.tbl, r.key) !== true
+  const upserts = updates.filter(stored)
+  const dirty = new TableMap<true>()
+  for (const r of inserts) dirty.set(r.tbl, r.key, true)
+  for (const r of updates) dirty.set(r.tbl, r.key, true)
+  stands.forEachKey((tbl, key) => {
+    if (stands.get(tbl, key)) {
+      // Stored before this batch (or read from its view: then the delete finds nothing).
+      if (store.getBase(tbl, key) !== null) deletes.push({ tbl, key })
+    } else if (!dirty.has(tbl, key)) upserts.push(store.get(tbl, key)!)
+  })
+  return { inserts: inserts.filter(stored), upserts, deletes }
 }
+
+/**
+ * Said first in a transaction that writes views and the mirror rows they stand for together:
+ * the views' trigger then keeps no copy of a changed view's old body in the mirror (sql/032).
+ */
+export const keepsMirror = (tx: Tx): Array<Promise<unknown>> => [
+  tx`select set_config('service.keeps_mirror', 'on', true)`.execute()
+]
 
 /** Changes simulated between two turns of the event loop while a batch is prepared. */
 const SLICE_CHANGES = 250
@@ -645,7 +682,8 @@ const prepareWith = async (
     }
   }
   const writes = [
-    mirrorWrites(mirrorChanges(store)),
+    keepsMirror,
+    mirrorWrites(mirrorChanges(store, views)),
     viewWrites(known, deletedAt(txns, gone), time, fresh),
     // An event that carries its record's final view (the most common case: nothing changed it
     // after) takes the body from the view written just before it, rather than shipping it twice.

@@ -10,7 +10,8 @@ import { AppSql, inTransaction, query, transaction } from "../../platform/db/Sql
 import { markProjectionVersion } from "../projection/version.ts"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
-import { reprojectViews } from "./apply.ts"
+import { mirrorChanges, reprojectViews } from "./apply.ts"
+import { VIEW_BACKED } from "../projection/by-view.ts"
 import { contractNow, errorText, isPoison } from "./quarantine.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView, tablesRead } from "../projection/project.ts"
@@ -21,6 +22,7 @@ import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
 import {
   type ChangeTime,
+  mirrorWrites,
   removeOrphanViews,
   writeCompanies,
   writeMirror,
@@ -100,16 +102,39 @@ const loadMirror = async (app: Handle, tx: Tx, skip: ReadonlySet<string> = new S
   return total
 }
 
-/** Keys of one mirror table, page by page (keyset on the primary key). */
-async function* mirrorKeys(tx: Tx, tbl: string, page: number) {
+/**
+ * Keys of one mirror table, page by page (keyset on the primary key); with `viewsToo`, then
+ * those of the rows its views stand for (projection/by-view.ts: a view without a stored row),
+ * keyset on the views' primary key.
+ */
+async function* mirrorKeys(tx: Tx, tbl: string, page: number, viewsToo = false) {
+  const resource = VIEW_BACKED.get(tbl)
+  if (viewsToo && resource !== undefined) {
+    // Which rows views stand for, taken before any is re-projected: re-projecting a stored row
+    // may leave it to its view, and it must not be met twice.
+    await tx`create temp table if not exists mirror_by_view (id uuid primary key) on commit drop`
+    await tx`truncate mirror_by_view`
+    await tx`
+      insert into mirror_by_view
+      select v.id from service.views v
+       where v.resource = ${resource} and not exists (select 1 from service.rows r where r.tbl = ${tbl} and r.key = v.id::text)`
+  }
   let after = ""
   for (;;) {
     const rows = await tx<Array<{ key: string }>>`
       select key from service.rows where tbl = ${tbl} and key > ${after} order by key limit ${page}`
-    if (rows.length === 0) return
-    yield rows.map((r) => r.key)
+    if (rows.length > 0) yield rows.map((r) => r.key)
+    if (rows.length < page) break
     after = rows[rows.length - 1]!.key
+  }
+  if (!viewsToo || resource === undefined) return
+  let id = "00000000-0000-0000-0000-000000000000"
+  for (;;) {
+    const rows = await tx<Array<{ key: string }>>`
+      select id::text as key from mirror_by_view where id > ${id}::uuid order by id limit ${page}`
+    if (rows.length > 0) yield rows.map((r) => r.key)
     if (rows.length < page) return
+    id = rows[rows.length - 1]!.key
   }
 }
 
@@ -139,8 +164,9 @@ const reprojectHolding = async (
   resource: Resource,
   keys: ReadonlyArray<string>,
   time: ChangeTime,
-  hold: Holding
-) => {
+  hold: Holding,
+  keepMirror: boolean
+): Promise<ReadonlyArray<RecordRef>> => {
   const tbl = RESOURCE_INFO[resource].table
   const held = hold.keepHeld
     ? new Set(
@@ -174,36 +200,47 @@ const reprojectHolding = async (
     }
   }
   await writeViews(tx, views, gone, time)
+  // The mirror rows the rewritten views stand for, or no longer do (apply.ts, mirrorChanges).
+  if (keepMirror) await Promise.all(mirrorWrites(mirrorChanges(store, views))(tx))
   if (unshaped.length > 0 || held.size > 0)
     await hold.found(
       unshaped,
       [...held].map((id) => ({ resource, id }))
     )
+  return gone
 }
 
 /**
  * Re-projects every view (and the tenancy tables) from the mirror, in chunks. `mirrorAt`: the
  * time of the mirror's state, when a view changed (null: now). With `hold`, a record that
  * cannot be shaped keeps its view and is handed over instead of failing the whole rebuild.
+ * `viewsToo` (a rebuild, not a bootstrap, which stores every row): the rows views stand for
+ * are re-projected too, and which rows the mirror stores follows the views written
+ * (projection/by-view.ts); the records found gone go to `onGone`.
  */
 export const projectAll = async (
   tx: Tx,
   onProgress?: (done: number) => void,
   mirrorAt: Date | null = null,
-  hold: Holding | null = null
+  hold: Holding | null = null,
+  viewsToo = false,
+  onGone: (gone: ReadonlyArray<RecordRef>) => Promise<void> = async () => {}
 ) => {
   let done = 0
   for (const resource of RESOURCES) {
     if (hold?.skip?.has(resource)) continue
     const tbl = RESOURCE_INFO[resource].table
-    for await (const keys of mirrorKeys(tx, tbl, CHUNK / 2)) {
+    for await (const keys of mirrorKeys(tx, tbl, CHUNK / 2, viewsToo)) {
       if (hold === null)
         await reprojectViews(
           tx,
           keys.map((id) => ({ resource, id })),
           { mirror: mirrorAt }
         )
-      else await reprojectHolding(tx, resource, keys, { mirror: mirrorAt }, hold)
+      else {
+        const gone = await reprojectHolding(tx, resource, keys, { mirror: mirrorAt }, hold, viewsToo)
+        if (gone.length > 0) await onGone(gone)
+      }
       done += keys.length
       onProgress?.(done)
     }
@@ -283,6 +320,9 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       // Views are rewritten in place, not truncated: a view that did not change keeps its
       // change time, and one whose record went while the slot was lost gets a tombstone.
       yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
+      // Every row is stored again below: a view removed or rewritten here keeps no copy of its old
+      // body in the mirror (sql/032), which an orphan's would resurrect.
+      yield* query((tx) => tx`select set_config('service.keeps_mirror', 'on', true)`)
       // The quarantine starts again with the mirror: what held records owed is part of the gap
       // (or there was none), and a record that cannot be shaped now is held owing nothing (no
       // event fires for existing rows). A table that does not fit is not read: it is marked

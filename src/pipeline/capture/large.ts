@@ -17,9 +17,17 @@ import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView } from "../projection/project.ts"
-import { Store } from "../projection/store.ts"
-import { mirrorWrites, viewWrites, writeCompanies, writeUsers } from "../projection/write.ts"
-import { BatchHolds, finalViews, loadFor, mirrorChanges, owedEvents, wideInspectionKeys } from "./apply.ts"
+import { type MirrorRow, Store } from "../projection/store.ts"
+import { standsFor, VIEW_BACKED } from "../projection/by-view.ts"
+import {
+  type MirrorChanges,
+  mirrorWrites,
+  stagingWrites,
+  viewWrites,
+  writeCompanies,
+  writeUsers
+} from "../projection/write.ts"
+import { BatchHolds, finalViews, keepsMirror, loadFor, mirrorChanges, owedEvents, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 import {
@@ -75,12 +83,19 @@ export class LargeTransaction {
       .tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, tbl text, unique (resource, id)) on commit drop`
     // Equipment and job sites whose inspections' views show what changed (apply.ts, Wide).
     await this.tx`create temp table txn_wide (tbl text, id uuid, primary key (tbl, id)) on commit drop`
+    // Rows of view-backed tables as the transaction leaves them (store.ts, STAGING_TABLE): at
+    // the commit each is stored in the mirror only if its view does not stand for it, so an
+    // import of new records writes no mirror row for most of them.
+    await this.tx`
+      create temp table txn_rows (tbl text, key text, company_id uuid, parent_id uuid, data text,
+        primary key (tbl, key)) on commit drop`
+    await Promise.all(keepsMirror(this.tx))
   }
 
   /** Applies a chunk of the transaction's changes to the mirror. */
   async add(chunk: ReadonlyArray<RowChange>): Promise<void> {
     await this.init()
-    const store = new Store(this.tx)
+    const store = new Store(this.tx, null, true)
     const { refs, tenancy, users, wide } = await loadFor(store, chunk)
     const befores: Array<{ tbl: string; key: string; data: Row | null }> = []
     const seen = new Set<string>()
@@ -103,7 +118,19 @@ export class LargeTransaction {
         order by 1 on conflict do nothing`.execute()
       )
     }
-    writes.push(...mirrorWrites(mirrorChanges(store))(this.tx))
+    const { inserts = [], upserts = [], deletes = [] } = mirrorChanges(store)
+    const staged = (r: { tbl: string }) => VIEW_BACKED.has(r.tbl)
+    writes.push(
+      ...mirrorWrites({
+        inserts: inserts.filter((r) => !staged(r)),
+        upserts: upserts.filter((r) => !staged(r)),
+        deletes: deletes.filter((r) => !staged(r))
+      })(this.tx),
+      ...stagingWrites({
+        upserts: [...inserts.filter(staged), ...upserts.filter(staged)],
+        deletes: deletes.filter(staged)
+      })(this.tx)
+    )
     if (refs.length > 0) {
       writes.push(
         this.tx`
@@ -159,13 +186,21 @@ export class LargeTransaction {
           company_id: string | null
           parent_id: string | null
           row: string | null
+          staged: boolean
+          stored: boolean
         }>
       >`
         select a.seq, a.resource, a.id::text, a.tbl, b.key is not null as changed, b.data,
-               m.company_id, m.parent_id, m.data as row
+               case when s.key is not null then s.company_id when m.key is not null then m.company_id else v.company_id end as company_id,
+               case when s.key is not null then s.parent_id else m.parent_id end as parent_id,
+               case when s.key is not null then s.data when m.key is not null then m.data when v.id is not null then 'v' || v.body end as row,
+               s.key is not null as staged, m.key is not null as stored
           from txn_affected a
           left join txn_before b on b.tbl = a.tbl and b.key = a.id::text
+          left join txn_rows s on s.tbl = a.tbl and s.key = a.id::text
           left join service.rows m on m.tbl = a.tbl and m.key = a.id::text
+          left join service.views v on s.key is null and m.key is null
+                and service.view_backed_table(a.resource) = a.tbl and v.resource = a.resource and v.id = a.id
          where a.seq > ${after} order by a.seq limit ${CHUNK}`.execute()
       p.catch(() => {}) // awaited below; a failure must not go unhandled meanwhile
       return p
@@ -181,14 +216,18 @@ export class LargeTransaction {
       )
       // Records whose row the transaction inserted have no view yet: a plain insert each.
       const fresh = new Set(rows.filter((r) => r.changed && r.data === null).map((r) => `${r.resource}|${r.id}`))
-      const store = new Store(tx)
+      const store = new Store(tx, null, true)
       store.seed(
         rows.map((r) => ({ tbl: r.tbl, key: r.id, companyId: r.company_id, parentId: r.parent_id, data: r.row }))
       )
-      const { views, gone, written } =
-        this.holds === null
-          ? await this.reproject(store, refs, fresh, commitTime)
-          : await this.reprojectHolding(store, this.holds, refs, fresh, commitTime, endLsn)
+      const {
+        views,
+        gone,
+        written: viewsWritten
+      } = this.holds === null
+        ? await this.reproject(store, refs, fresh, commitTime)
+        : await this.reprojectHolding(store, this.holds, refs, fresh, commitTime, endLsn)
+      const written = Promise.all([viewsWritten, ...mirrorWrites(this.mirrorAtCommit(store, rows, views))(tx)])
       // Deleted means gone: their stored events keep only their identifiers. This transaction
       // fires none about them (a record gone at its commit fires nothing), so earlier ones only.
       if (mayHaveEvents(gone)) await scrubDeletedRecords(tx, gone)
@@ -212,7 +251,7 @@ export class LargeTransaction {
          order by b.seq limit ${CHUNK}`
       if (rows.length === 0) break
       lastSeq = Number(rows[rows.length - 1]!.seq)
-      const store = new Store(tx)
+      const store = new Store(tx, null, true)
       await store.loadKeys(rows.map((r) => [r.tbl, r.key] as const))
       await this.holds?.lookup(
         tx,
@@ -318,6 +357,29 @@ export class LargeTransaction {
         if (m.data.enabled === true && typeof m.data.module === "string") on.add(m.data.module)
       this.modules.set(c, on)
     }
+  }
+
+  /**
+   * What the mirror keeps of a chunk's view-backed records at the commit: a row its view, as
+   * just written, stands for is not stored (a stored copy goes); any other row the transaction
+   * changed, or whose view it rewrote, is stored; one it deleted goes.
+   */
+  private mirrorAtCommit(
+    store: Store,
+    rows: ReadonlyArray<{ resource: string; id: string; tbl: string; staged: boolean; stored: boolean }>,
+    views: ReadonlyMap<string, ProjectedView>
+  ): MirrorChanges {
+    const upserts: MirrorRow[] = []
+    const deletes: Array<{ tbl: string; key: string }> = []
+    for (const r of rows) {
+      if (!VIEW_BACKED.has(r.tbl)) continue
+      const row = store.get(r.tbl, r.id)
+      const view = views.get(`${r.resource}|${r.id}`)
+      if (row === null || (view !== undefined && standsFor(r.tbl, view.record, view.companyId, row.data))) {
+        if (r.stored) deletes.push({ tbl: r.tbl, key: r.id })
+      } else if (r.staged || view !== undefined) upserts.push(row)
+    }
+    return { upserts, deletes }
   }
 
   /** Issues the views' writes (not awaited: the caller holds the promise). */

@@ -18,6 +18,7 @@ import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
 import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { removeOrphanViews } from "../projection/write.ts"
+import { viewBackedTable } from "../projection/by-view.ts"
 import { QUARANTINE_PREFIX } from "./quarantine.ts"
 
 export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
@@ -58,11 +59,16 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
   const result = yield* transaction(
     Effect.gen(function* () {
       yield* query((tx) => tx`lock table service.rows in share mode`)
+      // The views written below and the mirror rows they stand for move together (projectAll).
+      yield* query((tx) => tx`select set_config('service.keeps_mirror', 'on', true)`)
       locked = Date.now()
       const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
       const [counts] = yield* query(
         (tx) => tx<{ total: number; checkpoint: string | null; committed: Date | null }[]>`
-        select (select count(*)::int from service.rows where tbl = any(${tables})) as total,
+        select (select count(*)::int from service.rows where tbl = any(${tables}))
+             + (select count(*)::int from service.views v where service.view_backed_table(v.resource) is not null
+                   and not exists (select 1 from service.rows r where r.tbl = service.view_backed_table(v.resource)
+                                   and r.key = v.id::text)) as total,
           (select checkpoint_lsn::text from service.capture_state order by slot_name limit 1) as checkpoint,
           (select last_commit_at from service.capture_state order by slot_name limit 1) as committed`
       )
@@ -76,21 +82,34 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
       // (a held one that shapes now fires the events it owes) and holds those that still fail.
       let unshaped = 0
       let held = 0
+      // Records found gone as their views are rewritten (a row without its company, a view no row
+      // stood for): their views go, with tombstones, counted with the orphans.
+      let goneFound = 0
       const views = yield* onTransaction((tx) =>
-        projectAll(tx, (done) => onProgress({ phase: "views", done, total }), mirrorAt, {
-          keepHeld: true,
-          found: async (u, h) => {
-            unshaped += u.length
-            held += h.length
-            const records = [
-              ...u.map((x) => [x.table, x.ref.id] as const),
-              ...h.map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const)
-            ]
-            const message = JSON.stringify({ op: "check", records })
-            if (app === undefined) await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
-            else await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
+        projectAll(
+          tx,
+          (done) => onProgress({ phase: "views", done, total }),
+          mirrorAt,
+          {
+            keepHeld: true,
+            found: async (u, h) => {
+              unshaped += u.length
+              held += h.length
+              const records = [
+                ...u.map((x) => [x.table, x.ref.id] as const),
+                ...h.map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const)
+              ]
+              const message = JSON.stringify({ op: "check", records })
+              if (app === undefined) await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
+              else await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
+            }
+          },
+          true,
+          async (gone) => {
+            goneFound += gone.length
+            await scrubDeletedRecords(tx, gone)
           }
-        })
+        )
       )
       onProgress({ phase: "tenancy", done: views, total })
       yield* onTransaction(projectTenancy)
@@ -99,12 +118,19 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
       // Views whose record left the mirror (e.g. written by an older version that missed a delete).
       // Records no longer there: their stored events keep only their identifiers, as capture does.
       const removed = yield* onTransaction(async (tx) => {
-        const gone = await removeOrphanViews(tx, RESOURCES, tables, mirrorAt)
+        // A view-backed record's view without a stored row is the mirror's row (projection/by-view.ts).
+        const checked = RESOURCES.filter((r) => viewBackedTable(r) === undefined)
+        const gone = await removeOrphanViews(
+          tx,
+          checked,
+          checked.map((r) => RESOURCE_INFO[r].table),
+          mirrorAt
+        )
         await scrubDeletedRecords(
           tx,
           gone.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
         )
-        return gone.length
+        return gone.length + goneFound
       })
       yield* query(
         (tx) =>

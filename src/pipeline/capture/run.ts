@@ -39,7 +39,7 @@ import { rebuildViews } from "./rebuild.ts"
 import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
 import { TABLES } from "../projection/tables.ts"
 import type { RowChange, Txn } from "./txn.ts"
-import type { Store } from "../projection/store.ts"
+import { mirroredKeys, type Store } from "../projection/store.ts"
 import { PHASES, type CaptureProfile } from "./profile.ts"
 import {
   CaptureQuarantine,
@@ -828,10 +828,7 @@ const consume = async (
   /** Keys of a table's range in the mirror, everything taken so far written (a resync's high watermark). */
   const mirrored = async (table: string, from: string, to: string | null) => {
     await drain()
-    const rows = await sql<{ key: string }[]>`
-      select key from service.rows
-      where tbl = ${table} and key collate "C" > ${from} and (${to}::text is null or key collate "C" <= ${to}::text)`
-    return rows.map((r) => r.key)
+    return mirroredKeys(sql, table, { from, to })
   }
 
   /** Everything taken so far is written: before the mirror is read or written outside a batch. */
@@ -902,9 +899,9 @@ const consume = async (
             buffered = []
             for (const table of truncatedTables(msg)) {
               resync.truncated(table)
-              const keys = await tx<{ key: string }[]>`select key from service.rows where tbl = ${table}`
+              const keys = await mirroredKeys(tx, table, null, true)
               for (let i = 0; i < keys.length; i += 1000) {
-                const chunk = keys.slice(i, i + 1000).map(({ key }): RowChange => ({ table, key, data: null }))
+                const chunk = keys.slice(i, i + 1000).map((key): RowChange => ({ table, key, data: null }))
                 await big.add(chunk)
                 total += chunk.length
               }
@@ -980,9 +977,7 @@ const consume = async (
           if (!current) break
           for (const table of truncatedTables(msg)) {
             resync.truncated(table)
-            const keys = new Set(
-              (await sql<{ key: string }[]>`select key from service.rows where tbl = ${table}`).map((r) => r.key)
-            )
+            const keys = new Set(await mirroredKeys(sql, table))
             for (const c of current.changes) if (c.table === table) keys.add(c.key)
             for (const key of keys) current.changes.push({ table, key, data: null })
           }

@@ -39,6 +39,13 @@ const CODECS = new Map<string, TableCodec>(
   ])
 )
 
+/** A row of `table` from its values in its column order (as many as the table has). */
+export const rowOfValues = (table: string, values: ReadonlyArray<unknown>): Row => {
+  const codec = CODECS.get(table)
+  if (codec === undefined) throw new MirrorDataError(table)
+  return codec.make(values)
+}
+
 /** A stored row of a table the service no longer knows, by position: no names to read it by. */
 export class MirrorDataError extends Error {
   constructor(table: string) {

@@ -9,8 +9,10 @@
 // the same answer before and after that commit.
 import type { Sql, TransactionSql } from "postgres"
 import type { Row } from "../../domain/records/types.ts"
-import { decodeMirrorData } from "./mirror-codec.ts"
+import { decodeStoredRow, rowFromView, VIEW_BACKED } from "./by-view.ts"
 import { rowCompany, rowParent } from "./tables.ts"
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 export interface MirrorRow {
   readonly tbl: string
@@ -75,6 +77,35 @@ type Db = Sql<Record<string, unknown>> | TransactionSql<Record<string, unknown>>
 
 type RowRecord = { tbl: string; key: string; company_id: string | null; parent_id: string | null; data: string }
 
+/**
+ * A large transaction's rows of view-backed tables while it streams (src/pipeline/capture/
+ * large.ts): a temporary table laid over the mirror, where data null means deleted in it.
+ */
+export const STAGING_TABLE = "txn_rows"
+
+/**
+ * Every key of a table the mirror holds: its stored rows and, for a view-backed table, the rows
+ * its views stand for (by-view.ts); with `staging`, also those a large transaction staged.
+ * Keys compared as text in "C" order may be bounded: (from, to], to null for no end.
+ */
+export const mirroredKeys = async (
+  db: Db,
+  table: string,
+  range: { from: string; to: string | null } | null = null,
+  staging = false
+): Promise<string[]> => {
+  const resource = VIEW_BACKED.get(table)
+  const within = (key: ReturnType<typeof db>) =>
+    range === null
+      ? db``
+      : db`and ${key} collate "C" > ${range.from} and (${range.to}::text is null or ${key} collate "C" <= ${range.to}::text)`
+  const rows = await db<{ key: string }[]>`
+    select key from service.rows where tbl = ${table} ${within(db`key`)}
+    ${resource === undefined ? db`` : db`union select id::text from service.views where resource = ${resource} ${within(db`id::text`)}`}
+    ${staging ? db`union select key from ${db(STAGING_TABLE)} where tbl = ${table} and data is not null ${within(db`key`)}` : db``}`
+  return rows.map((r) => r.key)
+}
+
 export class Store {
   /** Pre-batch state of every loaded key (null: absent). */
   private readonly base = new TableMap<MirrorRow | null>()
@@ -94,9 +125,13 @@ export class Store {
   /** The batch before this one, while it may not be committed yet; dropped by seal(). */
   private prior: Store | null
 
-  constructor(sql: Db, prior: Store | null = null) {
+  /** Whether the transaction's staging table (STAGING_TABLE) is laid over the mirror. */
+  private readonly staging: boolean
+
+  constructor(sql: Db, prior: Store | null = null, staging = false) {
     this.sql = sql
     this.prior = prior
+    this.staging = staging
   }
 
   /** Loading is over (the batch is shaped): the prior batch's state is no longer needed. */
@@ -122,7 +157,7 @@ export class Store {
     key: r.key,
     companyId: r.company_id,
     parentId: r.parent_id,
-    data: decodeMirrorData(r.tbl, r.data)
+    data: decodeStoredRow(r.tbl, r.data, r.company_id)
   })
 
   /** Loads the given keys (absent ones are remembered as absent). */
@@ -138,11 +173,48 @@ export class Store {
       })
     }
     if (want.length === 0) return
-    const rows = await this.sql<RowRecord[]>`
-      select r.tbl, r.key, r.company_id, r.parent_id, r.data
+    // A row the mirror does not store may be one its view stands for (by-view.ts): those keys
+    // are looked up among the views too, in the same statement (one snapshot of both).
+    const viewed = want.filter(([t, key]) => VIEW_BACKED.has(t) && UUID.test(key))
+    const sql = this.sql
+    const staged = this.staging
+      ? sql`
+      select s.tbl, s.key, s.company_id, s.parent_id, s.data, false as viewed
       from unnest(${want.map(([tbl]) => tbl)}::text[], ${want.map(([, key]) => key)}::text[]) as w(tbl, key)
-      join service.rows r on r.tbl = w.tbl and r.key = w.key`
-    for (const r of rows) this.remember(Store.toRow(r))
+      join ${sql(STAGING_TABLE)} s on s.tbl = w.tbl and s.key = w.key
+      union all`
+      : sql``
+    const notStaged = (tbl: ReturnType<typeof sql>, key: ReturnType<typeof sql>) =>
+      this.staging
+        ? sql`and not exists (select 1 from ${sql(STAGING_TABLE)} s where s.tbl = ${tbl} and s.key = ${key})`
+        : sql``
+    const byView =
+      viewed.length === 0
+        ? sql``
+        : sql`
+      union all
+      select w.tbl, w.key, v.company_id, null::uuid, v.body, true
+      from unnest(${viewed.map(([tbl]) => tbl)}::text[], ${viewed.map(([tbl]) => VIEW_BACKED.get(tbl)!)}::text[],
+                  ${viewed.map(([, key]) => key)}::text[]) as w(tbl, resource, key)
+      join service.views v on v.resource = w.resource and v.id = w.key::uuid
+      where not exists (select 1 from service.rows r where r.tbl = w.tbl and r.key = w.key) ${notStaged(sql`w.tbl`, sql`w.key`)}`
+    const rows = await sql<Array<Omit<RowRecord, "data"> & { data: string | null; viewed: boolean }>>`
+      ${staged}
+      select r.tbl, r.key, r.company_id, r.parent_id, r.data, false as viewed
+      from unnest(${want.map(([tbl]) => tbl)}::text[], ${want.map(([, key]) => key)}::text[]) as w(tbl, key)
+      join service.rows r on r.tbl = w.tbl and r.key = w.key
+      where true ${notStaged(sql`w.tbl`, sql`w.key`)}
+      ${byView}`
+    for (const r of rows) {
+      if (r.viewed) {
+        // A view whose body lacks a field of the row stands for nothing (written by hand, or by
+        // a bug): no row, as a rebuild of the views then finds it (and removes the view).
+        const data = rowFromView(r.tbl, r.company_id, r.data!)
+        if (data !== null) this.remember({ tbl: r.tbl, key: r.key, companyId: r.company_id, parentId: null, data })
+      } else if (r.data === null)
+        this.rememberAs(r.tbl, r.key, null) // deleted earlier in the large transaction staging it
+      else this.remember(Store.toRow(r as RowRecord))
+    }
     for (const [t, key] of want) if (!this.base.has(t, key)) this.rememberAs(t, key, null)
   }
 
@@ -164,7 +236,7 @@ export class Store {
           key: r.key,
           companyId: r.companyId,
           parentId: r.parentId,
-          data: decodeMirrorData(r.tbl, r.data)
+          data: decodeStoredRow(r.tbl, r.data, r.companyId)
         })
     }
   }

@@ -1,7 +1,7 @@
 // Bulk writes of a batch's results: mirror rows, views, and the tenancy tables the API reads.
 import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import type { Sql } from "postgres"
-import type { MirrorRow, Store } from "./store.ts"
+import { type MirrorRow, STAGING_TABLE, type Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
@@ -58,11 +58,38 @@ export const mirrorWrites = (changes: MirrorChanges): ((tx: Tx) => Array<Promise
         select * from unnest(string_to_array(${ups.tbl}, chr(30)), ${ups.key}::text[], string_to_array(${ups.company}, chr(30), '')::uuid[],
           string_to_array(${ups.parent}, chr(30), '')::uuid[], string_to_array(${ups.data}, chr(30)))
         on conflict (tbl, key) do update
-          set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`.execute()
+          set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data
+          -- a row written again as it is (its view no longer stands for it) leaves no dead tuple
+          where service.rows.data is distinct from excluded.data
+             or service.rows.company_id is distinct from excluded.company_id
+             or service.rows.parent_id is distinct from excluded.parent_id`.execute()
       )
     }
     return out
   }
+}
+
+/**
+ * A large transaction's changes of view-backed rows, into its staging table (store.ts,
+ * STAGING_TABLE) rather than the mirror: a row deleted there stays as data null, so that
+ * reads in the transaction do not find it through its view, not yet deleted.
+ */
+export const stagingWrites = (changes: MirrorChanges): ((tx: Tx) => Array<Promise<unknown>>) => {
+  const rows = [...(changes.inserts ?? []), ...(changes.upserts ?? [])]
+  const all = rows.length + (changes.deletes?.length ?? 0)
+  if (all === 0) return () => []
+  const cols = mirrorColumns(rows)
+  const deletes = changes.deletes ?? []
+  return (tx) => [
+    tx`
+    insert into ${tx(STAGING_TABLE)} (tbl, key, company_id, parent_id, data)
+    select * from unnest(string_to_array(${cols.tbl}, chr(30)), ${cols.key}::text[], string_to_array(${cols.company}, chr(30), '')::uuid[],
+      string_to_array(${cols.parent}, chr(30), '')::uuid[], string_to_array(${cols.data}, chr(30)))
+    union all
+    select tbl, key, null, null, null from unnest(${deletes.map((d) => d.tbl)}::text[], ${deletes.map((d) => d.key)}::text[]) as d(tbl, key)
+    on conflict (tbl, key) do update
+      set company_id = excluded.company_id, parent_id = excluded.parent_id, data = excluded.data`.execute()
+  ]
 }
 
 export const writeMirror = async (

@@ -104,7 +104,7 @@ describe("readyz", () => {
     await w.db
       .sql`update service.capture_state set applied_at = now() - interval '2 minutes' where slot_name = ${capture.slot}`
     const held = w.db.sql.begin(async (tx) => {
-      await tx`lock table service.rows in share mode`
+      await tx`lock table service.views in share mode` // capture's batch writes the incident's view
       await insertIncident(w.db.sql, w.company.id)
       const behind = await ready()
       expect(behind).toMatchObject({

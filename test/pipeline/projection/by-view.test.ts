@@ -1,0 +1,127 @@
+// Which rows a view stands for (src/pipeline/projection/by-view.ts): exactly those whose API
+// body reads back as the row the mirror would store, and nothing else.
+import { readFileSync } from "node:fs"
+import { describe, expect, it } from "vitest"
+import { shape } from "../../../src/domain/records/index.ts"
+import type { Row } from "../../../src/domain/records/types.ts"
+import { RESOURCE_INFO } from "../../../src/domain/resources.ts"
+import { decodeStoredRow, rowFromView, standsFor, VIEW_BACKED } from "../../../src/pipeline/projection/by-view.ts"
+
+const COMPANY = "11111111-1111-4111-8111-111111111111"
+const action: Row = {
+  id: "22222222-2222-4222-8222-222222222222",
+  company_id: COMPANY,
+  title: "Fence the pit",
+  description: "Loose fence",
+  source: "manual",
+  status: "open",
+  priority: "high",
+  due_date: "2026-12-01T00:00:00.000Z",
+  completed_at: null,
+  close_out_notes: null,
+  owner: "Sam",
+  incident_id: null,
+  observation_id: null,
+  audit_item_id: null,
+  inspection_id: null,
+  change_id: null,
+  created_at: "2026-11-01T10:00:00.000Z",
+  updated_at: "2026-11-02T10:00:00.000Z"
+}
+const worker: Row = {
+  id: "33333333-3333-4333-8333-333333333333",
+  company_id: COMPANY,
+  name: "Ana Ruiz",
+  job_title: "Rigger",
+  employer: null,
+  subcontractor_id: null,
+  job_site_id: null,
+  status: "active",
+  created_at: "2026-11-01T10:00:00.000Z",
+  updated_at: "2026-11-01T10:00:00.000Z"
+}
+const recordOf = (resource: "corrective-actions" | "workers" | "incidents", row: Row) =>
+  shape(resource, { row, children: [], acknowledgementCount: 0, equipment: null, equipmentJobSite: null })
+
+describe("standsFor and rowFromView", () => {
+  it.each([
+    ["a corrective action as the app writes it", "corrective_actions", action],
+    ["a worker", "workers", worker]
+  ] as const)("%s: its body reads back as the row", (_, table, row) => {
+    const resource = VIEW_BACKED.get(table)!
+    const record = recordOf(resource as "workers", row)
+    expect(standsFor(table, record, COMPANY, row)).toBe(true)
+    expect(rowFromView(table, COMPANY, JSON.stringify(record))).toEqual(row)
+    expect(decodeStoredRow(table, `v${JSON.stringify(record)}`, COMPANY)).toEqual(row)
+  })
+
+  it.each([
+    ["a number in a text column (the API sends it as text)", { owner: 42 }],
+    ["a timestamp the API writes otherwise", { due_date: "2026-12-01 00:00:00+00" }],
+    ["a column the row lacks", { owner: undefined }],
+    ["a column more than the table's", { extra: "x" }]
+  ])("not when %s", (_, change) => {
+    const row: Record<string, unknown> = { ...action, ...change }
+    for (const [k, v] of Object.entries(change)) if (v === undefined) delete row[k]
+    expect(standsFor("corrective_actions", recordOf("corrective-actions", row), COMPANY, row)).toBe(false)
+  })
+
+  it("not for another company than the view's", () => {
+    expect(standsFor("corrective_actions", recordOf("corrective-actions", action), "other", action)).toBe(false)
+  })
+
+  it("not for a privacy case, whose body withholds fields", () => {
+    const incident: Row = {
+      id: "44444444-4444-4444-8444-444444444444",
+      company_id: COMPANY,
+      reference: "INC-1",
+      type: "injury",
+      title: "Slipped",
+      description: "Wet floor",
+      occurred_at: "2026-11-01T10:00:00.000Z",
+      job_site_id: null,
+      location: "Bay 4",
+      person_name: "Alex Doe",
+      worker_id: null,
+      body_part: null,
+      injury_type: null,
+      severity: "minor",
+      privacy_case: false,
+      osha_recordable: false,
+      status: "open",
+      reported_by: null,
+      reported_via: null,
+      created_at: "2026-11-01T10:00:00.000Z",
+      updated_at: "2026-11-01T10:00:00.000Z"
+    }
+    expect(standsFor("incidents", recordOf("incidents", incident), COMPANY, incident)).toBe(true)
+    const secret = { ...incident, privacy_case: true }
+    expect(standsFor("incidents", recordOf("incidents", secret), COMPANY, secret)).toBe(false)
+  })
+
+  it("never for a table with a parent row (inspections) or without a record", () => {
+    expect(VIEW_BACKED.has("inspections")).toBe(false)
+    expect(VIEW_BACKED.has("audit_items")).toBe(false)
+    expect(VIEW_BACKED.has("companies")).toBe(false)
+    expect(standsFor("inspections", {}, COMPANY, {})).toBe(false)
+  })
+
+  it("a body lacking a field of the row stands for no row", () => {
+    expect(rowFromView("corrective_actions", COMPANY, '{"ghost":true}')).toBeNull()
+    // kept by the trigger all the same: read back with what it has
+    expect(decodeStoredRow("corrective_actions", 'v{"id":"x","title":"t"}', COMPANY)).toEqual({
+      id: "x",
+      company_id: COMPANY,
+      title: "t"
+    })
+  })
+
+  it("the SQL side (sql/032) names the same resources and tables", () => {
+    const text = readFileSync(new URL("../../../sql/032_mirror_by_view.sql", import.meta.url), "utf8")
+    const pairs = [...text.matchAll(/when '([a-z-]+)' then '([a-z_]+)'/g)].map((m) => [m[1], m[2]])
+    expect(new Map(pairs as Array<[string, string]>)).toEqual(
+      new Map([...VIEW_BACKED].map(([table, resource]) => [resource, table]))
+    )
+    for (const [table, resource] of VIEW_BACKED) expect(RESOURCE_INFO[resource].table).toBe(table)
+  })
+})
