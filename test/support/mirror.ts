@@ -20,7 +20,7 @@ const read = (sql: Sql, tbl: string, key: string | null) => {
 
 /** A table's mirror rows, decoded, by key. */
 export const mirrorRows = async (sql: Sql, tbl: string): Promise<Array<{ key: string; data: Row }>> =>
-  (await read(sql, tbl, null)).map((r) => ({ key: r.key, data: decodeStoredRow(tbl, r.data, r.company_id) }))
+  (await read(sql, tbl, null)).map((r) => ({ key: r.key, data: decodeStoredRow(tbl, r.key, r.data, r.company_id) }))
 
 /** Keys of a table's rows the mirror stores in service.rows (not those a view stands for). */
 export const storedKeys = async (sql: Sql, tbl: string): Promise<string[]> =>
@@ -30,7 +30,7 @@ export const storedKeys = async (sql: Sql, tbl: string): Promise<string[]> =>
 export const setMirrorValue = async (sql: Sql, tbl: string, key: string, column: string, value: unknown) => {
   const [r] = await read(sql, tbl, key)
   if (r === undefined) throw new Error(`no mirror row ${tbl} ${key}`)
-  const data = { ...decodeStoredRow(tbl, r.data, r.company_id), [column]: value }
+  const data = { ...decodeStoredRow(tbl, key, r.data, r.company_id), [column]: value }
   await sql`
     insert into service.rows (tbl, key, company_id, parent_id, data)
     select ${tbl}, ${key}, company_id, parent_id, ${encodeMirrorData(tbl, data)}

@@ -214,18 +214,23 @@ const reprojectHolding = async (
  * Re-projects every view (and the tenancy tables) from the mirror, in chunks. `mirrorAt`: the
  * time of the mirror's state, when a view changed (null: now). With `hold`, a record that
  * cannot be shaped keeps its view and is handed over instead of failing the whole rebuild.
- * `viewsToo` (a rebuild, not a bootstrap, which stores every row): the rows views stand for
- * are re-projected too, and which rows the mirror stores follows the views written
- * (projection/by-view.ts); the records found gone go to `onGone`.
+ * `mirror.keep`: which rows the mirror stores follows the views written (projection/by-view.ts:
+ * a row its view stands for is not stored); `mirror.viewsToo` (a rebuild, not a bootstrap, which
+ * has just stored every row): the rows views stand for are re-projected too; the records found
+ * gone go to `mirror.onGone`.
  */
 export const projectAll = async (
   tx: Tx,
   onProgress?: (done: number) => void,
   mirrorAt: Date | null = null,
   hold: Holding | null = null,
-  viewsToo = false,
-  onGone: (gone: ReadonlyArray<RecordRef>) => Promise<void> = async () => {}
+  mirror: {
+    readonly keep?: boolean
+    readonly viewsToo?: boolean
+    readonly onGone?: (gone: ReadonlyArray<RecordRef>) => Promise<void>
+  } = {}
 ) => {
+  const { keep = false, viewsToo = false, onGone = async () => {} } = mirror
   let done = 0
   for (const resource of RESOURCES) {
     if (hold?.skip?.has(resource)) continue
@@ -238,7 +243,7 @@ export const projectAll = async (
           { mirror: mirrorAt }
         )
       else {
-        const gone = await reprojectHolding(tx, resource, keys, { mirror: mirrorAt }, hold, viewsToo)
+        const gone = await reprojectHolding(tx, resource, keys, { mirror: mirrorAt }, hold, keep)
         if (gone.length > 0) await onGone(gone)
       }
       done += keys.length
@@ -320,8 +325,9 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       // Views are rewritten in place, not truncated: a view that did not change keeps its
       // change time, and one whose record went while the slot was lost gets a tombstone.
       yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
-      // Every row is stored again below: a view removed or rewritten here keeps no copy of its old
-      // body in the mirror (sql/032), which an orphan's would resurrect.
+      // Every row is stored again below, and the views written here decide which stay stored
+      // (projectAll): a view removed or rewritten keeps no copy of its old body in the mirror
+      // (sql/032), which for an orphan's would bring its record back.
       yield* query((tx) => tx`select set_config('service.keeps_mirror', 'on', true)`)
       // The quarantine starts again with the mirror: what held records owed is part of the gap
       // (or there was none), and a record that cannot be shaped now is held owing nothing (no
@@ -340,28 +346,10 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       const skip = new Set(RESOURCES.filter((r) => tablesRead(r).some((t) => broken.has(t))))
       const rows = yield* onApp((app, tx) => loadMirror(app, tx, new Set(broken.keys())))
       const lsn = formatLsn(exported.consistentPoint)
-      const views = yield* onTransaction((tx) =>
-        projectAll(tx, undefined, null, {
-          skip,
-          keepHeld: false,
-          found: async (unshaped) => {
-            await tx`
-              insert into service.capture_quarantine (lsn, tbl, key, company_id, error, before)
-              select ${lsn}::pg_lsn, tbl, key, company_id, error, before
-              from json_to_recordset(${JSON.stringify(
-                unshaped.map((u) => ({
-                  tbl: u.table,
-                  key: u.ref.id,
-                  company_id: u.companyId,
-                  error: u.error,
-                  before: u.row === null ? null : JSON.stringify(u.row)
-                }))
-              )}::text::json) as x(tbl text, key text, company_id uuid, error text, before text)`
-          }
-        })
-      )
       const kept = RESOURCES.filter((r) => !skip.has(r))
       // Records deleted while the slot was lost: their stored events keep only their identifiers.
+      // Before the views are projected, while every row is stored: a view then left to stand for
+      // its row (projection/by-view.ts) would look like one of these.
       yield* onTransaction(async (tx) => {
         const removed = await removeOrphanViews(
           tx,
@@ -374,6 +362,32 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
           removed.flatMap((r) => (isResource(r.resource) ? [{ resource: r.resource, id: r.id }] : []))
         )
       })
+      const views = yield* onTransaction((tx) =>
+        projectAll(
+          tx,
+          undefined,
+          null,
+          {
+            skip,
+            keepHeld: false,
+            found: async (unshaped) => {
+              await tx`
+              insert into service.capture_quarantine (lsn, tbl, key, company_id, error, before)
+              select ${lsn}::pg_lsn, tbl, key, company_id, error, before
+              from json_to_recordset(${JSON.stringify(
+                unshaped.map((u) => ({
+                  tbl: u.table,
+                  key: u.ref.id,
+                  company_id: u.companyId,
+                  error: u.error,
+                  before: u.row === null ? null : JSON.stringify(u.row)
+                }))
+              )}::text::json) as x(tbl text, key text, company_id uuid, error text, before text)`
+            }
+          },
+          { keep: true }
+        )
+      )
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()
       yield* query(

@@ -104,10 +104,13 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
               else await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
             }
           },
-          true,
-          async (gone) => {
-            goneFound += gone.length
-            await scrubDeletedRecords(tx, gone)
+          {
+            keep: true,
+            viewsToo: true,
+            onGone: async (gone) => {
+              goneFound += gone.length
+              await scrubDeletedRecords(tx, gone)
+            }
           }
         )
       )

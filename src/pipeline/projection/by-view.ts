@@ -69,22 +69,33 @@ export const standsFor = (table: string, record: ApiRecord, companyId: string, r
 }
 
 /**
- * The row a view stands for, from its body (its text) and its company; null when the body
- * lacks a field of the row (no row stood for it: a view written by hand, or by a bug).
+ * The row a view stands for, from its body (its text) and its company. A column the body
+ * lacks is left out, as a row stored before the column was published reads (mirror-codec.ts):
+ * a view written by an earlier version. Null when the body is not a record of that id (a
+ * view written by hand, or by a bug, stands for no row).
  */
-export const rowFromView = (table: string, companyId: string | null, body: string): Row | null => {
+export const rowFromView = (table: string, key: string, companyId: string | null, body: string): Row | null => {
   const fields = FIELDS.get(table)
   if (fields === undefined) return null
-  const record = JSON.parse(body) as Record<string, unknown>
-  if (typeof record !== "object" || record === null) return null
+  const record = JSON.parse(body) as Record<string, unknown> | null
+  if (typeof record !== "object" || record === null || record.id !== key) return null
   const values = new Array<unknown>(fields.length)
   for (let i = 0; i < fields.length; i++) {
     const [column, field] = fields[i]!
     const value = column === "company_id" ? companyId : record[field]
-    if (value === undefined) return null
+    if (value === undefined) return partialRow(fields, record, companyId)
     values[i] = value
   }
   return rowOfValues(table, values)
+}
+
+const partialRow = (fields: Fields, record: Record<string, unknown>, companyId: string | null): Row => {
+  const out: Record<string, unknown> = {}
+  for (const [column, field] of fields) {
+    const value = column === "company_id" ? companyId : record[field]
+    if (value !== undefined) out[column] = value
+  }
+  return out
 }
 
 /**
@@ -92,18 +103,11 @@ export const rowFromView = (table: string, companyId: string | null, body: strin
  * followed by a view's body, which a view stood for until a writer that does not keep the
  * mirror itself changed or removed that view (sql/032: the old body is kept in its place).
  */
-export const decodeStoredRow = (table: string, text: string, companyId: string | null): Row => {
+export const decodeStoredRow = (table: string, key: string, text: string, companyId: string | null): Row => {
   if (text.charCodeAt(0) !== 118 /* v */) return decodeMirrorData(table, text)
-  const row = rowFromView(table, companyId, text.slice(1))
-  if (row !== null) return row
-  // A body no row stood for, kept by the trigger all the same: the fields it has, as a row
-  // stored without some columns reads (mirror-codec.ts), none made up.
-  const fields = FIELDS.get(table) ?? []
-  const record = JSON.parse(text.slice(1)) as Record<string, unknown>
-  const out: Record<string, unknown> = {}
-  for (const [column, field] of fields) {
-    const value = column === "company_id" ? companyId : record?.[field]
-    if (value !== undefined) out[column] = value
-  }
-  return out
+  // Kept by the trigger whatever the body held: read with what it has, none made up.
+  const body = text.slice(1)
+  return (
+    rowFromView(table, key, companyId, body) ?? partialRow(FIELDS.get(table) ?? [], JSON.parse(body) ?? {}, companyId)
+  )
 }

@@ -157,7 +157,7 @@ export class Store {
     key: r.key,
     companyId: r.company_id,
     parentId: r.parent_id,
-    data: decodeStoredRow(r.tbl, r.data, r.company_id)
+    data: decodeStoredRow(r.tbl, r.key, r.data, r.company_id)
   })
 
   /** Loads the given keys (absent ones are remembered as absent). */
@@ -207,9 +207,9 @@ export class Store {
       ${byView}`
     for (const r of rows) {
       if (r.viewed) {
-        // A view whose body lacks a field of the row stands for nothing (written by hand, or by
-        // a bug): no row, as a rebuild of the views then finds it (and removes the view).
-        const data = rowFromView(r.tbl, r.company_id, r.data!)
+        // A view that is not its record's (written by hand, or by a bug) stands for no row: a
+        // rebuild of the views then finds the record gone, and removes the view.
+        const data = rowFromView(r.tbl, r.key, r.company_id, r.data!)
         if (data !== null) this.remember({ tbl: r.tbl, key: r.key, companyId: r.company_id, parentId: null, data })
       } else if (r.data === null)
         this.rememberAs(r.tbl, r.key, null) // deleted earlier in the large transaction staging it
@@ -236,7 +236,7 @@ export class Store {
           key: r.key,
           companyId: r.companyId,
           parentId: r.parentId,
-          data: decodeStoredRow(r.tbl, r.data, r.companyId)
+          data: decodeStoredRow(r.tbl, r.key, r.data, r.companyId)
         })
     }
   }

@@ -51,8 +51,8 @@ describe("standsFor and rowFromView", () => {
     const resource = VIEW_BACKED.get(table)!
     const record = recordOf(resource as "workers", row)
     expect(standsFor(table, record, COMPANY, row)).toBe(true)
-    expect(rowFromView(table, COMPANY, JSON.stringify(record))).toEqual(row)
-    expect(decodeStoredRow(table, `v${JSON.stringify(record)}`, COMPANY)).toEqual(row)
+    expect(rowFromView(table, String(row.id), COMPANY, JSON.stringify(record))).toEqual(row)
+    expect(decodeStoredRow(table, String(row.id), `v${JSON.stringify(record)}`, COMPANY)).toEqual(row)
   })
 
   it.each([
@@ -106,11 +106,16 @@ describe("standsFor and rowFromView", () => {
     expect(standsFor("inspections", {}, COMPANY, {})).toBe(false)
   })
 
-  it("a body lacking a field of the row stands for no row", () => {
-    expect(rowFromView("corrective_actions", COMPANY, '{"ghost":true}')).toBeNull()
-    // kept by the trigger all the same: read back with what it has
-    expect(decodeStoredRow("corrective_actions", 'v{"id":"x","title":"t"}', COMPANY)).toEqual({
-      id: "x",
+  it("a body that is not its record's stands for no row; one lacking a column reads without it", () => {
+    const id = String(action.id)
+    expect(rowFromView("corrective_actions", id, COMPANY, '{"ghost":true}')).toBeNull()
+    expect(rowFromView("corrective_actions", id, COMPANY, JSON.stringify({ id: "another" }))).toBeNull()
+    // A view written before a column was published: the row without it, nothing made up.
+    const { priority: _, ...older } = recordOf("corrective-actions", action)
+    const { priority: __, ...without } = action
+    expect(rowFromView("corrective_actions", id, COMPANY, JSON.stringify(older))).toEqual(without)
+    // Kept by the trigger whatever it held: read with what it has.
+    expect(decodeStoredRow("corrective_actions", id, 'v{"title":"t"}', COMPANY)).toEqual({
       company_id: COMPANY,
       title: "t"
     })
