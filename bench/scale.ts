@@ -351,10 +351,17 @@ try {
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where n.nspname = ${schema} and c.relkind in ('r', 'p')`
   const sizes = [...(await sizesOf(own!, "service")), ...(await sizesOf(sql, "app"))]
-  // Each index of the service's schema: where the index bytes go.
-  const indexSizes = await own!<{ rel: string; bytes: string }[]>`
-    select c.relname as rel, pg_relation_size(c.oid)::text as bytes
-    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  // Each index of the service's schema: where the index bytes go, and how full its leaf pages
+  // are (pgstattuple, in this throwaway database; a B-tree fed at one end of a key range keeps
+  // its pages full, one fed in random places about 70% full, at the wrong end half).
+  const density = await own!`create extension if not exists pgstattuple`.then(
+    () => true,
+    () => false
+  )
+  const indexSizes = await own!<{ rel: string; bytes: string; density: number | null }[]>`
+    select c.relname as rel, pg_relation_size(c.oid)::text as bytes,
+           ${density ? own!`case when am.amname = 'btree' then (pgstatindex(c.oid::regclass)).avg_leaf_density end` : own!`null::float8`} as density
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace join pg_am am on am.oid = c.relam
     where n.nspname = 'service' and c.relkind = 'i'
     order by pg_relation_size(c.oid) desc limit 12`
   const records = next - deleteCount + WORKERS
@@ -488,8 +495,13 @@ try {
   ])
   console.log("")
   table([
-    ["service's largest indexes", "size", "per record"],
-    ...indexSizes.map((s) => [s.rel, `${fmt(Number(s.bytes) / 1048576)} MB`, perRecord(Number(s.bytes))])
+    ["service's largest indexes", "size", "per record", "leaf pages full"],
+    ...indexSizes.map((s) => [
+      s.rel,
+      `${fmt(Number(s.bytes) / 1048576)} MB`,
+      perRecord(Number(s.bytes)),
+      s.density === null ? "" : `${fmt(Number(s.density))}%`
+    ])
   ])
   const finite = rss.filter(Number.isFinite)
   console.log(

@@ -18,30 +18,67 @@ const hexInto = (b: Buffer, at: number, v: number, n: number) => {
   }
 }
 
-/** Writes a UUIDv7 for `ms` as its 36 characters at `at` of `b`: digits written straight into
- *  bytes, without strings in between (capture makes one per event). */
-const writeUuidv7 = (b: Buffer, at: number, ms: number) => {
-  if (offset + 10 > POOL) {
+/** The random part of the last id made (10 bytes: rand_a's 12 bits in the low nibble of the
+ *  first and the second, rand_b's 62 bits in the low 6 bits of the third and the rest), and its ms. */
+const last = Buffer.alloc(10)
+let lastMs = -1
+
+/**
+ * The random part of the next id for `ms`. Within one millisecond, ids grow (RFC 9562's
+ * monotonic random method: the previous one's random bits plus a random step of up to 2^24):
+ * capture makes all of a batch's ids in the same millisecond, and ids made in random order
+ * there landed all over the B-tree's right end, splitting pages half full (66% full against
+ * 90%; docs/benchmarks.md, "Big tenants"). A new millisecond starts from fresh random bits.
+ */
+const nextRandom = (ms: number): Buffer => {
+  if (offset + 13 > POOL) {
     randomFillSync(random)
     offset = 0
   }
+  const r = random
+  const o = offset
+  offset += 13
+  if (ms !== lastMs) {
+    lastMs = ms
+    r.copy(last, 0, o, o + 10)
+    last[0] = last[0]! & 0x0f
+    last[2] = last[2]! & 0x3f
+    return last
+  }
+  // Add a step of 1 to 2^24 to the 74-bit number, from its last byte up.
+  let carry = 1 + ((r[o + 10]! << 16) | (r[o + 11]! << 8) | r[o + 12]!)
+  for (let i = 9; i >= 0 && carry > 0; i--) {
+    const width = i === 0 ? 0x10 : i === 2 ? 0x40 : 0x100
+    const v = last[i]! + carry
+    last[i] = v % width
+    carry = Math.floor(v / width)
+  }
+  // Past 2^74 ids in one millisecond (not reachable): start again from fresh bits.
+  if (carry > 0) {
+    lastMs = -1
+    return nextRandom(ms)
+  }
+  return last
+}
+
+/** Writes a UUIDv7 for `ms` as its 36 characters at `at` of `b`: digits written straight into
+ *  bytes, without strings in between (capture makes one per event). */
+const writeUuidv7 = (b: Buffer, at: number, ms: number) => {
   // 48-bit big-endian timestamp: 12 hex digits, in two halves of 24 bits.
   const t = Math.max(0, Math.floor(ms))
+  const r = nextRandom(t)
   hexInto(b, at, Math.floor(t / 0x1000000) % 0x1000000, 6)
   hexInto(b, at + 6, (t % 0x1000000) >>> 16, 2)
   b[at + 8] = DASH
   hexInto(b, at + 9, t % 0x10000, 4)
   b[at + 13] = DASH
-  const r = random
-  const o = offset
-  offset += 10
-  hexInto(b, at + 14, (r[o]! & 0x0f) | 0x70, 2) // version 7
-  hexInto(b, at + 16, r[o + 1]!, 2)
+  hexInto(b, at + 14, r[0]! | 0x70, 2) // version 7
+  hexInto(b, at + 16, r[1]!, 2)
   b[at + 18] = DASH
-  hexInto(b, at + 19, (r[o + 2]! & 0x3f) | 0x80, 2) // variant 10
-  hexInto(b, at + 21, r[o + 3]!, 2)
+  hexInto(b, at + 19, r[2]! | 0x80, 2) // variant 10
+  hexInto(b, at + 21, r[3]!, 2)
   b[at + 23] = DASH
-  for (let i = 0; i < 6; i++) hexInto(b, at + 24 + 2 * i, r[o + 4 + i]!, 2)
+  for (let i = 0; i < 6; i++) hexInto(b, at + 24 + 2 * i, r[4 + i]!, 2)
 }
 
 const scratch = Buffer.alloc(36)

@@ -23,4 +23,16 @@ describe("uuidv7", () => {
     const ids = new Set(Array.from({ length: 5000 }, () => uuidv7(1_700_000_000_000)))
     expect(ids.size).toBe(5000)
   })
+
+  it("grows within a millisecond too (one batch's ids), so a batch's inserts append to the index", () => {
+    const ids = Array.from({ length: 5000 }, () => uuidv7(1_800_000_000_000))
+    expect(ids.every((id) => UUID.test(id))).toBe(true)
+    expect([...ids].sort()).toEqual(ids)
+    expect(new Set(ids).size).toBe(5000)
+    // and the random part does not run in plain steps of one
+    const steps = new Set(
+      ids.slice(1, 50).map((id, i) => BigInt(`0x${id.slice(24)}`) - BigInt(`0x${ids[i]!.slice(24)}`))
+    )
+    expect(steps.size).toBeGreaterThan(40)
+  })
 })
