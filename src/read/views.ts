@@ -72,7 +72,8 @@ const FIRST_POSITION_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 // the same range scan of views_page: page N costs what page 1 costs. Timestamps travel as
 // text: the cursor's has microseconds, which a JS Date would lose. A page's rows come out
 // in the order of its own scan, newest first, as with the single statement below. One more
-// record than the page is read: if it is there, there is a next page.
+// record than the page is read: if it is there, there is a next page. The resource is named
+// twice: as the rows hold it, and by its number, which keys the page indexes (sql/034).
 const PAGE_BATCH = `
   select r.n, s.state, w.id, w.body, w.ts
     from unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::uuid[], $9::int[])
@@ -82,6 +83,7 @@ const PAGE_BATCH = `
       select v.id::text as id, v.body, v.created_at::text as ts
         from service.views v
        where s.state = 'ok' and v.company_id = r.company_id and v.resource = r.resource
+         and service.resource_no(v.resource) = service.resource_no(r.resource)
          and v.created_at > r.after::timestamptz and v.created_at < r.before::timestamptz
          and (v.created_at, v.id) < (r.position_at::timestamptz, r.position_id)
        order by v.created_at desc, v.id desc
@@ -263,6 +265,7 @@ export class Views extends Context.Service<
           const order = byChange ? db`v.changed_at, v.id` : db`v.created_at desc, v.id desc`
           // The company's records of the resource in range, as `v`, but for the name and status filters.
           const bounds = db`v.company_id = ${key.companyId} and v.resource = ${resource}
+                     and service.resource_no(v.resource) = service.resource_no(${resource})
                      ${r.createdAfter === undefined ? db`` : db`and v.created_at > ${r.createdAfter}::timestamptz`}
                      ${r.createdBefore === undefined ? db`` : db`and v.created_at < ${r.createdBefore}::timestamptz`}
                      ${r.updatedAfter === undefined ? db`` : db`and v.changed_at > ${r.updatedAfter}::timestamptz`}
