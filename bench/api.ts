@@ -87,6 +87,7 @@ const serveBare = async (url: string, port: number, companyId: string) => {
         const rows = await sql<{ body: unknown }[]>`
           select body::json as body from service.views
            where company_id = ${companyId} and resource = 'incidents'
+             and service.resource_no(resource) = service.resource_no('incidents')
            order by created_at desc, id desc limit ${limit}`
         const data = rows.map((r) => r.body)
         res.writeHead(200, { "content-type": "application/json" })
