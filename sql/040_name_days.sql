@@ -29,8 +29,9 @@ drop index service.views_name_folded_trgm;
 -- The walk along the page index a name filter starts with: the newest p_walk records of the
 -- company's resource within the bounds, and of those the first p_lim whose name matches,
 -- newest first. When fewer match, one more row without a body: the walk's last record, where
--- the day ranges go on from (src/read/views.ts), its day and the day of the oldest record
--- within the bounds; none when the walk saw every record. Sorting is off in here: PostgreSQL
+-- the day ranges go on from (src/read/views.ts), the days of the walk's first and last
+-- records, and the day of the oldest record within the bounds; none when the walk saw every
+-- record. Sorting is off in here: PostgreSQL
 -- would otherwise choose between this ordered read of views_page and sorting every record of
 -- the company by its statistics, and right after an import, told the company was small, it
 -- sorted 200,000 workers on disk (200-600 ms a list); without a sort the ordered read is the
@@ -38,7 +39,7 @@ drop index service.views_name_folded_trgm;
 create function service.name_walk(p_ok boolean, p_company uuid, p_resource text, p_after timestamptz,
                                   p_before timestamptz, p_at timestamptz, p_at_id uuid, p_pattern text,
                                   p_walk int, p_lim int)
-  returns table (id text, body text, ts text, newest bigint, oldest bigint)
+  returns table (id text, body text, ts text, first_day bigint, last_day bigint, oldest_day bigint)
   language plpgsql stable
   set enable_sort = off
   set enable_incremental_sort = off
@@ -51,7 +52,7 @@ begin
     return;
   end if;
   return query
-    select v.id::text, v.body, v.created_at::text, null::bigint, null::bigint
+    select v.id::text, v.body, v.created_at::text, null::bigint, null::bigint, null::bigint
       from (select v.id, v.name, v.body, v.created_at from service.views v
              where v.company_id = p_company and v.resource = p_resource
                and v.created_at > p_after and v.created_at < p_before and (v.created_at, v.id) < (p_at, p_at_id)
@@ -63,7 +64,13 @@ begin
   get diagnostics found_rows = row_count;
   if found_rows < p_lim then
     return query
-      select b.id::text, null::text, b.created_at::text, service.view_days(b.created_at, 1),
+      select b.id::text, null::text, b.created_at::text,
+             (select service.view_days(f.created_at, 1) from service.views f
+               where f.company_id = p_company and f.resource = p_resource
+                 and f.created_at > p_after and f.created_at < p_before and (f.created_at, f.id) < (p_at, p_at_id)
+               order by f.created_at desc, f.id desc
+               limit 1),
+             service.view_days(b.created_at, 1),
              (select service.view_days(o.created_at, 1) from service.views o
                where o.company_id = p_company and o.resource = p_resource
                  and o.created_at > p_after and o.created_at < p_before and (o.created_at, o.id) < (p_at, p_at_id)

@@ -35,15 +35,20 @@ export const dayKeys = (companyId: string, resource: string, from: number, to: n
 }
 
 /**
- * The ranges of days a name filter looks through, newest first, after its walk along the
- * page index found less than a page (src/read/views.ts): the newest day, then ranges 4 times
- * longer than the one before, to the oldest day (eight ranges cover 59 years). Each range's
- * matches are read and sorted, so a name's page costs about the matches of the range that
- * completes it, never every match the company has.
+ * The ranges of days a name filter looks through after its walk along the page index found
+ * less than a page (src/read/views.ts), newest first, from the day of the walk's last record
+ * to the oldest day: the first as many days as the walk covered (so about as many records,
+ * at the rate the newest came), then ranges 4 times longer each. Each range's matches are
+ * read and sorted, so a name's page costs about the matches of the range that completes it,
+ * never every match the company has; eight ranges cover 59 years of days a walk of one day.
  */
-export const dayRanges = (oldest: number, newest: number): Array<readonly [from: number, to: number]> => {
+export const dayRanges = (
+  oldest: number,
+  newest: number,
+  first: number
+): Array<readonly [from: number, to: number]> => {
   const ranges: Array<readonly [number, number]> = []
-  let length = 1
+  let length = Math.max(1, first)
   for (let to = newest; to >= oldest; length *= 4) {
     const from = Math.max(oldest, to - length + 1)
     ranges.push([from, to])

@@ -97,14 +97,15 @@ type PageRow = readonly [
   changed?: Buffer | null
 ]
 
-/** A row of the name filter's walk (service.name_walk): a match, or the walk's last record (no body) and its span of days. */
+/** A row of the name filter's walk (service.name_walk): a match, or the walk's last record (no body) and its days. */
 type WalkRow = readonly [
   state: Buffer,
   id: Buffer | null,
   body: Buffer | null,
   ts: Buffer | null,
-  newest: Buffer | null,
-  oldest: Buffer | null
+  firstDay: Buffer | null,
+  lastDay: Buffer | null,
+  oldestDay: Buffer | null
 ]
 
 /** States, ids and timestamps are ASCII. */
@@ -306,19 +307,20 @@ export class Views extends Context.Service<
           // A name, newest first: the walk (sql/040_name_days.sql, service.name_walk) reads the
           // newest NAME_WALK records along the page index, which hold a page of any name one
           // record in a hundred has. When they hold less, the older matches are looked for day
-          // range by day range from the walk's last record: its day, then ranges 4 times longer
-          // each (lists.ts, dayRanges), until a page is found. views_name_days gives a range's
-          // matches through its day keys (lists.ts, dayKeys), and only those are read and
-          // sorted, about a page's worth, never every match the company has. Each statement has
-          // one plan whatever the statistics say: the walk sorts nothing (sorting is off in it),
-          // and the ranges' inner statement has one index it can use (offset 0 keeps the
-          // bounds out of it). Both are planned once, on the generic pool.
+          // range by day range from the walk's last record: as many days as the walk covered,
+          // then ranges 4 times longer each (lists.ts, dayRanges), until a page is found.
+          // views_name_days gives a range's matches through its day keys (lists.ts, dayKeys),
+          // and only those are read and sorted, about a page's worth, never every match the
+          // company has. Each statement has one plan whatever the statistics say: the walk
+          // sorts nothing (sorting is off in it), and the ranges' inner statement has one index
+          // it can use (offset 0 keeps the bounds out of it). Both are planned once, on the
+          // generic pool.
           const byName = async (): Promise<ReadonlyArray<PageRow>> => {
             const g = partsOn(pools.sql)
             // Timestamps go as text: as timestamptz, postgres.js would make each a JS Date,
             // which knows no infinity and no microseconds.
             const walked = (await pools.sql`
-              select s.state, w.id, w.body, w.ts, w.newest::text, w.oldest::text
+              select s.state, w.id, w.body, w.ts, w.first_day::text, w.last_day::text, w.oldest_day::text
                 from ${keyStateRelation(pools.sql, key.keyId, key.host, resource)}
                 left join lateral service.name_walk(s.state = 'ok', ${key.companyId}::uuid, ${resource}::text,
                   ${r.createdAfter ?? OPEN_AFTER}::text::timestamptz, ${r.createdBefore ?? OPEN_BEFORE}::text::timestamptz,
@@ -334,10 +336,12 @@ export class Views extends Context.Service<
             }
             const none: ReadonlyArray<PageRow> = walked.map((row) => [row[0], null, null, null])
             if (refused(none)) return none
-            if (boundary === undefined || boundary[5] === null) return found.length > 0 ? found : none.slice(0, 1)
-            const [, id, , at, newest, oldest] = boundary
+            if (boundary === undefined || boundary[6] === null) return found.length > 0 ? found : none.slice(0, 1)
+            const [, id, , at, firstDay, lastDay, oldestDay] = boundary
+            const walkedTo = Number(textOf(lastDay!))
             let last: ReadonlyArray<PageRow> = none.slice(0, 1)
-            for (const [from, to] of dayRanges(Number(textOf(oldest)), Number(textOf(newest!)))) {
+            const ranges = dayRanges(Number(textOf(oldestDay)), walkedTo, Number(textOf(firstDay!)) - walkedTo + 1)
+            for (const [from, to] of ranges) {
               const need = r.limit + 1 - found.length
               last = await g.page(pools.sql`
                 select ${g.columns} from (

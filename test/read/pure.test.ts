@@ -54,10 +54,11 @@ describe("the name filter's days", () => {
     expect(keys.length).toBeLessThanOrEqual(60 + Math.floor((to - from + 1) / 256))
   })
   it.each([
-    [100, 100, [[100, 100]]],
+    [100, 100, 1, [[100, 100]]],
     [
       0,
       100,
+      1,
       [
         [100, 100],
         [96, 99],
@@ -67,18 +68,30 @@ describe("the name filter's days", () => {
       ]
     ],
     [
+      0,
+      100,
+      3,
+      [
+        [98, 100],
+        [86, 97],
+        [38, 85],
+        [0, 37]
+      ]
+    ],
+    [
       -3,
       1,
+      0,
       [
         [1, 1],
         [-3, 0]
       ]
     ]
-  ])("ranges of days %i to %i, newest first", (oldest, newest, ranges) =>
-    expect(dayRanges(oldest, newest)).toEqual(ranges)
+  ])("ranges of days %i to %i, the first %i long, newest first", (oldest, newest, first, ranges) =>
+    expect(dayRanges(oldest, newest, first)).toEqual(ranges)
   )
-  it("ranges of 59 years: eight, newest first, each day once", () => {
-    const ranges = dayRanges(0, 21_844)
+  it("ranges of 59 years after a walk of one day: eight, newest first, each day once", () => {
+    const ranges = dayRanges(0, 21_844, 1)
     expect(ranges).toHaveLength(8)
     expect(ranges.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => to - i))).toEqual(
       Array.from({ length: 21_845 }, (_, i) => 21_844 - i)
