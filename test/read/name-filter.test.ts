@@ -13,7 +13,7 @@ import { ApiSettings } from "../../src/platform/api-settings.ts"
 import { ApiPool } from "../../src/platform/db/api-pool.ts"
 import { Views } from "../../src/read/views.ts"
 import { useDatabase } from "../support/fixtures.ts"
-import { makeKey, provideDb } from "../support/http.ts"
+import { makeKey, provideDb, revokeKeyAs } from "../support/http.ts"
 import { createCompany, type TestCompany } from "../support/views.ts"
 
 const listQuery = Schema.decodeUnknownSync(Schema.Struct(NAME_QUERY))
@@ -190,6 +190,18 @@ describe("name filter across the walk and the day ranges", () => {
     expect(await list({ name: "nobody at all" })).toEqual({ data: [], nextCursor: null })
     // The job site is found on its own list.
     expect((await list({ name: "jo quill" }, "job-sites")).data.map((r) => r.name)).toEqual(["Jo Quill Yard"])
+  })
+
+  it("a revoked key gets its refusal, on the walk as on the day ranges", async () => {
+    const k = await makeKey(db, big)
+    await revokeKeyAs(db, big, k.id)
+    const revoked = { ...key, keyId: k.id }
+    const outcome = await run(
+      Effect.flatMap(Effect.service(Views), (v) =>
+        Effect.result(v.list(revoked, "workers", listQuery({ name: "jo quill" })))
+      )
+    )
+    expect(outcome._tag === "Failure" ? outcome.failure.message : "answered").toBe("this API key was revoked")
   })
 
   it("by change time too (sort=updatedAt), oldest change first", async () => {
