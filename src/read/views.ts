@@ -28,6 +28,9 @@ import type { ReadDb } from "./routing.ts"
 /** Records of a name-filtered list looked at along the page index before the trigram index is asked. */
 const NAME_WALK = 5000
 
+/** Most day keys a range of a name filter's looks at; a longer range takes the name's matches whatever their day. */
+const MAX_DAY_KEYS = 200
+
 /** Most requests answered by one statement. */
 const MAX_GETS = 64
 const MAX_PAGES = 16
@@ -341,19 +344,33 @@ export class Views extends Context.Service<
             const walkedTo = Number(textOf(lastDay!))
             let last: ReadonlyArray<PageRow> = none.slice(0, 1)
             const ranges = dayRanges(Number(textOf(oldestDay)), walkedTo, Number(textOf(firstDay!)) - walkedTo + 1)
+            // A range of centuries (a record dated in year 1) would take thousands of keys:
+            // such a range takes the name's matches whatever their day, then keeps its days'.
+            const inner = (from: number, to: number) => {
+              const keys = dayKeys(key.companyId, resource, from, to)
+              return keys.length > MAX_DAY_KEYS
+                ? {
+                    days: pools.sql``,
+                    upTo: pools.sql`and service.view_days(v.created_at, 1) between ${from} and ${to}`
+                  }
+                : {
+                    days: pools.sql`and service.name_days(v.company_id, v.resource, v.created_at) && ${keys}::text[]`,
+                    upTo: pools.sql``
+                  }
+            }
             for (const [from, to] of ranges) {
               const need = r.limit + 1 - found.length
+              const { days, upTo } = inner(from, to)
               last = await g.page(pools.sql`
                 select ${g.columns} from (
                   select v.resource, v.id from (
                     select v.resource, v.id, v.company_id, v.created_at, v.changed_at from service.views v
                      where s.state = 'ok' and v.name is not null
                        and service.fold_name(v.name) like service.fold_name(${namePattern(r.name!)})
-                       and service.name_days(v.company_id, v.resource, v.created_at)
-                           && ${dayKeys(key.companyId, resource, from, to)}::text[]
+                       ${days}
                     offset 0
                   ) v
-                   where ${g.bounds} and (v.created_at, v.id) < (${textOf(at!)}::text::timestamptz, ${textOf(id!)}::uuid)
+                   where ${g.bounds} and (v.created_at, v.id) < (${textOf(at!)}::text::timestamptz, ${textOf(id!)}::uuid) ${upTo}
                    order by v.created_at desc, v.id desc
                    limit ${need}
                 ) m join service.views v on v.resource = m.resource and v.id = m.id
