@@ -1,13 +1,14 @@
-// bench:scale: one big company, as the operator of a large customer meets it. The app imports
-// N corrective actions and N/5 workers (or --workers) in import-sized transactions (50,000 rows each) into a
-// database that also holds the demo's small companies; the service, as `npm start` runs it,
-// captures them. Then, for --rounds rounds: changes in small transactions, and one
+// bench:scale: one big company, as the operator of a large customer meets it. The app imports N
+// corrective actions and N/5 workers (or --workers) in import-sized transactions (50,000 rows
+// each) into a database that also holds the demo's small companies; the service, as `npm start`
+// runs it, captures them. Then, for --rounds rounds: changes in small transactions, and one
 // import-sized transaction, each written while capture's mirror writes wait behind a lock and
 // timed from its release (capture's drain alone, with the CPU the service and PostgreSQL spent
-// on it): the import's rate against the small transactions' in the same run. Then the read
-// API, one request at a time, right after the import and again a minute later: each list
-// filter (a created-date window, status, name), sort=updatedAt with updatedAfter, a deep
-// keyset walk, a get by id and the deletions feed.
+// on it): the import's rate against the small transactions' in the same run. Then the read API,
+// one request at a time, right after the import and again a minute later: each list filter (a
+// created-date window, status, name, and names common in the company that none of its newest
+// 5,000 workers has), sort=updatedAt with updatedAfter, a deep keyset walk, a get by id and the
+// deletions feed.
 // Prints capture time and rate, the service's and the app's bytes per record (tables and
 // indexes, each schema in its own database), the service's RSS, and p50/p99 per query.
 //
