@@ -15,7 +15,7 @@ import { keyStateRelation, keyStateSql, type KeyState } from "../access/keys/key
 import type postgres from "postgres"
 import { makeBatcher } from "./batch.ts"
 import { CURSOR_ERROR_MESSAGES, decodeCursor, encodeCursor, type CursorPosition } from "./cursor.ts"
-import { listRequest, namePattern, type ListQuery } from "./lists.ts"
+import { dayKeys, dayRanges, listRequest, namePattern, type ListQuery } from "./lists.ts"
 import { answer, readSetup, type Json, type Read, type Served } from "./served.ts"
 import type { ReadDb } from "./routing.ts"
 
@@ -27,6 +27,9 @@ import type { ReadDb } from "./routing.ts"
 
 /** Records of a name-filtered list looked at along the page index before the trigram index is asked. */
 const NAME_WALK = 5000
+
+/** Most day keys a range of a name filter's looks at; a longer range takes the name's matches whatever their day. */
+const MAX_DAY_KEYS = 200
 
 /** Most requests answered by one statement. */
 const MAX_GETS = 64
@@ -99,8 +102,22 @@ type PageRow = readonly [
   changed?: Buffer | null
 ]
 
+/** A row of the name filter's walk (service.name_walk): a match, or the walk's last record (no body) and its days. */
+type WalkRow = readonly [
+  state: Buffer,
+  id: Buffer | null,
+  body: Buffer | null,
+  ts: Buffer | null,
+  firstDay: Buffer | null,
+  lastDay: Buffer | null,
+  oldestDay: Buffer | null
+]
+
 /** States, ids and timestamps are ASCII. */
 const textOf = (b: Buffer) => b.toString("latin1")
+
+/** Whether a statement's rows are the key's refusal (or no row at all: its key is gone). */
+const refused = (rows: ReadonlyArray<PageRow>) => rows[0] === undefined || textOf(rows[0][0]) !== "ok"
 
 /**
  * The list answer from a page's rows (up to limit + 1), or the key's refusal. A get's answer
@@ -260,8 +277,8 @@ export class Views extends Context.Service<
         // any batch would not use: such a list gets a statement of its own. So does a list
         // by change time (views_changed), a sync's, which is not the hot path.
         const byChange = r.byChange
-        const read = (pools: ReadDb) => {
-          const db = r.name === undefined ? pools.sql : pools.planned
+        // The pieces of a list's statements, on one pool.
+        const partsOn = (db: postgres.Sql) => {
           const order = byChange ? db`v.changed_at, v.id` : db`v.created_at desc, v.id desc`
           // The company's records of the resource in range, as `v`, but for the name and status filters.
           const bounds = db`v.company_id = ${key.companyId} and v.resource = ${resource}
@@ -288,6 +305,86 @@ export class Views extends Context.Service<
               select s.state, w.id, w.body, w.ts${byChange ? db`, w.changed` : db``}
                 from ${keyStateRelation(db, key.keyId, key.host, resource)}
                 left join lateral (${matching}) w on true`.raw() as unknown as Promise<ReadonlyArray<PageRow>>
+          return { order, bounds, columns, named, page }
+        }
+        const read = (pools: ReadDb) => {
+          const db = r.name === undefined ? pools.sql : pools.planned
+          const { order, bounds, columns, named, page } = partsOn(db)
+          // A name, newest first: the walk (sql/040_name_days.sql, service.name_walk) reads the
+          // newest NAME_WALK records along the page index, which hold a page of any name one
+          // record in a hundred has. When they hold less, the older matches are looked for day
+          // range by day range from the walk's last record: as many days as the walk covered,
+          // then ranges 4 times longer each (lists.ts, dayRanges), until a page is found.
+          // views_name_days gives a range's matches through its day keys (lists.ts, dayKeys),
+          // and only those are read and sorted, about a page's worth, never every match the
+          // company has. Each statement has one plan whatever the statistics say: the walk
+          // sorts nothing (sorting is off in it), and the ranges' inner statement has one index
+          // it can use (offset 0 keeps the bounds out of it). Both are planned once, on the
+          // generic pool.
+          const byName = async (): Promise<ReadonlyArray<PageRow>> => {
+            const g = partsOn(pools.sql)
+            // Timestamps go as text: as timestamptz, postgres.js would make each a JS Date,
+            // which knows no infinity and no microseconds.
+            const walked = (await pools.sql`
+              select s.state, w.id, w.body, w.ts, w.first_day::text, w.last_day::text, w.oldest_day::text
+                from ${keyStateRelation(pools.sql, key.keyId, key.host, resource)}
+                left join lateral service.name_walk(s.state = 'ok', ${key.companyId}::uuid, ${resource}::text,
+                  ${r.createdAfter ?? OPEN_AFTER}::text::timestamptz, ${r.createdBefore ?? OPEN_BEFORE}::text::timestamptz,
+                  ${position?.createdAt ?? OPEN_BEFORE}::text::timestamptz, ${position?.id ?? FIRST_POSITION_ID}::uuid,
+                  ${namePattern(r.name!)}::text, ${NAME_WALK}::int, ${r.limit + 1}::int) w on true`.raw()) as unknown as ReadonlyArray<WalkRow>
+            // The matches, and the walk's last record when they are less than a page (its body
+            // is null): with none, the walk saw every record.
+            const found: Array<PageRow> = []
+            let boundary: WalkRow | undefined
+            for (const row of walked) {
+              if (row[2] !== null) found.push([row[0], row[1], row[2], row[3]])
+              else if (row[1] !== null) boundary = row
+            }
+            const none: ReadonlyArray<PageRow> = walked.map((row) => [row[0], null, null, null])
+            if (refused(none)) return none
+            if (boundary === undefined || boundary[6] === null) return found.length > 0 ? found : none.slice(0, 1)
+            const [, id, , at, firstDay, lastDay, oldestDay] = boundary
+            const walkedTo = Number(textOf(lastDay!))
+            let last: ReadonlyArray<PageRow> = none.slice(0, 1)
+            const ranges = dayRanges(Number(textOf(oldestDay)), walkedTo, Number(textOf(firstDay!)) - walkedTo + 1)
+            // A range of centuries (a record dated in year 1) would take thousands of keys:
+            // such a range takes the name's matches whatever their day, then keeps its days'.
+            const inner = (from: number, to: number) => {
+              const keys = dayKeys(key.companyId, resource, from, to)
+              return keys.length > MAX_DAY_KEYS
+                ? {
+                    days: pools.sql``,
+                    upTo: pools.sql`and service.view_days(v.created_at, 1) between ${from} and ${to}`
+                  }
+                : {
+                    days: pools.sql`and service.name_days(v.company_id, v.resource, v.created_at) && ${keys}::text[]`,
+                    upTo: pools.sql``
+                  }
+            }
+            for (const [from, to] of ranges) {
+              const need = r.limit + 1 - found.length
+              const { days, upTo } = inner(from, to)
+              last = await g.page(pools.sql`
+                select ${g.columns} from (
+                  select v.resource, v.id from (
+                    select v.resource, v.id, v.company_id, v.created_at, v.changed_at from service.views v
+                     where s.state = 'ok' and v.name is not null
+                       and service.fold_name(v.name) like service.fold_name(${namePattern(r.name!)})
+                       ${days}
+                    offset 0
+                  ) v
+                   where ${g.bounds} and (v.created_at, v.id) < (${textOf(at!)}::text::timestamptz, ${textOf(id!)}::uuid) ${upTo}
+                   order by v.created_at desc, v.id desc
+                   limit ${need}
+                ) m join service.views v on v.resource = m.resource and v.id = m.id
+                 order by v.created_at desc, v.id desc
+                 limit ${need}`)
+              if (refused(last)) return last
+              for (const row of last) if (row[1] !== null) found.push(row)
+              if (found.length > r.limit) break
+            }
+            return found.length > 0 ? found : last
+          }
           const statuses = r.statuses
           const rows = (async (): Promise<ReadonlyArray<PageRow>> => {
             if (statuses !== undefined) {
@@ -313,10 +410,10 @@ export class Views extends Context.Service<
                  order by ${order}
                  limit ${r.limit + 1}`)
             }
-            // A name: first along the page index, the newest NAME_WALK records only, which
-            // finds a page of a name one record in a hundred has at once; when those hold less
-            // than a page, the name is rare there and the trigram index finds its records.
-            // Left to the planner, either misplaced pick took a second on a big company.
+            if (!byChange) return byName()
+            // By change time (a sync's list, not the hot path): first along views_changed, the
+            // NAME_WALK records changed first only; when those hold less than a page, the
+            // trigram index finds the name's records.
             const walked = await page(db`
               select ${columns} from (
                 select v.* from service.views v
@@ -327,10 +424,9 @@ export class Views extends Context.Service<
                where true ${named}
                order by ${order}
                limit ${r.limit + 1}`)
-            const refused = walked[0] === undefined || textOf(walked[0][0]) !== "ok"
-            if (refused || walked.length > r.limit) return walked
-            // The page is picked from the matches' keys (offset 0: found through the trigram
-            // index, not walked in order), and only its records are read whole.
+            if (refused(walked) || walked.length > r.limit) return walked
+            // The page is picked from all the matches' keys (offset 0: found through the
+            // trigram index, not walked in order), and only its records are read whole.
             return page(db`
               select ${columns} from (
                 select v.resource, v.id from (

@@ -1,10 +1,10 @@
-// Table tests of the read model's pure helpers: status filters and name patterns, cursors, and
-// the list request a decoded query makes.
+// Table tests of the read model's pure helpers: status filters and name patterns, the name
+// filter's day keys and day ranges, cursors, and the list request a decoded query makes.
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { NAME_QUERY, STATUS_QUERY } from "../../src/faces/api/query.ts"
 import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../src/read/cursor.ts"
-import { listRequest, namePattern, statusesFor } from "../../src/read/lists.ts"
+import { dayKeys, dayRanges, listRequest, namePattern, statusesFor } from "../../src/read/lists.ts"
 
 describe("status filter and name pattern", () => {
   it.each([
@@ -23,6 +23,80 @@ describe("status filter and name pattern", () => {
     ["a_b", "%a\\_b%"],
     ["c:\\x", "%c:\\\\x%"]
   ])("name %j -> %j", (text, pattern) => expect(namePattern(text)).toBe(pattern))
+})
+
+describe("the name filter's days", () => {
+  /** The days a key stands for: its width and its number, as sql/040_name_days.sql makes them. */
+  const daysOf = (key: string): Array<number> => {
+    const [company, resource, width, n] = key.split("/")
+    expect([company, resource]).toEqual(["c1", "workers"])
+    return Array.from({ length: Number(width) }, (_, i) => Number(n) * Number(width) + i)
+  }
+  it.each([
+    [20_422, 20_422, ["c1/workers/1/20422"]],
+    [20_480, 20_495, ["c1/workers/16/1280"]],
+    [20_479, 20_496, ["c1/workers/1/20479", "c1/workers/16/1280", "c1/workers/1/20496"]],
+    [-1, 0, ["c1/workers/1/-1", "c1/workers/1/0"]],
+    [-16, -1, ["c1/workers/16/-1"]],
+    [-256, 255, ["c1/workers/256/-1", "c1/workers/256/0"]],
+    [5, 4, []]
+  ])("days %i to %i: %j", (from, to, keys) => expect(dayKeys("c1", "workers", from, to)).toEqual(keys))
+  it.each([
+    [0, 0],
+    [3, 300],
+    [-40, 17],
+    [20_000, 20_422],
+    [1, 25_000],
+    [-9_000, 21_000]
+  ])("days %i to %i: each day once, in at most 60 keys and one per 256 days", (from, to) => {
+    const keys = dayKeys("c1", "workers", from, to)
+    expect(keys.flatMap(daysOf)).toEqual(Array.from({ length: to - from + 1 }, (_, i) => from + i))
+    expect(keys.length).toBeLessThanOrEqual(60 + Math.floor((to - from + 1) / 256))
+  })
+  it.each([
+    [100, 100, 1, [[100, 100]]],
+    [
+      0,
+      100,
+      1,
+      [
+        [100, 100],
+        [96, 99],
+        [80, 95],
+        [16, 79],
+        [0, 15]
+      ]
+    ],
+    [
+      0,
+      100,
+      3,
+      [
+        [98, 100],
+        [86, 97],
+        [38, 85],
+        [0, 37]
+      ]
+    ],
+    [
+      -3,
+      1,
+      0,
+      [
+        [1, 1],
+        [-3, 0]
+      ]
+    ]
+  ])("ranges of days %i to %i, the first %i long, newest first", (oldest, newest, first, ranges) =>
+    expect(dayRanges(oldest, newest, first)).toEqual(ranges)
+  )
+  it("ranges of 59 years after a walk of one day: eight, newest first, each day once", () => {
+    const ranges = dayRanges(0, 21_844, 1)
+    expect(ranges).toHaveLength(8)
+    expect(ranges.flatMap(([from, to]) => Array.from({ length: to - from + 1 }, (_, i) => to - i))).toEqual(
+      Array.from({ length: 21_845 }, (_, i) => 21_844 - i)
+    )
+  })
 })
 
 describe("cursors", () => {
