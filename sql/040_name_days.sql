@@ -31,7 +31,8 @@ drop index service.views_name_folded_trgm;
 -- newest first. When fewer match, one more row without a body: the walk's last record, where
 -- the day ranges go on from (src/read/views.ts), the days of the walk's first and last
 -- records, and the day of the oldest record within the bounds; none when the walk saw every
--- record. Sorting is off in here: PostgreSQL
+-- record. The resource is named by its number too, which keys views_page (sql/034). Sorting
+-- is off in here: PostgreSQL
 -- would otherwise choose between this ordered read of views_page and sorting every record of
 -- the company by its statistics, and right after an import, told the company was small, it
 -- sorted 200,000 workers on disk (200-600 ms a list); without a sort the ordered read is the
@@ -54,7 +55,7 @@ begin
   return query
     select v.id::text, v.body, v.created_at::text, null::bigint, null::bigint, null::bigint
       from (select v.id, v.name, v.body, v.created_at from service.views v
-             where v.company_id = p_company and v.resource = p_resource
+             where v.company_id = p_company and v.resource = p_resource and service.resource_no(v.resource) = service.resource_no(p_resource)
                and v.created_at > p_after and v.created_at < p_before and (v.created_at, v.id) < (p_at, p_at_id)
              order by v.created_at desc, v.id desc
              limit p_walk) v
@@ -66,18 +67,18 @@ begin
     return query
       select b.id::text, null::text, b.created_at::text,
              (select service.view_days(f.created_at, 1) from service.views f
-               where f.company_id = p_company and f.resource = p_resource
+               where f.company_id = p_company and f.resource = p_resource and service.resource_no(f.resource) = service.resource_no(p_resource)
                  and f.created_at > p_after and f.created_at < p_before and (f.created_at, f.id) < (p_at, p_at_id)
                order by f.created_at desc, f.id desc
                limit 1),
              service.view_days(b.created_at, 1),
              (select service.view_days(o.created_at, 1) from service.views o
-               where o.company_id = p_company and o.resource = p_resource
+               where o.company_id = p_company and o.resource = p_resource and service.resource_no(o.resource) = service.resource_no(p_resource)
                  and o.created_at > p_after and o.created_at < p_before and (o.created_at, o.id) < (p_at, p_at_id)
                order by o.created_at, o.id
                limit 1)
         from (select v.id, v.created_at from service.views v
-               where v.company_id = p_company and v.resource = p_resource
+               where v.company_id = p_company and v.resource = p_resource and service.resource_no(v.resource) = service.resource_no(p_resource)
                  and v.created_at > p_after and v.created_at < p_before and (v.created_at, v.id) < (p_at, p_at_id)
                order by v.created_at desc, v.id desc
                offset p_walk - 1
