@@ -135,7 +135,13 @@ export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool
     })
   }
   const server = yield* Effect.tryPromise({
-    try: () => startEmbedded({ dataDir: config.dataDir, port: config.embeddedPort, notUnderService: role === "tool" }),
+    try: () =>
+      startEmbedded({
+        dataDir: config.dataDir,
+        port: config.embeddedPort,
+        notUnderService: role === "tool",
+        adoptOrphan: role === "service"
+      }),
     catch: failed
   })
   if (server.owned) yield* Effect.logInfo("embedded PostgreSQL started", { dataDir: config.dataDir })

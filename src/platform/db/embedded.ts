@@ -32,6 +32,12 @@ export interface EmbeddedOptions {
    * whose server has stopped: it would stop it again on exit, under the service.
    */
   readonly notUnderService?: boolean
+  /**
+   * The service starting: a server still running for a service that died (killed, its mark
+   * left behind) is stopped and started again by this process, which then owns it and stops it
+   * on exit. Connected to as another process's, it would outlive every service after it.
+   */
+  readonly adoptOrphan?: boolean
 }
 
 // The service marks the data directory it runs on, so a tool can tell "nobody runs here"
@@ -54,6 +60,16 @@ export const liveServicePid = (dataDir: string): number | undefined => {
     return Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid) ? pid : undefined
   } catch {
     return undefined
+  }
+}
+
+/** Whether the data directory carries the mark of a service process that is gone (killed, not stopped). */
+const deadServiceMarked = (dataDir: string): boolean => {
+  try {
+    const pid = Number(readFileSync(resolve(dataDir, SERVICE_PID_FILE), "utf8").trim())
+    return Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid)
+  } catch {
+    return false
   }
 }
 
@@ -102,6 +118,27 @@ const loadEmbeddedPostgres = async () => {
     }
   }
   return mod.default
+}
+
+/**
+ * Stops the server a killed service left running (a fast shutdown: its sessions end, what is
+ * committed stays), waiting at most 30 s for it to go.
+ */
+const stopOrphan = async (pgDir: string, logFile: string): Promise<void> => {
+  const pid = Number(readFileSync(resolve(pgDir, "postmaster.pid"), "utf8").split("\n")[0])
+  try {
+    process.kill(pid, "SIGINT")
+  } catch {
+    return // gone meanwhile
+  }
+  const deadline = Date.now() + 30_000
+  while (runningPort(pgDir) !== undefined) {
+    if (Date.now() > deadline)
+      throw new Error(
+        `The embedded PostgreSQL (pid ${pid}) left running by a service that was killed did not stop within 30 s (see ${logFile}).`
+      )
+    await new Promise((r) => setTimeout(r, 100))
+  }
 }
 
 const runningPort = (pgDir: string): number | undefined => {
@@ -210,7 +247,11 @@ export const startEmbedded = async (options: EmbeddedOptions): Promise<EmbeddedS
   mkdirSync(dataDir, { recursive: true })
   chmodSync(dataDir, 0o711)
 
-  const found = runningPort(pgDir)
+  let found = runningPort(pgDir)
+  if (found !== undefined && options.adoptOrphan && deadServiceMarked(dataDir)) {
+    await stopOrphan(pgDir, logFile)
+    found = undefined
+  }
   if (found !== undefined && existsSync(passwordFile)) {
     return { url: embeddedUrl(readFileSync(passwordFile, "utf8").trim(), found), owned: false, stop: async () => {} }
   }
