@@ -3,17 +3,14 @@
 // name index's day keys (sql/040_name_days.sql, src/read/lists.ts). Whichever finds them, a
 // name's records come newest first (ties by id), every page as long as asked, and the
 // cursors lead through all of them and no other company's, resource's or name's.
-import { Effect, Exit, Layer, Schema, Scope } from "effect"
+import { Effect, Schema } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { CurrentKeyShape } from "../../src/access/keys/current-key.ts"
-import { ApiKeys } from "../../src/access/keys/service.ts"
 import type { Resource } from "../../src/domain/resources.ts"
 import { NAME_QUERY } from "../../src/faces/api/query.ts"
-import { ApiSettings } from "../../src/platform/api-settings.ts"
-import { ApiPool } from "../../src/platform/db/api-pool.ts"
 import { Views } from "../../src/read/views.ts"
 import { useDatabase } from "../support/fixtures.ts"
-import { makeKey, provideDb, revokeKeyAs } from "../support/http.ts"
+import { makeKey, revokeKeyAs, startViews } from "../support/http.ts"
 import { createCompany, type TestCompany } from "../support/views.ts"
 
 const listQuery = Schema.decodeUnknownSync(Schema.Struct(NAME_QUERY))
@@ -89,16 +86,7 @@ describe("name filter across the walk and the day ranges", () => {
     await insert(big.id, "job-sites", [{ name: "Jo Quill Yard", at: T0 - 30 * DAY }])
     await insert(other.id, "workers", [{ name: "Jo Quill 1", at: T0 - 30 * DAY }])
     await insert(big.id, "workers", [{ name: "Jo Quil 1", at: T0 - 30 * DAY }])
-    const layer = Views.layer.pipe(
-      Layer.provideMerge(ApiKeys.layer),
-      Layer.provideMerge(ApiPool.layer),
-      Layer.provide(ApiSettings.layer({})),
-      Layer.provide(provideDb(db))
-    )
-    const scope = Effect.runSync(Scope.make())
-    const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
-    run = (effect) => Effect.runPromise(Effect.provide(effect, context))
-    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
+    ;({ run, close } = await startViews(db))
     const k = await makeKey(db, big)
     key = {
       keyId: k.id,

@@ -1,18 +1,15 @@
 // Requests read by one statement (src/read/batch.ts, src/read/views.ts): started together,
 // they share a batch, and each must still get exactly its own answer: its key's refusal,
 // its company's records, its resource, its filters, its page, or no such record.
-import { Effect, Exit, Layer, Schema, Scope } from "effect"
+import { Effect, Schema } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { CurrentKeyShape } from "../../src/access/keys/current-key.ts"
-import { ApiPool } from "../../src/platform/db/api-pool.ts"
-import { ApiSettings } from "../../src/platform/api-settings.ts"
-import { ApiKeys } from "../../src/access/keys/service.ts"
 import type { Json } from "../../src/read/served.ts"
 import { Views } from "../../src/read/views.ts"
 import { BASE_QUERY } from "../../src/faces/api/query.ts"
 import type { Resource } from "../../src/domain/resources.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../support/views.ts"
-import { makeKey, provideDb, revokeKeyAs } from "../support/http.ts"
+import { makeKey, revokeKeyAs, startViews } from "../support/http.ts"
 import { useDatabase } from "../support/fixtures.ts"
 
 /** A list query as the endpoint decodes it (a number, canonical timestamps). */
@@ -38,17 +35,8 @@ describe("requests read together", () => {
       )
     }
     seeded.set("other incidents", await seedRecords(db.sql, "incidents", other.id, 3, { newest: new Date(T0) }))
-    const layer = Views.layer.pipe(
-      Layer.provideMerge(ApiKeys.layer),
-      Layer.provideMerge(ApiPool.layer),
-      Layer.provide(ApiSettings.layer({})),
-      Layer.provide(provideDb(db))
-    )
     // The service with its pool, kept for the whole suite.
-    const scope = Effect.runSync(Scope.make())
-    const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
-    run = (effect) => Effect.runPromise(Effect.provide(effect, context))
-    close = () => Effect.runPromise(Scope.close(scope, Exit.void))
+    ;({ run, close } = await startViews(db))
   })
   afterAll(async () => {
     await close?.()

@@ -1,6 +1,6 @@
 // Shared by the API tests: keys made through the real admin operations, requests over real
 // HTTP, and a check of every response against the served OpenAPI document.
-import { Effect, Layer } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { Agent, request as httpRequest, type IncomingMessage } from "node:http"
 import { Ajv2020 } from "ajv/dist/2020.js"
 import SwaggerParser from "@apidevtools/swagger-parser"
@@ -8,6 +8,10 @@ import { createKey, revokeKey, type Expiry } from "../../src/access/keys/store.t
 import { createToken } from "../../src/access/tokens.ts"
 import { Database } from "../../src/platform/db/Database.ts"
 import { Sql } from "../../src/platform/db/Sql.ts"
+import { ApiPool } from "../../src/platform/db/api-pool.ts"
+import { ApiSettings } from "../../src/platform/api-settings.ts"
+import { ApiKeys } from "../../src/access/keys/service.ts"
+import { Views } from "../../src/read/views.ts"
 import { RESOURCES, type Resource } from "../../src/domain/resources.ts"
 import type { TestDatabase } from "./db.ts"
 import type { TestCompany } from "./views.ts"
@@ -15,6 +19,22 @@ import type { TestCompany } from "./views.ts"
 /** The Database and its Sql over a test database's pool. */
 export const provideDb = (db: TestDatabase) =>
   Layer.merge(Layer.succeed(Database, { sql: db.sql, url: db.url, embedded: false }), Sql.fromPool(db.sql))
+
+/** The read service (Views) with its pool on the test database, kept until `close`. */
+export const startViews = async (db: TestDatabase) => {
+  const layer = Views.layer.pipe(
+    Layer.provideMerge(ApiKeys.layer),
+    Layer.provideMerge(ApiPool.layer),
+    Layer.provide(ApiSettings.layer({})),
+    Layer.provide(provideDb(db))
+  )
+  const scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
+  return {
+    run: <A, E>(effect: Effect.Effect<A, E, Views>): Promise<A> => Effect.runPromise(Effect.provide(effect, context)),
+    close: (): Promise<void> => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
 
 export interface KeyOptions {
   readonly scopes?: ReadonlyArray<Resource>

@@ -20,6 +20,7 @@ import { rowCompany } from "../projection/tables.ts"
 import {
   type ChangeTime,
   companyRows,
+  keepsMirror,
   mirrorWrites,
   type MirrorChanges,
   userRows,
@@ -536,25 +537,14 @@ export const mirrorChanges = (store: Store, written: ReadonlyArray<ProjectedView
   if (stands.isEmpty()) return { inserts, upserts: updates, deletes }
   const stored = (r: MirrorRow) => stands.get(r.tbl, r.key) !== true
   const upserts = updates.filter(stored)
-  const dirty = new TableMap<true>()
-  for (const r of inserts) dirty.set(r.tbl, r.key, true)
-  for (const r of updates) dirty.set(r.tbl, r.key, true)
   stands.forEachKey((tbl, key) => {
     if (stands.get(tbl, key)) {
       // Stored before this batch (or read from its view: then the delete finds nothing).
       if (store.getBase(tbl, key) !== null) deletes.push({ tbl, key })
-    } else if (!dirty.has(tbl, key)) upserts.push(store.get(tbl, key)!)
+    } else if (!store.changed(tbl, key)) upserts.push(store.get(tbl, key)!)
   })
   return { inserts: inserts.filter(stored), upserts, deletes }
 }
-
-/**
- * Said first in a transaction that writes views and the mirror rows they stand for together:
- * the views' trigger then keeps no copy of a changed view's old body in the mirror (sql/032).
- */
-export const keepsMirror = (tx: Tx): Array<Promise<unknown>> => [
-  tx`select set_config('service.keeps_mirror', 'on', true)`.execute()
-]
 
 /** Changes simulated between two turns of the event loop while a batch is prepared. */
 const SLICE_CHANGES = 250
@@ -682,7 +672,7 @@ const prepareWith = async (
     }
   }
   const writes = [
-    keepsMirror,
+    (tx: Tx) => [keepsMirror(tx)],
     mirrorWrites(mirrorChanges(store, views)),
     viewWrites(known, deletedAt(txns, gone), time, fresh),
     // An event that carries its record's final view (the most common case: nothing changed it

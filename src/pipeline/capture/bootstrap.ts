@@ -22,6 +22,7 @@ import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
 import {
   type ChangeTime,
+  keepsMirror,
   mirrorWrites,
   removeOrphanViews,
   writeCompanies,
@@ -328,7 +329,7 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       // Every row is stored again below, and the views written here decide which stay stored
       // (projectAll): a view removed or rewritten keeps no copy of its old body in the mirror
       // (sql/032), which for an orphan's would bring its record back.
-      yield* query((tx) => tx`select set_config('service.keeps_mirror', 'on', true)`)
+      yield* query(keepsMirror)
       // The quarantine starts again with the mirror: what held records owed is part of the gap
       // (or there was none), and a record that cannot be shaped now is held owing nothing (no
       // event fires for existing rows). A table that does not fit is not read: it is marked

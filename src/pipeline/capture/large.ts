@@ -17,9 +17,10 @@ import { scrubPrivacyCases } from "../outbox/privacy.ts"
 import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView } from "../projection/project.ts"
-import { type MirrorRow, Store } from "../projection/store.ts"
+import { type MirrorRow, STAGING_TABLE, Store } from "../projection/store.ts"
 import { standsFor, VIEW_BACKED } from "../projection/by-view.ts"
 import {
+  keepsMirror,
   type MirrorChanges,
   mirrorWrites,
   stagingWrites,
@@ -27,7 +28,7 @@ import {
   writeCompanies,
   writeUsers
 } from "../projection/write.ts"
-import { BatchHolds, finalViews, keepsMirror, loadFor, mirrorChanges, owedEvents, wideInspectionKeys } from "./apply.ts"
+import { BatchHolds, finalViews, loadFor, mirrorChanges, owedEvents, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 import {
@@ -87,9 +88,9 @@ export class LargeTransaction {
     // the commit each is stored in the mirror only if its view does not stand for it, so an
     // import of new records writes no mirror row for most of them.
     await this.tx`
-      create temp table txn_rows (tbl text, key text, company_id uuid, parent_id uuid, data text,
+      create temp table ${this.tx(STAGING_TABLE)} (tbl text, key text, company_id uuid, parent_id uuid, data text,
         primary key (tbl, key)) on commit drop`
-    await Promise.all(keepsMirror(this.tx))
+    await keepsMirror(this.tx)
   }
 
   /** Applies a chunk of the transaction's changes to the mirror. */
@@ -118,17 +119,19 @@ export class LargeTransaction {
         order by 1 on conflict do nothing`.execute()
       )
     }
+    // View-backed rows go to the staging table, the others to the mirror as in a batch.
     const { inserts = [], upserts = [], deletes = [] } = mirrorChanges(store)
-    const staged = (r: { tbl: string }) => VIEW_BACKED.has(r.tbl)
+    const staged = <R extends { readonly tbl: string }>(rows: ReadonlyArray<R>, yes: boolean) =>
+      rows.filter((r) => VIEW_BACKED.has(r.tbl) === yes)
     writes.push(
       ...mirrorWrites({
-        inserts: inserts.filter((r) => !staged(r)),
-        upserts: upserts.filter((r) => !staged(r)),
-        deletes: deletes.filter((r) => !staged(r))
+        inserts: staged(inserts, false),
+        upserts: staged(upserts, false),
+        deletes: staged(deletes, false)
       })(this.tx),
       ...stagingWrites({
-        upserts: [...inserts.filter(staged), ...upserts.filter(staged)],
-        deletes: deletes.filter(staged)
+        upserts: [...staged(inserts, true), ...staged(upserts, true)],
+        deletes: staged(deletes, true)
       })(this.tx)
     )
     if (refs.length > 0) {
@@ -197,7 +200,7 @@ export class LargeTransaction {
                s.key is not null as staged, m.key is not null as stored
           from txn_affected a
           left join txn_before b on b.tbl = a.tbl and b.key = a.id::text
-          left join txn_rows s on s.tbl = a.tbl and s.key = a.id::text
+          left join ${tx(STAGING_TABLE)} s on s.tbl = a.tbl and s.key = a.id::text
           left join service.rows m on m.tbl = a.tbl and m.key = a.id::text
           left join service.views v on s.key is null and m.key is null
                 and service.view_backed_table(a.resource) = a.tbl and v.resource = a.resource and v.id = a.id

@@ -17,7 +17,7 @@ import { onTransaction, projectAll, projectTenancy } from "./bootstrap.ts"
 import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
 import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
-import { removeOrphanViews } from "../projection/write.ts"
+import { keepsMirror, removeOrphanViews } from "../projection/write.ts"
 import { viewBackedTable } from "../projection/by-view.ts"
 import { QUARANTINE_PREFIX } from "./quarantine.ts"
 
@@ -60,7 +60,7 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
     Effect.gen(function* () {
       yield* query((tx) => tx`lock table service.rows in share mode`)
       // The views written below and the mirror rows they stand for move together (projectAll).
-      yield* query((tx) => tx`select set_config('service.keeps_mirror', 'on', true)`)
+      yield* query(keepsMirror)
       locked = Date.now()
       const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
       const [counts] = yield* query(

@@ -11,8 +11,7 @@ import type { Sql, TransactionSql } from "postgres"
 import type { Row } from "../../domain/records/types.ts"
 import { decodeStoredRow, rowFromView, VIEW_BACKED } from "./by-view.ts"
 import { rowCompany, rowParent } from "./tables.ts"
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+import { isUuid } from "../../domain/ids.ts"
 
 export interface MirrorRow {
   readonly tbl: string
@@ -175,7 +174,7 @@ export class Store {
     if (want.length === 0) return
     // A row the mirror does not store may be one its view stands for (by-view.ts): those keys
     // are looked up among the views too, in the same statement (one snapshot of both).
-    const viewed = want.filter(([t, key]) => VIEW_BACKED.has(t) && UUID.test(key))
+    const viewed = want.filter(([t, key]) => VIEW_BACKED.has(t) && isUuid(key))
     const sql = this.sql
     const staged = this.staging
       ? sql`
@@ -390,6 +389,11 @@ export class Store {
     this.changedAt.set(tbl, key, v)
     if (prev?.parentId) this.childrenChangedAt.set(tbl, prev.parentId, v)
     if (next?.parentId) this.childrenChangedAt.set(tbl, next.parentId, v)
+  }
+
+  /** Whether a row changed in this batch. */
+  changed(tbl: string, key: string): boolean {
+    return this.dirty.has(tbl, key)
   }
 
   /** Whether a row changed after `version`. */

@@ -1,5 +1,5 @@
 // Bulk writes of a batch's results: mirror rows, views, and the tenancy tables the API reads.
-import type { Transaction as Tx } from "../../platform/db/Database.ts"
+import type { Transaction as Tx, Tx as Handle } from "../../platform/db/Database.ts"
 import type { Sql } from "postgres"
 import { type MirrorRow, STAGING_TABLE, type Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
@@ -68,6 +68,14 @@ export const mirrorWrites = (changes: MirrorChanges): ((tx: Tx) => Array<Promise
     return out
   }
 }
+
+/**
+ * Said first in a transaction that writes views and the mirror rows they stand for together
+ * (capture, bootstrap, rebuild-views): the views' trigger then keeps no copy of a changed
+ * view's old body in the mirror (sql/032).
+ */
+export const keepsMirror = (tx: Handle): Promise<unknown> =>
+  tx`select set_config('service.keeps_mirror', 'on', true)`.execute()
 
 /**
  * A large transaction's changes of view-backed rows, into its staging table (store.ts,
