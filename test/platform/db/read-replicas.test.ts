@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Cause, ConfigProvider, Effect, Exit } from "effect"
+import { Agent, fetch } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadReadReplicas, parseReadDatabaseUrls } from "../../../src/platform/config.ts"
 import { lagOf, replicaName, type ReplicaReport } from "../../../src/platform/db/read-replicas.ts"
@@ -152,8 +153,14 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
   }
   const readiness = async (ops: string) => (await (await fetch(`${ops}/readyz`)).json()) as Readiness
   const metrics = async (ops: string) => (await fetch(`${ops}/metrics`)).text()
+  // Idle connections are dropped after 1 s here, well before the server's 5 s: on a loaded
+  // machine a connection reused just as the server closed it failed a request that never reached it.
+  const agent = new Agent({ keepAliveTimeout: 1_000, keepAliveMaxTimeout: 1_000 })
   const get = async (base: string, path: string, bearer = key.key) => {
-    const r = await fetch(`${base}/api/v1/${path}`, { headers: { authorization: `Bearer ${bearer}` } })
+    const r = await fetch(`${base}/api/v1/${path}`, {
+      headers: { authorization: `Bearer ${bearer}` },
+      dispatcher: agent
+    })
     return { status: r.status, body: (await r.json()) as { data?: unknown } }
   }
   const ids = (body: { data?: unknown }) => (body.data as ReadonlyArray<{ id: string }>).map((r) => r.id)
