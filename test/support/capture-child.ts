@@ -1,5 +1,7 @@
-// A capture process for crash tests: runs the real loop against CAPTURE_URL (and, with two
-// databases, the app's at CAPTURE_APP_URL) until killed.
+// A capture process for crash tests and the model (test/pipeline/model): runs the real loop
+// against CAPTURE_URL (and, with two databases, the app's at CAPTURE_APP_URL) until killed.
+// Its knobs come from the environment, so a test can make batches, large transactions,
+// re-read chunks and the held keys kept in memory small.
 import { connect } from "../../src/platform/db/Database.ts"
 import { Effect, Fiber, Logger, Schedule } from "effect"
 import { captureRun, CaptureStats } from "../../src/pipeline/capture/run.ts"
@@ -11,7 +13,12 @@ const sql = connect(url, 4)
 const appUrl = process.env.CAPTURE_APP_URL
 const app = appUrl ? { url: appUrl, sql: connect(appUrl, 4) } : undefined
 const stats = new CaptureStats()
-const line = (level: string, message: string) => process.stdout.write(`${JSON.stringify({ level, message })}\n`)
+const number = (name: string) => (process.env[name] === undefined ? undefined : Number(process.env[name]))
+const line = (level: string, message: string, fields?: Record<string, unknown>) =>
+  process.stdout.write(`${JSON.stringify({ level, message, ...(fields ? { fields } : {}) })}\n`)
+const contractCheckMs = number("CAPTURE_CONTRACT_MS")
+const heldInMemory = number("CAPTURE_HELD_MEMORY")
+const resyncChunk = number("CAPTURE_RESYNC_CHUNK")
 const run = Effect.runFork(
   captureRun(
     sql,
@@ -19,10 +26,13 @@ const run = Effect.runFork(
       url,
       ...(app ? { app } : {}),
       slot,
-      publication: "safety_records_service",
-      batchChanges: Number(process.env.CAPTURE_BATCH ?? 500),
-      largeTransaction: Number(process.env.CAPTURE_LARGE ?? 10_000),
-      heartbeatMs: 60_000
+      publication: process.env.CAPTURE_PUBLICATION ?? "safety_records_service",
+      batchChanges: number("CAPTURE_BATCH") ?? 500,
+      largeTransaction: number("CAPTURE_LARGE") ?? 10_000,
+      heartbeatMs: number("CAPTURE_HEARTBEAT_MS") ?? 60_000,
+      ...(contractCheckMs !== undefined ? { contractCheckMs } : {}),
+      ...(heldInMemory !== undefined ? { heldInMemory } : {}),
+      ...(resyncChunk !== undefined ? { resyncChunk } : {})
     },
     stats
   ).pipe(
