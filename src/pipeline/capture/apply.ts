@@ -29,18 +29,17 @@ import {
   writeUserRows,
   writeViews
 } from "../projection/write.ts"
+import type { QuarantineMarker } from "./quarantine/markers.ts"
+import { errorText, isPoison } from "./quarantine/poison.ts"
 import {
   type CaptureQuarantine,
   emptyDelta,
-  errorText,
   type Held,
   type HeldInfo,
   type HeldLookup,
-  isPoison,
-  type QuarantineDelta,
-  type QuarantineMarker,
-  quarantineWrites
-} from "./quarantine.ts"
+  type QuarantineDelta
+} from "./quarantine/state.ts"
+import { quarantineWrites } from "./quarantine/writes.ts"
 import type { RowChange, Txn } from "./txn.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 
@@ -192,7 +191,7 @@ const whole = (data: Row | null): boolean => {
 }
 
 /**
- * One batch's dealings with the quarantine (quarantine.ts): which records it holds and why,
+ * One batch's dealings with the quarantine (quarantine/): which records it holds and why,
  * what each owes (its row at its last event), and which held records it shapes again. Made
  * only when a batch meets the quarantine: a batch that does not pays nothing for it. A large
  * transaction (large.ts) uses one too.

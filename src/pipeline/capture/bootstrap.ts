@@ -12,7 +12,8 @@ import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { RESOURCES, RESOURCE_INFO } from "../../domain/resources.ts"
 import { mirrorChanges, reprojectViews } from "./apply.ts"
 import { VIEW_BACKED } from "../projection/by-view.ts"
-import { contractNow, errorText, isPoison } from "./quarantine.ts"
+import { contractNow } from "./quarantine/contract.ts"
+import { errorText, isPoison } from "./quarantine/poison.ts"
 import type { RecordRef } from "../projection/dependencies.ts"
 import { prepare, project, type ProjectedView, tablesRead } from "../projection/project.ts"
 import type { Row } from "../../domain/records/types.ts"
@@ -149,7 +150,7 @@ export interface Unshaped {
   readonly row: Row | null
 }
 
-/** How projectAll treats records that cannot be shaped (quarantine.ts), rather than failing. */
+/** How projectAll treats records that cannot be shaped (quarantine/), rather than failing. */
 export interface Holding {
   /** Resources left alone (their views kept): those reading a table that no longer fits. */
   readonly skip?: ReadonlySet<Resource>

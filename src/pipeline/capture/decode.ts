@@ -16,7 +16,7 @@ const checkColumns = (rel: MessageRelation) => {
     // The publication is checked at start; should it be altered while capture runs to carry a
     // NEVER column, a new Relation message shows it before any row of that table: stop before
     // storing a value. A column the service does not read otherwise (a renamed one) is passed
-    // over by the reader (pgoutput.ts), and its table's records are held (quarantine.ts).
+    // over by the reader (pgoutput.ts), and its table's records are held (quarantine/).
     const never = NEVER_COLUMNS[rel.name] ?? []
     const extra = rel.columns.map((c) => c.name).filter((c) => never.includes(c))
     if (extra.length > 0) {

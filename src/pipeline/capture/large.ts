@@ -3,7 +3,7 @@
 // each row's state before the transaction and the records it touched. At its commit the
 // touched views are rewritten and its events derived from those tables, chunk by chunk.
 //
-// With capture's quarantine (quarantine.ts) a record that cannot be shaped is held as in a
+// With capture's quarantine (quarantine/) a record that cannot be shaped is held as in a
 // batch (apply.ts, BatchHolds): its view is left as it was and its events wait; a held record
 // the transaction reaches that shapes now is released, its owed events fired once after the
 // transaction's own.
@@ -31,13 +31,9 @@ import {
 import { BatchHolds, finalViews, loadFor, mirrorChanges, owedEvents, wideInspectionKeys } from "./apply.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
-import {
-  type CaptureQuarantine,
-  emptyDelta,
-  type QuarantineDelta,
-  type QuarantineMarker,
-  quarantineWrites
-} from "./quarantine.ts"
+import type { QuarantineMarker } from "./quarantine/markers.ts"
+import { type CaptureQuarantine, emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
+import { quarantineWrites } from "./quarantine/writes.ts"
 
 const EVENT_TABLES = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
 const CHUNK = 2000

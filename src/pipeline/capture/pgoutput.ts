@@ -87,7 +87,7 @@ const TIMESTAMP = 1
 const GENERAL = 2
 /** A column of an app table the service does not read (renamed from one it reads, or added to
  *  the publication): its value is passed over, never decoded or kept (its table's records are
- *  held until it fits again: quarantine.ts). */
+ *  held until it fits again: quarantine/). */
 const SKIP = 3
 
 interface ColumnPlan {

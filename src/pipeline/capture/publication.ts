@@ -45,7 +45,7 @@ export const publicationProblems = (name: string, pub: FoundPublication): Readon
  * change (an operation left out, a row filter, a table it does not follow). `tables` break one
  * table only (out of the publication, a column it reads missing, one it does not read there):
  * capture starts, holds that table's records and says so in `status` until it fits again
- * (quarantine.ts, the contract watch). Pure.
+ * (quarantine/, the contract watch). Pure.
  */
 export const publicationFindings = (name: string, pub: FoundPublication) => {
   const refusals: string[] = []
@@ -142,7 +142,7 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
     pub = yield* readPublication(name)
     if (pub === null) return yield* Effect.die(new Error(`publication ${name} vanished right after it was created`))
   }
-  // A table that does not fit stops only that table: capture's contract watch marks it (quarantine.ts).
+  // A table that does not fit stops only that table: capture's contract watch marks it (quarantine/).
   const { refusals: problems } = publicationFindings(name, pub)
   if (problems.length > 0) {
     return yield* new StartRefused({

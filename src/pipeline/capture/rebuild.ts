@@ -19,7 +19,7 @@ import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { keepsMirror, removeOrphanViews } from "../projection/write.ts"
 import { viewBackedTable } from "../projection/by-view.ts"
-import { QUARANTINE_PREFIX } from "./quarantine.ts"
+import { QUARANTINE_PREFIX } from "./quarantine/markers.ts"
 
 export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
 

@@ -24,7 +24,8 @@ import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { rowKey } from "../projection/tables.ts"
 import { ident } from "./publication.ts"
-import type { CaptureQuarantine, QuarantineMarker } from "./quarantine.ts"
+import type { QuarantineMarker } from "./quarantine/markers.ts"
+import type { CaptureQuarantine } from "./quarantine/state.ts"
 import type { RowChange } from "./txn.ts"
 
 /** Prefix of the watermark messages. */

@@ -41,18 +41,15 @@ import { TABLES } from "../projection/tables.ts"
 import type { RowChange, Txn } from "./txn.ts"
 import { mirroredKeys, type Store } from "../projection/store.ts"
 import { PHASES, type CaptureProfile } from "./profile.ts"
+import { contractNow, relationProblems } from "./quarantine/contract.ts"
 import {
-  CaptureQuarantine,
   CONTRACT_PREFIX,
   contractMarkerOf,
-  contractNow,
-  deltaIsEmpty,
   markerOf,
   QUARANTINE_PREFIX,
-  relationProblems,
-  type QuarantineDelta,
   type QuarantineMarker
-} from "./quarantine.ts"
+} from "./quarantine/markers.ts"
+import { CaptureQuarantine, deltaIsEmpty, type QuarantineDelta } from "./quarantine/state.ts"
 import { Resync, RESYNC_PREFIX } from "./resync.ts"
 import { APP_COLUMNS } from "../../domain/records/columns.ts"
 
@@ -82,7 +79,7 @@ export interface CaptureOptions {
   readonly profile?: CaptureProfile
   /** How often the app tables' fit is read from the catalog (default: the heartbeat's interval). */
   readonly contractCheckMs?: number
-  /** Held keys kept in memory, at most (quarantine.ts; tests lower it). */
+  /** Held keys kept in memory, at most (quarantine/state.ts; tests lower it). */
   readonly heldInMemory?: number
   /** Keys re-read from an app table per chunk (resync.ts; tests lower it). */
   readonly resyncChunk?: number
@@ -505,7 +502,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const from = state.checkpoint
       stats.checkpoint = from
       const applied = yield* stallOver(sql, opts)
-      // Held records and broken tables as the checkpoint left them (quarantine.ts).
+      // Held records and broken tables as the checkpoint left them (quarantine/).
       const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
       const resync = new Resync(opts.resyncChunk, opts.resyncAfterRead)
       const services = yield* Effect.context<never>()
@@ -1005,7 +1002,7 @@ const consume = async (
         case "relation": {
           // The app changed a table under the service (or the publication changed): a column
           // it reads gone or retyped breaks that table's contract; its records are held until
-          // a later Relation message shows it fits again (quarantine.ts).
+          // a later Relation message shows it fits again (quarantine/).
           if (msg.schema !== "app" || !(msg.name in TABLES)) break
           const problems = relationProblems(msg.name, msg.columns)
           if (problems.length > 0) {
@@ -1016,7 +1013,7 @@ const consume = async (
         }
         case "message": {
           // An operator's retry or discard, the contract watch's finding, a resync's watermark:
-          // met in stream order (quarantine.ts, resync.ts).
+          // met in stream order (quarantine/, resync.ts).
           if (!msg.transactional) break
           if (msg.prefix === QUARANTINE_PREFIX) {
             const m = markerOf(Buffer.from(msg.content).toString("utf8"))

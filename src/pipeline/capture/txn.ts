@@ -1,7 +1,7 @@
 // A decoded transaction: its commit position and time, and its row changes in order.
 import type { Row } from "../../domain/records/types.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
-import type { QuarantineMarker } from "./quarantine.ts"
+import type { QuarantineMarker } from "./quarantine/markers.ts"
 
 export interface RowChange {
   readonly table: string
@@ -20,6 +20,6 @@ export interface Txn {
   readonly endLsn: Lsn
   readonly commitTime: Date
   readonly changes: ReadonlyArray<RowChange>
-  /** Contract changes and operators' requests met in this transaction, in order (quarantine.ts). */
+  /** Contract changes and operators' requests met in this transaction, in order (quarantine/). */
   readonly markers?: ReadonlyArray<QuarantineMarker>
 }

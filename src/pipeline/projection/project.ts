@@ -119,7 +119,7 @@ export const project = (store: Store, ref: RecordRef): ProjectedView | null => {
   })
   const meta = viewMeta(ref.resource, record)
   // The view's created_at column takes it: a time PostgreSQL cannot store fails here, naming the
-  // record, not in the batch's write (capture holds such a record: quarantine.ts).
+  // record, not in the batch's write (capture holds such a record: quarantine/).
   if (!PLAIN_TIMESTAMP.test(meta.createdAt))
     throw new TypeError(`column created_at: expected a timestamp from year 0000 to 9999, got ${meta.createdAt}`)
   return {

@@ -9,7 +9,7 @@ import { runSql } from "../../support/sql.ts"
 import { useDatabase, useCompany } from "../../support/fixtures.ts"
 import { waitFor } from "../../support/wait.ts"
 import { setMirrorValue } from "../../support/mirror.ts"
-import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine.ts"
+import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine/markers.ts"
 
 const quarantine = async (sql: import("postgres").Sql) =>
   sql<

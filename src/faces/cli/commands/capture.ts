@@ -16,7 +16,7 @@ import {
   quarantineEntry,
   retryableEntries,
   sendRequest
-} from "../../../pipeline/capture/quarantine.ts"
+} from "../../../pipeline/capture/quarantine/operators.ts"
 import { asOptional, CheckFailed, databaseCommand, idArgument, json, listing, output, when } from "../support.ts"
 
 const WAIT_MS = 30_000
