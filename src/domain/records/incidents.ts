@@ -1,6 +1,6 @@
 // Incidents. NEVER: photos, voice_note_url, signature, work_restrictions.
 import { fields, pickFields, readField, STAMPS } from "./fields.ts"
-import type { ApiRecord, ShapeInput } from "./types.ts"
+import type { ApiRecord, Row, ShapeInput } from "./types.ts"
 
 const FIELDS = fields(`
   id company_id reference type title description occurred_at:timestamp job_site_id location
@@ -27,6 +27,32 @@ export const redactPrivacyCase = (json: string): string => {
   if (PRIVACY_CASE_FIELDS.every((f) => r[f] === null || r[f] === undefined)) return json
   for (const field of PRIVACY_CASE_FIELDS) if (field in r) r[field] = null
   return JSON.stringify(r)
+}
+
+/** The app columns behind PRIVACY_CASE_FIELDS. */
+export const PRIVACY_CASE_COLUMNS = [
+  "person_name",
+  "worker_id",
+  "location",
+  "description",
+  "body_part",
+  "injury_type"
+] as const
+
+/**
+ * An incidents row as the service may keep it: a privacy case's person's details are not kept
+ * (null), as nothing the service holds may carry them (docs/privacy.md#privacy-cases). A column
+ * the row lacks stays absent. The same row, unchanged, when it is not a privacy case.
+ */
+export const redactPrivacyRow = (row: Row): Row => {
+  if (row.privacy_case !== true) return row
+  let out: Record<string, unknown> | null = null
+  for (const c of PRIVACY_CASE_COLUMNS) {
+    if (!(c in row) || row[c] === null) continue
+    out ??= { ...row }
+    out[c] = null
+  }
+  return out ?? row
 }
 
 export const shapeIncident = ({ row }: ShapeInput): ApiRecord => {

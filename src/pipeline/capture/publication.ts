@@ -5,6 +5,7 @@
 // Every statement here is on the app's database (`appQuery`).
 import { Effect } from "effect"
 import { appQuery as query } from "../../platform/db/Sql.ts"
+import type { Tx } from "../../platform/db/Database.ts"
 import { NEVER_COLUMNS, PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import { StartRefused } from "../../platform/db/refusal.ts"
 import { APP_TABLES } from "../projection/tables.ts"
@@ -14,12 +15,59 @@ export const ident = (s: string) => {
   return s
 }
 
-/** The table list with column lists, as CREATE/ALTER PUBLICATION take it. */
-export const publicationTables = (separator = ", ") =>
-  APP_TABLES.map((t) => `app.${ident(t)} (${PUBLISHED_COLUMNS[t]!.map(ident).join(", ")})`).join(separator)
+/** Columns to publish per app table (every table, each with PUBLISHED_COLUMNS, unless given). */
+type Columns = ReadonlyMap<string, ReadonlyArray<string>>
 
-export const createPublicationStatement = (name: string, separator = ", ") =>
-  `create publication ${ident(name)} for table ${publicationTables(separator)} with (publish = 'insert, update, delete, truncate')`
+/** The table list with column lists, as CREATE/ALTER PUBLICATION take it. */
+export const publicationTables = (separator = ", ", columns?: Columns) =>
+  APP_TABLES.filter((t) => columns === undefined || (columns.get(t)?.length ?? 0) > 0)
+    .map((t) => `app.${ident(t)} (${(columns?.get(t) ?? PUBLISHED_COLUMNS[t]!).map(ident).join(", ")})`)
+    .join(separator)
+
+export const createPublicationStatement = (name: string, separator = ", ", columns?: Columns) =>
+  `create publication ${ident(name)} for table ${publicationTables(separator, columns)} with (publish = 'insert, update, delete, truncate')`
+
+/** The comment that marks a publication the service made itself: the one it may change. */
+const OWN_PUBLICATION = "made by safety-records-service: it publishes the columns it reads that the app tables have"
+
+/**
+ * What the service publishes of the app's tables as they are now: the columns it reads that are
+ * there (a table, or a column, the app renamed away is left out until it is back; a table with
+ * none is left out). Never a NEVER column.
+ */
+const columnsThere = async (sql: Tx): Promise<Map<string, ReadonlyArray<string>>> => {
+  const rows = await sql<{ table: string; column: string }[]>`
+    select c.relname as table, a.attname as column from pg_class c
+    join pg_namespace n on n.oid = c.relnamespace and n.nspname = 'app'
+    join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+    where c.relkind in ('r', 'p') and c.relname = any(${APP_TABLES as string[]})`
+  const there = new Map<string, Set<string>>()
+  for (const r of rows) there.set(r.table, (there.get(r.table) ?? new Set()).add(r.column))
+  return new Map(APP_TABLES.map((t) => [t, PUBLISHED_COLUMNS[t]!.filter((c) => there.get(t)?.has(c) ?? false)]))
+}
+
+/**
+ * A publication the service made itself follows the app's tables: a column it reads that is
+ * back (renamed back, or there now) is published again, so the table fits again. One a DBA made
+ * is never changed. Returns whether it changed it.
+ */
+export const followOwnPublication = async (sql: Tx, name: string): Promise<boolean> => {
+  const [pub] = await sql<{ own: boolean }[]>`
+    select coalesce(obj_description(oid, 'pg_publication') = ${OWN_PUBLICATION}, false) as own
+    from pg_publication where pubname = ${name}`
+  if (!pub?.own) return false
+  const want = await columnsThere(sql)
+  const have = new Map(
+    (
+      await sql<{ tablename: string; attnames: string[] | null }[]>`
+        select tablename, attnames::text[] as attnames from pg_publication_tables where pubname = ${name} and schemaname = 'app'`
+    ).map((r) => [r.tablename, [...(r.attnames ?? [])].sort().join(",")] as const)
+  )
+  const same = APP_TABLES.every((t) => (have.get(t) ?? "") === [...want.get(t)!].sort().join(","))
+  if (same) return false
+  await sql.unsafe(`alter publication ${ident(name)} set table ${publicationTables(", ", want)}`)
+  return true
+}
 
 export interface FoundPublication {
   readonly allTables: boolean
@@ -121,8 +169,16 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
     // The error code, or null when it was made. Another process made it meanwhile: use theirs.
     // One that committed first gives 42710; one whose CREATE was still open when ours began
     // gives 23505 (the catalog's unique index; replicas starting together meet this).
-    const code = yield* query((sql) =>
-      sql.unsafe(createPublicationStatement(name)).then(
+    // Made from the app's tables as they are: a column the app renamed away is left out (that
+    // table is held until it is back, and the service then publishes it: followOwnPublication).
+    const code = yield* query(async (sql) => {
+      const columns = await columnsThere(sql)
+      // One simple query (no parameters): both statements or neither.
+      return sql
+        .unsafe(
+          `${createPublicationStatement(name, ", ", columns)}; comment on publication ${ident(name)} is '${OWN_PUBLICATION}'`
+        )
+        .then(
         () => null,
         (e) => {
           const code = (e as { code?: string }).code
@@ -130,7 +186,7 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
           throw e
         }
       )
-    )
+    })
     if (code === "42501") {
       return yield* new StartRefused({
         message:

@@ -13,13 +13,18 @@
 // The cost: capture (and so events and webhooks) pauses for the rebuild's duration.
 import { Effect } from "effect"
 import { AppSql, query, transaction } from "../../platform/db/Sql.ts"
-import { onTransaction, projectAll, projectTenancy } from "./bootstrap.ts"
+import { onTransaction, projectTenancy } from "./bootstrap.ts"
 import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
 import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
 import { keepsMirror, removeOrphanViews } from "../projection/write.ts"
 import { viewBackedTable } from "../projection/by-view.ts"
 import { QUARANTINE_PREFIX } from "./quarantine/markers.ts"
+import { BatchHolds } from "./quarantine/holds.ts"
+import { CaptureQuarantine } from "./quarantine/state.ts"
+import { tablesRead } from "../projection/project.ts"
+import { parseLsn } from "../../platform/db/lsn.ts"
+import { settleAll } from "./step/all.ts"
 
 export type RebuildPhase = "waiting" | "views" | "tenancy" | "cleanup" | "committing"
 
@@ -78,42 +83,34 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
       const total = counts!.total
       onProgress({ phase: "views", done: 0, total })
       // A record that cannot be shaped keeps its view; a held one is left alone (its last good
-      // view stays). Capture meets a request for both in its stream, where it shapes them again
-      // (a held one that shapes now fires the events it owes) and holds those that still fail.
-      let unshaped = 0
-      let held = 0
-      // Records found gone as their views are rewritten (a row without its company, a view no row
-      // stood for): their views go, with tombstones, counted with the orphans.
-      let goneFound = 0
-      const views = yield* onTransaction((tx) =>
-        projectAll(
-          tx,
-          (done) => onProgress({ phase: "views", done, total }),
-          mirrorAt,
-          {
-            keepHeld: true,
-            found: async (u, h) => {
-              unshaped += u.length
-              held += h.length
-              const records = [
-                ...u.map((x) => [x.table, x.ref.id] as const),
-                ...h.map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const)
-              ]
-              const message = JSON.stringify({ op: "check", records })
-              if (app === undefined) await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
-              else await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
-            }
-          },
-          {
-            keep: true,
-            viewsToo: true,
-            onGone: async (gone) => {
-              goneFound += gone.length
-              await scrubDeletedRecords(tx, gone)
-            }
-          }
-        )
+      // view stays); so are the records of a table that does not fit, or is being read again.
+      // Capture meets a request for the first two in its stream, where it shapes them again (a
+      // held one that shapes now fires the events it owes) and holds those that still fail.
+      const q = yield* onTransaction((tx) => CaptureQuarantine.load(tx))
+      const blocking = new Set([...q.broken.keys(), ...q.resyncing])
+      const settled = yield* onTransaction((tx) =>
+        settleAll(tx, new BatchHolds(q), {
+          point: { endLsn: parseLsn(counts!.checkpoint ?? "0/0"), commitTime: mirrorAt ?? new Date() },
+          time: { mirror: mirrorAt },
+          skip: new Set(RESOURCES.filter((r) => tablesRead(r).some((t) => blocking.has(t)))),
+          keepHeld: true,
+          viewsToo: true,
+          onProgress: (done) => onProgress({ phase: "views", done, total })
+        })
       )
+      const views = settled.records
+      const goneFound = settled.gone
+      const held = settled.held.length
+      const unshaped = settled.unshaped.length
+      const check = [...settled.unshaped, ...settled.held]
+      for (let i = 0; i < check.length; i += 1000) {
+        const records = check.slice(i, i + 1000).map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const)
+        const message = JSON.stringify({ op: "check", records })
+        yield* onTransaction(async (tx) => {
+          if (app === undefined) await tx`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
+          else await app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${message})`
+        })
+      }
       onProgress({ phase: "tenancy", done: views, total })
       yield* onTransaction(projectTenancy)
       yield* markProjectionVersion()

@@ -15,7 +15,7 @@ import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { connect } from "../../platform/db/Database.ts"
 import { appSqlLayer, Sql as SqlService } from "../../platform/db/Sql.ts"
-import { prepareBatch } from "./apply.ts"
+import { prepareBatch } from "./batch.ts"
 import { bootstrap } from "./bootstrap.ts"
 import { advanceCheckpoint, behindSlotProblem, CheckpointMoved, confirmCheckpoint, readState } from "./checkpoint.ts"
 import { decodeChange } from "./decode.ts"
@@ -30,7 +30,7 @@ import {
 import { LargeTransaction } from "./large.ts"
 import { LEADER_LOCK, leaderApplicationName, leaderInfo } from "./leader.ts"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
-import { ensurePublication } from "./publication.ts"
+import { ensurePublication, followOwnPublication } from "./publication.ts"
 import { setSlotFailover, slotInfo } from "./slot.ts"
 import { ReplicationStream } from "./stream.ts"
 import type { SpanRunner } from "../../platform/tracing.ts"
@@ -306,6 +306,8 @@ const heartbeat = (sql: Sql, lock: Sql, lockPid: number, intervalMs: number): Ef
 const watchContract = (sql: Sql, app: Sql, publication: string, intervalMs: number): Effect.Effect<void> => {
   const sent = new Map<string, string>()
   const look = call(async () => {
+    // A publication the service made follows the app's tables first (publication.ts).
+    await followOwnPublication(app, publication)
     const now = await contractNow(app, publication)
     const stored = new Map(
       (await sql<{ tbl: string; problems: string[] }[]>`select tbl, problems from service.capture_contract`).map(
@@ -754,6 +756,7 @@ const consume = async (
             profile.add(PHASES.commit, end - answered)
           }
           committed = last.endLsn
+          reread(prepared.store.incomplete)
           await told(prepared.quarantine)
           annotate("capture.changes", prepared.changes)
           annotate("capture.events", prepared.events.length)
@@ -781,6 +784,13 @@ const consume = async (
       },
       (e: unknown) => stream.fail(e instanceof Error ? e : new Error(String(e)))
     )
+  }
+
+  /** Rows a batch applied that lack values the mirror does not have either: read again from the app (resync.ts). */
+  const reread = (rows: ReadonlyArray<readonly [string, string]>) => {
+    if (rows.length === 0) return
+    quarantine.rereads.push(...rows)
+    resync.kick()
   }
 
   /** After a batch commits: what it held and released, said in the log once; the quarantine's work goes on. */
@@ -875,7 +885,7 @@ const consume = async (
             if (endLsn <= accepted) throw new Error("large transaction at or below the checkpoint")
             const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
             await advanceCheckpoint(tx, opts.slot, committed, endLsn, commitTime)
-            return { endLsn, tally, delta }
+            return { endLsn, tally, delta, incomplete: big.incomplete }
           } else if (msg.tag === "relation") {
             if (msg.schema !== "app" || !(msg.name in TABLES)) continue
             await settled()
@@ -921,6 +931,7 @@ const consume = async (
       }
     )
     accepted = committed = done.endLsn
+    reread(done.incomplete)
     await told(done.delta)
     await stream.ack(committed)
     stats.checkpoint = committed

@@ -9,6 +9,7 @@
 // the same answer before and after that commit.
 import type { Sql, TransactionSql } from "postgres"
 import type { Row } from "../../domain/records/types.ts"
+import { PRIVACY_CASE_COLUMNS, redactPrivacyRow } from "../../domain/records/incidents.ts"
 import { decodeStoredRow, rowFromView, VIEW_BACKED } from "./by-view.ts"
 import { rowCompany, rowParent } from "./tables.ts"
 import { isUuid } from "../../domain/ids.ts"
@@ -114,6 +115,8 @@ export class Store {
   private readonly children = new TableMap<Set<string>>()
   /** Pre-batch child counts for parents loaded by count only: (tbl, parent) -> count. */
   private readonly baseCounts = new TableMap<number>()
+  /** Rows whose change left out values the mirror does not have either: read again from the app. */
+  readonly incomplete: Array<readonly [string, string]> = []
   /** Keys changed in this batch. */
   private readonly dirty = new TableMap<true>()
   /** How many changes were applied so far; with the two maps below, what changed since a point. */
@@ -380,7 +383,8 @@ export class Store {
         merged = prev ? { ...prev.data } : {}
         for (const c in data) if (data[c] !== undefined) merged[c] = data[c]
       }
-      next = { tbl, key, companyId: rowCompany(tbl, merged), parentId: rowParent(tbl, merged), data: merged }
+      const kept = tbl === "incidents" ? this.privacyKept(key, prev, data, merged) : merged
+      next = { tbl, key, companyId: rowCompany(tbl, kept), parentId: rowParent(tbl, kept), data: kept }
       if (next.parentId !== null) this.children.get(tbl, next.parentId)?.add(key)
     }
     this.current.set(tbl, key, next)
@@ -389,6 +393,24 @@ export class Store {
     this.changedAt.set(tbl, key, v)
     if (prev?.parentId) this.childrenChangedAt.set(tbl, prev.parentId, v)
     if (next?.parentId) this.childrenChangedAt.set(tbl, next.parentId, v)
+  }
+
+  /**
+   * An incidents row as the mirror keeps it: a privacy case without the person's details
+   * (redactPrivacyRow). When one stops being a privacy case, its change brings them back,
+   * but for a value PostgreSQL sent as unchanged (TOAST): the mirror no longer has it, so the
+   * row is read again from the app (`incomplete`; capture's re-read, resync.ts).
+   */
+  private privacyKept(key: string, prev: MirrorRow | null, data: Row, merged: Row): Row {
+    if (prev?.data.privacy_case === true && merged.privacy_case !== true) {
+      for (const c of PRIVACY_CASE_COLUMNS) {
+        if (data[c] === undefined && c in prev.data) {
+          this.incomplete.push(["incidents", key])
+          break
+        }
+      }
+    }
+    return redactPrivacyRow(merged)
   }
 
   /** Whether a row changed in this batch. */

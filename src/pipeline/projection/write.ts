@@ -6,6 +6,7 @@ import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
 import { encodeMirrorData } from "./mirror-codec.ts"
+import { redactPrivacyCase } from "../../domain/records/incidents.ts"
 
 /** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
 export interface MirrorChanges {
@@ -257,6 +258,26 @@ export const removeOrphanViews = async (
     on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at
     returning resource, id::text`
   return removed as unknown as ReadonlyArray<{ readonly resource: string; readonly id: string }>
+}
+
+/**
+ * A privacy case's views, as they stand, without the person's details (a held incident keeps
+ * its last view: docs/privacy.md#privacy-cases). A body that changes moves its change time, so
+ * a client syncing by it reads the record again.
+ */
+export const redactViews = async (tx: Tx, resource: "incidents", ids: ReadonlyArray<string>): Promise<void> => {
+  const rows = await tx<{ id: string; body: string }[]>`
+    select id::text, body from service.views where resource = ${resource} and id = any(${ids as string[]}::uuid[])`
+  const changed = rows.flatMap((r) => {
+    const body = redactPrivacyCase(r.body)
+    return body === r.body ? [] : [{ id: r.id, body }]
+  })
+  if (changed.length === 0) return
+  await tx`
+    update service.views v set body = x.body,
+      changed_at = greatest(v.changed_at + interval '1 millisecond', date_trunc('milliseconds', now()))
+    from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text)
+    where v.resource = ${resource} and v.id = x.id`
 }
 
 /** Deletes tombstones older than `before` (GET /api/v1/deletions shows 30 days), in chunks; returns how many. */

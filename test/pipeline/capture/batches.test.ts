@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { advanceCheckpoint, CheckpointMoved } from "../../../src/pipeline/capture/checkpoint.ts"
-import { mirrorChanges } from "../../../src/pipeline/capture/apply.ts"
+import { mirrorChanges } from "../../../src/pipeline/capture/step/mirror.ts"
 import { CaptureProfile, PHASES } from "../../../src/pipeline/capture/profile.ts"
 import { parseLsn } from "../../../src/platform/db/lsn.ts"
 import { project, Projections } from "../../../src/pipeline/projection/project.ts"

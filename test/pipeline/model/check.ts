@@ -1,10 +1,12 @@
-// npm run check:model -- --runs N [--seed S] [--steps M] [--path P]
+// npm run check:model -- --runs N [--seed S] [--steps M] [--path P]; --history FILE replays one
+// history (a failure's Counterexample object); MODEL_KEEP=1 keeps a failed history's database.
 // Runs N random histories against the real pipeline, each checked by the oracle; a failure is
 // shrunk to a short history and printed with its seed and path, which replay it exactly.
 import { parseArgs } from "node:util"
 import fc from "fast-check"
 import { runHistory } from "./run.ts"
-import { describeHistory, history } from "./steps.ts"
+import { describeHistory, type History, history } from "./steps.ts"
+import { readFileSync } from "node:fs"
 import { ModelServer } from "./world.ts"
 
 const { values } = parseArgs({
@@ -13,6 +15,7 @@ const { values } = parseArgs({
     seed: { type: "string" },
     steps: { type: "string", default: "25" },
     path: { type: "string" },
+    history: { type: "string" },
     verbose: { type: "boolean", default: false }
   }
 })
@@ -27,8 +30,18 @@ if (!Number.isInteger(seed)) {
   process.exit(2)
 }
 
-process.stdout.write(`model: ${runs} histories, seed ${seed}\n`)
 const server = await ModelServer.start()
+if (values.history !== undefined) {
+  // One history, as a failure printed it (its Counterexample's object, in a file).
+  const h = JSON.parse(readFileSync(values.history, "utf8")) as History
+  const v = await runHistory(server, h)
+  process.stdout.write(`${describeHistory(h)}\n${v.ok ? "ok" : v.problems.map((p) => `  - ${p}`).join("\n")}\n`)
+  if (values.verbose) process.stdout.write(`capture's last lines:\n${v.logs.join("\n")}\n`)
+  if (!v.ok && process.env.MODEL_KEEP === "1") await new Promise(() => {})
+  await server.stop()
+  process.exit(v.ok ? 0 : 1)
+}
+process.stdout.write(`model: ${runs} histories, seed ${seed}\n`)
 let ran = 0
 let events = 0
 let kills = 0
@@ -60,6 +73,11 @@ try {
   exitCode = 1
   process.stdout.write(`${e instanceof Error ? e.message : String(e)}\n`)
 } finally {
+  // MODEL_KEEP=1: the server stays up for a look at the kept databases (Ctrl-C ends it).
+  if (process.env.MODEL_KEEP === "1" && exitCode !== 0) {
+    process.stdout.write("MODEL_KEEP: the server is kept running; Ctrl-C stops it\n")
+    await new Promise(() => {})
+  }
   await server.stop()
 }
 process.exit(exitCode)

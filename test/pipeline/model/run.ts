@@ -221,7 +221,9 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
     cancelKill()
     await cap.kill()
     await sql.end({ timeout: 2 }).catch(() => {})
-    await server.drop(name).catch(() => {})
+    // MODEL_KEEP=1 keeps a failed history's database, to look into (its name is in the report).
+    if (process.env.MODEL_KEEP === "1" && problems.length > 0) problems.push(`database kept: ${db.url}`)
+    else await server.drop(name).catch(() => {})
   }
   return {
     ok: problems.length === 0,

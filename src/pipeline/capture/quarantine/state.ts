@@ -213,7 +213,15 @@ export class CaptureQuarantine {
       if (h.before !== undefined) {
         this.count++
         this.overlay.set(h.table, h.ref.id, { batch: delta.batch, info: h.info, before: h.before })
-      } else this.overlay.set(h.table, h.ref.id, { batch: delta.batch, info: h.info })
+      } else {
+        // Held again: what it owes stays where it is (a batch before this one may not be committed yet).
+        const prior = this.overlay.get(h.table, h.ref.id)?.before
+        this.overlay.set(h.table, h.ref.id, {
+          batch: delta.batch,
+          info: h.info,
+          ...(prior !== undefined ? { before: prior } : {})
+        })
+      }
       this.keys?.set(h.table, h.ref.id, h.info)
     }
     // Past the limit the keys go: from here on they are read per batch (the overlay holds

@@ -1,0 +1,290 @@
+// A batch of the stream's transactions, prepared for one database transaction: the mirror,
+// the views, the outbox, the quarantine and the checkpoint move together, so a crash replays
+// the whole batch or none of it. Transactions are applied in commit order over an in-memory
+// Store; at each one, every record it touched goes through the one step (step/step.ts), so
+// each event carries its record as it stood at its own commit.
+import type { Transaction as Tx } from "../../platform/db/Database.ts"
+import type { Sql } from "postgres"
+import { EVENT_RESOURCE } from "../../domain/event-kinds.ts"
+import { RESOURCE_INFO, resourceOfTable } from "../../domain/resources.ts"
+import { eventWrites, type OutboxEvent } from "../outbox/events.ts"
+import { scrubPrivacyCases } from "../outbox/privacy.ts"
+import { mayHaveEvents, scrubDeletedRecords } from "../outbox/deleted.ts"
+import { dependentsOf, type RecordRef } from "../projection/dependencies.ts"
+import { prepare, Projections, type ProjectedView } from "../projection/project.ts"
+import { Store, TableMap } from "../projection/store.ts"
+import {
+  type ChangeTime,
+  companyRows,
+  keepsMirror,
+  mirrorWrites,
+  redactViews,
+  userRows,
+  viewWrites,
+  writeCompanyRows,
+  writeUserRows
+} from "../projection/write.ts"
+import { BatchHolds } from "./quarantine/holds.ts"
+import { isPoison } from "./quarantine/poison.ts"
+import type { CaptureQuarantine } from "./quarantine/state.ts"
+import { emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
+import { quarantineWrites } from "./quarantine/writes.ts"
+import { deletedAt, loadFor, moduleOn, RefList, reshapeWide } from "./step/load.ts"
+import { mirrorChanges } from "./step/mirror.ts"
+import { Step } from "./step/step.ts"
+import type { Txn } from "./txn.ts"
+
+type Db = Sql<Record<string, unknown>> | Tx
+
+const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
+
+/** Tables whose rows fire events: their records go through the step at each transaction, even on the fast path. */
+const EVENT_TABLES: ReadonlySet<string> = new Set(Object.values(EVENT_RESOURCE).map((r) => RESOURCE_INFO[r].table))
+
+/** Changes simulated between two turns of the event loop while a batch is prepared. */
+const SLICE_CHANGES = 250
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+/** A batch shaped and its statements' parameters built, ready to write. */
+export interface PreparedBatch {
+  readonly changes: number
+  readonly events: ReadonlyArray<OutboxEvent>
+  /** Its final mirror state, which the next batch reads while this one is written. */
+  readonly store: Store
+  /** Issues the batch's statements in order on the transaction (pipelined, not awaited). */
+  readonly write: (tx: Tx) => Array<Promise<unknown>>
+  /** Then, on the same transaction: the views of the inspections its equipment and site changes reach (reshapeWide). */
+  readonly reshape: (tx: Tx) => Promise<number>
+  /** What it changes in the quarantine (written by `reshape`, last). */
+  readonly quarantine: QuarantineDelta
+}
+
+/** Whether a batch has to deal with the quarantine: held records or broken tables, a request, a value not decoded. */
+const meetsQuarantine = (q: CaptureQuarantine | null, txns: ReadonlyArray<Txn>): boolean => {
+  if (q === null) return false
+  if (!q.empty) return true
+  for (const t of txns) {
+    if (t.markers !== undefined && t.markers.length > 0) return true
+    for (let i = 0; i < t.changes.length; i++) if (t.changes[i]!.poison !== undefined) return true
+  }
+  return false
+}
+
+/**
+ * Loads what a batch depends on, applies its transactions in commit order and builds its
+ * statements. Reads go through `sql` (the pool: a transaction is not needed, only capture
+ * writes the mirror), with `prior`, the batch before that may still be being written,
+ * laid over them (src/pipeline/projection/store.ts).
+ *
+ * With `q` (capture's quarantine), a record that cannot be shaped is held instead of failing
+ * the batch: the batch is first shaped as always, and only when that throws on a record, or
+ * when the batch meets the quarantine at all, is it shaped again with holds (BatchHolds).
+ */
+export const prepareBatch = async (
+  sql: Db,
+  txns: ReadonlyArray<Txn>,
+  prior: Store | null = null,
+  q: CaptureQuarantine | null = null
+): Promise<PreparedBatch> => {
+  if (!meetsQuarantine(q, txns)) {
+    try {
+      return await prepareWith(sql, txns, prior, null)
+    } catch (e) {
+      if (q === null || !isPoison(e)) throw e
+    }
+  }
+  return prepareWith(sql, txns, prior, new BatchHolds(q!))
+}
+
+/**
+ * Applies one transaction to the store, then takes every record it touched through the step:
+ * those whose own row changed (with their row before it), the parents of child rows it changed,
+ * and those a request named. Without holds (the fast path), only records of tables that fire
+ * events go through it here; the others' views are taken at the batch's end, where a record
+ * that cannot be shaped sends the batch to the holding path.
+ */
+const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null): void => {
+  holds?.begin(txn)
+  // Each changed row's state before the transaction, taken at its first change in it.
+  const start = store.version
+  const before: Array<{ table: string; key: string; data: ReturnType<Store["get"]> }> = []
+  for (let i = 0; i < txn.changes.length; i++) {
+    const c = txn.changes[i]!
+    const prev = store.get(c.table, c.key)
+    if (!store.changedSince(c.table, c.key, start)) before.push({ table: c.table, key: c.key, data: prev })
+    if (holds !== null) holds.force(c, prev?.data ?? null)
+    store.apply(c.table, c.key, c.data)
+  }
+  if (holds === null) {
+    for (let i = 0; i < before.length; i++) {
+      const b = before[i]!
+      if (!EVENT_TABLES.has(b.table)) continue
+      step.at(txn, { resource: resourceOfTable(b.table)!, id: b.key }, b.data?.data ?? null)
+    }
+    return
+  }
+  const seen = new TableMap<true>()
+  const take = (ref: RecordRef, rowBefore: ReturnType<Store["get"]> | undefined) => {
+    if (seen.has(ref.resource, ref.id)) return
+    seen.set(ref.resource, ref.id, true)
+    step.at(txn, ref, rowBefore === undefined ? undefined : (rowBefore?.data ?? null))
+  }
+  for (const b of before) {
+    const own = resourceOfTable(b.table)
+    if (own !== undefined) take({ resource: own, id: b.key }, b.data)
+  }
+  for (const b of before) {
+    if (resourceOfTable(b.table) !== undefined) continue
+    const after = store.get(b.table, b.key)?.data ?? null
+    for (const r of dependentsOf(b.table, b.key, b.data?.data ?? null, after).records) take(r, undefined)
+  }
+  for (const r of holds.retriedIn(txn)) take(r, undefined)
+}
+
+const prepareWith = async (
+  sql: Db,
+  txns: ReadonlyArray<Txn>,
+  prior: Store | null,
+  holds: BatchHolds | null
+): Promise<PreparedBatch> => {
+  const store = new Store(sql, prior)
+  const changes = txns.flatMap((t) => t.changes)
+  const retried = holds !== null ? await holds.scan(sql, txns) : []
+  const { refs: changed, tenancy, users, wide } = await loadFor(store, changes)
+  let refs = changed
+  if (holds !== null) {
+    if (retried.length > 0) {
+      await prepare(store, retried)
+      const more = new RefList()
+      for (const r of changed) more.add(r)
+      for (const r of retried) more.add(r)
+      refs = more.list
+      const companies = new Set<string>()
+      for (const r of retried) {
+        const id = store.getBase(tableOf(r), r.id)?.companyId
+        if (id) companies.add(id)
+      }
+      await store.loadChildren("company_modules", companies)
+    }
+    const keys: Array<readonly [string, string]> = changes.map((c) => [c.table, c.key] as const)
+    for (const r of refs) keys.push([tableOf(r), r.id])
+    for (const t of txns) for (const m of t.markers ?? []) if (m.kind === "discard") keys.push(...m.records)
+    await holds.lookup(sql, keys)
+  }
+  store.seal()
+  const projections = new Projections(store)
+  const step = new Step(
+    store,
+    (r) => projections.get(r),
+    holds,
+    (c, r) => moduleOn(store, c, r)
+  )
+  // Applied in slices that let the event loop turn between them: meanwhile the batch before
+  // is being written, and its statements' answers and its commit wait on this thread.
+  let slice = 0
+  for (const t of txns) {
+    simulate(store, t, step, holds)
+    slice += t.changes.length
+    if (slice >= SLICE_CHANGES) {
+      slice = 0
+      await turn()
+    }
+  }
+  const last = txns[txns.length - 1]
+  const { views, gone, kept } = finalViews(store, refs, projections, step, holds, last)
+  await turn()
+  // No view of the batch changed after its last commit; a deleted record was deleted when the
+  // last transaction that changed its row committed. A record whose row the mirror did not
+  // have has no view yet.
+  const fresh = views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) === null)
+  const known =
+    fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
+  const time: ChangeTime = last !== undefined ? { commit: last.commitTime } : { mirror: null }
+  const finalBody = new TableMap<string>()
+  for (const v of views) finalBody.set(v.resource, v.id, v.body)
+  const events = step.scrubbedEvents()
+  const goneRefs = step.goneRefs()
+  const delta = holds === null ? emptyDelta(0) : holds.finish()
+  const writes = [
+    (tx: Tx) => [keepsMirror(tx)],
+    mirrorWrites(mirrorChanges(store, views)),
+    viewWrites(known, deletedAt(txns, gone), time, fresh),
+    // A held privacy case keeps its last view, without the person's details.
+    (tx: Tx) => (kept.length > 0 ? [redactViews(tx, "incidents", kept)] : []),
+    // An event that carries its record's final view (the most common case: nothing changed it
+    // after) takes the body from the view written just before it, rather than shipping it twice.
+    eventWrites(events, (e) => finalBody.get(e.resource, e.recordId) === e.payload)
+  ]
+  const companies = tenancy.size > 0 ? companyRows(store, tenancy) : null
+  const people = users.size > 0 ? userRows(store, users) : null
+  const privacy = [...step.privacy]
+  const quarantined = quarantineWrites(delta)
+  // Held records are not re-shaped with the wide set either: they keep their last good view.
+  const written = holds === null ? refs : [...refs, ...delta.held.map((h) => h.ref)]
+  return {
+    changes: changes.length,
+    events,
+    store,
+    write: (tx) => {
+      const out = writes.flatMap((w) => w(tx))
+      if (companies) out.push(writeCompanyRows(tx, companies))
+      if (people) out.push(writeUserRows(tx, people))
+      if (privacy.length > 0) out.push(scrubPrivacyCases(tx, privacy)) // after the events above
+      if (mayHaveEvents(goneRefs)) out.push(scrubDeletedRecords(tx, goneRefs))
+      return out
+    },
+    reshape: async (tx) => {
+      const n = await reshapeWide(tx, wide, written, time)
+      if (quarantined !== null) await quarantined(tx)
+      return n
+    },
+    quarantine: delta
+  }
+}
+
+/**
+ * The batch's final views: every record it touched, as it stands after its last transaction.
+ * A held one keeps its view (`kept`: held privacy cases, whose kept view loses the person's
+ * details); one gone loses it; the others are written. With holds, a record that cannot be
+ * shaped now (one the transactions did not take through the step) goes through it at the last.
+ */
+const finalViews = (
+  store: Store,
+  refs: ReadonlyArray<RecordRef>,
+  projections: Projections,
+  step: Step,
+  holds: BatchHolds | null,
+  last: Txn | undefined
+) => {
+  const views: ProjectedView[] = []
+  const gone: RecordRef[] = []
+  const kept: string[] = []
+  for (const r of refs) {
+    const table = tableOf(r)
+    if (holds?.isHeld(table, r.id)) {
+      // It keeps its last good view: one an earlier transaction of this batch showed, or the stored one.
+      const good = step.shown.get(r.resource, r.id)
+      if (good !== undefined) views.push(good)
+      if (r.resource === "incidents" && store.get(table, r.id)?.data.privacy_case === true) kept.push(r.id)
+      continue
+    }
+    let v: ProjectedView | null
+    if (holds === null || last === undefined) v = projections.get(r)
+    else {
+      try {
+        v = projections.get(r)
+      } catch (e) {
+        if (!isPoison(e)) throw e
+        step.at(last, r, undefined)
+        const good = step.shown.get(r.resource, r.id)
+        if (good !== undefined) views.push(good)
+        if (r.resource === "incidents" && store.get(table, r.id)?.data.privacy_case === true) kept.push(r.id)
+        continue
+      }
+    }
+    if (v !== null) views.push(v)
+    else gone.push(r)
+  }
+  return { views, gone, kept }
+}
