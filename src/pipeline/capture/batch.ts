@@ -29,7 +29,7 @@ import { isPoison } from "./quarantine/poison.ts"
 import type { CaptureQuarantine } from "./quarantine/state.ts"
 import { emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
 import { quarantineWrites } from "./quarantine/writes.ts"
-import { deletedAt, loadFor, moduleOn, RefList, reshapeWide } from "./step/load.ts"
+import { deletedAt, loadFor, moduleOn, RefList, reshapeWide, WIDE_TABLES } from "./step/load.ts"
 import { mirrorChanges } from "./step/mirror.ts"
 import { Step } from "./step/step.ts"
 import type { Txn } from "./txn.ts"
@@ -220,6 +220,8 @@ const prepareWith = async (
   const people = users.size > 0 ? userRows(store, users) : null
   const privacy = [...step.privacy]
   const quarantined = quarantineWrites(delta)
+  // The inspections' views wait while a table they read does not fit: read again, it reaches them.
+  const wideBlocked = holds !== null && WIDE_TABLES.some((t) => holds.q.blocksTable(t))
   // Held records are not re-shaped with the wide set either: they keep their last good view.
   const written = holds === null ? refs : [...refs, ...delta.held.map((h) => h.ref)]
   return {
@@ -235,7 +237,7 @@ const prepareWith = async (
       return out
     },
     reshape: async (tx) => {
-      const n = await reshapeWide(tx, wide, written, time)
+      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time)
       if (quarantined !== null) await quarantined(tx)
       return n
     },

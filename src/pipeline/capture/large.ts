@@ -30,7 +30,7 @@ import { BatchHolds } from "./quarantine/holds.ts"
 import type { QuarantineMarker } from "./quarantine/markers.ts"
 import { type CaptureQuarantine, emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
 import { quarantineWrites } from "./quarantine/writes.ts"
-import { loadFor, wideInspectionKeys } from "./step/load.ts"
+import { loadFor, WIDE_TABLES, wideInspectionKeys } from "./step/load.ts"
 import { mirrorChanges } from "./step/mirror.ts"
 import { Step } from "./step/step.ts"
 
@@ -169,9 +169,10 @@ export class LargeTransaction {
     const tally = new Map<string, number>()
     if (!this.started) return { tally, quarantine: await this.settle(endLsn) }
     const point = { endLsn, commitTime }
-    // The inspections of the wide equipment and sites, as the mirror has them at the commit.
+    // The inspections of the wide equipment and sites, as the mirror has them at the commit
+    // (not while a table they read does not fit: read again, it reaches them).
     const tx = this.tx
-    await tx`
+    if (!WIDE_TABLES.some((t) => this.holds?.q.blocksTable(t))) await tx`
       insert into txn_affected (resource, id, tbl)
       select 'inspections', i.key::uuid, 'inspections' from (${wideInspectionKeys(tx, tx`array(select id from txn_wide where tbl = 'equipment')`, tx`array(select id from txn_wide where tbl = 'job_sites')`)}) i
       order by 2 on conflict do nothing`

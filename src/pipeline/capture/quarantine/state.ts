@@ -163,6 +163,11 @@ export class CaptureQuarantine {
     return ++this.batches
   }
 
+  /** Whether an app table does not fit, or is being read again. */
+  blocksTable(table: string): boolean {
+    return this.broken.has(table) || this.resyncing.has(table)
+  }
+
   /** Whether a held record's table still blocks it (broken, or being re-read). */
   blocks(info: HeldInfo): boolean {
     return info.blockedBy !== null && (this.broken.has(info.blockedBy) || this.resyncing.has(info.blockedBy))

@@ -106,9 +106,14 @@ type Fragment = PendingQuery<SqlRow[]>
  * expression (a batch's arrays; a large transaction's txn_wide table).
  */
 export const wideInspectionKeys = (tx: Tx, equipment: Fragment, sites: Fragment) => tx<{ key: string }[]>`
-  select key from service.rows
-  where tbl = 'inspections' and parent_id = any(
-    array(select key::uuid from service.rows where tbl = 'equipment' and parent_id = any(${sites})) || ${equipment})`
+  select r.key from service.rows r
+  where r.tbl = 'inspections' and r.parent_id = any(
+    array(select key::uuid from service.rows where tbl = 'equipment' and parent_id = any(${sites})) || ${equipment})
+    -- a held inspection keeps its view: it is shaped again when it shapes (quarantine/)
+    and not exists (select 1 from service.capture_quarantine q where q.tbl = 'inspections' and q.key = r.key)`
+
+/** The tables an inspection's view reads: while one does not fit (or is read again), no wide re-shaping. */
+export const WIDE_TABLES = ["inspections", "equipment", "job_sites"] as const
 
 /**
  * Rewrites the views of the wide set's inspections from the mirror as `tx` sees it (the batch's

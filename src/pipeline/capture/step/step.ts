@@ -75,7 +75,7 @@ export class Step {
     const table = tableOf(ref)
     const row = this.store.get(table, ref.id)
     const holds = this.holds
-    const blocked = holds?.blocked(table, ref.id)
+    const blocked = holds?.blocked(table, ref.id, row?.data ?? null)
     const at: RecordAt = {
       table,
       before: before === undefined ? (row?.data ?? null) : before,
