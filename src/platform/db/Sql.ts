@@ -74,13 +74,17 @@ export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effec
             Effect.promise(async () => {
               const conn = await pool.reserve()
               try {
-                // One round trip: the backend's id (for a cancel) read just before the BEGIN, so
-                // that a transaction's first statement is still its own (SET TRANSACTION).
+                // One round trip: the backend's id and its transaction's (for a cancel) read just
+                // before the BEGIN, so that a transaction's first statement is still its own (SET
+                // TRANSACTION). A backend numbers its transactions one after the other: the BEGIN's
+                // is the next after this statement's (cancelRunning).
                 const [[backend]] = await Promise.all([
-                  conn<{ pid: number }[]>`select pg_backend_pid() as pid`,
+                  conn<{ pid: number; vxid: string | null }[]>`
+                    select pg_backend_pid() as pid, (select virtualxid from pg_locks
+                      where pid = pg_backend_pid() and locktype = 'virtualxid') as vxid`,
                   conn`begin`
                 ])
-                return ending(conn, backend!.pid)
+                return ending(conn, backend!.pid, nextVxid(backend!.vxid))
               } catch (e) {
                 conn.release()
                 throw e
@@ -95,7 +99,7 @@ export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effec
               Effect.promise(async () => {
                 t.end()
                 if (Exit.isSuccess(exit)) return
-                if (Exit.hasInterrupts(exit)) await cancelRunning(pool, t.pid)
+                if (Exit.hasInterrupts(exit)) await cancelRunning(pool, t.pid, t.vxid)
                 await t.conn`rollback`
               }).pipe(
                 // A connection that failed mid-transaction is closed by postgres.js; nothing to undo.
@@ -118,7 +122,7 @@ export class TransactionEnded extends Error {
  * A reserved connection in a transaction, and the handle statements go through: the same
  * postgres.js handle (tagged templates, helpers, `unsafe`) until `end`, then one that throws.
  */
-const ending = (conn: postgres.ReservedSql, pid: number) => {
+const ending = (conn: postgres.ReservedSql, pid: number, vxid: string | null) => {
   let ended = false
   const check = () => {
     if (ended) throw new TransactionEnded()
@@ -141,19 +145,36 @@ const ending = (conn: postgres.ReservedSql, pid: number) => {
     conn,
     tx,
     pid,
+    vxid,
     end: () => {
       ended = true
     }
   }
 }
 
+/** The virtual transaction id a backend gives its next transaction ("backend/local"; local ids skip 0 as they wrap). */
+export const nextVxid = (vxid: string | null): string | null => {
+  const m = vxid === null ? null : /^(\d+)\/(\d+)$/.exec(vxid)
+  if (m === null) return null
+  const next = (Number(m[2]) + 1) % 2 ** 32
+  return `${m[1]}/${next === 0 ? 1 : next}`
+}
+
 /**
  * Cancels what the backend runs now, if anything, and returns once the cancel is delivered (or
- * after 2 s: a pool with no free connection must not hold the rollback up).
+ * after 2 s: a pool with no free connection must not hold the rollback up). The cancel reaches
+ * the backend only while it is still in this transaction (its virtual transaction id's lock):
+ * one left waiting in the pool's queue that runs later, once the connection serves another
+ * request, does nothing.
  */
-const cancelRunning = (pool: postgres.Sql, pid: number) =>
+const cancelRunning = (pool: postgres.Sql, pid: number, vxid: string | null) =>
   Promise.race([
-    pool`select pg_cancel_backend(${pid})`.then(
+    (vxid === null
+      ? Promise.resolve()
+      : pool`
+          select pg_cancel_backend(l.pid) from pg_locks l
+          where l.pid = ${pid} and l.locktype = 'virtualxid' and l.virtualxid = ${vxid} and l.granted`
+    ).then(
       () => {},
       () => {}
     ),

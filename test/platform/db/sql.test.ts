@@ -1,6 +1,7 @@
 import { Effect, Exit, Fiber } from "effect"
 import { beforeAll, describe, expect, it } from "vitest"
 import { inTransaction, query, Sql, TransactionEnded, transaction } from "../../../src/platform/db/Sql.ts"
+import { connect } from "../../../src/platform/db/Database.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("the Sql service", () => {
@@ -110,6 +111,39 @@ describe("the Sql service", () => {
     const [idle] = await db.sql<{ n: number }[]>`
       select count(*)::int as n from pg_stat_activity where state like 'idle in transaction%' and datname = current_database()`
     expect(idle!.n).toBe(0)
+  }, 20_000)
+
+  it("a cancel still waiting for a connection when the transaction gives its own back never lands on the next request", async () => {
+    // Two connections: one held by a plain statement for 3 s, the other by the transaction.
+    const pool = connect(db.url, 2)
+    try {
+      const busy = pool`select pg_sleep(3)`.execute()
+      const exit = Effect.runPromiseExit(
+        Effect.gen(function* () {
+          const fiber = yield* Effect.forkChild(transaction(query((sql) => sql`select pg_sleep(1)`)))
+          yield* Effect.promise(async () => {
+            while ((await db.sql`select 1 from pg_stat_activity where query = 'select pg_sleep(1)'`).length === 0)
+              await new Promise((r) => setTimeout(r, 20))
+          })
+          // Queued before the interrupt: it gets the transaction's connection once that comes back
+          // (after the 2 s the cancel may wait), and is still running when the other frees.
+          const next = pool`select pg_sleep(2), 'done' as ok`.execute()
+          next.catch(() => {})
+          yield* Fiber.interrupt(fiber)
+          return yield* Effect.promise(() =>
+            next.then(
+              (r) => r[0]!.ok as string,
+              (e: Error) => e.message
+            )
+          )
+        }).pipe(Effect.provide(Sql.fromPool(pool)))
+      )
+      const answer = await exit
+      await busy
+      expect(Exit.isSuccess(answer) && answer.value).toBe("done")
+    } finally {
+      await pool.end({ timeout: 2 })
+    }
   }, 20_000)
 
   it("work a fiber left behind cannot run statements once its transaction has ended", async () => {
