@@ -57,6 +57,25 @@ describe("an event points at its record's view", () => {
     expect(JSON.parse(e!.stored!)).toEqual(before)
   })
 
+  it("a view's resource and id cannot be changed: the events pointing at it and the row it stands for keep it", async () => {
+    const id = await insertAction(db.sql, company.id, { title: "Tie down the load" })
+    await cap.settle()
+    const other = "00000000-0000-4000-8000-00000000abcd"
+    await expect(
+      db.sql`update service.views set id = ${other} where resource = 'corrective-actions' and id = ${id}`
+    ).rejects.toThrow("a view's resource and id never change")
+    await expect(
+      db.sql`update service.views set resource = 'observations' where resource = 'corrective-actions' and id = ${id}`
+    ).rejects.toThrow("a view's resource and id never change")
+    // Nothing changed: the event still reads its record through the view, which reads as before.
+    const [e] = await eventsOf(id)
+    expect(e!.stored).toBeNull()
+    expect(title(e!.payload)).toBe("Tie down the load")
+    expect((await view(db.sql, "corrective-actions", id))?.title).toBe("Tie down the load")
+    // Other columns are written as before.
+    await db.sql`update service.views set changed_at = changed_at where resource = 'corrective-actions' and id = ${id}`
+  })
+
   it("emptying the views table first copies every body still pointed at", async () => {
     const id = await insertAction(db.sql, company.id, { title: "Sweep the yard" })
     await cap.settle()
