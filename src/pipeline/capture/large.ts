@@ -172,7 +172,8 @@ export class LargeTransaction {
     // The inspections of the wide equipment and sites, as the mirror has them at the commit
     // (not while a table they read does not fit: read again, it reaches them).
     const tx = this.tx
-    if (!WIDE_TABLES.some((t) => this.holds?.q.blocksTable(t))) await tx`
+    if (!WIDE_TABLES.some((t) => this.holds?.q.blocksTable(t)))
+      await tx`
       insert into txn_affected (resource, id, tbl)
       select 'inspections', i.key::uuid, 'inspections' from (${wideInspectionKeys(tx, tx`array(select id from txn_wide where tbl = 'equipment')`, tx`array(select id from txn_wide where tbl = 'job_sites')`)}) i
       order by 2 on conflict do nothing`

@@ -2,8 +2,13 @@
 // the others wait as standbys. Who holds it is read from pg_locks and pg_stat_activity, so a
 // standby can say whom it waits for and `status` can name the leader from any process.
 import { hostname } from "node:os"
-import { Effect } from "effect"
+import { Duration, Effect, type Scope } from "effect"
+import type { Sql as Pool } from "postgres"
+import { connect } from "../../platform/db/Database.ts"
 import { query, type Sql } from "../../platform/db/Sql.ts"
+import { call, endConnection, log, onPool } from "./effects.ts"
+import { type CaptureError, LeaderLockUnreachable } from "./errors.ts"
+import { type CaptureOptions, STALL_TIMEOUT_MS } from "./options.ts"
 
 export const LEADER_LOCK = 7_351_009_002 // one capture process per database
 
@@ -57,3 +62,85 @@ export const leaderInfo: Effect.Effect<LeaderInfo | null, never, Sql> = Effect.g
     since: r.backend_start ? r.backend_start.toISOString() : null
   }
 })
+
+/** How often a standby looks whether the leader lock is free. */
+const STANDBY_POLL = Duration.seconds(2)
+
+/**
+ * One look at the leader lock: a connection of its own is made (and put in the run's scope)
+ * and tries it; it is the lock's connection when the lock was taken, else it is ended. Named
+ * as it takes the lock, so pg_stat_activity (a standby's log, `status`) tells which process
+ * leads. Bounded: postgres.js retries a connection the network cuts while it is made, without end.
+ */
+const tryLock = (opts: CaptureOptions): Effect.Effect<Pool | null, CaptureError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const limit = opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
+    const lock = yield* Effect.acquireRelease(
+      Effect.sync(() => connect(opts.url, 1, { keepForever: true, arrays: false })),
+      (lock) => endConnection(lock, 1)
+    )
+    const rows = yield* call(
+      () => lock<{ ok: boolean }[]>`
+        select ok, case when ok then set_config('application_name', ${leaderApplicationName()}, false) end as name
+        from (select pg_try_advisory_lock(${LEADER_LOCK}) as ok) t`
+    ).pipe(
+      Effect.timeoutOrElse({
+        duration: limit,
+        orElse: () =>
+          Effect.fail(
+            new LeaderLockUnreachable({
+              message: `capture could not reach the database for its leader lock within ${Math.round(limit / 1000)} s`
+            })
+          )
+      }),
+      Effect.tapError(() => endConnection(lock, 0))
+    )
+    if (rows[0]?.ok) return lock
+    // Another process took it first.
+    yield* endConnection(lock, 1)
+    return null
+  })
+
+/**
+ * Waits as a standby until this process holds the leader lock, and returns the lock's
+ * connection, which the run's scope ends. The lock lives on a connection of its own (not
+ * sql.reserve(): postgres.js 3.4.9 can throw an uncatchable error when a reserved
+ * connection's server goes away), made only when the lock looks free: a standby holds no
+ * connection of its own, and the leader's connection start says since when it leads.
+ */
+export const takeLeadership = (sql: Pool, opts: CaptureOptions) =>
+  Effect.gen(function* () {
+    const t0 = Date.now()
+    let logged: number | null | undefined
+    for (;;) {
+      let holder = yield* onPool(sql, leaderInfo)
+      if (holder === null) {
+        const lock = yield* tryLock(opts)
+        if (lock !== null) {
+          yield* log(
+            "info",
+            "capture leader: took over",
+            logged === undefined ? {} : { waitedSeconds: Math.round((Date.now() - t0) / 1000) }
+          )
+          return lock
+        }
+        holder = yield* onPool(sql, leaderInfo)
+      }
+      // Once, and again only when another process leads.
+      if (logged === undefined || (holder !== null && holder.pid !== logged)) {
+        logged = holder?.pid ?? null
+        yield* log("info", "capture standby: waiting for the leader lock", {
+          leader:
+            holder === null
+              ? null
+              : {
+                  pid: holder.pid,
+                  applicationName: holder.applicationName,
+                  clientAddress: holder.clientAddress,
+                  since: holder.since
+                }
+        })
+      }
+      yield* Effect.sleep(STANDBY_POLL)
+    }
+  })

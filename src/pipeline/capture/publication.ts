@@ -27,13 +27,20 @@ export const publicationTables = (separator = ", ", columns?: Columns) =>
 export const createPublicationStatement = (name: string, separator = ", ", columns?: Columns) =>
   `create publication ${ident(name)} for table ${publicationTables(separator, columns)} with (publish = 'insert, update, delete, truncate')`
 
-/** The comment that marks a publication the service made itself: the one it may change. */
-const OWN_PUBLICATION = "made by safety-records-service: it publishes the columns it reads that the app tables have"
+/**
+ * The comment on a publication the service made itself, naming the tables it could not publish
+ * whole then (a column it reads was not there: the app had renamed it away). Those, and only
+ * those, the service completes once their columns are back (followOwnPublication); anything
+ * else in a publication, the service never changes.
+ */
+const OWN = "made by safety-records-service"
+const ownComment = (incomplete: ReadonlyArray<string>) =>
+  incomplete.length === 0 ? OWN : `${OWN}; incomplete: ${incomplete.join(",")}`
 
 /**
  * What the service publishes of the app's tables as they are now: the columns it reads that are
- * there (a table, or a column, the app renamed away is left out until it is back; a table with
- * none is left out). Never a NEVER column.
+ * there (a column the app renamed away is left out until it is back; a table with none is left
+ * out). Never a NEVER column.
  */
 const columnsThere = async (sql: Tx): Promise<Map<string, ReadonlyArray<string>>> => {
   const rows = await sql<{ table: string; column: string }[]>`
@@ -47,25 +54,36 @@ const columnsThere = async (sql: Tx): Promise<Map<string, ReadonlyArray<string>>
 }
 
 /**
- * A publication the service made itself follows the app's tables: a column it reads that is
- * back (renamed back, or there now) is published again, so the table fits again. One a DBA made
- * is never changed. Returns whether it changed it.
+ * Completes the tables the service could not publish whole when it made the publication, once
+ * every column it reads is there (renamed back): the table then fits, and capture reads it
+ * again. Returns whether it changed the publication.
  */
 export const followOwnPublication = async (sql: Tx, name: string): Promise<boolean> => {
-  const [pub] = await sql<{ own: boolean }[]>`
-    select coalesce(obj_description(oid, 'pg_publication') = ${OWN_PUBLICATION}, false) as own
-    from pg_publication where pubname = ${name}`
-  if (!pub?.own) return false
-  const want = await columnsThere(sql)
-  const have = new Map(
+  const [pub] = await sql<{ comment: string | null }[]>`
+    select obj_description(oid, 'pg_publication') as comment from pg_publication where pubname = ${name}`
+  const incomplete = pub?.comment?.startsWith(`${OWN}; incomplete: `)
+    ? pub.comment
+        .slice(`${OWN}; incomplete: `.length)
+        .split(",")
+        .filter((t) => APP_TABLES.includes(t))
+    : []
+  if (incomplete.length === 0) return false
+  const there = await columnsThere(sql)
+  const whole = incomplete.filter((t) => there.get(t)!.length === PUBLISHED_COLUMNS[t]!.length)
+  if (whole.length === 0) return false
+  const published = new Set(
     (
-      await sql<{ tablename: string; attnames: string[] | null }[]>`
-        select tablename, attnames::text[] as attnames from pg_publication_tables where pubname = ${name} and schemaname = 'app'`
-    ).map((r) => [r.tablename, [...(r.attnames ?? [])].sort().join(",")] as const)
+      await sql<{ tablename: string }[]>`
+        select tablename from pg_publication_tables where pubname = ${name} and schemaname = 'app'`
+    ).map((r) => r.tablename)
   )
-  const same = APP_TABLES.every((t) => (have.get(t) ?? "") === [...want.get(t)!].sort().join(","))
-  if (same) return false
-  await sql.unsafe(`alter publication ${ident(name)} set table ${publicationTables(", ", want)}`)
+  const statements = whole.flatMap((t) => [
+    ...(published.has(t) ? [`alter publication ${ident(name)} drop table app.${ident(t)}`] : []),
+    `alter publication ${ident(name)} add table app.${ident(t)} (${PUBLISHED_COLUMNS[t]!.map(ident).join(", ")})`
+  ])
+  const left = incomplete.filter((t) => !whole.includes(t))
+  // One simple query (no parameters): all of it or none.
+  await sql.unsafe(`${statements.join("; ")}; comment on publication ${ident(name)} is '${ownComment(left)}'`)
   return true
 }
 
@@ -173,19 +191,20 @@ export const ensurePublication = Effect.fn("ensurePublication")(function* (name:
     // table is held until it is back, and the service then publishes it: followOwnPublication).
     const code = yield* query(async (sql) => {
       const columns = await columnsThere(sql)
+      const incomplete = APP_TABLES.filter((t) => columns.get(t)!.length < PUBLISHED_COLUMNS[t]!.length)
       // One simple query (no parameters): both statements or neither.
       return sql
         .unsafe(
-          `${createPublicationStatement(name, ", ", columns)}; comment on publication ${ident(name)} is '${OWN_PUBLICATION}'`
+          `${createPublicationStatement(name, ", ", columns)}; comment on publication ${ident(name)} is '${ownComment(incomplete)}'`
         )
         .then(
-        () => null,
-        (e) => {
-          const code = (e as { code?: string }).code
-          if (code === "42710" || code === "23505" || code === "42501") return code
-          throw e
-        }
-      )
+          () => null,
+          (e) => {
+            const code = (e as { code?: string }).code
+            if (code === "42710" || code === "23505" || code === "42501") return code
+            throw e
+          }
+        )
     })
     if (code === "42501") {
       return yield* new StartRefused({

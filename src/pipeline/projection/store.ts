@@ -86,13 +86,15 @@ export const STAGING_TABLE = "txn_rows"
 /**
  * Every key of a table the mirror holds: its stored rows and, for a view-backed table, the rows
  * its views stand for (by-view.ts); with `staging`, also those a large transaction staged.
- * Keys compared as text in "C" order may be bounded: (from, to], to null for no end.
+ * Keys compared as text in "C" order may be bounded: (from, to], to null for no end; with
+ * `limit`, the first that many in that order (a page: the next starts after the last).
  */
 export const mirroredKeys = async (
   db: Db,
   table: string,
   range: { from: string; to: string | null } | null = null,
-  staging = false
+  staging = false,
+  limit: number | null = null
 ): Promise<string[]> => {
   const resource = VIEW_BACKED.get(table)
   const within = (key: ReturnType<typeof db>) =>
@@ -100,9 +102,12 @@ export const mirroredKeys = async (
       ? db``
       : db`and ${key} collate "C" > ${range.from} and (${range.to}::text is null or ${key} collate "C" <= ${range.to}::text)`
   const rows = await db<{ key: string }[]>`
-    select key from service.rows where tbl = ${table} ${within(db`key`)}
-    ${resource === undefined ? db`` : db`union select id::text from service.views where resource = ${resource} ${within(db`id::text`)}`}
-    ${staging ? db`union select key from ${db(STAGING_TABLE)} where tbl = ${table} and data is not null ${within(db`key`)}` : db``}`
+    select key from (
+      select key from service.rows where tbl = ${table} ${within(db`key`)}
+      ${resource === undefined ? db`` : db`union select id::text from service.views where resource = ${resource} ${within(db`id::text`)}`}
+      ${staging ? db`union select key from ${db(STAGING_TABLE)} where tbl = ${table} and data is not null ${within(db`key`)}` : db``}
+    ) k
+    ${limit === null ? db`` : db`order by key collate "C" limit ${limit}`}`
   return rows.map((r) => r.key)
 }
 
