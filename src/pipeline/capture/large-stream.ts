@@ -99,6 +99,7 @@ export const streamLarge = (
     }
     const truncated = async (msg: Message & { tag: "truncate" }) => {
       await written()
+      await big.init()
       for (const table of truncatedTables(msg)) total += await deleteAll(tx, big, table, ctx.resync)
     }
     if (truncate !== null) await truncated(truncate)

@@ -73,7 +73,8 @@ export class LargeTransaction {
     this.holds?.mark(m, 0n)
   }
 
-  private async init() {
+  /** Makes the transaction's temporary tables (once; before the first chunk, or before a TRUNCATE reads the staged rows). */
+  async init() {
     if (this.started) return
     this.started = true
     await this
