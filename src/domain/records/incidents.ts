@@ -55,6 +55,18 @@ export const redactPrivacyRow = (row: Row): Row => {
   return out ?? row
 }
 
+/**
+ * An incidents row without the person's details at all (their columns left out): what the
+ * service keeps of a row it only compares by the event rules (a held record's row before it was
+ * held), which never read them.
+ */
+export const withoutPersonalDetails = (row: Row): Row => {
+  if (!PRIVACY_CASE_COLUMNS.some((c) => c in row)) return row
+  const out: Record<string, unknown> = { ...row }
+  for (const c of PRIVACY_CASE_COLUMNS) delete out[c]
+  return out
+}
+
 export const shapeIncident = ({ row }: ShapeInput): ApiRecord => {
   const record = pickFields(row, STAMPS, pickFields(row, FIELDS))
   if (readField(row, "privacy_case", "boolean") === true) {

@@ -105,7 +105,7 @@ export const prepareBatch = async (
  * that cannot be shaped sends the batch to the holding path.
  */
 const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null): void => {
-  holds?.begin(txn)
+  holds?.begin(txn, (table, key) => (store.has(table, key) ? (store.get(table, key)?.data ?? null) : null))
   // Each changed row's state before the transaction, taken at its first change in it.
   const start = store.version
   const before: Array<{ table: string; key: string; data: ReturnType<Store["get"]> }> = []
@@ -169,7 +169,10 @@ const prepareWith = async (
     }
     const keys: Array<readonly [string, string]> = changes.map((c) => [c.table, c.key] as const)
     for (const r of refs) keys.push([tableOf(r), r.id])
-    for (const t of txns) for (const m of t.markers ?? []) if (m.kind === "discard") keys.push(...m.records)
+    const discarded = txns.flatMap((t) => (t.markers ?? []).flatMap((m) => (m.kind === "discard" ? m.records : [])))
+    keys.push(...discarded)
+    // A discarded record still waiting for its table is held afresh from its row then.
+    await store.loadKeys(discarded)
     await holds.lookup(sql, keys)
   }
   store.seal()

@@ -368,7 +368,8 @@ export class Batcher {
           accepted: this.accepted,
           quarantine,
           resync,
-          seenBroken: this.seenBroken
+          seenBroken: this.seenBroken,
+          markers: p.markers ?? []
         })
         annotate("capture.checkpoint", formatLsn(c.endLsn))
         annotate("capture.changes", c.changes)

@@ -74,10 +74,13 @@ export const streamLarge = (
     readonly quarantine: CaptureQuarantine
     readonly resync: Resync
     readonly seenBroken: Set<string>
+    /** What the transaction met so far besides its changes (a table's contract, a request), in order. */
+    readonly markers: ReadonlyArray<QuarantineMarker>
   }
 ): Promise<LargeCommitted> =>
   sql.begin(async (tx) => {
     const big = new LargeTransaction(tx, ctx.quarantine)
+    for (const m of ctx.markers) big.mark(m)
     let buffered: RowChange[] = [...first]
     let total = 0
     // A chunk is written while the next one is decoded: at most one in flight, so memory

@@ -65,6 +65,8 @@ interface Rec {
   lastGood: string | null
   /** Its view was surely written at some point (a settle): its deletion must leave a tombstone. */
   shown: boolean
+  /** Its row changed (or was read) while its table did not fit: capture cannot shape it until the table is read again. */
+  stale: boolean
 }
 
 export interface Expected {
@@ -219,7 +221,8 @@ export class Oracle {
   private rec(resource: Resource, id: string): Rec {
     const k = recKey(resource, id)
     let r = this.recs.get(k)
-    if (r === undefined) this.recs.set(k, (r = { resource, id, held: null, lastGood: null, shown: false }))
+    if (r === undefined)
+      this.recs.set(k, (r = { resource, id, held: null, lastGood: null, shown: false, stale: false }))
     return r
   }
 
@@ -371,7 +374,8 @@ export class Oracle {
     }
     if (r.held?.blockedBy && this.broken.has(r.held.blockedBy)) {
       // Still waiting for its table to fit and be read again.
-    } else if (t.own && this.broken.has(table)) {
+    } else if ((t.own || r.stale) && this.broken.has(table)) {
+      r.stale = true
       r.held = { owedFrom: r.held?.owedFrom ?? { row: ownBefore, unknown: [] }, blockedBy: table }
     } else {
       const s = this.shapeNow(t.resource, t.id)
@@ -402,7 +406,7 @@ export class Oracle {
       const table = RESOURCE_INFO[resource].table
       for (const id of this.table(table).keys()) {
         const r = this.rec(resource, id)
-        if (r.held !== null) continue
+        if (r.held !== null || r.stale) continue
         const s = this.shapeNow(resource, id)
         if (s !== null && "body" in s) r.lastGood = s.body
       }
@@ -423,8 +427,10 @@ export class Oracle {
         const renamed = this.broken.get(table)
         if (renamed !== undefined) {
           r.held = { owedFrom: { row, unknown: [...renamed] }, blockedBy: table }
+          r.stale = true
           continue
         }
+        r.stale = false
         const s = this.shapeNow(resource, id)
         if (s !== null && "error" in s) r.held = { owedFrom: { row, unknown: [] }, blockedBy: null }
         else if (s !== null) r.lastGood = s.body
@@ -435,6 +441,8 @@ export class Oracle {
 
   private heal(tables: ReadonlyArray<string>, window: readonly [number, number]): void {
     for (const t of tables) this.broken.delete(t)
+    // Read again: every row of those tables is whole.
+    for (const r of this.recs.values()) if (tables.includes(RESOURCE_INFO[r.resource].table)) r.stale = false
     for (const r of this.recs.values()) {
       if (r.held === null || r.held.blockedBy === null || this.broken.has(r.held.blockedBy)) continue
       if (!tables.includes(r.held.blockedBy)) continue
@@ -490,8 +498,15 @@ export class Oracle {
         else for (const t of c.tables) this.broken.delete(t)
         return
       case "discard": {
+        // What it owed is dropped; while its table does not fit it still waits, owing nothing from here.
         const resource = resourceOfTable(c.table)
-        if (resource !== undefined) this.rec(resource, c.key).held = null
+        if (resource === undefined) return
+        const r = this.rec(resource, c.key)
+        const blockedBy = r.held?.blockedBy ?? null
+        r.held =
+          blockedBy !== null && this.broken.has(blockedBy)
+            ? { owedFrom: { row: this.row(c.table, c.key), unknown: [] }, blockedBy }
+            : null
         return
       }
       case "settled":

@@ -132,13 +132,18 @@ export class BatchHolds {
     return this.now.has(table, id)
   }
 
-  /** A transaction's markers and the changes it is about to apply (before they are). */
-  begin(txn: Txn): void {
+  /** A transaction's markers, before its changes are applied (`rowNow`: a record's row then). */
+  begin(txn: Txn, rowNow: (table: string, key: string) => Row | null): void {
     this.forced = new TableMap()
-    for (const m of txn.markers ?? []) this.mark(m, txn.endLsn)
+    for (const m of txn.markers ?? []) this.mark(m, txn.endLsn, rowNow)
   }
 
-  mark(m: QuarantineMarker, lsn: Lsn): void {
+  /**
+   * A marker met in the stream. A discarded record owes nothing any more: released, or, while
+   * a table that does not fit holds it, held afresh owing nothing from its row now (`rowNow`;
+   * without it, as in a large transaction, it is released).
+   */
+  mark(m: QuarantineMarker, lsn: Lsn, rowNow?: (table: string, key: string) => Row | null): void {
     const q = this.q
     if (m.kind === "contract") {
       const was = q.broken.get(m.table)
@@ -157,8 +162,16 @@ export class BatchHolds {
     } else if (m.kind === "discard") {
       for (const [table, key] of m.records) {
         const resource = resourceOfTable(table)
-        if (resource === undefined || !this.now.has(table, key)) continue
-        this.release({ resource, id: key })
+        const held = this.now.get(table, key)
+        if (resource === undefined || held === undefined) continue
+        const ref = { resource, id: key }
+        this.release(ref)
+        if (rowNow !== undefined && this.q.blocks(held.info)) {
+          const error = `app.${held.info.blockedBy} no longer fits what the service reads (what it owed was discarded)`
+          const row = rowNow(table, key)
+          const companyId = typeof row?.company_id === "string" ? row.company_id : null
+          this.hold(ref, { error, info: held.info }, row, companyId, lsn)
+        }
       }
     } else if (m.kind === "resynced") {
       this.resync.push({ table: m.table, after: m.after, rows: m.rows })

@@ -1,5 +1,6 @@
 // The quarantine's statements for a batch, in its transaction (after the checkpoint's).
 import type { TransactionSql } from "postgres"
+import { withoutPersonalDetails } from "../../../domain/records/incidents.ts"
 import { RESOURCE_INFO } from "../../../domain/resources.ts"
 import { formatLsn } from "../../../platform/db/lsn.ts"
 import { deltaIsEmpty, type QuarantineDelta } from "./state.ts"
@@ -24,7 +25,11 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
             company_id: h.companyId,
             // '' for "keeps its error" (a record held again): the inserted row's value must not be null.
             error: h.error ?? "",
-            before: h.before === null || h.before === undefined ? null : JSON.stringify(h.before),
+            // Compared only by the event rules: an incident's person's details are not kept.
+            before:
+              h.before === null || h.before === undefined
+                ? null
+                : JSON.stringify(h.table === "incidents" ? withoutPersonalDetails(h.before) : h.before),
             blocked_by: h.info.blockedBy,
             source_tbl: h.info.source?.[0] ?? null,
             source_key: h.info.source?.[1] ?? null
