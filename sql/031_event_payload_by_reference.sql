@@ -1,3 +1,4 @@
+-- migrate: fence 0.2.0
 -- An event's payload is its record as the API returned it at the event's commit: most often the
 -- body its record's view holds now (docs/design.md, "An event points at its record's view").
 -- Such an event keeps no copy: payload null means "the body of the view (resource, record_id)".
