@@ -1,4 +1,9 @@
--- Keeping a copy in step (issue 15): what changed since, and what was deleted since.
+-- migrate: steps
+-- migrate: equivalent-to 22b04b9a3b58590b4d0bdab34b4ac966740830071f092d0e548ba83a082ae896
+-- Keeping a copy in step: what changed since, and what was deleted since.
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): the columns are added
+-- without a rewrite (their defaults are not volatile), the views are filled in batches that
+-- commit, the index is built concurrently.
 
 -- updated_at: the record's own updatedAt field (null for inspections, which have none).
 -- changed_at: when the record last changed as the API shows it, the key of ?sort=updatedAt
@@ -10,21 +15,41 @@
 -- timestamp the API shows, so that the value a client stores compares exactly.
 -- Rows written by anything but projection (tests, benchmarks) get the time of writing.
 alter table service.views
-  add column updated_at timestamptz,
-  add column changed_at timestamptz not null default date_trunc('milliseconds', now());
+  add column if not exists updated_at timestamptz,
+  add column if not exists changed_at timestamptz not null default date_trunc('milliseconds', now());
 
--- Views stored before this migration: the record's updatedAt, else its createdAt.
-update service.views v
-   set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
-  from (
-    select resource, id,
-           case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
-                then (body::json->>'updatedAt')::timestamptz end as at
-      from service.views
-  ) u
- where u.resource = v.resource and u.id = v.id;
+-- Views stored before this migration: the record's updatedAt, else its createdAt; 5,000 a
+-- batch in key order, each batch committed.
+do $$
+declare
+  last_resource text := '';
+  last_id uuid := '00000000-0000-0000-0000-000000000000';
+  next_resource text;
+  next_id uuid;
+begin
+  loop
+    select b.resource, b.id into next_resource, next_id
+      from (select v.resource, v.id from service.views v where (v.resource, v.id) > (last_resource, last_id)
+             order by v.resource, v.id limit 5000) b
+     order by b.resource desc, b.id desc limit 1;
+    exit when not found;
+    update service.views v
+       set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
+      from (
+        select resource, id,
+               case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
+                    then (body::json->>'updatedAt')::timestamptz end as at
+          from service.views
+         where (resource, id) > (last_resource, last_id) and (resource, id) <= (next_resource, next_id)
+      ) u
+     where u.resource = v.resource and u.id = v.id;
+    last_resource := next_resource;
+    last_id := next_id;
+    commit;
+  end loop;
+end $$;
 
-create index views_changed on service.views (company_id, resource, changed_at, id);
+create index concurrently if not exists views_changed on service.views (company_id, resource, changed_at, id);
 
 -- Tombstones: a record whose view capture deleted (its row was deleted in the app, or a
 -- rebuild found it gone), for GET /api/v1/deletions. Kept 30 days (the delivery engine's
