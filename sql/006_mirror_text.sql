@@ -1,5 +1,8 @@
 -- migrate: steps
 -- migrate: equivalent-to 8d0a7313ad80df036da676926b0a6a7d1ca315c0b0d25bc36112db80ee03a3d2
+-- migrate: allows ban-drop-column (blocks reads and writes of service.rows for under 50 ms, the swap's catalog changes): the jsonb column goes as the text one takes its name, as the released text changed its type
+-- migrate: allows renaming-column (blocks reads and writes of service.rows for under 50 ms, in the same swap): the text column takes the name data
+-- migrate: allows adding-not-nullable-field (blocks reads and writes of service.rows for under 50 ms, in the same swap): no scan, the validated rows_data_text_not_null proves it
 -- The mirror's row data as text: capture only ever writes and reads it whole, and JSON text
 -- costs PostgreSQL about a third less to write than jsonb (bench/capture).
 --

@@ -1,9 +1,12 @@
+-- migrate: fence 0.2.0
 -- migrate: steps
 -- migrate: equivalent-to 22b04b9a3b58590b4d0bdab34b4ac966740830071f092d0e548ba83a082ae896
+-- migrate: allows adding-field-with-default (blocks reads and writes of service.views for under 10 ms, a catalog change): the default, date_trunc of now(), is stable, not volatile, so PostgreSQL rewrites no row
 -- Keeping a copy in step: what changed since, and what was deleted since.
 -- Online since release 0.2.0 (docs/design.md, "Online migrations"): the columns are added
 -- without a rewrite (their defaults are not volatile), the views are filled in batches that
--- commit, the index is built concurrently.
+-- commit, the index is built concurrently. A capture of an older release writes no tombstone and
+-- no change time: fenced.
 
 -- updated_at: the record's own updatedAt field (null for inspections, which have none).
 -- changed_at: when the record last changed as the API shows it, the key of ?sort=updatedAt

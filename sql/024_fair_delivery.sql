@@ -1,7 +1,9 @@
+-- migrate: fence 0.2.0
 -- migrate: steps
 -- migrate: equivalent-to 495a62cf067e397660c27c7ea6f0a8f840a2045fdd3fe96f91aea4a870eb8168
 -- Online since release 0.2.0 (docs/design.md, "Online migrations"): the deliveries'
--- index is built concurrently, between the transactions before and after it.
+-- index is built concurrently, between the transactions before and after it. An engine of an
+-- older release keeps no rate and no order: fenced.
 -- One company's dead receivers slow no one else (docs/design.md, "Fair sending"): a rate per
 -- destination, ordering per record on request, and a circuit breaker per destination that
 -- every engine process shares.

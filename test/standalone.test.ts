@@ -45,9 +45,9 @@ const FROZEN_MIGRATIONS = [
   "sql/017_capture_stall.sql",
   "sql/018_secret_overlap.sql",
   "sql/019_replays.sql",
-  "sql/020_delivery_once.sql",
   "test/platform/db/released/003_service_keys.sql",
   "test/platform/db/released/012_sync.sql",
+  "test/platform/db/released/020_delivery_once.sql",
   "test/platform/db/released/021_capture_writes.sql"
 ]
 

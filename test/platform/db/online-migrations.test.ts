@@ -120,4 +120,45 @@ describe("migrations rewritten to run online", () => {
     expect(ra[1]).toEqual(rb[1])
     expect(ra[1].filter((r) => r.updated_at === null).length).toBe(4000)
   })
+
+  const c = useDatabase({ migrated: false })
+  const d = useDatabase({ migrated: false })
+
+  it("move each delivery's latest attempt into its row as the released sql/020 did", async () => {
+    for (const db of [c, d]) {
+      await migrate(
+        db.sql,
+        loadMigrations().filter((m) => m.number < 20)
+      )
+      const company = "0b7b1a52-5f7e-4c1e-9a57-3f0f0a7d1c01"
+      await db.sql`insert into service.webhook_endpoints (id, company_id, name, url, events, secret)
+        values (${company}, ${company}, 'e', 'https://x.test/', '{incident.created}', '\\x00')`
+      await db.sql`insert into service.events (id, company_id, event, resource, record_id, commit_lsn, seq, payload, created_at)
+        select md5(g::text)::uuid, ${company}, 'incident.created', 'incidents', md5('r' || g)::uuid,
+               ('0/' || to_hex(4096 + g))::pg_lsn, 0, '{}', timestamptz '2026-11-20'
+          from generate_series(1, 12000) g`
+      await db.sql`insert into service.webhook_deliveries (id, event_id, company_id, event, endpoint_id, origin, state, attempts,
+          next_attempt_at, finished_at, created_at)
+        select md5('d' || g)::uuid, md5(g::text)::uuid, ${company}, 'incident.created', ${company}, 'o',
+               case when g % 4 = 0 then 'pending' else 'succeeded' end, g % 3,
+               case when g % 4 = 0 then timestamptz '2026-11-21' end, case when g % 4 <> 0 then timestamptz '2026-11-21' end,
+               timestamptz '2026-11-20'
+          from generate_series(1, 12000) g`
+      await db.sql`insert into service.webhook_attempts (delivery_id, number, started_at, duration_ms, status, error, response_snippet)
+        select md5('d' || g)::uuid, n, timestamptz '2026-11-20' + n * interval '1 minute', 10 * n, 200 + n, 'e' || n, 's' || g
+          from generate_series(1, 12000) g, generate_series(1, g % 3) n`
+    }
+    await migrate(c.sql)
+    await migrate(d.sql, asReleased())
+    const read = (sql: postgres.Sql) =>
+      Promise.all([
+        sql`select * from service.webhook_deliveries order by id`,
+        sql`select * from service.webhook_earlier_attempts order by delivery_id, number`,
+        sql`select * from service.webhook_attempts order by delivery_id, number`
+      ])
+    const [rc, rd] = await Promise.all([read(c.sql), read(d.sql)])
+    expect(rc).toEqual(rd)
+    expect(rc[2].length).toBe(12000) // 4,000 with no attempt, 4,000 with one, 4,000 with two
+    expect(rc[1].length).toBe(4000)
+  })
 })
