@@ -22,22 +22,33 @@ end $$;
 create or replace trigger rows_data_text before insert or update of data on service.rows
   for each row execute function service.rows_data_text();
 
--- The rows there were before the trigger, 5,000 a batch in key order, each batch committed.
+-- The rows there were before the trigger, 2,000 a batch in key order, each batch committed. A
+-- batch that waits for a row capture holds gives way (lock_timeout, set by the runner) and is
+-- tried again, so capture never waits for more than a batch.
 do $$
 declare
   last_tbl text := '';
   last_key text := '';
   next_tbl text;
   next_key text;
+  tries int := 0;
 begin
   loop
     select b.tbl, b.key into next_tbl, next_key
       from (select r.tbl, r.key from service.rows r where (r.tbl, r.key) > (last_tbl, last_key)
-             order by r.tbl, r.key limit 5000) b
+             order by r.tbl, r.key limit 2000) b
      order by b.tbl desc, b.key desc limit 1;
     exit when not found;
-    update service.rows r set data_text = r.data::text
-     where (r.tbl, r.key) > (last_tbl, last_key) and (r.tbl, r.key) <= (next_tbl, next_key);
+    begin
+      update service.rows r set data_text = r.data::text
+       where (r.tbl, r.key) > (last_tbl, last_key) and (r.tbl, r.key) <= (next_tbl, next_key);
+    exception when lock_not_available or deadlock_detected then
+      tries := tries + 1;
+      if tries > 600 then raise; end if;
+      perform pg_sleep(0.05);
+      continue;
+    end;
+    tries := 0;
     last_tbl := next_tbl;
     last_key := next_key;
     commit;

@@ -21,31 +21,42 @@ alter table service.views
   add column if not exists updated_at timestamptz,
   add column if not exists changed_at timestamptz not null default date_trunc('milliseconds', now());
 
--- Views stored before this migration: the record's updatedAt, else its createdAt; 5,000 a
--- batch in key order, each batch committed.
+-- Views stored before this migration: the record's updatedAt, else its createdAt; 1,000 a
+-- batch in key order, each batch committed. A batch that waits for a view capture holds gives
+-- way (lock_timeout, set by the runner) and is tried again, so capture never waits for more
+-- than a batch.
 do $$
 declare
   last_resource text := '';
   last_id uuid := '00000000-0000-0000-0000-000000000000';
   next_resource text;
   next_id uuid;
+  tries int := 0;
 begin
   loop
     select b.resource, b.id into next_resource, next_id
       from (select v.resource, v.id from service.views v where (v.resource, v.id) > (last_resource, last_id)
-             order by v.resource, v.id limit 5000) b
+             order by v.resource, v.id limit 1000) b
      order by b.resource desc, b.id desc limit 1;
     exit when not found;
-    update service.views v
-       set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
-      from (
-        select resource, id,
-               case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
-                    then (body::json->>'updatedAt')::timestamptz end as at
-          from service.views
-         where (resource, id) > (last_resource, last_id) and (resource, id) <= (next_resource, next_id)
-      ) u
-     where u.resource = v.resource and u.id = v.id;
+    begin
+      update service.views v
+         set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
+        from (
+          select resource, id,
+                 case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
+                      then (body::json->>'updatedAt')::timestamptz end as at
+            from service.views
+           where (resource, id) > (last_resource, last_id) and (resource, id) <= (next_resource, next_id)
+        ) u
+       where u.resource = v.resource and u.id = v.id;
+    exception when lock_not_available or deadlock_detected then
+      tries := tries + 1;
+      if tries > 600 then raise; end if;
+      perform pg_sleep(0.05);
+      continue;
+    end;
+    tries := 0;
     last_resource := next_resource;
     last_id := next_id;
     commit;
