@@ -25,7 +25,11 @@ export const PRE_FENCE_RELEASE = "0.1.0"
 /** The SQLSTATE of a write the fence refused. */
 export const FENCE_REFUSED = "SRF01"
 
-/** Tables whose rows are written by rules that migrations change: the mirror, views, outbox, tombstones, capture's state and deliveries. */
+/**
+ * Tables whose rows are written by rules that migrations change: the mirror, views, outbox,
+ * tombstones and tenancy, capture's state (its checkpoint, quarantine and re-reads), and
+ * deliveries with fan-out's partitions (an engine fenced out loses its leases to newer ones).
+ */
 export const FENCED_TABLES = [
   "rows",
   "views",
@@ -34,6 +38,9 @@ export const FENCED_TABLES = [
   "companies",
   "users",
   "capture_state",
+  "capture_quarantine",
+  "capture_contract",
+  "capture_resync",
   "webhook_deliveries",
   "webhook_fanout_parts"
 ] as const
