@@ -24,7 +24,8 @@ create or replace trigger rows_data_text before insert or update of data on serv
 
 -- The rows there were before the trigger, 2,000 a batch in key order, each batch committed. A
 -- batch that waits for a row capture holds gives way (lock_timeout, set by the runner) and is
--- tried again, so capture never waits for more than a batch.
+-- tried again, so capture never waits for more than a batch. The statements are EXECUTEd: each
+-- is planned for its batch's keys (a plan cached for any keys reads the whole table).
 do $$
 declare
   last_tbl text := '';
@@ -34,14 +35,16 @@ declare
   tries int := 0;
 begin
   loop
-    select b.tbl, b.key into next_tbl, next_key
-      from (select r.tbl, r.key from service.rows r where (r.tbl, r.key) > (last_tbl, last_key)
-             order by r.tbl, r.key limit 2000) b
-     order by b.tbl desc, b.key desc limit 1;
-    exit when not found;
+    execute 'select b.tbl, b.key
+               from (select r.tbl, r.key from service.rows r where (r.tbl, r.key) > ($1, $2)
+                      order by r.tbl, r.key limit 2000) b
+              order by b.tbl desc, b.key desc limit 1'
+      into next_tbl, next_key using last_tbl, last_key;
+    exit when next_tbl is null;
     begin
-      update service.rows r set data_text = r.data::text
-       where (r.tbl, r.key) > (last_tbl, last_key) and (r.tbl, r.key) <= (next_tbl, next_key);
+      execute 'update service.rows r set data_text = r.data::text
+                where (r.tbl, r.key) > ($1, $2) and (r.tbl, r.key) <= ($3, $4)'
+        using last_tbl, last_key, next_tbl, next_key;
     exception when lock_not_available or deadlock_detected then
       tries := tries + 1;
       if tries > 600 then raise; end if;

@@ -24,7 +24,8 @@ alter table service.views
 -- Views stored before this migration: the record's updatedAt, else its createdAt; 1,000 a
 -- batch in key order, each batch committed. A batch that waits for a view capture holds gives
 -- way (lock_timeout, set by the runner) and is tried again, so capture never waits for more
--- than a batch.
+-- than a batch. The statements are EXECUTEd: each is planned for its batch's keys (a plan
+-- cached for any keys reads the whole table).
 do $$
 declare
   last_resource text := '';
@@ -34,22 +35,25 @@ declare
   tries int := 0;
 begin
   loop
-    select b.resource, b.id into next_resource, next_id
-      from (select v.resource, v.id from service.views v where (v.resource, v.id) > (last_resource, last_id)
-             order by v.resource, v.id limit 1000) b
-     order by b.resource desc, b.id desc limit 1;
-    exit when not found;
+    execute 'select b.resource, b.id
+               from (select v.resource, v.id from service.views v where (v.resource, v.id) > ($1, $2)
+                      order by v.resource, v.id limit 1000) b
+              order by b.resource desc, b.id desc limit 1'
+      into next_resource, next_id using last_resource, last_id;
+    exit when next_resource is null;
     begin
-      update service.views v
-         set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
-        from (
-          select resource, id,
-                 case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
-                      then (body::json->>'updatedAt')::timestamptz end as at
-            from service.views
-           where (resource, id) > (last_resource, last_id) and (resource, id) <= (next_resource, next_id)
-        ) u
-       where u.resource = v.resource and u.id = v.id;
+      execute $u$
+        update service.views v
+           set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
+          from (
+            select resource, id,
+                   case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
+                        then (body::json->>'updatedAt')::timestamptz end as at
+              from service.views
+             where (resource, id) > ($1, $2) and (resource, id) <= ($3, $4)
+          ) u
+         where u.resource = v.resource and u.id = v.id$u$
+        using last_resource, last_id, next_resource, next_id;
     exception when lock_not_available or deadlock_detected then
       tries := tries + 1;
       if tries > 600 then raise; end if;

@@ -102,7 +102,9 @@ create view service.webhook_attempts as
   from service.webhook_deliveries d where d.last_duration_ms is not null;
 
 -- 2,000 deliveries a batch in id order, each batch committed; a batch that waits for a row
--- another process holds gives way (lock_timeout, set by the runner) and is tried again.
+-- another process holds gives way (lock_timeout, set by the runner) and is tried again. The
+-- statements are EXECUTEd: each is planned for its batch's ids (a plan cached for any ids reads
+-- the whole table).
 do $$
 declare
   last_id uuid := '00000000-0000-0000-0000-000000000000';
@@ -110,17 +112,21 @@ declare
   tries int := 0;
 begin
   loop
-    select b.id into next_id
-      from (select d.id from service.webhook_deliveries d where d.id > last_id order by d.id limit 2000) b
-     order by b.id desc limit 1;
-    exit when not found;
+    execute 'select b.id
+               from (select d.id from service.webhook_deliveries d where d.id > $1 order by d.id limit 2000) b
+              order by b.id desc limit 1'
+      into next_id using last_id;
+    exit when next_id is null;
     begin
-      update service.webhook_deliveries d set last_attempt_at = a.started_at, last_status = a.status, last_error = a.error,
-        last_duration_ms = a.duration_ms, last_error_kind = a.error_kind, last_snippet = a.response_snippet
-      from service.webhook_earlier_attempts a
-      where a.delivery_id = d.id and a.number = d.attempts and d.id > last_id and d.id <= next_id;
-      delete from service.webhook_earlier_attempts a using service.webhook_deliveries d
-      where a.delivery_id = d.id and a.number = d.attempts and d.id > last_id and d.id <= next_id;
+      execute 'update service.webhook_deliveries d set last_attempt_at = a.started_at, last_status = a.status,
+                 last_error = a.error, last_duration_ms = a.duration_ms, last_error_kind = a.error_kind,
+                 last_snippet = a.response_snippet
+               from service.webhook_earlier_attempts a
+               where a.delivery_id = d.id and a.number = d.attempts and d.id > $1 and d.id <= $2'
+        using last_id, next_id;
+      execute 'delete from service.webhook_earlier_attempts a using service.webhook_deliveries d
+               where a.delivery_id = d.id and a.number = d.attempts and d.id > $1 and d.id <= $2'
+        using last_id, next_id;
     exception when lock_not_available or deadlock_detected then
       tries := tries + 1;
       if tries > 600 then raise; end if;
