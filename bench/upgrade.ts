@@ -15,6 +15,8 @@
 //
 //   npm run bench:upgrade                         1,000,000 records
 //   npm run bench:upgrade -- --records 100000
+//   npm run bench:upgrade -- --from 21            from the state of the release of 2026-11-26 morning
+//                                                 (its last migration sql/021), not from sql/002
 //   npm run bench:upgrade -- --only today         today's runner alone
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -29,11 +31,15 @@ import { loadMigrations, parseMigration, type Migration } from "../src/platform/
 import { freePort } from "../test/support/net.ts"
 import { fmt, percentile, table } from "./support.ts"
 
-const USAGE = "usage: npm run bench:upgrade -- [--records N] [--only baseline|today]"
+const USAGE = "usage: npm run bench:upgrade -- [--records N] [--from MIGRATION_NUMBER] [--only baseline|today]"
 const args = (() => {
   try {
     return parseArgs({
-      options: { records: { type: "string", default: "1000000" }, only: { type: "string" } },
+      options: {
+        records: { type: "string", default: "1000000" },
+        from: { type: "string", default: "2" },
+        only: { type: "string" }
+      },
       strict: true
     }).values
   } catch (e) {
@@ -44,6 +50,11 @@ const args = (() => {
 const RECORDS = Number(args.records)
 if (!Number.isInteger(RECORDS) || RECORDS < 1000) {
   console.error(`--records must be a whole number, 1000 or more, not "${args.records}"\n${USAGE}`)
+  process.exit(2)
+}
+const FROM = Number(args.from)
+if (!loadMigrations().some((m) => m.number === FROM)) {
+  console.error(`--from must be the number of a migration in sql/, not "${args.from}"\n${USAGE}`)
   process.exit(2)
 }
 if (args.only !== undefined && args.only !== "baseline" && args.only !== "today") {
@@ -292,6 +303,17 @@ const main = async () => {
     await admin.unsafe("create database upgrade_oldest")
     const oldest = connect(databaseUrl(server.url, "upgrade_oldest"), 4)
     await buildOldest(oldest)
+    if (FROM > 2) {
+      // The state a release that stopped at FROM left, by the runner it had, before anyone reads.
+      const t0 = Date.now()
+      await oneTransaction(
+        oldest,
+        releasedMigrations().filter((m) => m.number <= FROM),
+        () => {}
+      )
+      await oldest`vacuum analyze`
+      console.log(`migrated it to sql/${args.from} in ${fmt((Date.now() - t0) / 1000, 1)} s (no traffic)`)
+    }
     await oldest.end()
     const results = []
     for (const which of ["baseline", "today"] as const) {
@@ -321,7 +343,7 @@ const main = async () => {
       await admin.unsafe(`drop database ${name} with (force)`)
     }
     console.log(
-      `\n${fmt(RECORDS)} records; reader every ${READ_EVERY_MS} ms (feed every ${FEED_EVERY_MS} ms), a batch of ${BATCH} every ${WRITE_EVERY_MS} ms\n`
+      `\nfrom sql/${String(FROM).padStart(3, "0")} to today's, ${fmt(RECORDS)} records; reader every ${READ_EVERY_MS} ms (feed every ${FEED_EVERY_MS} ms), a batch of ${BATCH} every ${WRITE_EVERY_MS} ms\n`
     )
     for (const r of results) {
       console.log(`${r.label}: the upgrade took ${fmt(r.seconds, 1)} s`)
