@@ -24,27 +24,28 @@ create or replace trigger rows_data_text before insert or update of data on serv
 
 -- The rows there were before the trigger, 2,000 a batch in key order, each batch committed. A
 -- batch that waits for a row capture holds gives way (lock_timeout, set by the runner) and is
--- tried again, so capture never waits for more than a batch. The statements are EXECUTEd: each
--- is planned for its batch's keys (a plan cached for any keys reads the whole table).
+-- tried again, so capture never waits for more than a batch. A batch's keys are read first and
+-- its rows updated by those keys: a range of (tbl, key) is estimated by tbl alone, and planned
+-- as a read of the whole table.
 do $$
 declare
+  tbls text[];
+  keys text[];
   last_tbl text := '';
   last_key text := '';
-  next_tbl text;
-  next_key text;
   tries int := 0;
 begin
   loop
-    execute 'select b.tbl, b.key
+    execute 'select array_agg(b.tbl order by b.tbl, b.key), array_agg(b.key order by b.tbl, b.key)
                from (select r.tbl, r.key from service.rows r where (r.tbl, r.key) > ($1, $2)
-                      order by r.tbl, r.key limit 2000) b
-              order by b.tbl desc, b.key desc limit 1'
-      into next_tbl, next_key using last_tbl, last_key;
-    exit when next_tbl is null;
+                      order by r.tbl, r.key limit 2000) b'
+      into tbls, keys using last_tbl, last_key;
+    exit when tbls is null;
     begin
       execute 'update service.rows r set data_text = r.data::text
-                where (r.tbl, r.key) > ($1, $2) and (r.tbl, r.key) <= ($3, $4)'
-        using last_tbl, last_key, next_tbl, next_key;
+                 from unnest($1::text[], $2::text[]) as k(tbl, key)
+                where r.tbl = k.tbl and r.key = k.key'
+        using tbls, keys;
     exception when lock_not_available or deadlock_detected then
       tries := tries + 1;
       if tries > 600 then raise; end if;
@@ -52,8 +53,8 @@ begin
       continue;
     end;
     tries := 0;
-    last_tbl := next_tbl;
-    last_key := next_key;
+    last_tbl := tbls[array_length(tbls, 1)];
+    last_key := keys[array_length(keys, 1)];
     commit;
   end loop;
 end $$;

@@ -24,36 +24,35 @@ alter table service.views
 -- Views stored before this migration: the record's updatedAt, else its createdAt; 1,000 a
 -- batch in key order, each batch committed. A batch that waits for a view capture holds gives
 -- way (lock_timeout, set by the runner) and is tried again, so capture never waits for more
--- than a batch. The statements are EXECUTEd: each is planned for its batch's keys (a plan
--- cached for any keys reads the whole table).
+-- than a batch. A batch's keys are read first and its views updated by those keys: a range of
+-- (resource, id) is estimated by resource alone, and planned as a read of the whole table.
 do $$
 declare
+  resources text[];
+  ids uuid[];
   last_resource text := '';
   last_id uuid := '00000000-0000-0000-0000-000000000000';
-  next_resource text;
-  next_id uuid;
   tries int := 0;
 begin
   loop
-    execute 'select b.resource, b.id
+    execute 'select array_agg(b.resource order by b.resource, b.id), array_agg(b.id order by b.resource, b.id)
                from (select v.resource, v.id from service.views v where (v.resource, v.id) > ($1, $2)
-                      order by v.resource, v.id limit 1000) b
-              order by b.resource desc, b.id desc limit 1'
-      into next_resource, next_id using last_resource, last_id;
-    exit when next_resource is null;
+                      order by v.resource, v.id limit 1000) b'
+      into resources, ids using last_resource, last_id;
+    exit when resources is null;
     begin
       execute $u$
         update service.views v
            set updated_at = u.at, changed_at = coalesce(u.at, v.created_at)
           from (
-            select resource, id,
-                   case when body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
-                        then (body::json->>'updatedAt')::timestamptz end as at
-              from service.views
-             where (resource, id) > ($1, $2) and (resource, id) <= ($3, $4)
+            select k.resource, k.id,
+                   case when x.body::json->>'updatedAt' ~ '^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$'
+                        then (x.body::json->>'updatedAt')::timestamptz end as at
+              from unnest($1::text[], $2::uuid[]) as k(resource, id)
+              join service.views x on x.resource = k.resource and x.id = k.id
           ) u
          where u.resource = v.resource and u.id = v.id$u$
-        using last_resource, last_id, next_resource, next_id;
+        using resources, ids;
     exception when lock_not_available or deadlock_detected then
       tries := tries + 1;
       if tries > 600 then raise; end if;
@@ -61,8 +60,8 @@ begin
       continue;
     end;
     tries := 0;
-    last_resource := next_resource;
-    last_id := next_id;
+    last_resource := resources[array_length(resources, 1)];
+    last_id := ids[array_length(ids, 1)];
     commit;
   end loop;
 end $$;

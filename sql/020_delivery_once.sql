@@ -104,7 +104,7 @@ create view service.webhook_attempts as
 -- 2,000 deliveries a batch in id order, each batch committed; a batch that waits for a row
 -- another process holds gives way (lock_timeout, set by the runner) and is tried again. The
 -- statements are EXECUTEd: each is planned for its batch's ids (a plan cached for any ids reads
--- the whole table).
+-- the whole table; a range of one column is estimated from its histogram).
 do $$
 declare
   last_id uuid := '00000000-0000-0000-0000-000000000000';
