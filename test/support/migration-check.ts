@@ -56,9 +56,21 @@ export interface Finding {
   readonly message: string
 }
 
+/** squawk's binary for this platform: squawk-cli installs it as an optional dependency from the npm registry. */
 const squawkBin = () => {
   const require = createRequire(import.meta.url)
-  return join(dirname(require.resolve("@squawk-cli/linux-x64/package.json")), "bin", "squawk")
+  const pkg = `@squawk-cli/${process.platform}-${process.arch}`
+  try {
+    return join(
+      dirname(require.resolve(`${pkg}/package.json`)),
+      "bin",
+      process.platform === "win32" ? "squawk.exe" : "squawk"
+    )
+  } catch {
+    throw new Error(
+      `the migrations' lock check needs squawk for this platform (${pkg}): npm install --include=optional`
+    )
+  }
 }
 
 type SquawkReport = { file: string; line: number; rule_name: string; message: string }
