@@ -36,7 +36,8 @@ const SKIPPED_DIRS = new Set(["node_modules", "dist", ".data", "__pycache__"])
  * migration's checksum is stored (src/platform/db/migrate.ts) and a changed file stops the
  * service on every database that applied it, so these stay as they are (a rewrite needs an
  * equivalent-to directive, and loses its citations then). A new migration is read. The
- * released texts of rewritten ones are kept as deployments applied them.
+ * released texts of rewritten ones, and earlier texts of others, are kept as deployments
+ * applied them.
  */
 const FROZEN_MIGRATIONS = [
   "sql/004_service_webhooks.sql",
@@ -48,7 +49,10 @@ const FROZEN_MIGRATIONS = [
   "test/platform/db/released/003_service_keys.sql",
   "test/platform/db/released/012_sync.sql",
   "test/platform/db/released/020_delivery_once.sql",
-  "test/platform/db/released/021_capture_writes.sql"
+  "test/platform/db/released/021_capture_writes.sql",
+  "test/platform/db/earlier/004_service_webhooks.sql",
+  "test/platform/db/earlier/011_secrets_key.sql",
+  "test/platform/db/earlier/019_replays.sql"
 ]
 
 const filesUnder = (path: string): Array<string> => {

@@ -8,8 +8,11 @@
 //                                      DROP INDEX CONCURRENTLY, a DO block that commits its
 //                                      batches) each run alone; the statements between them
 //                                      run in one transaction per run of them
-//   -- migrate: equivalent-to <sha256> an earlier text of this migration, applied by earlier
-//                                      releases, that left the schema as this one does
+//   -- migrate: equivalent-to <sha256> the text of this migration the releases before applied,
+//                                      which left the schema as this one does: accepted, and
+//                                      recorded when this one is applied (so they accept it)
+//   -- migrate: accepts <sha256>       another earlier text that left the same schema (a comment
+//                                      since changed): accepted, never recorded
 //   -- migrate: fence <x.y.z>          processes of releases before x.y.z would write by rules
 //                                      this migration changes: they may write no more once it runs
 //   -- migrate: allows <rule> (<what it blocks, for how long>): <why>
@@ -34,8 +37,10 @@ export interface Migration {
   readonly sql: string
   /** SHA-256 of its text without its directive lines. */
   readonly checksum: string
-  /** Checksums of earlier texts that left the same schema (equivalent-to). */
+  /** Checksums of the texts the releases before applied, which left the same schema (equivalent-to). */
   readonly equivalents: ReadonlyArray<string>
+  /** Checksums of other earlier texts that left the same schema (accepts). */
+  readonly accepted: ReadonlyArray<string>
   readonly steps: boolean
   /** The oldest release that writes by its rules, or null when it changes none. */
   readonly fence: string | null
@@ -47,7 +52,7 @@ export const recordedChecksum = (m: Migration): string => m.equivalents[0] ?? m.
 
 /** Whether a recorded checksum is this migration's, in its text now or an equivalent earlier one. */
 export const accepts = (m: Migration, recorded: string): boolean =>
-  recorded === m.checksum || m.equivalents.includes(recorded)
+  recorded === m.checksum || m.equivalents.includes(recorded) || m.accepted.includes(recorded)
 
 /** A release number as the fence compares them: MAJOR.MINOR.PATCH. */
 export const RELEASE_PATTERN = /^(\d+)\.(\d+)\.(\d+)$/
@@ -66,6 +71,7 @@ export const parseMigration = (name: string, sql: string): Migration => {
   const number = /^(\d+)_/.exec(name)
   if (number === null) throw new Error(`Migration ${name}: its name must start with its number (NNN_name.sql)`)
   const equivalents: string[] = []
+  const accepted: string[] = []
   const allows: Allowance[] = []
   let steps = false
   let fence: string | null = null
@@ -74,9 +80,10 @@ export const parseMigration = (name: string, sql: string): Migration => {
     const [word, ...rest] = text.split(/\s+/)
     const arg = rest.join(" ")
     if (word === "steps" && arg === "") steps = true
-    else if (word === "equivalent-to") {
+    else if (word === "equivalent-to" || word === "accepts") {
       if (!SHA256.test(arg)) throw invalidDirective(name, text, "needs the earlier text's SHA-256, 64 hex digits")
-      equivalents.push(arg)
+      if (word === "accepts") accepted.push(arg)
+      else equivalents.push(arg)
     } else if (word === "fence") {
       if (!RELEASE_PATTERN.test(arg)) throw invalidDirective(name, text, "needs a release, MAJOR.MINOR.PATCH")
       fence = arg
@@ -91,10 +98,10 @@ export const parseMigration = (name: string, sql: string): Migration => {
           "must say in its parentheses what it blocks and for how long (a number and a unit)"
         )
       allows.push({ rule: m[1]!, blocks: m[2]!, why: m[3]! })
-    } else throw invalidDirective(name, text, "is not a directive: steps, equivalent-to, fence or allows")
+    } else throw invalidDirective(name, text, "is not a directive: steps, equivalent-to, accepts, fence or allows")
   }
   const checksum = createHash("sha256").update(sql.replace(DIRECTIVE, "")).digest("hex")
-  return { name, number: Number(number[1]), sql, checksum, equivalents, steps, fence, allows }
+  return { name, number: Number(number[1]), sql, checksum, equivalents, accepted, steps, fence, allows }
 }
 
 export const loadMigrations = (dir = SQL_DIR): ReadonlyArray<Migration> =>

@@ -15,21 +15,23 @@ const TEXT = "-- a comment\ncreate table service.t (a int);\n"
 const EARLIER = "a".repeat(64)
 
 describe("a migration's header", () => {
-  it("is read: steps, equivalent-to, fence, allows", () => {
+  it("is read: steps, equivalent-to, accepts, fence, allows", () => {
     const m = parseMigration(
       "041_x.sql",
-      `-- migrate: steps\n-- migrate: equivalent-to ${EARLIER}\n-- migrate: fence 0.2.0\n-- migrate: allows ban-drop-column (blocks reads of service.t for under 10 ms): nobody reads it\n${TEXT}`
+      `-- migrate: steps\n-- migrate: equivalent-to ${EARLIER}\n-- migrate: accepts ${"c".repeat(64)}\n-- migrate: fence 0.2.0\n-- migrate: allows ban-drop-column (blocks reads of service.t for under 10 ms): nobody reads it\n${TEXT}`
     )
     expect(m).toMatchObject({
       number: 41,
       steps: true,
       equivalents: [EARLIER],
+      accepted: ["c".repeat(64)],
       fence: "0.2.0",
       allows: [{ rule: "ban-drop-column", blocks: "blocks reads of service.t for under 10 ms", why: "nobody reads it" }]
     })
     expect(recordedChecksum(m)).toBe(EARLIER)
     expect(accepts(m, EARLIER)).toBe(true)
     expect(accepts(m, m.checksum)).toBe(true)
+    expect(accepts(m, "c".repeat(64))).toBe(true)
     expect(accepts(m, "b".repeat(64))).toBe(false)
   })
 

@@ -161,4 +161,19 @@ describe("migrations rewritten to run online", () => {
     expect(rc[2].length).toBe(12000) // 4,000 with no attempt, 4,000 with one, 4,000 with two
     expect(rc[1].length).toBe(4000)
   })
+
+  const before = useDatabase({ migrated: false })
+
+  it("accept a database migrated by releases whose texts differed only in comments since (2026-11-22 to 26)", async () => {
+    const EARLIER = fileURLToPath(new URL("./earlier/", import.meta.url))
+    const earlier = new Map(readdirSync(EARLIER).map((n) => [n, readFileSync(EARLIER + n, "utf8")] as const))
+    const current = loadMigrations()
+    for (const [name, text] of earlier) expect(current.find((m) => m.name === name)!.accepted).toContain(sha256(text))
+    // As the release of 2026-11-24 applied them (its last migration sql/021), then sql/030 as 2026-11-26's did.
+    const then = asReleased()
+      .filter((m) => m.number <= 30)
+      .map((m) => (earlier.has(m.name) ? parseMigration(m.name, earlier.get(m.name)!) : m))
+    await migrate(before.sql, then)
+    expect(await migrate(before.sql)).toEqual(current.filter((m) => m.number > 30).map((m) => m.name))
+  })
 })
