@@ -1,3 +1,7 @@
+-- migrate: steps
+-- migrate: equivalent-to 5269119276cb16dd37ccc49d0751a69d270e33b14015dea0bf318b8b51911ea4
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): the name filter's
+-- trigram index is built concurrently, after the rest commits.
 -- API keys, admin tokens, the shared rate-limit state and the service's own settings.
 -- Written by the admin operations (CLI and /admin/v1) and, for rate limits and usage, by
 -- the API; read by the API on every request through service.api_authenticate().
@@ -17,7 +21,7 @@ create table service.api_keys (
   name text not null,
   prefix text not null,                -- the key's first characters, to recognise it in lists
   fingerprint bytea not null unique,   -- sha256(key)
-  scopes text[] not null,              -- resources the key may read (spec 2.1 names)
+  scopes text[] not null,              -- resources the key may read (the API's names)
   webhooks boolean not null default false,
   expires_at timestamptz,              -- null: never
   created_at timestamptz not null default now(),
@@ -87,7 +91,7 @@ begin
   window_ms := greatest(ceil(extract(epoch from (started + make_interval(secs => p_window_seconds) - now_ts)) * 1000), 0)::integer;
 end $$;
 
--- The name filter on workers and job sites (issue 4): a case-insensitive part of the name
+-- The name filter on workers and job sites: a case-insensitive part of the name
 -- in every alphabet, whatever the database's locale (ILIKE under the C locale folds only
 -- ASCII), and fast on large tables through a trigram index on the folded name.
 do $$
@@ -105,11 +109,11 @@ begin
     format('select lower(t collate %I)', coll));
 end $$;
 
-create index views_name_folded_trgm on service.views using gin (service.fold_name(name) gin_trgm_ops)
+create index concurrently if not exists views_name_folded_trgm on service.views using gin (service.fold_name(name) gin_trgm_ops)
   where name is not null;
 
 -- Webhook subscriptions made through the API belong to the webhooks migrations; revoking a
--- key must delete them (spec 5.6). Keys are revoked with
+-- key must delete them (docs/api.md). Keys are revoked with
 --   update service.api_keys set revoked_at = now(), revoked_by = ..., revoked_by_email = ...
 -- so a trigger there (after update of revoked_at) deletes them in the same transaction as
 -- the revocation (004_service_webhooks.sql: api_keys_revoked_webhooks).

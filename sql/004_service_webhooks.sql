@@ -1,3 +1,4 @@
+-- migrate: accepts 05047d81d8bc68ebadc26029eabd0e846ad8d6a2c00ee061d558802aa1ffe35a
 -- Webhooks: admin-made endpoints, API-made subscriptions, and the durable delivery
 -- schedule. Signing secrets are AES-256-GCM blobs (src/platform/secrets/secrets-key.ts), never plain.
 

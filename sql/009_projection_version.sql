@@ -1,3 +1,4 @@
+-- migrate: accepts d3bbe322655300fc94dca4b4cb53bcba43ab3d599bec0cab6d5a9f519dbfa156
 -- Which version of the record shapes the stored views (and so the API) are in. When the
 -- service's shapes change (src/pipeline/projection/version.ts), capture rebuilds every view from the
 -- mirror at start, before it streams, so the API never mixes old and new shapes.

@@ -1,3 +1,4 @@
+-- migrate: accepts 5848d4238dcd33963e91d69c32c2f23207be1973199799dfca5470e0f0e1add8
 -- Issue 13.7: one secrets key per database. Webhook signing secrets are encrypted under the
 -- service's key (SECRETS_KEY, else DATA_DIR/secrets.key); a process with another key could
 -- sign nothing it claims. So the database records which key its secrets are under, as a

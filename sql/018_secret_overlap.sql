@@ -1,3 +1,4 @@
+-- migrate: allows constraint-missing-not-valid (blocks writes of service.webhook_endpoints for under 10 ms per thousand endpoints while the check reads them): a company has a few endpoints
 -- Issue 15.5, rotation with overlap: a rotated endpoint secret keeps signing beside the new
 -- one until previous_secret_expires_at, so the receiver switches secrets when it likes. The
 -- previous secret is the blob the rotation replaced (encrypted like the current one, context

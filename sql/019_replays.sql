@@ -1,3 +1,4 @@
+-- migrate: accepts f19a7916f353e9fd9ea1e10803f0cc4e2a2054a349461b867e67da2286a7d3ce
 -- Issue 16.5/16.6: replays as stored jobs, paced per destination in their own lane, and a
 -- warning in the activity log before an endpoint is switched off.
 

@@ -1,14 +1,22 @@
--- Issue 17: a delivery pays for durability once. The engine sends a first attempt straight
+-- migrate: allows ban-drop-table (blocks reads of service.webhook_fanout for under 10 ms): its one row moves to twelve partitions, and a view takes its name
+-- migrate: allows renaming-table (blocks reads and writes of service.webhook_attempts for under 10 ms): a view of the same name reads the earlier attempts and the latest
+-- migrate: steps
+-- migrate: equivalent-to 2a63899ddf582723a6826e3400cfe1bfa710da30cad9c0879d3be1d33e871e0c
+-- migrate: fence 0.2.0
+-- A delivery pays for durability once. The engine sends a first attempt straight
 -- from fan-out and writes the delivery row afterwards, already in its outcome (many per
 -- statement, with the fan-out cursor); only a delivery that failed, or that waits too long
 -- in memory, becomes a scheduled row with a lease. Existing rows keep their ids, state and
--- schedule.
+-- schedule. An engine of an older release would write deliveries the old way: fenced.
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): each delivery's latest
+-- attempt moves into its row in batches that commit, after the rest (the released text moved
+-- them all under the lock of the ALTER, about 45 s per million deliveries).
 
 -- A delivery's id is a function of (event, destination), so a crash between a send and its
 -- record sends again under the same id. UUID version 8 (RFC 9562, custom): the first 48 bits
 -- are the event id's (a UUIDv7's millisecond time, so new rows land at the right edge of the
 -- primary key), the rest SHA-256 of the text of the event id, 'e' or 's', and the
--- destination's id. src/delivery/ids.ts computes the same in the engine.
+-- destination's id. src/webhooks/engine/ids.ts computes the same in the engine.
 create function service.webhook_delivery_id(p_event uuid, p_endpoint uuid, p_subscription uuid) returns uuid
 language sql immutable parallel safe
 as $$
@@ -83,15 +91,50 @@ create trigger webhook_subscriptions_deleted_deliveries after delete on service.
 -- One row per attempt at most: a delivery's latest attempt is in its own row; when the next
 -- is recorded, the one before moves here.
 alter table service.webhook_attempts rename to webhook_earlier_attempts;
-update service.webhook_deliveries d set last_attempt_at = a.started_at, last_status = a.status, last_error = a.error,
-  last_duration_ms = a.duration_ms, last_error_kind = a.error_kind, last_snippet = a.response_snippet
-from service.webhook_earlier_attempts a where a.delivery_id = d.id and a.number = d.attempts;
-delete from service.webhook_earlier_attempts a using service.webhook_deliveries d where a.delivery_id = d.id and a.number = d.attempts;
 
--- Every attempt, as the delivery log reads it.
+-- Every attempt, as the delivery log reads it: while the batches below run, a delivery's
+-- latest attempt is in one of the two, whichever its batch left it in.
 create view service.webhook_attempts as
   select a.delivery_id, a.number, a.started_at, a.duration_ms, a.status, a.error, a.error_kind, a.response_snippet
   from service.webhook_earlier_attempts a
   union all
   select d.id, d.attempts, d.last_attempt_at, d.last_duration_ms, d.last_status, d.last_error, d.last_error_kind, d.last_snippet
   from service.webhook_deliveries d where d.last_duration_ms is not null;
+
+-- 2,000 deliveries a batch in id order, each batch committed; a batch that waits for a row
+-- another process holds gives way (lock_timeout, set by the runner) and is tried again. The
+-- statements are EXECUTEd: each is planned for its batch's ids (a plan cached for any ids reads
+-- the whole table; a range of one column is estimated from its histogram).
+do $$
+declare
+  last_id uuid := '00000000-0000-0000-0000-000000000000';
+  next_id uuid;
+  tries int := 0;
+begin
+  loop
+    execute 'select b.id
+               from (select d.id from service.webhook_deliveries d where d.id > $1 order by d.id limit 2000) b
+              order by b.id desc limit 1'
+      into next_id using last_id;
+    exit when next_id is null;
+    begin
+      execute 'update service.webhook_deliveries d set last_attempt_at = a.started_at, last_status = a.status,
+                 last_error = a.error, last_duration_ms = a.duration_ms, last_error_kind = a.error_kind,
+                 last_snippet = a.response_snippet
+               from service.webhook_earlier_attempts a
+               where a.delivery_id = d.id and a.number = d.attempts and d.id > $1 and d.id <= $2'
+        using last_id, next_id;
+      execute 'delete from service.webhook_earlier_attempts a using service.webhook_deliveries d
+               where a.delivery_id = d.id and a.number = d.attempts and d.id > $1 and d.id <= $2'
+        using last_id, next_id;
+    exception when lock_not_available or deadlock_detected then
+      tries := tries + 1;
+      if tries > 600 then raise; end if;
+      perform pg_sleep(0.05);
+      continue;
+    end;
+    tries := 0;
+    last_id := next_id;
+    commit;
+  end loop;
+end $$;

@@ -1,3 +1,9 @@
+-- migrate: fence 0.2.0
+-- migrate: steps
+-- migrate: equivalent-to 495a62cf067e397660c27c7ea6f0a8f840a2045fdd3fe96f91aea4a870eb8168
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): the deliveries'
+-- index is built concurrently, between the transactions before and after it. An engine of an
+-- older release keeps no rate and no order: fenced.
 -- One company's dead receivers slow no one else (docs/design.md, "Fair sending"): a rate per
 -- destination, ordering per record on request, and a circuit breaker per destination that
 -- every engine process shares.
@@ -32,7 +38,7 @@ create trigger webhook_subscriptions_changed after update on service.webhook_sub
 -- same record to the same destination is still pending, and only once fan-out has passed its
 -- event everywhere (so an earlier event of the record has its row by then).
 alter table service.webhook_deliveries add column ordering_key text;
-create index webhook_deliveries_ordering on service.webhook_deliveries
+create index concurrently if not exists webhook_deliveries_ordering on service.webhook_deliveries
   (coalesce(endpoint_id, subscription_id), ordering_key) where ordering_key is not null and state = 'pending';
 
 -- The next due deliveries, as sql/004's webhook_due, skipping saturated destinations as well

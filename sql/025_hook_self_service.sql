@@ -1,15 +1,19 @@
+-- migrate: steps
+-- migrate: equivalent-to cf42310b4beeab3b65f620d347c899fdff570b552f6a198c43910b55b6c563b0
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): the indexes of
+-- replays and deliveries are built concurrently.
 -- Receivers see and recover their own deliveries through the read API (docs/api.md#your-deliveries).
 
 -- A recovery a key asked for (POST /api/v1/hooks/{id}/recover) is a replay of its own
 -- subscription on the replay lane, like an admin's; the key that started it is the only key
 -- that reads it back (GET /api/v1/replays/{id}). null: an admin's or an operator's replay.
 alter table service.webhook_replays add column key_id uuid;
-create index webhook_replays_key on service.webhook_replays (key_id, subscription_id) where key_id is not null;
+create index concurrently if not exists webhook_replays_key on service.webhook_replays (key_id, subscription_id) where key_id is not null;
 
 -- A subscription's delivery log, newest first and paged, as an endpoint's is
 -- (webhook_deliveries_endpoint): a page reads its rows in order instead of sorting them all.
 -- It costs one index entry per delivery made for a subscription, as the endpoint's does.
-create index webhook_deliveries_subscription_log on service.webhook_deliveries (subscription_id, created_at desc, id desc)
+create index concurrently if not exists webhook_deliveries_subscription_log on service.webhook_deliveries (subscription_id, created_at desc, id desc)
   where subscription_id is not null;
 
 -- Idempotency-Key on POST /api/v1/hooks: what a key's first request with that key answered,

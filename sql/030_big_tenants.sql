@@ -1,3 +1,4 @@
+-- migrate: accepts f80989e23b26829636daca91512d1d5bbd506996aa8530e6ad1433a2a66c83a4
 -- A company of a million records, imported in a few minutes (docs/design.md, "A list's plan does not wait for statistics"):
 -- the tables capture fills are analyzed and vacuumed after a fiftieth of their rows changed,
 -- not the default fifth or tenth. At a million rows the defaults wait for 100,000 to 200,000

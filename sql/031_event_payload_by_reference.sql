@@ -1,3 +1,5 @@
+-- migrate: fence 0.2.0
+-- migrate: allows ban-drop-not-null (blocks reads and writes of service.events for under 10 ms, a catalog change): an older release reads a null payload wrong, hence the fence
 -- An event's payload is its record as the API returned it at the event's commit: most often the
 -- body its record's view holds now (docs/design.md, "An event points at its record's view").
 -- Such an event keeps no copy: payload null means "the body of the view (resource, record_id)".

@@ -1,3 +1,4 @@
+-- migrate: fence 0.2.0
 -- A mirror row its view stands for (docs/design.md, "A view that stands for its mirror row"):
 -- a record whose API body reads back as exactly its row has no row in service.rows; the mirror
 -- reads it from service.views. Capture decides that as it writes a view and its row together

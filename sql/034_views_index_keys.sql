@@ -1,3 +1,7 @@
+-- migrate: steps
+-- migrate: equivalent-to cbf5276c8c1498325c7b2c627eb20cc3f6eb1085c6acdb939f59508f91d38c59
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): the new indexes
+-- are built concurrently under other names, the old ones dropped concurrently, the new ones renamed.
 -- The views' three page indexes keyed by a resource's number, not its name: 'corrective-actions'
 -- took 19 bytes of each entry (with its alignment, 16 more than a smallint), in three entries per
 -- record (docs/benchmarks.md, "Big tenants"). The read API's statements name the same expression
@@ -5,7 +9,7 @@
 --
 -- Append-only: a resource the service comes to serve takes the next number. Changing a number
 -- would misplace every entry indexed under it (the function is declared immutable).
-create function service.resource_no(resource text) returns smallint language sql immutable parallel safe as $$
+create or replace function service.resource_no(resource text) returns smallint language sql immutable parallel safe as $$
   select (case resource
     when 'incidents' then 1 when 'observations' then 2 when 'corrective-actions' then 3 when 'audits' then 4
     when 'inspections' then 5 when 'training-records' then 6 when 'workers' then 7 when 'job-sites' then 8
@@ -14,10 +18,16 @@ create function service.resource_no(resource text) returns smallint language sql
   end)::smallint
 $$;
 
-drop index service.views_page;
-create index views_page on service.views (company_id, service.resource_no(resource), created_at desc, id desc);
-drop index service.views_status_page;
-create index views_status_page on service.views (company_id, service.resource_no(resource), status, created_at desc, id desc)
+create index concurrently if not exists views_page_by_no
+  on service.views (company_id, service.resource_no(resource), created_at desc, id desc);
+create index concurrently if not exists views_status_page_by_no
+  on service.views (company_id, service.resource_no(resource), status, created_at desc, id desc)
   where status is not null;
-drop index service.views_changed;
-create index views_changed on service.views (company_id, service.resource_no(resource), changed_at, id);
+create index concurrently if not exists views_changed_by_no
+  on service.views (company_id, service.resource_no(resource), changed_at, id);
+drop index concurrently if exists service.views_page;
+alter index service.views_page_by_no rename to views_page;
+drop index concurrently if exists service.views_status_page;
+alter index service.views_status_page_by_no rename to views_status_page;
+drop index concurrently if exists service.views_changed;
+alter index service.views_changed_by_no rename to views_changed;

@@ -1,3 +1,7 @@
+-- migrate: steps
+-- migrate: equivalent-to 264a661b14b7d3f1d832c378dcbc40adce00005b5164f7e6a47c097984429772
+-- Online since release 0.2.0 (docs/design.md, "Online migrations"): the index is
+-- built and the one it replaces dropped concurrently.
 -- The name filter's trigram index also knows each record's company, resource and creation day
 -- (docs/design.md, "A list's plan does not wait for statistics"). A name common in a company
 -- but absent from its newest records is looked for day range by day range, newest first:
@@ -7,24 +11,24 @@
 -- (src/read/lists.ts, dayKeys). Both functions are inlined: built of immutable parts only
 -- (a timestamptz's difference, not its fields, and text concatenated as text), the index
 -- matches the statement's expression and PostgreSQL never calls a function per row.
-create function service.view_days(t timestamptz, width int) returns bigint
+create or replace function service.view_days(t timestamptz, width int) returns bigint
   language sql immutable parallel safe
   as $$select floor(extract(epoch from t - timestamptz '1970-01-01 00:00:00+00') / (86400 * width))::bigint$$;
 
-create function service.name_days(company_id uuid, resource text, created_at timestamptz) returns text[]
+create or replace function service.name_days(company_id uuid, resource text, created_at timestamptz) returns text[]
   language sql immutable parallel safe
   as $$select array[
     company_id::text || '/' || resource || '/1/' || service.view_days(created_at, 1)::text,
     company_id::text || '/' || resource || '/16/' || service.view_days(created_at, 16)::text,
     company_id::text || '/' || resource || '/256/' || service.view_days(created_at, 256)::text]$$;
 
-create index views_name_days on service.views
+create index concurrently if not exists views_name_days on service.views
   using gin (service.fold_name(name) gin_trgm_ops, service.name_days(company_id, resource, created_at))
   where name is not null;
 
 -- The new index answers a name alone as well (its first column): one trigram index to keep
 -- up to date, not two.
-drop index service.views_name_folded_trgm;
+drop index concurrently if exists service.views_name_folded_trgm;
 
 -- The walk along the page index a name filter starts with: the newest p_walk records of the
 -- company's resource within the bounds, and of those the first p_lim whose name matches,
@@ -37,7 +41,7 @@ drop index service.views_name_folded_trgm;
 -- the company by its statistics, and right after an import, told the company was small, it
 -- sorted 200,000 workers on disk (200-600 ms a list); without a sort the ordered read is the
 -- only plan.
-create function service.name_walk(p_ok boolean, p_company uuid, p_resource text, p_after timestamptz,
+create or replace function service.name_walk(p_ok boolean, p_company uuid, p_resource text, p_after timestamptz,
                                   p_before timestamptz, p_at timestamptz, p_at_id uuid, p_pattern text,
                                   p_walk int, p_lim int)
   returns table (id text, body text, ts text, first_day bigint, last_day bigint, oldest_day bigint)

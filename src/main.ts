@@ -33,6 +33,7 @@ import { RequestObservability, RequestSpanNames } from "./faces/observability.ts
 import { MetricsLive } from "./faces/ops/metrics.ts"
 import { ReplayRateLive } from "./webhooks/replay/lane.ts"
 import { SupervisorLive } from "./platform/supervisor.ts"
+import { ProcessRegistryLive } from "./platform/processes.ts"
 import { TracingLive } from "./platform/tracing.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
@@ -80,11 +81,12 @@ const httpFor = (roles: ReadonlyArray<ServiceRole>, limits: HttpLimits) =>
     })
   )
 
-// Built in this order (and torn down in reverse): database and migrations, the secrets key
-// checked against the database's (before anything runs on a key that cannot read its
-// secrets; only where the API or delivery use it), demo data on a first start (so it is
-// bootstrapped, not sent as events), the supervisor, capture, webhook delivery (the engine and
-// the replay lane), then the HTTP server. Capture's and delivery's loops run under the
+// Built in this order (and torn down in reverse): database and migrations (and the schema
+// fence: a release too old for the database is refused there), the secrets key checked
+// against the database's (before anything runs on a key that cannot read its secrets; only
+// where the API or delivery use it), demo data on a first start (so it is bootstrapped, not
+// sent as events), the supervisor, the process's entry in the registry of releases running,
+// capture, webhook delivery (the engine and the replay lane), then the HTTP server. Capture's and delivery's loops run under the
 // supervisor, which stops them last started first. So a stop closes HTTP first, then lets
 // in-flight deliveries finish, then stores capture's checkpoint. SERVICE_ROLES (read first,
 // so a bad value is refused before anything starts) leaves out capture, delivery or the API;
@@ -112,6 +114,7 @@ export const MainLive = Layer.unwrap(
     return httpFor(roles, limits).pipe(
       Layer.provideMerge(delivery),
       Layer.provideMerge(capture),
+      Layer.provideMerge(ProcessRegistryLive),
       Layer.provideMerge(SupervisorLive),
       Layer.provideMerge(FirstStart),
       Layer.provideMerge(settings),

@@ -66,7 +66,7 @@ describe.skipIf(!hasPromtool)("alert rules, by promtool", () => {
 })
 
 describe("alert rules and dashboard", () => {
-  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off, circuits open long, 5xx and a read replica skipped long", () => {
+  it("cover the slot's WAL, a lost slot, no capture leader, lag, a stall, records held in quarantine, an app table that no longer fits, old pending deliveries, endpoints switched off, circuits open long, 5xx, a read replica skipped long and a process the schema fence stopped", () => {
     expect(alertNames).toEqual([
       "SrsReplicationSlotWalNearLimit",
       "SrsReplicationSlotLost",
@@ -79,7 +79,8 @@ describe("alert rules and dashboard", () => {
       "SrsEndpointSwitchedOff",
       "SrsWebhookCircuitOpen",
       "SrsHttp5xxRate",
-      "SrsReadReplicaSkipped"
+      "SrsReadReplicaSkipped",
+      "SrsProcessFenced"
     ])
     const tested = readFileSync(`${DIR}alerts.test.yml`, "utf8")
     for (const name of alertNames) expect(tested, name).toContain(`alertname: ${name}`)

@@ -5,14 +5,18 @@
 // operations port only: the public port's /readyz says ready or not, and nothing else (an
 // error text or the roles a process runs are not for whoever reaches the public port).
 // The body also lists the read replicas (READ_DATABASE_URL) with their lag and whether reads
-// go to them now.
+// go to them now, and the release: this build's version and schema generation, the database's
+// generation and the oldest release it takes writes from, and whether that is this one. A
+// process the schema fence stopped stays ready: its API serves reads, it writes nothing.
 import { Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { Capture } from "../../pipeline/capture/Capture.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { CaptureConfig, ServiceRoles } from "../../platform/config.ts"
-import { Sql } from "../../platform/db/Sql.ts"
+import { query, Sql } from "../../platform/db/Sql.ts"
 import { schemaCheck } from "../../platform/db/health.ts"
+import { checkFence } from "../../platform/db/fence.ts"
+import { RELEASE } from "../../platform/release.ts"
 import { ReadReplicas } from "../../platform/db/read-replicas.ts"
 
 const CHECK_TIMEOUT_MS = 1_000
@@ -31,8 +35,13 @@ const healthRoutes = (detailed: boolean) =>
       const lag = detailed
         ? captureStatus(slot).pipe(Effect.catchDefect(() => Effect.succeed(null)))
         : Effect.succeed(null)
-      const check = Effect.all([schemaCheck(), lag], { concurrency: "unbounded" }).pipe(
-        Effect.map(([migrations, status]) => ({ migrations, lagSeconds: status?.lagSeconds ?? null })),
+      const fence = detailed ? query((sql) => checkFence(sql)) : Effect.succeed(null)
+      const check = Effect.all([schemaCheck(), lag, fence], { concurrency: "unbounded" }).pipe(
+        Effect.map(([migrations, status, verdict]) => ({
+          migrations,
+          lagSeconds: status?.lagSeconds ?? null,
+          verdict
+        })),
         Effect.provideService(Sql, sql)
       )
       return Layer.mergeAll(
@@ -53,10 +62,22 @@ const healthRoutes = (detailed: boolean) =>
             const stats = Option.isSome(capture) ? capture.value.stats : null
             const status = applied ? "ready" : "not ready"
             if (!detailed) return HttpServerResponse.jsonUnsafe({ status }, { status: applied ? 200 : 503 })
+            const verdict = database ? result.value.verdict : null
             const body = {
               status,
               database,
               migrations: applied,
+              // Which release runs here, and whether the database's schema fence still lets it write.
+              release: {
+                version: RELEASE.version,
+                generation: RELEASE.generation,
+                writable: verdict?.writable ?? null,
+                database:
+                  verdict?.database == null
+                    ? null
+                    : { generation: verdict.database.generation, oldestWriter: verdict.database.oldestWriter },
+                fenceReason: verdict?.reason ?? null
+              },
               roles,
               capture: {
                 role: stats === null ? "off" : stats.role,

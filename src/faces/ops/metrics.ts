@@ -5,7 +5,6 @@
 // engine's attempt observer); the /metrics route registers the collectors once capture and
 // delivery exist.
 import { Context, Effect, Layer } from "effect"
-import type { Sql } from "../../platform/db/Sql.ts"
 import type { CaptureStats } from "../../pipeline/capture/run.ts"
 import { captureStatus } from "../../pipeline/capture/status.ts"
 import { quarantineSummary } from "../../pipeline/capture/quarantine/operators.ts"
@@ -15,6 +14,9 @@ import { runningReplayTotals } from "../../webhooks/replay/jobs.ts"
 import { deliveryGauges, outboxBacklogUpTo } from "../../webhooks/status.ts"
 import { mirror, Registry, setOrClear } from "../../platform/metrics/registry.ts"
 import type { ReadReplicasShape } from "../../platform/db/read-replicas.ts"
+import { checkFence } from "../../platform/db/fence.ts"
+import { query, type Sql } from "../../platform/db/Sql.ts"
+import { RELEASE } from "../../platform/release.ts"
 
 /** Seconds: from a fast loopback answer to the 10 s limit. */
 const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -215,8 +217,23 @@ export const makeServiceMetrics = (registry = new Registry()) => {
     ),
     // process (beside prom-client's standard process_* and nodejs_* metrics: heap totals,
     // external memory, RSS, the event loop)
-    heapUsed: registry.gauge("nodejs_heap_used_bytes", "V8 heap in use, in bytes")
+    heapUsed: registry.gauge("nodejs_heap_used_bytes", "V8 heap in use, in bytes"),
+    // the release (docs/deployment.md#upgrades)
+    buildInfo: registry.gauge(
+      "srs_build_info",
+      "1, labelled with this process's release (package.json's version) and the schema generation its migrations reach",
+      ["version", "generation"]
+    ),
+    schemaWritable: registry.gauge(
+      "srs_schema_fence_writable",
+      "1 while the database's schema fence takes writes from this process's release, 0 once it needs a newer one (this process then writes nothing); read from the database"
+    ),
+    schemaGeneration: registry.gauge(
+      "srs_schema_generation",
+      "The schema generation the database's migrations reached (the highest migration number); read from the database"
+    )
   }
+  m.buildInfo.set({ version: RELEASE.version, generation: String(RELEASE.generation) }, 1)
   registry.collect(() => m.heapUsed.set(process.memoryUsage().heapUsed))
   return m
 }
@@ -307,15 +324,18 @@ export const collectDelivery = (m: ServiceMetrics, stats: () => Promise<EngineSt
 /**
  * What every process reads from the database, whatever it runs: deliveries waiting (the
  * oldest pending one's age: the due index holds only pending rows), endpoints switched off,
- * and replays running with what they have still to send.
+ * replays running with what they have still to send, and the schema fence.
  */
 export const collectDatabase = (m: ServiceMetrics) =>
   collectFrom(
     m,
     Effect.gen(function* () {
-      const [delivery, replays] = yield* Effect.all([deliveryGauges, runningReplayTotals], {
-        concurrency: "unbounded"
-      })
+      const [delivery, replays, fence] = yield* Effect.all(
+        [deliveryGauges, runningReplayTotals, query((sql) => checkFence(sql))],
+        { concurrency: "unbounded" }
+      )
+      m.schemaWritable.set(fence.writable ? 1 : 0)
+      setOrClear(m.schemaGeneration, fence.database?.generation ?? null)
       m.oldestPendingDelivery.set(delivery.oldestPendingSeconds)
       m.endpointsOff.set(delivery.endpointsOff)
       m.circuits.set({ state: "open" }, delivery.circuits.open)

@@ -1,4 +1,5 @@
-// The operator's overview (`npm run admin -- status`): capture, the outbox backlog,
+// The operator's overview (`npm run admin -- status`): the releases (this tool's, what the
+// database's schema fence takes, each process running), capture, the outbox backlog,
 // deliveries due and failing, endpoints switched off and why, replays running, keys near
 // expiry, each read by its concept; and the verdict scripts exit with. Read from the
 // database only, so it works from any process while the service runs (or not).
@@ -9,7 +10,10 @@ import { leaderInfo, type LeaderInfo } from "../../pipeline/capture/leader.ts"
 import { quarantineSummary, type QuarantineSummary } from "../../pipeline/capture/quarantine/operators.ts"
 import { databaseNow } from "../../platform/db/health.ts"
 import { measureReplicasOnce, type ReplicaReport } from "../../platform/db/read-replicas.ts"
-import { Sql } from "../../platform/db/Sql.ts"
+import { query, Sql } from "../../platform/db/Sql.ts"
+import { readFence, type SchemaFence } from "../../platform/db/fence.ts"
+import { processesSeen, type ProcessInfo } from "../../platform/processes.ts"
+import { compareReleases, RELEASE } from "../../platform/release.ts"
 import { NO_READ_REPLICAS, type ReadReplicaSettings } from "../../platform/config.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import { replaysRunning } from "../../webhooks/replay/queries.ts"
@@ -26,6 +30,15 @@ export const KEY_EXPIRY_WARNING_DAYS = 14
 
 export interface OperationsStatus {
   readonly at: string
+  /** Which releases run: this tool's, what the database takes, and each process seen within the last minute. */
+  readonly release: {
+    /** This tool's release (package.json's version) and the schema generation it was built for. */
+    readonly version: string
+    readonly generation: number
+    /** The database's schema generation and the oldest release it takes writes from; null before any release had a fence. */
+    readonly database: SchemaFence | null
+    readonly processes: ReadonlyArray<ProcessInfo>
+  }
   readonly capture: CaptureStatus & {
     /** A capture process holds the leader lock (one per database). */
     readonly leaderRunning: boolean
@@ -49,24 +62,39 @@ export const operationsStatus = Effect.fn("operationsStatus")(function* (
   readReplicas: ReadReplicaSettings = NO_READ_REPLICAS
 ) {
   const { pool } = yield* Sql
-  const [capture, leader, outbox, deliveries, endpointsOff, replays, keys, now, quarantine, standbys] =
-    yield* Effect.all(
-      [
-        captureStatus(slot),
-        leaderInfo,
-        outboxBacklog,
-        deliveryCounts,
-        endpointsSwitchedOff,
-        replaysRunning,
-        keysNearExpiry(KEY_EXPIRY_WARNING_DAYS),
-        databaseNow,
-        quarantineSummary(),
-        Effect.promise(() => measureReplicasOnce(readReplicas, pool))
-      ],
-      { concurrency: "unbounded" }
-    )
+  const [
+    capture,
+    leader,
+    outbox,
+    deliveries,
+    endpointsOff,
+    replays,
+    keys,
+    now,
+    quarantine,
+    standbys,
+    fence,
+    processes
+  ] = yield* Effect.all(
+    [
+      captureStatus(slot),
+      leaderInfo,
+      outboxBacklog,
+      deliveryCounts,
+      endpointsSwitchedOff,
+      replaysRunning,
+      keysNearExpiry(KEY_EXPIRY_WARNING_DAYS),
+      databaseNow,
+      quarantineSummary(),
+      Effect.promise(() => measureReplicasOnce(readReplicas, pool)),
+      query((sql) => readFence(sql)),
+      query((sql) => processesSeen(sql))
+    ],
+    { concurrency: "unbounded" }
+  )
   const status: OperationsStatus = {
     at: now.toISOString(),
+    release: { version: RELEASE.version, generation: RELEASE.generation, database: fence, processes },
     capture: { ...capture, leaderRunning: leader !== null, leader, quarantine },
     outbox,
     deliveries,
@@ -97,7 +125,8 @@ export interface HealthVerdict {
  * lost for good; the database does not answer, see databaseDown). Degraded: what usually
  * mends itself or waits on someone else (capture behind or stalled, no capture leader, e.g.
  * while a standby takes over, the slot about to lose WAL, endpoints switched off, a read
- * replica skipped: its reads go to the primary meanwhile).
+ * replica skipped: its reads go to the primary meanwhile, a process of a release the
+ * schema fence stopped: the rest of an upgrade).
  */
 export const assessStatus = (
   s: OperationsStatus,
@@ -154,6 +183,12 @@ export const assessStatus = (
     if (!r.usable)
       degraded.push(
         `read replica ${r.replica} is skipped (${r.problem ?? "unusable"}): the API reads from the other replicas or the primary`
+      )
+  const needed = s.release?.database?.oldestWriter
+  for (const p of s.release?.processes ?? [])
+    if (!p.writable || (needed !== undefined && compareReleases(p.release, needed) < 0))
+      degraded.push(
+        `process ${p.host}:${p.pid} runs release ${p.release}, older than the ${needed ?? "?"} the database takes writes from: it writes nothing; replace it`
       )
   if (s.endpointsSwitchedOff.length > 0) {
     degraded.push(

@@ -9,7 +9,9 @@ import { DatabaseConfig } from "../config.ts"
 import { markService, startEmbedded } from "./embedded.ts"
 import { ensureDemoAppSchema } from "./demo-schema.ts"
 import { checkAppContract } from "./app-contract.ts"
-import { migrate } from "./migrate.ts"
+import { migrate, type MigrationEvent } from "./migrate.ts"
+import { checkFence, RELEASE_SETTING } from "./fence.ts"
+import { RELEASE } from "../release.ts"
 import { requirePostgresPatched } from "./postgres-patch.ts"
 import { preflight, preflightOwnDatabase } from "./preflight.ts"
 import { isStartRefused, StartRefused } from "./refusal.ts"
@@ -87,7 +89,9 @@ export const connect = (
   postgres(url, {
     max,
     onnotice: () => {},
-    connection: { application_name: "safety-records-service" },
+    // Every connection says which release it is: the schema fence's guard refuses writes from
+    // one older than the database takes (fence.ts).
+    connection: { application_name: "safety-records-service", [RELEASE_SETTING]: RELEASE.version },
     // A connection that holds session state (capture's leader lock) must not be recycled:
     // postgres.js closes connections after a random 30 to 60 minutes by default.
     ...(options.keepForever ? { max_lifetime: null, idle_timeout: 0 } : {}),
@@ -164,6 +168,25 @@ export const locate = Effect.fn("Database.locate")(function* (role: Role = "tool
   }
 })
 
+/** Each migration as it is applied, and each lock it had to wait for, in the log. */
+const migrationLog = Effect.map(Effect.context<never>(), (context) => {
+  const log = (effect: Effect.Effect<void>) => void Effect.runForkWith(context)(effect)
+  return (e: MigrationEvent) => {
+    if (e.kind === "applied") log(Effect.logInfo("migration applied", { migration: e.name, ms: e.ms }))
+    else if (e.kind === "start" && e.from > 0)
+      log(Effect.logInfo("migration resumed", { migration: e.name, fromStep: e.from + 1, steps: e.steps }))
+    else if (e.kind === "lock-timeout")
+      log(
+        Effect.logWarning("migration waits for a lock; trying again", {
+          migration: e.name,
+          attempt: e.attempt,
+          lockTimeoutMs: e.timeoutMs,
+          longTransactions: e.holders
+        })
+      )
+  }
+})
+
 /** Connections of the pool on the app's database when it is not the service's (capture's reads and messages, admins' identity). */
 const APP_POOL_SIZE = 5
 
@@ -205,8 +228,16 @@ const layerFor = (role: Role) =>
       // Not a refusal: capture holds those tables' records until they fit (docs/design.md, "Quarantine").
       if (unfit.length > 0)
         yield* Effect.logWarning("app tables that no longer fit what the service reads", { problems: unfit })
-      const applied = yield* Effect.tryPromise({ try: () => migrate(sql), catch: failed })
+      const log = yield* migrationLog
+      const applied = yield* Effect.tryPromise({ try: () => migrate(sql, undefined, { onEvent: log }), catch: failed })
       if (applied.length > 0) yield* Effect.logInfo("migrations applied", { applied })
+      const fence = yield* Effect.tryPromise({ try: () => checkFence(sql), catch: failed })
+      // A process too old for the database writes nothing: the service does not start; a tool
+      // (status, a read) goes on, and the database refuses its writes (docs/deployment.md#upgrades).
+      if (!fence.writable) {
+        if (role === "service") return yield* new StartRefused({ message: `schema fence: ${fence.reason}` })
+        yield* Effect.logWarning("schema fence: this tool's release may not write", { reason: fence.reason })
+      }
       return Context.make(Database, { sql, url: where.url, embedded: where.embedded }).pipe(
         Context.add(AppDatabase, { sql: app, url: where.appUrl, separate: where.separate }),
         Context.add(AppSql, { pool: where.separate ? app : undefined })

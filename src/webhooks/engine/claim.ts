@@ -51,6 +51,7 @@ export const makeClaim = (
     // Claim in batches, not for a slot or two.
     wake.setWaiting(true)
     if (signals.stopping || free < Math.min(32, maxHeld / 8)) return "full"
+    if (!(yield* env.writable)) return "idle"
     const at = yield* now
     // Enough rows to fill what is free; one destination's share stops at its room, and a
     // destination or origin with none is not scanned at all, so the next claim moves on to the others.

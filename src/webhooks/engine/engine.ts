@@ -32,8 +32,8 @@
 //   record          what is held until written: outcomes, hand-backs, leased rows and cursors -> one statement
 //   housekeeping    release of held deliveries, purge
 // This file wires them: wake-ups from LISTEN, the loops under the process's supervisor
-// (platform/supervisor.ts), the order they stop in, and the two signals every step reads
-// (stopping, and the generation bumped when a destination changes).
+// (platform/supervisor.ts), the order they stop in, and the signals every step reads
+// (stopping, the generation bumped when a destination changes, and the schema fence).
 import { randomUUID } from "node:crypto"
 import { Clock, Context, Effect, Layer } from "effect"
 import { EVENTS_CHANNEL } from "../../pipeline/outbox/events.ts"
@@ -58,6 +58,8 @@ import { makePartitions } from "./partitions.ts"
 import { makeRecord } from "./record.ts"
 import { QUEUE_ROUNDS, db, makeWake, type AttemptObservation, type EngineEnv } from "./runtime.ts"
 import { makeSend } from "./send.ts"
+import { checkFence } from "../../platform/db/fence.ts"
+import type { DeliveryQueryFailed } from "./errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "./settings.ts"
 
 export { DeliveryQueryFailed, EngineMisconfigured } from "./errors.ts"
@@ -118,8 +120,20 @@ export const makeEngine = (options: EngineOptions) =>
     // Spans (docs/operations.md#traces) only where TracingLive installed a tracer: with tracing off, neither
     // fan-out nor an attempt makes one, and the hot path stays plain promise code.
     const tracing = yield* TracingEnabled
-    // The only writer of the signals (shutdown, a destination's change); the steps read them.
-    const signals = { stopping: false, generation: 0 }
+    // The only writer of the signals (shutdown, a destination's change, the fence); the steps read them.
+    const signals = { stopping: false, generation: 0, fenced: false }
+    // The schema fence (platform/db/fence.ts), checked before each claim and fan-out read:
+    // once the database takes no writes from this release, the engine takes no more work.
+    const writable: Effect.Effect<boolean, DeliveryQueryFailed> = Effect.gen(function* () {
+      if (signals.fenced) return false
+      const verdict = yield* db("fence", () => checkFence(options.sql))
+      if (verdict.writable) return true
+      signals.fenced = true
+      yield* Effect.logError("delivery stopped by the schema fence: it claims and fans out nothing more", {
+        reason: verdict.reason
+      })
+      return false
+    })
     const env: EngineEnv = {
       sql: options.sql,
       options,
@@ -131,7 +145,8 @@ export const makeEngine = (options: EngineOptions) =>
       observeAttempt: yield* AttemptObserver,
       tracing,
       runTraced: tracing ? Effect.runPromiseWith(yield* Effect.context<never>()) : null,
-      signals
+      signals,
+      writable
     }
     const wakes = {
       fanout: yield* makeWake,

@@ -13,6 +13,7 @@ export type EngineStep =
   | "purge"
   | "leave"
   | "circuits"
+  | "fence"
 
 /** A database call of a step failed (a connection lost, a server restarting, a lock timeout, ...). */
 export class DeliveryQueryFailed extends Data.TaggedError("DeliveryQueryFailed")<{

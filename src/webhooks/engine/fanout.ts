@@ -61,6 +61,7 @@ export const makeFanout = (
     const room = maxHeld - queued
     const parts = partitions.readable()
     if (signals.stopping || parts.length === 0 || room < maxHeld / 2 || pending.held() - queued > maxHeld) return "done"
+    if (!(yield* env.writable)) return "done"
     const after: Array<Pos | null> = Array.from({ length: PARTS }, () => null)
     const recheck: Array<Pos | null> = Array.from({ length: PARTS }, () => null)
     for (const p of parts) {

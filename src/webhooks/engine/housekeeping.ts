@@ -10,9 +10,12 @@ export const makeHousekeeping = (env: EngineEnv, wakes: { readonly release: Wake
   /** Puts held deliveries whose destination can receive again back in the schedule. */
   const releaseLoop = Effect.forever(
     Effect.gen(function* () {
-      const at = yield* now
-      const n = yield* survive("release")(db("release", () => releaseHeld(env.sql, at)))
-      if (typeof n === "number" && n > 0) wakes.claim.poke()
+      // Fenced out (platform/db/fence.ts): the database would refuse the writes; a newer process does them.
+      if (!env.signals.fenced) {
+        const at = yield* now
+        const n = yield* survive("release")(db("release", () => releaseHeld(env.sql, at)))
+        if (typeof n === "number" && n > 0) wakes.claim.poke()
+      }
       yield* waitFor(wakes.release.queue, env.o.pollMs)
     })
   )
@@ -23,11 +26,13 @@ export const makeHousekeeping = (env: EngineEnv, wakes: { readonly release: Wake
     Effect.andThen(
       Effect.forever(
         Effect.gen(function* () {
-          const at = yield* now
-          const r = yield* survive("purge")(
-            db("purge", () => purgeOld(env.sql, new Date(at.getTime() - env.o.retentionMs)))
-          )
-          if (r && typeof r === "object") stats.purged += r.deliveries
+          if (!env.signals.fenced) {
+            const at = yield* now
+            const r = yield* survive("purge")(
+              db("purge", () => purgeOld(env.sql, new Date(at.getTime() - env.o.retentionMs)))
+            )
+            if (r && typeof r === "object") stats.purged += r.deliveries
+          }
           yield* Effect.sleep(env.o.purgeEveryMs)
         })
       )

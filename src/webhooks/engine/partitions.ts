@@ -82,7 +82,8 @@ export const makePartitions = (
 
   /** Renews this process's partitions, takes its share, gives up its extras (drained by record). */
   const heartbeatOnce = Effect.gen(function* () {
-    if (env.signals.stopping) return
+    // Fenced: the leases lapse, and a process of a newer release takes the partitions.
+    if (env.signals.stopping || env.signals.fenced) return
     const before = epoch
     const r = yield* db("heartbeat", () => heartbeat(env.sql, env.owner, env.o.partitionLeaseMs))
     live = r.live

@@ -254,6 +254,9 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
       loop: Effect.forever(
         Effect.gen(function* () {
           yield* Queue.take(wakes.record.queue)
+          // Fenced out (a newer release's rules): the database refuses these writes; what was
+          // sent unrecorded is sent again, under the same ids, by whoever takes the partitions.
+          if (env.signals.fenced) return
           // While answers keep coming, gather them: one statement writes them together (a
           // statement's own cost is that of tens of rows).
           const gatherUntil = Date.now() + GATHER_MS

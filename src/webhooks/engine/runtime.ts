@@ -21,6 +21,11 @@ export type EngineSignals = {
   readonly stopping: boolean
   /** Bumped when a destination changes: what was read before the change goes back. */
   readonly generation: number
+  /**
+   * The database's schema fence takes no writes from this release any more: nothing is
+   * claimed, fanned out or heartbeaten (the partitions' leases lapse to newer processes).
+   */
+  readonly fenced: boolean
 }
 
 /** The engine's fixed inputs: set once at start, read by every step. */
@@ -44,6 +49,8 @@ export type EngineEnv = {
   /** Runs an attempt's span in the engine's context; null with tracing off. */
   readonly runTraced: (<E>(effect: Effect.Effect<void, E>) => Promise<void>) | null
   readonly signals: EngineSignals
+  /** The schema fence's check, made before each claim and each fan-out read: false once this release may not write. */
+  readonly writable: Effect.Effect<boolean, DeliveryQueryFailed>
 }
 
 /** A loop's wake-up: a poke makes the loop look now instead of at its next poll. */

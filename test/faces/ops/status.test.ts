@@ -1,8 +1,9 @@
-// The operator's status: capture, outbox backlog, deliveries due and failing, endpoints
-// switched off and why, keys near expiry; from the library and from the real CLI.
+// The operator's status: the releases, capture, outbox backlog, deliveries due and failing,
+// endpoints switched off and why, keys near expiry; from the library and from the real CLI.
 import { hostname } from "node:os"
 import { describe, expect, it } from "vitest"
 import { assessStatus, operationsStatus, type OperationsStatus } from "../../../src/faces/ops/status.ts"
+import { RELEASE } from "../../../src/platform/release.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
 import { addEndpoint, fanoutNow, makeKey, useWorld, waitFor } from "../../support/world.ts"
@@ -88,6 +89,7 @@ describe("status", () => {
     const answer = JSON.parse(j.stdout)
     expect(Object.keys(answer)).toEqual([
       "at",
+      "release",
       "capture",
       "outbox",
       "deliveries",
@@ -98,6 +100,18 @@ describe("status", () => {
       "health"
     ])
     expect(answer.readReplicas).toEqual([]) // READ_DATABASE_URL unset (test/platform/db/read-replicas.test.ts has some)
+    // No service process runs here (test/service/schema-fence.test.ts lists one); the releases are this tool's and the database's.
+    expect(answer.release).toEqual({
+      version: RELEASE.version,
+      generation: RELEASE.generation,
+      database: {
+        generation: RELEASE.generation,
+        oldestWriter: "0.2.0",
+        raisedBy: "012_sync.sql",
+        changedAt: expect.any(String)
+      },
+      processes: []
+    })
     expect(answer.replays).toEqual([]) // none running (test/faces/admin-api/replays.test.ts shows one)
     expect(answer.health).toEqual({ state: "degraded", reasons: ["1 webhook endpoint is switched off"] })
     expect(answer.capture).toMatchObject({
@@ -111,6 +125,9 @@ describe("status", () => {
     const text = await runCli(["status"], env)
     expect(text.code).toBe(1)
     expect(text.stdout).toContain("Health: DEGRADED\n  - 1 webhook endpoint is switched off")
+    expect(text.stdout).toContain(
+      `Releases\n  this tool:   ${RELEASE.version} (schema generation ${RELEASE.generation})\n  database:    schema generation ${RELEASE.generation}; takes writes from release 0.2.0 or newer (since 012_sync.sql)\n  processes:   0 seen in the last minute`
+    )
     expect(text.stdout).toMatch(
       new RegExp(
         `leader: +safety-records-service capture leader ${hostname()}:${process.pid}, backend pid ${empty.capture.leader!.pid}`
@@ -227,6 +244,17 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
   it("says why for every state it knows", () => {
     const base: OperationsStatus = {
       at: "2026-11-01T00:00:00.000Z",
+      release: {
+        version: "0.3.0",
+        generation: 45,
+        database: {
+          generation: 45,
+          oldestWriter: "0.3.0",
+          raisedBy: "045_x.sql",
+          changedAt: "2026-11-01T00:00:00.000Z"
+        },
+        processes: []
+      },
       capture: {
         slot: "s",
         slotExists: true,
@@ -282,6 +310,29 @@ describe("status exit codes, for scripts: 0 healthy, 1 degraded, 2 broken", () =
       state: "degraded",
       reasons: [
         "read replica b:5432/srs is skipped (behind by more than READ_MAX_LAG (5 s)): the API reads from the other replicas or the primary"
+      ]
+    })
+    const process = (release: string, writable: boolean) => ({
+      release,
+      generation: 45,
+      roles: ["api", "capture", "delivery"],
+      host: "h",
+      pid: 7,
+      startedAt: "2026-11-01T00:00:00.000Z",
+      seenAt: "2026-11-01T00:00:00.000Z",
+      writable,
+      fenceReason: writable ? null : "too old"
+    })
+    expect(
+      assessStatus({
+        ...base,
+        release: { ...base.release, processes: [process("0.3.0", true), process("0.3.1", true)] }
+      })
+    ).toEqual({ state: "healthy", reasons: [] })
+    expect(assessStatus({ ...base, release: { ...base.release, processes: [process("0.2.0", false)] } })).toEqual({
+      state: "degraded",
+      reasons: [
+        "process h:7 runs release 0.2.0, older than the 0.3.0 the database takes writes from: it writes nothing; replace it"
       ]
     })
     expect(assessStatus(capture({ lagSeconds: 61 })).state).toBe("degraded")

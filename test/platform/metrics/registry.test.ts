@@ -55,6 +55,9 @@ const FAMILIES: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> 
   ["srs_read_replica_usable", "gauge", ["replica"]],
   ["srs_api_reads_total", "counter", ["served_by"]],
   ["srs_read_replica_fallbacks_total", "counter", ["reason"]],
+  ["srs_build_info", "gauge", ["version", "generation"]],
+  ["srs_schema_fence_writable", "gauge", []],
+  ["srs_schema_generation", "gauge", []],
   ["nodejs_heap_used_bytes", "gauge", []]
 ]
 

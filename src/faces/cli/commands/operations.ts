@@ -253,6 +253,32 @@ export const rebuildViewsCommand = databaseCommand(
 const leaderText = (l: LeaderInfo) =>
   `${l.applicationName ?? "(application name not visible)"}, backend pid ${l.pid}${l.clientAddress ? ` from ${l.clientAddress}` : ""}, since ${when(l.since)}`
 
+/** Which release this tool is, which the database takes writes from, and each process's. */
+const releaseText = (r: OperationsStatus["release"]) => {
+  const db = r.database
+  const lines = [
+    "Releases",
+    `  this tool:   ${r.version} (schema generation ${r.generation})`,
+    `  database:    ${db === null ? "no schema fence yet" : `schema generation ${db.generation}; takes writes from release ${db.oldestWriter} or newer${db.raisedBy === null ? "" : ` (since ${db.raisedBy})`}`}`,
+    `  processes:   ${r.processes.length} seen in the last minute`
+  ]
+  if (r.processes.length > 0)
+    lines.push(
+      table(
+        ["RELEASE", "GENERATION", "ROLES", "PROCESS", "SINCE", "WRITES"],
+        r.processes.map((p) => [
+          p.release,
+          String(p.generation),
+          p.roles.join(","),
+          `${p.host}:${p.pid}`,
+          when(p.startedAt),
+          p.writable ? "yes" : "no: fenced"
+        ])
+      )
+    )
+  return lines
+}
+
 const verdictText = (v: HealthVerdict) => [`Health: ${v.state.toUpperCase()}`, ...v.reasons.map((r) => `  - ${r}`)]
 
 const statusText = (s: OperationsStatus, health: HealthVerdict) => {
@@ -261,6 +287,8 @@ const statusText = (s: OperationsStatus, health: HealthVerdict) => {
   const lines = [
     `Status at ${when(s.at)}`,
     ...verdictText(health),
+    "",
+    ...releaseText(s.release),
     "",
     "Capture",
     `  slot:        ${c.slot} ${c.slotExists ? `(${c.slotActive ? "active" : "inactive"}, WAL ${c.walStatus ?? "?"})` : "(missing)"}`,
@@ -386,6 +414,6 @@ export const statusCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry, the read replicas' lag (READ_DATABASE_URL). Exit code: 0 healthy, 1 degraded (capture behind or stalled, records held in quarantine, no capture leader, endpoints switched off, a read replica skipped), 2 broken (the slot lost, an app table that no longer fits what capture reads, the database down)"
+    "The releases (this tool's, the oldest the database's schema fence takes writes from, each process running and whether it may write), capture (who leads it, slot, checkpoint, lag, retained WAL, a stall, gaps), the outbox backlog, deliveries due and failing, endpoints switched off and why, replays running and how far they are, keys near expiry, the read replicas' lag (READ_DATABASE_URL). Exit code: 0 healthy, 1 degraded (capture behind or stalled, records held in quarantine, no capture leader, endpoints switched off, a read replica skipped, a process of a release the schema fence stopped), 2 broken (the slot lost, an app table that no longer fits what capture reads, the database down)"
   )
 )
