@@ -64,9 +64,17 @@ export const CaptureLive = Layer.effect(
           stats.lastError = e.message
           stats.errors++
           // A stall said so itself ("capture stalled: reconnecting"), with what it did about it.
-          if (e._tag !== "CaptureStalled")
+          if (e._tag !== "CaptureStalled" && e._tag !== "CaptureFenced")
             yield* Effect.logWarning("capture stopped; reconnecting").pipe(Effect.annotateLogs({ error: e.message }))
         })
+      ),
+      // Fenced out: the run has let its leader lock go; this process captures nothing more (a
+      // newer release leads), said once. It does not take the lock again, to keep out of its way.
+      Effect.catchTag("CaptureFenced", (e) =>
+        Effect.logError("capture stopped: the schema fence takes writes from a newer release only").pipe(
+          Effect.annotateLogs({ error: e.message }),
+          Effect.andThen(Effect.never)
+        )
       )
     )
     const supervisor = yield* currentSupervisor

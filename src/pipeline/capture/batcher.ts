@@ -11,7 +11,9 @@ import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 import type { SpanRunner } from "../../platform/tracing.ts"
 import { mirroredKeys, type Store } from "../projection/store.ts"
 import { prepareBatch } from "./batch.ts"
+import { checkFence } from "../../platform/db/fence.ts"
 import { advanceCheckpoint, CheckpointMoved, confirmCheckpoint } from "./checkpoint.ts"
+import { CaptureFenced } from "./errors.ts"
 import { decodeChange } from "./decode.ts"
 import { commitDate, relationMarker, streamLarge } from "./large-stream.ts"
 import { appOf, type CaptureOptions, type CaptureStats, type Tell } from "./options.ts"
@@ -321,12 +323,16 @@ export class Batcher {
         let answered = 0
         await sql.begin(async (tx) => {
           opened = performance.now()
-          // The checkpoint first: it fails the transaction, before anything is written, when
-          // another process moved it. All statements go out at once, answered in order.
-          await Promise.all([
+          // The fence, then the checkpoint: each fails the transaction before anything is
+          // written, the one when the database takes writes only from a newer release, the other
+          // when another process moved the checkpoint. All statements go out at once, answered
+          // in order.
+          const [fence] = await Promise.all([
+            checkFence(tx),
             advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime),
             ...prepared.write(tx)
           ])
+          if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
           await prepared.reshape(tx)
           answered = performance.now()
         })

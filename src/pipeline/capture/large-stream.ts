@@ -8,7 +8,9 @@ import type { Transaction as Tx } from "../../platform/db/Database.ts"
 import { parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { mirroredKeys } from "../projection/store.ts"
 import { TABLES } from "../projection/tables.ts"
+import { checkFence } from "../../platform/db/fence.ts"
 import { advanceCheckpoint } from "./checkpoint.ts"
+import { CaptureFenced } from "./errors.ts"
 import { decodeChange } from "./decode.ts"
 import { LargeTransaction } from "./large.ts"
 import { relationProblems } from "./quarantine/contract.ts"
@@ -125,6 +127,8 @@ export const streamLarge = (
         const endLsn = parseLsn(msg.commitEndLsn!)
         const commitTime = commitDate(msg.commitTime)
         if (endLsn <= ctx.accepted) throw new Error("large transaction at or below the checkpoint")
+        const fence = await checkFence(tx)
+        if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
         const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
         await advanceCheckpoint(tx, ctx.slot, ctx.committed, endLsn, commitTime)
         return { endLsn, tally, delta, incomplete: big.incomplete, changes: total }
