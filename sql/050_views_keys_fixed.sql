@@ -1,3 +1,4 @@
+-- migrate: fence 0.3.0
 -- A view's resource and id name its record: the events that point at it (sql/031) and the
 -- mirror row it stands for (sql/032) find it by them, and the triggers that keep both whole when
 -- a view changes match its old and new row by them. An UPDATE that changed them would slip past

@@ -13,7 +13,7 @@ const { values } = parseArgs({
   options: {
     runs: { type: "string", default: "20" },
     seed: { type: "string" },
-    steps: { type: "string", default: "25" },
+    steps: { type: "string", default: "20" },
     path: { type: "string" },
     history: { type: "string" },
     verbose: { type: "boolean", default: false }

@@ -23,7 +23,7 @@ export interface RecordAt {
   readonly owed: Row | null | undefined
   /** Something holds it whatever its data: its table does not fit (or is being read again), or a value of it could not be read. */
   readonly blocked: boolean
-  /** A starting point: nothing fires; stored events of a privacy case lose its fields. */
+  /** A starting point (its `before` is its row now, so nothing fires): stored events of a privacy case lose its fields. */
   readonly baseline?: boolean
 }
 
@@ -61,9 +61,7 @@ export const filled = (before: Row | null, now: Row): Row | null => {
  */
 export const verdict = (at: RecordAt, shapes: () => boolean): Verdict => {
   if (at.now === null) return GONE
-  if (at.blocked || !shapes())
-    return { kind: "held", owes: at.owed !== undefined ? undefined : at.baseline ? at.now : at.before }
-  if (at.baseline) return { kind: "shown", events: [], released: at.owed !== undefined }
+  if (at.blocked || !shapes()) return { kind: "held", owes: at.owed !== undefined ? undefined : at.before }
   const from = at.owed !== undefined ? at.owed : at.before
   return { kind: "shown", events: eventsFor(at.table, filled(from, at.now), at.now), released: at.owed !== undefined }
 }
