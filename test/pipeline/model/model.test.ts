@@ -148,7 +148,7 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
 
 /** Seeds run every time; one more is new each run. */
 const SEEDS = [1, 2, 3]
-const RUNS_PER_SEED = 6
+const RUNS_PER_SEED = 8
 
 describe("capture agrees with its model", () => {
   let server: ModelServer
