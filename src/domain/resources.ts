@@ -81,6 +81,36 @@ export const RESOURCE_INFO: Readonly<Record<Resource, ResourceInfo>> = {
   }
 }
 
+/**
+ * Each resource's number: what the views' page indexes key its records by (the database's
+ * service.resource_no, made from this list: src/platform/db/declared.ts). Append-only: a new
+ * resource takes the next number, and a number never changes (every index entry under it
+ * would be misplaced).
+ */
+export const RESOURCE_NUMBER: Readonly<Record<Resource, number>> = {
+  incidents: 1,
+  observations: 2,
+  "corrective-actions": 3,
+  audits: 4,
+  inspections: 5,
+  "training-records": 6,
+  workers: 7,
+  "job-sites": 8,
+  changes: 9,
+  permits: 10,
+  policies: 11,
+  sds: 12,
+  "risk-assessments": 13,
+  subcontractors: 14
+}
+
+/**
+ * Resources whose record's row hangs under another row of the app's (an inspection under its
+ * equipment). A view of one never stands for its mirror row (projection/by-view.ts); every other
+ * resource's may (the database's service.view_backed_table, made from this).
+ */
+export const CHILD_RECORDS: ReadonlySet<Resource> = new Set<Resource>(["inspections"])
+
 export const isResource = (s: string): s is Resource => (RESOURCES as ReadonlyArray<string>).includes(s)
 
 const BY_TABLE = new Map<string, Resource>()

@@ -7,21 +7,19 @@
 import { camelCase } from "../../domain/records/fields.ts"
 import { PUBLISHED_COLUMNS } from "../../domain/records/index.ts"
 import type { ApiRecord, Row } from "../../domain/records/types.ts"
-import { RESOURCE_INFO, resourceOfTable, type Resource } from "../../domain/resources.ts"
+import { CHILD_RECORDS, RESOURCE_INFO, RESOURCES, resourceOfTable, type Resource } from "../../domain/resources.ts"
 import { decodeMirrorData, rowOfValues } from "./mirror-codec.ts"
-import { TABLES } from "./tables.ts"
 
 /** [app column, API field] of every published column, in the mirror's column order. */
 type Fields = ReadonlyArray<readonly [column: string, field: string]>
 
 const FIELDS = new Map<string, Fields>()
-for (const [table, info] of Object.entries(TABLES)) {
-  const resource = resourceOfTable(table)
-  const columns = PUBLISHED_COLUMNS[table]
-  if (info.parentColumn !== null || resource === undefined || columns === undefined) continue
+for (const resource of RESOURCES) {
+  if (CHILD_RECORDS.has(resource)) continue
+  const table = RESOURCE_INFO[resource].table
   FIELDS.set(
     table,
-    columns.map((c) => [c, camelCase(c)] as const)
+    PUBLISHED_COLUMNS[table]!.map((c) => [c, camelCase(c)] as const)
   )
 }
 

@@ -21,6 +21,7 @@
 // done, the schema fence) and the fence's guard (fence.ts); each migration records the schema
 // generation it reached and raises the fence if it says so, in its own transaction.
 import type { ReservedSql, Sql } from "postgres"
+import { syncDeclared } from "./declared.ts"
 import { ensureGuards, installFence, raiseFence, recordGeneration } from "./fence.ts"
 import { compareReleases, RELEASE } from "../release.ts"
 import {
@@ -118,6 +119,7 @@ const run = async (r: Runner, migrations: ReadonlyArray<Migration>) => {
     r.event({ kind: "applied", name: m.name, ms: Date.now() - t0 })
     applied.push(m.name)
   }
+  await r.transaction("(declared functions)", syncDeclared)
   return applied
 }
 

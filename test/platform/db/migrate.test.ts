@@ -1,3 +1,4 @@
+import { compareReleases, RELEASE } from "../../../src/platform/release.ts"
 import { describe, expect, it } from "vitest"
 import { loadMigrations, migrate, type MigrationEvent } from "../../../src/platform/db/migrate.ts"
 import { parseMigration } from "../../../src/platform/db/migrations.ts"
@@ -157,17 +158,22 @@ describe("the schema fence, as migrations move it", () => {
         select generation, oldest_writer, raised_by from service.schema_fence`
     expect((await read())[0]).toEqual({ generation: 11, oldest_writer: "0.1.0", raised_by: null })
     await migrate(db.sql)
+    // The highest fence a migration raises, by the first migration that raises it.
+    const all = loadMigrations()
+    const top = all
+      .map((m) => m.fence)
+      .reduce<string>((a, f) => (f !== null && compareReleases(f, a) > 0 ? f : a), "0.1.0")
     expect((await read())[0]).toEqual({
-      generation: Math.max(...loadMigrations().map((m) => m.number)),
-      oldest_writer: "0.2.0",
-      raised_by: "012_sync.sql"
+      generation: Math.max(...all.map((m) => m.number)),
+      oldest_writer: top,
+      raised_by: all.find((m) => m.fence === top)!.name
     })
   })
 
   it("refuses a migration that raises it above this build's release", async () => {
     await expect(
       migrate(db.sql, [parseMigration("907_test.sql", "-- migrate: fence 99.0.0\nselect 1;")])
-    ).rejects.toThrow(/raises the schema fence to release 99\.0\.0, newer than this build's 0\.2\.0/)
+    ).rejects.toThrow(`raises the schema fence to release 99.0.0, newer than this build's ${RELEASE.version}`)
   })
 })
 
