@@ -81,7 +81,7 @@ export class LargeTransaction {
       .tx`create temp table txn_before (seq bigserial, tbl text, key text, data jsonb, primary key (tbl, key)) on commit drop`
     await this
       .tx`create temp table txn_affected (seq bigserial primary key, resource text, id uuid, tbl text, unique (resource, id)) on commit drop`
-    // Equipment and job sites whose inspections' views show what changed (apply.ts, Wide).
+    // Equipment and job sites whose inspections' views show what changed (step/load.ts, Wide).
     await this.tx`create temp table txn_wide (tbl text, id uuid, primary key (tbl, id)) on commit drop`
     // Rows of view-backed tables as the transaction leaves them (store.ts, STAGING_TABLE): at
     // the commit each is stored in the mirror only if its view does not stand for it, so an

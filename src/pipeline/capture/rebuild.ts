@@ -64,7 +64,7 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
   const result = yield* transaction(
     Effect.gen(function* () {
       yield* query((tx) => tx`lock table service.rows in share mode`)
-      // The views written below and the mirror rows they stand for move together (projectAll).
+      // The views written below and the mirror rows they stand for move together (step/all.ts, settleAll).
       yield* query(keepsMirror)
       locked = Date.now()
       const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)

@@ -5,7 +5,7 @@
 // A plain queue rather than an Effect Queue or Stream, kept on purpose: the library pushes
 // from an event emitter that cannot wait, so a bounded queue's suspended offer gives no
 // backpressure here (pausing the socket at a high-water mark does), and the batcher takes
-// each message in a plain loop (run.ts, consume), where an effect run per message would
+// each message in a plain loop (batcher.ts), where an effect run per message would
 // cost throughput. The run owns the stream through its scope (closed when the run ends).
 import { LogicalReplicationService } from "pg-logical-replication"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"

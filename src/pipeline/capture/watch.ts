@@ -160,7 +160,7 @@ export const stalledRun = (
 
 /**
  * A stall noticed before (by this process or one that went away) is over at the first apply:
- * returns what consume calls after each batch (plain code: it runs this run's log line through
+ * returns what the batcher calls after each batch (plain code: it runs this run's log line through
  * the run's own services).
  */
 export const stallOver = (sql: Sql, opts: CaptureOptions) =>
