@@ -225,6 +225,7 @@ const prepareWith = async (
   const quarantined = quarantineWrites(delta)
   // The inspections' views wait while a table they read does not fit: read again, it reaches them.
   const wideBlocked = holds !== null && WIDE_TABLES.some((t) => holds.q.blocksTable(t))
+  const partialWaits = holds !== null && holds.q.blocksTable("inspections")
   // Held records are not re-shaped with the wide set either: they keep their last good view.
   const written = holds === null ? refs : [...refs, ...delta.held.map((h) => h.ref)]
   return {
@@ -240,7 +241,7 @@ const prepareWith = async (
       return out
     },
     reshape: async (tx) => {
-      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time)
+      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time, partialWaits)
       if (quarantined !== null) await quarantined(tx)
       return n
     },
