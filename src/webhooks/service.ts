@@ -7,6 +7,7 @@ import type { DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "./engine/settings.ts"
 import { listActivity } from "../access/activity.ts"
 import type { WebhookDeps } from "./engine/settings.ts"
+import { deliveryHealth } from "./deliveries/health.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries/deliveries.ts"
 import {
   createEndpoint,
@@ -61,6 +62,7 @@ export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
     getDelivery: b(getDelivery),
     resendDelivery: b(resendDelivery),
     replayFailed: b(replayFailed),
+    deliveryHealth: b(deliveryHealth),
     // admin: subscriptions made through the API
     listSubscriptions: b(listSubscriptions),
     disableSubscription: b(disableSubscription),

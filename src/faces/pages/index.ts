@@ -7,6 +7,7 @@ import { AssetRoutes } from "./assets.ts"
 import { KeysRoutes } from "./keys.ts"
 import { ReplaysRoutes } from "./replays.ts"
 import { SignInRoutes } from "./sign-in.ts"
+import { StatusRoutes } from "./status.ts"
 import { WebhooksRoutes } from "./webhooks.ts"
 
 export { ADMIN_WEB_ROUTES, PATHS as ADMIN_WEB_PATHS } from "./paths.ts"
@@ -17,5 +18,6 @@ export const AdminWebRoutes = Layer.mergeAll(
   WebhooksRoutes,
   ReplaysRoutes,
   ActivityRoutes,
+  StatusRoutes,
   AssetRoutes
 )

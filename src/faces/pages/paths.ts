@@ -26,6 +26,7 @@ export const PATHS = {
   subscriptionEnable: "/admin/webhooks/subscriptions/:id/enable",
   subscriptionDelete: "/admin/webhooks/subscriptions/:id/delete",
   activity: "/admin/activity",
+  status: "/admin/status",
   script: "/admin/assets/app.js",
   styles: "/admin/assets/app.css"
 } as const
@@ -60,6 +61,7 @@ export const ADMIN_WEB_ROUTES: ReadonlyArray<{ readonly method: "GET" | "POST"; 
   { method: "POST", path: PATHS.subscriptionEnable },
   { method: "POST", path: PATHS.subscriptionDelete },
   { method: "GET", path: PATHS.activity },
+  { method: "GET", path: PATHS.status },
   { method: "GET", path: PATHS.script },
   { method: "GET", path: PATHS.styles }
 ]

@@ -18,6 +18,8 @@ import { checked, MAX_RATE_LIMIT, MIN_RATE_LIMIT, parseRateLimitText } from "../
 import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
+import { healthCharts } from "./charts.ts"
+import type { DeliveryHealth } from "../../webhooks/deliveries/health.ts"
 import { attr, html, type Html } from "./html.ts"
 import {
   csrfField,
@@ -270,6 +272,7 @@ const endpointPage = (
   e: EndpointView,
   deliveries: ReadonlyArray<DeliveryView>,
   replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOffer | null },
+  health: DeliveryHealth | null,
   options: {
     readonly form?: EndpointForm
     readonly error?: string
@@ -336,6 +339,7 @@ ${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""
   <p class="hint" id="rotate-overlap-hint">Until then every delivery is signed with the new secret and the old one, so the receiver can switch when it likes. E.g. 24h, 90m, 7d (the most), or 0 to stop the old secret at once.</p>
   <div class="actions"><button type="submit" class="secondary">Rotate secret</button></div>
 </form>
+${health === null ? "" : healthCharts("health", health)}
 <h2>Last 25 deliveries</h2>
 ${deliveriesTable(session, e.id, deliveries)}
 <section aria-labelledby="endpoint-replays-title" id="endpoint-replays">
@@ -377,7 +381,7 @@ const rateOf = (form: EndpointForm) => checked(() => parseRateLimitText(form.rat
 const showEndpoint = (
   session: Session,
   id: string,
-  options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}
+  options: Parameters<typeof endpointPage>[6] & { readonly status?: number } = {}
 ) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
@@ -389,7 +393,9 @@ const showEndpoint = (
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
     const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
     const offer = yield* pendingReplayOffer(session.actor.companyId, found.success.id)
-    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), {
+    // The page still serves its other parts should the health read fail.
+    const health = yield* w.deliveryHealth({ endpointId: found.success.id }).pipe(Effect.orElseSucceed(() => null))
+    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, health, options), {
       status: options.status ?? 200
     })
   })
