@@ -29,6 +29,7 @@ import {
   resendHookDelivery
 } from "./subscriptions/hook-deliveries.ts"
 import { testEndpoint } from "./endpoints/ping.ts"
+import { testHook } from "./subscriptions/hook-test.ts"
 import {
   deleteSubscription,
   disableSubscription,
@@ -80,6 +81,7 @@ export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
     resendHookDelivery: b(resendHookDelivery),
     recoverHook: b(recoverHook),
     getHookRecovery: b(getHookRecovery),
+    testHook: d(testHook),
     listActivity: b(listActivity)
   }
 }

@@ -7,7 +7,7 @@ import { html, raw, type Html } from "./html.ts"
 
 const W = 480
 const H = 200
-const LEFT = 44
+const LEFT = 58
 const RIGHT = 8
 const TOP = 10
 const BOTTOM = 26
@@ -189,5 +189,10 @@ ul.legend { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; 
 .swatch { display: inline-block; width: .8rem; height: .8rem; border-radius: 2px; margin-right: .3rem; vertical-align: -.05rem; }
 table.figures { font-size: .9rem; }
 details { margin: .5rem 0; }
+main h1 { overflow-wrap: anywhere; }
+svg.brand-bar { display: block; width: 100%; height: 6px; }
+details.portal-link { margin: 0 0 .5rem; }
+details.portal-link form { margin: .5rem 0; }
+ol.attempts { margin: .25rem 0 0; padding-left: 1.25rem; font-size: .9rem; }
 summary { cursor: pointer; padding: .25rem 0; }
 `

@@ -6,6 +6,7 @@ import { ActivityRoutes } from "./activity.ts"
 import { AssetRoutes } from "./assets.ts"
 import { KeysRoutes } from "./keys.ts"
 import { ReplaysRoutes } from "./replays.ts"
+import { PortalRoutes } from "./portal.ts"
 import { SignInRoutes } from "./sign-in.ts"
 import { StatusRoutes } from "./status.ts"
 import { WebhooksRoutes } from "./webhooks.ts"
@@ -19,5 +20,6 @@ export const AdminWebRoutes = Layer.mergeAll(
   ReplaysRoutes,
   ActivityRoutes,
   StatusRoutes,
+  PortalRoutes,
   AssetRoutes
 )

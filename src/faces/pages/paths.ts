@@ -27,6 +27,14 @@ export const PATHS = {
   subscriptionDelete: "/admin/webhooks/subscriptions/:id/delete",
   activity: "/admin/activity",
   status: "/admin/status",
+  keyPortalLink: "/admin/keys/:id/portal-link",
+  portal: "/portal",
+  portalLink: "/portal/:token",
+  portalSignOut: "/portal/sign-out",
+  portalSubscription: "/portal/subscriptions/:id",
+  portalResend: "/portal/subscriptions/:id/deliveries/:deliveryId/resend",
+  portalRecover: "/portal/subscriptions/:id/recover",
+  portalTest: "/portal/subscriptions/:id/test",
   script: "/admin/assets/app.js",
   styles: "/admin/assets/app.css"
 } as const
@@ -62,6 +70,15 @@ export const ADMIN_WEB_ROUTES: ReadonlyArray<{ readonly method: "GET" | "POST"; 
   { method: "POST", path: PATHS.subscriptionDelete },
   { method: "GET", path: PATHS.activity },
   { method: "GET", path: PATHS.status },
+  { method: "POST", path: PATHS.keyPortalLink },
+  { method: "GET", path: PATHS.portal },
+  { method: "GET", path: PATHS.portalLink },
+  { method: "POST", path: PATHS.portalLink },
+  { method: "POST", path: PATHS.portalSignOut },
+  { method: "GET", path: PATHS.portalSubscription },
+  { method: "POST", path: PATHS.portalResend },
+  { method: "POST", path: PATHS.portalRecover },
+  { method: "POST", path: PATHS.portalTest },
   { method: "GET", path: PATHS.script },
   { method: "GET", path: PATHS.styles }
 ]
