@@ -35,6 +35,17 @@ const fmt = (n: number) => n.toLocaleString("en")
 const ms = (n: number | null) => (n === null ? "–" : n >= 10_000 ? `${fmt(Math.round(n / 1000))} s` : `${fmt(n)} ms`)
 const total = (b: HealthBucket) => STACK.reduce((s, o) => s + b.counts[o], 0)
 
+/**
+ * A round top for a count axis: 2, 4 or 10 times a power of ten (at least 2), so the half-way
+ * line is a whole number too. Pure.
+ */
+export const niceCountMax = (max: number): number => {
+  if (max <= 2) return 2
+  const p = 10 ** Math.floor(Math.log10(max))
+  for (const m of [1, 2, 4, 10]) if (m * p >= max) return m * p
+  return 10 * p
+}
+
 type Span = "day" | "week"
 
 /** "14:00" for an hour, "Mon 3" for a day (UTC, as every date of the pages). */
@@ -69,7 +80,7 @@ const yAxis = (top: number, unit: (n: number) => string): Html =>
 /** Deliveries by outcome, one stacked bar a bucket. */
 export const outcomesChart = (id: string, series: HealthSeries, span: Span): Html => {
   const buckets = series.buckets
-  const top = niceMax(Math.max(0, ...buckets.map(total)))
+  const top = niceCountMax(Math.max(0, ...buckets.map(total)))
   const step = PLOT_W / Math.max(1, buckets.length)
   const barW = Math.max(2, step * 0.7)
   const t = series.total
@@ -121,11 +132,13 @@ export const timesChart = (id: string, series: HealthSeries, span: Span): Html =
     flush()
     return parts.length === 0 ? "" : `<path class="line ${cls}" d="${parts.join("")}"/>`
   }
-  const dots = buckets.map((b, i) =>
-    b.p50 === null
-      ? ""
-      : html`<circle class="dot p95" cx="${(LEFT + step * (i + 0.5)).toFixed(1)}" cy="${(TOP + PLOT_H * (1 - (b.p95 ?? 0) / top)).toFixed(1)}" r="3"><title>${fullLabel(b.start, span)}: p50 ${ms(b.p50)}, p95 ${ms(b.p95)} (${fmt(b.attempts)} attempts)</title></circle>`
-  )
+  // A dot for each bucket's figures (a bucket alone between gaps shows as its dots), titled for a pointer's hover.
+  const dots = buckets.map((b, i) => {
+    if (b.p50 === null) return ""
+    const cx = (LEFT + step * (i + 0.5)).toFixed(1)
+    const cy = (v: number | null) => (TOP + PLOT_H * (1 - (v ?? 0) / top)).toFixed(1)
+    return html`<g><title>${fullLabel(b.start, span)}: p50 ${ms(b.p50)}, p95 ${ms(b.p95)} (${fmt(b.attempts)} attempts)</title><circle class="dot p95" cx="${cx}" cy="${cy(b.p95)}" r="3"/><circle class="dot p50" cx="${cx}" cy="${cy(b.p50)}" r="3"/></g>`
+  })
   const t = series.total
   return html`<figure class="chart" id="${id}" data-chart="times">
 <figcaption><strong>Answer time</strong> <span class="muted">of every attempt, ${span === "day" ? "last 24 hours" : "last 7 days"}</span></figcaption>
@@ -184,7 +197,8 @@ svg.plot .bar.waiting, .swatch.waiting { fill: #8a94a0; background: #8a94a0; }
 svg.plot .line { fill: none; stroke-width: 2.5; vector-effect: non-scaling-stroke; stroke-linejoin: round; stroke-linecap: round; }
 svg.plot .line.p50, .swatch.p50 { stroke: #0b4f8a; background: #0b4f8a; }
 svg.plot .line.p95, .swatch.p95 { stroke: #c75b00; background: #c75b00; }
-svg.plot .dot { fill: transparent; }
+svg.plot .dot.p50 { fill: #0b4f8a; }
+svg.plot .dot.p95 { fill: #c75b00; }
 ul.legend { display: flex; flex-wrap: wrap; gap: .25rem 1rem; list-style: none; margin: 0 0 .25rem; padding: 0; font-size: .92rem; }
 .swatch { display: inline-block; width: .8rem; height: .8rem; border-radius: 2px; margin-right: .3rem; vertical-align: -.05rem; }
 table.figures { font-size: .9rem; }

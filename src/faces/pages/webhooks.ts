@@ -158,7 +158,7 @@ ${
   <tbody>
   ${subs.map(
     (s) => html`<tr data-subscription-id="${s.id}">
-    <td data-label="Event">${s.event}${s.rateLimit === null ? "" : html`<br><span class="muted">at most ${s.rateLimit} a second</span>`}${s.ordering === "record" ? html`<br><span class="muted">in order per record</span>` : ""}</td>
+    <td data-label="Event"><a href="${pathFor(PATHS.subscription, s.id)}" aria-label="${s.event} to ${s.url}: its deliveries' health">${s.event}</a>${s.rateLimit === null ? "" : html`<br><span class="muted">at most ${s.rateLimit} a second</span>`}${s.ordering === "record" ? html`<br><span class="muted">in order per record</span>` : ""}</td>
     <td data-label="Address" class="url">${s.url}</td>
     <td data-label="State">${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}${circuitNote(s.circuit)}</td>
     <td data-label="Made">${when(s.createdAt)}</td>
@@ -471,7 +471,42 @@ const onEndpoint = <A, E extends DomainError>(
   success: (a: A) => Parameters<typeof setFlash>[1]
 ) => flashAfter(session, operation, success, () => pathFor(PATHS.endpoint, target.id))
 
+/** A subscription a key made: what it is, and its delivery health (its deliveries are the key's, through its API or portal). */
+const subscriptionPage = (session: Session, s: SubscriptionView, health: DeliveryHealth | null): Html =>
+  page({
+    title: `Subscription to ${s.event}`,
+    section: "webhooks",
+    session,
+    content: html`<p><a href="${PATHS.webhooks}#subscriptions">← All webhooks</a></p>
+<dl class="facts">
+  <dt>Key</dt><dd>${s.keyName ?? s.keyId}</dd>
+  <dt>Address</dt><dd class="url">${s.url}</dd>
+  <dt>Event</dt><dd>${s.event}</dd>
+  <dt>State</dt><dd>${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}${circuitNote(s.circuit)}</dd>
+  <dt>Rate</dt><dd>${s.rateLimit === null ? html`<span class="muted">no limit</span>` : `at most ${s.rateLimit} deliveries a second`}</dd>
+  <dt>Order</dt><dd>${s.ordering === "record" ? "each record's events in the order they happened" : html`<span class="muted">none</span>`}</dd>
+  <dt>Made</dt><dd>${when(s.createdAt)}</dd>
+</dl>
+<p><a href="${pathFor(PATHS.subscriptionReplay, s.id)}">Replay events to this subscription…</a> <span class="muted">(you see the count first)</span></p>
+${health === null ? "" : healthCharts("health", health)}`
+  })
+
 export const WebhooksRoutes = Layer.mergeAll(
+  HttpRouter.add(
+    "GET",
+    PATHS.subscription,
+    signedIn((session, _request, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        const subs = yield* w.listSubscriptions({ companyId: session.actor.companyId }).pipe(Effect.orDie)
+        const s = subs.find((x) => x.id === id.toLowerCase())
+        if (s === undefined) return notFoundPage("no such subscription", session)
+        const health = yield* w.deliveryHealth({ subscriptionId: s.id }).pipe(Effect.orElseSucceed(() => null))
+        return htmlResponse(subscriptionPage(session, s, health))
+      })
+    )
+  ),
   HttpRouter.add(
     "GET",
     PATHS.webhooks,

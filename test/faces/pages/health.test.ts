@@ -3,7 +3,7 @@
 // of figures agree), and the status page shows capture's lag and the quarantine's count.
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { niceMax } from "../../../src/faces/pages/charts.ts"
+import { niceCountMax, niceMax } from "../../../src/faces/pages/charts.ts"
 import { formatSeconds } from "../../../src/faces/pages/status.ts"
 import { makeToken } from "../../support/http.ts"
 import type { TestServer } from "../../support/server.ts"
@@ -14,6 +14,8 @@ import { useDatabase } from "../../support/fixtures.ts"
 describe("pure", () => {
   it("axes top at 1, 2 or 5 times a power of ten", () => {
     expect([0, 1, 3, 7, 10, 11, 240, 999].map(niceMax)).toEqual([1, 1, 5, 10, 10, 20, 500, 1000])
+    // Counts' axes halve to whole numbers.
+    expect([0, 1, 3, 5, 11, 30, 240, 999].map(niceCountMax)).toEqual([2, 2, 4, 10, 20, 40, 400, 1000])
   })
   it("durations read as people say them", () => {
     expect([4, 200, 3600, 7500].map(formatSeconds)).toEqual(["4 s", "3 min 20 s", "1 h", "2 h 5 min"])
@@ -102,6 +104,28 @@ describe("delivery health and status on the admin pages", () => {
     expect(page.text).toMatch(/<title>[0-9-]+ [0-9]{2}:00 UTC: 5 succeeded<\/title>/)
     // Server-rendered: no script draws it (the pages' one script is the shared app.js).
     expect(page.text.match(/<script/g)).toHaveLength(1)
+  })
+
+  it("a subscription a key made has a page of its own with its charts", async () => {
+    const [key] = await db.sql<{ id: string }[]>`
+      insert into service.api_keys (company_id, name, fingerprint, scopes, webhooks)
+      values (${acme.id}, 'Zapier', ${Buffer.from(randomUUID())}, array['incidents'], true) returning id::text`
+    const [sub] = await db.sql<{ id: string }[]>`
+      insert into service.webhook_subscriptions (key_id, company_id, url, event)
+      values (${key!.id}, ${acme.id}, 'https://receiver.test/zap', 'incident.created') returning id::text`
+    for (const state of ["succeeded", "succeeded", "failed"])
+      await db.sql`insert into service.webhook_deliveries (id, event_id, company_id, event, subscription_id, origin, state,
+          attempts, created_at, finished_at, last_attempt_at, last_duration_ms)
+        values (gen_random_uuid(), gen_random_uuid(), ${acme.id}, 'incident.created', ${sub!.id}, 'receiver.test:443',
+          ${state}, ${state === "failed" ? 6 : 1}, now(), now(), now(), 120)`
+    const list = await client.get("/admin/webhooks")
+    expect(list.text).toContain(`href="/admin/webhooks/subscriptions/${sub!.id}"`)
+    const page = await client.get(`/admin/webhooks/subscriptions/${sub!.id}`)
+    expect(page.status).toBe(200)
+    expect(page.text).toContain("<dt>Key</dt><dd>Zapier</dd>")
+    expect(barsOf(page.text, "health-day")).toEqual({ succeeded: 2, failed: 1 })
+    expect(totalOf(page.text, "health-week", "failed")).toBe("1")
+    expect((await client.get(`/admin/webhooks/subscriptions/${randomUUID()}`)).status).toBe(404)
   })
 
   it("another company's endpoint shows no charts: 404", async () => {
