@@ -227,8 +227,8 @@ const hoursOfRows = (rows: ReadonlyArray<HealthRow>, only: "all" | "settled") =>
   return hours
 }
 
-/** Keeps past hours: their finished deliveries, and the ids of those still open. */
-const keep = (destinationId: string, hours: ReadonlyArray<Hour & { readonly hour: string }>) => {
+/** Keeps past hours: their finished deliveries, and the ids of those still open; drops those before `from`. */
+const keep = (destinationId: string, from: Date, hours: ReadonlyArray<Hour & { readonly hour: string }>) => {
   const rows = hours.map((k) => ({
     hour: k.hour,
     succeeded: k.counts.succeeded,
@@ -239,6 +239,7 @@ const keep = (destinationId: string, hours: ReadonlyArray<Hour & { readonly hour
   }))
   return query(
     (sql) => sql`
+    with gone as (delete from service.webhook_health_hours where destination_id = ${destinationId} and hour < ${from})
     insert into service.webhook_health_hours (destination_id, hour, succeeded, retried, failed, times, open)
     select ${destinationId}::uuid, r.hour, r.succeeded, r.retried, r.failed,
       array(select jsonb_array_elements_text(r.times)::int), array(select jsonb_array_elements_text(r.open)::uuid)
@@ -274,20 +275,24 @@ export const deliveryHealth = Effect.fn("deliveryHealth")(function* (destination
   const id = given.toLowerCase()
   return yield* transaction(
     Effect.gen(function* () {
-      yield* query((sql) => sql`select pg_advisory_xact_lock(hashtextextended(${`webhook_health:${id}`}, 0))`)
-      const [clock] = yield* query((sql) => sql<{ now: Date }[]>`select now()`)
-      const now = clock!.now
+      // The lock, the clock and the kept hours in one statement: the lateral read runs once the lock is held.
+      const keptRows = yield* query(
+        (sql) => sql<Array<{ now: Date } & ({ hour: null } | KeptRow)>>`
+        select now() as now, k.* from (select pg_advisory_xact_lock(hashtextextended(${`webhook_health:${id}`}, 0))) l
+        left join lateral (
+          select hour, succeeded, retried, failed, times, open::text[] as open from service.webhook_health_hours
+          where destination_id = ${id}
+            and hour >= date_bin('1 day', now(), timestamptz '1970-01-01 00:00:00+00') - interval '6 days'
+        ) k on true`
+      )
+      const now = keptRows[0]!.now
       const from = windowStart(now)
       const epoch = from.getTime() / 1000
       const at = (h: number) => new Date(from.getTime() + h * HOUR).toISOString()
       const thisHour = Math.floor((now.getTime() - from.getTime()) / HOUR)
       const kept = new Map<number, Hour>()
-      for (const r of yield* query(
-        (sql) => sql<KeptRow[]>`
-        select hour, succeeded, retried, failed, times, open::text[] as open from service.webhook_health_hours
-        where destination_id = ${id} and hour >= ${from}`
-      ))
-        kept.set(Math.round((r.hour.getTime() - from.getTime()) / HOUR), keptHour(r))
+      for (const r of keptRows)
+        if (r.hour !== null) kept.set(Math.round((r.hour.getTime() - from.getTime()) / HOUR), keptHour(r))
       // Hours not kept (the one under way, and any a Send Again changed) are read whole; of the
       // kept ones, only the deliveries that were still open.
       const missing: Array<number> = []
@@ -327,14 +332,13 @@ export const deliveryHealth = Effect.fn("deliveryHealth")(function* (destination
         if (live.open.length < k.open.length)
           toKeep.push({ h, hour: merged(k, reopenedSettled.get(h) ?? { ...emptyHour(), open: live.open }) })
       }
+      // Hours that left the window go when new ones are kept (at least once an hour while the chart is read).
       if (toKeep.length > 0)
         yield* keep(
           id,
+          from,
           toKeep.map(({ h, hour }) => ({ hour: at(h), ...hour }))
         )
-      yield* query(
-        (sql) => sql`delete from service.webhook_health_hours where destination_id = ${id} and hour < ${from}`
-      )
       return healthOf(hours, from, now)
     })
   )

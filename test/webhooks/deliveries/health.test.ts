@@ -127,6 +127,10 @@ describe("read from the delivery log", () => {
   })
 
   it("reads an hour again once a finished delivery in it is sent again", async () => {
+    // An hour kept before the window moved past it: dropped when hours are kept next.
+    await db.sql`insert into service.webhook_health_hours (destination_id, hour, succeeded, retried, failed, times, open)
+      values (${endpoint}, date_bin('1 hour', now() - interval '8 days', 'epoch'), 0, 0, 1, '{}', '{}')`
+    expect((await kept()).filter((r) => r.hour < windowStart(new Date()))).toHaveLength(1)
     // As Send Again leaves it (src/webhooks/deliveries/deliveries.ts): pending, due at once.
     await db.sql`update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', manual = true,
       finished_at = null where id = ${failedId}`
@@ -135,7 +139,10 @@ describe("read from the delivery log", () => {
     expect(totals(h)).toEqual({ succeeded: 3, retried: 4, failed: 0, waiting: 1 })
     // Kept anew, with the delivery sent again among the open ones.
     const busy = (await kept()).filter((r) => r.succeeded > 0)
+    expect(busy).toHaveLength(1)
     expect(busy[0]!.open).toContain(failedId)
+    const from = windowStart(new Date(h.at))
+    expect((await kept()).filter((r) => r.hour < from)).toEqual([])
   })
 
   it("a destination deleted takes its hours with it", async () => {
