@@ -146,6 +146,8 @@ export interface PortalSession {
   readonly expiresAt: string
   readonly brandName: string | null
   readonly brandColour: string | null
+  /** The company's name, shown unless the link names another. */
+  readonly companyName: string | null
 }
 
 type LinkRow = {
@@ -158,12 +160,14 @@ type LinkRow = {
   opened_at: Date | null
   brand_name: string | null
   brand_colour: string | null
+  company_name: string | null
   expired: boolean
   key_ok: boolean
 }
 
 const LINK_COLUMNS = `l.id::text, l.key_id::text, k.name as key_name, l.company_id::text, l.csrf, l.expires_at,
-  l.opened_at, l.brand_name, l.brand_colour, l.expires_at <= now() as expired,
+  l.opened_at, l.brand_name, l.brand_colour, (select c.name from service.companies c where c.id = l.company_id) as company_name,
+  l.expires_at <= now() as expired,
   (k.revoked_at is null and (k.expires_at is null or k.expires_at > now())) as key_ok`
 
 const sessionOf = (r: LinkRow): PortalSession => ({
@@ -174,7 +178,8 @@ const sessionOf = (r: LinkRow): PortalSession => ({
   csrf: r.csrf ?? "",
   expiresAt: r.expires_at.toISOString(),
   brandName: r.brand_name,
-  brandColour: r.brand_colour
+  brandColour: r.brand_colour,
+  companyName: r.company_name
 })
 
 /**
@@ -217,6 +222,20 @@ export const openPortalLink = Effect.fn("openPortalLink")(function* (
       return { sessionId, session: sessionOf({ ...r, csrf }) }
     })
   )
+})
+
+/** What a link would open, without spending it (the page with its button): its key and branding, or why not. */
+export const peekPortalLink = Effect.fn("peekPortalLink")(function* (token: string): Effect.fn.Return<Resolved, never, Sql> {
+  const [r] = yield* query(
+    (sql) => sql<LinkRow[]>`
+    select ${sql.unsafe(LINK_COLUMNS)} from service.portal_links l join service.api_keys k on k.id = l.key_id
+    where l.token_hash = ${sha256(token)}`
+  )
+  if (r === undefined) return { refused: "unknown" as const }
+  if (!r.key_ok) return { refused: "revoked" as const }
+  if (r.opened_at !== null) return { refused: "used" as const }
+  if (r.expired) return { refused: "expired" as const }
+  return { session: sessionOf(r) }
 })
 
 /** The session a cookie names, while its link lasts and its key is active; else why not. */

@@ -10,6 +10,7 @@ import { HttpRouter, type HttpServerRequest, type HttpServerResponse } from "eff
 import {
   endPortalSession,
   openPortalLink,
+  peekPortalLink,
   PORTAL_REFUSALS,
   type PortalRefusal,
   type PortalSession,
@@ -68,12 +69,15 @@ const pathWith = (path: string, values: Record<string, string>) =>
 const portalPage = (options: {
   readonly title: string
   readonly session: PortalSession | null
-  readonly companyName?: string
+  /** Before a session: the link's. */
+  readonly brand?: PortalSession
   readonly content: Interpolation
   readonly notice?: { readonly kind: "success" | "error"; readonly message: string; readonly ping?: PingResult } | null
 }): Html => {
   const s = options.session
-  const brand = s?.brandName ?? options.companyName ?? ""
+  const b = s ?? options.brand ?? null
+  const brand = b?.brandName ?? b?.companyName ?? ""
+  const colour = b?.brandColour ?? null
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -86,7 +90,7 @@ const portalPage = (options: {
 </head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
-${s?.brandColour ? raw(`<svg class="brand-bar" aria-hidden="true" focusable="false" viewBox="0 0 10 1" preserveAspectRatio="none"><rect width="10" height="1" fill="${s.brandColour}"/></svg>`) : ""}
+${colour !== null && /^#[0-9a-f]{6}$/.test(colour) ? raw(`<svg class="brand-bar" aria-hidden="true" focusable="false" viewBox="0 0 10 1" preserveAspectRatio="none"><rect width="10" height="1" fill="${colour}"/></svg>`) : ""}
 <header class="top">
   <div class="brand">${brand === "" ? "Webhooks" : brand} <span>webhooks portal</span></div>
   ${
@@ -339,11 +343,15 @@ export const PortalRoutes = Layer.mergeAll(
     Effect.gen(function* () {
       const token = param(yield* HttpRouter.params, "token")
       if (!isToken(token)) return refused("unknown", 404)
+      const peek = yield* peekPortalLink(token)
+      if ("refused" in peek) return refused(peek.refused)
+      const link = peek.session
       return htmlResponse(
         portalPage({
           title: "Open the webhooks portal",
           session: null,
-          content: html`<p>This link opens a page of one API key's webhook subscriptions and deliveries, for a limited time. It works once: open it in the browser you will use.</p>
+          brand: link,
+          content: html`<p>This link opens a page of the webhook subscriptions and deliveries of API key <strong>${link.keyName}</strong>, until ${formatDate(link.expiresAt)}. It works once: open it in the browser you will use.</p>
 <form method="post" action="${pathWith(PATHS.portalLink, { token })}"><div class="actions"><button type="submit" class="primary">Open the portal</button></div></form>`
         })
       )

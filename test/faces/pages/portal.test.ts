@@ -350,11 +350,12 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
   })
 
   it("refuses the link opened again, a link after it expired, and everything once the key is revoked", async () => {
-    // Opened again, in another browser: refused.
+    // Opened again, in another browser: refused on sight, with nothing spent or set.
     const again = await integrator()
-    const reopened = await openLink(again.page, link)
-    expect(reopened.status()).toBe(403)
+    const reopened = await again.page.goto(link)
+    expect(reopened!.status()).toBe(403)
     expect(await text(again.page.getByRole("alert"))).toContain("already opened")
+    expect(await again.page.getByRole("button", { name: "Open the portal" }).count()).toBe(0)
     expect((await again.context.cookies(`${service.url}/portal`)).find((c) => c.name === "srs_portal")).toBeUndefined()
     await shot(again.page, "07-portal-reopened")
     await expectAccessible(again.page, "portal: refused")
@@ -373,12 +374,27 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     const life = Date.parse(made.json.expiresAt) - Date.now()
     expect(life).toBeGreaterThan(3500_000)
     expect(life).toBeLessThanOrEqual(3600_000)
-    // Its hour passes (the clock moved on, as far as the link is concerned): refused.
-    await db.sql`update service.portal_links set expires_at = now() - interval '1 second' where id = ${made.json.id}`
+    // Two browsers with its page open: the first to press the button has it, the other is refused.
+    // Without branding, it shows the company's name.
+    const first = await integrator()
+    const second = await integrator()
+    expect((await second.page.goto(made.json.url))!.status()).toBe(200)
+    expect(await text(second.page.locator(".brand"))).toContain("Acme Construction")
+    expect((await openLink(first.page, made.json.url)).status()).toBe(200)
+    const beaten = await submit(second.page, second.page.getByRole("button", { name: "Open the portal" }))
+    expect(beaten.status()).toBe(403)
+    expect(await text(second.page.getByRole("alert"))).toContain("already opened")
+    // Its hour passes (the clock moved on, as far as the link is concerned): refused, and its
+    // session ends with it.
+    const later = (await api({ expiresIn: "10m" })).json
+    await db.sql`update service.portal_links set expires_at = now() - interval '1 second' where id in (${made.json.id}, ${later.id})`
     const late = await integrator()
-    const expired = await openLink(late.page, made.json.url)
-    expect(expired.status()).toBe(403)
+    const expired = await late.page.goto(later.url)
+    expect(expired!.status()).toBe(403)
     expect(await text(late.page.getByRole("alert"))).toContain("expired")
+    const ended = await first.page.reload()
+    expect(ended!.status()).toBe(401)
+    expect(await text(first.page.getByRole("alert"))).toContain("expired")
 
     // The CLI makes one; opened, it is a session. The key revoked: the session and an unopened link end.
     const fromCli = await cli([
@@ -409,12 +425,12 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     expect(after!.status()).toBe(401)
     expect(await text(holder.page.getByRole("alert"))).toContain("revoked")
     const post = await integrator()
-    const closed = await openLink(post.page, unopened)
-    expect(closed.status()).toBe(403)
+    const closed = await post.page.goto(unopened)
+    expect(closed!.status()).toBe(403)
     expect(await text(post.page.getByRole("alert"))).toContain("revoked")
     // No new link for a revoked key.
     expect((await api({})).status).toBe(409)
-    for (const c of [again, late, holder, post]) await c.context.close()
+    for (const c of [again, first, second, late, holder, post]) await c.context.close()
     await portal.context.close()
   })
 
