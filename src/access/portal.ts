@@ -225,7 +225,9 @@ export const openPortalLink = Effect.fn("openPortalLink")(function* (
 })
 
 /** What a link would open, without spending it (the page with its button): its key and branding, or why not. */
-export const peekPortalLink = Effect.fn("peekPortalLink")(function* (token: string): Effect.fn.Return<Resolved, never, Sql> {
+export const peekPortalLink = Effect.fn("peekPortalLink")(function* (
+  token: string
+): Effect.fn.Return<Resolved, never, Sql> {
   const [r] = yield* query(
     (sql) => sql<LinkRow[]>`
     select ${sql.unsafe(LINK_COLUMNS)} from service.portal_links l join service.api_keys k on k.id = l.key_id
