@@ -127,9 +127,10 @@ export const createPortalLink = Effect.fn("admin.createPortalLink")(function* (
 })
 
 /** Why a link or a session no longer works, in the words its holder is shown. */
-export type PortalRefusal = "unknown" | "used" | "expired" | "revoked"
+export type PortalRefusal = "none" | "unknown" | "used" | "expired" | "revoked"
 
 export const PORTAL_REFUSALS: Readonly<Record<PortalRefusal, string>> = {
+  none: "You are not signed in to a portal (or you signed out). Open the portal link you were sent; a link works once.",
   unknown: "This portal link is not known. Ask whoever sent it for a new one.",
   used: "This portal link was already opened. A link works once: ask whoever sent it for a new one.",
   expired: "This portal link has expired. Ask whoever sent it for a new one.",
@@ -249,7 +250,7 @@ export const resolvePortalSession = Effect.fn("resolvePortalSession")(function* 
     select ${sql.unsafe(LINK_COLUMNS)} from service.portal_links l join service.api_keys k on k.id = l.key_id
     where l.session_hash = ${sha256(sessionId)}`
   )
-  if (r === undefined) return { refused: "unknown" as const }
+  if (r === undefined) return { refused: "none" as const }
   if (!r.key_ok) return { refused: "revoked" as const }
   if (r.expired) return { refused: "expired" as const }
   return { session: sessionOf(r) }

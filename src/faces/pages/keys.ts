@@ -139,7 +139,7 @@ const keysTable = (session: Session, keys: ReadonlyArray<KeyInfo>): Html =>
         ? postButton(session, pathFor(PATHS.keyRevoke, k.id), "Revoke", {
             style: "danger",
             accessibleLabel: `Revoke ${k.name}`,
-            confirm: `Revoke the key "${k.name}"? Its next request gets 401 and its webhook subscriptions are deleted. This cannot be undone.`
+            confirm: `Revoke the key "${k.name}"? Its next request gets 401, its webhook subscriptions are deleted and its portal links stop working. This cannot be undone.`
           })
         : ""
     }</td>
@@ -273,7 +273,7 @@ export const KeysRoutes = Layer.mergeAll(
           revoked._tag === "Success"
             ? {
                 kind: "success",
-                message: `Key "${revoked.success.name}" revoked: its next request gets 401, and its webhook subscriptions were deleted.`
+                message: `Key "${revoked.success.name}" revoked: its next request gets 401, its webhook subscriptions were deleted and its portal links stopped working.`
               }
             : { kind: "error", message: httpMessage(revoked.failure) }
         )

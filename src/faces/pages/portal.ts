@@ -136,7 +136,7 @@ const portalSessionOf = (request: Request) =>
   Effect.gen(function* () {
     const cookie = cookieOf(request, PORTAL_COOKIE)
     const none = (reason: PortalRefusal) => ({ session: undefined, response: refused(reason, 401) })
-    if (!isToken(cookie)) return none("unknown")
+    if (!isToken(cookie)) return none("none")
     const r = yield* resolvePortalSession(cookie)
     if ("refused" in r) return none(r.refused)
     return { session: r.session, response: undefined }

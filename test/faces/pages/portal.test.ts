@@ -222,7 +222,11 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     const page = portal.page
     const consoleErrors: Array<string> = []
     page.on("pageerror", (e) => consoleErrors.push(e.message))
+    const none = await page.goto(`${service.url}/portal`)
+    expect(none!.status()).toBe(401)
+    expect(await text(page.getByRole("alert"))).toContain("not signed in")
     await page.goto(link)
+    expect(await text(page.locator("main"))).toContain("Contractor BI")
     await shot(page, "02-portal-open")
     await expectAccessible(page, "portal: open")
     const opened = await submit(page, page.getByRole("button", { name: "Open the portal" }))
@@ -395,6 +399,16 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     const ended = await first.page.reload()
     expect(ended!.status()).toBe(401)
     expect(await text(first.page.getByRole("alert"))).toContain("expired")
+
+    // Signing out ends the session; the link stays spent.
+    const leaver = await integrator()
+    const leaving = (await api({})).json.url as string
+    expect((await openLink(leaver.page, leaving)).status()).toBe(200)
+    await submit(leaver.page, leaver.page.getByRole("button", { name: "Sign out" }))
+    expect(await text(leaver.page.getByRole("heading", { level: 1 }))).toBe("Signed out")
+    expect((await leaver.page.goto(`${service.url}/portal`))!.status()).toBe(401)
+    expect((await leaver.page.goto(leaving))!.status()).toBe(403)
+    await leaver.context.close()
 
     // The CLI makes one; opened, it is a session. The key revoked: the session and an unopened link end.
     const fromCli = await cli([
