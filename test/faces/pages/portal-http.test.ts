@@ -89,9 +89,6 @@ describe("the portal behind a proxy", () => {
     expect(home.status).toBe(200)
     expect(home.text).toContain("Contractor")
     const csrf = /name="csrf" value="([A-Za-z0-9_-]+)"/.exec(home.text)![1]!
-    const activity = async () =>
-      (await db.sql`select 1 from service.activity where company_id = ${acme.id} and kind = 'subscription.tested'`)
-        .length
     const noToken = await request(direct.url, "/portal/sign-out", {
       method: "POST",
       headers: {
