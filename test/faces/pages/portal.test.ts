@@ -490,6 +490,29 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     await adminPage.setViewportSize({ width: 390, height: 844 })
     await adminPage.locator("#health-day").screenshot({ path: join(DOC_IMAGES, "delivery-health-phone.png") })
     await adminPage.setViewportSize({ width: 1280, height: 900 })
+    await expectAccessible(adminPage, "endpoint: charts")
+    // The other key's subscription has its page with its charts: one delivery, delivered at once.
+    const [theirs] = await db.sql<{ id: string }[]>`
+      select id::text from service.webhook_subscriptions where key_id = ${keys.theirs.id}`
+    await adminPage.goto(`${service.url}/admin/webhooks`)
+    await submit(adminPage, adminPage.getByRole("link", { name: /^incident\.created to .*someone-else/ }))
+    expect(adminPage.url()).toBe(`${service.url}/admin/webhooks/subscriptions/${theirs!.id}`)
+    expect(await text(adminPage.locator('#health-week [data-total="succeeded"]'))).toBe("1")
+    await expectAccessible(adminPage, "subscription: charts")
+    // On a phone, nothing scrolls sideways.
+    await adminPage.setViewportSize({ width: 390, height: 844 })
+    for (const path of [
+      `/admin/webhooks/endpoints/${endpoint}`,
+      `/admin/webhooks/subscriptions/${theirs!.id}`,
+      "/admin/status"
+    ]) {
+      await adminPage.goto(service.url + path)
+      const overflow = await adminPage.evaluate<number>(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+      )
+      expect(overflow, path).toBeLessThanOrEqual(0)
+    }
+    await adminPage.setViewportSize({ width: 1280, height: 900 })
     await adminPage.goto(`${service.url}/admin/status`)
     expect(await adminPage.locator("#quarantine-count").getAttribute("data-count")).toBe("0")
     await adminPage.locator("main").screenshot({ path: join(DOC_IMAGES, "admin-status.png") })
