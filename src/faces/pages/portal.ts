@@ -21,7 +21,7 @@ import type { DomainError } from "../../domain/errors.ts"
 import { TrustProxySetting } from "../../platform/config.ts"
 import type { PingResult } from "../../webhooks/endpoints/ping.ts"
 import type { DeliveryHealth } from "../../webhooks/deliveries/health.ts"
-import type { HookDelivery } from "../../webhooks/subscriptions/hook-deliveries.ts"
+import type { HookAttemptDetail, HookDelivery } from "../../webhooks/subscriptions/hook-deliveries.ts"
 import type { HookRecord } from "../../webhooks/subscriptions/hooks.ts"
 import { Webhooks } from "../../webhooks/service.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
@@ -233,7 +233,7 @@ const deliveriesTable = (session: PortalSession, subId: string, deliveries: Read
   <tbody>
   ${deliveries.map(
     (d) => html`<tr data-delivery-id="${d.id}">
-    <td data-label="Made">${when(d.createdAt)}<br><code class="muted">${d.id}</code></td>
+    <td data-label="Made">${when(d.createdAt)}<br><a href="${pathWith(PATHS.portalDelivery, { id: subId, deliveryId: d.id })}" aria-label="Delivery ${d.id}: every attempt and your receiver's answers"><code>${d.id}</code></a></td>
     <td data-label="State"><span class="state ${d.status}">${d.status}</span>${d.heldReason !== null ? html`<br><span class="muted">${d.heldReason}</span>` : ""}</td>
     <td data-label="Attempts"><span class="num">${d.attemptCount}</span>${attemptsList(d)}</td>
     <td data-label="Next attempt">${d.nextAttemptAt !== null ? when(d.nextAttemptAt) : d.finishedAt !== null ? html`<span class="muted">finished ${when(d.finishedAt)}</span>` : html`<span class="muted">—</span>`}</td>
@@ -242,6 +242,38 @@ const deliveriesTable = (session: PortalSession, subId: string, deliveries: Read
   )}
   </tbody>
 </table>`
+
+/** One delivery: every attempt (the latest 50) with the start of the receiver's answer, as GET /api/v1/hooks/<id>/deliveries/<deliveryId> serves it. */
+const deliveryPage = (session: PortalSession, subId: string, d: HookDelivery<HookAttemptDetail>): Html =>
+  portalPage({
+    title: `Delivery ${d.id}`,
+    session,
+    content: html`<p><a href="${pathWith(PATHS.portalSubscription, { id: subId })}">← The subscription</a></p>
+<dl class="facts">
+  <dt>Event</dt><dd>${d.event} <code class="muted">${d.eventId}</code></dd>
+  <dt>State</dt><dd><span class="state ${d.status}">${d.status}</span>${d.heldReason !== null ? html` <span class="muted">${d.heldReason}</span>` : ""}</dd>
+  <dt>Made</dt><dd>${when(d.createdAt)}</dd>
+  <dt>Next attempt</dt><dd>${d.nextAttemptAt !== null ? when(d.nextAttemptAt) : d.finishedAt !== null ? html`<span class="muted">finished ${when(d.finishedAt)}</span>` : html`<span class="muted">—</span>`}</dd>
+</dl>
+<form method="post" action="${pathWith(PATHS.portalResend, { id: subId, deliveryId: d.id })}"><input type="hidden" name="csrf" value="${session.csrf}"><div class="actions"><button type="submit" class="primary">Send Again</button></div></form>
+<h2>Attempts</h2>
+${
+  d.attempts.length === 0
+    ? html`<p class="muted">Not attempted yet.</p>`
+    : html`<table class="stack" id="attempts">
+  <thead><tr><th scope="col">#</th><th scope="col">When</th><th scope="col">Answer</th><th scope="col">Time</th><th scope="col">Your receiver said</th></tr></thead>
+  <tbody>${d.attempts.map(
+    (a) => html`<tr>
+    <td data-label="#" class="num">${a.number}</td>
+    <td data-label="When">${when(a.startedAt)}</td>
+    <td data-label="Answer">${a.status === null ? "" : `HTTP ${a.status}`}${a.error !== null && a.error !== `http ${a.status}` ? html`<br><span class="muted">${a.error}</span>` : ""}</td>
+    <td data-label="Time" class="num">${a.durationMs} ms</td>
+    <td data-label="Your receiver said">${a.response === null || a.response === "" ? html`<span class="muted">(nothing)</span>` : html`<pre class="answer">${a.response}</pre>`}</td>
+  </tr>`
+  )}</tbody>
+</table>`
+}`
+  })
 
 const STATUS_FILTERS = ["", "failed", "pending", "succeeded"] as const
 
@@ -395,6 +427,23 @@ export const PortalRoutes = Layer.mergeAll(
       param(params, "id"),
       new URL(request.url, "http://portal.invalid").searchParams.get("status") ?? ""
     )
+  ),
+  portalGet(PATHS.portalDelivery, (session, _request, params) =>
+    Effect.gen(function* () {
+      const w = yield* Webhooks
+      const id = param(params, "id")
+      const d = yield* Effect.result(w.getHookDelivery(keyOf(session), id, param(params, "deliveryId")))
+      if (d._tag === "Failure")
+        return htmlResponse(
+          portalPage({
+            title: "Not found",
+            session,
+            content: html`<div class="flash error" role="alert"><p>${httpMessage(d.failure)}</p></div><p><a href="${PATHS.portal}">Back to your subscriptions</a></p>`
+          }),
+          { status: httpStatus(d.failure) }
+        )
+      return htmlResponse(deliveryPage(session, id, d.success))
+    })
   ),
   portalPost(PATHS.portalResend, (session, _form, params) =>
     Effect.flatMap(Webhooks, (w) =>

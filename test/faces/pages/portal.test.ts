@@ -275,6 +275,22 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     expect(await text(page.locator('#health-day [data-total="succeeded"]'))).toBe("0")
     await shot(page, "04-portal-subscription")
     await expectAccessible(page, "portal: subscription")
+    // The delivery's own page: every attempt with the start of the receiver's answer.
+    await submit(page, row.getByRole("link", { name: new RegExp(`^Delivery ${failedDeliveryId}`) }))
+    const attempts = page.locator("#attempts tbody tr")
+    expect(await attempts.count()).toBe(2)
+    expect(await text(attempts.first().locator('td[data-label="Your receiver said"]'))).toBe("down for maintenance")
+    expect(await text(attempts.first().locator('td[data-label="Answer"]'))).toBe("HTTP 503")
+    await shot(page, "04b-portal-delivery")
+    await expectAccessible(page, "portal: delivery")
+    const [otherDelivery] = await db.sql<{ id: string }[]>`
+      select d.id::text from service.webhook_deliveries d join service.webhook_subscriptions s on s.id = d.subscription_id
+      where s.key_id = ${keys.theirs.id} limit 1`
+    const foreignDelivery = await page.goto(
+      `${service.url}/portal/subscriptions/${subscriptionId}/deliveries/${otherDelivery!.id}`
+    )
+    expect(foreignDelivery!.status()).toBe(404)
+    await page.goto(`${service.url}/portal/subscriptions/${subscriptionId}`)
 
     const before = receiver.requests.filter((r) => r.path === "/contractor").length
     const first = receiver.requests.find((r) => r.path === "/contractor")!
