@@ -18,6 +18,7 @@ import {
 } from "../../access/portal.ts"
 import { isToken } from "../../access/keys/bearer-secrets.ts"
 import type { DomainError } from "../../domain/errors.ts"
+import { isUuid } from "../../domain/ids.ts"
 import { TrustProxySetting } from "../../platform/config.ts"
 import type { PingResult } from "../../webhooks/endpoints/ping.ts"
 import type { DeliveryHealth } from "../../webhooks/deliveries/health.ts"
@@ -421,13 +422,23 @@ export const PortalRoutes = Layer.mergeAll(
       )
     )
   ),
-  portalGet(PATHS.portalSubscription, (session, request, params) =>
-    showSubscription(
+  portalGet(PATHS.portalSubscription, (session, request, params) => {
+    const query = new URL(request.url, "http://portal.invalid").searchParams
+    const sent = query.get("sent")
+    return showSubscription(
       session,
       param(params, "id"),
-      new URL(request.url, "http://portal.invalid").searchParams.get("status") ?? ""
+      query.get("status") ?? "",
+      sent !== null && isUuid(sent)
+        ? {
+            notice: {
+              kind: "success",
+              message: `Delivery ${sent.toLowerCase()} is being sent again now, with the same delivery id.`
+            }
+          }
+        : {}
     )
-  ),
+  }),
   portalGet(PATHS.portalDelivery, (session, _request, params) =>
     Effect.gen(function* () {
       const w = yield* Webhooks
@@ -445,18 +456,20 @@ export const PortalRoutes = Layer.mergeAll(
       return htmlResponse(deliveryPage(session, id, d.success))
     })
   ),
+  // Sent again: back to the subscription's page (Post/Redirect/Get, so a reload sends nothing),
+  // which says so; a refusal is said on the page at once.
   portalPost(PATHS.portalResend, (session, _form, params) =>
-    Effect.flatMap(Webhooks, (w) =>
-      afterAction(
-        session,
-        param(params, "id"),
-        w.resendHookDelivery(keyOf(session), param(params, "id"), param(params, "deliveryId")),
-        (d) => ({
-          kind: "success",
-          message: `Delivery ${d.id} (${d.event}) is being sent again now, with the same delivery id.`
-        })
-      )
-    )
+    Effect.gen(function* () {
+      const w = yield* Webhooks
+      const id = param(params, "id")
+      const r = yield* Effect.result(w.resendHookDelivery(keyOf(session), id, param(params, "deliveryId")))
+      if (r._tag === "Success")
+        return seeOther(`${pathWith(PATHS.portalSubscription, { id })}?sent=${encodeURIComponent(r.success.id)}`)
+      return yield* showSubscription(session, id, "", {
+        notice: { kind: "error", message: httpMessage(r.failure) },
+        httpStatus: httpStatus(r.failure)
+      })
+    })
   ),
   portalPost(PATHS.portalRecover, (session, form, params) =>
     Effect.flatMap(Webhooks, (w) => {

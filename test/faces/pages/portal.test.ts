@@ -298,6 +298,8 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
     receiver.reply("/contractor", { status: 200, body: "back up" })
     await submit(page, row.getByRole("button", { name: `Send again delivery ${failedDeliveryId}` }))
     expect(await text(page.locator(".flash.success"))).toContain(`Delivery ${failedDeliveryId}`)
+    // Post/Redirect/Get: the subscription's page, which a reload does not send again.
+    expect(page.url()).toBe(`${service.url}/portal/subscriptions/${subscriptionId}?sent=${failedDeliveryId}`)
     const again = await waitFor(
       () => receiver.requests.slice(before).find((r) => r.path === "/contractor"),
       "the delivery sent again"
@@ -310,7 +312,7 @@ describe.skipIf(CHROMIUM === undefined)("the portal in a browser", () => {
           .length > 0,
       "the delivery recorded as succeeded"
     )
-    await page.goto(`${service.url}/portal/subscriptions/${subscriptionId}`)
+    await page.reload()
     expect(await text(page.locator(`tr[data-delivery-id="${failedDeliveryId}"] .state`))).toBe("succeeded")
     // Sent again, it counts as retried now (it took more than one attempt).
     expect(await text(page.locator('#health-day [data-total="retried"]'))).toBe("1")
