@@ -9,6 +9,8 @@ import { query, transaction } from "../../platform/db/Sql.ts"
 import { checked, type Ordering } from "../endpoints/validate.ts"
 import { circuitColumn, circuitView, type CircuitView } from "../endpoints/circuit.ts"
 import { notFound } from "../../domain/errors.ts"
+import type { Filter } from "../../domain/filters/filter.ts"
+import type { PayloadMode } from "../net/body.ts"
 
 export type SubscriptionView = {
   readonly id: string
@@ -26,6 +28,9 @@ export type SubscriptionView = {
   readonly ordering: Ordering
   /** Its circuit breaker: closed, or open after timeouts or refused connections in a row. */
   readonly circuit: CircuitView
+  /** Its content filter; null: every event. */
+  readonly filter: Filter | null
+  readonly payload: PayloadMode
 }
 
 type Row = {
@@ -41,10 +46,12 @@ type Row = {
   rate_limit: number | null
   ordering: Ordering
   circuit: unknown
+  filter: Filter | null
+  payload: PayloadMode
 }
 
 const SELECT = `select s.id::text, s.company_id::text, s.key_id::text, k.name as key_name, s.url, s.event, s.active, s.created_at, s.updated_at,
-    s.rate_limit, s.ordering, ${circuitColumn("subscription", "s.id")}
+    s.rate_limit, s.ordering, ${circuitColumn("subscription", "s.id")}, s.filter, s.payload
   from service.webhook_subscriptions s left join service.api_keys k on k.id = s.key_id`
 
 const view = (r: Row): SubscriptionView => ({
@@ -59,7 +66,9 @@ const view = (r: Row): SubscriptionView => ({
   updatedAt: r.updated_at.toISOString(),
   rateLimit: r.rate_limit,
   ordering: r.ordering,
-  circuit: circuitView(r.circuit)
+  circuit: circuitView(r.circuit),
+  filter: r.filter,
+  payload: r.payload
 })
 
 export const listSubscriptions = Effect.fn("listSubscriptions")(function* (input: {
