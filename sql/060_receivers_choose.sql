@@ -83,6 +83,7 @@ create table service.alert_mails (
   attempts integer not null default 0,
   next_attempt_at timestamptz not null default now(),
   last_error text,
+  held_back boolean not null default false, -- over the hourly limit: goes in the next summary
   created_at timestamptz not null default now(),
   sent_at timestamptz,
   summary_id bigint                     -- the summary mail that carried it

@@ -9,6 +9,8 @@ import { query, transaction } from "../../platform/db/Sql.ts"
 import { checked, type Ordering } from "../endpoints/validate.ts"
 import { circuitColumn, circuitView, type CircuitView } from "../endpoints/circuit.ts"
 import { notFound } from "../../domain/errors.ts"
+import { raiseAlerts } from "../alerts/raise.ts"
+import { loadMailSettings } from "../alerts/mail.ts"
 import type { Filter } from "../../domain/filters/filter.ts"
 import type { PayloadMode } from "../net/body.ts"
 
@@ -118,6 +120,27 @@ const setActive = Effect.fn("setSubscriptionActive")(function* (actor: Actor, ta
         details: { keyId: current.key_id, url: current.url, event: current.event }
       })
       if (active) yield* wakeDelivery
+      else {
+        // Turned off by an admin: its key hears of it (docs/events.md#failure-alerts).
+        const mail = (yield* loadMailSettings.pipe(Effect.orElseSucceed(() => null))) !== null
+        const by = actor.kind === "user" ? (actor.email ?? "an admin") : "an operator"
+        yield* query((tx) =>
+          raiseAlerts(
+            tx,
+            [
+              {
+                kind: "webhook.switched_off",
+                endpointId: null,
+                subscriptionId: current.id,
+                lastError: null,
+                lastAttemptAt: null,
+                by
+              }
+            ],
+            { mail }
+          )
+        )
+      }
       return view(now)
     })
   )
