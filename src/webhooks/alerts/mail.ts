@@ -28,6 +28,8 @@ export type MailerOptions = {
   readonly perHour?: number | undefined
   /** With nothing due: how often to look anyway (a notification wakes it at once). */
   readonly pollMs?: number | undefined
+  /** The first wait after a failed send (it doubles, up to an hour). */
+  readonly retryMs?: number | undefined
 }
 
 type MailRow = {
@@ -41,7 +43,7 @@ type MailRow = {
 }
 
 /** The wait after a failed send: 30 s, doubling, at most an hour. */
-const retryAfterMs = (attempts: number) => Math.min(3_600_000, 30_000 * 2 ** Math.min(attempts, 7))
+const retryAfterMs = (base: number, attempts: number) => Math.min(3_600_000, base * 2 ** Math.min(attempts, 7))
 
 /** One pass over a company's due mails, in its transaction (the rows locked). */
 const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string) =>
@@ -63,7 +65,7 @@ const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string)
       tx.unsafe(
         `update service.alert_mails set attempts = attempts + 1, last_error = $2,
            next_attempt_at = now() + $3 * interval '1 millisecond' where id = any($1::bigint[])`,
-        [ids, error.slice(0, 500), retryAfterMs(attempts)]
+        [ids, error.slice(0, 500), retryAfterMs(o.retryMs, attempts)]
       )
     const tryOne = async (to: ReadonlyArray<string>, subject: string, text: string): Promise<string | null> => {
       try {
@@ -134,7 +136,7 @@ const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string)
 
 /** Every company with a mail due, once. */
 export const sendDueMails = async (sql: Pg, options: MailerOptions): Promise<number> => {
-  const o = { perHour: MAILS_PER_HOUR, pollMs: 5_000, ...options } as Required<MailerOptions>
+  const o = { perHour: MAILS_PER_HOUR, pollMs: 5_000, retryMs: 30_000, ...options } as Required<MailerOptions>
   const companies = await sql<{ company_id: string }[]>`
     select distinct company_id::text from service.alert_mails where state = 'pending' and next_attempt_at <= now()`
   for (const c of companies) await sendCompany(sql, o, c.company_id)
