@@ -18,6 +18,7 @@ import {
   companyRows,
   keepsMirror,
   mirrorWrites,
+  RECORD_CHANGES_CHANNEL,
   redactViews,
   userRows,
   viewWrites,
@@ -104,7 +105,7 @@ export const prepareBatch = async (
  * events go through it here; the others' views are taken at the batch's end, where a record
  * that cannot be shaped sends the batch to the holding path.
  */
-const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null): void => {
+const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null, places: Places): void => {
   holds?.begin(txn, (table, key) => (store.has(table, key) ? (store.get(table, key)?.data ?? null) : null))
   // Each changed row's state before the transaction, taken at its first change in it.
   const start = store.version
@@ -116,6 +117,7 @@ const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null):
     if (holds !== null) holds.force(c, prev?.data ?? null)
     store.apply(c.table, c.key, c.data)
   }
+  places.take(store, before)
   if (holds === null) {
     for (let i = 0; i < before.length; i++) {
       const b = before[i]!
@@ -185,9 +187,10 @@ const prepareWith = async (
   )
   // Applied in slices that let the event loop turn between them: meanwhile the batch before
   // is being written, and its statements' answers and its commit wait on this thread.
+  const places = new Places()
   let slice = 0
   for (const t of txns) {
-    simulate(store, t, step, holds)
+    simulate(store, t, step, holds, places)
     slice += t.changes.length
     if (slice >= SLICE_CHANGES) {
       slice = 0
@@ -203,7 +206,10 @@ const prepareWith = async (
   const fresh = views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) === null)
   const known =
     fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
-  const time: ChangeTime = last !== undefined ? { commit: last.commitTime } : { mirror: null }
+  const time: ChangeTime =
+    last !== undefined
+      ? { commit: last.commitTime, lsn: last.endLsn, ord: (resource, id) => places.get(resource, id) }
+      : { mirror: null }
   const finalBody = new TableMap<string>()
   for (const v of views) finalBody.set(v.resource, v.id, v.body)
   const events = step.scrubbedEvents()
@@ -214,10 +220,12 @@ const prepareWith = async (
     mirrorWrites(mirrorChanges(store, views)),
     viewWrites(known, deletedAt(txns, gone), time, fresh),
     // A held privacy case keeps its last view, without the person's details.
-    (tx: Tx) => (kept.length > 0 ? [redactViews(tx, "incidents", kept)] : []),
+    (tx: Tx) => (kept.length > 0 ? [redactViews(tx, "incidents", kept, "commit" in time ? time : null)] : []),
     // An event that carries its record's final view (the most common case: nothing changed it
     // after) takes the body from the view written just before it, rather than shipping it twice.
-    eventWrites(events, (e) => finalBody.get(e.resource, e.recordId) === e.payload)
+    eventWrites(events, (e) => finalBody.get(e.resource, e.recordId) === e.payload),
+    // Followers of the record changes wake at the commit (docs/integrators.md).
+    (tx: Tx) => [tx`select pg_notify(${RECORD_CHANGES_CHANNEL}, '')`.execute()]
   ]
   const companies = tenancy.size > 0 ? companyRows(store, tenancy) : null
   const people = users.size > 0 ? userRows(store, users) : null
@@ -225,6 +233,7 @@ const prepareWith = async (
   const quarantined = quarantineWrites(delta)
   // The inspections' views wait while a table they read does not fit: read again, it reaches them.
   const wideBlocked = holds !== null && WIDE_TABLES.some((t) => holds.q.blocksTable(t))
+  const partialWaits = holds?.q.blocksTable("inspections") ?? false
   // Held records are not re-shaped with the wide set either: they keep their last good view.
   const written = holds === null ? refs : [...refs, ...delta.held.map((h) => h.ref)]
   return {
@@ -240,11 +249,37 @@ const prepareWith = async (
       return out
     },
     reshape: async (tx) => {
-      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time)
+      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time, partialWaits)
       if (quarantined !== null) await quarantined(tx)
       return n
     },
     quarantine: delta
+  }
+}
+
+/**
+ * Each record's place in the batch (the record changes' `ord`: sql/052): the order of its last
+ * change among the batch's, transaction by transaction; a child row's change places its parent.
+ */
+class Places {
+  private readonly at = new TableMap<number>()
+  private n = 0
+  /** The records a transaction changed (its rows before it, in the order first changed). */
+  take(store: Store, changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>) {
+    for (let i = 0; i < changed.length; i++) {
+      const c = changed[i]!
+      const own = resourceOfTable(c.table)
+      if (own !== undefined) {
+        this.at.set(own, c.key, this.n++)
+        continue
+      }
+      const after = store.get(c.table, c.key)?.data ?? null
+      for (const r of dependentsOf(c.table, c.key, c.data?.data ?? null, after).records)
+        this.at.set(r.resource, r.id, this.n++)
+    }
+  }
+  get(resource: string, id: string): number | undefined {
+    return this.at.get(resource, id)
   }
 }
 

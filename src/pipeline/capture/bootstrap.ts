@@ -20,7 +20,14 @@ import { tablesRead } from "../projection/project.ts"
 import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { Store, type MirrorRow } from "../projection/store.ts"
 import { APP_TABLES, rowCompany, rowKey, rowParent } from "../projection/tables.ts"
-import { keepsMirror, removeOrphanViews, writeCompanies, writeMirror, writeUsers } from "../projection/write.ts"
+import {
+  beginEpoch,
+  keepsMirror,
+  removeOrphanViews,
+  writeCompanies,
+  writeMirror,
+  writeUsers
+} from "../projection/write.ts"
 import { groupSets } from "../../platform/sets.ts"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { createSlotWithSnapshot, dropSlot } from "./slot.ts"
@@ -236,6 +243,7 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
           viewsToo: false
         })
       )
+      yield* onTransaction((tx) => beginEpoch(tx, exported.consistentPoint, gapReason ?? "the service's first start"))
       const held = quarantineWrites(holds.finish(exported.consistentPoint))
       if (held !== null) yield* onTransaction(held)
       const views = settled.records

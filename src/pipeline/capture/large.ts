@@ -15,9 +15,11 @@ import { prepare, project, type ProjectedView } from "../projection/project.ts"
 import { type MirrorRow, STAGING_TABLE, Store } from "../projection/store.ts"
 import { standsFor, VIEW_BACKED } from "../projection/by-view.ts"
 import {
+  type CommitTime,
   keepsMirror,
   type MirrorChanges,
   mirrorWrites,
+  RECORD_CHANGES_CHANNEL,
   redactViews,
   stagingWrites,
   viewWrites,
@@ -196,6 +198,8 @@ export class LargeTransaction {
       writing = written
     }
     await writing
+    // Followers of the record changes wake at the commit (docs/integrators.md).
+    await tx`select pg_notify(${RECORD_CHANGES_CHANNEL}, '')`
     return { tally, quarantine: await this.settle(endLsn) }
   }
 
@@ -262,13 +266,20 @@ export class LargeTransaction {
       }
     }
     const shown = new Map(views.map((v) => [`${v.resource}|${v.id}`, v]))
+    // The record changes' places (sql/052): the order the transaction first touched each record.
+    const places = new Map(rows.map((r) => [`${r.resource}|${r.id}`, Number(r.seq)]))
+    const time: CommitTime = {
+      commit: point.commitTime,
+      lsn: point.endLsn,
+      ord: (resource, id) => places.get(`${resource}|${id}`)
+    }
     const events = step.scrubbedEvents()
     const goneRefs = step.goneRefs()
     const privacy = [...step.privacy]
     const mirror = this.mirrorAtCommit(store, rows, shown)
     const write = async () => {
-      await Promise.all([this.writeViews(views, gone, fresh, point.commitTime), ...mirrorWrites(mirror)(tx)])
-      if (kept.length > 0) await redactViews(tx, "incidents", kept)
+      await Promise.all([this.writeViews(views, gone, fresh, time), ...mirrorWrites(mirror)(tx)])
+      if (kept.length > 0) await redactViews(tx, "incidents", kept, time)
       await Promise.all(eventWrites(events, (e) => shown.get(`${e.resource}|${e.recordId}`)?.body === e.payload)(tx))
       // Deleted means gone; a privacy case's stored events lose the person's details (after this chunk's events).
       if (mayHaveEvents(goneRefs)) await scrubDeletedRecords(tx, goneRefs)
@@ -321,14 +332,14 @@ export class LargeTransaction {
     views: ReadonlyArray<ProjectedView>,
     gone: ReadonlyArray<RecordRef>,
     fresh: ReadonlySet<string>,
-    commitTime: Date
+    time: CommitTime
   ): Promise<unknown> {
     const isFresh = (v: ProjectedView) => fresh.has(`${v.resource}|${v.id}`)
     const p = Promise.all(
       viewWrites(
         views.filter((v) => !isFresh(v)),
         gone,
-        { commit: commitTime },
+        time,
         views.filter(isFresh)
       )(this.tx)
     )

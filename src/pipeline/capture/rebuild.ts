@@ -17,7 +17,7 @@ import { onTransaction, projectTenancy } from "./bootstrap.ts"
 import { isResource, RESOURCE_INFO, RESOURCES } from "../../domain/resources.ts"
 import { scrubDeletedRecords } from "../outbox/deleted.ts"
 import { markProjectionVersion } from "../projection/version.ts"
-import { keepsMirror, removeOrphanViews } from "../projection/write.ts"
+import { beginEpoch, keepsMirror, removeOrphanViews } from "../projection/write.ts"
 import { viewBackedTable } from "../projection/by-view.ts"
 import { QUARANTINE_PREFIX } from "./quarantine/markers.ts"
 import { BatchHolds } from "./quarantine/holds.ts"
@@ -146,6 +146,15 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
         select (select count(*)::int from service.views where xmin::text = (pg_current_xact_id()::text::bigint % 4294967296)::text) as n,
           (select count(*)::int from service.companies) as companies`
       )
+      // Views rewritten here are not numbered one by one: followers of the changes copy again.
+      if (changed!.n > 0 || removed > 0)
+        yield* onTransaction((tx) =>
+          beginEpoch(
+            tx,
+            parseLsn(counts!.checkpoint ?? "0/0"),
+            `rebuild-views rewrote ${changed!.n} views and removed ${removed}`
+          )
+        )
       onProgress({ phase: "committing", done: views, total })
       return {
         views,

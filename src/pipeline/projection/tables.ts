@@ -1,5 +1,6 @@
 // How each app table sits in the mirror: its key, its company and its parent (the row whose
 // view or lookup it feeds). Pure data and functions.
+import { APP_COLUMNS } from "../../domain/records/columns.ts"
 import type { Row } from "../../domain/records/types.ts"
 
 export interface TableInfo {
@@ -57,4 +58,12 @@ export const rowCompany = (table: string, row: Row): string | null =>
 export const rowParent = (table: string, row: Row): string | null => {
   const col = TABLES[table]?.parentColumn
   return col ? ((row[col] as string | null) ?? null) : null
+}
+
+/** Whether a row has every column the service reads of its table (one read while its table did not fit may lack some). */
+export const hasEveryColumn = (table: string, row: Row): boolean => {
+  const columns = APP_COLUMNS[table]
+  if (columns === undefined) return true
+  for (const c in columns) if (!(c in row)) return false
+  return true
 }

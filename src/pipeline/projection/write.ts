@@ -1,11 +1,12 @@
 // Bulk writes of a batch's results: mirror rows, views, and the tenancy tables the API reads.
 import type { Transaction as Tx, Tx as Handle } from "../../platform/db/Database.ts"
-import type { Sql } from "postgres"
+import type { PendingQuery, Row as SqlRow, Sql } from "postgres"
 import { type MirrorRow, STAGING_TABLE, type Store } from "./store.ts"
 import type { ProjectedView } from "./project.ts"
 import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
 import { encodeMirrorData } from "./mirror-codec.ts"
+import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { redactPrivacyCase } from "../../domain/records/incidents.ts"
 
 /** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
@@ -115,7 +116,26 @@ export const writeMirror = async (
  * state (null: now). A view projected from the mirror for the first time takes its createdAt
  * when it has no updatedAt: when it last changed before is not known.
  */
-export type ChangeTime = { readonly commit: Date } | { readonly mirror: Date | null }
+export type ChangeTime = CommitTime | { readonly mirror: Date | null }
+
+/**
+ * Changes at a commit (capture's): when, and where in the WAL the record changes are written
+ * (sql/052): the commit LSN of the batch and, within it, each record's place in the order its
+ * transactions committed (`ord`; a record the batch did not change itself, an inspection a
+ * site's rename reached, comes after those it did).
+ */
+export interface CommitTime {
+  readonly commit: Date
+  readonly lsn: Lsn
+  readonly ord: (resource: string, id: string) => number | undefined
+}
+
+/** Places after every record a batch changed itself: records reached through another (wide re-shaping). */
+const REACHED = 2 ** 30
+
+/** Each view's place in the batch (CommitTime.ord), as one text parameter. */
+const placesOf = (time: CommitTime, refs: ReadonlyArray<{ readonly resource: string; readonly id: string }>) =>
+  packed(refs.map((r, i) => String(time.ord(r.resource, r.id) ?? REACHED + i)))
 
 /**
  * Writes the views of a batch and deletes those whose record is gone, leaving a tombstone
@@ -165,21 +185,31 @@ export const viewWrites = (
 ): ((tx: Tx) => Array<Promise<unknown>>) => {
   const commit = "commit" in time ? time.commit : null
   const at = "commit" in time ? time.commit : time.mirror
-  const goneJson = gone.length > 0 ? JSON.stringify(gone) : null
+  const numbering = "commit" in time ? time : null
+  const goneJson =
+    gone.length > 0
+      ? JSON.stringify(
+          numbering === null
+            ? gone
+            : gone.map((g, i) => ({ ...g, ord: numbering.ord(g.resource, g.id) ?? REACHED + i }))
+        )
+      : null
   const ups = viewColumns(views)
   const ins = viewColumns(fresh)
+  const upsPlaces = numbering !== null && views.length > 0 ? placesOf(numbering, views) : null
+  const insPlaces = numbering !== null && fresh.length > 0 ? placesOf(numbering, fresh) : null
   return (tx) => {
     const out: Array<Promise<unknown>> = []
     if (goneJson !== null) {
       out.push(
         tx`
       with d as (
-        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz)
+        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz, ord int)
         where v.resource = g.resource and v.id = g.id
-        returning v.resource, v.id, v.company_id, g.at
-      )
+        returning v.resource, v.id, v.company_id, date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.ord
+      )${written(tx, numbering, "delete", tx`select resource, id, company_id, at, ord from d`)}
       insert into service.deletions (resource, id, company_id, deleted_at)
-      select resource, id, company_id, date_trunc('milliseconds', coalesce(d.at, ${at}::timestamptz, now())) from d
+      select resource, id, company_id, at from d
       on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`.execute()
       )
     }
@@ -189,8 +219,8 @@ export const viewWrites = (
         tx`
       with up as (
         ${insertViews(tx, ins, commit)}
-        returning resource, id
-      )
+        returning resource, id, company_id
+      )${written(tx, numbering, "upsert", placed(tx, ins, insPlaces))}
       delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute()
       )
     }
@@ -214,14 +244,51 @@ export const viewWrites = (
              or service.views.created_at is distinct from excluded.created_at
              -- corrective actions and inspections do not show their company
              or service.views.company_id is distinct from excluded.company_id
-        returning resource, id
-      )
+        returning resource, id, company_id
+      )${written(tx, numbering, "upsert", placed(tx, ups, upsPlaces))}
       delete from service.deletions t using up where t.resource = up.resource and t.id = up.id`.execute()
       )
     }
     return out
   }
 }
+
+/** The views a statement wrote (`up`), each with its place in the batch (their columns' order). */
+const placed = (tx: Tx, v: { readonly resource: string; readonly id: string }, places: string | null) =>
+  places === null
+    ? tx``
+    : tx`
+        select up.resource, up.id, up.company_id, null::timestamptz as at, p.ord from up
+        join unnest(string_to_array(${v.resource}, chr(30)), string_to_array(${v.id}, chr(30))::uuid[],
+                    string_to_array(${places}, chr(30))::int[]) as p(resource, id, ord)
+          on p.resource = up.resource and p.id = up.id`
+
+/**
+ * The record changes a view statement made (`rows`: resource, id, company_id, at, ord), as a CTE
+ * (sql/052; followers read them: docs/integrators.md). Only for changes at a commit (capture's):
+ * a starting point (first start, rebuild) begins an epoch instead.
+ */
+const written = (tx: Tx, numbering: CommitTime | null, op: "upsert" | "delete", rows: PendingQuery<SqlRow[]>) =>
+  numbering === null
+    ? tx``
+    : tx`, changed as (
+        insert into service.record_changes (resource, id, company_id, op, commit_lsn, ord, committed_at)
+        select resource, id, company_id, ${op}, ${formatLsn(numbering.lsn)}::pg_lsn, ord, coalesce(at, ${numbering.commit}::timestamptz)
+        from (${rows}) r
+        on conflict (resource, id) do update set company_id = excluded.company_id, op = excluded.op,
+          commit_lsn = excluded.commit_lsn, ord = excluded.ord, committed_at = excluded.committed_at
+      )`
+
+/**
+ * A starting point where changes were not numbered one by one (a first start, a lost slot's
+ * rebuild, a fresh snapshot, views rewritten by rebuild-views): followers behind it copy again.
+ */
+export const beginEpoch = async (tx: Tx, checkpoint: Lsn, reason: string): Promise<void> => {
+  await tx`insert into service.stream_epochs (checkpoint_lsn, reason) values (${formatLsn(checkpoint)}::pg_lsn, ${reason})`
+}
+
+/** Wakes whoever follows the record changes (GET /api/v1/stream's waiting requests), at commit. */
+export const RECORD_CHANGES_CHANNEL = "service_record_changes"
 
 /** The insert of views from their columns (viewColumns), each column one text parameter. */
 const insertViews = (tx: Tx, v: NonNullable<ReturnType<typeof viewColumns>>, commit: Date | null) => tx`
@@ -265,19 +332,28 @@ export const removeOrphanViews = async (
  * its last view: docs/privacy.md#privacy-cases). A body that changes moves its change time, so
  * a client syncing by it reads the record again.
  */
-export const redactViews = async (tx: Tx, resource: "incidents", ids: ReadonlyArray<string>): Promise<void> => {
+export const redactViews = async (
+  tx: Tx,
+  resource: "incidents",
+  ids: ReadonlyArray<string>,
+  time: CommitTime | null = null
+): Promise<void> => {
   const rows = await tx<{ id: string; body: string }[]>`
     select id::text, body from service.views where resource = ${resource} and id = any(${ids as string[]}::uuid[])`
-  const changed = rows.flatMap((r) => {
+  const changed = rows.flatMap((r, i) => {
     const body = redactPrivacyCase(r.body)
-    return body === r.body ? [] : [{ id: r.id, body }]
+    return body === r.body ? [] : [{ id: r.id, body, ord: time?.ord(resource, r.id) ?? REACHED + i }]
   })
   if (changed.length === 0) return
   await tx`
-    update service.views v set body = x.body,
-      changed_at = greatest(v.changed_at + interval '1 millisecond', date_trunc('milliseconds', now()))
-    from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text)
-    where v.resource = ${resource} and v.id = x.id`
+    with up as (
+      update service.views v set body = x.body,
+        changed_at = greatest(v.changed_at + interval '1 millisecond', date_trunc('milliseconds', now()))
+      from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text, ord int)
+      where v.resource = ${resource} and v.id = x.id
+      returning v.resource, v.id, v.company_id, null::timestamptz as at, x.ord
+    )${written(tx, time, "upsert", tx`select * from up`)}
+    select count(*) from up`
 }
 
 /** Deletes tombstones older than `before` (GET /api/v1/deletions shows 30 days), in chunks; returns how many. */

@@ -42,7 +42,9 @@ export const FENCED_TABLES = [
   "capture_contract",
   "capture_resync",
   "webhook_deliveries",
-  "webhook_fanout_parts"
+  "webhook_fanout_parts",
+  "record_changes",
+  "stream_epochs"
 ] as const
 
 /** Bumped whenever the guard's SQL below changes: an older release never replaces a newer guard. */

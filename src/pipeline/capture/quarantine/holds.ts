@@ -4,12 +4,12 @@
 // transactions, and what it holds and releases. Made only when a batch meets the quarantine: a
 // batch that does not pays nothing for it. The decisions themselves are the one rule's
 // (step/rules.ts); this keeps their state.
-import { APP_COLUMNS } from "../../../domain/records/columns.ts"
 import type { Row } from "../../../domain/records/types.ts"
 import { RESOURCE_INFO, resourceOfTable } from "../../../domain/resources.ts"
 import type { Lsn } from "../../../platform/db/lsn.ts"
 import { dependentsOf, type RecordRef } from "../../projection/dependencies.ts"
 import { TableMap } from "../../projection/store.ts"
+import { hasEveryColumn } from "../../projection/tables.ts"
 import type { RowChange, Txn } from "../txn.ts"
 import type { QuarantineMarker } from "./markers.ts"
 import type { CaptureQuarantine, Held, HeldInfo, QuarantineDelta } from "./state.ts"
@@ -23,14 +23,6 @@ const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
 const whole = (data: Row | null): boolean => {
   if (data === null) return true
   for (const c in data) if (data[c] === undefined) return false
-  return true
-}
-
-/** Whether a row has every column the service reads of its table. */
-const complete = (table: string, row: Row): boolean => {
-  const columns = APP_COLUMNS[table]
-  if (columns === undefined) return true
-  for (const c in columns) if (!(c in row)) return false
   return true
 }
 
@@ -207,7 +199,7 @@ export class BatchHolds {
     if (forced !== undefined) return forced
     // A row read while its table did not fit lacks what the service could not read: it waits
     // for a whole copy (the table's re-read, or its next change once the table fits).
-    if (row !== null && this.q.blocksTable(table) && !complete(table, row))
+    if (row !== null && this.q.blocksTable(table) && !hasEveryColumn(table, row))
       return {
         error: `app.${table} ${id} was read while app.${table} did not fit what the service reads; it waits for the table to be read again`,
         info: { blockedBy: table, source: null }

@@ -8,7 +8,7 @@ import { RESOURCE_INFO, type Resource } from "../../../domain/resources.ts"
 import { dependentsOf, type RecordRef } from "../../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../../projection/project.ts"
 import { Store } from "../../projection/store.ts"
-import { rowCompany } from "../../projection/tables.ts"
+import { hasEveryColumn, rowCompany } from "../../projection/tables.ts"
 import { type ChangeTime, writeViews } from "../../projection/write.ts"
 
 /** Records, each once, in the order first met; looked up by resource, then id (no "resource|id" string per change). */
@@ -112,8 +112,8 @@ export const wideInspectionKeys = (tx: Tx, equipment: Fragment, sites: Fragment)
     -- a held inspection keeps its view: it is shaped again when it shapes (quarantine/)
     and not exists (select 1 from service.capture_quarantine q where q.tbl = 'inspections' and q.key = r.key)`
 
-/** The tables an inspection's view reads: while one does not fit (or is read again), no wide re-shaping. */
-export const WIDE_TABLES = ["inspections", "equipment", "job_sites"] as const
+/** The rows an inspection's view shows of others': while their table does not fit (or is read again), no wide re-shaping. */
+export const WIDE_TABLES = ["equipment", "job_sites"] as const
 
 /**
  * Rewrites the views of the wide set's inspections from the mirror as `tx` sees it (the batch's
@@ -124,7 +124,8 @@ export const reshapeWide = async (
   tx: Tx,
   wide: Wide,
   written: ReadonlyArray<RecordRef>,
-  time: ChangeTime
+  time: ChangeTime,
+  partialWaits = false
 ): Promise<number> => {
   if (wide.equipment.length === 0 && wide.sites.length === 0) return 0
   const skip = new Set(written.filter((r) => r.resource === "inspections").map((r) => r.id))
@@ -138,7 +139,9 @@ export const reshapeWide = async (
     await reprojectViews(
       tx,
       keys.slice(i, i + WIDE_CHUNK).map((id) => ({ resource: "inspections", id })),
-      time
+      time,
+      // While inspections do not fit, one read without a column waits for it to be read again.
+      partialWaits ? (row) => hasEveryColumn("inspections", row) : undefined
     )
   }
   return keys.length
@@ -151,11 +154,19 @@ const tableOf = (r: RecordRef) => RESOURCE_INFO[r.resource].table
 export const reprojectViews = async (
   tx: Tx,
   refs: ReadonlyArray<RecordRef>,
-  time: ChangeTime
+  time: ChangeTime,
+  shapes?: (row: Row) => boolean
 ): Promise<ReadonlyArray<RecordRef>> => {
   const store = new Store(tx)
   await prepare(store, refs)
-  const { views, gone } = finalViews(store, refs)
+  const taken =
+    shapes === undefined
+      ? refs
+      : refs.filter((r) => {
+          const row = store.get(tableOf(r), r.id)
+          return row === null || shapes(row.data)
+        })
+  const { views, gone } = finalViews(store, taken)
   await writeViews(tx, views, gone, time)
   return gone
 }
