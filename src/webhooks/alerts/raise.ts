@@ -51,22 +51,26 @@ const transition = async (tx: Tx, c: AlertChange): Promise<DestRow | undefined> 
   const table = endpoint ? "service.webhook_endpoints" : "service.webhook_subscriptions"
   const set =
     c.kind === "webhook.failing"
-      ? "failing_since = now() where t.id = $1 and t.failing_since is null"
+      ? "failing_since = coalesce($2::timestamptz, now()) where t.id = $1 and t.failing_since is null"
       : c.kind === "webhook.recovered"
         ? "failing_since = null where t.id = $1 and t.failing_since is not null"
         : "failing_since = t.failing_since where t.id = $1"
+  // An endpoint's run of fully failed deliveries is its health counter (already written by this
+  // transaction); it is reset by the success that recovers it.
   const columns = endpoint
-    ? "t.name, t.url, t.events, null::text as key_id, case when not t.enabled then coalesce(t.disabled_at, now()) end as switched_off_at"
-    : "null::text as name, t.url, array[t.event] as events, t.key_id::text, case when not t.active then now() end as switched_off_at"
+    ? "t.name, t.url, t.events, null::text as key_id, case when not t.enabled then coalesce(t.disabled_at, now()) end as switched_off_at, t.consecutive_failures as failures"
+    : "null::text as name, t.url, array[t.event] as events, t.key_id::text, case when not t.active then now() end as switched_off_at, 0 as failures"
   const [r] = await tx.unsafe<DestRow[]>(
     `with old as (select failing_since from ${table} where id = $1 for update)
      update ${table} t set ${set}
-     returning t.id::text, t.company_id::text, ${columns}, coalesce((select failing_since from old), now()) as since,
-       0 as failures`,
-    [c.endpointId ?? c.subscriptionId]
+     returning t.id::text, t.company_id::text, ${columns},
+       coalesce((select failing_since from old), t.failing_since, now()) as since`,
+    c.kind === "webhook.failing" ? [c.endpointId ?? c.subscriptionId, c.lastAttemptAt] : [c.endpointId ?? c.subscriptionId]
   )
   if (r === undefined) return undefined
-  // Fully failed deliveries since it began failing (retries end within two days of a delivery's making).
+  if (endpoint && c.kind !== "webhook.recovered") return r
+  // Otherwise: fully failed deliveries since it began failing, the start of the attempt that
+  // made it fail (retries end within two days of a delivery's making).
   const [n] = await tx.unsafe<{ n: number }[]>(
     `select count(*)::int as n from service.webhook_deliveries d
      where ${endpoint ? "d.endpoint_id" : "d.subscription_id"} = $1 and d.state = 'failed' and d.finished_at >= $2
@@ -162,14 +166,18 @@ export const MAIL_CHANNEL = "service_alert_mails"
 
 /** The company's admins for an endpoint; the admin who made the key for a subscription. */
 const queueMail = async (tx: Tx, c: AlertChange, d: DestRow, eventId: string) => {
-  const [r] = await tx.unsafe<{ to: string[] | null }[]>(
+  const [r] =
     c.endpointId !== null
-      ? `select array_agg(distinct u.email order by u.email) as to from service.users u
-         where u.company_id = $1 and u.role = 'admin' and u.email <> ''`
-      : `select case when k.created_by_email is null then null else array[k.created_by_email] end as to
-         from service.api_keys k where k.id = $2::uuid`,
-    [d.company_id, d.key_id]
-  )
+      ? await tx.unsafe<{ to: string[] | null }[]>(
+          `select array_agg(distinct u.email order by u.email) as to from service.users u
+           where u.company_id = $1 and u.role = 'admin' and u.email <> ''`,
+          [d.company_id]
+        )
+      : await tx.unsafe<{ to: string[] | null }[]>(
+          `select case when k.created_by_email is null then null else array[k.created_by_email] end as to
+           from service.api_keys k where k.id = $1::uuid`,
+          [d.key_id]
+        )
   const to = r?.to ?? []
   if (to.length === 0) return
   const text = alertMail(c.kind, {

@@ -4,7 +4,7 @@
 // and the company's admins get one mail for each; a key's alert names only its own subscriptions.
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { verifySignature } from "../../../src/webhooks/net/signature.ts"
+import { verify } from "../../../src/webhooks/net/signature.ts"
 import { enableEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { disableSubscription } from "../../../src/webhooks/subscriptions/subscriptions.ts"
 import { makeMailer, smtpSender } from "../../../src/webhooks/alerts/mail.ts"
@@ -66,7 +66,7 @@ describe("failure alerts", () => {
     expect(typeof off.switchedOffAt).toBe("string")
     // Signed with the watcher's own secret, like every delivery.
     const req = at(w.receiver, "/alerts/watch")[0]!
-    expect(verifySignature(watcher.secret, req.body.toString(), String(req.headers["service-signature"]))).toBe(true)
+    expect(verify(String(req.headers["service-signature"]), req.body, watcher.secret).ok).toBe(true)
     expect(at(w.receiver, "/alerts/down").every((r) => !JSON.parse(r.body.toString()).event.startsWith("webhook."))).toBe(true)
 
     // Fixed and turned on: the next success is its recovery, told once.
