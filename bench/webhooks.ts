@@ -1,7 +1,8 @@
 // Webhook delivery benchmark: rows committed in the app's tables, through capture, the
 // outbox, fan-out and the delivery engine, to a local HTTPS receiver.
 //   1. deliveries/s at saturation: a backlog of events drained by the engine (to one
-//      endpoint, to six, and to six by two engine processes sharing the work);
+//      endpoint, to six, to six with a content filter on each, and to six by two engine
+//      processes sharing the work);
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
 //   3. the baseline: a bare undici loop posting signed bodies to the same receiver;
 //   4. isolation: a company whose 12 endpoints on 12 loopback addresses take requests and never
@@ -418,6 +419,7 @@ const main = async () => {
     let bareCpuUs: CpuUs = noCpu
     let single = skipped
     let many = skipped
+    let filtered = skipped
     let shared = skipped
     if (SATURATION) {
       const one = await runSql(
@@ -472,6 +474,30 @@ const main = async () => {
       await backlog("corrective_actions")
       log(`engine draining the backlog to ${NAMES.length} endpoints...`)
       many = { ...(await drain(paths, EVENTS * NAMES.length)), sent: 0, failed: 0 }
+      await sql`update service.webhook_endpoints set enabled = false`
+
+      // The same six origins, each endpoint with a content filter that every action passes (so
+      // the deliveries are the same in number): what evaluating filters costs fan-out.
+      const filteredPaths = NAMES.map((_, i) => `/filtered${i}`)
+      for (const [i, name] of NAMES.entries()) {
+        await runSql(
+          sql,
+          createEndpoint(
+            deps,
+            { kind: "system" },
+            {
+              companyId: company.id,
+              name: `filtered ${name}`,
+              url: receiver.url(filteredPaths[i]!, name),
+              events: ["corrective_action.created"],
+              filter: { priority: { $in: ["high", "critical"] }, status: { $ne: "verified" }, title: { $exists: true } }
+            }
+          )
+        )
+      }
+      await backlog("corrective_actions")
+      log(`engine draining the backlog to ${NAMES.length} endpoints with a filter on each...`)
+      filtered = { ...(await drain(filteredPaths, EVENTS * NAMES.length)), sent: 0, failed: 0 }
       await sql`update service.webhook_endpoints set enabled = false`
 
       // Two engine processes share the next backlog: each fans out and sends the events of its
@@ -696,6 +722,7 @@ const main = async () => {
             `| deliveries/s at saturation, 1 endpoint (8 in flight) | ${fmt(single.rate)} (${fmt(EVENTS)} in ${fmt(single.ms)} ms) | ${fmt(bare.rate)} (${INFLIGHT} in flight, ${bare.failed} failed) |`,
             `| deliveries/s at saturation, ${NAMES.length} endpoints (${NAMES.length * 8} in flight) | ${fmt(many.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(many.ms)} ms) | |`,
             `| ratio to bare (${NAMES.length} endpoints) | ${(many.rate / bare.rate).toFixed(2)} | 1 |`,
+            `| deliveries/s at saturation, ${NAMES.length} endpoints, a content filter on each | ${fmt(filtered.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(filtered.ms)} ms; ${((filtered.rate / many.rate) * 100).toFixed(0)}% of the rate without) | |`,
             `| deliveries/s at saturation, ${NAMES.length} endpoints, two engine processes sharing the work | ${fmt(shared.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(shared.ms)} ms; ratio to bare ${(shared.rate / bare.rate).toFixed(2)}) | |`
           ]
         : []),
@@ -714,6 +741,7 @@ const main = async () => {
             "|---|---:|---:|---:|---:|",
             cpuRow("engine, 1 endpoint", single.cpuUs),
             cpuRow(`engine, ${NAMES.length} endpoints`, many.cpuUs),
+            cpuRow(`engine, ${NAMES.length} endpoints, a filter on each`, filtered.cpuUs),
             cpuRow(`two engine processes, ${NAMES.length} endpoints`, shared.cpuUs),
             cpuRow("bare undici loop", bareCpuUs)
           ]

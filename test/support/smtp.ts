@@ -21,7 +21,9 @@ const decodeWords = (value: string) =>
       enc.toUpperCase() === "B"
         ? Buffer.from(text, "base64").toString("utf8")
         : Buffer.from(
-            text.replace(/_/g, " ").replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(Number.parseInt(h, 16))),
+            text
+              .replace(/_/g, " ")
+              .replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(Number.parseInt(h, 16))),
             "latin1"
           ).toString("utf8")
     )

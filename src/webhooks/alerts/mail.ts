@@ -48,6 +48,13 @@ const retryAfterMs = (base: number, attempts: number) => Math.min(3_600_000, bas
 /** One pass over a company's due mails, in its transaction (the rows locked). */
 const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string) =>
   sql.begin(async (tx) => {
+    // One sender a company at a time, across processes: the hourly count it reads stays true
+    // while it sends (another sender finds the company taken and leaves it).
+    const [lock] = await tx.unsafe<{ ok: boolean }[]>(
+      `select pg_try_advisory_xact_lock(hashtextextended('service.alert_mails:' || $1, 0)) as ok`,
+      [company]
+    )
+    if (!lock!.ok) return
     const rows = await tx.unsafe<MailRow[]>(
       `select id::text, company_id::text, recipients, subject, body, attempts, held_back from service.alert_mails
        where company_id = $1 and state = 'pending' and next_attempt_at <= now() and event_id is not null
@@ -200,11 +207,12 @@ export const loadMailSettings = Effect.gen(function* () {
 
 /** nodemailer over SMTP_URL, with deadlines so a server that hangs holds nothing long. */
 export const smtpSender = (url: string): SendMail => {
-  const transport = nodemailer.createTransport(url, {
+  const transport = nodemailer.createTransport({
+    url,
     connectionTimeout: 10_000,
     greetingTimeout: 10_000,
     socketTimeout: 20_000
-  } as never)
+  })
   return (mail) => transport.sendMail({ from: mail.from, to: [...mail.to], subject: mail.subject, text: mail.text })
 }
 

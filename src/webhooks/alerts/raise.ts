@@ -65,7 +65,9 @@ const transition = async (tx: Tx, c: AlertChange): Promise<DestRow | undefined> 
      update ${table} t set ${set}
      returning t.id::text, t.company_id::text, ${columns},
        coalesce((select failing_since from old), t.failing_since, now()) as since`,
-    c.kind === "webhook.failing" ? [c.endpointId ?? c.subscriptionId, c.lastAttemptAt] : [c.endpointId ?? c.subscriptionId]
+    c.kind === "webhook.failing"
+      ? [c.endpointId ?? c.subscriptionId, c.lastAttemptAt]
+      : [c.endpointId ?? c.subscriptionId]
   )
   if (r === undefined) return undefined
   if (endpoint && c.kind !== "webhook.recovered") return r
