@@ -92,9 +92,9 @@ const AlertData = Schema.Struct({
     kind: Schema.Literals(["endpoint", "subscription"]),
     id: Schema.String,
     url: Schema.String,
-    events: Schema.Array(Schema.String)
+    events: Schema.Array(Schema.Literals(WEBHOOK_EVENTS)).annotate({ description: "The events it takes" })
   }).annotate({ description: "The endpoint or subscription the alert is about" }),
-  failedDeliveries: Schema.Number.annotate({
+  failedDeliveries: Schema.Int.annotate({
     description: "Its deliveries that failed every attempt since it began failing"
   }),
   lastError: Schema.NullOr(Schema.String).annotate({ description: "The error of the attempt that made the change" }),

@@ -55,10 +55,13 @@ const OrderingInput = Schema.Literals(ORDERINGS).annotate({
 })
 
 /** A content filter: any JSON object to the schema; the Webhooks service checks it against the event's fields (400). */
-export const FilterInput = Schema.Record(Schema.String, Schema.Unknown).annotate({
-  description: `A content filter over the fields of the event's data (docs: events, content filters): {"<field>": <value or {operator: value}>}, operators ${FIELD_OPERATORS.join(" ")}, combined with ${LOGICAL_OPERATORS.join(" ")}; a plain value means $eq. At most ${MAX_FILTER_BYTES} bytes, ${MAX_FILTER_DEPTH} levels deep. An event that does not match makes no delivery.`,
-  examples: [{ severity: { $in: ["serious", "critical"] } }]
-})
+export const FilterInput = Schema.Record(Schema.String, Schema.Unknown)
+  // Any values under any keys: said outright, so generated clients type it as an open object.
+  .check(Schema.makeFilter(() => true, { toJsonSchema: () => ({ additionalProperties: {} }) }))
+  .annotate({
+    description: `A content filter over the fields of the event's data (docs: events, content filters): {"<field>": <value or {operator: value}>}, operators ${FIELD_OPERATORS.join(" ")}, combined with ${LOGICAL_OPERATORS.join(" ")}; a plain value means $eq. At most ${MAX_FILTER_BYTES} bytes, ${MAX_FILTER_DEPTH} levels deep. An event that does not match makes no delivery.`,
+    examples: [{ severity: { $in: ["serious", "critical"] } }]
+  })
 export const PayloadInput = Schema.Literals(PAYLOAD_MODES).annotate({
   description:
     "full (the default): data is the record; thin: data is {id, companyId, url} only, url the record's API address (GET it with your key)"

@@ -3,10 +3,12 @@
 // company an hour; what the limit holds back waits and goes as one summary once the hour
 // allows another mail. A mail server that is down or refuses delays the mail (retried with a
 // growing wait), never drops it. Several processes may run it: a row is sent by whoever locks it.
-import { Cause, Config, Data, Effect, Layer, Option, Queue, Redacted } from "effect"
+import { Cause, Effect, Layer, Option, Queue, Redacted } from "effect"
 import nodemailer from "nodemailer"
 import type { Sql as Pg } from "postgres"
 import { Sql } from "../../platform/db/Sql.ts"
+import { AlertMailConfig } from "../../platform/config.ts"
+import { StartRefused } from "../../platform/db/refusal.ts"
 import { listenScoped } from "../../platform/db/channels.ts"
 import { currentSupervisor } from "../../platform/supervisor.ts"
 import { MAIL_CHANNEL } from "./raise.ts"
@@ -172,34 +174,26 @@ export const makeMailer = (options: MailerOptions) =>
     yield* supervisor.run("alert mails", loop)
   })
 
-export class MailSettingsError extends Data.TaggedError("MailSettingsError")<{ readonly message: string }> {}
-
-/** SMTP_URL and ALERT_FROM (docs/configuration.md). */
-export const MailConfig = Config.all({
-  url: Config.option(Config.Redacted("SMTP_URL")),
-  from: Config.option(Config.String("ALERT_FROM"))
-})
-
-/** The mail settings, checked: null when SMTP_URL is unset (no mail). */
+/** The mail settings, checked (a bad one refuses the start): null when SMTP_URL is unset (no mail). */
 export const loadMailSettings = Effect.gen(function* () {
-  const c = yield* MailConfig
+  const c = yield* AlertMailConfig
   if (Option.isNone(c.url) || Redacted.value(c.url.value).trim() === "") return null
   const url = Redacted.value(c.url.value).trim()
   let parsed: URL
   try {
     parsed = new URL(url)
   } catch {
-    return yield* new MailSettingsError({
+    return yield* new StartRefused({
       message: "SMTP_URL is not a URL: give smtp://user:password@host:port or smtps://..."
     })
   }
   if (parsed.protocol !== "smtp:" && parsed.protocol !== "smtps:")
-    return yield* new MailSettingsError({
+    return yield* new StartRefused({
       message: `SMTP_URL must start with smtp:// or smtps://, not ${parsed.protocol}//`
     })
   const from = Option.getOrElse(c.from, () => "").trim()
   if (!/^[^\s@<>]+@[^\s@<>]+$/.test(from) && !/<[^\s@<>]+@[^\s@<>]+>$/.test(from))
-    return yield* new MailSettingsError({
+    return yield* new StartRefused({
       message: "ALERT_FROM must be the sender's address (alerts@example.com) when SMTP_URL is set"
     })
   return { url, from, host: parsed.hostname }
@@ -219,7 +213,7 @@ export const smtpSender = (url: string): SendMail => {
 /** The mailer of the delivery role: off (said once) when SMTP_URL is unset. */
 export const MailerLive = Layer.effectDiscard(
   Effect.gen(function* () {
-    const settings = yield* loadMailSettings.pipe(Effect.orDie)
+    const settings = yield* loadMailSettings
     if (settings === null) return yield* Effect.logInfo("alert mails are off: SMTP_URL is not set")
     yield* Effect.logInfo("alert mails on", { smtpHost: settings.host, from: settings.from })
     yield* makeMailer({ send: smtpSender(settings.url), from: settings.from })

@@ -290,7 +290,7 @@ export const EngineLive = Layer.effect(
   Effect.gen(function* () {
     const { sql } = yield* Database
     const settings = yield* WebhookSettings
-    const mail = yield* loadMailSettings.pipe(Effect.orDie)
+    const mail = yield* loadMailSettings
     yield* Effect.logInfo("webhook delivery started", {
       schedule: settings.schedule.text,
       attempts: settings.schedule.maxAttempts,

@@ -81,7 +81,10 @@ describe("GET /api/v1/events", () => {
     expect(checked.answers.slice(from).map((a) => a.status)).toEqual(
       Array.from({ length: Math.ceil(expected.length / 40) }, () => 200)
     )
-    expect(seen.map((e) => e.data.id)).toEqual(expected.map((r) => r.record_id))
+    // An alert names its destination where a record event names its record.
+    expect(seen.map((e) => ("destination" in e.data ? e.data.destination.id : e.data.id))).toEqual(
+      expected.map((r) => r.record_id)
+    )
     expect(seen.map((e) => e.event)).toEqual(expected.map((r) => r.event))
     expect(await typed.events.get(seen[1]!.id)).toEqual(seen[1])
     // the payload is the stored one, byte for byte
