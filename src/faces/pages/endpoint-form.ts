@@ -73,7 +73,7 @@ export const endpointFields = (
   <label for="${prefix}-filter">Only events whose data matches (a filter)</label>
   <textarea id="${prefix}-filter" name="filter" rows="3" maxlength="${MAX_FILTER_BYTES}" spellcheck="false" aria-describedby="${prefix}-filter-hint">${form.filter}</textarea>
   <p class="hint" id="${prefix}-filter-hint">JSON over the fields of the event's data, e.g. <code>{"severity": {"$in": ["serious", "critical"]}}</code>; empty for every event.</p>
-  <label for="${prefix}-payload"><input type="checkbox" id="${prefix}-payload" name="payload" value="thin"${attr("checked", form.payload === "thin")}> <span>Thin payloads: send only the record's id, company and API address</span></label>`
+  <label for="${prefix}-payload"><input type="checkbox" id="${prefix}-payload" name="payload" value="thin"${attr("checked", form.payload === "thin")}> <span>Thin payloads: send only the record's id, company and where to read it</span></label>`
 
 export const endpointFormOf = (body: URLSearchParams): EndpointForm => ({
   name: body.get("name") ?? "",

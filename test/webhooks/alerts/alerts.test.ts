@@ -113,6 +113,9 @@ describe("failure alerts", () => {
     const mine = await addHook(w, "/k1/alerts", { keyId: k1, event: "webhook.failing" })
     await addHook(w, "/k2/alerts", { keyId: k2, event: "webhook.failing" })
     const offAlerts = await addHook(w, "/k1/off", { keyId: k1, event: "webhook.switched_off" })
+    // The admin who made the key is mailed about its subscriptions (not the company's admins).
+    await w.db.sql`update service.api_keys set created_by_email = 'maker@example.test' where id = ${k1}`
+    const mailsBefore = smtp.mails.length
     state.engine = await startEngine(w.deps, { alertMail: true })
     await insertIncident(w.db.sql, w.company.id)
     const got = await waitFor(() => {
@@ -126,6 +129,13 @@ describe("failure alerts", () => {
     expect(mine.subscription.id).not.toBe(failing.subscription.id)
     await new Promise((r) => setTimeout(r, 500))
     expect(at(w.receiver, "/k2/alerts")).toHaveLength(0)
+    const mail = await waitFor(
+      () => smtp.mails.slice(mailsBefore).find((m) => m.subject.includes("is failing")),
+      "the mail"
+    )
+    expect(mail.to).toEqual(["maker@example.test"])
+    expect(mail.subject).toBe(`[Safety Records] The webhook subscription to ${w.receiver.url("/k1/in")} is failing`)
+    expect(smtp.mails.slice(mailsBefore).filter((m) => m.to.includes(ADMIN_EMAIL))).toHaveLength(0)
 
     await runSql(w.deps.sql, disableSubscription(ADMIN, { id: failing.subscription.id }))
     const off = await waitFor(() => {
