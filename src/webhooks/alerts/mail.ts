@@ -48,7 +48,7 @@ type MailRow = {
 const retryAfterMs = (base: number, attempts: number) => Math.min(3_600_000, base * 2 ** Math.min(attempts, 7))
 
 /** One pass over a company's due mails, in its transaction (the rows locked). */
-const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string) =>
+const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string, errors: Array<string>) =>
   sql.begin(async (tx) => {
     // One sender a company at a time, across processes: the hourly count it reads stays true
     // while it sends (another sender finds the company taken and leaves it).
@@ -70,12 +70,14 @@ const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string)
       [company]
     )
     let room = o.perHour - w!.sent
-    const fail = async (ids: ReadonlyArray<string>, attempts: number, error: string) =>
-      tx.unsafe(
+    const fail = async (ids: ReadonlyArray<string>, attempts: number, error: string) => {
+      errors.push(error)
+      return tx.unsafe(
         `update service.alert_mails set attempts = attempts + 1, last_error = $2,
            next_attempt_at = now() + $3 * interval '1 millisecond' where id = any($1::bigint[])`,
         [ids, error.slice(0, 500), retryAfterMs(o.retryMs, attempts)]
       )
+    }
     const tryOne = async (to: ReadonlyArray<string>, subject: string, text: string): Promise<string | null> => {
       try {
         await o.send({ from: o.from, to, subject, text })
@@ -143,13 +145,14 @@ const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string)
     }
   })
 
-/** Every company with a mail due, once. */
-export const sendDueMails = async (sql: Pg, options: MailerOptions): Promise<number> => {
+/** Every company with a mail due, once; the errors of the sends that failed (they wait and are tried again). */
+export const sendDueMails = async (sql: Pg, options: MailerOptions): Promise<ReadonlyArray<string>> => {
   const o = { perHour: MAILS_PER_HOUR, pollMs: 5_000, retryMs: 30_000, ...options } as Required<MailerOptions>
   const companies = await sql<{ company_id: string }[]>`
     select distinct company_id::text from service.alert_mails where state = 'pending' and next_attempt_at <= now()`
-  for (const c of companies) await sendCompany(sql, o, c.company_id)
-  return companies.length
+  const errors: Array<string> = []
+  for (const c of companies) await sendCompany(sql, o, c.company_id, errors)
+  return errors
 }
 
 /** Runs the mailer under the supervisor until it stops. */
@@ -161,9 +164,15 @@ export const makeMailer = (options: MailerOptions) =>
     const supervisor = yield* currentSupervisor
     yield* supervisor.hold(listenScoped(sql.pool, "alert mails: ", [[MAIL_CHANNEL, poke]]))
     const step = Effect.tryPromise(() => sendDueMails(sql.pool, options)).pipe(
-      Effect.catchCause((cause) =>
-        Effect.logWarning("alert mails could not be sent; retrying", Cause.pretty(cause)).pipe(Effect.as(0))
-      )
+      Effect.flatMap((errors) =>
+        errors.length === 0
+          ? Effect.void
+          : Effect.logWarning("alert mails could not be sent; retrying", {
+              failed: errors.length,
+              error: errors.at(-1)
+            })
+      ),
+      Effect.catchCause((cause) => Effect.logWarning("alert mails could not be sent; retrying", Cause.pretty(cause)))
     )
     const loop = Effect.forever(
       Effect.gen(function* () {
