@@ -276,4 +276,38 @@ describe("a body field no version of the API knows", () => {
     expect(ok.status, JSON.stringify(ok.json)).toBe(201)
     expect(ok.json.payload).toBe("thin")
   })
+
+  it("a filter the destination may not hold is a 400 naming it, on the API and the admin API, and nothing is saved", async () => {
+    const before = await counts()
+    const post = (path: string, credential: string, body: unknown) =>
+      raw(server.url, "POST", path, ["authorization", `Bearer ${credential}`], JSON.stringify(body))
+    const hook = await post("/api/v1/hooks", key, {
+      url: "https://127.0.0.1:9/f",
+      event: "incident.created",
+      filter: { personName: "Sam" }
+    })
+    expect([hook.status, hook.json.error]).toEqual([
+      400,
+      'filter: "personName" is withheld from privacy cases: a filter may not read it'
+    ])
+    const endpoint = await post("/admin/v1/endpoints", token, {
+      name: "Pager",
+      url: "https://127.0.0.1:9/f",
+      events: ["incident.created"],
+      filter: { severity: { $regex: "^ser" } }
+    })
+    expect([endpoint.status, endpoint.json.error]).toEqual([
+      400,
+      'filter: unknown operator "$regex" on "severity"; operators: $eq $ne $in $nin $gt $gte $lt $lte $exists'
+    ])
+    const thin = await post("/admin/v1/endpoints", token, {
+      name: "Pager",
+      url: "https://127.0.0.1:9/f",
+      events: ["incident.created"],
+      payload: "slim"
+    })
+    expect(thin.status).toBe(400)
+    expect(thin.json.error).toMatch(/payload/)
+    expect(await counts()).toEqual(before)
+  })
 })
