@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { Sql } from "../../../src/platform/db/Sql.ts"
 import { startReplay } from "../../../src/webhooks/replay/manage.ts"
-import { resendDelivery } from "../../../src/webhooks/deliveries/deliveries.ts"
+import { replayFailed, resendDelivery } from "../../../src/webhooks/deliveries/deliveries.ts"
 import { updateEndpoint } from "../../../src/webhooks/endpoints/endpoints.ts"
 import { listHooks } from "../../../src/webhooks/subscriptions/hooks.ts"
 import { verify } from "../../../src/webhooks/net/signature.ts"
@@ -155,5 +155,30 @@ describe("content filters and thin payloads", () => {
     expect(body.id).toBe(first!.id)
     expect(body.data.severity).toBe("serious")
     expect(body.data.title).toBeDefined()
+  })
+
+  it("replaying an endpoint's failed deliveries sends again only those its filter takes now", async () => {
+    const { w } = state
+    w.receiver.reply("/refiltered", { status: 500 })
+    const e = await addEndpoint(w, "/refiltered", { filter: { severity: "serious" } })
+    state.engine = await startEngine(w.deps)
+    const since = new Date(Date.now() - 1000)
+    await insertIncident(w.db.sql, w.company.id, { severity: "serious" })
+    const [failed] = await deliveredTo(w.db.sql, e.id, 1, "the delivery to fail for good", "failed")
+    const tries = at(w.receiver, "/refiltered").length
+    w.receiver.reply("/refiltered", { status: 200 })
+    // The filter now takes critical incidents only: the failed serious one is not sent again.
+    await runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id, filter: { severity: "critical" } }))
+    expect(await runSql(w.deps.sql, replayFailed(ADMIN, { endpointId: e.id, since }))).toEqual({ count: 0 })
+    await sleep(500)
+    expect(at(w.receiver, "/refiltered")).toHaveLength(tries)
+    // Taken again: it is.
+    await runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id, filter: { severity: { $ne: "minor" } } }))
+    expect(await runSql(w.deps.sql, replayFailed(ADMIN, { endpointId: e.id, since }))).toEqual({ count: 1 })
+    const again = await waitFor(
+      () => (at(w.receiver, "/refiltered").length > tries ? at(w.receiver, "/refiltered").at(-1) : null),
+      "the replayed delivery"
+    )
+    expect((JSON.parse(again!.body.toString()) as Body).id).toBe(failed!.id)
   })
 })
