@@ -1,7 +1,8 @@
 // Webhook delivery benchmark: rows committed in the app's tables, through capture, the
 // outbox, fan-out and the delivery engine, to a local HTTPS receiver.
 //   1. deliveries/s at saturation: a backlog of events drained by the engine (to one
-//      endpoint, to six, and to six by two engine processes sharing the work);
+//      endpoint, to six, to six with a content filter on each, and to six by two engine
+//      processes sharing the work);
 //   2. commit-to-receipt latency p50/p99 with events committed at a fixed 200/s;
 //   3. the baseline: a bare undici loop posting signed bodies to the same receiver;
 //   4. isolation: a company whose 12 endpoints on 12 loopback addresses take requests and never
@@ -44,6 +45,8 @@ const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
 const RATE = Number(process.env.BENCH_RATE ?? 200)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 50)
+/** Alternating drains to six endpoints without and with a content filter on each. */
+const FILTER_ROUNDS = Number(process.env.BENCH_FILTER_ROUNDS ?? 2)
 const NAMES = ["127.0.0.1", "localhost", "receiver.test", "hooks.receiver.test", "webhook-test.local", "rebind.test"]
 const ISO_SECONDS = Number(process.env.BENCH_ISOLATION_SECONDS ?? 60)
 const ISOLATION = process.env.BENCH_ISOLATION !== "0"
@@ -103,6 +106,7 @@ const cpuRow = (name: string, c: CpuUs) => {
 const pct = (sorted: ReadonlyArray<number>, p: number) =>
   sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US")
+const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
 const log = (s: string) => process.stderr.write(`${s}\n`)
 
 const waitUntil = async (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) => {
@@ -418,6 +422,8 @@ const main = async () => {
     let bareCpuUs: CpuUs = noCpu
     let single = skipped
     let many = skipped
+    const manyRuns: Array<typeof skipped> = []
+    const filteredRuns: Array<typeof skipped> = []
     let shared = skipped
     if (SATURATION) {
       const one = await runSql(
@@ -469,10 +475,42 @@ const main = async () => {
           )
         )
       }
-      await backlog("corrective_actions")
-      log(`engine draining the backlog to ${NAMES.length} endpoints...`)
-      many = { ...(await drain(paths, EVENTS * NAMES.length)), sent: 0, failed: 0 }
-      await sql`update service.webhook_endpoints set enabled = false`
+      // The same six origins, each endpoint with a content filter that every action passes (so
+      // the deliveries are the same in number): what evaluating filters costs. Off while the
+      // unfiltered ones drain, and the other way round; the two alternate BENCH_FILTER_ROUNDS
+      // times, so that a machine's changing load weighs on both alike.
+      const filteredPaths = NAMES.map((_, i) => `/filtered${i}`)
+      const filteredNames = NAMES.map((name) => `filtered ${name}`)
+      for (const [i, name] of NAMES.entries()) {
+        const made = await runSql(
+          sql,
+          createEndpoint(
+            deps,
+            { kind: "system" },
+            {
+              companyId: company.id,
+              name: filteredNames[i]!,
+              url: receiver.url(filteredPaths[i]!, name),
+              events: ["corrective_action.created"],
+              filter: { priority: { $in: ["high", "critical"] }, status: { $ne: "verified" }, title: { $exists: true } }
+            }
+          )
+        )
+        await sql`update service.webhook_endpoints set enabled = false where id = ${made.id}`
+      }
+      const drainSix = async (names: ReadonlyArray<string>, to: ReadonlyArray<string>, what: string) => {
+        await sql`update service.webhook_endpoints set enabled = (name = any(${names}))`
+        await backlog("corrective_actions")
+        log(`engine draining the backlog to ${NAMES.length} endpoints${what}...`)
+        const r = { ...(await drain(to, EVENTS * NAMES.length)), sent: 0, failed: 0 }
+        await sql`update service.webhook_endpoints set enabled = false`
+        return r
+      }
+      for (let round = 0; round < FILTER_ROUNDS; round++) {
+        manyRuns.push(await drainSix(NAMES, paths, ""))
+        filteredRuns.push(await drainSix(filteredNames, filteredPaths, " with a filter on each"))
+      }
+      many = manyRuns[0]!
 
       // Two engine processes share the next backlog: each fans out and sends the events of its
       // partitions of the outbox. The endpoints are off while it is committed (no engine runs,
@@ -696,6 +734,7 @@ const main = async () => {
             `| deliveries/s at saturation, 1 endpoint (8 in flight) | ${fmt(single.rate)} (${fmt(EVENTS)} in ${fmt(single.ms)} ms) | ${fmt(bare.rate)} (${INFLIGHT} in flight, ${bare.failed} failed) |`,
             `| deliveries/s at saturation, ${NAMES.length} endpoints (${NAMES.length * 8} in flight) | ${fmt(many.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(many.ms)} ms) | |`,
             `| ratio to bare (${NAMES.length} endpoints) | ${(many.rate / bare.rate).toFixed(2)} | 1 |`,
+            `| deliveries/s at saturation, ${NAMES.length} endpoints, without / with a content filter on each, alternating | ${manyRuns.map((r) => fmt(r.rate)).join(", ")} / ${filteredRuns.map((r) => fmt(r.rate)).join(", ")} (with / without: ${((mean(filteredRuns.map((r) => r.rate)) / mean(manyRuns.map((r) => r.rate))) * 100).toFixed(0)}%) | |`,
             `| deliveries/s at saturation, ${NAMES.length} endpoints, two engine processes sharing the work | ${fmt(shared.rate)} (${fmt(EVENTS * NAMES.length)} in ${fmt(shared.ms)} ms; ratio to bare ${(shared.rate / bare.rate).toFixed(2)}) | |`
           ]
         : []),
@@ -713,7 +752,10 @@ const main = async () => {
             `| | ${local ? "engine and receiver" : "engine (Node)"} | PostgreSQL | receiver | in all |`,
             "|---|---:|---:|---:|---:|",
             cpuRow("engine, 1 endpoint", single.cpuUs),
-            cpuRow(`engine, ${NAMES.length} endpoints`, many.cpuUs),
+            ...filteredRuns.flatMap((r, i) => [
+              cpuRow(`engine, ${NAMES.length} endpoints, round ${i + 1}`, manyRuns[i]!.cpuUs),
+              cpuRow(`engine, ${NAMES.length} endpoints, a filter on each, round ${i + 1}`, r.cpuUs)
+            ]),
             cpuRow(`two engine processes, ${NAMES.length} endpoints`, shared.cpuUs),
             cpuRow("bare undici loop", bareCpuUs)
           ]

@@ -864,7 +864,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * incident.created: an incident is reported
-         * @description Sent when an incident is reported; data is the incidents record as GET /api/v1/incidents/{id} returned it then.
+         * @description Sent when an incident is reported; data is the incidents record as GET /api/v1/incidents/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -890,7 +890,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * observation.created: a safety observation is reported
-         * @description Sent when a safety observation is reported; data is the observations record as GET /api/v1/observations/{id} returned it then.
+         * @description Sent when a safety observation is reported; data is the observations record as GET /api/v1/observations/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -916,7 +916,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * corrective_action.created: a corrective action is raised
-         * @description Sent when a corrective action is raised; data is the corrective-actions record as GET /api/v1/corrective-actions/{id} returned it then.
+         * @description Sent when a corrective action is raised; data is the corrective-actions record as GET /api/v1/corrective-actions/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -942,7 +942,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * corrective_action.closed: a corrective action is completed or verified
-         * @description Sent when a corrective action is completed or verified; data is the corrective-actions record as GET /api/v1/corrective-actions/{id} returned it then.
+         * @description Sent when a corrective action is completed or verified; data is the corrective-actions record as GET /api/v1/corrective-actions/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -968,7 +968,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * audit.created: a site audit is saved
-         * @description Sent when a site audit is saved; data is the audits record as GET /api/v1/audits/{id} returned it then.
+         * @description Sent when a site audit is saved; data is the audits record as GET /api/v1/audits/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -994,7 +994,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * inspection.failed: an equipment inspection fails
-         * @description Sent when an equipment inspection fails; data is the inspections record as GET /api/v1/inspections/{id} returned it then.
+         * @description Sent when an equipment inspection fails; data is the inspections record as GET /api/v1/inspections/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -1020,7 +1020,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * training_record.created: a training record is added
-         * @description Sent when a training record is added; data is the training-records record as GET /api/v1/training-records/{id} returned it then.
+         * @description Sent when a training record is added; data is the training-records record as GET /api/v1/training-records/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -1046,7 +1046,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * change.approved: a change is approved
-         * @description Sent when a change is approved; data is the changes record as GET /api/v1/changes/{id} returned it then.
+         * @description Sent when a change is approved; data is the changes record as GET /api/v1/changes/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -1072,7 +1072,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * change.implemented: a change is implemented
-         * @description Sent when a change is implemented; data is the changes record as GET /api/v1/changes/{id} returned it then.
+         * @description Sent when a change is implemented; data is the changes record as GET /api/v1/changes/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -1098,7 +1098,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * permit.approved: a permit is approved
-         * @description Sent when a permit is approved; data is the permits record as GET /api/v1/permits/{id} returned it then.
+         * @description Sent when a permit is approved; data is the permits record as GET /api/v1/permits/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -1124,7 +1124,7 @@ export interface webhooks {
         readonly put?: never;
         /**
          * permit.closed: a permit is closed out
-         * @description Sent when a permit is closed out; data is the permits record as GET /api/v1/permits/{id} returned it then.
+         * @description Sent when a permit is closed out; data is the permits record as GET /api/v1/permits/{id} returned it then. A destination with payload "thin" gets data {id, companyId, url} instead, url the record's API address; a destination with a filter gets only the events whose data matches it.
          *
          *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
          *
@@ -1133,6 +1133,84 @@ export interface webhooks {
          *     Answer any 2xx within 10 seconds and do slow work after answering; redirects are not followed. A failed delivery is retried after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day; a delivery may arrive more than once: webhook-id tells repeats. GET /api/v1/events has the same payloads for the last 30 days.
          */
         readonly post: operations["webhooks.permit.closed"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "webhook.failing": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /**
+         * webhook.failing: a destination's delivery fails every attempt after a success (or since it was made), or its circuit opens
+         * @description Sent when a destination's delivery fails every attempt after a success (or since it was made), or its circuit opens; data says which destination and why. Never sent to the destination it is about; an API key hears only of its own subscriptions.
+         *
+         *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
+         *
+         *     Verify a signature over the raw body, as received, before parsing it: either the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) or Service-Signature; both are made with the same whsec_... secret.
+         *
+         *     Answer any 2xx within 10 seconds and do slow work after answering; redirects are not followed. A failed delivery is retried after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day; a delivery may arrive more than once: webhook-id tells repeats. GET /api/v1/events has the same payloads for the last 30 days.
+         */
+        readonly post: operations["webhooks.webhook.failing"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "webhook.recovered": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /**
+         * webhook.recovered: a destination delivers again after webhook.failing
+         * @description Sent when a destination delivers again after webhook.failing; data says which destination and why. Never sent to the destination it is about; an API key hears only of its own subscriptions.
+         *
+         *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
+         *
+         *     Verify a signature over the raw body, as received, before parsing it: either the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) or Service-Signature; both are made with the same whsec_... secret.
+         *
+         *     Answer any 2xx within 10 seconds and do slow work after answering; redirects are not followed. A failed delivery is retried after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day; a delivery may arrive more than once: webhook-id tells repeats. GET /api/v1/events has the same payloads for the last 30 days.
+         */
+        readonly post: operations["webhooks.webhook.recovered"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "webhook.switched_off": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /**
+         * webhook.switched_off: an endpoint is switched off after 15 fully failed deliveries, or an admin turns a destination off
+         * @description Sent when an endpoint is switched off after 15 fully failed deliveries, or an admin turns a destination off; data says which destination and why. Never sent to the destination it is about; an API key hears only of its own subscriptions.
+         *
+         *     POSTed to the https:// address of every active subscription to this event (POST /api/v1/hooks) and of every admin-made endpoint that chose it, with Content-Type application/json.
+         *
+         *     Verify a signature over the raw body, as received, before parsing it: either the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) or Service-Signature; both are made with the same whsec_... secret.
+         *
+         *     Answer any 2xx within 10 seconds and do slow work after answering; redirects are not followed. A failed delivery is retried after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day; a delivery may arrive more than once: webhook-id tells repeats. GET /api/v1/events has the same payloads for the last 30 days.
+         */
+        readonly post: operations["webhooks.webhook.switched_off"];
         readonly delete?: never;
         readonly options?: never;
         readonly head?: never;
@@ -1181,8 +1259,77 @@ export interface components {
             /** @description A human-readable message */
             readonly error: string;
         };
-        /** @description An event as webhooks deliver it, identified by the event's id: one of the eleven event payloads, told apart by event */
-        readonly Event: components["schemas"]["IncidentCreatedEvent"] | components["schemas"]["ObservationCreatedEvent"] | components["schemas"]["CorrectiveActionCreatedEvent"] | components["schemas"]["CorrectiveActionClosedEvent"] | components["schemas"]["AuditCreatedEvent"] | components["schemas"]["InspectionFailedEvent"] | components["schemas"]["TrainingRecordCreatedEvent"] | components["schemas"]["ChangeApprovedEvent"] | components["schemas"]["ChangeImplementedEvent"] | components["schemas"]["PermitApprovedEvent"] | components["schemas"]["PermitClosedEvent"];
+        /** @description An event as webhooks deliver it, identified by the event's id: one of the event payloads (the eleven about records, the three alerts), told apart by event */
+        readonly Event: components["schemas"]["IncidentCreatedEvent"] | components["schemas"]["ObservationCreatedEvent"] | components["schemas"]["CorrectiveActionCreatedEvent"] | components["schemas"]["CorrectiveActionClosedEvent"] | components["schemas"]["AuditCreatedEvent"] | components["schemas"]["InspectionFailedEvent"] | components["schemas"]["TrainingRecordCreatedEvent"] | components["schemas"]["ChangeApprovedEvent"] | components["schemas"]["ChangeImplementedEvent"] | components["schemas"]["PermitApprovedEvent"] | components["schemas"]["PermitClosedEvent"] | components["schemas"]["WebhookFailingEvent"] | components["schemas"]["WebhookRecoveredEvent"] | components["schemas"]["WebhookSwitchedOffEvent"];
+        /** @description webhook.switched_off: fired when an endpoint is switched off after 15 fully failed deliveries, or an admin turns a destination off. Sent to the company's endpoints that chose it (never to the destination it is about) and, for a subscription, to its key's own subscriptions to it. */
+        readonly WebhookSwitchedOffEvent: {
+            /** @description The event's id. A webhook delivery of this event carries its delivery's id in the same place instead (one per event and destination, the same on every retry: webhook-id and Service-Delivery); match the two by event, data.id and createdAt. */
+            readonly id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            readonly event: "webhook.switched_off";
+            /**
+             * Format: date-time
+             * @description When the destination's state changed
+             */
+            readonly createdAt: string;
+            readonly data: components["schemas"]["WebhookAlert"];
+        };
+        /** @description What an alert event says about a destination */
+        readonly WebhookAlert: {
+            /** @description The endpoint or subscription the alert is about */
+            readonly destination: {
+                /** @enum {string} */
+                readonly kind: "endpoint" | "subscription";
+                readonly id: string;
+                readonly url: string;
+                /** @description The events it takes */
+                readonly events: readonly ("incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off")[];
+            };
+            /** @description Its deliveries that failed every attempt since it began failing */
+            readonly failedDeliveries: number;
+            /** @description The error of the attempt that made the change */
+            readonly lastError: string | null;
+            readonly lastAttemptAt: string | null;
+            /** @description webhook.switched_off: when; null otherwise */
+            readonly switchedOffAt: string | null;
+            /** @description webhook.switched_off: "service" (15 fully failed deliveries in a row) or the admin who did it; null otherwise */
+            readonly switchedOffBy: string | null;
+        };
+        /** @description webhook.recovered: fired when a destination delivers again after webhook.failing. Sent to the company's endpoints that chose it (never to the destination it is about) and, for a subscription, to its key's own subscriptions to it. */
+        readonly WebhookRecoveredEvent: {
+            /** @description The event's id. A webhook delivery of this event carries its delivery's id in the same place instead (one per event and destination, the same on every retry: webhook-id and Service-Delivery); match the two by event, data.id and createdAt. */
+            readonly id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            readonly event: "webhook.recovered";
+            /**
+             * Format: date-time
+             * @description When the destination's state changed
+             */
+            readonly createdAt: string;
+            readonly data: components["schemas"]["WebhookAlert"];
+        };
+        /** @description webhook.failing: fired when a destination's delivery fails every attempt after a success (or since it was made), or its circuit opens. Sent to the company's endpoints that chose it (never to the destination it is about) and, for a subscription, to its key's own subscriptions to it. */
+        readonly WebhookFailingEvent: {
+            /** @description The event's id. A webhook delivery of this event carries its delivery's id in the same place instead (one per event and destination, the same on every retry: webhook-id and Service-Delivery); match the two by event, data.id and createdAt. */
+            readonly id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            readonly event: "webhook.failing";
+            /**
+             * Format: date-time
+             * @description When the destination's state changed
+             */
+            readonly createdAt: string;
+            readonly data: components["schemas"]["WebhookAlert"];
+        };
         /**
          * @description permit.closed: fired when a permit is closed out. The body of its webhook deliveries, and an item of GET /api/v1/events. data is the permits record as it was when the event fired, exactly as GET /api/v1/permits/{id} returned it then; once the record is deleted, its identifiers only (every other field null).
          * @example {
@@ -2367,7 +2514,7 @@ export interface components {
              * @description The event's name
              * @enum {string}
              */
-            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off";
             /**
              * @description pending: due, or waiting for its next attempt; held: not sent while the subscription may not receive (heldReason says why); succeeded: your receiver answered 2xx; failed: every attempt failed
              * @enum {string}
@@ -2452,7 +2599,7 @@ export interface components {
              * @description The event's name
              * @enum {string}
              */
-            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off";
             /**
              * @description pending: due, or waiting for its next attempt; held: not sent while the subscription may not receive (heldReason says why); succeeded: your receiver answered 2xx; failed: every attempt failed
              * @enum {string}
@@ -2512,7 +2659,7 @@ export interface components {
              * @description The event the subscription receives
              * @enum {string}
              */
-            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off";
             readonly active: boolean;
             /**
              * Format: date-time
@@ -2526,6 +2673,25 @@ export interface components {
              * @enum {string}
              */
             readonly ordering?: "record";
+            /**
+             * @description The content filter: present only when set
+             * @example {
+             *       "severity": {
+             *         "$in": [
+             *           "serious",
+             *           "critical"
+             *         ]
+             *       }
+             *     }
+             */
+            readonly filter?: {
+                readonly [key: string]: unknown;
+            };
+            /**
+             * @description thin: present only when the subscriber asked for thin payloads
+             * @enum {string}
+             */
+            readonly payload?: "thin";
         };
         /**
          * @description The key's subscriptions and what it may subscribe to
@@ -2551,7 +2717,7 @@ export interface components {
             /** @description The key's subscriptions, newest first */
             readonly data: readonly components["schemas"]["HookSubscription"][];
             /** @description The events the key may subscribe to: those about records it can read now */
-            readonly events: readonly ("incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed")[];
+            readonly events: readonly ("incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off")[];
         };
         /**
          * @description A subscription as subscribing answers it: with the key's signing secret
@@ -2575,7 +2741,7 @@ export interface components {
              * @description The event the subscription receives
              * @enum {string}
              */
-            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off";
             readonly active: boolean;
             /**
              * Format: date-time
@@ -2589,6 +2755,25 @@ export interface components {
              * @enum {string}
              */
             readonly ordering?: "record";
+            /**
+             * @description The content filter: present only when set
+             * @example {
+             *       "severity": {
+             *         "$in": [
+             *           "serious",
+             *           "critical"
+             *         ]
+             *       }
+             *     }
+             */
+            readonly filter?: {
+                readonly [key: string]: unknown;
+            };
+            /**
+             * @description thin: present only when the subscriber asked for thin payloads
+             * @enum {string}
+             */
+            readonly payload?: "thin";
             /** @description The key's signing secret (whsec_...); every subscription of the key shares it. Returned on subscribing only. */
             readonly secret: string;
         };
@@ -2606,7 +2791,7 @@ export interface components {
              * @description An event about records the key can read (GET /api/v1/hooks lists them)
              * @enum {string}
              */
-            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+            readonly event: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off";
             /** @description At most this many deliveries a second to the url (decimals allowed), from 0.01 to 1000; null or left out: no limit */
             readonly rateLimit?: number | null;
             /**
@@ -2614,6 +2799,15 @@ export interface components {
              * @enum {string}
              */
             readonly ordering?: "none" | "record";
+            /** @description A content filter (null: none); subscribing again with another replaces it, left out it stays */
+            readonly filter?: {
+                readonly [key: string]: unknown;
+            } | null;
+            /**
+             * @description full (the default): data is the record; thin: data is {id, companyId, url} only, url the record's API address (GET it with your key)
+             * @enum {string}
+             */
+            readonly payload?: "full" | "thin";
         };
         /**
          * @description A subcontractor and its document status (no contact phone or e-mail)
@@ -2952,7 +3146,7 @@ export interface components {
                 readonly path: string;
             }[];
             /** @description Events the key may subscribe to: none without the webhooks permission, else those about records it can read */
-            readonly events: readonly ("incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed")[];
+            readonly events: readonly ("incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off")[];
         };
     };
     responses: never;
@@ -7060,7 +7254,7 @@ export interface operations {
                 readonly cursor?: string;
                 readonly createdAfter?: string;
                 readonly createdBefore?: string;
-                readonly type?: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed";
+                readonly type?: "incident.created" | "observation.created" | "corrective_action.created" | "corrective_action.closed" | "audit.created" | "inspection.failed" | "training_record.created" | "change.approved" | "change.implemented" | "permit.approved" | "permit.closed" | "webhook.failing" | "webhook.recovered" | "webhook.switched_off";
             };
             readonly header?: never;
             readonly path?: never;
@@ -7916,6 +8110,162 @@ export interface operations {
         readonly requestBody: {
             readonly content: {
                 readonly "application/json": components["schemas"]["PermitClosedEvent"];
+            };
+        };
+        readonly responses: {
+            /** @description Gone: a subscription made through the API is deleted and the delivery not retried; to an admin's endpoint it is a failure like any other. */
+            readonly 410: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered. Any 2xx answered within 10 seconds; the body is not read. */
+            readonly "2XX": {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A failure (as are 3xx, a timeout and a refused connection): the delivery is retried later. */
+            readonly default: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    readonly "webhooks.webhook.failing": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header: {
+                /** @description Standard Webhooks: the delivery's id, the same on every retry of this delivery (equals the body's id and Service-Delivery). Use it to drop repeats. */
+                readonly "webhook-id": string;
+                /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
+                readonly "webhook-timestamp": string;
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
+                readonly "webhook-signature": string;
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                readonly "Service-Signature": string;
+                /** @description The event name */
+                readonly "Service-Event": "webhook.failing";
+                /** @description The delivery's id (equals the body's id and webhook-id) */
+                readonly "Service-Delivery": string;
+                /** @description Service-Webhooks/1 */
+                readonly "User-Agent": "Service-Webhooks/1";
+            };
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** @description The delivery: id is the delivery's id. */
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": components["schemas"]["WebhookFailingEvent"];
+            };
+        };
+        readonly responses: {
+            /** @description Gone: a subscription made through the API is deleted and the delivery not retried; to an admin's endpoint it is a failure like any other. */
+            readonly 410: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered. Any 2xx answered within 10 seconds; the body is not read. */
+            readonly "2XX": {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A failure (as are 3xx, a timeout and a refused connection): the delivery is retried later. */
+            readonly default: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    readonly "webhooks.webhook.recovered": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header: {
+                /** @description Standard Webhooks: the delivery's id, the same on every retry of this delivery (equals the body's id and Service-Delivery). Use it to drop repeats. */
+                readonly "webhook-id": string;
+                /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
+                readonly "webhook-timestamp": string;
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
+                readonly "webhook-signature": string;
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                readonly "Service-Signature": string;
+                /** @description The event name */
+                readonly "Service-Event": "webhook.recovered";
+                /** @description The delivery's id (equals the body's id and webhook-id) */
+                readonly "Service-Delivery": string;
+                /** @description Service-Webhooks/1 */
+                readonly "User-Agent": "Service-Webhooks/1";
+            };
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** @description The delivery: id is the delivery's id. */
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": components["schemas"]["WebhookRecoveredEvent"];
+            };
+        };
+        readonly responses: {
+            /** @description Gone: a subscription made through the API is deleted and the delivery not retried; to an admin's endpoint it is a failure like any other. */
+            readonly 410: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Delivered. Any 2xx answered within 10 seconds; the body is not read. */
+            readonly "2XX": {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A failure (as are 3xx, a timeout and a refused connection): the delivery is retried later. */
+            readonly default: {
+                headers: {
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    readonly "webhooks.webhook.switched_off": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header: {
+                /** @description Standard Webhooks: the delivery's id, the same on every retry of this delivery (equals the body's id and Service-Delivery). Use it to drop repeats. */
+                readonly "webhook-id": string;
+                /** @description Standard Webhooks: this attempt's time in unix seconds. Refuse one more than 5 minutes from now. */
+                readonly "webhook-timestamp": string;
+                /** @description Standard Webhooks: "v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>">", keyed with the base64 decoding of what follows whsec_ in the signing secret. Compare in constant time. After a secret rotation, until its overlap ends, a second space-separated "v1,<base64>" made with the old secret follows: accept the delivery when any entry matches. */
+                readonly "webhook-signature": string;
+                /** @description Stripe's scheme: t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of "<t>.<raw body>">, keyed with the whole whsec_... secret. Accept only a match compared in constant time with t within 5 minutes of now. After a secret rotation, until its overlap ends, a second ,v1=<hex> made with the old secret follows: accept the delivery when any v1 matches. */
+                readonly "Service-Signature": string;
+                /** @description The event name */
+                readonly "Service-Event": "webhook.switched_off";
+                /** @description The delivery's id (equals the body's id and webhook-id) */
+                readonly "Service-Delivery": string;
+                /** @description Service-Webhooks/1 */
+                readonly "User-Agent": "Service-Webhooks/1";
+            };
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /** @description The delivery: id is the delivery's id. */
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": components["schemas"]["WebhookSwitchedOffEvent"];
             };
         };
         readonly responses: {

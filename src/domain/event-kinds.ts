@@ -54,3 +54,41 @@ export const eventSchemaName = (kind: EventKind): string =>
     .join("")}Event`
 
 export const isEventKind = (s: string): s is EventKind => (EVENT_KINDS as ReadonlyArray<string>).includes(s)
+
+/**
+ * The alert events (docs/events.md#failure-alerts): about a webhook destination, not a record.
+ * Chosen like any event; an API key hears only those about its own subscriptions.
+ */
+export const ALERT_KINDS = ["webhook.failing", "webhook.recovered", "webhook.switched_off"] as const
+
+export type AlertKind = (typeof ALERT_KINDS)[number]
+
+export const isAlertKind = (s: string): s is AlertKind => (ALERT_KINDS as ReadonlyArray<string>).includes(s)
+
+export const ALERT_WHEN: Readonly<Record<AlertKind, string>> = {
+  "webhook.failing":
+    "a destination's delivery fails every attempt after a success (or since it was made), or its circuit opens",
+  "webhook.recovered": "a destination delivers again after webhook.failing",
+  "webhook.switched_off":
+    "an endpoint is switched off after 15 fully failed deliveries, or an admin turns a destination off"
+}
+
+/** Every event a destination may choose: the record events, then the alerts. */
+export const WEBHOOK_EVENTS = [...EVENT_KINDS, ...ALERT_KINDS] as const
+
+export type WebhookEvent = EventKind | AlertKind
+
+export const isWebhookEvent = (s: string): s is WebhookEvent => isEventKind(s) || isAlertKind(s)
+
+/** The name of an alert kind's payload schema: webhook.switched_off -> WebhookSwitchedOffEvent. */
+export const alertSchemaName = (kind: AlertKind): string =>
+  `${kind
+    .split(/[._]/)
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+    .join("")}Event`
+
+/**
+ * An alert event's row in the outbox names its destination where a record event names its
+ * record: this resource (no module: alerts need none), and the destination's id.
+ */
+export const ALERT_RESOURCE = "webhooks"

@@ -140,7 +140,7 @@ export const fallbackLayer = (known: ReadonlyArray<KnownRoute>) => {
                 )
               )
             : httpEffect
-          return Effect.flatMap(checkRequest(request), (refusal) =>
+          return Effect.flatMap(checkRequest(request, routes.bodyFields(request.method, request.url)), (refusal) =>
             refusal === undefined ? answered : rated(request, errorAnswer(refusal))
           )
         })

@@ -210,6 +210,12 @@ export const SeedConfig = Config.all({
 /** REPLAY_RATE: deliveries per second a replay sends to one destination (src/webhooks/replay/lane.ts checks it). */
 export const ReplayRateConfig = Config.String("REPLAY_RATE").pipe(Config.withDefault("10"))
 
+/** Alert mails (docs/events.md#alerts-by-e-mail): unset SMTP_URL, no mail; src/webhooks/alerts/mail.ts checks them. */
+export const AlertMailConfig = Config.all({
+  url: Config.option(Config.Redacted("SMTP_URL")),
+  from: Config.option(Config.String("ALERT_FROM"))
+})
+
 export const WebhookConfig = Config.all({
   retrySchedule: Config.String("WEBHOOK_RETRY_SCHEDULE").pipe(Config.withDefault(DEFAULT_RETRY_SCHEDULE)),
   allowedNetworks: Config.String("WEBHOOK_ALLOWED_NETWORKS").pipe(Config.withDefault("")),

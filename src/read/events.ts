@@ -10,7 +10,13 @@
 import { Context, Effect, Layer } from "effect"
 import type postgres from "postgres"
 import { notFound, type Forbidden, type Invalid, type NotFound } from "../domain/errors.ts"
-import { EVENT_RESOURCE, type EventKind } from "../domain/event-kinds.ts"
+import {
+  ALERT_RESOURCE,
+  EVENT_RESOURCE,
+  isAlertKind,
+  type EventKind,
+  type WebhookEvent
+} from "../domain/event-kinds.ts"
 import { isUuid } from "../domain/ids.ts"
 import type { Resource } from "../domain/resources.ts"
 import { deliveryBody } from "../webhooks/net/body.ts"
@@ -30,14 +36,14 @@ export interface EventsQuery {
   readonly cursor?: string | undefined
   readonly createdAfter?: string | undefined
   readonly createdBefore?: string | undefined
-  readonly type?: EventKind | undefined
+  readonly type?: WebhookEvent | undefined
 }
 
 export interface EventsRequest {
   readonly limit: number
   readonly createdAfter: string | undefined
   readonly createdBefore: string | undefined
-  readonly type: EventKind | undefined
+  readonly type: WebhookEvent | undefined
   readonly binding: CursorBinding
 }
 
@@ -75,13 +81,19 @@ const bodyOf = (r: EventRow) =>
 const eventColumns = (sql: postgres.Sql) =>
   sql`e.id::text as id, e.event, to_char(e.created_at at time zone 'UTC', ${sql.unsafe(ISO_MILLIS)}) as created, ${sql.unsafe(eventPayload("e"))} as payload, e.created_at::text as ts`
 
-/** The events a key may read (its scopes, its company's modules) within the feed's window. */
-const readableByKey = (sql: postgres.Sql) =>
-  sql`e.resource = any(s.k_scopes) and e.resource = any(s.c_modules) and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})`
+/**
+ * The events a key may read within the feed's window: about records of its scopes in its
+ * company's modules, and the alerts about its own subscriptions (docs/events.md#failure-alerts).
+ */
+const readableByKey = (sql: postgres.Sql, keyId: string) =>
+  sql`(e.resource = any(s.k_scopes) and e.resource = any(s.c_modules)
+    or e.resource = ${ALERT_RESOURCE} and exists (select 1 from service.webhook_alerts a where a.event_id = e.id and a.key_id = ${keyId}::uuid))
+    and e.created_at > now() - make_interval(days => ${EVENTS_WINDOW_DAYS})`
 
 export const listEvents: FeedList<FeedKey, EventsQuery> = async (sql, cursorKey, key, query, seen) => {
   const r = eventsRequest(key.companyId, query)
-  const resource: Resource | undefined = r.type === undefined ? undefined : EVENT_RESOURCE[r.type]
+  const resource: Resource | undefined =
+    r.type === undefined || isAlertKind(r.type) ? undefined : EVENT_RESOURCE[r.type]
   const start = pagePosition(cursorKey, r.binding, query.cursor)
   if ("error" in start) return badCursor(sql, key, resource, CURSOR_ERROR_MESSAGES[start.error])
   const { position } = start
@@ -92,7 +104,7 @@ export const listEvents: FeedList<FeedKey, EventsQuery> = async (sql, cursorKey,
         select ${eventColumns(sql)}
           from service.events e
          where s.state = 'ok' and e.company_id = ${key.companyId}
-           and ${readableByKey(sql)}
+           and ${readableByKey(sql, key.keyId)}
            ${r.type === undefined ? sql`` : sql`and e.event = ${r.type}`}
            ${r.createdAfter === undefined ? sql`` : sql`and e.created_at > ${r.createdAfter}::timestamptz`}
            ${r.createdBefore === undefined ? sql`` : sql`and e.created_at < ${r.createdBefore}::timestamptz`}
@@ -100,7 +112,12 @@ export const listEvents: FeedList<FeedKey, EventsQuery> = async (sql, cursorKey,
          order by e.created_at desc, e.id desc
          limit ${r.limit + 1}
       ) w on true`
-  const refused = listRefusal(rows[0], seen, resource, (resource) => ({ _tag: "Scope", resource, event: r.type }))
+  const refused = listRefusal(rows[0], seen, resource, (resource) => ({
+    _tag: "Scope",
+    resource,
+    // A type with a resource is a record event (alerts have none, so no scope refuses them).
+    event: r.type as EventKind | undefined
+  }))
   if (refused !== undefined) return refused
   const count = rows[0]!.id === null ? 0 : rows.length
   const body = pageJson(rows, count, r.limit, bodyOf, (last) => encodeCursor(cursorKey, r.binding, last))
@@ -122,7 +139,7 @@ export const getEvent = async (
         select ${eventColumns(sql)}
           from service.events e
          where s.state = 'ok' and ${wanted}::uuid is not null and e.id = ${wanted}::uuid and e.company_id = ${key.companyId}
-           and ${readableByKey(sql)}
+           and ${readableByKey(sql, key.keyId)}
       ) w on true`
   const refused = refusedBy(row)
   if (refused !== undefined) return refused

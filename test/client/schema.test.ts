@@ -8,10 +8,22 @@ import { Ajv2020 } from "ajv/dist/2020.js"
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { apiDocument, generateSchema, SCHEMA_FILE } from "../../client/scripts/generate-schema.ts"
-import { EVENT_KINDS, EVENT_RESOURCE, eventSchemaName } from "../../src/domain/event-kinds.ts"
+import {
+  ALERT_KINDS,
+  alertSchemaName,
+  EVENT_KINDS,
+  EVENT_RESOURCE,
+  eventSchemaName,
+  WEBHOOK_EVENTS
+} from "../../src/domain/event-kinds.ts"
 import { RESOURCES } from "../../src/domain/resources.ts"
 
 const doc = apiDocument() as any
+/** The payload schema's name of any event a destination may take. */
+const schemaName = (k: string) =>
+  (ALERT_KINDS as ReadonlyArray<string>).includes(k)
+    ? alertSchemaName(k as (typeof ALERT_KINDS)[number])
+    : eventSchemaName(k as (typeof EVENT_KINDS)[number])
 const operations = (): Array<{ readonly where: string; readonly op: any }> =>
   [...Object.entries<any>(doc.paths), ...Object.entries<any>(doc.webhooks ?? {})].flatMap(([path, item]) =>
     Object.entries<any>(item).map(([method, op]) => ({ where: `${method.toUpperCase()} ${path}`, op }))
@@ -30,8 +42,29 @@ describe("the OpenAPI document", () => {
     await SwaggerParser.validate(structuredClone(doc))
   })
 
-  it("has a webhooks section: the 11 events, each with its payload and both signatures' headers", () => {
-    expect(Object.keys(doc.webhooks)).toEqual([...EVENT_KINDS])
+  it("has a webhooks section: the 11 events and the 3 alerts, each with its payload and both signatures' headers", () => {
+    expect(Object.keys(doc.webhooks)).toEqual([...WEBHOOK_EVENTS])
+    for (const kind of ALERT_KINDS) {
+      const post = doc.webhooks[kind].post
+      expect(post.requestBody.content["application/json"].schema).toEqual({
+        $ref: `#/components/schemas/${alertSchemaName(kind)}`
+      })
+      expect(post.parameters.find((p: any) => p.name === "Service-Event").schema.enum).toEqual([kind])
+      const payload = doc.components.schemas[alertSchemaName(kind)]
+      expect(payload.properties.event).toMatchObject({ enum: [kind] })
+      expect(payload.properties.data).toEqual({ $ref: "#/components/schemas/WebhookAlert" })
+    }
+    const alert = doc.components.schemas.WebhookAlert
+    expect(Object.keys(alert.properties)).toEqual([
+      "destination",
+      "failedDeliveries",
+      "lastError",
+      "lastAttemptAt",
+      "switchedOffAt",
+      "switchedOffBy"
+    ])
+    expect(alert.properties.failedDeliveries.type).toBe("integer")
+    expect(Object.keys(alert.properties.destination.properties)).toEqual(["kind", "id", "url", "events"])
     for (const kind of EVENT_KINDS) {
       const post = doc.webhooks[kind].post
       expect(post.requestBody.content["application/json"].schema).toEqual({
@@ -69,10 +102,10 @@ describe("the OpenAPI document", () => {
   it("the events feed's payload is a union discriminated by event", () => {
     const event = doc.components.schemas.Event
     expect(event.anyOf).toBeUndefined()
-    expect(event.oneOf).toEqual(EVENT_KINDS.map((k) => ({ $ref: `#/components/schemas/${eventSchemaName(k)}` })))
+    expect(event.oneOf).toEqual(WEBHOOK_EVENTS.map((k) => ({ $ref: `#/components/schemas/${schemaName(k)}` })))
     expect(event.discriminator).toEqual({
       propertyName: "event",
-      mapping: Object.fromEntries(EVENT_KINDS.map((k) => [k, `#/components/schemas/${eventSchemaName(k)}`]))
+      mapping: Object.fromEntries(WEBHOOK_EVENTS.map((k) => [k, `#/components/schemas/${schemaName(k)}`]))
     })
     const items =
       doc.paths["/api/v1/events"].get.responses["200"].content["application/json"].schema.properties.data.items
@@ -96,35 +129,39 @@ describe("the OpenAPI document", () => {
       }
     }
     expect(limits).toBe(RESOURCES.length + 3) // the lists, events, deletions, a subscription's deliveries
-    // Every field that holds an event name enumerates event names: the 11 payloads' event,
-    // the subscriptions' event, the index's and hook list's events, a delivery's event (in the list and alone).
-    const eventNames = new Set<string>(EVENT_KINDS)
+    // Every field that holds an event name enumerates event names: the 14 payloads' event (and
+    // an alert's destination's events), the subscriptions' event, the index's and hook list's
+    // events, a delivery's event (in the list and alone).
+    const eventNames = new Set<string>(WEBHOOK_EVENTS)
     const fields = schemasIn(doc).filter(({ where }) => /\/properties\/(event|events\/items)$/.test(where))
     for (const { where, schema } of fields) {
       expect(schema.type, where).toBe("string")
       expect(schema.enum?.length, where).toBeGreaterThan(0)
       for (const e of schema.enum) expect(eventNames.has(e), `${where}: ${e}`).toBe(true)
     }
-    expect(fields.length).toBe(EVENT_KINDS.length + 7)
+    expect(fields.length).toBe(WEBHOOK_EVENTS.length + 8)
     for (const name of ["HookDelivery", "HookDeliveryDetail"])
       expect(doc.components.schemas[name].properties.event, name).toMatchObject({
         type: "string",
-        enum: [...EVENT_KINDS]
+        enum: [...WEBHOOK_EVENTS]
       })
     const typeParam = doc.paths["/api/v1/events"].get.parameters.find((p: any) => p.name === "type")
-    expect(typeParam.schema).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
-    expect(doc.components.schemas.CreateHook.properties.event).toMatchObject({ type: "string", enum: [...EVENT_KINDS] })
+    expect(typeParam.schema).toMatchObject({ type: "string", enum: [...WEBHOOK_EVENTS] })
+    expect(doc.components.schemas.CreateHook.properties.event).toMatchObject({
+      type: "string",
+      enum: [...WEBHOOK_EVENTS]
+    })
     expect(doc.components.schemas.HookSubscription.properties.event).toMatchObject({
       type: "string",
-      enum: [...EVENT_KINDS]
+      enum: [...WEBHOOK_EVENTS]
     })
     expect(doc.components.schemas.HookList.properties.events.items).toMatchObject({
       type: "string",
-      enum: [...EVENT_KINDS]
+      enum: [...WEBHOOK_EVENTS]
     })
     expect(doc.components.schemas.ApiIndex.properties.events.items).toMatchObject({
       type: "string",
-      enum: [...EVENT_KINDS]
+      enum: [...WEBHOOK_EVENTS]
     })
     for (const { where, schema } of schemasIn(doc)) {
       if (Array.isArray(schema.allOf) && schema.type !== undefined)
@@ -136,7 +173,7 @@ describe("the OpenAPI document", () => {
     expect(doc.servers.map((s: any) => s.url)).toEqual(["/", "https://{host}"])
     const ops = operations()
     // the resources, the index, hooks, events, deletions, the event payloads, a key's deliveries and recovery
-    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + EVENT_KINDS.length + 5)
+    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + WEBHOOK_EVENTS.length + 5)
     for (const { where, op } of ops) {
       expect(typeof op.summary === "string" && op.summary.length > 3, `${where} summary`).toBe(true)
       expect(typeof op.description === "string" && op.description.length > 20, `${where} description`).toBe(true)

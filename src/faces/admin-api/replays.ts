@@ -6,7 +6,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, NotFound } from "../http/errors.ts"
 import { FILTER_DATE_FORMATS } from "../../domain/dates.ts"
-import { EVENT_KINDS } from "../../domain/event-kinds.ts"
+import { WEBHOOK_EVENTS } from "../../domain/event-kinds.ts"
 
 // definition.ts's ADMIN_PREFIX (not imported: definition.ts imports this module).
 const PREFIX = "/admin/v1"
@@ -27,7 +27,7 @@ export const CreateReplay = Schema.Struct({
     description: `Events before this moment: ${FILTER_DATE_FORMATS}. Default: now`
   }),
   events: Schema.optional(Schema.Array(Schema.String)).annotate({
-    description: `Only these events (${EVENT_KINDS.join(", ")}); default: all the destination takes`
+    description: `Only these events (${WEBHOOK_EVENTS.join(", ")}); default: all the destination takes`
   }),
   failedOnly: Schema.optional(Schema.Boolean).annotate({
     description: "Only events never delivered successfully to this destination; default false"

@@ -7,14 +7,15 @@ import { ACTIVITY_FILTERS } from "../../access/activity.ts"
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { BadRequest, Conflict, Forbidden, NotFound } from "../http/errors.ts"
-import { EVENT_KINDS } from "../../domain/event-kinds.ts"
-import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS } from "../../webhooks/endpoints/validate.ts"
+import { WEBHOOK_EVENTS } from "../../domain/event-kinds.ts"
+import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS, PAYLOAD_MODES } from "../../webhooks/endpoints/validate.ts"
+import { FilterInput, PayloadInput } from "../api/hooks.ts"
 
 // definition.ts's ADMIN_PREFIX (not imported: definition.ts imports this module).
 const PREFIX = "/admin/v1"
 
 const Timestamp = Schema.String.annotate({ format: "date-time", description: "ISO 8601 timestamp in UTC" })
-const Events = Schema.Array(Schema.String).annotate({ description: `Event names: ${EVENT_KINDS.join(", ")}` })
+const Events = Schema.Array(Schema.String).annotate({ description: `Event names: ${WEBHOOK_EVENTS.join(", ")}` })
 
 /** rateLimit and ordering as the body gives them; their bounds are checked by the Webhooks service (400). */
 const RateLimitInput = Schema.NullOr(Schema.Finite).annotate({
@@ -42,7 +43,11 @@ const deliveryOptions = {
   ordering: Schema.Literals(ORDERINGS).annotate({
     description: "record: the events of one record arrive in the order they happened; none: no order"
   }),
-  circuit: CircuitInfo
+  circuit: CircuitInfo,
+  filter: Schema.NullOr(FilterInput).annotate({ description: "The content filter; null: every event it takes" }),
+  payload: Schema.Literals(PAYLOAD_MODES).annotate({
+    description: "full: data is the record; thin: data is {id, companyId, url} only"
+  })
 }
 
 export const EndpointInfo = Schema.Struct({
@@ -89,7 +94,9 @@ export const CreateEndpoint = Schema.Struct({
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
   events: Events,
   rateLimit: Schema.optionalKey(RateLimitInput),
-  ordering: Schema.optionalKey(OrderingInput)
+  ordering: Schema.optionalKey(OrderingInput),
+  filter: Schema.optionalKey(Schema.NullOr(FilterInput)),
+  payload: Schema.optionalKey(PayloadInput)
 }).annotate({ identifier: "CreateWebhookEndpoint" })
 
 export const CreatedEndpoint = Schema.Struct({
@@ -103,7 +110,11 @@ export const UpdateEndpoint = Schema.Struct({
   url: Schema.optional(Schema.String),
   events: Schema.optional(Events),
   rateLimit: Schema.optionalKey(RateLimitInput),
-  ordering: Schema.optionalKey(OrderingInput)
+  ordering: Schema.optionalKey(OrderingInput),
+  filter: Schema.optionalKey(Schema.NullOr(FilterInput)).annotate({
+    description: "null removes it; left out: unchanged"
+  }),
+  payload: Schema.optionalKey(PayloadInput)
 }).annotate({ identifier: "UpdateWebhookEndpoint" })
 
 export const RotateSecret = Schema.Struct({

@@ -7,7 +7,7 @@
 // so that it is authenticated and rate limited like every other group.
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
-import { EVENT_KINDS } from "../../domain/event-kinds.ts"
+import { WEBHOOK_EVENTS } from "../../domain/event-kinds.ts"
 import { RESOURCE_INFO, RESOURCES, type Resource } from "../../domain/resources.ts"
 import type { CurrentKey } from "../../access/keys/current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.ts"
@@ -64,7 +64,7 @@ export const ApiIndex = Schema.Struct({
   resources: Schema.Array(Schema.Struct({ name: Schema.Literals(RESOURCES), path: Schema.String })).annotate({
     description: "What the key can read now: its resources whose module is turned on"
   }),
-  events: Schema.Array(Schema.Literals(EVENT_KINDS)).annotate({
+  events: Schema.Array(Schema.Literals(WEBHOOK_EVENTS)).annotate({
     description:
       "Events the key may subscribe to: none without the webhooks permission, else those about records it can read"
   })

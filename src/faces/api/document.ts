@@ -6,7 +6,15 @@
 // - query parameters as what their text holds (limit: an integer; type: an event name);
 // - the events feed's payload as a union discriminated by `event`;
 // - the `webhooks` section: one entry per event kind, with its headers and payload.
-import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName } from "../../domain/event-kinds.ts"
+import {
+  ALERT_KINDS,
+  ALERT_WHEN,
+  alertSchemaName,
+  EVENT_KINDS,
+  EVENT_RESOURCE,
+  EVENT_WHEN,
+  eventSchemaName
+} from "../../domain/event-kinds.ts"
 
 // biome-ignore lint/suspicious/noExplicitAny: the OpenAPI document is untyped JSON, walked by its keys
 type Json = Record<string, any>
@@ -108,7 +116,10 @@ export const documentEventUnion = (spec: Json): Json => {
   if (event?.oneOf !== undefined) {
     event.discriminator = {
       propertyName: "event",
-      mapping: Object.fromEntries(EVENT_KINDS.map((k) => [k, ref(eventSchemaName(k))]))
+      mapping: Object.fromEntries([
+        ...EVENT_KINDS.map((k) => [k, ref(eventSchemaName(k))]),
+        ...ALERT_KINDS.map((k) => [k, ref(alertSchemaName(k))])
+      ])
     }
   }
   return spec
@@ -173,23 +184,40 @@ const WEBHOOK_DESCRIPTION = [
   "Answer any 2xx within 10 seconds and do slow work after answering; redirects are not followed. A failed delivery is retried after 15 minutes, 1 hour, 4 hours, 12 hours and 1 day; a delivery may arrive more than once: webhook-id tells repeats. GET /api/v1/events has the same payloads for the last 30 days."
 ].join("\n\n")
 
-/** OpenAPI 3.1 `webhooks`: the eleven events, each with its headers and its payload. */
+const THIN_NOTE =
+  'A destination with payload "thin" gets data {id, companyId, url} instead, url the record\'s API address; a destination with a filter gets only the events whose data matches it.'
+
+/** OpenAPI 3.1 `webhooks`: the eleven record events and the three alerts, each with its headers and its payload. */
 export const documentWebhooks = (spec: Json): Json => {
+  const kinds = [
+    ...EVENT_KINDS.map((kind) => ({
+      kind: kind as string,
+      schema: eventSchemaName(kind),
+      summary: `${kind}: ${EVENT_WHEN[kind]}`,
+      description: `Sent when ${EVENT_WHEN[kind]}; data is the ${EVENT_RESOURCE[kind]} record as GET /api/v1/${EVENT_RESOURCE[kind]}/{id} returned it then. ${THIN_NOTE}`
+    })),
+    ...ALERT_KINDS.map((kind) => ({
+      kind: kind as string,
+      schema: alertSchemaName(kind),
+      summary: `${kind}: ${ALERT_WHEN[kind]}`,
+      description: `Sent when ${ALERT_WHEN[kind]}; data says which destination and why. Never sent to the destination it is about; an API key hears only of its own subscriptions.`
+    }))
+  ]
   spec.webhooks = Object.fromEntries(
-    EVENT_KINDS.map((kind) => [
+    kinds.map(({ kind, schema, summary, description }) => [
       kind,
       {
         post: {
           tags: ["webhooks"],
           operationId: `webhooks.${kind}`,
-          summary: `${kind}: ${EVENT_WHEN[kind]}`,
-          description: `Sent when ${EVENT_WHEN[kind]}; data is the ${EVENT_RESOURCE[kind]} record as GET /api/v1/${EVENT_RESOURCE[kind]}/{id} returned it then.\n\n${WEBHOOK_DESCRIPTION}`,
+          summary,
+          description: `${description}\n\n${WEBHOOK_DESCRIPTION}`,
           security: [],
           parameters: WEBHOOK_HEADERS(kind),
           requestBody: {
             required: true,
             description: "The delivery: id is the delivery's id.",
-            content: { "application/json": { schema: { $ref: ref(eventSchemaName(kind)) } } }
+            content: { "application/json": { schema: { $ref: ref(schema) } } }
           },
           responses: {
             "2XX": { description: "Delivered. Any 2xx answered within 10 seconds; the body is not read." },

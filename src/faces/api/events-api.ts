@@ -4,7 +4,18 @@
 // names the parameter and what it must be (request-errors.ts).
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { EVENT_KINDS, EVENT_RESOURCE, EVENT_WHEN, eventSchemaName, type EventKind } from "../../domain/event-kinds.ts"
+import {
+  ALERT_KINDS,
+  ALERT_WHEN,
+  alertSchemaName,
+  EVENT_KINDS,
+  EVENT_RESOURCE,
+  EVENT_WHEN,
+  eventSchemaName,
+  WEBHOOK_EVENTS,
+  type AlertKind,
+  type EventKind
+} from "../../domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
 import { NotFound } from "../http/errors.ts"
 import { DELETED_RECORD_SCHEMAS, RECORD_SCHEMAS } from "./records.ts"
@@ -19,7 +30,7 @@ const DATE_FORMATS =
   "a date (YYYY-MM-DD, midnight UTC) or a date-time (YYYY-MM-DDThh:mm[:ss[.fff]] with Z or an offset; none means UTC)"
 
 const TypeParam = oneOfParam(
-  EVENT_KINDS,
+  WEBHOOK_EVENTS,
   "Only events of this name; an unknown name is a 400, one about records the key cannot read a 403."
 )
 
@@ -76,14 +87,50 @@ export const EVENT_SCHEMAS = Object.fromEntries(EVENT_KINDS.map((k) => [k, event
   readonly [K in EventKind]: ReturnType<typeof eventOf<K>>
 }
 
-/** Any event: one of the eleven payloads, told apart by `event` (the document adds the discriminator). */
+const AlertData = Schema.Struct({
+  destination: Schema.Struct({
+    kind: Schema.Literals(["endpoint", "subscription"]),
+    id: Schema.String,
+    url: Schema.String,
+    events: Schema.Array(Schema.Literals(WEBHOOK_EVENTS)).annotate({ description: "The events it takes" })
+  }).annotate({ description: "The endpoint or subscription the alert is about" }),
+  failedDeliveries: Schema.Int.annotate({
+    description: "Its deliveries that failed every attempt since it began failing"
+  }),
+  lastError: Schema.NullOr(Schema.String).annotate({ description: "The error of the attempt that made the change" }),
+  lastAttemptAt: Schema.NullOr(Timestamp),
+  switchedOffAt: Schema.NullOr(Timestamp).annotate({ description: "webhook.switched_off: when; null otherwise" }),
+  switchedOffBy: Schema.NullOr(Schema.String).annotate({
+    description:
+      'webhook.switched_off: "service" (15 fully failed deliveries in a row) or the admin who did it; null otherwise'
+  })
+}).annotate({ identifier: "WebhookAlert", description: "What an alert event says about a destination" })
+
+/** One alert kind's payload: the event name fixed, the alert's data. */
+const alertEventOf = <K extends AlertKind>(kind: K) =>
+  Schema.Struct({
+    id: Schema.String.annotate({ description: EVENT_ID_DESCRIPTION }),
+    event: Schema.Literal(kind),
+    createdAt: Timestamp.annotate({ description: "When the destination's state changed" }),
+    data: AlertData
+  }).annotate({
+    identifier: alertSchemaName(kind),
+    description: `${kind}: fired when ${ALERT_WHEN[kind]}. Sent to the company's endpoints that chose it (never to the destination it is about) and, for a subscription, to its key's own subscriptions to it.`
+  })
+
+/** The payload schema of each alert kind, by name. */
+export const ALERT_SCHEMAS = Object.fromEntries(ALERT_KINDS.map((k) => [k, alertEventOf(k)])) as {
+  readonly [K in AlertKind]: ReturnType<typeof alertEventOf<K>>
+}
+
+/** Any event: one of the event payloads, told apart by `event` (the document adds the discriminator). */
 export const Event = Schema.Union(
-  EVENT_KINDS.map((k) => EVENT_SCHEMAS[k]),
+  [...EVENT_KINDS.map((k) => EVENT_SCHEMAS[k]), ...ALERT_KINDS.map((k) => ALERT_SCHEMAS[k])],
   { mode: "oneOf" }
 ).annotate({
   identifier: "Event",
   description:
-    "An event as webhooks deliver it, identified by the event's id: one of the eleven event payloads, told apart by event"
+    "An event as webhooks deliver it, identified by the event's id: one of the event payloads (the eleven about records, the three alerts), told apart by event"
 })
 
 /** GET /api/v1/events in the documents: its summary and the paragraphs of its description. */

@@ -6,7 +6,7 @@
 import { Effect, Layer } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, type HttpApiGroup } from "effect/http-api"
-import { EVENT_KINDS, EVENT_RESOURCE } from "../../domain/event-kinds.ts"
+import { ALERT_KINDS, EVENT_KINDS, EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../domain/resources.ts"
 import { CurrentKey } from "../../access/keys/current-key.ts"
 import { ApiKeys } from "../../access/keys/service.ts"
@@ -37,7 +37,9 @@ export const RootHandlers = HttpApiBuilder.group(ServiceApi, "api", (handlers) =
             webhooks: now.webhooks
           },
           resources: now.readable.map((name) => ({ name, path: `${API_PREFIX}/${name}` })),
-          events: now.webhooks ? EVENT_KINDS.filter((e) => now.readable.includes(EVENT_RESOURCE[e])) : []
+          events: now.webhooks
+            ? [...EVENT_KINDS.filter((e) => now.readable.includes(EVENT_RESOURCE[e])), ...ALERT_KINDS]
+            : []
         }
       })
     )

@@ -4,8 +4,9 @@
 // hooks-handlers.ts (they need ServiceApi, which imports this file).
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { EVENT_KINDS } from "../../domain/event-kinds.ts"
-import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS } from "../../webhooks/endpoints/validate.ts"
+import { WEBHOOK_EVENTS } from "../../domain/event-kinds.ts"
+import { FIELD_OPERATORS, LOGICAL_OPERATORS, MAX_FILTER_BYTES, MAX_FILTER_DEPTH } from "../../domain/filters/filter.ts"
+import { MAX_RATE_LIMIT, MIN_RATE_LIMIT, ORDERINGS, PAYLOAD_MODES } from "../../webhooks/endpoints/validate.ts"
 import {
   DEFAULT_DELIVERIES_LIMIT,
   DELIVERY_ATTEMPTS,
@@ -40,7 +41,7 @@ const Timestamp = Schema.String.annotate({
  * Webhooks service's own 400 or 403), and an enum of the eleven names in the document.
  */
 const EventName = (description: string) =>
-  Schema.String.check(Schema.makeFilter(() => true, { toJsonSchema: () => ({ enum: [...EVENT_KINDS] }) })).annotate({
+  Schema.String.check(Schema.makeFilter(() => true, { toJsonSchema: () => ({ enum: [...WEBHOOK_EVENTS] }) })).annotate({
     description
   })
 
@@ -51,6 +52,19 @@ const RateLimitInput = Schema.NullOr(Schema.Finite).annotate({
 const OrderingInput = Schema.Literals(ORDERINGS).annotate({
   description:
     "record: the events of one record arrive in the order they happened (a later one waits while an earlier one is retried); none or left out: no order"
+})
+
+/** A content filter: any JSON object to the schema; the Webhooks service checks it against the event's fields (400). */
+export const FilterInput = Schema.Record(Schema.String, Schema.Unknown)
+  // Any values under any keys: said outright, so generated clients type it as an open object.
+  .check(Schema.makeFilter(() => true, { toJsonSchema: () => ({ additionalProperties: {} }) }))
+  .annotate({
+    description: `A content filter over the fields of the event's data (docs: events, content filters): {"<field>": <value or {operator: value}>}, operators ${FIELD_OPERATORS.join(" ")}, combined with ${LOGICAL_OPERATORS.join(" ")}; a plain value means $eq. At most ${MAX_FILTER_BYTES} bytes, ${MAX_FILTER_DEPTH} levels deep. An event that does not match makes no delivery.`,
+    examples: [{ severity: { $in: ["serious", "critical"] } }]
+  })
+export const PayloadInput = Schema.Literals(PAYLOAD_MODES).annotate({
+  description:
+    "full (the default): data is the record; thin: data is {id, companyId, url} only, url the record's API address (GET it with your key)"
 })
 
 const recordFields = {
@@ -65,6 +79,10 @@ const recordFields = {
   }),
   ordering: Schema.optionalKey(Schema.Literal("record")).annotate({
     description: "record: present only when the subscriber asked for order per record"
+  }),
+  filter: Schema.optionalKey(FilterInput).annotate({ description: "The content filter: present only when set" }),
+  payload: Schema.optionalKey(Schema.Literal("thin")).annotate({
+    description: "thin: present only when the subscriber asked for thin payloads"
   })
 }
 
@@ -92,7 +110,11 @@ export const CreateHook = Schema.Struct({
   url: Schema.String.annotate({ description: "An https:// address on the public internet" }),
   event: EventName("An event about records the key can read (GET /api/v1/hooks lists them)"),
   rateLimit: Schema.optionalKey(RateLimitInput),
-  ordering: Schema.optionalKey(OrderingInput)
+  ordering: Schema.optionalKey(OrderingInput),
+  filter: Schema.optionalKey(Schema.NullOr(FilterInput)).annotate({
+    description: "A content filter (null: none); subscribing again with another replaces it, left out it stays"
+  }),
+  payload: Schema.optionalKey(PayloadInput)
 }).annotate({
   identifier: "CreateHook",
   description: "What to subscribe to, and where to send it",

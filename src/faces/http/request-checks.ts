@@ -69,8 +69,30 @@ const isJsonType = (contentType: string | undefined) => {
   return type === "application/json" || type.endsWith("+json")
 }
 
-/** Why the request must be refused before any handler runs, or undefined when it may go on. */
-export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<Refusal | undefined> => {
+/**
+ * The first field of a JSON object body that `known` lacks: a field no version of the API
+ * knows is refused rather than dropped, so a caller never believes it asked for something
+ * (docs/api.md#requests-refused-before-they-are-read).
+ */
+export const unknownField = (body: unknown, known: ReadonlyArray<string>): string | undefined => {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined
+  return Object.keys(body).find((k) => !known.includes(k))
+}
+
+const unknownFieldRefusal = (field: string, known: ReadonlyArray<string>) =>
+  invalid(
+    `unknown field "${field.slice(0, 80)}" in the request body: ${known.length === 0 ? "this request takes no body fields" : `it takes ${known.join(", ")}`}`,
+    { field: field.slice(0, 80) }
+  )
+
+/**
+ * Why the request must be refused before any handler runs, or undefined when it may go on.
+ * `bodyFields`: the fields its route's body may have (undefined: not checked).
+ */
+export const checkRequest = (
+  request: HttpServerRequest.HttpServerRequest,
+  bodyFields?: ReadonlyArray<string>
+): Effect.Effect<Refusal | undefined> => {
   if (headerCount(request, "authorization") > 1) {
     return Effect.succeed(invalid("more than one Authorization header: send exactly one"))
   }
@@ -89,9 +111,9 @@ export const checkRequest = (request: HttpServerRequest.HttpServerRequest): Effe
       } catch {
         return undefined // not JSON: the handler's own answer (400 invalid request body)
       }
-      return containsNul(body)
-        ? invalid("invalid request body: text may not contain NUL characters (\\u0000)")
-        : undefined
+      if (containsNul(body)) return invalid("invalid request body: text may not contain NUL characters (\\u0000)")
+      const unknown = bodyFields === undefined ? undefined : unknownField(body, bodyFields)
+      return unknown === undefined ? undefined : unknownFieldRefusal(unknown, bodyFields!)
     }),
     Effect.catch(() => Effect.succeed<Refusal>(tooLarge()))
   )

@@ -33,7 +33,7 @@ import { formatDate, htmlResponse, seeOther, when } from "./layout.ts"
 import { PATHS } from "./paths.ts"
 import { cookieOf, readOwnForm } from "./request.ts"
 import { safeEqual } from "./security.ts"
-import { EVENT_LABELS } from "./webhooks.ts"
+import { EVENT_LABELS } from "./endpoint-form.ts"
 
 export const PORTAL_COOKIE = "srs_portal"
 

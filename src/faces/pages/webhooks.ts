@@ -7,20 +7,19 @@ import { isUuid } from "../../domain/ids.ts"
 import { userActor, type Actor } from "../../access/activity.ts"
 import { Effect, Layer } from "effect"
 import { HttpRouter, type HttpServerResponse } from "effect/http"
-import { EVENT_KINDS } from "../../domain/event-kinds.ts"
 import type { DeliveryView } from "../../webhooks/deliveries/deliveries.ts"
 import { endpointHealth, SWITCH_OFF_AT, type EndpointView } from "../../webhooks/endpoints/endpoints.ts"
 import type { ReplayView } from "../../webhooks/replay/jobs.ts"
 import type { SubscriptionView } from "../../webhooks/subscriptions/subscriptions.ts"
 import { DEFAULT_OVERLAP } from "../../webhooks/endpoints/overlap.ts"
 import type { CircuitView } from "../../webhooks/endpoints/circuit.ts"
-import { checked, MAX_RATE_LIMIT, MIN_RATE_LIMIT, parseRateLimitText } from "../../webhooks/endpoints/validate.ts"
+import { EMPTY, endpointFields, endpointFormOf, filterOf, rateOf, type EndpointForm } from "./endpoint-form.ts"
 import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
 import { healthCharts } from "./charts.ts"
 import type { DeliveryHealth } from "../../webhooks/deliveries/health.ts"
-import { attr, html, type Html } from "./html.ts"
+import { html, type Html } from "./html.ts"
 import {
   csrfField,
   formatDate,
@@ -38,58 +37,6 @@ import { recentReplays, replayOfferBox, replaysTable } from "./replays.ts"
 import { pendingReplayOffer, type ReplayOffer } from "../../webhooks/replay/queries.ts"
 import { idOf, signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
-
-export const EVENT_LABELS: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = {
-  "incident.created": "An incident is reported",
-  "observation.created": "A safety observation is reported",
-  "corrective_action.created": "A corrective action is raised",
-  "corrective_action.closed": "A corrective action is completed or verified",
-  "audit.created": "A site audit is saved",
-  "inspection.failed": "An equipment inspection fails",
-  "training_record.created": "A training record is added",
-  "change.approved": "A change is approved",
-  "change.implemented": "A change is implemented",
-  "permit.approved": "A permit is approved",
-  "permit.closed": "A permit is closed out"
-}
-
-type EndpointForm = {
-  readonly name: string
-  readonly url: string
-  readonly events: ReadonlyArray<string>
-  /** As typed: a number, or empty for no limit. */
-  readonly rateLimit: string
-  readonly ordering: string
-}
-
-const EMPTY: EndpointForm = { name: "", url: "", events: [], rateLimit: "", ordering: "none" }
-
-/** The events offered: those of the modules that are on (docs/events.md#destinations), and any the endpoint
- *  already has (marked, so an admin sees why they would be refused now). */
-const endpointFields = (
-  prefix: string,
-  form: EndpointForm,
-  offered: ReadonlyArray<string>
-): Html => html`<label for="${prefix}-name">Name</label>
-  <input type="text" id="${prefix}-name" name="name" maxlength="200" required value="${form.name}">
-  <label for="${prefix}-url">Address</label>
-  <input type="url" id="${prefix}-url" name="url" required value="${form.url}" placeholder="https://" aria-describedby="${prefix}-url-hint" inputmode="url" spellcheck="false">
-  <p class="hint" id="${prefix}-url-hint">An https:// address on the public internet; private networks are refused.</p>
-  <fieldset id="${prefix}-events">
-    <legend>Events to send</legend>
-    <div class="choices">
-      ${EVENT_KINDS.filter((e) => offered.includes(e) || form.events.includes(e)).map(
-        (e) =>
-          html`<label for="${prefix}-event-${e}"><input type="checkbox" id="${prefix}-event-${e}" name="events" value="${e}"${attr("checked", form.events.includes(e))}> <span>${EVENT_LABELS[e]} <code class="muted">${e}</code>${offered.includes(e) ? "" : html` <span class="muted">(its module is turned off)</span>`}</span></label>`
-      )}
-    </div>
-    <button type="button" class="link" data-check-all="${prefix}-events" hidden>Tick all / none</button>
-  </fieldset>
-  <label for="${prefix}-rate">At most this many deliveries a second</label>
-  <input type="text" id="${prefix}-rate" name="rateLimit" value="${form.rateLimit}" inputmode="decimal" autocomplete="off" spellcheck="false" aria-describedby="${prefix}-rate-hint">
-  <p class="hint" id="${prefix}-rate-hint">E.g. 5 or 0.5 (from ${MIN_RATE_LIMIT} to ${MAX_RATE_LIMIT}); empty for no limit. Retries, Send Again and replays keep to it too.</p>
-  <label for="${prefix}-ordering"><input type="checkbox" id="${prefix}-ordering" name="ordering" value="record"${attr("checked", form.ordering === "record")}> <span>Send each record's events in the order they happened</span></label>
-  <p class="hint">A later event of a record then waits while an earlier one is retried, until it gets through or runs out of attempts.</p>`
 
 /** A circuit that is not closed, under a destination's state. */
 const circuitNote = (c: CircuitView): Html =>
@@ -319,6 +266,8 @@ ${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""
   <dt>Circuit</dt><dd id="circuit">${circuitFacts(e.circuit)}</dd>
   <dt>Rate</dt><dd>${e.rateLimit === null ? html`<span class="muted">no limit</span>` : `at most ${e.rateLimit} deliveries a second`}</dd>
   <dt>Order</dt><dd>${e.ordering === "record" ? "each record's events in the order they happened" : html`<span class="muted">none</span>`}</dd>
+  <dt>Filter</dt><dd>${e.filter === null ? html`<span class="muted">none: every event it takes</span>` : html`<code>${JSON.stringify(e.filter)}</code>`}</dd>
+  <dt>Payload</dt><dd>${e.payload === "thin" ? "thin: the record's id, company and API address only" : "full: the record"}</dd>
   <dt>Made</dt><dd>${e.createdBy ?? ""} ${when(e.createdAt)}</dd>
   <dt>Secret rotated</dt><dd>${when(e.secretRotatedAt)}</dd>
   ${e.previousSecretExpiresAt === null ? "" : html`<dt>Old secret signs until</dt><dd>${when(e.previousSecretExpiresAt)} <span class="muted">(beside the current one)</span></dd>`}
@@ -358,24 +307,15 @@ ${replaysTable(replays.list)}
       url: e.url,
       events: e.events,
       rateLimit: e.rateLimit === null ? "" : String(e.rateLimit),
-      ordering: e.ordering
+      ordering: e.ordering,
+      filter: e.filter === null ? "" : JSON.stringify(e.filter),
+      payload: e.payload
     },
     offered
   )}
   <div class="actions"><button type="submit" class="primary">Save changes</button></div>
 </form>`
   })
-
-const endpointFormOf = (body: URLSearchParams): EndpointForm => ({
-  name: body.get("name") ?? "",
-  url: body.get("url") ?? "",
-  events: body.getAll("events"),
-  rateLimit: body.get("rateLimit") ?? "",
-  ordering: body.get("ordering") === "record" ? "record" : "none"
-})
-
-/** The form's rate as the operations take it (empty: no limit), refused as they refuse it. */
-const rateOf = (form: EndpointForm) => checked(() => parseRateLimitText(form.rateLimit))
 
 /** Renders the endpoint page (with deliveries), or the 404 page the API's 404 would be. */
 const showEndpoint = (
@@ -523,7 +463,9 @@ export const WebhooksRoutes = Layer.mergeAll(
             url: form.url,
             events: form.events,
             rateLimit,
-            ordering: form.ordering
+            ordering: form.ordering,
+            filter: filterOf(form),
+            payload: form.payload
           })
         )
       )
@@ -554,7 +496,9 @@ export const WebhooksRoutes = Layer.mergeAll(
             url: form.url,
             events: form.events,
             rateLimit,
-            ordering: form.ordering
+            ordering: form.ordering,
+            filter: filterOf(form),
+            payload: form.payload
           })
         )
       )

@@ -9,6 +9,8 @@ import { query, transaction } from "../../platform/db/Sql.ts"
 import { checked } from "../endpoints/validate.ts"
 import { conflict, invalid, notFound } from "../../domain/errors.ts"
 import { holdReason } from "../engine/hold.ts"
+import { matches, type Filter } from "../../domain/filters/filter.ts"
+import { eventPayload } from "../../pipeline/outbox/events.ts"
 
 export type DeliveryView = {
   readonly id: string
@@ -206,8 +208,8 @@ export const resendDelivery = Effect.fn("resendDelivery")(function* (
 })
 
 /**
- * Recovery after an outage: every failed delivery of the endpoint created since `since` is
- * attempted again at once, each with its own id. Returns how many.
+ * Recovery after an outage: every failed delivery of the endpoint created since `since` that
+ * its filter takes now is attempted again at once, each with its own id. Returns how many.
  */
 export const replayFailed = Effect.fn("replayFailed")(function* (
   actor: Actor,
@@ -219,11 +221,24 @@ export const replayFailed = Effect.fn("replayFailed")(function* (
   const companyId = yield* endpointCompany(endpointId, input.companyId)
   return yield* transaction(
     Effect.gen(function* () {
+      // Only what the endpoint's filter takes now (docs/events.md#content-filters), read with
+      // the data as sent.
+      const failed = yield* query(
+        (tx) => tx<{ id: string; filter: Filter | null; payload: string | null }[]>`
+        select d.id::text, w.filter, case when w.filter is null then null else ${tx.unsafe(eventPayload("e"))} end as payload
+        from service.webhook_deliveries d join service.webhook_endpoints w on w.id = d.endpoint_id
+          join service.events e on e.id = d.event_id
+        where d.endpoint_id = ${endpointId} and d.state = 'failed' and d.created_at >= ${input.since}
+        for update of d`
+      )
+      const ids = failed
+        .filter((r) => r.filter === null || (r.payload !== null && matches(r.filter, JSON.parse(r.payload) as unknown)))
+        .map((r) => r.id)
       const rows = yield* query(
         (tx) => tx`
         update service.webhook_deliveries set state = 'pending', next_attempt_at = 'epoch', finished_at = null,
           leased_by = null, lease_until = null
-        where endpoint_id = ${endpointId} and state = 'failed' and created_at >= ${input.since} returning id`
+        where id = any(${ids}::uuid[]) returning id`
       )
       yield* writeActivity({
         companyId,

@@ -6,7 +6,7 @@ import { endpointSecretContext } from "../../platform/db/channels.ts"
 import { originOf } from "../net/origin.ts"
 import { encryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { newSecret } from "../net/signature.ts"
-import { EVENT_KINDS, EVENT_RESOURCE } from "../../domain/event-kinds.ts"
+import { ALERT_KINDS, EVENT_KINDS, EVENT_RESOURCE } from "../../domain/event-kinds.ts"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
 import { requireCompanyId, requireId } from "../../domain/ids.ts"
 import { wakeDelivery } from "../engine/wake.ts"
@@ -22,11 +22,16 @@ import {
   checkUrl,
   parseEvents,
   parseName,
+  parseDestinationFilter,
   parseOrdering,
+  parsePayloadMode,
   parseRateLimit,
   requireModulesOn,
   type Ordering
 } from "./validate.ts"
+import type { Filter } from "../../domain/filters/filter.ts"
+import type { WebhookEvent } from "../../domain/event-kinds.ts"
+import type { PayloadMode } from "../net/body.ts"
 
 export type EndpointView = {
   readonly id: string
@@ -52,6 +57,10 @@ export type EndpointView = {
   readonly ordering: Ordering
   /** Its circuit breaker: closed, or open after timeouts or refused connections in a row. */
   readonly circuit: CircuitView
+  /** Only events whose data matches it are delivered (docs/events.md#content-filters); null: all. */
+  readonly filter: Filter | null
+  /** "thin": the body's data is the record's id, company and API address only. */
+  readonly payload: PayloadMode
 }
 
 /** Deliveries in a row that failed every attempt at which the pages and the activity log warn (sql/019's trigger). */
@@ -83,12 +92,14 @@ type Row = {
   rate_limit: number | null
   ordering: Ordering
   circuit: unknown
+  filter: Filter | null
+  payload: PayloadMode
 }
 
 const COLUMNS = `id::text, company_id::text, name, url, events, enabled, disabled_reason, disabled_at,
   consecutive_failures, created_at, created_by_email, updated_at, secret_rotated_at,
   case when previous_secret_expires_at > now() then previous_secret_expires_at end as previous_secret_expires_at,
-  rate_limit, ordering, ${circuitColumn("endpoint", "webhook_endpoints.id")}`
+  rate_limit, ordering, ${circuitColumn("endpoint", "webhook_endpoints.id")}, filter, payload`
 
 const view = (r: Row): EndpointView => ({
   id: r.id,
@@ -107,7 +118,9 @@ const view = (r: Row): EndpointView => ({
   previousSecretExpiresAt: toIsoUtcOrNull(r.previous_secret_expires_at),
   rateLimit: r.rate_limit,
   ordering: r.ordering,
-  circuit: circuitView(r.circuit)
+  circuit: circuitView(r.circuit),
+  filter: r.filter,
+  payload: r.payload
 })
 
 type Company = { id: string; tier: string; modules: string[] }
@@ -128,7 +141,7 @@ export const offeredEvents = Effect.fn("offeredEvents")(function* (input: { read
     (sql) => sql<{ modules: string[] }[]>`select modules from service.companies where id = ${input.companyId}`
   )
   const modules = c?.modules ?? []
-  return EVENT_KINDS.filter((e) => modules.includes(EVENT_RESOURCE[e]))
+  return [...EVENT_KINDS.filter((e) => modules.includes(EVENT_RESOURCE[e])), ...ALERT_KINDS]
 })
 
 /** Scoping: an admin of one company sees only its endpoints; the CLI may omit companyId. */
@@ -154,6 +167,10 @@ export type CreateEndpointInput = {
   readonly rateLimit?: unknown
   /** "record" or "none" (the default). */
   readonly ordering?: unknown
+  /** A content filter (an object), or null/absent for none. */
+  readonly filter?: unknown
+  /** "full" (the default) or "thin". */
+  readonly payload?: unknown
 }
 
 /** Returns the signing secret once; only its encrypted form is kept. */
@@ -167,6 +184,8 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
   const events = yield* checked(() => parseEvents(input.events))
   const rateLimit = input.rateLimit === undefined ? null : yield* checked(() => parseRateLimit(input.rateLimit))
   const ordering = input.ordering === undefined ? "none" : yield* checked(() => parseOrdering(input.ordering))
+  const payload = input.payload === undefined ? "full" : yield* checked(() => parsePayloadMode(input.payload))
+  const filter = input.filter === undefined ? null : yield* checked(() => parseDestinationFilter(input.filter, events))
   const company = yield* companyFor(companyId)
   yield* checked(() => requireModulesOn(events, company.modules))
   const url = yield* checkUrl(deps, input.url)
@@ -178,8 +197,8 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
       const [r] = yield* query((tx) =>
         tx.unsafe<Row[]>(
           `insert into service.webhook_endpoints (id, company_id, name, url, events, secret, created_by, created_by_email,
-             rate_limit, ordering)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning ${COLUMNS}`,
+             rate_limit, ordering, payload, filter)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::jsonb) returning ${COLUMNS}`,
           [
             id,
             companyId,
@@ -190,7 +209,9 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
             actor.kind === "user" ? actor.id : null,
             actor.kind === "user" ? actor.email : null,
             rateLimit,
-            ordering
+            ordering,
+            payload,
+            filter === null ? null : JSON.stringify(filter)
           ]
         )
       )
@@ -204,7 +225,9 @@ export const createEndpoint = Effect.fn("createEndpoint")(function* (
           url,
           events,
           ...(rateLimit !== null ? { rateLimit } : {}),
-          ...(ordering !== "none" ? { ordering } : {})
+          ...(ordering !== "none" ? { ordering } : {}),
+          ...(payload !== "full" ? { payload } : {}),
+          ...(filter !== null ? { filter } : {})
         }
       })
       return r!
@@ -221,6 +244,10 @@ export type UpdateEndpointInput = Target & {
   readonly rateLimit?: unknown
   /** "record" or "none"; absent: unchanged. */
   readonly ordering?: unknown
+  /** A content filter, or null to remove it; absent: unchanged. */
+  readonly filter?: unknown
+  /** "full" or "thin"; absent: unchanged. */
+  readonly payload?: unknown
 }
 
 export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
@@ -234,9 +261,11 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
     input.url === undefined &&
     input.events === undefined &&
     input.rateLimit === undefined &&
-    input.ordering === undefined
+    input.ordering === undefined &&
+    input.filter === undefined &&
+    input.payload === undefined
   ) {
-    return yield* invalid("nothing to change: give a name, url, events, rateLimit or ordering")
+    return yield* invalid("nothing to change: give a name, url, events, rateLimit, ordering, filter or payload")
   }
   const name = input.name === undefined ? current.name : yield* checked(() => parseName(input.name))
   const rateLimit = input.rateLimit === undefined ? undefined : yield* checked(() => parseRateLimit(input.rateLimit))
@@ -248,6 +277,13 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
     yield* checked(() => requireModulesOn(parsed, company.modules))
     events = parsed
   }
+  const payload = input.payload === undefined ? undefined : yield* checked(() => parsePayloadMode(input.payload))
+  // The filter kept or given must fit the events the endpoint will take.
+  const filterInput = input.filter === undefined ? current.filter : input.filter
+  const filter =
+    filterInput === null
+      ? null
+      : yield* checked(() => parseDestinationFilter(filterInput, events as ReadonlyArray<WebhookEvent>))
   const url = input.url === undefined ? current.url : yield* checkUrl(deps, input.url)
   return yield* transaction(
     Effect.gen(function* () {
@@ -267,6 +303,7 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
         tx.unsafe<Row[]>(
           `update service.webhook_endpoints set name = coalesce($2, name), url = coalesce($3, url), events = coalesce($4::text[], events),
              rate_limit = case when $5::boolean then $6::float8 else rate_limit end, ordering = coalesce($7, ordering),
+             payload = coalesce($8, payload), filter = case when $9::boolean then $10::text::jsonb else filter end,
              updated_at = now() where id = $1 returning ${COLUMNS}`,
           [
             current.id,
@@ -275,7 +312,10 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
             given.events as Array<string> | null,
             rateLimit !== undefined,
             rateLimit ?? null,
-            ordering ?? null
+            ordering ?? null,
+            payload ?? null,
+            input.filter !== undefined,
+            filter === null ? null : JSON.stringify(filter)
           ]
         )
       )
@@ -286,6 +326,8 @@ export const updateEndpoint = Effect.fn("updateEndpoint")(function* (
       if (r.events.join(",") !== before.events.join(",")) changes.events = r.events
       if (r.rate_limit !== before.rate_limit) changes.rateLimit = r.rate_limit
       if (r.ordering !== before.ordering) changes.ordering = r.ordering
+      if (r.payload !== current.payload) changes.payload = r.payload
+      if (JSON.stringify(r.filter) !== JSON.stringify(current.filter)) changes.filter = r.filter
       if (r.url !== before.url) {
         // Deliveries still to go follow the endpoint to its new receiver, which is tried afresh.
         yield* query((tx) =>

@@ -1,12 +1,20 @@
 // Input checks shared by endpoints and subscriptions: event names and receiver addresses.
 import { Effect } from "effect"
 import { resolveAndCheck } from "../net/address-guard.ts"
-import { EVENT_KINDS, EVENT_RESOURCE, isEventKind, type EventKind } from "../../domain/event-kinds.ts"
+import {
+  EVENT_RESOURCE,
+  isEventKind,
+  isWebhookEvent,
+  WEBHOOK_EVENTS,
+  type WebhookEvent
+} from "../../domain/event-kinds.ts"
+import { parseFilter, type Filter } from "../../domain/filters/filter.ts"
+import type { PayloadMode } from "../net/body.ts"
 import type { WebhookDeps } from "../engine/settings.ts"
 import { at, forbidden, invalid, isDomainError, words, type DomainError } from "../../domain/errors.ts"
 import { FORBIDDEN_IN_NAME, forbiddenInName } from "../../domain/names.ts"
 
-const KNOWN = EVENT_KINDS.join(", ")
+const KNOWN = WEBHOOK_EVENTS.join(", ")
 
 /**
  * A check that throws a DomainError (these, requireId...) as an Effect failing with it: thrown
@@ -22,19 +30,19 @@ export const checked = <A>(check: () => A): Effect.Effect<A, DomainError> =>
     }
   })
 
-export const parseEvent = (input: unknown): EventKind => {
+export const parseEvent = (input: unknown): WebhookEvent => {
   if (typeof input !== "string" || input.trim() === "")
     throw invalid(`event must be one of: ${KNOWN}`, { field: "event" })
   const e = input.trim()
-  if (!isEventKind(e)) throw invalid(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`, { field: "event" })
+  if (!isWebhookEvent(e)) throw invalid(`unknown event "${e.slice(0, 80)}"; known events: ${KNOWN}`, { field: "event" })
   return e
 }
 
 /** A list of events (an array, or "a,b" text as the CLI takes it); duplicates dropped. */
-export const parseEvents = (input: unknown): ReadonlyArray<EventKind> => {
+export const parseEvents = (input: unknown): ReadonlyArray<WebhookEvent> => {
   const items = typeof input === "string" ? input.split(",") : input
   if (!Array.isArray(items)) throw invalid("events must be a list of event names", { field: "events" })
-  const out: Array<EventKind> = []
+  const out: Array<WebhookEvent> = []
   for (const item of items) {
     if (typeof item === "string" && item.trim() === "") continue
     const e = parseEvent(item)
@@ -45,8 +53,9 @@ export const parseEvents = (input: unknown): ReadonlyArray<EventKind> => {
 }
 
 /** Refuses events whose module the company has turned off (docs/events.md#destinations). */
-export const requireModulesOn = (events: ReadonlyArray<EventKind>, modules: ReadonlyArray<string>): void => {
-  const off = events.filter((e) => !modules.includes(EVENT_RESOURCE[e]))
+export const requireModulesOn = (events: ReadonlyArray<WebhookEvent>, modules: ReadonlyArray<string>): void => {
+  // Alerts are about destinations: no module carries them.
+  const off = events.filter((e) => isEventKind(e) && !modules.includes(EVENT_RESOURCE[e])).filter(isEventKind)
   if (off.length > 0) {
     const names = [...new Set(off.map((e) => EVENT_RESOURCE[e]))].join(", ")
     throw forbidden(
@@ -119,3 +128,17 @@ export const parseRateLimitText = (input: string): number | null => {
   if (t === "" || t.toLowerCase() === "none") return null
   return parseRateLimit(/^\d+(\.\d+)?$/.test(t) ? Number(t) : Number.NaN)
 }
+
+export const PAYLOAD_MODES = ["full", "thin"] as const
+
+/** payload: "full" (the record, the default) or "thin" ({id, companyId, url}: docs/events.md#thin-payloads). */
+export const parsePayloadMode = (input: unknown): PayloadMode => {
+  if (input === "full" || input === "thin") return input
+  throw invalid(
+    words`${at("payload")} must be "full" (the record, the default) or "thin" (only its id, company and API address)`
+  )
+}
+
+/** filter: a JSON object over the fields of the events' data, or null for none (docs/events.md#content-filters). */
+export const parseDestinationFilter = (input: unknown, events: ReadonlyArray<WebhookEvent>): Filter | null =>
+  parseFilter(input, events)

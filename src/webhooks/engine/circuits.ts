@@ -24,6 +24,8 @@ import {
   type Dest
 } from "./circuits-queries.ts"
 import { isUnanswered } from "./health.ts"
+import { isAlertKind } from "../../domain/event-kinds.ts"
+import { raiseAlerts } from "../alerts/raise.ts"
 import type { Claimed } from "./item.ts"
 import { db, realWaitFor, type EngineEnv, type Wake } from "./runtime.ts"
 
@@ -45,6 +47,8 @@ type Op =
       readonly companyId: string
       readonly failures: number
       readonly lastError: string | null
+      /** Opened by an alert's own delivery: it makes no alert. */
+      readonly byAlert: boolean
     }
   | { readonly kind: "claim"; readonly dest: Dest; readonly done: (won: boolean) => void }
   | { readonly kind: "close"; readonly dest: Dest }
@@ -156,7 +160,14 @@ export const makeCircuits = (
       probeUntilMs: null,
       lastError: r.error
     })
-    enqueue({ kind: "open", dest, companyId: c.companyId, failures: n, lastError: r.error })
+    enqueue({
+      kind: "open",
+      dest,
+      companyId: c.companyId,
+      failures: n,
+      lastError: r.error,
+      byAlert: isAlertKind(c.event)
+    })
     opened(id)
   }
 
@@ -189,6 +200,17 @@ export const makeCircuits = (
               lastError: op.lastError,
               nextProbeAt: new Date(r.circuit!.probeAtMs).toISOString()
             })
+            // A circuit that opens is a destination failing (docs/events.md#failure-alerts).
+            if (!op.byAlert)
+              yield* db("circuits", () =>
+                sql.begin((tx) =>
+                  raiseAlerts(
+                    tx,
+                    [{ kind: "webhook.failing", ...op.dest, lastError: op.lastError, lastAttemptAt: new Date(at) }],
+                    { now: new Date(at), mail: env.options.alertMail === true }
+                  )
+                )
+              ).pipe(Effect.ignore)
           }
           return
         }

@@ -5,6 +5,8 @@ import type { Sql } from "postgres"
 import { eventPayload } from "../../pipeline/outbox/events.ts"
 import type { Claimed } from "./item.ts"
 import { DELIVERY_JOINS, HOLD_REASON } from "./hold.ts"
+import { thinData } from "../net/body.ts"
+import { ALERT_RESOURCE } from "../../domain/event-kinds.ts"
 
 /**
  * An endpoint's previous secret while its overlap lasts (docs/events.md#secret-rotation; null otherwise, and for
@@ -31,6 +33,7 @@ with d as materialized (
     to_char(ev.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as event_created_at,
     ev.payload, ev.resource as event_resource, ev.record_id as event_record_id, ${HOLD_REASON} as hold_reason, d.company_id, d.ordering_key, coalesce(w.rate_limit, s.rate_limit) as rate_limit,
     coalesce(d.endpoint_id, d.subscription_id) as dest,
+    (coalesce(w.payload, s.payload) = 'thin' and ev.resource <> '${ALERT_RESOURCE}') as thin,
     case when d.ordering_key is null then null
       when (ev.commit_lsn, ev.seq) > (select f.commit_lsn, f.seq from service.webhook_fanout f) then 'fan-out'
       when pred.until is not null then 'record' end as blocked,
@@ -81,7 +84,8 @@ with d as materialized (
 select c.id::text, c.event_id::text, (l.id is not null) as leased, c.attempts, c.manual, c.event, c.endpoint_id::text,
   c.subscription_id::text, c.key_id::text, c.url, case when l.id is not null then c.secret end as secret,
   case when l.id is not null then c.previous_secret end as previous_secret, c.origin,
-  c.event_created_at, case when l.id is not null then ${eventPayload("c", "event_")} end as payload, c.company_id::text, c.ordering_key,
+  c.event_created_at, case when l.id is not null and not c.thin then ${eventPayload("c", "event_")} end as payload,
+  c.thin, c.event_resource, c.event_record_id::text, c.company_id::text, c.ordering_key,
   c.rate_limit, c.blocked, (c.hold_reason is not null) as held
 from cand c left join leased l on l.id = c.id`
 
@@ -101,6 +105,9 @@ type ClaimRow = {
   origin: string
   event_created_at: string
   payload: string | null
+  thin: boolean
+  event_resource: string
+  event_record_id: string
   company_id: string
   ordering_key: string | null
   rate_limit: number | null
@@ -183,7 +190,8 @@ export const claim = async (
       previousSecret: r.previous_secret,
       origin: r.origin,
       eventCreatedAt: r.event_created_at,
-      payload: r.payload!,
+      // A thin destination never reads the record: only where it is (docs/events.md#thin-payloads).
+      payload: r.thin ? thinData(r.event_resource, r.event_record_id, r.company_id) : r.payload!,
       companyId: r.company_id,
       rateLimit: r.rate_limit,
       orderingKey: r.ordering_key

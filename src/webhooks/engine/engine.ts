@@ -56,11 +56,13 @@ import { resolveSettings, type EngineOptions } from "./options.ts"
 import { leaveFanout } from "./partitions-queries.ts"
 import { makePartitions } from "./partitions.ts"
 import { makeRecord } from "./record.ts"
-import { QUEUE_ROUNDS, db, makeWake, type AttemptObservation, type EngineEnv } from "./runtime.ts"
+import { QUEUE_ROUNDS, db, makeWake, waitFor, type AttemptObservation, type EngineEnv } from "./runtime.ts"
+import { ALERTS_CHANNEL, makeFailing } from "../alerts/failing.ts"
 import { makeSend } from "./send.ts"
 import { checkFence } from "../../platform/db/fence.ts"
 import type { DeliveryQueryFailed } from "./errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "./settings.ts"
+import { loadMailSettings } from "../alerts/mail.ts"
 
 export { DeliveryQueryFailed, EngineMisconfigured } from "./errors.ts"
 export { ENGINE_DEFAULTS, type EngineOptions } from "./options.ts"
@@ -153,13 +155,17 @@ export const makeEngine = (options: EngineOptions) =>
       release: yield* makeWake,
       record: yield* makeWake,
       heartbeat: yield* makeWake,
-      circuits: yield* makeWake
+      circuits: yield* makeWake,
+      alerts: yield* makeWake
     }
     const claimWake = makeClaimWake(yield* makeWake)
 
     // Each step is made with the others' functions it calls (record's writes last: they go
     // through all of them).
-    const record = makeRecord(env, wakes)
+    // Which destinations are failing (alerts/failing.ts): read now, again at each change and poll.
+    const failing = makeFailing(options.sql)
+    yield* db("alerts", () => failing.reload()).pipe(Effect.ignore)
+    const record = makeRecord(env, wakes, failing)
     const health = makeHealth({
       perOrigin: o.perOrigin,
       maxHeld: env.maxHeld,
@@ -214,6 +220,7 @@ export const makeEngine = (options: EngineOptions) =>
         ],
         [DESTINATIONS_CHANNEL, destinationsChanged],
         [PARTITIONS_CHANNEL, wakes.heartbeat.poke],
+        [ALERTS_CHANNEL, wakes.alerts.poke],
         [CIRCUITS_CHANNEL, circuits.changed]
       ])
     )
@@ -234,6 +241,15 @@ export const makeEngine = (options: EngineOptions) =>
     yield* supervisor.run("delivery release", housekeeping.releaseLoop)
     yield* supervisor.run("delivery purge", housekeeping.purgeLoop)
     yield* supervisor.run("delivery circuits", circuits.loop)
+    yield* supervisor.run(
+      "delivery alerts",
+      Effect.forever(
+        Effect.andThen(
+          waitFor(wakes.alerts.queue, o.pollMs * 5),
+          db("alerts", () => failing.reload()).pipe(Effect.ignore)
+        )
+      )
+    )
     // 0. First of all: no send starts any more (an attempt ending would start the next).
     yield* supervisor.onStop(
       "delivery: stop sending",
@@ -274,6 +290,7 @@ export const EngineLive = Layer.effect(
   Effect.gen(function* () {
     const { sql } = yield* Database
     const settings = yield* WebhookSettings
+    const mail = yield* loadMailSettings
     yield* Effect.logInfo("webhook delivery started", {
       schedule: settings.schedule.text,
       attempts: settings.schedule.maxAttempts,
@@ -283,7 +300,8 @@ export const EngineLive = Layer.effect(
       sql,
       secretsKey: settings.secretsKey.key,
       schedule: settings.schedule,
-      allowed: settings.allowed
+      allowed: settings.allowed,
+      alertMail: mail !== null
     })
   })
 ).pipe(Layer.provide(WebhookSettingsLive))

@@ -5,6 +5,7 @@ import { Data } from "effect"
 /** Which step a failed query belongs to, for the log line (`delivery <step> failed; retrying in 1 s`). */
 export type EngineStep =
   | "fan-out"
+  | "alerts"
   | "claim"
   | "next due"
   | "record"

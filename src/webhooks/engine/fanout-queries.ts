@@ -5,6 +5,7 @@
 import type { Sql } from "postgres"
 import { eventPayload } from "../../pipeline/outbox/events.ts"
 import { originOf } from "../net/origin.ts"
+import type { Filter } from "../../domain/filters/filter.ts"
 import { END, START, comparePos, type Pos } from "./positions.ts"
 
 /**
@@ -178,6 +179,10 @@ export type Destination = {
   readonly rateLimit: number | null
   /** Events of one record in the order they happened. */
   readonly ordering: boolean
+  /** Only events whose data matches it get a delivery (docs/events.md#content-filters); null: all. */
+  readonly filter: Filter | null
+  /** The body's data is the record's id, company and API address only (docs/events.md#thin-payloads). */
+  readonly thin: boolean
 }
 
 /** The destinations of the given ids that exist, by id. */
@@ -196,13 +201,16 @@ export const destinationsOf = async (
       key_id: string | null
       rate_limit: number | null
       ordering: string
+      filter: Filter | null
+      payload: string
     }[]
   >`
     select w.id::text, w.url, w.secret, case when w.previous_secret_expires_at > now() then w.previous_secret end as previous_secret,
-      w.previous_secret_expires_at as until, null::text as key_id, w.rate_limit, w.ordering
+      w.previous_secret_expires_at as until, null::text as key_id, w.rate_limit, w.ordering, w.filter, w.payload
     from service.webhook_endpoints w where w.id = any(${[...endpoints]}::uuid[])
     union all
-    select s.id::text, s.url, ks.secret, null, null, s.key_id::text, s.rate_limit, s.ordering from service.webhook_subscriptions s
+    select s.id::text, s.url, ks.secret, null, null, s.key_id::text, s.rate_limit, s.ordering, s.filter, s.payload
+    from service.webhook_subscriptions s
     left join service.webhook_key_secrets ks on ks.key_id = s.key_id where s.id = any(${[...subscriptions]}::uuid[])`
   return new Map(
     rows.map((r) => [
@@ -214,7 +222,9 @@ export const destinationsOf = async (
         previousSecretUntil: r.until?.getTime() ?? 0,
         keyId: r.key_id,
         rateLimit: r.rate_limit,
-        ordering: r.ordering === "record"
+        ordering: r.ordering === "record",
+        filter: r.filter,
+        thin: r.payload === "thin"
       }
     ])
   )

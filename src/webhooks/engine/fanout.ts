@@ -10,6 +10,8 @@ import { Effect } from "effect"
 import { annotateFanout, withFanoutSpan } from "../../platform/tracing.ts"
 import { deliveryId } from "./ids.ts"
 import { urlOrigin } from "../net/origin.ts"
+import { thinData } from "../net/body.ts"
+import { matches } from "../../domain/filters/filter.ts"
 import { PARTS, comparePos, type Pos } from "./positions.ts"
 import { destinationsOf, readFanout, type Destination } from "./fanout-queries.ts"
 import type { DeliveryQueryFailed } from "./errors.ts"
@@ -24,6 +26,12 @@ const NO_SECRET = Buffer.alloc(0)
 const IDLE_CURSOR_MS = 200
 
 export type FanoutStats = { events: number; created: number }
+
+/** A thin destination's data for a record event ('<resource>:<id>'). */
+const thinOf = (ev: { readonly record: string; readonly companyId: string }): string => {
+  const cut = ev.record.indexOf(":")
+  return thinData(ev.record.slice(0, cut), ev.record.slice(cut + 1), ev.companyId)
+}
 
 export const makeFanout = (
   env: EngineEnv,
@@ -110,6 +118,9 @@ export const makeFanout = (
           for (const [id, d] of found) destinations.set(id, { ...d, origin: originOf(d.url) })
         }
       }
+      // A destination changed while this round read: its events are read again, so that every
+      // delivery is made as its destination now stands (a filter, a payload mode).
+      if (seen !== signals.generation) return "more" as const
       const at = Date.now()
       // A partition lost or given up meanwhile is another process's now, or read again: its
       // events are not taken (its cursor may be being written as the point to resume from).
@@ -120,10 +131,15 @@ export const makeFanout = (
         const p = parts.find((x) => x.part === ev.part)
         if (!p || !same(p)) continue
         const entry = partitions.took(p, ev.pos)
+        // The data as sent, parsed once per event for the filters that read it.
+        let data: unknown
+        const dataOf = () => (data ??= JSON.parse(ev.payload) as unknown)
         const add = (endpointId: string | null, subscriptionId: string | null) => {
           const d = destinations.get((endpointId ?? subscriptionId)!)
           // Deleted since the read, or read before a change: it goes back (or nowhere).
           if (d === undefined && seen === signals.generation) return
+          // Filtered out: no delivery at all (docs/events.md#content-filters).
+          if (d !== undefined && d.filter !== null && !matches(d.filter, dataOf())) return
           entry.remaining++
           targets++
           const rateLimit = d?.rateLimit ?? null
@@ -141,7 +157,7 @@ export const makeFanout = (
             previousSecret: d?.previousSecret != null && d.previousSecretUntil > at ? d.previousSecret : null,
             origin: d?.origin ?? "",
             eventCreatedAt: ev.createdAt,
-            payload: ev.payload,
+            payload: d?.thin ? thinOf(ev) : ev.payload,
             companyId: ev.companyId,
             rateLimit,
             orderingKey: d?.ordering ? ev.record : null

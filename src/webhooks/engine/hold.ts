@@ -1,6 +1,10 @@
 // Why a delivery may not go now: the rule the claim applies to due rows (held instead of
 // sent), the release of held rows, and Send Again's 409 all read from here.
 import type { Tx } from "../../platform/db/Database.ts"
+import { ALERT_RESOURCE } from "../../domain/event-kinds.ts"
+
+/** A record event (alerts are about destinations: no module or read right applies to them). */
+const RECORD_EVENT = `ev.resource <> '${ALERT_RESOURCE}'`
 
 // Aliases: d delivery, ev event, co company, w endpoint, s subscription, k key, ks key secret.
 export const DELIVERY_JOINS = `join service.events ev on ev.id = d.event_id
@@ -22,15 +26,15 @@ export const HOLD_REASON = `case
   when d.endpoint_id is not null then case
     when not w.enabled and not d.manual then 'the endpoint is switched off'
     when not (ev.event = any(w.events)) then 'the endpoint no longer takes ' || ev.event
-    when not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
+    when ${RECORD_EVENT} and not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
   else case
     when not s.active then 'the subscription is turned off'
     when not co.api_enabled then 'the API is turned off for the company'
     when k.id is null or k.revoked_at is not null then 'the key is revoked'
     when k.expires_at <= now() then 'the key has expired'
     when not k.webhooks then 'the key no longer has the webhooks permission'
-    when not (ev.resource = any(k.scopes)) then 'the key can no longer read ' || ev.resource
-    when not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
+    when ${RECORD_EVENT} and not (ev.resource = any(k.scopes)) then 'the key can no longer read ' || ev.resource
+    when ${RECORD_EVENT} and not (ev.resource = any(co.modules)) then 'the ' || ev.resource || ' module is turned off' end
   end`
 
 /** Why the delivery could not be sent now, as the engine would decide it; null if it could. */

@@ -49,6 +49,11 @@ export type Outcome = {
   readonly gone: boolean
   /** The delivery's record key when its destination orders by record: a finished one lets the next go. */
   readonly orderingKey: string | null
+  /**
+   * For its destination's alerts (docs/events.md#failure-alerts): "ok" a success, "fail" a delivery
+   * that failed every attempt; null otherwise, and for an alert's own delivery.
+   */
+  readonly alert: "ok" | "fail" | null
 }
 
 /** A delivery in memory. From fan-out it has no row until its outcome (or a hand-back) is written. */

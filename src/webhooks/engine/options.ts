@@ -13,6 +13,8 @@ export type EngineOptions = {
   readonly allowed: AllowedNetworks
   readonly lookup?: Lookup | undefined
   readonly ca?: SendOptions["ca"] | undefined
+  /** Queue a mail with each alert (SMTP_URL is set: alerts/mail.ts). */
+  readonly alertMail?: boolean | undefined
   /** An answer must be complete within this (10 s: docs/events.md#what-counts-as-delivered). */
   readonly timeoutMs?: number | undefined
   /** Claim lease; at least 2 timeouts + 5 s. An attempt only starts if it can end within its lease. */

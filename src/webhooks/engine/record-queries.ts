@@ -8,6 +8,7 @@ import type { Tx } from "../../platform/db/Database.ts"
 import { PARTITIONS_CHANNEL } from "../../platform/db/channels.ts"
 import { originOf } from "../net/origin.ts"
 import type { Outcome } from "./item.ts"
+import { raiseAlerts, type AlertChange } from "../alerts/raise.ts"
 import type { Pos } from "./positions.ts"
 
 /**
@@ -173,6 +174,10 @@ export type WriteInput = {
   readonly order: ReadonlyArray<Outcome>
   readonly switchOffAfter: number
   readonly now: Date
+  /** Destinations failing now, as this process knows (alerts/failing.ts): a success of one is its recovery. */
+  readonly failing?: ((destination: string) => boolean) | undefined
+  /** Queue alert mails (SMTP_URL is set). */
+  readonly alertMail?: boolean | undefined
 }
 
 export type WriteResult = {
@@ -185,6 +190,35 @@ export type WriteResult = {
   readonly handedBack: number
   readonly switchedOff: ReadonlyArray<string>
   readonly deletedSubscriptions: ReadonlyArray<string>
+  /** Destinations whose alert state this write changed: true failing, false recovered. */
+  readonly alerted: ReadonlyMap<string, boolean>
+}
+
+/**
+ * The changes of alert state among outcomes in completion order: a fully failed delivery of a
+ * destination not failing, a success of one failing (docs/events.md#failure-alerts).
+ */
+export const alertChanges = (
+  outcomes: ReadonlyArray<Outcome>,
+  failing: (destination: string) => boolean
+): Array<AlertChange> => {
+  const now = new Map<string, boolean>()
+  const out: Array<AlertChange> = []
+  for (const o of outcomes) {
+    if (o.alert === null) continue
+    const dest = (o.endpointId ?? o.subscriptionId)!
+    const was = now.get(dest) ?? failing(dest)
+    if ((o.alert === "fail") === was) continue
+    now.set(dest, o.alert === "fail")
+    out.push({
+      kind: o.alert === "fail" ? "webhook.failing" : "webhook.recovered",
+      endpointId: o.endpointId,
+      subscriptionId: o.subscriptionId,
+      lastError: o.alert === "fail" ? o.error : null,
+      lastAttemptAt: o.startedAt
+    })
+  }
+  return out
 }
 
 /** WRITE's $1..$17: one array per column. */
@@ -271,7 +305,9 @@ const resetsOf = (order: ReadonlyArray<Outcome>) =>
  */
 export const writeBatch = async (sql: Sql, input: WriteInput): Promise<WriteResult> => {
   const resets = resetsOf(input.order)
+  const failing = input.failing ?? (() => false)
   const simple =
+    alertChanges(input.order, failing).length === 0 &&
     input.leased.length === 0 &&
     input.handBack.length === 0 &&
     input.order.every((o) => o.health !== "fail" && !o.gone) &&
@@ -327,9 +363,37 @@ export const writeBatch = async (sql: Sql, input: WriteInput): Promise<WriteResu
     const h = simple
       ? { switchedOff: [], deletedSubscriptions: [] }
       : await health(tx, mine, input.switchOffAfter, resets)
-    return { inserted, applied, parts, handedBack, ...h }
+    const alerted = simple ? new Map<string, boolean>() : await alertsOf(tx, input, mine, h.switchedOff)
+    return { inserted, applied, parts, handedBack, ...h, alerted }
   }
   return simple ? run(sql) : sql.begin((tx) => run(tx))
+}
+
+/** Raises the alerts the applied outcomes and switch-offs make, in the write's transaction. */
+const alertsOf = async (
+  tx: Q,
+  input: Pick<WriteInput, "failing" | "alertMail" | "now">,
+  mine: ReadonlyArray<Outcome>,
+  switchedOff: ReadonlyArray<string>
+): Promise<ReadonlyMap<string, boolean>> => {
+  const changes = alertChanges(mine, input.failing ?? (() => false))
+  const tallies = tallyEndpoints(mine)
+  for (const id of switchedOff)
+    changes.push({
+      kind: "webhook.switched_off",
+      endpointId: id,
+      subscriptionId: null,
+      lastError: tallies.find((t) => t.id === id)?.lastError ?? null,
+      lastAttemptAt: mine.findLast((o) => o.endpointId === id)?.startedAt ?? null,
+      by: "service"
+    })
+  const alerted = new Map<string, boolean>()
+  if (changes.length === 0) return alerted
+  await raiseAlerts(tx, changes, { now: input.now, mail: input.alertMail === true })
+  for (const c of changes)
+    if (c.kind !== "webhook.switched_off")
+      alerted.set((c.endpointId ?? c.subscriptionId)!, c.kind === "webhook.failing")
+  return alerted
 }
 
 /**
@@ -438,11 +502,8 @@ export const recordOutcomes = async (sql: Sql, input: RecordInput): Promise<Reco
     )
     const applied = new Set(rows.map((r) => r.delivery_id))
     // An outcome whose lease was lost meanwhile belongs to whoever holds it now.
-    const h = await health(
-      tx,
-      input.outcomes.filter((o) => applied.has(o.id)),
-      input.switchOffAfter,
-      []
-    )
+    const mine = input.outcomes.filter((o) => applied.has(o.id))
+    const h = await health(tx, mine, input.switchOffAfter, [])
+    await alertsOf(tx, { now: new Date(), alertMail: false }, mine, h.switchedOff)
     return { applied, ...h }
   })

@@ -10,6 +10,7 @@ import type { ClaimWake } from "./claim.ts"
 import type { Item, Outcome } from "./item.ts"
 import type { Partitions } from "./partitions.ts"
 import { writeBatch, type NewRow } from "./record-queries.ts"
+import type { Failing } from "../alerts/failing.ts"
 import { db, realSleep, type EngineEnv, type Wake } from "./runtime.ts"
 import type { Sends } from "./send.ts"
 
@@ -54,7 +55,11 @@ export type RecordPorts = {
   readonly claim: Pick<ClaimWake, "poke" | "roomFreed">
 }
 
-export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; readonly fanout: Wake }) => {
+export const makeRecord = (
+  env: EngineEnv,
+  wakes: { readonly record: Wake; readonly fanout: Wake },
+  failing: Pick<Failing, "has" | "set">
+) => {
   /** Deliveries in memory: queued, sending or waiting to be written. */
   let held = 0
   /** Outcomes to write, in completion order. */
@@ -180,7 +185,9 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
             cursors: plan.moves,
             order,
             switchOffAfter: o.switchOffAfter,
-            now: new Date(at)
+            now: new Date(at),
+            failing: failing.has,
+            alertMail: env.options.alertMail === true
           })
         ).pipe(Effect.exit)
         if (Exit.isFailure(result)) {
@@ -220,6 +227,7 @@ export const makeRecord = (env: EngineEnv, wakes: { readonly record: Wake; reado
             finish(it)
           }
         }
+        for (const [dest, now] of r.alerted) failing.set(dest, now)
         stats.switchedOff += r.switchedOff.length
         stats.subscriptionsGone += r.deletedSubscriptions.length
         // One greppable line per switch-off (docs/operations.md#logs), with the reason the activity log has.

@@ -13,6 +13,7 @@ import { withDeliverySpan } from "../../platform/tracing.ts"
 import { endpointSecretContext, keySecretContext } from "../../platform/db/channels.ts"
 import { decryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { delayAfter, type RetrySchedule } from "../../domain/retry-schedule.ts"
+import { isAlertKind } from "../../domain/event-kinds.ts"
 import { deliveryBody } from "../net/body.ts"
 import type { Circuits } from "./circuits.ts"
 import { fairLimits, makeScheduler, type Lane } from "./fair.ts"
@@ -396,12 +397,27 @@ export const decide = (
     orderingKey: c.orderingKey
   }
   if (r.ok)
-    return { ...common, state: "succeeded", nextAt: null, health: c.endpointId !== null ? "reset" : null, gone: false }
+    return {
+      ...common,
+      state: "succeeded",
+      nextAt: null,
+      health: c.endpointId !== null ? "reset" : null,
+      gone: false,
+      alert: isAlertKind(c.event) ? null : "ok"
+    }
   const gone = c.subscriptionId !== null && r.status === 410
   // Send Again of a finished delivery is one attempt: failing, it is finished again.
   const wait = gone || c.manual ? null : delayAfter(schedule, number)
   if (wait !== null)
-    return { ...common, state: "pending", nextAt: new Date(finishedMs + wait), health: null, gone: false }
+    return { ...common, state: "pending", nextAt: new Date(finishedMs + wait), health: null, gone: false, alert: null }
   // A Send Again that fails again was counted when the delivery first failed.
-  return { ...common, state: "failed", nextAt: null, health: c.endpointId !== null && !c.manual ? "fail" : null, gone }
+  return {
+    ...common,
+    state: "failed",
+    nextAt: null,
+    health: c.endpointId !== null && !c.manual ? "fail" : null,
+    gone,
+    // An alert's own delivery makes no alert (docs/events.md#failure-alerts).
+    alert: c.manual || isAlertKind(c.event) ? null : "fail"
+  }
 }

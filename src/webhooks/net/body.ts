@@ -15,3 +15,13 @@ export const deliveryBody = (b: BodyInput): string =>
   `{"id":${JSON.stringify(b.deliveryId)},"event":${JSON.stringify(b.event)},"createdAt":${JSON.stringify(b.createdAt)},"data":${b.payload}}`
 
 export const PING_EVENT = "ping"
+
+/** A destination's payload mode (docs/events.md#thin-payloads): the record, or only where to read it. */
+export type PayloadMode = "full" | "thin"
+
+/**
+ * A thin body's data: the record's id, its company and its API address, and nothing else of
+ * the record (signed like any body). Only record events are made thin: an alert carries no record.
+ */
+export const thinData = (resource: string, recordId: string, companyId: string): string =>
+  `{"id":${JSON.stringify(recordId)},"companyId":${JSON.stringify(companyId)},"url":${JSON.stringify(`/api/v1/${resource}/${recordId}`)}}`

@@ -19,7 +19,9 @@
 import { Effect } from "effect"
 import { isUuid } from "../../domain/ids.ts"
 import { at, invalid, notFound, words } from "../../domain/errors.ts"
-import { isEventKind } from "../../domain/event-kinds.ts"
+import { isWebhookEvent } from "../../domain/event-kinds.ts"
+import { matches, type Filter } from "../../domain/filters/filter.ts"
+import { eventPayload } from "../../pipeline/outbox/events.ts"
 import { originOf } from "../net/origin.ts"
 import { type Actor, writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
@@ -94,12 +96,14 @@ type Plan = { event_id: string; delivery_id: string | null; state: string | null
 /** Where each kind of destination is read, by id: its statement, and its row's events and whether it is on. */
 const DESTINATION_READS = {
   endpoint: {
-    statement: `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin from service.webhook_endpoints where id = $1`,
+    statement: `select company_id::text, url, events, enabled, created_at, ${originOf("url")} as origin, filter, null::text as key_id
+      from service.webhook_endpoints where id = $1`,
     events: (row: DestinationRow) => row.events!,
     on: (row: DestinationRow) => row.enabled!
   },
   subscription: {
-    statement: `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin from service.webhook_subscriptions where id = $1`,
+    statement: `select company_id::text, url, event, active, created_at, ${originOf("url")} as origin, filter, key_id::text
+      from service.webhook_subscriptions where id = $1`,
     events: (row: DestinationRow) => [row.event!],
     on: (row: DestinationRow) => row.active!
   }
@@ -115,6 +119,8 @@ interface DestinationRow {
   readonly active?: boolean
   readonly created_at: Date
   readonly origin: string
+  readonly filter: Filter | null
+  readonly key_id: string | null
 }
 
 const destinationOf = Effect.fn("replayDestination")(function* (input: ReplayInput) {
@@ -137,15 +143,17 @@ const destinationOf = Effect.fn("replayDestination")(function* (input: ReplayInp
     events: read.events(row),
     on: read.on(row),
     createdAt: row.created_at.toISOString(),
-    origin: row.origin
-  } satisfies ReplayDestination
+    origin: row.origin,
+    filter: row.filter,
+    keyId: row.key_id
+  } satisfies ReplayDestination & { readonly filter: Filter | null; readonly keyId: string | null }
 })
 
 /** Checks the input, finds the destination and what a replay would do to each event. */
 const plan = Effect.fn("replayPlan")(function* (input: ReplayInput) {
-  const destination: ReplayDestination = yield* destinationOf(input)
+  const { filter, keyId, ...destination } = yield* destinationOf(input)
   for (const e of input.events ?? []) {
-    if (!isEventKind(e)) return yield* invalid(`unknown event "${e}"`, { field: "events" })
+    if (!isWebhookEvent(e)) return yield* invalid(`unknown event "${e}"`, { field: "events" })
     if (!destination.events.includes(e))
       return yield* invalid(
         `the ${destination.kind} ${destination.id} does not take ${e} events (it takes ${destination.events.join(", ")})`,
@@ -163,18 +171,26 @@ const plan = Effect.fn("replayPlan")(function* (input: ReplayInput) {
       words`${at("since")} (${since.toISOString()}) must be before ${at("until")} (${until.toISOString()})`
     )
   // Commit order, so receivers get replays in the order the events happened.
-  const rows = yield* query((sql) => {
+  // An alert never goes to the destination it is about; a key hears only of its own
+  // subscriptions; a filtered destination gets only the events that match (read with their data).
+  const all = yield* query((sql) => {
     const column = destination.kind === "endpoint" ? sql`d.endpoint_id` : sql`d.subscription_id`
-    return sql<Plan[]>`
+    return sql<Array<Plan & { payload: string | null }>>`
       select e.id::text as event_id, d.id::text as delivery_id, d.state,
-        coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased
+        coalesce(d.leased_by is not null and d.lease_until > now(), d.id is null and (e.commit_lsn, e.seq) > (p.commit_lsn, p.seq)) as leased,
+        ${filter === null ? sql`null` : sql.unsafe(eventPayload("e"))} as payload
       from service.events e
       join service.webhook_fanout_parts p on p.part = service.webhook_part(e.id)
       left join service.webhook_deliveries d on d.event_id = e.id and ${column} = ${destination.id}
+      left join service.webhook_alerts a on a.event_id = e.id
       where e.company_id = ${destination.companyId} and e.event = any(${events}::text[])
         and e.created_at >= ${since} and e.created_at < ${until}
+        and (a.event_id is null or (e.record_id <> ${destination.id}::uuid
+          and (${destination.kind === "endpoint"} or a.key_id = ${keyId}::uuid)))
       order by e.commit_lsn, e.seq`
   })
+  const rows =
+    filter === null ? all : all.filter((r) => r.payload !== null && matches(filter, JSON.parse(r.payload) as unknown))
   return { destination, events, since, until, rows }
 })
 

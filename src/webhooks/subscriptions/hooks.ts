@@ -5,13 +5,24 @@ import { Effect } from "effect"
 import { keySecretContext } from "../../platform/db/channels.ts"
 import { decryptSecret, encryptSecret } from "../../platform/secrets/secrets-key.ts"
 import { newSecret } from "../net/signature.ts"
-import { EVENT_KINDS, EVENT_RESOURCE, type EventKind } from "../../domain/event-kinds.ts"
+import { ALERT_KINDS, EVENT_KINDS, EVENT_RESOURCE, isAlertKind, type WebhookEvent } from "../../domain/event-kinds.ts"
 import { isUuid } from "../../domain/ids.ts"
 import { writeActivity } from "../../access/activity.ts"
 import { query, transaction } from "../../platform/db/Sql.ts"
 import type { WebhookDeps } from "../engine/settings.ts"
 import { forbidden, invalid, notFound, unauthorized } from "../../domain/errors.ts"
-import { checked, checkUrl, parseEvent, parseOrdering, parseRateLimit, type Ordering } from "../endpoints/validate.ts"
+import {
+  checked,
+  checkUrl,
+  parseDestinationFilter,
+  parseEvent,
+  parseOrdering,
+  parsePayloadMode,
+  parseRateLimit,
+  type Ordering
+} from "../endpoints/validate.ts"
+import type { Filter } from "../../domain/filters/filter.ts"
+import type { PayloadMode } from "../net/body.ts"
 
 export const MAX_SUBSCRIPTIONS_PER_KEY = 50
 
@@ -31,6 +42,10 @@ export type HookRecord = {
   readonly rateLimit?: number
   /** "record" (events of one record arrive in the order they happened): only when set. */
   readonly ordering?: "record"
+  /** The content filter: only when set (docs/events.md#content-filters). */
+  readonly filter?: Filter
+  /** "thin": only when set (docs/events.md#thin-payloads). */
+  readonly payload?: "thin"
 }
 
 export type CreatedHook = HookRecord & { readonly secret: string }
@@ -43,9 +58,11 @@ export type SubRow = {
   created_at: Date
   rate_limit: number | null
   ordering: Ordering
+  filter: Filter | null
+  payload: PayloadMode
 }
 
-const SUB_COLUMNS = "id::text, url, event, active, created_at, rate_limit, ordering"
+const SUB_COLUMNS = "id::text, url, event, active, created_at, rate_limit, ordering, filter, payload"
 
 const record = (r: SubRow): HookRecord => ({
   id: r.id,
@@ -55,7 +72,9 @@ const record = (r: SubRow): HookRecord => ({
   active: r.active,
   createdAt: r.created_at.toISOString(),
   ...(r.rate_limit !== null ? { rateLimit: r.rate_limit } : {}),
-  ...(r.ordering === "record" ? { ordering: "record" as const } : {})
+  ...(r.ordering === "record" ? { ordering: "record" as const } : {}),
+  ...(r.filter !== null ? { filter: r.filter } : {}),
+  ...(r.payload === "thin" ? { payload: "thin" as const } : {})
 })
 
 export type KeyRights = {
@@ -106,7 +125,9 @@ const rights = Effect.fn("keyRights")(function* (key: HookKey, lock: boolean) {
 })
 
 /** 403 unless the key may read the event's records: its scope first, then the module, as GET says. */
-export const requireReadable = (r: KeyRights, event: EventKind) => {
+export const requireReadable = (r: KeyRights, event: WebhookEvent) => {
+  // An alert is about the key's own subscriptions: the webhooks permission is all it needs.
+  if (isAlertKind(event)) return Effect.void
   const resource = EVENT_RESOURCE[event]
   if (!r.scopes.includes(resource))
     return Effect.fail(forbidden(`this key cannot read ${resource}, the records of ${event}`))
@@ -121,9 +142,11 @@ const requireWebhooks = (r: KeyRights) =>
 /** The key's rights, refused (403) without the webhooks permission. */
 export const withWebhooks = (key: HookKey, lock: boolean) => Effect.tap(rights(key, lock), requireWebhooks)
 
-/** Events whose records the key can read, in EVENT_KINDS order (docs/events.md#event-kinds). */
-export const subscribableEvents = (readable: ReadonlyArray<string>): ReadonlyArray<string> =>
-  EVENT_KINDS.filter((e) => readable.includes(EVENT_RESOURCE[e]))
+/** Events whose records the key can read, in EVENT_KINDS order (docs/events.md#event-kinds), then the alerts. */
+export const subscribableEvents = (readable: ReadonlyArray<string>): ReadonlyArray<string> => [
+  ...EVENT_KINDS.filter((e) => readable.includes(EVENT_RESOURCE[e])),
+  ...ALERT_KINDS
+]
 
 /** The key's secret, made on its first subscription (one per key, rule 6). */
 export const keySecret = Effect.fn("keySecret")(function* (deps: WebhookDeps, keyId: string) {
@@ -154,6 +177,9 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
   const event = yield* checked(() => parseEvent(input.event))
   const rateLimit = input.rateLimit === undefined ? undefined : yield* checked(() => parseRateLimit(input.rateLimit))
   const ordering = input.ordering === undefined ? undefined : yield* checked(() => parseOrdering(input.ordering))
+  const payload = input.payload === undefined ? undefined : yield* checked(() => parsePayloadMode(input.payload))
+  const filter =
+    input.filter === undefined ? undefined : yield* checked(() => parseDestinationFilter(input.filter, [event]))
   if (typeof input.url !== "string" || input.url.trim() === "")
     return yield* invalid("url must be an https:// address", { field: "url" })
   const url = yield* checkUrl(deps, input.url)
@@ -173,13 +199,25 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
         let row: SubRow | undefined = existing
         const changed =
           (rateLimit !== undefined && rateLimit !== existing.rate_limit) ||
-          (ordering !== undefined && ordering !== existing.ordering)
+          (ordering !== undefined && ordering !== existing.ordering) ||
+          (payload !== undefined && payload !== existing.payload) ||
+          (filter !== undefined && JSON.stringify(filter) !== JSON.stringify(existing.filter))
         if (changed) {
           ;[row] = yield* query((tx) =>
             tx.unsafe<SubRow[]>(
               `update service.webhook_subscriptions set rate_limit = case when $2::boolean then $3::float8 else rate_limit end,
-                 ordering = coalesce($4, ordering), updated_at = now() where id = $1 returning ${SUB_COLUMNS}`,
-              [existing.id, rateLimit !== undefined, rateLimit ?? null, ordering ?? null]
+                 ordering = coalesce($4, ordering), payload = coalesce($5, payload),
+                 filter = case when $6::boolean then $7::text::jsonb else filter end, updated_at = now()
+               where id = $1 returning ${SUB_COLUMNS}`,
+              [
+                existing.id,
+                rateLimit !== undefined,
+                rateLimit ?? null,
+                ordering ?? null,
+                payload ?? null,
+                filter !== undefined,
+                filter == null ? null : JSON.stringify(filter)
+              ]
             )
           )
           yield* writeActivity({
@@ -190,6 +228,8 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
             details: {
               ...(row!.rate_limit !== existing.rate_limit ? { rateLimit: row!.rate_limit } : {}),
               ...(row!.ordering !== existing.ordering ? { ordering: row!.ordering } : {}),
+              ...(row!.payload !== existing.payload ? { payload: row!.payload } : {}),
+              ...(JSON.stringify(row!.filter) !== JSON.stringify(existing.filter) ? { filter: row!.filter } : {}),
               reason: "subscribed again"
             }
           })
@@ -222,9 +262,18 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
       const secret = yield* keySecret(deps, key.keyId)
       const [row] = yield* query((tx) =>
         tx.unsafe<SubRow[]>(
-          `insert into service.webhook_subscriptions (key_id, company_id, url, event, rate_limit, ordering)
-           values ($1, $2, $3, $4, $5, $6) returning ${SUB_COLUMNS}`,
-          [key.keyId, key.companyId.toLowerCase(), url, event, rateLimit ?? null, ordering ?? "none"]
+          `insert into service.webhook_subscriptions (key_id, company_id, url, event, rate_limit, ordering, payload, filter)
+           values ($1, $2, $3, $4, $5, $6, $7, $8::text::jsonb) returning ${SUB_COLUMNS}`,
+          [
+            key.keyId,
+            key.companyId.toLowerCase(),
+            url,
+            event,
+            rateLimit ?? null,
+            ordering ?? "none",
+            payload ?? "full",
+            filter == null ? null : JSON.stringify(filter)
+          ]
         )
       )
       yield* writeActivity({
@@ -236,7 +285,9 @@ export const createHook = Effect.fn("createHook")(function* (deps: WebhookDeps, 
           url,
           event,
           ...(row!.rate_limit !== null ? { rateLimit: row!.rate_limit } : {}),
-          ...(row!.ordering !== "none" ? { ordering: row!.ordering } : {})
+          ...(row!.ordering !== "none" ? { ordering: row!.ordering } : {}),
+          ...(row!.payload !== "full" ? { payload: row!.payload } : {}),
+          ...(row!.filter !== null ? { filter: row!.filter } : {})
         }
       })
       return { created: true, subscription: { ...record(row!), secret } }

@@ -9,6 +9,10 @@ import { query, transaction } from "../../platform/db/Sql.ts"
 import { checked, type Ordering } from "../endpoints/validate.ts"
 import { circuitColumn, circuitView, type CircuitView } from "../endpoints/circuit.ts"
 import { notFound } from "../../domain/errors.ts"
+import { raiseAlerts } from "../alerts/raise.ts"
+import { loadMailSettings } from "../alerts/mail.ts"
+import type { Filter } from "../../domain/filters/filter.ts"
+import type { PayloadMode } from "../net/body.ts"
 
 export type SubscriptionView = {
   readonly id: string
@@ -26,6 +30,9 @@ export type SubscriptionView = {
   readonly ordering: Ordering
   /** Its circuit breaker: closed, or open after timeouts or refused connections in a row. */
   readonly circuit: CircuitView
+  /** Its content filter; null: every event. */
+  readonly filter: Filter | null
+  readonly payload: PayloadMode
 }
 
 type Row = {
@@ -41,10 +48,12 @@ type Row = {
   rate_limit: number | null
   ordering: Ordering
   circuit: unknown
+  filter: Filter | null
+  payload: PayloadMode
 }
 
 const SELECT = `select s.id::text, s.company_id::text, s.key_id::text, k.name as key_name, s.url, s.event, s.active, s.created_at, s.updated_at,
-    s.rate_limit, s.ordering, ${circuitColumn("subscription", "s.id")}
+    s.rate_limit, s.ordering, ${circuitColumn("subscription", "s.id")}, s.filter, s.payload
   from service.webhook_subscriptions s left join service.api_keys k on k.id = s.key_id`
 
 const view = (r: Row): SubscriptionView => ({
@@ -59,7 +68,9 @@ const view = (r: Row): SubscriptionView => ({
   updatedAt: r.updated_at.toISOString(),
   rateLimit: r.rate_limit,
   ordering: r.ordering,
-  circuit: circuitView(r.circuit)
+  circuit: circuitView(r.circuit),
+  filter: r.filter,
+  payload: r.payload
 })
 
 export const listSubscriptions = Effect.fn("listSubscriptions")(function* (input: {
@@ -109,6 +120,27 @@ const setActive = Effect.fn("setSubscriptionActive")(function* (actor: Actor, ta
         details: { keyId: current.key_id, url: current.url, event: current.event }
       })
       if (active) yield* wakeDelivery
+      else {
+        // Turned off by an admin: its key hears of it (docs/events.md#failure-alerts).
+        const mail = (yield* loadMailSettings.pipe(Effect.orElseSucceed(() => null))) !== null
+        const by = actor.kind === "user" ? (actor.email ?? "an admin") : "an operator"
+        yield* query((tx) =>
+          raiseAlerts(
+            tx,
+            [
+              {
+                kind: "webhook.switched_off",
+                endpointId: null,
+                subscriptionId: current.id,
+                lastError: null,
+                lastAttemptAt: null,
+                by
+              }
+            ],
+            { mail }
+          )
+        )
+      }
       return view(now)
     })
   )

@@ -6,6 +6,7 @@ import { SafetyRecordsClient, type Event } from "../../../client/src/index.ts"
 import { checkedFetch, makeKey, request, type CheckedFetch } from "../../support/http.ts"
 import { createCompany, makeRecord, NEVER_MARK, updateCompany, type TestCompany } from "../../support/views.ts"
 import { useReadApi } from "../../support/fixtures.ts"
+import { raiseAlerts } from "../../../src/webhooks/alerts/raise.ts"
 
 const HOUR = 3_600_000
 const KINDS = [
@@ -81,7 +82,10 @@ describe("GET /api/v1/events", () => {
     expect(checked.answers.slice(from).map((a) => a.status)).toEqual(
       Array.from({ length: Math.ceil(expected.length / 40) }, () => 200)
     )
-    expect(seen.map((e) => e.data.id)).toEqual(expected.map((r) => r.record_id))
+    // An alert names its destination where a record event names its record.
+    expect(seen.map((e) => ("destination" in e.data ? e.data.destination.id : e.data.id))).toEqual(
+      expected.map((r) => r.record_id)
+    )
     expect(seen.map((e) => e.event)).toEqual(expected.map((r) => r.event))
     expect(await typed.events.get(seen[1]!.id)).toEqual(seen[1])
     // the payload is the stored one, byte for byte
@@ -134,5 +138,58 @@ describe("GET /api/v1/events", () => {
       { id: string }[]
     >`select id::text from service.events where company_id = ${other.id} and resource = 'incidents' limit 1`
     expect((await get(`/api/v1/events/${theirs!.id}`)).status).toBe(404)
+  })
+
+  it("lists to a key the failure alerts about its own subscriptions, and no other key's", async () => {
+    const company = await createCompany(db.sql)
+    const mine = await makeKey(db, company, { webhooks: true, name: "mine" })
+    const theirs = await makeKey(db, company, { webhooks: true, name: "theirs" })
+    const subscribe = async (keyId: string, path: string) =>
+      (
+        await db.sql<{ id: string }[]>`
+          insert into service.webhook_subscriptions (key_id, company_id, url, event)
+          values (${keyId}, ${company.id}, ${`https://receiver.example${path}`}, 'incident.created') returning id::text`
+      )[0]!.id
+    const failing = await subscribe(mine.id, "/mine")
+    await subscribe(theirs.id, "/theirs")
+    await db.sql.begin((tx) =>
+      raiseAlerts(
+        tx,
+        [
+          {
+            kind: "webhook.failing",
+            endpointId: null,
+            subscriptionId: failing,
+            lastError: "http 500",
+            lastAttemptAt: new Date("2026-11-28T00:00:00Z")
+          }
+        ],
+        { mail: false }
+      )
+    )
+    const get = (path: string, key: string) => client.get(path, { key, host: company.host })
+    const seen = await get("/api/v1/events?type=webhook.failing", mine.key)
+    expect(seen.status).toBe(200)
+    expect(seen.json.data).toHaveLength(1)
+    expect(seen.json.data[0]).toMatchObject({
+      event: "webhook.failing",
+      data: {
+        destination: {
+          kind: "subscription",
+          id: failing,
+          url: "https://receiver.example/mine",
+          events: ["incident.created"]
+        },
+        failedDeliveries: 0,
+        lastError: "http 500",
+        lastAttemptAt: "2026-11-28T00:00:00.000Z",
+        switchedOffAt: null,
+        switchedOffBy: null
+      }
+    })
+    expect((await get(`/api/v1/events/${seen.json.data[0].id}`, mine.key)).status).toBe(200)
+    // Another key of the company sees none of it, in the list or by id.
+    expect((await get("/api/v1/events", theirs.key)).json.data).toEqual([])
+    expect((await get(`/api/v1/events/${seen.json.data[0].id}`, theirs.key)).status).toBe(404)
   })
 })

@@ -136,7 +136,11 @@ describe("/api/v1/hooks", () => {
     expect(a.json.events).toContain("incident.created")
     expect(a.json.events).toContain("permit.closed")
     const n = await call("GET", "/api/v1/hooks", narrow)
-    expect(n.json).toEqual({ data: [], events: ["incident.created"] })
+    // The alerts about its own subscriptions need no resource.
+    expect(n.json).toEqual({
+      data: [],
+      events: ["incident.created", "webhook.failing", "webhook.recovered", "webhook.switched_off"]
+    })
 
     const one = await call("GET", `/api/v1/hooks/${a.json.data[0].id}`, full)
     expect(one.status).toBe(200)

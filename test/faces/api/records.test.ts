@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest"
-import { EVENT_KINDS } from "../../../src/domain/event-kinds.ts"
+import { WEBHOOK_EVENTS } from "../../../src/domain/event-kinds.ts"
 import { RESOURCES, type Resource } from "../../../src/domain/resources.ts"
 import { startServer } from "../../support/server.ts"
 import { useReadApi } from "../../support/fixtures.ts"
@@ -64,12 +64,20 @@ describe("read API", () => {
       const k = await makeKey(db, acme, { scopes: ["incidents", "changes", "workers"], webhooks: true, expires: "30d" })
       const a = await api.get("/api/v1", { key: k.key })
       expect(a.json.resources.map((r: { name: string }) => r.name)).toEqual(["incidents", "workers", "changes"])
-      expect(a.json.events).toEqual(["incident.created", "change.approved", "change.implemented"])
+      // And the failure alerts about its own subscriptions, which need no resource.
+      expect(a.json.events).toEqual([
+        "incident.created",
+        "change.approved",
+        "change.implemented",
+        "webhook.failing",
+        "webhook.recovered",
+        "webhook.switched_off"
+      ])
       const days = (Date.parse(a.json.key.expiresAt) - Date.now()) / 86_400_000
       expect(days).toBeGreaterThan(29.9)
       expect(days).toBeLessThanOrEqual(30)
       const all = await makeKey(db, acme, { webhooks: true })
-      expect((await api.get("/api/v1", { key: all.key })).json.events).toEqual([...EVENT_KINDS])
+      expect((await api.get("/api/v1", { key: all.key })).json.events).toEqual([...WEBHOOK_EVENTS])
     })
   })
 

@@ -373,6 +373,56 @@ describe("admin CLI: webhooks", () => {
     expect(member.code).toBe(1)
   })
 
+  it("--filter and --payload on create and update: the endpoint gets the matching events, thin; a bad filter exits 1 naming it and saves nothing", async () => {
+    const made = await createEndpointCli(
+      w.company.host,
+      "Serious only",
+      w.receiver.url("/cli-filtered"),
+      "incident.created",
+      "--filter",
+      '{"severity": {"$in": ["serious", "critical"]}}',
+      "--payload",
+      "thin",
+      "--json"
+    )
+    expect(made.code, made.stderr).toBe(0)
+    const { id } = JSON.parse(made.stdout) as { id: string }
+    const [row] = await w.db.sql<{ filter: unknown; payload: string }[]>`
+      select filter, payload from service.webhook_endpoints where id = ${id}`
+    expect(row).toEqual({ filter: { severity: { $in: ["serious", "critical"] } }, payload: "thin" })
+    const minor = await insertIncident(w.db.sql, w.company.id, { severity: "minor" })
+    const serious = await insertIncident(w.db.sql, w.company.id, { severity: "serious" })
+    const [got] = await waitFor(() => {
+      const r = at(w.receiver, "/cli-filtered")
+      return r.length > 0 ? r : null
+    }, "the serious incident")
+    expect(JSON.parse(got!.body.toString()).data).toEqual({
+      id: serious,
+      companyId: w.company.id,
+      url: `/api/v1/incidents/${serious}`
+    })
+    // The minor one, committed first, made no delivery.
+    await new Promise((r) => setTimeout(r, 500))
+    expect(at(w.receiver, "/cli-filtered").map((r) => JSON.parse(r.body.toString()).data.id)).toEqual([serious])
+    expect(minor).not.toBe(serious)
+
+    const bad = await cli("endpoints", "update", id, "--filter", '{"personName": "Sam"}', "--as", admin)
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toContain('filter: "personName" is withheld from privacy cases: a filter may not read it')
+    const notJson = await cli("endpoints", "update", id, "--filter", "{severity: serious}", "--as", admin)
+    expect(notJson.code).toBe(1)
+    expect(notJson.stderr).toContain("--filter must be JSON")
+    const [same] = await w.db.sql<{ filter: unknown }[]>`select filter from service.webhook_endpoints where id = ${id}`
+    expect(same!.filter).toEqual({ severity: { $in: ["serious", "critical"] } })
+
+    const off = await cli("endpoints", "update", id, "--filter", "none", "--payload", "full", "--as", admin)
+    expect(off.code, off.stderr).toBe(0)
+    const [after] = await w.db.sql<{ filter: unknown; payload: string }[]>`
+      select filter, payload from service.webhook_endpoints where id = ${id}`
+    expect(after).toEqual({ filter: null, payload: "full" })
+    await cli("endpoints", "delete", id, "--as", admin)
+  })
+
   it("endpoints delete removes it", async () => {
     const r = await cli("endpoints", "delete", endpointId, "--as", admin)
     expect(r.code).toBe(0)

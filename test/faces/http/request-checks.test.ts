@@ -10,6 +10,7 @@ import { createCompany, updateCompany, type TestCompany } from "../../support/vi
 import { runCli } from "../../support/cli.ts"
 import { bodyText, makeKey, revokeKeyAs } from "../../support/http.ts"
 import { LOOPBACK_WEBHOOKS, useDatabase, useServer } from "../../support/fixtures.ts"
+import { SERVED_ROUTES } from "../../../src/faces/routes.ts"
 
 type Raw = { status: number; headers: Record<string, string | string[] | undefined>; json: any }
 
@@ -176,7 +177,7 @@ describe("requests the JSON APIs refuse up front", () => {
 
   it("the admin API refuses parameters and fields a path does not take, as the read API does", async () => {
     const before = await counts()
-    const excess = 'invalid request body: Expected no excess property at ["companyId"]'
+    const excess = 'unknown field "companyId" in the request body: it takes name, read, webhooks, expires'
     const takesNone = (name: string) => `unknown query parameter "${name}"; this path takes none`
     await allRefused(400, [
       ["GET", "/admin/v1/subscriptions?key=abc", token, takesNone("key")],
@@ -201,5 +202,112 @@ describe("requests the JSON APIs refuse up front", () => {
       await updateCompany(db.sql, acme.id, { modules: RESOURCES })
     }
     refused(await postHook("https://127.0.0.1:0/x", "incident.created"), 400, /port 0/)
+  })
+})
+
+describe("a body field no version of the API knows", () => {
+  const db = useDatabase()
+  const server = useServer(db, { rateLimit: 1_000_000 }, LOOPBACK_WEBHOOKS)
+  let acme: TestCompany
+  let key: string
+  let token: string
+
+  beforeAll(async () => {
+    acme = await createCompany(db.sql, { name: "Acme" })
+    ;({ key } = await makeKey(db, acme, { webhooks: true, name: "full" }))
+    const r = await runCli(["tokens", "create", "--as", acme.adminEmail, "--name", "fields", "--json"], {
+      DATABASE_URL: db.url
+    })
+    token = JSON.parse(r.stdout).token
+  })
+
+  const counts = async () =>
+    (
+      await db.sql`
+      select (select count(*) from service.api_keys)::int as keys, (select count(*) from service.webhook_subscriptions)::int as subs,
+        (select count(*) from service.webhook_endpoints)::int as endpoints, (select count(*) from service.activity)::int as activity,
+        (select count(*) from service.webhook_replays)::int as replays, (select count(*) from service.admin_tokens)::int as tokens`
+    )[0]
+
+  it("is a 400 naming it on every POST of the API and the admin API, and nothing is saved", async () => {
+    const posts = SERVED_ROUTES.filter(
+      (r) => r.method === "POST" && (r.path.startsWith("/api/v1/") || r.path.startsWith("/admin/v1/"))
+    )
+    expect(posts.length).toBeGreaterThan(10)
+    const before = await counts()
+    for (const r of posts) {
+      const path = r.path.replace(/:[A-Za-z]+/g, "00000000-0000-4000-8000-000000000000")
+      const credential = path.startsWith("/api/") ? key : token
+      const a = await raw(
+        server.url,
+        "POST",
+        path,
+        ["authorization", `Bearer ${credential}`],
+        JSON.stringify({ colour: "blue" })
+      )
+      expect(a.status, `${r.path}: ${JSON.stringify(a.json)}`).toBe(400)
+      expect(a.json.error, r.path).toMatch(/^unknown field "colour" in the request body: /)
+    }
+    expect(await counts()).toEqual(before)
+  })
+
+  it('POST /api/v1/hooks {"url", "event", "payloadMode": "thin"} is refused, naming the field and what it takes', async () => {
+    const a = await raw(
+      server.url,
+      "POST",
+      "/api/v1/hooks",
+      ["authorization", `Bearer ${key}`],
+      JSON.stringify({ url: "https://127.0.0.1:9/x", event: "incident.created", payloadMode: "thin" })
+    )
+    expect(a.status).toBe(400)
+    expect(a.json.error).toBe(
+      'unknown field "payloadMode" in the request body: it takes url, event, rateLimit, ordering, filter, payload'
+    )
+    const [n] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.webhook_subscriptions`
+    expect(n!.n).toBe(0)
+    // The fields it knows go through.
+    const ok = await raw(
+      server.url,
+      "POST",
+      "/api/v1/hooks",
+      ["authorization", `Bearer ${key}`],
+      JSON.stringify({ url: "https://127.0.0.1:9/x", event: "incident.created", payload: "thin" })
+    )
+    expect(ok.status, JSON.stringify(ok.json)).toBe(201)
+    expect(ok.json.payload).toBe("thin")
+  })
+
+  it("a filter the destination may not hold is a 400 naming it, on the API and the admin API, and nothing is saved", async () => {
+    const before = await counts()
+    const post = (path: string, credential: string, body: unknown) =>
+      raw(server.url, "POST", path, ["authorization", `Bearer ${credential}`], JSON.stringify(body))
+    const hook = await post("/api/v1/hooks", key, {
+      url: "https://127.0.0.1:9/f",
+      event: "incident.created",
+      filter: { personName: "Sam" }
+    })
+    expect([hook.status, hook.json.error]).toEqual([
+      400,
+      'filter: "personName" is withheld from privacy cases: a filter may not read it'
+    ])
+    const endpoint = await post("/admin/v1/endpoints", token, {
+      name: "Pager",
+      url: "https://127.0.0.1:9/f",
+      events: ["incident.created"],
+      filter: { severity: { $regex: "^ser" } }
+    })
+    expect([endpoint.status, endpoint.json.error]).toEqual([
+      400,
+      'filter: unknown operator "$regex" on "severity"; operators: $eq $ne $in $nin $gt $gte $lt $lte $exists'
+    ])
+    const thin = await post("/admin/v1/endpoints", token, {
+      name: "Pager",
+      url: "https://127.0.0.1:9/f",
+      events: ["incident.created"],
+      payload: "slim"
+    })
+    expect(thin.status).toBe(400)
+    expect(thin.json.error).toMatch(/payload/)
+    expect(await counts()).toEqual(before)
   })
 })

@@ -356,6 +356,44 @@ describe("admin pages over HTTP", () => {
     await db.sql`delete from service.webhook_endpoints where id = ${row!.id}`
   })
 
+  it("webhooks: an endpoint's filter and thin payloads from the form, shown on its page; a bad filter is refused in the admin API's words, keeps what was typed and changes nothing", async () => {
+    const { client, token } = await signedIn()
+    await client.get("/admin/webhooks")
+    const fields = { name: "Pager", url: "https://93.184.216.34/pager", events: ["incident.created"] }
+    const bad = await client.post("/admin/webhooks/endpoints", { ...fields, filter: '{"personName": "Sam"}' })
+    const answer = await api(token, "POST", "/admin/v1/endpoints", { ...fields, filter: { personName: "Sam" } })
+    expect([bad.status, answer.status]).toEqual([400, 400])
+    expect(bad.text).toContain(escapeHtml(answer.json.error))
+    expect(bad.text).toContain(escapeHtml('{"personName": "Sam"}'))
+    const notJson = await client.post("/admin/webhooks/endpoints", { ...fields, filter: "severity is serious" })
+    expect(notJson.status).toBe(400)
+    expect(notJson.text).toContain("filter: must be a JSON object")
+    expect(await db.sql`select 1 from service.webhook_endpoints where name = 'Pager'`).toHaveLength(0)
+
+    const made = await client.post("/admin/webhooks/endpoints", {
+      ...fields,
+      filter: '{"severity": {"$in": ["serious", "critical"]}}',
+      payload: "thin"
+    })
+    expect(made.status).toBe(200)
+    const [row] = await db.sql<{ id: string; filter: unknown; payload: string }[]>`
+      select id::text, filter, payload from service.webhook_endpoints where name = 'Pager'`
+    expect(row).toMatchObject({ filter: { severity: { $in: ["serious", "critical"] } }, payload: "thin" })
+    const path = `/admin/webhooks/endpoints/${row!.id}`
+    const shown = await client.get(path)
+    expect(shown.text).toContain(escapeHtml('{"severity":{"$in":["serious","critical"]}}'))
+    expect(shown.text).toContain("thin: the record&#39;s id, company and API address only")
+
+    // The edit form with the filter emptied and the box unticked: every event, whole records.
+    const saved = await client.post(path, { ...fields, filter: "" })
+    expect(saved.status).toBe(303)
+    expect((await db.sql`select filter, payload from service.webhook_endpoints where id = ${row!.id}`)[0]).toEqual({
+      filter: null,
+      payload: "full"
+    })
+    await db.sql`delete from service.webhook_endpoints where id = ${row!.id}`
+  })
+
   it("webhooks: rotating a secret takes an overlap (24h unless changed); a bad one is refused in the admin API's words and changes nothing", async () => {
     const { client, token } = await signedIn()
     const made = await api(token, "POST", "/admin/v1/endpoints", {

@@ -143,7 +143,7 @@ describe("update and delete", () => {
         .status
     ).toBe(400)
     expect((await failure(runSql(w.deps.sql, updateEndpoint(w.deps, ADMIN, { id: e.id })))).message).toBe(
-      "nothing to change: give a name, url, events, rateLimit or ordering"
+      "nothing to change: give a name, url, events, rateLimit, ordering, filter or payload"
     )
     const [log] = await w.db.sql<{ details: Record<string, unknown> }[]>`
       select details from service.activity where kind = 'endpoint.updated' and subject_id = ${e.id}`

@@ -48,7 +48,8 @@ const outcome = (id: string, endpointId: string, ok: boolean): Outcome => ({
   subscriptionId: null,
   health: ok ? "reset" : "fail",
   gone: false,
-  orderingKey: null
+  orderingKey: null,
+  alert: ok ? "ok" : "fail"
 })
 
 describe("recording a batch of outcomes", () => {

@@ -1,4 +1,5 @@
 // /api/v1/hooks underneath the HTTP layer: the rules and shapes of docs/api.md#webhook-subscriptions.
+import { ALERT_KINDS } from "../../../src/domain/event-kinds.ts"
 import { beforeAll, describe, expect, it } from "vitest"
 import { keySecretContext } from "../../../src/platform/db/channels.ts"
 import { decryptSecret } from "../../../src/platform/secrets/secrets-key.ts"
@@ -76,7 +77,7 @@ describe("rule 3: a known event the key can read", () => {
     await w.cap.settle()
     try {
       expect((await failure(hook(w.receiver.url("/x"), "corrective_action.closed"))).status).toBe(403)
-      expect((await runSql(w.deps.sql, listHooks(key))).events).toEqual(["incident.created"])
+      expect((await runSql(w.deps.sql, listHooks(key))).events).toEqual(["incident.created", ...ALERT_KINDS])
     } finally {
       await w.db.sql`update app.company_modules set enabled = true where company_id = ${w.company.id}`
       await w.cap.settle()
@@ -118,7 +119,12 @@ describe("subscribing, reading and deleting", () => {
     const list = await runSql(w.deps.sql, listHooks(key))
     expect(JSON.stringify(list)).not.toContain(s.secret)
     expect(list.data.map((d) => d.id)).toEqual(expect.arrayContaining([s.id, other.subscription.id]))
-    expect(list.events).toEqual(["incident.created", "corrective_action.created", "corrective_action.closed"])
+    expect(list.events).toEqual([
+      "incident.created",
+      "corrective_action.created",
+      "corrective_action.closed",
+      ...ALERT_KINDS
+    ])
   })
 
   it("rule 4: another key's or a missing subscription is 404, and cannot be deleted", async () => {

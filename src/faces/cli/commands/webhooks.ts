@@ -2,6 +2,7 @@
 // list | deliveries, `deliveries resend`, `subscriptions` list | disable | enable | delete
 // (those keys made through the API) and `activity`. Commands that change something need
 // --as <admin e-mail>; an id is always looked up within that admin's company.
+import { invalid } from "../../../domain/errors.ts"
 import { Console, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { userActor, type Actor as WebhookActor } from "../../../access/activity.ts"
@@ -64,6 +65,26 @@ const orderingFlag = optionalText(
   "record: the events of one record arrive in the order they happened; none: no order"
 )
 
+const filterFlag = optionalText(
+  "filter",
+  'A content filter, JSON over the fields of the event\'s data, e.g. \'{"severity": {"$in": ["serious"]}}\'; none to remove it'
+)
+const payloadFlag = optionalText(
+  "payload",
+  "thin: send only the record's id, company and API address; full: the record (the default)"
+)
+
+/** --filter's text as the operation takes it: JSON (checked there), null for none. */
+const filterOf = (flag: Option.Option<string>) =>
+  Option.isNone(flag)
+    ? Effect.succeed<unknown>(undefined)
+    : flag.value.trim() === "none"
+      ? Effect.succeed<unknown>(null)
+      : Effect.try({
+          try: () => JSON.parse(flag.value) as unknown,
+          catch: () => invalid('--filter must be JSON, e.g. \'{"severity": "serious"}\', or none', { field: "filter" })
+        })
+
 /** --rate-limit's text as the operation takes it (a number or null), refused as the operation refuses. */
 const rateLimitOf = (flag: Option.Option<string>) =>
   Option.isNone(flag) ? Effect.succeed(undefined) : checked(() => parseRateLimitText(flag.value))
@@ -81,6 +102,8 @@ const describeEndpoint = (e: EndpointView) =>
     `  state:    ${e.enabled ? "on" : `switched off${e.disabledReason === null ? "" : ` (${e.disabledReason})`}`}`,
     `  rate:     ${e.rateLimit === null ? "no limit" : `at most ${e.rateLimit} a second`}`,
     `  ordering: ${e.ordering === "record" ? "by record" : "none"}`,
+    `  filter:   ${e.filter === null ? "none" : JSON.stringify(e.filter)}`,
+    `  payload:  ${e.payload}`,
     `  circuit:  ${circuitText(e.circuit)}`
   ].join("\n")
 
@@ -96,6 +119,8 @@ const create = Command.make(
     events: eventsFlag,
     rateLimit: rateLimitFlag,
     ordering: orderingFlag,
+    filter: filterFlag,
+    payload: payloadFlag,
     as: asRequired,
     json
   },
@@ -108,7 +133,9 @@ const create = Command.make(
           url: args.url,
           events: args.events,
           rateLimit: yield* rateLimitOf(args.rateLimit),
-          ordering: Option.getOrUndefined(args.ordering)
+          ordering: Option.getOrUndefined(args.ordering),
+          filter: yield* filterOf(args.filter),
+          payload: Option.getOrUndefined(args.payload)
         })
         yield* output(args.json, { id: created.id, secret: created.secret }, () =>
           [
@@ -166,6 +193,8 @@ const update = Command.make(
     events: eventsFlag.pipe(Flag.optional),
     rateLimit: rateLimitFlag,
     ordering: orderingFlag,
+    filter: filterFlag,
+    payload: payloadFlag,
     ...asAdminFlags
   },
   (args) =>
@@ -177,7 +206,9 @@ const update = Command.make(
           url: Option.getOrUndefined(args.url),
           events: Option.getOrUndefined(args.events),
           rateLimit: yield* rateLimitOf(args.rateLimit),
-          ordering: Option.getOrUndefined(args.ordering)
+          ordering: Option.getOrUndefined(args.ordering),
+          filter: yield* filterOf(args.filter),
+          payload: Option.getOrUndefined(args.payload)
         })
         yield* output(args.json, e, () =>
           [`Updated webhook endpoint "${e.name}" (${e.id}).`, describeEndpoint(e)].join("\n")
@@ -186,7 +217,7 @@ const update = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "Change an endpoint's name, address, events, rate (--rate-limit, none for no limit) or ordering (--ordering record or none)"
+    "Change an endpoint's name, address, events, rate (--rate-limit, none for no limit), ordering (--ordering record or none), filter (--filter '<json>', none to remove) or payload (--payload thin or full)"
   )
 )
 
