@@ -233,7 +233,7 @@ const prepareWith = async (
   const quarantined = quarantineWrites(delta)
   // The inspections' views wait while a table they read does not fit: read again, it reaches them.
   const wideBlocked = holds !== null && WIDE_TABLES.some((t) => holds.q.blocksTable(t))
-  const partialWaits = holds !== null && holds.q.blocksTable("inspections")
+  const partialWaits = holds?.q.blocksTable("inspections") ?? false
   // Held records are not re-shaped with the wide set either: they keep their last good view.
   const written = holds === null ? refs : [...refs, ...delta.held.map((h) => h.ref)]
   return {
