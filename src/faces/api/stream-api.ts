@@ -161,7 +161,12 @@ export class StreamGroup extends HttpApiGroup.make("stream")
     ),
     HttpApiEndpoint.get("consumers", `${PREFIX}/consumers`, {
       success: Schema.Struct({ data: Schema.Array(Consumer) })
-    }).annotateMerge(OpenApi.annotations({ summary: "This key's consumers", description: "By name." })),
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "This key's consumers",
+        description: "Every consumer made with this key, by name, with its resources and acknowledged position."
+      })
+    ),
     HttpApiEndpoint.put("put", `${PREFIX}/consumers/:name`, {
       params: NameParams,
       payload: PutConsumer,
@@ -178,13 +183,22 @@ export class StreamGroup extends HttpApiGroup.make("stream")
       success: Consumer,
       error: [BadRequest, NotFound]
     }).annotateMerge(
-      OpenApi.annotations({ summary: "One consumer of this key", description: "404 for one of another key." })
+      OpenApi.annotations({
+        summary: "One consumer of this key",
+        description:
+          "Its resources and acknowledged position. 404 for a consumer that does not exist or belongs to another key."
+      })
     ),
     HttpApiEndpoint.delete("delete", `${PREFIX}/consumers/:name`, {
       params: NameParams,
       success: HttpApiSchema.NoContent,
       error: [BadRequest, NotFound]
-    }).annotateMerge(OpenApi.annotations({ summary: "Delete a consumer", description: "204 with no body." })),
+    }).annotateMerge(
+      OpenApi.annotations({
+        summary: "Delete a consumer",
+        description: "204 with no body. 404 for a consumer that does not exist or belongs to another key."
+      })
+    ),
     HttpApiEndpoint.get("consumerStream", `${PREFIX}/consumers/:name/stream`, {
       params: NameParams,
       query: CONSUMER_STREAM_QUERY,
