@@ -160,7 +160,7 @@ describe("following the stream through a SIGKILL and a lost slot", () => {
         return item.op === "delete" ? 30 : own === 49 ? 49 : own + 1
       }
       const lastOf = new Map<string, number>()
-      received.forEach((item, n) => lastOf.set(item.id, n))
+      for (const [n, item] of received.entries()) lastOf.set(item.id, n)
       const finals = received.filter((item, n) => lastOf.get(item.id) === n)
       const places = finals.map(committedIn)
       expect(places).toEqual([...places].sort((a, b) => a - b))
