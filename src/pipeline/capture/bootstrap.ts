@@ -176,13 +176,14 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       }
       /** The app's side at the snapshot: the transaction itself with one database. */
       const onApp = <A>(f: (app: Handle, tx: Tx) => Promise<A>) => onTransaction((tx) => f(reader ?? tx, tx))
+      // Every row is stored again below, and the views written here decide which stay stored
+      // (settleAll): a view removed or rewritten keeps no copy of its old body in the mirror
+      // (sql/032), which for an orphan's would bring its record back. Said before the truncate's
+      // lock, as every writer of the mirror says it first.
+      yield* query(keepsMirror)
       // Views are rewritten in place, not truncated: a view that did not change keeps its
       // change time, and one whose record went while the slot was lost gets a tombstone.
       yield* query((tx) => tx`truncate service.rows, service.companies, service.users`)
-      // Every row is stored again below, and the views written here decide which stay stored
-      // (settleAll): a view removed or rewritten keeps no copy of its old body in the mirror
-      // (sql/032), which for an orphan's would bring its record back.
-      yield* query(keepsMirror)
       // The quarantine starts again with the mirror: what held records owed is part of the gap
       // (or there was none), and a record that cannot be shaped now is held owing nothing (no
       // event fires for existing rows). A table that does not fit is read as far as it can be,

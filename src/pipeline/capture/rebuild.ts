@@ -63,9 +63,10 @@ export const rebuildViews = Effect.fn("rebuildViews")(function* (onProgress: (p:
   const { pool: app } = yield* AppSql
   const result = yield* transaction(
     Effect.gen(function* () {
-      yield* query((tx) => tx`lock table service.rows in share mode`)
-      // The views written below and the mirror rows they stand for move together (step/all.ts, settleAll).
+      // The views written below and the mirror rows they stand for move together (step/all.ts,
+      // settleAll); capture's batches wait meanwhile (taken first, as capture takes it first).
       yield* query(keepsMirror)
+      yield* query((tx) => tx`lock table service.rows in share mode`)
       locked = Date.now()
       const tables = RESOURCES.map((r) => RESOURCE_INFO[r].table)
       const [counts] = yield* query(

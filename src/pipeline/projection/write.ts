@@ -71,13 +71,19 @@ export const mirrorWrites = (changes: MirrorChanges): ((tx: Tx) => Array<Promise
   }
 }
 
+/** Held by each transaction that writes views and the mirror (keepsMirror): one at a time. */
+const MIRROR_LOCK = 7_351_009_004 // arbitrary, stable: "writes the views and the mirror"
+
 /**
  * Said first in a transaction that writes views and the mirror rows they stand for together
- * (capture, bootstrap, rebuild-views): the views' trigger then keeps no copy of a changed
- * view's old body in the mirror (sql/032).
+ * (capture's batches and large transactions, bootstrap, rebuild-views): the views' trigger then
+ * keeps no copy of a changed view's old body in the mirror (sql/032), and the transaction waits
+ * for any other such writer to commit. Without the wait, rebuild-views could read a view that a
+ * capture batch then deletes, and write it back after (most records have no mirror row whose
+ * lock would have kept them apart).
  */
 export const keepsMirror = (tx: Handle): Promise<unknown> =>
-  tx`select set_config('service.keeps_mirror', 'on', true)`.execute()
+  tx`select set_config('service.keeps_mirror', 'on', true), pg_advisory_xact_lock(${MIRROR_LOCK})`.execute()
 
 /**
  * A large transaction's changes of view-backed rows, into its staging table (store.ts,

@@ -3,6 +3,7 @@
 import { hostname } from "node:os"
 import { describe, expect, it } from "vitest"
 import { assessStatus, operationsStatus, type OperationsStatus } from "../../../src/faces/ops/status.ts"
+import { loadMigrations } from "../../../src/platform/db/migrations.ts"
 import { RELEASE } from "../../../src/platform/release.ts"
 import { insertIncident } from "../../support/app.ts"
 import { runCli } from "../../support/cli.ts"
@@ -101,13 +102,15 @@ describe("status", () => {
     ])
     expect(answer.readReplicas).toEqual([]) // READ_DATABASE_URL unset (test/platform/db/read-replicas.test.ts has some)
     // No service process runs here (test/service/schema-fence.test.ts lists one); the releases are this tool's and the database's.
+    const lastRaise = loadMigrations().findLast((m) => m.fence !== null)!
     expect(answer.release).toEqual({
       version: RELEASE.version,
       generation: RELEASE.generation,
       database: {
         generation: RELEASE.generation,
-        oldestWriter: "0.2.0",
-        raisedBy: "012_sync.sql",
+        // The last migration that raised the fence says which release it asks for.
+        oldestWriter: lastRaise.fence,
+        raisedBy: lastRaise.name,
         changedAt: expect.any(String)
       },
       processes: []
@@ -126,7 +129,7 @@ describe("status", () => {
     expect(text.code).toBe(1)
     expect(text.stdout).toContain("Health: DEGRADED\n  - 1 webhook endpoint is switched off")
     expect(text.stdout).toContain(
-      `Releases\n  this tool:   ${RELEASE.version} (schema generation ${RELEASE.generation})\n  database:    schema generation ${RELEASE.generation}; takes writes from release 0.2.0 or newer (since 012_sync.sql)\n  processes:   0 seen in the last minute`
+      `Releases\n  this tool:   ${RELEASE.version} (schema generation ${RELEASE.generation})\n  database:    schema generation ${RELEASE.generation}; takes writes from release ${lastRaise.fence} or newer (since ${lastRaise.name})\n  processes:   0 seen in the last minute`
     )
     expect(text.stdout).toMatch(
       new RegExp(

@@ -1,6 +1,6 @@
 // What the service holds at the end of a history, against what the oracle says it must: views,
 // events (each once, its payload as of its commit, scrubbed where the rules say), tombstones,
-// the quarantine, and a scan of every table of the service's for text that must be gone.
+// the quarantine, the record changes followers read, and a scan of every table of the service's for text that must be gone.
 import type postgres from "postgres"
 import { eventPayload } from "../../../src/pipeline/outbox/events.ts"
 import { resourceOfTable } from "../../../src/domain/resources.ts"
@@ -13,6 +13,8 @@ export interface Actual {
   readonly quarantine: ReadonlySet<string>
   /** Forbidden text found: marker -> where. */
   readonly leaks: ReadonlyArray<string>
+  /** Where the record changes followers read disagree with the views and events. */
+  readonly changes: ReadonlyArray<string>
 }
 
 export const readActual = async (sql: postgres.Sql, forbidden: ReadonlyMap<string, string>): Promise<Actual> => {
@@ -24,6 +26,30 @@ export const readActual = async (sql: postgres.Sql, forbidden: ReadonlyMap<strin
     from service.events e order by e.commit_lsn, e.seq`
   const deletions = await sql<{ resource: string; id: string }[]>`select resource, id::text from service.deletions`
   const held = await sql<{ tbl: string; key: string }[]>`select tbl, key from service.capture_quarantine`
+  // The record changes (GET /api/v1/stream's ground) agree with what is served: an upsert exactly
+  // where a view is, a change for each served record with an event since the last epoch (before
+  // it, followers copy again; a record made and deleted between two batches may be left out, as
+  // compaction allows), and no record's latest change placed before its last event.
+  const changes = await sql<{ k: string; why: string }[]>`
+    select v.resource || '/' || v.id as k, 'has a view but its latest change is a delete' as why
+    from service.views v join service.record_changes c using (resource, id)
+    where c.op = 'delete'
+    union all
+    select e.resource || '/' || e.record_id, 'has an event since the last epoch (' || e.last || ') but no change'
+    from (select resource, record_id, max(commit_lsn) as last from service.events group by 1, 2) e
+    where e.last > coalesce((select max(checkpoint_lsn) from service.stream_epochs), '0/0')
+      and exists (select 1 from service.views v where v.resource = e.resource and v.id = e.record_id)
+      and not exists (select 1 from service.record_changes c where c.resource = e.resource and c.id = e.record_id)
+    union all
+    select c.resource || '/' || c.id, 'its latest change is an upsert but it has no view'
+    from service.record_changes c
+    where c.op = 'upsert' and not exists (select 1 from service.views v where v.resource = c.resource and v.id = c.id)
+    union all
+    select c.resource || '/' || c.id, 'its latest change (' || c.commit_lsn || ') is placed before its last event (' || e.last || ')'
+    from service.record_changes c
+    join (select resource, record_id, max(commit_lsn) as last from service.events group by 1, 2) e
+      on e.resource = c.resource and e.record_id = c.id
+    where c.commit_lsn < e.last`
   const leaks: string[] = []
   if (forbidden.size > 0) {
     const tables = await sql<{ name: string }[]>`
@@ -41,7 +67,8 @@ export const readActual = async (sql: postgres.Sql, forbidden: ReadonlyMap<strin
     events: events.map((e) => ({ ...e, at: Math.round(e.at) })),
     tombstones: new Set(deletions.map((d) => `${d.resource}/${d.id}`)),
     quarantine: new Set(held.map((h) => `${resourceOfTable(h.tbl) ?? h.tbl}/${h.key}`)),
-    leaks
+    leaks,
+    changes: changes.map((c) => `record change: ${c.k} ${c.why}`)
   }
 }
 
@@ -89,5 +116,6 @@ export const differences = (expected: Expected, actual: Actual): string[] => {
   for (const k of expected.poisoned) if (!actual.quarantine.has(k)) out.push(`${k} cannot be shaped, but is not held`)
   for (const k of actual.quarantine) if (!expected.held.has(k)) out.push(`${k} is held, but should not be`)
   for (const l of actual.leaks) out.push(`leak: ${l}`)
+  out.push(...actual.changes)
   return out
 }

@@ -143,6 +143,31 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
         { t: "rebuild" }
       ]
     }
+  ],
+  [
+    "a held privacy case that stops being one keeps its view without the details until it shapes",
+    {
+      config: { publication: "dba", batchChanges: 3, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
+      before: [],
+      steps: [
+        {
+          t: "txn",
+          ops: [
+            { op: "create", kind: "incident", variant: 0 },
+            { op: "item", kind: "audit", n: 0 }
+          ]
+        },
+        { t: "rename", which: 0 },
+        { t: "txn", ops: [{ op: "privacy", n: 0, on: true }] },
+        {
+          t: "txn",
+          ops: [
+            { op: "privacy", n: 0, on: false },
+            { op: "edit", kind: "incident", n: 0, variant: 0 }
+          ]
+        }
+      ]
+    }
   ]
 ]
 

@@ -67,6 +67,11 @@ interface Rec {
   shown: boolean
   /** Its row changed (or was read) while its table did not fit: capture cannot shape it until the table is read again. */
   stale: boolean
+  /**
+   * It was a privacy case while held: its kept view lost the person's details, and keeps them
+   * lost until it shapes again (the service keeps no copy of them to bring back).
+   */
+  keptRedacted: boolean
 }
 
 export interface Expected {
@@ -222,7 +227,10 @@ export class Oracle {
     const k = recKey(resource, id)
     let r = this.recs.get(k)
     if (r === undefined)
-      this.recs.set(k, (r = { resource, id, held: null, lastGood: null, shown: false, stale: false }))
+      this.recs.set(
+        k,
+        (r = { resource, id, held: null, lastGood: null, shown: false, stale: false, keptRedacted: false })
+      )
     return r
   }
 
@@ -269,9 +277,12 @@ export class Oracle {
     for (const e of this.eventsOfRecord(r.resource, r.id)) e.payload = scrubToIdentifiers(r.resource, e.payload)
     r.held = null
     r.lastGood = null
+    r.keptRedacted = false
   }
 
   private redactPrivacy(id: string): void {
+    const r = this.recs.get(recKey("incidents", id))
+    if (r !== undefined && r.held !== null) r.keptRedacted = true
     for (const e of this.eventsOfRecord("incidents", id)) e.payload = redactPrivacyCase(e.payload)
   }
 
@@ -389,6 +400,7 @@ export class Oracle {
               ? eventsOf(table, ownBefore, now)
               : []
         r.held = null
+        r.keptRedacted = false
         for (const kind of kinds) {
           const resource = EVENT_RESOURCE_OF[table]!
           if (this.moduleOn(now.company_id, resource))
@@ -431,6 +443,7 @@ export class Oracle {
           continue
         }
         r.stale = false
+        r.keptRedacted = false
         const s = this.shapeNow(resource, id)
         if (s !== null && "error" in s) r.held = { owedFrom: { row, unknown: [] }, blockedBy: null }
         else if (s !== null) r.lastGood = s.body
@@ -507,6 +520,7 @@ export class Oracle {
           blockedBy !== null && this.broken.has(blockedBy)
             ? { owedFrom: { row: this.row(c.table, c.key), unknown: [] }, blockedBy }
             : null
+        if (r.held === null) r.keptRedacted = false
         return
       }
       case "settled":
@@ -534,7 +548,10 @@ export class Oracle {
         if (r.held.blockedBy === null) poisoned.add(k)
       }
       if (r.lastGood !== null)
-        views.set(k, r.held !== null && row.privacy_case === true ? redactPrivacyCase(r.lastGood) : r.lastGood)
+        views.set(
+          k,
+          r.held !== null && (row.privacy_case === true || r.keptRedacted) ? redactPrivacyCase(r.lastGood) : r.lastGood
+        )
       if (table === "incidents" && row.privacy_case === true)
         for (const m of this.withheldMarkers.get(k) ?? []) forbidden.set(m, `privacy case ${k}`)
     }
