@@ -90,6 +90,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
       key: StreamKey,
       ask: StreamAsk,
       first: Extract<StreamRead, { _tag: "Page" }>,
+      firstTicket: number,
       release: () => void,
       onServed?: (offset: string) => void
     ) => {
@@ -108,15 +109,17 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
       void (async () => {
         let page = first
         let after = ask.after
+        // Taken before the read that made `page`: a notification since then means read again.
+        let ticket = firstTicket
         for (;;) {
           write(page)
-          if (page.count > 0) after = page.nextOffset
-          let ticket = core.wake.ticket()
+          // Past what it wrote; from after=now or no offset, the place the first read found.
+          after = page.nextOffset
           if (!page.more) {
             const why = await changeAfter(core.wake, key, page, ticket, Number.POSITIVE_INFINITY, abort.signal)
             if (why === "aborted") return
-            ticket = core.wake.ticket()
           }
+          ticket = core.wake.ticket()
           const next = await shared(key, { ...ask, after }).catch(() => undefined)
           if (abort.signal.aborted) return
           if (next === undefined) {
@@ -143,8 +146,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
             return
           }
           // Nothing new for this stream (another resource changed): keep the place, wait again.
-          page = next.count > 0 ? next : { ...next, nextOffset: after ?? next.nextOffset }
-          void ticket
+          page = next
         }
       })()
       out.write(": connected\n\n")
@@ -169,12 +171,13 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         if (events) {
           const release = core.wake.acquire(k.keyId)
           if (typeof release === "string") return waitFull(release)
+          const ticket = core.wake.ticket()
           const first = yield* Effect.promise(() => core.read(k, ask))
           if (first._tag !== "Page") {
             release()
             return yield* answerRead(key, first)
           }
-          return eventStream(k, ask, first, release, onServed)
+          return eventStream(k, ask, first, ticket, release, onServed)
         }
         const r = yield* Effect.promise((signal) => readWaiting(core, shared, k, ask, wait, signal))
         if (r._tag === "WaitFull") return waitFull(r.scope)

@@ -158,7 +158,10 @@ describe("the stream of record changes", () => {
     expect(items[0]!.record.personName).toBeNull()
   })
 
-  it("a long-poll answers within 50 ms of the commit of a change it may read; others do not wake it", async () => {
+  it("a long-poll answers as soon as capture commits a change it may read; others do not end its wait", async () => {
+    // When capture's batches commit (its notification at each commit).
+    const notified: Array<number> = []
+    const listener = await db.sql.listen("service_record_changes", () => void notified.push(Date.now()))
     const start = (await get("/api/v1/stream?after=now&resources=incidents")).json.nextOffset
     const t0 = Date.now()
     const waiting = get(`/api/v1/stream?resources=incidents&wait=20&after=${encodeURIComponent(start)}`)
@@ -167,6 +170,7 @@ describe("the stream of record changes", () => {
     await insertAction(db.sql, acme.id)
     await world.cap.settle()
     await new Promise((r) => setTimeout(r, 300))
+    const writing = Date.now()
     await insertIncident(db.sql, acme.id, { title: "Long poll" })
     const committed = Date.now()
     const a = await waiting
@@ -174,8 +178,12 @@ describe("the stream of record changes", () => {
     expect(a.status).toBe(200)
     expect(a.json.data.map((i: Item) => i.record.title)).toEqual(["Long poll"])
     expect(answered - t0).toBeGreaterThan(600)
-    // Capture applies the change, then the request answers: within its batch time plus 50 ms.
     expect(answered - committed).toBeLessThan(1000)
+    // From capture's commit of that change to the answer: the wake, not a poll (bench:stream
+    // measures its p99 under load; here a bound a loaded test machine keeps).
+    const capturedAt = notified.filter((t) => t >= writing && t <= answered).at(-1)!
+    expect(answered - capturedAt).toBeLessThan(250)
+    await listener.unlisten()
     // A wait with nothing: 200, no items, the same offset.
     const t1 = Date.now()
     const quiet = await get(`/api/v1/stream?resources=incidents&wait=1&after=${encodeURIComponent(a.json.nextOffset)}`)
@@ -195,10 +203,10 @@ describe("the stream of record changes", () => {
   })
 
   it("streams server-sent events with the offset as id, resumable with Last-Event-ID", async () => {
-    const now = (await get("/api/v1/stream?after=now&resources=incidents")).json.nextOffset
     const events: Array<{ id?: string; event?: string; data?: string }> = []
     const chunks: Array<string> = []
-    const req = httpRequest(`${server.url}/api/v1/stream?resources=incidents&after=${encodeURIComponent(now)}`, {
+    // From now: the events that follow are those committed after it opened.
+    const req = httpRequest(`${server.url}/api/v1/stream?resources=incidents&after=now`, {
       headers: { authorization: `Bearer ${key}`, accept: "text/event-stream" }
     })
     const opened = new Promise<{ status: number; type: string }>((resolve) =>
@@ -225,7 +233,10 @@ describe("the stream of record changes", () => {
     const res = await opened
     expect(res.status).toBe(200)
     expect(res.type).toContain("text/event-stream")
+    await new Promise((r) => setTimeout(r, 200))
     const one = await insertIncident(db.sql, acme.id, { title: "SSE one" })
+    await world.cap.settle()
+    await new Promise((r) => setTimeout(r, 200))
     const two = await insertIncident(db.sql, acme.id, { title: "SSE two" })
     await world.cap.settle()
     const deadline = Date.now() + 5000
