@@ -194,20 +194,43 @@ const main = async () => {
     const woken: Array<number> = []
     let commitAt = 0
     let failed = 0
+    const reasons = new Map<string, number>()
     const waiting: Array<Promise<void>> = []
     for (let i = 0; i < CLIENTS; i++) {
       waiting.push(
         get(port, `/api/v1/stream?wait=60&after=${encodeURIComponent(here)}`, key).then(
           (a) => {
             if (a.status === 200 && a.json.data.length > 0) woken.push(performance.now() - commitAt)
-            else failed++
+            else {
+              failed++
+              const why = `${a.status}${a.status === 200 ? " empty" : ""}`
+              reasons.set(why, (reasons.get(why) ?? 0) + 1)
+            }
           },
-          () => void failed++
+          (e: NodeJS.ErrnoException) => {
+            failed++
+            const why = e.code ?? e.message
+            reasons.set(why, (reasons.get(why) ?? 0) + 1)
+          }
         )
       )
-      if (i % 500 === 499) await sleep(50)
+      if (i % 250 === 249) await sleep(100)
     }
-    await sleep(3000)
+    // All registered: the stream's statements (their first reads) have stopped for 2 s.
+    const streamCalls = async () =>
+      Number(
+        (
+          await db.sql<{ n: string }[]>`
+            select coalesce(sum(calls), 0)::text as n from pg_stat_statements s join pg_database d on d.oid = s.dbid
+             where d.datname = current_database() and s.query ~ 'record_changes' and s.query !~ '^\\s*(insert|with)'`
+        )[0]!.n
+      )
+    for (let last = -1, still = 0; still < 4; ) {
+      await sleep(500)
+      const n = await streamCalls()
+      still = n === last ? still + 1 : 0
+      last = n
+    }
     const rssWaiting = rssMb(child.pid!)
     const idleWaiting = await idleStatements()
     commitAt = performance.now()
@@ -259,6 +282,7 @@ const main = async () => {
         fmt(woken.at(-1) ?? Number.NaN, 0)
       ]
     ])
+    if (reasons.size > 0) console.log(`not woken: ${[...reasons].map(([k, n]) => `${k} ×${n}`).join(", ")}`)
   } finally {
     child.kill("SIGTERM")
     await new Promise((r) => child.once("exit", r))

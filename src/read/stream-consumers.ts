@@ -118,9 +118,26 @@ export const putConsumer = async (
 export const deleteConsumer = async (sql: postgres.Sql, keyId: string, name: string): Promise<boolean> =>
   (await sql`delete from service.stream_consumers where key_id = ${keyId} and name = ${name} returning 1`).length > 0
 
-/** Records what a consumer's stream answered: its furthest served offset moves forward only. */
-export const noteServed = async (sql: postgres.Sql, keyId: string, name: string, offset: string) => {
-  await sql`update service.stream_consumers set served = ${offset} where key_id = ${keyId} and name = ${name}`
+/**
+ * Records what a consumer's stream answered: its furthest served offset moves forward only (two
+ * reads of the same consumer at once may finish in either order).
+ */
+export const noteServed = async (
+  sql: postgres.Sql,
+  keyId: string,
+  name: string,
+  offset: Offset,
+  text: string,
+  decode: (text: string) => Offset | { readonly error: string }
+) => {
+  await sql.begin(async (tx) => {
+    const [r] = await tx<{ served: string | null }[]>`
+      select served from service.stream_consumers where key_id = ${keyId} and name = ${name} for update`
+    if (r === undefined) return
+    const was = r.served === null ? undefined : decode(r.served)
+    if (was !== undefined && !("error" in was) && comparePlaces(offset, was) <= 0) return
+    await tx`update service.stream_consumers set served = ${text} where key_id = ${keyId} and name = ${name}`
+  })
 }
 
 /**

@@ -404,16 +404,17 @@ export const changeAfter = (
   })
 
 /**
- * Reads woken at once by the same commit often ask the same (the same key, stream and offset:
- * clients that follow from the same place): one statement answers them all.
+ * Requests that arrive or are woken together often ask the same (the same key, stream and offset:
+ * clients that follow from the same place): one statement, in flight, answers them all. Reads
+ * woken by a commit go to the primary, which has it.
  */
 export const sharedReads = (core: StreamCore) => {
   const inflight = new Map<string, Promise<StreamRead>>()
-  return (key: StreamKey, ask: StreamAsk): Promise<StreamRead> => {
-    const id = `${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.after ?? ""}|${ask.limit}`
+  return (key: StreamKey, ask: StreamAsk, primaryOnly = true): Promise<StreamRead> => {
+    const id = `${primaryOnly ? "p" : "r"}|${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.after ?? ""}|${ask.limit}`
     let p = inflight.get(id)
     if (p === undefined) {
-      p = core.read(key, ask, true).finally(() => inflight.delete(id))
+      p = core.read(key, ask, primaryOnly).finally(() => inflight.delete(id))
       inflight.set(id, p)
     }
     return p
@@ -434,7 +435,7 @@ export const readWaiting = async (
   signal: AbortSignal
 ): Promise<StreamRead | WaitRefused> => {
   let ticket = core.wake.ticket()
-  let r = await core.read(key, ask)
+  let r = await shared(key, ask, false)
   if (waitSeconds === undefined || ask.after === "now" || r._tag !== "Page" || r.count > 0) return r
   const release = core.wake.acquire(key.keyId)
   if (typeof release === "string") return { _tag: "WaitFull", scope: release }

@@ -32,7 +32,6 @@ import {
   type StreamKey,
   type StreamRead
 } from "../../read/stream.ts"
-import { comparePlaces } from "../../read/stream-offset.ts"
 import { errorAnswer, httpMessage } from "../http/errors.ts"
 import { ServiceApi } from "./definition.ts"
 
@@ -92,7 +91,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
       first: Extract<StreamRead, { _tag: "Page" }>,
       firstTicket: number,
       release: () => void,
-      onServed?: (offset: string) => void
+      onServed?: (offset: string) => Promise<void>
     ) => {
       const out = new PassThrough()
       const abort = new AbortController()
@@ -102,17 +101,18 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         abort.abort()
         release()
       })
-      const write = (r: Extract<StreamRead, { _tag: "Page" }>) => {
+      // What a consumer was served is stored before the client sees it: it may ack it at once.
+      const write = async (r: Extract<StreamRead, { _tag: "Page" }>) => {
+        if (r.count > 0) await onServed?.(r.nextOffset)
         for (let i = 0; i < r.count; i++) out.write(sseEvent("change", r.itemJson[i]!, r.offsets[i]))
-        if (r.count > 0) onServed?.(r.nextOffset)
       }
-      void (async () => {
+      const follow = async () => {
         let page = first
         let after = ask.after
         // Taken before the read that made `page`: a notification since then means read again.
         let ticket = firstTicket
         for (;;) {
-          write(page)
+          await write(page)
           // Past what it wrote; from after=now or no offset, the place the first read found.
           after = page.nextOffset
           if (!page.more) {
@@ -120,17 +120,8 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
             if (why === "aborted") return
           }
           ticket = core.wake.ticket()
-          const next = await shared(key, { ...ask, after }).catch(() => undefined)
+          const next = await shared(key, { ...ask, after })
           if (abort.signal.aborted) return
-          if (next === undefined) {
-            out.end(
-              sseEvent(
-                "error",
-                JSON.stringify({ error: "the service could not read the stream; reconnect with Last-Event-ID" })
-              )
-            )
-            return
-          }
           if (next._tag !== "Page") {
             out.end(
               next._tag === "Refetch"
@@ -148,7 +139,17 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           // Nothing new for this stream (another resource changed): keep the place, wait again.
           page = next
         }
-      })()
+      }
+      // A failure (the database gone) ends the stream; the client reconnects with Last-Event-ID.
+      follow().catch(() => {
+        if (!out.destroyed)
+          out.end(
+            sseEvent(
+              "error",
+              JSON.stringify({ error: "the service could not read the stream; reconnect with Last-Event-ID" })
+            )
+          )
+      })
       out.write(": connected\n\n")
       return HttpServerResponse.raw(out, {
         status: 200,
@@ -162,7 +163,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
       key: CurrentKeyShape,
       ask: StreamAsk,
       wait: number | undefined,
-      onServed?: (offset: string) => void
+      onServed?: (offset: string) => Promise<void>
     ) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
@@ -172,7 +173,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           const release = core.wake.acquire(k.keyId)
           if (typeof release === "string") return waitFull(release)
           const ticket = core.wake.ticket()
-          const first = yield* Effect.promise(() => core.read(k, ask))
+          const first = yield* Effect.promise(() => shared(k, ask, false))
           if (first._tag !== "Page") {
             release()
             return yield* answerRead(key, first)
@@ -182,7 +183,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         const r = yield* Effect.promise((signal) => readWaiting(core, shared, k, ask, wait, signal))
         if (r._tag === "WaitFull") return waitFull(r.scope)
         if (r._tag !== "Page") return yield* answerRead(key, r)
-        if (r.count > 0) onServed?.(r.nextOffset)
+        if (r.count > 0 && onServed !== undefined) yield* Effect.promise(() => onServed(r.nextOffset))
         return jsonAnswer(pageBody(r))
       })
 
@@ -299,12 +300,10 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           }
           const k = keyOf(key)
           // What it was served moves forward only: an ack may go up to it.
-          const served = (offset: string) => {
+          const served = async (offset: string) => {
             const o = core.decode(k, ask.spec, offset)
-            const was = c.served === null ? undefined : core.decode(k, ask.spec, c.served)
             if ("error" in o) return
-            if (was !== undefined && !("error" in was) && comparePlaces(o, was) <= 0) return
-            void noteServed(feed.primary, key.keyId, params.name, offset).catch(() => undefined)
+            return noteServed(feed.primary, key.keyId, params.name, o, offset, (t) => core.decode(k, ask.spec, t))
           }
           return yield* serve(key, ask, query.wait === undefined ? undefined : Number(query.wait), served)
         })
