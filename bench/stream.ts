@@ -38,10 +38,10 @@ const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY 
 // biome-ignore lint/suspicious/noExplicitAny: the API's JSON answers, read as the bench needs them
 type Json = any
 
-const get = (port: number, path: string, key: string): Promise<{ status: number; json: Json }> =>
+const get = (port: number, path: string, key: string, via: Agent = agent): Promise<{ status: number; json: Json }> =>
   new Promise((resolve, reject) => {
     const req = httpRequest(
-      { host: "127.0.0.1", port, path, agent, headers: { authorization: `Bearer ${key}` } },
+      { host: "127.0.0.1", port, path, agent: via, headers: { authorization: `Bearer ${key}` } },
       (res) => {
         let text = ""
         res.setEncoding("utf8")
@@ -54,6 +54,13 @@ const get = (port: number, path: string, key: string): Promise<{ status: number;
     req.end()
   })
 
+/** The service's V8 heap in use (its operations port's nodejs_heap_used_bytes), in MB. */
+const heapMb = async (opsPort: number) => {
+  const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text()
+  const m = /^nodejs_heap_used_bytes (\d+(?:\.\d+)?(?:e\+\d+)?)/m.exec(text)
+  return m === null ? Number.NaN : Number(m[1]) / 1024 / 1024
+}
+
 const rssMb = (pid: number) => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
   return m === null ? Number.NaN : Number(m[1]) / 1024
@@ -64,6 +71,7 @@ const main = async () => {
   await db.sql`create extension if not exists pg_stat_statements`
   const company = await createCompany(db.sql, { name: "Stream Bench", mirrored: false })
   const port = await freePort()
+  const opsPort = await freePort()
   // The service as `npm start` runs it (the bundle).
   const command = startCommand()
   for (const step of command.before) spawnSync(process.execPath, step, { cwd: ROOT, stdio: "ignore" })
@@ -74,7 +82,7 @@ const main = async () => {
       ...command.env,
       DATABASE_URL: db.url,
       PORT: String(port),
-      OPS_PORT: "0",
+      OPS_PORT: String(opsPort),
       SEED_DEMO: "false",
       SECRETS_KEY: randomBytes(32).toString("base64"),
       API_RATE_LIMIT: "10000000",
@@ -190,15 +198,18 @@ const main = async () => {
     await sleep(2000)
     const idleNone = await idleStatements()
     const rssBefore = rssMb(child.pid!)
+    const heapBefore = await heapMb(opsPort)
     const here = await now()
+    // A connection per client, none kept: none is reused after the server closed it.
+    const once = new Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY })
     const woken: Array<number> = []
-    let commitAt = 0
+    let commitAt = 0 // 0 until the commit is made
     let failed = 0
     const reasons = new Map<string, number>()
     const waiting: Array<Promise<void>> = []
     for (let i = 0; i < CLIENTS; i++) {
       waiting.push(
-        get(port, `/api/v1/stream?wait=60&after=${encodeURIComponent(here)}`, key).then(
+        get(port, `/api/v1/stream?wait=60&after=${encodeURIComponent(here)}`, key, once).then(
           (a) => {
             if (a.status === 200 && a.json.data.length > 0) woken.push(performance.now() - commitAt)
             else {
@@ -209,14 +220,14 @@ const main = async () => {
           },
           (e: NodeJS.ErrnoException) => {
             failed++
-            const why = e.code ?? e.message
+            const why = `${e.code ?? e.message} ${commitAt === 0 ? "before" : "after"} the commit`
             reasons.set(why, (reasons.get(why) ?? 0) + 1)
           }
         )
       )
       if (i % 250 === 249) await sleep(100)
     }
-    // All registered: the stream's statements (their first reads) have stopped for 2 s.
+    // All registered: the stream's statements (their first reads) have stopped for 3 s.
     const streamCalls = async () =>
       Number(
         (
@@ -225,13 +236,14 @@ const main = async () => {
              where d.datname = current_database() and s.query ~ 'record_changes' and s.query !~ '^\\s*(insert|with)'`
         )[0]!.n
       )
-    for (let last = -1, still = 0; still < 4; ) {
+    for (let last = -1, still = 0; still < 6; ) {
       await sleep(500)
       const n = await streamCalls()
       still = n === last ? still + 1 : 0
       last = n
     }
     const rssWaiting = rssMb(child.pid!)
+    const heapWaiting = await heapMb(opsPort)
     const idleWaiting = await idleStatements()
     commitAt = performance.now()
     await writer`insert into app.incidents (company_id, reference, type, title, occurred_at, severity)
@@ -262,8 +274,8 @@ const main = async () => {
     console.log(`\n2. ${CLIENTS} long-polls waiting on one process`)
     table([
       [
-        "RSS before MB",
-        "RSS waiting MB",
+        "RSS (heap) before MB",
+        "RSS (heap) waiting MB",
         "statements/10 s idle (stream's): none waiting",
         "all waiting",
         "woken",
@@ -272,8 +284,8 @@ const main = async () => {
         "max ms"
       ],
       [
-        fmt(rssBefore, 0),
-        fmt(rssWaiting, 0),
+        `${fmt(rssBefore, 0)} (${fmt(heapBefore, 0)})`,
+        `${fmt(rssWaiting, 0)} (${fmt(heapWaiting, 0)})`,
         `${idleNone.all} (${idleNone.stream})`,
         `${idleWaiting.all} (${idleWaiting.stream})`,
         `${woken.length}/${CLIENTS}${failed > 0 ? ` (${failed} failed)` : ""}`,

@@ -368,9 +368,6 @@ export class StreamFeed extends Context.Service<
 
 export type { CurrentKeyShape }
 
-/** Why a request may not wait: this key's waiting requests, or the process's, are at their bound. */
-export type WaitRefused = { readonly _tag: "WaitFull"; readonly scope: "key" | "process" }
-
 /**
  * Until a change the read may show is committed after its read (woken), or `deadline` (ms) passes,
  * or `signal` aborts. "again": a notification came in while it read, so read again at once.
@@ -422,34 +419,31 @@ export const sharedReads = (core: StreamCore) => {
 }
 
 /**
- * A long-poll: the read, and when it has nothing new and `waitSeconds` is given, the wait for a
- * change the key may read (then read again on the primary, which has it), until the wait ends:
- * then the empty answer with the same nextOffset.
+ * A long-poll's wait, after a first read that found nothing new (`first`, read after `ticket` was
+ * taken): until a change the key may read is committed (then read again on the primary, which has
+ * it), or `waitSeconds` pass. What it then answers: the new page, or `first` (no items, the same
+ * nextOffset) when the wait ended, and also when the read again was refused (the client's next
+ * request gets the refusal, or the 409, with its status).
  */
-export const readWaiting = async (
+export const waitForChanges = async (
   core: StreamCore,
   shared: ReturnType<typeof sharedReads>,
   key: StreamKey,
   ask: StreamAsk,
-  waitSeconds: number | undefined,
+  first: Extract<StreamRead, { _tag: "Page" }>,
+  ticket: number,
+  waitSeconds: number,
   signal: AbortSignal
-): Promise<StreamRead | WaitRefused> => {
-  let ticket = core.wake.ticket()
-  let r = await shared(key, ask, false)
-  if (waitSeconds === undefined || ask.after === "now" || r._tag !== "Page" || r.count > 0) return r
-  const release = core.wake.acquire(key.keyId)
-  if (typeof release === "string") return { _tag: "WaitFull", scope: release }
-  try {
-    const deadline = Date.now() + waitSeconds * 1000
-    for (;;) {
-      const why = await changeAfter(core.wake, key, r, ticket, deadline, signal)
-      if (why === "timeout" || why === "aborted") return r
-      ticket = core.wake.ticket()
-      const again = await shared(key, ask)
-      if (again._tag !== "Page" || again.count > 0) return again
-      r = again
-    }
-  } finally {
-    release()
+): Promise<Extract<StreamRead, { _tag: "Page" }>> => {
+  const deadline = Date.now() + waitSeconds * 1000
+  let r = first
+  for (;;) {
+    const why = await changeAfter(core.wake, key, r, ticket, deadline, signal)
+    if (why === "timeout" || why === "aborted") return first
+    ticket = core.wake.ticket()
+    const again = await shared(key, ask)
+    if (again._tag !== "Page") return first
+    if (again.count > 0) return again
+    r = again
   }
 }

@@ -23,7 +23,7 @@ import {
 } from "../../read/stream-consumers.ts"
 import {
   changeAfter,
-  readWaiting,
+  waitForChanges,
   sharedReads,
   STREAM_DEFAULT_LIMIT,
   StreamFeed,
@@ -96,6 +96,8 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
       const out = new PassThrough()
       const abort = new AbortController()
       const heartbeat = setInterval(() => out.write(": heartbeat\n\n"), HEARTBEAT_MS)
+      // Writes after the client went (its stream closed) are dropped, not raised.
+      out.on("error", () => {})
       out.on("close", () => {
         clearInterval(heartbeat)
         abort.abort()
@@ -180,11 +182,40 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           }
           return eventStream(k, ask, first, ticket, release, onServed)
         }
-        const r = yield* Effect.promise((signal) => readWaiting(core, shared, k, ask, wait, signal))
-        if (r._tag === "WaitFull") return waitFull(r.scope)
+        const ticket = core.wake.ticket()
+        const r = yield* Effect.promise(() => shared(k, ask, false))
         if (r._tag !== "Page") return yield* answerRead(key, r)
-        if (r.count > 0 && onServed !== undefined) yield* Effect.promise(() => onServed(r.nextOffset))
-        return jsonAnswer(pageBody(r))
+        if (r.count > 0 || wait === undefined || ask.after === "now") {
+          if (r.count > 0 && onServed !== undefined) yield* Effect.promise(() => onServed(r.nextOffset))
+          return jsonAnswer(pageBody(r))
+        }
+        const release = core.wake.acquire(k.keyId)
+        if (typeof release === "string") return waitFull(release)
+        // The wait holds no request fiber: the answer (200, JSON) starts now and its body is
+        // written when a change comes or the wait ends. 10,000 waiting requests then cost what
+        // their connections cost (bench:stream).
+        const out = new PassThrough()
+        const abort = new AbortController()
+        out.on("close", () => {
+          abort.abort()
+          release()
+        })
+        const answer = async () => {
+          const page = await waitForChanges(core, shared, k, ask, r, ticket, wait, abort.signal)
+          if (page.count > 0) await onServed?.(page.nextOffset)
+          return page
+        }
+        // A client gone meanwhile: nothing to write (and nothing may be written to a closed stream).
+        out.on("error", () => {})
+        answer().then(
+          (page) => {
+            if (!out.destroyed) out.end(pageBody(page))
+          },
+          () => {
+            if (!out.destroyed) out.end(pageBody(r))
+          }
+        )
+        return HttpServerResponse.raw(out, { status: 200, contentType: "application/json" })
       })
 
     const named = (name: string) => {
