@@ -225,7 +225,7 @@ const main = async () => {
           }
         )
       )
-      if (i % 250 === 249) await sleep(100)
+      if (i % 100 === 99) await sleep(100)
     }
     // All registered: the stream's statements (their first reads) have stopped for 3 s.
     const streamCalls = async () =>

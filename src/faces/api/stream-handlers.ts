@@ -61,6 +61,17 @@ const waitFull = (scope: "key" | "process") =>
     { "retry-after": "1" }
   )
 
+// The bytes of an answer and their ETag, made once for every waiting request one read answers.
+const held = new WeakMap<object, { readonly bytes: Buffer; readonly etag: string }>()
+const heldBody = (page: Extract<StreamRead, { _tag: "Page" }>) => {
+  let b = held.get(page)
+  if (b === undefined) {
+    const bytes = Buffer.from(pageBody(page))
+    held.set(page, (b = { bytes, etag: etagOf(bytes) }))
+  }
+  return b
+}
+
 const sseEvent = (event: string, data: string, id?: string) =>
   `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${data}\n\n`
 
@@ -86,16 +97,15 @@ const holdAnswer = (res: ServerResponse) => {
   res.end = (() => res) as typeof res.end
   return {
     onClose: (f: () => void) => res.once("close", f),
-    send: (body: string) => {
+    send: ({ bytes, etag }: { readonly bytes: Buffer; readonly etag: string }) => {
       res.writeHead = writeHead
       res.end = end
       if (res.destroyed) return
-      const bytes = Buffer.from(body)
       const headers = {
         ...head.headers,
         "content-type": "application/json",
         "content-length": String(bytes.length),
-        etag: etagOf(bytes)
+        etag
       }
       // A 304 the router made for the empty answer's ETag is no answer to what came since.
       if (head.status === 304) writeHead(200, headers)
@@ -240,9 +250,9 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         // and its middleware know, and its answer is held at Node's response (its headers as they
         // made them) until a change comes or the wait ends. A waiting request then costs what its
         // connection costs (bench:stream: 10,000 on one process).
-        const held = holdAnswer(NodeHttpServerRequest.toServerResponse(request) as ServerResponse)
+        const answer = holdAnswer(NodeHttpServerRequest.toServerResponse(request) as ServerResponse)
         const abort = new AbortController()
-        held.onClose(() => {
+        answer.onClose(() => {
           abort.abort()
           release()
         })
@@ -252,8 +262,8 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
             return page
           })
           .then(
-            (page) => held.send(pageBody(page)),
-            () => held.send(pageBody(r))
+            (page) => answer.send(heldBody(page)),
+            () => answer.send(heldBody(r))
           )
           .finally(release)
         return jsonAnswer(pageBody(r))
