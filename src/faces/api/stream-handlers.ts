@@ -266,6 +266,8 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
             () => answer.send(heldBody(r))
           )
           .finally(release)
+          // A response Node can no longer take (its client gone mid-write) ends nothing else.
+          .catch(() => {})
         return jsonAnswer(pageBody(r))
       })
 

@@ -200,6 +200,18 @@ describe("the stream of record changes", () => {
     expect(sixth.status).toBe(429)
     expect(sixth.headers.get("retry-after")).toBe("1")
     for (const a of await Promise.all(five)) expect(a.status).toBe(200)
+    // Clients that go away while they wait give their places back at once.
+    const gone = Array.from({ length: 5 }, () => {
+      const req = httpRequest(`${server.url}${path}`, { headers: { authorization: `Bearer ${key}` } })
+      req.on("error", () => {})
+      req.end()
+      return req
+    })
+    await new Promise((r) => setTimeout(r, 500))
+    expect((await request(server.url, path.replace("wait=3", "wait=1"), { key })).status).toBe(429)
+    for (const req of gone) req.destroy()
+    await new Promise((r) => setTimeout(r, 300))
+    expect((await request(server.url, path.replace("wait=3", "wait=1"), { key })).status).toBe(200)
   })
 
   it("streams server-sent events with the offset as id, resumable with Last-Event-ID", async () => {
