@@ -31,11 +31,14 @@ export const ACTIVITY_KINDS = [
   "subscription.disabled",
   "subscription.enabled",
   "subscription.deleted",
+  "subscription.tested",
   "delivery.resent",
   "deliveries.replayed",
   "deliveries.replay_cancelled",
   "quarantine.retried",
-  "quarantine.discarded"
+  "quarantine.discarded",
+  "portal_link.created",
+  "portal_link.opened"
 ] as const
 
 /** What the activity log can be filtered by: a kind, or its family (endpoint, subscription...). */
@@ -95,6 +98,8 @@ export type ActivityEntry = {
   readonly subjectId: string | null
   readonly actorId: string | null
   readonly actorEmail: string | null
+  /** The API key's name, when a key acted (its own subscriptions, its portal). */
+  readonly keyName: string | null
   readonly details: Record<string, unknown>
 }
 
@@ -119,14 +124,16 @@ export const listActivity = Effect.fn("listActivity")(function* (input: {
         subject_id: string | null
         actor_id: string | null
         actor_email: string | null
+        key_name: string | null
         details: Record<string, unknown>
       }[]
     >`
-    select id::text, at, kind, subject_id, actor_id::text, actor_email, details
-    from service.activity
-    where company_id = ${companyId}
-      and (${kind}::text is null or kind = ${kind}::text or starts_with(kind, ${kind}::text || '.'))
-    order by at desc, id desc limit ${limit}`
+    select a.id::text, a.at, a.kind, a.subject_id, a.actor_id::text, a.actor_email, k.name as key_name, a.details
+    from service.activity a
+    left join service.api_keys k on k.id = case when a.details->>'byKey' ~ '^[0-9a-f-]{36}$' then (a.details->>'byKey')::uuid end
+    where a.company_id = ${companyId}
+      and (${kind}::text is null or a.kind = ${kind}::text or starts_with(a.kind, ${kind}::text || '.'))
+    order by a.at desc, a.id desc limit ${limit}`
   )
   return rows.map(
     (r): ActivityEntry => ({
@@ -136,6 +143,7 @@ export const listActivity = Effect.fn("listActivity")(function* (input: {
       subjectId: r.subject_id,
       actorId: r.actor_id,
       actorEmail: r.actor_email,
+      keyName: r.key_name,
       details: r.details
     })
   )

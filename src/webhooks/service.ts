@@ -7,6 +7,7 @@ import type { DomainError } from "../domain/errors.ts"
 import { WebhookSettings, WebhookSettingsLive } from "./engine/settings.ts"
 import { listActivity } from "../access/activity.ts"
 import type { WebhookDeps } from "./engine/settings.ts"
+import { deliveryHealth } from "./deliveries/health.ts"
 import { getDelivery, listEndpointDeliveries, replayFailed, resendDelivery } from "./deliveries/deliveries.ts"
 import {
   createEndpoint,
@@ -28,6 +29,7 @@ import {
   resendHookDelivery
 } from "./subscriptions/hook-deliveries.ts"
 import { testEndpoint } from "./endpoints/ping.ts"
+import { testHook } from "./subscriptions/hook-test.ts"
 import {
   deleteSubscription,
   disableSubscription,
@@ -61,6 +63,7 @@ export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
     getDelivery: b(getDelivery),
     resendDelivery: b(resendDelivery),
     replayFailed: b(replayFailed),
+    deliveryHealth: b(deliveryHealth),
     // admin: subscriptions made through the API
     listSubscriptions: b(listSubscriptions),
     disableSubscription: b(disableSubscription),
@@ -78,6 +81,7 @@ export const makeWebhooks = (deps: WebhookDeps, sql: SqlShape) => {
     resendHookDelivery: b(resendHookDelivery),
     recoverHook: b(recoverHook),
     getHookRecovery: b(getHookRecovery),
+    testHook: d(testHook),
     listActivity: b(listActivity)
   }
 }

@@ -1,4 +1,4 @@
-// The alert rules and the Grafana dashboard shipped in deploy/prometheus: promtool (Debian's
+// The alert rules shipped in deploy/prometheus and the Grafana dashboard in deploy/grafana: promtool (Debian's
 // prometheus package; CI installs it, see .ci/run) checks the rules and runs their unit tests
 // (alerts.test.yml: each alert quiet while things are fine, firing once its condition held);
 // every metric the rules and the dashboard name is one the service exports, with the labels
@@ -11,7 +11,7 @@ import { makeServiceMetrics } from "../../src/faces/ops/metrics.ts"
 
 const DIR = fileURLToPath(new URL("../../deploy/prometheus/", import.meta.url))
 const ALERTS = `${DIR}alerts.yml`
-const DASHBOARD = `${DIR}grafana-dashboard.json`
+const DASHBOARD = fileURLToPath(new URL("../../deploy/grafana/dashboards/safety-records-service.json", import.meta.url))
 
 const PROMTOOL = process.env.PROMTOOL_PATH ?? "promtool"
 const hasPromtool = spawnSync(PROMTOOL, ["--version"]).status === 0

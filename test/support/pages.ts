@@ -102,6 +102,8 @@ export const webClient = (base: string): WebClient => {
 
 export interface ServiceProcess {
   readonly url: string
+  /** The operations port: /metrics, the detailed /readyz. */
+  readonly opsUrl: string
   readonly output: () => string
   /** SIGTERM, and waits for the exit (SIGKILL after a deadline). */
   readonly stop: () => Promise<void>
@@ -150,7 +152,7 @@ export const startService = async (env: Record<string, string>): Promise<Service
     }
     await new Promise((r) => setTimeout(r, 200))
   }
-  return { url, output: () => output, stop }
+  return { url, opsUrl: `http://127.0.0.1:${opsPort}`, output: () => output, stop }
 }
 
 // -----------------------------------------------------------------------------

@@ -91,6 +91,30 @@ export const CreatedKey = Schema.Struct({
   expiresAt: Schema.NullOr(Timestamp)
 }).annotate({ identifier: "CreatedApiKey" })
 
+export const CreatePortalLink = Schema.Struct({
+  expiresIn: Schema.optional(Schema.Union([Schema.Number, Schema.String])).annotate({
+    description:
+      "How long the link and its session last: seconds, or a duration (15m, 1h, 24h); at most 24 hours, default 1 hour"
+  }),
+  branding: Schema.optional(
+    Schema.Struct({
+      name: Schema.optional(Schema.String).annotate({ description: "Shown instead of the company's name" }),
+      colour: Schema.optional(Schema.String).annotate({ description: "#rrggbb, the portal's bar" })
+    })
+  )
+}).annotate({ identifier: "CreatePortalLink" })
+
+export const PortalLink = Schema.Struct({
+  id: Schema.String,
+  keyId: Schema.String,
+  keyName: Schema.String,
+  url: Schema.String.annotate({
+    description: "The link to give the integrator (/portal/<one-time token>): shown this once, works once"
+  }),
+  path: Schema.String,
+  expiresAt: Timestamp
+}).annotate({ identifier: "PortalLink" })
+
 export const TokenInfo = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
@@ -127,7 +151,16 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       params: IdParam,
       success: KeyInfo,
       error: [NotFound, Conflict]
-    }).annotate(OpenApi.Description, "The key's next request gets 401; its webhook subscriptions are deleted.")
+    }).annotate(OpenApi.Description, "The key's next request gets 401; its webhook subscriptions are deleted."),
+    HttpApiEndpoint.post("portalLink", `${ADMIN_PREFIX}/keys/:id/portal-links`, {
+      params: IdParam,
+      payload: CreatePortalLink,
+      success: PortalLink.pipe(HttpApiSchema.status(201)),
+      error: [NotFound, Conflict]
+    }).annotate(
+      OpenApi.Description,
+      "A link that signs its holder into a page of this key alone (its subscriptions, deliveries, Send Again, recovery, test events) until it expires or the key is revoked. The key must be active and have the webhooks permission."
+    )
   )
   .annotateMerge(OpenApi.annotations({ description: "API keys of the admin's company" })) {}
 

@@ -8,6 +8,9 @@ import { Sql } from "../../platform/db/Sql.ts"
 import { companyById } from "../../access/identity.ts"
 import { createKey, getKey, listKeys, parseScopes, revokeKey } from "../../access/keys/store.ts"
 import { authenticateToken, listTokens, needsLookup, revokeToken, tooManyTokenFailures } from "../../access/tokens.ts"
+import { createPortalLink } from "../../access/portal.ts"
+import { TrustProxySetting } from "../../platform/config.ts"
+import { originOf } from "../http/origin.ts"
 import { AdminApi, AdminAuth, AdminRequestErrors, byAdmin, CurrentAdmin } from "./definition.ts"
 
 /** What a 401 of the admin API carries besides its body. */
@@ -104,6 +107,16 @@ export const KeysHandlers = HttpApiBuilder.group(AdminApi, "keys", (handlers) =>
     )
     .handle("get", ({ params }) => byAdmin((admin) => getKey(admin.companyId, params.id)))
     .handle("revoke", ({ params }) => byAdmin((admin) => revokeKey(admin, params.id)))
+    .handle("portalLink", ({ params, payload }) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const origin = originOf(request, yield* TrustProxySetting)
+        const link = yield* byAdmin((admin) =>
+          createPortalLink(admin, params.id, { expiresIn: payload.expiresIn, branding: payload.branding })
+        )
+        return { ...link, url: `${origin}${link.path}` }
+      })
+    )
 )
 
 export const TokensHandlers = HttpApiBuilder.group(AdminApi, "tokens", (handlers) =>

@@ -83,7 +83,7 @@ ${
   ${shown.map(
     (e) => html`<tr>
     <td data-label="When">${when(e.at)}</td>
-    <td data-label="Who">${e.actorEmail ?? (typeof e.details["byKey"] === "string" ? html`<span class="muted">API key</span>` : html`<span class="muted">the service</span>`)}</td>
+    <td data-label="Who">${e.actorEmail ?? (typeof e.details["byKey"] === "string" ? html`<span class="muted">API key</span>${e.keyName === null ? "" : html` <strong>${e.keyName}</strong>`}` : html`<span class="muted">the service</span>`)}</td>
     <td data-label="What"><code>${e.kind}</code></td>
     <td data-label="Subject"><code class="muted">${e.subjectId ?? ""}</code></td>
     <td data-label="Details">${detailsOf(e.details)}</td>

@@ -3,6 +3,7 @@
 // adds the copy buttons, the confirmations before destructive forms and "tick all".
 import { Layer } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
+import { CHART_STYLES } from "./charts.ts"
 import { PATHS } from "./paths.ts"
 
 export const SCRIPT = `"use strict";
@@ -128,7 +129,7 @@ ul.details { list-style: none; margin: 0; padding: 0; font-size: .92rem; word-br
 .filter { display: flex; flex-wrap: wrap; gap: .5rem; align-items: flex-end; }
 .filter label { margin: 0; }
 .filter select { width: auto; }
-@media (max-width: 44rem) {
+${CHART_STYLES}@media (max-width: 44rem) {
   .who { margin-left: 0; }
   table.stack thead { position: absolute; left: -9999px; }
   table.stack, table.stack tbody, table.stack tr, table.stack td { display: block; width: 100%; }

@@ -6,7 +6,9 @@ import { ActivityRoutes } from "./activity.ts"
 import { AssetRoutes } from "./assets.ts"
 import { KeysRoutes } from "./keys.ts"
 import { ReplaysRoutes } from "./replays.ts"
+import { PortalRoutes } from "./portal.ts"
 import { SignInRoutes } from "./sign-in.ts"
+import { StatusRoutes } from "./status.ts"
 import { WebhooksRoutes } from "./webhooks.ts"
 
 export { ADMIN_WEB_ROUTES, PATHS as ADMIN_WEB_PATHS } from "./paths.ts"
@@ -17,5 +19,7 @@ export const AdminWebRoutes = Layer.mergeAll(
   WebhooksRoutes,
   ReplaysRoutes,
   ActivityRoutes,
+  StatusRoutes,
+  PortalRoutes,
   AssetRoutes
 )

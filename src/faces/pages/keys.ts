@@ -20,7 +20,20 @@ import {
   type KeyInfo
 } from "../../access/keys/store.ts"
 import { attr, html, type Html } from "./html.ts"
-import { csrfField, formError, htmlResponse, page, postButton, seeOther, shownOnce, when } from "./layout.ts"
+import {
+  csrfField,
+  formatDate,
+  formError,
+  htmlResponse,
+  page,
+  postButton,
+  seeOther,
+  shownOnce,
+  when
+} from "./layout.ts"
+import { createPortalLink } from "../../access/portal.ts"
+import { TrustProxySetting } from "../../platform/config.ts"
+import { originOf } from "../http/origin.ts"
 import { PATHS, pathFor } from "./paths.ts"
 import { signedIn, signedInForm } from "./request.ts"
 import { setFlash, type Session } from "../../access/sessions.ts"
@@ -77,6 +90,34 @@ const createForm = (
 
 const stateBadge = (state: string): Html => html`<span class="state ${state}">${state}</span>`
 
+/** The portal link's lives offered (the admin API takes any up to 24 hours). */
+export const PORTAL_LIFE_CHOICES = [
+  ["15m", "15 minutes"],
+  ["1h", "1 hour"],
+  ["4h", "4 hours"],
+  ["8h", "8 hours"],
+  ["24h", "24 hours"]
+] as const
+
+/** A portal link for a key's integrator: how long, and optional branding. */
+const portalLinkForm = (session: Session, k: KeyInfo): Html => html`<details class="portal-link">
+  <summary>Portal link…</summary>
+  <form method="post" action="${pathFor(PATHS.keyPortalLink, k.id)}" aria-label="Make a portal link for ${k.name}">
+    ${csrfField(session)}
+    <p class="hint">A link that opens a page of this key's subscriptions and deliveries, without an admin account. It works once, and ends when it expires or the key is revoked.</p>
+    <label for="portal-expires-${k.id}">Lasts</label>
+    <select id="portal-expires-${k.id}" name="expiresIn">${PORTAL_LIFE_CHOICES.map(
+      ([v, label]) => html`<option value="${v}"${attr("selected", v === "1h")}>${label}</option>`
+    )}</select>
+    <label for="portal-name-${k.id}">Name shown <span class="muted">(optional)</span></label>
+    <input type="text" id="portal-name-${k.id}" name="brandName" maxlength="100" aria-describedby="portal-name-hint-${k.id}">
+    <p class="hint" id="portal-name-hint-${k.id}">Instead of your company's name.</p>
+    <label for="portal-colour-${k.id}">Colour <span class="muted">(optional, #rrggbb)</span></label>
+    <input type="text" id="portal-colour-${k.id}" name="brandColour" maxlength="7" placeholder="#0b4f8a" spellcheck="false" autocomplete="off">
+    <div class="actions"><button type="submit" class="primary">Make portal link</button></div>
+  </form>
+</details>`
+
 const keysTable = (session: Session, keys: ReadonlyArray<KeyInfo>): Html =>
   keys.length === 0
     ? html`<p class="muted">No keys yet.</p>`
@@ -93,12 +134,12 @@ const keysTable = (session: Session, keys: ReadonlyArray<KeyInfo>): Html =>
     <td data-label="Expires">${when(k.expiresAt)}</td>
     <td data-label="Last used">${when(k.lastUsedAt)}</td>
     <td data-label="Requests" class="num">${k.requestCount.toLocaleString("en")}</td>
-    <td data-label="Actions">${
+    <td data-label="Actions">${k.state === "active" && k.webhooks ? portalLinkForm(session, k) : ""}${
       k.state === "active"
         ? postButton(session, pathFor(PATHS.keyRevoke, k.id), "Revoke", {
             style: "danger",
             accessibleLabel: `Revoke ${k.name}`,
-            confirm: `Revoke the key "${k.name}"? Its next request gets 401 and its webhook subscriptions are deleted. This cannot be undone.`
+            confirm: `Revoke the key "${k.name}"? Its next request gets 401, its webhook subscriptions are deleted and its portal links stop working. This cannot be undone.`
           })
         : ""
     }</td>
@@ -110,7 +151,12 @@ const keysTable = (session: Session, keys: ReadonlyArray<KeyInfo>): Html =>
 const keysPage = (
   session: Session,
   keys: ReadonlyArray<KeyInfo>,
-  options: { readonly form?: CreateForm; readonly error?: string; readonly created?: CreatedKey } = {}
+  options: {
+    readonly form?: CreateForm
+    readonly error?: string
+    readonly created?: CreatedKey
+    readonly portalLink?: { readonly url: string; readonly keyName: string; readonly expiresAt: string }
+  } = {}
 ): Html =>
   page({
     title: "API keys",
@@ -125,6 +171,15 @@ const keysPage = (
             warning:
               "This is the only time the key is shown: only a fingerprint of it is kept. If it is lost, revoke it and make another."
           })}`
+        : ""
+    }${
+      options.portalLink !== undefined
+        ? shownOnce({
+            id: "portal-link",
+            label: `Portal link for "${options.portalLink.keyName}"`,
+            secret: options.portalLink.url,
+            warning: `Send it to the key's integrator. It works once, until ${formatDate(options.portalLink.expiresAt)}, or until the key is revoked; only a hash of it is kept.`
+          })
         : ""
     }
 <p>Keys let integrations read records through the API (<code>Authorization: Bearer mk_…</code>). A key reads only the record kinds ticked for it.</p>
@@ -179,6 +234,35 @@ export const KeysRoutes = Layer.mergeAll(
   ),
   HttpRouter.add(
     "POST",
+    PATHS.keyPortalLink,
+    signedInForm((session, form, params, request) =>
+      Effect.gen(function* () {
+        const made = yield* Effect.result(
+          createPortalLink(session.actor, params["id"] ?? "", {
+            expiresIn: form.get("expiresIn") ?? undefined,
+            branding: { name: form.get("brandName") ?? undefined, colour: form.get("brandColour") ?? undefined }
+          })
+        )
+        if (made._tag === "Failure") {
+          yield* setFlash(session, { kind: "error", message: httpMessage(made.failure) })
+          return seeOther(PATHS.keys)
+        }
+        const origin = originOf(request, yield* TrustProxySetting)
+        const keys = yield* listKeys(session.actor.companyId).pipe(Effect.orDie)
+        return htmlResponse(
+          keysPage(session, keys, {
+            portalLink: {
+              url: `${origin}${made.success.path}`,
+              keyName: made.success.keyName,
+              expiresAt: made.success.expiresAt
+            }
+          })
+        )
+      })
+    )
+  ),
+  HttpRouter.add(
+    "POST",
     PATHS.keyRevoke,
     signedInForm((session, _form, params) =>
       Effect.gen(function* () {
@@ -189,7 +273,7 @@ export const KeysRoutes = Layer.mergeAll(
           revoked._tag === "Success"
             ? {
                 kind: "success",
-                message: `Key "${revoked.success.name}" revoked: its next request gets 401, and its webhook subscriptions were deleted.`
+                message: `Key "${revoked.success.name}" revoked: its next request gets 401, its webhook subscriptions were deleted and its portal links stopped working.`
               }
             : { kind: "error", message: httpMessage(revoked.failure) }
         )

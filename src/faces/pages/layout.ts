@@ -7,12 +7,13 @@ import { PATHS } from "./paths.ts"
 import { PAGE_HEADERS } from "./security.ts"
 import type { Flash, Session } from "../../access/sessions.ts"
 
-export type Section = "keys" | "webhooks" | "activity"
+export type Section = "keys" | "webhooks" | "activity" | "status"
 
 const NAV: ReadonlyArray<{ readonly section: Section; readonly href: string; readonly label: string }> = [
   { section: "keys", href: PATHS.keys, label: "API keys" },
   { section: "webhooks", href: PATHS.webhooks, label: "Webhooks" },
-  { section: "activity", href: PATHS.activity, label: "Activity log" }
+  { section: "activity", href: PATHS.activity, label: "Activity log" },
+  { section: "status", href: PATHS.status, label: "Status" }
 ]
 
 const head = (title: string): Html => html`<!doctype html>

@@ -18,6 +18,8 @@ import { checked, MAX_RATE_LIMIT, MIN_RATE_LIMIT, parseRateLimitText } from "../
 import { Webhooks, type WebhooksShape } from "../../webhooks/service.ts"
 import type { DomainError } from "../../domain/errors.ts"
 import { httpMessage, httpStatus } from "../http/errors.ts"
+import { healthCharts } from "./charts.ts"
+import type { DeliveryHealth } from "../../webhooks/deliveries/health.ts"
 import { attr, html, type Html } from "./html.ts"
 import {
   csrfField,
@@ -156,7 +158,7 @@ ${
   <tbody>
   ${subs.map(
     (s) => html`<tr data-subscription-id="${s.id}">
-    <td data-label="Event">${s.event}${s.rateLimit === null ? "" : html`<br><span class="muted">at most ${s.rateLimit} a second</span>`}${s.ordering === "record" ? html`<br><span class="muted">in order per record</span>` : ""}</td>
+    <td data-label="Event"><a href="${pathFor(PATHS.subscription, s.id)}" aria-label="${s.event} to ${s.url}: its deliveries' health">${s.event}</a>${s.rateLimit === null ? "" : html`<br><span class="muted">at most ${s.rateLimit} a second</span>`}${s.ordering === "record" ? html`<br><span class="muted">in order per record</span>` : ""}</td>
     <td data-label="Address" class="url">${s.url}</td>
     <td data-label="State">${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}${circuitNote(s.circuit)}</td>
     <td data-label="Made">${when(s.createdAt)}</td>
@@ -270,6 +272,7 @@ const endpointPage = (
   e: EndpointView,
   deliveries: ReadonlyArray<DeliveryView>,
   replays: { readonly list: ReadonlyArray<ReplayView>; readonly offer: ReplayOffer | null },
+  health: DeliveryHealth | null,
   options: {
     readonly form?: EndpointForm
     readonly error?: string
@@ -336,6 +339,7 @@ ${e.enabled && replays.offer !== null ? replayOfferBox(e.id, replays.offer) : ""
   <p class="hint" id="rotate-overlap-hint">Until then every delivery is signed with the new secret and the old one, so the receiver can switch when it likes. E.g. 24h, 90m, 7d (the most), or 0 to stop the old secret at once.</p>
   <div class="actions"><button type="submit" class="secondary">Rotate secret</button></div>
 </form>
+${health === null ? "" : healthCharts("health", health)}
 <h2>Last 25 deliveries</h2>
 ${deliveriesTable(session, e.id, deliveries)}
 <section aria-labelledby="endpoint-replays-title" id="endpoint-replays">
@@ -377,7 +381,7 @@ const rateOf = (form: EndpointForm) => checked(() => parseRateLimitText(form.rat
 const showEndpoint = (
   session: Session,
   id: string,
-  options: Parameters<typeof endpointPage>[5] & { readonly status?: number } = {}
+  options: Parameters<typeof endpointPage>[6] & { readonly status?: number } = {}
 ) =>
   Effect.gen(function* () {
     const w = yield* Webhooks
@@ -389,7 +393,9 @@ const showEndpoint = (
     const offered = yield* w.offeredEvents({ companyId: session.actor.companyId }).pipe(Effect.orDie)
     const list = yield* recentReplays(session.actor.companyId, { endpointId: found.success.id })
     const offer = yield* pendingReplayOffer(session.actor.companyId, found.success.id)
-    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, options), {
+    // The page still serves its other parts should the health read fail.
+    const health = yield* w.deliveryHealth({ endpointId: found.success.id }).pipe(Effect.orElseSucceed(() => null))
+    return htmlResponse(endpointPage(session, offered, found.success, deliveries, { list, offer }, health, options), {
       status: options.status ?? 200
     })
   })
@@ -465,7 +471,42 @@ const onEndpoint = <A, E extends DomainError>(
   success: (a: A) => Parameters<typeof setFlash>[1]
 ) => flashAfter(session, operation, success, () => pathFor(PATHS.endpoint, target.id))
 
+/** A subscription a key made: what it is, and its delivery health (its deliveries are the key's, through its API or portal). */
+const subscriptionPage = (session: Session, s: SubscriptionView, health: DeliveryHealth | null): Html =>
+  page({
+    title: `Subscription to ${s.event}`,
+    section: "webhooks",
+    session,
+    content: html`<p><a href="${PATHS.webhooks}#subscriptions">← All webhooks</a></p>
+<dl class="facts">
+  <dt>Key</dt><dd>${s.keyName ?? s.keyId}</dd>
+  <dt>Address</dt><dd class="url">${s.url}</dd>
+  <dt>Event</dt><dd>${s.event}</dd>
+  <dt>State</dt><dd>${s.active ? html`<span class="state on">On</span>` : html`<span class="state off">Off</span>`}${circuitNote(s.circuit)}</dd>
+  <dt>Rate</dt><dd>${s.rateLimit === null ? html`<span class="muted">no limit</span>` : `at most ${s.rateLimit} deliveries a second`}</dd>
+  <dt>Order</dt><dd>${s.ordering === "record" ? "each record's events in the order they happened" : html`<span class="muted">none</span>`}</dd>
+  <dt>Made</dt><dd>${when(s.createdAt)}</dd>
+</dl>
+<p><a href="${pathFor(PATHS.subscriptionReplay, s.id)}">Replay events to this subscription…</a> <span class="muted">(you see the count first)</span></p>
+${health === null ? "" : healthCharts("health", health)}`
+  })
+
 export const WebhooksRoutes = Layer.mergeAll(
+  HttpRouter.add(
+    "GET",
+    PATHS.subscription,
+    signedIn((session, _request, params) =>
+      Effect.gen(function* () {
+        const w = yield* Webhooks
+        const id = idOf(params)
+        const subs = yield* w.listSubscriptions({ companyId: session.actor.companyId }).pipe(Effect.orDie)
+        const s = subs.find((x) => x.id === id.toLowerCase())
+        if (s === undefined) return notFoundPage("no such subscription", session)
+        const health = yield* w.deliveryHealth({ subscriptionId: s.id }).pipe(Effect.orElseSucceed(() => null))
+        return htmlResponse(subscriptionPage(session, s, health))
+      })
+    )
+  ),
   HttpRouter.add(
     "GET",
     PATHS.webhooks,

@@ -288,9 +288,12 @@ const written = (tx: Tx, numbering: CommitTime | null, op: "upsert" | "delete", 
 /**
  * A starting point where changes were not numbered one by one (a first start, a lost slot's
  * rebuild, a fresh snapshot, views rewritten by rebuild-views): followers behind it copy again.
+ * The changes placed before it are dropped: no follower reads past an epoch from behind it, and
+ * they may name records the new starting point no longer has (removed without a change of theirs).
  */
 export const beginEpoch = async (tx: Tx, checkpoint: Lsn, reason: string): Promise<void> => {
   await tx`insert into service.stream_epochs (checkpoint_lsn, reason) values (${formatLsn(checkpoint)}::pg_lsn, ${reason})`
+  await tx`delete from service.record_changes where commit_lsn <= ${formatLsn(checkpoint)}::pg_lsn`
 }
 
 /** Wakes whoever follows the record changes (GET /api/v1/stream's waiting requests), at commit. */

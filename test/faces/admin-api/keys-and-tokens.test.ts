@@ -151,6 +151,76 @@ describe("admin HTTP API", () => {
     expect(wrong.headers.get("allow")).toBe("GET, HEAD, POST")
   })
 
+  it("portal links: an hour unless said, at most 24 hours; only for an active key with the webhooks permission", async () => {
+    const key = (
+      await call("POST", "/admin/v1/keys", { token, body: { name: "Contractor", read: "all", webhooks: true } })
+    ).json
+    const plain = (await call("POST", "/admin/v1/keys", { token, body: { name: "Reader", read: "all" } })).json
+    const link = await call("POST", `/admin/v1/keys/${key.id}/portal-links`, {
+      token,
+      body: { expiresIn: "90m", branding: { name: "Acme Partners", colour: "#0B4F8A" } }
+    })
+    expect(link.status, link.text).toBe(201)
+    expect(link.json).toMatchObject({ keyId: key.id, keyName: "Contractor" })
+    expect(link.json.path).toMatch(/^\/portal\/[A-Za-z0-9_-]{43}$/)
+    expect(link.json.url).toBe(`${server.url}${link.json.path}`)
+    const life = Date.parse(link.json.expiresAt) - Date.now()
+    expect(life).toBeGreaterThan(89 * 60_000)
+    expect(life).toBeLessThanOrEqual(90 * 60_000)
+    const [row] = await db.sql<{ token_hash: Buffer; brand_colour: string; created_by: string }[]>`
+      select token_hash, brand_colour, created_by from service.portal_links where id = ${link.json.id}`
+    expect(row!.token_hash).toHaveLength(32)
+    expect(row!.brand_colour).toBe("#0b4f8a")
+    expect(row!.created_by).toBe(acme.adminEmail)
+    const byDefault = await call("POST", `/admin/v1/keys/${key.id}/portal-links`, { token, body: {} })
+    expect(Date.parse(byDefault.json.expiresAt) - Date.now()).toBeGreaterThan(59 * 60_000)
+    expect(Date.parse(byDefault.json.expiresAt) - Date.now()).toBeLessThanOrEqual(60 * 60_000)
+    for (const [body, status, message] of [
+      [{ expiresIn: "25h" }, 400, "at most 24 hours"],
+      [{ expiresIn: 86_401 }, 400, "at most 24 hours"],
+      [{ expiresIn: "tomorrow" }, 400, "not a duration"],
+      [{ branding: { colour: "red" } }, 400, "not a colour"],
+      [{ lifetime: "1h" }, 400, "lifetime"]
+    ] as const) {
+      const a = await call("POST", `/admin/v1/keys/${key.id}/portal-links`, { token, body })
+      expect(a.status, JSON.stringify(body)).toBe(status)
+      expect(a.json.error).toContain(message)
+    }
+    const noHooks = await call("POST", `/admin/v1/keys/${plain.id}/portal-links`, { token, body: {} })
+    expect(noHooks.status).toBe(409)
+    expect(noHooks.json.error).toContain("no webhooks permission")
+    const other = await createCompany(db.sql)
+    const theirs = JSON.parse(
+      (
+        await runCli(
+          [
+            "keys",
+            "create",
+            "--company",
+            other.host,
+            "--name",
+            "x",
+            "--read",
+            "all",
+            "--webhooks",
+            "--as",
+            other.adminEmail,
+            "--json"
+          ],
+          { DATABASE_URL: db.url }
+        )
+      ).stdout
+    )
+    expect((await call("POST", `/admin/v1/keys/${theirs.id}/portal-links`, { token, body: {} })).status).toBe(404)
+    await call("POST", `/admin/v1/keys/${key.id}/revoke`, { token })
+    expect((await call("POST", `/admin/v1/keys/${key.id}/portal-links`, { token, body: {} })).status).toBe(409)
+    const kinds = (
+      await db.sql<{ kind: string }[]>`
+      select kind from service.activity where company_id = ${acme.id} and kind = 'portal_link.created'`
+    ).length
+    expect(kinds).toBe(2)
+  })
+
   it("409 for the 21st active key", async () => {
     const c = await createCompany(db.sql)
     const t = JSON.parse(

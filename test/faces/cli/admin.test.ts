@@ -299,6 +299,50 @@ describe("admin CLI", () => {
     })
   })
 
+  it("keys portal-link: a one-time link for a key's integrator, an hour unless said, at most 24 hours", async () => {
+    const made = await cli(
+      "keys",
+      "create",
+      "--company",
+      acme.host,
+      "--name",
+      "Contractor",
+      "--read",
+      "all",
+      "--webhooks",
+      "--as",
+      acme.adminEmail,
+      "--json"
+    )
+    const key = JSON.parse(made.stdout) as { id: string }
+    const r = await cli("keys", "portal-link", key.id, "--as", acme.adminEmail, "--base-url", "https://srs.example/")
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toMatch(
+      /^Portal link for API key "Contractor" \([0-9a-f-]{36}\), until \S+ \S+:\n\n {2}https:\/\/srs\.example\/portal\/[A-Za-z0-9_-]{43}\n/
+    )
+    expect(r.stdout).toContain("It works once")
+    const [row] = await db.sql<{ seconds: number; created_by: string }[]>`
+      select extract(epoch from expires_at - created_at)::int as seconds, created_by
+      from service.portal_links where key_id = ${key.id}`
+    expect(row).toEqual({ seconds: 3600, created_by: acme.adminEmail })
+    for (const [args, message] of [
+      [["--expires", "25h"], /^error: expiresIn is at most 24 hours/],
+      [["--expires", "soon"], /^error: expiresIn "soon" is not a duration/],
+      [["--brand-colour", "blue"], /^error: colour "blue" is not a colour/]
+    ] as const) {
+      const bad = await cli("keys", "portal-link", key.id, "--as", acme.adminEmail, ...args)
+      expect(bad.code, args.join(" ")).toBe(1)
+      expect(bad.stderr).toMatch(message)
+    }
+    const them = await createCompany(db.sql)
+    const stranger = await cli("keys", "portal-link", key.id, "--as", them.adminEmail)
+    expect(stranger.stderr).toBe(`error: no API key with id ${key.id}\n`)
+    const help = await cli("keys", "portal-link", "--help")
+    expect(help.code).toBe(0)
+    for (const flag of ["--expires", "--base-url", "--brand-name", "--brand-colour", "--as", "--json"])
+      expect(help.stdout).toContain(flag)
+  })
+
   it("--help describes every command and exits 0", async () => {
     const top = await cli("--help")
     expect(top.code).toBe(0)

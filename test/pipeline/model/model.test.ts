@@ -145,7 +145,7 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
     }
   ],
   [
-    "a held privacy case that stops being one keeps its view without the details until it shapes",
+    "a held incident that is a privacy case for a while, then not: its kept view is one capture wrote",
     {
       config: { publication: "dba", batchChanges: 3, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
       before: [],
@@ -168,12 +168,26 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
         }
       ]
     }
+  ],
+  [
+    "a record gone while the slot was lost leaves no change that names it",
+    {
+      config: { publication: "dba", batchChanges: 3, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
+      before: [{ t: "txn", ops: [{ op: "create", kind: "incident", variant: 0 }] }],
+      steps: [
+        { t: "txn", ops: [{ op: "privacy", n: 0, on: false }] },
+        {
+          t: "slot-drop",
+          gap: [[{ op: "truncate", table: "incidents" }], [{ op: "create", kind: "permit", variant: 2 }]]
+        }
+      ]
+    }
   ]
 ]
 
 /** Seeds run every time; one more is new each run. */
 const SEEDS = [1, 2, 3]
-const RUNS_PER_SEED = 8
+const RUNS_PER_SEED = 6
 
 describe("capture agrees with its model", () => {
   let server: ModelServer
@@ -192,7 +206,7 @@ describe("capture agrees with its model", () => {
   }
 
   it("random histories of the app's changes under faults break none of its promises", {
-    timeout: 240_000
+    timeout: 600_000 // a budget for a busy 2-core machine, not a measure (about a minute alone)
   }, async () => {
     const fresh = Math.floor(Math.random() * 2 ** 31)
     // Printed, so a failure of the new seed replays: npm run check:model -- --runs 6 --seed <seed>

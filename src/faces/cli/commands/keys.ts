@@ -1,5 +1,5 @@
-// keys create | list | revoke: API keys of a company (docs/api.md#keys).
-import { Console, Effect } from "effect"
+// keys create | list | revoke | portal-link: API keys of a company (docs/api.md#keys).
+import { Console, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { RESOURCES } from "../../../domain/resources.ts"
 import { notFound } from "../../../domain/errors.ts"
@@ -15,6 +15,7 @@ import {
   parseScopes,
   revokeKey
 } from "../../../access/keys/store.ts"
+import { createPortalLink } from "../../../access/portal.ts"
 import {
   asAdminFlags,
   asOptional,
@@ -26,6 +27,7 @@ import {
   json,
   listing,
   optionalAdmin,
+  optionalText,
   output,
   when
 } from "../support.ts"
@@ -164,7 +166,65 @@ const revoke = databaseCommand(
   Command.withDescription("Revoke an API key: its next request gets 401 and its webhook subscriptions are deleted")
 )
 
+const portalLink = databaseCommand(
+  "portal-link",
+  {
+    id: idArgument("The key's id (see keys list)"),
+    expires: Flag.String("expires").pipe(
+      Flag.withDescription("How long the link lasts: e.g. 15m, 1h, 24h (at most 24h)"),
+      Flag.withDefault("1h")
+    ),
+    baseUrl: Flag.String("base-url").pipe(
+      Flag.withDescription("The service's address as the integrator's browser reaches it"),
+      Flag.withDefault(`http://127.0.0.1:${process.env.PORT ?? "3000"}`)
+    ),
+    brandName: optionalText("brand-name", "The name the portal shows instead of the company's"),
+    brandColour: optionalText("brand-colour", "The portal's colour, #rrggbb"),
+    ...asAdminFlags
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const companyId = yield* keyCompany(args.id)
+      const owner = yield* companyById(companyId)
+      if (args.company._tag === "Some") {
+        const named = yield* findCompany(args.company.value)
+        if (named.id !== owner.id)
+          return yield* notFound(`no API key with id ${args.id} in ${named.name} (${named.host})`)
+      }
+      const actor = yield* adminOfOwner(args.as, owner, `no API key with id ${args.id}`)
+      const link = yield* createPortalLink(actor, args.id, {
+        expiresIn: args.expires,
+        branding: {
+          name: Option.getOrUndefined(args.brandName),
+          colour: Option.getOrUndefined(args.brandColour)
+        }
+      })
+      const url = `${args.baseUrl.replace(/\/+$/, "")}${link.path}`
+      yield* output(args.json, { ...link, url }, () =>
+        [
+          `Portal link for API key "${link.keyName}" (${link.keyId}), until ${when(link.expiresAt)}:`,
+          "",
+          `  ${url}`,
+          "",
+          "It works once (a session in the browser that opens it), and ends when it expires or the key is revoked.",
+          "It is shown this once: only a hash of it is kept.",
+          ""
+        ].join("\n")
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "A one-time link to a page of one key's subscriptions and deliveries, for its integrator (at most 24 hours)"
+  ),
+  Command.withExamples([
+    {
+      command: "keys portal-link 6f1c… --expires 4h --as admin@acme.example",
+      description: "Prints the link (/portal/<token>) to send the integrator"
+    }
+  ])
+)
+
 export const keys = Command.make("keys").pipe(
-  Command.withDescription("API keys: create, list, revoke"),
-  Command.withSubcommands([create, list, revoke])
+  Command.withDescription("API keys: create, list, revoke, portal-link"),
+  Command.withSubcommands([create, list, revoke, portalLink])
 )

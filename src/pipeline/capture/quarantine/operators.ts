@@ -162,3 +162,13 @@ export const retryableEntries = Effect.fn("retryableEntries")(function* () {
   )
   return rows.map(toEntry)
 })
+
+/** How many of a company's records the quarantine holds (the admin pages' status). */
+export const companyHeldCount = (companyId: string) =>
+  Effect.map(
+    query(
+      (sql) => sql<{ n: number }[]>`
+        select count(*)::int as n from service.capture_quarantine where company_id = ${companyId}`
+    ),
+    ([row]) => row?.n ?? 0
+  )
