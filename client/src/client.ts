@@ -1,7 +1,8 @@
 // A small client of the Safety Records API: fetch, the generated types, nothing else.
-import { SafetyRecordsError } from "./errors.ts"
+import { MustRefetchError, SafetyRecordsError } from "./errors.ts"
 import type {
   ApiIndex,
+  Consumer,
   CreateHook,
   Deletion,
   DeletionsPage,
@@ -20,7 +21,10 @@ import type {
   ListPage,
   ListParams,
   RecordOf,
-  Resource
+  Resource,
+  StreamItem,
+  StreamPage,
+  StreamParams
 } from "./types.ts"
 
 export interface ClientOptions {
@@ -138,6 +142,10 @@ export class SafetyRecordsClient {
           continue
         }
         throw new SafetyRecordsError(429, errorMessage(text, response.status), wait)
+      }
+      if (response.status === 409) {
+        const refetch = mustRefetch(text)
+        if (refetch !== undefined) throw new MustRefetchError(refetch.error, refetch.since)
       }
       if (response.status >= 400) throw new SafetyRecordsError(response.status, errorMessage(text, response.status))
       return {
@@ -290,6 +298,58 @@ export class SafetyRecordsClient {
   }
 
   // ---------------------------------------------------------------------------
+  // The stream of changes, in commit order
+
+  /**
+   * One answer of GET /api/v1/stream: the changes after `after` (an offset, or "now"), at most
+   * `limit`; with `wait` (seconds) it waits for one when nothing is new. A 409 throws
+   * MustRefetchError: copy the records again, then follow from after "now".
+   */
+  streamPage(params: StreamParams = {}): Promise<StreamPage> {
+    return this.#getJson<StreamPage>(`${API}/stream`, params as Query)
+  }
+
+  /**
+   * Every change from `after` on, as they are committed, for ever (long-polls of `wait` seconds,
+   * 30 by default). Store each item's offset once it is applied: pass it as `after` to resume.
+   */
+  async *follow(params: StreamParams = {}): AsyncGenerator<StreamItem, void, undefined> {
+    let after = params.after
+    for (;;) {
+      const page = await this.streamPage({
+        ...params,
+        wait: params.wait ?? 30,
+        ...(after === undefined ? {} : { after })
+      })
+      yield* page.data
+      after = page.nextOffset
+    }
+  }
+
+  /** Positions in the stream that the service keeps for this key (at most 20). */
+  readonly consumers = {
+    list: async (): Promise<ReadonlyArray<Consumer>> =>
+      (await this.#getJson<{ data: ReadonlyArray<Consumer> }>(`${API}/consumers`)).data,
+    /** Creates or changes one: `resources` (absent: all the key may read), `after` ("now" by default for a new one). */
+    put: async (
+      name: string,
+      body: { readonly resources?: ReadonlyArray<Resource> | null; readonly after?: string | null } = {}
+    ): Promise<Consumer> =>
+      (await this.#request<Consumer>("PUT", `${API}/consumers/${encodeURIComponent(name)}`, { body })).body,
+    get: (name: string): Promise<Consumer> => this.#getJson<Consumer>(`${API}/consumers/${encodeURIComponent(name)}`),
+    delete: async (name: string): Promise<void> => {
+      await this.#request<undefined>("DELETE", `${API}/consumers/${encodeURIComponent(name)}`)
+    },
+    /** Its changes from its acknowledged position (the same again until acknowledged). */
+    stream: (name: string, params: { readonly wait?: number; readonly limit?: number } = {}): Promise<StreamPage> =>
+      this.#getJson<StreamPage>(`${API}/consumers/${encodeURIComponent(name)}/stream`, params as Query),
+    /** Moves its position to `offset` (never backwards). */
+    ack: async (name: string, offset: string): Promise<Consumer> =>
+      (await this.#request<Consumer>("POST", `${API}/consumers/${encodeURIComponent(name)}/ack`, { body: { offset } }))
+        .body
+  }
+
+  // ---------------------------------------------------------------------------
   // Events and webhooks
 
   readonly events = {
@@ -355,6 +415,18 @@ export class SafetyRecordsClient {
     recovery: (recoveryId: string): Promise<HookRecovery> =>
       this.#getJson<HookRecovery>(`${API}/replays/${encodeURIComponent(recoveryId)}`)
   }
+}
+
+/** The stream's refetch signal ({"error", "mustRefetch": true, "since"}), if the body is one. */
+const mustRefetch = (text: string): { readonly error: string; readonly since: string } | undefined => {
+  try {
+    const body = JSON.parse(text) as { error?: unknown; mustRefetch?: unknown; since?: unknown }
+    if (body.mustRefetch === true && typeof body.error === "string" && typeof body.since === "string")
+      return { error: body.error, since: body.since }
+  } catch {
+    // not JSON
+  }
+  return undefined
 }
 
 const errorMessage = (text: string, status: number): string => {

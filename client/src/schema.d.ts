@@ -851,6 +851,116 @@ export interface paths {
         readonly patch?: never;
         readonly trace?: never;
     };
+    readonly "/api/v1/stream": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * Every change the key may read, in commit order
+         * @description The changes of the records the key may read, across the resources it names, in the order they were committed: each the record as GET /api/v1/<resource>/<id> shows it after that commit, or null once deleted. A record that changed several times between two reads may come once, at its latest change; a change is never skipped nor comes out of commit order, and once nextOffset is past a commit no later answer brings an earlier change.
+         *
+         *     wait=<seconds> long-polls. Accept: text/event-stream streams the same items as server-sent events (event: change, id: the offset; resume with Last-Event-ID; a comment every 15 s), ending with event: must-refetch or event: error when it cannot go on. 409 with mustRefetch when the offset cannot be continued: copy the records again from the lists, then follow from after=now. A key has at most a bounded number of requests waiting at once (429 beyond).
+         */
+        readonly get: operations["stream.stream"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/consumers": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * This key's consumers
+         * @description Every consumer made with this key, by name, with its resources and acknowledged position.
+         */
+        readonly get: operations["stream.consumers"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/consumers/{name}": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * One consumer of this key
+         * @description Its resources and acknowledged position. 404 for a consumer that does not exist or belongs to another key.
+         */
+        readonly get: operations["stream.get"];
+        /**
+         * Create or change a consumer
+         * @description A position in the stream that the service keeps for this key (at most 20 per key; a 21st is a 409). Name: 1 to 64 letters, digits, dots, hyphens, underscores.
+         */
+        readonly put: operations["stream.put"];
+        readonly post?: never;
+        /**
+         * Delete a consumer
+         * @description 204 with no body. 404 for a consumer that does not exist or belongs to another key.
+         */
+        readonly delete: operations["stream.delete"];
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/consumers/{name}/stream": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        /**
+         * The consumer's changes from its position
+         * @description As GET /api/v1/stream, from the consumer's acknowledged position (the same items again until acknowledged), of its resources. 409 with mustRefetch as for the stream: copy again, then PUT the consumer with after=now.
+         */
+        readonly get: operations["stream.consumerStream"];
+        readonly put?: never;
+        readonly post?: never;
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
+    readonly "/api/v1/consumers/{name}/ack": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly get?: never;
+        readonly put?: never;
+        /**
+         * Acknowledge up to an offset
+         * @description Moves the consumer's position to this offset: never backwards (an older one leaves it where it is); an offset its stream never served is a 400.
+         */
+        readonly post: operations["stream.ack"];
+        readonly delete?: never;
+        readonly options?: never;
+        readonly head?: never;
+        readonly patch?: never;
+        readonly trace?: never;
+    };
 }
 export interface webhooks {
     readonly "incident.created": {
@@ -1224,15 +1334,92 @@ export interface components {
             /** @description A human-readable message */
             readonly error: string;
         };
-        readonly UnauthorizedEncoded: {
-            /** @description A human-readable message */
-            readonly error: string;
-        };
         readonly ForbiddenEncoded: {
             /** @description A human-readable message */
             readonly error: string;
         };
+        readonly UnauthorizedEncoded: {
+            /** @description A human-readable message */
+            readonly error: string;
+        };
+        readonly NotFoundEncoded: {
+            /** @description A human-readable message */
+            readonly error: string;
+        };
         readonly BadRequestEncoded: {
+            /** @description A human-readable message */
+            readonly error: string;
+        };
+        /** @description A position in the stream the service keeps for this key */
+        readonly Consumer: {
+            readonly name: string;
+            /** @description null: every resource the key may read */
+            readonly resources: readonly ("incidents" | "observations" | "corrective-actions" | "audits" | "inspections" | "training-records" | "workers" | "job-sites" | "changes" | "permits" | "policies" | "sds" | "risk-assessments" | "subcontractors")[] | null;
+            /** @description The offset last acknowledged; its stream answers from there (null: from the oldest change kept) */
+            readonly position: string | null;
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO 8601 timestamp in UTC with milliseconds
+             */
+            readonly updatedAt: string;
+        };
+        /** @description The stream cannot be continued exactly from this offset (older than the 30 days kept; the service rebuilt its views after a lost replication slot, a fresh snapshot or rebuild-views; the resources the key may read changed). Copy the records again from the lists, then follow from after=now. */
+        readonly MustRefetch: {
+            readonly error: string;
+            /** @enum {boolean} */
+            readonly mustRefetch: true;
+            /**
+             * Format: date-time
+             * @description The commit time of the offset given: your copy is complete up to it
+             */
+            readonly since: string;
+        };
+        readonly StreamPage: {
+            /** @description In commit order */
+            readonly data: readonly components["schemas"]["StreamItem"][];
+            /** @description Pass as after next time; the same as after when nothing was new */
+            readonly nextOffset: string;
+        };
+        /**
+         * @description A record's change
+         * @example {
+         *       "offset": "czF8dlRqTjJ5N3pkd3w0Y2I1ZmQ5ZGY0fDAwMDAwMDAwMDE2QjM4Mjh8M3xpbmNpZGVudHN8MGY4ZTJhNGMtNmIxZC00ZTNmLWE1YzctOWQxYjNmNWE3YzkwfDE3NzI5NjQ5NDIzMTc.bXb2x1f3eA2lQnGp",
+         *       "resource": "incidents",
+         *       "id": "0f8e2a4c-6b1d-4e3f-a5c7-9d1b3f5a7c90",
+         *       "op": "upsert",
+         *       "record": {
+         *         "id": "0f8e2a4c-6b1d-4e3f-a5c7-9d1b3f5a7c90",
+         *         "title": "Slip near loading dock"
+         *       },
+         *       "committedAt": "2026-03-08T10:15:42.317Z"
+         *     }
+         */
+        readonly StreamItem: {
+            /** @description Where this change is in commit order: pass it as after (or Last-Event-ID) to resume after it */
+            readonly offset: string;
+            /** @enum {string} */
+            readonly resource: "incidents" | "observations" | "corrective-actions" | "audits" | "inspections" | "training-records" | "workers" | "job-sites" | "changes" | "permits" | "policies" | "sds" | "risk-assessments" | "subcontractors";
+            /** @description The record's id */
+            readonly id: string;
+            /**
+             * @description upsert: the record as it is after this commit; delete: it is gone
+             * @enum {string}
+             */
+            readonly op: "upsert" | "delete";
+            /** @description The record exactly as GET /api/v1/<resource>/<id> shows it after this commit (the record schemas of each resource); null for a delete */
+            readonly record: unknown | null;
+            /**
+             * Format: date-time
+             * @description When the change was committed
+             */
+            readonly committedAt: string;
+        };
+        readonly ConflictEncoded: {
             /** @description A human-readable message */
             readonly error: string;
         };
@@ -1254,10 +1441,6 @@ export interface components {
              * @description When the deletion was committed (or, after the service rebuilt its views, when it found the record gone)
              */
             readonly deletedAt: string;
-        };
-        readonly NotFoundEncoded: {
-            /** @description A human-readable message */
-            readonly error: string;
         };
         /** @description An event as webhooks deliver it, identified by the event's id: one of the event payloads (the eleven about records, the three alerts), told apart by event */
         readonly Event: components["schemas"]["IncidentCreatedEvent"] | components["schemas"]["ObservationCreatedEvent"] | components["schemas"]["CorrectiveActionCreatedEvent"] | components["schemas"]["CorrectiveActionClosedEvent"] | components["schemas"]["AuditCreatedEvent"] | components["schemas"]["InspectionFailedEvent"] | components["schemas"]["TrainingRecordCreatedEvent"] | components["schemas"]["ChangeApprovedEvent"] | components["schemas"]["ChangeImplementedEvent"] | components["schemas"]["PermitApprovedEvent"] | components["schemas"]["PermitClosedEvent"] | components["schemas"]["WebhookFailingEvent"] | components["schemas"]["WebhookRecoveredEvent"] | components["schemas"]["WebhookSwitchedOffEvent"];
@@ -2453,10 +2636,6 @@ export interface components {
             };
             /** @description Why it sends nothing now (the subscription is turned off, another replay of it runs first); else null */
             readonly waiting: string | null;
-        };
-        readonly ConflictEncoded: {
-            /** @description A human-readable message */
-            readonly error: string;
         };
         /**
          * @description From when to recover
@@ -7545,6 +7724,750 @@ export interface operations {
                 };
                 content: {
                     readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.stream": {
+        readonly parameters: {
+            readonly query?: {
+                readonly resources?: string;
+                readonly after?: string;
+                readonly wait?: number;
+                readonly limit?: number;
+            };
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description StreamPage */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["StreamPage"];
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description The stream cannot be continued exactly from this offset (older than the 30 days kept; the service rebuilt its views after a lost replication slot, a fresh snapshot or rebuild-views; the resources the key may read changed). Copy the records again from the lists, then follow from after=now. */
+            readonly 409: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["MustRefetch"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.consumers": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path?: never;
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description Success */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": {
+                        readonly data: readonly components["schemas"]["Consumer"][];
+                    };
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.get": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description A position in the stream the service keeps for this key */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Consumer"];
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.put": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": {
+                    /** @description The resources it follows; absent or null: every resource the key may read */
+                    readonly resources?: readonly string[] | null;
+                    /** @description Where it starts: "now" (the default for a new consumer, or one whose resources change), an offset of this consumer, or null for the oldest change kept. Absent on an existing consumer with the same resources: it keeps its position. */
+                    readonly after?: string | null;
+                };
+            };
+        };
+        readonly responses: {
+            /** @description A position in the stream the service keeps for this key */
+            readonly 200: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Consumer"];
+                };
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description The request conflicts with a limit or the current state */
+            readonly 409: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ConflictEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.delete": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description <No Content> */
+            readonly 204: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.consumerStream": {
+        readonly parameters: {
+            readonly query?: {
+                readonly wait?: number;
+                readonly limit?: number;
+            };
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody?: never;
+        readonly responses: {
+            /** @description StreamPage */
+            readonly 200: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["StreamPage"];
+                };
+            };
+            /** @description Not Modified: the request's If-None-Match header named the ETag this answer has, so it is not sent again. No body; it still counts as a request. */
+            readonly 304: {
+                headers: {
+                    /** @description A strong entity tag of this exact answer: send it as If-None-Match to get 304 while the answer is unchanged. */
+                    readonly ETag?: string;
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
+                };
+            };
+            /** @description The stream cannot be continued exactly from this offset (older than the 30 days kept; the service rebuilt its views after a lost replication slot, a fresh snapshot or rebuild-views; the resources the key may read changed). Copy the records again from the lists, then follow from after=now. */
+            readonly 409: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["MustRefetch"];
+                };
+            };
+            /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */
+            readonly 429: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Seconds to wait before the next request. */
+                    readonly "Retry-After"?: number;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["TooManyRequestsEncoded"];
+                };
+            };
+        };
+    };
+    readonly "stream.ack": {
+        readonly parameters: {
+            readonly query?: never;
+            readonly header?: never;
+            readonly path: {
+                readonly name: string;
+            };
+            readonly cookie?: never;
+        };
+        readonly requestBody: {
+            readonly content: {
+                readonly "application/json": {
+                    /** @description An item's offset or a nextOffset its stream answered */
+                    readonly offset: string;
+                };
+            };
+        };
+        readonly responses: {
+            /** @description A position in the stream the service keeps for this key */
+            readonly 200: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["Consumer"];
+                };
+            };
+            /** @description A malformed parameter: the message names it */
+            readonly 400: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["BadRequestEncoded"];
+                };
+            };
+            /** @description No key, or a key that is unknown, revoked, expired or of another company */
+            readonly 401: {
+                headers: {
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    /** @description Bearer realm="api" */
+                    readonly "WWW-Authenticate"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["UnauthorizedEncoded"];
+                };
+            };
+            /** @description The key may not read this, the module or the API is turned off, or the company is not on the Company tier */
+            readonly 403: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["ForbiddenEncoded"];
+                };
+            };
+            /** @description No such record or path */
+            readonly 404: {
+                headers: {
+                    /** @description What the key has left in the current window and the seconds until that changes, e.g. "default";r=117;t=42 (IETF draft-ietf-httpapi-ratelimit-headers). */
+                    readonly RateLimit?: string;
+                    /** @description The limit and its window in seconds, e.g. "default";q=120;w=60. */
+                    readonly "RateLimit-Policy"?: string;
+                    readonly [name: string]: unknown;
+                };
+                content: {
+                    readonly "application/json": components["schemas"]["NotFoundEncoded"];
                 };
             };
             /** @description More requests than the key's rate limit, or too many with unknown keys from the caller's address; Retry-After gives the seconds to wait */

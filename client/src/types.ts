@@ -67,3 +67,10 @@ export interface PingDelivery {
   readonly createdAt: string
   readonly data: { readonly endpointId: string; readonly name: string; readonly message: string }
 }
+
+/** A record's change in the stream (GET /api/v1/stream): in commit order, the record as GET shows it (null once deleted). */
+export type StreamItem = Schemas["StreamItem"]
+export type StreamParams = QueryOf<operations["stream.stream"]>
+export type StreamPage = JsonOf<operations["stream.stream"]["responses"][200]>
+/** A position in the stream the service keeps for the key. */
+export type Consumer = Schemas["Consumer"]

@@ -15,6 +15,7 @@ import { routesOf, type KnownRoute } from "./http/routes.ts"
 import { ADMIN_WEB_ROUTES } from "./pages/paths.ts"
 import { ResourceHandlers, RootHandlers } from "./api/handlers.ts"
 import { DeletionsHandlers } from "./api/deletions-handlers.ts"
+import { StreamHandlers } from "./api/stream-handlers.ts"
 import { HooksHandlers } from "./api/hooks-handlers.ts"
 import { EventsHandlers } from "./api/events-handlers.ts"
 import { RequestErrorsLive } from "./api/request-errors.ts"
@@ -22,6 +23,7 @@ import { ApiKeys } from "../access/keys/service.ts"
 import { ApiPool } from "../platform/db/api-pool.ts"
 import { ApiSettings, type ApiSettingsShape } from "../platform/api-settings.ts"
 import { Deletions } from "../read/deletions.ts"
+import { StreamFeed } from "../read/stream.ts"
 import { EventsFeed } from "../read/events.ts"
 import { Views } from "../read/views.ts"
 
@@ -52,7 +54,7 @@ export const KNOWN_ROUTES: ReadonlyArray<KnownRoute> = [
 /** The keys service and the read model, on the API's own pool, with explicit settings or from the environment. */
 export const makeApiServices = (settings?: Partial<ApiSettingsShape>) => {
   const SettingsLive = settings === undefined ? ApiSettings.fromEnv : ApiSettings.layer(settings)
-  return Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer).pipe(
+  return Layer.mergeAll(Views.layer, EventsFeed.layer, Deletions.layer, StreamFeed.layer).pipe(
     Layer.provideMerge(ApiKeys.layer),
     Layer.provideMerge(ApiPool.layer),
     Layer.provideMerge(SettingsLive)
@@ -73,6 +75,7 @@ export const makeApiRoutes = (
     Layer.provide(HooksHandlers),
     Layer.provide(EventsHandlers),
     Layer.provide(DeletionsHandlers),
+    Layer.provide(StreamHandlers),
     Layer.provide([ApiKeyAuthLive, RequestErrorsLive])
   )
   const Docs = docsPage(ServiceApi, DOCS_PATH)

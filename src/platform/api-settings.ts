@@ -23,6 +23,10 @@ export interface ApiSettingsShape {
    * (src/access/keys/auth-failures.ts, makeLookupBudget): a flood from many addresses.
    */
   readonly authLookupsPerSecond: number
+  /** Requests of one key waiting for changes (long-poll, event streams: GET /api/v1/stream) in each process. */
+  readonly streamWaitersPerKey: number
+  /** Requests waiting for changes in each process, all keys together. */
+  readonly streamWaiters: number
 }
 
 export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
@@ -31,7 +35,9 @@ export const DEFAULT_API_SETTINGS: ApiSettingsShape = {
   usageFlushMillis: 5_000,
   poolSize: 10,
   authFailuresPerMinute: 30,
-  authLookupsPerSecond: 200
+  authLookupsPerSecond: 200,
+  streamWaitersPerKey: 100,
+  streamWaiters: 20_000
 }
 
 export const ApiSettingsConfig = Config.all({
@@ -45,7 +51,11 @@ export const ApiSettingsConfig = Config.all({
   poolSize: Config.Int("API_DATABASE_POOL_SIZE").pipe(Config.withDefault(DEFAULT_API_SETTINGS.poolSize)),
   authLookupsPerSecond: Config.Int("AUTH_LOOKUPS_PER_SECOND").pipe(
     Config.withDefault(DEFAULT_API_SETTINGS.authLookupsPerSecond)
-  )
+  ),
+  streamWaitersPerKey: Config.Int("STREAM_WAITERS_PER_KEY").pipe(
+    Config.withDefault(DEFAULT_API_SETTINGS.streamWaitersPerKey)
+  ),
+  streamWaiters: Config.Int("STREAM_WAITERS").pipe(Config.withDefault(DEFAULT_API_SETTINGS.streamWaiters))
 })
 
 export class ApiSettings extends Context.Service<ApiSettings, ApiSettingsShape>()("service/api/ApiSettings") {
@@ -60,13 +70,18 @@ export class ApiSettings extends Context.Service<ApiSettings, ApiSettingsShape>(
       if (c.authLookupsPerSecond < 1 || c.authLookupsPerSecond > 100_000) {
         return yield* Effect.die(new Error("AUTH_LOOKUPS_PER_SECOND must be from 1 to 100000"))
       }
+      if (c.streamWaitersPerKey < 1 || c.streamWaiters < 1) {
+        return yield* Effect.die(new Error("STREAM_WAITERS_PER_KEY and STREAM_WAITERS must be at least 1"))
+      }
       return {
         rateLimit: c.rateLimit,
         rateWindowSeconds: c.rateWindowSeconds,
         usageFlushMillis: Duration.toMillis(c.usageFlush),
         poolSize: c.poolSize,
         authFailuresPerMinute: DEFAULT_API_SETTINGS.authFailuresPerMinute,
-        authLookupsPerSecond: c.authLookupsPerSecond
+        authLookupsPerSecond: c.authLookupsPerSecond,
+        streamWaitersPerKey: c.streamWaitersPerKey,
+        streamWaiters: c.streamWaiters
       }
     })
   )

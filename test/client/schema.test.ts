@@ -118,17 +118,19 @@ describe("the OpenAPI document", () => {
       for (const p of op.parameters ?? []) {
         if (p.name === "limit") {
           limits++
+          // The stream's answers hold up to 1,000 changes (100 by default).
+          const stream = where.endsWith("/stream")
           expect([where, p.schema.type, p.schema.minimum, p.schema.maximum, p.schema.default]).toEqual([
             where,
             "integer",
             1,
-            200,
-            50
+            stream ? 1000 : 200,
+            stream ? 100 : 50
           ])
         }
       }
     }
-    expect(limits).toBe(RESOURCES.length + 3) // the lists, events, deletions, a subscription's deliveries
+    expect(limits).toBe(RESOURCES.length + 5) // the lists, events, deletions, a subscription's deliveries, the stream and a consumer's
     // Every field that holds an event name enumerates event names: the 14 payloads' event (and
     // an alert's destination's events), the subscriptions' event, the index's and hook list's
     // events, a delivery's event (in the list and alone).
@@ -172,8 +174,9 @@ describe("the OpenAPI document", () => {
   it("has servers, and a summary and a description on every operation", () => {
     expect(doc.servers.map((s: any) => s.url)).toEqual(["/", "https://{host}"])
     const ops = operations()
-    // the resources, the index, hooks, events, deletions, the event payloads, a key's deliveries and recovery
-    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + WEBHOOK_EVENTS.length + 5)
+    // the resources, the index, hooks, events, deletions, the event payloads, a key's deliveries and recovery,
+    // the stream and its consumers (list, put, get, delete, stream, ack)
+    expect(ops.length).toBe(RESOURCES.length * 2 + 1 + 4 + 2 + 1 + WEBHOOK_EVENTS.length + 5 + 7)
     for (const { where, op } of ops) {
       expect(typeof op.summary === "string" && op.summary.length > 3, `${where} summary`).toBe(true)
       expect(typeof op.description === "string" && op.description.length > 20, `${where} description`).toBe(true)

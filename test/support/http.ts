@@ -294,7 +294,9 @@ const checkAnswer = (
   if (answer.text.includes(neverMark))
     throw new Error(`${method} ${path}: the answer carries never-sent data: ${answer.text.slice(0, 500)}`)
   if (answer.status >= 400) {
-    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== 1) {
+    // The stream's refetch signal adds its two fields (docs/integrators.md#following-the-stream).
+    const fields = answer.status === 409 && answer.json?.mustRefetch === true ? 3 : 1
+    if (typeof answer.json?.error !== "string" || Object.keys(answer.json).length !== fields) {
       throw new Error(`${method} ${path} ${answer.status}: not an {"error"} body: ${answer.text}`)
     }
   }

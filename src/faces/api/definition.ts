@@ -12,6 +12,7 @@ import { RESOURCE_INFO, RESOURCES, type Resource } from "../../domain/resources.
 import type { CurrentKey } from "../../access/keys/current-key.ts"
 import { BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../http/errors.ts"
 import { DeletionsGroup } from "./deletions-api.ts"
+import { StreamGroup } from "./stream-api.ts"
 import { NextCursor } from "./paging.ts"
 import { HooksGroup } from "./hooks.ts"
 import { EventsGroup } from "./events-api.ts"
@@ -193,6 +194,7 @@ export class ServiceApi extends HttpApi.make("service")
   .add(HooksGroup) // webhooks: POST/GET /api/v1/hooks, GET/DELETE /api/v1/hooks/{id}
   .add(EventsGroup) // GET /api/v1/events, GET /api/v1/events/{id}
   .add(DeletionsGroup) // GET /api/v1/deletions
+  .add(StreamGroup) // GET /api/v1/stream, /api/v1/consumers/**
   .middleware(RequestErrors)
   .middleware(ApiKeyAuth)
   .annotate(HttpApi.QueryParseOptions, { onExcessProperty: "error", errors: "first" })

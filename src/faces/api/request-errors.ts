@@ -11,6 +11,7 @@ import { DELETIONS_PARAMS, EVENTS_PARAMS } from "../../read/lists.ts"
 import { listParams, RequestErrors } from "./definition.ts"
 import { HOOK_DELIVERIES_PARAMS } from "./hooks.ts"
 import { describeQueryIssue } from "./query.ts"
+import { STREAM_PARAMS } from "./stream-api.ts"
 
 /** The query parameters an endpoint of the group takes, for the message about an unknown one. */
 const queryParams = (group: string): ReadonlyArray<string> =>
@@ -22,7 +23,9 @@ const queryParams = (group: string): ReadonlyArray<string> =>
         ? DELETIONS_PARAMS
         : group === "hooks"
           ? HOOK_DELIVERIES_PARAMS
-          : []
+          : group === "stream"
+            ? STREAM_PARAMS
+            : []
 
 export const RequestErrorsLive = Layer.unwrap(
   Effect.gen(function* () {

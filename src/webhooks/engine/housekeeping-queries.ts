@@ -1,6 +1,7 @@
 // Housekeeping's SQL: held deliveries whose destination can receive again, and retention.
 import type { Sql } from "postgres"
 import { pruneDeletions } from "../../pipeline/projection/write.ts"
+import { pruneRecordChanges } from "../../pipeline/projection/record-changes.ts"
 import { DELIVERY_FROM, HOLD_REASON } from "./hold.ts"
 
 /** Held deliveries whose destination is eligible again become due now. */
@@ -62,5 +63,7 @@ export const purgeOld = async (
   }
   // Tombstones of deleted records (GET /api/v1/deletions) cover the same 30 days.
   await pruneDeletions(sql, before, chunk)
+  // So do the record changes followers read (GET /api/v1/stream).
+  await pruneRecordChanges(sql, before, chunk)
   return { deliveries, attempts, events }
 }

@@ -241,6 +241,29 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
     expect(JSON.stringify(revoked.body)).toContain("revoked")
   })
 
+  it("the stream from a standby never goes back in time: an offset it has not reached is served by the primary", async () => {
+    // Still paused. Record changes as capture writes them, on the primary only (no capture runs here).
+    const change = (id: string, lsn: string) => db.sql`
+      insert into service.record_changes (resource, id, company_id, op, commit_lsn, ord, committed_at)
+      values ('incidents', ${id}, ${company.id}, 'upsert', ${lsn}::pg_lsn, 0, now())
+      on conflict (resource, id) do update set commit_lsn = excluded.commit_lsn, committed_at = excluded.committed_at`
+    await change(records[0]!.id, "0/1000")
+    // The present, from the primary: past the change the standby has not replayed.
+    const now = await get(eager.url, "stream?after=now&resources=incidents")
+    expect(now.status).toBe(200)
+    const offset = (now.body as { nextOffset: string }).nextOffset
+    // The standby has none of it; answered from there, nothing would be wrong yet, but the next
+    // change too would be missing: the read goes to the primary, which has it.
+    await change(records[1]!.id, "0/2000")
+    const next = await get(eager.url, `stream?resources=incidents&after=${encodeURIComponent(offset)}`)
+    expect(next.status).toBe(200)
+    expect(ids(next.body)).toEqual([records[1]!.id])
+    // From that offset on, nothing earlier ever comes again.
+    const after = (next.body as { nextOffset: string }).nextOffset
+    const again = await get(eager.url, `stream?resources=incidents&after=${encodeURIComponent(after)}`)
+    expect(again.body).toEqual({ data: [], nextOffset: after })
+  })
+
   it("its lag grows in /readyz, /metrics and status; past READ_MAX_LAG it is skipped, and read again once it catches up", async () => {
     // Still paused: the heartbeat moves on on the primary, the standby's does not.
     const behind = await waitForUrl<Readiness>(
