@@ -182,6 +182,20 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
         }
       ]
     }
+  ],
+  [
+    "an inspection failed, passed and failed again, the last two in one batch: an event, and the follower's copy still right",
+    {
+      // Once a false alarm of the model's own, which wanted a change at every event: the batch
+      // left the view as it was, so it wrote no change, and a follower's copy was already right.
+      config: { publication: "dba", batchChanges: 3, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
+      before: [],
+      steps: [
+        { t: "txn", ops: [{ op: "create", kind: "inspection", variant: 3 }] },
+        { t: "txn", ops: [{ op: "edit", kind: "inspection", n: 0, variant: 0 }] },
+        { t: "txn", ops: [{ op: "edit", kind: "inspection", n: 0, variant: 5 }] }
+      ]
+    }
   ]
 ]
 

@@ -11,6 +11,7 @@ import { runSql } from "../../support/sql.ts"
 import { sleep } from "../../support/wait.ts"
 import { App } from "./app.ts"
 import { differences, readActual } from "./compare.ts"
+import { Follower } from "./follower.ts"
 import { type Control, type LogEntry, Oracle } from "./oracle.ts"
 import type { AppOp, History, Step } from "./steps.ts"
 import { CaptureProcess, type ModelServer } from "./world.ts"
@@ -36,6 +37,7 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
   const slot = `slot_${name}`
   const cap = new CaptureProcess(db.url, slot, h.config)
   const app = new App(sql)
+  const follower = new Follower(sql)
   const controls: Control[] = []
   let pendingKill: ReturnType<typeof setTimeout> | null = null
   const seqNow = async () => (await sql<{ s: number }[]>`select coalesce(max(seq), 0)::int as s from oracle.log`)[0]!.s
@@ -204,7 +206,11 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
     await control({ kind: "bootstrap" })
     cap.start()
     await bootstrapped(new Date(0))
-    for (const s of h.steps) await step(s)
+    await follower.read()
+    for (const s of h.steps) {
+      await step(s)
+      await follower.read()
+    }
     cancelKill()
     if (!cap.running) cap.start()
     await settle("capture to catch up at the end")
@@ -213,7 +219,7 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
     const expected = await expectation(sql, controls)
     const actual = await readActual(sql, expected.forbidden)
     counts = { events: actual.events.length, views: actual.views.size }
-    problems = differences(expected, actual)
+    problems = [...differences(expected, actual), ...(await follower.misses())]
   } catch (e) {
     if (!(e instanceof Stuck)) throw e
     problems = [e.message]
