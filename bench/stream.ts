@@ -10,8 +10,13 @@
 //    (with none waiting, then with all waiting: the difference is the waiting's cost), and one
 //    commit: how long until every client has its answer (p50, p99, max).
 //
+// Each part runs for each layout of BENCH_LAYOUTS (default `one,split`), side by side: `one`, the
+// service as `npm start` runs it (every role in one process); `split`, the same bundle as two
+// processes, SERVICE_ROLES=api (the stream's clients, measured) and capture,delivery (docs/
+// deployment.md): capture's batches then do not wait behind the API's answers on one event loop.
+//
 //   npm run bench:stream
-//   BENCH_SECONDS=15 BENCH_CLIENTS=10000 (defaults)
+//   BENCH_SECONDS=15 BENCH_CLIENTS=10000 BENCH_LAYOUTS=one,split (defaults)
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -30,6 +35,8 @@ const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 10_000)
 const RATE = 200
 const FOLLOWERS = 20
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const LAYOUTS = (process.env.BENCH_LAYOUTS ?? "one,split").split(",").map((l) => l.trim())
+if (LAYOUTS.some((l) => l !== "one" && l !== "split")) throw new Error("BENCH_LAYOUTS lists one, split or both")
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -66,7 +73,7 @@ const rssMb = (pid: number) => {
   return m === null ? Number.NaN : Number(m[1]) / 1024
 }
 
-const main = async () => {
+const main = async (layout: "one" | "split") => {
   const db = await benchDatabase({ shared_preload_libraries: "pg_stat_statements" })
   await db.sql`create extension if not exists pg_stat_statements`
   const company = await createCompany(db.sql, { name: "Stream Bench", mirrored: false })
@@ -75,24 +82,34 @@ const main = async () => {
   // The service as `npm start` runs it (the bundle).
   const command = startCommand()
   for (const step of command.before) spawnSync(process.execPath, step, { cwd: ROOT, stdio: "ignore" })
-  const child = spawn(process.execPath, command.args, {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...command.env,
-      DATABASE_URL: db.url,
-      PORT: String(port),
-      OPS_PORT: String(opsPort),
-      SEED_DEMO: "false",
-      SECRETS_KEY: randomBytes(32).toString("base64"),
-      API_RATE_LIMIT: "10000000",
-      HTTP_MAX_CONNECTIONS: String(CLIENTS + 1000),
-      STREAM_WAITERS: String(CLIENTS + 1000),
-      STREAM_WAITERS_PER_KEY: String(CLIENTS + 1000),
-      LOG_LEVEL: "Warning"
-    },
-    stdio: ["ignore", "inherit", "inherit"]
+  const secretsKey = randomBytes(32).toString("base64")
+  const run = async (roles: string, env: Record<string, string>) =>
+    spawn(process.execPath, command.args, {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        ...command.env,
+        DATABASE_URL: db.url,
+        SERVICE_ROLES: roles,
+        SEED_DEMO: "false",
+        SECRETS_KEY: secretsKey,
+        API_RATE_LIMIT: "10000000",
+        HTTP_MAX_CONNECTIONS: String(CLIENTS + 1000),
+        STREAM_WAITERS: String(CLIENTS + 1000),
+        STREAM_WAITERS_PER_KEY: String(CLIENTS + 1000),
+        LOG_LEVEL: "Warning",
+        ...env
+      },
+      stdio: ["ignore", "inherit", "inherit"]
+    })
+  // The clients' process: every role, or the API alone beside a process that captures and delivers.
+  const child = await run(layout === "one" ? "api,capture,delivery" : "api", {
+    PORT: String(port),
+    OPS_PORT: String(opsPort)
   })
+  const children = [child]
+  if (layout === "split")
+    children.push(await run("capture,delivery", { PORT: String(await freePort()), OPS_PORT: String(await freePort()) }))
   try {
     // Ready once the company is mirrored (capture runs) and the API answers.
     for (let i = 0; ; i++) {
@@ -122,6 +139,7 @@ const main = async () => {
     const notified: Array<number> = []
     const listener = await db.sql.listen("service_record_changes", () => void notified.push(performance.now()))
     const wakes: Array<number> = []
+    const captured = new Map<string, number>()
     const lastNotificationBefore = (t: number) => {
       let lo = 0
       let hi = notified.length - 1
@@ -146,7 +164,11 @@ const main = async () => {
           if (c !== undefined) {
             latencies.push(at - c)
             const n = lastNotificationBefore(at)
-            if (n >= c) wakes.push(at - n)
+            if (n >= c) {
+              wakes.push(at - n)
+              // Capture's own delay, once per change: its commit is the last before the first follower had it.
+              if (!captured.has(item.id)) captured.set(item.id, n - c)
+            }
           }
         }
         after = a.json.nextOffset
@@ -176,6 +198,7 @@ const main = async () => {
     await Promise.race([Promise.all(followers), sleep(35_000)])
     latencies.sort((a, b) => a - b)
     wakes.sort((a, b) => a - b)
+    const delays = [...captured.values()].sort((a, b) => a - b)
     await listener.unlisten()
 
     // ---- 2. 10,000 waiting clients
@@ -252,7 +275,11 @@ const main = async () => {
     await Promise.race([Promise.all(waiting), sleep(30_000)])
     woken.sort((a, b) => a - b)
 
-    console.log(`\nbench:stream ${new Date().toISOString().slice(0, 10)}, node ${process.version}\n`)
+    console.log(
+      `\nbench:stream ${new Date().toISOString().slice(0, 10)}, node ${process.version}, layout ${layout}` +
+        (layout === "one" ? " (every role in one process)" : " (api | capture,delivery)") +
+        "\n"
+    )
     console.log(`1. commit → waiting client, ${RATE} changes/s for ${SECONDS} s, ${FOLLOWERS} long-poll followers`)
     table([
       ["changes seen", "from", "p50 ms", "p99 ms", "max ms"],
@@ -269,9 +296,16 @@ const main = async () => {
         fmt(percentile(wakes, 50), 1),
         fmt(percentile(wakes, 99), 1),
         fmt(wakes.at(-1) ?? Number.NaN, 1)
+      ],
+      [
+        `${delays.length}`,
+        "app's → capture's commit",
+        fmt(percentile(delays, 50), 1),
+        fmt(percentile(delays, 99), 1),
+        fmt(delays.at(-1) ?? Number.NaN, 1)
       ]
     ])
-    console.log(`\n2. ${CLIENTS} long-polls waiting on one process`)
+    console.log(`\n2. ${CLIENTS} long-polls waiting on one process (${layout === "one" ? "every role" : "api"})`)
     table([
       [
         "RSS (heap) before MB",
@@ -296,11 +330,13 @@ const main = async () => {
     ])
     if (reasons.size > 0) console.log(`not woken: ${[...reasons].map(([k, n]) => `${k} ×${n}`).join(", ")}`)
   } finally {
-    child.kill("SIGTERM")
-    await new Promise((r) => child.once("exit", r))
-    agent.destroy()
+    for (const c of children) {
+      c.kill("SIGTERM")
+      if (c.exitCode === null && c.signalCode === null) await new Promise((r) => c.once("exit", r))
+    }
     await db.close()
   }
 }
 
-await main()
+for (const layout of LAYOUTS) await main(layout as "one" | "split")
+agent.destroy()

@@ -11,8 +11,7 @@
 // notification came in since the read began, or the process already saw a newer change of
 // that company.
 import type postgres from "postgres"
-
-export const RECORD_CHANGES_CHANNEL = "service_record_changes"
+import { EPOCH_NOTICE, RECORD_CHANGES_CHANNEL } from "../pipeline/projection/write.ts"
 
 export interface Waiter {
   readonly keyId: string
@@ -100,9 +99,12 @@ export const makeStreamWake = async (sql: postgres.Sql, limits: WakeLimits): Pro
     }
   }
 
-  const onNotify = () => {
+  const onNotify = (notice: string) => {
     seq++
-    void run()
+    // An epoch (a first start, a lost slot's rebuild, a fresh snapshot, rebuild-views): every
+    // waiter's offset may be before it, and its next read says so (409 mustRefetch).
+    if (notice === EPOCH_NOTICE) wakeAll()
+    else void run()
   }
   // Called again on each reconnect: what changed while the connection was down wakes everyone.
   let listening = false

@@ -423,7 +423,7 @@ export const sharedReads = (core: StreamCore) => {
  * taken): until a change the key may read is committed (then read again on the primary, which has
  * it), or `waitSeconds` pass. What it then answers: the new page, or `first` (no items, the same
  * nextOffset) when the wait ended, and also when the read again was refused (the client's next
- * request gets the refusal, or the 409, with its status).
+ * request gets the refusal with its status); the 409 when an epoch passed the offset meanwhile.
  */
 export const waitForChanges = async (
   core: StreamCore,
@@ -434,7 +434,7 @@ export const waitForChanges = async (
   ticket: number,
   waitSeconds: number,
   signal: AbortSignal
-): Promise<Extract<StreamRead, { _tag: "Page" }>> => {
+): Promise<Extract<StreamRead, { _tag: "Page" | "Refetch" }>> => {
   const deadline = Date.now() + waitSeconds * 1000
   let r = first
   for (;;) {
@@ -442,6 +442,7 @@ export const waitForChanges = async (
     if (why === "timeout" || why === "aborted") return first
     ticket = core.wake.ticket()
     const again = await shared(key, ask)
+    if (again._tag === "Refetch") return again
     if (again._tag !== "Page") return first
     if (again.count > 0) return again
     r = again

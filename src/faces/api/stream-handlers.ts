@@ -97,18 +97,21 @@ const holdAnswer = (res: ServerResponse) => {
   res.end = (() => res) as typeof res.end
   return {
     onClose: (f: () => void) => res.once("close", f),
-    send: ({ bytes, etag }: { readonly bytes: Buffer; readonly etag: string }) => {
+    /** The body in place of the held one; with `status` (a 409 found during the wait), that status and no ETag. */
+    send: ({ bytes, etag }: { readonly bytes: Buffer; readonly etag?: string }, status?: number) => {
       res.writeHead = writeHead
       res.end = end
       if (res.destroyed) return
+      const { etag: _held, ...kept } = head.headers
       const headers = {
-        ...head.headers,
+        ...kept,
         "content-type": "application/json",
         "content-length": String(bytes.length),
-        etag
+        ...(etag === undefined ? {} : { etag })
       }
       // A 304 the router made for the empty answer's ETag is no answer to what came since.
-      if (head.status === 304) writeHead(200, headers)
+      if (status !== undefined) writeHead(status, headers)
+      else if (head.status === 304) writeHead(200, headers)
       else if (head.message === undefined) writeHead(head.status, headers)
       else writeHead(head.status, head.message, headers)
       end(bytes)
@@ -258,11 +261,14 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         })
         waitForChanges(core, shared, k, ask, r, ticket, wait, abort.signal)
           .then(async (page) => {
-            if (page.count > 0) await onServed?.(page.nextOffset)
+            if (page._tag === "Page" && page.count > 0) await onServed?.(page.nextOffset)
             return page
           })
           .then(
-            (page) => answer.send(heldBody(page)),
+            (page) =>
+              page._tag === "Page"
+                ? answer.send(heldBody(page))
+                : answer.send({ bytes: Buffer.from(refetchBody(page)) }, 409),
             () => answer.send(heldBody(r))
           )
           .finally(release)

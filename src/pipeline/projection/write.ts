@@ -294,7 +294,12 @@ const written = (tx: Tx, numbering: CommitTime | null, op: "upsert" | "delete", 
 export const beginEpoch = async (tx: Tx, checkpoint: Lsn, reason: string): Promise<void> => {
   await tx`insert into service.stream_epochs (checkpoint_lsn, reason) values (${formatLsn(checkpoint)}::pg_lsn, ${reason})`
   await tx`delete from service.record_changes where commit_lsn <= ${formatLsn(checkpoint)}::pg_lsn`
+  // Followers waiting from before it learn at once that they must copy again (read/stream-wake.ts).
+  await tx`select pg_notify(${RECORD_CHANGES_CHANNEL}, ${EPOCH_NOTICE})`
 }
+
+/** The notice on the record changes' channel that an epoch began (a batch's notice is empty). */
+export const EPOCH_NOTICE = "epoch"
 
 /** Wakes whoever follows the record changes (GET /api/v1/stream's waiting requests), at commit. */
 export const RECORD_CHANGES_CHANNEL = "service_record_changes"

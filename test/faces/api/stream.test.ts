@@ -2,7 +2,8 @@
 // (docs/integrators.md#following-the-stream): changes in commit order with the record as the API
 // shows it, compaction, after=now, long-poll woken by a commit, event streams with Last-Event-ID,
 // what a key may read (a key of corrective actions only never sees an incident; a privacy case's
-// withheld fields never appear), 409 with mustRefetch after rebuild-views and when the key's
+// withheld fields never appear), 409 with mustRefetch after rebuild-views (a waiting long-poll
+// at once) and when the key's
 // readable resources change, consumers (own only, at most 20, acks never backwards nor past what
 // was served), and retention.
 import { request as httpRequest } from "node:http"
@@ -272,8 +273,16 @@ describe("the stream of record changes", () => {
     await world.cap.settle()
     const before = (await follow(at)).next
     await db.sql`update service.views set body = replace(body, '"severity":"minor"', '"severity":"old"') where id = ${stale}`
+    // A long-poll waiting from before the rebuild is answered at once, not at the end of its wait.
+    const waiting = get(`/api/v1/stream?wait=30&after=${encodeURIComponent(before)}`)
+    await new Promise((r) => setTimeout(r, 300))
+    const rebuilt = Date.now()
     const r = await runSql(db.sql, rebuildViews())
     expect(r.changed).toBe(1)
+    const woken = await waiting
+    expect(woken.status).toBe(409)
+    expect(woken.json).toMatchObject({ mustRefetch: true })
+    expect(Date.now() - rebuilt).toBeLessThan(10_000)
     // An offset from before a rebuild that changed nothing would go on; this one cannot.
     expect((await get(`/api/v1/stream?after=${encodeURIComponent(at)}`)).status).toBe(409)
     const refused = await get(`/api/v1/stream?after=${encodeURIComponent(before)}`)
