@@ -68,6 +68,13 @@ const heapMb = async (opsPort: number) => {
   return m === null ? Number.NaN : Number(m[1]) / 1024 / 1024
 }
 
+/** The stream's waiting requests as the service counts them (srs_stream_waiting). */
+const waitingGauge = async (opsPort: number) => {
+  const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text()
+  const m = /^srs_stream_waiting (\d+)/m.exec(text)
+  return m === null ? Number.NaN : Number(m[1])
+}
+
 const rssMb = (pid: number) => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
   return m === null ? Number.NaN : Number(m[1]) / 1024
@@ -267,6 +274,7 @@ const main = async (layout: "one" | "split") => {
     }
     const rssWaiting = rssMb(child.pid!)
     const heapWaiting = await heapMb(opsPort)
+    const counted = await waitingGauge(opsPort)
     const idleWaiting = await idleStatements()
     commitAt = performance.now()
     await writer`insert into app.incidents (company_id, reference, type, title, occurred_at, severity)
@@ -310,6 +318,7 @@ const main = async (layout: "one" | "split") => {
       [
         "RSS (heap) before MB",
         "RSS (heap) waiting MB",
+        "srs_stream_waiting",
         "statements/10 s idle (stream's): none waiting",
         "all waiting",
         "woken",
@@ -320,6 +329,7 @@ const main = async (layout: "one" | "split") => {
       [
         `${fmt(rssBefore, 0)} (${fmt(heapBefore, 0)})`,
         `${fmt(rssWaiting, 0)} (${fmt(heapWaiting, 0)})`,
+        `${counted}`,
         `${idleNone.all} (${idleNone.stream})`,
         `${idleWaiting.all} (${idleWaiting.stream})`,
         `${woken.length}/${CLIENTS}${failed > 0 ? ` (${failed} failed)` : ""}`,

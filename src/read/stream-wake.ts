@@ -11,7 +11,7 @@
 // notification came in since the read began, or the process already saw a newer change of
 // that company.
 import type postgres from "postgres"
-import { EPOCH_NOTICE, RECORD_CHANGES_CHANNEL } from "../pipeline/projection/write.ts"
+import { EPOCH_NOTICE, RECORD_CHANGES_CHANNEL } from "../platform/db/channels.ts"
 
 export interface Waiter {
   readonly keyId: string

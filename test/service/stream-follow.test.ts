@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto"
 import postgres from "postgres"
 import { describe, expect, it } from "vitest"
 import { makeKey, request } from "../support/http.ts"
+import { sample } from "../support/observed.ts"
 import { freePort } from "../support/net.ts"
 import { startService, streaming, waitForUrl, type ServiceProcess } from "../support/service-process.ts"
 import { createCompany } from "../support/views.ts"
@@ -151,6 +152,18 @@ describe("following the stream through a SIGKILL and a lost slot", () => {
       )
       expect(copy).toEqual(fresh)
       expect(copy.has(`incidents/${ids[open[10]!.i]!}`)).toBe(false)
+      // Caught up, the follower waits: the operations port counts it, and the wakes' statements.
+      const ops = await service.opsUrl()
+      const waiting = await waitFor(
+        async () => {
+          const text = await (await fetch(`${ops}/metrics`)).text()
+          return sample(text, "srs_stream_waiting") === 1 ? text : undefined
+        },
+        "the follower counted as waiting",
+        10_000,
+        50
+      )
+      expect(sample(waiting, "srs_stream_wake_queries_total")).toBeGreaterThan(0)
 
       // Commit order: each record's last arrival, read in arrival order, runs through the
       // transactions in the order they committed, and never comes back to an earlier one.

@@ -13,10 +13,12 @@ import {
   collectDelivery,
   collectKeys,
   collectReplicas,
+  collectStream,
   Metrics
 } from "./metrics.ts"
 import { ApiKeys } from "../../access/keys/service.ts"
 import { ReadReplicas } from "../../platform/db/read-replicas.ts"
+import { StreamFeed } from "../../read/stream.ts"
 import { PROMETHEUS_CONTENT_TYPE } from "../../platform/metrics/registry.ts"
 
 export const METRICS_PATH = "/metrics"
@@ -45,6 +47,11 @@ export const MetricsRoutes = Layer.unwrap(
     }
     if (Option.isSome(keys)) {
       const remove = collectKeys(m, keys.value.stats)
+      yield* Effect.addFinalizer(() => Effect.sync(remove))
+    }
+    const stream = yield* Effect.serviceOption(StreamFeed)
+    if (Option.isSome(stream)) {
+      const remove = collectStream(m, stream.value.core.wake.counts)
       yield* Effect.addFinalizer(() => Effect.sync(remove))
     }
     return HttpRouter.add(

@@ -199,6 +199,15 @@ export const makeServiceMetrics = (registry = new Registry()) => {
       "srs_api_auth_lookups_refused_total",
       "Requests with a credential the process did not know, refused (429) without a lookup because the process's budget of lookups (AUTH_LOOKUPS_PER_SECOND) was spent: a flood from many addresses"
     ),
+    // GET /api/v1/stream's waiting requests (read/stream-wake.ts)
+    streamWaiting: registry.gauge(
+      "srs_stream_waiting",
+      "Stream requests waiting in this process for changes: long-polls, and event streams open"
+    ),
+    streamWakeQueries: registry.counter(
+      "srs_stream_wake_queries_total",
+      "Statements run to find the waiting stream requests a capture commit wakes (at most one per commit notice, none while nothing changes)"
+    ),
     // What the keys service holds before a credential is known (bounded LRUs: docs/design.md)
     apiCacheEntries: registry.gauge(
       "srs_api_cache_entries",
@@ -303,6 +312,17 @@ export const collectKeys = (m: ServiceMetrics, stats: () => KeysStats) =>
       mirror(m.apiCacheEvictions, { cache }, c.evictions)
     }
     mirror(m.authLookupsRefused, undefined, s.lookupsRefused)
+  })
+
+/** Copies the stream's waiting requests and the statements their wakes cost. */
+export const collectStream = (
+  m: ServiceMetrics,
+  counts: () => { readonly waiting: number; readonly wakeQueries: number }
+) =>
+  m.registry.collect(() => {
+    const c = counts()
+    m.streamWaiting.set(c.waiting)
+    mirror(m.streamWakeQueries, undefined, c.wakeQueries)
   })
 
 /** Copies the delivery engine's counters. */

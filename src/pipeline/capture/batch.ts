@@ -18,13 +18,13 @@ import {
   companyRows,
   keepsMirror,
   mirrorWrites,
-  RECORD_CHANGES_CHANNEL,
   redactViews,
   userRows,
   viewWrites,
   writeCompanyRows,
   writeUserRows
 } from "../projection/write.ts"
+import { RECORD_CHANGES_CHANNEL } from "../../platform/db/channels.ts"
 import { BatchHolds } from "./quarantine/holds.ts"
 import { isPoison } from "./quarantine/poison.ts"
 import type { CaptureQuarantine } from "./quarantine/state.ts"

@@ -19,13 +19,13 @@ import {
   keepsMirror,
   type MirrorChanges,
   mirrorWrites,
-  RECORD_CHANGES_CHANNEL,
   redactViews,
   stagingWrites,
   viewWrites,
   writeCompanies,
   writeUsers
 } from "../projection/write.ts"
+import { RECORD_CHANGES_CHANNEL } from "../../platform/db/channels.ts"
 import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 import { BatchHolds } from "./quarantine/holds.ts"

@@ -7,6 +7,7 @@ import type { RecordRef } from "./dependencies.ts"
 import { packed } from "./columns.ts"
 import { encodeMirrorData } from "./mirror-codec.ts"
 import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
+import { EPOCH_NOTICE, RECORD_CHANGES_CHANNEL } from "../../platform/db/channels.ts"
 import { redactPrivacyCase } from "../../domain/records/incidents.ts"
 
 /** What a batch changes in the mirror: rows new to it, rows it has (or may have) that changed, rows gone. */
@@ -297,12 +298,6 @@ export const beginEpoch = async (tx: Tx, checkpoint: Lsn, reason: string): Promi
   // Followers waiting from before it learn at once that they must copy again (read/stream-wake.ts).
   await tx`select pg_notify(${RECORD_CHANGES_CHANNEL}, ${EPOCH_NOTICE})`
 }
-
-/** The notice on the record changes' channel that an epoch began (a batch's notice is empty). */
-export const EPOCH_NOTICE = "epoch"
-
-/** Wakes whoever follows the record changes (GET /api/v1/stream's waiting requests), at commit. */
-export const RECORD_CHANGES_CHANNEL = "service_record_changes"
 
 /** The insert of views from their columns (viewColumns), each column one text parameter. */
 const insertViews = (tx: Tx, v: NonNullable<ReturnType<typeof viewColumns>>, commit: Date | null) => tx`

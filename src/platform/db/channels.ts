@@ -24,6 +24,14 @@ export const CIRCUITS_CHANNEL = "service_webhook_circuits"
 export const PARTITIONS_CHANNEL = "service_webhook_partitions"
 
 /**
+ * Notified at each commit of capture that wrote record changes (GET /api/v1/stream's ground), with
+ * an empty payload; with `EPOCH_NOTICE` when an epoch began (a first start, a lost slot's
+ * rebuild, a fresh snapshot, rebuild-views), which wakes every waiting follower at once.
+ */
+export const RECORD_CHANGES_CHANNEL = "service_record_changes"
+export const EPOCH_NOTICE = "epoch"
+
+/**
  * LISTENs on channels for as long as the scope is open, each callback also called on
  * (re)connect so a change made while the listener was down is not missed. A LISTEN that
  * fails is logged (`<who>: LISTEN failed; relying on the poll`): callers poll anyway.
