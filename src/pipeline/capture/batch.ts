@@ -117,7 +117,7 @@ const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null, 
     if (holds !== null) holds.force(c, prev?.data ?? null)
     store.apply(c.table, c.key, c.data)
   }
-  places.take(store, before)
+  places.take(store, before, txn.commitTime)
   if (holds === null) {
     for (let i = 0; i < before.length; i++) {
       const b = before[i]!
@@ -208,7 +208,12 @@ const prepareWith = async (
     fresh.length === 0 ? views : views.filter((v) => store.getBase(RESOURCE_INFO[v.resource].table, v.id) !== null)
   const time: ChangeTime =
     last !== undefined
-      ? { commit: last.commitTime, lsn: last.endLsn, ord: (resource, id) => places.get(resource, id) }
+      ? {
+          commit: last.commitTime,
+          lsn: last.endLsn,
+          ord: (resource, id) => places.get(resource, id),
+          committed: (resource, id) => places.committed(resource, id)
+        }
       : { mirror: null }
   const finalBody = new TableMap<string>()
   for (const v of views) finalBody.set(v.resource, v.id, v.body)
@@ -224,8 +229,12 @@ const prepareWith = async (
     // An event that carries its record's final view (the most common case: nothing changed it
     // after) takes the body from the view written just before it, rather than shipping it twice.
     eventWrites(events, (e) => finalBody.get(e.resource, e.recordId) === e.payload),
-    // Followers of the record changes wake at the commit (docs/integrators.md).
-    (tx: Tx) => [tx`select pg_notify(${RECORD_CHANGES_CHANNEL}, '')`.execute()]
+    // Followers of the record changes wake at the commit (docs/integrators.md); a batch that
+    // touched no view (a company, a user, capture's own messages) wakes nobody.
+    (tx: Tx) =>
+      views.length + gone.length + kept.length > 0
+        ? [tx`select pg_notify(${RECORD_CHANGES_CHANNEL}, '')`.execute()]
+        : []
   ]
   const companies = tenancy.size > 0 ? companyRows(store, tenancy) : null
   const people = users.size > 0 ? userRows(store, users) : null
@@ -263,23 +272,34 @@ const prepareWith = async (
  */
 class Places {
   private readonly at = new TableMap<number>()
+  private readonly times = new TableMap<Date>()
   private n = 0
-  /** The records a transaction changed (its rows before it, in the order first changed). */
-  take(store: Store, changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>) {
+  /** The records a transaction committed at `commit` changed (its rows before it, in the order first changed). */
+  take(
+    store: Store,
+    changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>,
+    commit: Date
+  ) {
+    const place = (resource: string, id: string) => {
+      this.at.set(resource, id, this.n++)
+      this.times.set(resource, id, commit)
+    }
     for (let i = 0; i < changed.length; i++) {
       const c = changed[i]!
       const own = resourceOfTable(c.table)
       if (own !== undefined) {
-        this.at.set(own, c.key, this.n++)
+        place(own, c.key)
         continue
       }
       const after = store.get(c.table, c.key)?.data ?? null
-      for (const r of dependentsOf(c.table, c.key, c.data?.data ?? null, after).records)
-        this.at.set(r.resource, r.id, this.n++)
+      for (const r of dependentsOf(c.table, c.key, c.data?.data ?? null, after).records) place(r.resource, r.id)
     }
   }
   get(resource: string, id: string): number | undefined {
     return this.at.get(resource, id)
+  }
+  committed(resource: string, id: string): Date | undefined {
+    return this.times.get(resource, id)
   }
 }
 

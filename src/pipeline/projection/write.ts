@@ -135,14 +135,21 @@ export interface CommitTime {
   readonly commit: Date
   readonly lsn: Lsn
   readonly ord: (resource: string, id: string) => number | undefined
+  /**
+   * The commit time of the transaction that last changed the record in the batch: its change's
+   * `committedAt`, so that it never goes back along the stream's order (unknown: `commit`).
+   */
+  readonly committed?: (resource: string, id: string) => Date | undefined
 }
 
 /** Places after every record a batch changed itself: records reached through another (wide re-shaping). */
 const REACHED = 2 ** 30
 
-/** Each view's place in the batch (CommitTime.ord), as one text parameter. */
-const placesOf = (time: CommitTime, refs: ReadonlyArray<{ readonly resource: string; readonly id: string }>) =>
-  packed(refs.map((r, i) => String(time.ord(r.resource, r.id) ?? REACHED + i)))
+/** Each view's place in the batch (CommitTime.ord) and its commit time in ms, as text parameters. */
+const placesOf = (time: CommitTime, refs: ReadonlyArray<{ readonly resource: string; readonly id: string }>) => ({
+  ord: packed(refs.map((r, i) => String(time.ord(r.resource, r.id) ?? REACHED + i))),
+  ms: packed(refs.map((r) => String((time.committed?.(r.resource, r.id) ?? time.commit).getTime())))
+})
 
 /**
  * Writes the views of a batch and deletes those whose record is gone, leaving a tombstone
@@ -260,14 +267,19 @@ export const viewWrites = (
   }
 }
 
-/** The views a statement wrote (`up`), each with its place in the batch (their columns' order). */
-const placed = (tx: Tx, v: { readonly resource: string; readonly id: string }, places: string | null) =>
+/** The views a statement wrote (`up`), each with its place and commit time in the batch (their columns' order). */
+const placed = (
+  tx: Tx,
+  v: { readonly resource: string; readonly id: string },
+  places: { readonly ord: string; readonly ms: string } | null
+) =>
   places === null
     ? tx``
     : tx`
-        select up.resource, up.id, up.company_id, null::timestamptz as at, p.ord from up
+        select up.resource, up.id, up.company_id, to_timestamp(p.ms / 1000.0) as at, p.ord from up
         join unnest(string_to_array(${v.resource}, chr(30)), string_to_array(${v.id}, chr(30))::uuid[],
-                    string_to_array(${places}, chr(30))::int[]) as p(resource, id, ord)
+                    string_to_array(${places.ord}, chr(30))::int[], string_to_array(${places.ms}, chr(30))::bigint[])
+          as p(resource, id, ord, ms)
           on p.resource = up.resource and p.id = up.id`
 
 /**

@@ -27,11 +27,16 @@ interface Change {
   readonly id: string
   readonly op: "upsert" | "delete"
   readonly body: string | null
+  /** committedAt, in ms: it never goes back along the stream. */
+  readonly ms: number
 }
 
 export class Follower {
   private at: Place | undefined
   private readonly copy = new Map<string, string>()
+  /** The last change's committedAt, and where it went back (a follower sees it). */
+  private lastMs = 0
+  private readonly backwards: string[] = []
   reads = 0
   refetches = 0
   private readonly sql: postgres.Sql
@@ -49,6 +54,7 @@ export class Follower {
         // Copy again, then follow from the present (`after=now`).
         this.refetches++
         this.copy.clear()
+        this.lastMs = 0
         const views = await tx<
           { k: string; body: string }[]
         >`select resource || '/' || id as k, body from service.views`
@@ -67,13 +73,19 @@ export class Follower {
       }
       const [lsn, ord, resource, id] = this.at
       const changes = await tx<Change[]>`
-        select r.commit_lsn::text as lsn, r.ord, r.resource, r.id::text as id, r.op, v.body
+        select r.commit_lsn::text as lsn, r.ord, r.resource, r.id::text as id, r.op, v.body,
+               (extract(epoch from r.committed_at) * 1000)::float8 as ms
           from service.record_changes r
           left join service.views v on r.op = 'upsert' and v.resource = r.resource and v.id = r.id
          where (r.commit_lsn, r.ord, r.resource collate "C", r.id) > (${formatLsn(lsn)}::pg_lsn, ${ord}::int, ${resource}::text collate "C", ${id}::uuid)
          order by r.commit_lsn, r.ord, r.resource collate "C", r.id`
       for (const c of changes) {
         const k = `${c.resource}/${c.id}`
+        if (c.ms < this.lastMs)
+          this.backwards.push(
+            `stream follower: ${k}'s committedAt (${c.ms}) is before the change read before it (${this.lastMs})`
+          )
+        this.lastMs = c.ms
         if (c.op === "upsert" && c.body !== null) this.copy.set(k, c.body)
         else this.copy.delete(k)
         this.at = [parseLsn(c.lsn), c.ord, c.resource, c.id]
@@ -87,7 +99,7 @@ export class Follower {
     const views = await this.sql<
       { k: string; body: string }[]
     >`select resource || '/' || id as k, body from service.views`
-    const out: string[] = []
+    const out: string[] = [...this.backwards]
     const seen = new Set<string>()
     for (const v of views) {
       seen.add(v.k)

@@ -196,6 +196,21 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
         { t: "txn", ops: [{ op: "edit", kind: "inspection", n: 0, variant: 5 }] }
       ]
     }
+  ],
+  [
+    "a delete between two creates in one batch: committedAt never goes back along the stream",
+    {
+      // Found by the stream's follower test on a loaded machine: a batch's upserts took its last
+      // commit's time, its deletes their own, so a delete came after an upsert with a later time.
+      config: config(),
+      before: [{ t: "txn", ops: [{ op: "create", kind: "permit", variant: 0 }] }],
+      steps: [
+        { t: "kill", afterMs: 0 },
+        { t: "txn", ops: [{ op: "create", kind: "incident", variant: 0 }] },
+        { t: "txn", ops: [{ op: "delete", kind: "permit", n: 0 }] },
+        { t: "txn", ops: [{ op: "create", kind: "action", variant: 0 }] }
+      ]
+    }
   ]
 ]
 

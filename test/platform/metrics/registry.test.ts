@@ -51,6 +51,8 @@ const FAMILIES: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> 
   ["srs_api_cache_bytes", "gauge", ["cache"]],
   ["srs_api_cache_evictions_total", "counter", ["cache"]],
   ["srs_api_auth_lookups_refused_total", "counter", []],
+  ["srs_stream_waiting", "gauge", []],
+  ["srs_stream_wake_queries_total", "counter", []],
   ["srs_read_replica_lag_seconds", "gauge", ["replica"]],
   ["srs_read_replica_usable", "gauge", ["replica"]],
   ["srs_api_reads_total", "counter", ["served_by"]],
