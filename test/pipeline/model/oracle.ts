@@ -38,6 +38,8 @@ export type Control =
       readonly to: number
     }
   | { readonly at: number; readonly kind: "discard"; readonly table: string; readonly key: string }
+  /** rebuild-views ran: it holds again what it cannot shape (a discarded record's row still poison). */
+  | { readonly at: number; readonly kind: "rebuild" }
   /** Capture caught up: every view expected now was surely written. */
   | { readonly at: number; readonly kind: "settled" }
 
@@ -530,6 +532,17 @@ export class Oracle {
         if (r.held === null) r.keptRedacted = false
         return
       }
+      case "rebuild":
+        // It keeps views and asks capture to shape held and unshapeable records again at this
+        // point of its stream: one that still fails is held, owing nothing from its row now.
+        for (const r of this.recs.values()) {
+          if (r.held !== null) continue
+          const row = this.row(RESOURCE_INFO[r.resource].table, r.id)
+          if (row === null) continue
+          const s = this.shapeNow(r.resource, r.id)
+          if (s !== null && "error" in s) r.held = { owedFrom: { row, unknown: [] }, blockedBy: null }
+        }
+        return
       case "settled":
         for (const r of this.recs.values()) if (r.lastGood !== null) r.shown = true
         return

@@ -173,6 +173,7 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
       }
       case "rebuild":
         await runSql(sql, rebuildViews())
+        await control({ kind: "rebuild" })
         return
       case "retry": {
         const [q] = await sql<{ id: string | null }[]>`select max(id)::text as id from service.capture_quarantine`
