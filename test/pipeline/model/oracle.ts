@@ -520,14 +520,19 @@ export class Oracle {
         else for (const t of c.tables) this.broken.delete(t)
         return
       case "discard": {
-        // What it owed is dropped; while its table does not fit it still waits, owing nothing from here.
+        // What it owed is dropped; while its table does not fit it still waits, owing nothing from
+        // here: from its row as capture can read it now (a column out of shape is unknown, and a
+        // value it could not read counts as unchanged when the table fits again).
         const resource = resourceOfTable(c.table)
         if (resource === undefined) return
         const r = this.rec(resource, c.key)
         const blockedBy = r.held?.blockedBy ?? null
         r.held =
           blockedBy !== null && this.broken.has(blockedBy)
-            ? { owedFrom: { row: this.row(c.table, c.key), unknown: [] }, blockedBy }
+            ? {
+                owedFrom: { row: this.row(c.table, c.key), unknown: [...(this.broken.get(blockedBy) ?? [])] },
+                blockedBy
+              }
             : null
         if (r.held === null) r.keptRedacted = false
         return
