@@ -271,8 +271,7 @@ const prepareWith = async (
  * change among the batch's, transaction by transaction; a child row's change places its parent.
  */
 class Places {
-  private readonly at = new TableMap<number>()
-  private readonly times = new TableMap<Date>()
+  private readonly at = new TableMap<{ readonly n: number; readonly commit: Date }>()
   private n = 0
   /** The records a transaction committed at `commit` changed (its rows before it, in the order first changed). */
   take(
@@ -280,10 +279,7 @@ class Places {
     changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>,
     commit: Date
   ) {
-    const place = (resource: string, id: string) => {
-      this.at.set(resource, id, this.n++)
-      this.times.set(resource, id, commit)
-    }
+    const place = (resource: string, id: string) => this.at.set(resource, id, { n: this.n++, commit })
     for (let i = 0; i < changed.length; i++) {
       const c = changed[i]!
       const own = resourceOfTable(c.table)
@@ -296,10 +292,10 @@ class Places {
     }
   }
   get(resource: string, id: string): number | undefined {
-    return this.at.get(resource, id)
+    return this.at.get(resource, id)?.n
   }
   committed(resource: string, id: string): Date | undefined {
-    return this.times.get(resource, id)
+    return this.at.get(resource, id)?.commit
   }
 }
 
