@@ -369,6 +369,30 @@ export class StreamFeed extends Context.Service<
 export type { CurrentKeyShape }
 
 /**
+ * A waiting request's client gone: what its wait listens to. An AbortSignal's listener costs a
+ * map, a listener record and a wrapper per waiting request; this costs one field.
+ */
+export class Hangup {
+  aborted = false
+  private listener: (() => void) | null = null
+  /** Called once when the client goes (at once if it has), unless `off` came first. */
+  on(f: () => void): void {
+    if (this.aborted) f()
+    else this.listener = f
+  }
+  off(): void {
+    this.listener = null
+  }
+  abort(): void {
+    if (this.aborted) return
+    this.aborted = true
+    const f = this.listener
+    this.listener = null
+    f?.()
+  }
+}
+
+/**
  * Until a change the read may show is committed after its read (woken), or `deadline` (ms) passes,
  * or `signal` aborts. "again": a notification came in while it read, so read again at once.
  */
@@ -378,7 +402,7 @@ export const changeAfter = (
   page: Extract<StreamRead, { _tag: "Page" }>,
   ticket: number,
   deadline: number,
-  signal: AbortSignal
+  signal: Hangup
 ): Promise<"woken" | "again" | "timeout" | "aborted"> =>
   new Promise((resolve) => {
     if (signal.aborted) return resolve("aborted")
@@ -386,17 +410,16 @@ export const changeAfter = (
     let reg: ReturnType<StreamWake["register"]> | undefined
     const done = (why: "woken" | "timeout" | "aborted") => {
       if (timer !== undefined) clearTimeout(timer)
-      signal.removeEventListener("abort", onAbort)
+      signal.off()
       if (reg?._tag === "Waiting") reg.cancel()
       resolve(why)
     }
-    const onAbort = () => done("aborted")
     reg = wake.register(
       { keyId: key.keyId, companyId: key.companyId, resources: page.reads, head: page.head, wake: () => done("woken") },
       ticket
     )
     if (reg._tag === "ReadAgain") return resolve("again")
-    signal.addEventListener("abort", onAbort)
+    signal.on(() => done("aborted"))
     if (Number.isFinite(deadline)) timer = setTimeout(() => done("timeout"), Math.max(0, deadline - Date.now()))
   })
 
@@ -433,7 +456,7 @@ export const waitForChanges = async (
   first: Extract<StreamRead, { _tag: "Page" }>,
   ticket: number,
   waitSeconds: number,
-  signal: AbortSignal
+  signal: Hangup
 ): Promise<Extract<StreamRead, { _tag: "Page" | "Refetch" }>> => {
   const deadline = Date.now() + waitSeconds * 1000
   let r = first

@@ -25,6 +25,7 @@ import {
 } from "../../read/stream-consumers.ts"
 import {
   changeAfter,
+  Hangup,
   waitForChanges,
   sharedReads,
   STREAM_DEFAULT_LIMIT,
@@ -91,20 +92,41 @@ const holdAnswer = (res: ServerResponse) => {
     const given = (typeof message === "object" && message !== null ? message : headers) as
       | Record<string, string>
       | undefined
-    head = { status, message: text, headers: { ...given } }
+    // Kept for the whole wait: without the empty answer's ETag (the answer sent has its own), and
+    // each value one flat string rather than the tree of pieces it was built from.
+    const { etag: _empty, ...kept } = given ?? {}
+    head = { status, message: text, headers: JSON.parse(JSON.stringify(kept)) }
     return res
   }) as typeof res.writeHead
-  res.end = (() => res) as typeof res.end
+  // The router's request fiber has ended once it ends the response, but the listeners it put on
+  // the response (an interrupt for a client gone mid-answer; the request body's teardown at
+  // `finish`) share a closure scope with the fiber and would keep it, with its request's
+  // context, for the whole wait (bench:stream's heap snapshots). With the request read to its
+  // end, neither has anything left to do, so they go.
+  type Listener = (...args: Array<unknown>) => void
+  let theirs: { close: Array<Listener>; finish: Array<Listener> } | null = {
+    close: res.listeners("close") as Array<Listener>,
+    finish: res.listeners("finish") as Array<Listener>
+  }
+  res.end = (() => {
+    setImmediate(() => {
+      if (theirs === null || !res.req.complete) return
+      for (const l of theirs.close) res.off("close", l)
+      for (const l of theirs.finish) res.off("finish", l)
+      theirs = null
+    })
+    return res
+  }) as typeof res.end
   return {
-    onClose: (f: () => void) => res.once("close", f),
+    // `close` comes once: `on` spares the wrapper `once` would hold for the whole wait.
+    onClose: (f: () => void) => res.on("close", f),
     /** The body in place of the held one; with `status` (a 409 found during the wait), that status and no ETag. */
     send: ({ bytes, etag }: { readonly bytes: Buffer; readonly etag?: string }, status?: number) => {
       res.writeHead = writeHead
       res.end = end
       if (res.destroyed) return
-      const { etag: _held, ...kept } = head.headers
       const headers = {
-        ...kept,
+        ...head.headers,
         "content-type": "application/json",
         "content-length": String(bytes.length),
         ...(etag === undefined ? {} : { etag })
@@ -117,6 +139,50 @@ const holdAnswer = (res: ServerResponse) => {
       end(bytes)
     }
   }
+}
+
+/**
+ * A long-poll's wait, from outside the handler's generator: the promises a wait holds keep only
+ * what they name, not the request's fiber, generator and context (bench:stream's heap snapshots).
+ * `start` begins the wait and is not kept. The held answer is the wait's page, its 409, or `first`
+ * when the wait ended or its read failed; a client gone meanwhile aborts the wait.
+ */
+const holdWait = (
+  answer: ReturnType<typeof holdAnswer>,
+  release: () => void,
+  start: (signal: Hangup) => Promise<Extract<StreamRead, { _tag: "Page" | "Refetch" }>>,
+  first: Extract<StreamRead, { _tag: "Page" }>,
+  onServed: ((offset: string) => Promise<void>) | undefined
+) => {
+  const abort = new Hangup()
+  answer.onClose(() => {
+    abort.abort()
+    release()
+  })
+  // One async function rather than a chain of promises: each link would be held for the wait.
+  const run = async () => {
+    let body: { readonly bytes: Buffer; readonly etag?: string } = heldBody(first)
+    let status: number | undefined
+    try {
+      const page = await start(abort)
+      if (page._tag === "Refetch") {
+        body = { bytes: Buffer.from(refetchBody(page)) }
+        status = 409
+      } else {
+        if (page.count > 0) await onServed?.(page.nextOffset)
+        body = heldBody(page)
+      }
+    } catch {
+      // The wait's read failed: the empty answer; the client's next request meets the failure.
+    }
+    try {
+      answer.send(body, status)
+    } finally {
+      release()
+    }
+  }
+  // A response Node can no longer take (its client gone mid-write) ends nothing else.
+  run().catch(() => {})
 }
 
 export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handlers) =>
@@ -152,7 +218,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
       onServed?: (offset: string) => Promise<void>
     ) => {
       const out = new PassThrough()
-      const abort = new AbortController()
+      const abort = new Hangup()
       const heartbeat = setInterval(() => out.write(": heartbeat\n\n"), HEARTBEAT_MS)
       // Writes after the client went (its stream closed) are dropped, not raised.
       out.on("error", () => {})
@@ -176,12 +242,12 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           // Past what it wrote; from after=now or no offset, the place the first read found.
           after = page.nextOffset
           if (!page.more) {
-            const why = await changeAfter(core.wake, key, page, ticket, Number.POSITIVE_INFINITY, abort.signal)
+            const why = await changeAfter(core.wake, key, page, ticket, Number.POSITIVE_INFINITY, abort)
             if (why === "aborted") return
           }
           ticket = core.wake.ticket()
           const next = await shared(key, { ...ask, after })
-          if (abort.signal.aborted) return
+          if (abort.aborted) return
           if (next._tag !== "Page") {
             out.end(
               next._tag === "Refetch"
@@ -253,27 +319,13 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         // and its middleware know, and its answer is held at Node's response (its headers as they
         // made them) until a change comes or the wait ends. A waiting request then costs what its
         // connection costs (bench:stream: 10,000 on one process).
-        const answer = holdAnswer(NodeHttpServerRequest.toServerResponse(request) as ServerResponse)
-        const abort = new AbortController()
-        answer.onClose(() => {
-          abort.abort()
-          release()
-        })
-        waitForChanges(core, shared, k, ask, r, ticket, wait, abort.signal)
-          .then(async (page) => {
-            if (page._tag === "Page" && page.count > 0) await onServed?.(page.nextOffset)
-            return page
-          })
-          .then(
-            (page) =>
-              page._tag === "Page"
-                ? answer.send(heldBody(page))
-                : answer.send({ bytes: Buffer.from(refetchBody(page)) }, 409),
-            () => answer.send(heldBody(r))
-          )
-          .finally(release)
-          // A response Node can no longer take (its client gone mid-write) ends nothing else.
-          .catch(() => {})
+        holdWait(
+          holdAnswer(NodeHttpServerRequest.toServerResponse(request) as ServerResponse),
+          release,
+          (signal) => waitForChanges(core, shared, k, ask, r, ticket, wait, signal),
+          r,
+          onServed
+        )
         return jsonAnswer(pageBody(r))
       })
 
