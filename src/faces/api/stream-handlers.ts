@@ -102,11 +102,14 @@ const holdAnswer = (res: ServerResponse) => {
   // the response (an interrupt for a client gone mid-answer; the request body's teardown at
   // `finish`) share a closure scope with the fiber and would keep it, with its request's
   // context, for the whole wait (bench:stream's heap snapshots). With the request read to its
-  // end, neither has anything left to do, so they go.
+  // end, neither has anything left to do, so they go. Node's own listener (a named, bound
+  // function: the connection's next request after `finish`) stays; a router's listener that is
+  // not an arrow is left too, costing memory only.
   type Listener = (...args: Array<unknown>) => void
+  const routers = (event: "close" | "finish") => (res.listeners(event) as Array<Listener>).filter((l) => l.name === "")
   let theirs: { close: Array<Listener>; finish: Array<Listener> } | null = {
-    close: res.listeners("close") as Array<Listener>,
-    finish: res.listeners("finish") as Array<Listener>
+    close: routers("close"),
+    finish: routers("finish")
   }
   res.end = (() => {
     setImmediate(() => {

@@ -5,6 +5,7 @@
 // message costs throughput. Its state is explicit: where the stream stands (Position), what is
 // taken and not yet prepared (pending), the one batch being written (writing), and the two
 // positions in the WAL (accepted, committed); each message is one transition (take).
+import { pipelinedTransaction } from "../../platform/db/pipelined.ts"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
@@ -321,7 +322,8 @@ export class Batcher {
         const begun = performance.now()
         let opened = 0
         let answered = 0
-        await sql.begin(async (tx) => {
+        // BEGIN goes out with the statements (pipelined.ts): a round trip less per batch.
+        await pipelinedTransaction(sql, async (tx) => {
           opened = performance.now()
           // The fence, then the checkpoint: each fails the transaction before anything is
           // written, the one when the database takes writes only from a newer release, the other

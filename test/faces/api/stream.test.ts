@@ -6,7 +6,7 @@
 // at once) and when the key's
 // readable resources change, consumers (own only, at most 20, acks never backwards nor past what
 // was served), and retention.
-import { request as httpRequest } from "node:http"
+import { Agent, request as httpRequest } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
 import { pruneRecordChanges } from "../../../src/pipeline/projection/record-changes.ts"
@@ -190,6 +190,50 @@ describe("the stream of record changes", () => {
     const quiet = await get(`/api/v1/stream?resources=incidents&wait=1&after=${encodeURIComponent(a.json.nextOffset)}`)
     expect(Date.now() - t1).toBeGreaterThanOrEqual(950)
     expect(quiet.json).toEqual({ data: [], nextOffset: a.json.nextOffset })
+  })
+
+  it("a connection kept alive serves the next request after a long-poll's held answer", async () => {
+    // The held answer is sent outside the router; the connection must go on as Node's server
+    // keeps it (its own listeners at the answer's end), for clients that reuse it.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    const on = (path: string) =>
+      new Promise<{ status: number; json: any; reused: boolean }>((resolve, reject) => {
+        const req = httpRequest(
+          `${server.url}${path}`,
+          { agent, headers: { authorization: `Bearer ${key}` } },
+          (res) => {
+            let text = ""
+            res.setEncoding("utf8")
+            res.on("data", (c) => (text += c))
+            res.on("end", () =>
+              resolve({ status: res.statusCode ?? 0, json: JSON.parse(text), reused: req.reusedSocket })
+            )
+          }
+        )
+        req.setTimeout(15_000, () => req.destroy(new Error("no answer on the kept connection")))
+        req.on("error", reject)
+        req.end()
+      })
+    try {
+      const start = (await on("/api/v1/stream?after=now&resources=incidents")).json.nextOffset
+      const waiting = on(`/api/v1/stream?resources=incidents&wait=20&after=${encodeURIComponent(start)}`)
+      await new Promise((r) => setTimeout(r, 300))
+      await insertIncident(db.sql, acme.id, { title: "Kept alive" })
+      const woken = await waiting
+      expect(woken.json.data.map((i: Item) => i.record.title)).toEqual(["Kept alive"])
+      expect(woken.reused).toBe(true)
+      // Twice more on the same connection: a wait that ends empty, then a plain read.
+      const quiet = await on(
+        `/api/v1/stream?resources=incidents&wait=1&after=${encodeURIComponent(woken.json.nextOffset)}`
+      )
+      expect(quiet).toEqual({ status: 200, json: { data: [], nextOffset: woken.json.nextOffset }, reused: true })
+      const next = await on(`/api/v1/stream?resources=incidents&after=${encodeURIComponent(start)}`)
+      expect(next.status).toBe(200)
+      expect(next.reused).toBe(true)
+      expect(next.json.data.map((i: Item) => i.record.title)).toEqual(["Kept alive"])
+    } finally {
+      agent.destroy()
+    }
   })
 
   it("bounds the waiting requests of a key (429 with Retry-After)", async () => {
