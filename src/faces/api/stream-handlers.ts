@@ -460,6 +460,12 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           const k = keyOf(key)
           const spec = consumerSpec(params.name)
           const o = core.decode(k, spec, payload.offset)
+          // A consumer that is not there is a 404 whatever the offset (it can have served none).
+          if (
+            "error" in o &&
+            (yield* Effect.promise(() => getConsumer(feed.primary, key.keyId, params.name))) === undefined
+          )
+            return yield* fail(notFound(`no consumer named ${params.name} of this key`))
           if ("error" in o)
             return yield* fail(
               invalid(

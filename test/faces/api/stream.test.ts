@@ -378,8 +378,12 @@ describe("the stream of record changes", () => {
     // An offset of the plain stream is not this consumer's.
     const plain = (await get("/api/v1/stream?after=now&resources=incidents")).json.nextOffset
     expect((await call("POST", "/api/v1/consumers/warehouse/ack", key, { offset: plain })).status).toBe(400)
-    // Another key sees none of them.
+    // Another key sees none of them: its ack of this consumer's own offset is a 404, as is any
+    // key's ack of a consumer that is not there, whatever the offset.
     expect((await get("/api/v1/consumers/warehouse", actionsKey)).status).toBe(404)
+    expect((await call("POST", "/api/v1/consumers/warehouse/ack", actionsKey, { offset: second })).status).toBe(404)
+    expect((await call("POST", "/api/v1/consumers/nobody/ack", key, { offset: plain })).status).toBe(404)
+    expect((await call("POST", "/api/v1/consumers/nobody/ack", key, { offset: second })).status).toBe(404)
     expect((await get("/api/v1/consumers", actionsKey)).json.data).toEqual([])
     expect((await get("/api/v1/consumers", key)).json.data.map((c: any) => c.name)).toEqual(["warehouse"])
     // At most 20 per key.
