@@ -345,8 +345,15 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
           signal: AbortSignal.timeout(20_000)
         }).catch((e: Error) => ({ status: e.name, json: async () => ({}) }))
         const body = (await r.json()) as { data?: unknown }
-        if (r.status !== 200 || JSON.stringify(ids(body).sort()) !== JSON.stringify(all))
-          failures.push(`list: ${r.status} ${JSON.stringify(body).slice(0, 200)}`)
+        const got = Array.isArray(body.data) ? ids(body) : []
+        if (r.status !== 200 || JSON.stringify([...got].sort()) !== JSON.stringify(all)) {
+          // What differs, to tell a stale standby from an error.
+          const missing = all.filter((id) => !got.includes(id))
+          const extra = got.filter((id) => !all.includes(id))
+          failures.push(
+            `list: ${r.status} missing ${JSON.stringify(missing)} extra ${JSON.stringify(extra)} ${r.status === 200 ? "" : JSON.stringify(body).slice(0, 200)}`
+          )
+        }
       }
     }
     const running = Promise.all([worker(), worker()])
