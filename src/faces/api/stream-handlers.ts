@@ -164,7 +164,8 @@ const holdWait = (
   })
   // One async function rather than a chain of promises: each link would be held for the wait.
   const run = async () => {
-    let body: { readonly bytes: Buffer; readonly etag?: string } = heldBody(first)
+    // Made when it is sent, not held through the wait.
+    let body: { readonly bytes: Buffer; readonly etag?: string } | undefined
     let status: number | undefined
     try {
       const page = await start(abort)
@@ -179,7 +180,7 @@ const holdWait = (
       // The wait's read failed: the empty answer; the client's next request meets the failure.
     }
     try {
-      answer.send(body, status)
+      answer.send(body ?? heldBody(first), status)
     } finally {
       release()
     }
