@@ -1,10 +1,12 @@
 // Table tests of the read model's pure helpers: status filters and name patterns, the name
-// filter's day keys and day ranges, cursors, and the list request a decoded query makes.
+// filter's day keys and day ranges, cursors, the list request a decoded query makes, and the
+// hang-up a waiting stream request listens to.
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { NAME_QUERY, STATUS_QUERY } from "../../src/faces/api/query.ts"
 import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../src/read/cursor.ts"
 import { dayKeys, dayRanges, listRequest, namePattern, statusesFor } from "../../src/read/lists.ts"
+import { Hangup } from "../../src/read/stream.ts"
 
 describe("status filter and name pattern", () => {
   it.each([
@@ -182,5 +184,27 @@ describe("listRequest", () => {
       statuses: statusesFor("open"),
       byChange: true
     })
+  })
+})
+
+describe("Hangup", () => {
+  type Step = "on" | "off" | "abort"
+  it.each([
+    [["on", "abort"], 1],
+    [["on", "abort", "abort"], 1],
+    [["abort", "on"], 1],
+    [["on", "off", "abort"], 0],
+    [["abort", "on", "abort"], 1],
+    [["on"], 0]
+  ] as ReadonlyArray<readonly [ReadonlyArray<Step>, number]>)("%j calls the listener %i time(s)", (steps, calls) => {
+    const h = new Hangup()
+    let n = 0
+    for (const step of steps) {
+      if (step === "on") h.on(() => n++)
+      else if (step === "off") h.off()
+      else h.abort()
+    }
+    expect(n).toBe(calls)
+    expect(h.aborted).toBe(steps.includes("abort"))
   })
 })
