@@ -30,7 +30,7 @@ import { isPoison } from "./quarantine/poison.ts"
 import type { CaptureQuarantine } from "./quarantine/state.ts"
 import { emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
 import { quarantineWrites } from "./quarantine/writes.ts"
-import { deletedAt, loadFor, moduleOn, RefList, reshapeWide, WIDE_TABLES } from "./step/load.ts"
+import { deletedAt, loadFor, moduleOn, reachesNone, RefList, reshapeWide, WIDE_TABLES } from "./step/load.ts"
 import { mirrorChanges } from "./step/mirror.ts"
 import { Step } from "./step/step.ts"
 import type { Txn } from "./txn.ts"
@@ -55,8 +55,12 @@ export interface PreparedBatch {
   readonly store: Store
   /** Issues the batch's statements in order on the transaction (pipelined, not awaited). */
   readonly write: (tx: Tx) => Array<Promise<unknown>>
-  /** Then, on the same transaction: the views of the inspections its equipment and site changes reach (reshapeWide). */
-  readonly reshape: (tx: Tx) => Promise<number>
+  /**
+   * Then, on the same transaction, reading what `write` wrote: the views of the inspections its
+   * equipment and site changes reach (reshapeWide), and its quarantine's rows. Null when it has
+   * neither: the batch's COMMIT can then go with its statements (pipelinedCommit).
+   */
+  readonly reshape: ((tx: Tx) => Promise<number>) | null
   /** What it changes in the quarantine (written by `reshape`, last). */
   readonly quarantine: QuarantineDelta
 }
@@ -257,11 +261,14 @@ const prepareWith = async (
       if (mayHaveEvents(goneRefs)) out.push(scrubDeletedRecords(tx, goneRefs))
       return out
     },
-    reshape: async (tx) => {
-      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time, partialWaits)
-      if (quarantined !== null) await quarantined(tx)
-      return n
-    },
+    reshape:
+      (wideBlocked || reachesNone(wide)) && quarantined === null
+        ? null
+        : async (tx) => {
+            const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time, partialWaits)
+            if (quarantined !== null) await quarantined(tx)
+            return n
+          },
     quarantine: delta
   }
 }

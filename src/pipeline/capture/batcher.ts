@@ -5,7 +5,8 @@
 // message costs throughput. Its state is explicit: where the stream stands (Position), what is
 // taken and not yet prepared (pending), the one batch being written (writing), and the two
 // positions in the WAL (accepted, committed); each message is one transition (take).
-import { pipelinedTransaction } from "../../platform/db/pipelined.ts"
+import { pipelinedCommit, pipelinedTransaction } from "../../platform/db/pipelined.ts"
+import type { Transaction } from "../../platform/db/Database.ts"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
@@ -322,22 +323,33 @@ export class Batcher {
         const begun = performance.now()
         let opened = 0
         let answered = 0
-        // BEGIN goes out with the statements (pipelined.ts): a round trip less per batch.
-        await pipelinedTransaction(sql, async (tx) => {
-          opened = performance.now()
-          // The fence, then the checkpoint: each fails the transaction before anything is
-          // written, the one when the database takes writes only from a newer release, the other
-          // when another process moved the checkpoint. All statements go out at once, answered
-          // in order.
-          const [fence] = await Promise.all([
-            checkFence(tx),
+        // The fence, then the checkpoint: each fails the transaction before anything is written,
+        // the one when the database takes writes only from a newer release (its guard refuses
+        // them; checkFence says why), the other when another process moved the checkpoint. All
+        // statements go out at once, answered in order.
+        const statements = (tx: Transaction) =>
+          [
+            checkFence(tx).then((fence) => {
+              if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
+            }),
             advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime),
             ...prepared.write(tx)
-          ])
-          if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
-          await prepared.reshape(tx)
+          ] as const
+        const reshape = prepared.reshape
+        if (reshape === null) {
+          // Nothing reads what the batch wrote: COMMIT goes with the statements, one round trip.
+          opened = begun
+          await pipelinedCommit(sql, statements)
           answered = performance.now()
-        })
+        } else {
+          // BEGIN goes out with the statements (pipelined.ts); COMMIT after the re-shaping's reads.
+          await pipelinedTransaction(sql, async (tx) => {
+            opened = performance.now()
+            await Promise.all(statements(tx))
+            await reshape(tx)
+            answered = performance.now()
+          })
+        }
         if (profile) {
           const end = performance.now()
           profile.add(PHASES.write, end - begun)

@@ -38,12 +38,17 @@ export const readState = async (sql: Sql, slot: string): Promise<CaptureState | 
 /** The stored checkpoint is not the one this process applied from: another process applied changes meanwhile. */
 export class CheckpointMoved extends Data.TaggedError("CheckpointMoved")<{ readonly message: string }> {}
 
+/** The SQLSTATE advanceCheckpoint's statement fails with when the checkpoint is elsewhere (division_by_zero). */
+const CHECKPOINT_ELSEWHERE = "22012"
+
 /**
  * Moves the checkpoint from `from` (where this process's last batch left it) to `lsn`, and
  * fails the database transaction when it is elsewhere: a second capture process (a leader
  * that lost its lock and has not noticed yet) cannot apply the same changes again, and
  * every event is written once. Issued first in a batch's transaction, so the row lock
- * orders two such processes and the loser fails before writing.
+ * orders two such processes and the loser fails before writing. The statement itself fails
+ * (one over no row moved), not only its caller: a batch whose COMMIT is sent with its
+ * statements, before any answer (pipelined.ts), is then rolled back by that COMMIT.
  */
 export const advanceCheckpoint = (
   tx: TransactionSql<Record<string, unknown>>,
@@ -53,11 +58,21 @@ export const advanceCheckpoint = (
   commitTime: Date
 ): Promise<void> =>
   tx`
-    update service.capture_state
-    set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()
-    where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
+    with moved as (
+      update service.capture_state
+      set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()
+      where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn
+      returning 1
+    )
+    select 1 / count(*)::int from moved`
     .execute()
-    .then((r) => mustHaveMoved(r.count, slot, from))
+    .then(
+      () => {},
+      (e: unknown) => {
+        if ((e as { code?: unknown }).code === CHECKPOINT_ELSEWHERE) mustHaveMoved(0, slot, from)
+        throw e
+      }
+    )
 
 /** One row moved, or another capture process moved the checkpoint meanwhile: stop without writing. */
 const mustHaveMoved = (count: number, slot: string, from: Lsn): void => {

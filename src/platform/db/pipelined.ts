@@ -1,6 +1,8 @@
-// A transaction whose BEGIN goes out with its first statements. postgres.js's `begin` waits for
-// BEGIN's answer before it runs the body: one round trip more per transaction. Capture pays it
-// once per batch, on the way of every change to its readers (docs/benchmarks.md, "Stream").
+// Transactions that send BEGIN with their first statements. postgres.js's `begin` waits for
+// BEGIN's answer before it runs the body, and for the body's answers before COMMIT: two round
+// trips more per transaction. Capture pays them once per batch, on the way of every change to
+// its readers (docs/benchmarks.md, "Stream"). `pipelinedTransaction` saves the first;
+// `pipelinedCommit`, for statements that do not wait on one another's answers, both.
 import type postgres from "postgres"
 import type { Transaction } from "./Database.ts"
 
@@ -18,6 +20,16 @@ const connectionGone = (e: unknown): boolean => {
     severity === "FATAL" ||
     severity === "PANIC"
   )
+}
+
+/** Undoes the transaction on `conn`, waiting at most ROLLBACK_WAIT_MS: a connection that fails meanwhile must not hold the caller. */
+const rollback = async (conn: postgres.ReservedSql<Record<string, unknown>>) => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  await Promise.race([
+    conn`rollback`.catch(() => {}),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, ROLLBACK_WAIT_MS)))
+  ])
+  clearTimeout(timer)
 }
 
 /**
@@ -43,14 +55,7 @@ export const pipelinedTransaction = async <A>(
       // A statement failed (the transaction is aborted) or the body threw: undo it, unless the
       // connection is gone. Bounded: a connection that fails meanwhile must not hold the caller.
       gone = connectionGone(e)
-      if (!gone) {
-        let timer: ReturnType<typeof setTimeout> | undefined
-        await Promise.race([
-          conn`rollback`.catch(() => {}),
-          new Promise<void>((resolve) => (timer = setTimeout(resolve, ROLLBACK_WAIT_MS)))
-        ])
-        clearTimeout(timer)
-      }
+      if (!gone) await rollback(conn)
       throw e
     }
     try {
@@ -60,6 +65,57 @@ export const pipelinedTransaction = async <A>(
       throw e
     }
     return out
+  } finally {
+    if (!gone) conn.release()
+  }
+}
+
+/** The first of `settled`'s failures in statement order: the cause (those after it only say the transaction was aborted). */
+const firstFailure = (settled: ReadonlyArray<PromiseSettledResult<unknown>>): { reason: unknown } | null => {
+  for (const r of settled) if (r.status === "rejected") return { reason: r.reason }
+  return null
+}
+
+/**
+ * BEGIN, the statements `body` issues and COMMIT, sent together: one round trip. `body` must
+ * issue every statement before it returns, none waiting on another's answer. A statement that
+ * fails aborts the transaction, the ones after it fail, and PostgreSQL answers the COMMIT of an
+ * aborted transaction by rolling it back, without an error: so whatever the database refuses
+ * undoes the whole, with no ROLLBACK to send. A rule that must undo it therefore fails in SQL;
+ * a promise that rejects in JavaScript over an answer does not undo anything. Resolves with
+ * the statements' results once committed; otherwise throws the first failure, in statement order.
+ */
+export const pipelinedCommit = async <const T extends ReadonlyArray<Promise<unknown>>>(
+  sql: postgres.Sql<Record<string, unknown>>,
+  body: (tx: Transaction) => T
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> => {
+  const conn = await sql.reserve()
+  let gone = false
+  try {
+    const begun = conn`begin`.execute()
+    let statements: T
+    try {
+      statements = body(conn as unknown as Transaction)
+    } catch (e) {
+      // body threw before it issued everything: no COMMIT was sent; undo what it issued.
+      await begun.catch((b: unknown) => {
+        gone = connectionGone(b)
+      })
+      if (!gone) await rollback(conn)
+      throw e
+    }
+    const committed = conn`commit`.execute()
+    const [b, c, ...settled] = await Promise.allSettled([begun, committed, ...statements])
+    const all = [b, ...settled, c]
+    gone = all.some((r) => r.status === "rejected" && connectionGone(r.reason))
+    const failed = firstFailure(all)
+    if (failed !== null) throw failed.reason
+    // Every statement answered and COMMIT did too: it says ROLLBACK only if the transaction was aborted.
+    const tag = (c as PromiseFulfilledResult<{ command?: string }>).value.command
+    if (tag !== "COMMIT") throw new Error(`the transaction ended with ${tag ?? "no answer"} instead of COMMIT`)
+    return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
+      -readonly [K in keyof T]: Awaited<T[K]>
+    }
   } finally {
     if (!gone) conn.release()
   }

@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { advanceCheckpoint, CheckpointMoved } from "../../../src/pipeline/capture/checkpoint.ts"
+import { pipelinedCommit } from "../../../src/platform/db/pipelined.ts"
 import { mirrorChanges } from "../../../src/pipeline/capture/step/mirror.ts"
 import { CaptureProfile, PHASES } from "../../../src/pipeline/capture/profile.ts"
 import { parseLsn } from "../../../src/platform/db/lsn.ts"
@@ -140,6 +141,24 @@ describe("a batch prepared while the one before is written", () => {
     >`select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
     expect(state!.lsn).toBe("0/200")
     expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(0)
+    // The same with COMMIT sent before any answer (a batch with nothing to re-shape): the
+    // checkpoint's statement fails in the database, so that COMMIT rolls the batch back.
+    const pipelined = pipelinedCommit(db.sql, (tx) => [
+      advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/300"), at),
+      tx`insert into service.rows (tbl, key, company_id, data) values ('companies', ${company}, ${company}, '{}')`.execute()
+    ])
+    await expect(pipelined).rejects.toBeInstanceOf(CheckpointMoved)
+    expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(0)
+    // From where it does stand, it moves, with the batch's writes.
+    await pipelinedCommit(db.sql, (tx) => [
+      advanceCheckpoint(tx, slot, parseLsn("0/200"), parseLsn("0/300"), at),
+      tx`insert into service.rows (tbl, key, company_id, data) values ('companies', ${company}, ${company}, '{}')`.execute()
+    ])
+    expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(1)
+    const [moved] = await db.sql<
+      { lsn: string }[]
+    >`select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
+    expect(moved!.lsn).toBe("0/300")
   })
 
   it("shapes a view again only when something it shows changed: the same view as a fresh projection after every change", async () => {

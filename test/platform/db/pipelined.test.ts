@@ -1,10 +1,11 @@
-// pipelinedTransaction (capture's batch transaction): BEGIN sent with the statements, COMMIT once
-// the body resolves, ROLLBACK when it throws or a statement fails, and a connection killed under
-// it fails the caller at once rather than after a reconnection's wait.
-import type postgres from "postgres"
+// Capture's batch transactions. pipelinedTransaction: BEGIN sent with the statements, COMMIT once
+// the body resolves, ROLLBACK when it throws or a statement fails. pipelinedCommit: BEGIN, the
+// statements and COMMIT sent before any answer, a failed statement undoing them all. A connection
+// killed under either fails the caller at once rather than after a reconnection's wait.
+import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connect } from "../../../src/platform/db/Database.ts"
-import { pipelinedTransaction } from "../../../src/platform/db/pipelined.ts"
+import { pipelinedCommit, pipelinedTransaction } from "../../../src/platform/db/pipelined.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 
 describe("pipelinedTransaction", () => {
@@ -98,5 +99,130 @@ describe("pipelinedTransaction", () => {
     expect(await all()).toEqual([32])
     const [{ x }] = (await one`select 1 as x`) as unknown as [{ x: number }]
     expect(x).toBe(1)
+  })
+})
+
+describe("pipelinedCommit", () => {
+  const db = useDatabase({ migrated: false })
+  // A pool of one that notes each statement as postgres.js sends it, and when each answer came.
+  let one: postgres.Sql<Record<string, unknown>>
+  let log: string[] = []
+  const all = () => db.sql<{ n: number }[]>`select n from t order by n`.then((rows) => rows.map((r) => r.n))
+  const noted = <T>(p: Promise<T>, name: string) =>
+    p.then((v) => {
+      log.push(`answered ${name}`)
+      return v
+    })
+
+  beforeAll(async () => {
+    await db.sql`create table t (n int primary key)`
+    one = postgres(db.url, {
+      max: 1,
+      onnotice: () => {},
+      debug: (_conn, query) => log.push(`sent ${query.trim().split(/\s+/)[0]!.toLowerCase()}`)
+    })
+    // Connected (postgres.js's own type query on connecting done) before the tests note anything.
+    await one`select 1`
+  })
+  afterAll(async () => {
+    await one.end({ timeout: 2 })
+  })
+
+  it("sends BEGIN, every statement and COMMIT before the first answer, and commits them in one transaction", async () => {
+    await db.sql`truncate t`
+    log = []
+    const [first, , , last] = await pipelinedCommit(one, (tx) => [
+      noted(tx<{ id: string }[]>`select txid_current()::text as id`.execute(), "select"),
+      noted(tx`insert into t (n) values (1)`.execute(), "insert"),
+      noted(tx`insert into t (n) values (2)`.execute(), "insert"),
+      noted(tx<{ id: string }[]>`select txid_current()::text as id`.execute(), "select")
+    ])
+    expect(first[0]!.id).toBe(last[0]!.id)
+    expect(await all()).toEqual([1, 2])
+    expect(log.slice(0, 6)).toEqual([
+      "sent begin",
+      "sent select",
+      "sent insert",
+      "sent insert",
+      "sent select",
+      "sent commit"
+    ])
+    expect(log.slice(6)).toEqual(["answered select", "answered insert", "answered insert", "answered select"])
+    // Ended: the connection's next statement is in a transaction of its own.
+    const [next] = await one<{ id: string }[]>`select txid_current()::text as id`
+    expect(next!.id).not.toBe(first[0]!.id)
+  })
+
+  it("a statement the database refuses undoes those before and after it; the first failure is thrown", async () => {
+    await db.sql`truncate t`
+    const failed = pipelinedCommit(one, (tx) => [
+      tx`insert into t (n) values (10)`.execute(),
+      tx`select 1 / 0`.execute(),
+      tx`insert into t (n) values (11)`.execute()
+    ])
+    await expect(failed).rejects.toMatchObject({ code: "22012" })
+    expect(await all()).toEqual([])
+    // Outside any transaction again (an open, aborted one would refuse this).
+    await one`insert into t (n) values (12)`
+    expect(await all()).toEqual([12])
+  })
+
+  it("a check made in JavaScript over an answer fails the call but does not undo the transaction", async () => {
+    // The contract its callers rely on: a rule that must undo the batch fails in SQL.
+    await db.sql`truncate t`
+    const checked = pipelinedCommit(one, (tx) => [
+      tx`select 1 as x`.execute().then(() => {
+        throw new Error("a check over the answer")
+      }),
+      tx`insert into t (n) values (40)`.execute()
+    ])
+    await expect(checked).rejects.toThrow("a check over the answer")
+    expect(await all()).toEqual([40])
+  })
+
+  it("a body that throws before it has issued everything sends no COMMIT: what it issued is rolled back", async () => {
+    await db.sql`truncate t`
+    const refused = pipelinedCommit(one, (tx) => {
+      void tx`insert into t (n) values (20)`.execute()
+      throw new Error("built wrong")
+    })
+    await expect(refused).rejects.toThrow("built wrong")
+    expect(await all()).toEqual([])
+    await one`insert into t (n) values (21)`
+    expect(await all()).toEqual([21])
+  })
+
+  it("a connection ended under the transaction fails it at once, nothing written, and the pool reconnects", async () => {
+    await db.sql`truncate t`
+    const [me] = await one<{ pid: number }[]>`select pg_backend_pid() as pid`
+    const t0 = Date.now()
+    const killed = pipelinedCommit(one, (tx) => [
+      tx`insert into t (n) values (30)`.execute(),
+      tx`select pg_sleep(0.5)`.execute(),
+      tx`insert into t (n) values (31)`.execute()
+    ])
+    // Ended from outside while its statements run (the COMMIT already sent, not yet read).
+    for (let i = 0; i < 50; i++) {
+      const [busy] = await db.sql<
+        { n: number }[]
+      >`select count(*)::int as n from pg_stat_activity where pid = ${me!.pid} and query like '%pg_sleep%' and state = 'active'`
+      if (busy!.n > 0) break
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    await db.sql`select pg_terminate_backend(${me!.pid})`
+    await expect(killed).rejects.toBeDefined()
+    expect(Date.now() - t0).toBeLessThan(10_000)
+    expect(await all()).toEqual([])
+    let tries = 0
+    for (;;) {
+      tries++
+      const ok = await one`insert into t (n) values (32)`.then(
+        () => true,
+        () => false
+      )
+      if (ok || tries === 3) break
+    }
+    expect(tries).toBeLessThan(3)
+    expect(await all()).toEqual([32])
   })
 })

@@ -94,6 +94,9 @@ export interface Wide {
   readonly sites: ReadonlyArray<string>
 }
 
+/** Whether a batch's equipment and site changes reach no inspection's view. */
+export const reachesNone = (wide: Wide): boolean => wide.equipment.length === 0 && wide.sites.length === 0
+
 /** Inspections re-shaped at a time: what one chunk holds (rows, items, views) stays small (bench:soak
  * held RSS flatter at 100 than at 500; a 20,000-inspection rename takes about as long). */
 const WIDE_CHUNK = 100
@@ -127,7 +130,7 @@ export const reshapeWide = async (
   time: ChangeTime,
   partialWaits = false
 ): Promise<number> => {
-  if (wide.equipment.length === 0 && wide.sites.length === 0) return 0
+  if (reachesNone(wide)) return 0
   const skip = new Set(written.filter((r) => r.resource === "inspections").map((r) => r.id))
   const rows = await wideInspectionKeys(
     tx,
