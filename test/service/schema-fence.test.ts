@@ -94,7 +94,8 @@ describe("a process whose release is older than the database's fence", () => {
         await w.db.sql`delete from app.incidents where id = ${gone!.id}`
         await waitFor(
           // Fenced (not a failure to retry), saying which release the database takes writes from.
-          () => w.cap.logs.some((l) => l.message.startsWith("CaptureFenced:") && l.message.includes(`release ${NEWER}`)),
+          () =>
+            w.cap.logs.some((l) => l.message.startsWith("CaptureFenced:") && l.message.includes(`release ${NEWER}`)),
           "capture to meet the fence",
           20_000
         )
