@@ -426,12 +426,15 @@ export const changeAfter = (
 /**
  * Requests that arrive or are woken together often ask the same (the same key, stream and offset:
  * clients that follow from the same place): one statement, in flight, answers them all. Reads
- * woken by a commit go to the primary, which has it.
+ * woken by a commit go to the primary, which has it. Only requests that took the same ticket
+ * (no notification between them) share a read: one that began before a commit's notification
+ * may not see that commit, and a request that took its ticket after the notification would then
+ * wait for a change it was never woken for (the wake has announced it already).
  */
 export const sharedReads = (core: StreamCore) => {
   const inflight = new Map<string, Promise<StreamRead>>()
-  return (key: StreamKey, ask: StreamAsk, primaryOnly = true): Promise<StreamRead> => {
-    const id = `${primaryOnly ? "p" : "r"}|${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.after ?? ""}|${ask.limit}`
+  return (key: StreamKey, ask: StreamAsk, ticket: number, primaryOnly = true): Promise<StreamRead> => {
+    const id = `${ticket}|${primaryOnly ? "p" : "r"}|${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.after ?? ""}|${ask.limit}`
     let p = inflight.get(id)
     if (p === undefined) {
       p = core.read(key, ask, primaryOnly).finally(() => inflight.delete(id))
@@ -464,7 +467,7 @@ export const waitForChanges = async (
     const why = await changeAfter(core.wake, key, r, ticket, deadline, signal)
     if (why === "timeout" || why === "aborted") return first
     ticket = core.wake.ticket()
-    const again = await shared(key, ask)
+    const again = await shared(key, ask, ticket)
     if (again._tag === "Refetch") return again
     if (again._tag !== "Page") return first
     if (again.count > 0) return again

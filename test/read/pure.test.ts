@@ -1,12 +1,12 @@
 // Table tests of the read model's pure helpers: status filters and name patterns, the name
 // filter's day keys and day ranges, cursors, the list request a decoded query makes, and the
-// hang-up a waiting stream request listens to.
+// hang-up a waiting stream request listens to, and which stream requests share one read.
 import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { NAME_QUERY, STATUS_QUERY } from "../../src/faces/api/query.ts"
 import { cursorKey, decodeCursor, encodeCursor, type CursorBinding } from "../../src/read/cursor.ts"
 import { dayKeys, dayRanges, listRequest, namePattern, statusesFor } from "../../src/read/lists.ts"
-import { Hangup } from "../../src/read/stream.ts"
+import { Hangup, sharedReads, type StreamCore, type StreamRead } from "../../src/read/stream.ts"
 
 describe("status filter and name pattern", () => {
   it.each([
@@ -206,5 +206,43 @@ describe("Hangup", () => {
     }
     expect(n).toBe(calls)
     expect(h.aborted).toBe(steps.includes("abort"))
+  })
+})
+
+describe("stream requests sharing one read", () => {
+  /** A core whose reads stay in flight until told; it counts them. */
+  const counting = () => {
+    const pending: Array<(r: StreamRead) => void> = []
+    const core = {
+      read: () => new Promise<StreamRead>((resolve) => pending.push(resolve))
+    } as unknown as StreamCore
+    return { core, pending }
+  }
+  const key = { keyId: "k1", host: undefined, companyId: "c1" }
+  const ask = { resources: undefined, spec: "all", after: "o1", limit: 100 }
+  const done: StreamRead = { _tag: "Refused", state: "unknown" }
+
+  it.each([
+    ["the same ticket, key and offset: one read", [7, 7], [key, key], [ask, ask], 1],
+    ["a notification between them (another ticket): two reads", [7, 8], [key, key], [ask, ask], 2],
+    ["another key: two reads", [7, 7], [key, { ...key, keyId: "k2" }], [ask, ask], 2],
+    ["another offset: two reads", [7, 7], [key, key], [ask, { ...ask, after: "o2" }], 2]
+  ] as const)("%s", async (_, tickets, keys, asks, reads) => {
+    const { core, pending } = counting()
+    const shared = sharedReads(core)
+    const answers = [shared(keys[0], asks[0], tickets[0]), shared(keys[1], asks[1], tickets[1])]
+    expect(pending).toHaveLength(reads)
+    for (const resolve of pending) resolve(done)
+    expect(await Promise.all(answers)).toEqual([done, done])
+  })
+
+  it("a read that has answered is not kept: the next request reads again", async () => {
+    const { core, pending } = counting()
+    const shared = sharedReads(core)
+    const first = shared(key, ask, 7)
+    pending[0]!(done)
+    await first
+    void shared(key, ask, 7)
+    expect(pending).toHaveLength(2)
   })
 })

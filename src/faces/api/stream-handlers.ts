@@ -250,7 +250,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
             if (why === "aborted") return
           }
           ticket = core.wake.ticket()
-          const next = await shared(key, { ...ask, after })
+          const next = await shared(key, { ...ask, after }, ticket)
           if (abort.aborted) return
           if (next._tag !== "Page") {
             out.end(
@@ -303,7 +303,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           const release = core.wake.acquire(k.keyId)
           if (typeof release === "string") return waitFull(release)
           const ticket = core.wake.ticket()
-          const first = yield* Effect.promise(() => shared(k, ask, false))
+          const first = yield* Effect.promise(() => shared(k, ask, ticket, false))
           if (first._tag !== "Page") {
             release()
             return yield* answerRead(key, first)
@@ -311,7 +311,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
           return eventStream(k, ask, first, ticket, release, onServed)
         }
         const ticket = core.wake.ticket()
-        const r = yield* Effect.promise(() => shared(k, ask, false))
+        const r = yield* Effect.promise(() => shared(k, ask, ticket, false))
         if (r._tag !== "Page") return yield* answerRead(key, r)
         if (r.count > 0 || wait === undefined || ask.after === "now") {
           if (r.count > 0 && onServed !== undefined) yield* Effect.promise(() => onServed(r.nextOffset))
