@@ -77,6 +77,30 @@ const firstFailure = (settled: ReadonlyArray<PromiseSettledResult<unknown>>): { 
 }
 
 /**
+ * Every promise's outcome, or the first failure that says the connection is gone: the statements
+ * queued behind it may then wait for postgres.js to reconnect (up to its connect timeout, while
+ * the server is down) or never settle, and the transaction has ended with the session anyway.
+ */
+const settledUnlessGone = (ps: ReadonlyArray<Promise<unknown>>): Promise<Array<PromiseSettledResult<unknown>>> =>
+  new Promise((resolve, reject) => {
+    const out = new Array<PromiseSettledResult<unknown>>(ps.length)
+    let left = ps.length
+    const settle = (i: number, r: PromiseSettledResult<unknown>) => {
+      out[i] = r
+      if (--left === 0) resolve(out)
+    }
+    ps.forEach((p, i) =>
+      p.then(
+        (value) => settle(i, { status: "fulfilled", value }),
+        (reason: unknown) => {
+          if (connectionGone(reason)) reject(reason)
+          settle(i, { status: "rejected", reason })
+        }
+      )
+    )
+  })
+
+/**
  * BEGIN, the statements `body` issues and COMMIT, sent together: one round trip. `body` must
  * issue every statement before it returns, none waiting on another's answer. A statement that
  * fails aborts the transaction, the ones after it fail, and PostgreSQL answers the COMMIT of an
@@ -105,10 +129,15 @@ export const pipelinedCommit = async <const T extends ReadonlyArray<Promise<unkn
       throw e
     }
     const committed = conn`commit`.execute()
-    const [b, c, ...settled] = await Promise.allSettled([begun, committed, ...statements])
-    const all = [b, ...settled, c]
-    gone = all.some((r) => r.status === "rejected" && connectionGone(r.reason))
-    const failed = firstFailure(all)
+    let answers: Array<PromiseSettledResult<unknown>>
+    try {
+      answers = await settledUnlessGone([begun, committed, ...statements])
+    } catch (e) {
+      gone = true
+      throw e
+    }
+    const [b, c, ...settled] = answers as [PromiseSettledResult<unknown>, PromiseSettledResult<unknown>]
+    const failed = firstFailure([b, ...settled, c])
     if (failed !== null) throw failed.reason
     // Every statement answered and COMMIT did too: it says ROLLBACK only if the transaction was aborted.
     const tag = (c as PromiseFulfilledResult<{ command?: string }>).value.command
