@@ -89,15 +89,14 @@ const settledUnlessGone = (ps: ReadonlyArray<Promise<unknown>>): Promise<Array<P
       out[i] = r
       if (--left === 0) resolve(out)
     }
-    ps.forEach((p, i) =>
-      p.then(
+    for (let i = 0; i < ps.length; i++)
+      ps[i]!.then(
         (value) => settle(i, { status: "fulfilled", value }),
         (reason: unknown) => {
           if (connectionGone(reason)) reject(reason)
           settle(i, { status: "rejected", reason })
         }
       )
-    )
   })
 
 /**
