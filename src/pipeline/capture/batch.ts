@@ -63,6 +63,36 @@ export interface PreparedBatch {
   readonly reshape: ((tx: Tx) => Promise<number>) | null
   /** What it changes in the quarantine (written by `reshape`, last). */
   readonly quarantine: QuarantineDelta
+  /**
+   * Where the batch must be cut before it is written (heldAfterWide), or null: the transactions
+   * before that index are then prepared and written as a batch of their own, the rest after.
+   */
+  readonly cutAt: number | null
+}
+
+/** The tables an inspection's view shows as its own: its row and its items. */
+const INSPECTION_TABLES: ReadonlySet<string> = new Set(["inspections", "inspection_items"])
+const WIDE: ReadonlySet<string> = new Set(WIDE_TABLES)
+
+/**
+ * A held record keeps the view it showed at the commit before its hold. An inspection's view
+ * also shows its equipment and job site, re-shaped at the end of a batch (reshapeWide); one held
+ * at a later transaction of the same batch is left out of that, and would keep the view from
+ * before an equipment or site change that an earlier transaction of the batch committed. So a
+ * batch that holds an inspection is cut at the first transaction that changes an inspection's
+ * rows after one that changed equipment or a job site: the transactions before are written
+ * first, with their re-shaping, and the hold then keeps what they showed. Only batches that
+ * hold an inspection pay for it; null when there is nothing to cut.
+ */
+export const heldAfterWide = (txns: ReadonlyArray<Txn>, delta: QuarantineDelta): number | null => {
+  if (txns.length < 2 || !delta.held.some((h) => h.ref.resource === "inspections")) return null
+  let wide = false
+  for (let i = 0; i < txns.length; i++) {
+    const changes = txns[i]!.changes
+    if (wide && changes.some((c) => INSPECTION_TABLES.has(c.table))) return i
+    if (changes.some((c) => WIDE.has(c.table))) wide = true
+  }
+  return null
 }
 
 /** Whether a batch has to deal with the quarantine: held records or broken tables, a request, a value not decoded. */
@@ -269,7 +299,8 @@ const prepareWith = async (
             if (quarantined !== null) await quarantined(tx)
             return n
           },
-    quarantine: delta
+    quarantine: delta,
+    cutAt: holds === null ? null : heldAfterWide(txns, delta)
   }
 }
 

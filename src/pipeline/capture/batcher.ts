@@ -299,11 +299,21 @@ export class Batcher {
     if (this.pending.length === 0) return
     const { sql, opts, quarantine } = this.ctx
     const profile = opts.profile
-    const batch = this.pending
+    let batch = this.pending
     this.pending = []
     this.pendingChanges = 0
     const t0 = performance.now()
-    const prepared = await prepareBatch(sql, batch, this.writing?.store ?? null, quarantine)
+    let prepared = await prepareBatch(sql, batch, this.writing?.store ?? null, quarantine)
+    const cut = prepared.cutAt
+    if (cut !== null) {
+      // A record held later in the batch keeps what the transactions before its hold showed
+      // (batch.ts, heldAfterWide): those go first, as a batch of their own; the rest follows.
+      const rest = batch.slice(cut)
+      this.pending = [...rest, ...this.pending]
+      this.pendingChanges += rest.reduce((n, t) => n + t.changes.length + (t.markers?.length ?? 0), 0)
+      batch = batch.slice(0, cut)
+      prepared = await prepareBatch(sql, batch, this.writing?.store ?? null, quarantine)
+    }
     const t1 = performance.now()
     profile?.add(PHASES.prepare, t1 - t0)
     if (this.writing !== null) {
@@ -367,6 +377,8 @@ export class Batcher {
         await this.stored(last.endLsn, prepared.changes, tally, prepared.quarantine, prepared.store.incomplete)
       })
     )
+    // The rest of a cut batch is prepared while its first part is written.
+    if (cut !== null) await this.flush()
   }
 
   /**

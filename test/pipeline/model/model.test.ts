@@ -240,6 +240,22 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
         { t: "unrename", killAfterMs: 124 }
       ]
     }
+  ],
+  [
+    "an inspection held in the batch of an earlier move of its equipment keeps the view that move showed",
+    {
+      // Found by the model (seed 20261204): capture restarted and caught up with the equipment's
+      // move and the inspection's edit (held: its table out of shape) in one batch, and the held
+      // inspection kept its view from before the move, which one batch per transaction showed.
+      config: { publication: "dba", batchChanges: 3, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
+      before: [{ t: "txn", ops: [{ op: "create", kind: "inspection", variant: 3 }] }],
+      steps: [
+        { t: "kill", afterMs: 0 },
+        { t: "rename", which: 1 },
+        { t: "txn", ops: [{ op: "move", n: 23 }] },
+        { t: "txn", ops: [{ op: "edit", kind: "inspection", n: 13, variant: 0 }] }
+      ]
+    }
   ]
 ]
 
