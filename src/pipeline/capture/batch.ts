@@ -55,12 +55,15 @@ export interface PreparedBatch {
   readonly store: Store
   /** Issues the batch's statements in order on the transaction (pipelined, not awaited). */
   readonly write: (tx: Tx) => Array<Promise<unknown>>
+  /** Then, on the same transaction: the views of the inspections its equipment and site changes reach (reshapeWide). */
+  readonly reshape: (tx: Tx) => Promise<number>
   /**
-   * Then, on the same transaction, reading what `write` wrote: the views of the inspections its
-   * equipment and site changes reach (reshapeWide), and its quarantine's rows. Null when it has
-   * neither: the batch's COMMIT can then go with its statements (pipelinedCommit).
+   * Whether every statement of `write` goes out before it returns and `reshape` has nothing to
+   * do: then the batch's COMMIT can go with its statements (pipelinedCommit). Not so when the
+   * batch scrubs events (a privacy case, a deleted record), rewrites companies or users, or
+   * redacts kept views: those read what is stored before they write.
    */
-  readonly reshape: ((tx: Tx) => Promise<number>) | null
+  readonly oneRound: boolean
   /** What it changes in the quarantine (written by `reshape`, last). */
   readonly quarantine: QuarantineDelta
   /**
@@ -291,14 +294,19 @@ const prepareWith = async (
       if (mayHaveEvents(goneRefs)) out.push(scrubDeletedRecords(tx, goneRefs))
       return out
     },
-    reshape:
-      (wideBlocked || reachesNone(wide)) && quarantined === null
-        ? null
-        : async (tx) => {
-            const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time, partialWaits)
-            if (quarantined !== null) await quarantined(tx)
-            return n
-          },
+    reshape: async (tx) => {
+      const n = wideBlocked ? 0 : await reshapeWide(tx, wide, written, time, partialWaits)
+      if (quarantined !== null) await quarantined(tx)
+      return n
+    },
+    oneRound:
+      (wideBlocked || reachesNone(wide)) &&
+      quarantined === null &&
+      companies === null &&
+      people === null &&
+      privacy.length === 0 &&
+      !mayHaveEvents(goneRefs) &&
+      kept.length === 0,
     quarantine: delta,
     cutAt: holds === null ? null : heldAfterWide(txns, delta)
   }

@@ -345,18 +345,17 @@ export class Batcher {
             advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime),
             ...prepared.write(tx)
           ] as const
-        const reshape = prepared.reshape
-        if (reshape === null) {
+        if (prepared.oneRound) {
           // Nothing reads what the batch wrote: COMMIT goes with the statements, one round trip.
           opened = begun
           await pipelinedCommit(sql, statements)
           answered = performance.now()
         } else {
-          // BEGIN goes out with the statements (pipelined.ts); COMMIT after the re-shaping's reads.
+          // BEGIN goes out with the statements (pipelined.ts); COMMIT after what reads them back.
           await pipelinedTransaction(sql, async (tx) => {
             opened = performance.now()
             await Promise.all(statements(tx))
-            await reshape(tx)
+            await prepared.reshape(tx)
             answered = performance.now()
           })
         }

@@ -117,9 +117,35 @@ export const pipelinedCommit = async <const T extends ReadonlyArray<Promise<unkn
   try {
     const begun = conn`begin`.execute()
     let statements: T
+    // A statement issued once body has returned would follow the COMMIT, outside the
+    // transaction (a read-then-write helper's second statement): refused, so that the caller
+    // fails instead of committing half of what it meant.
+    let open = true
+    const refuse = () => {
+      if (!open)
+        throw new Error(
+          "a statement was issued after its transaction's COMMIT was sent: pipelinedCommit takes only statements issued at once"
+        )
+    }
+    const tx = new Proxy(conn, {
+      apply: (target, self, args) => {
+        refuse()
+        return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, self, args)
+      },
+      get: (target, key) => {
+        const value = Reflect.get(target, key, target)
+        if (key !== "unsafe" && key !== "file") return value
+        return (...args: unknown[]) => {
+          refuse()
+          return Reflect.apply(value as (...a: unknown[]) => unknown, target, args)
+        }
+      }
+    })
     try {
-      statements = body(conn as unknown as Transaction)
+      statements = body(tx as unknown as Transaction)
+      open = false
     } catch (e) {
+      open = false
       // body threw before it issued everything: no COMMIT was sent; undo what it issued.
       await begun.catch((b: unknown) => {
         gone = connectionGone(b)

@@ -180,6 +180,20 @@ describe("pipelinedCommit", () => {
     expect(await all()).toEqual([40])
   })
 
+  it("a statement issued after the body returned (behind an answer) is refused, not run after the COMMIT", async () => {
+    await db.sql`truncate t`
+    const late = pipelinedCommit(one, (tx) => [
+      tx`insert into t (n) values (50)`.execute(),
+      (async () => {
+        await tx`select 1`
+        await tx`insert into t (n) values (51)`
+      })()
+    ])
+    await expect(late).rejects.toThrow("issued after its transaction's COMMIT was sent")
+    // What went out before the COMMIT committed; the late statement never ran.
+    expect(await all()).toEqual([50])
+  })
+
   it("a body that throws before it has issued everything sends no COMMIT: what it issued is rolled back", async () => {
     await db.sql`truncate t`
     const refused = pipelinedCommit(one, (tx) => {
