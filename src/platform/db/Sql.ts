@@ -8,6 +8,7 @@
 import { Context, Effect, Exit, Layer } from "effect"
 import type postgres from "postgres"
 import { Database, type Tx } from "./Database.ts"
+import { guarded } from "./guarded.ts"
 import { AppSql } from "./app-sql.ts"
 
 export { AppSql, appSqlLayer } from "./app-sql.ts"
@@ -127,20 +128,7 @@ const ending = (conn: postgres.ReservedSql, pid: number, vxid: string | null) =>
   const check = () => {
     if (ended) throw new TransactionEnded()
   }
-  const tx = new Proxy(conn, {
-    apply: (target, self, args) => {
-      check()
-      return Reflect.apply(target, self, args)
-    },
-    get: (target, key) => {
-      const value = Reflect.get(target, key, target)
-      if (key !== "unsafe" && key !== "file") return value
-      return (...args: unknown[]) => {
-        check()
-        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args)
-      }
-    }
-  }) as unknown as Tx
+  const tx = guarded(conn, check) as unknown as Tx
   return {
     conn,
     tx,

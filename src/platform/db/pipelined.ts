@@ -5,6 +5,7 @@
 // `pipelinedCommit`, for statements that do not wait on one another's answers, both.
 import type postgres from "postgres"
 import type { Transaction } from "./Database.ts"
+import { guarded } from "./guarded.ts"
 
 /** How long a ROLLBACK may take before the connection is given back anyway. */
 const ROLLBACK_WAIT_MS = 2_000
@@ -127,20 +128,7 @@ export const pipelinedCommit = async <const T extends ReadonlyArray<Promise<unkn
           "a statement was issued after its transaction's COMMIT was sent: pipelinedCommit takes only statements issued at once"
         )
     }
-    const tx = new Proxy(conn, {
-      apply: (target, self, args) => {
-        refuse()
-        return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, self, args)
-      },
-      get: (target, key) => {
-        const value = Reflect.get(target, key, target)
-        if (key !== "unsafe" && key !== "file") return value
-        return (...args: unknown[]) => {
-          refuse()
-          return Reflect.apply(value as (...a: unknown[]) => unknown, target, args)
-        }
-      }
-    })
+    const tx = guarded(conn, refuse)
     try {
       statements = body(tx as unknown as Transaction)
       open = false
