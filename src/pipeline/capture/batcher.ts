@@ -82,6 +82,8 @@ export class Batcher {
   private accepted: Lsn
   /** The stored checkpoint: where the last batch written left it. */
   private committed: Lsn
+  /** The commit time of the last transaction taken (see commitDate). */
+  private lastCommit: Date | null
   /** Transactions taken, not yet prepared. */
   private pending: Txn[] = []
   private pendingChanges = 0
@@ -96,12 +98,14 @@ export class Batcher {
   /** Tables a Relation message found broken (or the stored state did). */
   private readonly seenBroken: Set<string>
 
-  constructor(ctx: BatcherContext, start: Lsn) {
+  /** `start`: the stored checkpoint; `lastCommitAt`: the commit time stored with it. */
+  constructor(ctx: BatcherContext, start: Lsn, lastCommitAt: Date | null) {
     this.ctx = ctx
     this.app = appOf(ctx.sql, ctx.opts).sql
     this.large = ctx.opts.largeTransaction ?? 10_000
     this.accepted = start
     this.committed = start
+    this.lastCommit = lastCommitAt
     this.seenBroken = new Set(ctx.quarantine.broken.keys())
     const stream = ctx.stream
     stream.idle = () =>
@@ -187,10 +191,11 @@ export class Batcher {
   private async commit(p: Position, msg: Message & { tag: "commit" }) {
     const endLsn = parseLsn(msg.commitEndLsn!)
     if (p.in === "transaction" && endLsn > this.accepted) {
+      this.lastCommit = commitDate(msg.commitTime, this.lastCommit)
       this.pending.push({
         xid: p.xid,
         endLsn,
-        commitTime: commitDate(msg.commitTime),
+        commitTime: this.lastCommit,
         changes: p.changes,
         ...(p.markers ? { markers: p.markers } : {})
       })
@@ -397,6 +402,7 @@ export class Batcher {
           slot: opts.slot,
           committed: this.committed,
           accepted: this.accepted,
+          lastCommit: this.lastCommit,
           quarantine,
           resync,
           seenBroken: this.seenBroken,
@@ -411,6 +417,7 @@ export class Batcher {
       }
     )
     this.accepted = done.endLsn
+    this.lastCommit = done.commitTime
     await this.stored(done.endLsn, done.changes, done.tally, done.delta, done.incomplete)
   }
 

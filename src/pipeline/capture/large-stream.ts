@@ -25,8 +25,16 @@ const LARGE_CHUNK = 2000
 /** Keys of a truncated table deleted at a time. */
 const TRUNCATE_PAGE = 1000
 
-/** pgoutput commit times are microseconds since the Unix epoch. */
-export const commitDate = (t: unknown) => new Date(Number((t as bigint) / 1000n))
+/**
+ * A transaction's commit time (pgoutput's, microseconds since the Unix epoch, to the ms), never
+ * before `floor`, the one taken before it. PostgreSQL stamps a commit before it writes the commit
+ * record, so two transactions committing at once can reach the WAL in the other order of their
+ * stamps; capture's times follow the WAL, so that committedAt never goes back along the stream.
+ */
+export const commitDate = (t: unknown, floor: Date | null = null): Date => {
+  const at = new Date(Number((t as bigint) / 1000n))
+  return floor !== null && floor > at ? floor : at
+}
 
 /** The followed app tables a TRUNCATE message names. */
 export const truncatedTables = (msg: Message & { tag: "truncate" }): ReadonlyArray<string> =>
@@ -52,6 +60,7 @@ export const relationMarker = (
 
 export interface LargeCommitted {
   readonly endLsn: Lsn
+  readonly commitTime: Date
   readonly tally: Map<string, number>
   readonly delta: QuarantineDelta
   readonly incomplete: ReadonlyArray<readonly [string, string]>
@@ -73,6 +82,8 @@ export const streamLarge = (
     readonly slot: string
     readonly committed: Lsn
     readonly accepted: Lsn
+    /** The commit time of the last transaction taken (commitDate's floor). */
+    readonly lastCommit: Date | null
     readonly quarantine: CaptureQuarantine
     readonly resync: Resync
     readonly seenBroken: Set<string>
@@ -125,13 +136,13 @@ export const streamLarge = (
       } else if (msg.tag === "commit") {
         await written()
         const endLsn = parseLsn(msg.commitEndLsn!)
-        const commitTime = commitDate(msg.commitTime)
+        const commitTime = commitDate(msg.commitTime, ctx.lastCommit)
         if (endLsn <= ctx.accepted) throw new Error("large transaction at or below the checkpoint")
         const fence = await checkFence(tx)
         if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
         const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
         await advanceCheckpoint(tx, ctx.slot, ctx.committed, endLsn, commitTime)
-        return { endLsn, tally, delta, incomplete: big.incomplete, changes: total }
+        return { endLsn, commitTime, tally, delta, incomplete: big.incomplete, changes: total }
       } else if (msg.tag === "relation") {
         const m = relationMarker(msg, ctx.seenBroken)
         if (m === null) continue

@@ -160,6 +160,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         })
       }
       const from = state.checkpoint
+      const lastCommitAt = state.lastCommitAt
       stats.checkpoint = from
       const applied = yield* stallOver(sql, opts)
       // Held records and broken tables as the checkpoint left them (quarantine/).
@@ -182,7 +183,9 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
           Effect.raceFirst(
             plain(
               (signal) =>
-                new Batcher({ sql, stream, opts, stats, quarantine, resync, tell, applied }, from).run(signal),
+                new Batcher({ sql, stream, opts, stats, quarantine, resync, tell, applied }, from, lastCommitAt).run(
+                  signal
+                ),
               () => void stream.close(),
               opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
             ),

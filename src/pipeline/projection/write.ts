@@ -145,11 +145,25 @@ export interface CommitTime {
 /** Places after every record a batch changed itself: records reached through another (wide re-shaping). */
 const REACHED = 2 ** 30
 
-/** Each view's place in the batch (CommitTime.ord) and its commit time in ms, as text parameters. */
-const placesOf = (time: CommitTime, refs: ReadonlyArray<{ readonly resource: string; readonly id: string }>) => ({
-  ord: packed(refs.map((r, i) => String(time.ord(r.resource, r.id) ?? REACHED + i))),
-  ms: packed(refs.map((r) => String((time.committed?.(r.resource, r.id) ?? time.commit).getTime())))
-})
+/**
+ * A record change's place in its batch and its `committedAt` (ms), from one source for every
+ * statement that writes record changes: the stream orders by the place and shows the time, so
+ * the two must come from the same transaction or committedAt could go back along the stream.
+ * A record the batch reached through another (no place of its own) comes after all the batch's
+ * own, at the batch's last commit. `i`: its index among those the statement writes.
+ */
+const placeOf = (time: CommitTime, resource: string, id: string, i: number) => {
+  const ord = time.ord(resource, id)
+  return ord === undefined
+    ? { ord: REACHED + i, ms: time.commit.getTime() }
+    : { ord, ms: (time.committed?.(resource, id) ?? time.commit).getTime() }
+}
+
+/** Each view's place in the batch and its commit time in ms (placeOf), as text parameters. */
+const placesOf = (time: CommitTime, refs: ReadonlyArray<{ readonly resource: string; readonly id: string }>) => {
+  const places = refs.map((r, i) => placeOf(time, r.resource, r.id, i))
+  return { ord: packed(places.map((p) => String(p.ord))), ms: packed(places.map((p) => String(p.ms))) }
+}
 
 /**
  * Writes the views of a batch and deletes those whose record is gone, leaving a tombstone
@@ -203,9 +217,7 @@ export const viewWrites = (
   const goneJson =
     gone.length > 0
       ? JSON.stringify(
-          numbering === null
-            ? gone
-            : gone.map((g, i) => ({ ...g, ord: numbering.ord(g.resource, g.id) ?? REACHED + i }))
+          numbering === null ? gone : gone.map((g, i) => ({ ...g, ...placeOf(numbering, g.resource, g.id, i) }))
         )
       : null
   const ups = viewColumns(views)
@@ -218,10 +230,10 @@ export const viewWrites = (
       out.push(
         tx`
       with d as (
-        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz, ord int)
+        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz, ord int, ms bigint)
         where v.resource = g.resource and v.id = g.id
-        returning v.resource, v.id, v.company_id, date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.ord
-      )${written(tx, numbering, "delete", tx`select resource, id, company_id, at, ord from d`)}
+        returning v.resource, v.id, v.company_id, date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.ord, g.ms
+      )${written(tx, numbering, "delete", tx`select resource, id, company_id, ord, ms from d`)}
       insert into service.deletions (resource, id, company_id, deleted_at)
       select resource, id, company_id, at from d
       on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`.execute()
@@ -276,14 +288,15 @@ const placed = (
   places === null
     ? tx``
     : tx`
-        select up.resource, up.id, up.company_id, to_timestamp(p.ms / 1000.0) as at, p.ord from up
+        select up.resource, up.id, up.company_id, p.ord, p.ms from up
         join unnest(string_to_array(${v.resource}, chr(30)), string_to_array(${v.id}, chr(30))::uuid[],
                     string_to_array(${places.ord}, chr(30))::int[], string_to_array(${places.ms}, chr(30))::bigint[])
           as p(resource, id, ord, ms)
           on p.resource = up.resource and p.id = up.id`
 
 /**
- * The record changes a view statement made (`rows`: resource, id, company_id, at, ord), as a CTE
+ * The record changes a view statement made (`rows`: resource, id, company_id, and placeOf's ord
+ * and ms), as a CTE
  * (sql/052; followers read them: docs/integrators.md). Only for changes at a commit (capture's):
  * a starting point (first start, rebuild) begins an epoch instead.
  */
@@ -292,7 +305,7 @@ const written = (tx: Tx, numbering: CommitTime | null, op: "upsert" | "delete", 
     ? tx``
     : tx`, changed as (
         insert into service.record_changes (resource, id, company_id, op, commit_lsn, ord, committed_at)
-        select resource, id, company_id, ${op}, ${formatLsn(numbering.lsn)}::pg_lsn, ord, coalesce(at, ${numbering.commit}::timestamptz)
+        select resource, id, company_id, ${op}, ${formatLsn(numbering.lsn)}::pg_lsn, ord, to_timestamp(ms / 1000.0)
         from (${rows}) r
         on conflict (resource, id) do update set company_id = excluded.company_id, op = excluded.op,
           commit_lsn = excluded.commit_lsn, ord = excluded.ord, committed_at = excluded.committed_at
@@ -363,16 +376,16 @@ export const redactViews = async (
     select id::text, body from service.views where resource = ${resource} and id = any(${ids as string[]}::uuid[])`
   const changed = rows.flatMap((r, i) => {
     const body = redactPrivacyCase(r.body)
-    return body === r.body ? [] : [{ id: r.id, body, ord: time?.ord(resource, r.id) ?? REACHED + i }]
+    return body === r.body ? [] : [{ id: r.id, body, ...(time === null ? {} : placeOf(time, resource, r.id, i)) }]
   })
   if (changed.length === 0) return
   await tx`
     with up as (
       update service.views v set body = x.body,
         changed_at = greatest(v.changed_at + interval '1 millisecond', date_trunc('milliseconds', now()))
-      from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text, ord int)
+      from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text, ord int, ms bigint)
       where v.resource = ${resource} and v.id = x.id
-      returning v.resource, v.id, v.company_id, null::timestamptz as at, x.ord
+      returning v.resource, v.id, v.company_id, x.ord, x.ms
     )${written(tx, time, "upsert", tx`select * from up`)}
     select count(*) from up`
 }

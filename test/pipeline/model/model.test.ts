@@ -256,6 +256,23 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
         { t: "txn", ops: [{ op: "edit", kind: "inspection", n: 13, variant: 0 }] }
       ]
     }
+  ],
+  [
+    "a held privacy case's redacted view takes the commit time of its own change, not the batch's last",
+    {
+      // Found by the model (seed 20261206, shrunk by hand): capture caught up with an incident
+      // made a privacy case (held: its table out of shape, so its kept view is redacted) and a
+      // later action in one batch; the incident's change took the batch's last commit time at
+      // its own earlier place, and the action after it in the stream showed an earlier time.
+      config: { publication: "dba", batchChanges: 50, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
+      before: [{ t: "txn", ops: [{ op: "create", kind: "incident", variant: 0 }] }],
+      steps: [
+        { t: "rename", which: 0 },
+        { t: "kill", afterMs: 0 },
+        { t: "txn", ops: [{ op: "privacy", n: 0, on: true }] },
+        { t: "txn", ops: [{ op: "create", kind: "action", variant: 4 }] }
+      ]
+    }
   ]
 ]
 
