@@ -78,9 +78,9 @@ const firstFailure = (settled: ReadonlyArray<PromiseSettledResult<unknown>>): { 
 }
 
 /**
- * Every promise's outcome, or the first failure that says the connection is gone: the statements
- * queued behind it may then wait for postgres.js to reconnect (up to its connect timeout, while
- * the server is down) or never settle, and the transaction has ended with the session anyway.
+ * Every promise's outcome, or the first failure that says the connection is gone: the transaction
+ * ended with the session, and the statements queued behind it fail too, without adding anything
+ * (postgres-patch.ts: unpatched, a reserved connection's queued statements never settled).
  */
 const settledUnlessGone = (ps: ReadonlyArray<Promise<unknown>>): Promise<Array<PromiseSettledResult<unknown>>> =>
   new Promise((resolve, reject) => {

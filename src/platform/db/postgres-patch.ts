@@ -1,4 +1,5 @@
-// The guard patch for postgres.js and the check that it is in place. postgres.js 3.4.9 defers
+// The patches for postgres.js and the check that they are in place (the guard below; the queue
+// and the reserved connection's close further down). postgres.js 3.4.9 defers
 // small writes behind a setImmediate; when the server goes away first, that callback writes to
 // a null socket and throws an uncatchable TypeError that kills the process, and its teardown
 // leaves a stale timer that stops the connection from ever writing again (porsager/postgres
@@ -24,8 +25,40 @@ const FLAVOURS = ["src", "cjs/src", "cf/src"]
 const connectionFiles = (root: string): ReadonlyArray<string> =>
   FLAVOURS.map((flavour) => join(root, flavour, "connection.js")).filter((file) => existsSync(file))
 
-/** The patched text of one connection.js; throws when the library no longer looks as expected. */
-export const patchConnection = (text: string): string => {
+export const CLOSE_MARK = "/* safety-records-service: no error kept past a close */"
+
+/**
+ * Two holes in a connection's close. One: closed after the server's error for a statement (a
+ * FATAL as the backend is terminated) and before the server said it was ready again, it kept that
+ * error, and the pool's next reconnection of the same connection failed its first request with it
+ * (a reserve() rejected with the old session's 57P01). Two: a close after a socket error left
+ * unsettled the statements written between the error and the close (a transaction's ROLLBACK
+ * then waited forever). The patch drops the kept error on close, failing the statement it
+ * answered with it, and fails whatever is still waiting whether or not the socket erred.
+ */
+const patchClose = (text: string): string => {
+  if (text.includes(CLOSE_MARK)) return text
+  const out = text.replace(
+    "    socket = null\n\n    if (initial)\n      return reconnect()\n\n    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))",
+    `    socket = null
+    ${CLOSE_MARK}
+    const answered = errorResponse
+    errorResponse = null
+
+    if (initial)
+      return reconnect()
+
+    if (query || sent.length)
+      error(answered || Errors.connection('CONNECTION_CLOSED', options, socket))`
+  )
+  if (out === text) throw new Error("postgres.js changed: review src/platform/db/postgres-patch.ts (closed)")
+  return out
+}
+
+/** The patched text of one connection.js (the guard, and patchClose); throws when the library no longer looks as expected. */
+export const patchConnection = (text: string): string => patchClose(patchGuard(text))
+
+const patchGuard = (text: string): string => {
   if (text.includes(MARK)) return text
   const out = text
     .replace(
@@ -79,20 +112,83 @@ export const patchQueue = (text: string): string => {
   return out
 }
 
-/** Patches every connection.js and queue.js of the package at root (idempotent). */
+export const RESERVE_MARK = "/* safety-records-service: reserved connection closed */"
+
+const indexFiles = (root: string): ReadonlyArray<string> =>
+  FLAVOURS.map((flavour) => join(root, flavour, "index.js")).filter((file) => existsSync(file))
+
+const RESERVE_SHIPPED = `    c.reserved.release = true
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      c.reserved = null
+      onopen(c)
+    }
+
+    return sql
+
+    function handler(q) {
+      c.queue === full`
+
+/**
+ * The patched text of one index.js. A reserved connection (sql.reserve(), under every
+ * transaction here) that closes under its holder (the backend terminated, PostgreSQL
+ * restarted) goes back to the pool's closed connections, which reconnects it for whoever asks
+ * next, while the holder still has it: the holder's next statements (a ROLLBACK) went to that
+ * new session or waited for it, its statements queued behind a busy one were never settled, and
+ * its release put the connection in the open queue a second time. The patch marks the
+ * reservation gone on close: statements queued or issued after fail at once with the closing
+ * error, and the release leaves the connection to the pool.
+ */
+export const patchIndex = (text: string): string => {
+  if (text.includes(RESERVE_MARK)) return text
+  const out = text.replace(
+    RESERVE_SHIPPED,
+    `    c.reserved.release = true
+    ${RESERVE_MARK}
+    let gone = null
+    c.onclose = e => {
+      gone = e
+      while (queue.length) queue.shift().reject(e)
+    }
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      if (gone) return
+      c.onclose = null
+      c.reserved = null
+      onopen(c)
+    }
+
+    return sql
+
+    function handler(q) {
+      if (gone) return q.reject(gone)
+      c.queue === full`
+  )
+  if (out === text) throw new Error("postgres.js changed: review src/platform/db/postgres-patch.ts (index.js)")
+  return out
+}
+
+/** Patches every connection.js, queue.js and index.js of the package at root (idempotent). */
 export const applyPostgresPatch = (root: string = installedPostgresRoot()): void => {
   for (const file of connectionFiles(root)) writeFileSync(file, patchConnection(readFileSync(file, "utf8")))
   for (const file of queueFiles(root)) writeFileSync(file, patchQueue(readFileSync(file, "utf8")))
+  for (const file of indexFiles(root)) writeFileSync(file, patchIndex(readFileSync(file, "utf8")))
 }
 
-/** True when every connection.js of the package at root carries the patch, and every queue.js its own
- *  (a tree patched before the queue patch existed, not installed again since, is not patched). */
+/** True when every connection.js of the package at root carries the patch, and every queue.js and
+ *  index.js its own (a tree patched before a later patch existed, not installed again since, is not). */
 export const postgresPatched = (root: string = installedPostgresRoot()): boolean => {
   const files = connectionFiles(root)
   return (
     files.length > 0 &&
-    files.every((file) => readFileSync(file, "utf8").includes(MARK)) &&
-    queueFiles(root).every((file) => readFileSync(file, "utf8").includes(QUEUE_MARK))
+    files.every((file) => {
+      const text = readFileSync(file, "utf8")
+      return text.includes(MARK) && text.includes(CLOSE_MARK)
+    }) &&
+    queueFiles(root).every((file) => readFileSync(file, "utf8").includes(QUEUE_MARK)) &&
+    indexFiles(root).every((file) => readFileSync(file, "utf8").includes(RESERVE_MARK))
   )
 }
 

@@ -9,11 +9,14 @@ import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import {
   applyPostgresPatch,
+  CLOSE_MARK,
   installedPostgresRoot,
   MARK,
   patchConnection,
+  patchIndex,
   patchQueue,
   QUEUE_MARK,
+  RESERVE_MARK,
   POSTGRES_NOT_PATCHED,
   postgresPatched,
   requirePostgresPatched
@@ -39,10 +42,16 @@ const unpatch = (text: string): string => {
   const end = text.indexOf("    const x = socket.write(chunk, fn)", start)
   expect(start).toBeGreaterThan(0)
   expect(end).toBeGreaterThan(start)
-  return (text.slice(0, start) + text.slice(end)).replaceAll(
-    "    clearImmediate(nextWriteTimer), nextWriteTimer = null, chunk = null\n",
-    "    clearImmediate(nextWriteTimer)\n"
-  )
+  return (text.slice(0, start) + text.slice(end))
+    .replaceAll(
+      "    clearImmediate(nextWriteTimer), nextWriteTimer = null, chunk = null\n",
+      "    clearImmediate(nextWriteTimer)\n"
+    )
+    .replace(`    ${CLOSE_MARK}\n    const answered = errorResponse\n    errorResponse = null\n`, "")
+    .replace(
+      "    if (query || sent.length)\n      error(answered || ",
+      "    !hadError && (query || sent.length) && error("
+    )
 }
 
 const installed = installedPostgresRoot()
@@ -71,7 +80,7 @@ describe("postgresPatched", () => {
   it("is false for an unpatched copy, and true once the postinstall patch has run on it", () => {
     const root = unpatchedCopy()
     for (const flavour of FLAVOURS)
-      expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).not.toContain(MARK)
+      expect(readFileSync(join(root, flavour, "connection.js"), "utf8")).not.toMatch(/safety-records-service|answered/)
     expect(postgresPatched(root)).toBe(false)
     expect(() => requirePostgresPatched(root)).toThrow(POSTGRES_NOT_PATCHED)
 
@@ -165,6 +174,40 @@ describe("the queue patch (queue.js)", () => {
       mkdirSync(join(root, flavour), { recursive: true })
       writeFileSync(join(root, flavour, "connection.js"), installedText(flavour))
       writeFileSync(join(root, flavour, "queue.js"), shipped(flavour))
+    }
+    expect(postgresPatched(root)).toBe(false)
+    applyPostgresPatch(root)
+    expect(postgresPatched(root)).toBe(true)
+  })
+})
+
+describe("the reserved connection patch (index.js)", () => {
+  // index.js as npm ships it: the installed (patched) file with the patch taken out again.
+  const shipped = (flavour: string) =>
+    readFileSync(join(installed, flavour, "index.js"), "utf8")
+      .replace(/\n {4}\/\* safety-records-service: reserved connection closed \*\/\n(?:.*\n){5}/, "\n")
+      .replace("      if (gone) return\n      c.onclose = null\n", "")
+      .replace("      if (gone) return q.reject(gone)\n", "")
+
+  it("patches every flavour as installed, idempotently, and refuses an index.js that changed", () => {
+    for (const flavour of FLAVOURS) {
+      const installedIndex = readFileSync(join(installed, flavour, "index.js"), "utf8")
+      expect(installedIndex).toContain(RESERVE_MARK)
+      const original = shipped(flavour)
+      expect(original).not.toContain("gone")
+      expect(patchIndex(original)).toBe(installedIndex)
+      expect(patchIndex(installedIndex)).toBe(installedIndex)
+    }
+    expect(() => patchIndex("async function reserve() {}")).toThrow(/postgres\.js changed/)
+  })
+
+  it("a tree whose index.js is as shipped is not patched", () => {
+    const root = tempDir("srs-pg-index-")
+    for (const flavour of FLAVOURS) {
+      mkdirSync(join(root, flavour), { recursive: true })
+      writeFileSync(join(root, flavour, "connection.js"), installedText(flavour))
+      writeFileSync(join(root, flavour, "queue.js"), readFileSync(join(installed, flavour, "queue.js"), "utf8"))
+      writeFileSync(join(root, flavour, "index.js"), shipped(flavour))
     }
     expect(postgresPatched(root)).toBe(false)
     applyPostgresPatch(root)

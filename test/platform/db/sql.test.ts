@@ -67,6 +67,38 @@ describe("the Sql service", () => {
     expect(await all()).toEqual([])
   })
 
+  it("a connection that dies under a transaction fails it at once and is never handed out again", async () => {
+    await db.sql`truncate t`
+    // A pool of one: every later transaction runs on the connection the failed one had, or a new one.
+    const one = connect(db.url, 1)
+    try {
+      const onOne = <A, E>(effect: Effect.Effect<A, E, Sql>) =>
+        Effect.runPromiseExit(Effect.provide(effect, Sql.fromPool(one)))
+      const exit = await onOne(
+        transaction(
+          Effect.gen(function* () {
+            yield* insert(40)
+            const pid = yield* query((sql) =>
+              sql<{ pid: number }[]>`select pg_backend_pid() as pid`.then((r) => r[0]!.pid)
+            )
+            yield* Effect.promise(() => db.sql`select pg_terminate_backend(${pid})`)
+            yield* insert(41)
+          })
+        )
+      )
+      // Unpatched, its ROLLBACK waited for the pool to reconnect the closed connection (this
+      // test's timeout), and its release handed the closed connection out again.
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(await all()).toEqual([])
+      // The very next transaction and query on the pool run, on a new session.
+      expect(Exit.isSuccess(await onOne(transaction(insert(42))))).toBe(true)
+      expect(Exit.isSuccess(await onOne(query((sql) => sql`select 1`)))).toBe(true)
+      expect(await all()).toEqual([42])
+    } finally {
+      await one.end({ timeout: 2 })
+    }
+  }, 15_000)
+
   it("an interrupted transaction rolls back and gives its connection back", async () => {
     await db.sql`truncate t`
     const exit = await run(
