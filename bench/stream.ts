@@ -17,7 +17,9 @@
 //
 //   npm run bench:stream
 //   BENCH_SECONDS=15 BENCH_CLIENTS=10000 BENCH_FOLLOWERS=20 BENCH_LAYOUTS=one,split (defaults;
-//   BENCH_CLIENTS=0 runs part 1 alone)
+//   BENCH_CLIENTS=0 runs part 1 alone; BENCH_SPLIT_ROLES="capture|delivery" runs the split
+//   layout's second process as one process per role, to see each one's share; BENCH_STATEMENTS=1
+//   prints the statements part 1 ran most, with their counts)
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -117,7 +119,8 @@ const main = async (layout: "one" | "split") => {
   })
   const children = [child]
   if (layout === "split")
-    children.push(await run("capture,delivery", { PORT: String(await freePort()), OPS_PORT: String(await freePort()) }))
+    for (const roles of (process.env.BENCH_SPLIT_ROLES ?? "capture,delivery").split("|"))
+      children.push(await run(roles, { PORT: String(await freePort()), OPS_PORT: String(await freePort()) }))
   try {
     // Ready once the company is mirrored (capture runs) and the API answers.
     for (let i = 0; ; i++) {
@@ -213,7 +216,9 @@ const main = async (layout: "one" | "split") => {
 
     console.log(
       `\nbench:stream ${new Date().toISOString().slice(0, 10)}, node ${process.version}, layout ${layout}` +
-        (layout === "one" ? " (every role in one process)" : " (api | capture,delivery)") +
+        (layout === "one"
+          ? " (every role in one process)"
+          : ` (api | ${process.env.BENCH_SPLIT_ROLES ?? "capture,delivery"})`) +
         "\n"
     )
     console.log(`1. commit → waiting client, ${RATE} changes/s for ${SECONDS} s, ${FOLLOWERS} long-poll followers`)
@@ -229,6 +234,15 @@ const main = async (layout: "one" | "split") => {
       spread(`${wakes.length}`, "capture's commit", wakes),
       spread(`${delays.length}`, "app's → capture's commit", delays)
     ])
+    // What each change costs the database, statement by statement (capture's, the wake's, the reads').
+    if (process.env.BENCH_STATEMENTS === "1") {
+      const top = await db.sql<{ calls: string; ms: string; query: string }[]>`
+        select s.calls::text, round(s.total_exec_time)::text as ms, left(s.query, 300) as query
+          from pg_stat_statements s join pg_database d on d.oid = s.dbid
+         where d.datname = current_database() order by s.calls desc limit 40`
+      for (const r of top)
+        console.log(r.calls.padStart(8), r.ms.padStart(7), r.query.replace(/\s+/g, " ").slice(0, 120))
+    }
     if (CLIENTS === 0) return
 
     // ---- 2. 10,000 waiting clients

@@ -210,8 +210,15 @@ export const makeFanout = (
     return yield* tracing ? round.pipe(withFanoutSpan({ eventIds: events.map((ev) => ev.id) })) : round
   })
 
+  // Paced in real time, not the engine's Clock: the gap saves work per commit (a read of the
+  // outbox and a cursor move each), it schedules nothing. A pass woken by a commit after a
+  // quiet spell starts at once; under a stream of commits each takes what its gap brought.
+  let lastPass = Number.NEGATIVE_INFINITY
   const loop = Effect.forever(
     Effect.gen(function* () {
+      const rest = o.fanoutGapMs - (performance.now() - lastPass)
+      if (rest > 0) yield* Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, rest)))
+      lastPass = performance.now()
       const step = yield* survive("fan-out")(once)
       if (step === "more") return yield* Effect.yieldNow
       yield* waitFor(wakes.fanout.queue, o.pollMs)

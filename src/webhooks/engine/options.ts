@@ -26,6 +26,11 @@ export type EngineOptions = {
   /** Safety poll, in case a notification is lost. */
   readonly pollMs?: number | undefined
   readonly fanoutBatch?: number | undefined
+  /**
+   * Fan-out passes start at least this far apart (real time): under a stream of commits each
+   * pass takes the events of its gap in one read instead of one read per commit.
+   */
+  readonly fanoutGapMs?: number | undefined
   /** Deliveries in a row failing every attempt that switch an endpoint off (15: docs/events.md#switching-off). */
   readonly switchOffAfter?: number | undefined
   readonly retentionMs?: number | undefined
@@ -60,6 +65,7 @@ export const ENGINE_DEFAULTS = {
   perOrigin: 8,
   pollMs: 5_000,
   fanoutBatch: 1_000,
+  fanoutGapMs: 25,
   switchOffAfter: 15,
   retentionMs: 30 * DAY,
   purgeEveryMs: 3_600_000,
