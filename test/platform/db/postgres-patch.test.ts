@@ -57,15 +57,19 @@ const unpatch = (text: string): string => {
 const installed = installedPostgresRoot()
 const installedText = (flavour: string) => readFileSync(join(installed, flavour, "connection.js"), "utf8")
 
-/** A copy of the installed package's connection.js files, as npm would ship them. */
-const unpatchedCopy = (): string => {
-  const root = tempDir("srs-pg-unpatched-")
+/** A package tree with, in each flavour, the files `files` gives (name → text). */
+const treeOf = (prefix: string, files: (flavour: string) => Record<string, string>): string => {
+  const root = tempDir(prefix)
   for (const flavour of FLAVOURS) {
     mkdirSync(join(root, flavour), { recursive: true })
-    writeFileSync(join(root, flavour, "connection.js"), unpatch(installedText(flavour)))
+    for (const [name, text] of Object.entries(files(flavour))) writeFileSync(join(root, flavour, name), text)
   }
   return root
 }
+
+/** A copy of the installed package's connection.js files, as npm would ship them. */
+const unpatchedCopy = (): string =>
+  treeOf("srs-pg-unpatched-", (flavour) => ({ "connection.js": unpatch(installedText(flavour)) }))
 
 describe("postgresPatched", () => {
   it("is true for the installed postgres.js, which is the exact version package.json pins", () => {
@@ -169,12 +173,10 @@ describe("the queue patch (queue.js)", () => {
   })
 
   it("a tree whose connection is patched but whose queue is as shipped is not patched", () => {
-    const root = tempDir("srs-pg-half-")
-    for (const flavour of FLAVOURS) {
-      mkdirSync(join(root, flavour), { recursive: true })
-      writeFileSync(join(root, flavour, "connection.js"), installedText(flavour))
-      writeFileSync(join(root, flavour, "queue.js"), shipped(flavour))
-    }
+    const root = treeOf("srs-pg-half-", (flavour) => ({
+      "connection.js": installedText(flavour),
+      "queue.js": shipped(flavour)
+    }))
     expect(postgresPatched(root)).toBe(false)
     applyPostgresPatch(root)
     expect(postgresPatched(root)).toBe(true)
@@ -202,13 +204,11 @@ describe("the reserved connection patch (index.js)", () => {
   })
 
   it("a tree whose index.js is as shipped is not patched", () => {
-    const root = tempDir("srs-pg-index-")
-    for (const flavour of FLAVOURS) {
-      mkdirSync(join(root, flavour), { recursive: true })
-      writeFileSync(join(root, flavour, "connection.js"), installedText(flavour))
-      writeFileSync(join(root, flavour, "queue.js"), readFileSync(join(installed, flavour, "queue.js"), "utf8"))
-      writeFileSync(join(root, flavour, "index.js"), shipped(flavour))
-    }
+    const root = treeOf("srs-pg-index-", (flavour) => ({
+      "connection.js": installedText(flavour),
+      "queue.js": readFileSync(join(installed, flavour, "queue.js"), "utf8"),
+      "index.js": shipped(flavour)
+    }))
     expect(postgresPatched(root)).toBe(false)
     applyPostgresPatch(root)
     expect(postgresPatched(root)).toBe(true)
