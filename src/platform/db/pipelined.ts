@@ -42,9 +42,9 @@ export const pipelinedTransaction = async <A>(
   body: (tx: Transaction) => Promise<A>
 ): Promise<A> => {
   const conn = await sql.reserve()
-  // postgres.js (3.4.9) moves a reserved connection that closed to its closed ones, where the next
-  // query reconnects it; released after that, it would go back among the open ones, dead, and
-  // fail every query given to it from then on. A connection found gone is not released.
+  // A reserved connection that closed is the pool's again (it reconnects it for the next query):
+  // one found gone is not released (postgres-patch.ts makes such a release a no-op too; unpatched,
+  // it put the connection among the open ones a second time).
   let gone = false
   try {
     let out: A
