@@ -17,7 +17,7 @@ import { checkFence } from "../../platform/db/fence.ts"
 import { advanceCheckpoint, CheckpointMoved, confirmCheckpoint } from "./checkpoint.ts"
 import { CaptureFenced } from "./errors.ts"
 import { decodeChange } from "./decode.ts"
-import { commitDate, relationMarker, streamLarge } from "./large-stream.ts"
+import { CommitClock, relationMarker, streamLarge } from "./large-stream.ts"
 import { appOf, type CaptureOptions, type CaptureStats, type Tell } from "./options.ts"
 import { PHASES } from "./profile.ts"
 import {
@@ -82,8 +82,8 @@ export class Batcher {
   private accepted: Lsn
   /** The stored checkpoint: where the last batch written left it. */
   private committed: Lsn
-  /** The commit time of the last transaction taken (see commitDate). */
-  private lastCommit: Date | null
+  /** Commit times, never going back along the WAL (commitDate). */
+  private readonly clock: CommitClock
   /** Transactions taken, not yet prepared. */
   private pending: Txn[] = []
   private pendingChanges = 0
@@ -105,7 +105,7 @@ export class Batcher {
     this.large = ctx.opts.largeTransaction ?? 10_000
     this.accepted = start
     this.committed = start
-    this.lastCommit = lastCommitAt
+    this.clock = new CommitClock(lastCommitAt)
     this.seenBroken = new Set(ctx.quarantine.broken.keys())
     const stream = ctx.stream
     stream.idle = () =>
@@ -191,11 +191,10 @@ export class Batcher {
   private async commit(p: Position, msg: Message & { tag: "commit" }) {
     const endLsn = parseLsn(msg.commitEndLsn!)
     if (p.in === "transaction" && endLsn > this.accepted) {
-      this.lastCommit = commitDate(msg.commitTime, this.lastCommit)
       this.pending.push({
         xid: p.xid,
         endLsn,
-        commitTime: this.lastCommit,
+        commitTime: this.clock.take(msg.commitTime),
         changes: p.changes,
         ...(p.markers ? { markers: p.markers } : {})
       })
@@ -402,7 +401,7 @@ export class Batcher {
           slot: opts.slot,
           committed: this.committed,
           accepted: this.accepted,
-          lastCommit: this.lastCommit,
+          clock: this.clock,
           quarantine,
           resync,
           seenBroken: this.seenBroken,
@@ -417,7 +416,6 @@ export class Batcher {
       }
     )
     this.accepted = done.endLsn
-    this.lastCommit = done.commitTime
     await this.stored(done.endLsn, done.changes, done.tally, done.delta, done.incomplete)
   }
 

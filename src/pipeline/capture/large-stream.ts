@@ -36,6 +36,19 @@ export const commitDate = (t: unknown, floor: Date | null = null): Date => {
   return floor !== null && floor > at ? floor : at
 }
 
+/** The commit times one capture run takes, in WAL order, each by commitDate over the one before. */
+export class CommitClock {
+  private last: Date | null
+  /** `last`: the commit time stored with the checkpoint the run starts from. */
+  constructor(last: Date | null) {
+    this.last = last
+  }
+  take(t: unknown): Date {
+    this.last = commitDate(t, this.last)
+    return this.last
+  }
+}
+
 /** The followed app tables a TRUNCATE message names. */
 export const truncatedTables = (msg: Message & { tag: "truncate" }): ReadonlyArray<string> =>
   msg.relations.filter((rel) => rel.schema === "app" && rel.name in TABLES).map((rel) => rel.name)
@@ -60,7 +73,6 @@ export const relationMarker = (
 
 export interface LargeCommitted {
   readonly endLsn: Lsn
-  readonly commitTime: Date
   readonly tally: Map<string, number>
   readonly delta: QuarantineDelta
   readonly incomplete: ReadonlyArray<readonly [string, string]>
@@ -82,8 +94,8 @@ export const streamLarge = (
     readonly slot: string
     readonly committed: Lsn
     readonly accepted: Lsn
-    /** The commit time of the last transaction taken (commitDate's floor). */
-    readonly lastCommit: Date | null
+    /** The run's commit times (its transactions' before this one). */
+    readonly clock: CommitClock
     readonly quarantine: CaptureQuarantine
     readonly resync: Resync
     readonly seenBroken: Set<string>
@@ -136,13 +148,13 @@ export const streamLarge = (
       } else if (msg.tag === "commit") {
         await written()
         const endLsn = parseLsn(msg.commitEndLsn!)
-        const commitTime = commitDate(msg.commitTime, ctx.lastCommit)
+        const commitTime = ctx.clock.take(msg.commitTime)
         if (endLsn <= ctx.accepted) throw new Error("large transaction at or below the checkpoint")
         const fence = await checkFence(tx)
         if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
         const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
         await advanceCheckpoint(tx, ctx.slot, ctx.committed, endLsn, commitTime)
-        return { endLsn, commitTime, tally, delta, incomplete: big.incomplete, changes: total }
+        return { endLsn, tally, delta, incomplete: big.incomplete, changes: total }
       } else if (msg.tag === "relation") {
         const m = relationMarker(msg, ctx.seenBroken)
         if (m === null) continue

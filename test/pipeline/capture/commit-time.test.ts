@@ -2,7 +2,7 @@
 // commitDate): pgoutput's microseconds to the millisecond, never before the commit time taken
 // before it (PostgreSQL stamps a commit before writing it, so the WAL's order can disagree).
 import { describe, expect, it } from "vitest"
-import { commitDate } from "../../../src/pipeline/capture/large-stream.ts"
+import { CommitClock, commitDate } from "../../../src/pipeline/capture/large-stream.ts"
 
 const us = (iso: string, extra = 0n) => BigInt(Date.parse(iso)) * 1000n + extra
 
@@ -33,4 +33,11 @@ describe("commitDate", () => {
       expect(commitDate(stamp, floor).toISOString()).toBe(want)
     })
   }
+
+  it("a run's clock takes each time over the one before, from the time stored with its checkpoint", () => {
+    const clock = new CommitClock(new Date("2026-03-08T10:15:42.317Z"))
+    expect(clock.take(us("2026-03-08T10:15:42.316Z")).toISOString()).toBe("2026-03-08T10:15:42.317Z")
+    expect(clock.take(us("2026-03-08T10:15:42.320Z")).toISOString()).toBe("2026-03-08T10:15:42.320Z")
+    expect(clock.take(us("2026-03-08T10:15:42.319Z")).toISOString()).toBe("2026-03-08T10:15:42.320Z")
+  })
 })
