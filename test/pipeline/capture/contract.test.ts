@@ -232,10 +232,14 @@ describe("an app table whose contract breaks mid-stream", () => {
     })()
     // The re-read may end before the app has written much (a fast run): the app goes on to at
     // least a dozen writes either way, and the mirror must end exactly as the app's rows.
-    await waitFor(async () => n > 12 && (await whole(db.sql)), "app.incidents re-read", 90_000, 50)
-    writing = false
-    late = null
-    await writer
+    try {
+      await waitFor(async () => n > 12 && (await whole(db.sql)), "app.incidents re-read", 90_000, 50)
+    } finally {
+      // Stopped either way: a writer left going would outlive the database.
+      writing = false
+      late = null
+      await writer
+    }
     await cap.settle()
     // The re-read met the app's changes to rows it had just read (the late updates).
     expect(lateOnes.length).toBeGreaterThan(1)

@@ -125,28 +125,41 @@ export const catalogProblems = (table: string, publication: string, t: CatalogTa
   )
 }
 
-/** Every followed app table's columns and publication columns, from the catalog. */
+/**
+ * Every followed app table's columns and publication columns, from the catalog. One statement,
+ * so one snapshot: read in two, a DROP COLUMN ... CASCADE landing between them showed the table
+ * out of the publication with the dropped column still there (a finding half-made).
+ */
 export const readCatalog = async (sql: Handle, publication: string): Promise<Map<string, CatalogTable>> => {
   const tables = Object.keys(APP_COLUMNS)
-  const rows = await sql<{ table: string; column: string | null; type: string | null; is_enum: boolean | null }[]>`
+  const rows = await sql<
+    {
+      table: string
+      column: string | null
+      type: string | null
+      is_enum: boolean | null
+      in_publication: boolean
+      published: string[] | null
+    }[]
+  >`
     select c.relname as table, a.attname as column,
-           format_type(coalesce(nullif(t.typbasetype, 0), t.oid), null) as type, (bt.typtype = 'e') as is_enum
+           format_type(coalesce(nullif(t.typbasetype, 0), t.oid), null) as type, (bt.typtype = 'e') as is_enum,
+           (p.tablename is not null) as in_publication, p.attnames::text[] as published
     from pg_class c
     join pg_namespace n on n.oid = c.relnamespace and n.nspname = 'app'
     left join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
     left join pg_type t on t.oid = a.atttypid
     left join pg_type bt on bt.oid = coalesce(nullif(t.typbasetype, 0), t.oid)
+    left join pg_publication_tables p on p.pubname = ${publication} and p.schemaname = 'app' and p.tablename = c.relname
     where c.relkind in ('r', 'p') and c.relname = any(${tables})`
-  const published = await sql<{ tablename: string; attnames: string[] | null }[]>`
-    select tablename, attnames::text[] as attnames from pg_publication_tables
-    where pubname = ${publication} and schemaname = 'app' and tablename = any(${tables})`
   const columns = new Map<string, SeenColumn[]>()
+  const pub = new Map<string, ReadonlyArray<string>>()
   for (const r of rows) {
     let cs = columns.get(r.table)
     if (cs === undefined) columns.set(r.table, (cs = []))
     if (r.column !== null) cs.push({ name: r.column, type: r.type, isEnum: r.is_enum ?? false })
+    if (r.in_publication) pub.set(r.table, r.published ?? [])
   }
-  const pub = new Map(published.map((p) => [p.tablename, p.attnames ?? []]))
   return new Map(tables.map((t) => [t, { columns: columns.get(t) ?? null, published: pub.get(t) ?? null }]))
 }
 
