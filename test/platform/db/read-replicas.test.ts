@@ -343,7 +343,11 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
         const r = await fetch(`${held.url}/api/v1/incidents?limit=100`, {
           headers: { authorization: `Bearer ${key.key}` },
           signal: AbortSignal.timeout(20_000)
-        }).catch((e: Error) => ({ status: e.name, json: async () => ({}) }))
+        }).catch((e: Error) => ({
+          // With its cause (a reset, the other side closed): a failure names what broke.
+          status: `${e.name} (${e.cause instanceof Error ? e.cause.message : e.message})`,
+          json: async () => ({})
+        }))
         const body = (await r.json()) as { data?: unknown }
         const got = Array.isArray(body.data) ? ids(body) : []
         if (r.status !== 200 || JSON.stringify([...got].sort()) !== JSON.stringify(all)) {
