@@ -14,6 +14,7 @@ import {
   MARK,
   patchConnection,
   patchIndex,
+  LIFO_MARK,
   patchQueue,
   QUEUE_MARK,
   RESERVE_MARK,
@@ -119,7 +120,10 @@ describe("the queue patch (queue.js)", () => {
     const start = text.indexOf(`        ${QUEUE_MARK}\n`)
     const end = text.indexOf("        }\n", start) + "        }\n".length
     expect(start).toBeGreaterThan(0)
-    return text.slice(0, start) + text.slice(end)
+    return (text.slice(0, start) + text.slice(end)).replace(
+      new RegExp(`    ${LIFO_MARK.replace(/[*/]/g, "\\$&")}\n    pop: [^]*?\n    },\n`),
+      ""
+    )
   }
   /** Loads a queue.js text as a module, with a window onto its array (for this test only). */
   const load = async (text: string, name: string) => {
@@ -131,6 +135,7 @@ describe("the queue patch (queue.js)", () => {
   type StringQueue = {
     push: (a: string | undefined) => string
     shift: () => string | undefined
+    pop: () => string | undefined
     remove: (a: string) => string | null
     readonly length: number
   }
@@ -162,6 +167,18 @@ describe("the queue patch (queue.js)", () => {
     expect([q2.shift(), q2.shift(), q2.length]).toEqual(["a", undefined, 0])
   })
 
+  it("patched, pop takes the item pushed last, also after shifts left holes at the front", async () => {
+    const { Queue } = await load(patchQueue(shipped("src")), "popped")
+    const q = Queue()
+    expect(q.pop()).toBeUndefined()
+    for (const x of ["a", "b", "c", "d"]) q.push(x)
+    expect([q.shift(), q.pop(), q.length]).toEqual(["a", "d", 2])
+    q.push("e")
+    expect([q.pop(), q.pop(), q.pop(), q.pop(), q.length]).toEqual(["e", "c", "b", undefined, 0])
+    q.push("f")
+    expect([q.shift(), q.length]).toEqual(["f", 0])
+  })
+
   it("patches every flavour as installed, idempotently, and refuses a queue that changed", () => {
     for (const flavour of FLAVOURS) {
       const installedQueue = readFileSync(join(installed, flavour, "queue.js"), "utf8")
@@ -190,6 +207,8 @@ describe("the reserved connection patch (index.js)", () => {
       .replace(/\n {4}\/\* safety-records-service: reserved connection closed \*\/\n(?:.*\n){5}/, "\n")
       .replace("      if (gone) return\n      c.onclose = null\n", "")
       .replace("      if (gone) return q.reject(gone)\n", "")
+      .replaceAll(`open.pop() ${LIFO_MARK}`, "open.shift()")
+      .replace(`open.pop(), query) ${LIFO_MARK}`, "open.shift(), query)")
 
   it("patches every flavour as installed, idempotently, and refuses an index.js that changed", () => {
     for (const flavour of FLAVOURS) {
@@ -197,6 +216,7 @@ describe("the reserved connection patch (index.js)", () => {
       expect(installedIndex).toContain(RESERVE_MARK)
       const original = shipped(flavour)
       expect(original).not.toContain("gone")
+      expect(original).not.toContain("open.pop")
       expect(patchIndex(original)).toBe(installedIndex)
       expect(patchIndex(installedIndex)).toBe(installedIndex)
     }

@@ -99,6 +99,29 @@ describe("the Sql service", () => {
     }
   }, 15_000)
 
+  it("hands out the idle connection used last: one at a time, statements stay on one session", async () => {
+    const three = connect(db.url, 3)
+    try {
+      const pid = () => three<{ pid: number }[]>`select pg_backend_pid() as pid`.then((r) => r[0]!.pid)
+      // Three sessions open and idle (pg_sleep keeps each busy until all three are).
+      const opened = await Promise.all(
+        [0, 1, 2].map(() => three<{ pid: number }[]>`select pg_backend_pid() as pid, pg_sleep(0.05)`)
+      )
+      expect(new Set(opened.map((r) => r[0]!.pid)).size).toBe(3)
+      const sequential: number[] = []
+      for (let i = 0; i < 6; i++) sequential.push(await pid())
+      // Shipped postgres.js took the one idle longest: the six went round all three sessions.
+      expect(new Set(sequential).size).toBe(1)
+      // A transaction, too, takes the session used last.
+      const inTx = await three.begin((tx) =>
+        tx<{ pid: number }[]>`select pg_backend_pid() as pid`.then((r) => r[0]!.pid)
+      )
+      expect(inTx).toBe(sequential[0])
+    } finally {
+      await three.end({ timeout: 2 })
+    }
+  })
+
   it("an interrupted transaction rolls back and gives its connection back", async () => {
     await db.sql`truncate t`
     const exit = await run(
