@@ -1,7 +1,6 @@
 // The batcher: the stream's messages into transactions, transactions into batches, each batch
-// prepared (batch.ts), written with its checkpoint, and only then acknowledged to the server
-// (docs/design.md, "Capture pipelines its batches"). One batch is written at a time: what commits
-// meanwhile goes in the next, prepared while the one before is written when it fills. Plain async
+// prepared (batch.ts) while the one before is written, written with its checkpoint, and only
+// then acknowledged to the server (docs/design.md, "Capture pipelines its batches"). Plain async
 // code on purpose: it runs once per message, tens of thousands a second, where an effect per
 // message costs throughput. Its state is explicit: where the stream stands (Position), what is
 // taken and not yet prepared (pending), the one batch being written (writing), and the two
@@ -131,12 +130,10 @@ export class Batcher {
         // waiting behind the decoding of the next one.
         if (++taken % TURN_EVERY === 0 && this.writing !== null) await new Promise<void>((r) => setImmediate(r))
         const tw = profile && stream.pending === 0 ? performance.now() : 0
-        // Or, with nothing received, the transactions that waited for the batch before.
-        const msg = await stream.nextOr(() => this.pending.length > 0 && this.writing === null)
+        const msg = await stream.next()
         if (profile && tw > 0) profile.add(PHASES.stream, performance.now() - tw)
         this.busy = true
-        if (msg === null) await this.flush()
-        else await this.take(msg)
+        await this.take(msg)
       }
     } finally {
       // A batch still being written finishes (or fails) before the run lets go of its lock.
@@ -205,12 +202,8 @@ export class Batcher {
       this.accepted = endLsn
     }
     this.position = BETWEEN
-    // Flush when the batch is full, or when nothing else is waiting (latency over batching) and
-    // no batch is being written. While one is, what commits meanwhile waits for its end and
-    // goes as one batch: under load batches grow (one transaction, one notification, one wake
-    // for several commits) rather than queueing one small batch behind another.
-    if (this.pendingChanges >= this.ctx.opts.batchChanges || (this.ctx.stream.pending === 0 && this.writing === null))
-      await this.flush()
+    // Flush when the batch is full, or when nothing else is waiting (latency over batching).
+    if (this.pendingChanges >= this.ctx.opts.batchChanges || this.ctx.stream.pending === 0) await this.flush()
   }
 
   /** A marker for the transaction being taken (met in stream order). */
@@ -266,10 +259,7 @@ export class Batcher {
     this.writing = w
     done.then(
       () => {
-        if (this.writing !== w) return
-        this.writing = null
-        // Transactions that waited for this batch go now (the loop may be waiting for a message).
-        if (this.pending.length > 0) this.ctx.stream.poke()
+        if (this.writing === w) this.writing = null
       },
       (e: unknown) => this.ctx.stream.fail(e instanceof Error ? e : new Error(String(e)))
     )

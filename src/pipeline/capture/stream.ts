@@ -113,14 +113,6 @@ export class ReplicationStream {
 
   /** The next message, waiting for one; rejects once the connection has failed. */
   async next(): Promise<Message> {
-    return (await this.nextOr(() => false))!
-  }
-
-  /**
-   * The next message, or null once `ready` holds with none received (checked now, and again
-   * each time `poke` is called while it waits); rejects once the connection has failed.
-   */
-  async nextOr(ready: () => boolean): Promise<Message | null> {
     for (;;) {
       if (this.head < this.queue.length) {
         const msg = this.queue[this.head]!
@@ -133,14 +125,8 @@ export class ReplicationStream {
         return msg
       }
       if (this.failure) throw this.failure
-      if (ready()) return null
       await new Promise<void>((resolve) => (this.waiter = resolve))
     }
-  }
-
-  /** Wakes a `nextOr` waiting, to look at its condition again. */
-  poke() {
-    this.wake()
   }
 
   /** Waits up to `ms` for a message to arrive; true if one is there. */
