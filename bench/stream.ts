@@ -19,7 +19,7 @@
 //   BENCH_SECONDS=15 BENCH_CLIENTS=10000 BENCH_FOLLOWERS=20 BENCH_LAYOUTS=one,split (defaults;
 //   BENCH_CLIENTS=0 runs part 1 alone; BENCH_SPLIT_ROLES="capture|delivery" runs the split
 //   layout's second process as one process per role, to see each one's share; BENCH_STATEMENTS=1
-//   prints the statements part 1 ran most, with their counts)
+//   prints the statements part 1 ran most, with their counts; BENCH_RATE=200 the changes a second)
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -35,7 +35,7 @@ import { benchDatabase, fmt, percentile, startCommand, table } from "./support.t
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15)
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 10_000)
-const RATE = 200
+const RATE = Number(process.env.BENCH_RATE ?? 200)
 const FOLLOWERS = Number(process.env.BENCH_FOLLOWERS ?? 20)
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const LAYOUTS = (process.env.BENCH_LAYOUTS ?? "one,split").split(",").map((l) => l.trim())
