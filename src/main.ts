@@ -37,6 +37,9 @@ import { ProcessRegistryLive } from "./platform/processes.ts"
 import { TracingLive } from "./platform/tracing.ts"
 import { FirstStart } from "./seed/first-start.ts"
 import { WebhooksLive } from "./webhooks/service.ts"
+import { tolerateStrayConnectionFailures } from "./platform/db/stray-failures.ts"
+
+tolerateStrayConnectionFailures()
 
 // The public port: with the api role, the read API and the admin API and pages, over the
 // webhook operations behind their hooks and forms; every process answers /healthz and a
