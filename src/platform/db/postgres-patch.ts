@@ -228,21 +228,17 @@ export const applyPostgresPatch = (root: string = installedPostgresRoot()): void
 /** True when every connection.js of the package at root carries the patch, and every queue.js and
  *  index.js its own (a tree patched before a later patch existed, not installed again since, is not). */
 export const postgresPatched = (root: string = installedPostgresRoot()): boolean => {
-  const files = connectionFiles(root)
-  return (
-    files.length > 0 &&
+  const carry = (files: ReadonlyArray<string>, ...marks: ReadonlyArray<string>) =>
     files.every((file) => {
       const text = readFileSync(file, "utf8")
-      return text.includes(MARK) && text.includes(CLOSE_MARK)
-    }) &&
-    queueFiles(root).every((file) => {
-      const text = readFileSync(file, "utf8")
-      return text.includes(QUEUE_MARK) && text.includes(LIFO_MARK)
-    }) &&
-    indexFiles(root).every((file) => {
-      const text = readFileSync(file, "utf8")
-      return text.includes(RESERVE_MARK) && text.includes(LIFO_MARK)
+      return marks.every((mark) => text.includes(mark))
     })
+  const connections = connectionFiles(root)
+  return (
+    connections.length > 0 &&
+    carry(connections, MARK, CLOSE_MARK) &&
+    carry(queueFiles(root), QUEUE_MARK, LIFO_MARK) &&
+    carry(indexFiles(root), RESERVE_MARK, LIFO_MARK)
   )
 }
 
