@@ -66,11 +66,14 @@ export interface PreparedBatch {
   readonly oneRound: boolean
   /** What it changes in the quarantine (written by `reshape`, last). */
   readonly quarantine: QuarantineDelta
-  /**
-   * Where the batch must be cut before it is written (heldAfterWide), or null: the transactions
-   * before that index are then prepared and written as a batch of their own, the rest after.
-   */
-  readonly cutAt: number | null
+}
+
+/**
+ * A batch that must be cut before it is prepared (cutBeforeHold): the transactions before
+ * `cutAt` go as a batch of their own, the rest after.
+ */
+export interface BatchCut {
+  readonly cutAt: number
 }
 
 /** The tables an inspection's view shows as its own: its row and its items. */
@@ -82,13 +85,16 @@ const WIDE: ReadonlySet<string> = new Set(WIDE_TABLES)
  * also shows its equipment and job site, re-shaped at the end of a batch (reshapeWide); one held
  * at a later transaction of the same batch is left out of that, and would keep the view from
  * before an equipment or site change that an earlier transaction of the batch committed. So a
- * batch that holds an inspection is cut at the first transaction that changes an inspection's
- * rows after one that changed equipment or a job site: the transactions before are written
- * first, with their re-shaping, and the hold then keeps what they showed. Only batches that
- * hold an inspection pay for it; null when there is nothing to cut.
+ * batch that may hold records is cut at the first transaction that changes an inspection's rows
+ * after one that changed equipment or a job site: the transactions before are written first,
+ * with their re-shaping, and a hold then keeps what they showed. The cut is decided from the
+ * transactions alone, before anything is shaped: shaping a batch changes capture's quarantine
+ * as it goes (a table found broken, a record held), so a batch shaped and then cut would leave
+ * the part written first judged by what only the later part brought. Only batches that meet the
+ * quarantine pay for it (and only those with such a pair); null when there is nothing to cut.
  */
-export const heldAfterWide = (txns: ReadonlyArray<Txn>, delta: QuarantineDelta): number | null => {
-  if (txns.length < 2 || !delta.held.some((h) => h.ref.resource === "inspections")) return null
+export const cutBeforeHold = (txns: ReadonlyArray<Txn>): number | null => {
+  if (txns.length < 2) return null
   let wide = false
   for (let i = 0; i < txns.length; i++) {
     const changes = txns[i]!.changes
@@ -124,7 +130,7 @@ export const prepareBatch = async (
   txns: ReadonlyArray<Txn>,
   prior: Store | null = null,
   q: CaptureQuarantine | null = null
-): Promise<PreparedBatch> => {
+): Promise<PreparedBatch | BatchCut> => {
   if (!meetsQuarantine(q, txns)) {
     try {
       return await prepareWith(sql, txns, prior, null)
@@ -132,6 +138,8 @@ export const prepareBatch = async (
       if (q === null || !isPoison(e)) throw e
     }
   }
+  const cutAt = cutBeforeHold(txns)
+  if (cutAt !== null) return { cutAt }
   return prepareWith(sql, txns, prior, new BatchHolds(q!))
 }
 
@@ -305,8 +313,7 @@ const prepareWith = async (
     // A held privacy case's kept view is redacted by reading it first too (in `writes`, before the events).
     oneRound:
       (wideBlocked || reachesNone(wide)) && quarantined === null && readsFirst.length === 0 && kept.length === 0,
-    quarantine: delta,
-    cutAt: holds === null ? null : heldAfterWide(txns, delta)
+    quarantine: delta
   }
 }
 

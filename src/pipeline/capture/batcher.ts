@@ -308,15 +308,18 @@ export class Batcher {
     this.pendingChanges = 0
     const t0 = performance.now()
     let prepared = await prepareBatch(sql, batch, this.writing?.store ?? null, quarantine)
-    const cut = prepared.cutAt
-    if (cut !== null) {
+    let cut: number | null = null
+    if ("cutAt" in prepared) {
+      cut = prepared.cutAt
       // A record held later in the batch keeps what the transactions before its hold showed
-      // (batch.ts, heldAfterWide): those go first, as a batch of their own; the rest follows.
+      // (batch.ts, cutBeforeHold): those go first, as a batch of their own; the rest follows.
       const rest = batch.slice(cut)
       this.pending = [...rest, ...this.pending]
       this.pendingChanges += rest.reduce((n, t) => n + t.changes.length + (t.markers?.length ?? 0), 0)
       batch = batch.slice(0, cut)
       prepared = await prepareBatch(sql, batch, this.writing?.store ?? null, quarantine)
+      // Its first part has no such pair left: it cannot be cut again.
+      if ("cutAt" in prepared) throw new Error(`capture bug: a batch's first part was cut again at ${prepared.cutAt}`)
     }
     const t1 = performance.now()
     profile?.add(PHASES.prepare, t1 - t0)

@@ -242,6 +242,23 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
     }
   ],
   [
+    "an item added after its equipment's move, and a rename met later in the same batch: the item stays in the view",
+    {
+      // Found by the model (seed 20261213): the catch-up batch was shaped whole, held the
+      // inspection at the rename, and was then cut after the move; its second part was shaped
+      // with the rename already counted, so the item's insert was held and lost from the view.
+      config: { publication: "dba", batchChanges: 3, largeTransaction: 12, heldInMemory: 1, resyncChunk: 2 },
+      before: [{ t: "txn", ops: [{ op: "create", kind: "inspection", variant: 3 }] }],
+      steps: [
+        { t: "kill", afterMs: 0 },
+        { t: "txn", ops: [{ op: "move", n: 0 }] },
+        { t: "txn", ops: [{ op: "item", kind: "inspection", n: 0 }] },
+        { t: "rename", which: 2 },
+        { t: "txn", ops: [{ op: "edit", kind: "inspection", n: 0, variant: 0 }] }
+      ]
+    }
+  ],
+  [
     "an inspection held in the batch of an earlier move of its equipment keeps the view that move showed",
     {
       // Found by the model (seed 20261204): capture restarted and caught up with the equipment's
