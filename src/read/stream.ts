@@ -423,6 +423,11 @@ export const changeAfter = (
     if (Number.isFinite(deadline)) timer = setTimeout(() => done("timeout"), Math.max(0, deadline - Date.now()))
   })
 
+/** How long a read that reached the end answers for the next read from its end, at most (ms). */
+const FRONTIER_MS = 1000
+/** Streams whose end is remembered at once, at most (one entry per key, stream and limit). */
+const FRONTIER_MAX = 10_000
+
 /**
  * Requests that arrive or are woken together often ask the same (the same key, stream and offset:
  * clients that follow from the same place): one statement, in flight, answers them all. Reads
@@ -430,19 +435,54 @@ export const changeAfter = (
  * (no notification between them) share a read: one that began before a commit's notification
  * may not see that commit, and a request that took its ticket after the notification would then
  * wait for a change it was never woken for (the wake has announced it already).
+ *
+ * A follower's next request starts where its last answer ended. When that answer was read on the
+ * primary, reached the end (no `more`) and no notification came in since its ticket, a read from
+ * there would find nothing the wake has not yet to announce: it is answered from memory, no
+ * items, and the request goes on to wait (a commit whose notification is still on its way wakes
+ * it when it lands, as it would have after a read). Only empty answers come from memory, for a
+ * second at most; every answer with items is read, with the key's and the stream's checks.
  */
-export const sharedReads = (core: StreamCore) => {
+export const sharedReads = (core: StreamCore, now: () => number = () => performance.now()) => {
   const inflight = new Map<string, Promise<StreamRead>>()
+  // Ends remembered, all at `frontTicket`: a notification makes every one of them old.
+  let frontTicket = -1
+  const front = new Map<string, { readonly offset: string; readonly page: Page; readonly at: number }>()
+  const remember = (stream: string, ticket: number, r: StreamRead) => {
+    if (r._tag !== "Page" || r.more || ticket !== core.wake.ticket()) return
+    if (ticket !== frontTicket || front.size >= FRONTIER_MAX) {
+      front.clear()
+      frontTicket = ticket
+    }
+    front.set(stream, {
+      offset: r.nextOffset,
+      page: r.count === 0 ? r : { ...r, items: "", count: 0, offsets: [], itemJson: [] },
+      at: now()
+    })
+  }
   return (key: StreamKey, ask: StreamAsk, ticket: number, primaryOnly = true): Promise<StreamRead> => {
-    const id = `${ticket}|${primaryOnly ? "p" : "r"}|${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.after ?? ""}|${ask.limit}`
+    const stream = `${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.limit}`
+    if (ticket === frontTicket && ask.after !== undefined) {
+      const f = front.get(stream)
+      if (f !== undefined && f.offset === ask.after && now() - f.at < FRONTIER_MS) return Promise.resolve(f.page)
+    }
+    const id = `${ticket}|${primaryOnly ? "p" : "r"}|${stream}|${ask.after ?? ""}`
     let p = inflight.get(id)
     if (p === undefined) {
       p = core.read(key, ask, primaryOnly).finally(() => inflight.delete(id))
       inflight.set(id, p)
+      // A standby's read may lag what the wake announced: only the primary's ends are remembered.
+      if (primaryOnly)
+        p.then(
+          (r) => remember(stream, ticket, r),
+          () => {}
+        )
     }
     return p
   }
 }
+
+type Page = Extract<StreamRead, { _tag: "Page" }>
 
 /**
  * A long-poll's wait, after a first read that found nothing new (`first`, read after `ticket` was

@@ -246,3 +246,78 @@ describe("stream requests sharing one read", () => {
     expect(pending).toHaveLength(2)
   })
 })
+
+describe("a follower's next read from where its last answer ended", () => {
+  /** A core whose reads answer at once with `answer`, counted; the wake's ticket is `ticket.now`. */
+  const core = (answer: StreamRead) => {
+    const ticket = { now: 7 }
+    let reads = 0
+    const c = {
+      read: async () => {
+        reads++
+        return answer
+      },
+      wake: { ticket: () => ticket.now }
+    } as unknown as StreamCore
+    return { c, ticket, reads: () => reads }
+  }
+  const key = { keyId: "k1", host: undefined, companyId: "c1" }
+  const ask = { resources: undefined, spec: "all", after: "o1", limit: 100 }
+  const page = (more: boolean): StreamRead => ({
+    _tag: "Page",
+    items: '{"offset":"o2"}',
+    count: 1,
+    nextOffset: "o2",
+    next: { lsn: 5n, ord: 0, resource: "incidents", id: "i1" },
+    offsets: ["o2"],
+    itemJson: ['{"offset":"o2"}'],
+    reads: new Set(["incidents"]),
+    head: 5n,
+    more
+  })
+  const next = { ...ask, after: "o2" }
+
+  it("answered from memory when the primary's read reached the end and no notification came since", async () => {
+    const { c, reads } = core(page(false))
+    let clock = 0
+    const shared = sharedReads(c, () => clock)
+    await shared(key, ask, 7, true)
+    clock = 999
+    const r = await shared(key, next, 7, false)
+    expect(reads()).toBe(1)
+    expect(r).toEqual({ ...page(false), items: "", count: 0, offsets: [], itemJson: [] })
+  })
+
+  it.each([
+    ["a notification since: read", { ticket: 8 }],
+    ["the answer had more to read: read", { more: true }],
+    ["the first read could go to a standby: read", { primaryOnly: false }],
+    ["a notification came in while it read: read", { landed: 8 }],
+    ["a second or more later: read", { clock: 1000 }],
+    ["another limit: read", { ask: { ...next, limit: 10 } }],
+    ["another stream: read", { ask: { ...next, spec: "incidents" } }],
+    ["another key: read", { key: { ...key, keyId: "k2" } }],
+    ["from another offset: read", { ask: { ...next, after: "o1" } }]
+  ] as const)(
+    "%s",
+    async (_, o: {
+      ticket?: number
+      more?: boolean
+      primaryOnly?: boolean
+      landed?: number
+      clock?: number
+      ask?: typeof next
+      key?: typeof key
+    }) => {
+      const { c, ticket, reads } = core(page(o.more ?? false))
+      let clock = 0
+      const shared = sharedReads(c, () => clock)
+      const first = shared(key, ask, 7, o.primaryOnly ?? true)
+      if (o.landed !== undefined) ticket.now = o.landed
+      await first
+      clock = o.clock ?? 1
+      await shared(o.key ?? key, o.ask ?? next, o.ticket ?? 7, false)
+      expect(reads()).toBe(2)
+    }
+  )
+})
