@@ -1,5 +1,5 @@
-// The patches for postgres.js and the check that they are in place (the guard below; the queue,
-// the reserved connection's close and the idle connections' order further down). postgres.js 3.4.9 defers
+// The patches for postgres.js and the check that they are in place (the guard below; the types
+// fetch held, the queue, the reserved connection's close and the idle connections' order further down). postgres.js 3.4.9 defers
 // small writes behind a setImmediate; when the server goes away first, that callback writes to
 // a null socket and throws an uncatchable TypeError that kills the process, and its teardown
 // leaves a stale timer that stops the connection from ever writing again (porsager/postgres
@@ -55,8 +55,27 @@ const patchClose = (text: string): string => {
   return out
 }
 
-/** The patched text of one connection.js (the guard, and patchClose); throws when the library no longer looks as expected. */
-export const patchConnection = (text: string): string => patchClose(patchGuard(text))
+export const TYPES_MARK = "/* safety-records-service: types fetch held */"
+
+/**
+ * A new connection's first statement reads the array types, on a promise the driver does not
+ * hold. A server gone at that moment (a standby stopped as connections to it open) failed that
+ * promise with nobody waiting on it, and Node ends a process for an unhandled rejection. The
+ * failure is the connection's: the request that opened it gets it (or the reconnection's), so the
+ * patch only holds the promise.
+ */
+const holdTypesFetch = (text: string): string => {
+  if (text.includes(TYPES_MARK)) return text
+  const out = text.replace(
+    "        return fetchArrayTypes()\n",
+    `        return fetchArrayTypes().catch(() => {}) ${TYPES_MARK}\n`
+  )
+  if (out === text) throw new Error("postgres.js changed: review src/platform/db/postgres-patch.ts (fetchArrayTypes)")
+  return out
+}
+
+/** The patched text of one connection.js (the guard, patchClose, the types fetch held); throws when the library no longer looks as expected. */
+export const patchConnection = (text: string): string => holdTypesFetch(patchClose(patchGuard(text)))
 
 const patchGuard = (text: string): string => {
   if (text.includes(MARK)) return text
@@ -236,7 +255,7 @@ export const postgresPatched = (root: string = installedPostgresRoot()): boolean
   const connections = connectionFiles(root)
   return (
     connections.length > 0 &&
-    carry(connections, MARK, CLOSE_MARK) &&
+    carry(connections, MARK, CLOSE_MARK, TYPES_MARK) &&
     carry(queueFiles(root), QUEUE_MARK, LIFO_MARK) &&
     carry(indexFiles(root), RESERVE_MARK, LIFO_MARK)
   )

@@ -18,6 +18,7 @@ import {
   patchQueue,
   QUEUE_MARK,
   RESERVE_MARK,
+  TYPES_MARK,
   POSTGRES_NOT_PATCHED,
   postgresPatched,
   requirePostgresPatched
@@ -53,6 +54,7 @@ const unpatch = (text: string): string => {
       "    if (query || sent.length)\n      error(answered || ",
       "    !hadError && (query || sent.length) && error("
     )
+    .replace(`return fetchArrayTypes().catch(() => {}) ${TYPES_MARK}`, "return fetchArrayTypes()")
 }
 
 const installed = installedPostgresRoot()

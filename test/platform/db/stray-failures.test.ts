@@ -3,6 +3,7 @@
 import { spawnSync } from "node:child_process"
 import { describe, expect, it } from "vitest"
 import { isConnectionFailure } from "../../../src/platform/db/stray-failures.ts"
+import { adminUrl } from "../../support/db.ts"
 
 const withCode = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code })
 
@@ -53,5 +54,65 @@ describe("a process with the handler installed", () => {
     expect(r.status).not.toBe(0)
     expect(r.stderr).toContain("a bug")
     expect(r.stdout).not.toContain("still serving")
+  })
+})
+
+describe("postgres.js, a connection lost while it fetches its types", () => {
+  // The driver's first statement on a new connection reads the array types; its promise is the
+  // driver's own. A server gone at that moment (and refusing the reconnection) failed it with
+  // nobody holding it: an unhandled rejection. A child process, so that one is seen as it is.
+  const POSTGRES = new URL("../../../node_modules/postgres/src/index.js", import.meta.url).href
+  it("fails the request that opened it and leaves nothing unhandled", () => {
+    const r = spawnSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import postgres from ${JSON.stringify(POSTGRES)}
+         import { connect, createServer } from "node:net"
+         const target = new URL(process.env.PG_URL)
+         const unhandled = []
+         process.on("unhandledRejection", (e) => unhandled.push(String(e?.code ?? e)))
+         let cut = false
+         const server = createServer((client) => {
+           const up = connect(Number(target.port), target.hostname)
+           client.on("data", (d) => {
+             // The types' statement: the connection goes, and so does the server.
+             if (!cut && d.includes("pg_catalog.pg_type")) {
+               cut = true
+               server.close()
+               client.destroy()
+               up.destroy()
+               return
+             }
+             up.write(d)
+           })
+           up.pipe(client)
+           client.on("error", () => {})
+           up.on("error", () => {})
+           client.on("close", () => up.destroy())
+         })
+         await new Promise((r) => server.listen(0, "127.0.0.1", r))
+         const u = new URL(process.env.PG_URL)
+         u.hostname = "127.0.0.1"
+         u.port = String(server.address().port)
+         const sql = postgres(u.toString(), { max: 1, connect_timeout: 2, onnotice: () => {} })
+         const outcome = await sql\`select 1 as one\`.then(() => "answered", (e) => "failed: " + (e.code ?? e.message))
+         await new Promise((r) => setTimeout(r, 500))
+         console.log(JSON.stringify({ cut, outcome, unhandled }))
+         await sql.end({ timeout: 0 }).catch(() => {})
+         process.exit(0)`
+      ],
+      { encoding: "utf8", timeout: 30_000, env: { ...process.env, PG_URL: adminUrl() } }
+    )
+    expect(r.stderr).toBe("")
+    const seen = JSON.parse(r.stdout.trim().split("\n").pop()!) as {
+      cut: boolean
+      outcome: string
+      unhandled: string[]
+    }
+    expect(seen.cut).toBe(true)
+    expect(seen.outcome).toBe("failed: ECONNREFUSED")
+    expect(seen.unhandled).toEqual([])
   })
 })
