@@ -16,6 +16,7 @@ import { keyStateRelation } from "../access/keys/key-check.ts"
 import { keyRefused } from "../access/keys/rules.ts"
 import type { CurrentKeyShape } from "../access/keys/current-key.ts"
 import { ApiSettings } from "../platform/api-settings.ts"
+import { Lru, stringBytes } from "../platform/lru.ts"
 import type { CursorKey } from "./cursor.ts"
 import { readSetup, ISO_MILLIS, type RefusalOf } from "./served.ts"
 import type { ReadRouter } from "./routing.ts"
@@ -83,6 +84,8 @@ export type StreamRead =
   | { readonly _tag: "Invalid"; readonly error: Invalid }
   | { readonly _tag: "Forbidden"; readonly error: Forbidden | Unauthorized }
   | { readonly _tag: "Refetch"; readonly error: string; readonly since: string }
+
+type Page = Extract<StreamRead, { _tag: "Page" }>
 
 interface Row {
   readonly state: KeyState
@@ -399,7 +402,7 @@ export class Hangup {
 export const changeAfter = (
   wake: StreamWake,
   key: StreamKey,
-  page: Extract<StreamRead, { _tag: "Page" }>,
+  page: Page,
   ticket: number,
   deadline: number,
   signal: Hangup
@@ -425,8 +428,9 @@ export const changeAfter = (
 
 /** How long a read that reached the end answers for the next read from its end, at most (ms). */
 const FRONTIER_MS = 1000
-/** Streams whose end is remembered at once, at most (one entry per key, stream and limit). */
+/** Streams whose end is remembered at once, at most (one entry per key, stream and limit), and their bytes. */
 const FRONTIER_MAX = 10_000
+const FRONTIER_BYTES = 16 * 1024 * 1024
 
 /**
  * Requests that arrive or are woken together often ask the same (the same key, stream and offset:
@@ -445,26 +449,30 @@ const FRONTIER_MAX = 10_000
  */
 export const sharedReads = (core: StreamCore, now: () => number = () => performance.now()) => {
   const inflight = new Map<string, Promise<StreamRead>>()
-  // Ends remembered, all at `frontTicket`: a notification makes every one of them old.
-  let frontTicket = -1
-  const front = new Map<string, { readonly offset: string; readonly page: Page; readonly at: number }>()
+  // Each stream's end, with the ticket it was read at: a notification since makes it old.
+  const front = new Lru<string, { readonly ticket: number; readonly offset: string; readonly page: Page }>({
+    maxEntries: FRONTIER_MAX,
+    maxBytes: FRONTIER_BYTES,
+    sizeOf: (stream, f) => stringBytes(stream) + 2 * stringBytes(f.offset) + 64 * (f.page.reads.size + 4),
+    ttlMs: FRONTIER_MS
+  })
   const remember = (stream: string, ticket: number, r: StreamRead) => {
     if (r._tag !== "Page" || r.more || ticket !== core.wake.ticket()) return
-    if (ticket !== frontTicket || front.size >= FRONTIER_MAX) {
-      front.clear()
-      frontTicket = ticket
-    }
-    front.set(stream, {
-      offset: r.nextOffset,
-      page: r.count === 0 ? r : { ...r, items: "", count: 0, offsets: [], itemJson: [] },
-      at: now()
-    })
+    front.set(
+      stream,
+      {
+        ticket,
+        offset: r.nextOffset,
+        page: r.count === 0 ? r : { ...r, items: "", count: 0, offsets: [], itemJson: [] }
+      },
+      now()
+    )
   }
   return (key: StreamKey, ask: StreamAsk, ticket: number, primaryOnly = true): Promise<StreamRead> => {
     const stream = `${key.keyId}|${key.host ?? ""}|${ask.spec}|${ask.limit}`
-    if (ticket === frontTicket && ask.after !== undefined) {
-      const f = front.get(stream)
-      if (f !== undefined && f.offset === ask.after && now() - f.at < FRONTIER_MS) return Promise.resolve(f.page)
+    if (ask.after !== undefined) {
+      const f = front.get(stream, now())
+      if (f !== undefined && f.ticket === ticket && f.offset === ask.after) return Promise.resolve(f.page)
     }
     const id = `${ticket}|${primaryOnly ? "p" : "r"}|${stream}|${ask.after ?? ""}`
     let p = inflight.get(id)
@@ -482,8 +490,6 @@ export const sharedReads = (core: StreamCore, now: () => number = () => performa
   }
 }
 
-type Page = Extract<StreamRead, { _tag: "Page" }>
-
 /**
  * A long-poll's wait, after a first read that found nothing new (`first`, read after `ticket` was
  * taken): until a change the key may read is committed (then read again on the primary, which has
@@ -496,11 +502,11 @@ export const waitForChanges = async (
   shared: ReturnType<typeof sharedReads>,
   key: StreamKey,
   ask: StreamAsk,
-  first: Extract<StreamRead, { _tag: "Page" }>,
+  first: Page,
   ticket: number,
   waitSeconds: number,
   signal: Hangup
-): Promise<Extract<StreamRead, { _tag: "Page" | "Refetch" }>> => {
+): Promise<Page | Extract<StreamRead, { _tag: "Refetch" }>> => {
   const deadline = Date.now() + waitSeconds * 1000
   let r = first
   for (;;) {

@@ -32,7 +32,7 @@ export const tolerateStrayConnectionFailures = () => {
   installed = true
   process.on("unhandledRejection", (reason) => {
     if (!isConnectionFailure(reason)) throw reason
-    const e = reason as Error & { code?: string; address?: unknown; port?: unknown }
+    const e = reason as Error & { code?: string }
     writeLog("warn", "a database connection failed with no request waiting on it", {
       code: e.code,
       error: e.message
