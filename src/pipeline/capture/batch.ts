@@ -15,6 +15,7 @@ import { prepare, Projections, type ProjectedView } from "../projection/project.
 import { Store, TableMap } from "../projection/store.ts"
 import {
   type ChangeTime,
+  type RecordPlace,
   companyRows,
   keepsMirror,
   mirrorWrites,
@@ -69,37 +70,34 @@ export interface PreparedBatch {
 }
 
 /**
- * A batch that must be cut before it is prepared (cutBeforeHold): the transactions before
+ * A batch that must be cut before it is prepared (cutAfterWide): the transactions before
  * `cutAt` go as a batch of their own, the rest after.
  */
 export interface BatchCut {
   readonly cutAt: number
 }
 
-/** The tables an inspection's view shows as its own: its row and its items. */
-const INSPECTION_TABLES: ReadonlySet<string> = new Set(["inspections", "inspection_items"])
 const WIDE: ReadonlySet<string> = new Set(WIDE_TABLES)
 
 /**
- * A held record keeps the view it showed at the commit before its hold. An inspection's view
- * also shows its equipment and job site, re-shaped at the end of a batch (reshapeWide); one held
- * at a later transaction of the same batch is left out of that, and would keep the view from
- * before an equipment or site change that an earlier transaction of the batch committed. So a
- * batch that may hold records is cut at the first transaction that changes an inspection's rows
- * after one that changed equipment or a job site: the transactions before are written first,
- * with their re-shaping, and a hold then keeps what they showed. The cut is decided from the
- * transactions alone, before anything is shaped: shaping a batch changes capture's quarantine
- * as it goes (a table found broken, a record held), so a batch shaped and then cut would leave
- * the part written first judged by what only the later part brought. Only batches that meet the
- * quarantine pay for it (and only those with such a pair); null when there is nothing to cut.
+ * A batch ends with the first transaction that changes equipment or a job site: the batch's
+ * end re-shapes the inspections those changes reach (reshapeWide), and the transactions after
+ * it go in a batch of their own. Two rules need it.
+ * - The stream's places come from the WAL alone (projection/write.ts, CommitTime): a reached
+ *   inspection is placed at the batch's last commit, which must be the one that reached it, or
+ *   a batch written again in other cuts would place it elsewhere.
+ * - A held record keeps the view it showed at the commit before its hold: an inspection held
+ *   at a later transaction of the batch would be left out of the re-shaping, and keep the view
+ *   from before an equipment or site change an earlier one committed.
+ * Decided from the transactions alone, before anything is shaped: shaping a batch changes
+ * capture's quarantine as it goes (a table found broken, a record held), so a batch shaped and
+ * then cut would leave the part written first judged by what only the later part brought.
+ * Null when there is nothing to cut (no such transaction, or it is the last).
  */
-export const cutBeforeHold = (txns: ReadonlyArray<Txn>): number | null => {
-  if (txns.length < 2) return null
-  let wide = false
-  for (let i = 0; i < txns.length; i++) {
+export const cutAfterWide = (txns: ReadonlyArray<Txn>): number | null => {
+  for (let i = 0; i < txns.length - 1; i++) {
     const changes = txns[i]!.changes
-    if (wide && changes.some((c) => INSPECTION_TABLES.has(c.table))) return i
-    if (changes.some((c) => WIDE.has(c.table))) wide = true
+    for (let j = 0; j < changes.length; j++) if (WIDE.has(changes[j]!.table)) return i + 1
   }
   return null
 }
@@ -131,6 +129,8 @@ export const prepareBatch = async (
   prior: Store | null = null,
   q: CaptureQuarantine | null = null
 ): Promise<PreparedBatch | BatchCut> => {
+  const cutAt = cutAfterWide(txns)
+  if (cutAt !== null) return { cutAt }
   if (!meetsQuarantine(q, txns)) {
     try {
       return await prepareWith(sql, txns, prior, null)
@@ -138,8 +138,6 @@ export const prepareBatch = async (
       if (q === null || !isPoison(e)) throw e
     }
   }
-  const cutAt = cutBeforeHold(txns)
-  if (cutAt !== null) return { cutAt }
   return prepareWith(sql, txns, prior, new BatchHolds(q!))
 }
 
@@ -162,7 +160,7 @@ const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null, 
     if (holds !== null) holds.force(c, prev?.data ?? null)
     store.apply(c.table, c.key, c.data)
   }
-  places.take(store, before, txn.commitTime)
+  places.take(store, before, txn)
   if (holds === null) {
     for (let i = 0; i < before.length; i++) {
       const b = before[i]!
@@ -256,8 +254,7 @@ const prepareWith = async (
       ? {
           commit: last.commitTime,
           lsn: last.endLsn,
-          ord: (resource, id) => places.get(resource, id),
-          committed: (resource, id) => places.committed(resource, id)
+          place: (resource, id) => places.get(resource, id)
         }
       : { mirror: null }
   const finalBody = new TableMap<string>()
@@ -318,19 +315,17 @@ const prepareWith = async (
 }
 
 /**
- * Each record's place in the batch (the record changes' `ord`: sql/052): the order of its last
- * change among the batch's, transaction by transaction; a child row's change places its parent.
+ * Each record's place (the record changes': sql/052): the transaction of its last change in the
+ * batch, and the order that transaction touched it in; a child row's change places its parent.
+ * From the WAL alone, so the same however the transactions were cut into batches.
  */
 class Places {
-  private readonly at = new TableMap<{ readonly n: number; readonly commit: Date }>()
-  private n = 0
-  /** The records a transaction committed at `commit` changed (its rows before it, in the order first changed). */
-  take(
-    store: Store,
-    changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>,
-    commit: Date
-  ) {
-    const place = (resource: string, id: string) => this.at.set(resource, id, { n: this.n++, commit })
+  private readonly at = new TableMap<RecordPlace>()
+  /** The records `txn` changed (its rows before it, in the order first changed). */
+  take(store: Store, changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>, txn: Txn) {
+    let n = 0
+    const place = (resource: string, id: string) =>
+      this.at.set(resource, id, { lsn: txn.endLsn, ord: n++, commit: txn.commitTime })
     for (let i = 0; i < changed.length; i++) {
       const c = changed[i]!
       const own = resourceOfTable(c.table)
@@ -342,11 +337,8 @@ class Places {
       for (const r of dependentsOf(c.table, c.key, c.data?.data ?? null, after).records) place(r.resource, r.id)
     }
   }
-  get(resource: string, id: string): number | undefined {
-    return this.at.get(resource, id)?.n
-  }
-  committed(resource: string, id: string): Date | undefined {
-    return this.at.get(resource, id)?.commit
+  get(resource: string, id: string): RecordPlace | undefined {
+    return this.at.get(resource, id)
   }
 }
 

@@ -6,6 +6,7 @@
 // taken and not yet prepared (pending), the one batch being written (writing), and the two
 // positions in the WAL (accepted, committed); each message is one transition (take).
 import { pipelinedCommit, pipelinedTransaction } from "../../platform/db/pipelined.ts"
+import { FlushedAcks } from "./flushed.ts"
 import type { Transaction } from "../../platform/db/Database.ts"
 import type { Sql } from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
@@ -55,6 +56,18 @@ export interface BatcherContext {
   readonly tell: Tell
   /** Called after each batch is stored (a stall noticed before is over). */
   readonly applied: () => Promise<void>
+  /** Batches commit without waiting for the disk (flushed.ts; commitsAsynchronously). */
+  readonly asyncCommit?: boolean
+}
+
+/**
+ * Whether capture's batches may commit asynchronously: not when the service's database waits
+ * for synchronous standbys (`synchronous_standby_names`), whose operator wants a commit to
+ * survive a failover, which the slot's confirmations (flushed.ts, the local disk) do not see.
+ */
+export const commitsAsynchronously = async (sql: Sql): Promise<boolean> => {
+  const [r] = await sql<{ names: string }[]>`select current_setting('synchronous_standby_names') as names`
+  return r!.names.trim() === ""
 }
 
 /** Runs `f` in a span when tracing is on. */
@@ -82,6 +95,8 @@ export class Batcher {
   private accepted: Lsn
   /** The stored checkpoint: where the last batch written left it. */
   private committed: Lsn
+  /** Confirmations to the slot, each once its checkpoint is durable (flushed.ts). */
+  private readonly acks: FlushedAcks
   /** Commit times, never going back along the WAL (commitDate). */
   private readonly clock: CommitClock
   /** Transactions taken, not yet prepared. */
@@ -105,6 +120,7 @@ export class Batcher {
     this.large = ctx.opts.largeTransaction ?? 10_000
     this.accepted = start
     this.committed = start
+    this.acks = new FlushedAcks(ctx.sql, (lsn) => ctx.stream.ack(lsn), start)
     this.clock = new CommitClock(lastCommitAt)
     this.seenBroken = new Set(ctx.quarantine.broken.keys())
     const stream = ctx.stream
@@ -138,6 +154,7 @@ export class Batcher {
     } finally {
       // A batch still being written finishes (or fails) before the run lets go of its lock.
       await this.settle().catch(() => {})
+      this.acks.stop()
     }
   }
 
@@ -277,7 +294,7 @@ export class Batcher {
   private keepalive(sent: Lsn) {
     const { stream, sql, opts, stats } = this.ctx
     if (!stream.idle() || sent <= this.committed) {
-      void stream.ack(this.committed)
+      void stream.ack(this.acks.confirmed)
       return
     }
     const from = this.committed
@@ -288,11 +305,12 @@ export class Batcher {
         async () => {
           if (this.committed === from) this.committed = sent
           stats.checkpoint = this.committed
-          await stream.ack(this.committed)
+          // Stored with a synchronous commit, after every batch before it: durable now.
+          await this.acks.durable(this.committed)
         },
         async (e: unknown) => {
           if (opts.app !== undefined || e instanceof CheckpointMoved) throw e
-          await stream.ack(sent)
+          await this.acks.durable(sent)
         }
       )
     )
@@ -301,7 +319,7 @@ export class Batcher {
   /** Prepares the pending transactions as a batch and starts writing it once the batch before is stored. */
   private async flush() {
     if (this.pending.length === 0) return
-    const { sql, opts, quarantine } = this.ctx
+    const { sql, opts, quarantine, asyncCommit = false } = this.ctx
     const profile = opts.profile
     let batch = this.pending
     this.pending = []
@@ -311,14 +329,14 @@ export class Batcher {
     let cut: number | null = null
     if ("cutAt" in prepared) {
       cut = prepared.cutAt
-      // A record held later in the batch keeps what the transactions before its hold showed
-      // (batch.ts, cutBeforeHold): those go first, as a batch of their own; the rest follows.
+      // A batch ends with its first equipment or site change (batch.ts, cutAfterWide): the
+      // transactions up to it go first, as a batch of their own; the rest follows.
       const rest = batch.slice(cut)
       this.pending = [...rest, ...this.pending]
       this.pendingChanges += rest.reduce((n, t) => n + t.changes.length + (t.markers?.length ?? 0), 0)
       batch = batch.slice(0, cut)
       prepared = await prepareBatch(sql, batch, this.writing?.store ?? null, quarantine)
-      // Its first part has no such pair left: it cannot be cut again.
+      // Its first part ends with that change: it cannot be cut again.
       if ("cutAt" in prepared) throw new Error(`capture bug: a batch's first part was cut again at ${prepared.cutAt}`)
     }
     const t1 = performance.now()
@@ -346,6 +364,8 @@ export class Batcher {
         // statements go out at once, answered in order.
         const statements = (tx: Transaction) =>
           [
+            // Followers and the next batch need not wait for the disk: the slot does (flushed.ts).
+            asyncCommit ? tx`set local synchronous_commit = off`.execute() : Promise.resolve(),
             checkFence(tx).then((fence) => {
               if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
             }),
@@ -434,7 +454,7 @@ export class Batcher {
     delta: QuarantineDelta,
     incomplete: ReadonlyArray<readonly [string, string]>
   ) {
-    const { stream, stats, quarantine, resync, tell } = this.ctx
+    const { stats, quarantine, resync, tell } = this.ctx
     this.committed = endLsn
     resync.applied(this.committed)
     if (incomplete.length > 0) quarantine.rereads.push(...incomplete)
@@ -445,7 +465,7 @@ export class Batcher {
     if (quarantine.rereads.length > 0 || delta.resync.length > 0) resync.kick()
     stats.quarantined += delta.held.length
     reportDelta(tell, delta)
-    await stream.ack(this.committed)
+    this.acks.stored(this.committed)
     stats.checkpoint = this.committed
     stats.lastAppliedAt = new Date()
     stats.changes += changes

@@ -271,7 +271,10 @@ export class LargeTransaction {
     const time: CommitTime = {
       commit: point.commitTime,
       lsn: point.endLsn,
-      ord: (resource, id) => places.get(`${resource}|${id}`)
+      place: (resource, id) => {
+        const ord = places.get(`${resource}|${id}`)
+        return ord === undefined ? undefined : { lsn: point.endLsn, ord, commit: point.commitTime }
+      }
     }
     const events = step.scrubbedEvents()
     const goneRefs = step.goneRefs()

@@ -12,7 +12,7 @@ import { Cause, type Duration, Effect, Exit } from "effect"
 import type { Sql } from "postgres"
 import { formatLsn } from "../../platform/db/lsn.ts"
 import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
-import { Batcher } from "./batcher.ts"
+import { Batcher, commitsAsynchronously } from "./batcher.ts"
 import { bootstrap } from "./bootstrap.ts"
 import { behindSlotProblem, readState } from "./checkpoint.ts"
 import { call, endConnection, log, onPool } from "./effects.ts"
@@ -165,6 +165,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const applied = yield* stallOver(sql, opts)
       // Held records and broken tables as the checkpoint left them (quarantine/).
       const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
+      const asyncCommit = yield* call(() => commitsAsynchronously(sql))
       const resync = new Resync(opts.resyncChunk, opts.resyncAfterRead)
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
@@ -183,9 +184,11 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
           Effect.raceFirst(
             plain(
               (signal) =>
-                new Batcher({ sql, stream, opts, stats, quarantine, resync, tell, applied }, from, lastCommitAt).run(
-                  signal
-                ),
+                new Batcher(
+                  { sql, stream, opts, stats, quarantine, resync, tell, applied, asyncCommit },
+                  from,
+                  lastCommitAt
+                ).run(signal),
               () => void stream.close(),
               opts.stallTimeoutMs ?? STALL_TIMEOUT_MS
             ),

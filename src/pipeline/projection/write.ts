@@ -127,42 +127,51 @@ export type ChangeTime = CommitTime | { readonly mirror: Date | null }
 
 /**
  * Changes at a commit (capture's): when, and where in the WAL the record changes are written
- * (sql/052): the commit LSN of the batch and, within it, each record's place in the order its
- * transactions committed (`ord`; a record the batch did not change itself, an inspection a
- * site's rename reached, comes after those it did).
+ * (sql/052). Each record's place comes from the app's WAL alone, never from how capture cut
+ * it into batches: the transaction that last changed the record (its commit LSN, and the order
+ * it touched the record in, `place`); a record the batch did not change itself (an inspection
+ * a site's rename reached, one released from the quarantine) at the batch's last commit, after
+ * every record that commit changed itself. So a batch written again after the service's
+ * database lost it (a crash before its asynchronous commit reached the disk) puts every
+ * record where a follower who read the lost one expects it (docs/design.md, "Capture commits
+ * asynchronously").
  */
 export interface CommitTime {
   readonly commit: Date
   readonly lsn: Lsn
-  readonly ord: (resource: string, id: string) => number | undefined
-  /**
-   * The commit time of the transaction that last changed the record in the batch: its change's
-   * `committedAt`, so that it never goes back along the stream's order (unknown: `commit`).
-   */
-  readonly committed?: (resource: string, id: string) => Date | undefined
+  readonly place: (resource: string, id: string) => RecordPlace | undefined
 }
 
-/** Places after every record a batch changed itself: records reached through another (wide re-shaping). */
-const REACHED = 2 ** 30
+/** Where a record's change is in the WAL: its transaction's commit, and its order in it. */
+export interface RecordPlace {
+  readonly lsn: Lsn
+  readonly ord: number
+  readonly commit: Date
+}
+
+/** After every record a transaction changed itself: records reached through another. */
+export const REACHED_ORD = 2 ** 30
 
 /**
- * A record change's place in its batch and its `committedAt` (ms), from one source for every
- * statement that writes record changes: the stream orders by the place and shows the time, so
- * the two must come from the same transaction or committedAt could go back along the stream.
- * A record the batch reached through another (no place of its own) comes after all the batch's
- * own, at the batch's last commit. `i`: its index among those the statement writes.
+ * A record change's place and its `committedAt` (ms), from one source for every statement
+ * that writes record changes: the stream orders by the place and shows the time, so the two
+ * come from the same transaction, or committedAt could go back along the stream.
  */
-const placeOf = (time: CommitTime, resource: string, id: string, i: number) => {
-  const ord = time.ord(resource, id)
-  return ord === undefined
-    ? { ord: REACHED + i, ms: time.commit.getTime() }
-    : { ord, ms: (time.committed?.(resource, id) ?? time.commit).getTime() }
+const placeOf = (time: CommitTime, resource: string, id: string) => {
+  const p = time.place(resource, id)
+  return p === undefined
+    ? { lsn: formatLsn(time.lsn), ord: REACHED_ORD, ms: time.commit.getTime() }
+    : { lsn: formatLsn(p.lsn), ord: p.ord, ms: p.commit.getTime() }
 }
 
-/** Each view's place in the batch and its commit time in ms (placeOf), as text parameters. */
+/** Each view's place and its commit time in ms (placeOf), as text parameters. */
 const placesOf = (time: CommitTime, refs: ReadonlyArray<{ readonly resource: string; readonly id: string }>) => {
-  const places = refs.map((r, i) => placeOf(time, r.resource, r.id, i))
-  return { ord: packed(places.map((p) => String(p.ord))), ms: packed(places.map((p) => String(p.ms))) }
+  const places = refs.map((r) => placeOf(time, r.resource, r.id))
+  return {
+    lsn: packed(places.map((p) => p.lsn)),
+    ord: packed(places.map((p) => String(p.ord))),
+    ms: packed(places.map((p) => String(p.ms)))
+  }
 }
 
 /**
@@ -216,9 +225,7 @@ export const viewWrites = (
   const numbering = "commit" in time ? time : null
   const goneJson =
     gone.length > 0
-      ? JSON.stringify(
-          numbering === null ? gone : gone.map((g, i) => ({ ...g, ...placeOf(numbering, g.resource, g.id, i) }))
-        )
+      ? JSON.stringify(numbering === null ? gone : gone.map((g) => ({ ...g, ...placeOf(numbering, g.resource, g.id) })))
       : null
   const ups = viewColumns(views)
   const ins = viewColumns(fresh)
@@ -230,10 +237,10 @@ export const viewWrites = (
       out.push(
         tx`
       with d as (
-        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz, ord int, ms bigint)
+        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz, lsn pg_lsn, ord int, ms bigint)
         where v.resource = g.resource and v.id = g.id
-        returning v.resource, v.id, v.company_id, date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.ord, g.ms
-      )${written(tx, numbering, "delete", tx`select resource, id, company_id, ord, ms from d`)}
+        returning v.resource, v.id, v.company_id, date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.lsn, g.ord, g.ms
+      )${written(tx, numbering, "delete", tx`select resource, id, company_id, lsn, ord, ms from d`)}
       insert into service.deletions (resource, id, company_id, deleted_at)
       select resource, id, company_id, at from d
       on conflict (resource, id) do update set company_id = excluded.company_id, deleted_at = excluded.deleted_at`.execute()
@@ -252,7 +259,7 @@ export const viewWrites = (
     }
     if (ups !== null) {
       // A view whose bytes did not change is not written (the where of the update): it keeps
-      // its row, and its changed_at.
+      // its row, and its changed_at; its record change moves all the same (placed).
       out.push(
         tx`
       with up as (
@@ -279,33 +286,38 @@ export const viewWrites = (
   }
 }
 
-/** The views a statement wrote (`up`), each with its place and commit time in the batch (their columns' order). */
+/**
+ * The records a view statement shaped, each with its company, place and commit time (their
+ * columns' order): every one, whether or not its view's bytes changed. Whether a view changed
+ * depends on where the batch before ended, and a record's row in the stream must not: a batch
+ * written again in other cuts (after the service's database lost it) would otherwise leave a
+ * record where a follower who read the lost batch has passed it, with a state it never saw.
+ */
 const placed = (
   tx: Tx,
-  v: { readonly resource: string; readonly id: string },
-  places: { readonly ord: string; readonly ms: string } | null
+  v: { readonly resource: string; readonly id: string; readonly company: string },
+  places: { readonly lsn: string; readonly ord: string; readonly ms: string } | null
 ) =>
   places === null
     ? tx``
     : tx`
-        select up.resource, up.id, up.company_id, p.ord, p.ms from up
-        join unnest(string_to_array(${v.resource}, chr(30)), string_to_array(${v.id}, chr(30))::uuid[],
+        select p.resource, p.id, p.company_id, p.lsn, p.ord, p.ms
+        from unnest(string_to_array(${v.resource}, chr(30)), string_to_array(${v.id}, chr(30))::uuid[],
+                    string_to_array(${v.company}, chr(30))::uuid[], string_to_array(${places.lsn}, chr(30))::pg_lsn[],
                     string_to_array(${places.ord}, chr(30))::int[], string_to_array(${places.ms}, chr(30))::bigint[])
-          as p(resource, id, ord, ms)
-          on p.resource = up.resource and p.id = up.id`
+          as p(resource, id, company_id, lsn, ord, ms)`
 
 /**
- * The record changes a view statement made (`rows`: resource, id, company_id, and placeOf's ord
- * and ms), as a CTE
- * (sql/052; followers read them: docs/integrators.md). Only for changes at a commit (capture's):
- * a starting point (first start, rebuild) begins an epoch instead.
+ * The record changes a view statement made (`rows`: resource, id, company_id, and placeOf's
+ * lsn, ord and ms), as a CTE (sql/052; followers read them: docs/integrators.md). Only for
+ * changes at a commit (capture's): a starting point (first start, rebuild) begins an epoch instead.
  */
 const written = (tx: Tx, numbering: CommitTime | null, op: "upsert" | "delete", rows: PendingQuery<SqlRow[]>) =>
   numbering === null
     ? tx``
     : tx`, changed as (
         insert into service.record_changes (resource, id, company_id, op, commit_lsn, ord, committed_at)
-        select resource, id, company_id, ${op}, ${formatLsn(numbering.lsn)}::pg_lsn, ord, to_timestamp(ms / 1000.0)
+        select resource, id, company_id, ${op}, lsn, ord, to_timestamp(ms / 1000.0)
         from (${rows}) r
         on conflict (resource, id) do update set company_id = excluded.company_id, op = excluded.op,
           commit_lsn = excluded.commit_lsn, ord = excluded.ord, committed_at = excluded.committed_at
@@ -374,18 +386,18 @@ export const redactViews = async (
 ): Promise<void> => {
   const rows = await tx<{ id: string; body: string }[]>`
     select id::text, body from service.views where resource = ${resource} and id = any(${ids as string[]}::uuid[])`
-  const changed = rows.flatMap((r, i) => {
+  const changed = rows.flatMap((r) => {
     const body = redactPrivacyCase(r.body)
-    return body === r.body ? [] : [{ id: r.id, body, ...(time === null ? {} : placeOf(time, resource, r.id, i)) }]
+    return body === r.body ? [] : [{ id: r.id, body, ...(time === null ? {} : placeOf(time, resource, r.id)) }]
   })
   if (changed.length === 0) return
   await tx`
     with up as (
       update service.views v set body = x.body,
         changed_at = greatest(v.changed_at + interval '1 millisecond', date_trunc('milliseconds', now()))
-      from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text, ord int, ms bigint)
+      from json_to_recordset(${JSON.stringify(changed)}::text::json) as x(id uuid, body text, lsn pg_lsn, ord int, ms bigint)
       where v.resource = ${resource} and v.id = x.id
-      returning v.resource, v.id, v.company_id, x.ord, x.ms
+      returning v.resource, v.id, v.company_id, x.lsn, x.ord, x.ms
     )${written(tx, time, "upsert", tx`select * from up`)}
     select count(*) from up`
 }

@@ -1,9 +1,9 @@
-// Where a batch that may hold records is cut (src/pipeline/capture/batch.ts, cutBeforeHold): at
-// the first transaction that changes an inspection's rows after one that changed equipment or a
-// job site, so that a hold keeps the view those earlier transactions showed; decided before
+// Where a batch is cut (src/pipeline/capture/batch.ts, cutAfterWide): after the first transaction
+// that changes equipment or a job site, so that the inspections it reaches are re-shaped at that
+// commit (their place in the stream, and a later hold's kept view, come from it); decided before
 // anything is shaped, so the quarantine is left as it was for the part written first.
 import { describe, expect, it } from "vitest"
-import { cutBeforeHold, prepareBatch } from "../../../src/pipeline/capture/batch.ts"
+import { cutAfterWide, prepareBatch } from "../../../src/pipeline/capture/batch.ts"
 import type { QuarantineMarker } from "../../../src/pipeline/capture/quarantine/markers.ts"
 import { CaptureQuarantine } from "../../../src/pipeline/capture/quarantine/state.ts"
 import type { Txn } from "../../../src/pipeline/capture/txn.ts"
@@ -19,31 +19,34 @@ const txn = (...tables: string[]): Txn =>
 
 const marked = (t: Txn, ...markers: QuarantineMarker[]): Txn => ({ ...t, markers })
 
-describe("cutting a batch that may hold records", () => {
+describe("cutting a batch after an equipment or site change", () => {
   it.each([
     ["a move, then the inspection's edit", [txn("equipment"), txn("inspections")], 1],
-    ["a site renamed, then an item of an inspection", [txn("job_sites"), txn("x"), txn("inspection_items")], 2],
+    ["a site renamed, then anything", [txn("incidents"), txn("job_sites"), txn("x"), txn("inspection_items")], 2],
     [
       "the first such transaction of several",
       [txn("equipment"), txn("inspections"), txn("equipment"), txn("inspections")],
       1
     ],
-    ["the move and the edit in one transaction: nothing before to keep", [txn("equipment", "inspections")], null],
-    ["the edit before the move", [txn("inspections"), txn("equipment")], null],
+    ["the move and the edit in one transaction, the last", [txn("incidents"), txn("equipment", "inspections")], null],
+    ["the edit before the move, the move last", [txn("inspections"), txn("equipment")], null],
     ["no equipment or site change", [txn("incidents"), txn("inspections")], null],
-    ["a move, then no inspection change", [txn("equipment"), txn("incidents")], null]
+    ["a move, then an incident", [txn("equipment"), txn("incidents")], 1],
+    ["one transaction", [txn("job_sites")], null]
   ] as const)("%s", (_, txns, cut) => {
-    expect(cutBeforeHold(txns)).toBe(cut)
+    expect(cutAfterWide(txns)).toBe(cut)
   })
 
-  it("the first part of a cut has no pair left to cut", () => {
+  it("the first part of a cut ends with its change: it is not cut again", () => {
     const txns = [txn("incidents"), txn("job_sites"), txn("audits"), txn("inspection_items"), txn("equipment")]
-    const at = cutBeforeHold(txns)
-    expect(at).toBe(3)
-    expect(cutBeforeHold(txns.slice(0, at!))).toBe(null)
+    const at = cutAfterWide(txns)
+    expect(at).toBe(2)
+    expect(cutAfterWide(txns.slice(0, at!))).toBe(null)
+    // The rest is cut again after its own.
+    expect(cutAfterWide([...txns.slice(at!), txn("incidents")])).toBe(3)
   })
 
-  it("a batch that meets the quarantine is cut before it is shaped: the quarantine is as it was", async () => {
+  it("a batch is cut before it is shaped: the quarantine is as it was", async () => {
     // The contract break comes in the batch's second transaction, after the move: shaping the
     // whole batch first would mark app.inspections broken for the part written before it.
     const q = new CaptureQuarantine()

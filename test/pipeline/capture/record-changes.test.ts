@@ -30,11 +30,28 @@ describe("record changes in commit order", () => {
       [c, "upsert"],
       [b, "delete"]
     ])
-    // A change that leaves the view as it was (the same row written again) is no change.
-    const before = rows.find((r) => r.id === c)!.at
+    // A change that leaves the view as it was (the same row written again) comes again, at its
+    // commit: a record's place comes from its transaction alone, never from what the batch
+    // before it had written (a batch written again in other cuts must place it the same).
     await db.sql`update app.corrective_actions set title = title where id = ${c}`
     await cap.settle()
-    expect((await changes()).find((r) => r.id === c)!.at).toBe(before)
+    expect((await changes()).map((r) => [r.id, r.op])).toEqual([
+      [a, "upsert"],
+      [b, "delete"],
+      [c, "upsert"]
+    ])
+  })
+
+  it("places each record at the transaction that changed it, the same however capture cut the batches", async () => {
+    const a = await insertAction(db.sql, company.id, { title: "One" })
+    const b = await insertAction(db.sql, company.id, { title: "Two" })
+    await cap.settle()
+    const lsns = await db.sql<{ id: string; lsn: string; ord: number }[]>`
+      select id::text, commit_lsn::text as lsn, ord from service.record_changes where id in (${a}, ${b}) order by commit_lsn`
+    // Two transactions, two commit LSNs (not one batch's), each record first in its own.
+    expect(lsns.map((r) => r.id)).toEqual([a, b])
+    expect(lsns[0]!.lsn).not.toBe(lsns[1]!.lsn)
+    expect(lsns.map((r) => r.ord)).toEqual([0, 0])
   })
 
   it("the first start began an epoch: changes numbered before it were not one by one", async () => {
