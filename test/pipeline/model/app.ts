@@ -84,6 +84,27 @@ export class App {
     })
   }
 
+  /**
+   * After a crash cut transactions short: forgets the records they made that are not there (an
+   * item for one would fail), and reads where the equipment stands. A delete the crash undid
+   * leaves its record there, forgotten: nothing of the app's touches it again.
+   */
+  async reconcile(): Promise<void> {
+    for (const kind of KINDS) {
+      const ids = this.live[kind]
+      if (ids.length === 0) continue
+      const there = await this.sql<{ id: string }[]>`
+        select id::text as id from ${this.sql(`app.${TABLE[kind]}`)} where id = any(${ids}::uuid[])`
+      const kept = new Set(there.map((r) => r.id))
+      this.live[kind] = ids.filter((id) => kept.has(id))
+    }
+    for (let i = 0; i < 2; i++) {
+      const [e] = await this.sql<{ site: string }[]>`
+        select job_site_id::text as site from app.equipment where id = ${FIXED.equipment[i]!}`
+      this.siteMoved[i] = e?.site !== FIXED.sites[i]
+    }
+  }
+
   /** Renames a column out of the service's shape (the app's DDL). */
   async rename(which: number): Promise<readonly [string, string] | null> {
     const [table, column] = RENAMES[which % RENAMES.length]!

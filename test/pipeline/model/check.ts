@@ -72,6 +72,9 @@ try {
 } catch (e) {
   exitCode = 1
   process.stdout.write(`${e instanceof Error ? e.message : String(e)}\n`)
+  // A history that threw (rather than found a difference): what it threw.
+  const cause = e instanceof Error ? (e.cause as { stack?: string } | undefined) : undefined
+  if (cause !== undefined) process.stdout.write(`caused by: ${cause.stack ?? String(cause)}\n`)
 } finally {
   // MODEL_KEEP=1: the server stays up for a look at the kept databases (Ctrl-C ends it).
   if (process.env.MODEL_KEEP === "1" && exitCode !== 0) {

@@ -44,8 +44,8 @@ export class Follower {
     this.sql = sql
   }
 
-  /** One read, in one snapshot, as a stream answer is one statement. */
-  async read(): Promise<void> {
+  /** One read, in one snapshot, as a stream answer is one statement; `limit`: a page of at most that many. */
+  async read(limit?: number): Promise<void> {
     this.reads++
     await this.sql.begin("isolation level repeatable read read only", async (tx) => {
       const [e] = await tx<{ lsn: string | null }[]>`select max(checkpoint_lsn)::text as lsn from service.stream_epochs`
@@ -78,7 +78,8 @@ export class Follower {
           from service.record_changes r
           left join service.views v on r.op = 'upsert' and v.resource = r.resource and v.id = r.id
          where (r.commit_lsn, r.ord, r.resource collate "C", r.id) > (${formatLsn(lsn)}::pg_lsn, ${ord}::int, ${resource}::text collate "C", ${id}::uuid)
-         order by r.commit_lsn, r.ord, r.resource collate "C", r.id`
+         order by r.commit_lsn, r.ord, r.resource collate "C", r.id
+         ${limit === undefined ? tx`` : tx`limit ${limit}`}`
       for (const c of changes) {
         const k = `${c.resource}/${c.id}`
         if (c.ms < this.lastMs)

@@ -155,6 +155,33 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
       case "pg-restart":
         await server.restart()
         return
+      case "pg-crash": {
+        // Capture's last batch may be committed but not yet written: the crash takes it, with
+        // what the follower has read of it, and capture replays it from the slot.
+        await settle("capture to catch up before a crash")
+        await follower.read()
+        const writes = s.writes ?? []
+        let cut = false
+        const writing = (async () => {
+          for (const ops of writes) {
+            if (cut) return
+            try {
+              await app.transaction(ops)
+              // A page of what capture wrote meanwhile: the follower may stop inside a batch
+              // the crash then takes, and must find the rest after its offset once replayed.
+              if (s.page !== undefined) await follower.read(s.page)
+            } catch {
+              return // cut by the crash: committed or not, the oracle's log tells
+            }
+          }
+        })()
+        if ((s.afterMs ?? 0) > 0) await sleep(s.afterMs!)
+        cut = true
+        await server.crash()
+        await writing
+        if (writes.length > 0) await app.reconcile()
+        return
+      }
       case "slot-drop": {
         await gap(s.gap)
         await dropSlot()

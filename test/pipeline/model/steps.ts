@@ -40,6 +40,19 @@ export type Step =
   /** Capture SIGKILLed, now or after a delay while the next steps run, and started again. */
   | { readonly t: "kill"; readonly afterMs: number }
   | { readonly t: "pg-restart" }
+  /**
+   * PostgreSQL crashed (an immediate shutdown: what its WAL buffers held is lost) and started
+   * again, once capture has applied everything committed and the follower has read it; `afterMs`
+   * later, or, with `writes`, `afterMs` after the app began them (one after the other, until the
+   * crash cuts them; those after it are not made). `{ t: "pg-crash" }`: at once, no writes.
+   */
+  | {
+      readonly t: "pg-crash"
+      readonly afterMs?: number
+      readonly writes?: ReadonlyArray<ReadonlyArray<AppOp>>
+      /** With writes: after each, the follower reads a page of at most this many changes. */
+      readonly page?: number
+    }
   /** The slot dropped while capture is down (as max_slot_wal_keep_size does); the app writes meanwhile. */
   | { readonly t: "slot-drop"; readonly gap: ReadonlyArray<ReadonlyArray<AppOp>> }
   /** rebuild-views --fresh-snapshot while capture is down; the app writes before it. */
@@ -113,6 +126,15 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
   },
   { weight: 4, arbitrary: fc.record({ t: fc.constant("kill" as const), afterMs: fc.integer({ min: 0, max: 300 }) }) },
   { weight: 1, arbitrary: fc.constant({ t: "pg-restart" as const }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      t: fc.constant("pg-crash" as const),
+      afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 150 })),
+      writes: fc.oneof(fc.constant([]), fc.array(ops(3), { minLength: 1, maxLength: 8 })),
+      page: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })
+    })
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("slot-drop" as const), gap }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("fresh" as const), gap }) },
   { weight: 1, arbitrary: fc.constant({ t: "rebuild" as const }) },

@@ -2,7 +2,7 @@
 // history cloned from a template, the app's changes logged by triggers for the oracle, and
 // capture as a child process the runner may SIGKILL.
 import { spawn, type ChildProcess } from "node:child_process"
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -79,7 +79,11 @@ export class ModelServer {
         fsync: "off",
         full_page_writes: "off",
         // The oracle dates each app transaction by its commit, as capture does.
-        track_commit_timestamp: "on"
+        track_commit_timestamp: "on",
+        // An asynchronous commit stays in the WAL buffers until something writes them (the WAL
+        // writer, every 10 s at most, or a later synchronous commit), so a crash (crash()) loses it.
+        // With fsync off a synchronous commit still writes its WAL to the OS, which outlives a crash.
+        wal_writer_delay: "10000ms"
       }
     })
   }
@@ -93,6 +97,31 @@ export class ModelServer {
   /** A fast stop and start: every connection is cut, slots and data stay. */
   async restart(): Promise<void> {
     await this.server?.stop()
+    await this.up()
+  }
+
+  /**
+   * A crash and a start: the postmaster sent SIGQUIT (what `pg_ctl stop -m immediate` sends; pg_ctl
+   * itself refuses to run as root), so every process quits at once, with no checkpoint and the WAL
+   * buffers never written: an asynchronous commit not yet written is lost. The start recovers from
+   * the WAL on disk; slots come back as last saved (a logical slot's confirmed position is saved at
+   * checkpoints, so it may go back).
+   */
+  async crash(): Promise<void> {
+    const pid = Number(readFileSync(join(this.dir, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+    process.kill(pid, "SIGQUIT")
+    // The postmaster exits once all its processes have (it SIGKILLs those still there after 5 s).
+    const deadline = Date.now() + 30_000
+    for (;;) {
+      try {
+        process.kill(pid, 0)
+      } catch {
+        break
+      }
+      if (Date.now() > deadline) throw new Error(`the model's PostgreSQL (pid ${pid}) did not quit within 30 s`)
+      await sleep(10)
+    }
+    await this.server?.stop() // nothing left to stop: it lets the server go
     await this.up()
   }
 
@@ -125,6 +154,16 @@ export class ModelServer {
         values (${FIXED.equipment[i]!}, ${FIXED.company}, ${`Crane ${i}`}, ${`EQ-${i}`}, ${FIXED.sites[i]!},
                 '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')`
     }
+    // Every sequence set to where it stands, so a clone's first nextval writes WAL. A sequence
+    // hands out the values its last WAL record covered (32 ahead) without writing again; a clone
+    // copies the page with that count but not the record, so after a crash (before a checkpoint)
+    // its sequence would go back and hand out, again, values committed rows hold.
+    await sql.unsafe(`
+      do $$ declare s regclass; begin
+        for s in select oid::regclass from pg_class where relkind = 'S' loop
+          execute format('select setval(%L, last_value, is_called) from %s', s, s);
+        end loop;
+      end $$`)
     await sql.end()
   }
 
