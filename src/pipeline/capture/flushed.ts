@@ -25,14 +25,17 @@ export class FlushedAcks {
   private running = false
   private stopped = false
 
+  /** `start`: the stored checkpoint, itself confirmed only once durable (a batch committed just
+   *  before a restart of capture may not be yet). */
   constructor(sql: Sql, send: (lsn: Lsn) => Promise<void>, start: Lsn) {
     this.sql = sql
     this.send = send
-    this.wanted = start
-    this.sure = start
+    this.wanted = 0n
+    this.sure = 0n
+    this.stored(start)
   }
 
-  /** What the slot may be told: stored, and durable. */
+  /** What the slot may be told: stored, and durable (0: nothing yet, an answer that says nothing). */
   get confirmed(): Lsn {
     return this.sure
   }
