@@ -4,7 +4,7 @@ import { formatLsn, type Lsn } from "../../platform/db/lsn.ts"
 import type { EventKind } from "../../domain/event-kinds.ts"
 import type { Resource } from "../../domain/resources.ts"
 import { SEPARATOR } from "../projection/columns.ts"
-import { uuidv7s } from "./ids.ts"
+import { eventId } from "./ids.ts"
 
 export const EVENTS_CHANNEL = "service_events"
 
@@ -51,12 +51,11 @@ export const eventWrites = (
   viewed: (e: OutboxEvent) => boolean = () => false
 ): ((tx: TransactionSql<Record<string, unknown>>) => Array<Promise<unknown>>) => {
   if (events.length === 0) return () => []
-  const now = Date.now()
   // Every column cannot hold the separator (src/pipeline/projection/columns.ts): ids, the service's
   // names, LSNs, numbers, timestamps and JSON payloads. Built in one pass (packed's form);
   // a transaction's events share its LSN and commit time, formatted once.
-  const id = uuidv7s(events.length, now, SEPARATOR)
-  let company = "",
+  let id = "",
+    company = "",
     event = "",
     resource = "",
     record = "",
@@ -73,6 +72,8 @@ export const eventWrites = (
     if (e.commitLsn !== lastLsn) lsnText = formatLsn((lastLsn = e.commitLsn))
     if (e.createdAt !== lastAt) atText = (lastAt = e.createdAt).toISOString()
     const sep = i === 0 ? "" : SEPARATOR
+    // From the event's place, not drawn: a batch written again gives its events the same ids (ids.ts).
+    id += sep + eventId(e.createdAt.getTime(), e.commitLsn, e.seq)
     company += sep + e.companyId
     event += sep + e.event
     resource += sep + e.resource

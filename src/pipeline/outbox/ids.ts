@@ -100,3 +100,34 @@ export const uuidv7s = (count: number, ms: number, separator: string): string =>
   }
   return b.toString("latin1")
 }
+
+const RAND_B = (1n << 62n) - 1n
+const LSN_BITS = (1n << 42n) - 1n
+
+/**
+ * An event's id, from its place in the app's WAL: a UUIDv7 whose time is the commit's (ms) and
+ * whose 74 other bits are the commit LSN's low 42 and the event's `seq` (32). The same change
+ * gives the same id however often capture writes it: a batch the service's database lost in a
+ * crash (its commit is asynchronous) is written again with the ids an integrator may have read
+ * from the events feed. Unique because (commit LSN, seq) is, and two commits in one millisecond
+ * cannot lie 4 TB of WAL apart; within a millisecond ids grow in WAL order, at the B-tree's right edge.
+ */
+export const eventId = (ms: number, lsn: bigint, seq: number): string => {
+  const v = ((lsn & LSN_BITS) << 32n) | BigInt(seq >>> 0)
+  const a = Number(v >> 62n) // 12 bits
+  const b = v & RAND_B
+  const t = Math.max(0, Math.floor(ms))
+  const out = Buffer.allocUnsafe(36)
+  hexInto(out, 0, Math.floor(t / 0x1000000) % 0x1000000, 6)
+  hexInto(out, 6, (t % 0x1000000) >>> 16, 2)
+  out[8] = DASH
+  hexInto(out, 9, t % 0x10000, 4)
+  out[13] = DASH
+  hexInto(out, 14, 0x7000 | a, 4) // version 7
+  out[18] = DASH
+  hexInto(out, 19, 0x8000 | Number(b >> 48n), 4) // variant 10, then rand_b's top 14 bits
+  out[23] = DASH
+  hexInto(out, 24, Number((b >> 24n) & 0xffffffn), 6)
+  hexInto(out, 30, Number(b & 0xffffffn), 6)
+  return out.toString("latin1")
+}
