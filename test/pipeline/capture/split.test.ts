@@ -120,6 +120,11 @@ describe("a service database restored from a backup older than the slot", () => 
     await cap.settle()
     const lost = await insertIncident(d.app.sql, company.id, { title: "After the backup" })
     await cap.settle()
+    // The slot confirms a batch once the service's database has flushed it (flushed.ts): soon after.
+    await waitFor(
+      async () => (await positions(d.app.sql, d.service.sql, slot)).confirmed > backedUp || undefined,
+      "the slot to confirm the change made after the backup"
+    )
     await cap.stop()
     const confirmed = (await positions(d.app.sql, d.service.sql, slot)).confirmed
     expect(confirmed).toBeGreaterThan(backedUp)
