@@ -3,7 +3,9 @@
 // keeps its row as a tombstone does; starting points begin an epoch.
 import { describe, expect, it } from "vitest"
 import { insertAction, insertIncident } from "../../support/app.ts"
-import { useCaptureWorld } from "../../support/capture.ts"
+import { catchUp, useCaptureWorld } from "../../support/capture.ts"
+import { useDemoDatabase } from "../../support/fixtures.ts"
+import { parseLsn } from "../../../src/platform/db/lsn.ts"
 
 describe("record changes in commit order", () => {
   const { db, cap, company } = useCaptureWorld()
@@ -57,5 +59,37 @@ describe("record changes in commit order", () => {
   it("the first start began an epoch: changes numbered before it were not one by one", async () => {
     const epochs = await db.sql<{ reason: string }[]>`select reason from service.stream_epochs`
     expect(epochs.map((e) => e.reason)).toEqual(["the service's first start"])
+  })
+})
+
+describe("an inspection a batch changed itself, then reached by a site's rename in the same batch", () => {
+  const db = useDemoDatabase()
+
+  it("is placed at the rename's commit, after the changes it made itself", { timeout: 120_000 }, async () => {
+    const slot = `slot_${db.name}`
+    await catchUp(db, { slot })
+    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+    const [site] = await db.sql<{ id: string }[]>`
+      insert into app.job_sites (company_id, name) values (${acme!.id}, 'North yard') returning id::text`
+    const [equipment] = await db.sql<{ id: string }[]>`
+      insert into app.equipment (company_id, name, job_site_id) values (${acme!.id}, 'Crane', ${site!.id}) returning id::text`
+    const [inspection] = await db.sql<{ id: string }[]>`
+      insert into app.inspections (company_id, equipment_id, performed_at, outcome)
+      values (${acme!.id}, ${equipment!.id}, now(), 'pass') returning id::text`
+    await catchUp(db, { slot })
+    // Written while capture is stopped: drained together, the edit and then the rename.
+    await db.sql`update app.inspections set outcome = 'fail' where id = ${inspection!.id}`
+    const [edited] = await db.sql<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`
+    await db.sql`update app.job_sites set name = 'South yard' where id = ${site!.id}`
+    await catchUp(db, { slot })
+    const [r] = await db.sql<{ lsn: string; ord: number }[]>`
+      select commit_lsn::text as lsn, ord from service.record_changes where resource = 'inspections' and id = ${inspection!.id}`
+    // Past the edit's commit, after every record a transaction changed itself (ord 2^30).
+    expect(parseLsn(r!.lsn)).toBeGreaterThan(parseLsn(edited!.lsn))
+    expect(r!.ord).toBe(2 ** 30)
+    const [v] = await db.sql<
+      { body: string }[]
+    >`select body from service.views where resource = 'inspections' and id = ${inspection!.id}`
+    expect(v!.body).toContain("South yard")
   })
 })
