@@ -50,10 +50,7 @@ export class FlushedAcks {
   /** A checkpoint known durable now (its transaction committed synchronously, after every batch before it). */
   async durable(lsn: Lsn): Promise<void> {
     if (lsn > this.wanted) this.wanted = lsn
-    if (lsn <= this.sure) return
-    this.sure = lsn
-    if (this.waiting !== null && this.waiting.lsn <= lsn) this.waiting = null
-    await this.send(lsn)
+    await this.confirm(lsn)
   }
 
   stop(): void {
@@ -93,7 +90,7 @@ export class FlushedAcks {
 
   private async confirm(lsn: Lsn): Promise<void> {
     if (this.waiting !== null && this.waiting.lsn <= lsn) this.waiting = null
-    if (lsn <= this.sure || this.stopped) return
+    if (lsn <= this.sure) return
     this.sure = lsn
     await this.send(lsn)
   }

@@ -1,6 +1,8 @@
 // Time-ordered event ids (UUID version 7, RFC 9562): new outbox rows land at the right edge
 // of the primary key's B-tree instead of on random pages, which keeps capture's inserts
-// cheap as the outbox grows. Made here rather than by uuidv7() so PostgreSQL < 18 works too.
+// cheap as the outbox grows. Capture's from each event's place in the WAL (eventId), the
+// service's own (alerts) with random bits (uuidv7). Made here rather than by uuidv7() so
+// PostgreSQL < 18 works too.
 import { randomFillSync } from "node:crypto"
 
 const POOL = 4096
@@ -26,9 +28,9 @@ let lastMs = -1
 /**
  * The random part of the next id for `ms`. Within one millisecond, ids grow (RFC 9562's
  * monotonic random method: the previous one's random bits plus a random step of up to 2^24):
- * capture makes all of a batch's ids in the same millisecond, and ids made in random order
- * there landed all over the B-tree's right end, splitting pages half full (66% full against
- * 90%; docs/benchmarks.md, "Big tenants"). A new millisecond starts from fresh random bits.
+ * ids made in random order within one millisecond landed all over the B-tree's right end,
+ * splitting pages half full (66% full against 90%; docs/benchmarks.md, "Big tenants"). A new
+ * millisecond starts from fresh random bits.
  */
 const nextRandom = (ms: number): Buffer => {
   if (offset + 13 > POOL) {
@@ -61,17 +63,20 @@ const nextRandom = (ms: number): Buffer => {
   return last
 }
 
-/** Writes a UUIDv7 for `ms` as its 36 characters at `at` of `b`: digits written straight into
- *  bytes, without strings in between (capture makes one per event). */
-const writeUuidv7 = (b: Buffer, at: number, ms: number) => {
-  // 48-bit big-endian timestamp: 12 hex digits, in two halves of 24 bits.
-  const t = Math.max(0, Math.floor(ms))
-  const r = nextRandom(t)
+/** A UUIDv7's first 14 characters: its 48-bit big-endian millisecond (12 hex digits, in two halves of 24 bits) and dashes. */
+const writeMs = (b: Buffer, at: number, t: number) => {
   hexInto(b, at, Math.floor(t / 0x1000000) % 0x1000000, 6)
   hexInto(b, at + 6, (t % 0x1000000) >>> 16, 2)
   b[at + 8] = DASH
   hexInto(b, at + 9, t % 0x10000, 4)
   b[at + 13] = DASH
+}
+
+/** Writes a UUIDv7 for `ms` as its 36 characters at `at` of `b`: digits written straight into bytes. */
+const writeUuidv7 = (b: Buffer, at: number, ms: number) => {
+  const t = Math.max(0, Math.floor(ms))
+  const r = nextRandom(t)
+  writeMs(b, at, t)
   hexInto(b, at + 14, r[0]! | 0x70, 2) // version 7
   hexInto(b, at + 16, r[1]!, 2)
   b[at + 18] = DASH
@@ -89,18 +94,6 @@ export const uuidv7 = (ms: number = Date.now()): string => {
   return scratch.toString("latin1", 0, 36)
 }
 
-/** `count` UUIDv7s for `ms`, joined by `separator` (one ASCII character), made as one string. */
-export const uuidv7s = (count: number, ms: number, separator: string): string => {
-  if (count <= 0) return ""
-  const b = Buffer.allocUnsafe(count * 37 - 1)
-  const sep = separator.charCodeAt(0)
-  for (let i = 0; i < count; i++) {
-    if (i > 0) b[i * 37 - 1] = sep
-    writeUuidv7(b, i * 37, ms)
-  }
-  return b.toString("latin1")
-}
-
 const RAND_B = (1n << 62n) - 1n
 const LSN_BITS = (1n << 42n) - 1n
 
@@ -116,13 +109,8 @@ export const eventId = (ms: number, lsn: bigint, seq: number): string => {
   const v = ((lsn & LSN_BITS) << 32n) | BigInt(seq >>> 0)
   const a = Number(v >> 62n) // 12 bits
   const b = v & RAND_B
-  const t = Math.max(0, Math.floor(ms))
   const out = Buffer.allocUnsafe(36)
-  hexInto(out, 0, Math.floor(t / 0x1000000) % 0x1000000, 6)
-  hexInto(out, 6, (t % 0x1000000) >>> 16, 2)
-  out[8] = DASH
-  hexInto(out, 9, t % 0x10000, 4)
-  out[13] = DASH
+  writeMs(out, 0, Math.max(0, Math.floor(ms)))
   hexInto(out, 14, 0x7000 | a, 4) // version 7
   out[18] = DASH
   hexInto(out, 19, 0x8000 | Number(b >> 48n), 4) // variant 10, then rand_b's top 14 bits

@@ -150,7 +150,7 @@ export interface RecordPlace {
 }
 
 /** After every record a transaction changed itself: records reached through another. */
-export const REACHED_ORD = 2 ** 30
+const REACHED_ORD = 2 ** 30
 
 /**
  * A record change's place and its `committedAt` (ms), from one source for every statement
@@ -322,6 +322,18 @@ const written = (tx: Tx, numbering: CommitTime | null, op: "upsert" | "delete", 
         on conflict (resource, id) do update set company_id = excluded.company_id, op = excluded.op,
           commit_lsn = excluded.commit_lsn, ord = excluded.ord, committed_at = excluded.committed_at
       )`
+
+/**
+ * Moves the record changes of records a batch wrote with their own place to the batch's last
+ * commit, after those it changed itself: inspections the batch changed and an equipment or site
+ * change of its last transaction also reached (reshapeWide). Only forward.
+ */
+export const placeReached = async (tx: Tx, resource: string, ids: ReadonlyArray<string>, time: CommitTime) => {
+  const lsn = formatLsn(time.lsn)
+  await tx`
+    update service.record_changes set commit_lsn = ${lsn}::pg_lsn, ord = ${REACHED_ORD}, committed_at = ${time.commit}
+    where resource = ${resource} and id = any(${ids as string[]}::uuid[]) and commit_lsn < ${lsn}::pg_lsn`
+}
 
 /**
  * A starting point where changes were not numbered one by one (a first start, a lost slot's

@@ -9,8 +9,7 @@ import { dependentsOf, type RecordRef } from "../../projection/dependencies.ts"
 import { prepare, Projections, type ProjectedView } from "../../projection/project.ts"
 import { Store } from "../../projection/store.ts"
 import { hasEveryColumn, rowCompany } from "../../projection/tables.ts"
-import { type ChangeTime, REACHED_ORD, writeViews } from "../../projection/write.ts"
-import { formatLsn } from "../../../platform/db/lsn.ts"
+import { type ChangeTime, placeReached, writeViews } from "../../projection/write.ts"
 
 /** Records, each once, in the order first met; looked up by resource, then id (no "resource|id" string per change). */
 export class RefList {
@@ -142,11 +141,7 @@ export const reshapeWide = async (
   // A reached inspection the batch also changed itself was placed at its own change: the
   // reach, at the batch's last commit (batch.ts, cutAfterWide), comes later.
   const both = rows.map((r) => r.key).filter((k) => skip.has(k))
-  if (both.length > 0 && "commit" in time)
-    await tx`
-      update service.record_changes set commit_lsn = ${formatLsn(time.lsn)}::pg_lsn, ord = ${REACHED_ORD},
-        committed_at = ${time.commit}
-      where resource = 'inspections' and id = any(${both as string[]}::uuid[]) and commit_lsn < ${formatLsn(time.lsn)}::pg_lsn`
+  if (both.length > 0 && "commit" in time) await placeReached(tx, "inspections", both, time)
   for (let i = 0; i < keys.length; i += WIDE_CHUNK) {
     await reprojectViews(
       tx,
