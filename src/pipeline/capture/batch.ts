@@ -160,7 +160,8 @@ const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null, 
     if (holds !== null) holds.force(c, prev?.data ?? null)
     store.apply(c.table, c.key, c.data)
   }
-  places.take(store, before, txn)
+  const retried = holds?.retriedIn(txn) ?? []
+  places.take(store, before, txn, retried)
   if (holds === null) {
     for (let i = 0; i < before.length; i++) {
       const b = before[i]!
@@ -184,7 +185,7 @@ const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null, 
     const after = store.get(b.table, b.key)?.data ?? null
     for (const r of dependentsOf(b.table, b.key, b.data?.data ?? null, after).records) take(r, undefined)
   }
-  for (const r of holds.retriedIn(txn)) take(r, undefined)
+  for (const r of retried) take(r, undefined)
 }
 
 const prepareWith = async (
@@ -316,13 +317,20 @@ const prepareWith = async (
 
 /**
  * Each record's place (the record changes': sql/052): the transaction of its last change in the
- * batch, and the order that transaction touched it in; a child row's change places its parent.
- * From the WAL alone, so the same however the transactions were cut into batches.
+ * batch, and the order that transaction touched it in; a child row's change places its parent,
+ * and a request that shapes a record again (a retry, rebuild-views' check) places it at the
+ * request's transaction, after what that transaction changed. From the WAL alone, so the same
+ * however the transactions were cut into batches.
  */
 class Places {
   private readonly at = new TableMap<RecordPlace>()
-  /** The records `txn` changed (its rows before it, in the order first changed). */
-  take(store: Store, changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>, txn: Txn) {
+  /** The records `txn` changed (its rows before it, in the order first changed), then those it shapes again. */
+  take(
+    store: Store,
+    changed: ReadonlyArray<{ table: string; key: string; data: ReturnType<Store["get"]> }>,
+    txn: Txn,
+    retried: ReadonlyArray<RecordRef>
+  ) {
     let n = 0
     const place = (resource: string, id: string) =>
       this.at.set(resource, id, { lsn: txn.endLsn, ord: n++, commit: txn.commitTime })
@@ -336,6 +344,7 @@ class Places {
       const after = store.get(c.table, c.key)?.data ?? null
       for (const r of dependentsOf(c.table, c.key, c.data?.data ?? null, after).records) place(r.resource, r.id)
     }
+    for (const r of retried) if (this.at.get(r.resource, r.id)?.lsn !== txn.endLsn) place(r.resource, r.id)
   }
   get(resource: string, id: string): RecordPlace | undefined {
     return this.at.get(resource, id)

@@ -6,6 +6,8 @@ import { insertAction, insertIncident } from "../../support/app.ts"
 import { catchUp, useCaptureWorld } from "../../support/capture.ts"
 import { useDemoDatabase } from "../../support/fixtures.ts"
 import { parseLsn } from "../../../src/platform/db/lsn.ts"
+import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine/markers.ts"
+import { setMirrorValue } from "../../support/mirror.ts"
 
 describe("record changes in commit order", () => {
   const { db, cap, company } = useCaptureWorld()
@@ -91,5 +93,38 @@ describe("an inspection a batch changed itself, then reached by a site's rename 
       { body: string }[]
     >`select body from service.views where resource = 'inspections' and id = ${inspection!.id}`
     expect(v!.body).toContain("South yard")
+  })
+})
+
+describe("a record a retry releases", () => {
+  const db = useDemoDatabase()
+
+  it("is placed at the retry's transaction, not at the end of the batch it came in", { timeout: 120_000 }, async () => {
+    const slot = `slot_${db.name}`
+    await catchUp(db, { slot })
+    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+    // The demo schema forbids it; an app without the CHECK constraint allows it.
+    await db.sql`alter table app.audits drop constraint if exists audits_score_check`
+    const [audit] = await db.sql<{ id: string }[]>`
+      insert into app.audits (company_id, title, performed_at, score) values (${acme!.id}, 'Held', now(), 'NaN') returning id::text`
+    await catchUp(db, { slot })
+    const held = await db.sql`select 1 from service.capture_quarantine where tbl = 'audits' and key = ${audit!.id}`
+    expect(held.length).toBe(1)
+    // As a new release's shaper would read it: the retry now shapes the record.
+    await setMirrorValue(db.sql, "audits", audit!.id, "score", 42)
+    // Written while capture is stopped: drained together, the retry and then another change.
+    await db.sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "retry", records: [["audits", audit!.id]] })})`
+    const [retried] = await db.sql<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`
+    await insertIncident(db.sql, acme!.id)
+    await catchUp(db, { slot })
+    const [v] = await db.sql<
+      { body: string }[]
+    >`select body from service.views where resource = 'audits' and id = ${audit!.id}`
+    expect(JSON.parse(v!.body)).toMatchObject({ title: "Held", score: 42 })
+    const [r] = await db.sql<{ lsn: string; ord: number }[]>`
+      select commit_lsn::text as lsn, ord from service.record_changes where resource = 'audits' and id = ${audit!.id}`
+    // The retry's commit, first in it; the incident's commit comes after.
+    expect(parseLsn(r!.lsn)).toBeLessThanOrEqual(parseLsn(retried!.lsn))
+    expect(r!.ord).toBe(0)
   })
 })

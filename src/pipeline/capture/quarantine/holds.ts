@@ -61,16 +61,27 @@ export class BatchHolds {
     this.batch = q.nextBatch()
   }
 
-  /** Before loading: the records the batch's retries and checks shape again, each at its transaction (a chunk of queued ones at the first). */
+  /**
+   * Before loading: the records the batch's retries and checks shape again, each at the
+   * transaction whose request asks it. Queued retries ride on a transaction with a retry or a
+   * `continue` request, a chunk each, never on whichever transaction a batch happens to start
+   * with: a record's place in the stream is its release's transaction (batch.ts, Places), which
+   * must not depend on where capture cut its batches.
+   */
   async scan(sql: Db, txns: ReadonlyArray<Txn>): Promise<ReadonlyArray<RecordRef>> {
     const all: RecordRef[] = []
-    let first = true
     for (const t of txns) {
       const named: Array<readonly [string, string]> = []
       const refs: RecordRef[] = []
+      let asks = false
       for (const m of t.markers ?? []) {
-        if (m.kind === "retry") named.push(...m.records)
-        else if (m.kind === "retry-all") this.q.retryAll(m.upTo)
+        if (m.kind === "retry") {
+          named.push(...m.records)
+          asks = true
+        } else if (m.kind === "retry-all") {
+          this.q.retryAll(m.upTo)
+          asks = true
+        } else if (m.kind === "continue") asks = true
         else if (m.kind === "check") {
           for (const [table, key] of m.records) {
             const resource = resourceOfTable(table)
@@ -78,9 +89,7 @@ export class BatchHolds {
           }
         }
       }
-      // Queued retries ride on the first transaction of the batch; named ones on their own.
-      const queued = first || named.length > 0 ? await this.q.takeRetries(sql, named) : []
-      first = false
+      const queued = asks ? await this.q.takeRetries(sql, named) : []
       const at = [...queued, ...refs]
       if (at.length > 0) this.retriedAt.set(t.endLsn, at)
       all.push(...at)
