@@ -85,7 +85,11 @@ export type StreamRead =
   | { readonly _tag: "Forbidden"; readonly error: Forbidden | Unauthorized }
   | { readonly _tag: "Refetch"; readonly error: string; readonly since: string }
 
-type Page = Extract<StreamRead, { _tag: "Page" }>
+/** An answer with items (or none, and where the next read starts). */
+export type StreamPage = Extract<StreamRead, { _tag: "Page" }>
+/** The stream cannot go on from the offset asked: copy again. */
+export type StreamRefetch = Extract<StreamRead, { _tag: "Refetch" }>
+type Page = StreamPage
 
 interface Row {
   readonly state: KeyState
@@ -506,7 +510,7 @@ export const waitForChanges = async (
   ticket: number,
   waitSeconds: number,
   signal: Hangup
-): Promise<Page | Extract<StreamRead, { _tag: "Refetch" }>> => {
+): Promise<Page | StreamRefetch> => {
   const deadline = Date.now() + waitSeconds * 1000
   let r = first
   for (;;) {

@@ -33,7 +33,9 @@ import {
   type StreamAsk,
   type StreamCore,
   type StreamKey,
-  type StreamRead
+  type StreamPage,
+  type StreamRead,
+  type StreamRefetch
 } from "../../read/stream.ts"
 import { errorAnswer, httpMessage } from "../http/errors.ts"
 import { ServiceApi } from "./definition.ts"
@@ -47,10 +49,9 @@ const keyOf = (key: CurrentKeyShape): StreamKey => ({ keyId: key.keyId, host: ke
 const jsonAnswer = (body: string, status = 200) =>
   HttpServerResponse.text(body, { status, contentType: "application/json" })
 
-const pageBody = (r: Extract<StreamRead, { _tag: "Page" }>) => `{"data":[${r.items}],"nextOffset":"${r.nextOffset}"}`
+const pageBody = (r: StreamPage) => `{"data":[${r.items}],"nextOffset":"${r.nextOffset}"}`
 
-const refetchBody = (r: Extract<StreamRead, { _tag: "Refetch" }>) =>
-  JSON.stringify({ error: r.error, mustRefetch: true, since: r.since })
+const refetchBody = (r: StreamRefetch) => JSON.stringify({ error: r.error, mustRefetch: true, since: r.since })
 
 const waitFull = (scope: "key" | "process") =>
   errorAnswer(
@@ -64,7 +65,7 @@ const waitFull = (scope: "key" | "process") =>
 
 // The bytes of an answer and their ETag, made once for every waiting request one read answers.
 const held = new WeakMap<object, { readonly bytes: Buffer; readonly etag: string }>()
-const heldBody = (page: Extract<StreamRead, { _tag: "Page" }>) => {
+const heldBody = (page: StreamPage) => {
   let b = held.get(page)
   if (b === undefined) {
     const bytes = Buffer.from(pageBody(page))
@@ -153,8 +154,8 @@ const holdAnswer = (res: ServerResponse) => {
 const holdWait = (
   answer: ReturnType<typeof holdAnswer>,
   release: () => void,
-  start: (signal: Hangup) => Promise<Extract<StreamRead, { _tag: "Page" | "Refetch" }>>,
-  first: Extract<StreamRead, { _tag: "Page" }>,
+  start: (signal: Hangup) => Promise<StreamPage | StreamRefetch>,
+  first: StreamPage,
   onServed: ((offset: string) => Promise<void>) | undefined
 ) => {
   const abort = new Hangup()
@@ -216,7 +217,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
     const eventStream = (
       key: StreamKey,
       ask: StreamAsk,
-      first: Extract<StreamRead, { _tag: "Page" }>,
+      first: StreamPage,
       firstTicket: number,
       release: () => void,
       onServed?: (offset: string) => Promise<void>
@@ -232,7 +233,7 @@ export const StreamHandlers = HttpApiBuilder.group(ServiceApi, "stream", (handle
         release()
       })
       // What a consumer was served is stored before the client sees it: it may ack it at once.
-      const write = async (r: Extract<StreamRead, { _tag: "Page" }>) => {
+      const write = async (r: StreamPage) => {
         if (r.count > 0) await onServed?.(r.nextOffset)
         for (let i = 0; i < r.count; i++) out.write(sseEvent("change", r.itemJson[i]!, r.offsets[i]))
       }
