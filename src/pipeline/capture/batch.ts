@@ -266,7 +266,12 @@ const prepareWith = async (
   const writes = [
     (tx: Tx) => [keepsMirror(tx)],
     mirrorWrites(mirrorChanges(store, views)),
-    viewWrites(known, deletedAt(txns, gone), time, fresh),
+    viewWrites(
+      known,
+      deletedAt(txns, gone, (r) => store.getBase(tableOf(r), r.id) !== null),
+      time,
+      fresh
+    ),
     // A held privacy case keeps its last view, without the person's details.
     (tx: Tx) => (kept.length > 0 ? [redactViews(tx, "incidents", kept, "commit" in time ? time : null)] : []),
     // An event that carries its record's final view (the most common case: nothing changed it

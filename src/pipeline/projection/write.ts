@@ -216,7 +216,7 @@ const viewColumns = (views: ReadonlyArray<ProjectedView>) =>
  */
 export const viewWrites = (
   views: ReadonlyArray<ProjectedView>,
-  gone: ReadonlyArray<RecordRef & { readonly at?: Date }>,
+  gone: ReadonlyArray<RecordRef & { readonly at?: Date; readonly company?: string }>,
   time: ChangeTime = { mirror: null },
   fresh: ReadonlyArray<ProjectedView> = []
 ): ((tx: Tx) => Array<Promise<unknown>>) => {
@@ -236,10 +236,18 @@ export const viewWrites = (
     if (goneJson !== null) {
       out.push(
         tx`
-      with d as (
-        delete from service.views v using json_to_recordset(${goneJson}::text::json) as g(resource text, id uuid, at timestamptz, lsn pg_lsn, ord int, ms bigint)
-        where v.resource = g.resource and v.id = g.id
-        returning v.resource, v.id, v.company_id, date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.lsn, g.ord, g.ms
+      with g as (
+        select * from json_to_recordset(${goneJson}::text::json)
+          as g(resource text, id uuid, at timestamptz, lsn pg_lsn, ord int, ms bigint, company uuid)
+      ), v as (
+        delete from service.views v using g where v.resource = g.resource and v.id = g.id
+        returning v.resource, v.id, v.company_id
+      ), d as (
+        -- A record with a view, and one the batch made and deleted with none (its company given).
+        select g.resource, g.id, coalesce(v.company_id, g.company) as company_id,
+               date_trunc('milliseconds', coalesce(g.at, ${at}::timestamptz, now())) as at, g.lsn, g.ord, g.ms
+        from g left join v on v.resource = g.resource and v.id = g.id
+        where v.id is not null or g.company is not null
       )${written(tx, numbering, "delete", tx`select resource, id, company_id, lsn, ord, ms from d`)}
       insert into service.deletions (resource, id, company_id, deleted_at)
       select resource, id, company_id, at from d

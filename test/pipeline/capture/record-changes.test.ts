@@ -20,8 +20,7 @@ describe("record changes in commit order", () => {
   it("numbers each record's latest change in the order the changes committed; a delete keeps its row", async () => {
     const a = await insertAction(db.sql, company.id)
     const b = await insertIncident(db.sql, company.id)
-    // Shown once: its delete is a change a follower must hear of (one made and deleted between
-    // two reads is none).
+    // Shown once: its delete is a change a follower must hear of.
     await cap.settle()
     await db.sql`update app.corrective_actions set status = 'completed', completed_at = now() where id = ${a}`
     const c = await insertAction(db.sql, company.id, { title: "Third" })
@@ -126,5 +125,36 @@ describe("a record a retry releases", () => {
     // The retry's commit, first in it; the incident's commit comes after.
     expect(parseLsn(r!.lsn)).toBeLessThanOrEqual(parseLsn(retried!.lsn))
     expect(r!.ord).toBe(0)
+  })
+})
+
+describe("a record made and deleted within one batch", () => {
+  const db = useDemoDatabase()
+
+  it("leaves a tombstone when different transactions made and deleted it; none when one did both", {
+    timeout: 120_000
+  }, async () => {
+    const slot = `slot_${db.name}`
+    await catchUp(db, { slot })
+    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+    // Written while capture is stopped: drained in one batch, as a batch the service's database
+    // lost in a crash is written again (a follower may have read the making before the loss).
+    const seen = await insertAction(db.sql, acme!.id, { title: "Made, then deleted" })
+    await db.sql`delete from app.corrective_actions where id = ${seen}`
+    const unseen = await db.sql.begin(async (tx) => {
+      const id = await insertAction(tx as unknown as typeof db.sql, acme!.id, { title: "Never committed alone" })
+      await tx`delete from app.corrective_actions where id = ${id}`
+      return id
+    })
+    await catchUp(db, { slot })
+    const changes = await db.sql<{ id: string; op: string; company: string }[]>`
+      select id::text, op, company_id::text as company from service.record_changes
+      where resource = 'corrective-actions' and id in (${seen}, ${unseen})`
+    expect(changes).toEqual([{ id: seen, op: "delete", company: acme!.id }])
+    const tombstones = await db.sql<{ id: string }[]>`
+      select id::text from service.deletions where resource = 'corrective-actions' and id in (${seen}, ${unseen})`
+    expect(tombstones).toEqual([{ id: seen }])
+    const views = await db.sql`select 1 from service.views where id in (${seen}, ${unseen})`
+    expect(views.length).toBe(0)
   })
 })

@@ -194,25 +194,49 @@ export const finalViews = (
   return { views, gone }
 }
 
-/** The gone records with the commit time of the last transaction of the batch that changed their row. */
+/**
+ * The gone records with the commit time of the last transaction of the batch that changed their
+ * row, and, for one the batch made in an earlier transaction than the one that deleted it (the
+ * mirror had no row: `hadRow`), its company: it has no view to delete, but it still leaves a
+ * tombstone. Someone may have seen it: a batch the service's database lost in a crash, read by a
+ * follower or a list before it was lost, is written again in other cuts, and the record's making
+ * and its deletion may then fall in one batch. One made and deleted by the same transaction was
+ * never seen by anyone.
+ */
 export const deletedAt = (
   txns: ReadonlyArray<{
     readonly commitTime: Date
-    readonly changes: ReadonlyArray<{ readonly table: string; readonly key: string }>
+    readonly changes: ReadonlyArray<{ readonly table: string; readonly key: string; readonly data: Row | null }>
   }>,
-  gone: ReadonlyArray<RecordRef>
-): ReadonlyArray<RecordRef & { readonly at?: Date }> => {
+  gone: ReadonlyArray<RecordRef>,
+  hadRow: (r: RecordRef) => boolean
+): ReadonlyArray<RecordRef & { readonly at?: Date; readonly company?: string }> => {
   if (gone.length === 0) return gone
   const wanted = new Map(gone.map((r) => [`${tableOf(r)}|${r.id}`, r]))
   const at = new Map<RecordRef, Date>()
-  for (const t of txns) {
+  const lastTxn = new Map<RecordRef, number>()
+  // The first transaction that left the record a row, and its company.
+  const firstRow = new Map<RecordRef, { txn: number; company: string }>()
+  for (let i = 0; i < txns.length; i++) {
+    const t = txns[i]!
     for (const c of t.changes) {
       const r = wanted.get(`${c.table}|${c.key}`)
-      if (r !== undefined) at.set(r, t.commitTime)
+      if (r === undefined) continue
+      at.set(r, t.commitTime)
+      lastTxn.set(r, i)
+      const company = c.data?.company_id
+      if (typeof company === "string" && !firstRow.has(r)) firstRow.set(r, { txn: i, company })
     }
   }
+  const made = new Map<RecordRef, string>()
+  for (const [r, f] of firstRow) if (f.txn < lastTxn.get(r)! && !hadRow(r)) made.set(r, f.company)
   return gone.map((r) => {
     const when = at.get(r)
-    return when === undefined ? r : { ...r, at: when }
+    const company = made.get(r)
+    return {
+      ...r,
+      ...(when === undefined ? {} : { at: when }),
+      ...(company === undefined ? {} : { company })
+    }
   })
 }
