@@ -1,7 +1,8 @@
 // npm run check:model -- --runs N [--seed S] [--steps M] [--path P]; --history FILE replays one
 // history (a failure's Counterexample object); MODEL_KEEP=1 keeps a failed history's database.
 // Runs N random histories against the real pipeline, each checked by the oracle; a failure is
-// shrunk to a short history and printed with its seed and path, which replay it exactly.
+// shrunk to a short history (--no-shrink: the first failure as it came) and printed with its
+// seed and path, which replay it exactly.
 import { parseArgs } from "node:util"
 import fc from "fast-check"
 import { runHistory } from "./run.ts"
@@ -16,7 +17,8 @@ const { values } = parseArgs({
     steps: { type: "string", default: "20" },
     path: { type: "string" },
     history: { type: "string" },
-    verbose: { type: "boolean", default: false }
+    verbose: { type: "boolean", default: false },
+    "no-shrink": { type: "boolean", default: false }
   }
 })
 const runs = Number(values.runs)
@@ -31,6 +33,9 @@ if (!Number.isInteger(seed)) {
 }
 
 const server = await ModelWorld.start()
+// Interrupted (Ctrl-C, a timeout's SIGTERM): the clusters are stopped, not left running.
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => void server.stop().finally(() => process.exit(130)))
 if (values.history !== undefined) {
   // One history, as a failure printed it (its Counterexample's object, in a file).
   const h = JSON.parse(readFileSync(values.history, "utf8")) as History
@@ -73,7 +78,7 @@ try {
       }
       return v.ok
     }),
-    { numRuns: runs, seed, ...(values.path ? { path: values.path } : {}), endOnFailure: false }
+    { numRuns: runs, seed, ...(values.path ? { path: values.path } : {}), endOnFailure: values["no-shrink"] }
   )
   process.stdout.write(
     `model: ${ran} histories passed in ${Math.round((Date.now() - started) / 1000)} s (${splits} split, ${events} events, ${kills} kills of capture, ${serviceCrashes} crashes of the service's database alone, ${lostCheckpoints} seen to lose its checkpoint, ${lostRead} taking changes the follower had read)\n`

@@ -150,8 +150,11 @@ export class ModelServer {
   }
 
   async stop(): Promise<void> {
-    await this.server?.stop()
-    rmSync(this.dir, { recursive: true, force: true })
+    try {
+      await this.server?.stop()
+    } finally {
+      rmSync(this.dir, { recursive: true, force: true })
+    }
   }
 
   private async createDatabase(name: string) {
@@ -254,6 +257,7 @@ export interface Databases {
 export class ModelWorld {
   readonly app: ModelServer
   private service: Promise<ModelServer> | null = null
+  private stopping: Promise<void> | null = null
   private constructor(app: ModelServer) {
     this.app = app
   }
@@ -286,10 +290,13 @@ export class ModelWorld {
     if (d.layout === "split") await d.serviceServer.drop(d.name).catch(() => {})
   }
 
-  async stop(): Promise<void> {
-    await this.app.stop()
-    const service = await this.service?.catch(() => null)
-    await service?.stop()
+  /** Once, whoever asks (a run's end, or a signal during it). */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const service = await this.service?.catch(() => null)
+      await Promise.allSettled([this.app.stop(), service?.stop()])
+    })()
+    return this.stopping
   }
 }
 
