@@ -44,6 +44,11 @@ export class Follower {
     this.sql = sql
   }
 
+  /** The commit LSN of the last change read (0 before any). */
+  get offsetLsn(): bigint {
+    return this.at?.[0] ?? 0n
+  }
+
   /** One read, in one snapshot, as a stream answer is one statement; `limit`: a page of at most that many. */
   async read(limit?: number): Promise<void> {
     this.reads++

@@ -1,5 +1,8 @@
-// Runs one model history against the real pipeline: a fresh database, the app's transactions,
-// capture as a child process under faults, and at the end the oracle's verdict.
+// Runs one model history against the real pipeline: fresh databases (the app's and the
+// service's, one database or two as the history's layout says), the app's transactions,
+// capture as a child process under faults, and at the end the oracle's verdict. Statements on
+// the app's tables, the oracle's log, the slot and the publication go to `db.app`; those on
+// the service's tables to `db.service`.
 import { randomBytes } from "node:crypto"
 import type postgres from "postgres"
 import { bootstrap } from "../../../src/pipeline/capture/bootstrap.ts"
@@ -14,7 +17,7 @@ import { differences, readActual } from "./compare.ts"
 import { Follower } from "./follower.ts"
 import { type Control, type LogEntry, Oracle } from "./oracle.ts"
 import type { AppOp, History, Step } from "./steps.ts"
-import { CaptureProcess, type ModelServer } from "./world.ts"
+import { CaptureProcess, type ModelWorld } from "./world.ts"
 
 const PUBLICATION = "safety_records_service"
 
@@ -23,24 +26,42 @@ export interface Verdict {
   readonly problems: ReadonlyArray<string>
   /** Capture's last log lines, for a failure's report. */
   readonly logs: ReadonlyArray<string>
-  readonly stats: { readonly events: number; readonly views: number; readonly kills: number; readonly ms: number }
+  readonly stats: {
+    readonly events: number
+    readonly views: number
+    readonly kills: number
+    /**
+     * Crashes of the service's database alone (split layout); those after which its checkpoint
+     * was seen to go back; those that took record changes the follower had read.
+     */
+    readonly serviceCrashes: number
+    readonly lostCheckpoints: number
+    readonly lostRead: number
+    readonly ms: number
+  }
 }
 
 /** Capture did not apply what was committed in time: stuck (the verdict says so). */
 class Stuck extends Error {}
 
-export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30_000): Promise<Verdict> => {
+export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_000): Promise<Verdict> => {
   const t0 = Date.now()
   const name = `m_${randomBytes(5).toString("hex")}`
-  const db = await server.fresh(name)
-  const sql = db.sql
+  const layout = h.config.layout ?? "one"
+  const db = await world.databases(name, layout)
+  const appSql = db.app.sql
+  const serviceSql = db.service.sql
   const slot = `slot_${name}`
-  const cap = new CaptureProcess(db.url, slot, h.config)
-  const app = new App(sql)
-  const follower = new Follower(sql)
+  const cap = new CaptureProcess(db, slot, h.config)
+  const app = new App(appSql)
+  const follower = new Follower(serviceSql)
   const controls: Control[] = []
   let pendingKill: ReturnType<typeof setTimeout> | null = null
-  const seqNow = async () => (await sql<{ s: number }[]>`select coalesce(max(seq), 0)::int as s from oracle.log`)[0]!.s
+  let serviceCrashes = 0
+  let lostCheckpoints = 0
+  let lostRead = 0
+  const seqNow = async () =>
+    (await appSql<{ s: number }[]>`select coalesce(max(seq), 0)::int as s from oracle.log`)[0]!.s
   const control = async (c: Record<string, unknown> & { kind: string }) =>
     controls.push({ ...c, at: await seqNow() } as Control)
 
@@ -62,12 +83,12 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
 
   /** Until capture has applied everything committed before the call (restarting it if it is down). */
   const settle = async (what = "capture to catch up") => {
-    const [m] = await sql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'model-sync', '')::text as lsn`
+    const [m] = await appSql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'model-sync', '')::text as lsn`
     const target = parseLsn(m!.lsn)
     const deadline = Date.now() + timeoutMs
     for (;;) {
       if (!cap.running && pendingKill === null) cap.start()
-      const [s] = await sql<{ lsn: string | null; boot: boolean }[]>`
+      const [s] = await serviceSql<{ lsn: string | null; boot: boolean }[]>`
         select checkpoint_lsn::text as lsn, bootstrapped_at is not null as boot from service.capture_state where slot_name = ${slot}`
       if (s?.boot && s.lsn !== null && parseLsn(s.lsn) >= target) return
       if (Date.now() > deadline) throw new Stuck(`capture stuck: waited ${timeoutMs} ms for ${what}`)
@@ -82,7 +103,7 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
     const deadline = Date.now() + timeoutMs
     for (;;) {
       await settle(`capture to re-read ${tables.join(", ")}`)
-      const [r] = await sql<{ busy: boolean }[]>`
+      const [r] = await serviceSql<{ busy: boolean }[]>`
         select exists (select 1 from service.capture_contract where tbl = any(${tables as string[]}))
             or exists (select 1 from service.capture_resync where tbl = any(${tables as string[]}))
             or exists (select 1 from service.capture_quarantine where blocked_by = any(${tables as string[]})) as busy`
@@ -96,7 +117,7 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
   const bootstrapped = async (since: Date) => {
     const deadline = Date.now() + timeoutMs
     for (;;) {
-      const [s] = await sql<{ ok: boolean }[]>`
+      const [s] = await serviceSql<{ ok: boolean }[]>`
         select bootstrapped_at > ${since} as ok from service.capture_state where slot_name = ${slot}`
       if (s?.ok) return settle("capture's bootstrap")
       if (!cap.running) cap.start()
@@ -107,13 +128,13 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
 
   const dropSlot = async () => {
     for (let i = 0; ; i++) {
-      const [s] = await sql<{ active: boolean }[]>`select active from pg_replication_slots where slot_name = ${slot}`
+      const [s] = await appSql<{ active: boolean }[]>`select active from pg_replication_slots where slot_name = ${slot}`
       if (s === undefined) return
       if (!s.active) {
-        await sql`select pg_drop_replication_slot(${slot})`
+        await appSql`select pg_drop_replication_slot(${slot})`
         return
       }
-      await sql`select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = ${slot}`
+      await appSql`select pg_terminate_backend(active_pid) from pg_replication_slots where slot_name = ${slot}`
       if (i > 200) throw new Error("the slot stayed active")
       await sleep(20)
     }
@@ -126,6 +147,80 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
     await cap.kill()
     await control({ kind: "gap" })
     for (const ops of writes) await app.transaction(ops)
+  }
+
+  /** The app's PostgreSQL crashed (with one database, the service's too), maybe while the app writes. */
+  const appCrash = async (s: Extract<Step, { t: "pg-crash" | "service-crash" }>) => {
+    // Capture's last batch may be committed but not yet written: the crash takes it, with
+    // what the follower has read of it, and capture replays it from the slot.
+    await settle("capture to catch up before a crash")
+    await follower.read()
+    const writes = s.writes ?? []
+    let cut = false
+    const writing = (async () => {
+      for (const ops of writes) {
+        if (cut) return
+        try {
+          await app.transaction(ops)
+          // A page of what capture wrote meanwhile: the follower may stop inside a batch
+          // the crash then takes, and must find the rest after its offset once replayed.
+          if (s.page !== undefined) await follower.read(s.page)
+        } catch {
+          return // cut by the crash: committed or not, the oracle's log tells
+        }
+      }
+    })()
+    if ((s.afterMs ?? 0) > 0) await sleep(s.afterMs!)
+    cut = true
+    await db.appServer.crash()
+    await writing
+    if (writes.length > 0) await app.reconcile()
+  }
+
+  const checkpointNow = async () => {
+    const [c] = await serviceSql<{ lsn: string | null }[]>`
+      select checkpoint_lsn::text as lsn from service.capture_state where slot_name = ${slot}`
+    return c?.lsn == null ? 0n : parseLsn(c.lsn)
+  }
+  const lastChangeNow = async () => {
+    const [c] = await serviceSql<
+      { lsn: string | null }[]
+    >`select max(commit_lsn)::text as lsn from service.record_changes`
+    return c?.lsn == null ? 0n : parseLsn(c.lsn)
+  }
+
+  /**
+   * The service's PostgreSQL crashed alone: nothing of the app's flushes capture's asynchronous
+   * batches there, so every batch since its WAL writer last ran may be lost, and capture writes
+   * them again from the slot in its own cuts, while the app goes on and the follower reads pages.
+   */
+  const serviceCrash = async (s: Extract<Step, { t: "service-crash" }>) => {
+    await settle("capture to catch up before a crash of the service's database")
+    await follower.read()
+    const writes = s.writes ?? []
+    const writing = (async () => {
+      for (const ops of writes) {
+        await app.transaction(ops)
+        // A failed page (the service's database down) is a request that got no answer.
+        if (s.page !== undefined) await follower.read(s.page).catch(() => {})
+      }
+    })()
+    if ((s.afterMs ?? 0) > 0) await sleep(s.afterMs!)
+    // Read just before and just after: a lower bound on what the crash took, for the report.
+    const before = await checkpointNow()
+    await db.serviceServer.crash()
+    serviceCrashes++
+    const after = await checkpointNow().catch(() => before)
+    if (after < before) lostCheckpoints++
+    if (follower.offsetLsn > (await lastChangeNow().catch(() => follower.offsetLsn))) lostRead++
+    await writing
+    // Pages while capture writes the lost batches again, maybe cut otherwise: the follower's
+    // offset may be inside one it read before the crash.
+    if (s.page !== undefined)
+      for (let i = 0; i < writes.length; i++) {
+        await sleep(50)
+        await follower.read(s.page).catch(() => {})
+      }
   }
 
   const step = async (s: Step) => {
@@ -153,39 +248,18 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
         if (s.afterMs < 50) return restartCapture()
         return killLater(s.afterMs)
       case "pg-restart":
-        await server.restart()
+        await db.appServer.restart()
         return
-      case "pg-crash": {
-        // Capture's last batch may be committed but not yet written: the crash takes it, with
-        // what the follower has read of it, and capture replays it from the slot.
-        await settle("capture to catch up before a crash")
-        await follower.read()
-        const writes = s.writes ?? []
-        let cut = false
-        const writing = (async () => {
-          for (const ops of writes) {
-            if (cut) return
-            try {
-              await app.transaction(ops)
-              // A page of what capture wrote meanwhile: the follower may stop inside a batch
-              // the crash then takes, and must find the rest after its offset once replayed.
-              if (s.page !== undefined) await follower.read(s.page)
-            } catch {
-              return // cut by the crash: committed or not, the oracle's log tells
-            }
-          }
-        })()
-        if ((s.afterMs ?? 0) > 0) await sleep(s.afterMs!)
-        cut = true
-        await server.crash()
-        await writing
-        if (writes.length > 0) await app.reconcile()
-        return
-      }
+      case "pg-crash":
+        return appCrash(s)
+      case "service-crash":
+        // One database: the service's crash is the app's too.
+        if (layout === "one") return appCrash(s)
+        return serviceCrash(s)
       case "slot-drop": {
         await gap(s.gap)
         await dropSlot()
-        const since = (await sql<{ now: Date }[]>`select now()`)[0]!.now
+        const since = (await serviceSql<{ now: Date }[]>`select now()`)[0]!.now
         await control({ kind: "bootstrap" })
         cap.start()
         return bootstrapped(since)
@@ -194,28 +268,34 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
         await gap(s.gap)
         await dropSlot()
         await control({ kind: "bootstrap" })
-        await runSql(sql, bootstrap(db.url, slot, "model: rebuild-views --fresh-snapshot", false, PUBLICATION))
+        await runSql(
+          serviceSql,
+          bootstrap(db.app.url, slot, "model: rebuild-views --fresh-snapshot", false, PUBLICATION),
+          db.appPool
+        )
         cap.start()
         return settle("capture after a fresh snapshot")
       }
       case "rebuild":
-        await runSql(sql, rebuildViews())
+        await runSql(serviceSql, rebuildViews(), db.appPool)
         await control({ kind: "rebuild" })
         return
       case "retry": {
-        const [q] = await sql<{ id: string | null }[]>`select max(id)::text as id from service.capture_quarantine`
+        const [q] = await serviceSql<
+          { id: string | null }[]
+        >`select max(id)::text as id from service.capture_quarantine`
         if (q?.id == null) return
-        await sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "retry", all: true, upTo: q.id })})`
+        await appSql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "retry", all: true, upTo: q.id })})`
         return
       }
       case "discard": {
         await settle()
-        const held = await sql<
+        const held = await serviceSql<
           { tbl: string; key: string }[]
         >`select tbl, key from service.capture_quarantine order by id`
         if (held.length === 0) return
         const { tbl, key } = held[s.n % held.length]!
-        await sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "discard", records: [[tbl, key]] })})`
+        await appSql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "discard", records: [[tbl, key]] })})`
         await control({ kind: "discard", table: tbl, key })
         return
       }
@@ -229,7 +309,7 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
   let problems: string[] = []
   let counts = { events: 0, views: 0 }
   try {
-    if (h.config.publication === "dba") await sql.unsafe(createPublicationStatement(PUBLICATION))
+    if (h.config.publication === "dba") await appSql.unsafe(createPublicationStatement(PUBLICATION))
     for (const s of h.before) if (s.t === "txn" || s.t === "rename") await step(s)
     await control({ kind: "bootstrap" })
     cap.start()
@@ -244,8 +324,8 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
     await settle("capture to catch up at the end")
     await control({ kind: "settled" })
     await cap.kill()
-    const expected = await expectation(sql, controls)
-    const actual = await readActual(sql, expected.forbidden)
+    const expected = await expectation(appSql, controls)
+    const actual = await readActual(serviceSql, expected.forbidden)
     counts = { events: actual.events.length, views: actual.views.size }
     problems = [...differences(expected, actual), ...(await follower.misses())]
   } catch (e) {
@@ -254,16 +334,22 @@ export const runHistory = async (server: ModelServer, h: History, timeoutMs = 30
   } finally {
     cancelKill()
     await cap.kill()
-    await sql.end({ timeout: 2 }).catch(() => {})
-    // MODEL_KEEP=1 keeps a failed history's database, to look into (its name is in the report).
-    if (process.env.MODEL_KEEP === "1" && problems.length > 0) problems.push(`database kept: ${db.url}`)
-    else await server.drop(name).catch(() => {})
+    // MODEL_KEEP=1 keeps a failed history's databases, to look into (their names are in the report).
+    if (process.env.MODEL_KEEP === "1" && problems.length > 0) {
+      await appSql.end({ timeout: 2 }).catch(() => {})
+      await serviceSql.end({ timeout: 2 }).catch(() => {})
+      problems.push(
+        layout === "one"
+          ? `database kept: ${db.app.url}`
+          : `databases kept: ${db.app.url} (app), ${db.service.url} (service)`
+      )
+    } else await world.drop(db)
   }
   return {
     ok: problems.length === 0,
     problems,
     logs: cap.lines.slice(-60),
-    stats: { ...counts, kills: cap.kills, ms: Date.now() - t0 }
+    stats: { ...counts, kills: cap.kills, serviceCrashes, lostCheckpoints, lostRead, ms: Date.now() - t0 }
   }
 }
 

@@ -39,18 +39,34 @@ export type Step =
   | { readonly t: "unrename"; readonly killAfterMs: number | null }
   /** Capture SIGKILLed, now or after a delay while the next steps run, and started again. */
   | { readonly t: "kill"; readonly afterMs: number }
+  /** The app's PostgreSQL (with one database, the service's too) stopped and started. */
   | { readonly t: "pg-restart" }
   /**
-   * PostgreSQL crashed (an immediate shutdown: what its WAL buffers held is lost) and started
-   * again, once capture has applied everything committed and the follower has read it; `afterMs`
-   * later, or, with `writes`, `afterMs` after the app began them (one after the other, until the
-   * crash cuts them; those after it are not made). `{ t: "pg-crash" }`: at once, no writes.
+   * The app's PostgreSQL (with one database, the service's too) crashed (an immediate
+   * shutdown: what its WAL buffers held is lost) and started again, once capture has applied
+   * everything committed and the follower has read it; `afterMs` later, or, with `writes`,
+   * `afterMs` after the app began them (one after the other, until the crash cuts them; those
+   * after it are not made). `{ t: "pg-crash" }`: at once, no writes.
    */
   | {
       readonly t: "pg-crash"
       readonly afterMs?: number
       readonly writes?: ReadonlyArray<ReadonlyArray<AppOp>>
       /** With writes: after each, the follower reads a page of at most this many changes. */
+      readonly page?: number
+    }
+  /**
+   * The service's database crashed alone (split layout; in the one layout, as pg-crash), once
+   * capture has applied everything committed and the follower has read it: its batches
+   * committed asynchronously and not yet flushed are lost, and capture writes them again from
+   * the slot, maybe cut otherwise. With `writes`, the crash comes `afterMs` after the app began
+   * them, and the app goes on through it (its database stays up); the follower reads a page
+   * after each (while the service's database can), and as many again once it is back.
+   */
+  | {
+      readonly t: "service-crash"
+      readonly afterMs?: number
+      readonly writes?: ReadonlyArray<ReadonlyArray<AppOp>>
       readonly page?: number
     }
   /** The slot dropped while capture is down (as max_slot_wal_keep_size does); the app writes meanwhile. */
@@ -66,7 +82,12 @@ export type Step =
   /** The runner waits until capture has applied everything committed. */
   | { readonly t: "settle" }
 
+/** Where the service's tables live: beside the app's in one database, or in a database on a cluster of its own. */
+export type Layout = "one" | "split"
+
 export interface ModelConfig {
+  /** Absent: "one" (the histories found before there was a choice). */
+  readonly layout?: Layout
   /** Who makes the publication: a DBA before the first start (from the setup SQL), or the service at it. */
   readonly publication: "dba" | "service"
   readonly batchChanges: number
@@ -135,6 +156,15 @@ export const step: fc.Arbitrary<Step> = fc.oneof(
       page: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })
     })
   },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant("service-crash" as const),
+      afterMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 300 })),
+      writes: fc.oneof(fc.constant([]), fc.array(ops(3), { minLength: 1, maxLength: 10 })),
+      page: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined })
+    })
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("slot-drop" as const), gap }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("fresh" as const), gap }) },
   { weight: 1, arbitrary: fc.constant({ t: "rebuild" as const }) },
@@ -149,6 +179,7 @@ const beforeStep: fc.Arbitrary<Step> = fc.oneof(
 )
 
 export const config: fc.Arbitrary<ModelConfig> = fc.record({
+  layout: fc.constantFrom("one" as const, "split" as const),
   publication: fc.constantFrom("dba" as const, "service" as const),
   batchChanges: fc.constantFrom(3, 50, 2000),
   largeTransaction: fc.constantFrom(12, 40),

@@ -1,6 +1,8 @@
 // Where a model history runs: a PostgreSQL of its own (the model restarts it), a database per
 // history cloned from a template, the app's changes logged by triggers for the oracle, and
-// capture as a child process the runner may SIGKILL.
+// capture as a child process the runner may SIGKILL. In the split layout the service's
+// database is a clone on a second PostgreSQL, so it can crash alone: capture's asynchronous
+// batches are then flushed by nothing of the app's, and many can be lost at once.
 import { spawn, type ChildProcess } from "node:child_process"
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -8,16 +10,34 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import postgres from "postgres"
 import { connect } from "../../../src/platform/db/Database.ts"
-import { prepareDemoDatabase } from "../../../src/platform/db/demo-schema.ts"
+import { ensureDemoAppSchema, prepareDemoDatabase } from "../../../src/platform/db/demo-schema.ts"
 import { startEmbedded, type EmbeddedServer } from "../../../src/platform/db/embedded.ts"
 import { APP_TABLES } from "../../../src/pipeline/projection/tables.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
 import { freePort } from "../../support/net.ts"
 import { sleep } from "../../support/wait.ts"
-import type { ModelConfig } from "./steps.ts"
+import { migrate } from "../../../src/platform/db/migrate.ts"
+import type { Layout, ModelConfig } from "./steps.ts"
 
 const CHILD = fileURLToPath(new URL("../../support/capture-child.ts", import.meta.url))
+/** The app's tables and the service's schema in one database. */
 const TEMPLATE = "model_template"
+/** The split layout's: the app's tables alone, and the service's schema alone. */
+const APP_TEMPLATE = "model_app_template"
+const SERVICE_TEMPLATE = "model_service_template"
+
+/**
+ * Every sequence set to where it stands, so a clone's first nextval writes WAL. A sequence
+ * hands out the values its last WAL record covered (32 ahead) without writing again; a clone
+ * copies the page with that count but not the record, so after a crash (before a checkpoint)
+ * its sequence would go back and hand out, again, values committed rows hold.
+ */
+const SEQUENCES_LOGGED = `
+  do $$ declare s regclass; begin
+    for s in select oid::regclass from pg_class where relkind = 'S' loop
+      execute format('select setval(%L, last_value, is_called) from %s', s, s);
+    end loop;
+  end $$`
 
 /** The company, job sites and equipment every history starts with (fixed ids: the template's). */
 export const FIXED = {
@@ -50,6 +70,7 @@ const ORACLE_LOG = `
   ).join("\n")}
 `
 
+/** One PostgreSQL cluster of the model's: the app's (with the one layout's template), or the split layout's service's. */
 export class ModelServer {
   private server: EmbeddedServer | null = null
   private readonly dir: string
@@ -59,12 +80,15 @@ export class ModelServer {
     this.port = port
   }
 
-  static async start(): Promise<ModelServer> {
-    const dir = mkdtempSync(join(tmpdir(), "srs-model-"))
+  static async start(role: "app" | "service" = "app"): Promise<ModelServer> {
+    const dir = mkdtempSync(join(tmpdir(), `srs-model-${role}-`))
     chmodSync(dir, 0o755)
     const s = new ModelServer(dir, await freePort())
     await s.up()
-    await s.makeTemplate()
+    if (role === "app") {
+      await s.makeAppTemplate(TEMPLATE, true)
+      await s.makeAppTemplate(APP_TEMPLATE, false)
+    } else await s.makeServiceTemplate()
     return s
   }
 
@@ -126,16 +150,25 @@ export class ModelServer {
   }
 
   async stop(): Promise<void> {
-    await this.server?.stop()
-    rmSync(this.dir, { recursive: true, force: true })
+    try {
+      await this.server?.stop()
+    } finally {
+      rmSync(this.dir, { recursive: true, force: true })
+    }
   }
 
-  private async makeTemplate() {
+  private async createDatabase(name: string) {
     const admin = postgres(this.urlOf("postgres"), { max: 1, onnotice: () => {} })
-    await admin.unsafe(`create database ${TEMPLATE}`)
+    await admin.unsafe(`create database ${name}`)
     await admin.end()
-    const sql = connect(this.urlOf(TEMPLATE), 1)
-    await prepareDemoDatabase(sql)
+  }
+
+  /** The app's tables, logged for the oracle, with the fixed rows; `service`: the service's schema beside them. */
+  private async makeAppTemplate(name: string, service: boolean) {
+    await this.createDatabase(name)
+    const sql = connect(this.urlOf(name), 1)
+    if (service) await prepareDemoDatabase(sql)
+    else await ensureDemoAppSchema(sql)
     // An app whose audits take any score: a NaN one is a record capture cannot shape.
     await sql`alter table app.audits drop constraint if exists audits_score_check`
     // Logged from here on: the oracle starts from the same rows as the app.
@@ -154,23 +187,24 @@ export class ModelServer {
         values (${FIXED.equipment[i]!}, ${FIXED.company}, ${`Crane ${i}`}, ${`EQ-${i}`}, ${FIXED.sites[i]!},
                 '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')`
     }
-    // Every sequence set to where it stands, so a clone's first nextval writes WAL. A sequence
-    // hands out the values its last WAL record covered (32 ahead) without writing again; a clone
-    // copies the page with that count but not the record, so after a crash (before a checkpoint)
-    // its sequence would go back and hand out, again, values committed rows hold.
-    await sql.unsafe(`
-      do $$ declare s regclass; begin
-        for s in select oid::regclass from pg_class where relkind = 'S' loop
-          execute format('select setval(%L, last_value, is_called) from %s', s, s);
-        end loop;
-      end $$`)
+    await sql.unsafe(SEQUENCES_LOGGED)
     await sql.end()
   }
 
-  /** A new database cloned from the template. */
-  async fresh(name: string): Promise<{ url: string; sql: postgres.Sql }> {
+  /** The service's schema alone (its migrations), as a separate service database starts. */
+  private async makeServiceTemplate() {
+    await this.createDatabase(SERVICE_TEMPLATE)
+    const sql = connect(this.urlOf(SERVICE_TEMPLATE), 1)
+    await migrate(sql)
+    // This cluster is the one that crashes in the split layout: its clones' sequences too.
+    await sql.unsafe(SEQUENCES_LOGGED)
+    await sql.end()
+  }
+
+  /** A new database cloned from a template. */
+  async fresh(name: string, template: string): Promise<Handle> {
     const admin = postgres(this.urlOf("postgres"), { max: 1, onnotice: () => {} })
-    await admin.unsafe(`create database ${name} template ${TEMPLATE}`)
+    await admin.unsafe(`create database ${name} template ${template}`)
     await admin.end()
     const url = this.urlOf(name)
     return { url, sql: connect(url, 3) }
@@ -196,6 +230,76 @@ export class ModelServer {
   }
 }
 
+/** A database's URL and a pool on it. */
+export interface Handle {
+  readonly url: string
+  readonly sql: postgres.Sql
+}
+
+/**
+ * A history's databases: the app's (its tables, the oracle's log, the slot, the publication)
+ * and the service's (capture's state, the views, the record changes, the outbox). In the one
+ * layout both are the same database; in the split one the service's is on a cluster of its own.
+ */
+export interface Databases {
+  readonly layout: Layout
+  readonly name: string
+  readonly app: Handle
+  readonly service: Handle
+  /** The app's pool where it is not the service's database, as capture's AppSql takes it. */
+  readonly appPool: postgres.Sql | undefined
+  readonly appServer: ModelServer
+  /** The cluster of the service's database: the app's in the one layout. */
+  readonly serviceServer: ModelServer
+}
+
+/** The model's clusters: the app's, and the service's own for split histories (started at the first). */
+export class ModelWorld {
+  readonly app: ModelServer
+  private service: Promise<ModelServer> | null = null
+  private stopping: Promise<void> | null = null
+  private constructor(app: ModelServer) {
+    this.app = app
+  }
+
+  static async start(): Promise<ModelWorld> {
+    return new ModelWorld(await ModelServer.start("app"))
+  }
+
+  private serviceServer(): Promise<ModelServer> {
+    this.service ??= ModelServer.start("service")
+    return this.service
+  }
+
+  async databases(name: string, layout: Layout): Promise<Databases> {
+    if (layout === "one") {
+      const db = await this.app.fresh(name, TEMPLATE)
+      return { layout, name, app: db, service: db, appPool: undefined, appServer: this.app, serviceServer: this.app }
+    }
+    const serviceServer = await this.serviceServer()
+    const app = await this.app.fresh(name, APP_TEMPLATE)
+    const service = await serviceServer.fresh(name, SERVICE_TEMPLATE)
+    return { layout, name, app, service, appPool: app.sql, appServer: this.app, serviceServer }
+  }
+
+  /** Ends the pools and drops the databases (slots first: they are the app's). */
+  async drop(d: Databases): Promise<void> {
+    await d.app.sql.end({ timeout: 2 }).catch(() => {})
+    if (d.layout === "split") await d.service.sql.end({ timeout: 2 }).catch(() => {})
+    await d.appServer.drop(d.name).catch(() => {})
+    if (d.layout === "split") await d.serviceServer.drop(d.name).catch(() => {})
+  }
+
+  /** Once, whoever asks (a run's end, or a signal during it). */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      const service = await this.service?.catch(() => null)
+      await Promise.allSettled([this.app.stop(), service?.stop()])
+    })()
+    return this.stopping
+  }
+}
+
 /** Capture as a child process: started, SIGKILLed, started again; its last log lines kept for a report. */
 export class CaptureProcess {
   private child: ChildProcess | null = null
@@ -203,12 +307,12 @@ export class CaptureProcess {
   starts = 0
   kills = 0
 
-  private readonly url: string
+  private readonly db: Databases
   private readonly slot: string
   private readonly config: ModelConfig
 
-  constructor(url: string, slot: string, config: ModelConfig) {
-    this.url = url
+  constructor(db: Databases, slot: string, config: ModelConfig) {
+    this.db = db
     this.slot = slot
     this.config = config
   }
@@ -223,7 +327,9 @@ export class CaptureProcess {
     const child = spawn(process.execPath, [CHILD], {
       env: {
         ...process.env,
-        CAPTURE_URL: this.url,
+        CAPTURE_URL: this.db.service.url,
+        // Empty: the app's tables are in the service's database (capture-child reads it so).
+        CAPTURE_APP_URL: this.db.layout === "split" ? this.db.app.url : "",
         CAPTURE_SLOT: this.slot,
         CAPTURE_BATCH: String(this.config.batchChanges),
         CAPTURE_LARGE: String(this.config.largeTransaction),
