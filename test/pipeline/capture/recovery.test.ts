@@ -13,7 +13,7 @@ import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertAction, insertIncident, makeCompany } from "../../support/app.ts"
 import { outbox, startCapture, view } from "../../support/capture.ts"
-import { freePort } from "../../support/global-setup.ts"
+import { restartablePort } from "../../support/net.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
 import { useDatabase } from "../../support/fixtures.ts"
 import { eventPayload } from "../../../src/pipeline/outbox/events.ts"
@@ -62,7 +62,7 @@ describe("PostgreSQL restart mid-stream", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "srs-restart-"))
     chmodSync(dir, 0o755)
-    port = await freePort()
+    port = await restartablePort()
     server = await startEmbedded({ dataDir: dir, port })
   })
   afterAll(async () => {

@@ -14,7 +14,7 @@ import { ensureDemoAppSchema, prepareDemoDatabase } from "../../../src/platform/
 import { startEmbedded, type EmbeddedServer } from "../../../src/platform/db/embedded.ts"
 import { APP_TABLES } from "../../../src/pipeline/projection/tables.ts"
 import { RESOURCES } from "../../../src/domain/resources.ts"
-import { freePort } from "../../support/net.ts"
+import { restartablePort } from "../../support/net.ts"
 import { sleep } from "../../support/wait.ts"
 import { migrate } from "../../../src/platform/db/migrate.ts"
 import type { Layout, ModelConfig } from "./steps.ts"
@@ -83,7 +83,7 @@ export class ModelServer {
   static async start(role: "app" | "service" = "app"): Promise<ModelServer> {
     const dir = mkdtempSync(join(tmpdir(), `srs-model-${role}-`))
     chmodSync(dir, 0o755)
-    const s = new ModelServer(dir, await freePort())
+    const s = new ModelServer(dir, await restartablePort())
     await s.up()
     if (role === "app") {
       await s.makeAppTemplate(TEMPLATE, true)
