@@ -109,7 +109,7 @@ export const eventId = (ms: number, lsn: bigint, seq: number): string => {
   const v = ((lsn & LSN_BITS) << 32n) | BigInt(seq >>> 0)
   const a = Number(v >> 62n) // 12 bits
   const b = v & RAND_B
-  const out = Buffer.allocUnsafe(36)
+  const out = scratch // one per event on capture's path: no buffer of its own
   writeMs(out, 0, Math.max(0, Math.floor(ms)))
   hexInto(out, 14, 0x7000 | a, 4) // version 7
   out[18] = DASH
@@ -117,5 +117,5 @@ export const eventId = (ms: number, lsn: bigint, seq: number): string => {
   out[23] = DASH
   hexInto(out, 24, Number((b >> 24n) & 0xffffffn), 6)
   hexInto(out, 30, Number(b & 0xffffffn), 6)
-  return out.toString("latin1")
+  return out.toString("latin1", 0, 36)
 }

@@ -63,26 +63,36 @@ describe("record changes in commit order", () => {
   })
 })
 
+/**
+ * Capture caught up on a demo database, then stopped: what is written next is drained in one
+ * batch by `drain()` (a batch the service's database lost is written again that way).
+ */
+const stopped = async (db: ReturnType<typeof useDemoDatabase>) => {
+  const slot = `slot_${db.name}`
+  const drain = () => catchUp(db, { slot })
+  await drain()
+  const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+  return { drain, acme: acme!.id }
+}
+
 describe("an inspection a batch changed itself, then reached by a site's rename in the same batch", () => {
   const db = useDemoDatabase()
 
   it("is placed at the rename's commit, after the changes it made itself", { timeout: 120_000 }, async () => {
-    const slot = `slot_${db.name}`
-    await catchUp(db, { slot })
-    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+    const { drain, acme } = await stopped(db)
     const [site] = await db.sql<{ id: string }[]>`
-      insert into app.job_sites (company_id, name) values (${acme!.id}, 'North yard') returning id::text`
+      insert into app.job_sites (company_id, name) values (${acme}, 'North yard') returning id::text`
     const [equipment] = await db.sql<{ id: string }[]>`
-      insert into app.equipment (company_id, name, job_site_id) values (${acme!.id}, 'Crane', ${site!.id}) returning id::text`
+      insert into app.equipment (company_id, name, job_site_id) values (${acme}, 'Crane', ${site!.id}) returning id::text`
     const [inspection] = await db.sql<{ id: string }[]>`
       insert into app.inspections (company_id, equipment_id, performed_at, outcome)
-      values (${acme!.id}, ${equipment!.id}, now(), 'pass') returning id::text`
-    await catchUp(db, { slot })
+      values (${acme}, ${equipment!.id}, now(), 'pass') returning id::text`
+    await drain()
     // Written while capture is stopped: drained together, the edit and then the rename.
     await db.sql`update app.inspections set outcome = 'fail' where id = ${inspection!.id}`
     const [edited] = await db.sql<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`
     await db.sql`update app.job_sites set name = 'South yard' where id = ${site!.id}`
-    await catchUp(db, { slot })
+    await drain()
     const [r] = await db.sql<{ lsn: string; ord: number }[]>`
       select commit_lsn::text as lsn, ord from service.record_changes where resource = 'inspections' and id = ${inspection!.id}`
     // Past the edit's commit, after every record a transaction changed itself (ord 2^30).
@@ -99,14 +109,12 @@ describe("a record a retry releases", () => {
   const db = useDemoDatabase()
 
   it("is placed at the retry's transaction, not at the end of the batch it came in", { timeout: 120_000 }, async () => {
-    const slot = `slot_${db.name}`
-    await catchUp(db, { slot })
-    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+    const { drain, acme } = await stopped(db)
     // The demo schema forbids it; an app without the CHECK constraint allows it.
     await db.sql`alter table app.audits drop constraint if exists audits_score_check`
     const [audit] = await db.sql<{ id: string }[]>`
-      insert into app.audits (company_id, title, performed_at, score) values (${acme!.id}, 'Held', now(), 'NaN') returning id::text`
-    await catchUp(db, { slot })
+      insert into app.audits (company_id, title, performed_at, score) values (${acme}, 'Held', now(), 'NaN') returning id::text`
+    await drain()
     const held = await db.sql`select 1 from service.capture_quarantine where tbl = 'audits' and key = ${audit!.id}`
     expect(held.length).toBe(1)
     // As a new release's shaper would read it: the retry now shapes the record.
@@ -114,8 +122,8 @@ describe("a record a retry releases", () => {
     // Written while capture is stopped: drained together, the retry and then another change.
     await db.sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "retry", records: [["audits", audit!.id]] })})`
     const [retried] = await db.sql<{ lsn: string }[]>`select pg_current_wal_lsn()::text as lsn`
-    await insertIncident(db.sql, acme!.id)
-    await catchUp(db, { slot })
+    await insertIncident(db.sql, acme)
+    await drain()
     const [v] = await db.sql<
       { body: string }[]
     >`select body from service.views where resource = 'audits' and id = ${audit!.id}`
@@ -134,23 +142,21 @@ describe("a record made and deleted within one batch", () => {
   it("leaves a tombstone when different transactions made and deleted it; none when one did both", {
     timeout: 120_000
   }, async () => {
-    const slot = `slot_${db.name}`
-    await catchUp(db, { slot })
-    const [acme] = await db.sql<{ id: string }[]>`select id::text from app.companies where host = 'acme.localhost'`
+    const { drain, acme } = await stopped(db)
     // Written while capture is stopped: drained in one batch, as a batch the service's database
     // lost in a crash is written again (a follower may have read the making before the loss).
-    const seen = await insertAction(db.sql, acme!.id, { title: "Made, then deleted" })
+    const seen = await insertAction(db.sql, acme, { title: "Made, then deleted" })
     await db.sql`delete from app.corrective_actions where id = ${seen}`
     const unseen = await db.sql.begin(async (tx) => {
-      const id = await insertAction(tx as unknown as typeof db.sql, acme!.id, { title: "Never committed alone" })
+      const id = await insertAction(tx as unknown as typeof db.sql, acme, { title: "Never committed alone" })
       await tx`delete from app.corrective_actions where id = ${id}`
       return id
     })
-    await catchUp(db, { slot })
+    await drain()
     const changes = await db.sql<{ id: string; op: string; company: string }[]>`
       select id::text, op, company_id::text as company from service.record_changes
       where resource = 'corrective-actions' and id in (${seen}, ${unseen})`
-    expect(changes).toEqual([{ id: seen, op: "delete", company: acme!.id }])
+    expect(changes).toEqual([{ id: seen, op: "delete", company: acme }])
     const tombstones = await db.sql<{ id: string }[]>`
       select id::text from service.deletions where resource = 'corrective-actions' and id in (${seen}, ${unseen})`
     expect(tombstones).toEqual([{ id: seen }])

@@ -213,30 +213,25 @@ export const deletedAt = (
 ): ReadonlyArray<RecordRef & { readonly at?: Date; readonly company?: string }> => {
   if (gone.length === 0) return gone
   const wanted = new Map(gone.map((r) => [`${tableOf(r)}|${r.id}`, r]))
-  const at = new Map<RecordRef, Date>()
-  const lastTxn = new Map<RecordRef, number>()
-  // The first transaction that left the record a row, and its company.
-  const firstRow = new Map<RecordRef, { txn: number; company: string }>()
+  // Per record: its last transaction (and that one's time), and the first that left it a row, with its company.
+  const seen = new Map<RecordRef, { at: Date; last: number; first?: { txn: number; company: string } }>()
   for (let i = 0; i < txns.length; i++) {
     const t = txns[i]!
     for (const c of t.changes) {
       const r = wanted.get(`${c.table}|${c.key}`)
       if (r === undefined) continue
-      at.set(r, t.commitTime)
-      lastTxn.set(r, i)
-      const company = c.data?.company_id
-      if (typeof company === "string" && !firstRow.has(r)) firstRow.set(r, { txn: i, company })
+      const s = seen.get(r) ?? { at: t.commitTime, last: i }
+      s.at = t.commitTime
+      s.last = i
+      const company = c.data === null ? null : rowCompany(c.table, c.data)
+      if (company !== null && s.first === undefined) s.first = { txn: i, company }
+      seen.set(r, s)
     }
   }
-  const made = new Map<RecordRef, string>()
-  for (const [r, f] of firstRow) if (f.txn < lastTxn.get(r)! && !hadRow(r)) made.set(r, f.company)
   return gone.map((r) => {
-    const when = at.get(r)
-    const company = made.get(r)
-    return {
-      ...r,
-      ...(when === undefined ? {} : { at: when }),
-      ...(company === undefined ? {} : { company })
-    }
+    const s = seen.get(r)
+    if (s === undefined) return r
+    const made = s.first !== undefined && s.first.txn < s.last && !hadRow(r)
+    return made ? { ...r, at: s.at, company: s.first!.company } : { ...r, at: s.at }
   })
 }
