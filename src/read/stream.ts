@@ -89,7 +89,6 @@ export type StreamRead =
 export type StreamPage = Extract<StreamRead, { _tag: "Page" }>
 /** The stream cannot go on from the offset asked: copy again. */
 export type StreamRefetch = Extract<StreamRead, { _tag: "Refetch" }>
-type Page = StreamPage
 
 interface Row {
   readonly state: KeyState
@@ -406,7 +405,7 @@ export class Hangup {
 export const changeAfter = (
   wake: StreamWake,
   key: StreamKey,
-  page: Page,
+  page: StreamPage,
   ticket: number,
   deadline: number,
   signal: Hangup
@@ -454,7 +453,7 @@ const FRONTIER_BYTES = 16 * 1024 * 1024
 export const sharedReads = (core: StreamCore, now: () => number = () => performance.now()) => {
   const inflight = new Map<string, Promise<StreamRead>>()
   // Each stream's end, with the ticket it was read at: a notification since makes it old.
-  const front = new Lru<string, { readonly ticket: number; readonly offset: string; readonly page: Page }>({
+  const front = new Lru<string, { readonly ticket: number; readonly offset: string; readonly page: StreamPage }>({
     maxEntries: FRONTIER_MAX,
     maxBytes: FRONTIER_BYTES,
     sizeOf: (stream, f) => stringBytes(stream) + 2 * stringBytes(f.offset) + 64 * (f.page.reads.size + 4),
@@ -506,11 +505,11 @@ export const waitForChanges = async (
   shared: ReturnType<typeof sharedReads>,
   key: StreamKey,
   ask: StreamAsk,
-  first: Page,
+  first: StreamPage,
   ticket: number,
   waitSeconds: number,
   signal: Hangup
-): Promise<Page | StreamRefetch> => {
+): Promise<StreamPage | StreamRefetch> => {
   const deadline = Date.now() + waitSeconds * 1000
   let r = first
   for (;;) {

@@ -321,14 +321,7 @@ const FOUND: ReadonlyArray<readonly [string, History]> = [
       // in 5 met it): the follower read the permit's making from a batch the crash then took;
       // the replay put the making and the deletion in one batch, which left no view to delete
       // and so no change: the follower kept the permit. Now such a record leaves a tombstone.
-      config: {
-        layout: "split",
-        publication: "dba",
-        batchChanges: 3,
-        largeTransaction: 12,
-        heldInMemory: 1,
-        resyncChunk: 2
-      },
+      config: config({ layout: "split", batchChanges: 3, heldInMemory: 1, resyncChunk: 2 }),
       before: [],
       steps: [
         {
