@@ -84,6 +84,13 @@ describe("a process whose release is older than the database's fence", () => {
       await insertIncident(w.db.sql, w.company.id)
       await w.cap.settle()
       await arrived(w.receiver, "/fenced", 1, "the delivery before the fence rises")
+      // Its outcome recorded too: the receiver has the request before the engine writes the result.
+      await waitFor(
+        async () =>
+          (await w.db.sql`select 1 from service.webhook_deliveries where state = 'succeeded' and leased_by is null`)
+            .length === 1,
+        "the delivery's outcome to be recorded"
+      )
       const dba = connect(w.db.url, 1)
       try {
         await fenceAt(dba, NEWER)
