@@ -7,14 +7,42 @@
 // checkpoint; the HTTP server, built after both, closes before the supervisor stops anything.
 //
 // A loop that fails is logged with its name. With a restart policy (capture: runs retried
-// with backoff) it starts again on that schedule, and says itself what went wrong each time;
+// with backoff) it starts again on that schedule, and says itself what went wrong each time; a
+// run that lived `resetAfter` before it failed starts the schedule over, so that a process whose
+// database restarted now and then over months reconnects at the first delay, not the longest;
 // without one, the loop keeps its own policy inside (the engine's steps retry a second later)
 // and a failure that still escapes it is logged as the loop's end.
-import { Cause, Context, Effect, Layer, type Schedule, Scope } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, type Schedule, Scope } from "effect"
 
 export type LoopPolicy = {
   /** A failed run starts again on this schedule. */
   readonly restart?: Schedule.Schedule<unknown, unknown> | undefined
+  /** A run that lasted this long before failing starts `restart` from its first step. */
+  readonly resetAfter?: Duration.Input | undefined
+}
+
+/** A run's failure after it lived `resetAfter`: it ends the backoff, which then starts over. */
+class Lived {
+  readonly error: unknown
+  constructor(error: unknown) {
+    this.error = error
+  }
+}
+
+/** `loop` restarted on `policy.restart`, the schedule starting over after a run that lived `policy.resetAfter`. */
+export const restarting = <A, E, R>(
+  loop: Effect.Effect<A, E, R>,
+  policy: { readonly restart: Schedule.Schedule<unknown, unknown>; readonly resetAfter?: Duration.Input | undefined }
+): Effect.Effect<A, unknown, R> => {
+  if (policy.resetAfter === undefined) return Effect.retry(loop, policy.restart)
+  const lives = Duration.toMillis(Duration.fromInputUnsafe(policy.resetAfter))
+  const timed = Effect.flatMap(Clock.currentTimeMillis, (started) =>
+    Effect.catch(loop, (e) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.fail(now - started >= lives ? new Lived(e) : e))
+    )
+  )
+  const backedOff = Effect.retry(timed, { schedule: policy.restart, while: (e) => !(e instanceof Lived) })
+  return Effect.retry(backedOff, { while: (e) => e instanceof Lived })
 }
 
 export interface SupervisorShape {
@@ -41,9 +69,9 @@ export const makeSupervisor: Effect.Effect<SupervisorShape, never, Scope.Scope> 
       : Effect.logError(`${what} failed`, { loop: name, error: Cause.pretty(cause) })
   const run = <A, E, R>(name: string, loop: Effect.Effect<A, E, R>, policy?: LoopPolicy) =>
     Effect.gen(function* () {
-      const supervised = (policy?.restart ? Effect.retry(loop, policy.restart) : loop).pipe(
-        Effect.catchCause(failed("background loop", name))
-      )
+      const supervised = (
+        policy?.restart ? restarting(loop, { restart: policy.restart, resetAfter: policy.resetAfter }) : loop
+      ).pipe(Effect.catchCause(failed("background loop", name)))
       yield* Effect.forkIn(supervised, scope)
     })
   // Stop steps run when the scope closes, with what they needed where they were registered.

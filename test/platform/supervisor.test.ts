@@ -1,10 +1,12 @@
 // The supervisor: loops and stop steps stop in reverse order of start, each stop step waiting
 // for what started after it; a failing loop is logged with its name, and restarted where its
 // policy says so.
-import { Data, Effect, Exit, Logger, Schedule, Scope } from "effect"
+import { it as effectIt } from "@effect/vitest"
+import { Clock, Data, Effect, Exit, Fiber, Logger, Schedule, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import { describe, expect, it } from "vitest"
 import { lineLogger } from "../../src/platform/logging.ts"
-import { makeSupervisor } from "../../src/platform/supervisor.ts"
+import { makeSupervisor, restarting } from "../../src/platform/supervisor.ts"
 
 class Broken extends Data.TaggedError("Broken")<{ readonly n: number }> {}
 
@@ -107,4 +109,27 @@ describe("supervisor", () => {
     const failed = lines.filter((l) => l.message === "stopping failed")
     expect(failed.map((l) => l.fields.loop)).toEqual(["breaks"])
   })
+
+  effectIt.effect("starts the backoff over after a run that lived resetAfter, and only then", () =>
+    Effect.gen(function* () {
+      // Runs 1–4 fail at once, run 5 lives 1 s, run 6 lives 0.4 s (under resetAfter), then all fail at once.
+      const lives = [0, 0, 0, 0, 1_000, 400, 0, 0]
+      const starts: Array<number> = []
+      const loop = Effect.gen(function* () {
+        starts.push(yield* Clock.currentTimeMillis)
+        const n = starts.length
+        if (n > lives.length) return yield* Effect.never
+        yield* Effect.sleep(lives[n - 1]!)
+        return yield* Effect.fail(new Broken({ n }))
+      })
+      const backoff = Schedule.exponential("10 millis", 2)
+      const fiber = yield* Effect.forkChild(restarting(loop, { restart: backoff, resetAfter: "500 millis" }))
+      for (let i = 0; i < 40 && starts.length <= lives.length; i++) yield* TestClock.adjust(50)
+      yield* Fiber.interrupt(fiber)
+      const gaps = starts.slice(1).map((t, i) => t - starts[i]! - lives[i]!)
+      // 10, 20, 40, 80 ms; after the run that lived, at once; then from 10 ms again (not 160), and
+      // the run of 0.4 s, under resetAfter, did not start it over: 10, 20, 40.
+      expect(gaps).toEqual([10, 20, 40, 80, 0, 10, 20, 40])
+    })
+  )
 })

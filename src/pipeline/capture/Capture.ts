@@ -18,7 +18,7 @@ export class Capture extends Context.Service<Capture, { readonly stats: CaptureS
   "service/Capture"
 ) {}
 
-/** Between failed runs: 0.5 s, doubling, at most 30 s. */
+/** Between failed runs: 0.5 s, doubling, at most 30 s; from 0.5 s again after a run that lived a minute. */
 const backoff = Schedule.min([Schedule.exponential("500 millis", 2), Schedule.spaced("30 seconds")])
 
 export const CaptureLive = Layer.effect(
@@ -85,7 +85,7 @@ export const CaptureLive = Layer.effect(
         Effect.logInfo("capture stopped").pipe(Effect.annotateLogs({ checkpoint: formatLsn(stats.checkpoint) }))
       )
     )
-    yield* supervisor.run("capture", once, { restart: backoff })
+    yield* supervisor.run("capture", once, { restart: backoff, resetAfter: "1 minute" })
     return { stats, slot: config.slot }
   })
 )
