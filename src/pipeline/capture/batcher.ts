@@ -22,6 +22,7 @@ import { CommitClock, relationMarker, streamLarge } from "./large-stream.ts"
 import { appOf, type CaptureOptions, type CaptureStats, type Tell } from "./options.ts"
 import { PHASES } from "./profile.ts"
 import {
+  askToContinue,
   contractMarkerOf,
   CONTRACT_PREFIX,
   markerOf,
@@ -459,8 +460,10 @@ export class Batcher {
     resync.applied(this.committed)
     if (incomplete.length > 0) quarantine.rereads.push(...incomplete)
     // Retries queued past this batch's share: a request makes the next batch, without waiting for traffic.
-    if (quarantine.retriesQueued)
-      await this.app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, '{"op":"continue"}')`
+    if (quarantine.retriesQueued) {
+      await this.ctx.opts.beforeContinue?.()
+      await askToContinue(this.app)
+    }
     quarantine.settled(delta)
     if (quarantine.rereads.length > 0 || delta.resync.length > 0) resync.kick()
     stats.quarantined += delta.held.length

@@ -202,7 +202,10 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
           PUBLISHED_COLUMNS[tbl]!.filter((c) => there.has(c))
         )
       }
-      yield* query((tx) => tx`truncate service.capture_quarantine, service.capture_contract, service.capture_resync`)
+      yield* query(
+        (tx) =>
+          tx`truncate service.capture_quarantine, service.capture_contract, service.capture_resync, service.capture_retries`
+      )
       for (const [tbl, problems] of broken) {
         yield* query(
           (tx) => tx`

@@ -37,6 +37,8 @@ export interface CaptureOptions {
   readonly resyncChunk?: number
   /** Tests only: runs between a re-read chunk's read and its high watermark. */
   readonly resyncAfterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>
+  /** Tests only: runs after a batch that left retries queued is stored, before capture asks to go on (a throw: a crash there). */
+  readonly beforeContinue?: () => Promise<void>
 }
 
 /** Counters the status and metrics read. */

@@ -20,6 +20,7 @@ import { type CaptureError, CaptureFailed, toCaptureError } from "./errors.ts"
 import { takeLeadership } from "./leader.ts"
 import { appOf, type CaptureOptions, type CaptureStats, STALL_TIMEOUT_MS, type Tell } from "./options.ts"
 import { ensurePublication } from "./publication.ts"
+import { askToContinue } from "./quarantine/markers.ts"
 import { CaptureQuarantine } from "./quarantine/state.ts"
 // The same rebuild operators run (rebuild-views), here when the shapes' version changed.
 import { rebuildViews } from "./rebuild.ts"
@@ -178,6 +179,9 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
         stats.streaming = true
         stats.lastError = null // streaming again: what stopped it is over
         yield* log("info", "capture streaming", { slot: opts.slot, from: formatLsn(from) })
+        // Retries a run before this one queued and stored (quarantine/state.ts): they go on now,
+        // without waiting for a request or traffic.
+        if (quarantine.retriesQueued) yield* call(() => askToContinue(app.sql))
         // The batcher, until its stream fails or a heartbeat finds the lock lost; beside it the
         // re-reads of app rows (resync.ts) and the contract watch, which never end on their own.
         yield* Effect.raceFirst(

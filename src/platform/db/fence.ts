@@ -27,8 +27,9 @@ export const FENCE_REFUSED = "SRF01"
 
 /**
  * Tables whose rows are written by rules that migrations change: the mirror, views, outbox,
- * tombstones and tenancy, capture's state (its checkpoint, quarantine and re-reads), and
- * deliveries with fan-out's partitions (an engine fenced out loses its leases to newer ones).
+ * tombstones and tenancy, capture's state (its checkpoint, quarantine, re-reads and queued
+ * retries), and deliveries with fan-out's partitions (an engine fenced out loses its leases to
+ * newer ones).
  */
 export const FENCED_TABLES = [
   "rows",
@@ -41,6 +42,7 @@ export const FENCED_TABLES = [
   "capture_quarantine",
   "capture_contract",
   "capture_resync",
+  "capture_retries",
   "webhook_deliveries",
   "webhook_fanout_parts",
   "record_changes",

@@ -58,9 +58,10 @@ const sendCompany = async (sql: Pg, o: Required<MailerOptions>, company: string,
     )
     if (!lock!.ok) return
     const rows = await tx.unsafe<MailRow[]>(
-      `select id::text, company_id::text, recipients, subject, body, attempts, held_back from service.alert_mails
+      // By the id's number (a bare \`id\` here would be the text column selected: 10 before 2).
+      `select m.id::text, company_id::text, recipients, subject, body, attempts, held_back from service.alert_mails m
        where company_id = $1 and state = 'pending' and next_attempt_at <= now() and event_id is not null
-       order by id for update skip locked`,
+       order by m.id for update skip locked`,
       [company]
     )
     if (rows.length === 0) return

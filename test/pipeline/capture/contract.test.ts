@@ -251,3 +251,57 @@ describe("an app table whose contract breaks mid-stream", () => {
     for (const id of lateOnes) expect(await view(db.sql, "incidents", id)).toMatchObject({ title: `Late ${id}` })
   })
 })
+
+describe("the retries a re-read queues, across a crash before capture asks to go on", () => {
+  const db = useDatabase()
+  const company = useCompany(db)
+  // Armed: the first time a stored batch leaves retries queued, the run fails right there,
+  // before its `continue` request is written (a crash at that point); the harness starts
+  // another run, which has only what the service's database stored.
+  let armed = false
+  let crashed = 0
+  // The app changes the held record between its chunk's read and high watermark: the stream's
+  // change is the newer, the chunk drops the row, and the change, met while the table is still
+  // being re-read, holds the record again. Only the retry queued at the re-read's end releases it.
+  let late: string | null = null
+  const cap = useCapture(db, {
+    contractCheckMs: 200,
+    resyncAfterRead: async (_table, keys) => {
+      const id = late
+      if (id === null || !keys.includes(id)) return
+      late = null
+      await db.sql`update app.incidents set title = 'Late' where id = ${id}`
+    },
+    beforeContinue: async () => {
+      if (!armed) return
+      armed = false
+      crashed++
+      throw new Error("crash before the continue request")
+    }
+  })
+
+  it("releases the records the table held, in the next run, with no request from anyone", {
+    timeout: 90_000
+  }, async () => {
+    const kept = await insertIncident(db.sql, company.id, { title: "Kept" })
+    await cap.settle()
+    await db.sql`alter table app.incidents rename column title to headline`
+    await db.sql`update app.incidents set headline = 'Kept, renamed' where id = ${kept}`
+    await waitFor(async () => (await held(db.sql)).some((h) => h.key === kept), "the incident held", 30_000, 100)
+    armed = true
+    late = kept
+    await db.sql`alter table app.incidents rename column headline to title`
+    await waitFor(() => whole(db.sql), "app.incidents re-read and its records released", 60_000, 100)
+    // The crash came where it was meant to: after the re-read's end was stored with its queued retry.
+    expect(crashed).toBe(1)
+    expect(cap.logs.some((l) => l.level === "retry" && l.message.includes("crash before the continue request"))).toBe(
+      true
+    )
+    await cap.settle()
+    expect(await view(db.sql, "incidents", kept)).toMatchObject({ title: "Late" })
+    // A title is not what incident.updated is about: the release fires nothing more.
+    expect(await eventsOf(db.sql, kept)).toEqual(["incident.created"])
+    const [left] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.capture_retries`
+    expect(left!.n).toBe(0)
+  })
+})

@@ -74,7 +74,9 @@ try {
         )
       if (!v.ok) {
         process.stdout.write(`${describeHistory(h)}\n${v.problems.map((p) => `  - ${p}`).join("\n")}\n`)
-        if (values.verbose) process.stdout.write(`capture's last lines:\n${v.logs.join("\n")}\n`)
+        // Stuck: what capture was doing says whether it was slow or wedged.
+        if (values.verbose || v.problems.some((p) => p.startsWith("capture stuck")))
+          process.stdout.write(`capture's last lines:\n${v.logs.slice(values.verbose ? 0 : -40).join("\n")}\n`)
       }
       return v.ok
     }),

@@ -65,6 +65,18 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
   const control = async (c: Record<string, unknown> & { kind: string }) =>
     controls.push({ ...c, at: await seqNow() } as Control)
 
+  // A wait for capture is over after `timeoutMs` of its process running: counted again from
+  // each start within it (a start of a process under load takes seconds of its own), and
+  // never longer than five times `timeoutMs` in all (a capture failing at once each start).
+  const patience = () => {
+    const since = Date.now()
+    const starts = cap.starts
+    return {
+      over: () => Date.now() > Math.min(since + 5 * timeoutMs, Math.max(since, cap.startedAt) + timeoutMs),
+      said: () => `${Date.now() - since} ms, capture started ${cap.starts - starts} times meanwhile`
+    }
+  }
+
   const restartCapture = async () => {
     await cap.kill()
     cap.start()
@@ -85,13 +97,13 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
   const settle = async (what = "capture to catch up") => {
     const [m] = await appSql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'model-sync', '')::text as lsn`
     const target = parseLsn(m!.lsn)
-    const deadline = Date.now() + timeoutMs
+    const wait = patience()
     for (;;) {
       if (!cap.running && pendingKill === null) cap.start()
       const [s] = await serviceSql<{ lsn: string | null; boot: boolean }[]>`
         select checkpoint_lsn::text as lsn, bootstrapped_at is not null as boot from service.capture_state where slot_name = ${slot}`
       if (s?.boot && s.lsn !== null && parseLsn(s.lsn) >= target) return
-      if (Date.now() > deadline) throw new Stuck(`capture stuck: waited ${timeoutMs} ms for ${what}`)
+      if (wait.over()) throw new Stuck(`capture stuck: waited ${wait.said()} for ${what}`)
       await sleep(20)
     }
   }
@@ -100,7 +112,7 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
   const healed = async (tables: ReadonlyArray<string>) => {
     // A contract look that read the catalog before the rename back writes its message within its interval.
     await sleep(400)
-    const deadline = Date.now() + timeoutMs
+    const wait = patience()
     for (;;) {
       await settle(`capture to re-read ${tables.join(", ")}`)
       const [r] = await serviceSql<{ busy: boolean }[]>`
@@ -108,20 +120,20 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
             or exists (select 1 from service.capture_resync where tbl = any(${tables as string[]}))
             or exists (select 1 from service.capture_quarantine where blocked_by = any(${tables as string[]})) as busy`
       if (!r!.busy) return
-      if (Date.now() > deadline)
-        throw new Stuck(`capture stuck: ${tables.join(", ")} renamed back, but not re-read within ${timeoutMs} ms`)
+      if (wait.over())
+        throw new Stuck(`capture stuck: ${tables.join(", ")} renamed back, but not re-read within ${wait.said()}`)
       await sleep(50)
     }
   }
 
   const bootstrapped = async (since: Date) => {
-    const deadline = Date.now() + timeoutMs
+    const wait = patience()
     for (;;) {
       const [s] = await serviceSql<{ ok: boolean }[]>`
         select bootstrapped_at > ${since} as ok from service.capture_state where slot_name = ${slot}`
       if (s?.ok) return settle("capture's bootstrap")
       if (!cap.running) cap.start()
-      if (Date.now() > deadline) throw new Stuck(`capture stuck: no bootstrap within ${timeoutMs} ms`)
+      if (wait.over()) throw new Stuck(`capture stuck: no bootstrap within ${wait.said()}`)
       await sleep(20)
     }
   }

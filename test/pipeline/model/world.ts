@@ -306,6 +306,8 @@ export class CaptureProcess {
   readonly lines: string[] = []
   starts = 0
   kills = 0
+  /** When its process was last started (Date.now()), 0 before the first. */
+  startedAt = 0
 
   private readonly db: Databases
   private readonly slot: string
@@ -324,6 +326,7 @@ export class CaptureProcess {
   start(): void {
     if (this.running) return
     this.starts++
+    this.startedAt = Date.now()
     const child = spawn(process.execPath, [CHILD], {
       env: {
         ...process.env,

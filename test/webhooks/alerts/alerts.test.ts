@@ -190,23 +190,24 @@ describe("failure alerts", () => {
       ids.push(
         (await addEndpoint({ ...w, company }, `/limit/${i}`, { name: `Endpoint ${String(i).padStart(2, "0")}` })).id
       )
-    for (const id of ids)
-      await w.db.sql.begin((tx) =>
-        raiseAlerts(
-          tx,
-          [
-            {
-              kind: "webhook.switched_off",
-              endpointId: id,
-              subscriptionId: null,
-              lastError: null,
-              lastAttemptAt: null,
-              by: ADMIN_EMAIL
-            }
-          ],
-          { mail: true }
-        )
+    // All 25 in one transaction, their ids crossing from two digits to three (91–115): the
+    // sender's one pass sees them all, and must take them by the ids' numbers, not as text.
+    await w.db
+      .sql`select setval(pg_get_serial_sequence('service.alert_mails', 'id'), greatest(90, (select coalesce(max(id), 0) + 90 from service.alert_mails)))`
+    await w.db.sql.begin((tx) =>
+      raiseAlerts(
+        tx,
+        ids.map((id) => ({
+          kind: "webhook.switched_off" as const,
+          endpointId: id,
+          subscriptionId: null,
+          lastError: null,
+          lastAttemptAt: null,
+          by: ADMIN_EMAIL
+        })),
+        { mail: true }
       )
+    )
     const first = await waitFor(() => {
       const got = smtp.mails.slice(before).filter((m) => m.to.includes("ann@example.test"))
       return got.length >= 20 ? got : null

@@ -267,7 +267,8 @@ export class BatchHolds {
       held,
       released,
       contract: lsn === null ? this.contract : this.contract.map((c) => ({ ...c, lsn })),
-      resync: this.resync
+      resync: this.resync,
+      retries: this.q.queueChange()
     }
     this.q.apply(delta, (t, k) => this.before.get(t, k))
     return delta

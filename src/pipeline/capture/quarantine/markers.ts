@@ -2,12 +2,17 @@
 // meets them in stream order and applies them with its checkpoint): operators' retry and
 // discard, rebuild-views' "shape these again", capture's own "continue", and the contract
 // watch's findings (docs/design.md, "Quarantine").
+import type { Sql } from "postgres"
 import { APP_COLUMNS } from "../../../domain/records/columns.ts"
 
 /** Prefix of the logical messages that carry operators' retry and discard requests. */
 export const QUARANTINE_PREFIX = "safety-records-quarantine"
 /** Prefix of the messages capture's contract watch writes: an app table's fit as the catalog shows it. */
 export const CONTRACT_PREFIX = "safety-records-contract"
+
+/** Capture's own request to go on with the retries it has queued (their next chunk is taken at it). */
+export const askToContinue = (app: Sql) =>
+  app`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, '{"op":"continue"}')`.execute()
 
 /** What a transaction asks of the quarantine at its start (in stream order). */
 export type QuarantineMarker =

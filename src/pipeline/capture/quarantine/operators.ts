@@ -51,8 +51,8 @@ const toEntry = (r: EntryRow): QuarantineEntry => ({
 export const listQuarantine = Effect.fn("listQuarantine")(function* (limit = 1000) {
   const rows = yield* query(
     (sql) => sql<EntryRow[]>`
-      select id::text, lsn::text, tbl, key, company_id::text, error, first_seen, last_seen, attempts, blocked_by
-      from service.capture_quarantine order by id limit ${limit}`
+      select q.id::text, lsn::text, tbl, key, company_id::text, error, first_seen, last_seen, attempts, blocked_by
+      from service.capture_quarantine q order by q.id limit ${limit}`
   )
   return rows.map(toEntry)
 })
@@ -72,8 +72,8 @@ export const quarantineEntry = Effect.fn("quarantineEntry")(function* (id: strin
 export const quarantineEntries = Effect.fn("quarantineEntries")(function* (ids: ReadonlyArray<string>) {
   const rows = yield* query(
     (sql) => sql<EntryRow[]>`
-      select id::text, lsn::text, tbl, key, company_id::text, error, first_seen, last_seen, attempts, blocked_by
-      from service.capture_quarantine where id = any(${ids as string[]}::bigint[]) order by id`
+      select q.id::text, lsn::text, tbl, key, company_id::text, error, first_seen, last_seen, attempts, blocked_by
+      from service.capture_quarantine q where q.id = any(${ids as string[]}::bigint[]) order by q.id`
   )
   return rows.map(toEntry)
 })
@@ -153,12 +153,12 @@ export const appliedPast = (lsn: string) =>
 export const retryableEntries = Effect.fn("retryableEntries")(function* () {
   const rows = yield* query(
     (sql) => sql<EntryRow[]>`
-      select id::text, lsn::text, tbl, key, company_id::text, error, first_seen, last_seen, attempts, blocked_by
+      select q.id::text, lsn::text, tbl, key, company_id::text, error, first_seen, last_seen, attempts, blocked_by
       from service.capture_quarantine q
       where q.blocked_by is null or not exists (
         select 1 from service.capture_contract c where c.tbl = q.blocked_by
         union all select 1 from service.capture_resync r where r.tbl = q.blocked_by)
-      order by id`
+      order by q.id`
   )
   return rows.map(toEntry)
 })

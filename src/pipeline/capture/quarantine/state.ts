@@ -62,6 +62,8 @@ export interface QuarantineDelta {
   }>
   /** Re-reads of whole tables: started (after ''), moved on (after a key) with rows, or done (null). */
   readonly resync: ReadonlyArray<{ readonly table: string; readonly after: string | null; readonly rows: number }>
+  /** The retries still queued after the batch, when it changed them (null: unchanged): stored with it. */
+  readonly retries?: ReadonlyArray<RetryWork> | null
 }
 
 export const emptyDelta = (batch: number): QuarantineDelta => ({
@@ -73,13 +75,17 @@ export const emptyDelta = (batch: number): QuarantineDelta => ({
 })
 
 export const deltaIsEmpty = (d: QuarantineDelta) =>
-  d.held.length === 0 && d.released.length === 0 && d.contract.length === 0 && d.resync.length === 0
+  d.held.length === 0 &&
+  d.released.length === 0 &&
+  d.contract.length === 0 &&
+  d.resync.length === 0 &&
+  (d.retries ?? null) === null
 
 /** Whether a record is held before a batch, and why (undefined: not held). */
 export type HeldLookup = (table: string, key: string) => HeldInfo | undefined
 
-/** Retries still to shape, taken a chunk per batch. */
-type RetryWork =
+/** Retries still to shape, taken a chunk per request (`after`: the last entry id taken). */
+export type RetryWork =
   | { readonly kind: "all"; readonly upTo: string; after: string }
   | { readonly kind: "blocked"; readonly table: string; after: string }
 
@@ -113,8 +119,10 @@ export class CaptureQuarantine {
     readonly before?: Row | null
   }>()
   private batches = 0
-  /** Retries still to shape. */
+  /** Retries still to shape, as stored (service.capture_retries) at the run's start and then by each batch that changed them. */
   private readonly retries: RetryWork[] = []
+  /** The queue as the last batch that changed it left it (JSON), to store only a change. */
+  private queued = "[]"
   /** Rows to re-read from the app for retried records whose source row lacks a value (resync.ts). */
   readonly rereads: Array<readonly [string, string]> = []
 
@@ -156,7 +164,21 @@ export class CaptureQuarantine {
     for (const b of broken) q.broken.set(b.tbl, b.problems)
     const resync = await sql<{ tbl: string }[]>`select tbl from service.capture_resync`
     for (const r of resync) q.resyncing.add(r.tbl)
+    // What the last run queued and did not take: it goes on here, from where the last stored batch left it.
+    const [queued] = await sql<{ work: string }[]>`select work::text from service.capture_retries`
+    if (queued !== undefined) {
+      q.retries.push(...(JSON.parse(queued.work) as RetryWork[]))
+      q.queued = JSON.stringify(q.retries)
+    }
     return q
+  }
+
+  /** The queue after a batch's requests, if it changed since the last batch that stored it (else null). */
+  queueChange(): ReadonlyArray<RetryWork> | null {
+    const now = JSON.stringify(this.retries)
+    if (now === this.queued) return null
+    this.queued = now
+    return JSON.parse(now) as RetryWork[]
   }
 
   nextBatch(): number {
@@ -291,19 +313,21 @@ export class CaptureQuarantine {
       )
     }
     const blocking = [...this.broken.keys(), ...this.resyncing]
+    // Ordered by q.id, the number: a bare `id` is the text column selected (10 before 9), and a
+    // chunk's `after` would then skip the entries between.
     while (this.retries.length > 0 && rows.length < max) {
       const w = this.retries[0]!
       const limit = max - rows.length
       const part =
         w.kind === "all"
           ? await sql<R[]>`
-            select id::text, tbl, key, source_tbl, source_key from service.capture_quarantine
-            where id > ${w.after}::bigint and id <= ${w.upTo}::bigint
+            select q.id::text, tbl, key, source_tbl, source_key from service.capture_quarantine q
+            where q.id > ${w.after}::bigint and q.id <= ${w.upTo}::bigint
               and (blocked_by is null or blocked_by <> all(${blocking}::text[]))
-            order by id limit ${limit}`
+            order by q.id limit ${limit}`
           : await sql<R[]>`
-            select id::text, tbl, key, source_tbl, source_key from service.capture_quarantine
-            where id > ${w.after}::bigint and blocked_by = ${w.table} order by id limit ${limit}`
+            select q.id::text, tbl, key, source_tbl, source_key from service.capture_quarantine q
+            where q.id > ${w.after}::bigint and blocked_by = ${w.table} order by q.id limit ${limit}`
       rows.push(...part)
       if (part.length < limit) this.retries.shift()
       else w.after = part[part.length - 1]!.id

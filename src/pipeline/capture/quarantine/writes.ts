@@ -37,6 +37,7 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
         )
       : null
   const { contract, resync } = delta
+  const retries = delta.retries ?? null
   return async (tx: TransactionSql<Record<string, unknown>>) => {
     // Released first: a record discarded and held again in one batch starts a new entry.
     if (released !== null) {
@@ -73,6 +74,14 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
           on conflict (tbl) do update set after_key = '', rows = 0, started_at = now()`
       else
         await tx`update service.capture_resync set after_key = ${r.after}, rows = rows + ${r.rows} where tbl = ${r.table}`
+    }
+    // The retries still queued: a restart goes on from here (state.ts, CaptureQuarantine.load).
+    if (retries !== null) {
+      if (retries.length === 0) await tx`delete from service.capture_retries`
+      else
+        await tx`
+          insert into service.capture_retries (work) values (${JSON.stringify(retries)}::text::jsonb)
+          on conflict (id) do update set work = excluded.work`
     }
   }
 }
