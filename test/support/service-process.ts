@@ -80,20 +80,24 @@ export const waitForUrl = async <B = Readiness>(
   ms: number,
   check: (body: B) => boolean = () => true
 ): Promise<B> => {
+  // The last answer (or failure), for the message should it never pass.
+  let last = "no answer"
   const answered = await waitFor(
     async () => {
       try {
         const r = await fetch(url, { signal: AbortSignal.timeout(3000) })
+        const text = await r.text()
+        last = `${r.status} ${text.slice(0, 1000)}`
         if (r.ok) {
-          const body = (await r.json()) as B
+          const body = JSON.parse(text) as B
           if (check(body)) return { body }
         }
-      } catch {
-        // not up yet
+      } catch (e) {
+        last = `no answer: ${(e as Error).message}` // not up yet
       }
       return undefined
     },
-    `${url} to answer within ${ms} ms`,
+    () => `${url} to answer within ${ms} ms (last: ${last})`,
     ms,
     100
   )

@@ -397,7 +397,8 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
       READ_MAX_LAG: "2 seconds"
     })
     await waitForUrl(`${pair.url}/readyz`, 30_000)
-    const both = await waitForUrl<Readiness>(`${pair.ops}/readyz`, 30_000, (r) => r.readReplicas.every((x) => x.usable))
+    // A standby just made may take a while to catch up on a busy machine.
+    const both = await waitForUrl<Readiness>(`${pair.ops}/readyz`, 60_000, (r) => r.readReplicas.every((x) => x.usable))
     expect(both.readReplicas.map((r) => r.replica)).toEqual([a, b])
 
     await standbySql("select pg_wal_replay_pause()")
