@@ -121,7 +121,12 @@ export class Batcher {
     this.large = ctx.opts.largeTransaction ?? 10_000
     this.accepted = start
     this.committed = start
-    this.acks = new FlushedAcks(ctx.sql, (lsn) => ctx.stream.ack(lsn), start)
+    this.acks = new FlushedAcks(
+      ctx.sql,
+      (lsn) => ctx.stream.ack(lsn),
+      start,
+      (e) => ctx.stream.fail(e)
+    )
     this.clock = new CommitClock(lastCommitAt)
     this.seenBroken = new Set(ctx.quarantine.broken.keys())
     const stream = ctx.stream
@@ -140,6 +145,8 @@ export class Batcher {
     const profile = opts.profile
     let taken = 0
     try {
+      // Which server the batches commit on, known before the first one (flushed.ts).
+      await this.acks.ready
       while (!signal.aborted) {
         this.busy = false
         // Messages already received are taken without the event loop turning: while a batch is

@@ -8,6 +8,13 @@
 // statement per round while something waits (none while nothing does), a round every
 // ROUND_MS: the database's WAL writer flushes an asynchronous commit within a few hundred
 // milliseconds (wal_writer_delay), and any synchronous commit after it flushes it at once.
+//
+// A position means something only on the server that wrote it: after a crash the server comes
+// back from its last flushed WAL and writes new WAL over the same positions, so a batch lost in
+// the crash would look flushed soon after (an idle server shows flushed = inserted at once).
+// Each round also reads when the server started; if that changed since the run began, what
+// waits may be lost: nothing more is confirmed and the run fails (`lost`), the next one starting
+// from the checkpoint the database kept, with the slot giving the rest again.
 import type { Sql } from "postgres"
 import { type Lsn, parseLsn } from "../../platform/db/lsn.ts"
 
@@ -24,14 +31,26 @@ export class FlushedAcks {
   private waiting: { readonly lsn: Lsn; readonly need: Lsn } | null = null
   private running = false
   private stopped = false
+  private readonly lost: (e: Error) => void
+  /** When the server started, read as the run began (null: not read, the first round's then). */
+  private server: string | null = null
+  /** Settles once the server's start is read (or could not be): batches wait for it. */
+  readonly ready: Promise<void>
 
   /** `start`: the stored checkpoint, itself confirmed only once durable (a batch committed just
-   *  before a restart of capture may not be yet). */
-  constructor(sql: Sql, send: (lsn: Lsn) => Promise<void>, start: Lsn) {
+   *  before a restart of capture may not be yet). `lost`: the server restarted, the run must end. */
+  constructor(sql: Sql, send: (lsn: Lsn) => Promise<void>, start: Lsn, lost: (e: Error) => void = () => {}) {
     this.sql = sql
     this.send = send
+    this.lost = lost
     this.wanted = 0n
     this.sure = 0n
+    this.ready = this.sql<{ s: string }[]>`select pg_postmaster_start_time()::text as s`.then(
+      ([r]) => {
+        this.server ??= r!.s
+      },
+      () => {} // unreachable: the run's first write fails too
+    )
     this.stored(start)
   }
 
@@ -65,8 +84,20 @@ export class FlushedAcks {
         let insert: Lsn
         let flushed: Lsn
         try {
-          const [r] = await this.sql<{ i: string; f: string }[]>`
-            select pg_current_wal_insert_lsn()::text as i, pg_current_wal_flush_lsn()::text as f`
+          await this.ready
+          const [r] = await this.sql<{ i: string; f: string; s: string }[]>`
+            select pg_current_wal_insert_lsn()::text as i, pg_current_wal_flush_lsn()::text as f,
+                   pg_postmaster_start_time()::text as s`
+          this.server ??= r!.s
+          if (r!.s !== this.server) {
+            this.stopped = true
+            this.lost(
+              new Error(
+                `the service's database restarted (at ${r!.s}) while capture waited for its batches to be flushed: those not flushed before may be lost, so none is confirmed; capture starts again from the checkpoint the database kept`
+              )
+            )
+            return
+          }
           insert = parseLsn(r!.i)
           flushed = parseLsn(r!.f)
         } catch {
