@@ -24,7 +24,7 @@ import { startService, waitForUrl, type ServiceProcess } from "../../support/ser
 import { startStandby, standbyPossible, type Standby } from "../../support/standby.ts"
 import { createCompany, seedRecords, type StoredRecord, type TestCompany } from "../../support/views.ts"
 import { startTcpProxy, type TcpProxy } from "../../support/tcp-proxy.ts"
-import { sleep } from "../../support/wait.ts"
+import { sleep, waitFor } from "../../support/wait.ts"
 
 describe("READ_DATABASE_URL and READ_MAX_LAG", () => {
   const load = (env: Record<string, string>) =>
@@ -361,7 +361,11 @@ describe.skipIf(!standbyPossible())("the read API on a real streaming standby", 
       }
     }
     const running = Promise.all([worker(), worker()])
-    await sleep(300)
+    // Until the standby has served some of them (on a busy machine the first may go elsewhere).
+    await waitFor(
+      async () => (sample(await metrics(held.ops), "srs_api_reads_total", { served_by: "replica" }) ?? 0) > 0,
+      "a read served by the standby"
+    )
     proxy.freeze()
     proxy.refuseNew = true
     frozen = true
