@@ -2,7 +2,7 @@
 // beforeAll (start) and afterAll (stop) and returns the thing at once, as a stand-in that
 // reads through to the real one once its beforeAll has run. Hooks run in the order the
 // fixtures are called and stop in reverse, so a server stops before its database is dropped.
-import { mkdtempSync, rmSync } from "node:fs"
+import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, afterEach, beforeAll } from "vitest"
@@ -10,7 +10,9 @@ import { OPENAPI_PATH } from "../../src/faces/api/definition.ts"
 import type { ApiSettingsShape } from "../../src/faces/routes.ts"
 import { seedDemo } from "../../src/seed/demo.ts"
 import type { WebhookDeps } from "../../src/webhooks/engine/settings.ts"
+import { startEmbedded, type EmbeddedServer } from "../../src/platform/db/embedded.ts"
 import { makeCompany } from "./app.ts"
+import { restartablePort } from "./net.ts"
 import { freshDatabase, freshSplit, type SplitDatabases, type TestDatabase } from "./db.ts"
 import { startHttpsReceiver, type Receiver } from "./https-receiver.ts"
 import { checkedClient, openApiChecker, request, type CheckedClient, type OpenApiChecker } from "./http.ts"
@@ -84,6 +86,33 @@ export const useCompany = (db: Pick<TestDatabase, "sql">) =>
     () => makeCompany(db.sql),
     async () => {}
   )
+
+/** A PostgreSQL of the describe block's own, to stop and start again on the same port and data. */
+export const useRestartableServer = (prefix: string) => {
+  let dir = ""
+  let port = 0
+  let server: EmbeddedServer | undefined
+  const start = async () => {
+    server = await startEmbedded({ dataDir: dir, port })
+  }
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), prefix))
+    chmodSync(dir, 0o755)
+    port = await restartablePort()
+    await start()
+  })
+  afterAll(async () => {
+    await server?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  return {
+    get url(): string {
+      return server!.url
+    },
+    stop: () => server!.stop(),
+    start
+  }
+}
 
 /** A temporary directory maker; what it made is removed after each test. */
 export const useTempDirs = (prefix: string): (() => string) => {

@@ -132,7 +132,7 @@ const latestAttempts = (ids: ReadonlyArray<string>, n: number) =>
           `select delivery_id::text, number, started_at, duration_ms, status, error, error_kind, response_snippet from (
              select a.*, row_number() over (partition by a.delivery_id order by a.number desc) as rn
              from service.webhook_attempts a where a.delivery_id = any($1::uuid[])) x
-           where rn <= $2 order by delivery_id, number`,
+           where rn <= $2 order by x.delivery_id, x.number`,
           [ids, n]
         )
       ).pipe(

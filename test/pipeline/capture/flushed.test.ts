@@ -3,31 +3,15 @@
 // writes new WAL over the positions its lost batches had, so a position read after a restart
 // proves nothing about a batch committed before it: nothing is confirmed, and the run is told
 // to end (it starts again from the checkpoint the database kept).
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { FlushedAcks } from "../../../src/pipeline/capture/flushed.ts"
 import { connect } from "../../../src/platform/db/Database.ts"
-import { startEmbedded, type EmbeddedServer } from "../../../src/platform/db/embedded.ts"
 import type { Lsn } from "../../../src/platform/db/lsn.ts"
-import { restartablePort } from "../../support/net.ts"
+import { useRestartableServer } from "../../support/fixtures.ts"
 import { sleep, waitFor } from "../../support/wait.ts"
 
 describe("capture's confirmations across a restart of the service's database", () => {
-  let dir: string
-  let server: EmbeddedServer
-  let port: number
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "srs-flushed-"))
-    chmodSync(dir, 0o755)
-    port = await restartablePort()
-    server = await startEmbedded({ dataDir: dir, port })
-  })
-  afterAll(async () => {
-    await server?.stop()
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const server = useRestartableServer("srs-flushed-")
 
   it("confirms what the server it started on flushed, and nothing once that server has restarted", {
     timeout: 120_000
@@ -46,7 +30,7 @@ describe("capture's confirmations across a restart of the service's database", (
       // On the same server: confirmed once flushed (an idle server has flushed everything).
       await waitFor(() => sent.includes(100n), "the first checkpoint confirmed")
       await server.stop()
-      server = await startEmbedded({ dataDir: dir, port })
+      await server.start()
       // A checkpoint "committed" before the restart, seen only after it (the run's pool reconnects).
       acks.stored(200n)
       await waitFor(() => lost.length > 0, "the run told to end")

@@ -1,21 +1,16 @@
 // Capture across the things that go wrong: a PostgreSQL restart mid-stream, an idle
 // database, a first start while the app writes, a dropped slot, and a huge transaction.
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { parseLsn } from "../../../src/platform/db/lsn.ts"
 import { LEADER_LOCK } from "../../../src/pipeline/capture/run.ts"
-import { startEmbedded, type EmbeddedServer } from "../../../src/platform/db/embedded.ts"
 import { connect } from "../../../src/platform/db/Database.ts"
 import { prepareDemoDatabase } from "../../../src/platform/db/demo-schema.ts"
 import { seedDemo } from "../../../src/seed/demo.ts"
 import { simulate } from "../../../src/seed/simulate.ts"
 import { insertAction, insertIncident, makeCompany } from "../../support/app.ts"
 import { outbox, startCapture, view } from "../../support/capture.ts"
-import { restartablePort } from "../../support/net.ts"
 import { diffAgainstFreshProjection } from "../../support/projection.ts"
-import { useDatabase } from "../../support/fixtures.ts"
+import { useDatabase, useRestartableServer } from "../../support/fixtures.ts"
 import { eventPayload } from "../../../src/pipeline/outbox/events.ts"
 
 describe("the leader lock", () => {
@@ -56,19 +51,7 @@ describe("the leader lock", () => {
 })
 
 describe("PostgreSQL restart mid-stream", () => {
-  let dir: string
-  let server: EmbeddedServer
-  let port: number
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "srs-restart-"))
-    chmodSync(dir, 0o755)
-    port = await restartablePort()
-    server = await startEmbedded({ dataDir: dir, port })
-  })
-  afterAll(async () => {
-    await server?.stop()
-    rmSync(dir, { recursive: true, force: true })
-  })
+  const server = useRestartableServer("srs-restart-")
 
   it("resumes from the checkpoint with nothing lost or doubled", { timeout: 120_000 }, async () => {
     const sql = connect(server.url, 4)
@@ -80,7 +63,7 @@ describe("PostgreSQL restart mid-stream", () => {
     const before: string[] = []
     for (let i = 0; i < 50; i++) before.push(await insertIncident(sql, company.id))
     await server.stop()
-    server = await startEmbedded({ dataDir: dir, port })
+    await server.start()
     // The app is another process with its own connections: its writes go through a new pool, so
     // an error the capture's pool meets while reconnecting (one error object rejects every query
     // queued on that connection) cannot fail them. The capture's pool reconnects by itself.

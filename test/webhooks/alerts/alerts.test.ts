@@ -190,10 +190,12 @@ describe("failure alerts", () => {
       ids.push(
         (await addEndpoint({ ...w, company }, `/limit/${i}`, { name: `Endpoint ${String(i).padStart(2, "0")}` })).id
       )
-    // All 25 in one transaction, their ids crossing from two digits to three (91–115): the
+    // All 25 in one transaction, their ids crossing to one more digit (91–115, or 991–1015): the
     // sender's one pass sees them all, and must take them by the ids' numbers, not as text.
-    await w.db
-      .sql`select setval(pg_get_serial_sequence('service.alert_mails', 'id'), greatest(90, (select coalesce(max(id), 0) + 90 from service.alert_mails)))`
+    // Ten below the next power of ten past what earlier tests used (91 from 0, 991 from 500).
+    await w.db.sql`
+      select setval(pg_get_serial_sequence('service.alert_mails', 'id'),
+        power(10, ceil(log(greatest((select coalesce(max(id), 0) from service.alert_mails) + 11, 100))))::bigint - 10)`
     await w.db.sql.begin((tx) =>
       raiseAlerts(
         tx,

@@ -104,8 +104,8 @@ export const quarantineSummary = Effect.fn("quarantineSummary")(function* () {
       }[]
     >`
       select (select count(*)::int from service.capture_quarantine) as count,
-        (select json_build_object('id', id::text, 'tbl', tbl, 'key', key, 'error', error)
-           from service.capture_quarantine order by id limit 1) as first,
+        (select json_build_object('id', f.id::text, 'tbl', tbl, 'key', key, 'error', error)
+           from service.capture_quarantine f order by f.id limit 1) as first,
         (select json_agg(json_build_object('tbl', tbl, 'problems', problems, 'since', since) order by tbl)
            from service.capture_contract) as broken,
         (select json_agg(json_build_object('tbl', tbl, 'rows', rows, 'since', started_at) order by tbl)
