@@ -3,8 +3,9 @@
 // stdout too. Mistakes in the command line go to stderr with exit code 2; a refused or
 // failed operation goes to stderr with exit code 1.
 import { createRequire } from "node:module"
-import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Console, Effect, Exit, Layer, Option, Result } from "effect"
 import { CliError, CliOutput, Command } from "effect/cli"
+import { isDatabaseUnavailable } from "../../platform/db/stray-failures.ts"
 import { SecretsKeyMismatch } from "../../platform/secrets/key-check.ts"
 import { isDomainError } from "../../domain/errors.ts"
 import { cliError } from "./errors.ts"
@@ -56,6 +57,15 @@ export const runAdminCli = (args: ReadonlyArray<string>) =>
         return Effect.as(Console.error(`error: ${error instanceof Error ? error.message : String(error)}`), 1)
       }
       if (Cause.hasInterruptsOnly(exit.cause)) return Effect.succeed(130)
+      // The database gone mid-command (stopped, restarting, unreachable): said plainly, no stack.
+      const defect = Cause.findDefect(exit.cause)
+      if (Result.isSuccess(defect) && isDatabaseUnavailable(defect.success))
+        return Effect.as(
+          Console.error(
+            `error: the database stopped answering (${(defect.success as Error).message}): what the command wrote before stays written; run it again, or check with list or status, once the database is back`
+          ),
+          1
+        )
       return Effect.as(Console.error(`error: ${Cause.pretty(exit.cause)}`), 1)
     })
   )

@@ -24,6 +24,14 @@ const CONNECTION_CODES = new Set([
 export const isConnectionFailure = (reason: unknown): boolean =>
   reason instanceof Error && CONNECTION_CODES.has(String((reason as { code?: unknown }).code))
 
+/** The server's own refusals while it stops or starts (admin_shutdown, crash_shutdown, cannot_connect_now). */
+const GOING_CODES = new Set(["57P01", "57P02", "57P03"])
+
+/** True when the database is not there to answer: a connection failure, or a server stopping or starting. Pure. */
+export const isDatabaseUnavailable = (reason: unknown): boolean =>
+  isConnectionFailure(reason) ||
+  (reason instanceof Error && GOING_CODES.has(String((reason as { code?: unknown }).code)))
+
 let installed = false
 
 /** Installs the process-wide handler (once). */
