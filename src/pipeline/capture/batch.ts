@@ -29,7 +29,7 @@ import { RECORD_CHANGES_CHANNEL } from "../../platform/db/channels.ts"
 import { BatchHolds } from "./quarantine/holds.ts"
 import { isPoison } from "./quarantine/poison.ts"
 import type { CaptureQuarantine } from "./quarantine/state.ts"
-import { emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
+import { askingRereads, emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
 import { quarantineWrites } from "./quarantine/writes.ts"
 import { deletedAt, loadFor, moduleOn, reachesNone, RefList, reshapeWide, WIDE_TABLES } from "./step/load.ts"
 import { mirrorChanges } from "./step/mirror.ts"
@@ -262,7 +262,8 @@ const prepareWith = async (
   for (const v of views) finalBody.set(v.resource, v.id, v.body)
   const events = step.scrubbedEvents()
   const goneRefs = step.goneRefs()
-  const delta = holds === null ? emptyDelta(0) : holds.finish()
+  // Rows whose values the mirror lacks are read again from the app: the ask is stored with the batch.
+  const delta = askingRereads(holds === null ? emptyDelta(0) : holds.finish(), store.incomplete)
   const writes = [
     (tx: Tx) => [keepsMirror(tx)],
     mirrorWrites(mirrorChanges(store, views)),

@@ -254,7 +254,7 @@ export class Batcher {
       const p = this.position as Position
       if (chunk === null || p.in !== "transaction") return
       for (const c of chunk.changes) p.changes.push(c)
-      if (chunk.marker !== null) this.mark(chunk.marker)
+      this.mark(chunk.marker)
     }
   }
 

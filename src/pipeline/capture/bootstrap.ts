@@ -204,7 +204,7 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
       }
       yield* query(
         (tx) =>
-          tx`truncate service.capture_quarantine, service.capture_contract, service.capture_resync, service.capture_retries`
+          tx`truncate service.capture_quarantine, service.capture_contract, service.capture_resync, service.capture_retries, service.capture_rereads`
       )
       for (const [tbl, problems] of broken) {
         yield* query(

@@ -30,7 +30,7 @@ import type { Lsn } from "../../platform/db/lsn.ts"
 import type { RowChange } from "./txn.ts"
 import { BatchHolds } from "./quarantine/holds.ts"
 import type { QuarantineMarker } from "./quarantine/markers.ts"
-import { type CaptureQuarantine, emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
+import { askingRereads, type CaptureQuarantine, emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
 import { quarantineWrites } from "./quarantine/writes.ts"
 import { loadFor, WIDE_TABLES, wideInspectionKeys } from "./step/load.ts"
 import { mirrorChanges } from "./step/mirror.ts"
@@ -352,8 +352,7 @@ export class LargeTransaction {
 
   /** The quarantine's changes, written in the transaction. */
   private async settle(endLsn: Lsn): Promise<QuarantineDelta> {
-    if (this.holds === null) return emptyDelta(0)
-    const delta = this.holds.finish(endLsn)
+    const delta = askingRereads(this.holds === null ? emptyDelta(0) : this.holds.finish(endLsn), this.incomplete)
     const write = quarantineWrites(delta)
     if (write !== null) await write(this.tx)
     return delta

@@ -159,13 +159,14 @@ export class Resync {
 
   /**
    * The high watermark: the row changes the chunk makes now, and its marker (a table's chunk:
-   * where its re-read goes on, null at its end). `mirrored` gives the keys of the range the
-   * mirror has (read after everything before this point is written).
+   * where its re-read goes on, after null at its end; keys asked for: which asks it met).
+   * `mirrored` gives the keys of the range the mirror has (read after everything before this
+   * point is written).
    */
   async high(
     id: string,
     mirrored: (table: string, from: string, to: string | null) => Promise<ReadonlyArray<string>>
-  ): Promise<{ changes: RowChange[]; marker: QuarantineMarker | null } | null> {
+  ): Promise<{ changes: RowChange[]; marker: QuarantineMarker } | null> {
     const w = this.windows.get(id)
     const rows = this.read.get(id)
     this.windows.delete(id)
@@ -181,8 +182,11 @@ export class Resync {
     }
     const gone = w.keys !== null ? [...w.keys] : await mirrored(w.table, w.from, w.to)
     for (const key of gone) if (!have.has(key) && !w.changed.has(key)) changes.push({ table: w.table, key, data: null })
-    const marker: QuarantineMarker | null =
-      w.keys !== null ? null : { kind: "resynced", table: w.table, after: w.to, rows: rows.length }
+    // Keys the stream changed meanwhile are not met here: their change brought the row, or asked again.
+    const marker: QuarantineMarker =
+      w.keys !== null
+        ? { kind: "reread", table: w.table, keys: [...w.keys].filter((k) => !w.changed.has(k)) }
+        : { kind: "resynced", table: w.table, after: w.to, rows: rows.length }
     return { changes, marker }
   }
 
@@ -230,8 +234,17 @@ export class Resync {
             if (keys === undefined) byTable.set(t, (keys = []))
             keys.push(k)
           }
-          for (const [table, keys] of byTable)
-            await this.chunk(app, { table, from: "", to: null, keys: new Set(keys) }, signal)
+          const tables = [...byTable]
+          for (let i = 0; i < tables.length; i++) {
+            const [table, keys] = tables[i]!
+            try {
+              await this.chunk(app, { table, from: "", to: null, keys: new Set(keys) }, signal)
+            } catch (e) {
+              // Not read: asked again, first (a run that ends instead finds the asks stored).
+              q.rereads.unshift(...tables.slice(i).flatMap(([t, ks]) => ks.map((k) => [t, k] as const)))
+              throw e
+            }
+          }
           continue
         }
         const [work] = await sql<{ tbl: string; after_key: string }[]>`

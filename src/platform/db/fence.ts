@@ -43,6 +43,7 @@ export const FENCED_TABLES = [
   "capture_contract",
   "capture_resync",
   "capture_retries",
+  "capture_rereads",
   "webhook_deliveries",
   "webhook_fanout_parts",
   "record_changes",

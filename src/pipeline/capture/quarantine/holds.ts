@@ -55,6 +55,8 @@ export class BatchHolds {
   private readonly retriedAt = new Map<Lsn, RecordRef[]>()
   readonly contract: Array<{ table: string; problems: ReadonlyArray<string> | null; lsn: Lsn }> = []
   readonly resync: Array<{ table: string; after: string | null; rows: number }> = []
+  /** App rows read again (by key) whose changes this batch applies. */
+  private readonly met: Array<readonly [string, string]> = []
 
   constructor(q: CaptureQuarantine) {
     this.q = q
@@ -174,6 +176,8 @@ export class BatchHolds {
           this.hold(ref, { error, info: held.info }, row, companyId, lsn)
         }
       }
+    } else if (m.kind === "reread") {
+      for (const key of m.keys) this.met.push([m.table, key])
     } else if (m.kind === "resynced") {
       this.resync.push({ table: m.table, after: m.after, rows: m.rows })
       if (m.after === null) {
@@ -268,7 +272,9 @@ export class BatchHolds {
       released,
       contract: lsn === null ? this.contract : this.contract.map((c) => ({ ...c, lsn })),
       resync: this.resync,
-      retries: this.q.queueChange()
+      retries: this.q.queueChange(),
+      rereadsAsked: this.q.takeAsked(),
+      rereadsMet: this.met
     }
     this.q.apply(delta, (t, k) => this.before.get(t, k))
     return delta

@@ -30,6 +30,8 @@ export type QuarantineMarker =
   | { readonly kind: "continue" }
   /** Rows re-read from the app (resync.ts): the changes they make are in the transaction; `done` ends a table's resync. */
   | { readonly kind: "resynced"; readonly table: string; readonly after: string | null; readonly rows: number }
+  /** Rows asked for by key (a retry's, a privacy case's end) re-read from the app: their changes are in the transaction, the asks are met. */
+  | { readonly kind: "reread"; readonly table: string; readonly keys: ReadonlyArray<string> }
 
 /** A request message's content, as the CLI (and rebuild-views, capture itself) write it. */
 export interface QuarantineRequest {

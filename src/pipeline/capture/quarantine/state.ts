@@ -64,6 +64,10 @@ export interface QuarantineDelta {
   readonly resync: ReadonlyArray<{ readonly table: string; readonly after: string | null; readonly rows: number }>
   /** The retries still queued after the batch, when it changed them (null: unchanged): stored with it. */
   readonly retries?: ReadonlyArray<RetryWork> | null
+  /** App rows (table, key) the batch asks to read again (stored until a batch applies them). */
+  readonly rereadsAsked?: ReadonlyArray<readonly [string, string]>
+  /** App rows read again whose changes the batch applies: their asks are met. */
+  readonly rereadsMet?: ReadonlyArray<readonly [string, string]>
 }
 
 export const emptyDelta = (batch: number): QuarantineDelta => ({
@@ -79,7 +83,13 @@ export const deltaIsEmpty = (d: QuarantineDelta) =>
   d.released.length === 0 &&
   d.contract.length === 0 &&
   d.resync.length === 0 &&
-  (d.retries ?? null) === null
+  (d.retries ?? null) === null &&
+  (d.rereadsAsked ?? []).length === 0 &&
+  (d.rereadsMet ?? []).length === 0
+
+/** The delta, with app rows the batch asks to read again besides those it has (a privacy case ended). */
+export const askingRereads = (d: QuarantineDelta, rows: ReadonlyArray<readonly [string, string]>): QuarantineDelta =>
+  rows.length === 0 ? d : { ...d, rereadsAsked: [...(d.rereadsAsked ?? []), ...rows] }
 
 /** Whether a record is held before a batch, and why (undefined: not held). */
 export type HeldLookup = (table: string, key: string) => HeldInfo | undefined
@@ -123,8 +133,14 @@ export class CaptureQuarantine {
   private readonly retries: RetryWork[] = []
   /** The queue as the last batch that changed it left it (JSON), to store only a change. */
   private queued = "[]"
-  /** Rows to re-read from the app for retried records whose source row lacks a value (resync.ts). */
+  /**
+   * App rows to read again (resync.ts): the source row of a retried record that lacks a value,
+   * an incident's row whose details came back as unchanged. Each ask is stored with the batch
+   * that makes it (service.capture_rereads) until the batch that applies the row read.
+   */
   readonly rereads: Array<readonly [string, string]> = []
+  /** Asks made while preparing the batch (takeRetries), not yet in a delta. */
+  private asked: Array<readonly [string, string]> = []
 
   constructor(limit = HELD_IN_MEMORY) {
     this.limit = limit
@@ -170,7 +186,17 @@ export class CaptureQuarantine {
       q.retries.push(...(JSON.parse(queued.work) as RetryWork[]))
       q.queued = JSON.stringify(q.retries)
     }
+    // Rows asked for and not yet applied (a read in flight when the last run ended, or not begun).
+    const rereads = await sql<{ tbl: string; key: string }[]>`select tbl, key from service.capture_rereads`
+    for (const r of rereads) q.rereads.push([r.tbl, r.key])
     return q
+  }
+
+  /** The asks made since the last call, for the batch's delta. */
+  takeAsked(): ReadonlyArray<readonly [string, string]> {
+    const out = this.asked
+    this.asked = []
+    return out
   }
 
   /** The queue after a batch's requests, if it changed since the last batch that stored it (else null). */
@@ -334,8 +360,10 @@ export class CaptureQuarantine {
     }
     const out: RecordRef[] = []
     for (const r of rows) {
-      if (r.source_tbl !== null && r.source_key !== null) this.rereads.push([r.source_tbl, r.source_key])
-      else {
+      if (r.source_tbl !== null && r.source_key !== null) {
+        this.rereads.push([r.source_tbl, r.source_key])
+        this.asked.push([r.source_tbl, r.source_key])
+      } else {
         const resource = resourceOfTable(r.tbl)
         if (resource !== undefined) out.push({ resource, id: r.key })
       }

@@ -38,6 +38,10 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
       : null
   const { contract, resync } = delta
   const retries = delta.retries ?? null
+  const pairs = (rows: ReadonlyArray<readonly [string, string]> | undefined) =>
+    rows === undefined || rows.length === 0 ? null : { tbl: rows.map(([t]) => t), key: rows.map(([, k]) => k) }
+  const met = pairs(delta.rereadsMet)
+  const asked = pairs(delta.rereadsAsked)
   return async (tx: TransactionSql<Record<string, unknown>>) => {
     // Released first: a record discarded and held again in one batch starts a new entry.
     if (released !== null) {
@@ -82,6 +86,18 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
         await tx`
           insert into service.capture_retries (work) values (${JSON.stringify(retries)}::text::jsonb)
           on conflict (id) do update set work = excluded.work`
+    }
+    // Rows re-read: met first, so that a row read and asked again in one batch stays asked.
+    if (met !== null) {
+      await tx`
+        delete from service.capture_rereads r
+        using unnest(${met.tbl}::text[], ${met.key}::text[]) as m(tbl, key)
+        where r.tbl = m.tbl and r.key = m.key`
+    }
+    if (asked !== null) {
+      await tx`
+        insert into service.capture_rereads (tbl, key)
+        select * from unnest(${asked.tbl}::text[], ${asked.key}::text[]) on conflict do nothing`
     }
   }
 }

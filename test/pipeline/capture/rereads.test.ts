@@ -1,0 +1,184 @@
+// App rows capture asks to read again (a retried record whose row lacks a value the decoder
+// rejected, an incident whose person's details PostgreSQL sent as unchanged when its privacy
+// case ended) are asked with the batch that needs them and met by the batch that applies the
+// row read: a run that ends in between, or a read that fails, leaves the ask, and it is read.
+import { randomBytes } from "node:crypto"
+import { describe, expect, it } from "vitest"
+import pg from "pg"
+import type { Sql } from "postgres"
+import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine/markers.ts"
+import { insertIncident } from "../../support/app.ts"
+import { startCapture, useCapture, view, type RunningCapture } from "../../support/capture.ts"
+import { useCompany, useDatabase } from "../../support/fixtures.ts"
+import { waitFor } from "../../support/wait.ts"
+
+const asks = async (sql: Sql) =>
+  (await sql<{ tbl: string; key: string }[]>`select tbl, key from service.capture_rereads order by tbl, key`).map(
+    (r) => [r.tbl, r.key]
+  )
+
+/**
+ * A re-read of one row that stops between its read and its high watermark once armed: `seen`
+ * resolves there, and the read goes on only when `end` makes it fail.
+ */
+const gate = () => {
+  let want: readonly [string, string] | null = null
+  let reached: () => void = () => {}
+  let fail: (e: Error) => void = () => {}
+  let seen = Promise.resolve()
+  return {
+    arm(table: string, key: string) {
+      want = [table, key]
+      seen = new Promise<void>((r) => (reached = r))
+    },
+    get seen() {
+      return seen
+    },
+    hook: async (table: string, keys: ReadonlyArray<string>) => {
+      if (want === null || table !== want[0] || !keys.includes(want[1])) return
+      want = null
+      const released = new Promise<void>((_, reject) => (fail = reject))
+      reached()
+      await released
+    },
+    end: () => fail(new Error("the run ended under the re-read"))
+  }
+}
+
+/** Stops a capture run while its re-read waits at the gate. */
+const stopUnder = async (cap: RunningCapture, g: ReturnType<typeof gate>) => {
+  const stopping = cap.stop()
+  g.end()
+  await stopping
+}
+
+describe("a re-read asked and not yet applied when the run ends", () => {
+  const db = useDatabase()
+  const company = useCompany(db)
+
+  it("is read by the next run: a privacy case's end brings back details PostgreSQL sent as unchanged", {
+    timeout: 90_000
+  }, async () => {
+    const g = gate()
+    const first = startCapture(db, { resyncAfterRead: g.hook })
+    let second: RunningCapture | null = null
+    try {
+      await first.settle(60_000)
+      // Text that does not compress: stored out of line, and sent as "unchanged" by an update that leaves it.
+      const long = randomBytes(6000).toString("base64")
+      const id = await insertIncident(db.sql, company.id, {
+        person_name: "Sam Roe",
+        description: long,
+        privacy_case: true
+      })
+      await first.settle()
+      expect((await view(db.sql, "incidents", id))?.description).toBeNull()
+      g.arm("incidents", id)
+      await db.sql`update app.incidents set privacy_case = false where id = ${id}`
+      await g.seen
+      // The batch that ended the privacy case stored its ask; the row is read, not yet applied.
+      expect(await asks(db.sql)).toEqual([["incidents", id]])
+      await stopUnder(first, g)
+      expect((await view(db.sql, "incidents", id))?.description).toBeNull()
+      expect(await asks(db.sql)).toEqual([["incidents", id]])
+
+      second = startCapture(db)
+      await waitFor(
+        async () => (await view(db.sql, "incidents", id))?.description === long,
+        "the description read again by the next run",
+        30_000,
+        50
+      )
+      expect((await view(db.sql, "incidents", id))?.personName).toBe("Sam Roe")
+      await second.settle()
+      expect(await asks(db.sql)).toEqual([])
+    } finally {
+      await first.stop()
+      await second?.stop()
+    }
+  })
+
+  it("is read by the next run: a retried record whose row lacks a value the decoder rejected", {
+    timeout: 90_000
+  }, async () => {
+    const g = gate()
+    const first = startCapture(db, { resyncAfterRead: g.hook })
+    let second: RunningCapture | null = null
+    // The decoder reads numeric with pg-types' parser: one that rejects a value stands for any it cannot read.
+    const original = pg.types.getTypeParser(1700)
+    pg.types.setTypeParser(1700, (v: string) => {
+      if (v === "66.6") throw new Error("unreadable numeric")
+      return v
+    })
+    try {
+      await first.settle(60_000)
+      // A new Relation message makes the decoder take the parser now registered.
+      await db.sql`alter table app.audits add column tmp_q integer`
+      await db.sql`alter table app.audits drop column tmp_q`
+      const [a] = await db.sql<{ id: string }[]>`
+        insert into app.audits (company_id, title, performed_at, score) values (${company.id}, 'Odd', now(), 66.6) returning id::text`
+      await first.settle()
+      expect(await view(db.sql, "audits", a!.id)).toBeUndefined()
+      g.arm("audits", a!.id)
+      await db.sql`select pg_logical_emit_message(true, ${QUARANTINE_PREFIX}, ${JSON.stringify({ op: "retry", records: [["audits", a!.id]] })})`
+      await g.seen
+      // The batch that took the retry stored its ask for the whole row.
+      expect(await asks(db.sql)).toEqual([["audits", a!.id]])
+      await stopUnder(first, g)
+
+      second = startCapture(db)
+      await waitFor(
+        async () => (await view(db.sql, "audits", a!.id))?.score === 66.6,
+        "the audit shaped from its row read again by the next run",
+        30_000,
+        50
+      )
+      const [held] = await db.sql<{ n: number }[]>`
+        select count(*)::int as n from service.capture_quarantine where key = ${a!.id}`
+      expect(held!.n).toBe(0)
+      await second.settle()
+      expect(await asks(db.sql)).toEqual([])
+    } finally {
+      pg.types.setTypeParser(1700, original)
+      await first.stop()
+      await second?.stop()
+    }
+  })
+})
+
+describe("a re-read whose read fails", () => {
+  const db = useDatabase()
+  const company = useCompany(db)
+  let failures = 0
+  let failFor: string | null = null
+  const cap = useCapture(db, {
+    resyncAfterRead: async (table, keys) => {
+      if (table !== "incidents" || failFor === null || !keys.includes(failFor)) return
+      failFor = null
+      failures++
+      throw new Error("the app's database stopped answering")
+    }
+  })
+
+  it("is asked again and read in the same run", { timeout: 60_000 }, async () => {
+    const long = randomBytes(6000).toString("base64")
+    const id = await insertIncident(db.sql, company.id, {
+      person_name: "Ana Poe",
+      description: long,
+      privacy_case: true
+    })
+    await cap.settle()
+    failFor = id
+    await db.sql`update app.incidents set privacy_case = false where id = ${id}`
+    await waitFor(
+      async () => (await view(db.sql, "incidents", id))?.description === long,
+      "the description read again after the failed read",
+      30_000,
+      50
+    )
+    expect(failures).toBe(1)
+    expect(cap.logs.some((l) => l.message.startsWith("capture resync: reading the app table failed"))).toBe(true)
+    await cap.settle()
+    expect(await asks(db.sql)).toEqual([])
+  })
+})
