@@ -254,7 +254,8 @@ export class Batcher {
       const p = this.position as Position
       if (chunk === null || p.in !== "transaction") return
       for (const c of chunk.changes) p.changes.push(c)
-      this.mark(chunk.marker)
+      if (chunk.marker !== null) this.mark(chunk.marker)
+      this.ctx.quarantine.rereads.push(...chunk.again)
     }
   }
 

@@ -102,6 +102,18 @@ export const readAppRows = async (
   })
 }
 
+/** Up to `max` asks from the front of capture's, leaving those of tables that block. */
+const takeReady = (q: CaptureQuarantine, max: number): Array<readonly [string, string]> => {
+  const take: Array<readonly [string, string]> = []
+  const left: Array<readonly [string, string]> = []
+  for (const a of q.rereads) (take.length < max && !q.blocksTable(a[0]) ? take : left).push(a)
+  if (take.length > 0) {
+    q.rereads.length = 0
+    for (const a of left) q.rereads.push(a)
+  }
+  return take
+}
+
 /**
  * The watermarks of one capture run: the job that writes them and reads the rows (`run`), and
  * what capture's batcher does when it meets them (`low`, `high`, `note`, `truncated`).
@@ -158,22 +170,32 @@ export class Resync {
   }
 
   /**
-   * The high watermark: the row changes the chunk makes now, and its marker (a table's chunk:
-   * where its re-read goes on, after null at its end; keys asked for: which asks it met).
+   * The high watermark: the row changes the chunk makes now, its marker (a table's chunk:
+   * where its re-read goes on, after null at its end; keys asked for: the asks it met), and the
+   * asked keys to read again (those the stream changed meanwhile, all after a TRUNCATE): an ask
+   * is met only by a read no change overtook, so every stored ask is met in the end.
    * `mirrored` gives the keys of the range the mirror has (read after everything before this
    * point is written).
    */
   async high(
     id: string,
     mirrored: (table: string, from: string, to: string | null) => Promise<ReadonlyArray<string>>
-  ): Promise<{ changes: RowChange[]; marker: QuarantineMarker } | null> {
+  ): Promise<{
+    changes: RowChange[]
+    marker: QuarantineMarker | null
+    again: ReadonlyArray<readonly [string, string]>
+  } | null> {
     const w = this.windows.get(id)
     const rows = this.read.get(id)
     this.windows.delete(id)
     this.open = this.windows.size
     this.read.delete(id)
     this.expected.delete(id)
-    if (w === undefined || rows === undefined || w.void) return null
+    if (w === undefined || rows === undefined) return null
+    if (w.void)
+      return w.keys === null
+        ? null
+        : { changes: [], marker: null, again: [...w.keys].map((k) => [w.table, k] as const) }
     const changes: RowChange[] = []
     const have = new Set<string>()
     for (const r of rows) {
@@ -182,12 +204,14 @@ export class Resync {
     }
     const gone = w.keys !== null ? [...w.keys] : await mirrored(w.table, w.from, w.to)
     for (const key of gone) if (!have.has(key) && !w.changed.has(key)) changes.push({ table: w.table, key, data: null })
-    // Keys the stream changed meanwhile are not met here: their change brought the row, or asked again.
-    const marker: QuarantineMarker =
-      w.keys !== null
-        ? { kind: "reread", table: w.table, keys: [...w.keys].filter((k) => !w.changed.has(k)) }
-        : { kind: "resynced", table: w.table, after: w.to, rows: rows.length }
-    return { changes, marker }
+    if (w.keys === null)
+      return { changes, marker: { kind: "resynced", table: w.table, after: w.to, rows: rows.length }, again: [] }
+    const keys = [...w.keys]
+    return {
+      changes,
+      marker: { kind: "reread", table: w.table, keys: keys.filter((k) => !w.changed.has(k)) },
+      again: keys.filter((k) => w.changed.has(k)).map((k) => [w.table, k] as const)
+    }
   }
 
   /** Capture's checkpoint moved: chunks applied up to it are done. */
@@ -225,8 +249,9 @@ export class Resync {
   ): Promise<void> {
     while (!signal.aborted) {
       try {
-        if (q.rereads.length > 0) {
-          const take = q.rereads.splice(0, this.size)
+        // Asks of a table that does not fit, or is being re-read, wait until it is over.
+        const take = takeReady(q, this.size)
+        if (take.length > 0) {
           const byTable = new Map<string, string[]>()
           for (const [t, k] of take) {
             if (!(t in APP_COLUMNS)) continue

@@ -93,16 +93,24 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
     }, ms)
   }
 
-  /** Until capture has applied everything committed before the call (restarting it if it is down). */
+  /**
+   * Until capture has applied everything committed before the call (restarting it if it is
+   * down), and the app rows it asked to read again (but those of a table that does not fit, or
+   * is being read again: they wait for it).
+   */
   const settle = async (what = "capture to catch up") => {
     const [m] = await appSql<{ lsn: string }[]>`select pg_logical_emit_message(true, 'model-sync', '')::text as lsn`
     const target = parseLsn(m!.lsn)
     const wait = patience()
     for (;;) {
       if (!cap.running && pendingKill === null) cap.start()
-      const [s] = await serviceSql<{ lsn: string | null; boot: boolean }[]>`
-        select checkpoint_lsn::text as lsn, bootstrapped_at is not null as boot from service.capture_state where slot_name = ${slot}`
-      if (s?.boot && s.lsn !== null && parseLsn(s.lsn) >= target) return
+      const [s] = await serviceSql<{ lsn: string | null; boot: boolean; asked: boolean }[]>`
+        select checkpoint_lsn::text as lsn, bootstrapped_at is not null as boot,
+          exists (select 1 from service.capture_rereads r
+                  where not exists (select 1 from service.capture_contract c where c.tbl = r.tbl)
+                    and not exists (select 1 from service.capture_resync x where x.tbl = r.tbl)) as asked
+        from service.capture_state where slot_name = ${slot}`
+      if (s?.boot && s.lsn !== null && parseLsn(s.lsn) >= target && !s.asked) return
       if (wait.over()) throw new Stuck(`capture stuck: waited ${wait.said()} for ${what}`)
       await sleep(20)
     }
