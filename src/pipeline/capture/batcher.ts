@@ -250,7 +250,7 @@ export class Batcher {
     } else if (msg.prefix === RESYNC_PREFIX && this.position.in === "transaction") {
       const w = this.ctx.resync.message(text())
       if (w === null) return
-      const chunk = await this.ctx.resync.high(w.id, (table, from, to) => this.mirrored(table, from, to))
+      const chunk = await this.ctx.resync.high(w.id, w.rows, (table, from, to) => this.mirrored(table, from, to))
       const p = this.position as Position
       if (chunk === null || p.in !== "transaction") return
       for (const c of chunk.changes) p.changes.push(c)

@@ -9,7 +9,8 @@
 // solves it, and this does the same, a chunk of keys at a time:
 //   1. a low watermark is written into the WAL (a transactional logical message);
 //   2. the chunk's rows are read from the app table (after the watermark committed);
-//   3. a high watermark is written.
+//   3. a high watermark is written, carrying the rows read (so that a replay of the stream
+//      applies them at the same place, whichever run read them).
 // Capture meets both in stream order. Between them it notes every key of the chunk's range
 // that the stream changes: for those the stream's own row is as new as the one read, so they
 // are dropped from the chunk. At the high watermark the rest become row changes of that
@@ -34,14 +35,22 @@ export const RESYNC_PREFIX = "safety-records-resync"
 /** Keys re-read per chunk (one chunk's rows are in memory at a time). */
 export const RESYNC_CHUNK = 1000
 
-/** A watermark's content: the low one names the chunk's range (from excluded, to included; null: the table's end) or keys. */
+/**
+ * A watermark's content: the low one names the chunk's range (from excluded, to included; null:
+ * the table's end) or keys; the high one carries the rows read (key and row), so that a replay
+ * of the stream (a run killed, or a crash of the service's database that took the batch
+ * applying them) applies the same rows at the same place, whichever run wrote them.
+ */
 interface Watermark {
   readonly id: string
   readonly phase: "lo" | "hi"
+  /** The slot of the capture that wrote it: another service following the same app database ignores it. */
+  readonly slot?: string
   readonly table?: string
   readonly from?: string
   readonly to?: string | null
   readonly keys?: ReadonlyArray<string>
+  readonly rows?: ReadonlyArray<{ readonly k: string; readonly d: Row }>
 }
 
 interface Chunk {
@@ -119,9 +128,7 @@ const takeReady = (q: CaptureQuarantine, max: number): Array<readonly [string, s
  * what capture's batcher does when it meets them (`low`, `high`, `note`, `truncated`).
  */
 export class Resync {
-  private readonly expected = new Map<string, Chunk>()
   private readonly windows = new Map<string, Window>()
-  private readonly read = new Map<string, RowChange[]>()
   private readonly waiting: Array<{ readonly lsn: Lsn; readonly resolve: () => void }> = []
   private wake: (() => void) | null = null
   private next = 0
@@ -132,31 +139,54 @@ export class Resync {
   /** Runs between a chunk's read and its high watermark (tests write there, as the app may). */
   private readonly afterRead: ((table: string, keys: ReadonlyArray<string>) => Promise<void>) | undefined
 
-  constructor(chunk = RESYNC_CHUNK, afterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>) {
+  private readonly slot: string
+
+  constructor(
+    slot: string,
+    chunk = RESYNC_CHUNK,
+    afterRead?: (table: string, keys: ReadonlyArray<string>) => Promise<void>
+  ) {
+    this.slot = slot
     this.size = chunk
     this.afterRead = afterRead
   }
 
   // ---- the batcher's side (in stream order) ---------------------------------------------------
 
-  /** A watermark message; for a high one, the changes the chunk makes (null: none, or not this run's). */
-  message(content: string): { readonly id: string; readonly phase: "lo" | "hi" } | null {
+  /**
+   * A watermark message. A low one opens its chunk's window, whichever run wrote it (a replay
+   * meets an earlier run's); at this run's own first, the windows of runs before it that are
+   * still open are closed: their run ended before writing the high one. A high one is returned
+   * with its rows (none in a high watermark written before they travelled in it).
+   */
+  message(content: string): {
+    readonly id: string
+    readonly phase: "lo" | "hi"
+    readonly rows: ReadonlyArray<{ readonly k: string; readonly d: Row }> | null
+  } | null {
     let m: Watermark
     try {
       m = JSON.parse(content) as Watermark
     } catch {
       return null
     }
-    if (typeof m.id !== "string" || (m.phase !== "lo" && m.phase !== "hi")) return null
+    if (typeof m.id !== "string" || (m.phase !== "lo" && m.phase !== "hi") || m.slot !== this.slot) return null
     if (m.phase === "lo") {
-      const c = this.expected.get(m.id)
-      if (c !== undefined) {
-        this.windows.set(m.id, { ...c, changed: new Set(), void: false })
-        this.open = this.windows.size
-      }
+      if (typeof m.table !== "string" || !(m.table in APP_COLUMNS)) return null
+      if (m.id.startsWith(`${this.run_}-`))
+        for (const id of this.windows.keys()) if (!id.startsWith(`${this.run_}-`)) this.windows.delete(id)
+      this.windows.set(m.id, {
+        table: m.table,
+        from: typeof m.from === "string" ? m.from : "",
+        to: typeof m.to === "string" ? m.to : null,
+        keys: Array.isArray(m.keys) ? new Set(m.keys.filter((k): k is string => typeof k === "string")) : null,
+        changed: new Set(),
+        void: false
+      })
+      this.open = this.windows.size
       return null
     }
-    return { id: m.id, phase: "hi" }
+    return { id: m.id, phase: "hi", rows: Array.isArray(m.rows) ? m.rows : null }
   }
 
   /** A row change the stream delivered: noted if a window's chunk holds its key. */
@@ -179,6 +209,7 @@ export class Resync {
    */
   async high(
     id: string,
+    read: ReadonlyArray<{ readonly k: string; readonly d: Row }> | null,
     mirrored: (table: string, from: string, to: string | null) => Promise<ReadonlyArray<string>>
   ): Promise<{
     changes: RowChange[]
@@ -186,12 +217,11 @@ export class Resync {
     again: ReadonlyArray<readonly [string, string]>
   } | null> {
     const w = this.windows.get(id)
-    const rows = this.read.get(id)
     this.windows.delete(id)
     this.open = this.windows.size
-    this.read.delete(id)
-    this.expected.delete(id)
-    if (w === undefined || rows === undefined) return null
+    // No window: the stream was taken up after its low watermark; the job reads the chunk again.
+    if (w === undefined || read === null) return null
+    const rows: RowChange[] = read.map((r) => ({ table: w.table, key: r.k, data: r.d }))
     if (w.void)
       return w.keys === null
         ? null
@@ -302,19 +332,17 @@ export class Resync {
   /** One chunk between its watermarks, all on the app's database (`sql`). */
   private async chunk(sql: Sql, c: Chunk, signal: AbortSignal): Promise<void> {
     const id = `${this.run_}-${++this.next}`
-    this.expected.set(id, c)
     const mark = (phase: "lo" | "hi", extra: Partial<Watermark> = {}) =>
       sql<{ lsn: string }[]>`
-        select pg_logical_emit_message(true, ${RESYNC_PREFIX}, ${JSON.stringify({ id, phase, ...extra })})::text as lsn`
+        select pg_logical_emit_message(true, ${RESYNC_PREFIX}, ${JSON.stringify({ id, phase, slot: this.slot, ...extra })})::text as lsn`
     await mark("lo", { table: c.table, from: c.from, to: c.to, ...(c.keys ? { keys: [...c.keys] } : {}) })
     // After the low watermark committed: this read sees every change before it.
     const rows = await readAppRows(sql, c.table, c.keys !== null ? { keys: [...c.keys] } : { from: c.from, to: c.to })
-    this.read.set(id, rows)
     await this.afterRead?.(
       c.table,
       rows.map((r) => r.key)
     )
-    const [hi] = await mark("hi")
+    const [hi] = await mark("hi", { rows: rows.map((r) => ({ k: r.key, d: r.data! })) })
     const lsn = parseLsn(hi!.lsn)
     // One chunk in memory at a time: the next is read once capture has applied this one.
     await new Promise<void>((resolve) => {

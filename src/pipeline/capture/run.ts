@@ -167,7 +167,7 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       // Held records and broken tables as the checkpoint left them (quarantine/).
       const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
       const asyncCommit = yield* call(() => commitsAsynchronously(sql))
-      const resync = new Resync(opts.resyncChunk, opts.resyncAfterRead)
+      const resync = new Resync(opts.slot, opts.resyncChunk, opts.resyncAfterRead)
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(
