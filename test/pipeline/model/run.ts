@@ -16,7 +16,7 @@ import { App } from "./app.ts"
 import { differences, readActual } from "./compare.ts"
 import { Follower } from "./follower.ts"
 import { type Control, type LogEntry, Oracle } from "./oracle.ts"
-import { type AppOp, type History, RENAMES, type Step } from "./steps.ts"
+import type { AppOp, History, Step } from "./steps.ts"
 import { CaptureProcess, type ModelWorld } from "./world.ts"
 
 const PUBLICATION = "safety_records_service"
@@ -58,8 +58,6 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
   const controls: Control[] = []
   let pendingKill: ReturnType<typeof setTimeout> | null = null
   let serviceCrashes = 0
-  // Capture started on the history (after the steps before its first start).
-  let started = false
   let lostCheckpoints = 0
   let lostRead = 0
   const seqNow = async () =>
@@ -252,13 +250,6 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
       case "large":
         return app.transaction(s.ops, h.config.largeTransaction + 1 + s.pad)
       case "rename": {
-        // A known limit (docs/design.md, "Quarantine"): a rename that overtakes capture's read of
-        // a row it asked for (a privacy case ended on a description stored out of line) leaves
-        // the record's view without that value until the table is read again, where the oracle
-        // expects it. The model waits for the read here.
-        if (started && app.asksRead && RENAMES[s.which]?.[0] === "incidents")
-          await settle("capture to read again the rows it asked for")
-        app.asksRead = false
         const r = await app.rename(s.which)
         if (r !== null) await control({ kind: "rename", table: r[0], column: r[1] })
         return
@@ -341,7 +332,6 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
     if (h.config.publication === "dba") await appSql.unsafe(createPublicationStatement(PUBLICATION))
     for (const s of h.before) if (s.t === "txn" || s.t === "rename") await step(s)
     await control({ kind: "bootstrap" })
-    started = true
     cap.start()
     await bootstrapped(new Date(0))
     await follower.read()

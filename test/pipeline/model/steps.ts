@@ -9,7 +9,8 @@ export type Kind = (typeof KINDS)[number]
 
 /** One statement of the app's, inside a transaction. */
 export type AppOp =
-  | { readonly op: "create"; readonly kind: Kind; readonly variant: number }
+  /** `long`: an incident's description is long enough for PostgreSQL to store it out of line. */
+  | { readonly op: "create"; readonly kind: Kind; readonly variant: number; readonly long?: boolean }
   | { readonly op: "edit"; readonly kind: Kind; readonly n: number; readonly variant: number }
   | { readonly op: "privacy"; readonly n: number; readonly on: boolean }
   | { readonly op: "poison"; readonly n: number; readonly bad: boolean }
@@ -107,7 +108,10 @@ const n = fc.nat({ max: 30 })
 const kind = fc.constantFrom(...KINDS)
 
 export const appOp: fc.Arbitrary<AppOp> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ op: fc.constant("create" as const), kind, variant: fc.nat({ max: 5 }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({ op: fc.constant("create" as const), kind, variant: fc.nat({ max: 5 }), long: fc.boolean() })
+  },
   { weight: 6, arbitrary: fc.record({ op: fc.constant("edit" as const), kind, n, variant: fc.nat({ max: 5 }) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant("privacy" as const), n, on: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("poison" as const), n, bad: fc.boolean() }) },
