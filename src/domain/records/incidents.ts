@@ -40,6 +40,17 @@ export const PRIVACY_CASE_COLUMNS = [
 ] as const
 
 /**
+ * Whether an incidents change ends a privacy case while leaving out a detail the service never
+ * kept (PostgreSQL sends a value stored out of line as unchanged when an update leaves it): the
+ * row must be read whole from the app before the record is shaped from it.
+ */
+export const leavesOutDetails = (before: Row | null, data: Row): boolean => {
+  if (before?.privacy_case !== true || (data.privacy_case ?? before.privacy_case) === true) return false
+  for (const c of PRIVACY_CASE_COLUMNS) if (data[c] === undefined && c in before) return true
+  return false
+}
+
+/**
  * An incidents row as the service may keep it: a privacy case's person's details are not kept
  * (null), as nothing the service holds may carry them (docs/privacy.md#privacy-cases). A column
  * the row lacks stays absent. The same row, unchanged, when it is not a privacy case.

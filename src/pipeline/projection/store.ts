@@ -9,7 +9,7 @@
 // the same answer before and after that commit.
 import type { Sql, TransactionSql } from "postgres"
 import type { Row } from "../../domain/records/types.ts"
-import { PRIVACY_CASE_COLUMNS, redactPrivacyRow } from "../../domain/records/incidents.ts"
+import { leavesOutDetails, redactPrivacyRow } from "../../domain/records/incidents.ts"
 import { decodeStoredRow, rowFromView, VIEW_BACKED } from "./by-view.ts"
 import { rowCompany, rowParent } from "./tables.ts"
 import { isUuid } from "../../domain/ids.ts"
@@ -407,14 +407,7 @@ export class Store {
    * row is read again from the app (`incomplete`; capture's re-read, resync.ts).
    */
   private privacyKept(key: string, prev: MirrorRow | null, data: Row, merged: Row): Row {
-    if (prev?.data.privacy_case === true && merged.privacy_case !== true) {
-      for (const c of PRIVACY_CASE_COLUMNS) {
-        if (data[c] === undefined && c in prev.data) {
-          this.incomplete.push(["incidents", key])
-          break
-        }
-      }
-    }
+    if (leavesOutDetails(prev?.data ?? null, data)) this.incomplete.push(["incidents", key])
     return redactPrivacyRow(merged)
   }
 

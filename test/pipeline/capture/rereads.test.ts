@@ -8,7 +8,7 @@ import pg from "pg"
 import type { Sql } from "postgres"
 import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine/markers.ts"
 import { insertIncident } from "../../support/app.ts"
-import { startCapture, useCapture, view, type RunningCapture } from "../../support/capture.ts"
+import { outbox, startCapture, useCapture, view, type RunningCapture } from "../../support/capture.ts"
 import { useCompany, useDatabase } from "../../support/fixtures.ts"
 import { waitFor } from "../../support/wait.ts"
 
@@ -179,6 +179,41 @@ describe("a re-read whose read fails", () => {
     expect(failures).toBe(1)
     expect(cap.logs.some((l) => l.message.startsWith("capture resync: reading the app table failed"))).toBe(true)
     await cap.settle()
+    expect(await asks(db.sql)).toEqual([])
+  })
+})
+
+describe("an incident whose privacy case ends with its details left out", () => {
+  const db = useDatabase()
+  const company = useCompany(db)
+  const cap = useCapture(db)
+
+  it("waits for its row read whole: made a privacy case and ended in one transaction, its created event has the details", {
+    timeout: 60_000
+  }, async () => {
+    const long = randomBytes(6000).toString("base64")
+    const id = await db.sql.begin(async (tx) => {
+      const made = await insertIncident(tx as unknown as Sql, company.id, {
+        person_name: "Ida Lee",
+        description: long,
+        privacy_case: true
+      })
+      // Leaves the description, stored out of line, as it is: PostgreSQL sends it as unchanged.
+      await tx`update app.incidents set privacy_case = false where id = ${made}`
+      return made
+    })
+    await waitFor(
+      async () => (await view(db.sql, "incidents", id))?.description === long,
+      "the incident shaped from its row read whole",
+      30_000,
+      50
+    )
+    await cap.settle()
+    const events = (await outbox(db.sql)).filter((e) => e.record_id === id)
+    expect(events.map((e) => e.event)).toEqual(["incident.created"])
+    expect(events[0]!.data).toMatchObject({ description: long, personName: "Ida Lee", privacyCase: false })
+    const [held] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.capture_quarantine`
+    expect(held!.n).toBe(0)
     expect(await asks(db.sql)).toEqual([])
   })
 })

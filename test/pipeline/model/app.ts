@@ -152,9 +152,9 @@ export class App {
         return this.edit(tx, op.kind, op.n, op.variant)
       case "privacy": {
         const id = this.pick("incident", op.n)
-        // A known open bug (docs/design.md, "Quarantine"): a privacy case that ends while
-        // PostgreSQL sends its description as unchanged (stored out of line) is shaped without
-        // it until capture reads the row again, events of that commit included. Not played.
+        // A privacy case that ends while PostgreSQL sends the description as unchanged (stored
+        // out of line) holds the record until capture has read its row again (docs/design.md,
+        // "Quarantine"), which the oracle does not know yet: not played.
         if (id === undefined || (!op.on && this.long.has(id))) return
         await tx`update app.incidents set privacy_case = ${op.on}, updated_at = ${this.at()} where id = ${id}`
         return

@@ -4,6 +4,7 @@
 // transactions, and what it holds and releases. Made only when a batch meets the quarantine: a
 // batch that does not pays nothing for it. The decisions themselves are the one rule's
 // (step/rules.ts); this keeps their state.
+import { leavesOutDetails } from "../../../domain/records/incidents.ts"
 import type { Row } from "../../../domain/records/types.ts"
 import { RESOURCE_INFO, resourceOfTable } from "../../../domain/resources.ts"
 import type { Lsn } from "../../../platform/db/lsn.ts"
@@ -32,6 +33,10 @@ export interface Blocked {
   readonly error: string | null
   readonly info: HeldInfo
 }
+
+/** Why an incident whose privacy case ended with details left out waits. */
+export const LEFT_OUT =
+  "its privacy case ended while PostgreSQL sent the person's details as unchanged, which the service never kept; the row is read again from the app"
 
 /** Held for its own data (a value a shaper cannot read). */
 export const OWN: HeldInfo = { blockedBy: null, source: null }
@@ -189,18 +194,25 @@ export class BatchHolds {
 
   /** Each change of a transaction, before it is applied: what a value not decoded or a table that does not fit holds. */
   force(change: RowChange, before: Row | null): void {
-    if (change.poison === undefined) {
+    // A privacy case's end whose details came as unchanged: held as a rejected value is, until
+    // the row is read whole (the ask the mirror's Store makes).
+    const poison =
+      change.poison ??
+      (change.table === "incidents" && change.data !== null && leavesOutDetails(before, change.data)
+        ? LEFT_OUT
+        : undefined)
+    if (poison === undefined) {
       if (whole(change.data)) this.partial.set(change.table, change.key, false)
     } else this.partial.set(change.table, change.key, true)
     const problems = this.q.broken.get(change.table)
-    if (change.data === null || (change.poison === undefined && problems === undefined)) return
+    if (change.data === null || (poison === undefined && problems === undefined)) return
     const blocked: Blocked =
       problems !== undefined
         ? {
             error: `app.${change.table} no longer fits what the service reads: ${problems.join("; ")}`,
             info: { blockedBy: change.table, source: null }
           }
-        : { error: change.poison!, info: { blockedBy: null, source: [change.table, change.key] } }
+        : { error: poison!, info: { blockedBy: null, source: [change.table, change.key] } }
     const deps = dependentsOf(change.table, change.key, before, change.data)
     for (const r of deps.records) this.forced.set(tableOf(r), r.id, blocked)
     if (resourceOfTable(change.table) !== undefined) this.forced.set(change.table, change.key, blocked)
