@@ -111,6 +111,19 @@ export const readAppRows = async (
   })
 }
 
+/**
+ * A high watermark's rows, or null when they are not rows (anyone who writes the app's database
+ * can write such a message): the chunk is then read again, and capture never stops on it.
+ */
+const rowsOf = (rows: unknown): ReadonlyArray<{ readonly k: string; readonly d: Row }> | null => {
+  if (!Array.isArray(rows)) return null
+  for (const r of rows) {
+    if (typeof r !== "object" || r === null || typeof r.k !== "string") return null
+    if (typeof r.d !== "object" || r.d === null || Array.isArray(r.d)) return null
+  }
+  return rows as ReadonlyArray<{ readonly k: string; readonly d: Row }>
+}
+
 /** Up to `max` asks from the front of capture's, leaving those of tables that block. */
 const takeReady = (q: CaptureQuarantine, max: number): Array<readonly [string, string]> => {
   const take: Array<readonly [string, string]> = []
@@ -186,7 +199,7 @@ export class Resync {
       this.open = this.windows.size
       return null
     }
-    return { id: m.id, phase: "hi", rows: Array.isArray(m.rows) ? m.rows : null }
+    return { id: m.id, phase: "hi", rows: rowsOf(m.rows) }
   }
 
   /** A row change the stream delivered: noted if a window's chunk holds its key. */

@@ -68,6 +68,11 @@ describe("re-read watermarks", () => {
     // The stream taken up between the watermarks: no window, so the chunk is read again.
     expect(await high(r, hi("z", [{ k: "a", d: { id: "a" } }]))).toBeNull()
     expect(r.message("not json")).toBeNull()
+    // Rows that are not rows (a message anyone who writes the app's database can write): none.
+    for (const rows of [[null], [{ k: 1, d: {} }], [{ k: "a", d: null }], [{ k: "a", d: [] }], "rows", {}]) {
+      r.message(lo("w", { keys: ["a"] }))
+      expect(await high(r, JSON.stringify({ id: "w", phase: "hi", slot: "s1", rows }))).toBeNull()
+    }
   })
 
   it("a TRUNCATE between the watermarks asks its keys again", async () => {
