@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 // Playing the app with plain SQL: a company with its modules, and small record helpers.
 import type { Sql } from "postgres"
 import { RESOURCES } from "../../src/domain/resources.ts"
@@ -44,3 +45,9 @@ export const insertAction = async (sql: Sql, companyId: string, fields: Record<s
     })} returning id::text`
   return r!.id
 }
+
+/**
+ * Text that does not compress: PostgreSQL stores it out of line (TOAST) and sends it as
+ * "unchanged" in an update that leaves it.
+ */
+export const outOfLineText = (): string => randomBytes(6000).toString("base64")

@@ -1,3 +1,4 @@
+import pg from "pg"
 // Runs the real capture loop against a test database, and waits for it to catch up.
 import { Effect, Fiber, Logger, Schedule } from "effect"
 import type { Sql } from "postgres"
@@ -144,4 +145,18 @@ export const useCaptureWorld = (): CaptureWorld => {
   )
   const cap = useCapture(db)
   return { db, cap, company }
+}
+
+/**
+ * Makes the decoder reject one numeric value, as it would any value it cannot read (it reads
+ * numeric with pg-types' parser); returns what puts the parser back. The decoder takes the parser
+ * at a table's next Relation message.
+ */
+export const rejectingNumeric = (value: string): (() => void) => {
+  const original = pg.types.getTypeParser(1700)
+  pg.types.setTypeParser(1700, (v: string) => {
+    if (v === value) throw new Error("unreadable numeric")
+    return v
+  })
+  return () => pg.types.setTypeParser(1700, original)
 }

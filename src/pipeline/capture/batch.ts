@@ -26,8 +26,7 @@ import {
   writeUserRows
 } from "../projection/write.ts"
 import { RECORD_CHANGES_CHANNEL } from "../../platform/db/channels.ts"
-import { BatchHolds, LEFT_OUT } from "./quarantine/holds.ts"
-import { leavesOutDetails } from "../../domain/records/incidents.ts"
+import { BatchHolds, poisonOf } from "./quarantine/holds.ts"
 import { isPoison } from "./quarantine/poison.ts"
 import type { CaptureQuarantine } from "./quarantine/state.ts"
 import { askingRereads, emptyDelta, type QuarantineDelta } from "./quarantine/state.ts"
@@ -159,9 +158,11 @@ const simulate = (store: Store, txn: Txn, step: Step, holds: BatchHolds | null, 
     const prev = store.get(c.table, c.key)
     if (!store.changedSince(c.table, c.key, start)) before.push({ table: c.table, key: c.key, data: prev })
     if (holds !== null) holds.force(c, prev?.data ?? null)
-    // Without holds, such a change sends the batch to the path that holds it (BatchHolds.force).
-    else if (c.table === "incidents" && c.data !== null && leavesOutDetails(prev?.data ?? null, c.data))
-      throw new Error(`incidents ${c.key}: ${LEFT_OUT}`)
+    else {
+      // Without holds, a change that holds its record sends the batch to the path that does.
+      const poison = poisonOf(c, prev?.data ?? null)
+      if (poison !== undefined) throw new Error(`${c.table} ${c.key}: ${poison}`)
+    }
     store.apply(c.table, c.key, c.data)
   }
   const retried = holds?.retriedIn(txn) ?? []

@@ -473,7 +473,8 @@ export class Batcher {
       await askToContinue(this.app)
     }
     quarantine.settled(delta)
-    if (quarantine.rereads.length > 0 || delta.resync.length > 0) resync.kick()
+    // New work for the re-read job (asks waiting for a table that does not fit wake it when it fits).
+    if (incomplete.length > 0 || (delta.rereadsAsked?.length ?? 0) > 0 || delta.resync.length > 0) resync.kick()
     stats.quarantined += delta.held.length
     reportDelta(tell, delta)
     this.acks.stored(this.committed)

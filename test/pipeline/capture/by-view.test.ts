@@ -1,10 +1,9 @@
 // A record whose view reads back as exactly its row keeps no row in service.rows: the mirror
 // reads it from the view (docs/design.md, "A view that stands for its mirror row"). Capture's
 // rules still see every row as it was: each change below fires what it fires with a stored row.
-import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
-import { insertAction, insertIncident, makeCompany } from "../../support/app.ts"
+import { insertAction, insertIncident, makeCompany, outOfLineText } from "../../support/app.ts"
 import { outbox, useCapture, useCaptureWorld, view } from "../../support/capture.ts"
 import { useDatabase, useResource } from "../../support/fixtures.ts"
 import { mirrorRows } from "../../support/mirror.ts"
@@ -63,8 +62,7 @@ describe("a view stands for its mirror row", () => {
   })
 
   it("a detail PostgreSQL sends as unchanged (TOAST) when a privacy case ends is read again from the app", async () => {
-    // Text that does not compress: stored out of line, and sent as "unchanged" by an update that leaves it.
-    const long = randomBytes(6000).toString("base64")
+    const long = outOfLineText()
     const id = await insertIncident(db.sql, company.id, {
       person_name: "Sam Roe",
       description: long,

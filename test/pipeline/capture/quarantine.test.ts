@@ -1,9 +1,8 @@
 // One bad row stops no one: a record capture cannot shape is held in service.capture_quarantine,
 // every other change flows, and the record heals (its events fire once) when it shapes again.
 import { describe, expect, it } from "vitest"
-import pg from "pg"
 import { insertIncident } from "../../support/app.ts"
-import { outbox, startCapture, useCapture, useCaptureWorld, view } from "../../support/capture.ts"
+import { outbox, rejectingNumeric, startCapture, useCapture, useCaptureWorld, view } from "../../support/capture.ts"
 import { rebuildViews } from "../../../src/pipeline/capture/rebuild.ts"
 import { runSql } from "../../support/sql.ts"
 import { useDatabase, useCompany } from "../../support/fixtures.ts"
@@ -86,12 +85,7 @@ describe("capture quarantine", () => {
   it("holds a value the decoder rejects until a whole copy of its row comes: a child's change does not release it, a retry re-reads the row from the app", {
     timeout: 60_000
   }, async () => {
-    // The decoder reads numeric with pg-types' parser: one that rejects a value stands for any it cannot read.
-    const original = pg.types.getTypeParser(1700)
-    pg.types.setTypeParser(1700, (v: string) => {
-      if (v === "66.6") throw new Error("unreadable numeric")
-      return v
-    })
+    const restore = rejectingNumeric("66.6")
     try {
       // A new Relation message makes the decoder take the parser now registered.
       await db.sql`alter table app.audits add column tmp_q integer`
@@ -131,7 +125,7 @@ describe("capture quarantine", () => {
           .map((e) => e.event)
       ).toEqual(["audit.created"])
     } finally {
-      pg.types.setTypeParser(1700, original)
+      restore()
     }
   })
 })

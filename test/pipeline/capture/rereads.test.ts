@@ -2,13 +2,11 @@
 // rejected, an incident whose person's details PostgreSQL sent as unchanged when its privacy
 // case ended) are asked with the batch that needs them and met by the batch that applies the
 // row read: a run that ends in between, or a read that fails, leaves the ask, and it is read.
-import { randomBytes } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import pg from "pg"
 import type { Sql } from "postgres"
 import { QUARANTINE_PREFIX } from "../../../src/pipeline/capture/quarantine/markers.ts"
-import { insertIncident } from "../../support/app.ts"
-import { outbox, startCapture, useCapture, view, type RunningCapture } from "../../support/capture.ts"
+import { insertIncident, outOfLineText } from "../../support/app.ts"
+import { outbox, rejectingNumeric, startCapture, useCapture, view, type RunningCapture } from "../../support/capture.ts"
 import { useCompany, useDatabase } from "../../support/fixtures.ts"
 import { waitFor } from "../../support/wait.ts"
 
@@ -16,6 +14,10 @@ const asks = async (sql: Sql) =>
   (await sql<{ tbl: string; key: string }[]>`select tbl, key from service.capture_rereads order by tbl, key`).map(
     (r) => [r.tbl, r.key]
   )
+
+/** Until the incident's view has this description. */
+const describedAs = (sql: Sql, id: string, description: string, what: string) =>
+  waitFor(async () => (await view(sql, "incidents", id))?.description === description, what, 30_000, 50)
 
 /**
  * A re-read of one row that stops between its read and its high watermark once armed: `seen`
@@ -64,8 +66,7 @@ describe("a re-read asked and not yet applied when the run ends", () => {
     let second: RunningCapture | null = null
     try {
       await first.settle(60_000)
-      // Text that does not compress: stored out of line, and sent as "unchanged" by an update that leaves it.
-      const long = randomBytes(6000).toString("base64")
+      const long = outOfLineText()
       const id = await insertIncident(db.sql, company.id, {
         person_name: "Sam Roe",
         description: long,
@@ -83,12 +84,7 @@ describe("a re-read asked and not yet applied when the run ends", () => {
       expect(await asks(db.sql)).toEqual([["incidents", id]])
 
       second = startCapture(db)
-      await waitFor(
-        async () => (await view(db.sql, "incidents", id))?.description === long,
-        "the description read again by the next run",
-        30_000,
-        50
-      )
+      await describedAs(db.sql, id, long, "the description read again by the next run")
       expect((await view(db.sql, "incidents", id))?.personName).toBe("Sam Roe")
       await second.settle()
       expect(await asks(db.sql)).toEqual([])
@@ -104,12 +100,7 @@ describe("a re-read asked and not yet applied when the run ends", () => {
     const g = gate()
     const first = startCapture(db, { resyncAfterRead: g.hook })
     let second: RunningCapture | null = null
-    // The decoder reads numeric with pg-types' parser: one that rejects a value stands for any it cannot read.
-    const original = pg.types.getTypeParser(1700)
-    pg.types.setTypeParser(1700, (v: string) => {
-      if (v === "66.6") throw new Error("unreadable numeric")
-      return v
-    })
+    const restore = rejectingNumeric("66.6")
     try {
       await first.settle(60_000)
       // A new Relation message makes the decoder take the parser now registered.
@@ -139,7 +130,7 @@ describe("a re-read asked and not yet applied when the run ends", () => {
       await second.settle()
       expect(await asks(db.sql)).toEqual([])
     } finally {
-      pg.types.setTypeParser(1700, original)
+      restore()
       await first.stop()
       await second?.stop()
     }
@@ -161,7 +152,7 @@ describe("a re-read whose read fails", () => {
   })
 
   it("is asked again and read in the same run", { timeout: 60_000 }, async () => {
-    const long = randomBytes(6000).toString("base64")
+    const long = outOfLineText()
     const id = await insertIncident(db.sql, company.id, {
       person_name: "Ana Poe",
       description: long,
@@ -170,12 +161,7 @@ describe("a re-read whose read fails", () => {
     await cap.settle()
     failFor = id
     await db.sql`update app.incidents set privacy_case = false where id = ${id}`
-    await waitFor(
-      async () => (await view(db.sql, "incidents", id))?.description === long,
-      "the description read again after the failed read",
-      30_000,
-      50
-    )
+    await describedAs(db.sql, id, long, "the description read again after the failed read")
     expect(failures).toBe(1)
     expect(cap.logs.some((l) => l.message.startsWith("capture resync: reading the app table failed"))).toBe(true)
     await cap.settle()
@@ -191,7 +177,7 @@ describe("an incident whose privacy case ends with its details left out", () => 
   it("waits for its row read whole: made a privacy case and ended in one transaction, its created event has the details", {
     timeout: 60_000
   }, async () => {
-    const long = randomBytes(6000).toString("base64")
+    const long = outOfLineText()
     const id = await db.sql.begin(async (tx) => {
       const made = await insertIncident(tx as unknown as Sql, company.id, {
         person_name: "Ida Lee",
@@ -202,12 +188,7 @@ describe("an incident whose privacy case ends with its details left out", () => 
       await tx`update app.incidents set privacy_case = false where id = ${made}`
       return made
     })
-    await waitFor(
-      async () => (await view(db.sql, "incidents", id))?.description === long,
-      "the incident shaped from its row read whole",
-      30_000,
-      50
-    )
+    await describedAs(db.sql, id, long, "the incident shaped from its row read whole")
     await cap.settle()
     const events = (await outbox(db.sql)).filter((e) => e.record_id === id)
     expect(events.map((e) => e.event)).toEqual(["incident.created"])

@@ -35,8 +35,18 @@ export interface Blocked {
 }
 
 /** Why an incident whose privacy case ended with details left out waits. */
-export const LEFT_OUT =
+const LEFT_OUT =
   "its privacy case ended while PostgreSQL sent the person's details as unchanged, which the service never kept; the row is read again from the app"
+
+/**
+ * Why a change holds its record whatever it shapes to, as its own data (undefined: it does not):
+ * a value the decoder rejected, or a privacy case's end whose details came as unchanged (held
+ * until the row is read whole, the ask the mirror's Store makes). The batch's fast path and the
+ * holds both ask here.
+ */
+export const poisonOf = (change: RowChange, before: Row | null): string | undefined =>
+  change.poison ??
+  (change.table === "incidents" && change.data !== null && leavesOutDetails(before, change.data) ? LEFT_OUT : undefined)
 
 /** Held for its own data (a value a shaper cannot read). */
 export const OWN: HeldInfo = { blockedBy: null, source: null }
@@ -194,13 +204,7 @@ export class BatchHolds {
 
   /** Each change of a transaction, before it is applied: what a value not decoded or a table that does not fit holds. */
   force(change: RowChange, before: Row | null): void {
-    // A privacy case's end whose details came as unchanged: held as a rejected value is, until
-    // the row is read whole (the ask the mirror's Store makes).
-    const poison =
-      change.poison ??
-      (change.table === "incidents" && change.data !== null && leavesOutDetails(before, change.data)
-        ? LEFT_OUT
-        : undefined)
+    const poison = poisonOf(change, before)
     if (poison === undefined) {
       if (whole(change.data)) this.partial.set(change.table, change.key, false)
     } else this.partial.set(change.table, change.key, true)

@@ -5,16 +5,25 @@ import { RESOURCE_INFO } from "../../../domain/resources.ts"
 import { formatLsn } from "../../../platform/db/lsn.ts"
 import { deltaIsEmpty, type QuarantineDelta } from "./state.ts"
 
+/** (table, key) pairs as the two arrays a statement unnests; null for none. */
+const pairs = (rows: ReadonlyArray<readonly [string, string]> | undefined) =>
+  rows === undefined || rows.length === 0 ? null : { tbl: rows.map(([t]) => t), key: rows.map(([, k]) => k) }
+
+/** Deletes the rows of a capture table keyed by (tbl, key) named by `p`. */
+const deleteKeyed = (
+  tx: TransactionSql<Record<string, unknown>>,
+  table: "service.capture_quarantine" | "service.capture_rereads",
+  p: { tbl: string[]; key: string[] }
+) =>
+  tx`
+    delete from ${tx(table)} x
+    using unnest(${p.tbl}::text[], ${p.key}::text[]) as d(tbl, key)
+    where x.tbl = d.tbl and x.key = d.key`
+
 /** The quarantine's statements for a batch, in its transaction (after the checkpoint's). */
 export const quarantineWrites = (delta: QuarantineDelta) => {
   if (deltaIsEmpty(delta)) return null
-  const released =
-    delta.released.length > 0
-      ? {
-          tbl: delta.released.map((r) => RESOURCE_INFO[r.resource].table),
-          key: delta.released.map((r) => r.id)
-        }
-      : null
+  const released = pairs(delta.released.map((r) => [RESOURCE_INFO[r.resource].table, r.id] as const))
   const held =
     delta.held.length > 0
       ? JSON.stringify(
@@ -38,18 +47,11 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
       : null
   const { contract, resync } = delta
   const retries = delta.retries ?? null
-  const pairs = (rows: ReadonlyArray<readonly [string, string]> | undefined) =>
-    rows === undefined || rows.length === 0 ? null : { tbl: rows.map(([t]) => t), key: rows.map(([, k]) => k) }
   const met = pairs(delta.rereadsMet)
   const asked = pairs(delta.rereadsAsked)
   return async (tx: TransactionSql<Record<string, unknown>>) => {
     // Released first: a record discarded and held again in one batch starts a new entry.
-    if (released !== null) {
-      await tx`
-        delete from service.capture_quarantine q
-        using unnest(${released.tbl}::text[], ${released.key}::text[]) as r(tbl, key)
-        where q.tbl = r.tbl and q.key = r.key`
-    }
+    if (released !== null) await deleteKeyed(tx, "service.capture_quarantine", released)
     // Held again: the entry keeps what it owes (its row when it was first held) and its first LSN.
     if (held !== null) {
       await tx`
@@ -88,12 +90,7 @@ export const quarantineWrites = (delta: QuarantineDelta) => {
           on conflict (id) do update set work = excluded.work`
     }
     // Rows re-read: met first, so that a row read and asked again in one batch stays asked.
-    if (met !== null) {
-      await tx`
-        delete from service.capture_rereads r
-        using unnest(${met.tbl}::text[], ${met.key}::text[]) as m(tbl, key)
-        where r.tbl = m.tbl and r.key = m.key`
-    }
+    if (met !== null) await deleteKeyed(tx, "service.capture_rereads", met)
     if (asked !== null) {
       await tx`
         insert into service.capture_rereads (tbl, key)
