@@ -19,7 +19,9 @@
 //   BENCH_SECONDS=15 BENCH_CLIENTS=10000 BENCH_FOLLOWERS=20 BENCH_LAYOUTS=one,split (defaults;
 //   BENCH_CLIENTS=0 runs part 1 alone; BENCH_SPLIT_ROLES="capture|delivery" runs the split
 //   layout's second process as one process per role, to see each one's share; BENCH_STATEMENTS=1
-//   prints the statements part 1 ran most, with their counts; BENCH_RATE=200 the changes a second)
+//   prints the statements part 1 ran most, with their counts; BENCH_RATE=200 the changes a second;
+//   BENCH_BARE=0 leaves out part 1's floor, bench/bare-follower.ts: the same changes followed
+//   from a slot of its own by a process that only passes each commit's ids to a waiting client)
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -38,6 +40,8 @@ const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 10_000)
 const RATE = Number(process.env.BENCH_RATE ?? 200)
 const FOLLOWERS = Number(process.env.BENCH_FOLLOWERS ?? 20)
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
+const BARE = process.env.BENCH_BARE !== "0"
+const PUBLICATION = "safety_records_service" // the service's default
 const LAYOUTS = (process.env.BENCH_LAYOUTS ?? "one,split").split(",").map((l) => l.trim())
 if (LAYOUTS.some((l) => l !== "one" && l !== "split")) throw new Error("BENCH_LAYOUTS lists one, split or both")
 
@@ -141,19 +145,42 @@ const main = async (layout: "one" | "split") => {
       ).pipe(Effect.provide(layer))
     )
     const now = async () => (await get(port, "/api/v1/stream?after=now", key)).json.nextOffset as string
+    // The floor: its own slot on the service's publication (made by capture at its start).
+    const barePort = await freePort()
+    if (BARE) {
+      await db.sql`select pg_create_logical_replication_slot('bench_bare', 'pgoutput')`
+      children.push(
+        spawn(
+          process.execPath,
+          [
+            fileURLToPath(new URL("bare-follower.ts", import.meta.url)),
+            db.url,
+            "bench_bare",
+            PUBLICATION,
+            String(barePort)
+          ],
+          { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] }
+        )
+      )
+      for (
+        let i = 0;
+        !(await fetch(`http://127.0.0.1:${barePort}/?after=-1`).then(
+          (r) => r.ok,
+          () => false
+        ));
+        i++
+      ) {
+        if (i > 100) throw new Error("the bare follower did not start")
+        await sleep(100)
+      }
+    }
 
     // ---- 1. commit → waiting client at 200 changes/s
     const committedAt = new Map<string, number>()
-    const latencies: Array<number> = []
     // When capture's commits were seen (its notification at each batch's commit), to tell the
     // wake (capture's commit → the client) from capture's own delay.
     const notified: Array<number> = []
     const listener = await db.sql.listen("service_record_changes", () => void notified.push(performance.now()))
-    const wakes: Array<number> = []
-    // From each change's committedAt as the stream gives it (the app's commit time, PostgreSQL's
-    // clock, the same machine's): the start taken apart from the bench's own event loop.
-    const fromStamp: Array<number> = []
-    const captured = new Map<string, number>()
     const lastNotificationBefore = (t: number) => {
       let lo = 0
       let hi = notified.length - 1
@@ -168,29 +195,31 @@ const main = async (layout: "one" | "split") => {
       return found
     }
     let stopping = false
+    // What each follower got and when; latencies are taken once the run is over, so that an
+    // answer the bench's event loop read before its writer's COMMIT returned still counts.
+    const seen: Array<{ id: string; at: number; stamp: number }> = []
     const follower = async (start: string) => {
       let after = start
       while (!stopping) {
         const a = await get(port, `/api/v1/stream?wait=30&limit=1000&after=${encodeURIComponent(after)}`, key)
         const at = performance.now()
-        for (const item of a.json.data) {
-          const c = committedAt.get(item.id)
-          if (c !== undefined) {
-            latencies.push(at - c)
-            fromStamp.push(Date.now() - Date.parse(item.committedAt))
-            const n = lastNotificationBefore(at)
-            if (n >= c) {
-              wakes.push(at - n)
-              // Capture's own delay, once per change: its commit is the last before the first follower had it.
-              if (!captured.has(item.id)) captured.set(item.id, n - c)
-            }
-          }
-        }
+        for (const item of a.json.data) seen.push({ id: item.id, at, stamp: Date.now() - Date.parse(item.committedAt) })
         after = a.json.nextOffset
+      }
+    }
+    const bareSeen: Array<{ id: string; at: number; stamp: number }> = []
+    const bareFollower = async () => {
+      let after = 0
+      while (!stopping) {
+        const a = await get(barePort, `/?after=${after}`, "")
+        const at = performance.now()
+        for (const item of a.json.items) bareSeen.push({ id: item.id, at, stamp: Date.now() - item.committedAt })
+        after = a.json.next
       }
     }
     const start = await now()
     const followers = Array.from({ length: FOLLOWERS }, () => follower(start))
+    if (BARE) followers.push(bareFollower())
     await sleep(500)
     const writer = db.sql
     const total = SECONDS * RATE
@@ -205,14 +234,34 @@ const main = async (layout: "one" | "split") => {
       committedAt.set(r!.id, performance.now())
     }
     const expected = total * FOLLOWERS
-    for (let i = 0; latencies.length < expected && i < 300; i++) await sleep(100)
+    const arrived = () => seen.reduce((n, x) => n + (committedAt.has(x.id) ? 1 : 0), 0)
+    for (let i = 0; arrived() < expected && i < 300; i++) await sleep(100)
     stopping = true
     // The followers end with their next answer (a change, or their wait).
     await writer`insert into app.incidents (company_id, reference, type, title, occurred_at, severity)
                  values (${company.id}, 'B-end', 'injury', 'End', now(), 'minor')`
     await Promise.race([Promise.all(followers), sleep(35_000)])
-    const delays = [...captured.values()]
     await listener.unlisten()
+    const latencies: Array<number> = []
+    // From each change's committedAt as the stream gives it (the app's commit time, PostgreSQL's
+    // clock, the same machine's): the start taken apart from the bench's own event loop.
+    const fromStamp: Array<number> = []
+    const wakes: Array<number> = []
+    const captured = new Map<string, number>()
+    for (const x of seen) {
+      const c = committedAt.get(x.id)
+      if (c === undefined) continue
+      latencies.push(x.at - c)
+      fromStamp.push(x.stamp)
+      const n = lastNotificationBefore(x.at)
+      if (n >= c) {
+        wakes.push(x.at - n)
+        // Capture's own delay, once per change: its commit is the last before the first follower had it.
+        if (!captured.has(x.id)) captured.set(x.id, n - c)
+      }
+    }
+    const delays = [...captured.values()]
+    const ofBench = bareSeen.filter((x) => committedAt.has(x.id))
 
     console.log(
       `\nbench:stream ${new Date().toISOString().slice(0, 10)}, node ${process.version}, layout ${layout}` +
@@ -232,7 +281,21 @@ const main = async (layout: "one" | "split") => {
       spread(`${latencies.length}/${expected}`, "the app's commit", latencies),
       spread(`${fromStamp.length}`, "the change's committedAt", fromStamp),
       spread(`${wakes.length}`, "capture's commit", wakes),
-      spread(`${delays.length}`, "app's → capture's commit", delays)
+      spread(`${delays.length}`, "app's → capture's commit", delays),
+      ...(BARE
+        ? [
+            spread(
+              `${ofBench.length}/${total}`,
+              "the app's commit, bare follower",
+              ofBench.map((x) => x.at - committedAt.get(x.id)!)
+            ),
+            spread(
+              `${ofBench.length}`,
+              "committedAt, bare follower",
+              ofBench.map((x) => x.stamp)
+            )
+          ]
+        : [])
     ])
     // What each change costs the database, statement by statement (capture's, the wake's, the reads').
     if (process.env.BENCH_STATEMENTS === "1") {
@@ -351,6 +414,8 @@ const main = async (layout: "one" | "split") => {
       c.kill("SIGTERM")
       if (c.exitCode === null && c.signalCode === null) await new Promise((r) => c.once("exit", r))
     }
+    if (BARE)
+      await db.sql`select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'bench_bare'`
     await db.close()
   }
 }
