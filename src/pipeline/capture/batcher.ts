@@ -356,6 +356,7 @@ export class Batcher {
     }
     const from = this.committed
     const last = batch[batch.length - 1]!
+    const windows = this.ctx.resync.snapshot(last.endLsn)
     const attributes = {
       "capture.slot": opts.slot,
       "capture.transactions": batch.length,
@@ -378,7 +379,7 @@ export class Batcher {
             checkFence(tx).then((fence) => {
               if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
             }),
-            advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime),
+            advanceCheckpoint(tx, opts.slot, from, last.endLsn, last.commitTime, windows),
             ...prepared.write(tx)
           ] as const
         if (prepared.oneRound) {

@@ -259,7 +259,7 @@ export const bootstrap = Effect.fn("bootstrap")(function* (
         values (${slot}, ${formatLsn(exported.consistentPoint)}::pg_lsn, now(),
                 ${gapReason === null ? null : new Date()}, ${gapReason})
         on conflict (slot_name) do update set checkpoint_lsn = excluded.checkpoint_lsn,
-          bootstrapped_at = excluded.bootstrapped_at, last_commit_at = null, applied_at = null,
+          bootstrapped_at = excluded.bootstrapped_at, last_commit_at = null, applied_at = null, open_windows = null,
           gap_at = coalesce(excluded.gap_at, service.capture_state.gap_at),
           gap_reason = coalesce(excluded.gap_reason, service.capture_state.gap_reason)`
       )

@@ -10,6 +10,8 @@ export interface CaptureState {
   readonly bootstrappedAt: Date | null
   readonly gapAt: Date | null
   readonly gapReason: string | null
+  /** The re-read windows open at the checkpoint (resync.ts), as stored with it, or null. */
+  readonly openWindows: unknown
 }
 
 export const readState = async (sql: Sql, slot: string): Promise<CaptureState | null> => {
@@ -20,9 +22,10 @@ export const readState = async (sql: Sql, slot: string): Promise<CaptureState | 
       bootstrapped_at: Date | null
       gap_at: Date | null
       gap_reason: string | null
+      open_windows: unknown
     }[]
   >`
-    select checkpoint_lsn::text, last_commit_at, bootstrapped_at, gap_at, gap_reason
+    select checkpoint_lsn::text, last_commit_at, bootstrapped_at, gap_at, gap_reason, open_windows
     from service.capture_state where slot_name = ${slot}`
   return row
     ? {
@@ -30,7 +33,8 @@ export const readState = async (sql: Sql, slot: string): Promise<CaptureState | 
         lastCommitAt: row.last_commit_at,
         bootstrappedAt: row.bootstrapped_at,
         gapAt: row.gap_at,
-        gapReason: row.gap_reason
+        gapReason: row.gap_reason,
+        openWindows: row.open_windows
       }
     : null
 }
@@ -48,19 +52,22 @@ const CHECKPOINT_ELSEWHERE = "22012"
  * every event is written once. Issued first in a batch's transaction, so the row lock
  * orders two such processes and the loser fails before writing. The statement itself fails
  * (one over no row moved), not only its caller: a batch whose COMMIT is sent with its
- * statements, before any answer (pipelined.ts), is then rolled back by that COMMIT.
+ * statements, before any answer (pipelined.ts), is then rolled back by that COMMIT. `windows`:
+ * the re-read windows open at `lsn` (Resync.snapshot), stored with it.
  */
 export const advanceCheckpoint = (
   tx: TransactionSql<Record<string, unknown>>,
   slot: string,
   from: Lsn,
   lsn: Lsn,
-  commitTime: Date
+  commitTime: Date,
+  windows: string | null
 ): Promise<void> =>
   tx`
     with moved as (
       update service.capture_state
-      set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now()
+      set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, last_commit_at = ${commitTime}, applied_at = now(),
+          open_windows = ${windows}::text::jsonb
       where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn
       returning 1
     )
@@ -87,11 +94,14 @@ const mustHaveMoved = (count: number, slot: string, from: Lsn): void => {
  * Moves the checkpoint past a stretch of WAL that held nothing for capture (the server says it
  * sent up to `lsn` and everything received is applied), keeping the last commit's time. Stored
  * before the slot is told (run.ts), so the slot never confirms what the service's database
- * does not have. Fails as advanceCheckpoint does when another process moved it.
+ * does not have. Fails as advanceCheckpoint does when another process moved it. Re-read windows
+ * stored with `from` stand at `lsn` too: nothing between them was for capture.
  */
 export const confirmCheckpoint = (sql: Sql, slot: string, from: Lsn, lsn: Lsn): Promise<void> =>
   sql`
-    update service.capture_state set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, applied_at = now()
+    update service.capture_state set checkpoint_lsn = ${formatLsn(lsn)}::pg_lsn, applied_at = now(),
+      open_windows = case when open_windows ->> 'at' = ${formatLsn(from)}
+                          then jsonb_set(open_windows, '{at}', to_jsonb(${formatLsn(lsn)}::text)) end
     where slot_name = ${slot} and checkpoint_lsn = ${formatLsn(from)}::pg_lsn`
     .execute()
     .then((r) => mustHaveMoved(r.count, slot, from))

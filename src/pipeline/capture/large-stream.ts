@@ -153,7 +153,7 @@ export const streamLarge = (
         const fence = await checkFence(tx)
         if (!fence.writable) throw new CaptureFenced({ message: fence.reason! })
         const { tally, quarantine: delta } = await big.finish(endLsn, commitTime)
-        await advanceCheckpoint(tx, ctx.slot, ctx.committed, endLsn, commitTime)
+        await advanceCheckpoint(tx, ctx.slot, ctx.committed, endLsn, commitTime, ctx.resync.snapshot(endLsn))
         return { endLsn, tally, delta, incomplete: big.incomplete, changes: total }
       } else if (msg.tag === "relation") {
         const m = relationMarker(msg, ctx.seenBroken)

@@ -18,11 +18,14 @@
 // app no longer has), applied as any other: in one database transaction with the checkpoint,
 // firing what the comparison of the mirror's row with the app's row calls for, once. Each
 // chunk's progress is stored with it, so a killed run goes on from the last chunk applied.
+// The windows open at a batch's end (and the keys noted in them) are stored with its
+// checkpoint, so a replay that starts between a chunk's watermarks (the batch applying the high
+// one lost with a crash of the service's database) still applies its rows at their place.
 import type { Sql } from "postgres"
 import { APP_COLUMNS } from "../../domain/records/columns.ts"
 import type { Row } from "../../domain/records/types.ts"
 import { toIsoUtcOrNull } from "../../domain/time.ts"
-import { parseLsn, type Lsn } from "../../platform/db/lsn.ts"
+import { formatLsn, parseLsn, type Lsn } from "../../platform/db/lsn.ts"
 import { rowKey } from "../projection/tables.ts"
 import { ident } from "./publication.ts"
 import type { QuarantineMarker } from "./quarantine/markers.ts"
@@ -111,6 +114,37 @@ export const readAppRows = async (
   })
 }
 
+/** The windows open at a checkpoint, as stored with it (service.capture_state.open_windows). */
+interface StoredWindows {
+  readonly at: string
+  readonly windows: ReadonlyArray<{
+    readonly id: string
+    readonly table: string
+    readonly from: string
+    readonly to: string | null
+    readonly keys: ReadonlyArray<string> | null
+    readonly changed: ReadonlyArray<string>
+    readonly void: boolean
+  }>
+}
+
+const strings = (xs: unknown): xs is ReadonlyArray<string> =>
+  Array.isArray(xs) && xs.every((x) => typeof x === "string")
+
+/** Stored windows that are what this release writes, or null (they are then not used). */
+const storedWindowsOf = (v: unknown): StoredWindows | null => {
+  if (typeof v !== "object" || v === null) return null
+  const s = v as { at?: unknown; windows?: unknown }
+  if (typeof s.at !== "string" || !Array.isArray(s.windows)) return null
+  for (const w of s.windows as Array<Record<string, unknown>>) {
+    if (typeof w !== "object" || w === null) return null
+    if (typeof w.id !== "string" || typeof w.table !== "string" || !(w.table in APP_COLUMNS)) return null
+    if (typeof w.from !== "string" || (w.to !== null && typeof w.to !== "string")) return null
+    if ((w.keys !== null && !strings(w.keys)) || !strings(w.changed) || typeof w.void !== "boolean") return null
+  }
+  return s as StoredWindows
+}
+
 /**
  * A high watermark's rows, or null when they are not rows (anyone who writes the app's database
  * can write such a message): the chunk is then read again, and capture never stops on it.
@@ -165,6 +199,49 @@ export class Resync {
   }
 
   // ---- the batcher's side (in stream order) ---------------------------------------------------
+
+  /**
+   * The windows open now, to store with the checkpoint `at` of the batch being written (every
+   * change taken so far is in it or before it); null when none is open. A key noted for a
+   * transaction after that batch only widens what the replay drops from a chunk, which that
+   * transaction, replayed, changes anyway.
+   */
+  snapshot(at: Lsn): string | null {
+    if (this.windows.size === 0) return null
+    const stored: StoredWindows = {
+      at: formatLsn(at),
+      windows: [...this.windows].map(([id, w]) => ({
+        id,
+        table: w.table,
+        from: w.from,
+        to: w.to,
+        keys: w.keys === null ? null : [...w.keys],
+        changed: [...w.changed],
+        void: w.void
+      }))
+    }
+    return JSON.stringify(stored)
+  }
+
+  /**
+   * The windows stored with the checkpoint a run streams from, taken up as they were. Windows
+   * stored with another checkpoint (one a keepalive or an older release moved without them)
+   * are not used: their chunks are read again, as when nothing was stored.
+   */
+  restore(stored: unknown, checkpoint: Lsn): void {
+    const s = storedWindowsOf(stored)
+    if (s === null || s.at !== formatLsn(checkpoint)) return
+    for (const w of s.windows)
+      this.windows.set(w.id, {
+        table: w.table,
+        from: w.from,
+        to: w.to,
+        keys: w.keys === null ? null : new Set(w.keys),
+        changed: new Set(w.changed),
+        void: w.void
+      })
+    this.open = this.windows.size
+  }
 
   /**
    * A watermark message. A low one opens its chunk's window, whichever run wrote it (a replay
@@ -230,15 +307,24 @@ export class Resync {
     again: ReadonlyArray<readonly [string, string]>
   } | null> {
     const w = this.windows.get(id)
-    this.windows.delete(id)
-    this.open = this.windows.size
-    // No window: the stream was taken up after its low watermark; the job reads the chunk again.
-    if (w === undefined || read === null) return null
+    // Closed once its rows are known: the batches written meanwhile (mirrored's) store it open.
+    const close = () => {
+      this.windows.delete(id)
+      this.open = this.windows.size
+    }
+    // No window: the stream was taken up after its low watermark and nothing stored it; the
+    // job reads the chunk again.
+    if (w === undefined || read === null) {
+      close()
+      return null
+    }
     const rows: RowChange[] = read.map((r) => ({ table: w.table, key: r.k, data: r.d }))
-    if (w.void)
+    if (w.void) {
+      close()
       return w.keys === null
         ? null
         : { changes: [], marker: null, again: [...w.keys].map((k) => [w.table, k] as const) }
+    }
     const changes: RowChange[] = []
     const have = new Set<string>()
     for (const r of rows) {
@@ -246,6 +332,7 @@ export class Resync {
       if (!w.changed.has(r.key)) changes.push(r)
     }
     const gone = w.keys !== null ? [...w.keys] : await mirrored(w.table, w.from, w.to)
+    close()
     for (const key of gone) if (!have.has(key) && !w.changed.has(key)) changes.push({ table: w.table, key, data: null })
     if (w.keys === null)
       return { changes, marker: { kind: "resynced", table: w.table, after: w.to, rows: rows.length }, again: [] }

@@ -168,6 +168,8 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const quarantine = yield* call(() => CaptureQuarantine.load(sql, opts.heldInMemory))
       const asyncCommit = yield* call(() => commitsAsynchronously(sql))
       const resync = new Resync(opts.slot, opts.resyncChunk, opts.resyncAfterRead)
+      // Chunks between their watermarks at the checkpoint, as the last stored batch left them.
+      resync.restore(state.openWindows, from)
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(

@@ -4,7 +4,13 @@
 // whose bytes did not change is not written again.
 import { randomUUID } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import { advanceCheckpoint, CheckpointMoved } from "../../../src/pipeline/capture/checkpoint.ts"
+import {
+  advanceCheckpoint,
+  CheckpointMoved,
+  confirmCheckpoint,
+  readState
+} from "../../../src/pipeline/capture/checkpoint.ts"
+import { Resync } from "../../../src/pipeline/capture/resync.ts"
 import { pipelinedCommit } from "../../../src/platform/db/pipelined.ts"
 import { mirrorChanges } from "../../../src/pipeline/capture/step/mirror.ts"
 import { CaptureProfile, PHASES } from "../../../src/pipeline/capture/profile.ts"
@@ -122,16 +128,46 @@ describe("a batch prepared while the one before is written", () => {
     expect(await read(null)).toEqual(before)
   })
 
+  it("stores the re-read windows open at the checkpoint with it; a keepalive's move carries them", async () => {
+    const slot = `windows_${db.name}`
+    await db.sql`insert into service.capture_state (slot_name, checkpoint_lsn) values (${slot}, '0/100')`
+    const open = new Resync(slot)
+    open.message(JSON.stringify({ id: "run-1", phase: "lo", slot, table: "audits", from: "", to: null, keys: ["k"] }))
+    open.note("audits", "k")
+    await db.sql.begin((tx) =>
+      Promise.all([
+        advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/200"), new Date(), open.snapshot(parseLsn("0/200")))
+      ])
+    )
+    // Nothing for capture up to 0/280: the keepalive's checkpoint holds the same windows.
+    await confirmCheckpoint(db.sql, slot, parseLsn("0/200"), parseLsn("0/280"))
+    const state = await readState(db.sql, slot)
+    const next = new Resync(slot)
+    next.restore(state!.openWindows, state!.checkpoint)
+    expect(next.open).toBe(1)
+    expect(await next.high("run-1", [{ k: "k", d: { id: "k" } }], async () => [])).toMatchObject({
+      changes: [],
+      again: [["audits", "k"]]
+    })
+    // A batch with none open clears them.
+    await db.sql.begin((tx) =>
+      Promise.all([advanceCheckpoint(tx, slot, parseLsn("0/280"), parseLsn("0/300"), new Date(), null)])
+    )
+    expect((await readState(db.sql, slot))!.openWindows).toBeNull()
+  })
+
   it("moves the checkpoint only from where this process left it; otherwise the batch writes nothing", async () => {
     const slot = `guard_${db.name}`
     await db.sql`insert into service.capture_state (slot_name, checkpoint_lsn) values (${slot}, '0/100')`
     const at = new Date()
-    await db.sql.begin((tx) => Promise.all([advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/200"), at)]))
+    await db.sql.begin((tx) =>
+      Promise.all([advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/200"), at, null)])
+    )
     // A second writer that started from 0/100 too: it fails, and its other statements go with it.
     const company = randomUUID()
     const late = db.sql.begin((tx) =>
       Promise.all([
-        advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/300"), at),
+        advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/300"), at, null),
         tx`insert into service.rows (tbl, key, company_id, data) values ('companies', ${company}, ${company}, '{}')`.execute()
       ])
     )
@@ -144,14 +180,14 @@ describe("a batch prepared while the one before is written", () => {
     // The same with COMMIT sent before any answer (a batch with nothing to re-shape): the
     // checkpoint's statement fails in the database, so that COMMIT rolls the batch back.
     const pipelined = pipelinedCommit(db.sql, (tx) => [
-      advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/300"), at),
+      advanceCheckpoint(tx, slot, parseLsn("0/100"), parseLsn("0/300"), at, null),
       tx`insert into service.rows (tbl, key, company_id, data) values ('companies', ${company}, ${company}, '{}')`.execute()
     ])
     await expect(pipelined).rejects.toBeInstanceOf(CheckpointMoved)
     expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(0)
     // From where it does stand, it moves, with the batch's writes.
     await pipelinedCommit(db.sql, (tx) => [
-      advanceCheckpoint(tx, slot, parseLsn("0/200"), parseLsn("0/300"), at),
+      advanceCheckpoint(tx, slot, parseLsn("0/200"), parseLsn("0/300"), at, null),
       tx`insert into service.rows (tbl, key, company_id, data) values ('companies', ${company}, ${company}, '{}')`.execute()
     ])
     expect(await db.sql`select 1 from service.rows where key = ${company}`).toHaveLength(1)

@@ -21,12 +21,13 @@ const describedAs = (sql: Sql, id: string, description: string, what: string) =>
 
 /**
  * A re-read of one row that stops between its read and its high watermark once armed: `seen`
- * resolves there, and the read goes on only when `end` makes it fail.
+ * resolves there, and the read goes on when `release` lets it, or fails when `end` makes it.
  */
 const gate = () => {
   let want: readonly [string, string] | null = null
   let reached: () => void = () => {}
   let fail: (e: Error) => void = () => {}
+  let go: () => void = () => {}
   let seen = Promise.resolve()
   return {
     arm(table: string, key: string) {
@@ -39,10 +40,14 @@ const gate = () => {
     hook: async (table: string, keys: ReadonlyArray<string>) => {
       if (want === null || table !== want[0] || !keys.includes(want[1])) return
       want = null
-      const released = new Promise<void>((_, reject) => (fail = reject))
+      const released = new Promise<void>((resolve, reject) => {
+        fail = reject
+        go = resolve
+      })
       reached()
       await released
     },
+    release: () => go(),
     end: () => fail(new Error("the run ended under the re-read"))
   }
 }
@@ -196,5 +201,76 @@ describe("an incident whose privacy case ends with its details left out", () => 
     const [held] = await db.sql<{ n: number }[]>`select count(*)::int as n from service.capture_quarantine`
     expect(held!.n).toBe(0)
     expect(await asks(db.sql)).toEqual([])
+  })
+})
+
+describe("a re-read whose high watermark's batch is lost", () => {
+  const db = useDatabase()
+  const company = useCompany(db)
+
+  it("is applied where it was read by the run that streams again from the batch holding its low watermark", {
+    timeout: 90_000
+  }, async () => {
+    const g = gate()
+    const cap = startCapture(db, { resyncAfterRead: g.hook })
+    const locker = await db.sql.reserve()
+    try {
+      await cap.settle(60_000)
+      // Two incidents made privacy cases and ended in one transaction, their descriptions out
+      // of line: each is held, its created event owed, until its row is read whole (one chunk).
+      const long = outOfLineText()
+      const [x, y] = await db.sql.begin(async (tx) => {
+        const made: Array<string> = []
+        for (const title of ["X", "Y"]) {
+          const id = await insertIncident(tx as unknown as Sql, company.id, {
+            title,
+            person_name: "Ola Berg",
+            description: long,
+            privacy_case: true
+          })
+          await tx`update app.incidents set privacy_case = false where id = ${id}`
+          made.push(id)
+        }
+        return made
+      })
+      g.arm("incidents", y!)
+      await g.seen
+      // Between the watermarks: X changes (the chunk's X is then left to the stream).
+      await db.sql`update app.incidents set title = 'X changed' where id = ${x!}`
+      await cap.settle()
+      // The batch that meets the high watermark waits on the checkpoint's row, and is lost.
+      await locker`begin`
+      await locker`lock table service.capture_state in exclusive mode`
+      g.release()
+      await waitFor(
+        async () =>
+          (await db.sql`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%with moved as%'`)
+            .length > 0,
+        "the batch with the high watermark waiting",
+        20_000,
+        20
+      )
+      // After the high watermark in the WAL: Y changes again.
+      await db.sql`update app.incidents set title = 'Y later' where id = ${y!}`
+      await db.sql`
+        select pg_terminate_backend(pid) from pg_stat_activity
+         where wait_event_type = 'Lock' and query like '%with moved as%'`
+      await locker`rollback`
+      // The next run streams again from the batch after the low watermark: Y's row as read, at its place.
+      await describedAs(db.sql, y!, long, "Y shaped from its row read")
+      await waitFor(async () => (await view(db.sql, "incidents", y!))?.title === "Y later", "Y's later title", 30_000)
+      await waitFor(async () => (await view(db.sql, "incidents", x!))?.title === "X changed", "X read again", 30_000)
+      await cap.settle()
+      // Y's owed event fired where its row was read (read again later, it said "Y later").
+      const events = (await outbox(db.sql)).filter((e) => e.record_id === y)
+      expect(events.map((e) => [e.event, e.data.title])).toEqual([["incident.created", "Y"]])
+      const xs = (await outbox(db.sql)).filter((e) => e.record_id === x)
+      expect(xs.map((e) => [e.event, e.data.title])).toEqual([["incident.created", "X changed"]])
+      expect(await asks(db.sql)).toEqual([])
+    } finally {
+      await locker`rollback`.catch(() => {})
+      locker.release()
+      await cap.stop()
+    }
   })
 })

@@ -3,6 +3,7 @@
 // keys the stream changed between the watermarks are left to the stream.
 import { describe, expect, it } from "vitest"
 import { Resync } from "../../../src/pipeline/capture/resync.ts"
+import { parseLsn } from "../../../src/platform/db/lsn.ts"
 
 const none = async () => [] as string[]
 const lo = (id: string, extra: Record<string, unknown> = {}) =>
@@ -84,5 +85,72 @@ describe("re-read watermarks", () => {
       marker: null,
       again: [["incidents", "a"]]
     })
+  })
+
+  it("a replay that starts between the watermarks takes up the windows stored with its checkpoint", async () => {
+    const rows = [
+      { k: "a", d: { id: "a", title: "A" } },
+      { k: "b", d: { id: "b" } },
+      { k: "c", d: { id: "c" } }
+    ]
+    // The run that stored the batch holding the low watermark and b's change, then was lost
+    // with the batch holding the high one.
+    const before = new Resync("s1")
+    expect(before.snapshot(parseLsn("0/100"))).toBeNull() // none open: nothing stored
+    before.message(lo("earlier-run-1", { keys: ["a", "b", "c"] }))
+    before.note("incidents", "b")
+    const stored = JSON.parse(before.snapshot(parseLsn("0/200"))!)
+    // The next run streams from that checkpoint: c's change (after it) and the high watermark.
+    const after = new Resync("s1")
+    after.restore(stored, parseLsn("0/200"))
+    expect(after.open).toBe(1)
+    after.note("incidents", "c")
+    expect(await high(after, hi("earlier-run-1", rows))).toEqual({
+      changes: [{ table: "incidents", key: "a", data: { id: "a", title: "A" } }],
+      marker: { kind: "reread", table: "incidents", keys: ["a"] },
+      again: [
+        ["incidents", "b"],
+        ["incidents", "c"]
+      ]
+    })
+    // Without them (as before they were stored) the chunk would be read again, later.
+    expect(await high(new Resync("s1"), hi("earlier-run-1", rows))).toBeNull()
+  })
+
+  it("windows stored with another checkpoint, or not as they are written, are not taken up", async () => {
+    const before = new Resync("s1")
+    before.message(lo("earlier-run-1", { keys: ["a"] }))
+    const stored = JSON.parse(before.snapshot(parseLsn("0/200"))!)
+    const window = stored.windows[0]
+    for (const [value, at] of [
+      [stored, "0/300"], // a keepalive or an older release moved the checkpoint without them
+      [null, "0/200"],
+      ["windows", "0/200"],
+      [{ at: "0/200" }, "0/200"],
+      [{ ...stored, windows: [{ ...window, table: "nope" }] }, "0/200"],
+      [{ ...stored, windows: [{ ...window, changed: [1] }] }, "0/200"],
+      [{ ...stored, windows: [{ ...window, keys: "a" }] }, "0/200"],
+      [{ ...stored, windows: [null] }, "0/200"]
+    ] as const) {
+      const r = new Resync("s1")
+      r.restore(value, parseLsn(at))
+      expect(r.open).toBe(0)
+    }
+  })
+
+  it("a batch written while a high watermark reads the mirror stores its window open", async () => {
+    const r = new Resync("s1")
+    r.message(lo("run-1", { from: "a", to: "m" }))
+    r.note("incidents", "b")
+    let meanwhile: string | null = null
+    await high(r, hi("run-1", [{ k: "c", d: { id: "c" } }]), async () => {
+      meanwhile = r.snapshot(parseLsn("0/300"))
+      return []
+    })
+    // That batch holds transactions before the high watermark: a replay from it meets the high one.
+    expect(JSON.parse(meanwhile!).windows).toEqual([
+      { id: "run-1", table: "incidents", from: "a", to: "m", keys: null, changed: ["b"], void: false }
+    ])
+    expect(r.snapshot(parseLsn("0/400"))).toBeNull()
   })
 })
