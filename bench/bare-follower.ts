@@ -3,18 +3,25 @@
 // service's publication) and answers a waiting long-poll with the ids of the incidents each
 // commit inserted, the moment the commit message arrives. Nothing is shaped, stored, checked
 // or authorised. Run beside the service, on the same cores, it shows what the machine alone
-// adds between the app's commit and a waiting client.
+// adds between the app's commit and a waiting client. With `write`, each commit's ids are first
+// stored (one insert, committed asynchronously as capture's batches are), to tell a round trip
+// to the database from the rest of capture's work.
 //
-//   node bench/bare-follower.ts <database url> <slot> <publication> <port>
+//   node bench/bare-follower.ts <database url> <slot> <publication> <port> [write]
 //   GET /?after=<n>  →  {"items": [{"id", "committedAt"}], "next": <n'>} (committedAt: the
 //   commit's time in ms since the epoch, from the WAL; waits up to 30 s for a commit past n)
 import { createServer, type ServerResponse } from "node:http"
 import { LogicalReplicationService, PgoutputPlugin } from "pg-logical-replication"
+import postgres from "postgres"
 import type { Message } from "pg-logical-replication/dist/output-plugins/pgoutput/pgoutput.types.js"
 
-const [url, slot, publication, port] = process.argv.slice(2)
+const [url, slot, publication, port, mode] = process.argv.slice(2)
 if (url === undefined || slot === undefined || publication === undefined || port === undefined)
-  throw new Error("usage: bare-follower.ts <database url> <slot> <publication> <port>")
+  throw new Error("usage: bare-follower.ts <database url> <slot> <publication> <port> [write]")
+const sql = mode === "write" ? postgres(url, { max: 2, onnotice: () => {} }) : null
+if (sql !== null) await sql`create table if not exists bench_bare_log (at pg_lsn, ids text[])`
+// Commits stored in order, one at a time (as capture's batches are).
+let storing = Promise.resolve()
 
 // Every insert committed so far, in commit order (a bench run's few thousand).
 const log: Array<{ id: string; committedAt: number }> = []
@@ -31,17 +38,32 @@ const replication = new LogicalReplicationService(
   { connectionString: url, application_name: "bench-bare-follower" },
   { acknowledge: { auto: true, timeoutSeconds: 1 } }
 )
-replication.on("data", (_lsn: string, msg: Message) => {
+const wakeAll = () => {
+  for (const w of waiting) {
+    clearTimeout(w.timer)
+    answer(w.after, w.res)
+  }
+  waiting.clear()
+}
+replication.on("data", (lsn: string, msg: Message) => {
   if (msg.tag === "begin") commitTime = Number(msg.commitTime) / 1000
   else if (msg.tag === "insert" && msg.relation.name === "incidents") pending.push(String(msg.new.id))
   else if (msg.tag === "commit" && pending.length > 0) {
-    for (const id of pending) log.push({ id, committedAt: commitTime })
+    const items = pending.map((id) => ({ id, committedAt: commitTime }))
     pending = []
-    for (const w of waiting) {
-      clearTimeout(w.timer)
-      answer(w.after, w.res)
+    if (sql === null) {
+      log.push(...items)
+      return wakeAll()
     }
-    waiting.clear()
+    const db = sql
+    storing = storing.then(async () => {
+      await db.begin(async (tx) => {
+        await tx`set local synchronous_commit = off`
+        await tx`insert into bench_bare_log values (${lsn}::pg_lsn, ${items.map((i) => i.id)})`
+      })
+      log.push(...items)
+      wakeAll()
+    })
   }
 })
 replication.on("error", (e: Error) => {

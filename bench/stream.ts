@@ -21,7 +21,8 @@
 //   layout's second process as one process per role, to see each one's share; BENCH_STATEMENTS=1
 //   prints the statements part 1 ran most, with their counts; BENCH_RATE=200 the changes a second;
 //   BENCH_BARE=0 leaves out part 1's floor, bench/bare-follower.ts: the same changes followed
-//   from a slot of its own by a process that only passes each commit's ids to a waiting client)
+//   from a slot of its own by a process that only passes each commit's ids to a waiting client;
+//   BENCH_BARE=write has it store each commit first, one asynchronously committed insert)
 import { spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -41,6 +42,7 @@ const RATE = Number(process.env.BENCH_RATE ?? 200)
 const FOLLOWERS = Number(process.env.BENCH_FOLLOWERS ?? 20)
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 const BARE = process.env.BENCH_BARE !== "0"
+const BARE_NAME = process.env.BENCH_BARE === "write" ? "bare follower storing" : "bare follower"
 const PUBLICATION = "safety_records_service" // the service's default
 const LAYOUTS = (process.env.BENCH_LAYOUTS ?? "one,split").split(",").map((l) => l.trim())
 if (LAYOUTS.some((l) => l !== "one" && l !== "split")) throw new Error("BENCH_LAYOUTS lists one, split or both")
@@ -286,12 +288,12 @@ const main = async (layout: "one" | "split") => {
         ? [
             spread(
               `${ofBench.length}/${total}`,
-              "the app's commit, bare follower",
+              `the app's commit, ${BARE_NAME}`,
               ofBench.map((x) => x.at - committedAt.get(x.id)!)
             ),
             spread(
               `${ofBench.length}`,
-              "committedAt, bare follower",
+              `committedAt, ${BARE_NAME}`,
               ofBench.map((x) => x.stamp)
             )
           ]
