@@ -215,6 +215,7 @@ export class Batcher {
 
   private async commit(p: Position, msg: Message & { tag: "commit" }) {
     const endLsn = parseLsn(msg.commitEndLsn!)
+    this.ctx.resync.passed(endLsn)
     if (p.in === "transaction" && endLsn > this.accepted) {
       this.pending.push({
         xid: p.xid,

@@ -176,6 +176,8 @@ const takeReady = (q: CaptureQuarantine, max: number): Array<readonly [string, s
  */
 export class Resync {
   private readonly windows = new Map<string, Window>()
+  /** Set by restore: where the windows of runs before this one stop mattering. */
+  private restoredUntil: Lsn | null = null
   private readonly waiting: Array<{ readonly lsn: Lsn; readonly resolve: () => void }> = []
   private wake: (() => void) | null = null
   private next = 0
@@ -226,9 +228,13 @@ export class Resync {
   /**
    * The windows stored with the checkpoint a run streams from, taken up as they were. Windows
    * stored with another checkpoint (one a keepalive or an older release moved without them)
-   * are not used: their chunks are read again, as when nothing was stored.
+   * are not used: their chunks are read again, as when nothing was stored. `until`: the app's
+   * WAL end when this run began. The high watermarks of runs before it were written before
+   * that, so their windows still open once the stream is past it never close (their run
+   * ended before its high one): they are dropped then (`passed`), not stored with every batch.
    */
-  restore(stored: unknown, checkpoint: Lsn): void {
+  restore(stored: unknown, checkpoint: Lsn, until: Lsn): void {
+    this.restoredUntil = until
     const s = storedWindowsOf(stored)
     if (s === null || s.at !== formatLsn(checkpoint)) return
     for (const w of s.windows)
@@ -277,6 +283,14 @@ export class Resync {
       return null
     }
     return { id: m.id, phase: "hi", rows: rowsOf(m.rows) }
+  }
+
+  /** A transaction's commit, in stream order: past `until`, earlier runs' windows are dropped. */
+  passed(lsn: Lsn): void {
+    if (this.restoredUntil === null || lsn <= this.restoredUntil) return
+    this.restoredUntil = null
+    for (const id of this.windows.keys()) if (!id.startsWith(`${this.run_}-`)) this.windows.delete(id)
+    this.open = this.windows.size
   }
 
   /** A row change the stream delivered: noted if a window's chunk holds its key. */

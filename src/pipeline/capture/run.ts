@@ -10,7 +10,7 @@
 // batcher itself is plain async code: capture's measured hot path.
 import { Cause, type Duration, Effect, Exit } from "effect"
 import type { Sql } from "postgres"
-import { formatLsn } from "../../platform/db/lsn.ts"
+import { formatLsn, parseLsn } from "../../platform/db/lsn.ts"
 import { PROJECTION_VERSION, storedProjectionVersion } from "../projection/version.ts"
 import { Batcher, commitsAsynchronously } from "./batcher.ts"
 import { bootstrap } from "./bootstrap.ts"
@@ -169,7 +169,8 @@ export const captureRun = (sql: Sql, opts: CaptureOptions, stats: CaptureStats):
       const asyncCommit = yield* call(() => commitsAsynchronously(sql))
       const resync = new Resync(opts.slot, opts.resyncChunk, opts.resyncAfterRead)
       // Chunks between their watermarks at the checkpoint, as the last stored batch left them.
-      resync.restore(state.openWindows, from)
+      const [walEnd] = yield* call(() => app.sql<{ lsn: string }[]>`select pg_current_wal_insert_lsn()::text as lsn`)
+      resync.restore(state.openWindows, from, parseLsn(walEnd!.lsn))
       const services = yield* Effect.context<never>()
       const tell: Tell = (level, message, fields) => void Effect.runPromiseWith(services)(log(level, message, fields))
       const stream = yield* Effect.acquireRelease(

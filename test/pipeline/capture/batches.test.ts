@@ -143,7 +143,7 @@ describe("a batch prepared while the one before is written", () => {
     await confirmCheckpoint(db.sql, slot, parseLsn("0/200"), parseLsn("0/280"))
     const state = await readState(db.sql, slot)
     const next = new Resync(slot)
-    next.restore(state!.openWindows, state!.checkpoint)
+    next.restore(state!.openWindows, state!.checkpoint, parseLsn("0/900"))
     expect(next.open).toBe(1)
     expect(await next.high("run-1", [{ k: "k", d: { id: "k" } }], async () => [])).toMatchObject({
       changes: [],

@@ -102,7 +102,7 @@ describe("re-read watermarks", () => {
     const stored = JSON.parse(before.snapshot(parseLsn("0/200"))!)
     // The next run streams from that checkpoint: c's change (after it) and the high watermark.
     const after = new Resync("s1")
-    after.restore(stored, parseLsn("0/200"))
+    after.restore(stored, parseLsn("0/200"), parseLsn("0/900"))
     expect(after.open).toBe(1)
     after.note("incidents", "c")
     expect(await high(after, hi("earlier-run-1", rows))).toEqual({
@@ -115,6 +115,20 @@ describe("re-read watermarks", () => {
     })
     // Without them (as before they were stored) the chunk would be read again, later.
     expect(await high(new Resync("s1"), hi("earlier-run-1", rows))).toBeNull()
+  })
+
+  it("an earlier run's window still open once the stream is past the WAL's end at this run's start is dropped", async () => {
+    const before = new Resync("s1")
+    before.message(lo("earlier-run-1", { keys: ["a"] }))
+    const stored = JSON.parse(before.snapshot(parseLsn("0/200"))!)
+    const after = new Resync("s1")
+    after.restore(stored, parseLsn("0/200"), parseLsn("0/900"))
+    after.passed(parseLsn("0/900")) // its high watermark may still come: at most here
+    expect(after.open).toBe(1)
+    after.passed(parseLsn("0/901")) // past it: that run ended before writing one
+    expect(after.open).toBe(0)
+    expect(after.snapshot(parseLsn("0/901"))).toBeNull()
+    expect(await high(after, hi("earlier-run-1", [{ k: "a", d: { id: "a" } }]))).toBeNull()
   })
 
   it("windows stored with another checkpoint, or not as they are written, are not taken up", async () => {
@@ -133,7 +147,7 @@ describe("re-read watermarks", () => {
       [{ ...stored, windows: [null] }, "0/200"]
     ] as const) {
       const r = new Resync("s1")
-      r.restore(value, parseLsn(at))
+      r.restore(value, parseLsn(at), parseLsn("0/900"))
       expect(r.open).toBe(0)
     }
   })
