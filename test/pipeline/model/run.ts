@@ -350,7 +350,7 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
     problems = [...differences(expected, actual), ...(await follower.misses())]
   } catch (e) {
     if (!(e instanceof Stuck)) throw e
-    problems = [e.message]
+    problems = [e.message, ...(await whereStuck(db.app.sql, db.service.sql, slot, cap))]
   } finally {
     cancelKill()
     await cap.kill()
@@ -371,6 +371,55 @@ export const runHistory = async (world: ModelWorld, h: History, timeoutMs = 30_0
     logs: cap.lines.slice(-60),
     stats: { ...counts, kills: cap.kills, serviceCrashes, lostCheckpoints, lostRead, ms: Date.now() - t0 }
   }
+}
+
+/**
+ * What a stuck history's report adds, to look into without its databases: whether capture's
+ * process runs, what each database's sessions are doing, the slot, and capture's state. Each
+ * read is bounded: a database that does not answer is itself the finding.
+ */
+const whereStuck = async (
+  app: postgres.Sql,
+  service: postgres.Sql,
+  slot: string,
+  cap: CaptureProcess
+): Promise<Array<string>> => {
+  const bounded = async (what: string, read: () => Promise<unknown>) => {
+    try {
+      const r = await Promise.race([
+        read(),
+        sleep(5000).then(() => {
+          throw new Error("no answer within 5 s")
+        })
+      ])
+      return `stuck: ${what}: ${JSON.stringify(r)}`
+    } catch (e) {
+      return `stuck: ${what}: ${e instanceof Error ? e.message : String(e)}`
+    }
+  }
+  const sessions = (sql: postgres.Sql) => () =>
+    sql`select pid, application_name as app, state, wait_event_type as wt, wait_event as w,
+               left(regexp_replace(query, '\s+', ' ', 'g'), 100) as q,
+               round(extract(epoch from now() - state_change))::int as secs
+          from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`
+  return [
+    `stuck: capture process running ${cap.running}, ${cap.starts} starts, ${cap.kills} kills`,
+    await bounded("the app's sessions", sessions(app)),
+    await bounded(
+      "the slot",
+      () => app`select active, active_pid, confirmed_flush_lsn::text, pg_current_wal_lsn()::text as wal
+                  from pg_replication_slots where slot_name = ${slot}`
+    ),
+    await bounded("the service's sessions", sessions(service)),
+    await bounded(
+      "capture's state",
+      () => service`select checkpoint_lsn::text, bootstrapped_at, open_windows is not null as windows,
+                      (select count(*)::int from service.capture_rereads) as asks,
+                      (select count(*)::int from service.capture_resync) as resync,
+                      (select count(*)::int from service.capture_contract) as broken
+                      from service.capture_state where slot_name = ${slot}`
+    )
+  ]
 }
 
 /** The oracle's verdict from the database's log of the app's changes. */
